@@ -1,0 +1,27 @@
+# Entry points. Each installs what is missing, configures (Release), builds, then runs.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+DEMO_OUT ?= runs/demo
+
+.PHONY: deps configure build demo test bench clean
+
+deps:
+	@scripts/install-deps
+
+configure: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	$(BUILD)/qkv spirals train --out $(DEMO_OUT) --epochs 40
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+bench: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target $(patsubst bench/%.cpp,bench_%,$(wildcard bench/*.cpp))
+
+clean:
+	rm -rf $(BUILD)

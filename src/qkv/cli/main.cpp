@@ -1,0 +1,70 @@
+// qkv: one binary, one subcommand per job. Exit status: 0 success, 1 data or
+// runtime error, 2 usage error, 130 interrupted (Ctrl-C, checkpoint written).
+#include <torch/torch.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+
+#include "qkv/cli/commands.h"
+#include "qkv/core/errors.h"
+#include "qkv/core/runtime.h"
+
+namespace {
+
+std::string first_line(std::string text) {
+  const auto nl = text.find('\n');
+  if (nl != std::string::npos) text.resize(nl);
+  return text;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"qkv " + qkv::qkv_version() +
+               ": attention models in C++ (VNT-Net, MHCA, the transformer core) on LibTorch"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "qkv " + qkv::qkv_version());
+  app.footer("Exit status: 0 ok, 1 data or runtime error, 2 usage error, 130 interrupted.\n"
+             "Run 'qkv <command> --help' for a command's options and their defaults.");
+  qkv::cli::Action action;
+  qkv::cli::register_params(app, action);
+  qkv::cli::register_export_weights(app, action);
+  qkv::cli::register_spirals(app, action);
+
+  // CLI11 would only say "a subcommand is required" for a mistyped command.
+  std::string known;
+  bool is_command = false;
+  for (const auto* sub : app.get_subcommands({})) {
+    known += (known.empty() ? "" : ", ") + sub->get_name();
+    is_command = is_command || (argc > 1 && sub->get_name() == argv[1]);
+  }
+  if (argc > 1 && argv[1][0] != '-' && !is_command) {
+    std::fprintf(stderr, "qkv: unknown command '%s' (known: %s)\n", argv[1], known.c_str());
+    return 2;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "qkv: %s (see qkv --help)\n", first_line(e.what()).c_str());
+    return 2;
+  }
+  try {
+    return action ? action() : 2;
+  } catch (const qkv::UsageError& e) {
+    std::fprintf(stderr, "qkv: %s\n", first_line(e.what()).c_str());
+    return 2;
+  } catch (const c10::Error& e) {
+    std::fprintf(stderr, "qkv: error: %s\n", first_line(e.what_without_backtrace()).c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "qkv: error: %s\n", first_line(e.what()).c_str());
+    return 1;
+  }
+}

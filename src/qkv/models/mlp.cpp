@@ -1,0 +1,41 @@
+#include "qkv/models/mlp.h"
+
+#include <torch/torch.h>
+
+#include "qkv/models/options.h"
+
+namespace qkv::models {
+
+MLPOptions MLPOptions::from_json(const nlohmann::json& j) {
+  MLPOptions o;
+  OptionReader r("mlp", j);
+  r.get("in_features", o.in_features, 1);
+  r.get("hidden", o.hidden, 1);
+  r.get("layers", o.layers, 0);
+  r.get("classes", o.classes, 2);
+  r.get("dropout", o.dropout, 0.0, 1.0);
+  r.finish();
+  return o;
+}
+
+nlohmann::json MLPOptions::to_json() const {
+  return {{"in_features", in_features}, {"hidden", hidden}, {"layers", layers}, {"classes", classes},
+          {"dropout", dropout}};
+}
+
+MLP::MLP(const MLPOptions& o) {
+  net_ = torch::nn::Sequential();
+  int64_t width = o.in_features;
+  for (int64_t i = 0; i < o.layers; ++i) {
+    net_->push_back(torch::nn::Linear(width, o.hidden));
+    net_->push_back(torch::nn::ReLU());
+    if (o.dropout > 0) net_->push_back(torch::nn::Dropout(o.dropout));
+    width = o.hidden;
+  }
+  net_->push_back(torch::nn::Linear(width, o.classes));
+  register_module("net", net_);
+}
+
+at::Tensor MLP::forward(const data::Batch& batch) { return net_->forward(batch.input("x")); }
+
+}  // namespace qkv::models

@@ -1,0 +1,165 @@
+#include "qkv/train/checkpoint.h"
+
+#include <torch/torch.h>
+
+#include <array>
+#include <cstring>
+#include <sstream>
+
+#include "qkv/core/atomic_file.h"
+#include "qkv/core/errors.h"
+
+namespace qkv::train {
+namespace {
+
+constexpr char kMagic[8] = {'Q', 'K', 'V', 'C', 'K', 'P', 'T', '1'};
+constexpr size_t kHeaderBytes = 8 + 8 + 4 + 4;  // magic, payload length, crc32, reserved
+
+uint32_t crc32(const char* data, size_t size) {
+  static const std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  uint32_t c = 0xFFFFFFFFu;
+  for (size_t i = 0; i < size; ++i) c = table[(c ^ static_cast<uint8_t>(data[i])) & 0xFFu] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
+}
+
+// Checks the header and returns the payload bytes.
+std::vector<char> read_payload(const std::string& path) {
+  std::vector<char> bytes = read_file_bytes(path);
+  if (bytes.size() < kHeaderBytes || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
+    throw DataError(path + ": not a qkv checkpoint (bad header)");
+  uint64_t length = 0;
+  uint32_t stored_crc = 0;
+  std::memcpy(&length, bytes.data() + 8, 8);
+  std::memcpy(&stored_crc, bytes.data() + 16, 4);
+  if (bytes.size() - kHeaderBytes != length)
+    throw DataError(path + ": checkpoint is truncated or has trailing data (" + std::to_string(bytes.size()) +
+                    " bytes, expected " + std::to_string(length + kHeaderBytes) + ")");
+  if (crc32(bytes.data() + kHeaderBytes, length) != stored_crc)
+    throw DataError(path + ": checkpoint is corrupt (CRC mismatch)");
+  return std::vector<char>(bytes.begin() + kHeaderBytes, bytes.end());
+}
+
+torch::serialize::InputArchive open_archive(const std::string& path) {
+  std::vector<char> payload = read_payload(path);
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(payload.data(), payload.size());
+  } catch (const c10::Error& e) {
+    throw DataError(path + ": checkpoint payload is unreadable: " + e.what_without_backtrace());
+  }
+  return archive;
+}
+
+std::string read_string(torch::serialize::InputArchive& a, const std::string& key, const std::string& path) {
+  c10::IValue v;
+  if (!a.try_read(key, v) || !v.isString()) throw DataError(path + ": checkpoint lacks '" + key + "'");
+  return v.toStringRef();
+}
+
+nlohmann::json parse_json(const std::string& text, const std::string& key, const std::string& path) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception&) {
+    throw DataError(path + ": checkpoint field '" + key + "' is not valid JSON");
+  }
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer* optimizer,
+                     const TrainState& s) {
+  torch::serialize::OutputArchive root;
+  torch::serialize::OutputArchive model_archive;
+  model.save(model_archive);
+  root.write("model", model_archive);
+  if (optimizer) {
+    torch::serialize::OutputArchive optim_archive;
+    optimizer->save(optim_archive);
+    root.write("optimizer", optim_archive);
+  }
+  nlohmann::json state = {{"epoch", s.epoch},
+                          {"step_in_epoch", s.step_in_epoch},
+                          {"global_step", s.global_step},
+                          {"partial_loss_sum", s.partial_loss_sum},
+                          {"partial_count", s.partial_count},
+                          {"partial_correct", s.partial_correct},
+                          {"partial_seconds", s.partial_seconds},
+                          {"best_epoch", s.best_epoch},
+                          {"best_value", s.best_value},
+                          {"train_seconds", s.train_seconds},
+                          {"history", s.history}};
+  root.write("state", c10::IValue(state.dump()));
+  root.write("config", c10::IValue(s.run_config.dump()));
+  {
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    root.write("rng", generator.get_state());
+  }
+
+  std::ostringstream payload_stream;
+  root.save_to(payload_stream);
+  const std::string payload = payload_stream.str();
+  std::vector<char> file(kHeaderBytes + payload.size());
+  const uint64_t length = payload.size();
+  const uint32_t crc = crc32(payload.data(), payload.size());
+  std::memcpy(file.data(), kMagic, sizeof kMagic);
+  std::memcpy(file.data() + 8, &length, 8);
+  std::memcpy(file.data() + 16, &crc, 4);
+  std::memcpy(file.data() + kHeaderBytes, payload.data(), payload.size());
+  write_file_atomic(path, file);
+}
+
+TrainState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer* optimizer) {
+  auto archive = open_archive(path);
+  try {
+    torch::serialize::InputArchive model_archive;
+    if (!archive.try_read("model", model_archive)) throw DataError(path + ": checkpoint has no model");
+    model.load(model_archive);
+    if (optimizer) {
+      torch::serialize::InputArchive optim_archive;
+      if (!archive.try_read("optimizer", optim_archive)) throw DataError(path + ": checkpoint has no optimizer state");
+      optimizer->load(optim_archive);
+      at::Tensor rng;
+      if (!archive.try_read("rng", rng)) throw DataError(path + ": checkpoint has no RNG state");
+      at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the global one
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      generator.set_state(rng);
+    }
+  } catch (const c10::Error& e) {
+    throw DataError(path + ": checkpoint does not fit this model: " + e.what_without_backtrace());
+  }
+  const auto j = parse_json(read_string(archive, "state", path), "state", path);
+  TrainState s;
+  try {
+    s.epoch = j.at("epoch");
+    s.step_in_epoch = j.at("step_in_epoch");
+    s.global_step = j.at("global_step");
+    s.partial_loss_sum = j.at("partial_loss_sum");
+    s.partial_count = j.at("partial_count");
+    s.partial_correct = j.at("partial_correct");
+    s.partial_seconds = j.at("partial_seconds");
+    s.best_epoch = j.at("best_epoch");
+    s.best_value = j.at("best_value");
+    s.train_seconds = j.at("train_seconds");
+    s.history = j.at("history");
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(path + ": checkpoint state is incomplete: " + e.what());
+  }
+  s.run_config = parse_json(read_string(archive, "config", path), "config", path);
+  return s;
+}
+
+nlohmann::json read_checkpoint_config(const std::string& path) {
+  auto archive = open_archive(path);
+  return parse_json(read_string(archive, "config", path), "config", path);
+}
+
+}  // namespace qkv::train

@@ -1,0 +1,48 @@
+#include "qkv/train/metrics.h"
+
+#include <torch/torch.h>
+
+namespace qkv::train {
+
+void AccuracyMetric::add(const at::Tensor& logits, const at::Tensor& target) {
+  const int64_t classes = logits.size(-1);
+  auto flat_target = target.reshape({-1}).to(torch::kCPU);
+  auto predicted = logits.reshape({-1, classes}).argmax(-1).to(torch::kCPU);
+  auto scored = flat_target != kIgnoreIndex;
+  auto t = flat_target.masked_select(scored);
+  auto p = predicted.masked_select(scored);
+  if (class_total_.size() < static_cast<size_t>(classes)) {
+    class_total_.resize(static_cast<size_t>(classes), 0);
+    class_correct_.resize(static_cast<size_t>(classes), 0);
+  }
+  auto hit = (p == t);
+  correct_ += hit.sum().item<int64_t>();
+  total_ += t.numel();
+  auto per_class_total = torch::bincount(t, {}, classes);
+  auto per_class_hit = torch::bincount(t.masked_select(hit), {}, classes);
+  for (int64_t c = 0; c < classes; ++c) {
+    class_total_[static_cast<size_t>(c)] += per_class_total[c].item<int64_t>();
+    class_correct_[static_cast<size_t>(c)] += per_class_hit[c].item<int64_t>();
+  }
+}
+
+nlohmann::json AccuracyMetric::result() const {
+  double recall_sum = 0;
+  int present = 0;
+  for (size_t c = 0; c < class_total_.size(); ++c) {
+    if (class_total_[c] == 0) continue;
+    recall_sum += static_cast<double>(class_correct_[c]) / static_cast<double>(class_total_[c]);
+    ++present;
+  }
+  return {{"accuracy", total_ ? static_cast<double>(correct_) / static_cast<double>(total_) : 0.0},
+          {"balanced_accuracy", present ? recall_sum / present : 0.0}};
+}
+
+at::Tensor classification_loss(const at::Tensor& logits, const at::Tensor& target, double label_smoothing) {
+  const int64_t classes = logits.size(-1);
+  namespace F = torch::nn::functional;
+  return F::cross_entropy(logits.reshape({-1, classes}), target.reshape({-1}),
+                          F::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex).label_smoothing(label_smoothing));
+}
+
+}  // namespace qkv::train

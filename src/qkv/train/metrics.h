@@ -1,0 +1,39 @@
+#pragma once
+// Metrics accumulated over an evaluation pass. The trainer owns the loss; an
+// accumulator turns (logits, target) pairs into named numbers. Tasks with
+// their own measures (mIoU, exact match) provide their own accumulator.
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+namespace qkv::train {
+
+constexpr int64_t kIgnoreIndex = -100;
+
+class MetricAccumulator {
+ public:
+  virtual ~MetricAccumulator() = default;
+  // logits [..., C], target [...] with kIgnoreIndex for positions not scored.
+  virtual void add(const at::Tensor& logits, const at::Tensor& target) = 0;
+  virtual nlohmann::json result() const = 0;  // e.g. {"accuracy": 0.93}
+};
+using MetricFactory = std::function<std::unique_ptr<MetricAccumulator>()>;
+
+// Fraction of scored positions whose arg-max is the target, and the mean of
+// per-class recall ("balanced_accuracy").
+class AccuracyMetric : public MetricAccumulator {
+ public:
+  void add(const at::Tensor& logits, const at::Tensor& target) override;
+  nlohmann::json result() const override;
+
+ private:
+  int64_t correct_ = 0, total_ = 0;
+  std::vector<int64_t> class_correct_, class_total_;
+};
+
+// Mean cross entropy over the scored positions, with label smoothing.
+at::Tensor classification_loss(const at::Tensor& logits, const at::Tensor& target, double label_smoothing);
+
+}  // namespace qkv::train

@@ -1,0 +1,34 @@
+#pragma once
+// Optimizers and learning-rate schedules. A schedule is a pure function of the
+// epoch, so a resumed run needs no scheduler state beyond the epoch counter.
+#include <torch/optim/optimizer.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace qkv::train {
+
+struct OptimConfig {
+  std::string optimizer = "adamw";  // adam | adamw | sgd (with momentum)
+  double lr = 1e-3;
+  double weight_decay = 1e-4;
+  double momentum = 0.9;            // sgd only
+  std::string schedule = "cosine";  // constant | step | cosine
+  int64_t step_size = 20;           // step: epochs between decays
+  double gamma = 0.5;               // step: decay factor
+  double min_lr = 0.0;              // cosine: final learning rate
+  int64_t warmup_epochs = 0;        // linear warm-up before the schedule
+
+  void validate() const;  // throws UsageError naming the option
+};
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<at::Tensor>& params,
+                                                        const OptimConfig& config);
+
+// Learning rate for 0-based `epoch` of `epochs`.
+double lr_at(const OptimConfig& config, int64_t epoch, int64_t epochs);
+
+void set_lr(torch::optim::Optimizer& optimizer, double lr);
+
+}  // namespace qkv::train

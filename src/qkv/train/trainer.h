@@ -1,0 +1,74 @@
+#pragma once
+// The training loop every model shares: epochs of shuffled mini-batches,
+// optimizer and schedule, gradient clipping, label smoothing, validation each
+// epoch, model selection on validation data only, test metrics from the
+// selected weights, and the run folder:
+//   config.json, metrics.jsonl, summary.json, report.html,
+//   checkpoints/last.ckpt (every epoch, and on Ctrl-C), checkpoints/best.ckpt
+#include <c10/core/Device.h>
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "qkv/data/dataset.h"
+#include "qkv/models/model.h"
+#include "qkv/train/checkpoint.h"
+#include "qkv/train/metrics.h"
+#include "qkv/train/optim.h"
+
+namespace qkv::train {
+
+struct TrainConfig {
+  int64_t epochs = 20;
+  int64_t batch_size = 32;
+  int64_t eval_batch_size = 0;  // 0: same as batch_size
+  bool drop_last = true;        // skip a last partial training batch (batch norm needs > 1 sample)
+  OptimConfig optim;
+  double clip_grad_norm = 0.0;  // max global L2 norm; 0 = off
+  double label_smoothing = 0.0;
+  std::string select_metric = "accuracy";  // validation metric for model selection; "loss" is minimised
+  uint64_t seed = 0;                       // data order: epoch e uses seed and e
+
+  void validate() const;  // throws UsageError naming the option
+  nlohmann::json to_json() const;
+  static TrainConfig from_json(const nlohmann::json& j);
+};
+
+struct TrainHooks {
+  std::function<data::Batch(const data::Batch&)> augment;  // training batches only; may use the global RNG
+  MetricFactory metrics;                                   // default: AccuracyMetric
+  bool live_progress = false;                              // progress bar on stderr
+  bool quiet = false;                                      // no per-epoch lines
+  std::string title = "qkv run";
+  int64_t stop_after_steps = -1;  // tests: act as if Ctrl-C came after this many steps of this call
+};
+
+struct RunPaths {
+  std::string dir;
+  std::string config() const { return dir + "/config.json"; }
+  std::string metrics() const { return dir + "/metrics.jsonl"; }
+  std::string summary() const { return dir + "/summary.json"; }
+  std::string report() const { return dir + "/report.html"; }
+  std::string last_checkpoint() const { return dir + "/checkpoints/last.ckpt"; }
+  std::string best_checkpoint() const { return dir + "/checkpoints/best.ckpt"; }
+};
+
+struct TrainResult {
+  bool interrupted = false;
+  nlohmann::json summary;
+};
+
+// Trains `model` (moved to `device`) and writes the run folder. With `resume`,
+// continues from out_dir's last checkpoint and ends with the same weights an
+// uninterrupted run would have. run_config is stored in config.json and in
+// every checkpoint, so `export-weights` and `--resume` can rebuild the model.
+TrainResult train(models::Model& model, const data::Splits& splits, const TrainConfig& config, c10::Device device,
+                  const std::string& out_dir, const nlohmann::json& run_config, bool resume,
+                  const TrainHooks& hooks = {});
+
+// Mean loss and the accumulator's metrics over a whole dataset, in eval mode.
+nlohmann::json evaluate(models::Model& model, const data::Dataset& dataset, int64_t batch_size, c10::Device device,
+                        const MetricFactory& metrics = {});
+
+}  // namespace qkv::train

@@ -1,0 +1,164 @@
+// The qkv binary as a user meets it: exit codes, one-line errors, the run
+// folder, Ctrl-C and resume.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Result run(const std::string& args) {
+  const std::string cmd = std::string(QKV_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int raw = pclose(p);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  return r;
+}
+
+std::string fresh_dir(const std::string& name) {
+  auto dir = fs::temp_directory_path() / ("qkv_cli_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  return dir.string();
+}
+
+int count_lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+void expect_clean_failure(const Result& r, int status, const std::string& needle) {
+  EXPECT_EQ(r.status, status) << r.output;
+  EXPECT_NE(r.output.find(needle), std::string::npos) << r.output;
+  EXPECT_EQ(count_lines(r.output), 1) << "one line expected:\n" << r.output;
+  for (const char* bad : {"terminate called", "Exception raised from", "frame #", "Aborted"})
+    EXPECT_EQ(r.output.find(bad), std::string::npos) << r.output;
+}
+
+const char* kFast = " --threads 1 --points-per-class 60 --batch-size 16";
+
+}  // namespace
+
+TEST(Cli, UsageErrorsExit2WithOneLine) {
+  expect_clean_failure(run(""), 2, "subcommand");
+  expect_clean_failure(run("frobnicate"), 2, "frobnicate");
+  expect_clean_failure(run("spirals train --epochs abc"), 2, "--epochs");
+  expect_clean_failure(run("spirals train --no-such-flag"), 2, "--no-such-flag");
+  expect_clean_failure(run("spirals train --epochs 0 --out " + fresh_dir("e0")), 2, "--epochs");
+  expect_clean_failure(run("spirals train --optimizer adagrad --out " + fresh_dir("opt")), 2, "--optimizer");
+  expect_clean_failure(run("spirals train --device cuda --out " + fresh_dir("cuda")), 2, "--device cuda");
+  expect_clean_failure(run("spirals train --resume /nonexistent-qkv-run"), 2, "--resume");
+  expect_clean_failure(run("params --model nope"), 2, "unknown model 'nope'");
+  expect_clean_failure(run("params --model mlp --options '{\"hiden\": 3}'"), 2, "unknown option 'hiden'");
+}
+
+TEST(Cli, HelpExplainsCommandsAndDefaults) {
+  auto top = run("--help");
+  EXPECT_EQ(top.status, 0);
+  for (const char* s : {"spirals", "params", "export-weights", "Exit status"})
+    EXPECT_NE(top.output.find(s), std::string::npos) << s;
+  auto train = run("spirals train --help");
+  EXPECT_EQ(train.status, 0);
+  for (const char* s : {"--epochs", "--seed", "--threads", "--device", "--out", "--resume", "--init-weights",
+                        "--label-smoothing", "--clip-grad-norm", "--schedule", "cosine"})
+    EXPECT_NE(train.output.find(s), std::string::npos) << s;
+}
+
+TEST(Cli, ParamsPrintsTheCount) {
+  auto r = run("params --model mlp");
+  EXPECT_EQ(r.status, 0);
+  // 2*64+64 + 64*64+64 + 64*3+3
+  EXPECT_EQ(r.output, "4547\n");
+  EXPECT_EQ(run("params --model mlp --options '{\"hidden\": 8, \"layers\": 1}'").output, "51\n");
+}
+
+TEST(Cli, TrainEvalExportAndInitWeights) {
+  const auto dir = fresh_dir("run");
+  auto r = run("spirals train --epochs 3 --out " + dir + kFast);
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* f : {"config.json", "metrics.jsonl", "summary.json", "report.html", "checkpoints/best.ckpt"})
+    EXPECT_TRUE(fs::exists(dir + "/" + f)) << f;
+  std::ifstream config_file(dir + "/config.json");
+  auto config = nlohmann::json::parse(config_file);
+  EXPECT_EQ(config.at("threads"), 1);
+  EXPECT_TRUE(config.at("blas").contains("library"));
+  EXPECT_TRUE(config.contains("qkv_version"));
+  EXPECT_EQ(config.at("train").at("epochs"), 3);
+
+  auto eval = run("spirals eval --threads 1 --checkpoint " + dir + "/checkpoints/best.ckpt");
+  ASSERT_EQ(eval.status, 0) << eval.output;
+  auto metrics = nlohmann::json::parse(eval.output);
+  EXPECT_EQ(metrics.at("split"), "test");
+  std::ifstream summary_file(dir + "/summary.json");
+  auto summary = nlohmann::json::parse(summary_file);
+  EXPECT_DOUBLE_EQ(metrics.at("accuracy").get<double>(), summary.at("test").at("accuracy").get<double>());
+
+  const auto weights = dir + "/w.pt";
+  auto ex = run("export-weights " + dir + "/checkpoints/best.ckpt " + weights);
+  ASSERT_EQ(ex.status, 0) << ex.output;
+  auto init = run("spirals train --epochs 1 --out " + dir + "_init --init-weights " + weights + kFast);
+  EXPECT_EQ(init.status, 0) << init.output;
+  expect_clean_failure(run("spirals train --epochs 1 --hidden 8 --out " + dir + "_bad --init-weights " + weights + kFast),
+                       1, "net.0.weight [64,2] vs model [8,2]");
+}
+
+TEST(Cli, BrokenCheckpointIsExit1NamingTheFile) {
+  const auto dir = fresh_dir("broken");
+  ASSERT_EQ(run("spirals train --epochs 1 --out " + dir + kFast).status, 0);
+  const auto ckpt = dir + "/checkpoints/best.ckpt";
+  fs::resize_file(ckpt, fs::file_size(ckpt) / 2);
+  expect_clean_failure(run("spirals eval --checkpoint " + ckpt), 1, ckpt + ": checkpoint is truncated");
+  expect_clean_failure(run("export-weights " + ckpt + " " + dir + "/x.pt"), 1, "truncated");
+  EXPECT_FALSE(fs::exists(dir + "/x.pt"));
+}
+
+TEST(Cli, CtrlCWritesACheckpointExits130AndResumes) {
+  const auto dir = fresh_dir("sigint");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    freopen("/dev/null", "w", stderr);
+    freopen("/dev/null", "w", stdout);
+    execl(QKV_BINARY, QKV_BINARY, "spirals", "train", "--epochs", "100000", "--points-per-class", "2000", "--threads",
+          "1", "--out", dir.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait for the first finished epoch, then interrupt mid-run.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!fs::exists(dir + "/metrics.jsonl") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(fs::exists(dir + "/metrics.jsonl"));
+  kill(pid, SIGINT);
+  int raw = 0;
+  waitpid(pid, &raw, 0);
+  ASSERT_TRUE(WIFEXITED(raw)) << "killed by signal " << WTERMSIG(raw);
+  EXPECT_EQ(WEXITSTATUS(raw), 130);
+  ASSERT_TRUE(fs::exists(dir + "/checkpoints/last.ckpt"));
+  std::ifstream m(dir + "/metrics.jsonl");
+  std::string line, last;
+  while (std::getline(m, line)) last = line;
+  const int64_t done = nlohmann::json::parse(last).at("epoch");
+  auto resumed = run("spirals train --resume " + dir + " --epochs " + std::to_string(done + 1) + " --threads 1");
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resuming"), std::string::npos) << resumed.output;
+  std::ifstream s(dir + "/summary.json");
+  EXPECT_EQ(nlohmann::json::parse(s).at("epochs"), done + 1);
+}

@@ -1,0 +1,88 @@
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "qkv/core/errors.h"
+#include "qkv/train/metrics.h"
+#include "qkv/train/optim.h"
+
+using namespace qkv;
+
+TEST(Schedules, CosineStepWarmup) {
+  train::OptimConfig c;
+  c.lr = 0.1;
+  c.schedule = "cosine";
+  c.min_lr = 0.0;
+  EXPECT_DOUBLE_EQ(train::lr_at(c, 0, 10), 0.1);
+  EXPECT_NEAR(train::lr_at(c, 5, 10), 0.05, 1e-12);
+  EXPECT_LT(train::lr_at(c, 9, 10), 0.01);
+  c.schedule = "step";
+  c.step_size = 3;
+  c.gamma = 0.5;
+  EXPECT_DOUBLE_EQ(train::lr_at(c, 2, 10), 0.1);
+  EXPECT_DOUBLE_EQ(train::lr_at(c, 3, 10), 0.05);
+  EXPECT_DOUBLE_EQ(train::lr_at(c, 7, 10), 0.025);
+  c.warmup_epochs = 2;
+  EXPECT_NEAR(train::lr_at(c, 0, 10), 0.1 / 3, 1e-12);
+  EXPECT_NEAR(train::lr_at(c, 1, 10), 0.2 / 3, 1e-12);
+  EXPECT_DOUBLE_EQ(train::lr_at(c, 2, 10), 0.1);
+}
+
+TEST(Optimizers, EachOneMinimisesAQuadratic) {
+  for (const char* name : {"adam", "adamw", "sgd"}) {
+    auto w = torch::full({4}, 3.0, torch::requires_grad());
+    train::OptimConfig c;
+    c.optimizer = name;
+    c.lr = 0.05;
+    c.weight_decay = 0;
+    auto opt = train::make_optimizer({w}, c);
+    for (int i = 0; i < 300; ++i) {
+      opt->zero_grad();
+      auto loss = (w - 1).pow(2).sum();
+      loss.backward();
+      opt->step();
+    }
+    EXPECT_NEAR(w[0].item<double>(), 1.0, 0.05) << name;
+  }
+}
+
+TEST(Optimizers, SetLrReachesEveryGroup) {
+  auto w = torch::zeros({2}, torch::requires_grad());
+  train::OptimConfig c;
+  auto opt = train::make_optimizer({w}, c);
+  train::set_lr(*opt, 0.123);
+  EXPECT_DOUBLE_EQ(opt->param_groups()[0].options().get_lr(), 0.123);
+}
+
+TEST(Loss, LabelSmoothingAndIgnoreIndex) {
+  auto logits = torch::tensor({{2.0, 0.0, 0.0}, {0.0, 5.0, 0.0}}, torch::kDouble);
+  auto target = torch::tensor({int64_t{0}, train::kIgnoreIndex}, torch::kLong);
+  // Only row 0 counts: -log softmax(2,0,0)[0].
+  const double lse = std::log(std::exp(2.0) + 2.0);
+  EXPECT_NEAR(train::classification_loss(logits, target, 0.0).item<double>(), lse - 2.0, 1e-12);
+  // With smoothing eps the target is (1-eps) one-hot + eps/C uniform.
+  const double eps = 0.3;
+  const double expected = (1 - eps) * (lse - 2.0) + eps / 3 * ((lse - 2.0) + 2 * lse);
+  EXPECT_NEAR(train::classification_loss(logits, target, eps).item<double>(), expected, 1e-12);
+}
+
+TEST(Metrics, AccuracyAndBalancedAccuracy) {
+  train::AccuracyMetric m;
+  // class 0: 3 samples, 2 right; class 1: 1 sample, 1 right.
+  auto logits = torch::tensor({{1.0, 0.0}, {1.0, 0.0}, {0.0, 1.0}, {0.0, 1.0}});
+  auto target = torch::tensor({0, 0, 0, 1}, torch::kLong);
+  m.add(logits, target);
+  auto r = m.result();
+  EXPECT_DOUBLE_EQ(r.at("accuracy").get<double>(), 0.75);
+  EXPECT_DOUBLE_EQ(r.at("balanced_accuracy").get<double>(), (2.0 / 3 + 1.0) / 2);
+}
+
+TEST(Optimizers, BadNamesAreUsageErrors) {
+  train::OptimConfig c;
+  c.schedule = "linear";
+  EXPECT_THROW(c.validate(), UsageError);
+  c = {};
+  c.lr = -1;
+  EXPECT_THROW(c.validate(), UsageError);
+}
