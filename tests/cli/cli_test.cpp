@@ -58,7 +58,8 @@ const char* kFast = " --threads 1 --points-per-class 60 --batch-size 16";
 }  // namespace
 
 TEST(Cli, UsageErrorsExit2WithOneLine) {
-  expect_clean_failure(run(""), 2, "subcommand");
+  expect_clean_failure(run(""), 2, "missing or unknown command");
+  expect_clean_failure(run("spirals frob"), 2, "qkv spirals: missing or unknown command (known: train, eval)");
   expect_clean_failure(run("frobnicate"), 2, "frobnicate");
   expect_clean_failure(run("spirals train --epochs abc"), 2, "--epochs");
   expect_clean_failure(run("spirals train --no-such-flag"), 2, "--no-such-flag");
@@ -161,4 +162,41 @@ TEST(Cli, CtrlCWritesACheckpointExits130AndResumes) {
   EXPECT_NE(resumed.output.find("resuming"), std::string::npos) << resumed.output;
   std::ifstream s(dir + "/summary.json");
   EXPECT_EQ(nlohmann::json::parse(s).at("epochs"), done + 1);
+}
+
+TEST(Cli, LmCacheSizeReproducesTheArticle) {
+  auto r = run("lm cache-size --layers 50 --heads 20 --dk 1000 --dv 1000 --seq 5000 --dtype f16 --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j.at("key_bytes"), 10000000000LL);
+  EXPECT_EQ(j.at("value_bytes"), 10000000000LL);
+  EXPECT_EQ(j.at("total_bytes"), 20000000000LL);
+  auto small = nlohmann::json::parse(run("lm cache-size --layers 50 --heads 20 --dk 200 --dv 200 --seq 5000 --json").output);
+  EXPECT_EQ(small.at("key_bytes"), 2000000000LL);
+  expect_clean_failure(run("lm cache-size --layers 2 --heads 2 --dk 4 --dv 4 --seq 8 --dtype f8"), 2, "--dtype");
+}
+
+TEST(Cli, LmTrainGenerateAndBadText) {
+  const auto dir = fresh_dir("lm");
+  auto r = run("lm train --task copy --samples 200 --epochs 1 --d-model 16 --heads 2 --layers 1 --threads 1 --out " + dir);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto ckpt = dir + "/checkpoints/best.ckpt";
+  auto cached = run("lm generate --checkpoint " + ckpt + " --prompt 'abc|' --max-new 12 --temperature 0.7 --seed 4 --json");
+  auto plain = run("lm generate --checkpoint " + ckpt + " --prompt 'abc|' --max-new 12 --temperature 0.7 --seed 4 --json --no-cache");
+  ASSERT_EQ(cached.status, 0) << cached.output;
+  EXPECT_EQ(nlohmann::json::parse(cached.output).at("tokens"), nlohmann::json::parse(plain.output).at("tokens"));
+  EXPECT_EQ(nlohmann::json::parse(cached.output).at("tokens").size(), 12u);
+  auto eval = run("lm eval --threads 1 --checkpoint " + ckpt);
+  ASSERT_EQ(eval.status, 0) << eval.output;
+  EXPECT_TRUE(nlohmann::json::parse(eval.output).contains("generated_exact_match"));
+  expect_clean_failure(run("spirals eval --checkpoint " + ckpt), 1, "not by 'spirals train'");
+
+  const auto empty = dir + "/empty.txt";
+  std::ofstream(empty).close();
+  expect_clean_failure(run("lm train --text " + empty + " --out " + dir + "_e"), 1, empty + ": the text file is empty");
+  const auto binary = dir + "/binary.txt";
+  std::ofstream(binary) << "ok\xff\xfe";
+  expect_clean_failure(run("lm train --text " + binary + " --out " + dir + "_b"), 1, binary + ": not valid UTF-8");
+  expect_clean_failure(run("lm train --task sorting --out " + dir + "_s"), 2, "--task sorting");
+  expect_clean_failure(run("lm inspect-mlp --checkpoint " + ckpt + " --layer 3 --text " + binary), 1, "not valid UTF-8");
 }

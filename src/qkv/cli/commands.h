@@ -15,5 +15,6 @@ using Action = std::function<int()>;
 void register_params(CLI::App& app, Action& action);
 void register_export_weights(CLI::App& app, Action& action);
 void register_spirals(CLI::App& app, Action& action);
+void register_lm(CLI::App& app, Action& action);
 
 }  // namespace qkv::cli

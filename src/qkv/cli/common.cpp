@@ -68,14 +68,37 @@ nlohmann::json make_run_config(const TrainRequest& r, const train::TrainConfig& 
           {"init_weights", r.init_weights}};
 }
 
-nlohmann::json resume_config(const std::string& dir) {
+nlohmann::json adopt_resumed_run(const std::string& dir, const CLI::App& cmd, CommonOptions& common,
+                                 train::TrainConfig& config, TrainRequest& request) {
   const std::string ckpt = train::RunPaths{dir}.last_checkpoint();
   if (!std::filesystem::exists(ckpt)) throw UsageError("--resume " + dir + ": no checkpoint at " + ckpt);
-  return train::read_checkpoint_config(ckpt);
+  const auto stored = train::read_checkpoint_config(ckpt);
+  if (cmd.count("--out") && common.out != dir)
+    throw UsageError("--resume " + dir + " continues in that folder; drop --out");
+  if (stored.value("command", "") != request.command)
+    throw UsageError("--resume " + dir + ": that run was made by '" + stored.value("command", "?") + "', not '" +
+                     request.command + "'");
+  try {
+    common.out = dir;
+    common.seed = stored.at("seed");
+    const int64_t epochs = cmd.count("--epochs") ? config.epochs : stored.at("train").at("epochs").get<int64_t>();
+    config = train::TrainConfig::from_json(stored.at("train"));
+    config.epochs = epochs;
+    request.model_name = stored.at("model").at("name");
+    request.model_options = stored.at("model").at("options");
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(ckpt + ": stored run configuration is incomplete (" + e.what() + ")");
+  }
+  request.init_weights.clear();
+  request.resume = true;
+  return stored;
 }
 
-models::ModelPtr load_model_from_checkpoint(const std::string& checkpoint, nlohmann::json* run_config) {
+models::ModelPtr load_model_from_checkpoint(const std::string& checkpoint, nlohmann::json* run_config,
+                                            const std::string& expected_command) {
   auto config = train::read_checkpoint_config(checkpoint);
+  if (!expected_command.empty() && config.value("command", "") != expected_command)
+    throw DataError(checkpoint + ": made by '" + config.value("command", "?") + "', not by '" + expected_command + "'");
   models::ModelPtr model;
   try {
     model = models::find_model(config.at("model").at("name").get<std::string>()).make(config.at("model").at("options"));
@@ -85,6 +108,23 @@ models::ModelPtr load_model_from_checkpoint(const std::string& checkpoint, nlohm
   train::load_checkpoint(checkpoint, *model, nullptr);
   if (run_config) *run_config = config;
   return model;
+}
+
+void add_eval_options(CLI::App* cmd, EvalOptions& o) {
+  cmd->add_option("--checkpoint", o.checkpoint, "checkpoint file (RUN/checkpoints/best.ckpt)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--split", o.split, "train, val or test")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"train", "val", "test"}));
+  add_common_options(cmd, o.common, "");
+}
+
+const data::DatasetPtr& pick_split(const data::Splits& splits, const std::string& name) {
+  if (name == "train") return splits.train;
+  if (name == "val") return splits.val;
+  if (name == "test") return splits.test;
+  throw UsageError("--split " + name + ": expected train, val or test");
 }
 
 int run_training(const TrainRequest& r, const data::Splits& splits, const train::TrainConfig& config,

@@ -45,10 +45,25 @@ nlohmann::json make_run_config(const TrainRequest& request, const train::TrainCo
 int run_training(const TrainRequest& request, const data::Splits& splits, const train::TrainConfig& config,
                  const CommonOptions& common, train::TrainHooks hooks = {});
 
-// --resume DIR: the run configuration stored in DIR's last checkpoint.
-nlohmann::json resume_config(const std::string& dir);
+// --resume DIR: adopts the stored run's folder, seed, model options and
+// training settings (only --epochs may be changed on the command line) and
+// returns the stored configuration, whose "data" the command rebuilds from.
+nlohmann::json adopt_resumed_run(const std::string& dir, const CLI::App& cmd, CommonOptions& common,
+                                 train::TrainConfig& config, TrainRequest& request);
 
-// Builds a registered model from a run configuration and loads a checkpoint's weights.
-models::ModelPtr load_model_from_checkpoint(const std::string& checkpoint, nlohmann::json* run_config = nullptr);
+// Builds a registered model from a checkpoint's run configuration and loads
+// its weights. With expected_command, a checkpoint made by another command
+// ("spirals train", "lm train") is a DataError naming the file.
+models::ModelPtr load_model_from_checkpoint(const std::string& checkpoint, nlohmann::json* run_config = nullptr,
+                                            const std::string& expected_command = "");
+
+// The options of every `eval` command: --checkpoint, --split, and the common ones.
+struct EvalOptions {
+  CommonOptions common;
+  std::string checkpoint;
+  std::string split = "test";
+};
+void add_eval_options(CLI::App* cmd, EvalOptions& o);
+const data::DatasetPtr& pick_split(const data::Splits& splits, const std::string& name);
 
 }  // namespace qkv::cli

@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
   qkv::cli::register_params(app, action);
   qkv::cli::register_export_weights(app, action);
   qkv::cli::register_spirals(app, action);
+  qkv::cli::register_lm(app, action);
+
 
   // CLI11 would only say "a subcommand is required" for a mistyped command.
   std::string known;
@@ -52,7 +54,21 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "qkv: %s (see qkv --help)\n", first_line(e.what()).c_str());
+    // Name the (sub)command that was being parsed and, when its own command
+    // word is missing or mistyped, the words it knows.
+    std::string path = "qkv";
+    const CLI::App* at = &app;
+    while (!at->get_subcommands().empty()) {
+      at = at->get_subcommands().front();
+      path += " " + at->get_name();
+    }
+    std::string message = first_line(e.what());
+    if (at->get_require_subcommand_min() > 0 && at->get_subcommands().empty()) {
+      std::string words;
+      for (const auto* sub : at->get_subcommands({})) words += (words.empty() ? "" : ", ") + sub->get_name();
+      message = "missing or unknown command (known: " + words + ")";
+    }
+    std::fprintf(stderr, "%s: %s (see %s --help)\n", path.c_str(), message.c_str(), path.c_str());
     return 2;
   }
   try {

@@ -86,29 +86,15 @@ void register_train(CLI::App* parent, Action& action) {
       TrainRequest request{"spirals train", "mlp", {}, {}, o->init_weights, false};
       train::TrainConfig config = o->train;
       SpiralsData data = o->data;
-      data.split_seed = o->common.seed;
-      nlohmann::json model_options;
       CommonOptions common = o->common;
       if (!o->resume.empty()) {
-        // The stored run decides everything but its length.
-        const auto stored = resume_config(o->resume);
-        if (cmd->count("--out") && common.out != o->resume)
-          throw UsageError("--resume " + o->resume + " continues in that folder; drop --out");
-        common.out = o->resume;
-        common.seed = stored.at("seed");
-        data = SpiralsData::from_json(stored.at("data"));
-        model_options = stored.at("model").at("options");
-        const int64_t epochs = cmd->count("--epochs") ? config.epochs : stored.at("train").at("epochs").get<int64_t>();
-        config = train::TrainConfig::from_json(stored.at("train"));
-        config.epochs = epochs;
-        request.init_weights.clear();
-        request.resume = true;
+        data = SpiralsData::from_json(adopt_resumed_run(o->resume, *cmd, common, config, request).at("data"));
       } else {
+        data.split_seed = common.seed;
         o->mlp.classes = data.spirals.classes;
-        model_options = o->mlp.to_json();
+        request.model_options = o->mlp.to_json();
       }
       config.seed = common.seed;
-      request.model_options = model_options;
       request.data = data.to_json();
       apply_common_options(common);
       return run_training(request, data.make(), config, common);
@@ -118,27 +104,16 @@ void register_train(CLI::App* parent, Action& action) {
 
 void register_eval(CLI::App* parent, Action& action) {
   auto* cmd = parent->add_subcommand("eval", "evaluate a spirals checkpoint on its run's split; prints JSON");
-  struct Opts {
-    CommonOptions common;
-    std::string checkpoint, split = "test";
-  };
-  auto o = std::make_shared<Opts>();
-  cmd->add_option("--checkpoint", o->checkpoint, "checkpoint file (RUN/checkpoints/best.ckpt)")
-      ->required()
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--split", o->split, "train, val or test")->capture_default_str()->check(
-      CLI::IsMember({"train", "val", "test"}));
-  add_common_options(cmd, o->common, "");
+  auto o = std::make_shared<EvalOptions>();
+  add_eval_options(cmd, *o);
   cmd->callback([o, &action] {
     action = [o] {
       const c10::Device device = apply_common_options(o->common);
       nlohmann::json config;
-      auto model = load_model_from_checkpoint(o->checkpoint, &config);
-      if (config.value("command", "") != "spirals train")
-        throw DataError(o->checkpoint + ": not a spirals checkpoint (command '" + config.value("command", "") + "')");
+      auto model = load_model_from_checkpoint(o->checkpoint, &config, "spirals train");
       model->to(device);
       const auto splits = SpiralsData::from_json(config.at("data")).make();
-      const auto& part = o->split == "train" ? splits.train : o->split == "val" ? splits.val : splits.test;
+      const auto& part = pick_split(splits, o->split);
       const int64_t batch = config.at("train").at("batch_size");
       auto metrics = train::evaluate(*model, *part, batch, device);
       metrics["split"] = o->split;

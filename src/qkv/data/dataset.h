@@ -10,9 +10,12 @@
 
 namespace qkv::data {
 
+// Target value for positions that are not scored (prompt tokens, padding).
+constexpr int64_t kIgnoreIndex = -100;
+
 struct Batch {
   std::map<std::string, at::Tensor> inputs;  // e.g. "points" [B, 3, N]
-  at::Tensor target;                         // class ids [B] or [B, ...] (long); -100 = ignore
+  at::Tensor target;                         // class ids [B] or [B, ...] (long); kIgnoreIndex = not scored
 
   // The named input; throws std::out_of_range naming the missing field.
   const at::Tensor& input(const std::string& name) const;

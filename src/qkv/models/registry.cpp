@@ -3,6 +3,7 @@
 #include "qkv/core/errors.h"
 #include "qkv/models/mlp.h"
 #include "qkv/models/model.h"
+#include "qkv/models/transformer_lm.h"
 
 namespace qkv::models {
 namespace {
@@ -21,6 +22,7 @@ ModelEntry entry(std::string name, std::string description) {
 const std::vector<ModelEntry>& model_registry() {
   static const std::vector<ModelEntry> registry = {
       entry<MLP, MLPOptions>("mlp", "multilayer perceptron on flat features (spirals demo)"),
+      entry<TransformerLM, TransformerLMOptions>("transformer-lm", "decoder-only byte-level transformer (qkv lm)"),
   };
   return registry;
 }

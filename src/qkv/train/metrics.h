@@ -8,9 +8,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "qkv/data/dataset.h"
+
 namespace qkv::train {
 
-constexpr int64_t kIgnoreIndex = -100;
+using data::kIgnoreIndex;
 
 class MetricAccumulator {
  public:

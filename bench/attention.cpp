@@ -1,0 +1,262 @@
+// Naive vs tiled attention on the CPU: forward and forward+backward, GFLOP/s,
+// speed ratio and peak extra memory, at one thread and at all threads, with the
+// machine's single-thread sgemm as the ceiling. Not a test: prints a table.
+//
+//   bench_attention            the table (N in {256,1024,4096}, d in {16,48,64})
+//   bench_attention --sweep    also: tile sizes at N=4096 and the Auto crossover
+//   bench_attention --cold     leave glibc malloc as it is (see "Allocator" below)
+//
+// Allocator: by default the bench keeps freed memory in the process
+// (mallopt M_MMAP_MAX = 0, M_TRIM_THRESHOLD = 1 GiB), so a run reuses pages that
+// earlier runs touched, as a caching allocator would. With --cold every large
+// tensor is a fresh mmap whose pages fault in on first touch; on the VM this was
+// measured on that costs ~0.3 GB/s and dominates the naive path's N^2 buffers.
+//
+// Memory: a CPU allocator that wraps c10's default one and counts live bytes is
+// installed with c10::SetCPUAllocator, so every tensor and the tiled kernel's
+// scratch (taken from the same allocator) is counted; "peak extra" is the peak
+// of live bytes during a run minus the bytes live before it (inputs excluded,
+// gradients of the inputs included). OpenBLAS's internal buffers are not seen.
+#include <torch/torch.h>
+
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
+#include <malloc.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "qkv/attention/sdpa.h"
+#include "qkv/attention/tiled_attention.h"
+#include "qkv/core/runtime.h"
+
+namespace qa = qkv::attention;
+
+namespace {
+
+// Live and peak bytes of CPU tensor storage. Each block carries a 64-byte header
+// with its size, so the raw deleter can account for it too.
+std::atomic<int64_t> g_live{0}, g_peak{0};
+
+class TrackingAllocator final : public c10::Allocator {
+ public:
+  static constexpr size_t kHeader = 64;  // keeps c10's 64-byte alignment
+  c10::DataPtr allocate(size_t n) const override {
+    char* base = static_cast<char*>(c10::alloc_cpu(n + kHeader));
+    std::memcpy(base, &n, sizeof n);
+    const int64_t live = g_live.fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
+    int64_t peak = g_peak.load();
+    while (live > peak && !g_peak.compare_exchange_weak(peak, live)) {
+    }
+    void* data = base + kHeader;
+    return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+
+ private:
+  static void release(void* data) {
+    if (!data) return;
+    char* base = static_cast<char*>(data) - kHeader;
+    size_t n;
+    std::memcpy(&n, base, sizeof n);
+    g_live.fetch_sub(static_cast<int64_t>(n));
+    c10::free_cpu(base);
+  }
+};
+TrackingAllocator g_tracking;
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+struct Measure {
+  double seconds = 0;     // best of the repetitions
+  double extra_mib = 0;   // peak extra bytes of the first timed run
+};
+
+// Runs fn once to warm up, then `reps` more times (at least, until min_seconds
+// total), returning the best time and the peak extra memory of a run.
+Measure measure(const std::function<void()>& fn, int reps = 3, double min_seconds = 0.3) {
+  fn();
+  Measure m;
+  m.seconds = 1e30;
+  double total = 0;
+  for (int r = 0; r < reps || (total < min_seconds && r < 50); ++r) {
+    const int64_t before = g_live.load();
+    g_peak.store(before);
+    const double t0 = now();
+    fn();
+    const double t = now() - t0;
+    total += t;
+    m.seconds = std::min(m.seconds, t);
+    m.extra_mib = std::max(m.extra_mib, static_cast<double>(g_peak.load() - before) / (1024.0 * 1024.0));
+  }
+  return m;
+}
+
+struct Inputs {
+  at::Tensor q, k, v, g;
+};
+
+Inputs make_inputs(int64_t BH, int64_t N, int64_t d, bool grad) {
+  Inputs in;
+  in.q = at::randn({1, BH, N, d}).requires_grad_(grad);
+  in.k = at::randn({1, BH, N, d}).requires_grad_(grad);
+  in.v = at::randn({1, BH, N, d}).requires_grad_(grad);
+  in.g = at::randn({1, BH, N, d});
+  return in;
+}
+
+void run_once(Inputs& in, qa::AttentionBackend backend, bool backward, bool causal = false, qa::TileSizes tiles = {}) {
+  qa::SdpaOptions o;
+  o.backend = backend;
+  o.causal = causal;
+  at::Tensor out;
+  if (backend == qa::AttentionBackend::Tiled && (tiles.block_q || tiles.block_k))
+    out = qa::tiled_attention(in.q, in.k, in.v, 1.0 / std::sqrt(static_cast<double>(in.q.size(3))), causal, {}, tiles);
+  else
+    out = qa::scaled_dot_product_attention(in.q, in.k, in.v, o).output;
+  if (backward) {
+    for (auto* t : {&in.q, &in.k, &in.v}) t->mutable_grad() = at::Tensor();
+    out.backward(in.g);
+  }
+}
+
+// B*H so that one forward is about 2 GFLOP (at least 1).
+int64_t pick_bh(int64_t N, int64_t d) {
+  const double per_head = 4.0 * N * N * d;
+  return std::max<int64_t>(1, static_cast<int64_t>(2e9 / per_head + 0.5));
+}
+
+double sgemm_gflops() {
+  at::Tensor a = at::randn({2048, 2048}), b = at::randn({2048, 2048}), c = at::empty({2048, 2048});
+  Measure m = measure([&] { at::mm_out(c, a, b); }, 5, 1.0);
+  return 2.0 * 2048 * 2048 * 2048 / m.seconds / 1e9;
+}
+
+void sweep_tiles(int threads) {
+  qkv::set_threads(threads);
+  std::printf("\nTile sweep: N=4096, forward and forward+backward GFLOP/s, %d thread(s)\n", threads);
+  std::printf("%4s %6s %6s %10s %10s\n", "d", "bq", "bk", "fwd", "fwd+bwd");
+  for (int64_t d : {16, 64}) {
+    const int64_t N = 4096, BH = pick_bh(N, d);
+    Inputs in = make_inputs(BH, N, d, true);
+    const double fl = 4.0 * BH * N * N * d;
+    for (auto [bq, bk] : std::vector<std::pair<int64_t, int64_t>>{{32, 64}, {64, 64}, {64, 128}, {128, 64}, {128, 128}, {64, 256}, {128, 256}}) {
+      Measure f, fb;
+      {
+        at::NoGradGuard ng;
+        f = measure([&] { run_once(in, qa::AttentionBackend::Tiled, false, false, {bq, bk}); }, 2, 0.1);
+      }
+      fb = measure([&] { run_once(in, qa::AttentionBackend::Tiled, true, false, {bq, bk}); }, 2, 0.1);
+      std::printf("%4lld %6lld %6lld %10.1f %10.1f\n", (long long)d, (long long)bq, (long long)bk, fl / f.seconds / 1e9,
+                  2.5 * fl / fb.seconds / 1e9);
+      std::fflush(stdout);
+    }
+  }
+}
+
+void crossover(int threads) {
+  qkv::set_threads(threads);
+  std::printf("\nAuto crossover: forward (no grad) and forward+backward time ratio naive/tiled, d=64, %d thread(s)\n",
+              threads);
+  std::printf("%6s %6s %12s %12s\n", "N", "BH", "fwd", "fwd+bwd");
+  for (int64_t N : {64, 128, 256, 384, 512, 768, 1024}) {
+    const int64_t d = 64, BH = std::max<int64_t>(2, pick_bh(N, d) / 4);
+    Inputs in = make_inputs(BH, N, d, true);
+    Measure fn, ft;
+    {
+      at::NoGradGuard ng;
+      fn = measure([&] { run_once(in, qa::AttentionBackend::Naive, false); }, 3, 0.1);
+      ft = measure([&] { run_once(in, qa::AttentionBackend::Tiled, false); }, 3, 0.1);
+    }
+    Measure bn = measure([&] { run_once(in, qa::AttentionBackend::Naive, true); }, 3, 0.1);
+    Measure bt = measure([&] { run_once(in, qa::AttentionBackend::Tiled, true); }, 3, 0.1);
+    std::printf("%6lld %6lld %12.2f %12.2f\n", (long long)N, (long long)BH, fn.seconds / ft.seconds,
+                bn.seconds / bt.seconds);
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool sweep = false, cold = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--sweep") sweep = true;
+    else if (a == "--cold") cold = true;
+    else {
+      std::fprintf(stderr, "usage: bench_attention [--sweep] [--cold]\n");
+      return 2;
+    }
+  }
+  if (!cold) {
+    mallopt(M_MMAP_MAX, 0);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  }
+  c10::SetCPUAllocator(&g_tracking, /*priority=*/100);
+  torch::manual_seed(0);
+  const int all = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const double t_start = now();
+
+  qkv::set_threads(1);
+  const double sgemm = sgemm_gflops();
+  auto blas = qkv::blas_info();
+  std::printf("bench_attention: naive (matmul, softmax, matmul) vs tiled (FlashAttention-style, tiles %lldx%lld at d=64)\n",
+              (long long)qa::default_tile_sizes(64, 64).block_q, (long long)qa::default_tile_sizes(64, 64).block_k);
+  std::printf("BLAS: %s (%s); cores: %d\n", blas.value("name", "?").c_str(), blas.value("config", "").c_str(), all);
+  std::printf("Allocator: %s\n", cold ? "cold (glibc default: large blocks are fresh mmaps, faulted in on first touch)"
+                                      : "warm (freed memory kept and reused: mallopt M_MMAP_MAX=0, M_TRIM_THRESHOLD=1GiB)");
+  std::printf("Ceiling: single-thread sgemm (at::mm_out 2048^3 float32, best of >= 5) = %.1f GFLOP/s\n", sgemm);
+  std::printf("Inputs: float32 q,k,v [1,BH,N,d] (dv = d), not causal, no masks, default scale. BH is chosen so one\n"
+              "forward is ~2 GFLOP (each timed run takes well under 1-2 s); time = best of >= 3 runs after a warm-up.\n"
+              "FLOPs: forward = 4*BH*N^2*d; forward+backward counted as 2.5 x forward (convention of the brief).\n"
+              "Memory: peak extra MiB of live CPU tensor storage during a run (tracking c10 CPU allocator; inputs\n"
+              "excluded, their gradients included). ratio = tiled GFLOP/s / naive GFLOP/s.\n\n");
+  std::printf("%3s %5s %3s %4s | %8s %8s %6s %9s %9s | %8s %8s %6s %9s %9s\n", "thr", "N", "d", "BH", "fwd nv",
+              "fwd tl", "ratio", "MiB nv", "MiB tl", "f+b nv", "f+b tl", "ratio", "MiB nv", "MiB tl");
+  {
+    // One untimed run of the largest naive case first, so that in warm mode the
+    // heap already holds the biggest buffers before anything is timed.
+    Inputs in = make_inputs(pick_bh(4096, 16), 4096, 16, true);
+    run_once(in, qa::AttentionBackend::Naive, true);
+  }
+  std::vector<int> thread_counts{1};
+  if (all > 1) thread_counts.push_back(all);
+  for (int threads : thread_counts) {
+    qkv::set_threads(threads);
+    for (int64_t N : {256, 1024, 4096})
+      for (int64_t d : {16, 48, 64}) {
+        const int64_t BH = pick_bh(N, d);
+        Inputs in = make_inputs(BH, N, d, true);
+        const double fl = 4.0 * BH * N * N * d;
+        Measure fn, ft;
+        {
+          at::NoGradGuard ng;
+          fn = measure([&] { run_once(in, qa::AttentionBackend::Naive, false); });
+          ft = measure([&] { run_once(in, qa::AttentionBackend::Tiled, false); });
+        }
+        Measure bn = measure([&] { run_once(in, qa::AttentionBackend::Naive, true); });
+        Measure bt = measure([&] { run_once(in, qa::AttentionBackend::Tiled, true); });
+        std::printf("%3d %5lld %3lld %4lld | %8.1f %8.1f %6.2f %9.1f %9.1f | %8.1f %8.1f %6.2f %9.1f %9.1f\n", threads,
+                    (long long)N, (long long)d, (long long)BH, fl / fn.seconds / 1e9, fl / ft.seconds / 1e9,
+                    fn.seconds / ft.seconds, fn.extra_mib, ft.extra_mib, 2.5 * fl / bn.seconds / 1e9,
+                    2.5 * fl / bt.seconds / 1e9, bn.seconds / bt.seconds, bn.extra_mib, bt.extra_mib);
+        std::fflush(stdout);
+      }
+  }
+  if (sweep) {
+    sweep_tiles(1);
+    crossover(1);
+    if (all > 1) crossover(all);
+  }
+  std::printf("\ntotal bench time %.0f s\n", now() - t_start);
+  return 0;
+}

@@ -1,0 +1,184 @@
+#include "qkv/attention/sdpa.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "qkv/attention/tiled_attention.h"
+#include "qkv/core/errors.h"
+
+namespace qkv::attention {
+namespace {
+
+constexpr const char* kFn = "scaled_dot_product_attention";
+
+[[noreturn]] void fail(const std::string& what) { throw UsageError(std::string(kFn) + ": " + what); }
+
+std::string shape_of(at::IntArrayRef sizes) {
+  std::ostringstream s;
+  s << sizes;
+  return s.str();
+}
+std::string shape_of(const at::Tensor& t) { return shape_of(t.sizes()); }
+
+// A mask must broadcast to [B,H,Nq,Nk]: at most 4 dims, each trailing-aligned
+// size equal to the target's or 1.
+void check_broadcastable(const char* name, const at::Tensor& mask, at::IntArrayRef target) {
+  bool ok = mask.dim() <= static_cast<int64_t>(target.size());
+  for (int64_t i = 1; ok && i <= mask.dim(); ++i) {
+    const int64_t have = mask.size(mask.dim() - i), want = target[target.size() - i];
+    ok = have == want || have == 1;
+  }
+  if (!ok) fail(std::string(name) + " " + shape_of(mask) + " is not broadcastable to [B,H,Nq,Nk] = " + shape_of(target));
+}
+
+void validate(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const SdpaOptions& o) {
+  if (!q.defined()) fail("q is undefined");
+  if (!k.defined()) fail("k is undefined");
+  if (!v.defined()) fail("v is undefined");
+  if (q.dim() != 4) fail("q must be 4-D [B,H,Nq,d], got " + shape_of(q));
+  if (k.dim() != 4) fail("k must be 4-D [B,H,Nk,d], got " + shape_of(k));
+  if (v.dim() != 4) fail("v must be 4-D [B,H,Nk,dv], got " + shape_of(v));
+  if (k.size(0) != q.size(0)) fail("k batch size B = " + std::to_string(k.size(0)) + " differs from q's " + std::to_string(q.size(0)));
+  if (k.size(1) != q.size(1)) fail("k heads H = " + std::to_string(k.size(1)) + " differ from q's " + std::to_string(q.size(1)));
+  if (k.size(3) != q.size(3)) fail("k head width d = " + std::to_string(k.size(3)) + " differs from q's " + std::to_string(q.size(3)));
+  if (v.size(0) != k.size(0) || v.size(1) != k.size(1))
+    fail("v " + shape_of(v) + " differs from k " + shape_of(k) + " in B or H");
+  if (v.size(2) != k.size(2))
+    fail("v has Nk = " + std::to_string(v.size(2)) + " positions but k has " + std::to_string(k.size(2)));
+  if (q.size(3) == 0) fail("q and k have head width d = 0");
+  if (!at::isFloatingType(q.scalar_type())) fail("q must be a floating-point tensor, got " + std::string(c10::toString(q.scalar_type())));
+  if (k.scalar_type() != q.scalar_type() || v.scalar_type() != q.scalar_type())
+    fail("q, k and v must share one dtype, got " + std::string(c10::toString(q.scalar_type())) + ", " +
+         c10::toString(k.scalar_type()) + ", " + c10::toString(v.scalar_type()));
+  if (k.device() != q.device() || v.device() != q.device())
+    fail("q, k and v must be on one device, got " + q.device().str() + ", " + k.device().str() + ", " + v.device().str());
+  if (o.scale && !(*o.scale > 0 && std::isfinite(*o.scale)))
+    fail("scale must be a positive finite number, got " + std::to_string(*o.scale));
+  if (!(o.temperature > 0 && std::isfinite(o.temperature)))
+    fail("temperature must be a positive finite number, got " + std::to_string(o.temperature));
+  if (!(o.dropout >= 0 && o.dropout < 1)) fail("dropout must be in [0, 1), got " + std::to_string(o.dropout));
+  const std::vector<int64_t> target{q.size(0), q.size(1), q.size(2), k.size(2)};
+  if (o.bool_mask.defined()) {
+    if (o.bool_mask.scalar_type() != at::kBool)
+      fail("bool_mask must have dtype bool, got " + std::string(c10::toString(o.bool_mask.scalar_type())));
+    check_broadcastable("bool_mask", o.bool_mask, target);
+  }
+  if (o.float_mask.defined()) {
+    if (!at::isFloatingType(o.float_mask.scalar_type()))
+      fail("float_mask must be floating point, got " + std::string(c10::toString(o.float_mask.scalar_type())));
+    check_broadcastable("float_mask", o.float_mask, target);
+  }
+  if (o.key_padding_mask.defined()) {
+    const auto& p = o.key_padding_mask;
+    if (p.scalar_type() != at::kBool || p.dim() != 2 || p.size(0) != q.size(0) || p.size(1) != k.size(2))
+      fail("key_padding_mask must be bool [B,Nk] = [" + std::to_string(q.size(0)) + ", " + std::to_string(k.size(2)) +
+           "], got " + std::string(c10::toString(p.scalar_type())) + " " + shape_of(p));
+  }
+}
+
+double softmax_scale(const at::Tensor& q, const SdpaOptions& o) {
+  const double scale = o.scale ? *o.scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+  return scale / o.temperature;
+}
+
+SdpaResult naive_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const SdpaOptions& o) {
+  SdpaResult r;
+  at::Tensor logits = at::matmul(q * softmax_scale(q, o), k.transpose(-2, -1));  // [B,H,Nq,Nk]
+  if (k.size(2) == 0) {  // no keys at all: every row is empty, output 0
+    r.output = at::matmul(logits, v);
+    if (o.need_weights) r.weights = logits;
+    return r;
+  }
+  if (o.float_mask.defined()) logits = logits + o.float_mask.to(logits.device(), logits.scalar_type());
+  at::Tensor allow = combined_attend_mask(q, k, o);
+  if (allow.defined()) logits = logits.masked_fill(allow.logical_not(), -std::numeric_limits<double>::infinity());
+  // Rows with no attendable key would be softmax(-inf, ..., -inf) = NaN: give them
+  // finite logits (so softmax and its gradient stay finite), then zero their weights.
+  at::Tensor dead;
+  if (o.float_mask.defined())
+    dead = logits.detach().amax(-1, true).eq(-std::numeric_limits<double>::infinity());
+  else if (allow.defined())
+    dead = allow.logical_not().all(-1, true);
+  at::Tensor weights;
+  if (dead.defined() && dead.any().item<bool>()) {
+    weights = at::softmax(logits.masked_fill(dead, 0.0), -1).masked_fill(dead, 0.0);
+  } else {
+    weights = at::softmax(logits, -1);
+  }
+  const at::Tensor used = (o.training && o.dropout > 0) ? at::dropout(weights, o.dropout, true) : weights;
+  r.output = at::matmul(used, v);
+  if (o.need_weights) r.weights = weights;
+  return r;
+}
+
+}  // namespace
+
+const char* backend_name(AttentionBackend backend) {
+  switch (backend) {
+    case AttentionBackend::Auto: return "auto";
+    case AttentionBackend::Naive: return "naive";
+    case AttentionBackend::Tiled: return "tiled";
+  }
+  return "?";
+}
+
+at::Tensor combined_attend_mask(const at::Tensor& q, const at::Tensor& k, const SdpaOptions& o) {
+  at::Tensor allow;
+  const auto dev = q.device();
+  if (o.causal) {
+    const int64_t Nq = q.size(-2), Nk = k.size(-2);
+    auto opts = at::TensorOptions().dtype(at::kLong).device(dev);
+    at::Tensor i = at::arange(Nq, opts).unsqueeze(1), j = at::arange(Nk, opts).unsqueeze(0);
+    allow = j.le(i + (Nk - Nq));  // [Nq,Nk], end-aligned
+  }
+  if (o.bool_mask.defined()) {
+    at::Tensor m = o.bool_mask.to(dev);
+    allow = allow.defined() ? allow.logical_and(m) : m;
+  }
+  if (o.key_padding_mask.defined()) {
+    at::Tensor keep = o.key_padding_mask.to(dev).logical_not().view({q.size(0), 1, 1, k.size(-2)});
+    allow = allow.defined() ? allow.logical_and(keep) : keep;
+  }
+  return allow;
+}
+
+std::string tiled_unsupported_reason(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                     const SdpaOptions& o) {
+  std::string why = tiled_unsupported_reason(q, k, v);
+  if (!why.empty()) return why;
+  if (o.need_weights) return "need_weights requires the naive path (the tiled kernel never forms the weights)";
+  if (o.training && o.dropout > 0) return "attention dropout is not supported by the tiled kernel";
+  if (o.bool_mask.defined()) return "bool_mask is not supported by the tiled kernel (causal and key_padding_mask are)";
+  if (o.float_mask.defined()) return "float_mask is not supported by the tiled kernel (causal and key_padding_mask are)";
+  return {};
+}
+
+AttentionBackend resolve_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                 const SdpaOptions& o) {
+  switch (o.backend) {
+    case AttentionBackend::Naive: return AttentionBackend::Naive;
+    case AttentionBackend::Tiled: {
+      std::string why = tiled_unsupported_reason(q, k, v, o);
+      if (!why.empty()) fail("backend tiled: " + why + "; use AttentionBackend::Auto or Naive");
+      return AttentionBackend::Tiled;
+    }
+    case AttentionBackend::Auto: break;
+  }
+  if (k.size(2) >= kTiledMinKeys && tiled_unsupported_reason(q, k, v, o).empty()) return AttentionBackend::Tiled;
+  return AttentionBackend::Naive;
+}
+
+SdpaResult scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                        const SdpaOptions& o) {
+  validate(q, k, v, o);
+  if (resolve_backend(q, k, v, o) == AttentionBackend::Naive) return naive_attention(q, k, v, o);
+  SdpaResult r;
+  at::Tensor pad = o.key_padding_mask.defined() ? o.key_padding_mask.to(q.device()) : at::Tensor();
+  r.output = tiled_attention(q, k, v, softmax_scale(q, o), o.causal, pad);
+  return r;
+}
+
+}  // namespace qkv::attention

@@ -1,0 +1,720 @@
+#include "qkv/attention/tiled_attention.h"
+
+#include <dlfcn.h>
+#include <torch/torch.h>
+
+#include <ATen/Parallel.h>  // at::get_num_threads, at::in_parallel_region
+
+#include <c10/core/thread_pool.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <cstring>
+#include <limits>
+#include <sstream>
+#include <vector>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define QKV_ATTN_X86 1
+#endif
+
+#include "qkv/core/errors.h"
+
+namespace qkv::attention {
+namespace {
+
+// ---------------------------------------------------------------------------
+// GEMM on row-major operands, served by the process's BLAS (sgemm_/dgemm_, found
+// with dlsym like core/runtime.cpp does, so no link-time BLAS dependency) with a
+// plain loop as the fallback when no BLAS symbol is loaded.
+
+using sgemm_fn = void (*)(const char*, const char*, const int*, const int*, const int*, const float*,
+                          const float*, const int*, const float*, const int*, const float*, float*, const int*);
+using dgemm_fn = void (*)(const char*, const char*, const int*, const int*, const int*, const double*,
+                          const double*, const int*, const double*, const int*, const double*, double*,
+                          const int*);
+
+sgemm_fn find_sgemm() {
+  static const sgemm_fn fn = reinterpret_cast<sgemm_fn>(dlsym(RTLD_DEFAULT, "sgemm_"));
+  return fn;
+}
+dgemm_fn find_dgemm() {
+  static const dgemm_fn fn = reinterpret_cast<dgemm_fn>(dlsym(RTLD_DEFAULT, "dgemm_"));
+  return fn;
+}
+
+// Threads OpenBLAS would use for one large GEMM (1 when the BLAS is not OpenBLAS).
+int blas_threads() {
+  using get_fn = int (*)();
+  auto get = reinterpret_cast<get_fn>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  return get ? get() : 1;
+}
+
+template <typename T>
+void gemm_loop(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
+               int64_t ldb, T beta, T* C, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      T acc = 0;
+      for (int64_t p = 0; p < K; ++p) acc += (ta ? A[p * lda + i] : A[i * lda + p]) * (tb ? B[j * ldb + p] : B[p * ldb + j]);
+      C[i * ldc + j] = alpha * acc + (beta == T(0) ? T(0) : beta * C[i * ldc + j]);
+    }
+}
+
+// Row-major C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C. A row-major matrix
+// is its transpose in column-major order, so this is the column-major product
+// C^T = op(B)^T op(A)^T: the operands swap places and keep their flags.
+template <typename T>
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
+          int64_t ldb, T beta, T* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
+    return;
+  }
+  const char opa = tb ? 'T' : 'N', opb = ta ? 'T' : 'N';
+  const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);
+  const int la = static_cast<int>(ldb), lb = static_cast<int>(lda), lc = static_cast<int>(ldc);
+  if constexpr (std::is_same_v<T, float>) {
+    if (auto fn = find_sgemm()) return fn(&opa, &opb, &m, &n, &k, &alpha, B, &la, A, &lb, &beta, C, &lc);
+  } else {
+    if (auto fn = find_dgemm()) return fn(&opa, &opb, &m, &n, &k, &alpha, B, &la, A, &lb, &beta, C, &lc);
+  }
+  gemm_loop(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+// ---------------------------------------------------------------------------
+// Row kernels on one score row: max, exp-and-sum, the softmax backward product
+// and scaling. float has an AVX2+FMA version chosen at run time (the library is
+// compiled for the baseline ISA, and std::exp per element would cost more than
+// the tile GEMMs); double and other CPUs use the portable loops.
+
+template <typename T>
+T row_max_generic(const T* x, int64_t n) {
+  T m = -std::numeric_limits<T>::infinity();
+  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+// x[i] = exp(x[i] - shift), returns the sum. shift is finite; exp(-inf) = 0.
+template <typename T>
+T exp_sum_generic(T* x, int64_t n, T shift) {
+  T s = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - shift);
+    s += x[i];
+  }
+  return s;
+}
+
+// dp[i] = p[i] * (dp[i] - D): the score gradient dS from dP and P.
+template <typename T>
+void dsoftmax_generic(T* dp, const T* p, int64_t n, T D) {
+  for (int64_t i = 0; i < n; ++i) dp[i] = p[i] * (dp[i] - D);
+}
+
+template <typename T>
+void scale_generic(T* x, int64_t n, T a) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= a;
+}
+
+#ifdef QKV_ATTN_X86
+#define QKV_AVX2 __attribute__((target("avx2,fma")))
+
+// exp on 8 floats: x = n ln2 + r with |r| <= ln2/2 (ln2 split in two for an exact
+// product), exp(r) by its degree-7 Taylor polynomial (truncation error
+// r^8/8! < 6e-9 relative, below float rounding), 2^n built in the exponent
+// bits. Inputs below -87 give 0 (exp(-87) ~ 1.6e-38 is at the edge of the
+// normal range), including -inf; inputs are clamped at 88 above.
+QKV_AVX2 inline __m256 exp8(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-87.0f);
+  const __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(88.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+QKV_AVX2 float hmax8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+  return _mm_cvtss_f32(m);
+}
+
+QKV_AVX2 float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+QKV_AVX2 float row_max_avx2(const float* x, int64_t n) {
+  __m256 m0 = _mm256_set1_ps(-std::numeric_limits<float>::infinity()), m1 = m0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + i));
+    m1 = _mm256_max_ps(m1, _mm256_loadu_ps(x + i + 8));
+  }
+  for (; i + 8 <= n; i += 8) m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + i));
+  float m = hmax8(_mm256_max_ps(m0, m1));
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+QKV_AVX2 float exp_sum_avx2(float* x, int64_t n, float shift) {
+  const __m256 s = _mm256_set1_ps(shift);
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 e0 = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), s));
+    const __m256 e1 = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), s));
+    _mm256_storeu_ps(x + i, e0);
+    _mm256_storeu_ps(x + i + 8, e1);
+    a0 = _mm256_add_ps(a0, e0);
+    a1 = _mm256_add_ps(a1, e1);
+  }
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), s));
+    _mm256_storeu_ps(x + i, e);
+    a0 = _mm256_add_ps(a0, e);
+  }
+  float sum = hsum8(_mm256_add_ps(a0, a1));
+  if (i < n) {  // the tail through one padded vector
+    alignas(32) float buf[8];
+    const int64_t rest = n - i;
+    for (int64_t t = 0; t < 8; ++t) buf[t] = t < rest ? x[i + t] : -std::numeric_limits<float>::infinity();
+    _mm256_store_ps(buf, exp8(_mm256_sub_ps(_mm256_load_ps(buf), s)));
+    for (int64_t t = 0; t < rest; ++t) {
+      x[i + t] = buf[t];
+      sum += buf[t];
+    }
+  }
+  return sum;
+}
+
+QKV_AVX2 void dsoftmax_avx2(float* dp, const float* p, int64_t n, float D) {
+  const __m256 d = _mm256_set1_ps(D);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dp + i, _mm256_mul_ps(_mm256_loadu_ps(p + i), _mm256_sub_ps(_mm256_loadu_ps(dp + i), d)));
+  for (; i < n; ++i) dp[i] = p[i] * (dp[i] - D);
+}
+
+QKV_AVX2 void scale_avx2(float* x, int64_t n, float a) {
+  const __m256 s = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), s));
+  for (; i < n; ++i) x[i] *= a;
+}
+
+bool cpu_has_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+#endif
+
+template <typename T>
+struct Rows {
+  static T max(const T* x, int64_t n) { return row_max_generic(x, n); }
+  static T exp_sum(T* x, int64_t n, T shift) { return exp_sum_generic(x, n, shift); }
+  static void dsoftmax(T* dp, const T* p, int64_t n, T D) { dsoftmax_generic(dp, p, n, D); }
+  static void scale(T* x, int64_t n, T a) { scale_generic(x, n, a); }
+};
+
+#ifdef QKV_ATTN_X86
+template <>
+struct Rows<float> {
+  static float max(const float* x, int64_t n) { return cpu_has_avx2() ? row_max_avx2(x, n) : row_max_generic(x, n); }
+  static float exp_sum(float* x, int64_t n, float shift) {
+    return cpu_has_avx2() ? exp_sum_avx2(x, n, shift) : exp_sum_generic(x, n, shift);
+  }
+  static void dsoftmax(float* dp, const float* p, int64_t n, float D) {
+    cpu_has_avx2() ? dsoftmax_avx2(dp, p, n, D) : dsoftmax_generic(dp, p, n, D);
+  }
+  static void scale(float* x, int64_t n, float a) { cpu_has_avx2() ? scale_avx2(x, n, a) : scale_generic(x, n, a); }
+};
+#endif
+
+// ---------------------------------------------------------------------------
+// Work distribution. `tasks` independent tasks are handed out one at a time from
+// an atomic counter (dynamic, so causal blocks of unequal cost balance) to the
+// calling thread plus up to workers-1 helpers from a process-wide c10::ThreadPool.
+//
+// Why not at::parallel_for: with LibTorch's OpenMP backend it is an inline
+// template around `#pragma omp parallel`, which only parallelises in code
+// compiled with -fopenmp; this library is not (CMakeLists is shared), so it would
+// run everything on one thread. The pool below is independent of compile flags.
+//
+// Progress never depends on a helper starting: the caller works through the
+// counter itself and waits only for tasks that were actually taken, so a busy
+// pool (or a call from inside a pool thread) cannot deadlock. A helper that
+// starts late finds no task and touches nothing but the shared state.
+// init(worker) runs before a worker's first task; worker < workers; worker_used(w)
+// says afterwards whether worker w ran (and so initialised) anything.
+
+c10::ThreadPool& helper_pool() {
+  // Leaked on purpose: no join at process exit.
+  static c10::ThreadPool* pool =
+      new c10::ThreadPool(static_cast<int>(std::max(2u, std::thread::hardware_concurrency()) - 1));
+  return *pool;
+}
+
+class Pool {
+ public:
+  // work_flops: rough cost of all tasks; small problems run on the caller alone.
+  Pool(int64_t tasks, double work_flops) : tasks_(tasks) {
+    int64_t want = at::get_num_threads();
+    if (at::in_parallel_region() || work_flops < 4e6) want = 1;
+    const int64_t hw = std::max<int64_t>(1, std::thread::hardware_concurrency());
+    workers_ = std::max<int64_t>(1, std::min({want, tasks, hw}));
+  }
+  int64_t workers() const { return workers_; }
+  int64_t tasks() const { return tasks_; }
+  bool worker_used(int64_t w) const { return used_[static_cast<size_t>(w)] != 0; }
+
+  template <typename Init, typename Fn>
+  void run(const Init& init, const Fn& fn) {
+    used_.assign(static_cast<size_t>(workers_), 0);
+    if (workers_ == 1) {
+      for (int64_t t = 0; t < tasks_; ++t) {
+        if (!used_[0]) {
+          used_[0] = 1;
+          init(0);
+        }
+        fn(0, t);
+      }
+      return;
+    }
+    struct Shared {
+      std::atomic<int64_t> next{0}, done{0}, slots{1};
+      int64_t tasks = 0;
+      std::mutex mu;
+      std::condition_variable cv;
+      std::exception_ptr error;
+      std::function<void(int64_t, int64_t)> task;  // valid while tasks remain
+      std::vector<char>* used = nullptr;
+      std::function<void(int64_t)> init;
+    };
+    auto st = std::make_shared<Shared>();
+    st->tasks = tasks_;
+    st->used = &used_;
+    st->task = [&fn](int64_t w, int64_t t) { fn(w, t); };
+    st->init = [&init](int64_t w) { init(w); };
+    auto work = [](Shared& s, int64_t slot) {
+      for (int64_t t = s.next.fetch_add(1); t < s.tasks; t = s.next.fetch_add(1)) {
+        try {
+          if (!(*s.used)[static_cast<size_t>(slot)]) {
+            (*s.used)[static_cast<size_t>(slot)] = 1;
+            s.init(slot);
+          }
+          s.task(slot, t);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(s.mu);
+          if (!s.error) s.error = std::current_exception();
+        }
+        if (s.done.fetch_add(1) + 1 == s.tasks) {
+          std::lock_guard<std::mutex> lock(s.mu);
+          s.cv.notify_all();
+        }
+      }
+    };
+    const int64_t helpers = std::min<int64_t>(workers_ - 1, static_cast<int64_t>(helper_pool().size()));
+    const int64_t workers = workers_;
+    for (int64_t h = 0; h < helpers; ++h)
+      helper_pool().run([st, work, workers] {
+        const int64_t slot = st->slots.fetch_add(1);
+        if (slot < workers) work(*st, slot);
+      });
+    work(*st, 0);
+    std::unique_lock<std::mutex> lock(st->mu);
+    st->cv.wait(lock, [&] { return st->done.load() == st->tasks; });
+    if (st->error) std::rethrow_exception(st->error);
+  }
+  template <typename Fn>
+  void run(const Fn& fn) {
+    run([](int64_t) {}, fn);
+  }
+
+ private:
+  int64_t tasks_;
+  int64_t workers_ = 1;
+  std::vector<char> used_;
+};
+
+struct Geometry {
+  int64_t B, H, Nq, Nk, d, dv;
+  int64_t offset;  // Nk - Nq: the causal diagonal is j = i + offset
+  int64_t bq, bk;
+};
+
+// Number of keys of the block starting at key j0 (of n keys) that query i may
+// see under the causal rule: keys j0 .. j0+result-1.
+inline int64_t causal_limit(int64_t i, int64_t j0, int64_t n, int64_t offset) {
+  return std::clamp<int64_t>(i + offset - j0 + 1, 0, n);
+}
+
+// The padded columns of key block [j0, j0+n) of batch b; returns how many are
+// padding. pad == nullptr: none.
+inline int64_t padded_columns(const bool* pad, const Geometry& g, int64_t b, int64_t j0, int64_t n,
+                              std::vector<int64_t>& cols) {
+  cols.clear();
+  if (!pad) return 0;
+  const bool* row = pad + b * g.Nk + j0;
+  for (int64_t c = 0; c < n; ++c)
+    if (row[c]) cols.push_back(c);
+  return static_cast<int64_t>(cols.size());
+}
+
+template <typename T>
+void forward_kernel(const T* q, const T* k, const T* v, const bool* pad, T* out, T* lse, const Geometry& g, T alpha,
+                    bool causal) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  const int64_t BH = g.B * g.H, nqb = (g.Nq + g.bq - 1) / g.bq;
+  Pool pool(BH * nqb, 4.0 * BH * g.Nq * g.Nk * std::max(g.d, g.dv));
+  // Per-worker scratch, allocated once per call (never per tile): the score tile
+  // and the running max / sum of each row. Taken from the CPU allocator so that
+  // allocation tracking sees it.
+  at::Tensor scratch = at::empty({pool.workers(), g.bq * g.bk + 2 * g.bq}, c10::CppTypeToScalarType<T>::value);
+  T* scratch_base = scratch.data_ptr<T>();
+  pool.run([&](int64_t worker, int64_t task) {
+    thread_local std::vector<int64_t> pcols;
+    T* S = scratch_base + worker * (g.bq * g.bk + 2 * g.bq);
+    T* mrow = S + g.bq * g.bk;
+    T* lrow = mrow + g.bq;
+    // Heaviest query blocks (the last ones, under causal masking) go first.
+    const int64_t qb = nqb - 1 - task / BH, bh = task % BH, b = bh / g.H;
+    const int64_t i0 = qb * g.bq, m = std::min(g.bq, g.Nq - i0);
+    const T* Q = q + (bh * g.Nq + i0) * g.d;
+    const T* K = k + bh * g.Nk * g.d;
+    const T* V = v + bh * g.Nk * g.dv;
+    T* O = out + (bh * g.Nq + i0) * g.dv;
+    std::fill(O, O + m * g.dv, T(0));
+    std::fill(mrow, mrow + m, kNegInf);
+    std::fill(lrow, lrow + m, T(0));
+    // Keys beyond the causal limit of the block's last row are invisible to all
+    // of its rows: those tiles are skipped.
+    const int64_t kend = causal ? std::clamp<int64_t>(i0 + m - 1 + g.offset + 1, 0, g.Nk) : g.Nk;
+    for (int64_t j0 = 0; j0 < kend; j0 += g.bk) {
+      const int64_t n = std::min(g.bk, kend - j0);
+      const int64_t npad = padded_columns(pad, g, b, j0, n, pcols);
+      if (npad == n) continue;
+      gemm<T>(false, true, m, n, g.d, alpha, Q, g.d, K + j0 * g.d, g.d, T(0), S, g.bk);
+      for (int64_t r = 0; r < m; ++r) {
+        T* srow = S + r * g.bk;
+        for (int64_t c : pcols) srow[c] = kNegInf;
+        const int64_t lim = causal ? causal_limit(i0 + r, j0, n, g.offset) : n;
+        const T mx = lim > 0 ? Rows<T>::max(srow, lim) : kNegInf;
+        const T mold = mrow[r], mnew = std::max(mold, mx);
+        if (mnew == kNegInf) {  // nothing visible to this row yet
+          std::fill(srow, srow + n, T(0));
+          continue;
+        }
+        const T sum = lim > 0 ? Rows<T>::exp_sum(srow, lim, mnew) : T(0);
+        std::fill(srow + lim, srow + n, T(0));
+        if (mold != mnew) {
+          const T corr = std::exp(mold - mnew);  // 0 when mold = -inf (then O and l are 0)
+          lrow[r] *= corr;
+          Rows<T>::scale(O + r * g.dv, g.dv, corr);
+        }
+        lrow[r] += sum;
+        mrow[r] = mnew;
+      }
+      gemm<T>(false, false, m, g.dv, n, T(1), S, g.bk, V + j0 * g.dv, g.dv, T(1), O, g.dv);
+    }
+    T* L = lse + bh * g.Nq + i0;
+    for (int64_t r = 0; r < m; ++r) {
+      if (lrow[r] > T(0)) {
+        Rows<T>::scale(O + r * g.dv, g.dv, T(1) / lrow[r]);
+        L[r] = mrow[r] + std::log(lrow[r]);
+      } else {
+        std::fill(O + r * g.dv, O + (r + 1) * g.dv, T(0));
+        L[r] = kNegInf;
+      }
+    }
+  });
+}
+
+// One task per (batch*head, key block): dK and dV of the block are accumulated
+// in place over all query blocks; dQ is accumulated in a per-worker buffer
+// (worker 0 writes into dq itself; each worker zeroes its buffer first), and the
+// buffers are summed at the end. D_i = rowsum(dO_i * O_i) is recomputed per tile
+// (m * dv operations next to the tile GEMMs' 10 * m * n * d) instead of in a
+// separate pass. dq, dk, dv need not be initialised.
+template <typename T>
+void backward_kernel(const T* q, const T* k, const T* v, const T* out, const T* dout, const T* lse, const bool* pad,
+                     T* dq, T* dk, T* dv, const Geometry& g, T alpha, bool causal) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  const int64_t BH = g.B * g.H, nkb = (g.Nk + g.bk - 1) / g.bk, dq_size = BH * g.Nq * g.d;
+  Pool pool(BH * nkb, 10.0 * BH * g.Nq * g.Nk * std::max(g.d, g.dv));
+  const auto dtype = c10::CppTypeToScalarType<T>::value;
+  const int64_t per_worker = 2 * g.bq * g.bk + g.bq;
+  at::Tensor scratch = at::empty({pool.workers(), per_worker}, dtype);
+  at::Tensor dq_extra;  // [workers-1, BH*Nq*d]
+  if (pool.workers() > 1) dq_extra = at::empty({pool.workers() - 1, dq_size}, dtype);
+  T* scratch_base = scratch.data_ptr<T>();
+  T* dq_extra_base = pool.workers() > 1 ? dq_extra.data_ptr<T>() : nullptr;
+  auto dq_of = [&](int64_t worker) { return worker == 0 ? dq : dq_extra_base + (worker - 1) * dq_size; };
+  pool.run([&](int64_t worker) { std::fill(dq_of(worker), dq_of(worker) + dq_size, T(0)); },
+           [&](int64_t worker, int64_t task) {
+    thread_local std::vector<int64_t> pcols;
+    T* P = scratch_base + worker * per_worker;
+    T* dP = P + g.bq * g.bk;
+    T* Drow = dP + g.bq * g.bk;
+    T* dQw = dq_of(worker);
+    // Under causal masking the first key blocks are seen by the most queries.
+    const int64_t kb = task / BH, bh = task % BH, b = bh / g.H;
+    const int64_t j0 = kb * g.bk, n = std::min(g.bk, g.Nk - j0);
+    const T* Kj = k + (bh * g.Nk + j0) * g.d;
+    const T* Vj = v + (bh * g.Nk + j0) * g.dv;
+    T* dKj = dk + (bh * g.Nk + j0) * g.d;
+    T* dVj = dv + (bh * g.Nk + j0) * g.dv;
+    std::fill(dKj, dKj + n * g.d, T(0));
+    std::fill(dVj, dVj + n * g.dv, T(0));
+    const int64_t npad = padded_columns(pad, g, b, j0, n, pcols);
+    if (npad == n) return;
+    // The first query that sees key j0 under the causal rule.
+    const int64_t qstart = causal ? std::max<int64_t>(0, j0 - g.offset) : 0;
+    for (int64_t i0 = qstart; i0 < g.Nq; i0 += g.bq) {
+      const int64_t m = std::min(g.bq, g.Nq - i0);
+      const T* Qi = q + (bh * g.Nq + i0) * g.d;
+      const T* Oi = out + (bh * g.Nq + i0) * g.dv;
+      const T* dOi = dout + (bh * g.Nq + i0) * g.dv;
+      const T* Li = lse + bh * g.Nq + i0;
+      gemm<T>(false, true, m, n, g.d, alpha, Qi, g.d, Kj, g.d, T(0), P, g.bk);
+      for (int64_t r = 0; r < m; ++r) {
+        T* prow = P + r * g.bk;
+        T acc = 0;
+        for (int64_t c = 0; c < g.dv; ++c) acc += dOi[r * g.dv + c] * Oi[r * g.dv + c];
+        Drow[r] = acc;
+        for (int64_t c : pcols) prow[c] = kNegInf;
+        const int64_t lim = causal ? causal_limit(i0 + r, j0, n, g.offset) : n;
+        if (lim == 0 || Li[r] == kNegInf) {
+          std::fill(prow, prow + n, T(0));
+          continue;
+        }
+        Rows<T>::exp_sum(prow, lim, Li[r]);  // P = exp(S - lse)
+        std::fill(prow + lim, prow + n, T(0));
+      }
+      // dV_j += P^T dO_i
+      gemm<T>(true, false, n, g.dv, m, T(1), P, g.bk, dOi, g.dv, T(1), dVj, g.dv);
+      // dP = dO_i V_j^T, then dS = P * (dP - D) in place
+      gemm<T>(false, true, m, n, g.dv, T(1), dOi, g.dv, Vj, g.dv, T(0), dP, g.bk);
+      for (int64_t r = 0; r < m; ++r) Rows<T>::dsoftmax(dP + r * g.bk, P + r * g.bk, n, Drow[r]);
+      // dK_j += alpha dS^T Q_i ; dQ_i += alpha dS K_j
+      gemm<T>(true, false, n, g.d, m, alpha, dP, g.bk, Qi, g.d, T(1), dKj, g.d);
+      gemm<T>(false, false, m, g.d, n, alpha, dP, g.bk, Kj, g.d, T(1), dQw + (bh * g.Nq + i0) * g.d, g.d);
+    }
+  });
+  // Sum the per-worker dQ buffers of the workers that ran (a plain loop:
+  // memory-bound, O(workers * BH*Nq*d)). Worker 0's buffer is dq itself.
+  if (!pool.worker_used(0)) std::fill(dq, dq + dq_size, T(0));
+  for (int64_t w = 1; w < pool.workers(); ++w) {
+    if (!pool.worker_used(w)) continue;
+    const T* src = dq_of(w);
+    for (int64_t i = 0; i < dq_size; ++i) dq[i] += src[i];
+  }
+}
+
+std::string shape_of(const at::Tensor& t) {
+  std::ostringstream s;
+  s << t.sizes();
+  return s.str();
+}
+
+// Shapes as in sdpa.h; throws UsageError naming the argument.
+Geometry check_inputs(const char* fn, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                      const at::Tensor& pad, TileSizes tiles) {
+  auto fail = [&](const std::string& what) { throw UsageError(std::string(fn) + ": " + what); };
+  if (!q.defined() || !k.defined() || !v.defined()) fail("q, k and v must be defined tensors");
+  if (q.dim() != 4) fail("q must be 4-D [B,H,Nq,d], got " + shape_of(q));
+  if (k.dim() != 4) fail("k must be 4-D [B,H,Nk,d], got " + shape_of(k));
+  if (v.dim() != 4) fail("v must be 4-D [B,H,Nk,dv], got " + shape_of(v));
+  if (q.size(0) != k.size(0) || q.size(1) != k.size(1) || q.size(3) != k.size(3))
+    fail("k " + shape_of(k) + " does not match q " + shape_of(q) + " in B, H or d");
+  if (v.size(0) != k.size(0) || v.size(1) != k.size(1) || v.size(2) != k.size(2))
+    fail("v " + shape_of(v) + " does not match k " + shape_of(k) + " in B, H or Nk");
+  if (q.size(3) == 0) fail("q and k have head width d = 0");
+  std::string why = tiled_unsupported_reason(q, k, v);
+  if (!why.empty()) fail(why);
+  if (pad.defined()) {
+    if (pad.scalar_type() != at::kBool || pad.dim() != 2 || pad.size(0) != q.size(0) || pad.size(1) != k.size(2))
+      fail("key_padding_mask must be bool [B,Nk] = [" + std::to_string(q.size(0)) + ", " +
+           std::to_string(k.size(2)) + "], got " + shape_of(pad) + " " + std::string(c10::toString(pad.scalar_type())));
+  }
+  Geometry g{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), v.size(3), k.size(2) - q.size(2), 0, 0};
+  TileSizes def = default_tile_sizes(g.d, g.dv);
+  if (tiles.block_q < 0 || tiles.block_k < 0) fail("tile sizes must be positive (0 = automatic)");
+  g.bq = tiles.block_q > 0 ? tiles.block_q : def.block_q;
+  g.bk = tiles.block_k > 0 ? tiles.block_k : def.block_k;
+  return g;
+}
+
+template <typename T>
+T to_alpha(const char* fn, double softmax_scale) {
+  if (!(softmax_scale > 0) || !std::isfinite(softmax_scale))
+    throw UsageError(std::string(fn) + ": softmax_scale must be a positive finite number, got " +
+                     std::to_string(softmax_scale));
+  return static_cast<T>(softmax_scale);
+}
+
+}  // namespace
+
+TileSizes default_tile_sizes(int64_t d, int64_t dv) {
+  const int64_t width = std::max<int64_t>(1, std::max(d, dv));
+  // Measured with `bench_attention --sweep` (AMD EPYC Zen 5 VM, OpenBLAS 0.3.21
+  // Haswell kernels, one thread, N = 4096): at d = 64, 128 x 128 tiles gave the
+  // best forward (78 GFLOP/s vs 73 for 64 x 128 and 69 for 32 x 64); at d = 16 the
+  // GEMMs are thin, and 128 x 256 tiles were best (56 vs 53 for 128 x 128).
+  TileSizes t = width <= 32 ? TileSizes{128, 256} : TileSizes{128, 128};
+  if (blas_threads() > 1) {
+    // Keep every tile GEMM at m*n*k <= 262144 (OpenBLAS's 65536 * 4): above it a
+    // multi-threaded OpenBLAS splits the small GEMM across its threads, which is
+    // slower and fights the kernel's own one-tile-per-thread parallelism.
+    while (t.block_q * t.block_k * width > 262144 && std::max(t.block_q, t.block_k) > 16) {
+      if (t.block_k >= t.block_q) t.block_k /= 2;
+      else t.block_q /= 2;
+    }
+  }
+  return t;
+}
+
+std::string tiled_unsupported_reason(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  for (const auto* t : {&q, &k, &v}) {
+    const char* name = t == &q ? "q" : t == &k ? "k" : "v";
+    if (!t->device().is_cpu())
+      return std::string(name) + " is on " + t->device().str() + "; the tiled kernel is CPU-only";
+    if (t->scalar_type() != at::kFloat && t->scalar_type() != at::kDouble)
+      return std::string(name) + " has dtype " + c10::toString(t->scalar_type()) +
+             "; the tiled kernel supports float32 and float64";
+    if (t->scalar_type() != q.scalar_type()) return "q, k and v must have the same dtype";
+  }
+  return {};
+}
+
+TiledForward tiled_attention_forward(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
+                                     double softmax_scale, bool causal, const at::Tensor& key_padding_mask,
+                                     TileSizes tiles) {
+  const char* fn = "tiled_attention_forward";
+  Geometry g = check_inputs(fn, q_in, k_in, v_in, key_padding_mask, tiles);
+  at::NoGradGuard no_grad;
+  at::Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+  at::Tensor pad = key_padding_mask.defined() ? key_padding_mask.contiguous() : at::Tensor();
+  TiledForward r;
+  r.output = at::empty({g.B, g.H, g.Nq, g.dv}, q.options());
+  r.logsumexp = at::empty({g.B, g.H, g.Nq}, q.options());
+  if (g.Nq == 0 || g.B * g.H == 0) return r;
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "tiled_attention_forward", [&] {
+    forward_kernel<scalar_t>(q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
+                             pad.defined() ? pad.data_ptr<bool>() : nullptr, r.output.data_ptr<scalar_t>(),
+                             r.logsumexp.data_ptr<scalar_t>(), g, to_alpha<scalar_t>(fn, softmax_scale), causal);
+  });
+  return r;
+}
+
+TiledGradients tiled_attention_backward(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
+                                        const at::Tensor& output, const at::Tensor& logsumexp,
+                                        const at::Tensor& grad_output, double softmax_scale, bool causal,
+                                        const at::Tensor& key_padding_mask, TileSizes tiles) {
+  const char* fn = "tiled_attention_backward";
+  Geometry g = check_inputs(fn, q_in, k_in, v_in, key_padding_mask, tiles);
+  const std::vector<int64_t> out_shape{g.B, g.H, g.Nq, g.dv};
+  if (!output.defined() || output.sizes() != out_shape)
+    throw UsageError(std::string(fn) + ": output must be [B,H,Nq,dv], got " + shape_of(output));
+  if (!grad_output.defined() || grad_output.sizes() != out_shape)
+    throw UsageError(std::string(fn) + ": grad_output must be [B,H,Nq,dv], got " + shape_of(grad_output));
+  if (!logsumexp.defined() || logsumexp.sizes() != std::vector<int64_t>{g.B, g.H, g.Nq})
+    throw UsageError(std::string(fn) + ": logsumexp must be [B,H,Nq], got " + shape_of(logsumexp));
+  at::NoGradGuard no_grad;
+  const auto dtype = q_in.scalar_type();
+  at::Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+  at::Tensor dout = grad_output.to(dtype).contiguous();
+  at::Tensor out = output.to(dtype).contiguous();
+  at::Tensor lse = logsumexp.to(dtype).contiguous();
+  at::Tensor pad = key_padding_mask.defined() ? key_padding_mask.contiguous() : at::Tensor();
+  TiledGradients r;
+  if (g.Nq == 0 || g.Nk == 0 || g.B * g.H == 0) {
+    r.dq = at::zeros_like(q);
+    r.dk = at::zeros_like(k);
+    r.dv = at::zeros_like(v);
+    return r;
+  }
+  r.dq = at::empty_like(q);  // the kernel initialises all three
+  r.dk = at::empty_like(k);
+  r.dv = at::empty_like(v);
+  AT_DISPATCH_FLOATING_TYPES(dtype, "tiled_attention_backward", [&] {
+    backward_kernel<scalar_t>(q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
+                              out.data_ptr<scalar_t>(), dout.data_ptr<scalar_t>(), lse.data_ptr<scalar_t>(),
+                              pad.defined() ? pad.data_ptr<bool>() : nullptr, r.dq.data_ptr<scalar_t>(),
+                              r.dk.data_ptr<scalar_t>(), r.dv.data_ptr<scalar_t>(), g,
+                              to_alpha<scalar_t>(fn, softmax_scale), causal);
+  });
+  return r;
+}
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+struct TiledAttentionFunction : public torch::autograd::Function<TiledAttentionFunction> {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                               const c10::optional<at::Tensor>& padding, double softmax_scale, bool causal,
+                               int64_t block_q, int64_t block_k) {
+    // (an optional because an undefined tensor cannot be a Function input)
+    const at::Tensor key_padding_mask = padding ? *padding : at::Tensor();
+    TiledForward r = tiled_attention_forward(q, k, v, softmax_scale, causal, key_padding_mask, {block_q, block_k});
+    ctx->save_for_backward({q, k, v, r.output, r.logsumexp, key_padding_mask});
+    ctx->saved_data["softmax_scale"] = softmax_scale;
+    ctx->saved_data["causal"] = causal;
+    ctx->saved_data["block_q"] = block_q;
+    ctx->saved_data["block_k"] = block_k;
+    return {r.output};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    auto saved = ctx->get_saved_variables();
+    at::Tensor grad = grad_outputs[0];
+    if (!grad.defined()) grad = at::zeros_like(saved[3]);
+    TiledGradients g = tiled_attention_backward(
+        saved[0], saved[1], saved[2], saved[3], saved[4], grad, ctx->saved_data["softmax_scale"].toDouble(),
+        ctx->saved_data["causal"].toBool(), saved[5],
+        {ctx->saved_data["block_q"].toInt(), ctx->saved_data["block_k"].toInt()});
+    return {g.dq, g.dk, g.dv, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor tiled_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double softmax_scale,
+                           bool causal, const at::Tensor& key_padding_mask, TileSizes tiles) {
+  // Validate before autograd records anything, so errors name the public function.
+  check_inputs("tiled_attention", q, k, v, key_padding_mask, tiles);
+  to_alpha<double>("tiled_attention", softmax_scale);
+  c10::optional<at::Tensor> padding;
+  if (key_padding_mask.defined()) padding = key_padding_mask;
+  return TiledAttentionFunction::apply(q, k, v, padding, softmax_scale, causal, tiles.block_q,
+                                       tiles.block_k)[0];
+}
+
+}  // namespace qkv::attention

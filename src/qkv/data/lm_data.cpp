@@ -1,0 +1,187 @@
+#include "qkv/data/lm_data.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+
+#include "qkv/core/atomic_file.h"
+#include "qkv/core/errors.h"
+
+namespace qkv::data {
+namespace {
+
+std::string random_letters(int64_t n, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> letter(0, 25);
+  std::string s;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<char>('a' + letter(rng));
+  return s;
+}
+
+std::string random_number(int64_t max_digits, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int64_t> digits(1, max_digits);
+  const int64_t n = digits(rng);
+  std::uniform_int_distribution<int> digit(0, 9), lead(1, 9);
+  std::string s(1, static_cast<char>('0' + (n == 1 ? digit(rng) : lead(rng))));
+  for (int64_t i = 1; i < n; ++i) s += static_cast<char>('0' + digit(rng));
+  return s;
+}
+
+std::string add_decimal(const std::string& a, const std::string& b) {
+  std::string out;
+  int carry = 0;
+  for (size_t i = 0; i < std::max(a.size(), b.size()) || carry; ++i) {
+    int s = carry;
+    if (i < a.size()) s += a[a.size() - 1 - i] - '0';
+    if (i < b.size()) s += b[b.size() - 1 - i] - '0';
+    out += static_cast<char>('0' + s % 10);
+    carry = s / 10;
+  }
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+void LmTaskOptions::validate() const {
+  if (task != "copy" && task != "reverse" && task != "addition" && task != "induction")
+    throw UsageError("--task " + task + ": expected copy, reverse, addition or induction");
+  if (samples < 10) throw UsageError("--samples must be at least 10");
+  if (min_length < 1 || max_length < min_length)
+    throw UsageError("--min-length and --max-length must satisfy 1 <= min <= max");
+  if (task == "induction" && min_length < 3) throw UsageError("--min-length must be at least 3 for induction");
+  if (task == "induction" && max_length > 27)
+    throw UsageError("--max-length must be at most 27 for induction (the query letter occurs once)");
+  if (max_digits < 1 || max_digits > 18) throw UsageError("--max-digits must be in [1, 18]");
+}
+
+LmExample make_lm_example(const LmTaskOptions& o, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int64_t> length(o.min_length, o.max_length);
+  if (o.task == "copy") {
+    auto s = random_letters(length(rng), rng);
+    return {s + "|", s};
+  }
+  if (o.task == "reverse") {
+    auto s = random_letters(length(rng), rng);
+    return {s + "|", std::string(s.rbegin(), s.rend())};
+  }
+  if (o.task == "addition") {
+    auto a = random_number(o.max_digits, rng), b = random_number(o.max_digits, rng);
+    return {a + "+" + b + "=", add_decimal(a, b)};
+  }
+  // induction: distinct letters so the query has exactly one earlier occurrence
+  const int64_t n = length(rng);
+  std::string alphabet = "abcdefghijklmnopqrstuvwxyz";
+  std::shuffle(alphabet.begin(), alphabet.end(), rng);
+  std::string context = alphabet.substr(0, static_cast<size_t>(std::min<int64_t>(n, 26)));
+  std::uniform_int_distribution<size_t> pick(0, context.size() - 2);
+  const size_t at = pick(rng);
+  return {context + "|" + context[at], std::string(1, context[at + 1])};
+}
+
+LmTaskSplits make_lm_task(const LmTaskOptions& o, uint64_t seed) {
+  o.validate();
+  std::mt19937_64 rng(seed);
+  std::vector<LmExample> all;
+  for (int64_t i = 0; i < o.samples; ++i) all.push_back(make_lm_example(o, rng));
+  const auto n_train = static_cast<size_t>(o.samples * 8 / 10), n_val = static_cast<size_t>(o.samples / 10);
+  LmTaskSplits s;
+  s.train.assign(all.begin(), all.begin() + static_cast<long>(n_train));
+  s.val.assign(all.begin() + static_cast<long>(n_train), all.begin() + static_cast<long>(n_train + n_val));
+  s.test.assign(all.begin() + static_cast<long>(n_train + n_val), all.end());
+  return s;
+}
+
+DatasetPtr lm_example_dataset(const std::vector<LmExample>& examples) {
+  size_t longest = 2;
+  for (const auto& e : examples) longest = std::max(longest, e.prompt.size() + e.answer.size() + 1);
+  const auto n = static_cast<int64_t>(examples.size());
+  const auto t = static_cast<int64_t>(longest - 1);
+  auto tokens = torch::zeros({n, t}, torch::kLong);
+  auto target = torch::full({n, t}, kIgnoreIndex, torch::kLong);
+  auto tok = tokens.accessor<int64_t, 2>();
+  auto tgt = target.accessor<int64_t, 2>();
+  for (int64_t i = 0; i < n; ++i) {
+    const auto& e = examples[static_cast<size_t>(i)];
+    const std::string seq = e.prompt + e.answer + kLmTerminator;
+    for (size_t p = 0; p + 1 < seq.size(); ++p) {
+      tok[i][static_cast<int64_t>(p)] = static_cast<unsigned char>(seq[p]);
+      if (p + 1 >= e.prompt.size()) tgt[i][static_cast<int64_t>(p)] = static_cast<unsigned char>(seq[p + 1]);
+    }
+  }
+  return std::make_shared<TensorDataset>(std::map<std::string, at::Tensor>{{"tokens", tokens}}, target);
+}
+
+void check_utf8(const std::string& s, const std::string& source) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t len = 0;
+    uint32_t min = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      len = 2, min = 0x80;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3, min = 0x800;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4, min = 0x10000;
+    } else {
+      throw DataError(source + ": not valid UTF-8 (byte offset " + std::to_string(i) + ")");
+    }
+    if (i + len > s.size()) throw DataError(source + ": not valid UTF-8 (truncated sequence at byte offset " + std::to_string(i) + ")");
+    uint32_t cp = c & (0xFF >> (len + 1));
+    for (size_t k = 1; k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) throw DataError(source + ": not valid UTF-8 (byte offset " + std::to_string(i) + ")");
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+      throw DataError(source + ": not valid UTF-8 (byte offset " + std::to_string(i) + ")");
+    i += len;
+  }
+}
+
+Splits load_text_corpus(const std::string& path, int64_t context) {
+  if (context < 1) throw UsageError("--context must be at least 1");
+  const auto bytes = read_file_bytes(path);
+  const std::string text(bytes.begin(), bytes.end());
+  if (text.empty()) throw DataError(path + ": the text file is empty");
+  check_utf8(text, path);
+  if (text.size() < 2) throw DataError(path + ": too short to train on (" + std::to_string(text.size()) + " byte)");
+  const auto window = std::min<int64_t>(context + 1, static_cast<int64_t>(text.size()));
+  std::vector<at::Tensor> inputs, targets;
+  for (int64_t start = 0; start + window <= static_cast<int64_t>(text.size()); start += window - 1) {
+    auto w = bytes_to_tokens(text.substr(static_cast<size_t>(start), static_cast<size_t>(window)));
+    inputs.push_back(w.slice(0, 0, window - 1));
+    targets.push_back(w.slice(0, 1, window));
+  }
+  const auto n = static_cast<int64_t>(inputs.size());
+  auto all = std::make_shared<TensorDataset>(std::map<std::string, at::Tensor>{{"tokens", torch::stack(inputs)}},
+                                             torch::stack(targets));
+  auto range = [&](int64_t from, int64_t to) {
+    std::vector<int64_t> idx;
+    for (int64_t i = from; i < to; ++i) idx.push_back(i);
+    return std::make_shared<SubsetDataset>(all, idx);
+  };
+  // Too little text for held-out parts: everything trains, selection falls back to the last epoch.
+  if (n < 10) return {range(0, n), range(n, n), range(n, n)};
+  const int64_t n_train = n * 8 / 10, n_val = n / 10;
+  return {range(0, n_train), range(n_train, n_train + n_val), range(n_train + n_val, n)};
+}
+
+at::Tensor bytes_to_tokens(const std::string& text) {
+  auto t = torch::empty({static_cast<int64_t>(text.size())}, torch::kLong);
+  auto a = t.accessor<int64_t, 1>();
+  for (size_t i = 0; i < text.size(); ++i) a[static_cast<int64_t>(i)] = static_cast<unsigned char>(text[i]);
+  return t;
+}
+
+std::string tokens_to_bytes(const at::Tensor& tokens) {
+  auto t = tokens.reshape({-1}).to(torch::kCPU, torch::kLong).contiguous();
+  std::string s;
+  for (int64_t i = 0; i < t.numel(); ++i) s += static_cast<char>(t.data_ptr<int64_t>()[i]);
+  return s;
+}
+
+}  // namespace qkv::data

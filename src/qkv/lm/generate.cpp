@@ -1,0 +1,81 @@
+#include "qkv/lm/generate.h"
+
+#include <torch/torch.h>
+
+#include "qkv/attention/kv_cache.h"
+#include "qkv/core/errors.h"
+#include "qkv/data/lm_data.h"
+
+namespace qkv::lm {
+namespace {
+
+int64_t pick_token(const at::Tensor& logits, const GenerateOptions& o, at::Generator& gen) {
+  if (o.temperature == 0) return logits.argmax().item<int64_t>();
+  auto scaled = logits.to(torch::kFloat) / o.temperature;
+  if (o.top_k > 0 && o.top_k < scaled.size(0)) {
+    const auto kth = std::get<0>(scaled.topk(o.top_k)).min();
+    scaled = scaled.masked_fill(scaled < kth, -std::numeric_limits<float>::infinity());
+  }
+  return at::multinomial(torch::softmax(scaled, 0), 1, false, gen).item<int64_t>();
+}
+
+}  // namespace
+
+Generation generate(models::TransformerLM& model, const std::vector<int64_t>& prompt, const GenerateOptions& o) {
+  if (prompt.empty()) throw UsageError("generate: the prompt is empty");
+  if (o.max_new < 0) throw UsageError("--max-new must be >= 0");
+  if (!(o.temperature >= 0)) throw UsageError("--temperature must be >= 0");
+  if (o.top_k < 0) throw UsageError("--top-k must be >= 0");
+  const auto& mo = model.options();
+  for (int64_t t : prompt)
+    if (t < 0 || t >= mo.vocab) throw UsageError("generate: token " + std::to_string(t) + " is outside the vocabulary");
+  torch::NoGradGuard no_grad;
+  model.eval();
+  const auto param = model.embedding()->weight;
+  const auto device = param.device();
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
+
+  Generation out;
+  std::vector<int64_t> sequence = prompt;
+  std::unique_ptr<attention::KVCache> cache;
+  if (o.use_cache) {
+    const auto total = static_cast<int64_t>(prompt.size()) + o.max_new;
+    cache = std::make_unique<attention::KVCache>(mo.layers, 1, mo.heads, std::max<int64_t>(total, 1), mo.head_dk(),
+                                                 mo.head_dv(), param.options());
+  }
+  auto as_tensor = [&](std::vector<int64_t>::const_iterator from, std::vector<int64_t>::const_iterator to) {
+    return torch::tensor(std::vector<int64_t>(from, to), torch::kLong).unsqueeze(0).to(device);
+  };
+  // With the cache, the first step feeds the whole prompt, then one token a step.
+  size_t fed = 0;
+  for (int64_t step = 0; step < o.max_new; ++step) {
+    at::Tensor logits;
+    if (cache) {
+      logits = model.forward_tokens(as_tensor(sequence.begin() + static_cast<long>(fed), sequence.end()), cache.get());
+      fed = sequence.size();
+    } else {
+      logits = model.forward_tokens(as_tensor(sequence.begin(), sequence.end()));
+    }
+    const auto last = logits[0][logits.size(1) - 1].to(torch::kCPU, torch::kFloat);
+    if (o.keep_logits) out.logits.push_back(last.clone());
+    const int64_t token = pick_token(last, o, gen);
+    if (token == o.stop_token) break;
+    out.tokens.push_back(token);
+    sequence.push_back(token);
+  }
+  return out;
+}
+
+std::string complete(models::TransformerLM& model, const std::string& prompt, int64_t max_new) {
+  GenerateOptions o;
+  o.max_new = max_new;
+  o.temperature = 0;
+  o.stop_token = data::kLmTerminator;
+  const auto tokens = data::bytes_to_tokens(prompt);
+  auto result = generate(model, std::vector<int64_t>(tokens.data_ptr<int64_t>(), tokens.data_ptr<int64_t>() + tokens.numel()), o);
+  std::string text;
+  for (int64_t t : result.tokens) text += static_cast<char>(t);
+  return text;
+}
+
+}  // namespace qkv::lm

@@ -1,0 +1,36 @@
+#pragma once
+// Autoregressive generation from a TransformerLM: greedy (temperature 0) or
+// sampled with temperature and top-k, either with the KV cache (each step runs
+// one position) or recomputing the whole prefix each step (--no-cache). Both
+// paths draw from the same seeded generator, so they give the same tokens.
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "qkv/models/transformer_lm.h"
+
+namespace qkv::lm {
+
+struct GenerateOptions {
+  int64_t max_new = 64;
+  double temperature = 1.0;  // 0 = greedy
+  int64_t top_k = 0;         // 0 = the whole vocabulary
+  bool use_cache = true;
+  uint64_t seed = 0;
+  int64_t stop_token = -1;   // stop after emitting this token (not included in tokens); -1 = never
+  bool keep_logits = false;  // return each step's logits
+};
+
+struct Generation {
+  std::vector<int64_t> tokens;     // the new tokens
+  std::vector<at::Tensor> logits;  // per step [vocab] (float32 CPU) when keep_logits
+};
+
+// prompt: at least one token. Throws UsageError for bad options.
+Generation generate(models::TransformerLM& model, const std::vector<int64_t>& prompt, const GenerateOptions& options);
+
+// Greedy answers for the built-in tasks: generate until the terminator.
+std::string complete(models::TransformerLM& model, const std::string& prompt, int64_t max_new);
+
+}  // namespace qkv::lm

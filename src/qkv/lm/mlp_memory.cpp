@@ -1,0 +1,92 @@
+#include "qkv/lm/mlp_memory.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "qkv/core/errors.h"
+#include "qkv/data/lm_data.h"
+
+namespace qkv::lm {
+
+std::string printable_byte(int64_t b) {
+  if (b == '\n') return "\\n";
+  if (b == '\t') return "\\t";
+  if (b >= 32 && b < 127) return std::string(1, static_cast<char>(b));
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(b & 0xFF));
+  return buf;
+}
+
+std::vector<MemoryUnit> inspect_mlp(models::TransformerLM& model, const std::string& text, const MemoryOptions& o) {
+  const auto& mo = model.options();
+  if (o.layer < 0 || o.layer >= mo.layers)
+    throw UsageError("--layer " + std::to_string(o.layer) + ": the model has layers 0.." + std::to_string(mo.layers - 1));
+  if (text.empty()) throw DataError("inspect-mlp: the text is empty");
+  if (o.units < 1 || o.contexts < 1 || o.tokens < 1 || o.window < 2)
+    throw UsageError("--units, --contexts and --tokens must be positive");
+  torch::NoGradGuard no_grad;
+  model.eval();
+  const auto device = model.embedding()->weight.device();
+  const int64_t hidden = mo.hidden();
+  const auto tokens = data::bytes_to_tokens(text);
+  const int64_t n = tokens.size(0);
+
+  // Activations of every position, window by window (positions restart at 0
+  // in each window, as in training).
+  std::vector<at::Tensor> parts;
+  for (int64_t start = 0; start < n; start += o.window) {
+    auto w = tokens.slice(0, start, std::min(n, start + o.window)).unsqueeze(0).to(device);
+    parts.push_back(model.mlp_activations(w, o.layer).squeeze(0).to(torch::kCPU, torch::kFloat));
+  }
+  const auto act = torch::cat(parts, 0);  // [n, hidden]
+  const auto mean = act.mean(0), max = std::get<0>(act.max(0));
+  const int64_t units = std::min(o.units, hidden);
+  const auto ranked = std::get<1>(mean.topk(units));
+
+  // Values through the unembedding: logits of W2[:, i] (the tied embedding maps D -> vocab).
+  const auto w2 = model.block(o.layer)->mlp_out->weight.to(torch::kCPU, torch::kFloat);  // [D, hidden]
+  const auto emb = model.embedding()->weight.to(torch::kCPU, torch::kFloat);             // [vocab, D]
+  const auto value_logits = emb.matmul(w2);                                               // [vocab, hidden]
+
+  std::vector<MemoryUnit> out;
+  for (int64_t r = 0; r < units; ++r) {
+    MemoryUnit u;
+    u.unit = ranked[r].item<int64_t>();
+    u.mean_activation = mean[u.unit].item<double>();
+    u.max_activation = max[u.unit].item<double>();
+    const auto column = act.select(1, u.unit);
+    const auto top = column.topk(std::min(o.contexts, n));
+    for (int64_t i = 0; i < std::get<1>(top).size(0); ++i) {
+      const int64_t pos = std::get<1>(top)[i].item<int64_t>();
+      const int64_t from = std::max<int64_t>(0, pos - o.context_bytes + 1);
+      std::string shown;
+      for (int64_t p = from; p <= pos; ++p) shown += printable_byte(static_cast<unsigned char>(text[static_cast<size_t>(p)]));
+      u.top_contexts.emplace_back(shown, std::get<0>(top)[i].item<double>());
+    }
+    const auto promoted = value_logits.select(1, u.unit).topk(std::min(o.tokens, mo.vocab));
+    for (int64_t i = 0; i < o.tokens && i < mo.vocab; ++i)
+      u.top_tokens.emplace_back(printable_byte(std::get<1>(promoted)[i].item<int64_t>()),
+                                std::get<0>(promoted)[i].item<double>());
+    out.push_back(std::move(u));
+  }
+  return out;
+}
+
+nlohmann::json memory_units_to_json(const std::vector<MemoryUnit>& units) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& u : units) {
+    nlohmann::json contexts = nlohmann::json::array(), tokens = nlohmann::json::array();
+    for (const auto& [text, a] : u.top_contexts) contexts.push_back({{"context", text}, {"activation", a}});
+    for (const auto& [tok, l] : u.top_tokens) tokens.push_back({{"token", tok}, {"logit", l}});
+    out.push_back({{"unit", u.unit},
+                   {"mean_activation", u.mean_activation},
+                   {"max_activation", u.max_activation},
+                   {"keys", contexts},
+                   {"values", tokens}});
+  }
+  return out;
+}
+
+}  // namespace qkv::lm

@@ -1,0 +1,39 @@
+#pragma once
+// The MLP as a key-value memory (Geva et al., "Transformer Feed-Forward Layers
+// Are Key-Value Memories"): hidden unit i of a block's MLP has a key, the row
+// i of W1 that it matches against the input, and a value, the column i of W2
+// that it adds to the residual stream when it fires. Keys are read off by the
+// text contexts that fire a unit most; values by the tokens that the value
+// vector promotes when projected through the (tied) unembedding.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "qkv/models/transformer_lm.h"
+
+namespace qkv::lm {
+
+struct MemoryUnit {
+  int64_t unit = 0;
+  double mean_activation = 0, max_activation = 0;
+  std::vector<std::pair<std::string, double>> top_contexts;  // context ending at the firing byte, activation
+  std::vector<std::pair<std::string, double>> top_tokens;    // promoted byte (printable form), logit
+};
+
+struct MemoryOptions {
+  int64_t layer = 0;
+  int64_t units = 8;           // how many of the most active units to report
+  int64_t contexts = 5;        // top contexts per unit
+  int64_t tokens = 5;          // top promoted tokens per unit
+  int64_t context_bytes = 24;  // bytes of context shown before the firing position
+  int64_t window = 256;        // the text is read in windows of this many bytes
+};
+
+// Units ranked by their mean activation over the text.
+std::vector<MemoryUnit> inspect_mlp(models::TransformerLM& model, const std::string& text, const MemoryOptions& options);
+
+nlohmann::json memory_units_to_json(const std::vector<MemoryUnit>& units);
+// A byte as shown to a person: printable ASCII as is, others as \n, \x0a, ...
+std::string printable_byte(int64_t byte);
+
+}  // namespace qkv::lm

@@ -1,0 +1,106 @@
+#include "qkv/models/transformer_lm.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "qkv/attention/kv_cache.h"
+#include "qkv/core/errors.h"
+#include "qkv/models/options.h"
+
+namespace qkv::models {
+
+TransformerLMOptions TransformerLMOptions::from_json(const nlohmann::json& j) {
+  TransformerLMOptions o;
+  OptionReader r("transformer-lm", j);
+  r.get("vocab", o.vocab, 2);
+  r.get("d_model", o.d_model, 1);
+  r.get("layers", o.layers, 1);
+  r.get("heads", o.heads, 1);
+  r.get("dk", o.dk, 0);
+  r.get("dv", o.dv, 0);
+  r.get("mlp_hidden", o.mlp_hidden, 0);
+  r.get("dropout", o.dropout, 0.0, 0.99);
+  r.finish();
+  if ((o.dk == 0 || o.dv == 0) && o.d_model % o.heads != 0)
+    throw UsageError("transformer-lm: d_model " + std::to_string(o.d_model) + " is not divisible by heads " +
+                     std::to_string(o.heads) + " (or set dk and dv)");
+  if (o.d_model % 2 != 0) throw UsageError("transformer-lm: d_model must be even (sinusoidal positions)");
+  return o;
+}
+
+nlohmann::json TransformerLMOptions::to_json() const {
+  return {{"vocab", vocab}, {"d_model", d_model},       {"layers", layers},  {"heads", heads},
+          {"dk", dk},       {"dv", dv},                 {"mlp_hidden", mlp_hidden}, {"dropout", dropout}};
+}
+
+at::Tensor sinusoidal_positions(int64_t offset, int64_t n, int64_t d, const at::TensorOptions& options) {
+  auto pos = torch::arange(offset, offset + n, options.dtype(torch::kDouble)).unsqueeze(1);  // [n,1]
+  auto i = torch::arange(0, d / 2, options.dtype(torch::kDouble));                            // [d/2]
+  auto angle = pos * torch::exp(i * (-2.0 * std::log(10000.0) / static_cast<double>(d)));     // [n,d/2]
+  // Interleave sin (even columns) and cos (odd columns).
+  return torch::stack({torch::sin(angle), torch::cos(angle)}, 2).reshape({n, d}).to(options.dtype());
+}
+
+TransformerBlockImpl::TransformerBlockImpl(const TransformerLMOptions& o) {
+  ln_attn = register_module("ln_attn", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model})));
+  attn = register_module("attn", attention::MultiHeadAttention(attention::MultiHeadAttentionOptions(o.d_model, o.heads)
+                                                                   .qk_dim(o.head_dk())
+                                                                   .v_dim(o.head_dv())
+                                                                   .dropout(o.dropout)));
+  ln_mlp = register_module("ln_mlp", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model})));
+  mlp_in = register_module("mlp_in", torch::nn::Linear(o.d_model, o.hidden()));
+  mlp_out = register_module("mlp_out", torch::nn::Linear(o.hidden(), o.d_model));
+  drop = register_module("drop", torch::nn::Dropout(o.dropout));
+}
+
+at::Tensor TransformerBlockImpl::forward(const at::Tensor& x, attention::KVCache* cache, int64_t layer,
+                                         at::Tensor* mlp_hidden) {
+  attention::SdpaOptions causal;
+  causal.causal = true;
+  const auto h = ln_attn->forward(x);
+  const auto a = cache ? attn->forward_cached(h, *cache, layer, causal).output : attn->forward(h, h, h, causal).output;
+  auto y = x + drop->forward(a);
+  auto hidden = torch::gelu(mlp_in->forward(ln_mlp->forward(y)));
+  if (mlp_hidden) *mlp_hidden = hidden;
+  return y + drop->forward(mlp_out->forward(hidden));
+}
+
+TransformerLM::TransformerLM(const TransformerLMOptions& o) : options_(o) {
+  embed_ = register_module("embed", torch::nn::Embedding(o.vocab, o.d_model));
+  // Small embeddings keep the tied unembedding's first logits near uniform.
+  torch::NoGradGuard no_grad;
+  embed_->weight.normal_(0.0, 0.02);
+  auto list = torch::nn::ModuleList();
+  for (int64_t l = 0; l < o.layers; ++l) {
+    blocks_.push_back(TransformerBlock(o));
+    list->push_back(blocks_.back());
+  }
+  register_module("blocks", list);  // parameters named blocks.<l>.attn.w_q, as in PyTorch
+  ln_final_ = register_module("ln_final", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model})));
+}
+
+at::Tensor TransformerLM::embed(const at::Tensor& tokens, int64_t offset) {
+  if (tokens.dim() != 2) throw UsageError("transformer-lm: tokens must be [B, T]");
+  // sqrt(D) balances the small token embedding against unit-size positions.
+  auto x = embed_->forward(tokens) * std::sqrt(static_cast<double>(options_.d_model));
+  return x + sinusoidal_positions(offset, tokens.size(1), options_.d_model, x.options()).unsqueeze(0);
+}
+
+at::Tensor TransformerLM::forward_tokens(const at::Tensor& tokens, attention::KVCache* cache) {
+  auto x = embed(tokens, cache ? cache->length() : 0);
+  for (int64_t l = 0; l < options_.layers; ++l) x = blocks_[static_cast<size_t>(l)]->forward(x, cache, l);
+  return torch::nn::functional::linear(ln_final_->forward(x), embed_->weight);
+}
+
+at::Tensor TransformerLM::forward(const data::Batch& batch) { return forward_tokens(batch.input("tokens")); }
+
+at::Tensor TransformerLM::mlp_activations(const at::Tensor& tokens, int64_t layer) {
+  if (layer < 0 || layer >= options_.layers) throw UsageError("transformer-lm: no layer " + std::to_string(layer));
+  auto x = embed(tokens, 0);
+  at::Tensor hidden;
+  for (int64_t l = 0; l <= layer; ++l) x = blocks_[static_cast<size_t>(l)]->forward(x, nullptr, l, &hidden);
+  return hidden;
+}
+
+}  // namespace qkv::models

@@ -1,0 +1,81 @@
+#pragma once
+// A decoder-only transformer on bytes: token embedding + sinusoidal positions,
+// L pre-LayerNorm blocks (causal multi-head attention, then the MLP
+// W2 act(W1 x)), each with a residual, a final LayerNorm and an unembedding
+// tied to the token embedding. forward_tokens() with a KV cache processes only
+// the new positions and attends over the cached keys and values.
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/normalization.h>
+
+#include "qkv/attention/multi_head_attention.h"
+#include "qkv/models/model.h"
+
+namespace qkv::attention {
+class KVCache;
+}
+
+namespace qkv::models {
+
+struct TransformerLMOptions {
+  int64_t vocab = 256;  // bytes
+  int64_t d_model = 128;
+  int64_t layers = 2;
+  int64_t heads = 4;
+  int64_t dk = 0;          // per-head query/key width r; 0 = d_model / heads
+  int64_t dv = 0;          // per-head value width; 0 = d_model / heads
+  int64_t mlp_hidden = 0;  // 0 = 4 * d_model
+  double dropout = 0.0;
+
+  static TransformerLMOptions from_json(const nlohmann::json& j);
+  nlohmann::json to_json() const;
+  int64_t head_dk() const { return dk > 0 ? dk : d_model / heads; }
+  int64_t head_dv() const { return dv > 0 ? dv : d_model / heads; }
+  int64_t hidden() const { return mlp_hidden > 0 ? mlp_hidden : 4 * d_model; }
+};
+
+class TransformerBlockImpl : public torch::nn::Module {
+ public:
+  explicit TransformerBlockImpl(const TransformerLMOptions& o);
+  // x [B,T,D]. With a cache, x holds the positions after the cached ones.
+  // mlp_hidden, when given, receives the MLP's hidden units after the
+  // nonlinearity (how much each "key" matched), [B,T,hidden].
+  at::Tensor forward(const at::Tensor& x, attention::KVCache* cache, int64_t layer, at::Tensor* mlp_hidden = nullptr);
+
+  torch::nn::LayerNorm ln_attn{nullptr}, ln_mlp{nullptr};
+  attention::MultiHeadAttention attn{nullptr};
+  torch::nn::Linear mlp_in{nullptr}, mlp_out{nullptr};  // W1 [hidden, D], W2 [D, hidden]
+  torch::nn::Dropout drop{nullptr};
+};
+TORCH_MODULE(TransformerBlock);
+
+class TransformerLM : public Model {
+ public:
+  explicit TransformerLM(const TransformerLMOptions& options);
+  // inputs["tokens"] [B,T] long -> logits [B,T,vocab]
+  at::Tensor forward(const data::Batch& batch) override;
+  // tokens [B,n]; without a cache they are positions 0..n-1, with one they
+  // follow the cache's current length, and their keys and values are appended.
+  at::Tensor forward_tokens(const at::Tensor& tokens, attention::KVCache* cache = nullptr);
+  // The hidden activations of block `layer`'s MLP for every position, [B,T,hidden].
+  at::Tensor mlp_activations(const at::Tensor& tokens, int64_t layer);
+
+  const TransformerLMOptions& options() const { return options_; }
+  const torch::nn::Embedding& embedding() const { return embed_; }
+  const torch::nn::LayerNorm& final_norm() const { return ln_final_; }
+  TransformerBlock& block(int64_t layer) { return blocks_.at(static_cast<size_t>(layer)); }
+
+ private:
+  at::Tensor embed(const at::Tensor& tokens, int64_t offset);
+
+  TransformerLMOptions options_;
+  torch::nn::Embedding embed_{nullptr};
+  std::vector<TransformerBlock> blocks_;
+  torch::nn::LayerNorm ln_final_{nullptr};
+};
+
+// sin/cos positions [n, d] for positions offset .. offset+n-1 (Vaswani et al.).
+at::Tensor sinusoidal_positions(int64_t offset, int64_t n, int64_t d, const at::TensorOptions& options);
+
+}  // namespace qkv::models
