@@ -118,7 +118,7 @@ TEST(Cli, TrainEvalExportAndInitWeights) {
   auto init = run("spirals train --epochs 1 --out " + dir + "_init --init-weights " + weights + kFast);
   EXPECT_EQ(init.status, 0) << init.output;
   expect_clean_failure(run("spirals train --epochs 1 --hidden 8 --out " + dir + "_bad --init-weights " + weights + kFast),
-                       1, "net.0.weight [64,2] vs model [8,2]");
+                       1, "net.0.weight [64, 2] vs model [8, 2]");
 }
 
 TEST(Cli, BrokenCheckpointIsExit1NamingTheFile) {

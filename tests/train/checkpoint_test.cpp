@@ -144,7 +144,7 @@ TEST(Weights, MismatchesAreReportedByName) {
   auto narrow = mlp(8);
   const auto msg = error_of([&] { train::load_weights(*narrow, path); });
   EXPECT_NE(msg.find("shape mismatch"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("net.0.weight [16,2] vs model [8,2]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("net.0.weight [16, 2] vs model [8, 2]"), std::string::npos) << msg;
   models::MLPOptions deeper;
   deeper.hidden = 16;
   deeper.layers = 3;

@@ -6,15 +6,10 @@
 #include <sstream>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/shape.h"
 
 namespace qkv::attention {
 namespace {
-
-std::string shape_of(const at::Tensor& t) {
-  std::ostringstream s;
-  s << t.sizes();
-  return s.str();
-}
 
 void require_positive(const char* fn, const char* name, int64_t value) {
   if (value < 1) throw UsageError(std::string(fn) + ": " + name + " must be >= 1, got " + std::to_string(value));

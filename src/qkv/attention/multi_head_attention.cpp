@@ -5,15 +5,10 @@
 #include <sstream>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/shape.h"
 
 namespace qkv::attention {
 namespace {
-
-std::string shape_of(const at::Tensor& t) {
-  std::ostringstream s;
-  s << t.sizes();
-  return s.str();
-}
 
 [[noreturn]] void fail(const std::string& what) { throw UsageError("MultiHeadAttention: " + what); }
 

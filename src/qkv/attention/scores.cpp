@@ -7,15 +7,10 @@
 #include <sstream>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/shape.h"
 
 namespace qkv::attention {
 namespace {
-
-std::string shape_of(const at::Tensor& t) {
-  std::ostringstream s;
-  s << t.sizes();
-  return s.str();
-}
 
 void check_sources(const char* fn, const at::Tensor& x_q, const at::Tensor& x_k) {
   if (!x_q.defined() || x_q.dim() != 3)

@@ -8,6 +8,7 @@
 
 #include "qkv/attention/tiled_attention.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/shape.h"
 
 namespace qkv::attention {
 namespace {
@@ -15,13 +16,6 @@ namespace {
 constexpr const char* kFn = "scaled_dot_product_attention";
 
 [[noreturn]] void fail(const std::string& what) { throw UsageError(std::string(kFn) + ": " + what); }
-
-std::string shape_of(at::IntArrayRef sizes) {
-  std::ostringstream s;
-  s << sizes;
-  return s.str();
-}
-std::string shape_of(const at::Tensor& t) { return shape_of(t.sizes()); }
 
 // A mask must broadcast to [B,H,Nq,Nk]: at most 4 dims, each trailing-aligned
 // size equal to the target's or 1.

@@ -27,6 +27,7 @@
 #endif
 
 #include "qkv/core/errors.h"
+#include "qkv/core/shape.h"
 
 namespace qkv::attention {
 namespace {
@@ -534,12 +535,6 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* out, const T* 
     const T* src = dq_of(w);
     for (int64_t i = 0; i < dq_size; ++i) dq[i] += src[i];
   }
-}
-
-std::string shape_of(const at::Tensor& t) {
-  std::ostringstream s;
-  s << t.sizes();
-  return s.str();
 }
 
 // Shapes as in sdpa.h; throws UsageError naming the argument.

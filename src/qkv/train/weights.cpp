@@ -7,6 +7,7 @@
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/shape.h"
 
 namespace qkv::train {
 namespace {
@@ -16,12 +17,6 @@ std::map<std::string, at::Tensor> named_tensors(const torch::nn::Module& module)
   for (const auto& p : module.named_parameters(true)) out[p.key()] = p.value();
   for (const auto& b : module.named_buffers(true)) out[b.key()] = b.value();
   return out;
-}
-
-std::string shape(const at::Tensor& t) {
-  std::string s = "[";
-  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? "," : "") + std::to_string(t.size(i));
-  return s + "]";
 }
 
 std::string join(const std::vector<std::string>& items) {
@@ -61,7 +56,7 @@ void load_weights(torch::nn::Module& module, const std::string& path) {
     if (it == file.end())
       missing.push_back(name);
     else if (it->second.sizes() != t.sizes())
-      mismatched.push_back(name + " " + shape(it->second) + " vs model " + shape(t));
+      mismatched.push_back(name + " " + shape_of(it->second) + " vs model " + shape_of(t));
   }
   for (const auto& [name, t] : file)
     if (!model.count(name)) unexpected.push_back(name);
