@@ -12,7 +12,10 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "support/test_files.h"
+
 namespace fs = std::filesystem;
+using qkv::testing::fresh_dir;
 
 namespace {
 
@@ -31,12 +34,6 @@ Result run(const std::string& args) {
   const int raw = pclose(p);
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
   return r;
-}
-
-std::string fresh_dir(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("qkv_cli_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  return dir.string();
 }
 
 int count_lines(const std::string& s) {

@@ -6,6 +6,7 @@
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/runtime.h"
+#include "support/test_files.h"
 
 #include <nlohmann/json.hpp>
 
@@ -16,9 +17,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path fresh_dir(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("qkv_core_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+// A fresh, existing folder.
+fs::path make_fresh_dir(const std::string& name) {
+  fs::path dir = qkv::testing::fresh_dir("core_" + name);
   fs::create_directories(dir);
   return dir;
 }
@@ -31,7 +32,7 @@ std::string slurp(const fs::path& p) {
 }  // namespace
 
 TEST(AtomicFile, ReplacesContentsAndLeavesNoTemporaries) {
-  auto dir = fresh_dir("replace");
+  auto dir = make_fresh_dir("replace");
   const auto path = (dir / "a.json").string();
   qkv::write_file_atomic(path, std::string("first"));
   qkv::write_file_atomic(path, std::string("second, longer"));
@@ -45,7 +46,7 @@ TEST(AtomicFile, ReplacesContentsAndLeavesNoTemporaries) {
 }
 
 TEST(AtomicFile, FailureKeepsThePreviousVersionAndNamesTheFile) {
-  auto dir = fresh_dir("fail");
+  auto dir = make_fresh_dir("fail");
   const auto path = (dir / "kept.txt").string();
   qkv::write_file_atomic(path, std::string("precious"));
   // A folder in the way of the rename: the write must fail and the old data stay.

@@ -17,9 +17,11 @@
 #include "qkv/lm/mlp_memory.h"
 #include "qkv/models/transformer_lm.h"
 #include "qkv/train/trainer.h"
+#include "support/test_files.h"
 
 namespace fs = std::filesystem;
 using namespace qkv;
+using qkv::testing::temp_path;
 
 namespace {
 
@@ -30,21 +32,6 @@ std::shared_ptr<models::TransformerLM> small_lm(int64_t d = 32, int64_t layers =
   o.heads = heads;
   torch::manual_seed(5);
   return std::make_shared<models::TransformerLM>(o);
-}
-
-std::string temp_path(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("qkv_lm_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return (dir / name).string();
-}
-
-std::string data_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const DataError& e) {
-    return e.what();
-  }
-  return "(no DataError)";
 }
 
 }  // namespace
@@ -98,11 +85,11 @@ TEST(LmTasks, BadOptionsAreUsageErrors) {
 
 TEST(Utf8, ValidAndInvalid) {
   EXPECT_NO_THROW(data::check_utf8("plain, caf\xc3\xa9, \xe2\x82\xac, \xf0\x9f\x98\x80", "x"));
-  EXPECT_NE(data_error([] { data::check_utf8("ab\xff", "f.txt"); }).find("f.txt: not valid UTF-8 (byte offset 2)"),
+  EXPECT_NE(qkv::testing::data_error_of([] { data::check_utf8("ab\xff", "f.txt"); }).find("f.txt: not valid UTF-8 (byte offset 2)"),
             std::string::npos);
-  EXPECT_NE(data_error([] { data::check_utf8("a\xe2\x82", "f.txt"); }).find("truncated"), std::string::npos);
-  EXPECT_NE(data_error([] { data::check_utf8("\xc0\xaf", "f.txt"); }).find("byte offset 0"), std::string::npos);
-  EXPECT_NE(data_error([] { data::check_utf8("\xed\xa0\x80", "f.txt"); }).find("byte offset 0"), std::string::npos);
+  EXPECT_NE(qkv::testing::data_error_of([] { data::check_utf8("a\xe2\x82", "f.txt"); }).find("truncated"), std::string::npos);
+  EXPECT_NE(qkv::testing::data_error_of([] { data::check_utf8("\xc0\xaf", "f.txt"); }).find("byte offset 0"), std::string::npos);
+  EXPECT_NE(qkv::testing::data_error_of([] { data::check_utf8("\xed\xa0\x80", "f.txt"); }).find("byte offset 0"), std::string::npos);
 }
 
 TEST(TextCorpus, WindowsSplitsAndBadFiles) {
@@ -120,13 +107,13 @@ TEST(TextCorpus, WindowsSplitsAndBadFiles) {
 
   const auto empty = temp_path("empty.txt");
   write_file_atomic(empty, std::string());
-  EXPECT_NE(data_error([&] { data::load_text_corpus(empty, 16); }).find(empty + ": the text file is empty"),
+  EXPECT_NE(qkv::testing::data_error_of([&] { data::load_text_corpus(empty, 16); }).find(empty + ": the text file is empty"),
             std::string::npos);
   const auto binary = temp_path("binary.txt");
   write_file_atomic(binary, std::string("ok\x80\x80 nope"));
-  EXPECT_NE(data_error([&] { data::load_text_corpus(binary, 16); }).find(binary + ": not valid UTF-8"),
+  EXPECT_NE(qkv::testing::data_error_of([&] { data::load_text_corpus(binary, 16); }).find(binary + ": not valid UTF-8"),
             std::string::npos);
-  EXPECT_NE(data_error([&] { data::load_text_corpus(temp_path("missing.txt"), 16); }).find("missing.txt"),
+  EXPECT_NE(qkv::testing::data_error_of([&] { data::load_text_corpus(temp_path("missing.txt"), 16); }).find("missing.txt"),
             std::string::npos);
 }
 
@@ -244,8 +231,7 @@ TEST(TransformerLM, LearnsToCopy) {
   task.samples = 4000;
   task.max_length = 5;
   const auto examples = data::make_lm_task(task, 0);
-  data::Splits splits{data::lm_example_dataset(examples.train), data::lm_example_dataset(examples.val),
-                      data::lm_example_dataset(examples.test)};
+  const auto splits = data::lm_task_datasets(examples);
   models::TransformerLMOptions o;
   o.d_model = 64;
   o.layers = 2;

@@ -10,31 +10,18 @@
 #include "qkv/models/mlp.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/weights.h"
+#include "support/test_files.h"
 
 namespace fs = std::filesystem;
 using namespace qkv;
+using qkv::testing::temp_path;
 
 namespace {
-
-std::string temp_path(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("qkv_ckpt_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return (dir / name).string();
-}
 
 std::shared_ptr<models::MLP> mlp(int64_t hidden = 16) {
   models::MLPOptions o;
   o.hidden = hidden;
   return std::make_shared<models::MLP>(o);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const DataError& e) {
-    return e.what();
-  }
-  return "(no DataError)";
 }
 
 }  // namespace
@@ -88,7 +75,7 @@ TEST(Checkpoint, TruncatedFileIsRejectedWithItsName) {
   const auto size = fs::file_size(path);
   for (uintmax_t keep : {uintmax_t{0}, uintmax_t{10}, size / 2, size - 1}) {
     fs::resize_file(path, keep);
-    const auto msg = error_of([&] { train::load_checkpoint(path, *m, nullptr); });
+    const auto msg = qkv::testing::data_error_of([&] { train::load_checkpoint(path, *m, nullptr); });
     EXPECT_NE(msg.find(path), std::string::npos) << msg;
     EXPECT_TRUE(msg.find("truncated") != std::string::npos || msg.find("bad header") != std::string::npos) << msg;
     train::save_checkpoint(path, *m, nullptr, {});
@@ -102,7 +89,7 @@ TEST(Checkpoint, FlippedByteIsRejected) {
   auto bytes = read_file_bytes(path);
   bytes[bytes.size() / 2] ^= 0x40;
   write_file_atomic(path, bytes);
-  const auto msg = error_of([&] { train::load_checkpoint(path, *m, nullptr); });
+  const auto msg = qkv::testing::data_error_of([&] { train::load_checkpoint(path, *m, nullptr); });
   EXPECT_NE(msg.find("corrupt"), std::string::npos) << msg;
 }
 
@@ -110,9 +97,9 @@ TEST(Checkpoint, OtherFilesAndOtherModelsAreRejected) {
   const auto junk = temp_path("junk.ckpt");
   write_file_atomic(junk, std::string("this is not a checkpoint at all"));
   auto m = mlp();
-  EXPECT_NE(error_of([&] { train::load_checkpoint(junk, *m, nullptr); }).find("not a qkv checkpoint"),
+  EXPECT_NE(qkv::testing::data_error_of([&] { train::load_checkpoint(junk, *m, nullptr); }).find("not a qkv checkpoint"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { train::load_checkpoint(temp_path("missing.ckpt"), *m, nullptr); }).find("missing.ckpt"),
+  EXPECT_NE(qkv::testing::data_error_of([&] { train::load_checkpoint(temp_path("missing.ckpt"), *m, nullptr); }).find("missing.ckpt"),
             std::string::npos);
   const auto small = temp_path("small.ckpt");
   train::save_checkpoint(small, *mlp(8), nullptr, {});
@@ -121,7 +108,7 @@ TEST(Checkpoint, OtherFilesAndOtherModelsAreRejected) {
   models::MLPOptions deeper;
   deeper.layers = 3;
   auto other = std::make_shared<models::MLP>(deeper);
-  EXPECT_NE(error_of([&] { train::load_checkpoint(small, *other, nullptr); }).find("does not fit"), std::string::npos);
+  EXPECT_NE(qkv::testing::data_error_of([&] { train::load_checkpoint(small, *other, nullptr); }).find("does not fit"), std::string::npos);
 }
 
 TEST(Weights, ExportImportRoundTrip) {
@@ -142,16 +129,16 @@ TEST(Weights, MismatchesAreReportedByName) {
   const auto path = temp_path("w16.pt");
   train::export_weights(*mlp(16), path);
   auto narrow = mlp(8);
-  const auto msg = error_of([&] { train::load_weights(*narrow, path); });
+  const auto msg = qkv::testing::data_error_of([&] { train::load_weights(*narrow, path); });
   EXPECT_NE(msg.find("shape mismatch"), std::string::npos) << msg;
   EXPECT_NE(msg.find("net.0.weight [16, 2] vs model [8, 2]"), std::string::npos) << msg;
   models::MLPOptions deeper;
   deeper.hidden = 16;
   deeper.layers = 3;
   models::MLP deep(deeper);
-  const auto msg2 = error_of([&] { train::load_weights(deep, path); });
+  const auto msg2 = qkv::testing::data_error_of([&] { train::load_weights(deep, path); });
   EXPECT_NE(msg2.find("missing net.6.bias, net.6.weight;"), std::string::npos) << msg2;
   const auto junk = temp_path("junk.pt");
   write_file_atomic(junk, std::string("nope"));
-  EXPECT_NE(error_of([&] { train::load_weights(deep, junk); }).find(junk), std::string::npos);
+  EXPECT_NE(qkv::testing::data_error_of([&] { train::load_weights(deep, junk); }).find(junk), std::string::npos);
 }

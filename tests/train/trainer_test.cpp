@@ -12,17 +12,13 @@
 #include "qkv/models/mlp.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/trainer.h"
+#include "support/test_files.h"
 
 namespace fs = std::filesystem;
 using namespace qkv;
+using qkv::testing::fresh_dir;
 
 namespace {
-
-std::string fresh_dir(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("qkv_train_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  return dir.string();
-}
 
 data::Splits spirals(uint64_t seed = 1) {
   data::SpiralsOptions o;

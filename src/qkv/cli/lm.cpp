@@ -51,8 +51,7 @@ struct LmData {
   }
   data::Splits make() const {
     if (!is_task()) return data::load_text_corpus(text, context);
-    const auto s = data::make_lm_task(task, seed);
-    return {data::lm_example_dataset(s.train), data::lm_example_dataset(s.val), data::lm_example_dataset(s.test)};
+    return data::lm_task_datasets(data::make_lm_task(task, seed));
   }
   train::MetricFactory metrics() const {
     if (!is_task()) return {};
@@ -141,13 +140,15 @@ void register_eval(CLI::App* parent, Action& action) {
       auto model = load_lm(o->checkpoint, &config);
       model->to(device);
       const auto data = LmData::from_json(config.at("data"));
-      const auto splits = data.make();
+      // Tasks: the instances themselves are needed below for greedy decoding.
+      data::LmTaskSplits examples;
+      if (data.is_task()) examples = data::make_lm_task(data.task, data.seed);
+      const auto splits = data.is_task() ? data::lm_task_datasets(examples) : data.make();
       const auto& part = pick_split(splits, o->split);
       auto metrics = train::evaluate(*model, *part, config.at("train").at("batch_size"), device, data.metrics());
       metrics["bits_per_byte"] = metrics.at("loss").get<double>() / std::log(2.0);
       if (data.is_task()) {
         // Exact match again, by real greedy decoding with the KV cache.
-        const auto examples = data::make_lm_task(data.task, data.seed);
         const auto& list = o->split == "train" ? examples.train : o->split == "val" ? examples.val : examples.test;
         int64_t right = 0;
         for (const auto& e : list) right += lm::complete(*model, e.prompt, static_cast<int64_t>(e.answer.size()) + 1) == e.answer;

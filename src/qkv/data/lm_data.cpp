@@ -111,6 +111,10 @@ DatasetPtr lm_example_dataset(const std::vector<LmExample>& examples) {
   return std::make_shared<TensorDataset>(std::map<std::string, at::Tensor>{{"tokens", tokens}}, target);
 }
 
+Splits lm_task_datasets(const LmTaskSplits& task) {
+  return {lm_example_dataset(task.train), lm_example_dataset(task.val), lm_example_dataset(task.test)};
+}
+
 void check_utf8(const std::string& s, const std::string& source) {
   size_t i = 0;
   while (i < s.size()) {

@@ -46,6 +46,8 @@ LmTaskSplits make_lm_task(const LmTaskOptions& options, uint64_t seed);
 // positions and at the terminator, -100 elsewhere (prompt and padding).
 // T is the longest prompt + answer + terminator, minus one.
 DatasetPtr lm_example_dataset(const std::vector<LmExample>& examples);
+// The three parts as datasets, for the trainer.
+Splits lm_task_datasets(const LmTaskSplits& task);
 
 // Throws DataError naming `source` and the byte offset of the first invalid
 // UTF-8 sequence.

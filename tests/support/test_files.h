@@ -1,0 +1,38 @@
+#pragma once
+// Scratch files and error capture shared by the test executables. (This folder
+// holds no .cpp, so CMake makes no test executable of it.)
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "qkv/core/errors.h"
+
+namespace qkv::testing {
+
+// A folder path unique to this process and name, removed if present, not created.
+inline std::string fresh_dir(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("qkv_test_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  return dir.string();
+}
+
+// A file path in this process's scratch folder (the folder is created).
+inline std::string temp_path(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("qkv_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return (dir / name).string();
+}
+
+// The message of the DataError that f throws, or "(no DataError)".
+inline std::string data_error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  return "(no DataError)";
+}
+
+}  // namespace qkv::testing
