@@ -15,7 +15,7 @@ build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
-	$(BUILD)/qkv spirals train --out $(DEMO_OUT) --epochs 40
+	@BUILD=$(BUILD) DEMO_OUT=$(DEMO_OUT) scripts/demo
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

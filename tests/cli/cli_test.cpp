@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "support/cli_run.h"
 #include "support/test_files.h"
 
 namespace fs = std::filesystem;
@@ -19,36 +20,11 @@ using qkv::testing::fresh_dir;
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string output;  // stdout and stderr together
-};
+using Result = qkv::testing::CliResult;
+using qkv::testing::count_lines;
+using qkv::testing::expect_clean_failure;
 
-Result run(const std::string& args) {
-  const std::string cmd = std::string(QKV_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int raw = pclose(p);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  return r;
-}
-
-int count_lines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
-
-void expect_clean_failure(const Result& r, int status, const std::string& needle) {
-  EXPECT_EQ(r.status, status) << r.output;
-  EXPECT_NE(r.output.find(needle), std::string::npos) << r.output;
-  EXPECT_EQ(count_lines(r.output), 1) << "one line expected:\n" << r.output;
-  for (const char* bad : {"terminate called", "Exception raised from", "frame #", "Aborted"})
-    EXPECT_EQ(r.output.find(bad), std::string::npos) << r.output;
-}
+Result run(const std::string& args) { return qkv::testing::run_qkv(args); }
 
 const char* kFast = " --threads 1 --points-per-class 60 --batch-size 16";
 

@@ -16,5 +16,7 @@ void register_params(CLI::App& app, Action& action);
 void register_export_weights(CLI::App& app, Action& action);
 void register_spirals(CLI::App& app, Action& action);
 void register_lm(CLI::App& app, Action& action);
+void register_data(CLI::App& app, Action& action);
+void register_vnt(CLI::App& app, Action& action);
 
 }  // namespace qkv::cli

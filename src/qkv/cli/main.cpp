@@ -32,6 +32,8 @@ int main(int argc, char** argv) {
   qkv::cli::register_export_weights(app, action);
   qkv::cli::register_spirals(app, action);
   qkv::cli::register_lm(app, action);
+  qkv::cli::register_data(app, action);
+  qkv::cli::register_vnt(app, action);
 
 
   // CLI11 would only say "a subcommand is required" for a mistyped command.

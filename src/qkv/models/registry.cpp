@@ -4,6 +4,9 @@
 #include "qkv/models/mlp.h"
 #include "qkv/models/model.h"
 #include "qkv/models/transformer_lm.h"
+#include "qkv/models/vn_dgcnn.h"
+#include "qkv/models/vnt_net.h"
+#include "qkv/models/xyz_transformer.h"
 
 namespace qkv::models {
 namespace {
@@ -23,6 +26,15 @@ const std::vector<ModelEntry>& model_registry() {
   static const std::vector<ModelEntry> registry = {
       entry<MLP, MLPOptions>("mlp", "multilayer perceptron on flat features (spirals demo)"),
       entry<TransformerLM, TransformerLMOptions>("transformer-lm", "decoder-only byte-level transformer (qkv lm)"),
+      {"vnt", "VNT-Net: rotation-invariant vector-neuron transformer on xyz (qkv vnt)",
+       [](const nlohmann::json& j) -> ModelPtr { return std::make_shared<VNTNet>(VNTNetOptions::from_json(j, "vnt")); },
+       [](const nlohmann::json& j) { return VNTNetOptions::from_json(j, "vnt").to_json(); }},
+      {"vnt+n", "VNT-Net+N: VNT-Net on xyz and normals (qkv vnt)",
+       [](const nlohmann::json& j) -> ModelPtr { return std::make_shared<VNTNet>(VNTNetOptions::from_json(j, "vnt+n")); },
+       [](const nlohmann::json& j) { return VNTNetOptions::from_json(j, "vnt+n").to_json(); }},
+      entry<VNDGCNN, VNDGCNNOptions>("vn-dgcnn", "Vector Neurons' rotation-invariant DGCNN classifier (qkv vnt)"),
+      entry<XYZTransformer, XYZTransformerOptions>("xyz-transformer",
+                                                   "standard transformer on raw xyz, not rotation invariant (qkv vnt)"),
   };
   return registry;
 }

@@ -42,7 +42,7 @@ at::Tensor sinusoidal_positions(int64_t offset, int64_t n, int64_t d, const at::
   return torch::stack({torch::sin(angle), torch::cos(angle)}, 2).reshape({n, d}).to(options.dtype());
 }
 
-TransformerBlockImpl::TransformerBlockImpl(const TransformerLMOptions& o) {
+TransformerBlockImpl::TransformerBlockImpl(const TransformerLMOptions& o, bool causal) : causal(causal) {
   ln_attn = register_module("ln_attn", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model})));
   attn = register_module("attn", attention::MultiHeadAttention(attention::MultiHeadAttentionOptions(o.d_model, o.heads)
                                                                    .qk_dim(o.head_dk())
@@ -56,10 +56,10 @@ TransformerBlockImpl::TransformerBlockImpl(const TransformerLMOptions& o) {
 
 at::Tensor TransformerBlockImpl::forward(const at::Tensor& x, attention::KVCache* cache, int64_t layer,
                                          at::Tensor* mlp_hidden) {
-  attention::SdpaOptions causal;
-  causal.causal = true;
+  attention::SdpaOptions mask;
+  mask.causal = causal;
   const auto h = ln_attn->forward(x);
-  const auto a = cache ? attn->forward_cached(h, *cache, layer, causal).output : attn->forward(h, h, h, causal).output;
+  const auto a = cache ? attn->forward_cached(h, *cache, layer, mask).output : attn->forward(h, h, h, mask).output;
   auto y = x + drop->forward(a);
   auto hidden = torch::gelu(mlp_in->forward(ln_mlp->forward(y)));
   if (mlp_hidden) *mlp_hidden = hidden;

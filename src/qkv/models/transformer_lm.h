@@ -37,7 +37,8 @@ struct TransformerLMOptions {
 
 class TransformerBlockImpl : public torch::nn::Module {
  public:
-  explicit TransformerBlockImpl(const TransformerLMOptions& o);
+  // causal = false gives the encoder block of the point-cloud baseline.
+  explicit TransformerBlockImpl(const TransformerLMOptions& o, bool causal = true);
   // x [B,T,D]. With a cache, x holds the positions after the cached ones.
   // mlp_hidden, when given, receives the MLP's hidden units after the
   // nonlinearity (how much each "key" matched), [B,T,hidden].
@@ -47,6 +48,7 @@ class TransformerBlockImpl : public torch::nn::Module {
   attention::MultiHeadAttention attn{nullptr};
   torch::nn::Linear mlp_in{nullptr}, mlp_out{nullptr};  // W1 [hidden, D], W2 [D, hidden]
   torch::nn::Dropout drop{nullptr};
+  bool causal;
 };
 TORCH_MODULE(TransformerBlock);
 

@@ -24,6 +24,13 @@ void AccuracyMetric::add(const at::Tensor& logits, const at::Tensor& target) {
     class_total_[static_cast<size_t>(c)] += per_class_total[c].item<int64_t>();
     class_correct_[static_cast<size_t>(c)] += per_class_hit[c].item<int64_t>();
   }
+  if (class_names_.empty()) return;
+  const auto n = static_cast<int64_t>(std::max(class_names_.size(), static_cast<size_t>(classes)));
+  if (confusion_.empty()) confusion_.assign(static_cast<size_t>(n), std::vector<int64_t>(static_cast<size_t>(n), 0));
+  const auto counts = torch::bincount(t * n + p, {}, n * n);
+  const auto* c = counts.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) confusion_[static_cast<size_t>(i)][static_cast<size_t>(j)] += c[i * n + j];
 }
 
 nlohmann::json AccuracyMetric::result() const {
@@ -34,8 +41,13 @@ nlohmann::json AccuracyMetric::result() const {
     recall_sum += static_cast<double>(class_correct_[c]) / static_cast<double>(class_total_[c]);
     ++present;
   }
-  return {{"accuracy", total_ ? static_cast<double>(correct_) / static_cast<double>(total_) : 0.0},
-          {"balanced_accuracy", present ? recall_sum / present : 0.0}};
+  nlohmann::json out = {{"accuracy", total_ ? static_cast<double>(correct_) / static_cast<double>(total_) : 0.0},
+                        {"balanced_accuracy", present ? recall_sum / present : 0.0}};
+  if (!class_names_.empty()) {
+    out["classes"] = class_names_;
+    out["confusion"] = confusion_;
+  }
+  return out;
 }
 
 at::Tensor classification_loss(const at::Tensor& logits, const at::Tensor& target, double label_smoothing) {

@@ -7,6 +7,8 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "qkv/data/dataset.h"
 
@@ -25,14 +27,21 @@ using MetricFactory = std::function<std::unique_ptr<MetricAccumulator>()>;
 
 // Fraction of scored positions whose arg-max is the target, and the mean of
 // per-class recall ("balanced_accuracy").
+// Balanced accuracy is the "mean class accuracy" of point-cloud papers.
+// With class names, the result also holds "confusion" (rows: true class,
+// columns: predicted) and "classes".
 class AccuracyMetric : public MetricAccumulator {
  public:
+  AccuracyMetric() = default;
+  explicit AccuracyMetric(std::vector<std::string> class_names) : class_names_(std::move(class_names)) {}
   void add(const at::Tensor& logits, const at::Tensor& target) override;
   nlohmann::json result() const override;
 
  private:
   int64_t correct_ = 0, total_ = 0;
   std::vector<int64_t> class_correct_, class_total_;
+  std::vector<std::string> class_names_;  // non-empty: keep the confusion matrix
+  std::vector<std::vector<int64_t>> confusion_;
 };
 
 // Mean cross entropy over the scored positions, with label smoothing.

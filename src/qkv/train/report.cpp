@@ -91,7 +91,11 @@ std::string svg_chart(const std::string& title, const std::vector<Series>& serie
 void flatten(const nlohmann::json& j, const std::string& prefix, std::vector<std::pair<std::string, std::string>>& rows) {
   if (j.is_null() && prefix.empty()) return;
   if (j.is_object()) {
-    for (const auto& item : j.items()) flatten(item.value(), prefix.empty() ? item.key() : prefix + "." + item.key(), rows);
+    for (const auto& item : j.items()) {
+      // Confusion matrices get a section of their own.
+      if (j.contains("confusion") && (item.key() == "confusion" || item.key() == "classes")) continue;
+      flatten(item.value(), prefix.empty() ? item.key() : prefix + "." + item.key(), rows);
+    }
   } else if (j.is_number_float()) {
     rows.emplace_back(prefix, number(j.get<double>()));
   } else if (j.is_string()) {
@@ -107,6 +111,30 @@ std::string table(const nlohmann::json& j) {
   std::ostringstream o;
   o << "<table>\n";
   for (const auto& [k, v] : rows) o << "<tr><th>" << escape_html(k) << "</th><td>" << escape_html(v) << "</td></tr>\n";
+  o << "</table>\n";
+  return o.str();
+}
+
+// Rows: true class, columns: predicted; cell shade by the row's share.
+std::string confusion_table(const std::string& name, const nlohmann::json& result) {
+  const auto& m = result.at("confusion");
+  const auto& classes = result.at("classes");
+  std::ostringstream o;
+  o << "<h3>" << escape_html(name) << " (rows: true class, columns: predicted)</h3>\n<table>\n<tr><th/>";
+  for (size_t j = 0; j < m.size(); ++j)
+    o << "<th>" << escape_html(j < classes.size() ? classes[j].get<std::string>() : std::to_string(j)) << "</th>";
+  o << "</tr>\n";
+  for (size_t i = 0; i < m.size(); ++i) {
+    double row_total = 0;
+    for (const auto& v : m[i]) row_total += v.get<double>();
+    o << "<tr><th>" << escape_html(i < classes.size() ? classes[i].get<std::string>() : std::to_string(i)) << "</th>";
+    for (size_t j = 0; j < m[i].size(); ++j) {
+      const double share = row_total > 0 ? m[i][j].get<double>() / row_total : 0.0;
+      const int light = static_cast<int>(255 - 155 * share);
+      o << "<td style=\"background:rgb(" << light << "," << light << ",255)\">" << m[i][j].get<int64_t>() << "</td>";
+    }
+    o << "</tr>\n";
+  }
   o << "</table>\n";
   return o.str();
 }
@@ -155,6 +183,13 @@ std::string render_report_html(const std::string& title, const nlohmann::json& h
        "th,td{border:1px solid #ccc;padding:2px 8px;text-align:left;font-size:13px}th{background:#f4f4f4}"
        "svg{margin:0 1em 1em 0}</style>\n</head>\n<body>\n";
   o << "<h1>" << escape_html(title) << "</h1>\n<h2>Summary</h2>\n" << table(summary);
+  bool any_confusion = false;
+  for (const auto& item : summary.items())
+    if (item.value().is_object() && item.value().contains("confusion") && item.value().contains("classes")) {
+      if (!any_confusion) o << "<h2>Confusion matrices</h2>\n";
+      any_confusion = true;
+      o << confusion_table(item.key(), item.value());
+    }
   o << "<h2>Curves</h2>\n";
   if (families.empty()) o << "<p>No completed epoch yet.</p>\n";
   for (const auto& family : families) {

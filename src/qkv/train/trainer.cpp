@@ -275,11 +275,12 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
   nlohmann::json summary = {{"epochs", state.epoch},
                             {"train_seconds", state.train_seconds},
                             {"parameters", models::count_parameters(model)}};
+  const MetricFactory& final_metrics = hooks.final_metrics ? hooks.final_metrics : hooks.metrics;
   if (have_val && state.best_epoch > 0) {
     load_checkpoint(paths.best_checkpoint(), model, nullptr);
     summary["selected_epoch"] = state.best_epoch;
     summary["selected_by"] = select_key + (minimise ? " (min)" : " (max)");
-    summary["val"] = evaluate(model, *splits.val, eval_batch, device, hooks.metrics);
+    summary["val"] = evaluate(model, *splits.val, eval_batch, device, final_metrics);
   } else {
     summary["selected_epoch"] = state.epoch;
     summary["selected_by"] = "last epoch (no validation split)";
@@ -287,7 +288,10 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
   }
   if (!state.history.empty()) summary["final_train_loss"] = state.history.back().at("train_loss");
   if (splits.test && splits.test->size() > 0)
-    summary["test"] = evaluate(model, *splits.test, eval_batch, device, hooks.metrics);
+    summary["test"] = evaluate(model, *splits.test, eval_batch, device, final_metrics);
+  for (const auto& [name, dataset] : hooks.extra_tests)
+    if (dataset && dataset->size() > 0)
+      summary["test_" + name] = evaluate(model, *dataset, eval_batch, device, final_metrics);
   write_file_atomic(paths.summary(), summary.dump(2) + "\n");
   write_metrics_jsonl(paths, state.history);
   write_report_html(paths.report(), hooks.title, state.history, summary, run_config);

@@ -10,6 +10,8 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "qkv/data/dataset.h"
 #include "qkv/models/model.h"
@@ -38,6 +40,10 @@ struct TrainConfig {
 struct TrainHooks {
   std::function<data::Batch(const data::Batch&)> augment;  // training batches only; may use the global RNG
   MetricFactory metrics;                                   // default: AccuracyMetric
+  MetricFactory final_metrics;  // for summary.json's val/test (e.g. with a confusion matrix); default: metrics
+  // More test sets, evaluated once with the selected weights into summary.json
+  // under "test_<name>" (e.g. the SO(3)-rotated test set of a z/z run).
+  std::vector<std::pair<std::string, data::DatasetPtr>> extra_tests;
   bool live_progress = false;                              // progress bar on stderr
   bool quiet = false;                                      // no per-epoch lines
   std::string title = "qkv run";

@@ -1,0 +1,72 @@
+#include "qkv/models/vn_dgcnn.h"
+
+#include <torch/torch.h>
+
+#include "qkv/core/errors.h"
+#include "qkv/models/options.h"
+#include "qkv/models/vnt_net.h"
+
+namespace qkv::models {
+namespace {
+
+// Vector Neurons divides DGCNN's widths by 3: each VN channel holds 3 numbers.
+constexpr int64_t kC1 = 64 / 3, kC2 = 64 / 3, kC3 = 128 / 3, kC4 = 256 / 3, kC5 = 1024 / 3;
+
+}  // namespace
+
+VNDGCNNOptions VNDGCNNOptions::from_json(const nlohmann::json& j) {
+  VNDGCNNOptions o;
+  OptionReader r("vn-dgcnn", j);
+  r.get("classes", o.classes, 2);
+  r.get("k", o.k, 1);
+  r.get("pooling", o.pooling);
+  r.get("dropout", o.dropout, 0.0, 0.99);
+  r.finish();
+  if (o.pooling != "mean" && o.pooling != "max")
+    throw UsageError("vn-dgcnn option 'pooling' = \"" + o.pooling + "\": expected mean or max");
+  return o;
+}
+
+nlohmann::json VNDGCNNOptions::to_json() const {
+  return {{"classes", classes}, {"k", k}, {"pooling", pooling}, {"dropout", dropout}};
+}
+
+VNDGCNN::VNDGCNN(const VNDGCNNOptions& o) : options_(o) {
+  const int64_t in[] = {1, kC1, kC2, kC3}, out[] = {kC1, kC2, kC3, kC4};
+  auto convs = torch::nn::ModuleList(), pools = torch::nn::ModuleList();
+  for (int i = 0; i < 4; ++i) {
+    convs_.push_back(vn::VNLinearLeakyReLU(2 * in[i], out[i]));
+    convs->push_back(convs_.back());
+    if (o.pooling == "max") {
+      max_pools_.push_back(vn::VNMaxPool(out[i]));
+      pools->push_back(max_pools_.back());
+    }
+  }
+  register_module("convs", convs);
+  if (o.pooling == "max") register_module("pools", pools);
+  conv5_ = register_module("conv5", vn::VNLinearLeakyReLU(kC1 + kC2 + kC3 + kC4, kC5, /*share=*/true));
+  invariant_ = register_module("invariant", vn::VNStdFeature(2 * kC5));
+  head_ = register_module("head", ClassificationHead(2 * 3 * 2 * kC5, std::vector<int64_t>{512, 256}, o.classes, o.dropout));
+}
+
+at::Tensor VNDGCNN::pool(size_t i, const at::Tensor& x) {
+  return options_.pooling == "max" ? max_pools_[i]->forward(x) : vn::vn_mean_pool(x);
+}
+
+at::Tensor VNDGCNN::forward(const data::Batch& batch) {
+  auto x = vn_input(batch, false);  // [B, 1, 3, N]
+  const int64_t b = x.size(0);
+  std::vector<at::Tensor> levels;
+  for (size_t i = 0; i < convs_.size(); ++i) {
+    // Dynamic graph: neighbours by distance between the current VN features.
+    const auto idx = vn::knn_indices(x.reshape({b, -1, x.size(3)}), options_.k);
+    x = pool(i, convs_[i]->forward(vn::edge_features(x, idx, false)));
+    levels.push_back(x);
+  }
+  x = conv5_->forward(torch::cat(levels, 1));  // [B, 341, 3, N]
+  x = torch::cat({x, x.mean(-1, /*keepdim=*/true).expand_as(x)}, 1);
+  const auto invariant = invariant_->forward(x).first.flatten(1, 2);  // [B, 682*3, N]
+  return head_->forward(global_pool(invariant, "max+mean"));
+}
+
+}  // namespace qkv::models

@@ -1,0 +1,43 @@
+#pragma once
+// VN-DGCNN, the classifier of Vector Neurons (Deng et al. 2021), with the
+// original's layer sizes: four VN edge convolutions on dynamic kNN graphs
+// (21, 21, 42, 85 channels: 64/3 ... 256/3), a shared-direction VN layer to
+// 341 channels (1024/3), the invariant layer on [x, mean x], max+mean
+// pooling and a 512-256 head. 2,899,830 parameters with 40 classes and mean
+// pooling of the edge convolutions, the original's default.
+#include <string>
+
+#include "qkv/models/cloud_head.h"
+#include "qkv/models/model.h"
+#include "qkv/vn/vn_layers.h"
+
+namespace qkv::models {
+
+struct VNDGCNNOptions {
+  int64_t classes = 40;
+  int64_t k = 20;
+  std::string pooling = "mean";  // over neighbours: mean | max (VNMaxPool, adds parameters)
+  double dropout = 0.5;
+
+  static VNDGCNNOptions from_json(const nlohmann::json& j);
+  nlohmann::json to_json() const;
+};
+
+class VNDGCNN : public Model {
+ public:
+  explicit VNDGCNN(const VNDGCNNOptions& options);
+  // inputs "points" [B, 3, N] -> logits [B, classes]
+  at::Tensor forward(const data::Batch& batch) override;
+
+ private:
+  at::Tensor pool(size_t i, const at::Tensor& x);
+
+  VNDGCNNOptions options_;
+  std::vector<vn::VNLinearLeakyReLU> convs_;  // conv1..conv4
+  std::vector<vn::VNMaxPool> max_pools_;      // with pooling = "max"
+  vn::VNLinearLeakyReLU conv5_{nullptr};
+  vn::VNStdFeature invariant_{nullptr};
+  ClassificationHead head_{nullptr};
+};
+
+}  // namespace qkv::models

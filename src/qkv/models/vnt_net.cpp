@@ -1,0 +1,102 @@
+#include "qkv/models/vnt_net.h"
+
+#include <torch/torch.h>
+
+#include "qkv/core/errors.h"
+#include "qkv/core/shape.h"
+#include "qkv/models/options.h"
+
+namespace qkv::models {
+
+VNTNetOptions VNTNetOptions::from_json(const nlohmann::json& j, const std::string& name) {
+  VNTNetOptions o;
+  o.normals = name == "vnt+n";
+  OptionReader r(name, j);
+  r.get("classes", o.classes, 2);
+  r.get("linear_dim", o.linear_dim, 1);
+  r.get("heads", o.heads, 1);
+  r.get("head_dim", o.head_dim, 1);
+  r.get("blocks", o.blocks, 1);
+  r.get("ffn_hidden", o.ffn_hidden, 0);
+  r.get("k", o.k, 1);
+  r.get("edge_cross", o.edge_cross);
+  r.get("normals", o.normals);
+  r.get("layer_norm", o.layer_norm);
+  r.get("normalize_frame", o.normalize_frame);
+  r.get("pooling", o.pooling);
+  r.get("head_hidden", o.head_hidden);
+  r.get("dropout", o.dropout, 0.0, 0.99);
+  r.get("negative_slope", o.negative_slope, 0.0, 1.0);
+  r.finish();
+  check_pooling(name, o.pooling);
+  for (const auto h : o.head_hidden)
+    if (h < 1) throw UsageError(name + " option 'head_hidden': widths must be >= 1");
+  if (2 * o.blocks * o.linear_dim < 4)
+    throw UsageError(name + ": the invariant layer needs 2 * blocks * linear_dim >= 4");
+  return o;
+}
+
+nlohmann::json VNTNetOptions::to_json() const {
+  return {{"classes", classes},       {"linear_dim", linear_dim},
+          {"heads", heads},           {"head_dim", head_dim},
+          {"blocks", blocks},         {"ffn_hidden", ffn_hidden},
+          {"k", k},                   {"edge_cross", edge_cross},
+          {"normals", normals},       {"layer_norm", layer_norm},
+          {"normalize_frame", normalize_frame}, {"pooling", pooling},
+          {"head_hidden", head_hidden}, {"dropout", dropout},
+          {"negative_slope", negative_slope}};
+}
+
+at::Tensor vn_input(const data::Batch& batch, bool with_normals) {
+  const auto& points = batch.input("points");
+  if (points.dim() != 3 || points.size(1) != 3)
+    throw UsageError("input 'points': expected [B, 3, N], got " + shape_of(points));
+  if (!torch::isfinite(points).all().item<bool>()) throw DataError("input 'points' holds NaN or Inf coordinates");
+  if (!with_normals) return points.unsqueeze(1);
+  const auto& normals = batch.input("normals");
+  if (!normals.sizes().equals(points.sizes()))
+    throw UsageError("input 'normals' " + shape_of(normals) + " does not match 'points' " + shape_of(points));
+  if (!torch::isfinite(normals).all().item<bool>()) throw DataError("input 'normals' holds NaN or Inf values");
+  return torch::stack({points, normals}, 1);
+}
+
+VNTNet::VNTNet(const VNTNetOptions& o) : options_(o) {
+  const int64_t in_channels = o.normals ? 2 : 1;
+  edge_conv_ = register_module("edge_conv", vn::VNEdgeConv(in_channels, o.linear_dim, o.k, o.edge_cross,
+                                                            o.negative_slope));
+  auto list = torch::nn::ModuleList();
+  for (int64_t i = 0; i < o.blocks; ++i) {
+    blocks_.push_back(vn::VNTBlock(o.linear_dim, o.heads, o.head_dim, o.hidden(), o.layer_norm));
+    list->push_back(blocks_.back());
+  }
+  register_module("blocks", list);
+  // The invariant layer sees the block outputs and their mean over the cloud,
+  // as in Vector Neurons: the mean gives the frame a global reference.
+  const int64_t vn_channels = 2 * o.blocks * o.linear_dim;
+  invariant_ = register_module("invariant", vn::VNStdFeature(vn_channels, o.normalize_frame, false, o.negative_slope));
+  head_ = register_module("head", ClassificationHead(pooled_width(3 * vn_channels, o.pooling), o.head_hidden,
+                                                     o.classes, o.dropout, o.negative_slope));
+}
+
+at::Tensor VNTNet::point_features(const data::Batch& batch, std::vector<at::Tensor>* attention) {
+  const auto x0 = vn_input(batch, options_.normals);
+  const auto idx = vn::knn_indices(batch.input("points"), options_.k);
+  auto x = edge_conv_->forward(x0, idx);
+  std::vector<at::Tensor> outputs;
+  for (auto& block : blocks_) {
+    at::Tensor weights;
+    x = block->forward(x, attention ? &weights : nullptr);
+    if (attention) attention->push_back(weights);
+    outputs.push_back(x);
+  }
+  auto features = torch::cat(outputs, 1);  // [B, blocks*C, 3, N]
+  features = torch::cat({features, features.mean(-1, /*keepdim=*/true).expand_as(features)}, 1);
+  const auto invariant = invariant_->forward(features).first;  // [B, 2*blocks*C, 3, N]
+  return invariant.flatten(1, 2);                              // [B, F, N]
+}
+
+at::Tensor VNTNet::forward(const data::Batch& batch) {
+  return head_->forward(global_pool(point_features(batch), options_.pooling));
+}
+
+}  // namespace qkv::models

@@ -1,0 +1,62 @@
+#pragma once
+// VNT-Net (Vector Neuron Transformer, classification): an edge-convolution
+// input block lifts each point's xyz (and normal, "+N") to C vector channels;
+// three basic blocks (multi-head VNAttention + residual, VN-FFN + residual)
+// keep them SO(3)-equivariant; the concatenated block outputs go through the
+// invariant layer and a global pooling to an MLP head. Rotating the input
+// cloud leaves the logits unchanged (tests/vn).
+#include <string>
+#include <vector>
+
+#include "qkv/models/cloud_head.h"
+#include "qkv/models/model.h"
+#include "qkv/vn/vn_layers.h"
+
+namespace qkv::models {
+
+struct VNTNetOptions {
+  int64_t classes = 40;
+  int64_t linear_dim = 16;  // C: edge-conv output and block width (paper: 16)
+  int64_t heads = 24;       // paper: 24
+  int64_t head_dim = 16;    // paper: 16
+  int64_t blocks = 3;       // paper: 3
+  int64_t ffn_hidden = 0;   // VN-FFN hidden channels; 0 = 4 * linear_dim (the paper is silent)
+  int64_t k = 20;           // neighbours of the edge-conv graph (as in DGCNN / Vector Neurons)
+  bool edge_cross = false;  // add nbr x ctr to the edge features
+  bool normals = false;     // "+N": normals as a second vector channel (input "normals")
+  bool layer_norm = false;  // VNLayerNorm before attention and FFN (not in the paper)
+  bool normalize_frame = false;  // orthonormal frame in the invariant layer
+  std::string pooling = "max+mean";
+  std::vector<int64_t> head_hidden = {512, 256};
+  double dropout = 0.5;
+  double negative_slope = 0.2;
+
+  static VNTNetOptions from_json(const nlohmann::json& j, const std::string& name = "vnt");
+  nlohmann::json to_json() const;
+  int64_t hidden() const { return ffn_hidden > 0 ? ffn_hidden : 4 * linear_dim; }
+};
+
+class VNTNet : public Model {
+ public:
+  explicit VNTNet(const VNTNetOptions& options);
+  // inputs "points" [B, 3, N] (and "normals" [B, 3, N] for +N) -> logits [B, classes]
+  at::Tensor forward(const data::Batch& batch) override;
+  // Per-point rotation-invariant features before pooling, [B, F, N] with
+  // F = 3 * 2 * blocks * C. attention, when given, receives each block's
+  // [B, H, N, N] attention weights.
+  at::Tensor point_features(const data::Batch& batch, std::vector<at::Tensor>* attention = nullptr);
+  const VNTNetOptions& options() const { return options_; }
+
+ private:
+  VNTNetOptions options_;
+  vn::VNEdgeConv edge_conv_{nullptr};
+  std::vector<vn::VNTBlock> blocks_;
+  vn::VNStdFeature invariant_{nullptr};
+  ClassificationHead head_{nullptr};
+};
+
+// The cloud as VN input: points [B, 3, N] -> [B, 1, 3, N], with normals
+// [B, 2, 3, N]. Throws UsageError on bad shapes, DataError on NaN/Inf.
+at::Tensor vn_input(const data::Batch& batch, bool with_normals);
+
+}  // namespace qkv::models

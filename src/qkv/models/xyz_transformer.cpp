@@ -1,0 +1,63 @@
+#include "qkv/models/xyz_transformer.h"
+
+#include <torch/torch.h>
+
+#include "qkv/core/errors.h"
+#include "qkv/models/options.h"
+#include "qkv/models/vnt_net.h"
+
+namespace qkv::models {
+
+XYZTransformerOptions XYZTransformerOptions::from_json(const nlohmann::json& j) {
+  XYZTransformerOptions o;
+  OptionReader r("xyz-transformer", j);
+  r.get("classes", o.classes, 2);
+  r.get("d_model", o.d_model, 1);
+  r.get("layers", o.layers, 1);
+  r.get("heads", o.heads, 1);
+  r.get("embed_hidden", o.embed_hidden, 1);
+  r.get("mlp_hidden", o.mlp_hidden, 0);
+  r.get("pooling", o.pooling);
+  r.get("head_hidden", o.head_hidden);
+  r.get("dropout", o.dropout, 0.0, 0.99);
+  r.finish();
+  check_pooling("xyz-transformer", o.pooling);
+  if (o.d_model % o.heads != 0)
+    throw UsageError("xyz-transformer: d_model " + std::to_string(o.d_model) + " is not divisible by heads " +
+                     std::to_string(o.heads));
+  return o;
+}
+
+nlohmann::json XYZTransformerOptions::to_json() const {
+  return {{"classes", classes},         {"d_model", d_model},       {"layers", layers},
+          {"heads", heads},             {"embed_hidden", embed_hidden}, {"mlp_hidden", mlp_hidden},
+          {"pooling", pooling},         {"head_hidden", head_hidden}, {"dropout", dropout}};
+}
+
+XYZTransformer::XYZTransformer(const XYZTransformerOptions& o) : options_(o) {
+  embed_in_ = register_module("embed_in", torch::nn::Linear(3, o.embed_hidden));
+  embed_out_ = register_module("embed_out", torch::nn::Linear(o.embed_hidden, o.d_model));
+  TransformerLMOptions block;
+  block.d_model = o.d_model;
+  block.heads = o.heads;
+  block.mlp_hidden = o.mlp_hidden;
+  auto list = torch::nn::ModuleList();
+  for (int64_t l = 0; l < o.layers; ++l) {
+    blocks_.push_back(TransformerBlock(block, /*causal=*/false));
+    list->push_back(blocks_.back());
+  }
+  register_module("blocks", list);
+  ln_final_ = register_module("ln_final", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model})));
+  head_ = register_module("head", ClassificationHead(pooled_width(o.d_model, o.pooling), o.head_hidden, o.classes,
+                                                     o.dropout));
+}
+
+at::Tensor XYZTransformer::forward(const data::Batch& batch) {
+  const auto points = vn_input(batch, false).squeeze(1).transpose(1, 2);  // [B, N, 3]
+  auto x = embed_out_->forward(torch::relu(embed_in_->forward(points)));
+  for (auto& block : blocks_) x = block->forward(x, nullptr, 0);
+  x = ln_final_->forward(x).transpose(1, 2);  // [B, d, N]
+  return head_->forward(global_pool(x, options_.pooling));
+}
+
+}  // namespace qkv::models

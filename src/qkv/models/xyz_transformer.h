@@ -1,0 +1,48 @@
+#pragma once
+// The non-invariant baseline: a standard transformer encoder on raw xyz
+// (per-point MLP embedding, pre-LayerNorm blocks of the attention core's
+// multi-head attention and an MLP, max+mean pooling, the shared head). It
+// learns whatever pose the training data shows, so it collapses when the test
+// clouds are rotated in ways training never showed (z/SO(3)).
+#include <string>
+#include <vector>
+
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include "qkv/models/cloud_head.h"
+#include "qkv/models/model.h"
+#include "qkv/models/transformer_lm.h"
+
+namespace qkv::models {
+
+struct XYZTransformerOptions {
+  int64_t classes = 40;
+  int64_t d_model = 96;
+  int64_t layers = 3;
+  int64_t heads = 4;
+  int64_t embed_hidden = 64;
+  int64_t mlp_hidden = 0;  // 0 = 4 * d_model
+  std::string pooling = "max+mean";
+  std::vector<int64_t> head_hidden = {512, 256};
+  double dropout = 0.5;  // in the head; the encoder has none
+
+  static XYZTransformerOptions from_json(const nlohmann::json& j);
+  nlohmann::json to_json() const;
+};
+
+class XYZTransformer : public Model {
+ public:
+  explicit XYZTransformer(const XYZTransformerOptions& options);
+  // inputs "points" [B, 3, N] -> logits [B, classes]
+  at::Tensor forward(const data::Batch& batch) override;
+
+ private:
+  XYZTransformerOptions options_;
+  torch::nn::Linear embed_in_{nullptr}, embed_out_{nullptr};
+  std::vector<TransformerBlock> blocks_;
+  torch::nn::LayerNorm ln_final_{nullptr};
+  ClassificationHead head_{nullptr};
+};
+
+}  // namespace qkv::models

@@ -1,0 +1,597 @@
+#include "qkv/pointcloud/mesh_read.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string_view>
+#include <vector>
+
+#include "qkv/core/errors.h"
+
+namespace qkv::pointcloud {
+namespace {
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) { throw DataError(path + ": " + what); }
+
+[[noreturn]] void fail_at(const std::string& path, int64_t line, const std::string& what) {
+  throw DataError(path + ": line " + std::to_string(line) + ": " + what);
+}
+
+// Quoted and shortened, so that a binary file or a huge line cannot flood the message.
+std::string show(std::string_view text) {
+  constexpr size_t kMaxShown = 40;
+  std::string out;
+  for (char c : text.substr(0, kMaxShown)) out += std::isprint(static_cast<unsigned char>(c)) ? c : '?';
+  if (text.size() > kMaxShown) out += "...";
+  return "'" + out + "'";
+}
+
+std::string slurp(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) fail(path, "no such file");
+  if (std::filesystem::is_directory(status)) fail(path, "is a folder, not a file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<std::streamoff>(in.tellg());
+  if (size < 0) fail(path, "cannot read");
+  in.seekg(0, std::ios::beg);
+  std::string text(static_cast<size_t>(size), '\0');
+  if (size > 0 && !in.read(text.data(), size)) fail(path, "read failed");
+  return text;
+}
+
+// Walks a text buffer line by line, counting lines from 1 and dropping '\r'.
+class Lines {
+ public:
+  Lines(std::string_view text, int64_t first_line = 1) : rest_(text), size_(text.size()), line_(first_line - 1) {}
+
+  // The next line with '#' comments (if strip_comments) and surrounding blanks
+  // removed that is not empty; false at the end of the text.
+  bool next_nonblank(std::string_view& out, bool strip_comments) {
+    while (!rest_.empty()) {
+      const size_t eol = rest_.find('\n');
+      std::string_view line = rest_.substr(0, eol);
+      rest_ = eol == std::string_view::npos ? std::string_view() : rest_.substr(eol + 1);
+      ++line_;
+      if (strip_comments) line = line.substr(0, line.find('#'));
+      line = trim(line);
+      if (!line.empty()) {
+        out = line;
+        return true;
+      }
+    }
+    return false;
+  }
+  int64_t line() const { return line_; }
+  // Bytes of the text consumed so far: where the next line starts.
+  size_t consumed() const { return size_ - rest_.size(); }
+
+  static std::string_view trim(std::string_view s) {
+    size_t b = 0, e = s.size();
+    while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+    while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+    return s.substr(b, e - b);
+  }
+
+ private:
+  std::string_view rest_;
+  size_t size_;
+  int64_t line_;
+};
+
+// Splits on whitespace, and on commas too when `commas`.
+void split(std::string_view line, std::vector<std::string_view>& tokens, bool commas = false) {
+  tokens.clear();
+  size_t i = 0;
+  auto is_sep = [&](char c) { return std::isspace(static_cast<unsigned char>(c)) || (commas && c == ','); };
+  while (i < line.size()) {
+    while (i < line.size() && is_sep(line[i])) ++i;
+    const size_t start = i;
+    while (i < line.size() && !is_sep(line[i])) ++i;
+    if (i > start) tokens.push_back(line.substr(start, i - start));
+  }
+}
+
+// from_chars is locale-independent and rejects "1.0abc" (we check it ate the whole token).
+bool parse_double(std::string_view tok, double& out) {
+  if (!tok.empty() && tok[0] == '+') tok.remove_prefix(1);
+  if (tok.empty()) return false;
+  const auto [ptr, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), out);
+  if (ec == std::errc::result_out_of_range) {
+    out = std::numeric_limits<double>::infinity();  // reported as not finite, not as non-numeric
+    return ptr == tok.data() + tok.size();
+  }
+  return ec == std::errc() && ptr == tok.data() + tok.size();
+}
+
+bool parse_int(std::string_view tok, int64_t& out) {
+  if (!tok.empty() && tok[0] == '+') tok.remove_prefix(1);
+  if (tok.empty()) return false;
+  const auto [ptr, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), out);
+  return ec == std::errc() && ptr == tok.data() + tok.size();
+}
+
+// A coordinate or normal component: numeric and finite once stored as float.
+float coordinate(const std::string& path, int64_t line, std::string_view tok) {
+  double v = 0;
+  if (!parse_double(tok, v)) fail_at(path, line, "non-numeric value " + show(tok));
+  const auto f = static_cast<float>(v);
+  if (!std::isfinite(f)) fail_at(path, line, "coordinate " + show(tok) + " is not finite");
+  return f;
+}
+
+void check_face_indices(const std::string& path, const Mesh& mesh) {
+  const auto n = static_cast<int64_t>(mesh.vertices.size());
+  for (size_t f = 0; f < mesh.faces.size(); ++f)
+    for (int64_t i : mesh.faces[f])
+      if (i < 0 || i >= n)
+        fail(path, "face index " + std::to_string(i) + " is out of range (" + std::to_string(n) + " vertices)");
+}
+
+void fan(Mesh& mesh, const std::vector<int64_t>& polygon) {
+  for (size_t j = 1; j + 1 < polygon.size(); ++j) mesh.faces.push_back({polygon[0], polygon[j], polygon[j + 1]});
+}
+
+// ---------------------------------------------------------------------------- OFF
+
+Mesh parse_off(const std::string& path, std::string_view text) {
+  Lines lines(text);
+  std::string_view line;
+  if (!lines.next_nonblank(line, true)) fail(path, "empty file (expected 'OFF')");
+  if (line.substr(0, 3) != "OFF")
+    fail(path, "bad magic: expected 'OFF' on the first line, found " + show(line));
+  // Some ModelNet40 files fuse the counts onto the magic line: "OFF490 518 0".
+  std::string_view counts_line = Lines::trim(line.substr(3));
+  if (counts_line.empty() && !lines.next_nonblank(counts_line, true))
+    fail(path, "truncated: no counts line after 'OFF'");
+  std::vector<std::string_view> tok;
+  split(counts_line, tok);
+  int64_t n_vertices = -1, n_faces = -1, n_edges = 0;
+  if ((tok.size() != 2 && tok.size() != 3) || !parse_int(tok[0], n_vertices) || !parse_int(tok[1], n_faces) ||
+      (tok.size() == 3 && !parse_int(tok[2], n_edges)) || n_vertices < 0 || n_faces < 0)
+    fail_at(path, lines.line(), "bad counts line " + show(counts_line) + ": expected 'vertices faces edges'");
+  if (n_vertices == 0) fail(path, "no vertices (empty cloud)");
+
+  Mesh mesh;
+  mesh.vertices.reserve(static_cast<size_t>(n_vertices));
+  for (int64_t i = 0; i < n_vertices; ++i) {
+    if (!lines.next_nonblank(line, true))
+      fail(path, "truncated: the header says " + std::to_string(n_vertices) + " vertices, the file ends after " +
+                     std::to_string(i));
+    split(line, tok);
+    if (tok.size() != 3)
+      fail_at(path, lines.line(), "vertex has " + std::to_string(tok.size()) + " values, expected 3 (x y z)");
+    mesh.vertices.push_back({coordinate(path, lines.line(), tok[0]), coordinate(path, lines.line(), tok[1]),
+                             coordinate(path, lines.line(), tok[2])});
+  }
+  std::vector<int64_t> polygon;
+  mesh.faces.reserve(static_cast<size_t>(n_faces));
+  for (int64_t f = 0; f < n_faces; ++f) {
+    if (!lines.next_nonblank(line, true))
+      fail(path, "truncated: the header says " + std::to_string(n_faces) + " faces, the file ends after " +
+                     std::to_string(f));
+    split(line, tok);
+    int64_t k = 0;
+    if (!parse_int(tok[0], k))
+      fail_at(path, lines.line(), "face vertex count " + show(tok[0]) + " is not an integer (wrong vertex count in the header?)");
+    if (k < 3) fail_at(path, lines.line(), "face has " + std::to_string(k) + " vertices, need at least 3");
+    if (static_cast<int64_t>(tok.size()) < k + 1)
+      fail_at(path, lines.line(),
+              "face says " + std::to_string(k) + " vertices but lists " + std::to_string(tok.size() - 1));
+    polygon.clear();
+    for (int64_t j = 1; j <= k; ++j) {  // values after the k indices are a face colour: ignored
+      int64_t index = 0;
+      if (!parse_int(tok[static_cast<size_t>(j)], index))
+        fail_at(path, lines.line(), "face index " + show(tok[static_cast<size_t>(j)]) + " is not an integer");
+      if (index < 0 || index >= n_vertices)
+        fail_at(path, lines.line(), "face index " + std::to_string(index) + " is out of range (" +
+                                        std::to_string(n_vertices) + " vertices)");
+      polygon.push_back(index);
+    }
+    fan(mesh, polygon);
+  }
+  if (lines.next_nonblank(line, true))
+    fail_at(path, lines.line(), "wrong counts: data after the " + std::to_string(n_vertices) + " vertices and " +
+                                    std::to_string(n_faces) + " faces the header declares");
+  return mesh;
+}
+
+// ---------------------------------------------------------------------------- PLY
+
+enum class PlyType { Int8, UInt8, Int16, UInt16, Int32, UInt32, Float32, Float64 };
+
+bool ply_type(std::string_view name, PlyType& out) {
+  static const std::pair<std::string_view, PlyType> kTypes[] = {
+      {"char", PlyType::Int8},      {"int8", PlyType::Int8},       {"uchar", PlyType::UInt8},
+      {"uint8", PlyType::UInt8},    {"short", PlyType::Int16},     {"int16", PlyType::Int16},
+      {"ushort", PlyType::UInt16},  {"uint16", PlyType::UInt16},   {"int", PlyType::Int32},
+      {"int32", PlyType::Int32},    {"uint", PlyType::UInt32},     {"uint32", PlyType::UInt32},
+      {"float", PlyType::Float32},  {"float32", PlyType::Float32}, {"double", PlyType::Float64},
+      {"float64", PlyType::Float64}};
+  for (const auto& [n, t] : kTypes)
+    if (n == name) {
+      out = t;
+      return true;
+    }
+  return false;
+}
+
+size_t ply_size(PlyType t) {
+  switch (t) {
+    case PlyType::Int8:
+    case PlyType::UInt8: return 1;
+    case PlyType::Int16:
+    case PlyType::UInt16: return 2;
+    case PlyType::Int32:
+    case PlyType::UInt32:
+    case PlyType::Float32: return 4;
+    case PlyType::Float64: return 8;
+  }
+  return 0;
+}
+
+bool ply_is_integer(PlyType t) { return t != PlyType::Float32 && t != PlyType::Float64; }
+
+struct PlyProperty {
+  std::string name;
+  PlyType type = PlyType::Float32;  // of the items, for a list
+  bool is_list = false;
+  PlyType count_type = PlyType::UInt8;
+};
+
+struct PlyElement {
+  std::string name;
+  int64_t count = 0;
+  std::vector<PlyProperty> properties;
+};
+
+// Thrown inside the binary decoder; turned into a message that says which element ran short.
+struct PlyOutOfData {};
+
+template <typename T>
+double load(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return static_cast<double>(v);
+}
+
+double decode(PlyType t, const char*& p, const char* end) {
+  const size_t n = ply_size(t);
+  if (static_cast<size_t>(end - p) < n) throw PlyOutOfData{};
+  double v = 0;
+  switch (t) {
+    case PlyType::Int8: v = load<int8_t>(p); break;
+    case PlyType::UInt8: v = load<uint8_t>(p); break;
+    case PlyType::Int16: v = load<int16_t>(p); break;
+    case PlyType::UInt16: v = load<uint16_t>(p); break;
+    case PlyType::Int32: v = load<int32_t>(p); break;
+    case PlyType::UInt32: v = load<uint32_t>(p); break;
+    case PlyType::Float32: v = load<float>(p); break;
+    case PlyType::Float64: v = load<double>(p); break;
+  }
+  p += n;
+  return v;
+}
+
+// Where the vertex and face data we keep sit inside their elements.
+struct PlyLayout {
+  int x = -1, y = -1, z = -1, nx = -1, ny = -1, nz = -1, red = -1, green = -1, blue = -1;
+  int face_list = -1;
+  bool has_normals() const { return nx >= 0 && ny >= 0 && nz >= 0; }
+  bool has_colors() const { return red >= 0 && green >= 0 && blue >= 0; }
+};
+
+// Receives one element item's values as doubles (list values flattened after their count).
+class PlySink {
+ public:
+  PlySink(const std::string& path, const PlyLayout& layout, Mesh& mesh) : path_(path), layout_(layout), mesh_(mesh) {}
+
+  void vertex(const std::vector<double>& v, int64_t line) {
+    auto coord = [&](int i) {
+      const auto f = static_cast<float>(v[static_cast<size_t>(i)]);
+      if (!std::isfinite(f)) {
+        const std::string what = "vertex " + std::to_string(mesh_.vertices.size()) + " has a coordinate that is not finite";
+        if (line > 0) fail_at(path_, line, what);
+        fail(path_, what);
+      }
+      return f;
+    };
+    mesh_.vertices.push_back({coord(layout_.x), coord(layout_.y), coord(layout_.z)});
+    if (layout_.has_normals()) mesh_.normals.push_back({coord(layout_.nx), coord(layout_.ny), coord(layout_.nz)});
+    if (layout_.has_colors()) {
+      auto byte = [&](int i) {
+        return static_cast<uint8_t>(std::clamp(v[static_cast<size_t>(i)], 0.0, 255.0));
+      };
+      mesh_.colors.push_back({byte(layout_.red), byte(layout_.green), byte(layout_.blue)});
+    }
+  }
+
+  void face(const std::vector<int64_t>& polygon, int64_t line) {
+    if (polygon.size() < 3) {
+      const std::string what = "face " + std::to_string(faces_seen_) + " has " + std::to_string(polygon.size()) +
+                               " vertices, need at least 3";
+      if (line > 0) fail_at(path_, line, what);
+      fail(path_, what);
+    }
+    ++faces_seen_;
+    fan(mesh_, polygon);
+  }
+
+ private:
+  const std::string& path_;
+  const PlyLayout& layout_;
+  Mesh& mesh_;
+  int64_t faces_seen_ = 0;
+};
+
+Mesh parse_ply(const std::string& path, const std::string& text) {
+  // The header is text up to and including the "end_header" line.
+  Lines lines(text);
+  std::string_view line;
+  if (!lines.next_nonblank(line, false) || line != "ply")
+    fail(path, "bad magic: expected 'ply' on the first line, found " + show(text.substr(0, text.find('\n'))));
+  std::string format;
+  std::vector<PlyElement> elements;
+  std::vector<std::string_view> tok;
+  bool ended = false;
+  while (lines.next_nonblank(line, false)) {
+    split(line, tok);
+    const auto key = tok[0];
+    if (key == "end_header") {
+      ended = true;
+      break;
+    }
+    if (key == "comment" || key == "obj_info") continue;
+    if (key == "format") {
+      if (tok.size() != 3) fail_at(path, lines.line(), "bad format line " + show(line));
+      format = std::string(tok[1]);
+      if (format == "binary_big_endian")
+        fail(path, "binary_big_endian PLY is not supported; convert it to binary_little_endian or ascii");
+      if (format != "ascii" && format != "binary_little_endian")
+        fail_at(path, lines.line(), "unknown PLY format " + show(tok[1]));
+    } else if (key == "element") {
+      PlyElement e;
+      if (tok.size() != 3 || !parse_int(tok[2], e.count) || e.count < 0)
+        fail_at(path, lines.line(), "bad element line " + show(line));
+      e.name = std::string(tok[1]);
+      elements.push_back(std::move(e));
+    } else if (key == "property") {
+      if (elements.empty()) fail_at(path, lines.line(), "property before any element");
+      PlyProperty p;
+      if (tok.size() == 5 && tok[1] == "list") {
+        p.is_list = true;
+        if (!ply_type(tok[2], p.count_type) || !ply_type(tok[3], p.type) || !ply_is_integer(p.count_type))
+          fail_at(path, lines.line(), "bad list property " + show(line));
+        p.name = std::string(tok[4]);
+      } else if (tok.size() == 3) {
+        if (!ply_type(tok[1], p.type)) fail_at(path, lines.line(), "unknown property type " + show(tok[1]));
+        p.name = std::string(tok[2]);
+      } else {
+        fail_at(path, lines.line(), "bad property line " + show(line));
+      }
+      elements.back().properties.push_back(std::move(p));
+    } else {
+      fail_at(path, lines.line(), "unknown header line " + show(line));
+    }
+  }
+  if (!ended) fail(path, "truncated header: no 'end_header' line");
+  if (format.empty()) fail(path, "the header has no 'format' line");
+  const int64_t header_lines = lines.line();
+  const size_t header_end = lines.consumed();
+
+  // Locate what we keep.
+  PlyLayout layout;
+  const PlyElement* vertex_element = nullptr;
+  for (const auto& e : elements) {
+    if (e.name == "vertex") {
+      vertex_element = &e;
+      for (size_t i = 0; i < e.properties.size(); ++i) {
+        const auto& p = e.properties[i];
+        if (p.is_list) continue;
+        int* slot = p.name == "x"       ? &layout.x
+                    : p.name == "y"     ? &layout.y
+                    : p.name == "z"     ? &layout.z
+                    : p.name == "nx"    ? &layout.nx
+                    : p.name == "ny"    ? &layout.ny
+                    : p.name == "nz"    ? &layout.nz
+                    : p.name == "red"   ? &layout.red
+                    : p.name == "green" ? &layout.green
+                    : p.name == "blue"  ? &layout.blue
+                                        : nullptr;
+        if (slot) *slot = static_cast<int>(i);
+      }
+    } else if (e.name == "face") {
+      for (size_t i = 0; i < e.properties.size(); ++i) {
+        const auto& p = e.properties[i];
+        if (p.is_list && (p.name == "vertex_indices" || p.name == "vertex_index")) {
+          if (!ply_is_integer(p.type)) fail(path, "face property '" + p.name + "' must hold integers");
+          layout.face_list = static_cast<int>(i);
+        }
+      }
+      if (layout.face_list < 0 && e.count > 0) fail(path, "face element has no 'vertex_indices' list property");
+    }
+  }
+  if (!vertex_element) fail(path, "no 'vertex' element in the header");
+  if (layout.x < 0 || layout.y < 0 || layout.z < 0) fail(path, "the vertex element lacks an x, y or z property");
+  if (vertex_element->count == 0) fail(path, "no vertices (empty cloud)");
+
+  Mesh mesh;
+  mesh.vertices.reserve(static_cast<size_t>(vertex_element->count));
+  PlySink sink(path, layout, mesh);
+  std::vector<double> values;
+  std::vector<int64_t> polygon;
+
+  if (format == "ascii") {
+    Lines body(std::string_view(text).substr(header_end), header_lines + 1);
+    for (const auto& e : elements) {
+      const bool is_vertex = &e == vertex_element;
+      const bool is_face = e.name == "face";
+      for (int64_t item = 0; item < e.count; ++item) {
+        if (!body.next_nonblank(line, false))
+          fail(path, "truncated: element '" + e.name + "' should have " + std::to_string(e.count) +
+                         " items, the file ends after " + std::to_string(item));
+        split(line, tok);
+        size_t t = 0;
+        values.clear();
+        polygon.clear();
+        auto next_value = [&](bool integer) {
+          if (t >= tok.size())
+            fail_at(path, body.line(), "too few values for element '" + e.name + "' (wrong counts in the header?)");
+          const auto s = tok[t++];
+          if (integer) {
+            int64_t i = 0;
+            if (!parse_int(s, i)) fail_at(path, body.line(), "expected an integer, found " + show(s));
+            return static_cast<double>(i);
+          }
+          double d = 0;
+          if (!parse_double(s, d)) fail_at(path, body.line(), "non-numeric value " + show(s));
+          return d;
+        };
+        for (size_t pi = 0; pi < e.properties.size(); ++pi) {
+          const auto& p = e.properties[pi];
+          if (!p.is_list) {
+            values.push_back(next_value(ply_is_integer(p.type)));
+            continue;
+          }
+          const auto n = static_cast<int64_t>(next_value(true));
+          if (n < 0) fail_at(path, body.line(), "negative list length");
+          const bool keep = is_face && static_cast<int>(pi) == layout.face_list;
+          values.push_back(0);
+          for (int64_t j = 0; j < n; ++j) {
+            const double v = next_value(ply_is_integer(p.type));
+            if (keep) polygon.push_back(static_cast<int64_t>(v));
+          }
+        }
+        if (t != tok.size())
+          fail_at(path, body.line(), "element '" + e.name + "' has " + std::to_string(tok.size()) +
+                                         " values, more than the header declares (wrong counts?)");
+        if (is_vertex) sink.vertex(values, body.line());
+        if (is_face && layout.face_list >= 0) sink.face(polygon, body.line());
+      }
+    }
+    if (body.next_nonblank(line, false))
+      fail_at(path, body.line(), "wrong counts: data after the last element the header declares");
+  } else {
+    const char* p = text.data() + header_end;
+    const char* end = text.data() + text.size();
+    for (const auto& e : elements) {
+      const bool is_vertex = &e == vertex_element;
+      const bool is_face = e.name == "face";
+      bool fixed = true;
+      size_t row = 0;
+      for (const auto& prop : e.properties) {
+        fixed = fixed && !prop.is_list;
+        row += ply_size(prop.type);
+      }
+      int64_t item = 0;
+      try {
+        if (!is_vertex && !is_face && fixed) {
+          // Skipped by size, without decoding.
+          const auto need = static_cast<size_t>(e.count) * row;
+          if (static_cast<size_t>(end - p) < need) {
+            item = row ? static_cast<int64_t>(static_cast<size_t>(end - p) / row) : 0;
+            throw PlyOutOfData{};
+          }
+          p += need;
+          continue;
+        }
+        for (; item < e.count; ++item) {
+          values.clear();
+          polygon.clear();
+          for (size_t pi = 0; pi < e.properties.size(); ++pi) {
+            const auto& prop = e.properties[pi];
+            if (!prop.is_list) {
+              values.push_back(decode(prop.type, p, end));
+              continue;
+            }
+            const auto n = static_cast<int64_t>(decode(prop.count_type, p, end));
+            if (n < 0) fail(path, "negative list length in element '" + e.name + "' item " + std::to_string(item));
+            const bool keep = is_face && static_cast<int>(pi) == layout.face_list;
+            values.push_back(0);
+            if (!keep) {
+              const size_t skip = static_cast<size_t>(n) * ply_size(prop.type);
+              if (static_cast<size_t>(end - p) < skip) throw PlyOutOfData{};
+              p += skip;
+              continue;
+            }
+            for (int64_t j = 0; j < n; ++j) polygon.push_back(static_cast<int64_t>(decode(prop.type, p, end)));
+          }
+          if (is_vertex) sink.vertex(values, 0);
+          if (is_face && layout.face_list >= 0) sink.face(polygon, 0);
+        }
+      } catch (const PlyOutOfData&) {
+        fail(path, "truncated: element '" + e.name + "' should have " + std::to_string(e.count) +
+                       " items, the data ends after " + std::to_string(item));
+      }
+    }
+    if (p != end)
+      fail(path, "wrong counts: " + std::to_string(end - p) + " bytes after the last element the header declares");
+  }
+  check_face_indices(path, mesh);
+  return mesh;
+}
+
+// ---------------------------------------------------------------------------- point text
+
+Mesh parse_point_text(const std::string& path, std::string_view text, int64_t max_points) {
+  Lines lines(text);
+  std::string_view line;
+  std::vector<std::string_view> tok;
+  Mesh mesh;
+  size_t columns = 0;
+  int64_t first_line = 0;
+  while ((max_points <= 0 || static_cast<int64_t>(mesh.vertices.size()) < max_points) &&
+         lines.next_nonblank(line, false)) {
+    if (line[0] == '#') continue;
+    split(line, tok, true);
+    if (tok.size() != 3 && tok.size() != 6)
+      fail_at(path, lines.line(), std::to_string(tok.size()) + " columns, expected 3 (x y z) or 6 (x y z nx ny nz)");
+    if (columns == 0) {
+      columns = tok.size();
+      first_line = lines.line();
+    } else if (tok.size() != columns) {
+      fail_at(path, lines.line(), std::to_string(tok.size()) + " columns, but line " + std::to_string(first_line) +
+                                      " has " + std::to_string(columns));
+    }
+    const int64_t l = lines.line();
+    mesh.vertices.push_back({coordinate(path, l, tok[0]), coordinate(path, l, tok[1]), coordinate(path, l, tok[2])});
+    if (columns == 6)
+      mesh.normals.push_back({coordinate(path, l, tok[3]), coordinate(path, l, tok[4]), coordinate(path, l, tok[5])});
+  }
+  if (mesh.vertices.empty()) fail(path, "no points (empty cloud)");
+  return mesh;
+}
+
+std::string lower_extension(const std::string& path) {
+  auto ext = std::filesystem::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  return ext;
+}
+
+}  // namespace
+
+Mesh read_off(const std::string& path) { return parse_off(path, slurp(path)); }
+
+Mesh read_ply(const std::string& path) { return parse_ply(path, slurp(path)); }
+
+Mesh read_point_text(const std::string& path, int64_t max_points) {
+  return parse_point_text(path, slurp(path), max_points);
+}
+
+Mesh read_shape_file(const std::string& path) {
+  const auto ext = lower_extension(path);
+  if (ext == ".off") return read_off(path);
+  if (ext == ".ply") return read_ply(path);
+  if (ext == ".txt" || ext == ".xyz") return read_point_text(path);
+  throw UsageError(path + ": unknown shape file type '" + ext + "': expected .off, .ply, .txt or .xyz");
+}
+
+}  // namespace qkv::pointcloud

@@ -1,0 +1,156 @@
+#include "qkv/pointcloud/mesh_write.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "qkv/core/atomic_file.h"
+#include "qkv/core/errors.h"
+
+namespace qkv::pointcloud {
+namespace {
+
+// Everything a reader would choke on, checked before a byte is written.
+void validate(const std::string& path, const Mesh& mesh) {
+  const auto n = static_cast<int64_t>(mesh.vertices.size());
+  auto check_finite = [&](const std::vector<Vec3>& values, const char* what) {
+    for (size_t i = 0; i < values.size(); ++i)
+      for (float c : values[i])
+        if (!std::isfinite(c))
+          throw DataError(path + ": cannot write a mesh with a non-finite " + what + " (" + what + " " +
+                          std::to_string(i) + ")");
+  };
+  check_finite(mesh.vertices, "vertex coordinate");
+  if (!mesh.normals.empty() && static_cast<int64_t>(mesh.normals.size()) != n)
+    throw DataError(path + ": " + std::to_string(mesh.normals.size()) + " normals for " + std::to_string(n) +
+                    " vertices");
+  check_finite(mesh.normals, "normal");
+  if (!mesh.colors.empty() && static_cast<int64_t>(mesh.colors.size()) != n)
+    throw DataError(path + ": " + std::to_string(mesh.colors.size()) + " colors for " + std::to_string(n) +
+                    " vertices");
+  for (size_t f = 0; f < mesh.faces.size(); ++f)
+    for (int64_t v : mesh.faces[f])
+      if (v < 0 || v >= n)
+        throw DataError(path + ": face " + std::to_string(f) + " refers to vertex " + std::to_string(v) + " of " +
+                        std::to_string(n));
+  // PLY stores indices as int.
+  if (n > std::numeric_limits<int32_t>::max())
+    throw DataError(path + ": " + std::to_string(n) + " vertices is more than a 32-bit index can address");
+}
+
+// The shortest decimal that reads back to exactly this float, so that
+// write -> read is lossless and the same mesh always gives the same bytes.
+void append_float(std::string& out, float value) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, value);
+  out.append(buf, r.ptr);
+}
+
+void append_int(std::string& out, int64_t value) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, value);
+  out.append(buf, r.ptr);
+}
+
+void append_vec3(std::string& out, const Vec3& v) {
+  append_float(out, v[0]);
+  out += ' ';
+  append_float(out, v[1]);
+  out += ' ';
+  append_float(out, v[2]);
+}
+
+// Binary PLY is little-endian whatever the host: bytes are assembled from
+// the value's bit pattern, not copied in host order.
+void append_le32(std::string& out, uint32_t bits) {
+  for (int shift = 0; shift < 32; shift += 8) out += static_cast<char>((bits >> shift) & 0xFFu);
+}
+
+void append_le_float(std::string& out, float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  append_le32(out, bits);
+}
+
+}  // namespace
+
+void write_off(const std::string& path, const Mesh& mesh) {
+  validate(path, mesh);
+  std::string out;
+  out.reserve(32 + mesh.vertices.size() * 36 + mesh.faces.size() * 20);
+  out += "OFF\n";
+  append_int(out, static_cast<int64_t>(mesh.vertices.size()));
+  out += ' ';
+  append_int(out, static_cast<int64_t>(mesh.faces.size()));
+  out += " 0\n";
+  for (const auto& v : mesh.vertices) {
+    append_vec3(out, v);
+    out += '\n';
+  }
+  for (const auto& f : mesh.faces) {
+    out += '3';
+    for (int64_t i : f) {
+      out += ' ';
+      append_int(out, i);
+    }
+    out += '\n';
+  }
+  write_file_atomic(path, out);
+}
+
+void write_ply(const std::string& path, const Mesh& mesh, bool binary) {
+  validate(path, mesh);
+  const bool normals = mesh.has_normals();
+  const bool colors = !mesh.colors.empty();
+  std::string out = "ply\n";
+  out += binary ? "format binary_little_endian 1.0\n" : "format ascii 1.0\n";
+  out += "comment written by qkv\n";
+  out += "element vertex " + std::to_string(mesh.vertices.size()) + "\n";
+  out += "property float x\nproperty float y\nproperty float z\n";
+  if (normals) out += "property float nx\nproperty float ny\nproperty float nz\n";
+  if (colors) out += "property uchar red\nproperty uchar green\nproperty uchar blue\n";
+  if (!mesh.faces.empty()) {
+    out += "element face " + std::to_string(mesh.faces.size()) + "\n";
+    out += "property list uchar int vertex_indices\n";
+  }
+  out += "end_header\n";
+
+  for (size_t i = 0; i < mesh.vertices.size(); ++i) {
+    if (binary) {
+      for (float c : mesh.vertices[i]) append_le_float(out, c);
+      if (normals)
+        for (float c : mesh.normals[i]) append_le_float(out, c);
+      if (colors)
+        for (uint8_t c : mesh.colors[i]) out += static_cast<char>(c);
+    } else {
+      append_vec3(out, mesh.vertices[i]);
+      if (normals) {
+        out += ' ';
+        append_vec3(out, mesh.normals[i]);
+      }
+      if (colors)
+        for (uint8_t c : mesh.colors[i]) {
+          out += ' ';
+          append_int(out, c);
+        }
+      out += '\n';
+    }
+  }
+  for (const auto& f : mesh.faces) {
+    if (binary) {
+      out += static_cast<char>(3);
+      for (int64_t i : f) append_le32(out, static_cast<uint32_t>(i));
+    } else {
+      out += '3';
+      for (int64_t i : f) {
+        out += ' ';
+        append_int(out, i);
+      }
+      out += '\n';
+    }
+  }
+  write_file_atomic(path, out);
+}
+
+}  // namespace qkv::pointcloud

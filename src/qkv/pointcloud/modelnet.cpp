@@ -1,0 +1,424 @@
+#include "qkv/pointcloud/modelnet.h"
+
+#include <hdf5.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+
+#include "qkv/core/errors.h"
+#include "qkv/pointcloud/mesh_read.h"
+#include "qkv/pointcloud/sampling.h"
+
+namespace qkv::pointcloud {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kOffLayout = "ModelNet40";
+constexpr const char* kResampledLayout = "modelnet40_normal_resampled";
+constexpr const char* kH5Layout = "modelnet40_ply_hdf5_2048";
+const char* const kSplits[2] = {"train", "test"};
+
+bool is_file(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec);
+}
+
+bool is_dir(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_directory(p, ec);
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// Archive debris such as .DS_Store or __MACOSX is not a class.
+bool is_hidden(const std::string& name) { return name.empty() || name[0] == '.' || name.rfind("__", 0) == 0; }
+
+std::vector<fs::path> sorted_entries(const fs::path& dir, bool dirs) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (is_hidden(it->path().filename().string())) continue;
+    if (dirs ? is_dir(it->path()) : is_file(it->path())) out.push_back(it->path());
+  }
+  if (ec) throw DataError(dir.string() + ": cannot list: " + ec.message());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+struct ListLine {
+  std::string text;
+  int64_t line;
+};
+
+// The non-blank lines of a list file, trimmed.
+std::vector<ListLine> read_list(const fs::path& path) {
+  if (!is_file(path)) throw DataError(path.string() + ": missing list file");
+  std::ifstream in(path);
+  if (!in) throw DataError(path.string() + ": cannot open: " + std::strerror(errno));
+  std::vector<ListLine> out;
+  std::string line;
+  for (int64_t n = 1; std::getline(in, line); ++n) {
+    const auto b = line.find_first_not_of(" \t\r");
+    if (b == std::string::npos) continue;
+    const auto e = line.find_last_not_of(" \t\r");
+    out.push_back({line.substr(b, e - b + 1), n});
+  }
+  if (in.bad()) throw DataError(path.string() + ": read failed");
+  return out;
+}
+
+std::vector<std::string> read_class_names(const fs::path& path) {
+  std::vector<std::string> names;
+  std::map<std::string, int64_t> seen;
+  for (const auto& l : read_list(path)) {
+    if (!seen.emplace(l.text, l.line).second)
+      throw DataError(path.string() + ": line " + std::to_string(l.line) + ": class '" + l.text +
+                      "' already named on line " + std::to_string(seen[l.text]));
+    names.push_back(l.text);
+  }
+  if (names.empty()) throw DataError(path.string() + ": no class names");
+  return names;
+}
+
+// 64-bit FNV-1a: a seed from a file's relative path that is the same on every platform.
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+// One shape to load: where it is, its class, and (for OFF meshes) its sampling seed.
+struct Item {
+  std::string path;
+  int64_t label = 0;
+  uint64_t seed = 0;
+};
+
+// Loads every item into [S, P, 3] (plus normals) in parallel. Errors are
+// collected per item and the first by index is rethrown, so that the message
+// does not depend on thread timing.
+template <typename Load>
+PointCloudSet load_items(const std::vector<Item>& items, std::vector<std::string> class_names,
+                         const ModelNetLoadOptions& o, Load load) {
+  const auto s = static_cast<int64_t>(items.size());
+  const int64_t p = o.points_per_shape;
+  PointCloudSet set;
+  set.points = torch::empty({s, p, 3}, torch::kFloat);
+  if (o.with_normals) set.normals = torch::empty({s, p, 3}, torch::kFloat);
+  set.labels = torch::empty({s}, torch::kLong);
+  set.class_names = std::move(class_names);
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(s));
+  float* points = set.points.data_ptr<float>();
+  float* normals = o.with_normals ? set.normals.data_ptr<float>() : nullptr;
+  at::parallel_for(0, s, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      try {
+        load(items[static_cast<size_t>(i)], points + i * p * 3, normals ? normals + i * p * 3 : nullptr);
+      } catch (...) {
+        errors[static_cast<size_t>(i)] = std::current_exception();
+      }
+    }
+  });
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  auto* labels = set.labels.data_ptr<int64_t>();
+  for (int64_t i = 0; i < s; ++i) {
+    labels[i] = items[static_cast<size_t>(i)].label;
+    set.sources.push_back(items[static_cast<size_t>(i)].path);
+  }
+  return set;
+}
+
+void copy_rows(const at::Tensor& src, float* dst) {
+  const auto c = src.to(torch::kFloat).contiguous();
+  std::memcpy(dst, c.data_ptr<float>(), static_cast<size_t>(c.numel()) * sizeof(float));
+}
+
+// ---------------------------------------------------------------------------- OFF meshes
+
+ModelNetData load_off_tree(const fs::path& dir, const ModelNetLoadOptions& o) {
+  std::vector<std::string> class_names;
+  std::vector<fs::path> class_dirs = sorted_entries(dir, true);
+  for (const auto& d : class_dirs) class_names.push_back(d.filename().string());
+  ModelNetData data;
+  data.layout = kOffLayout;
+  for (int split = 0; split < 2; ++split) {
+    std::vector<Item> items;
+    for (size_t c = 0; c < class_dirs.size(); ++c) {
+      const auto split_dir = class_dirs[c] / kSplits[split];
+      if (!is_dir(split_dir)) throw DataError(split_dir.string() + ": missing folder (class '" + class_names[c] + "')");
+      int64_t taken = 0;
+      for (const auto& f : sorted_entries(split_dir, false)) {
+        if (lower(f.extension().string()) != ".off") continue;
+        if (o.max_per_class > 0 && taken == o.max_per_class) break;
+        ++taken;
+        const auto relative = class_names[c] + "/" + kSplits[split] + "/" + f.filename().string();
+        items.push_back({f.string(), static_cast<int64_t>(c), seed_mix(o.seed, fnv1a(relative))});
+      }
+      if (taken == 0) throw DataError(split_dir.string() + ": no .off files (class '" + class_names[c] + "' is empty)");
+    }
+    auto set = load_items(items, class_names, o, [&](const Item& item, float* points, float* normals) {
+      const auto sampled = sample_surface(read_off(item.path), o.points_per_shape, item.seed, item.path);
+      copy_rows(sampled.points, points);
+      if (normals) copy_rows(sampled.normals, normals);
+    });
+    (split == 0 ? data.train : data.test) = std::move(set);
+  }
+  return data;
+}
+
+// ---------------------------------------------------------------------------- normal_resampled
+
+ModelNetData load_resampled(const fs::path& dir, const std::string& prefix, const ModelNetLoadOptions& o) {
+  fs::path names_path = dir / (prefix + "_shape_names.txt");
+  if (!is_file(names_path) && is_file(dir / "shape_names.txt")) names_path = dir / "shape_names.txt";
+  const auto class_names = read_class_names(names_path);
+  std::map<std::string, int64_t> label_of;
+  for (size_t i = 0; i < class_names.size(); ++i) label_of[class_names[i]] = static_cast<int64_t>(i);
+
+  ModelNetData data;
+  data.layout = kResampledLayout;
+  for (int split = 0; split < 2; ++split) {
+    const auto list_path = dir / (prefix + "_" + kSplits[split] + ".txt");
+    const auto where = [&](int64_t line) { return list_path.string() + ": line " + std::to_string(line) + ": "; };
+    std::vector<Item> items;
+    std::vector<int64_t> per_class(class_names.size(), 0);
+    for (const auto& l : read_list(list_path)) {
+      const auto cut = l.text.rfind('_');
+      if (cut == std::string::npos || cut == 0)
+        throw DataError(where(l.line) + "'" + l.text + "' is not of the form <class>_<number>");
+      const auto cls = l.text.substr(0, cut);
+      const auto it = label_of.find(cls);
+      if (it == label_of.end())
+        throw DataError(where(l.line) + "unknown class '" + cls + "' (not in " + names_path.filename().string() + ")");
+      auto& count = per_class[static_cast<size_t>(it->second)];
+      if (o.max_per_class > 0 && count == o.max_per_class) continue;
+      ++count;
+      items.push_back({(dir / cls / (l.text + ".txt")).string(), it->second, 0});
+    }
+    if (items.empty()) throw DataError(list_path.string() + ": lists no shapes");
+    for (size_t c = 0; c < class_names.size(); ++c)
+      if (per_class[c] == 0) throw DataError(list_path.string() + ": no shapes of class '" + class_names[c] + "'");
+    auto set = load_items(items, class_names, o, [&](const Item& item, float* points, float* normals) {
+      const auto cloud = read_point_text(item.path, o.points_per_shape);
+      const auto n = static_cast<int64_t>(cloud.vertices.size());
+      if (n < o.points_per_shape)
+        throw DataError(item.path + ": " + std::to_string(n) + " points, fewer than the " +
+                        std::to_string(o.points_per_shape) + " asked for");
+      if (normals && !cloud.has_normals())
+        throw DataError(item.path + ": no normals (expected lines x,y,z,nx,ny,nz)");
+      for (int64_t i = 0; i < o.points_per_shape; ++i)
+        for (size_t k = 0; k < 3; ++k) {
+          points[3 * i + static_cast<int64_t>(k)] = cloud.vertices[static_cast<size_t>(i)][k];
+          if (normals) normals[3 * i + static_cast<int64_t>(k)] = cloud.normals[static_cast<size_t>(i)][k];
+        }
+    });
+    (split == 0 ? data.train : data.test) = std::move(set);
+  }
+  return data;
+}
+
+// ---------------------------------------------------------------------------- ply_hdf5_2048
+
+// Closes an HDF5 handle on every path out, errors included.
+class H5Handle {
+ public:
+  H5Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~H5Handle() {
+    if (id_ >= 0) close_(id_);
+  }
+  H5Handle(const H5Handle&) = delete;
+  H5Handle& operator=(const H5Handle&) = delete;
+  hid_t get() const { return id_; }
+  bool ok() const { return id_ >= 0; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+class H5File {
+ public:
+  explicit H5File(std::string path) : path_(std::move(path)), file_(open(path_), H5Fclose) {}
+
+  bool has(const std::string& name) const { return H5Lexists(file_.get(), name.c_str(), H5P_DEFAULT) > 0; }
+
+  // The whole dataset converted by HDF5 to `dtype` (float32 or int64), with its
+  // shape. integer_only refuses floating-point storage (labels).
+  at::Tensor read(const std::string& name, at::ScalarType dtype, bool integer_only) const {
+    const auto where = path_ + ": dataset '" + name + "': ";
+    if (!has(name)) throw DataError(path_ + ": no dataset '" + name + "'");
+    H5Handle ds(H5Dopen2(file_.get(), name.c_str(), H5P_DEFAULT), H5Dclose);
+    if (!ds.ok()) throw DataError(where + "cannot open");
+    H5Handle type(H5Dget_type(ds.get()), H5Tclose);
+    const auto cls = type.ok() ? H5Tget_class(type.get()) : H5T_NO_CLASS;
+    if (cls != H5T_INTEGER && (integer_only || cls != H5T_FLOAT))
+      throw DataError(where + (integer_only ? "not an integer type" : "not a numeric type"));
+    H5Handle space(H5Dget_space(ds.get()), H5Sclose);
+    const int rank = space.ok() ? H5Sget_simple_extent_ndims(space.get()) : -1;
+    if (rank < 1 || rank > 3) throw DataError(where + "unexpected rank " + std::to_string(rank));
+    hsize_t dims[3] = {0, 0, 0};
+    H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+    std::vector<int64_t> shape(dims, dims + rank);
+    auto out = torch::empty(shape, dtype);
+    const hid_t mem_type = dtype == torch::kFloat ? H5T_NATIVE_FLOAT : H5T_NATIVE_INT64;
+    if (out.numel() > 0 && H5Dread(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data_ptr()) < 0)
+      throw DataError(where + "read failed (truncated or corrupt file?)");
+    return out;
+  }
+
+ private:
+  static hid_t open(const std::string& path) {
+    // HDF5 prints its own error stack to stderr by default; our DataError says it in one line.
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (id < 0) throw DataError(path + ": cannot open as an HDF5 file");
+    return id;
+  }
+
+  std::string path_;
+  H5Handle file_;
+};
+
+ModelNetData load_h5(const fs::path& dir, const ModelNetLoadOptions& o) {
+  fs::path names_path = dir / "shape_names.txt";
+  if (!is_file(names_path) && is_file(dir / "modelnet40_shape_names.txt")) names_path = dir / "modelnet40_shape_names.txt";
+  const auto class_names = read_class_names(names_path);
+  const auto n_classes = static_cast<int64_t>(class_names.size());
+  const int64_t p = o.points_per_shape;
+
+  ModelNetData data;
+  data.layout = kH5Layout;
+  for (int split = 0; split < 2; ++split) {
+    const auto list_path = dir / (std::string(kSplits[split]) + "_files.txt");
+    std::vector<at::Tensor> points, normals;
+    std::vector<int64_t> labels;
+    std::vector<std::string> sources;
+    std::vector<int64_t> per_class(class_names.size(), 0);
+    for (const auto& l : read_list(list_path)) {
+      // Listed as e.g. data/modelnet40_ply_hdf5_2048/ply_data_train0.h5, relative to some other root.
+      const auto file = (dir / fs::path(l.text).filename()).string();
+      if (!is_file(file))
+        throw DataError(list_path.string() + ": line " + std::to_string(l.line) + ": lists '" + l.text +
+                        "', which is not at " + file);
+      H5File h5(file);
+      const auto x = h5.read("data", torch::kFloat, false);
+      if (x.dim() != 3 || x.size(2) != 3) throw DataError(file + ": dataset 'data' is not [S, P, 3]");
+      if (x.size(1) < p)
+        throw DataError(file + ": dataset 'data' has " + std::to_string(x.size(1)) + " points per shape, fewer than the " +
+                        std::to_string(p) + " asked for");
+      const auto s = x.size(0);
+      auto y = h5.read("label", torch::kLong, true);
+      if (!(y.dim() == 1 || (y.dim() == 2 && y.size(1) == 1)) || y.size(0) != s)
+        throw DataError(file + ": dataset 'label' is not [" + std::to_string(s) + ", 1] like 'data'");
+      y = y.reshape({s});
+      at::Tensor nx;
+      if (o.with_normals) {
+        if (!h5.has("normal")) throw DataError(file + ": no dataset 'normal' (normals were asked for)");
+        nx = h5.read("normal", torch::kFloat, false);
+        if (nx.sizes() != x.sizes()) throw DataError(file + ": dataset 'normal' is not shaped like 'data'");
+      }
+      const auto* yl = y.data_ptr<int64_t>();
+      std::vector<int64_t> keep;
+      for (int64_t i = 0; i < s; ++i) {
+        if (yl[i] < 0 || yl[i] >= n_classes)
+          throw DataError(file + ": dataset 'label': label " + std::to_string(yl[i]) + " of shape " + std::to_string(i) +
+                          " is outside 0.." + std::to_string(n_classes - 1) + " (" + std::to_string(n_classes) +
+                          " names in " + names_path.filename().string() + ")");
+        auto& count = per_class[static_cast<size_t>(yl[i])];
+        if (o.max_per_class > 0 && count == o.max_per_class) continue;
+        ++count;
+        keep.push_back(i);
+        labels.push_back(yl[i]);
+        sources.push_back(file + "[" + std::to_string(i) + "]");
+      }
+      const auto index = torch::tensor(keep, torch::kLong);
+      const auto xs = x.slice(1, 0, p).index_select(0, index);
+      if (!torch::isfinite(xs).all().item<bool>()) throw DataError(file + ": dataset 'data' has NaN or infinite values");
+      points.push_back(xs);
+      if (o.with_normals) {
+        const auto ns = nx.slice(1, 0, p).index_select(0, index);
+        if (!torch::isfinite(ns).all().item<bool>())
+          throw DataError(file + ": dataset 'normal' has NaN or infinite values");
+        normals.push_back(ns);
+      }
+    }
+    if (labels.empty()) throw DataError(list_path.string() + ": lists no shapes");
+    for (size_t c = 0; c < class_names.size(); ++c)
+      if (per_class[c] == 0) throw DataError(list_path.string() + ": no shapes of class '" + class_names[c] + "'");
+    PointCloudSet set;
+    set.points = torch::cat(points).contiguous();
+    if (o.with_normals) set.normals = torch::cat(normals).contiguous();
+    set.labels = torch::tensor(labels, torch::kLong);
+    set.class_names = class_names;
+    set.sources = std::move(sources);
+    (split == 0 ? data.train : data.test) = std::move(set);
+  }
+  return data;
+}
+
+// ---------------------------------------------------------------------------- detection
+
+struct Detected {
+  std::string layout;
+  std::string prefix;  // of the resampled layout's list files
+};
+
+std::optional<Detected> detect(const fs::path& dir) {
+  if (is_file(dir / "train_files.txt") || is_file(dir / "test_files.txt")) return Detected{kH5Layout, ""};
+  for (const auto& f : sorted_entries(dir, false))
+    if (lower(f.extension().string()) == ".h5") return Detected{kH5Layout, ""};
+  if (is_file(dir / "modelnet40_train.txt") || is_file(dir / "modelnet40_test.txt") ||
+      is_file(dir / "modelnet40_shape_names.txt"))
+    return Detected{kResampledLayout, "modelnet40"};
+  // The same layout under another name, e.g. modelnet10_train.txt.
+  for (const auto& f : sorted_entries(dir, false)) {
+    const auto name = f.filename().string();
+    const std::string suffix = "_train.txt";
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return Detected{kResampledLayout, name.substr(0, name.size() - suffix.size())};
+  }
+  for (const auto& d : sorted_entries(dir, true))
+    if (is_dir(d / "train") || is_dir(d / "test")) return Detected{kOffLayout, ""};
+  return std::nullopt;
+}
+
+}  // namespace
+
+ModelNetData load_modelnet40(const std::string& dir_name, const ModelNetLoadOptions& o) {
+  if (o.points_per_shape <= 0)
+    throw UsageError("points per shape must be > 0 (got " + std::to_string(o.points_per_shape) + ")");
+  if (o.max_per_class < 0) throw UsageError("max per class must be >= 0 (got " + std::to_string(o.max_per_class) + ")");
+  fs::path dir(dir_name);
+  if (!is_dir(dir)) throw DataError(dir_name + ": no such folder");
+  auto found = detect(dir);
+  if (!found) {
+    // Also accept the folder that holds the unpacked download.
+    for (const char* sub : {kH5Layout, kResampledLayout, kOffLayout})
+      if (is_dir(dir / sub) && (found = detect(dir / sub))) {
+        dir /= sub;
+        break;
+      }
+  }
+  if (!found)
+    throw DataError(dir_name +
+                    ": not a ModelNet40 folder: looked for train_files.txt (modelnet40_ply_hdf5_2048), "
+                    "modelnet40_train.txt (modelnet40_normal_resampled) and <class>/train/*.off (ModelNet40), "
+                    "here and in subfolders of those names");
+  if (found->layout == kH5Layout) return load_h5(dir, o);
+  if (found->layout == kResampledLayout) return load_resampled(dir, found->prefix, o);
+  return load_off_tree(dir, o);
+}
+
+}  // namespace qkv::pointcloud

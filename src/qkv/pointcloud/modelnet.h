@@ -1,0 +1,57 @@
+#pragma once
+// ModelNet40 as it is distributed, in any of its three usual layouts, loaded
+// into fixed-size point tensors. No downloads: the folder is given.
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace qkv::pointcloud {
+
+// S shapes of P points each, with labels into class_names.
+struct PointCloudSet {
+  at::Tensor points;                     // [S, P, 3] float32
+  at::Tensor normals;                    // [S, P, 3] float32, or undefined when not loaded
+  at::Tensor labels;                     // [S] int64 in [0, class_names.size())
+  std::vector<std::string> class_names;  // label -> name
+  std::vector<std::string> sources;      // per shape, for messages: a file, or "file.h5[row]"
+
+  int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
+};
+
+struct ModelNetData {
+  PointCloudSet train, test;
+  // Which layout was found, by its distribution's folder name: "ModelNet40"
+  // (OFF meshes), "modelnet40_normal_resampled" or "modelnet40_ply_hdf5_2048".
+  std::string layout;
+};
+
+struct ModelNetLoadOptions {
+  int64_t points_per_shape = 2048;
+  uint64_t seed = 0;          // surface sampling of OFF meshes only; the other layouts are pre-sampled
+  bool with_normals = false;  // load normals too (face normals for OFF meshes); an error where there are none
+  int64_t max_per_class = 0;  // keep at most this many shapes per class and split (the first ones); 0 = all
+};
+
+// Loads `dir`, or the one of its subfolders named like a layout below:
+//  - "ModelNet40": <class>/{train,test}/*.off; classes are the sorted
+//    subfolder names; each mesh is sampled area-weighted to points_per_shape
+//    points, seeded by (seed, the file's path below dir) so that a shape's
+//    points do not depend on which other shapes are loaded. Files load in
+//    parallel (at::parallel_for).
+//  - "modelnet40_normal_resampled": modelnet40_shape_names.txt (or
+//    shape_names.txt), modelnet40_{train,test}.txt listing ids such as
+//    airplane_0001 stored as <class>/<id>.txt with lines x,y,z,nx,ny,nz; the
+//    first points_per_shape points are kept, as is standard.
+//  - "modelnet40_ply_hdf5_2048": {train,test}_files.txt listing .h5 files
+//    (found by base name inside dir), shape_names.txt, datasets "data"
+//    [S, 2048, 3], "label" [S, 1] or [S] of any integer type and optionally
+//    "normal" [S, 2048, 3]; the first points_per_shape points are kept.
+// Every problem is a DataError naming the file (or folder) at fault: a folder
+// of no known layout (the message lists what was looked for), a missing list
+// file, an unknown class, a label out of range, an empty split or class, a
+// shape with too few points, a malformed shape file. Bad options are UsageErrors.
+ModelNetData load_modelnet40(const std::string& dir, const ModelNetLoadOptions& options = {});
+
+}  // namespace qkv::pointcloud

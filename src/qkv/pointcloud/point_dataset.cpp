@@ -1,0 +1,154 @@
+#include "qkv/pointcloud/point_dataset.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "qkv/core/errors.h"
+#include "qkv/pointcloud/sampling.h"
+#include "qkv/pointcloud/transforms.h"
+
+namespace qkv::pointcloud {
+namespace {
+
+constexpr double kScaleLow = 0.8, kScaleHigh = 1.25;  // per-shape scale augmentation (PointNet++/DGCNN range)
+constexpr double kMaxShift = 0.1;                      // per-shape translation augmentation
+constexpr int64_t kMinSurfaceSamples = 2048;           // surface points a mesh is sampled to before the view
+
+// Everything random about one shape's view, drawn before any geometry so that
+// the draws stay sequential while the geometry runs in parallel.
+struct ViewDraws {
+  int64_t fps_start = 0;
+  at::Tensor subset;    // [N] int64, for sampling "random"
+  double scale = 1;
+  at::Tensor shift;     // [3] float64, or undefined
+  at::Tensor rotation;  // [3, 3] float64, or undefined
+};
+
+ViewDraws draw(const PointViewOptions& o, int64_t stored, bool train, OptionalGenerator gen) {
+  ViewDraws d;
+  if (o.sampling == "fps" && train) d.fps_start = torch::randint(stored, {1}, gen, torch::kLong).item<int64_t>();
+  if (o.sampling == "random") d.subset = torch::randperm(stored, gen, torch::kLong).slice(0, 0, o.num_points);
+  if (train && o.random_scale)
+    d.scale = kScaleLow + (kScaleHigh - kScaleLow) * torch::rand({1}, gen, torch::kDouble).item<double>();
+  if (train && o.random_shift) d.shift = kMaxShift * (2 * torch::rand({3}, gen, torch::kDouble) - 1);
+  if (o.rotation == Rotation::Up) d.rotation = random_rotation_about_axis(o.up_axis, gen);
+  if (o.rotation == Rotation::SO3) d.rotation = random_so3(gen);
+  return d;
+}
+
+// One shape's view: points [P, 3] (and normals, or undefined) to [N, 3] each,
+// written to the given rows.
+void make_view(const at::Tensor& points, const at::Tensor& normals, const PointViewOptions& o, const ViewDraws& d,
+               at::Tensor out_points, at::Tensor out_normals) {
+  at::Tensor index;
+  if (o.sampling == "fps")
+    index = farthest_point_sample(points, o.num_points, d.fps_start);
+  else if (o.sampling == "random")
+    index = d.subset;
+  else
+    index = torch::arange(o.num_points, torch::kLong);
+  auto x = points.index_select(0, index);
+  if (o.normalize) x = normalize_unit_sphere(x);
+  if (d.scale != 1) x = x * d.scale;
+  if (d.shift.defined()) x = x + d.shift.to(x.scalar_type());
+  if (d.rotation.defined()) x = rotate(x, d.rotation);
+  out_points.copy_(x);
+  if (!out_normals.defined()) return;
+  auto n = normals.index_select(0, index);
+  if (d.rotation.defined()) n = rotate(n, d.rotation);
+  // Zero normals (none known for a point) stay zero instead of becoming NaN.
+  out_normals.copy_(n / n.norm(2, -1, true).clamp_min(1e-12));
+}
+
+at::Generator eval_generator(uint64_t seed, int64_t index) {
+  return at::make_generator<at::CPUGeneratorImpl>(seed_mix(seed, static_cast<uint64_t>(index)));
+}
+
+void check_options(const PointViewOptions& o) {
+  if (o.num_points <= 0) throw UsageError("num_points must be > 0 (got " + std::to_string(o.num_points) + ")");
+  if (o.sampling != "fps" && o.sampling != "random" && o.sampling != "first")
+    throw UsageError("unknown point sampling '" + o.sampling + "': expected fps, random or first");
+  if (o.up_axis < 0 || o.up_axis > 2) throw UsageError("up axis must be 0, 1 or 2 (got " + std::to_string(o.up_axis) + ")");
+}
+
+}  // namespace
+
+Rotation parse_rotation(const std::string& name) {
+  std::string s = name;
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (s == "none") return Rotation::None;
+  if (s == "z") return Rotation::Up;
+  if (s == "so3") return Rotation::SO3;
+  throw UsageError("unknown rotation '" + name + "': expected none, z or so3");
+}
+
+std::string rotation_name(Rotation rotation) {
+  switch (rotation) {
+    case Rotation::None: return "none";
+    case Rotation::Up: return "z";
+    case Rotation::SO3: return "so3";
+  }
+  return "none";
+}
+
+PointCloudDataset::PointCloudDataset(std::shared_ptr<const PointCloudSet> set, PointViewOptions options)
+    : set_(std::move(set)), options_(std::move(options)) {
+  TORCH_CHECK(set_ && set_->points.defined() && set_->points.dim() == 3 && set_->points.size(2) == 3 &&
+                  set_->labels.defined() && set_->labels.size(0) == set_->points.size(0),
+              "PointCloudDataset: the set must hold points [S, P, 3] and labels [S]");
+  check_options(options_);
+  const int64_t stored = set_->points.size(1);
+  if (options_.num_points > stored)
+    throw UsageError("num_points " + std::to_string(options_.num_points) + " exceeds the " + std::to_string(stored) +
+                     " points stored per shape");
+  if (options_.use_normals && !set_->normals.defined())
+    throw UsageError("normals were asked for but the data set was loaded without them");
+}
+
+data::Batch PointCloudDataset::get(const std::vector<int64_t>& indices) const {
+  const auto b = static_cast<int64_t>(indices.size());
+  const int64_t n = options_.num_points, stored = set_->points.size(1);
+  for (int64_t i : indices)
+    TORCH_CHECK(i >= 0 && i < size(), "PointCloudDataset: index ", i, " is outside 0..", size() - 1);
+  std::vector<ViewDraws> draws;
+  draws.reserve(indices.size());
+  for (int64_t i : indices)
+    draws.push_back(options_.train ? draw(options_, stored, true, c10::nullopt)
+                                   : draw(options_, stored, false, eval_generator(options_.seed, i)));
+
+  auto points = torch::empty({b, n, 3}, torch::kFloat);
+  at::Tensor normals = options_.use_normals ? torch::empty({b, n, 3}, torch::kFloat) : at::Tensor();
+  at::parallel_for(0, b, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      const int64_t i = indices[static_cast<size_t>(k)];
+      make_view(set_->points[i], options_.use_normals ? set_->normals[i] : at::Tensor(), options_,
+                draws[static_cast<size_t>(k)], points[k], options_.use_normals ? normals[k] : at::Tensor());
+    }
+  });
+  data::Batch batch;
+  batch.inputs["points"] = points.transpose(1, 2).contiguous();
+  if (options_.use_normals) batch.inputs["normals"] = normals.transpose(1, 2).contiguous();
+  batch.target = set_->labels.index_select(0, torch::tensor(indices, torch::kLong));
+  return batch;
+}
+
+at::Tensor prepare_single_cloud(const Mesh& mesh, const PointViewOptions& options, at::Tensor* normals,
+                                const std::string& source) {
+  check_options(options);
+  const int64_t count = mesh.is_point_cloud() ? std::max<int64_t>(options.num_points, static_cast<int64_t>(mesh.vertices.size()))
+                                              : std::max(2 * options.num_points, kMinSurfaceSamples);
+  const auto sampled = sample_surface(mesh, count, options.seed, source);
+  const std::string where = source.empty() ? "" : source + ": ";
+  if (options.use_normals && !sampled.normals.defined()) throw DataError(where + "the point cloud has no normals");
+  auto points = torch::empty({options.num_points, 3}, torch::kFloat);
+  at::Tensor out_normals = options.use_normals ? torch::empty({options.num_points, 3}, torch::kFloat) : at::Tensor();
+  const auto d = draw(options, count, false, eval_generator(options.seed, 0));
+  make_view(sampled.points, options.use_normals ? sampled.normals : at::Tensor(), options, d, points, out_normals);
+  if (normals) *normals = options.use_normals ? out_normals.t().unsqueeze(0).contiguous() : at::Tensor();
+  return points.t().unsqueeze(0).contiguous();
+}
+
+}  // namespace qkv::pointcloud

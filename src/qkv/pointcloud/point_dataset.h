@@ -1,0 +1,77 @@
+#pragma once
+// The model's view of a PointCloudSet: N points per shape, sampled, normalised
+// to the unit sphere, augmented and rotated, channels first, as a data::Dataset.
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qkv/data/dataset.h"
+#include "qkv/pointcloud/mesh.h"
+#include "qkv/pointcloud/modelnet.h"
+
+namespace qkv::pointcloud {
+
+// The rotation protocol of a split, as rotation-invariance papers name them:
+// none, z (about the up axis, which is y for ModelNet40 and ShapeNet), so3.
+enum class Rotation { None, Up, SO3 };
+// "none", "z" or "so3" (any case); UsageError naming the value otherwise.
+Rotation parse_rotation(const std::string& name);
+std::string rotation_name(Rotation rotation);  // the name parse_rotation takes
+
+struct PointViewOptions {
+  int64_t num_points = 1024;      // N, at most the stored points per shape
+  std::string sampling = "fps";   // fps | random | first: how N of the stored points are chosen
+  bool normalize = true;          // centroid to the origin, farthest point at distance 1
+  Rotation rotation = Rotation::None;
+  int64_t up_axis = 1;            // for Rotation::Up; ModelNet40 and ShapeNet are y-up
+  bool random_scale = false;      // x uniform [0.8, 1.25) per shape; train mode only
+  bool random_shift = false;      // + uniform [-0.1, 0.1)^3 per shape; train mode only
+  bool use_normals = false;       // also return "normals"; the set must have them
+  bool train = false;             // see PointCloudDataset
+  uint64_t seed = 0;              // eval mode's draws
+};
+
+// get() gives inputs "points" [B, 3, N] float32 and, with use_normals,
+// "normals" [B, 3, N] float32 (the same rotation as the points, never scaled or
+// shifted, renormalised to unit length); target = labels [B] int64.
+// Per shape, in this order: pick N of the stored points (FPS, a random subset
+// or the first N), normalise, scale, shift (train mode only), rotate.
+//
+// Randomness. Train mode: the FPS start, the random subset, scale, shift and
+// rotation are drawn from torch's global generator, which the trainer seeds
+// and checkpoints, so a resumed run draws the same; every call draws anew.
+// Eval mode: FPS starts at point 0 and the rest is drawn from a generator
+// seeded with seed_mix(seed, index), so shape `index` gets the same points and
+// the same rotation on every call, every epoch and every run.
+// Draws are made one shape after another; the geometry then runs in parallel
+// over the batch (at::parallel_for), which changes no result.
+class PointCloudDataset : public data::Dataset {
+ public:
+  // Checks the options against the set: UsageError for a bad option (N larger
+  // than the stored points, unknown sampling, normals the set does not have).
+  PointCloudDataset(std::shared_ptr<const PointCloudSet> set, PointViewOptions options);
+
+  int64_t size() const override { return set_->size(); }
+  data::Batch get(const std::vector<int64_t>& indices) const override;
+
+  const PointCloudSet& set() const { return *set_; }
+  const PointViewOptions& options() const { return options_; }
+
+ private:
+  std::shared_ptr<const PointCloudSet> set_;
+  PointViewOptions options_;
+};
+
+// One shape for prediction: a mesh is first sampled on its surface to
+// max(2 num_points, 2048) points (seeded with options.seed), a point cloud is
+// used as it is (repeating points if it has fewer than num_points); then the
+// eval-mode view of index 0 (options.train is ignored). Returns [1, 3, N]
+// float32; with use_normals, *normals (if given) receives [1, 3, N]. `source`
+// names the file in error messages.
+at::Tensor prepare_single_cloud(const Mesh& mesh, const PointViewOptions& options, at::Tensor* normals = nullptr,
+                                const std::string& source = "");
+
+}  // namespace qkv::pointcloud

@@ -1,0 +1,132 @@
+#include "qkv/pointcloud/sampling.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "qkv/core/errors.h"
+
+namespace qkv::pointcloud {
+namespace {
+
+uint64_t splitmix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Our own mapping to [0, 1): std::uniform_real_distribution's output is not
+// specified bit for bit across standard libraries.
+double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+// Uniform in [0, n) without modulo bias.
+uint64_t uniform_below(std::mt19937_64& rng, uint64_t n) {
+  const uint64_t limit = std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % n;
+  uint64_t r;
+  do r = rng();
+  while (r >= limit);
+  return r % n;
+}
+
+SampledPoints sample_cloud(const Mesh& mesh, int64_t n, std::mt19937_64& rng) {
+  const auto count = static_cast<int64_t>(mesh.vertices.size());
+  std::vector<int64_t> pick(static_cast<size_t>(std::max(count, n)));
+  std::iota(pick.begin(), pick.begin() + count, int64_t{0});
+  if (count >= n) {
+    for (int64_t i = 0; i < n; ++i)  // the first n steps of a Fisher-Yates shuffle
+      std::swap(pick[static_cast<size_t>(i)],
+                pick[static_cast<size_t>(i + static_cast<int64_t>(uniform_below(rng, static_cast<uint64_t>(count - i))))]);
+  } else {
+    for (int64_t i = count; i < n; ++i) pick[static_cast<size_t>(i)] = static_cast<int64_t>(uniform_below(rng, static_cast<uint64_t>(count)));
+    for (int64_t i = n - 1; i > 0; --i)
+      std::swap(pick[static_cast<size_t>(i)], pick[uniform_below(rng, static_cast<uint64_t>(i + 1))]);
+  }
+  SampledPoints out;
+  out.points = torch::empty({n, 3}, torch::kFloat);
+  auto* p = out.points.data_ptr<float>();
+  float* q = nullptr;
+  if (mesh.has_normals()) {
+    out.normals = torch::empty({n, 3}, torch::kFloat);
+    q = out.normals.data_ptr<float>();
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const auto s = static_cast<size_t>(pick[static_cast<size_t>(i)]);
+    for (int c = 0; c < 3; ++c) {
+      p[3 * i + c] = mesh.vertices[s][static_cast<size_t>(c)];
+      if (q) q[3 * i + c] = mesh.normals[s][static_cast<size_t>(c)];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+uint64_t seed_mix(uint64_t seed, uint64_t index) { return splitmix64(splitmix64(seed) + index); }
+
+SampledPoints sample_surface(const Mesh& mesh, int64_t n, uint64_t seed, const std::string& source) {
+  const std::string where = source.empty() ? "" : source + ": ";
+  if (n < 0) throw UsageError("sample_surface: n must be >= 0 (got " + std::to_string(n) + ")");
+  if (mesh.vertices.empty()) throw DataError(where + "no vertices to sample from");
+  if (mesh.has_normals() && mesh.normals.size() != mesh.vertices.size())
+    throw DataError(where + std::to_string(mesh.normals.size()) + " normals for " +
+                    std::to_string(mesh.vertices.size()) + " vertices");
+  std::mt19937_64 rng(seed);
+  if (mesh.is_point_cloud()) return sample_cloud(mesh, n, rng);
+
+  const auto n_vertices = static_cast<int64_t>(mesh.vertices.size());
+  const size_t n_faces = mesh.faces.size();
+  std::vector<double> cumulative(n_faces);
+  std::vector<std::array<double, 3>> face_normal(n_faces);
+  double total = 0;
+  for (size_t f = 0; f < n_faces; ++f) {
+    for (int64_t i : mesh.faces[f])
+      if (i < 0 || i >= n_vertices)
+        throw DataError(where + "face " + std::to_string(f) + " refers to vertex " + std::to_string(i) + " of " +
+                        std::to_string(n_vertices));
+    const auto& a = mesh.vertices[static_cast<size_t>(mesh.faces[f][0])];
+    const auto& b = mesh.vertices[static_cast<size_t>(mesh.faces[f][1])];
+    const auto& c = mesh.vertices[static_cast<size_t>(mesh.faces[f][2])];
+    const double u[3] = {double(b[0]) - a[0], double(b[1]) - a[1], double(b[2]) - a[2]};
+    const double v[3] = {double(c[0]) - a[0], double(c[1]) - a[1], double(c[2]) - a[2]};
+    const double cross[3] = {u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2], u[0] * v[1] - u[1] * v[0]};
+    const double norm = std::sqrt(cross[0] * cross[0] + cross[1] * cross[1] + cross[2] * cross[2]);
+    if (!std::isfinite(norm)) throw DataError(where + "face " + std::to_string(f) + " has a coordinate that is not finite");
+    if (norm > 0) face_normal[f] = {cross[0] / norm, cross[1] / norm, cross[2] / norm};
+    total += 0.5 * norm;
+    cumulative[f] = total;
+  }
+  if (!(total > 0)) throw DataError(where + "mesh has zero surface area (every face is degenerate)");
+  size_t last_positive = n_faces - 1;
+  while (last_positive > 0 && !(cumulative[last_positive] > cumulative[last_positive - 1])) --last_positive;
+
+  SampledPoints out;
+  out.points = torch::empty({n, 3}, torch::kFloat);
+  out.normals = torch::empty({n, 3}, torch::kFloat);
+  auto* p = out.points.data_ptr<float>();
+  auto* q = out.normals.data_ptr<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    // upper_bound never lands on a zero-area face: its cumulative equals the one before.
+    size_t f = static_cast<size_t>(std::upper_bound(cumulative.begin(), cumulative.end(), uniform01(rng) * total) -
+                                   cumulative.begin());
+    if (f >= n_faces) f = last_positive;
+    const auto& a = mesh.vertices[static_cast<size_t>(mesh.faces[f][0])];
+    const auto& b = mesh.vertices[static_cast<size_t>(mesh.faces[f][1])];
+    const auto& c = mesh.vertices[static_cast<size_t>(mesh.faces[f][2])];
+    // Uniform on the triangle: sqrt of the first draw undoes the crowding toward vertex a.
+    const double s = std::sqrt(uniform01(rng));
+    const double t = uniform01(rng);
+    const double wa = 1 - s, wb = s * (1 - t), wc = s * t;
+    for (size_t k = 0; k < 3; ++k) {
+      p[3 * i + static_cast<int64_t>(k)] = static_cast<float>(wa * a[k] + wb * b[k] + wc * c[k]);
+      q[3 * i + static_cast<int64_t>(k)] = static_cast<float>(face_normal[f][k]);
+    }
+  }
+  return out;
+}
+
+}  // namespace qkv::pointcloud

@@ -1,0 +1,35 @@
+#pragma once
+// From a Mesh to a fixed number of points: area-weighted sampling of a surface,
+// or a subset of a bare point cloud. Seeded by the caller and drawn from a
+// private std::mt19937_64, so it neither reads nor moves torch's global
+// generator and the same (mesh, n, seed) gives the same points on every run.
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+
+#include "qkv/pointcloud/mesh.h"
+
+namespace qkv::pointcloud {
+
+// A well-spread 64-bit seed for item `index` of a run seeded with `seed`
+// (splitmix64 applied twice), so that neighbouring indices and neighbouring
+// seeds give unrelated streams.
+uint64_t seed_mix(uint64_t seed, uint64_t index);
+
+struct SampledPoints {
+  at::Tensor points;   // [n, 3] float32
+  at::Tensor normals;  // [n, 3] float32 unit face normals; for a point cloud its own normals, or undefined
+};
+
+// A mesh with faces: n points uniform over its surface (a face is picked with
+// probability proportional to its area, then a uniform point inside it), each
+// with its face's unit normal (orientation from the winding).
+// A point cloud (no faces): n of its points, a random subset without
+// replacement when it has at least n, otherwise every point once plus random
+// repeats, in random order.
+// Errors are DataErrors; `source` (usually the file) starts their message when
+// given: "chair_0001.off: mesh has zero surface area". n < 0 is a UsageError.
+SampledPoints sample_surface(const Mesh& mesh, int64_t n, uint64_t seed, const std::string& source = "");
+
+}  // namespace qkv::pointcloud

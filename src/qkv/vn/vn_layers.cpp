@@ -1,0 +1,173 @@
+#include "qkv/vn/vn_layers.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "qkv/core/errors.h"
+#include "qkv/core/shape.h"
+
+namespace qkv::vn {
+
+VNLinearImpl::VNLinearImpl(int64_t in_channels, int64_t out_channels) {
+  if (in_channels < 1 || out_channels < 1)
+    throw UsageError("VNLinear: channels must be >= 1 (got " + std::to_string(in_channels) + " -> " +
+                     std::to_string(out_channels) + ")");
+  weight = register_parameter("weight", torch::empty({out_channels, in_channels}));
+  // nn::Linear's default (kaiming_uniform with a = sqrt(5)): U(-1/sqrt(in), 1/sqrt(in)).
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_channels));
+  torch::NoGradGuard no_grad;
+  weight.uniform_(-bound, bound);
+}
+
+VNLeakyReLUImpl::VNLeakyReLUImpl(int64_t channels, bool share, double negative_slope)
+    : negative_slope(negative_slope) {
+  map_to_dir = register_module("map_to_dir", VNLinear(channels, share ? 1 : channels));
+}
+
+at::Tensor VNLeakyReLUImpl::forward(const at::Tensor& x) {
+  return vn_leaky_relu(x, map_to_dir->forward(x), negative_slope);
+}
+
+VNBatchNormImpl::VNBatchNormImpl(int64_t channels, double momentum, double eps) : momentum(momentum), eps(eps) {
+  weight = register_parameter("weight", torch::ones({channels}));
+  bias = register_parameter("bias", torch::zeros({channels}));
+  running_mean = register_buffer("running_mean", torch::zeros({channels}));
+  running_var = register_buffer("running_var", torch::ones({channels}));
+  num_batches_tracked = register_buffer("num_batches_tracked", torch::zeros({}, torch::kLong));
+}
+
+at::Tensor VNBatchNormImpl::forward(const at::Tensor& x) {
+  const auto norm = vn_norm(x);  // [B, C, ...]: invariant, so normalising it is too
+  if (is_training()) num_batches_tracked += 1;
+  const auto norm_bn = torch::batch_norm(norm, weight, bias, running_mean, running_var, is_training(), momentum, eps,
+                                         /*cudnn_enabled=*/true);
+  return vn_rescale(x, norm, norm_bn);
+}
+
+VNLayerNormImpl::VNLayerNormImpl(int64_t channels, double eps) : eps(eps) {
+  weight = register_parameter("weight", torch::ones({channels}));
+  bias = register_parameter("bias", torch::zeros({channels}));
+}
+
+at::Tensor VNLayerNormImpl::forward(const at::Tensor& x) {
+  const auto norm = vn_norm(x);  // [B, C, ...]
+  const auto normed = torch::layer_norm(norm.movedim(1, -1), {weight.size(0)}, weight, bias, eps).movedim(-1, 1);
+  return vn_rescale(x, norm, normed);
+}
+
+VNLinearLeakyReLUImpl::VNLinearLeakyReLUImpl(int64_t in_channels, int64_t out_channels, bool share,
+                                             double negative_slope, bool batch_norm)
+    : negative_slope(negative_slope) {
+  map_to_feat = register_module("map_to_feat", VNLinear(in_channels, out_channels));
+  if (batch_norm) batchnorm = register_module("batchnorm", VNBatchNorm(out_channels));
+  map_to_dir = register_module("map_to_dir", VNLinear(in_channels, share ? 1 : out_channels));
+}
+
+at::Tensor VNLinearLeakyReLUImpl::forward(const at::Tensor& x) {
+  auto p = map_to_feat->forward(x);
+  if (batchnorm) p = batchnorm->forward(p);
+  return vn_leaky_relu(p, map_to_dir->forward(x), negative_slope);
+}
+
+VNMaxPoolImpl::VNMaxPoolImpl(int64_t channels) {
+  map_to_dir = register_module("map_to_dir", VNLinear(channels, channels));
+}
+
+at::Tensor VNMaxPoolImpl::forward(const at::Tensor& x) {
+  const auto dot = vn_dot(x, map_to_dir->forward(x));  // [B, C, 1, ..., N]
+  auto sizes = x.sizes().vec();
+  sizes.back() = 1;
+  const auto idx = dot.argmax(-1, /*keepdim=*/true).expand(sizes);
+  return x.gather(-1, idx).squeeze(-1);
+}
+
+VNStdFeatureImpl::VNStdFeatureImpl(int64_t in_channels, bool normalize_frame, bool share, double negative_slope)
+    : normalize_frame(normalize_frame) {
+  if (in_channels < 4)
+    throw UsageError("VNStdFeature: needs at least 4 input channels, got " + std::to_string(in_channels));
+  vn1 = register_module("vn1", VNLinearLeakyReLU(in_channels, in_channels / 2, share, negative_slope));
+  vn2 = register_module("vn2", VNLinearLeakyReLU(in_channels / 2, in_channels / 4, share, negative_slope));
+  vn_lin = register_module("vn_lin", VNLinear(in_channels / 4, normalize_frame ? 2 : 3));
+}
+
+std::pair<at::Tensor, at::Tensor> VNStdFeatureImpl::forward(const at::Tensor& x) {
+  auto frame = vn_lin->forward(vn2->forward(vn1->forward(x)));  // [B, 2|3, 3, ...]
+  if (normalize_frame) {
+    const auto v1 = frame.select(1, 0), v2 = frame.select(1, 1);
+    // clamp, not +eps: the frame stays exactly orthonormal unless a vector is ~0.
+    const auto u1 = v1 / torch::linalg_vector_norm(v1, 2, {1}, /*keepdim=*/true).clamp_min(kVNEps);
+    const auto w2 = v2 - (v2 * u1).sum(1, /*keepdim=*/true) * u1;
+    const auto u2 = w2 / torch::linalg_vector_norm(w2, 2, {1}, /*keepdim=*/true).clamp_min(kVNEps);
+    frame = torch::stack({u1, u2, torch::cross(u1, u2, /*dim=*/1)}, 1);
+  }
+  // <x_c, F_j> for every channel c and frame vector j, as one batched matmul
+  // over the flattened trailing dims: [B, M, C, xyz] @ [B, M, xyz, j].
+  const auto b = x.size(0), c = x.size(1);
+  const auto xs = x.reshape({b, c, 3, -1}).permute({0, 3, 1, 2});
+  const auto fs = frame.reshape({b, 3, 3, -1}).permute({0, 3, 2, 1});
+  auto invariant = torch::matmul(xs, fs).permute({0, 2, 3, 1}).reshape(x.sizes());
+  return {invariant, frame};
+}
+
+VNEdgeConvImpl::VNEdgeConvImpl(int64_t in_channels, int64_t out_channels, int64_t k, bool with_cross,
+                               double negative_slope)
+    : k(k), with_cross(with_cross) {
+  conv = register_module("conv",
+                         VNLinearLeakyReLU(in_channels * (with_cross ? 3 : 2), out_channels, false, negative_slope));
+}
+
+at::Tensor VNEdgeConvImpl::forward(const at::Tensor& x, const at::Tensor& idx) {
+  return vn_mean_pool(conv->forward(edge_features(x, idx, with_cross)));
+}
+
+VNMultiHeadAttentionImpl::VNMultiHeadAttentionImpl(int64_t channels, int64_t heads, int64_t head_dim)
+    : heads(heads), head_dim(head_dim) {
+  if (heads < 1 || head_dim < 1)
+    throw UsageError("VNMultiHeadAttention: heads and head_dim must be >= 1");
+  w_q = register_module("w_q", VNLinear(channels, heads * head_dim));
+  w_k = register_module("w_k", VNLinear(channels, heads * head_dim));
+  w_v = register_module("w_v", VNLinear(channels, heads * head_dim));
+  w_o = register_module("w_o", VNLinear(heads * head_dim, channels));
+}
+
+VNAttentionResult VNMultiHeadAttentionImpl::forward(const at::Tensor& x, const attention::SdpaOptions& options) {
+  if (x.dim() != 4 || x.size(2) != 3)
+    throw UsageError("VNMultiHeadAttention: expected x [B, C, 3, N], got " + shape_of(x));
+  const int64_t b = x.size(0), n = x.size(3);
+  // [B, H*d, 3, N] -> [B, H, N, d, 3]: each head's tokens are the points.
+  auto split = [&](const at::Tensor& t) { return t.view({b, heads, head_dim, 3, n}).permute({0, 1, 4, 2, 3}); };
+  auto r = vn_attention(split(w_q->forward(x)), split(w_k->forward(x)), split(w_v->forward(x)), options);
+  const auto merged = r.output.permute({0, 1, 3, 4, 2}).reshape({b, heads * head_dim, 3, n});
+  return {w_o->forward(merged), r.weights};
+}
+
+VNFeedForwardImpl::VNFeedForwardImpl(int64_t channels, int64_t hidden) {
+  lin1 = register_module("lin1", VNLinear(channels, hidden));
+  relu = register_module("relu", VNLeakyReLU(hidden, /*share=*/false, /*negative_slope=*/0.0));
+  lin2 = register_module("lin2", VNLinear(hidden, channels));
+}
+
+at::Tensor VNFeedForwardImpl::forward(const at::Tensor& x) {
+  return lin2->forward(relu->forward(lin1->forward(x)));
+}
+
+VNTBlockImpl::VNTBlockImpl(int64_t channels, int64_t heads, int64_t head_dim, int64_t ffn_hidden, bool layer_norm) {
+  attn = register_module("attn", VNMultiHeadAttention(channels, heads, head_dim));
+  ffn = register_module("ffn", VNFeedForward(channels, ffn_hidden));
+  if (layer_norm) {
+    norm_attn = register_module("norm_attn", VNLayerNorm(channels));
+    norm_ffn = register_module("norm_ffn", VNLayerNorm(channels));
+  }
+}
+
+at::Tensor VNTBlockImpl::forward(const at::Tensor& x, at::Tensor* attention_weights) {
+  attention::SdpaOptions options;
+  options.need_weights = attention_weights != nullptr;
+  auto r = attn->forward(norm_attn ? norm_attn->forward(x) : x, options);
+  if (attention_weights) *attention_weights = r.weights;
+  const auto y = x + r.output;
+  return y + ffn->forward(norm_ffn ? norm_ffn->forward(y) : y);
+}
+
+}  // namespace qkv::vn

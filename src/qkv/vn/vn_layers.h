@@ -1,0 +1,151 @@
+#pragma once
+// Vector-neuron modules: thin owners of parameters around the kernels of
+// vn_ops.h. Shapes as there: [B, C, 3, N] (or [B, C, 3, N, k] on graphs).
+// Every module is SO(3)-equivariant in its first input, except VNStdFeature,
+// whose first output is invariant (tests/vn checks each).
+#include <torch/nn/cloneable.h>
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include <utility>
+
+#include "qkv/vn/vn_ops.h"
+
+namespace qkv::vn {
+
+// Channel mixing W x, W [out, in], no bias. Initialised like nn::Linear.
+class VNLinearImpl : public torch::nn::Module {
+ public:
+  VNLinearImpl(int64_t in_channels, int64_t out_channels);
+  at::Tensor forward(const at::Tensor& x) { return vn_linear(x, weight); }
+  at::Tensor weight;
+};
+TORCH_MODULE(VNLinear);
+
+// Leaky ReLU with a learned direction: d = U x, one direction per output
+// channel, or one shared by all channels (share = true).
+class VNLeakyReLUImpl : public torch::nn::Module {
+ public:
+  VNLeakyReLUImpl(int64_t channels, bool share = false, double negative_slope = 0.2);
+  at::Tensor forward(const at::Tensor& x);
+  VNLinear map_to_dir{nullptr};
+  double negative_slope;
+};
+TORCH_MODULE(VNLeakyReLU);
+
+// Batch norm of the vector norms; directions are kept. Works for any number of
+// trailing dims (points, neighbours), like BatchNorm1d/2d on [B, C, ...].
+class VNBatchNormImpl : public torch::nn::Module {
+ public:
+  explicit VNBatchNormImpl(int64_t channels, double momentum = 0.1, double eps = 1e-5);
+  at::Tensor forward(const at::Tensor& x);
+  at::Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+  double momentum, eps;
+};
+TORCH_MODULE(VNBatchNorm);
+
+// Layer norm of the vector norms over the channels of each point.
+class VNLayerNormImpl : public torch::nn::Module {
+ public:
+  explicit VNLayerNormImpl(int64_t channels, double eps = 1e-5);
+  at::Tensor forward(const at::Tensor& x);
+  at::Tensor weight, bias;
+  double eps;
+};
+TORCH_MODULE(VNLayerNorm);
+
+// Vector Neurons' VNLinearLeakyReLU: p = BN(W x), d = U x (direction from the
+// block's input, not from p), output leaky-ReLU(p; d).
+class VNLinearLeakyReLUImpl : public torch::nn::Module {
+ public:
+  VNLinearLeakyReLUImpl(int64_t in_channels, int64_t out_channels, bool share = false, double negative_slope = 0.2,
+                        bool batch_norm = true);
+  at::Tensor forward(const at::Tensor& x);
+  VNLinear map_to_feat{nullptr}, map_to_dir{nullptr};
+  VNBatchNorm batchnorm{nullptr};  // null when batch_norm is false
+  double negative_slope;
+};
+TORCH_MODULE(VNLinearLeakyReLU);
+
+// Max pool over the last dim, of vectors picked by <x, d> with a learned
+// direction d = U x: [B, C, 3, N] -> [B, C, 3].
+class VNMaxPoolImpl : public torch::nn::Module {
+ public:
+  explicit VNMaxPoolImpl(int64_t channels);
+  at::Tensor forward(const at::Tensor& x);
+  VNLinear map_to_dir{nullptr};
+};
+TORCH_MODULE(VNMaxPool);
+
+// The invariant layer (Vector Neurons' "std feature"): two VNLinearLeakyReLU
+// and a VNLinear predict an equivariant 3x3 frame F(x) per point; x projected
+// on it, <x_c, F_j>, is invariant since both rotate together.
+// normalize_frame: Gram-Schmidt on two predicted vectors plus their cross
+// product (an orthonormal, right-handed frame) instead of three free vectors.
+class VNStdFeatureImpl : public torch::nn::Module {
+ public:
+  VNStdFeatureImpl(int64_t in_channels, bool normalize_frame = false, bool share = false,
+                   double negative_slope = 0.2);
+  // x [B, C, 3, ...] -> {invariant [B, C, 3, ...] (dim 2 indexes the frame
+  // vectors now), frame [B, 3, 3, ...] (dim 1 frame vector, dim 2 xyz)}.
+  std::pair<at::Tensor, at::Tensor> forward(const at::Tensor& x);
+  VNLinearLeakyReLU vn1{nullptr}, vn2{nullptr};
+  VNLinear vn_lin{nullptr};
+  bool normalize_frame;
+};
+TORCH_MODULE(VNStdFeature);
+
+// The input block of VNT-Net ("linear dependency problem"): edge features on
+// a kNN graph of the points, VNLinearLeakyReLU to C channels, mean over the
+// neighbours. One xyz channel would otherwise stay one direction per point.
+class VNEdgeConvImpl : public torch::nn::Module {
+ public:
+  VNEdgeConvImpl(int64_t in_channels, int64_t out_channels, int64_t k, bool with_cross = false,
+                 double negative_slope = 0.2);
+  // x [B, C_in, 3, N]; idx [B, N, k] from knn_indices -> [B, C_out, 3, N].
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& idx);
+  VNLinearLeakyReLU conv{nullptr};
+  int64_t k;
+  bool with_cross;
+};
+TORCH_MODULE(VNEdgeConv);
+
+// Multi-headed VNAttention: per-head VN projections W_i^Q, W_i^K, W_i^V of the
+// C input channels to head_dim channels (stored stacked as one VNLinear each),
+// VNAttention per head, concat, W^O back to C channels. The residual is the
+// caller's (VNTBlock).
+class VNMultiHeadAttentionImpl : public torch::nn::Module {
+ public:
+  VNMultiHeadAttentionImpl(int64_t channels, int64_t heads, int64_t head_dim);
+  // x [B, C, 3, N] -> {[B, C, 3, N], weights [B, H, N, N] when need_weights}
+  VNAttentionResult forward(const at::Tensor& x, const attention::SdpaOptions& options = {});
+  VNLinear w_q{nullptr}, w_k{nullptr}, w_v{nullptr}, w_o{nullptr};
+  int64_t heads, head_dim;
+};
+TORCH_MODULE(VNMultiHeadAttention);
+
+// VN-FFN: f_lin(VN-ReLU(f_lin(x; W1)); W2); the ReLU's direction is learned
+// per hidden channel.
+class VNFeedForwardImpl : public torch::nn::Module {
+ public:
+  VNFeedForwardImpl(int64_t channels, int64_t hidden);
+  at::Tensor forward(const at::Tensor& x);
+  VNLinear lin1{nullptr}, lin2{nullptr};
+  VNLeakyReLU relu{nullptr};
+};
+TORCH_MODULE(VNFeedForward);
+
+// The basic block of VNT-Net: x + MHA(x), then + FFN. With layer_norm, a
+// VNLayerNorm before each (pre-norm); the paper has none.
+class VNTBlockImpl : public torch::nn::Module {
+ public:
+  VNTBlockImpl(int64_t channels, int64_t heads, int64_t head_dim, int64_t ffn_hidden, bool layer_norm);
+  // attention_weights, when given, receives the [B, H, N, N] weights.
+  at::Tensor forward(const at::Tensor& x, at::Tensor* attention_weights = nullptr);
+  VNMultiHeadAttention attn{nullptr};
+  VNFeedForward ffn{nullptr};
+  VNLayerNorm norm_attn{nullptr}, norm_ffn{nullptr};
+};
+TORCH_MODULE(VNTBlock);
+
+}  // namespace qkv::vn

@@ -1,0 +1,101 @@
+#include "qkv/vn/vn_ops.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "qkv/core/errors.h"
+#include "qkv/core/shape.h"
+
+namespace qkv::vn {
+namespace {
+
+void require_vn(const at::Tensor& x, const char* what) {
+  if (x.dim() < 3 || x.size(2) != 3)
+    throw UsageError(std::string(what) + ": expected a VN feature [B, C, 3, ...], got " + shape_of(x));
+}
+
+}  // namespace
+
+at::Tensor vn_linear(const at::Tensor& x, const at::Tensor& weight) {
+  require_vn(x, "vn_linear");
+  if (weight.dim() != 2 || weight.size(1) != x.size(1))
+    throw UsageError("vn_linear: weight " + shape_of(weight) + " does not take " + std::to_string(x.size(1)) +
+                     " input channels");
+  auto sizes = x.sizes().vec();
+  sizes[1] = weight.size(0);
+  // [B, 3*rest, C_in] @ [C_in, C_out]: one GEMM over all points and axes. (The
+  // same product as W @ x, which LibTorch runs as a batched GEMM that is up to
+  // 75x slower for few input channels.)
+  return torch::matmul(x.flatten(2).transpose(1, 2), weight.t()).transpose(1, 2).reshape(sizes);
+}
+
+at::Tensor vn_dot(const at::Tensor& a, const at::Tensor& b) {
+  auto dot = a.select(2, 0) * b.select(2, 0);
+  dot.addcmul_(a.select(2, 1), b.select(2, 1)).addcmul_(a.select(2, 2), b.select(2, 2));
+  return dot.unsqueeze(2);
+}
+
+at::Tensor vn_leaky_relu(const at::Tensor& x, const at::Tensor& direction, double negative_slope, double eps) {
+  // x where <x,d> >= 0, else x minus its component along d, blended with x by
+  // the slope: x - (1 - slope) * min(0, <x,d> / |d|^2) d. One broadcast
+  // product on the full tensor instead of a mask blend (~5x faster).
+  const auto coef = (vn_dot(x, direction) / (vn_dot(direction, direction) + eps)).clamp_max(0.0);
+  return x - (1.0 - negative_slope) * coef * direction;
+}
+
+at::Tensor vn_norm(const at::Tensor& x, double eps) { return (vn_dot(x, x).squeeze(2) + eps * eps).sqrt(); }
+
+at::Tensor vn_rescale(const at::Tensor& x, const at::Tensor& norm, const at::Tensor& new_norm) {
+  return x * (new_norm / norm).unsqueeze(2);
+}
+
+at::Tensor vn_mean_pool(const at::Tensor& x) { return x.mean(-1); }
+
+at::Tensor knn_indices(const at::Tensor& features, int64_t k) {
+  if (features.dim() != 3)
+    throw UsageError("knn_indices: expected features [B, D, N], got " + shape_of(features));
+  const int64_t n = features.size(2);
+  if (k < 1) throw UsageError("knn_indices: k must be >= 1, got " + std::to_string(k));
+  if (n < k)
+    throw DataError("a cloud of " + std::to_string(n) + " points has fewer points than k = " + std::to_string(k) +
+                    " neighbours");
+  // -|a-b|^2 = 2 a.b - |a|^2 - |b|^2, so topk(largest) gives the nearest.
+  const auto sq = (features * features).sum(1, /*keepdim=*/true);        // [B,1,N]
+  const auto inner = torch::matmul(features.transpose(1, 2), features);  // [B,N,N]
+  const auto neg_dist = 2 * inner - sq - sq.transpose(1, 2);
+  return std::get<1>(neg_dist.topk(k, /*dim=*/-1, /*largest=*/true, /*sorted=*/true));
+}
+
+at::Tensor edge_features(const at::Tensor& x, const at::Tensor& idx, bool with_cross) {
+  require_vn(x, "edge_features");
+  if (x.dim() != 4) throw UsageError("edge_features: expected x [B, C, 3, N], got " + shape_of(x));
+  const int64_t b = x.size(0), c = x.size(1), n = x.size(3);
+  if (idx.dim() != 3 || idx.size(0) != b || idx.size(1) != n)
+    throw UsageError("edge_features: idx " + shape_of(idx) + " does not match x " + shape_of(x));
+  const int64_t k = idx.size(2);
+  const auto points = x.permute({0, 3, 1, 2}).reshape({b * n, c, 3});  // [B*N, C, 3]
+  const auto base = torch::arange(b, idx.options()).view({b, 1, 1}) * n;
+  const auto neighbours = points.index_select(0, (idx + base).reshape({-1})).view({b, n, k, c, 3});
+  const auto centres = points.view({b, n, 1, c, 3}).expand({b, n, k, c, 3});
+  std::vector<at::Tensor> parts = {neighbours - centres, centres};
+  if (with_cross) parts.push_back(torch::cross(neighbours, centres, /*dim=*/-1));
+  return torch::cat(parts, 3).permute({0, 3, 4, 1, 2}).contiguous();  // [B, 2C|3C, 3, N, k]
+}
+
+VNAttentionResult vn_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                               attention::SdpaOptions options) {
+  for (const auto* t : {&q, &k, &v})
+    if (t->dim() != 5 || t->size(4) != 3)
+      throw UsageError("vn_attention: expected q, k, v [B, H, N, C, 3], got " + shape_of(*t));
+  if (q.size(3) != k.size(3))
+    throw UsageError("vn_attention: q " + shape_of(q) + " and k " + shape_of(k) + " differ in channels");
+  const int64_t channels = q.size(3);
+  if (!options.scale) options.scale = 1.0 / std::sqrt(static_cast<double>(channels));
+  auto r = attention::scaled_dot_product_attention(q.flatten(3), k.flatten(3), v.flatten(3), options);
+  auto out_sizes = v.sizes().vec();
+  out_sizes[2] = q.size(2);
+  return {r.output.view(out_sizes), r.weights};
+}
+
+}  // namespace qkv::vn

@@ -1,0 +1,120 @@
+// qkv vnt end to end on the built-in shapes: a short run learns, its summary
+// holds every test rotation and a confusion matrix, eval reproduces it and
+// measures invariance, predict and attention work on a shape file, and bad
+// input fails cleanly.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/cli_run.h"
+#include "support/test_files.h"
+
+namespace fs = std::filesystem;
+using qkv::testing::expect_clean_failure;
+using qkv::testing::run_qkv;
+
+namespace {
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+// The JSON document at the end of a command's output (after its stderr lines).
+nlohmann::json trailing_json(const std::string& output) {
+  const auto brace = output.find("\n{");
+  return nlohmann::json::parse(output.substr(brace == std::string::npos ? 0 : brace + 1));
+}
+
+// One short VNT-Net run shared by the tests of this file (trained once).
+class VntCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(qkv::testing::fresh_dir("vnt_cli"));
+    result_ = new qkv::testing::CliResult(run_qkv(
+        "vnt train --data synthetic --synth-classes box,sphere,torus,cone --synth-train-per-class 16 "
+        "--synth-test-per-class 6 --points-per-shape 256 --points 128 --protocol z/z --epochs 8 --batch-size 8 "
+        "--lr 2e-3 --step-size 4 --gamma 0.5 --linear-dim 8 --heads 4 --head-dim 8 "
+        "--model-options '{\"k\":10,\"head_hidden\":[64,32]}' --threads 2 --seed 3 --out " + *dir_));
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+    delete result_;
+  }
+  static std::string* dir_;
+  static qkv::testing::CliResult* result_;
+};
+std::string* VntCli::dir_ = nullptr;
+qkv::testing::CliResult* VntCli::result_ = nullptr;
+
+}  // namespace
+
+TEST_F(VntCli, ShortRunLearnsAndReportsEveryTestRotation) {
+  ASSERT_EQ(result_->status, 0) << result_->output;
+  const auto summary = read_json(*dir_ + "/summary.json");
+  // 4 classes: chance is 0.25. The z/z test and the SO(3) test agree (invariance).
+  const double z = summary.at("test").at("accuracy"), so3 = summary.at("test_so3").at("accuracy");
+  EXPECT_GE(z, 0.6) << summary.dump(2);
+  EXPECT_NEAR(z, so3, 0.15) << summary.dump(2);
+  EXPECT_TRUE(summary.at("test").contains("balanced_accuracy"));
+  const auto& confusion = summary.at("test").at("confusion");
+  ASSERT_EQ(confusion.size(), 4u);
+  int64_t total = 0;
+  for (const auto& row : confusion)
+    for (const auto& v : row) total += v.get<int64_t>();
+  EXPECT_EQ(total, 24);  // 4 classes x 6 test shapes
+  EXPECT_EQ(summary.at("test").at("classes").size(), 4u);
+  std::ifstream report(*dir_ + "/report.html");
+  const std::string html((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
+  EXPECT_NE(html.find("Confusion matrices"), std::string::npos);
+  // The OFF tree the run generated is what the reader loaded.
+  EXPECT_TRUE(fs::exists(*dir_ + "/synthetic/torus/test"));
+}
+
+TEST_F(VntCli, EvalReproducesTheSummaryAndMeasuresInvariance) {
+  ASSERT_EQ(result_->status, 0) << result_->output;
+  const auto summary = read_json(*dir_ + "/summary.json");
+  auto r = run_qkv("vnt eval --checkpoint " + *dir_ + "/checkpoints/best.ckpt --rotate so3 --invariance 8");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto j = trailing_json(r.output);
+  EXPECT_DOUBLE_EQ(j.at("accuracy").get<double>(), summary.at("test_so3").at("accuracy").get<double>());
+  EXPECT_LE(j.at("invariance").at("float64").at("max_abs_logit_change").get<double>(), 1e-9) << j.dump(2);
+  EXPECT_LE(j.at("invariance").at("float32").at("max_abs_logit_change").get<double>(), 1e-3) << j.dump(2);
+}
+
+TEST_F(VntCli, PredictAndAttentionOnAShapeFile) {
+  ASSERT_EQ(result_->status, 0) << result_->output;
+  const std::string shape = *dir_ + "/synthetic/torus/test/torus_0017.off";
+  ASSERT_TRUE(fs::exists(shape));
+  auto r = run_qkv("vnt predict --checkpoint " + *dir_ + "/checkpoints/best.ckpt --input " + shape +
+                   " --rotate so3 --seed 5 --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto j = trailing_json(r.output);
+  double sum = 0;
+  for (const auto& item : j.at("probabilities").items()) sum += item.value().get<double>();
+  EXPECT_NEAR(sum, 1.0, 1e-5);
+  EXPECT_EQ(j.at("probabilities").size(), 4u);
+
+  const std::string out = *dir_ + "/attention";
+  r = run_qkv("vnt attention --checkpoint " + *dir_ + "/checkpoints/best.ckpt --input " + shape + " --query 7 --out " +
+              out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto a = trailing_json(r.output);
+  EXPECT_LE(a.at("max_attention_difference").get<double>(), 1e-4 * a.at("max_attention").get<double>());
+  EXPECT_TRUE(fs::exists(out + "/shape.ply"));
+  EXPECT_TRUE(fs::exists(out + "/rotated.ply"));
+}
+
+TEST(VntCliErrors, BadInputFailsWithOneLine) {
+  expect_clean_failure(run_qkv("vnt train --protocol z-so3 --out /tmp/qkv_never"), 2, "--protocol z-so3");
+  expect_clean_failure(run_qkv("vnt train --protocol z/so4 --out /tmp/qkv_never"), 2, "so4");
+  const std::string empty = qkv::testing::fresh_dir("vnt_empty_data");
+  fs::create_directories(empty);
+  expect_clean_failure(run_qkv("vnt train --data " + empty + " --out " + empty + "/run"), 1, empty);
+  fs::remove_all(empty);
+  const std::string model_options = "vnt train --model-options '{\"heads\":' --out /tmp/qkv_never";
+  expect_clean_failure(run_qkv(model_options), 2, "--model-options");
+}

@@ -1,0 +1,306 @@
+// ModelNet40 loading: each of the three layouts on a tiny tree written here
+// (the HDF5 one with the HDF5 C API), and the malformed cases.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+// CMake gives the HDF5 include folder to the library only; Debian keeps it in hdf5/serial.
+#if __has_include(<hdf5.h>)
+#include <hdf5.h>
+#else
+#include <hdf5/serial/hdf5.h>
+#endif
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "qkv/core/atomic_file.h"
+#include "qkv/core/errors.h"
+#include "qkv/pointcloud/modelnet.h"
+#include "support/test_files.h"
+
+using namespace qkv;
+using namespace qkv::pointcloud;
+using qkv::testing::data_error_of;
+using qkv::testing::fresh_dir;
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void write(const fs::path& path, const std::string& contents) {
+  make_directories(path.parent_path().string());
+  write_file_atomic(path.string(), contents);
+}
+
+void expect_error(const std::function<void()>& f, const std::string& names, const std::string& what) {
+  const auto message = data_error_of(f);
+  EXPECT_NE(message.find(names), std::string::npos) << "expected '" << names << "' in: " << message;
+  EXPECT_NE(message.find(what), std::string::npos) << "expected '" << what << "' in: " << message;
+}
+
+// ---------------------------------------------------------------------------- OFF tree
+
+// An axis-aligned box of half-size h, as OFF text (quads); fused puts the counts on the magic line.
+std::string box_off(float h, bool fused) {
+  std::ostringstream s;
+  s << (fused ? "OFF8 6 0\n" : "OFF\n8 6 0\n");
+  for (int i = 0; i < 8; ++i) s << ((i & 1) ? h : -h) << ' ' << ((i & 2) ? h : -h) << ' ' << ((i & 4) ? h : -h) << '\n';
+  s << "4 0 1 3 2\n4 4 5 7 6\n4 0 1 5 4\n4 2 3 7 6\n4 0 2 6 4\n4 1 3 7 5\n";
+  return s.str();
+}
+
+std::string tetra_off() { return "OFF\n4 4 0\n0 0 0\n1 0 0\n0 1 0\n0 0 1\n3 0 2 1\n3 0 1 3\n3 0 3 2\n3 1 2 3\n"; }
+
+// Classes "cube" and "airplane" (airplane sorts first), 3 train and 2 test meshes each.
+std::string make_off_tree() {
+  const fs::path dir = fresh_dir("modelnet_off");
+  for (int i = 0; i < 5; ++i) {
+    const char* split = i < 3 ? "train" : "test";
+    const std::string id = "_000" + std::to_string(i + 1) + ".off";
+    write(dir / "cube" / split / ("cube" + id), box_off(0.25f * float(i + 1), i % 2 == 1));
+    write(dir / "airplane" / split / ("airplane" + id), tetra_off());
+  }
+  write(dir / "cube" / "train" / "notes.txt", "not a mesh\n");
+  make_directories((dir / "__MACOSX").string());  // unzip debris, not a class
+  return dir.string();
+}
+
+TEST(ModelNetOff, LoadsSortedClassesSampledMeshes) {
+  const auto dir = make_off_tree();
+  ModelNetLoadOptions o;
+  o.points_per_shape = 64;
+  o.with_normals = true;
+  o.seed = 5;
+  const auto data = load_modelnet40(dir, o);
+  EXPECT_EQ(data.layout, "ModelNet40");
+  EXPECT_EQ(data.train.class_names, (std::vector<std::string>{"airplane", "cube"}));
+  ASSERT_EQ(data.train.size(), 6);
+  ASSERT_EQ(data.test.size(), 4);
+  EXPECT_EQ(data.train.points.sizes(), (std::vector<int64_t>{6, 64, 3}));
+  EXPECT_EQ(data.train.points.scalar_type(), torch::kFloat);
+  EXPECT_EQ(data.train.normals.sizes(), data.train.points.sizes());
+  EXPECT_TRUE(torch::equal(data.train.labels, torch::tensor({0, 0, 0, 1, 1, 1}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(data.test.labels, torch::tensor({0, 0, 1, 1}, torch::kLong)));
+  ASSERT_EQ(data.train.sources.size(), 6u);
+  EXPECT_NE(data.train.sources[4].find("cube_0002.off"), std::string::npos);
+  // The box of half-size 0.25 (i + 1): every point on its surface.
+  for (int64_t s = 3; s < 6; ++s) {
+    const double h = 0.25 * double(s - 2);
+    const auto extent = std::get<0>(data.train.points[s].abs().max(1));
+    EXPECT_LT((extent - h).abs().max().item<double>(), 1e-5) << data.train.sources[static_cast<size_t>(s)];
+  }
+  EXPECT_LT((data.train.normals.norm(2, 2) - 1).abs().max().item<double>(), 1e-5);
+
+  // Deterministic by seed, and a shape's points do not depend on what else is loaded.
+  EXPECT_TRUE(torch::equal(load_modelnet40(dir, o).train.points, data.train.points));
+  auto few = o;
+  few.max_per_class = 1;
+  const auto small = load_modelnet40(dir, few);
+  ASSERT_EQ(small.train.size(), 2);
+  EXPECT_TRUE(torch::equal(small.train.points[1], data.train.points[3]));
+  auto other = o;
+  other.seed = 6;
+  EXPECT_FALSE(torch::equal(load_modelnet40(dir, other).train.points, data.train.points));
+}
+
+TEST(ModelNetOff, EmptySplitAndBadMeshNameTheFile) {
+  const fs::path dir = make_off_tree();
+  fs::remove_all(dir / "cube" / "test");
+  make_directories((dir / "cube" / "test").string());
+  expect_error([&] { load_modelnet40(dir.string()); }, (dir / "cube" / "test").string(), "no .off files");
+  write(dir / "cube" / "test" / "cube_0009.off", "OFF\n3 1 0\n0 0 0\n1 0 0\n");
+  expect_error([&] { load_modelnet40(dir.string()); }, "cube_0009.off", "truncated");
+}
+
+// ---------------------------------------------------------------------------- normal_resampled
+
+// The value of coordinate k on line i of shape `shape`'s file.
+float resampled_value(int shape, int i, int k) { return float(shape) + 0.01f * float(i) + 0.001f * float(k); }
+
+// In <root>/modelnet40_normal_resampled: classes night_stand (label 0) and bed,
+// listed in that order, 20 points per file.
+fs::path make_resampled(const std::string& name) {
+  const fs::path root = fresh_dir(name);
+  const fs::path dir = root / "modelnet40_normal_resampled";
+  write(dir / "modelnet40_shape_names.txt", "night_stand\nbed\n");
+  write(dir / "modelnet40_train.txt", "night_stand_0001\nnight_stand_0002\nbed_0001\nbed_0002\n");
+  write(dir / "modelnet40_test.txt", "night_stand_0003\r\nbed_0003\r\n\n");
+  int shape = 0;
+  for (const char* cls : {"night_stand", "bed"})
+    for (int k = 1; k <= 3; ++k, ++shape) {
+      std::ostringstream s;
+      for (int i = 0; i < 20; ++i) {
+        s << resampled_value(shape, i, 0) << ',' << resampled_value(shape, i, 1) << ',' << resampled_value(shape, i, 2);
+        s << ",0,0," << (i % 2 ? -1 : 1) << '\n';
+      }
+      write(dir / cls / (std::string(cls) + "_000" + std::to_string(k) + ".txt"), s.str());
+    }
+  return root;
+}
+
+TEST(ModelNetResampled, FirstPointsWithNormalsFromTheParentFolder) {
+  const auto root = make_resampled("modelnet_resampled");
+  ModelNetLoadOptions o;
+  o.points_per_shape = 16;
+  o.with_normals = true;
+  const auto data = load_modelnet40(root.string(), o);  // finds the subfolder
+  EXPECT_EQ(data.layout, "modelnet40_normal_resampled");
+  EXPECT_EQ(data.train.class_names, (std::vector<std::string>{"night_stand", "bed"}));
+  ASSERT_EQ(data.train.size(), 4);
+  ASSERT_EQ(data.test.size(), 2);
+  EXPECT_TRUE(torch::equal(data.train.labels, torch::tensor({0, 0, 1, 1}, torch::kLong)));
+  EXPECT_EQ(data.train.points.sizes(), (std::vector<int64_t>{4, 16, 3}));
+  // Train shape 2 is bed_0001, the fourth file written (shape 3).
+  for (int i : {0, 7, 15})
+    for (int k = 0; k < 3; ++k)
+      EXPECT_FLOAT_EQ(data.train.points[2][i][k].item<float>(), resampled_value(3, i, k));
+  EXPECT_FLOAT_EQ(data.test.points[0][1][0].item<float>(), resampled_value(2, 1, 0));
+  EXPECT_FLOAT_EQ(data.train.normals[0][1][2].item<float>(), -1.f);
+  EXPECT_NE(data.test.sources[1].find("bed_0003.txt"), std::string::npos);
+
+  auto few = o;
+  few.max_per_class = 1;
+  EXPECT_EQ(load_modelnet40(root.string(), few).train.size(), 2);
+
+  // The names may also come as shape_names.txt.
+  const auto dir = root / "modelnet40_normal_resampled";
+  fs::rename(dir / "modelnet40_shape_names.txt", dir / "shape_names.txt");
+  EXPECT_EQ(load_modelnet40(dir.string(), o).train.size(), 4);
+}
+
+TEST(ModelNetResampled, MalformedListsAndFilesNameTheFile) {
+  const auto root = make_resampled("modelnet_resampled_bad");
+  const auto dir = root / "modelnet40_normal_resampled";
+  ModelNetLoadOptions o;
+  o.points_per_shape = 16;
+
+  fs::remove(dir / "modelnet40_test.txt");
+  expect_error([&] { load_modelnet40(dir.string(), o); }, "modelnet40_test.txt", "missing list file");
+  write(dir / "modelnet40_test.txt", "night_stand_0003\nsofa_0001\n");
+  expect_error([&] { load_modelnet40(dir.string(), o); }, "modelnet40_test.txt", "line 2: unknown class 'sofa'");
+  write(dir / "modelnet40_test.txt", "night_stand_0003\n");
+  expect_error([&] { load_modelnet40(dir.string(), o); }, "modelnet40_test.txt", "no shapes of class 'bed'");
+  write(dir / "modelnet40_test.txt", "\n");
+  expect_error([&] { load_modelnet40(dir.string(), o); }, "modelnet40_test.txt", "lists no shapes");
+  write(dir / "modelnet40_test.txt", "night_stand_0003\nbed_0003\n");
+
+  o.points_per_shape = 32;
+  expect_error([&] { load_modelnet40(dir.string(), o); }, "_0001.txt", "fewer than the 32");
+  o.points_per_shape = 16;
+  write(dir / "bed" / "bed_0002.txt", "0,0,0,0,0,1\n0,nan,0,0,0,1\n");
+  expect_error([&] { load_modelnet40(dir.string(), o); }, "bed_0002.txt", "not finite");
+  fs::remove(dir / "bed" / "bed_0002.txt");
+  expect_error([&] { load_modelnet40(dir.string(), o); }, "bed_0002.txt", "no such file");
+}
+
+// ---------------------------------------------------------------------------- ply_hdf5_2048
+
+// data [S, 32, 3] float32 = base + arange, label [S, 1] uint8, normal (optional) all +z.
+void write_h5(const std::string& path, float base, const std::vector<uint8_t>& labels, bool normals) {
+  const auto s = static_cast<hsize_t>(labels.size());
+  const hsize_t p = 32;
+  std::vector<float> data(s * p * 3), normal(s * p * 3, 0.f);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = base + float(i);
+  for (size_t i = 2; i < normal.size(); i += 3) normal[i] = 1.f;
+  const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  ASSERT_GE(file, 0) << path;
+  auto put = [&](const char* name, hid_t file_type, hid_t mem_type, std::vector<hsize_t> dims, const void* buf) {
+    const hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+    const hid_t ds = H5Dcreate2(file, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(ds, 0);
+    ASSERT_GE(H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf), 0);
+    H5Dclose(ds);
+    H5Sclose(space);
+  };
+  put("data", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {s, p, 3}, data.data());
+  put("label", H5T_STD_U8LE, H5T_NATIVE_UINT8, {s, 1}, labels.data());
+  if (normals) put("normal", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {s, p, 3}, normal.data());
+  H5Fclose(file);
+}
+
+fs::path make_h5(const std::string& name) {
+  const fs::path dir = fresh_dir(name);
+  make_directories(dir.string());
+  write(dir / "shape_names.txt", "airplane\ncube\n");
+  write(dir / "train_files.txt",
+        "data/modelnet40_ply_hdf5_2048/ply_data_train0.h5\ndata/modelnet40_ply_hdf5_2048/ply_data_train1.h5\n");
+  write(dir / "test_files.txt", "data/modelnet40_ply_hdf5_2048/ply_data_test0.h5\n");
+  write_h5((dir / "ply_data_train0.h5").string(), 0, {0, 1, 1, 0}, true);
+  write_h5((dir / "ply_data_train1.h5").string(), 1000, {1, 0}, true);
+  write_h5((dir / "ply_data_test0.h5").string(), 2000, {1, 0, 1}, true);
+  return dir;
+}
+
+TEST(ModelNetH5, ReadsListedFilesByBaseName) {
+  const auto dir = make_h5("modelnet_h5");
+  ModelNetLoadOptions o;
+  o.points_per_shape = 8;
+  o.with_normals = true;
+  const auto data = load_modelnet40(dir.string(), o);
+  EXPECT_EQ(data.layout, "modelnet40_ply_hdf5_2048");
+  EXPECT_EQ(data.train.class_names, (std::vector<std::string>{"airplane", "cube"}));
+  ASSERT_EQ(data.train.size(), 6);
+  ASSERT_EQ(data.test.size(), 3);
+  EXPECT_EQ(data.train.points.sizes(), (std::vector<int64_t>{6, 8, 3}));
+  EXPECT_TRUE(torch::equal(data.train.labels, torch::tensor({0, 1, 1, 0, 1, 0}, torch::kLong)));
+  // Shape 4 is the first of ply_data_train1.h5: its first 8 of 32 points.
+  const auto want = (1000 + torch::arange(24, torch::kFloat)).reshape({8, 3});
+  EXPECT_TRUE(torch::equal(data.train.points[4], want));
+  // Shape 1 of file 0 starts at 1 * 32 * 3.
+  EXPECT_EQ(data.train.points[1][0][0].item<float>(), 96.f);
+  EXPECT_TRUE(torch::equal(data.train.normals.select(2, 2), torch::ones({6, 8})));
+  EXPECT_NE(data.train.sources[4].find("ply_data_train1.h5[0]"), std::string::npos);
+
+  auto few = o;
+  few.max_per_class = 1;
+  const auto small = load_modelnet40(dir.string(), few);
+  EXPECT_TRUE(torch::equal(small.train.labels, torch::tensor({0, 1}, torch::kLong)));
+  EXPECT_EQ(small.test.size(), 2);
+}
+
+TEST(ModelNetH5, MalformedCasesNameTheFile) {
+  const auto dir = make_h5("modelnet_h5_bad");
+  ModelNetLoadOptions o;
+  o.points_per_shape = 8;
+  const auto train1 = (dir / "ply_data_train1.h5").string();
+
+  write_h5(train1, 0, {1, 2}, true);
+  expect_error([&] { load_modelnet40(dir.string(), o); }, train1, "label 2 of shape 1 is outside 0..1");
+  write_h5(train1, 0, {1, 0}, false);
+  EXPECT_EQ(load_modelnet40(dir.string(), o).train.size(), 6);
+  o.with_normals = true;
+  expect_error([&] { load_modelnet40(dir.string(), o); }, train1, "no dataset 'normal'");
+  o.with_normals = false;
+  o.points_per_shape = 64;
+  expect_error([&] { load_modelnet40(dir.string(), o); }, "ply_data_train0.h5", "fewer than the 64");
+  o.points_per_shape = 8;
+
+  write(train1, "this is not HDF5\n");
+  expect_error([&] { load_modelnet40(dir.string(), o); }, train1, "cannot open as an HDF5 file");
+  fs::remove(train1);
+  expect_error([&] { load_modelnet40(dir.string(), o); }, "train_files.txt", "line 2");
+  fs::remove(dir / "test_files.txt");
+  write_h5(train1, 0, {1, 0}, false);
+  expect_error([&] { load_modelnet40(dir.string(), o); }, (dir / "test_files.txt").string(), "missing list file");
+}
+
+// ---------------------------------------------------------------------------- detection
+
+TEST(ModelNet, UnknownFolderSaysWhatWasLookedFor) {
+  const auto dir = fresh_dir("modelnet_empty");
+  make_directories(dir);
+  write(fs::path(dir) / "readme.md", "nothing here\n");
+  const auto message = data_error_of([&] { load_modelnet40(dir); });
+  EXPECT_NE(message.find(dir), std::string::npos) << message;
+  EXPECT_NE(message.find("train_files.txt"), std::string::npos) << message;
+  EXPECT_NE(message.find("modelnet40_train.txt"), std::string::npos) << message;
+  EXPECT_NE(message.find(".off"), std::string::npos) << message;
+  expect_error([&] { load_modelnet40(dir + "/missing"); }, dir + "/missing", "no such folder");
+  ModelNetLoadOptions bad;
+  bad.points_per_shape = 0;
+  EXPECT_THROW(load_modelnet40(dir, bad), UsageError);
+}
+
+}  // namespace

@@ -1,0 +1,431 @@
+// Shape file readers and surface sampling, on small files written byte by byte here.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "qkv/core/atomic_file.h"
+#include "qkv/core/errors.h"
+#include "qkv/pointcloud/mesh_read.h"
+#include "qkv/pointcloud/sampling.h"
+#include "support/test_files.h"
+
+using namespace qkv;
+using namespace qkv::pointcloud;
+using qkv::testing::data_error_of;
+using qkv::testing::temp_path;
+
+namespace {
+
+std::string write(const std::string& name, const std::string& contents) {
+  const auto path = temp_path(name);
+  write_file_atomic(path, contents);
+  return path;
+}
+
+template <typename T>
+void put(std::string& bytes, T value) {
+  bytes.append(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
+// A DataError, on one line, that names the file and says `what`.
+void expect_error(const std::function<void()>& f, const std::string& path, const std::string& what) {
+  const auto message = data_error_of(f);
+  EXPECT_NE(message.find(path), std::string::npos) << message;
+  EXPECT_NE(message.find(what), std::string::npos) << "expected '" << what << "' in: " << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+}
+
+using Face = std::array<int64_t, 3>;
+
+// A square (one quad) and a triangle above it; the triangle line carries a colour.
+const char* kOffBody =
+    "0 0 0\n"
+    "1 0 0\n"
+    "1 1 0\n"
+    "0 1 0   # a comment after a vertex\n"
+    "0.5 0.5 1.5e0\n"
+    "4 0 1 2 3\n"
+    "3 0 1 4 255 0 0\n";
+
+void expect_square_and_roof(const Mesh& m) {
+  ASSERT_EQ(m.vertices.size(), 5u);
+  EXPECT_EQ(m.vertices[4], (Vec3{0.5f, 0.5f, 1.5f}));
+  EXPECT_EQ(m.vertices[2], (Vec3{1.f, 1.f, 0.f}));
+  ASSERT_EQ(m.faces.size(), 3u);
+  EXPECT_EQ(m.faces[0], (Face{0, 1, 2}));  // the quad, fanned
+  EXPECT_EQ(m.faces[1], (Face{0, 2, 3}));
+  EXPECT_EQ(m.faces[2], (Face{0, 1, 4}));
+  EXPECT_FALSE(m.has_normals());
+}
+
+Mesh unit_cube() {
+  Mesh m;
+  for (int i = 0; i < 8; ++i)
+    m.vertices.push_back({(i & 1) ? 0.5f : -0.5f, (i & 2) ? 0.5f : -0.5f, (i & 4) ? 0.5f : -0.5f});
+  // Two triangles per side; the winding does not matter to these tests.
+  const int quads[6][4] = {{0, 1, 3, 2}, {4, 5, 7, 6}, {0, 1, 5, 4}, {2, 3, 7, 6}, {0, 2, 6, 4}, {1, 3, 7, 5}};
+  for (const auto& q : quads) {
+    m.faces.push_back({q[0], q[1], q[2]});
+    m.faces.push_back({q[0], q[2], q[3]});
+  }
+  return m;
+}
+
+}  // namespace
+
+TEST(ReadOff, PolygonsAreFannedAndCommentsSkipped) {
+  const auto path = write("square.off", std::string("OFF\n# made by hand\n\n5 2 0\n") + kOffBody);
+  expect_square_and_roof(read_off(path));
+  expect_square_and_roof(read_shape_file(path));
+}
+
+TEST(ReadOff, FusedHeaderAsInModelNet40) {
+  const auto path = write("fused.off", std::string("OFF5 2 0\n") + kOffBody);
+  expect_square_and_roof(read_off(path));
+}
+
+TEST(ReadOff, CrlfLineEndings) {
+  const auto path = write("crlf.off", "OFF\r\n3 1 0\r\n0 0 0\r\n1 0 0\r\n0 1 0\r\n3 0 1 2\r\n");
+  const auto m = read_off(path);
+  EXPECT_EQ(m.vertices.size(), 3u);
+  EXPECT_EQ(m.faces.size(), 1u);
+}
+
+TEST(ReadOff, MalformedFilesNameTheFile) {
+  const std::string tri = "0 0 0\n1 0 0\n0 1 0\n";
+  struct Case {
+    const char* name;
+    std::string text;
+    const char* what;
+  };
+  const Case cases[] = {
+      {"bad_magic.off", "PLY\n3 1 0\n" + tri + "3 0 1 2\n", "bad magic"},
+      {"trunc_v.off", "OFF\n4 1 0\n" + tri, "truncated"},
+      {"trunc_f.off", "OFF\n3 2 0\n" + tri + "3 0 1 2\n", "truncated"},
+      {"extra.off", "OFF\n3 1 0\n" + tri + "3 0 1 2\n3 0 1 2\n", "wrong counts"},
+      {"bad_counts.off", "OFF\n3 x 0\n" + tri, "bad counts line"},
+      {"nan.off", "OFF\n3 1 0\n0 0 0\nnan 0 0\n0 1 0\n3 0 1 2\n", "not finite"},
+      {"inf.off", "OFF\n3 1 0\n0 0 0\n1e999 0 0\n0 1 0\n3 0 1 2\n", "not finite"},
+      {"token.off", "OFF\n3 1 0\n0 0 0\n1.0abc 0 0\n0 1 0\n3 0 1 2\n", "non-numeric"},
+      {"columns.off", "OFF\n3 1 0\n0 0 0\n1 0\n0 1 0\n3 0 1 2\n", "expected 3"},
+      {"range.off", "OFF\n3 1 0\n" + tri + "3 0 1 3\n", "out of range"},
+      {"negative.off", "OFF\n3 1 0\n" + tri + "3 0 -1 2\n", "out of range"},
+      {"short_face.off", "OFF\n3 1 0\n" + tri + "4 0 1 2\n", "face says 4 vertices"},
+      {"empty.off", "OFF\n0 0 0\n", "empty cloud"},
+      {"nothing.off", "", "empty file"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto path = write(c.name, c.text);
+    expect_error([&] { read_off(path); }, path, c.what);
+  }
+  const auto missing = temp_path("does_not_exist.off");
+  expect_error([&] { read_off(missing); }, missing, "no such file");
+  expect_error([&] { read_shape_file(missing); }, missing, "no such file");
+}
+
+TEST(ReadPly, AsciiWithNormalsExtraPropertiesAndElements) {
+  const auto path = write("ascii.ply",
+                          "ply\n"
+                          "format ascii 1.0\n"
+                          "comment written by hand\n"
+                          "element vertex 4\n"
+                          "property double x\n"
+                          "property float confidence\n"
+                          "property double y\n"
+                          "property int z\n"
+                          "property float nx\n"
+                          "property float ny\n"
+                          "property float nz\n"
+                          "element edge 1\n"
+                          "property int vertex1\n"
+                          "property int vertex2\n"
+                          "element face 1\n"
+                          "property list uchar int vertex_indices\n"
+                          "property uchar flags\n"
+                          "end_header\n"
+                          "0 0.9 0 0 0 0 1\n"
+                          "1 0.9 0 0 0 0 1\n"
+                          "1 0.9 1 2 0 0 1\n"
+                          "0 0.9 1 0 0 0 1\n"
+                          "0 1\n"
+                          "4 0 1 2 3 7\n");
+  const auto m = read_ply(path);
+  ASSERT_EQ(m.vertices.size(), 4u);
+  EXPECT_EQ(m.vertices[2], (Vec3{1, 1, 2}));
+  ASSERT_TRUE(m.has_normals());
+  EXPECT_EQ(m.normals[3], (Vec3{0, 0, 1}));
+  ASSERT_EQ(m.faces.size(), 2u);
+  EXPECT_EQ(m.faces[1], (Face{0, 2, 3}));
+  EXPECT_EQ(read_shape_file(path).vertices.size(), 4u);
+}
+
+TEST(ReadPly, AsciiVertexIndexNameAndPointCloud) {
+  const auto path = write("vindex.ply",
+                          "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n"
+                          "property float z\nelement face 1\nproperty list ushort uint vertex_index\nend_header\n"
+                          "0 0 0\n1 0 0\n0 1 0\n3 2 1 0\n");
+  const auto m = read_ply(path);
+  ASSERT_EQ(m.faces.size(), 1u);
+  EXPECT_EQ(m.faces[0], (Face{2, 1, 0}));
+
+  const auto cloud = write("cloud.ply",
+                           "ply\nformat ascii 1.0\nelement vertex 2\nproperty float x\nproperty float y\n"
+                           "property float z\nend_header\n1 2 3\n4 5 6\n");
+  const auto c = read_ply(cloud);
+  EXPECT_TRUE(c.is_point_cloud());
+  EXPECT_EQ(c.vertices[1], (Vec3{4, 5, 6}));
+}
+
+namespace {
+
+// Binary little endian: x float, y double, z short, a skipped uchar, colours;
+// an "edge" element of fixed size and a "meta" element with a list, both
+// skipped; faces with uint8 counts, uint32 indices and a trailing property.
+std::string binary_ply(bool truncate) {
+  std::string b =
+      "ply\n"
+      "format binary_little_endian 1.0\n"
+      "element vertex 4\n"
+      "property float x\n"
+      "property double y\n"
+      "property short z\n"
+      "property uchar quality\n"
+      "property uchar red\n"
+      "property uchar green\n"
+      "property uchar blue\n"
+      "element edge 2\n"
+      "property int vertex1\n"
+      "property int vertex2\n"
+      "element meta 1\n"
+      "property list uchar float values\n"
+      "element face 2\n"
+      "property list uint8 uint32 vertex_indices\n"
+      "property uchar material\n"
+      "end_header\n";
+  const float xs[4] = {0, 1, 1, 0};
+  const double ys[4] = {0, 0, 1, 1};
+  const int16_t zs[4] = {0, 0, 0, -3};
+  for (int i = 0; i < 4; ++i) {
+    put(b, xs[i]);
+    put(b, ys[i]);
+    put(b, zs[i]);
+    put<uint8_t>(b, 9);
+    put<uint8_t>(b, static_cast<uint8_t>(10 * i));
+    put<uint8_t>(b, 20);
+    put<uint8_t>(b, 30);
+  }
+  for (int i = 0; i < 4; ++i) put<int32_t>(b, i);
+  put<uint8_t>(b, 2);
+  put<float>(b, 1.5f);
+  put<float>(b, 2.5f);
+  put<uint8_t>(b, 4);  // a quad
+  for (uint32_t i : {0u, 1u, 2u, 3u}) put(b, i);
+  put<uint8_t>(b, 1);
+  put<uint8_t>(b, 3);
+  for (uint32_t i : {3u, 2u, 1u}) put(b, i);
+  put<uint8_t>(b, 1);
+  if (truncate) b.resize(b.size() - 6);
+  return b;
+}
+
+}  // namespace
+
+TEST(ReadPly, BinaryLittleEndianAnyTypes) {
+  const auto path = write("binary.ply", binary_ply(false));
+  const auto m = read_ply(path);
+  ASSERT_EQ(m.vertices.size(), 4u);
+  EXPECT_EQ(m.vertices[2], (Vec3{1, 1, 0}));
+  EXPECT_EQ(m.vertices[3], (Vec3{0, 1, -3}));
+  EXPECT_FALSE(m.has_normals());
+  ASSERT_EQ(m.colors.size(), 4u);
+  EXPECT_EQ(m.colors[3], (std::array<uint8_t, 3>{30, 20, 30}));
+  ASSERT_EQ(m.faces.size(), 3u);
+  EXPECT_EQ(m.faces[0], (Face{0, 1, 2}));
+  EXPECT_EQ(m.faces[1], (Face{0, 2, 3}));
+  EXPECT_EQ(m.faces[2], (Face{3, 2, 1}));
+}
+
+TEST(ReadPly, MalformedFilesNameTheFile) {
+  const std::string head = "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n"
+                           "property float z\nelement face 1\nproperty list uchar int vertex_indices\nend_header\n";
+  struct Case {
+    const char* name;
+    std::string bytes;
+    const char* what;
+  };
+  std::string big = "ply\nformat binary_big_endian 1.0\nelement vertex 1\nproperty float x\nproperty float y\n"
+                    "property float z\nend_header\n";
+  put<float>(big, 1.f);
+  put<float>(big, 1.f);
+  put<float>(big, 1.f);
+  std::string nan_binary = "ply\nformat binary_little_endian 1.0\nelement vertex 1\nproperty float x\n"
+                           "property float y\nproperty float z\nend_header\n";
+  put<float>(nan_binary, 0.f);
+  put<float>(nan_binary, std::nanf(""));
+  put<float>(nan_binary, 0.f);
+  const Case cases[] = {
+      {"magic.ply", "plx\nformat ascii 1.0\nend_header\n", "bad magic"},
+      {"big.ply", big, "binary_big_endian"},
+      {"trunc_binary.ply", binary_ply(true), "truncated"},
+      {"trunc_ascii.ply", head + "0 0 0\n1 0 0\n", "truncated"},
+      {"range.ply", head + "0 0 0\n1 0 0\n0 1 0\n3 0 1 5\n", "out of range"},
+      {"nan.ply", head + "0 0 0\nnan 0 0\n0 1 0\n3 0 1 2\n", "not finite"},
+      {"nan_binary.ply", nan_binary, "not finite"},
+      {"columns.ply", head + "0 0 0\n1 0 0 7\n0 1 0\n3 0 1 2\n", "more than the header declares"},
+      {"few.ply", head + "0 0 0\n1 0\n0 1 0\n3 0 1 2\n", "too few values"},
+      {"token.ply", head + "0 0 0\n1 zero 0\n0 1 0\n3 0 1 2\n", "non-numeric"},
+      {"extra.ply", head + "0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n3 0 1 2\n", "wrong counts"},
+      {"empty.ply", "ply\nformat ascii 1.0\nelement vertex 0\nproperty float x\nproperty float y\n"
+                    "property float z\nend_header\n", "empty cloud"},
+      {"header.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\n", "no 'end_header'"},
+      {"no_z.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nproperty float y\nend_header\n1 2\n",
+       "x, y or z"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto path = write(c.name, c.bytes);
+    expect_error([&] { read_ply(path); }, path, c.what);
+  }
+}
+
+TEST(ReadPointText, CommasSpacesAndNormals) {
+  const auto csv = write("cloud.txt", "0.1,0.2,0.3,0,0,1\n-1,-2,-3,1,0,0\n\n4.5e-1,5,6,0,1,0\n");
+  const auto a = read_point_text(csv);
+  ASSERT_EQ(a.vertices.size(), 3u);
+  EXPECT_EQ(a.vertices[2], (Vec3{0.45f, 5, 6}));
+  ASSERT_TRUE(a.has_normals());
+  EXPECT_EQ(a.normals[1], (Vec3{1, 0, 0}));
+  EXPECT_EQ(read_point_text(csv, 2).vertices.size(), 2u);  // stops early
+
+  const auto xyz = write("cloud.xyz", "# x y z\n1 2 3\n  4\t5 6\n7, 8, 9\n");
+  const auto b = read_shape_file(xyz);
+  ASSERT_EQ(b.vertices.size(), 3u);
+  EXPECT_EQ(b.vertices[1], (Vec3{4, 5, 6}));
+  EXPECT_EQ(b.vertices[2], (Vec3{7, 8, 9}));
+  EXPECT_FALSE(b.has_normals());
+  EXPECT_TRUE(b.is_point_cloud());
+}
+
+TEST(ReadPointText, MalformedFilesNameTheFile) {
+  struct Case {
+    const char* name;
+    const char* text;
+    const char* what;
+  };
+  const Case cases[] = {
+      {"four.txt", "1 2 3 4\n", "4 columns"},
+      {"mixed.txt", "1 2 3\n1 2 3 0 0 1\n", "line 1 has 3"},
+      {"nan.txt", "1 2 3\nNaN 2 3\n", "not finite"},
+      {"word.txt", "1 2 3\n1 two 3\n", "non-numeric"},
+      {"empty.txt", "\n\n", "empty cloud"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto path = write(c.name, c.text);
+    expect_error([&] { read_point_text(path); }, path, c.what);
+  }
+}
+
+TEST(ReadShapeFile, UnknownExtensionIsAUsageError) {
+  const auto path = write("shape.obj", "v 0 0 0\n");
+  try {
+    read_shape_file(path);
+    FAIL() << "no UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
+  }
+  EXPECT_EQ(read_shape_file(write("UPPER.OFF", "OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n")).faces.size(), 1u);
+}
+
+TEST(Sampling, PointsLieOnTheCubeWithUnitAxisNormals) {
+  const auto s = sample_surface(unit_cube(), 3000, 7);
+  ASSERT_EQ(s.points.sizes(), (std::vector<int64_t>{3000, 3}));
+  ASSERT_EQ(s.points.scalar_type(), torch::kFloat);
+  ASSERT_EQ(s.normals.sizes(), s.points.sizes());
+  const auto p = s.points.accessor<float, 2>();
+  const auto n = s.normals.accessor<float, 2>();
+  for (int64_t i = 0; i < 3000; ++i) {
+    int on_side = -1;
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_LE(std::abs(p[i][k]), 0.5f + 1e-6f);
+      if (std::abs(std::abs(p[i][k]) - 0.5f) < 1e-5f) on_side = k;
+    }
+    ASSERT_GE(on_side, 0) << "point " << i << " is not on the cube";
+    EXPECT_NEAR(std::abs(n[i][on_side]), 1.0f, 1e-6f);  // the face normal is that side's axis
+  }
+  // Every side is hit about equally: its sixth of the area.
+  const auto counts = (s.points.abs() > 0.5f - 1e-5f).to(torch::kLong).sum(0);
+  for (int k = 0; k < 3; ++k) EXPECT_NEAR(counts[k].item<double>() / 3000, 1.0 / 3, 0.05);
+}
+
+TEST(Sampling, FacesArePickedByArea) {
+  Mesh m;  // triangles of area 0.5 (near the origin) and 1.5 (at x >= 10), plus one of zero area
+  m.vertices = {{0, 0, 0}, {1, 0, 0}, {0, 1, 0}, {10, 0, 0}, {13, 0, 0}, {10, 1, 0}, {20, 0, 0}, {21, 0, 0}};
+  m.faces = {{0, 1, 2}, {6, 7, 7}, {3, 4, 5}};
+  const int64_t n = 40000;
+  const auto s = sample_surface(m, n, 1);
+  const auto x = s.points.select(1, 0);
+  const double far = (x >= 5).to(torch::kDouble).mean().item<double>();
+  EXPECT_NEAR(far, 0.75, 0.012);
+  EXPECT_EQ((x >= 19).sum().item<int64_t>(), 0);  // the degenerate face is never picked
+  // Uniform inside a triangle: the mean is its centroid.
+  const auto near = s.points.index({x < 5});
+  EXPECT_NEAR(near.select(1, 0).mean().item<double>(), 1.0 / 3, 0.01);
+  EXPECT_NEAR(near.select(1, 1).mean().item<double>(), 1.0 / 3, 0.01);
+}
+
+TEST(Sampling, DeterministicBySeed) {
+  const auto cube = unit_cube();
+  const auto a = sample_surface(cube, 500, 42);
+  const auto b = sample_surface(cube, 500, 42);
+  const auto c = sample_surface(cube, 500, 43);
+  EXPECT_TRUE(torch::equal(a.points, b.points));
+  EXPECT_TRUE(torch::equal(a.normals, b.normals));
+  EXPECT_FALSE(torch::equal(a.points, c.points));
+  // Torch's global generator is neither read nor moved.
+  torch::manual_seed(3);
+  const auto before = torch::rand({4});
+  torch::manual_seed(3);
+  sample_surface(cube, 100, 1);
+  EXPECT_TRUE(torch::equal(torch::rand({4}), before));
+  EXPECT_NE(seed_mix(0, 1), seed_mix(0, 2));
+  EXPECT_NE(seed_mix(1, 0), seed_mix(0, 1));
+}
+
+TEST(Sampling, PointCloudSubsetOrRepeats) {
+  Mesh cloud;
+  for (int i = 0; i < 10; ++i) {
+    cloud.vertices.push_back({static_cast<float>(i), 0, 0});
+    cloud.normals.push_back({0, static_cast<float>(i), 0});
+  }
+  const auto few = sample_surface(cloud, 6, 3);
+  ASSERT_EQ(few.points.sizes(), (std::vector<int64_t>{6, 3}));
+  ASSERT_TRUE(few.normals.defined());
+  std::set<int> seen;
+  for (int64_t i = 0; i < 6; ++i) {
+    const auto x = few.points[i][0].item<float>();
+    EXPECT_EQ(few.normals[i][1].item<float>(), x);  // the point's own normal follows it
+    seen.insert(static_cast<int>(x));
+  }
+  EXPECT_EQ(seen.size(), 6u);  // without replacement
+  const auto many = sample_surface(cloud, 25, 3);
+  std::set<int> all;
+  for (int64_t i = 0; i < 25; ++i) all.insert(static_cast<int>(many.points[i][0].item<float>()));
+  EXPECT_EQ(all.size(), 10u);  // every point at least once
+  cloud.normals.clear();
+  EXPECT_FALSE(sample_surface(cloud, 4, 3).normals.defined());
+}
+
+TEST(Sampling, DegenerateMeshNamesTheSource) {
+  Mesh flat;
+  flat.vertices = {{0, 0, 0}, {1, 1, 1}, {2, 2, 2}};
+  flat.faces = {{0, 1, 2}};
+  expect_error([&] { sample_surface(flat, 10, 0, "flat.off"); }, "flat.off", "zero surface area");
+  EXPECT_NE(data_error_of([&] { sample_surface(flat, 10, 0); }).find("zero surface area"), std::string::npos);
+  flat.faces = {{0, 1, 3}};
+  expect_error([&] { sample_surface(flat, 10, 0, "bad.off"); }, "bad.off", "refers to vertex 3");
+}

@@ -1,0 +1,44 @@
+#pragma once
+// Running the qkv binary from a test as a user would: exit status and the
+// combined output, and the check that a failure is one clean line.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+namespace qkv::testing {
+
+struct CliResult {
+  int status = -1;
+  std::string output;  // stdout and stderr together
+};
+
+inline CliResult run_qkv(const std::string& args) {
+  const std::string cmd = std::string(QKV_BINARY) + " " + args + " 2>&1";
+  CliResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int raw = pclose(p);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  return r;
+}
+
+inline int count_lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+// Exit `status`, `needle` in the output, one line, no stack trace or abort.
+inline void expect_clean_failure(const CliResult& r, int status, const std::string& needle) {
+  EXPECT_EQ(r.status, status) << r.output;
+  EXPECT_NE(r.output.find(needle), std::string::npos) << r.output;
+  EXPECT_EQ(count_lines(r.output), 1) << "one line expected:\n" << r.output;
+  for (const char* bad : {"terminate called", "Exception raised from", "frame #", "Aborted"})
+    EXPECT_EQ(r.output.find(bad), std::string::npos) << r.output;
+}
+
+}  // namespace qkv::testing
