@@ -34,9 +34,9 @@ class VntCli : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new std::string(qkv::testing::fresh_dir("vnt_cli"));
     result_ = new qkv::testing::CliResult(run_qkv(
-        "vnt train --data synthetic --synth-classes box,sphere,torus,cone --synth-train-per-class 16 "
-        "--synth-test-per-class 6 --points-per-shape 256 --points 128 --protocol z/z --epochs 8 --batch-size 8 "
-        "--lr 2e-3 --step-size 4 --gamma 0.5 --linear-dim 8 --heads 4 --head-dim 8 "
+        "vnt train --data synthetic --synth-classes box,sphere,torus,cone --synth-train-per-class 20 "
+        "--synth-test-per-class 6 --points-per-shape 256 --points 128 --protocol z/z --epochs 20 --batch-size 8 "
+        "--lr 2e-3 --step-size 10 --gamma 0.5 --linear-dim 8 --heads 4 --head-dim 8 "
         "--model-options '{\"k\":10,\"head_hidden\":[64,32]}' --threads 2 --seed 3 --out " + *dir_));
   }
   static void TearDownTestSuite() {
@@ -87,7 +87,7 @@ TEST_F(VntCli, EvalReproducesTheSummaryAndMeasuresInvariance) {
 
 TEST_F(VntCli, PredictAndAttentionOnAShapeFile) {
   ASSERT_EQ(result_->status, 0) << result_->output;
-  const std::string shape = *dir_ + "/synthetic/torus/test/torus_0017.off";
+  const std::string shape = *dir_ + "/synthetic/torus/test/torus_0021.off";
   ASSERT_TRUE(fs::exists(shape));
   auto r = run_qkv("vnt predict --checkpoint " + *dir_ + "/checkpoints/best.ckpt --input " + shape +
                    " --rotate so3 --seed 5 --json");

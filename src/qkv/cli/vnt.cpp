@@ -342,10 +342,12 @@ nlohmann::json measure_invariance(models::Model& model, const data::Dataset& dat
     double worst = 0, scale = base.abs().max().item<double>();
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     for (int64_t r = 0; r < rotations; ++r) {
-      const auto rot = pc::random_so3(gen).to(torch::kFloat);
-      data::Batch turned = batch;
+      // Rotate in the measured precision: a float32 rotation of float64 input
+      // would itself move the points by ~1e-7.
+      const auto rot = pc::random_so3(gen).to(device, dtype);
+      data::Batch turned = to(batch);
       for (auto& [name, t] : turned.inputs) t = torch::matmul(rot, t);
-      worst = std::max(worst, (model.forward(to(turned)) - base).abs().max().item<double>());
+      worst = std::max(worst, (model.forward(turned) - base).abs().max().item<double>());
     }
     const std::string key = dtype == torch::kFloat ? "float32" : "float64";
     out[key] = {{"max_abs_logit_change", worst}, {"max_abs_logit", scale}};
@@ -596,13 +598,16 @@ void register_compare(CLI::App* parent, Action& action) {
       std::printf("%-18s %-9s %10s %10s %10s %10s %14s\n", "model", "protocol", "params", "test z", "test so3",
                   "test none", "max |dlogit|");
       auto cell = [](const nlohmann::json& acc, const char* k) {
-        return acc.contains(k) ? acc.at(k).get<double>() : std::nan("");
+        char buf[32];
+        if (!acc.contains(k)) return std::string("-");
+        std::snprintf(buf, sizeof buf, "%.4f", acc.at(k).get<double>());
+        return std::string(buf);
       };
       for (const auto& r : rows)
-        std::printf("%-18s %-9s %10lld %10.4f %10.4f %10.4f %14.3g\n", r.at("model").get<std::string>().c_str(),
+        std::printf("%-18s %-9s %10lld %10s %10s %10s %14.3g\n", r.at("model").get<std::string>().c_str(),
                     r.at("protocol").get<std::string>().c_str(), static_cast<long long>(r.at("parameters")),
-                    cell(r.at("test_accuracy"), "z"), cell(r.at("test_accuracy"), "so3"),
-                    cell(r.at("test_accuracy"), "none"),
+                    cell(r.at("test_accuracy"), "z").c_str(), cell(r.at("test_accuracy"), "so3").c_str(),
+                    cell(r.at("test_accuracy"), "none").c_str(),
                     r.at("invariance").at("float32").at("max_abs_logit_change").get<double>());
       std::printf("(max |dlogit|: largest change of any logit over %lld test shapes under 4 random SO(3) rotations, "
                   "float32; float64 in --json)\n",

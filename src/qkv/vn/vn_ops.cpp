@@ -30,11 +30,7 @@ at::Tensor vn_linear(const at::Tensor& x, const at::Tensor& weight) {
   return torch::matmul(x.flatten(2).transpose(1, 2), weight.t()).transpose(1, 2).reshape(sizes);
 }
 
-at::Tensor vn_dot(const at::Tensor& a, const at::Tensor& b) {
-  auto dot = a.select(2, 0) * b.select(2, 0);
-  dot.addcmul_(a.select(2, 1), b.select(2, 1)).addcmul_(a.select(2, 2), b.select(2, 2));
-  return dot.unsqueeze(2);
-}
+at::Tensor vn_dot(const at::Tensor& a, const at::Tensor& b) { return (a * b).sum(2, /*keepdim=*/true); }
 
 at::Tensor vn_leaky_relu(const at::Tensor& x, const at::Tensor& direction, double negative_slope, double eps) {
   // x where <x,d> >= 0, else x minus its component along d, blended with x by
