@@ -114,6 +114,12 @@ TEST(VntCliErrors, BadInputFailsWithOneLine) {
   const std::string empty = qkv::testing::fresh_dir("vnt_empty_data");
   fs::create_directories(empty);
   expect_clean_failure(run_qkv("vnt train --data " + empty + " --out " + empty + "/run"), 1, empty);
+  {  // --data synthetic never deletes a folder it did not write
+    std::ofstream(empty + "/keep.txt") << "user data\n";
+  }
+  expect_clean_failure(run_qkv("vnt train --synth-dir " + empty + " --out " + empty + "/run"), 2,
+                       "not a synthetic-shapes tree");
+  EXPECT_TRUE(fs::exists(empty + "/keep.txt"));
   fs::remove_all(empty);
   const std::string model_options = "vnt train --model-options '{\"heads\":' --out /tmp/qkv_never";
   expect_clean_failure(run_qkv(model_options), 2, "--model-options");

@@ -111,14 +111,23 @@ struct VntData {
     return d;
   }
 
-  // Writes the synthetic shapes when needed (the same seed gives the same
-  // files, so an existing tree from this seed is reused) and loads the folder.
+  // Writes the synthetic shapes (the same options give the same files) and
+  // loads the folder. A tree left by other options is replaced, so that no
+  // stale shape is loaded; a non-empty folder that is not such a tree is
+  // refused rather than deleted.
   pc::ModelNetData load_data() const {
     std::string dir = source;
     if (source == "synthetic") {
       dir = synth_dir;
+      namespace fs = std::filesystem;
+      if (fs::exists(dir) && !fs::is_empty(dir)) {
+        const std::string readme = dir + "/README.txt";
+        const auto text = fs::exists(readme) ? read_file_bytes(readme) : std::vector<char>{};
+        if (std::string(text.begin(), text.end()).find("qkv data synth-shapes") == std::string::npos)
+          throw UsageError("--synth-dir " + dir + ": not empty and not a synthetic-shapes tree; choose another folder");
+        fs::remove_all(dir);
+      }
       pc::SynthShapesOptions o = synth;
-      o.overwrite = true;
       const auto summary = pc::write_synth_shapes(dir, o);
       std::fprintf(stderr, "synthetic shapes: %zu classes, %lld files in %s\n", summary.classes.size(),
                    static_cast<long long>(summary.files()), dir.c_str());
