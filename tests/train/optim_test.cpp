@@ -78,6 +78,18 @@ TEST(Metrics, AccuracyAndBalancedAccuracy) {
   EXPECT_DOUBLE_EQ(r.at("balanced_accuracy").get<double>(), (2.0 / 3 + 1.0) / 2);
 }
 
+TEST(Metrics, ConfusionMatrixCountsTrueByPredicted) {
+  train::AccuracyMetric m({"a", "b", "c"});
+  // Two batches; rows are the true class, columns the prediction.
+  m.add(torch::tensor({{1.0, 0.0, 0.0}, {0.0, 0.0, 1.0}}), torch::tensor({0, 0}, torch::kLong));
+  m.add(torch::tensor({{0.0, 1.0, 0.0}, {0.0, 1.0, 0.0}, {0.0, 0.0, 1.0}}), torch::tensor({1, 2, 2}, torch::kLong));
+  const auto r = m.result();
+  EXPECT_EQ(r.at("confusion"), nlohmann::json({{1, 0, 1}, {0, 1, 0}, {0, 1, 1}}));
+  EXPECT_EQ(r.at("classes"), nlohmann::json({"a", "b", "c"}));
+  EXPECT_DOUBLE_EQ(r.at("accuracy").get<double>(), 3.0 / 5);
+  EXPECT_FALSE(train::AccuracyMetric().result().contains("confusion"));
+}
+
 TEST(Optimizers, BadNamesAreUsageErrors) {
   train::OptimConfig c;
   c.schedule = "linear";
