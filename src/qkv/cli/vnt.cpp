@@ -23,6 +23,7 @@
 #include "qkv/pointcloud/mesh_write.h"
 #include "qkv/pointcloud/modelnet.h"
 #include "qkv/pointcloud/point_dataset.h"
+#include "qkv/pointcloud/render.h"
 #include "qkv/pointcloud/synth_shapes.h"
 #include "qkv/pointcloud/transforms.h"
 #include "qkv/train/checkpoint.h"
@@ -489,7 +490,7 @@ std::array<uint8_t, 3> heat_colour(double t) {
 
 void register_attention(CLI::App* parent, Action& action) {
   auto* cmd = parent->add_subcommand(
-      "attention", "write the shape and a rotated copy as PLY point clouds coloured by one attention row (Figure 1)");
+      "attention", "write the shape and a rotated copy as PLY point clouds and PNG pictures coloured by one attention row (Figure 1)");
   struct Opts {
     CommonOptions common;
     std::string checkpoint, input;
@@ -503,7 +504,7 @@ void register_attention(CLI::App* parent, Action& action) {
       ->capture_default_str();
   cmd->add_option("--block", o->block, "which basic block's attention (0-based), averaged over its heads")
       ->capture_default_str();
-  add_common_options(cmd, o->common, "folder for shape.ply and rotated.ply");
+  add_common_options(cmd, o->common, "folder for shape.ply/.png and rotated.ply/.png");
   cmd->callback([o, &action] {
     action = [o] {
       const c10::Device device = apply_common_options(o->common);
@@ -530,17 +531,22 @@ void register_attention(CLI::App* parent, Action& action) {
         vnt->point_features(b->to(device), &attention);
         rows.push_back(attention.at(static_cast<size_t>(o->block))[0].mean(0)[o->query].to(torch::kCPU));  // [N]
       }
-      const double top = rows[0].max().item<double>();
+      // Colours span the row's own range (attention rows are often close to
+      // uniform); both clouds use the first one's range, so equal weights get
+      // equal colours.
+      const double top = rows[0].max().item<double>(), bottom = rows[0].min().item<double>();
+      const double span = std::max(top - bottom, 1e-30);
       const std::string names[] = {"shape.ply", "rotated.ply"};
       for (size_t i = 0; i < 2; ++i) {
         const auto pts = (i == 0 ? batch : turned).input("points")[0].t().contiguous();  // [N, 3]
         pc::Mesh cloud;
         for (int64_t p = 0; p < n; ++p) {
           cloud.vertices.push_back({pts[p][0].item<float>(), pts[p][1].item<float>(), pts[p][2].item<float>()});
-          cloud.colors.push_back(heat_colour(rows[i][p].item<double>() / top));
+          cloud.colors.push_back(heat_colour((rows[i][p].item<double>() - bottom) / span));
         }
         const std::string path = o->common.out + "/" + names[i];
         pc::write_ply(path, cloud);
+        pc::write_points_png(path.substr(0, path.size() - 4) + ".png", cloud);
         report[i == 0 ? "shape" : "rotated"] = path;
       }
       report["max_attention_difference"] = (rows[0] - rows[1]).abs().max().item<double>();

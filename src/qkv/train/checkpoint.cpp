@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "qkv/core/atomic_file.h"
+#include "qkv/core/crc32.h"
 #include "qkv/core/errors.h"
 
 namespace qkv::train {
@@ -15,20 +16,6 @@ namespace {
 constexpr char kMagic[8] = {'Q', 'K', 'V', 'C', 'K', 'P', 'T', '1'};
 constexpr size_t kHeaderBytes = 8 + 8 + 4 + 4;  // magic, payload length, crc32, reserved
 
-uint32_t crc32(const char* data, size_t size) {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  uint32_t c = 0xFFFFFFFFu;
-  for (size_t i = 0; i < size; ++i) c = table[(c ^ static_cast<uint8_t>(data[i])) & 0xFFu] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
-}
 
 // Checks the header and returns the payload bytes.
 std::vector<char> read_payload(const std::string& path) {
