@@ -4,21 +4,14 @@
 #include <torch/torch.h>
 
 #include "qkv/core/errors.h"
+#include "support/haar_rotation.h"
 #include "qkv/models/model.h"
 #include "qkv/models/vnt_net.h"
 
 using namespace qkv;
+using qkv::testing::haar_rotation;
 
 namespace {
-
-at::Tensor haar_rotation(int64_t seed, torch::Dtype dtype) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  auto a = torch::randn({3, 3}, gen, torch::kDouble);
-  auto [q, r] = torch::linalg_qr(a);
-  q = q * torch::sign(torch::diagonal(r)).unsqueeze(0);
-  if (torch::det(q).item<double>() < 0) q.select(1, 0).neg_();
-  return q.to(dtype);
-}
 
 data::Batch cloud_batch(int64_t b, int64_t n, torch::Dtype dtype, int64_t seed) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);

@@ -8,24 +8,15 @@
 
 #include "qkv/attention/sdpa.h"
 #include "qkv/core/errors.h"
+#include "support/haar_rotation.h"
 #include "qkv/vn/vn_layers.h"
 #include "qkv/vn/vn_ops.h"
 
 using namespace qkv;
+using qkv::testing::haar_rotation;
 using namespace qkv::vn;
 
 namespace {
-
-// A Haar-random rotation from the QR of a Gaussian matrix (sign-fixed, det +1).
-// Independent of the library's own random_so3 on purpose.
-at::Tensor haar_rotation(int64_t seed) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  auto a = torch::randn({3, 3}, gen, torch::kDouble);
-  auto [q, r] = torch::linalg_qr(a);
-  q = q * torch::sign(torch::diagonal(r)).unsqueeze(0);
-  if (torch::det(q).item<double>() < 0) q.select(1, 0).neg_();
-  return q;
-}
 
 // R acts on dim 2 of a VN feature [B, C, 3, ...].
 at::Tensor rotate_vn(const at::Tensor& x, const at::Tensor& r) {

@@ -55,7 +55,7 @@ struct VntData {
   std::string synth_dir;             // synthetic: where the OFF tree is written (default <out>/synthetic)
   pc::SynthShapesOptions synth;
   pc::ModelNetLoadOptions load;
-  pc::PointViewOptions view;  // train/val view; rotation = the protocol's training rotation
+  pc::PointViewOptions view;  // seed, points, augmentation; view_of sets mode and rotation per split
   std::string protocol = "z/z";
   double val_fraction = 0.1;
   std::vector<std::string> class_names;  // filled once loaded
@@ -105,11 +105,15 @@ struct VntData {
     } catch (const nlohmann::json::exception& e) {
       throw DataError(std::string("the run's data configuration is incomplete (") + e.what() + ")");
     }
-    d.synth.seed = d.view.seed;
-    d.load.seed = d.view.seed;
-    d.load.with_normals = d.view.use_normals;
-    d.view.rotation = parse_protocol(d.protocol).first;
+    d.copy_view_settings();
     return d;
+  }
+
+  // The seed and the normals flag are stored once, in `view`; the shape
+  // generator and the loader take copies.
+  void copy_view_settings() {
+    synth.seed = load.seed = view.seed;
+    load.with_normals = view.use_normals;
   }
 
   // Writes the synthetic shapes (the same options give the same files) and
@@ -146,6 +150,13 @@ struct VntSplits {
   std::vector<std::pair<std::string, data::DatasetPtr>> extra_tests;  // the other test rotations
   std::vector<std::string> class_names;
 };
+
+// R [3, 3] applied to every input of a point-cloud batch (channels first, [B, 3, N]).
+data::Batch rotated(const data::Batch& batch, const at::Tensor& rotation) {
+  data::Batch out = batch;
+  for (auto& [name, t] : out.inputs) t = torch::matmul(rotation, t);
+  return out;
+}
 
 data::DatasetPtr view_of(const std::shared_ptr<const pc::PointCloudSet>& set, pc::PointViewOptions view,
                          bool train, pc::Rotation rotation) {
@@ -273,9 +284,9 @@ void register_train(CLI::App* parent, Action& action) {
         d = VntData::from_json(adopt_resumed_run(o->resume, *cmd, common, config, request).at("data"));
       } else {
         parse_protocol(d.protocol);  // a bad protocol fails before any work
-        d.view.seed = d.synth.seed = d.load.seed = common.seed;
-        d.view.use_normals = d.load.with_normals = o->model == "vnt+n";
-        d.view.rotation = parse_protocol(d.protocol).first;
+        d.view.seed = common.seed;
+        d.view.use_normals = o->model == "vnt+n";
+        d.copy_view_settings();
         if (d.source == "synthetic" && d.synth_dir.empty()) d.synth_dir = common.out + "/synthetic";
         try {
           request.model_options = nlohmann::json::parse(o->model_options);
@@ -355,9 +366,7 @@ nlohmann::json measure_invariance(models::Model& model, const data::Dataset& dat
       // Rotate in the measured precision: a float32 rotation of float64 input
       // would itself move the points by ~1e-7.
       const auto rot = pc::random_so3(gen).to(device, dtype);
-      data::Batch turned = to(batch);
-      for (auto& [name, t] : turned.inputs) t = torch::matmul(rot, t);
-      worst = std::max(worst, (model.forward(turned) - base).abs().max().item<double>());
+      worst = std::max(worst, (model.forward(rotated(to(batch), rot)) - base).abs().max().item<double>());
     }
     const std::string key = dtype == torch::kFloat ? "float32" : "float64";
     out[key] = {{"max_abs_logit_change", worst}, {"max_abs_logit", scale}};
@@ -519,14 +528,12 @@ void register_attention(CLI::App* parent, Action& action) {
       if (o->query < 0 || o->query >= n)
         throw UsageError("--query " + std::to_string(o->query) + ": the cloud has " + std::to_string(n) + " points");
       auto gen = at::make_generator<at::CPUGeneratorImpl>(o->common.seed + 1);
-      const auto rot = pc::random_so3(gen).to(torch::kFloat);
-      data::Batch turned = batch;
-      for (auto& [name, t] : turned.inputs) t = torch::matmul(rot, t);
+      const auto turned = rotated(batch, pc::random_so3(gen).to(torch::kFloat));
       torch::NoGradGuard no_grad;
       make_directories(o->common.out);
       nlohmann::json report = {{"input", o->input}, {"query", o->query}, {"block", o->block}};
       std::vector<at::Tensor> rows;
-      for (const data::Batch* b : {&batch, static_cast<const data::Batch*>(&turned)}) {
+      for (const data::Batch* b : {&batch, &turned}) {
         std::vector<at::Tensor> attention;
         vnt->point_features(b->to(device), &attention);
         rows.push_back(attention.at(static_cast<size_t>(o->block))[0].mean(0)[o->query].to(torch::kCPU));  // [N]

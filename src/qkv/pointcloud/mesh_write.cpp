@@ -73,6 +73,16 @@ void append_le_float(std::string& out, float value) {
   append_le32(out, bits);
 }
 
+// "3 a b c": a triangle as OFF and ascii PLY both write it.
+void append_face_line(std::string& out, const std::array<int64_t, 3>& face) {
+  out += '3';
+  for (int64_t i : face) {
+    out += ' ';
+    append_int(out, i);
+  }
+  out += '\n';
+}
+
 }  // namespace
 
 void write_off(const std::string& path, const Mesh& mesh) {
@@ -88,14 +98,7 @@ void write_off(const std::string& path, const Mesh& mesh) {
     append_vec3(out, v);
     out += '\n';
   }
-  for (const auto& f : mesh.faces) {
-    out += '3';
-    for (int64_t i : f) {
-      out += ' ';
-      append_int(out, i);
-    }
-    out += '\n';
-  }
+  for (const auto& f : mesh.faces) append_face_line(out, f);
   write_file_atomic(path, out);
 }
 
@@ -142,12 +145,7 @@ void write_ply(const std::string& path, const Mesh& mesh, bool binary) {
       out += static_cast<char>(3);
       for (int64_t i : f) append_le32(out, static_cast<uint32_t>(i));
     } else {
-      out += '3';
-      for (int64_t i : f) {
-        out += ' ';
-        append_int(out, i);
-      }
-      out += '\n';
+      append_face_line(out, f);
     }
   }
   write_file_atomic(path, out);
