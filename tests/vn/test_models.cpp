@@ -1,11 +1,13 @@
-// Whole point-cloud classifiers: VNT-Net and VN-DGCNN give the same logits for
-// a rotated cloud; the xyz baseline does not; parameter counts match the papers'.
+// Whole point-cloud models: VNT-Net and VN-DGCNN (classifiers and part
+// segmenters) give the same logits for a rotated cloud, per point for the
+// segmenters; the xyz baselines do not; parameter counts match the papers'.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "qkv/core/errors.h"
 #include "support/haar_rotation.h"
 #include "qkv/models/model.h"
+#include "qkv/models/part_seg.h"
 #include "qkv/models/vnt_net.h"
 
 using namespace qkv;
@@ -19,13 +21,15 @@ data::Batch cloud_batch(int64_t b, int64_t n, torch::Dtype dtype, int64_t seed) 
   batch.inputs["points"] = torch::randn({b, 3, n}, gen, torch::kDouble).to(dtype);
   auto normals = torch::randn({b, 3, n}, gen, torch::kDouble);
   batch.inputs["normals"] = (normals / normals.norm(2, 1, true)).to(dtype);
+  batch.inputs["category"] = torch::arange(b, torch::kLong) * 5 % 16;  // for the part segmenters
   batch.target = torch::zeros({b}, torch::kLong);
   return batch;
 }
 
 data::Batch rotated(const data::Batch& batch, const at::Tensor& r) {
   data::Batch out = batch;
-  for (auto& [name, t] : out.inputs) t = torch::matmul(r, t);  // [3,3] @ [B,3,N]
+  for (auto& [name, t] : out.inputs)
+    if (name != "category") t = torch::matmul(r, t);  // [3,3] @ [B,3,N]
   return out;
 }
 
@@ -115,4 +119,76 @@ TEST(VNModels, BadInputsAreClearErrors) {
   EXPECT_THROW(model->forward(batch), DataError);
   EXPECT_THROW(make("vnt", {{"pooling", "sum"}}), UsageError);
   EXPECT_THROW(make("vnt", {{"heads", 0}}), UsageError);
+}
+
+// ---------------------------------------------------------------------------- part segmentation
+
+namespace {
+
+const nlohmann::json kSmallSeg = {{"linear_dim", 8}, {"heads", 3}, {"head_dim", 4}, {"k", 8},
+                                  {"category_dim", 8}, {"seg_hidden", {32, 16, 16}}};
+
+}  // namespace
+
+TEST(VNSegModels, VNTSegIsInvariantPerPointInFloat64AndFloat32) {
+  auto model = make("vnt-seg", kSmallSeg);
+  {
+    torch::NoGradGuard no_grad;
+    model->eval();
+    EXPECT_EQ(model->forward(cloud_batch(2, 48, torch::kFloat, 3)).sizes(), (std::vector<int64_t>{2, 48, 50}));
+  }
+  EXPECT_LE(invariance_error(*model, torch::kDouble), 1e-9);
+  EXPECT_LE(invariance_error(*make("vnt-seg", kSmallSeg), torch::kFloat), 1e-4);
+  auto with_normals = kSmallSeg;
+  with_normals["normals"] = true;
+  EXPECT_LE(invariance_error(*make("vnt-seg", with_normals), torch::kDouble), 1e-9);
+}
+
+TEST(VNSegModels, VNDGCNNSegIsInvariantPerPoint) {
+  EXPECT_LE(invariance_error(*make("vn-dgcnn-seg", {{"k", 8}}), torch::kDouble), 1e-9);
+  EXPECT_LE(invariance_error(*make("vn-dgcnn-seg", {{"k", 8}, {"pooling", "max"}}), torch::kDouble), 1e-9);
+  EXPECT_LE(invariance_error(*make("vn-dgcnn-seg", {{"k", 8}}), torch::kFloat), 1e-4);
+}
+
+TEST(VNSegModels, XYZSegBaselineIsNotInvariant) {
+  EXPECT_GT(invariance_error(*make("xyz-transformer-seg"), torch::kDouble), 1e-3);
+}
+
+TEST(VNSegModels, TheCategoryChangesThePrediction) {
+  auto model = make("vnt-seg", kSmallSeg);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  auto batch = cloud_batch(2, 48, torch::kFloat, 3);
+  const auto a = model->forward(batch);
+  batch.inputs["category"] = torch::tensor({7, 2}, torch::kLong);
+  EXPECT_GT((model->forward(batch) - a).abs().max().item<double>(), 1e-4);
+}
+
+TEST(VNSegModels, ParameterCounts) {
+  // Vector Neurons' vn_dgcnn_partseg with 50 parts and 16 categories.
+  EXPECT_EQ(models::count_parameters(*make("vn-dgcnn-seg")), 1306090);
+  // vnt-seg = the classifier's backbone at the paper's segmentation sizes
+  // (C 128, 14 heads of 16), with the head swapped: the classifier with no
+  // hidden head layers ends in Linear(2 * 2304 -> 2); the segmentation head is
+  // the category code (16*64 + BN 2*64) and 1x1 convolutions from 2304 point
+  // + 2304 pooled + 64 category features through 256, 256, 128 (each + BN) to 50.
+  const int64_t backbone =
+      models::count_parameters(*make("vnt", {{"linear_dim", 128}, {"heads", 14}, {"classes", 2}, {"head_hidden", nlohmann::json::array()}})) -
+      (2 * 2304 * 2 + 2);
+  const int64_t seg_head = (16 * 64 + 2 * 64) + (4672 * 256 + 2 * 256) + (256 * 256 + 2 * 256) + (256 * 128 + 2 * 128) +
+                           128 * 50;
+  EXPECT_EQ(models::count_parameters(*make("vnt-seg")), backbone + seg_head);
+}
+
+TEST(VNSegModels, BadCategoryInputsAreClearErrors) {
+  auto model = make("vnt-seg", kSmallSeg);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  auto batch = cloud_batch(2, 48, torch::kFloat, 3);
+  batch.inputs["category"] = torch::tensor({0, 16}, torch::kLong);
+  EXPECT_THROW(model->forward(batch), UsageError);
+  batch.inputs["category"] = torch::tensor({0.0, 1.0});
+  EXPECT_THROW(model->forward(batch), UsageError);
+  batch.inputs.erase("category");
+  EXPECT_THROW(model->forward(batch), std::out_of_range);
 }

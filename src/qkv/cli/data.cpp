@@ -1,15 +1,29 @@
 // qkv data <what>: writes built-in data sets to disk in the layout of the
 // public ones, so that the readers and training commands can be tried with no
-// download. synth-shapes: procedural meshes as a ModelNet40-style OFF tree.
+// download. synth-shapes: procedural meshes as a ModelNet40-style OFF tree;
+// synth-parts: labelled part shapes in ShapeNet-part's text layout.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "qkv/cli/commands.h"
 #include "qkv/core/errors.h"
+#include "qkv/pointcloud/shapenet_part.h"
+#include "qkv/pointcloud/synth_parts.h"
 #include "qkv/pointcloud/synth_shapes.h"
 
 namespace qkv::cli {
 namespace {
+
+void add_seed_option(CLI::App* cmd, uint64_t& seed) {
+  cmd->add_option("--seed", seed, "random seed; the same seed writes the same files")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          // CLI11 would read "-1" into an unsigned as 2^64 - 1.
+          [](std::string& value) {
+            return value.rfind('-', 0) == 0 ? std::string("must be 0 or more") : std::string();
+          },
+          ""));
+}
 
 void register_synth_shapes(CLI::App* parent, Action& action) {
   auto* cmd = parent->add_subcommand(
@@ -24,14 +38,7 @@ void register_synth_shapes(CLI::App* parent, Action& action) {
   cmd->add_option("--out", o->out, "folder to write <class>/{train,test}/<class>_NNNN.off and README.txt into");
   cmd->add_option("--train-per-class", o->shapes.train_per_class, "training shapes per class")->capture_default_str();
   cmd->add_option("--test-per-class", o->shapes.test_per_class, "test shapes per class")->capture_default_str();
-  cmd->add_option("--seed", o->shapes.seed, "random seed; the same seed writes the same files")
-      ->capture_default_str()
-      ->check(CLI::Validator(
-          // CLI11 would read "-1" into an unsigned as 2^64 - 1.
-          [](std::string& value) {
-            return value.rfind('-', 0) == 0 ? std::string("must be 0 or more") : std::string();
-          },
-          ""));
+  add_seed_option(cmd, o->shapes.seed);
   cmd->add_option("--classes", o->shapes.classes, "comma-separated classes to write (default: all, see --list)")
       ->delimiter(',');
   cmd->add_flag("--overwrite", o->shapes.overwrite, "write into an --out folder that already holds files");
@@ -53,12 +60,61 @@ void register_synth_shapes(CLI::App* parent, Action& action) {
   });
 }
 
+void register_synth_parts(CLI::App* parent, Action& action) {
+  auto* cmd = parent->add_subcommand(
+      "synth-parts",
+      "write procedural shapes with labelled parts in ShapeNet-part's text layout (--list: categories and parts)");
+  struct Opts {
+    pointcloud::SynthPartsOptions parts;
+    std::string out;
+    bool list = false;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("--out", o->out, "folder to write <synset>/<token>.txt, train_test_split/ and README.txt into");
+  cmd->add_option("--train-per-category", o->parts.train_per_category, "training shapes per category")
+      ->capture_default_str();
+  cmd->add_option("--val-per-category", o->parts.val_per_category, "validation shapes per category")
+      ->capture_default_str();
+  cmd->add_option("--test-per-category", o->parts.test_per_category, "test shapes per category")->capture_default_str();
+  cmd->add_option("--points-per-shape", o->parts.points_per_shape, "surface points written per shape")
+      ->capture_default_str();
+  add_seed_option(cmd, o->parts.seed);
+  cmd->add_option("--categories", o->parts.categories, "comma-separated categories (default: all, see --list)")
+      ->delimiter(',');
+  cmd->add_flag("--overwrite", o->parts.overwrite, "write into an --out folder that already holds files");
+  cmd->add_flag("--list", o->list, "list the categories and their part ids");
+  cmd->callback([o, &action] {
+    action = [o] {
+      if (o->list) {
+        for (const auto& name : pointcloud::synth_part_categories()) {
+          const auto& cat =
+              pointcloud::shapenet_part_categories()[static_cast<size_t>(pointcloud::find_part_category(name))];
+          std::printf("%-10s %s ", cat.name.c_str(), cat.synset.c_str());
+          const auto parts = pointcloud::synth_part_names(name);
+          for (size_t i = 0; i < parts.size(); ++i)
+            std::printf(" %lld %s", static_cast<long long>(cat.first_part + static_cast<int64_t>(i)), parts[i].c_str());
+          std::printf("\n");
+        }
+        return 0;
+      }
+      if (o->out.empty()) throw UsageError("data synth-parts: --out is required (or --list)");
+      const auto summary = pointcloud::write_synth_parts(o->out, o->parts);
+      std::printf("synth-parts: %zu categories, %lld shapes (%lld train, %lld val, %lld test) in %s\n",
+                  summary.categories.size(), static_cast<long long>(summary.files()),
+                  static_cast<long long>(summary.shapes[0]), static_cast<long long>(summary.shapes[1]),
+                  static_cast<long long>(summary.shapes[2]), o->out.c_str());
+      return 0;
+    };
+  });
+}
+
 }  // namespace
 
 void register_data(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("data", "write built-in data sets to disk: synth-shapes");
+  auto* cmd = app.add_subcommand("data", "write built-in data sets to disk: synth-shapes, synth-parts");
   cmd->require_subcommand(1);
   register_synth_shapes(cmd, action);
+  register_synth_parts(cmd, action);
 }
 
 }  // namespace qkv::cli

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   qkv::cli::register_lm(app, action);
   qkv::cli::register_data(app, action);
   qkv::cli::register_vnt(app, action);
+  qkv::cli::register_seg(app, action);
 
 
   // CLI11 would only say "a subcommand is required" for a mistyped command.

@@ -14,6 +14,7 @@
 #include <random>
 
 #include "qkv/cli/common.h"
+#include "qkv/cli/pointcloud_cli.h"
 #include "qkv/cli/commands.h"
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
@@ -35,18 +36,6 @@ namespace {
 namespace pc = qkv::pointcloud;
 
 const char* const kTrainCommand = "vnt train";
-
-// "z/so3" -> {Up, SO3}.
-std::pair<pc::Rotation, pc::Rotation> parse_protocol(const std::string& protocol) {
-  const auto slash = protocol.find('/');
-  if (slash == std::string::npos)
-    throw UsageError("--protocol " + protocol + ": expected TRAIN/TEST rotations such as z/z, z/so3 or so3/so3");
-  try {
-    return {pc::parse_rotation(protocol.substr(0, slash)), pc::parse_rotation(protocol.substr(slash + 1))};
-  } catch (const UsageError& e) {
-    throw UsageError("--protocol " + protocol + ": " + e.what());
-  }
-}
 
 // Where the clouds come from and how the model sees them; stored in
 // config.json so that eval, predict and --resume rebuild the same views.
@@ -124,14 +113,7 @@ struct VntData {
     std::string dir = source;
     if (source == "synthetic") {
       dir = synth_dir;
-      namespace fs = std::filesystem;
-      if (fs::exists(dir) && !fs::is_empty(dir)) {
-        const std::string readme = dir + "/README.txt";
-        const auto text = fs::exists(readme) ? read_file_bytes(readme) : std::vector<char>{};
-        if (std::string(text.begin(), text.end()).find("qkv data synth-shapes") == std::string::npos)
-          throw UsageError("--synth-dir " + dir + ": not empty and not a synthetic-shapes tree; choose another folder");
-        fs::remove_all(dir);
-      }
+      clear_synthetic_dir(dir, "qkv data synth-shapes", "--synth-dir");
       pc::SynthShapesOptions o = synth;
       const auto summary = pc::write_synth_shapes(dir, o);
       std::fprintf(stderr, "synthetic shapes: %zu classes, %lld files in %s\n", summary.classes.size(),
@@ -150,21 +132,6 @@ struct VntSplits {
   std::vector<std::pair<std::string, data::DatasetPtr>> extra_tests;  // the other test rotations
   std::vector<std::string> class_names;
 };
-
-// R [3, 3] applied to every input of a point-cloud batch (channels first, [B, 3, N]).
-data::Batch rotated(const data::Batch& batch, const at::Tensor& rotation) {
-  data::Batch out = batch;
-  for (auto& [name, t] : out.inputs) t = torch::matmul(rotation, t);
-  return out;
-}
-
-data::DatasetPtr view_of(const std::shared_ptr<const pc::PointCloudSet>& set, pc::PointViewOptions view,
-                         bool train, pc::Rotation rotation) {
-  view.train = train;
-  view.rotation = rotation;
-  if (!train) view.random_scale = view.random_shift = false;
-  return std::make_shared<pc::PointCloudDataset>(set, view);
-}
 
 // ModelNet has no validation split: a seeded shuffle of its train set gives
 // {train, val} indices.
@@ -288,25 +255,9 @@ void register_train(CLI::App* parent, Action& action) {
         d.view.use_normals = o->model == "vnt+n";
         d.copy_view_settings();
         if (d.source == "synthetic" && d.synth_dir.empty()) d.synth_dir = common.out + "/synthetic";
-        try {
-          request.model_options = nlohmann::json::parse(o->model_options);
-        } catch (const nlohmann::json::exception&) {
-          throw UsageError("--model-options: not valid JSON: " + o->model_options);
-        }
-        if (!request.model_options.is_object()) throw UsageError("--model-options: expected a JSON object");
         const bool vnt = o->model == "vnt" || o->model == "vnt+n";
-        if (o->linear_dim > 0) {
-          if (!vnt) throw UsageError("--linear-dim applies to vnt and vnt+n only");
-          request.model_options["linear_dim"] = o->linear_dim;
-        }
-        if (o->head_dim > 0) {
-          if (!vnt) throw UsageError("--head-dim applies to vnt and vnt+n only");
-          request.model_options["head_dim"] = o->head_dim;
-        }
-        if (o->heads > 0) {
-          if (o->model == "vn-dgcnn") throw UsageError("--heads does not apply to vn-dgcnn");
-          request.model_options["heads"] = o->heads;
-        }
+        request.model_options = model_options_from_cli(o->model_options, o->model, vnt, o->model != "vn-dgcnn",
+                                                       o->linear_dim, o->heads, o->head_dim);
       }
       config.seed = common.seed;
       apply_common_options(common);
@@ -340,39 +291,6 @@ LoadedRun load_run(const std::string& checkpoint, const c10::Device& device) {
   r.model->eval();
   r.data = VntData::from_json(r.config.at("data"));
   return r;
-}
-
-// The largest change of any logit when the test clouds are rotated by random
-// SO(3) rotations, over the first `shapes` shapes of a dataset, in float32
-// and float64 (the model is copied to double for the latter).
-nlohmann::json measure_invariance(models::Model& model, const data::Dataset& dataset, int64_t shapes,
-                                  int64_t rotations, uint64_t seed, const c10::Device& device) {
-  torch::NoGradGuard no_grad;
-  std::vector<int64_t> idx(static_cast<size_t>(std::min<int64_t>(shapes, dataset.size())));
-  std::iota(idx.begin(), idx.end(), 0);
-  const auto batch = dataset.get(idx);
-  nlohmann::json out = {{"shapes", idx.size()}, {"rotations", rotations}};
-  for (const auto dtype : {torch::kFloat, torch::kDouble}) {
-    model.to(device, dtype);
-    auto to = [&](const data::Batch& b) {
-      data::Batch c = b.to(device);
-      for (auto& [name, t] : c.inputs) t = t.to(dtype);
-      return c;
-    };
-    const auto base = model.forward(to(batch));
-    double worst = 0, scale = base.abs().max().item<double>();
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-    for (int64_t r = 0; r < rotations; ++r) {
-      // Rotate in the measured precision: a float32 rotation of float64 input
-      // would itself move the points by ~1e-7.
-      const auto rot = pc::random_so3(gen).to(device, dtype);
-      worst = std::max(worst, (model.forward(rotated(to(batch), rot)) - base).abs().max().item<double>());
-    }
-    const std::string key = dtype == torch::kFloat ? "float32" : "float64";
-    out[key] = {{"max_abs_logit_change", worst}, {"max_abs_logit", scale}};
-  }
-  model.to(device, torch::kFloat);
-  return out;
 }
 
 void register_eval(CLI::App* parent, Action& action) {
@@ -518,7 +436,7 @@ void register_attention(CLI::App* parent, Action& action) {
     action = [o] {
       const c10::Device device = apply_common_options(o->common);
       auto run = load_run(o->checkpoint, device);
-      auto* vnt = dynamic_cast<models::VNTNet*>(run.model.get());
+      auto* vnt = dynamic_cast<models::VNTBackbone*>(run.model.get());
       if (!vnt) throw UsageError("--checkpoint " + o->checkpoint + ": attention maps need a vnt or vnt+n model");
       if (o->block < 0 || o->block >= vnt->options().blocks)
         throw UsageError("--block " + std::to_string(o->block) + ": the model has " +
@@ -562,17 +480,6 @@ void register_attention(CLI::App* parent, Action& action) {
       return 0;
     };
   });
-}
-
-// Reads a finished run's summary.json.
-nlohmann::json read_summary(const std::string& run) {
-  const std::string path = train::RunPaths{run}.summary();
-  try {
-    const auto bytes = read_file_bytes(path);
-    return nlohmann::json::parse(bytes.begin(), bytes.end());
-  } catch (const nlohmann::json::exception& e) {
-    throw DataError(path + ": not valid JSON (" + e.what() + ")");
-  }
 }
 
 void register_compare(CLI::App* parent, Action& action) {

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/shape.h"
 
 namespace qkv::models {
 
@@ -33,6 +34,45 @@ ClassificationHeadImpl::ClassificationHeadImpl(int64_t in_features, const std::v
     width = h;
   }
   layers->push_back(torch::nn::Linear(width, classes));
+}
+
+PartSegmentationHeadImpl::PartSegmentationHeadImpl(int64_t point_features, int64_t global_features,
+                                                   int64_t categories, int64_t category_dim,
+                                                   const std::vector<int64_t>& hidden, int64_t parts, double dropout,
+                                                   double negative_slope)
+    : categories(categories) {
+  const auto act = torch::nn::LeakyReLUOptions().negative_slope(negative_slope);
+  category_code = register_module("category_code", torch::nn::Sequential(
+                                                       torch::nn::Linear(torch::nn::LinearOptions(categories, category_dim).bias(false)),
+                                                       torch::nn::BatchNorm1d(category_dim), torch::nn::LeakyReLU(act)));
+  layers = register_module("layers", torch::nn::Sequential());
+  int64_t width = point_features + global_features + category_dim;
+  for (size_t i = 0; i < hidden.size(); ++i) {
+    layers->push_back(torch::nn::Conv1d(torch::nn::Conv1dOptions(width, hidden[i], 1).bias(false)));
+    layers->push_back(torch::nn::BatchNorm1d(hidden[i]));
+    layers->push_back(torch::nn::LeakyReLU(act));
+    if (dropout > 0 && i + 1 < hidden.size()) layers->push_back(torch::nn::Dropout(dropout));
+    width = hidden[i];
+  }
+  layers->push_back(torch::nn::Conv1d(torch::nn::Conv1dOptions(width, parts, 1).bias(false)));
+}
+
+at::Tensor PartSegmentationHeadImpl::forward(const at::Tensor& point, const at::Tensor& global,
+                                             const at::Tensor& category) {
+  if (category.numel() > 0 && (category.min().item<int64_t>() < 0 || category.max().item<int64_t>() >= categories))
+    throw UsageError("input 'category': values must be in 0.." + std::to_string(categories - 1));
+  const int64_t n = point.size(2);
+  const auto one_hot = torch::one_hot(category, categories).to(point.scalar_type());
+  const auto code = category_code->forward(one_hot);  // [B, category_dim]
+  const auto per_shape = torch::cat({global, code}, 1).unsqueeze(2).expand({-1, -1, n});
+  return layers->forward(torch::cat({point, per_shape}, 1)).transpose(1, 2);
+}
+
+at::Tensor category_input(const data::Batch& batch) {
+  const auto& category = batch.input("category");
+  if (category.dim() != 1 || category.scalar_type() != torch::kLong || category.size(0) != batch.input("points").size(0))
+    throw UsageError("input 'category': expected [B] int64 category indices, got " + shape_of(category));
+  return category;
 }
 
 }  // namespace qkv::models

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "qkv/data/dataset.h"
+
 namespace qkv::models {
 
 // "max", "mean" or "max+mean" (concatenated); UsageError otherwise.
@@ -27,5 +29,28 @@ class ClassificationHeadImpl : public torch::nn::Module {
   torch::nn::Sequential layers{nullptr};
 };
 TORCH_MODULE(ClassificationHead);
+
+// The part-segmentation head of DGCNN / Vector Neurons / VNT-Net: the object
+// category (one-hot) through a linear layer with BatchNorm and LeakyReLU; the
+// global feature and the category code repeated at every point and
+// concatenated to its own features; then per-point linear layers (1x1
+// convolutions without bias) each with BatchNorm and LeakyReLU (ReLU for slope
+// 0), Dropout after each but the last hidden one, and a last linear layer
+// without bias to the part logits.
+class PartSegmentationHeadImpl : public torch::nn::Module {
+ public:
+  PartSegmentationHeadImpl(int64_t point_features, int64_t global_features, int64_t categories, int64_t category_dim,
+                           const std::vector<int64_t>& hidden, int64_t parts, double dropout,
+                           double negative_slope = 0.2);
+  // point [B, Fp, N], global [B, Fg], category [B] int64 -> logits [B, N, parts].
+  // UsageError for a category outside 0..categories-1.
+  at::Tensor forward(const at::Tensor& point, const at::Tensor& global, const at::Tensor& category);
+  torch::nn::Sequential category_code{nullptr}, layers{nullptr};
+  int64_t categories;
+};
+TORCH_MODULE(PartSegmentationHead);
+
+// The "category" input of a part-segmentation batch, checked: [B] int64.
+at::Tensor category_input(const data::Batch& batch);
 
 }  // namespace qkv::models

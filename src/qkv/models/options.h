@@ -37,6 +37,8 @@ class OptionReader {
                        nlohmann::json(lo).dump() + ", " + nlohmann::json(hi).dump() + "]");
   }
 
+  const std::string& model() const { return model_; }
+
   // Throws on keys that no get() asked for: a typo must not pass silently.
   void finish() const {
     if (j_.is_null()) return;

@@ -3,6 +3,7 @@
 #include "qkv/core/errors.h"
 #include "qkv/models/mlp.h"
 #include "qkv/models/model.h"
+#include "qkv/models/part_seg.h"
 #include "qkv/models/transformer_lm.h"
 #include "qkv/models/vn_dgcnn.h"
 #include "qkv/models/vnt_net.h"
@@ -35,6 +36,10 @@ const std::vector<ModelEntry>& model_registry() {
       entry<VNDGCNN, VNDGCNNOptions>("vn-dgcnn", "Vector Neurons' rotation-invariant DGCNN classifier (qkv vnt)"),
       entry<XYZTransformer, XYZTransformerOptions>("xyz-transformer",
                                                    "standard transformer on raw xyz, not rotation invariant (qkv vnt)"),
+      entry<VNTNetSeg, VNTSegOptions>("vnt-seg", "VNT-Net part segmentation, rotation invariant per point (qkv seg)"),
+      entry<VNDGCNNSeg, VNDGCNNSegOptions>("vn-dgcnn-seg", "Vector Neurons' part-segmentation DGCNN (qkv seg)"),
+      entry<XYZTransformerSeg, XYZTransformerSegOptions>(
+          "xyz-transformer-seg", "transformer on raw xyz for part segmentation, not rotation invariant (qkv seg)"),
   };
   return registry;
 }

@@ -13,6 +13,15 @@ VNTNetOptions VNTNetOptions::from_json(const nlohmann::json& j, const std::strin
   o.normals = name == "vnt+n";
   OptionReader r(name, j);
   r.get("classes", o.classes, 2);
+  r.get("head_hidden", o.head_hidden);
+  r.get("dropout", o.dropout, 0.0, 0.99);
+  read_vnt_backbone_options(r, o);
+  for (const auto h : o.head_hidden)
+    if (h < 1) throw UsageError(name + " option 'head_hidden': widths must be >= 1");
+  return o;
+}
+
+void read_vnt_backbone_options(OptionReader& r, VNTNetOptions& o) {
   r.get("linear_dim", o.linear_dim, 1);
   r.get("heads", o.heads, 1);
   r.get("head_dim", o.head_dim, 1);
@@ -24,16 +33,11 @@ VNTNetOptions VNTNetOptions::from_json(const nlohmann::json& j, const std::strin
   r.get("layer_norm", o.layer_norm);
   r.get("normalize_frame", o.normalize_frame);
   r.get("pooling", o.pooling);
-  r.get("head_hidden", o.head_hidden);
-  r.get("dropout", o.dropout, 0.0, 0.99);
   r.get("negative_slope", o.negative_slope, 0.0, 1.0);
   r.finish();
-  check_pooling(name, o.pooling);
-  for (const auto h : o.head_hidden)
-    if (h < 1) throw UsageError(name + " option 'head_hidden': widths must be >= 1");
+  check_pooling(r.model(), o.pooling);
   if (2 * o.blocks * o.linear_dim < 4)
-    throw UsageError(name + ": the invariant layer needs 2 * blocks * linear_dim >= 4");
-  return o;
+    throw UsageError(r.model() + ": the invariant layer needs 2 * blocks * linear_dim >= 4");
 }
 
 nlohmann::json VNTNetOptions::to_json() const {
@@ -60,7 +64,7 @@ at::Tensor vn_input(const data::Batch& batch, bool with_normals) {
   return torch::stack({points, normals}, 1);
 }
 
-VNTNet::VNTNet(const VNTNetOptions& o) : options_(o) {
+VNTBackbone::VNTBackbone(const VNTNetOptions& o) : options_(o) {
   const int64_t in_channels = o.normals ? 2 : 1;
   edge_conv_ = register_module("edge_conv", vn::VNEdgeConv(in_channels, o.linear_dim, o.k, o.edge_cross,
                                                             o.negative_slope));
@@ -74,11 +78,14 @@ VNTNet::VNTNet(const VNTNetOptions& o) : options_(o) {
   // as in Vector Neurons: the mean gives the frame a global reference.
   const int64_t vn_channels = 2 * o.blocks * o.linear_dim;
   invariant_ = register_module("invariant", vn::VNStdFeature(vn_channels, o.normalize_frame, false, o.negative_slope));
-  head_ = register_module("head", ClassificationHead(pooled_width(3 * vn_channels, o.pooling), o.head_hidden,
+}
+
+VNTNet::VNTNet(const VNTNetOptions& o) : VNTBackbone(o) {
+  head_ = register_module("head", ClassificationHead(pooled_width(point_feature_width(), o.pooling), o.head_hidden,
                                                      o.classes, o.dropout, o.negative_slope));
 }
 
-at::Tensor VNTNet::point_features(const data::Batch& batch, std::vector<at::Tensor>* attention) {
+at::Tensor VNTBackbone::point_features(const data::Batch& batch, std::vector<at::Tensor>* attention) {
   const auto x0 = vn_input(batch, options_.normals);
   const auto idx = vn::knn_indices(batch.input("points"), options_.k);
   auto x = edge_conv_->forward(x0, idx);

@@ -10,6 +10,7 @@
 
 #include "qkv/models/cloud_head.h"
 #include "qkv/models/model.h"
+#include "qkv/models/options.h"
 #include "qkv/vn/vn_layers.h"
 
 namespace qkv::models {
@@ -36,22 +37,40 @@ struct VNTNetOptions {
   int64_t hidden() const { return ffn_hidden > 0 ? ffn_hidden : 4 * linear_dim; }
 };
 
-class VNTNet : public Model {
+// Reads the options of the VNT-Net backbone (all but classes, head_hidden and
+// dropout) and checks them; shared by the classifier and the segmenter. Call
+// it last: it finishes the reader (unknown keys are errors).
+void read_vnt_backbone_options(OptionReader& reader, VNTNetOptions& options);
+
+// What the classifier and the part segmenter share: the edge-conv input
+// block, the basic blocks and the invariant layer, registered as edge_conv,
+// blocks and invariant.
+class VNTBackbone : public Model {
+ public:
+  explicit VNTBackbone(const VNTNetOptions& options);
+  // Per-point rotation-invariant features before pooling, [B, F, N] with
+  // F = point_feature_width() = 3 * 2 * blocks * C. attention, when given,
+  // receives each block's [B, H, N, N] attention weights.
+  at::Tensor point_features(const data::Batch& batch, std::vector<at::Tensor>* attention = nullptr);
+  int64_t point_feature_width() const { return 3 * 2 * options_.blocks * options_.linear_dim; }
+  const VNTNetOptions& options() const { return options_; }
+
+ protected:
+  VNTNetOptions options_;
+
+ private:
+  vn::VNEdgeConv edge_conv_{nullptr};
+  std::vector<vn::VNTBlock> blocks_;
+  vn::VNStdFeature invariant_{nullptr};
+};
+
+class VNTNet : public VNTBackbone {
  public:
   explicit VNTNet(const VNTNetOptions& options);
   // inputs "points" [B, 3, N] (and "normals" [B, 3, N] for +N) -> logits [B, classes]
   at::Tensor forward(const data::Batch& batch) override;
-  // Per-point rotation-invariant features before pooling, [B, F, N] with
-  // F = 3 * 2 * blocks * C. attention, when given, receives each block's
-  // [B, H, N, N] attention weights.
-  at::Tensor point_features(const data::Batch& batch, std::vector<at::Tensor>* attention = nullptr);
-  const VNTNetOptions& options() const { return options_; }
 
  private:
-  VNTNetOptions options_;
-  vn::VNEdgeConv edge_conv_{nullptr};
-  std::vector<vn::VNTBlock> blocks_;
-  vn::VNStdFeature invariant_{nullptr};
   ClassificationHead head_{nullptr};
 };
 

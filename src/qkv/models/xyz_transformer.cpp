@@ -12,20 +12,24 @@ XYZTransformerOptions XYZTransformerOptions::from_json(const nlohmann::json& j) 
   XYZTransformerOptions o;
   OptionReader r("xyz-transformer", j);
   r.get("classes", o.classes, 2);
+  r.get("head_hidden", o.head_hidden);
+  r.get("dropout", o.dropout, 0.0, 0.99);
+  read_xyz_backbone_options(r, o);
+  return o;
+}
+
+void read_xyz_backbone_options(OptionReader& r, XYZTransformerOptions& o) {
   r.get("d_model", o.d_model, 1);
   r.get("layers", o.layers, 1);
   r.get("heads", o.heads, 1);
   r.get("embed_hidden", o.embed_hidden, 1);
   r.get("mlp_hidden", o.mlp_hidden, 0);
   r.get("pooling", o.pooling);
-  r.get("head_hidden", o.head_hidden);
-  r.get("dropout", o.dropout, 0.0, 0.99);
   r.finish();
-  check_pooling("xyz-transformer", o.pooling);
+  check_pooling(r.model(), o.pooling);
   if (o.d_model % o.heads != 0)
-    throw UsageError("xyz-transformer: d_model " + std::to_string(o.d_model) + " is not divisible by heads " +
+    throw UsageError(r.model() + ": d_model " + std::to_string(o.d_model) + " is not divisible by heads " +
                      std::to_string(o.heads));
-  return o;
 }
 
 nlohmann::json XYZTransformerOptions::to_json() const {
@@ -34,7 +38,7 @@ nlohmann::json XYZTransformerOptions::to_json() const {
           {"pooling", pooling},         {"head_hidden", head_hidden}, {"dropout", dropout}};
 }
 
-XYZTransformer::XYZTransformer(const XYZTransformerOptions& o) : options_(o) {
+XYZTransformerBackbone::XYZTransformerBackbone(const XYZTransformerOptions& o) : options_(o) {
   embed_in_ = register_module("embed_in", torch::nn::Linear(3, o.embed_hidden));
   embed_out_ = register_module("embed_out", torch::nn::Linear(o.embed_hidden, o.d_model));
   TransformerLMOptions block;
@@ -48,16 +52,22 @@ XYZTransformer::XYZTransformer(const XYZTransformerOptions& o) : options_(o) {
   }
   register_module("blocks", list);
   ln_final_ = register_module("ln_final", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model})));
+}
+
+at::Tensor XYZTransformerBackbone::point_features(const data::Batch& batch) {
+  const auto points = vn_input(batch, false).squeeze(1).transpose(1, 2);  // [B, N, 3]
+  auto x = embed_out_->forward(torch::relu(embed_in_->forward(points)));
+  for (auto& block : blocks_) x = block->forward(x, nullptr, 0);
+  return ln_final_->forward(x).transpose(1, 2);  // [B, d, N]
+}
+
+XYZTransformer::XYZTransformer(const XYZTransformerOptions& o) : XYZTransformerBackbone(o) {
   head_ = register_module("head", ClassificationHead(pooled_width(o.d_model, o.pooling), o.head_hidden, o.classes,
                                                      o.dropout));
 }
 
 at::Tensor XYZTransformer::forward(const data::Batch& batch) {
-  const auto points = vn_input(batch, false).squeeze(1).transpose(1, 2);  // [B, N, 3]
-  auto x = embed_out_->forward(torch::relu(embed_in_->forward(points)));
-  for (auto& block : blocks_) x = block->forward(x, nullptr, 0);
-  x = ln_final_->forward(x).transpose(1, 2);  // [B, d, N]
-  return head_->forward(global_pool(x, options_.pooling));
+  return head_->forward(global_pool(point_features(batch), options_.pooling));
 }
 
 }  // namespace qkv::models

@@ -12,6 +12,7 @@
 
 #include "qkv/models/cloud_head.h"
 #include "qkv/models/model.h"
+#include "qkv/models/options.h"
 #include "qkv/models/transformer_lm.h"
 
 namespace qkv::models {
@@ -31,17 +32,34 @@ struct XYZTransformerOptions {
   nlohmann::json to_json() const;
 };
 
-class XYZTransformer : public Model {
+// Reads the encoder's options (all but classes, head_hidden and dropout). Call
+// it last: it finishes the reader (unknown keys are errors).
+void read_xyz_backbone_options(OptionReader& reader, XYZTransformerOptions& options);
+
+// The encoder the classifier and the part segmenter share (embed_in,
+// embed_out, blocks, ln_final).
+class XYZTransformerBackbone : public Model {
+ public:
+  explicit XYZTransformerBackbone(const XYZTransformerOptions& options);
+  // inputs "points" [B, 3, N] -> per-point features [B, d_model, N]
+  at::Tensor point_features(const data::Batch& batch);
+
+ protected:
+  XYZTransformerOptions options_;
+
+ private:
+  torch::nn::Linear embed_in_{nullptr}, embed_out_{nullptr};
+  std::vector<TransformerBlock> blocks_;
+  torch::nn::LayerNorm ln_final_{nullptr};
+};
+
+class XYZTransformer : public XYZTransformerBackbone {
  public:
   explicit XYZTransformer(const XYZTransformerOptions& options);
   // inputs "points" [B, 3, N] -> logits [B, classes]
   at::Tensor forward(const data::Batch& batch) override;
 
  private:
-  XYZTransformerOptions options_;
-  torch::nn::Linear embed_in_{nullptr}, embed_out_{nullptr};
-  std::vector<TransformerBlock> blocks_;
-  torch::nn::LayerNorm ln_final_{nullptr};
   ClassificationHead head_{nullptr};
 };
 

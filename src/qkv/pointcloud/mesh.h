@@ -15,6 +15,9 @@ struct Mesh {
   std::vector<Vec3> normals;                   // per vertex; empty when the file has none
   std::vector<std::array<int64_t, 3>> faces;   // triangles (polygons are fanned); empty for a point cloud
   std::vector<std::array<uint8_t, 3>> colors;  // per vertex RGB; empty unless written for display
+  // Per face: the part it belongs to (the synthetic part-segmentation shapes);
+  // empty when the mesh has no part labels, else one per face.
+  std::vector<int32_t> face_parts;
 
   bool has_normals() const { return !normals.empty(); }
   bool is_point_cloud() const { return faces.empty(); }

@@ -1,6 +1,5 @@
 #include "qkv/pointcloud/modelnet.h"
 
-#include <hdf5.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include <optional>
 
 #include "qkv/core/errors.h"
+#include "qkv/pointcloud/data_files.h"
 #include "qkv/pointcloud/mesh_read.h"
 #include "qkv/pointcloud/sampling.h"
 
@@ -26,21 +26,6 @@ constexpr const char* kResampledLayout = "modelnet40_normal_resampled";
 constexpr const char* kH5Layout = "modelnet40_ply_hdf5_2048";
 const char* const kSplits[2] = {"train", "test"};
 
-bool is_file(const fs::path& p) {
-  std::error_code ec;
-  return fs::is_regular_file(p, ec);
-}
-
-bool is_dir(const fs::path& p) {
-  std::error_code ec;
-  return fs::is_directory(p, ec);
-}
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-
 // Archive debris such as .DS_Store or __MACOSX is not a class.
 bool is_hidden(const std::string& name) { return name.empty() || name[0] == '.' || name.rfind("__", 0) == 0; }
 
@@ -53,28 +38,6 @@ std::vector<fs::path> sorted_entries(const fs::path& dir, bool dirs) {
   }
   if (ec) throw DataError(dir.string() + ": cannot list: " + ec.message());
   std::sort(out.begin(), out.end());
-  return out;
-}
-
-struct ListLine {
-  std::string text;
-  int64_t line;
-};
-
-// The non-blank lines of a list file, trimmed.
-std::vector<ListLine> read_list(const fs::path& path) {
-  if (!is_file(path)) throw DataError(path.string() + ": missing list file");
-  std::ifstream in(path);
-  if (!in) throw DataError(path.string() + ": cannot open: " + std::strerror(errno));
-  std::vector<ListLine> out;
-  std::string line;
-  for (int64_t n = 1; std::getline(in, line); ++n) {
-    const auto b = line.find_first_not_of(" \t\r");
-    if (b == std::string::npos) continue;
-    const auto e = line.find_last_not_of(" \t\r");
-    out.push_back({line.substr(b, e - b + 1), n});
-  }
-  if (in.bad()) throw DataError(path.string() + ": read failed");
   return out;
 }
 
@@ -160,7 +123,7 @@ ModelNetData load_off_tree(const fs::path& dir, const ModelNetLoadOptions& o) {
       if (!is_dir(split_dir)) throw DataError(split_dir.string() + ": missing folder (class '" + class_names[c] + "')");
       int64_t taken = 0;
       for (const auto& f : sorted_entries(split_dir, false)) {
-        if (lower(f.extension().string()) != ".off") continue;
+        if (to_lower(f.extension().string()) != ".off") continue;
         if (o.max_per_class > 0 && taken == o.max_per_class) break;
         ++taken;
         const auto relative = class_names[c] + "/" + kSplits[split] + "/" + f.filename().string();
@@ -230,66 +193,6 @@ ModelNetData load_resampled(const fs::path& dir, const std::string& prefix, cons
 }
 
 // ---------------------------------------------------------------------------- ply_hdf5_2048
-
-// Closes an HDF5 handle on every path out, errors included.
-class H5Handle {
- public:
-  H5Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
-  ~H5Handle() {
-    if (id_ >= 0) close_(id_);
-  }
-  H5Handle(const H5Handle&) = delete;
-  H5Handle& operator=(const H5Handle&) = delete;
-  hid_t get() const { return id_; }
-  bool ok() const { return id_ >= 0; }
-
- private:
-  hid_t id_;
-  herr_t (*close_)(hid_t);
-};
-
-class H5File {
- public:
-  explicit H5File(std::string path) : path_(std::move(path)), file_(open(path_), H5Fclose) {}
-
-  bool has(const std::string& name) const { return H5Lexists(file_.get(), name.c_str(), H5P_DEFAULT) > 0; }
-
-  // The whole dataset converted by HDF5 to `dtype` (float32 or int64), with its
-  // shape. integer_only refuses floating-point storage (labels).
-  at::Tensor read(const std::string& name, at::ScalarType dtype, bool integer_only) const {
-    const auto where = path_ + ": dataset '" + name + "': ";
-    if (!has(name)) throw DataError(path_ + ": no dataset '" + name + "'");
-    H5Handle ds(H5Dopen2(file_.get(), name.c_str(), H5P_DEFAULT), H5Dclose);
-    if (!ds.ok()) throw DataError(where + "cannot open");
-    H5Handle type(H5Dget_type(ds.get()), H5Tclose);
-    const auto cls = type.ok() ? H5Tget_class(type.get()) : H5T_NO_CLASS;
-    if (cls != H5T_INTEGER && (integer_only || cls != H5T_FLOAT))
-      throw DataError(where + (integer_only ? "not an integer type" : "not a numeric type"));
-    H5Handle space(H5Dget_space(ds.get()), H5Sclose);
-    const int rank = space.ok() ? H5Sget_simple_extent_ndims(space.get()) : -1;
-    if (rank < 1 || rank > 3) throw DataError(where + "unexpected rank " + std::to_string(rank));
-    hsize_t dims[3] = {0, 0, 0};
-    H5Sget_simple_extent_dims(space.get(), dims, nullptr);
-    std::vector<int64_t> shape(dims, dims + rank);
-    auto out = torch::empty(shape, dtype);
-    const hid_t mem_type = dtype == torch::kFloat ? H5T_NATIVE_FLOAT : H5T_NATIVE_INT64;
-    if (out.numel() > 0 && H5Dread(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data_ptr()) < 0)
-      throw DataError(where + "read failed (truncated or corrupt file?)");
-    return out;
-  }
-
- private:
-  static hid_t open(const std::string& path) {
-    // HDF5 prints its own error stack to stderr by default; our DataError says it in one line.
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-    const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (id < 0) throw DataError(path + ": cannot open as an HDF5 file");
-    return id;
-  }
-
-  std::string path_;
-  H5Handle file_;
-};
 
 ModelNetData load_h5(const fs::path& dir, const ModelNetLoadOptions& o) {
   fs::path names_path = dir / "shape_names.txt";
@@ -378,7 +281,7 @@ struct Detected {
 std::optional<Detected> detect(const fs::path& dir) {
   if (is_file(dir / "train_files.txt") || is_file(dir / "test_files.txt")) return Detected{kH5Layout, ""};
   for (const auto& f : sorted_entries(dir, false))
-    if (lower(f.extension().string()) == ".h5") return Detected{kH5Layout, ""};
+    if (to_lower(f.extension().string()) == ".h5") return Detected{kH5Layout, ""};
   if (is_file(dir / "modelnet40_train.txt") || is_file(dir / "modelnet40_test.txt") ||
       is_file(dir / "modelnet40_shape_names.txt"))
     return Detected{kResampledLayout, "modelnet40"};

@@ -9,11 +9,13 @@
 
 namespace qkv::pointcloud {
 
-// S shapes of P points each, with labels into class_names.
+// S shapes of P points each, with labels into class_names (for part
+// segmentation: the object category, and a part label per point).
 struct PointCloudSet {
   at::Tensor points;                     // [S, P, 3] float32
   at::Tensor normals;                    // [S, P, 3] float32, or undefined when not loaded
   at::Tensor labels;                     // [S] int64 in [0, class_names.size())
+  at::Tensor point_labels;               // [S, P] int64 per-point labels (part segmentation), or undefined
   std::vector<std::string> class_names;  // label -> name
   std::vector<std::string> sources;      // per shape, for messages: a file, or "file.h5[row]"
 

@@ -40,8 +40,8 @@ ViewDraws draw(const PointViewOptions& o, int64_t stored, bool train, OptionalGe
 }
 
 // One shape's view: points [P, 3] (and normals, or undefined) to [N, 3] each,
-// written to the given rows.
-void make_view(const at::Tensor& points, const at::Tensor& normals, const PointViewOptions& o, const ViewDraws& d,
+// written to the given rows. Returns which stored points were taken ([N] int64).
+at::Tensor make_view(const at::Tensor& points, const at::Tensor& normals, const PointViewOptions& o, const ViewDraws& d,
                at::Tensor out_points, at::Tensor out_normals) {
   at::Tensor index;
   if (o.sampling == "fps")
@@ -56,11 +56,12 @@ void make_view(const at::Tensor& points, const at::Tensor& normals, const PointV
   if (d.shift.defined()) x = x + d.shift.to(x.scalar_type());
   if (d.rotation.defined()) x = rotate(x, d.rotation);
   out_points.copy_(x);
-  if (!out_normals.defined()) return;
+  if (!out_normals.defined()) return index;
   auto n = normals.index_select(0, index);
   if (d.rotation.defined()) n = rotate(n, d.rotation);
   // Zero normals (none known for a point) stay zero instead of becoming NaN.
   out_normals.copy_(n / n.norm(2, -1, true).clamp_min(1e-12));
+  return index;
 }
 
 at::Generator eval_generator(uint64_t seed, int64_t index) {
@@ -79,10 +80,10 @@ void check_options(const PointViewOptions& o) {
 Rotation parse_rotation(const std::string& name) {
   std::string s = name;
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (s == "none") return Rotation::None;
+  if (s == "none" || s == "i") return Rotation::None;  // "I" in the segmentation papers' protocols
   if (s == "z") return Rotation::Up;
   if (s == "so3") return Rotation::SO3;
-  throw UsageError("unknown rotation '" + name + "': expected none, z or so3");
+  throw UsageError("unknown rotation '" + name + "': expected none (or i), z or so3");
 }
 
 std::string rotation_name(Rotation rotation) {
@@ -106,6 +107,9 @@ PointCloudDataset::PointCloudDataset(std::shared_ptr<const PointCloudSet> set, P
                      " points stored per shape");
   if (options_.use_normals && !set_->normals.defined())
     throw UsageError("normals were asked for but the data set was loaded without them");
+  TORCH_CHECK(!set_->point_labels.defined() ||
+                  set_->point_labels.sizes() == at::IntArrayRef({set_->size(), stored}),
+              "PointCloudDataset: point_labels must be [S, P] like the points");
 }
 
 data::Batch PointCloudDataset::get(const std::vector<int64_t>& indices) const {
@@ -121,17 +125,27 @@ data::Batch PointCloudDataset::get(const std::vector<int64_t>& indices) const {
 
   auto points = torch::empty({b, n, 3}, torch::kFloat);
   at::Tensor normals = options_.use_normals ? torch::empty({b, n, 3}, torch::kFloat) : at::Tensor();
+  const bool per_point = set_->point_labels.defined();
+  at::Tensor parts = per_point ? torch::empty({b, n}, torch::kLong) : at::Tensor();
   at::parallel_for(0, b, 1, [&](int64_t begin, int64_t end) {
     for (int64_t k = begin; k < end; ++k) {
       const int64_t i = indices[static_cast<size_t>(k)];
-      make_view(set_->points[i], options_.use_normals ? set_->normals[i] : at::Tensor(), options_,
-                draws[static_cast<size_t>(k)], points[k], options_.use_normals ? normals[k] : at::Tensor());
+      const auto taken = make_view(set_->points[i], options_.use_normals ? set_->normals[i] : at::Tensor(), options_,
+                                   draws[static_cast<size_t>(k)], points[k],
+                                   options_.use_normals ? normals[k] : at::Tensor());
+      if (per_point) parts[k].copy_(set_->point_labels[i].index_select(0, taken));
     }
   });
   data::Batch batch;
   batch.inputs["points"] = points.transpose(1, 2).contiguous();
   if (options_.use_normals) batch.inputs["normals"] = normals.transpose(1, 2).contiguous();
-  batch.target = set_->labels.index_select(0, torch::tensor(indices, torch::kLong));
+  const auto labels = set_->labels.index_select(0, torch::tensor(indices, torch::kLong));
+  if (per_point) {
+    batch.inputs["category"] = labels;
+    batch.target = parts;
+  } else {
+    batch.target = labels;
+  }
   return batch;
 }
 

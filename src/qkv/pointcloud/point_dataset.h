@@ -17,7 +17,7 @@ namespace qkv::pointcloud {
 // The rotation protocol of a split, as rotation-invariance papers name them:
 // none, z (about the up axis, which is y for ModelNet40 and ShapeNet), so3.
 enum class Rotation { None, Up, SO3 };
-// "none", "z" or "so3" (any case); UsageError naming the value otherwise.
+// "none" (or "i"), "z" or "so3" (any case); UsageError naming the value otherwise.
 Rotation parse_rotation(const std::string& name);
 std::string rotation_name(Rotation rotation);  // the name parse_rotation takes
 
@@ -36,7 +36,9 @@ struct PointViewOptions {
 
 // get() gives inputs "points" [B, 3, N] float32 and, with use_normals,
 // "normals" [B, 3, N] float32 (the same rotation as the points, never scaled or
-// shifted, renormalised to unit length); target = labels [B] int64.
+// shifted, renormalised to unit length); target = labels [B] int64. For a set
+// with point_labels (part segmentation): target = the chosen points' labels
+// [B, N] int64 and input "category" = labels [B] int64.
 // Per shape, in this order: pick N of the stored points (FPS, a random subset
 // or the first N), normalise, scale, shift (train mode only), rotate.
 //

@@ -107,6 +107,8 @@ SampledPoints sample_surface(const Mesh& mesh, int64_t n, uint64_t seed, const s
   SampledPoints out;
   out.points = torch::empty({n, 3}, torch::kFloat);
   out.normals = torch::empty({n, 3}, torch::kFloat);
+  out.faces = torch::empty({n}, torch::kLong);
+  auto* face_of = out.faces.data_ptr<int64_t>();
   auto* p = out.points.data_ptr<float>();
   auto* q = out.normals.data_ptr<float>();
   for (int64_t i = 0; i < n; ++i) {
@@ -114,6 +116,7 @@ SampledPoints sample_surface(const Mesh& mesh, int64_t n, uint64_t seed, const s
     size_t f = static_cast<size_t>(std::upper_bound(cumulative.begin(), cumulative.end(), uniform01(rng) * total) -
                                    cumulative.begin());
     if (f >= n_faces) f = last_positive;
+    face_of[i] = static_cast<int64_t>(f);
     const auto& a = mesh.vertices[static_cast<size_t>(mesh.faces[f][0])];
     const auto& b = mesh.vertices[static_cast<size_t>(mesh.faces[f][1])];
     const auto& c = mesh.vertices[static_cast<size_t>(mesh.faces[f][2])];

@@ -20,6 +20,7 @@ uint64_t seed_mix(uint64_t seed, uint64_t index);
 struct SampledPoints {
   at::Tensor points;   // [n, 3] float32
   at::Tensor normals;  // [n, 3] float32 unit face normals; for a point cloud its own normals, or undefined
+  at::Tensor faces;    // [n] int64: the face each point lies on (meshes only; undefined for a point cloud)
 };
 
 // A mesh with faces: n points uniform over its surface (a face is picked with

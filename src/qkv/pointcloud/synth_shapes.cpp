@@ -25,6 +25,15 @@ constexpr int kRound = 48;
 constexpr int kSmallRound = 24;
 constexpr int kRodRound = 12;
 
+// Part numbering of the classes built from named parts (synth_shape_part_names
+// gives the names in this order).
+enum AirplanePart : int32_t { kAirplaneBody, kAirplaneWing, kAirplaneTail, kAirplaneEngine };
+enum ChairPart : int32_t { kChairBack, kChairSeat, kChairLeg, kChairArm };
+enum GuitarPart : int32_t { kGuitarHead, kGuitarNeck, kGuitarBody };
+enum LampPart : int32_t { kLampBase, kLampShade, kLampBulb, kLampPole };
+enum MugPart : int32_t { kMugHandle, kMugBody };
+enum TablePart : int32_t { kTableTop, kTableLeg, kTableSupport };
+
 using D2 = std::array<double, 2>;  // a profile point (r, y)
 using D3 = std::array<double, 3>;
 using M3 = std::array<D3, 3>;  // rows
@@ -91,10 +100,25 @@ Mesh rotate_z(Mesh m, double angle) { return rotate(std::move(m), 2, angle); }
 
 // The parts of a shape are separate closed surfaces in one vertex list; where
 // they overlap (a handle in a mug wall, a leg under a top) nothing is cut.
+// Part labels travel with the faces; unlabelled faces get -1 once either side
+// has labels.
 void merge(Mesh& into, const Mesh& part) {
   const auto offset = static_cast<int64_t>(into.vertices.size());
+  if (!part.face_parts.empty() && into.face_parts.empty()) into.face_parts.assign(into.faces.size(), -1);
   into.vertices.insert(into.vertices.end(), part.vertices.begin(), part.vertices.end());
   for (const auto& f : part.faces) into.faces.push_back({f[0] + offset, f[1] + offset, f[2] + offset});
+  if (!into.face_parts.empty()) {
+    if (part.face_parts.empty())
+      into.face_parts.resize(into.faces.size(), -1);
+    else
+      into.face_parts.insert(into.face_parts.end(), part.face_parts.begin(), part.face_parts.end());
+  }
+}
+
+// Every face of `m` belongs to part `label` (the builder's own part numbering).
+Mesh labelled(Mesh m, int32_t label) {
+  m.face_parts.assign(m.faces.size(), label);
+  return m;
 }
 
 Mesh merged(std::initializer_list<Mesh> parts) {
@@ -450,7 +474,8 @@ Mesh make_mug(Rng& rng) {
   const double height = r * rng.uniform(1.6, 2.6);
   const double wall = r * rng.uniform(0.06, 0.1);
   const double bottom = wall * rng.uniform(1.0, 1.6);
-  Mesh m = revolve({{0, 0}, {r, 0}, {r, height}, {r - wall, height}, {r - wall, bottom}, {0, bottom}}, kRound);
+  Mesh m = labelled(revolve({{0, 0}, {r, 0}, {r, height}, {r - wall, height}, {r - wall, bottom}, {0, bottom}}, kRound),
+                    kMugBody);
   // The handle: a tube along an arc of a circle in the xy plane, centred a
   // little inside the wall so that both ends sink into it.
   const double tube = r * rng.uniform(0.07, 0.11);
@@ -461,7 +486,7 @@ Mesh make_mug(Rng& rng) {
   // torus() starts on +x and turns towards +z: centre the arc on +x, then
   // stand it up in the xy plane.
   Mesh handle = rotate_x(rotate_y(torus(bend, tube, 2 * half_arc, kRound), half_arc), kPi / 2);
-  merge(m, translate(std::move(handle), centre_x, centre_y, 0));
+  merge(m, labelled(translate(std::move(handle), centre_x, centre_y, 0), kMugHandle));
   return m;
 }
 
@@ -476,15 +501,15 @@ Mesh make_table(Rng& rng) {
   const double inset = rng.uniform(0.02, 0.1);
   const bool round = rng.chance(0.5);
   const bool apron = rng.chance(0.5);
-  Mesh m = centred_box(0, height - top / 2, 0, width, top, depth);
+  Mesh m = labelled(centred_box(0, height - top / 2, 0, width, top, depth), kTableTop);
   const double lx = width / 2 - inset - leg_t / 2, lz = depth / 2 - inset - leg_t / 2;
   for (int sx : {-1, 1})
-    for (int sz : {-1, 1}) merge(m, leg(sx * lx, sz * lz, height - top, leg_t, round));
+    for (int sz : {-1, 1}) merge(m, labelled(leg(sx * lx, sz * lz, height - top, leg_t, round), kTableLeg));
   if (apron) {
     const double ah = rng.uniform(0.06, 0.1), at = 0.02, ay = height - top - ah / 2;
     for (int s : {-1, 1}) {
-      merge(m, centred_box(0, ay, s * (lz + leg_t / 2 - at / 2), 2 * lx, ah, at));
-      merge(m, centred_box(s * (lx + leg_t / 2 - at / 2), ay, 0, at, ah, 2 * lz));
+      merge(m, labelled(centred_box(0, ay, s * (lz + leg_t / 2 - at / 2), 2 * lx, ah, at), kTableSupport));
+      merge(m, labelled(centred_box(s * (lx + leg_t / 2 - at / 2), ay, 0, at, ah, 2 * lz), kTableSupport));
     }
   }
   return m;
@@ -506,10 +531,10 @@ Mesh make_chair(Rng& rng) {
   const bool panel = rng.chance(0.5);
   const bool arms = rng.chance(0.3);
 
-  Mesh m = centred_box(0, seat_h - seat_t / 2, 0, width, seat_t, depth);
+  Mesh m = labelled(centred_box(0, seat_h - seat_t / 2, 0, width, seat_t, depth), kChairSeat);
   const double lx = width / 2 - leg_t / 2, lz = depth / 2 - leg_t / 2;
   for (int sx : {-1, 1})
-    for (int sz : {-1, 1}) merge(m, leg(sx * lx, sz * lz, seat_h - seat_t, leg_t, round));
+    for (int sz : {-1, 1}) merge(m, labelled(leg(sx * lx, sz * lz, seat_h - seat_t, leg_t, round), kChairLeg));
 
   // A slab from (x0..x1) at the seat's back edge, from y0 to y1, leaning back
   // by `tilt` over the back's full height.
@@ -523,7 +548,7 @@ Mesh make_chair(Rng& rng) {
       const double z = z_back + ((bits & 4) ? back_t : 0) - ((bits & 2) ? s1 : s0);
       c[bits] = {x, y, z};
     }
-    return hexahedron(c);
+    return labelled(hexahedron(c), kChairBack);
   };
   const double top = seat_h + back_h;
   if (panel) {
@@ -543,8 +568,8 @@ Mesh make_chair(Rng& rng) {
     const double arm_h = rng.uniform(0.18, 0.25), arm_w = 0.04;
     for (int s : {-1, 1}) {
       const double x = s * (width / 2 - arm_w / 2);
-      merge(m, centred_box(x, seat_h + arm_h, 0, arm_w, 0.03, depth));                    // rest
-      merge(m, centred_box(x, seat_h + arm_h / 2, depth / 2 - 0.03, 0.03, arm_h, 0.03));  // front post
+      merge(m, labelled(centred_box(x, seat_h + arm_h, 0, arm_w, 0.03, depth), kChairArm));  // rest
+      merge(m, labelled(centred_box(x, seat_h + arm_h / 2, depth / 2 - 0.03, 0.03, arm_h, 0.03), kChairArm));
     }
   }
   return m;
@@ -564,16 +589,18 @@ Mesh make_lamp(Rng& rng) {
   const double pole_top = base_h + pole_h;
   const double shade_y = pole_top - shade_h * rng.uniform(0.3, 0.6);
 
-  Mesh m = frustum(base_r, base_r * rng.uniform(0.6, 0.95), base_h);
-  merge(m, rod({0, base_h * 0.5, 0}, {0, pole_top, 0}, pole_r));
+  Mesh m = labelled(frustum(base_r, base_r * rng.uniform(0.6, 0.95), base_h), kLampBase);
+  merge(m, labelled(rod({0, base_h * 0.5, 0}, {0, pole_top, 0}, pole_r), kLampPole));
   // The shade's wall cross-section: a thin slanted quad, counter-clockwise.
-  merge(m,
-        translate(
-            revolve({{shade_r, 0}, {shade_top, shade_h}, {shade_top - shade_wall, shade_h}, {shade_r - shade_wall, 0}},
-                    kRound),
-            0, shade_y, 0));
+  merge(m, labelled(translate(revolve({{shade_r, 0},
+                                      {shade_top, shade_h},
+                                      {shade_top - shade_wall, shade_h},
+                                      {shade_r - shade_wall, 0}},
+                                     kRound),
+                             0, shade_y, 0),
+                   kLampShade));
   const double bulb = std::min(shade_top * 0.8, rng.uniform(0.03, 0.05));
-  merge(m, translate(ellipsoid(bulb, bulb * 1.2, bulb, kSmallRound), 0, pole_top, 0));
+  merge(m, labelled(translate(ellipsoid(bulb, bulb * 1.2, bulb, kSmallRound), 0, pole_top, 0), kLampBulb));
   return m;
 }
 
@@ -596,7 +623,7 @@ Mesh make_airplane(Rng& rng) {
     profile.push_back(
         {k == 6 ? 0.0 : fr * std::cos(s * kPi / 2), (1 - nose) * length + nose * length * std::sin(s * kPi / 2)});
   }
-  Mesh m = rotate_x(revolve(profile, kSmallRound), kPi / 2);
+  Mesh m = labelled(rotate_x(revolve(profile, kSmallRound), kPi / 2), kAirplaneBody);
 
   // One wing-like slab on the +x side; the -x one is its mirror image.
   // root / tip: chord, leading edge z, y, thickness at x = 0 and x = span.
@@ -618,12 +645,14 @@ Mesh make_airplane(Rng& rng) {
   const double root = length * rng.uniform(0.15, 0.25);
   const double wing_lead = length * rng.uniform(0.55, 0.68);
   const double wing_y = fr * rng.uniform(-0.5, 0.3);
-  merge(m, wing(span, root, root * rng.uniform(0.3, 0.6), wing_lead, length * rng.uniform(0.05, 0.3), wing_y,
-                length * rng.uniform(0.0, 0.05), fr * rng.uniform(0.35, 0.6)));
+  merge(m, labelled(wing(span, root, root * rng.uniform(0.3, 0.6), wing_lead, length * rng.uniform(0.05, 0.3), wing_y,
+                         length * rng.uniform(0.0, 0.05), fr * rng.uniform(0.35, 0.6)),
+                    kAirplaneWing));
   // Tail plane.
   const double tail_root = root * rng.uniform(0.4, 0.6);
-  merge(m, wing(span * rng.uniform(0.3, 0.42), tail_root, tail_root * 0.6, tail_cone * length * 0.8 + tail_root,
-                length * 0.05, fr * 0.3, 0, fr * 0.3));
+  merge(m, labelled(wing(span * rng.uniform(0.3, 0.42), tail_root, tail_root * 0.6,
+                         tail_cone * length * 0.8 + tail_root, length * 0.05, fr * 0.3, 0, fr * 0.3),
+                    kAirplaneTail));
   // Fin: a slab in the yz plane, rising from the fuselage's top, swept back.
   const double fin_h = length * rng.uniform(0.12, 0.2), fin_root = tail_root * rng.uniform(1.1, 1.5);
   const double fin_lead = tail_cone * length * 0.9 + fin_root * 0.5, fin_t = fr * 0.25;
@@ -634,11 +663,13 @@ Mesh make_airplane(Rng& rng) {
     const double lead = fin_lead - (top ? fin_h * 0.6 : 0);
     fin[bits] = {right ? fin_t / 2 : -fin_t / 2, top ? fr + fin_h : fr * 0.5, front ? lead : lead - chord};
   }
-  merge(m, hexahedron(fin));
+  merge(m, labelled(hexahedron(fin), kAirplaneTail));
   if (rng.chance(0.5)) {  // two engines under the wings
     const double er = fr * rng.uniform(0.45, 0.65), ex = span * rng.uniform(0.3, 0.45);
     const double ey = wing_y - er * 1.2, ez = wing_lead - root * 0.2;
-    for (int s : {-1, 1}) merge(m, rod({s * ex, ey, ez - root * 0.9}, {s * ex, ey, ez + root * 0.3}, er, kSmallRound));
+    for (int s : {-1, 1})
+      merge(m, labelled(rod({s * ex, ey, ez - root * 0.9}, {s * ex, ey, ez + root * 0.3}, er, kSmallRound),
+                        kAirplaneEngine));
   }
   return m;
 }
@@ -753,15 +784,17 @@ Mesh make_guitar(Rng& rng) {
   auto disc = [&](double radius, double y) {
     return translate(rotate_x(frustum(radius, radius, depth), kPi / 2), 0, y, -depth / 2);
   };
-  Mesh m = disc(lower, lower);
-  merge(m, disc(upper, lower + spacing));
+  Mesh m = labelled(disc(lower, lower), kGuitarBody);
+  merge(m, labelled(disc(upper, lower + spacing), kGuitarBody));
   const double neck_y0 = lower + spacing + upper * 0.6;
   const double neck_t = depth * 0.35;
-  merge(m, box({-neck_w / 2, neck_y0, depth / 2 - neck_t}, {neck_w / 2, neck_y0 + neck_len, depth / 2}));
+  merge(m, labelled(box({-neck_w / 2, neck_y0, depth / 2 - neck_t}, {neck_w / 2, neck_y0 + neck_len, depth / 2}),
+                    kGuitarNeck));
   const double head_y0 = neck_y0 + neck_len;
-  merge(m, box({-neck_w * 0.7, head_y0, depth / 2 - neck_t * 1.1},
-               {neck_w * 0.7, head_y0 + head_len, depth / 2 - neck_t * 0.1}));
-  merge(m, centred_box(0, lower * 0.55, depth / 2 + 0.005, lower * 0.8, lower * 0.12, 0.012));
+  merge(m, labelled(box({-neck_w * 0.7, head_y0, depth / 2 - neck_t * 1.1},
+                        {neck_w * 0.7, head_y0 + head_len, depth / 2 - neck_t * 0.1}),
+                    kGuitarHead));
+  merge(m, labelled(centred_box(0, lower * 0.55, depth / 2 + 0.005, lower * 0.8, lower * 0.12, 0.012), kGuitarBody));
   return m;
 }
 
@@ -827,14 +860,18 @@ Mesh densify(Mesh m) {
       return id;
     };
     std::vector<std::array<int64_t, 3>> faces;
-    for (const auto& f : m.faces) {
+    std::vector<int32_t> parts;
+    for (size_t i = 0; i < m.faces.size(); ++i) {
+      const auto& f = m.faces[i];
       const int64_t ab = middle(f[0], f[1]), bc = middle(f[1], f[2]), ca = middle(f[2], f[0]);
       faces.push_back({f[0], ab, ca});
       faces.push_back({ab, f[1], bc});
       faces.push_back({ca, bc, f[2]});
       faces.push_back({ab, bc, ca});
+      if (!m.face_parts.empty()) parts.insert(parts.end(), 4, m.face_parts[i]);
     }
     m.faces = std::move(faces);
+    m.face_parts = std::move(parts);
   }
   return m;
 }
@@ -881,6 +918,17 @@ std::vector<std::string> synth_shape_classes() {
 }
 
 std::string synth_shape_description(const std::string& cls) { return find_class(cls).description; }
+
+std::vector<std::string> synth_shape_part_names(const std::string& cls) {
+  find_class(cls);
+  if (cls == "airplane") return {"body", "wing", "tail", "engine"};
+  if (cls == "chair") return {"back", "seat", "leg", "arm"};
+  if (cls == "guitar") return {"head", "neck", "body"};
+  if (cls == "lamp") return {"base", "shade", "bulb", "pole"};
+  if (cls == "mug") return {"handle", "body"};
+  if (cls == "table") return {"top", "leg", "support"};
+  return {};
+}
 
 Mesh make_synth_shape(const std::string& cls, uint64_t seed) {
   const auto& c = find_class(cls);

@@ -28,6 +28,11 @@ std::vector<std::string> synth_shape_classes();
 // UsageError for an unknown class.
 std::string synth_shape_description(const std::string& cls);
 
+// The parts of a class built from named parts (airplane, chair, guitar, lamp,
+// mug, table): names in the order of the labels that make_synth_shape puts in
+// Mesh::face_parts. Empty for the other classes, whose meshes carry no labels.
+std::vector<std::string> synth_shape_part_names(const std::string& cls);
+
 // One instance of a class; the same (cls, seed) always gives the same mesh.
 // UsageError for an unknown class (the message lists the known ones).
 Mesh make_synth_shape(const std::string& cls, uint64_t seed);

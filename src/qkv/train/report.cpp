@@ -94,6 +94,8 @@ void flatten(const nlohmann::json& j, const std::string& prefix, std::vector<std
     for (const auto& item : j.items()) {
       // Confusion matrices get a section of their own.
       if (j.contains("confusion") && (item.key() == "confusion" || item.key() == "classes")) continue;
+      // So do per-category part IoUs.
+      if (item.key() == "category_iou" && item.value().is_object()) continue;
       flatten(item.value(), prefix.empty() ? item.key() : prefix + "." + item.key(), rows);
     }
   } else if (j.is_number_float()) {
@@ -136,6 +138,43 @@ std::string confusion_table(const std::string& name, const nlohmann::json& resul
     o << "</tr>\n";
   }
   o << "</table>\n";
+  return o.str();
+}
+
+// Part segmentation: one row per category, one column per evaluated split
+// (val, test, test_so3, ...), each cell the category's mean shape mIoU.
+std::string category_iou_table(const nlohmann::json& summary) {
+  std::vector<std::string> columns, rows;
+  for (const auto& item : summary.items()) {
+    if (!item.value().is_object() || !item.value().contains("category_iou")) continue;
+    columns.push_back(item.key());
+    for (const auto& c : item.value().at("category_iou").items())
+      if (std::find(rows.begin(), rows.end(), c.key()) == rows.end()) rows.push_back(c.key());
+  }
+  if (columns.empty()) return "";
+  std::ostringstream o;
+  o << "<h2>Per-category mIoU</h2>\n<table>\n<tr><th>category</th>";
+  for (const auto& c : columns) o << "<th>" << escape_html(c) << "</th>";
+  o << "</tr>\n";
+  for (const auto& r : rows) {
+    o << "<tr><th>" << escape_html(r) << "</th>";
+    for (const auto& c : columns) {
+      const auto& t = summary.at(c).at("category_iou");
+      o << "<td>" << (t.contains(r) ? number(t.at(r).at("miou").get<double>()) + " (" +
+                                          std::to_string(t.at(r).at("shapes").get<int64_t>()) + ")"
+                                    : std::string("-"))
+        << "</td>";
+    }
+    o << "</tr>\n";
+  }
+  for (const char* key : {"instance_miou", "class_miou"}) {
+    o << "<tr><th>" << key << "</th>";
+    for (const auto& c : columns)
+      o << "<td>" << (summary.at(c).contains(key) ? number(summary.at(c).at(key).get<double>()) : std::string("-"))
+        << "</td>";
+    o << "</tr>\n";
+  }
+  o << "</table>\n<p>Cells: mean mIoU of the category's shapes (number of shapes).</p>\n";
   return o.str();
 }
 
@@ -190,6 +229,7 @@ std::string render_report_html(const std::string& title, const nlohmann::json& h
       any_confusion = true;
       o << confusion_table(item.key(), item.value());
     }
+  o << category_iou_table(summary);
   o << "<h2>Curves</h2>\n";
   if (families.empty()) o << "<p>No completed epoch yet.</p>\n";
   for (const auto& family : families) {

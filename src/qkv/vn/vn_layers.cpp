@@ -101,13 +101,16 @@ std::pair<at::Tensor, at::Tensor> VNStdFeatureImpl::forward(const at::Tensor& x)
     const auto u2 = w2 / torch::linalg_vector_norm(w2, 2, {1}, /*keepdim=*/true).clamp_min(kVNEps);
     frame = torch::stack({u1, u2, torch::cross(u1, u2, /*dim=*/1)}, 1);
   }
+  return {vn_frame_coordinates(x, frame), frame};
+}
+
+at::Tensor vn_frame_coordinates(const at::Tensor& x, const at::Tensor& frame) {
   // <x_c, F_j> for every channel c and frame vector j, as one batched matmul
   // over the flattened trailing dims: [B, M, C, xyz] @ [B, M, xyz, j].
   const auto b = x.size(0), c = x.size(1);
   const auto xs = x.reshape({b, c, 3, -1}).permute({0, 3, 1, 2});
   const auto fs = frame.reshape({b, 3, 3, -1}).permute({0, 3, 2, 1});
-  auto invariant = torch::matmul(xs, fs).permute({0, 2, 3, 1}).reshape(x.sizes());
-  return {invariant, frame};
+  return torch::matmul(xs, fs).permute({0, 2, 3, 1}).reshape(x.sizes());
 }
 
 VNEdgeConvImpl::VNEdgeConvImpl(int64_t in_channels, int64_t out_channels, int64_t k, bool with_cross,

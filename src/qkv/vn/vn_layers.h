@@ -82,6 +82,11 @@ TORCH_MODULE(VNMaxPool);
 // on it, <x_c, F_j>, is invariant since both rotate together.
 // normalize_frame: Gram-Schmidt on two predicted vectors plus their cross
 // product (an orthonormal, right-handed frame) instead of three free vectors.
+// Coordinates of every vector channel in a per-point frame: x [B, C, 3, ...],
+// frame [B, 3, 3, ...] (dim 1 frame vector, dim 2 xyz) -> [B, C, 3, ...] with
+// dim 2 indexing the frame vectors. Invariant when x and frame rotate together.
+at::Tensor vn_frame_coordinates(const at::Tensor& x, const at::Tensor& frame);
+
 class VNStdFeatureImpl : public torch::nn::Module {
  public:
   VNStdFeatureImpl(int64_t in_channels, bool normalize_frame = false, bool share = false,

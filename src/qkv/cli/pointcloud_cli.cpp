@@ -1,0 +1,121 @@
+#include "qkv/cli/pointcloud_cli.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <numeric>
+
+#include "qkv/core/atomic_file.h"
+#include "qkv/core/errors.h"
+#include "qkv/pointcloud/transforms.h"
+#include "qkv/train/trainer.h"
+
+namespace qkv::cli {
+
+namespace pc = qkv::pointcloud;
+
+std::pair<pc::Rotation, pc::Rotation> parse_protocol(const std::string& protocol) {
+  const auto slash = protocol.find('/');
+  if (slash == std::string::npos)
+    throw UsageError("--protocol " + protocol + ": expected TRAIN/TEST rotations such as z/z, i/so3 or so3/so3");
+  try {
+    return {pc::parse_rotation(protocol.substr(0, slash)), pc::parse_rotation(protocol.substr(slash + 1))};
+  } catch (const UsageError& e) {
+    throw UsageError("--protocol " + protocol + ": " + e.what());
+  }
+}
+
+data::Batch rotated(const data::Batch& batch, const at::Tensor& rotation) {
+  data::Batch out = batch;
+  for (auto& [name, t] : out.inputs)
+    if (name == "points" || name == "normals") t = torch::matmul(rotation, t);
+  return out;
+}
+
+data::DatasetPtr view_of(const std::shared_ptr<const pc::PointCloudSet>& set, pc::PointViewOptions view, bool train,
+                         pc::Rotation rotation) {
+  view.train = train;
+  view.rotation = rotation;
+  if (!train) view.random_scale = view.random_shift = false;
+  return std::make_shared<pc::PointCloudDataset>(set, view);
+}
+
+nlohmann::json measure_invariance(models::Model& model, const data::Dataset& dataset, int64_t shapes,
+                                  int64_t rotations, uint64_t seed, const c10::Device& device) {
+  torch::NoGradGuard no_grad;
+  std::vector<int64_t> idx(static_cast<size_t>(std::min<int64_t>(shapes, dataset.size())));
+  std::iota(idx.begin(), idx.end(), 0);
+  const auto batch = dataset.get(idx);
+  nlohmann::json out = {{"shapes", idx.size()}, {"rotations", rotations}};
+  for (const auto dtype : {torch::kFloat, torch::kDouble}) {
+    model.to(device, dtype);
+    auto to = [&](const data::Batch& b) {
+      data::Batch c = b.to(device);
+      for (auto& [name, t] : c.inputs)
+        if (t.is_floating_point()) t = t.to(dtype);
+      return c;
+    };
+    const auto base = model.forward(to(batch));
+    double worst = 0, scale = base.abs().max().item<double>();
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    for (int64_t r = 0; r < rotations; ++r) {
+      // Rotate in the measured precision: a float32 rotation of float64 input
+      // would itself move the points by ~1e-7.
+      const auto rot = pc::random_so3(gen).to(device, dtype);
+      worst = std::max(worst, (model.forward(rotated(to(batch), rot)) - base).abs().max().item<double>());
+    }
+    const std::string key = dtype == torch::kFloat ? "float32" : "float64";
+    out[key] = {{"max_abs_logit_change", worst}, {"max_abs_logit", scale}};
+  }
+  model.to(device, torch::kFloat);
+  return out;
+}
+
+nlohmann::json model_options_from_cli(const std::string& text, const std::string& model, bool vnt, bool attention,
+                                      int64_t linear_dim, int64_t heads, int64_t head_dim) {
+  nlohmann::json options;
+  try {
+    options = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception&) {
+    throw UsageError("--model-options: not valid JSON: " + text);
+  }
+  if (!options.is_object()) throw UsageError("--model-options: expected a JSON object");
+  if (linear_dim > 0) {
+    if (!vnt) throw UsageError("--linear-dim does not apply to " + model);
+    options["linear_dim"] = linear_dim;
+  }
+  if (head_dim > 0) {
+    if (!vnt) throw UsageError("--head-dim does not apply to " + model);
+    options["head_dim"] = head_dim;
+  }
+  if (heads > 0) {
+    if (!attention) throw UsageError("--heads does not apply to " + model);
+    options["heads"] = heads;
+  }
+  return options;
+}
+
+nlohmann::json read_summary(const std::string& run) {
+  const std::string path = train::RunPaths{run}.summary();
+  try {
+    const auto bytes = read_file_bytes(path);
+    return nlohmann::json::parse(bytes.begin(), bytes.end());
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(path + ": not valid JSON (" + e.what() + ")");
+  }
+}
+
+void clear_synthetic_dir(const std::string& dir, const std::string& marker, const std::string& option) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(dir) || fs::is_empty(dir)) return;
+  const std::string readme = dir + "/README.txt";
+  const auto text = fs::exists(readme) ? read_file_bytes(readme) : std::vector<char>{};
+  if (std::string(text.begin(), text.end()).find(marker) == std::string::npos)
+    throw UsageError(option + " " + dir + ": not empty and not a tree written by `" + marker +
+                     "`; choose another folder");
+  fs::remove_all(dir);
+}
+
+}  // namespace qkv::cli

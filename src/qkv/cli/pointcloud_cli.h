@@ -1,0 +1,51 @@
+#pragma once
+// What `qkv vnt` (classification) and `qkv seg` (part segmentation) share:
+// the rotation protocols, rotating a batch, the model's view of a stored set,
+// the invariance measurement and the synthetic-data folder.
+#include <ATen/core/Tensor.h>
+
+#include <nlohmann/json.hpp>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "qkv/data/dataset.h"
+#include "qkv/models/model.h"
+#include "qkv/pointcloud/point_dataset.h"
+
+namespace qkv::cli {
+
+// "z/so3" -> {Up, SO3}; "i/so3" -> {None, SO3}. UsageError naming --protocol.
+std::pair<pointcloud::Rotation, pointcloud::Rotation> parse_protocol(const std::string& protocol);
+
+// R [3, 3] applied to the batch's "points" and "normals" ([B, 3, N]); other
+// inputs (a category) are left alone.
+data::Batch rotated(const data::Batch& batch, const at::Tensor& rotation);
+
+// The model's view of a stored set: train mode (augmentation) or eval mode
+// (no scale or shift), under `rotation`.
+data::DatasetPtr view_of(const std::shared_ptr<const pointcloud::PointCloudSet>& set, pointcloud::PointViewOptions view,
+                         bool train, pointcloud::Rotation rotation);
+
+// The largest change of any output when the first `shapes` clouds of a data
+// set are rotated by `rotations` random SO(3) rotations, in float32 and in
+// float64 (the model is copied to double for the latter, then back).
+nlohmann::json measure_invariance(models::Model& model, const data::Dataset& dataset, int64_t shapes,
+                                  int64_t rotations, uint64_t seed, const c10::Device& device);
+
+// --model-options TEXT as a JSON object, plus the size flags that are set
+// (> 0): --linear-dim and --head-dim for VNT models (`vnt`), --heads for
+// models with attention (`attention`). UsageError naming the option.
+nlohmann::json model_options_from_cli(const std::string& text, const std::string& model, bool vnt, bool attention,
+                                      int64_t linear_dim, int64_t heads, int64_t head_dim);
+
+// A finished run's summary.json; DataError naming the file.
+nlohmann::json read_summary(const std::string& run);
+
+// Before a synthetic data set is (re)written into `dir`: a tree that `marker`
+// (e.g. "qkv data synth-parts") wrote is removed, so no stale file is loaded;
+// a non-empty folder without that README is refused (UsageError naming
+// `option`) rather than deleted.
+void clear_synthetic_dir(const std::string& dir, const std::string& marker, const std::string& option);
+
+}  // namespace qkv::cli

@@ -1,0 +1,177 @@
+#include "qkv/models/part_seg.h"
+
+#include <torch/torch.h>
+
+#include "qkv/core/errors.h"
+#include "qkv/models/options.h"
+
+namespace qkv::models {
+namespace {
+
+// Vector Neurons divides DGCNN's widths by 3: each VN channel holds 3 numbers.
+constexpr int64_t kC = 64 / 3, kWide = 1024 / 3;
+
+nlohmann::json without_head_keys(nlohmann::json j) {
+  for (const char* key : {"classes", "head_hidden", "dropout"}) j.erase(key);
+  return j;
+}
+
+}  // namespace
+
+void PartHeadOptions::read(OptionReader& r) {
+  r.get("categories", categories, 1);
+  r.get("parts", parts, 2);
+  r.get("category_dim", category_dim, 1);
+  r.get("seg_hidden", seg_hidden);
+  r.get("dropout", dropout, 0.0, 0.99);
+  r.get("seg_negative_slope", seg_negative_slope, 0.0, 1.0);
+  for (const auto h : seg_hidden)
+    if (h < 1) throw UsageError(r.model() + " option 'seg_hidden': widths must be >= 1");
+}
+
+void PartHeadOptions::write(nlohmann::json& j) const {
+  j["categories"] = categories;
+  j["parts"] = parts;
+  j["category_dim"] = category_dim;
+  j["seg_hidden"] = seg_hidden;
+  j["dropout"] = dropout;
+  j["seg_negative_slope"] = seg_negative_slope;
+}
+
+PartSegmentationHead PartHeadOptions::make(int64_t point_features, int64_t global_features) const {
+  return PartSegmentationHead(point_features, global_features, categories, category_dim, seg_hidden, parts, dropout,
+                              seg_negative_slope);
+}
+
+// ---------------------------------------------------------------------------- vnt-seg
+
+VNTSegOptions::VNTSegOptions() {
+  // The paper: "Linear Dimension=128, Heads Number=14 and Head Size=16"; its
+  // segmentation head has ReLU and batch norm between 4 linear layers.
+  backbone.linear_dim = 128;
+  backbone.heads = 14;
+  backbone.head_dim = 16;
+  backbone.pooling = "max";
+  head.seg_negative_slope = 0.0;
+}
+
+VNTSegOptions VNTSegOptions::from_json(const nlohmann::json& j) {
+  VNTSegOptions o;
+  OptionReader r("vnt-seg", j);
+  o.head.read(r);
+  read_vnt_backbone_options(r, o.backbone);
+  return o;
+}
+
+nlohmann::json VNTSegOptions::to_json() const {
+  auto j = without_head_keys(backbone.to_json());
+  head.write(j);
+  return j;
+}
+
+VNTNetSeg::VNTNetSeg(const VNTSegOptions& o) : VNTBackbone(o.backbone) {
+  head_ = register_module("head", o.head.make(point_feature_width(),
+                                              pooled_width(point_feature_width(), o.backbone.pooling)));
+}
+
+at::Tensor VNTNetSeg::forward(const data::Batch& batch) {
+  const auto category = category_input(batch);
+  const auto features = point_features(batch);
+  return head_->forward(features, global_pool(features, options_.pooling), category);
+}
+
+// ---------------------------------------------------------------------------- vn-dgcnn-seg
+
+VNDGCNNSegOptions::VNDGCNNSegOptions() { head.dropout = 0.5; }
+
+VNDGCNNSegOptions VNDGCNNSegOptions::from_json(const nlohmann::json& j) {
+  VNDGCNNSegOptions o;
+  OptionReader r("vn-dgcnn-seg", j);
+  r.get("k", o.k, 1);
+  r.get("pooling", o.pooling);
+  o.head.read(r);
+  r.finish();
+  if (o.pooling != "mean" && o.pooling != "max")
+    throw UsageError("vn-dgcnn-seg option 'pooling' = \"" + o.pooling + "\": expected mean or max");
+  return o;
+}
+
+nlohmann::json VNDGCNNSegOptions::to_json() const {
+  nlohmann::json j = {{"k", k}, {"pooling", pooling}};
+  head.write(j);
+  return j;
+}
+
+VNDGCNNSeg::VNDGCNNSeg(const VNDGCNNSegOptions& o) : options_(o) {
+  // conv1, conv2 | pool | conv3, conv4 | pool | conv5 | pool, as the original.
+  const int64_t in[] = {2, kC, 2 * kC, kC, 2 * kC};
+  auto convs = torch::nn::ModuleList(), pools = torch::nn::ModuleList();
+  for (int i = 0; i < 5; ++i) {
+    convs_.push_back(vn::VNLinearLeakyReLU(in[i], kC));
+    convs->push_back(convs_.back());
+  }
+  for (int i = 0; i < 3 && o.pooling == "max"; ++i) {
+    max_pools_.push_back(vn::VNMaxPool(kC));
+    pools->push_back(max_pools_.back());
+  }
+  register_module("convs", convs);
+  if (o.pooling == "max") register_module("pools", pools);
+  conv6_ = register_module("conv6", vn::VNLinearLeakyReLU(3 * kC, kWide, /*share=*/true));
+  invariant_ = register_module("invariant", vn::VNStdFeature(2 * kWide));
+  head_ = register_module("head", o.head.make(3 * 3 * kC, 3 * 2 * kWide));
+}
+
+at::Tensor VNDGCNNSeg::pool(size_t i, const at::Tensor& x) {
+  return options_.pooling == "max" ? max_pools_[i]->forward(x) : vn::vn_mean_pool(x);
+}
+
+at::Tensor VNDGCNNSeg::forward(const data::Batch& batch) {
+  const auto category = category_input(batch);
+  auto x = vn_input(batch, false);  // [B, 1, 3, N]
+  const int64_t b = x.size(0);
+  // Dynamic graphs: neighbours by distance between the current VN features.
+  auto graph = [&](const at::Tensor& v) {
+    return vn::edge_features(v, vn::knn_indices(v.reshape({b, -1, v.size(3)}), options_.k), false);
+  };
+  const auto x1 = pool(0, convs_[1]->forward(convs_[0]->forward(graph(x))));
+  const auto x2 = pool(1, convs_[3]->forward(convs_[2]->forward(graph(x1))));
+  const auto x3 = pool(2, convs_[4]->forward(graph(x2)));
+  const auto x123 = torch::cat({x1, x2, x3}, 1);  // [B, 63, 3, N]
+  x = conv6_->forward(x123);                      // [B, 341, 3, N]
+  x = torch::cat({x, x.mean(-1, /*keepdim=*/true).expand_as(x)}, 1);
+  const auto [invariant, frame] = invariant_->forward(x);
+  const auto global = std::get<0>(invariant.flatten(1, 2).max(-1));                // [B, 2046]
+  const auto per_point = vn::vn_frame_coordinates(x123, frame).flatten(1, 2);      // [B, 189, N]
+  return head_->forward(per_point, global, category);
+}
+
+// ---------------------------------------------------------------------------- xyz-transformer-seg
+
+XYZTransformerSegOptions::XYZTransformerSegOptions() { backbone.pooling = "max"; }
+
+XYZTransformerSegOptions XYZTransformerSegOptions::from_json(const nlohmann::json& j) {
+  XYZTransformerSegOptions o;
+  OptionReader r("xyz-transformer-seg", j);
+  o.head.read(r);
+  read_xyz_backbone_options(r, o.backbone);
+  return o;
+}
+
+nlohmann::json XYZTransformerSegOptions::to_json() const {
+  auto j = without_head_keys(backbone.to_json());
+  head.write(j);
+  return j;
+}
+
+XYZTransformerSeg::XYZTransformerSeg(const XYZTransformerSegOptions& o)
+    : XYZTransformerBackbone(o.backbone) {
+  head_ = register_module("head", o.head.make(o.backbone.d_model, pooled_width(o.backbone.d_model, o.backbone.pooling)));
+}
+
+at::Tensor XYZTransformerSeg::forward(const data::Batch& batch) {
+  const auto category = category_input(batch);
+  const auto features = point_features(batch);
+  return head_->forward(features, global_pool(features, options_.pooling), category);
+}
+
+}  // namespace qkv::models

@@ -1,0 +1,82 @@
+#include "qkv/pointcloud/data_files.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "qkv/core/errors.h"
+
+namespace qkv::pointcloud {
+
+namespace fs = std::filesystem;
+
+bool is_file(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec);
+}
+
+bool is_dir(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_directory(p, ec);
+}
+
+std::string to_lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+std::vector<ListLine> read_list(const fs::path& path) {
+  if (!is_file(path)) throw DataError(path.string() + ": missing list file");
+  std::ifstream in(path);
+  if (!in) throw DataError(path.string() + ": cannot open: " + std::strerror(errno));
+  std::vector<ListLine> out;
+  std::string line;
+  for (int64_t n = 1; std::getline(in, line); ++n) {
+    const auto b = line.find_first_not_of(" \t\r");
+    if (b == std::string::npos) continue;
+    const auto e = line.find_last_not_of(" \t\r");
+    out.push_back({line.substr(b, e - b + 1), n});
+  }
+  if (in.bad()) throw DataError(path.string() + ": read failed");
+  return out;
+}
+
+H5File::H5File(std::string path) : path_(std::move(path)), file_(open(path_), H5Fclose) {}
+
+bool H5File::has(const std::string& name) const { return H5Lexists(file_.get(), name.c_str(), H5P_DEFAULT) > 0; }
+
+at::Tensor H5File::read(const std::string& name, at::ScalarType dtype, bool integer_only) const {
+  const auto where = path_ + ": dataset '" + name + "': ";
+  if (!has(name)) throw DataError(path_ + ": no dataset '" + name + "'");
+  H5Handle ds(H5Dopen2(file_.get(), name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!ds.ok()) throw DataError(where + "cannot open");
+  H5Handle type(H5Dget_type(ds.get()), H5Tclose);
+  const auto cls = type.ok() ? H5Tget_class(type.get()) : H5T_NO_CLASS;
+  if (cls != H5T_INTEGER && (integer_only || cls != H5T_FLOAT))
+    throw DataError(where + (integer_only ? "not an integer type" : "not a numeric type"));
+  H5Handle space(H5Dget_space(ds.get()), H5Sclose);
+  const int rank = space.ok() ? H5Sget_simple_extent_ndims(space.get()) : -1;
+  if (rank < 1 || rank > 3) throw DataError(where + "unexpected rank " + std::to_string(rank));
+  hsize_t dims[3] = {0, 0, 0};
+  H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+  std::vector<int64_t> shape(dims, dims + rank);
+  auto out = torch::empty(shape, dtype);
+  const hid_t mem_type = dtype == torch::kFloat ? H5T_NATIVE_FLOAT : H5T_NATIVE_INT64;
+  if (out.numel() > 0 && H5Dread(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data_ptr()) < 0)
+    throw DataError(where + "read failed (truncated or corrupt file?)");
+  return out;
+}
+
+hid_t H5File::open(const std::string& path) {
+  // HDF5 prints its own error stack to stderr by default; our DataError says it in one line.
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (id < 0) throw DataError(path + ": cannot open as an HDF5 file");
+  return id;
+}
+
+}  // namespace qkv::pointcloud

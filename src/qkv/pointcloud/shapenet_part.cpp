@@ -1,0 +1,360 @@
+#include "qkv/pointcloud/shapenet_part.h"
+
+#include <torch/torch.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "qkv/core/errors.h"
+#include "qkv/pointcloud/data_files.h"
+#include "qkv/pointcloud/sampling.h"
+
+namespace qkv::pointcloud {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kTextLayout = "shapenetcore_partanno_segmentation_benchmark_v0_normal";
+constexpr const char* kH5Layout = "hdf5_data";
+const char* const kSplits[3] = {"train", "val", "test"};
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+std::string part_range(const PartCategory& c) {
+  return c.name + " (" + std::to_string(c.first_part) + "-" + std::to_string(c.first_part + c.parts - 1) + ")";
+}
+
+// The categories to keep: all, or those named in the options.
+std::vector<bool> wanted_categories(const ShapeNetPartLoadOptions& o) {
+  const auto n = shapenet_part_categories().size();
+  std::vector<bool> keep(n, o.categories.empty());
+  for (const auto& c : o.categories) keep[static_cast<size_t>(find_part_category(c, "--categories"))] = true;
+  return keep;
+}
+
+// One shape of the text layout: the file and its category.
+struct TextItem {
+  std::string path, key;  // key: "<synset>/<token>", the resampling seed's source
+  int64_t category;
+};
+
+// Reads a shape file and resamples it to p points.
+void load_text_shape(const TextItem& item, const ShapeNetPartLoadOptions& o, float* points, float* normals,
+                     int64_t* parts) {
+  const auto text = read_part_text(item.path, &shapenet_part_categories()[static_cast<size_t>(item.category)]);
+  const auto& rows = text.rows;
+  const auto& labels = text.parts;
+  // Resampling: a random subset, or every point once plus random repeats.
+  const auto m = static_cast<int64_t>(rows.size());
+  const int64_t p = o.points_per_shape;
+  std::vector<int64_t> pick(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) pick[static_cast<size_t>(i)] = i;
+  std::mt19937_64 rng(seed_mix(o.seed, fnv1a(item.key)));
+  if (m >= p) {
+    for (int64_t i = 0; i < p; ++i) std::swap(pick[static_cast<size_t>(i)], pick[static_cast<size_t>(i + rng() % (m - i))]);
+    pick.resize(static_cast<size_t>(p));
+  } else {
+    while (static_cast<int64_t>(pick.size()) < p) pick.push_back(static_cast<int64_t>(rng() % m));
+    for (int64_t i = p - 1; i > 0; --i) std::swap(pick[static_cast<size_t>(i)], pick[static_cast<size_t>(rng() % (i + 1))]);
+  }
+  for (int64_t i = 0; i < p; ++i) {
+    const auto& r = rows[static_cast<size_t>(pick[static_cast<size_t>(i)])];
+    for (int k = 0; k < 3; ++k) points[3 * i + k] = r[k];
+    if (normals)
+      for (int k = 0; k < 3; ++k) normals[3 * i + k] = r[3 + k];
+    parts[i] = labels[static_cast<size_t>(pick[static_cast<size_t>(i)])];
+  }
+}
+
+std::vector<std::string> read_split_list(const fs::path& path) {
+  if (!is_file(path)) throw DataError(path.string() + ": missing split file");
+  std::ifstream in(path);
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(path.string() + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!j.is_array()) throw DataError(path.string() + ": expected a JSON list of \"shape_data/<synset>/<token>\"");
+  std::vector<std::string> out;
+  for (const auto& e : j) {
+    if (!e.is_string()) throw DataError(path.string() + ": expected a JSON list of strings, found " + e.dump());
+    out.push_back(e.get<std::string>());
+  }
+  return out;
+}
+
+PointCloudSet make_set(int64_t s, const ShapeNetPartLoadOptions& o) {
+  PointCloudSet set;
+  set.points = torch::empty({s, o.points_per_shape, 3}, torch::kFloat);
+  if (o.with_normals) set.normals = torch::empty({s, o.points_per_shape, 3}, torch::kFloat);
+  set.labels = torch::empty({s}, torch::kLong);
+  set.point_labels = torch::empty({s, o.points_per_shape}, torch::kLong);
+  set.class_names = shapenet_part_category_names();
+  return set;
+}
+
+ShapeNetPartData load_text(const fs::path& dir, const ShapeNetPartLoadOptions& o) {
+  // synsetoffset2category.txt names the categories present; each must be one of the 16.
+  const auto map_path = dir / "synsetoffset2category.txt";
+  std::map<std::string, int64_t> category_of_synset;
+  for (const auto& l : read_list(map_path)) {
+    std::istringstream fields(l.text);
+    std::string name, synset, extra;
+    if (!(fields >> name >> synset) || (fields >> extra))
+      throw DataError(map_path.string() + ": line " + std::to_string(l.line) + ": expected '<Category> <synset>'");
+    int64_t c = -1;
+    try {
+      c = find_part_category(synset);
+    } catch (const UsageError&) {
+      throw DataError(map_path.string() + ": line " + std::to_string(l.line) + ": synset " + synset +
+                      " is not one of the 16 ShapeNet-part categories");
+    }
+    category_of_synset[synset] = c;
+  }
+  const auto keep = wanted_categories(o);
+  ShapeNetPartData data;
+  data.layout = kTextLayout;
+  for (int split = 0; split < 3; ++split) {
+    const auto list_path = dir / "train_test_split" / ("shuffled_" + std::string(kSplits[split]) + "_file_list.json");
+    std::vector<TextItem> items;
+    std::vector<int64_t> per_category(shapenet_part_categories().size(), 0);
+    for (const auto& entry : read_split_list(list_path)) {
+      // "shape_data/<synset>/<token>": the last two components.
+      const fs::path e(entry);
+      const auto token = e.filename().string(), synset = e.parent_path().filename().string();
+      const auto found = category_of_synset.find(synset);
+      if (token.empty() || found == category_of_synset.end())
+        throw DataError(list_path.string() + ": entry '" + entry + "': synset '" + synset + "' is not in " +
+                        map_path.filename().string());
+      const int64_t c = found->second;
+      if (!keep[static_cast<size_t>(c)]) continue;
+      auto& count = per_category[static_cast<size_t>(c)];
+      if (o.max_per_category > 0 && count == o.max_per_category) continue;
+      ++count;
+      const auto path = dir / synset / (token + ".txt");
+      if (!is_file(path)) throw DataError(list_path.string() + ": lists '" + entry + "', but " + path.string() + " is missing");
+      items.push_back({path.string(), synset + "/" + token, c});
+    }
+    if (items.empty()) throw DataError(list_path.string() + ": lists no shapes (of the categories asked for)");
+    const auto s = static_cast<int64_t>(items.size());
+    auto set = make_set(s, o);
+    const int64_t p = o.points_per_shape;
+    float* points = set.points.data_ptr<float>();
+    float* normals = o.with_normals ? set.normals.data_ptr<float>() : nullptr;
+    int64_t* parts = set.point_labels.data_ptr<int64_t>();
+    // Errors are kept per shape and the first by index is rethrown, so the
+    // message does not depend on thread timing.
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(s));
+    at::parallel_for(0, s, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) try {
+          load_text_shape(items[static_cast<size_t>(i)], o, points + i * p * 3, normals ? normals + i * p * 3 : nullptr,
+                          parts + i * p);
+        } catch (...) {
+          errors[static_cast<size_t>(i)] = std::current_exception();
+        }
+    });
+    for (const auto& err : errors)
+      if (err) std::rethrow_exception(err);
+    for (int64_t i = 0; i < s; ++i) {
+      set.labels[i] = items[static_cast<size_t>(i)].category;
+      set.sources.push_back(items[static_cast<size_t>(i)].path);
+    }
+    (split == 0 ? data.train : split == 1 ? data.val : data.test) = std::move(set);
+  }
+  return data;
+}
+
+ShapeNetPartData load_h5(const fs::path& dir, const ShapeNetPartLoadOptions& o) {
+  if (o.with_normals) throw DataError(dir.string() + ": the hdf5_data layout has no normals (use the _normal layout)");
+  const auto& cats = shapenet_part_categories();
+  const auto n_cats = static_cast<int64_t>(cats.size());
+  const auto keep = wanted_categories(o);
+  const int64_t p = o.points_per_shape;
+  ShapeNetPartData data;
+  data.layout = kH5Layout;
+  for (int split = 0; split < 3; ++split) {
+    const auto list_path = dir / (std::string(kSplits[split]) + "_hdf5_file_list.txt");
+    std::vector<at::Tensor> points, parts;
+    std::vector<int64_t> labels;
+    std::vector<std::string> sources;
+    std::vector<int64_t> per_category(cats.size(), 0);
+    for (const auto& l : read_list(list_path)) {
+      const auto file = (dir / fs::path(l.text).filename()).string();
+      if (!is_file(file))
+        throw DataError(list_path.string() + ": line " + std::to_string(l.line) + ": lists '" + l.text +
+                        "', which is not at " + file);
+      H5File h5(file);
+      const auto x = h5.read("data", torch::kFloat, false);
+      if (x.dim() != 3 || x.size(2) != 3) throw DataError(file + ": dataset 'data' is not [S, P, 3]");
+      if (x.size(1) < p)
+        throw DataError(file + ": dataset 'data' has " + std::to_string(x.size(1)) +
+                        " points per shape, fewer than the " + std::to_string(p) + " asked for");
+      const auto s = x.size(0);
+      auto y = h5.read("label", torch::kLong, true);
+      if (!(y.dim() == 1 || (y.dim() == 2 && y.size(1) == 1)) || y.size(0) != s)
+        throw DataError(file + ": dataset 'label' is not [" + std::to_string(s) + ", 1] like 'data'");
+      y = y.reshape({s});
+      const auto pid = h5.read("pid", torch::kLong, true);
+      if (pid.dim() != 2 || pid.size(0) != s || pid.size(1) != x.size(1))
+        throw DataError(file + ": dataset 'pid' is not [" + std::to_string(s) + ", " + std::to_string(x.size(1)) +
+                        "] like 'data'");
+      const auto* yl = y.data_ptr<int64_t>();
+      std::vector<int64_t> kept;
+      for (int64_t i = 0; i < s; ++i) {
+        if (yl[i] < 0 || yl[i] >= n_cats)
+          throw DataError(file + ": dataset 'label': category " + std::to_string(yl[i]) + " of shape " +
+                          std::to_string(i) + " is outside 0.." + std::to_string(n_cats - 1));
+        const auto& cat = cats[static_cast<size_t>(yl[i])];
+        const auto row = pid[i].slice(0, 0, p);
+        const int64_t lo = row.min().item<int64_t>(), hi = row.max().item<int64_t>();
+        if (lo < cat.first_part || hi >= cat.first_part + cat.parts)
+          throw DataError(file + ": dataset 'pid': shape " + std::to_string(i) + " has part " +
+                          std::to_string(lo < cat.first_part ? lo : hi) + ", not a part of " + part_range(cat));
+        if (!keep[static_cast<size_t>(yl[i])]) continue;
+        auto& count = per_category[static_cast<size_t>(yl[i])];
+        if (o.max_per_category > 0 && count == o.max_per_category) continue;
+        ++count;
+        kept.push_back(i);
+        labels.push_back(yl[i]);
+        sources.push_back(file + "[" + std::to_string(i) + "]");
+      }
+      const auto index = torch::tensor(kept, torch::kLong);
+      const auto xs = x.slice(1, 0, p).index_select(0, index);
+      if (!torch::isfinite(xs).all().item<bool>()) throw DataError(file + ": dataset 'data' has NaN or infinite values");
+      points.push_back(xs);
+      parts.push_back(pid.slice(1, 0, p).index_select(0, index));
+    }
+    if (labels.empty()) throw DataError(list_path.string() + ": lists no shapes (of the categories asked for)");
+    PointCloudSet set;
+    set.points = torch::cat(points).contiguous();
+    set.point_labels = torch::cat(parts).contiguous();
+    set.labels = torch::tensor(labels, torch::kLong);
+    set.class_names = shapenet_part_category_names();
+    set.sources = std::move(sources);
+    (split == 0 ? data.train : split == 1 ? data.val : data.test) = std::move(set);
+  }
+  return data;
+}
+
+}  // namespace
+
+PartText read_part_text(const std::string& path, const PartCategory* cat) {
+  std::ifstream in(path);
+  if (!in) throw DataError(path + ": cannot open: " + std::strerror(errno));
+  PartText out;
+  std::string line;
+  for (int64_t n = 1; std::getline(in, line); ++n) {
+    const char* s = line.c_str();
+    double v[7];
+    int count = 0;
+    for (;;) {
+      while (*s == ' ' || *s == '\t' || *s == '\r' || *s == ',') ++s;
+      if (!*s) break;
+      char* end = nullptr;
+      const double x = std::strtod(s, &end);
+      if (end == s)
+        throw DataError(path + ": line " + std::to_string(n) + ": not a number: '" + std::string(s).substr(0, 20) + "'");
+      if (count < 7) v[count] = x;
+      ++count;
+      s = end;
+    }
+    if (count == 0) continue;
+    if (count != 7)
+      throw DataError(path + ": line " + std::to_string(n) + ": expected 7 columns (x y z nx ny nz part), got " +
+                      std::to_string(count));
+    for (int k = 0; k < 6; ++k)
+      if (!std::isfinite(v[k]))
+        throw DataError(path + ": line " + std::to_string(n) + ": a coordinate or normal is not finite");
+    const double part = v[6];
+    if (!std::isfinite(part) || part != std::floor(part) || part < 0 || part >= kShapeNetPartCount)
+      throw DataError(path + ": line " + std::to_string(n) + ": part " + std::to_string(part) +
+                      " is not a part id (0-" + std::to_string(kShapeNetPartCount - 1) + ")");
+    if (cat && (part < cat->first_part || part >= cat->first_part + cat->parts))
+      throw DataError(path + ": line " + std::to_string(n) + ": part " + std::to_string(static_cast<int64_t>(part)) +
+                      " is not a part of " + part_range(*cat));
+    out.rows.push_back({static_cast<float>(v[0]), static_cast<float>(v[1]), static_cast<float>(v[2]),
+                        static_cast<float>(v[3]), static_cast<float>(v[4]), static_cast<float>(v[5])});
+    out.parts.push_back(static_cast<int64_t>(part));
+  }
+  if (in.bad()) throw DataError(path + ": read failed");
+  if (out.rows.empty()) throw DataError(path + ": no points");
+  return out;
+}
+
+bool looks_like_part_text(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string field;
+    int count = 0;
+    while (fields >> field) ++count;
+    if (count > 0) return count == 7;
+  }
+  return false;
+}
+
+const std::vector<PartCategory>& shapenet_part_categories() {
+  static const std::vector<PartCategory> categories{
+      {"Airplane", "02691156", 0, 4},    {"Bag", "02773838", 4, 2},         {"Cap", "02954340", 6, 2},
+      {"Car", "02958343", 8, 4},         {"Chair", "03001627", 12, 4},      {"Earphone", "03261776", 16, 3},
+      {"Guitar", "03467517", 19, 3},     {"Knife", "03624134", 22, 2},      {"Lamp", "03636649", 24, 4},
+      {"Laptop", "03642806", 28, 2},     {"Motorbike", "03790512", 30, 6},  {"Mug", "03797390", 36, 2},
+      {"Pistol", "03948459", 38, 3},     {"Rocket", "04099429", 41, 3},     {"Skateboard", "04225987", 44, 3},
+      {"Table", "04379243", 47, 3},
+  };
+  return categories;
+}
+
+std::vector<std::string> shapenet_part_category_names() {
+  std::vector<std::string> names;
+  for (const auto& c : shapenet_part_categories()) names.push_back(c.name);
+  return names;
+}
+
+int64_t find_part_category(const std::string& name_or_synset, const std::string& what) {
+  const auto& cats = shapenet_part_categories();
+  for (size_t i = 0; i < cats.size(); ++i)
+    if (to_lower(cats[i].name) == to_lower(name_or_synset) || cats[i].synset == name_or_synset)
+      return static_cast<int64_t>(i);
+  std::string known;
+  for (const auto& c : cats) known += (known.empty() ? "" : ", ") + c.name;
+  throw UsageError(what + " " + name_or_synset + ": not a ShapeNet-part category (known: " + known + ")");
+}
+
+ShapeNetPartData load_shapenet_part(const std::string& dir_name, const ShapeNetPartLoadOptions& o) {
+  if (o.points_per_shape <= 0)
+    throw UsageError("points per shape must be > 0 (got " + std::to_string(o.points_per_shape) + ")");
+  if (o.max_per_category < 0)
+    throw UsageError("max per category must be >= 0 (got " + std::to_string(o.max_per_category) + ")");
+  fs::path dir(dir_name);
+  if (!is_dir(dir)) throw DataError(dir_name + ": no such folder");
+  auto layout_of = [](const fs::path& d) -> std::string {
+    if (is_file(d / "synsetoffset2category.txt")) return kTextLayout;
+    if (is_file(d / "train_hdf5_file_list.txt") || is_file(d / "test_hdf5_file_list.txt")) return kH5Layout;
+    return "";
+  };
+  std::string layout = layout_of(dir);
+  for (const char* sub : {kTextLayout, kH5Layout})
+    if (layout.empty() && is_dir(dir / sub) && !(layout = layout_of(dir / sub)).empty()) dir /= sub;
+  if (layout.empty())
+    throw DataError(dir_name + ": not a ShapeNet-part folder: looked for synsetoffset2category.txt (" + kTextLayout +
+                    ") and train_hdf5_file_list.txt (" + kH5Layout + "), here and in subfolders of those names");
+  return layout == kTextLayout ? load_text(dir, o) : load_h5(dir, o);
+}
+
+}  // namespace qkv::pointcloud

@@ -1,0 +1,45 @@
+#pragma once
+// Built-in synthetic part-segmentation data: the procedural shapes of
+// synth_shapes that are built from named parts (airplane: body, wing, tail,
+// engine; chair: back, seat, leg, arm; guitar: head, neck, body; lamp: base,
+// shade, bulb, pole; mug: handle, body; table: top, leg, support), sampled on
+// their surfaces with a part label per point and written in ShapeNet-part's
+// text layout under the matching ShapeNet category, whose global part ids
+// they take (Airplane 0-3, Chair 12-15, ...), so that the real reader loads it.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace qkv::pointcloud {
+
+// The ShapeNet-part categories the generator can write, in its order.
+std::vector<std::string> synth_part_categories();
+// The part names of one of them, in the order of its part ids.
+std::vector<std::string> synth_part_names(const std::string& category);
+
+struct SynthPartsOptions {
+  int64_t train_per_category = 32;
+  int64_t val_per_category = 8;
+  int64_t test_per_category = 8;
+  int64_t points_per_shape = 2600;  // surface samples written per shape (ShapeNet-part files hold ~2,600)
+  uint64_t seed = 0;
+  std::vector<std::string> categories;  // empty = all synth_part_categories()
+  bool overwrite = false;               // write into an out folder that already holds files
+};
+
+struct SynthPartsSummary {
+  std::vector<std::string> categories;
+  int64_t shapes[3] = {0, 0, 0};  // train, val, test
+  int64_t files() const { return shapes[0] + shapes[1] + shapes[2]; }
+};
+
+// Writes synsetoffset2category.txt, <synset>/<token>.txt ("x y z nx ny nz
+// part" lines: surface points, unit face normals, global part ids),
+// train_test_split/shuffled_{train,val,test}_file_list.json and README.txt.
+// The same options give byte-identical files. UsageError (naming the folder or
+// option) for negative counts, nothing to write, an unknown or repeated
+// category, or an out folder that already holds files while `overwrite` is
+// not set.
+SynthPartsSummary write_synth_parts(const std::string& out_dir, const SynthPartsOptions& options);
+
+}  // namespace qkv::pointcloud
