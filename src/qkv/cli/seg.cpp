@@ -170,6 +170,8 @@ void add_data_options(CLI::App* cmd, SegData& d) {
       ->capture_default_str();
   cmd->add_option("--synth-test-per-category", d.synth.test_per_category, "synthetic test shapes per category")
       ->capture_default_str();
+  cmd->add_option("--synth-points-per-shape", d.synth.points_per_shape, "surface points written per synthetic shape")
+      ->capture_default_str();
   cmd->add_option("--synth-categories", d.synth.categories,
                   "synthetic categories to write (comma-separated; qkv data synth-parts --list); default all")
       ->delimiter(',');
