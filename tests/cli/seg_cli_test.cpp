@@ -13,25 +13,12 @@
 
 namespace fs = std::filesystem;
 using qkv::testing::expect_clean_failure;
+using qkv::testing::read_json;
+using qkv::testing::read_text;
 using qkv::testing::run_qkv;
+using qkv::testing::trailing_json;
 
 namespace {
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
-
-// The JSON document at the end of a command's output (after its stderr lines).
-nlohmann::json trailing_json(const std::string& output) {
-  const auto brace = output.find("\n{");
-  return nlohmann::json::parse(output.substr(brace == std::string::npos ? 0 : brace + 1));
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 // One short VNT-Net run shared by the tests of this file (trained once).
 class SegCli : public ::testing::Test {

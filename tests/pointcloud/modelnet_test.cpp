@@ -23,22 +23,13 @@
 using namespace qkv;
 using namespace qkv::pointcloud;
 using qkv::testing::data_error_of;
+using qkv::testing::expect_data_error;
 using qkv::testing::fresh_dir;
+using qkv::testing::write_text_file;
 
 namespace fs = std::filesystem;
 
 namespace {
-
-void write(const fs::path& path, const std::string& contents) {
-  make_directories(path.parent_path().string());
-  write_file_atomic(path.string(), contents);
-}
-
-void expect_error(const std::function<void()>& f, const std::string& names, const std::string& what) {
-  const auto message = data_error_of(f);
-  EXPECT_NE(message.find(names), std::string::npos) << "expected '" << names << "' in: " << message;
-  EXPECT_NE(message.find(what), std::string::npos) << "expected '" << what << "' in: " << message;
-}
 
 // ---------------------------------------------------------------------------- OFF tree
 
@@ -59,10 +50,10 @@ std::string make_off_tree() {
   for (int i = 0; i < 5; ++i) {
     const char* split = i < 3 ? "train" : "test";
     const std::string id = "_000" + std::to_string(i + 1) + ".off";
-    write(dir / "cube" / split / ("cube" + id), box_off(0.25f * float(i + 1), i % 2 == 1));
-    write(dir / "airplane" / split / ("airplane" + id), tetra_off());
+    write_text_file(dir / "cube" / split / ("cube" + id), box_off(0.25f * float(i + 1), i % 2 == 1));
+    write_text_file(dir / "airplane" / split / ("airplane" + id), tetra_off());
   }
-  write(dir / "cube" / "train" / "notes.txt", "not a mesh\n");
+  write_text_file(dir / "cube" / "train" / "notes.txt", "not a mesh\n");
   make_directories((dir / "__MACOSX").string());  // unzip debris, not a class
   return dir.string();
 }
@@ -109,9 +100,9 @@ TEST(ModelNetOff, EmptySplitAndBadMeshNameTheFile) {
   const fs::path dir = make_off_tree();
   fs::remove_all(dir / "cube" / "test");
   make_directories((dir / "cube" / "test").string());
-  expect_error([&] { load_modelnet40(dir.string()); }, (dir / "cube" / "test").string(), "no .off files");
-  write(dir / "cube" / "test" / "cube_0009.off", "OFF\n3 1 0\n0 0 0\n1 0 0\n");
-  expect_error([&] { load_modelnet40(dir.string()); }, "cube_0009.off", "truncated");
+  expect_data_error([&] { load_modelnet40(dir.string()); }, (dir / "cube" / "test").string(), "no .off files");
+  write_text_file(dir / "cube" / "test" / "cube_0009.off", "OFF\n3 1 0\n0 0 0\n1 0 0\n");
+  expect_data_error([&] { load_modelnet40(dir.string()); }, "cube_0009.off", "truncated");
 }
 
 // ---------------------------------------------------------------------------- normal_resampled
@@ -124,9 +115,9 @@ float resampled_value(int shape, int i, int k) { return float(shape) + 0.01f * f
 fs::path make_resampled(const std::string& name) {
   const fs::path root = fresh_dir(name);
   const fs::path dir = root / "modelnet40_normal_resampled";
-  write(dir / "modelnet40_shape_names.txt", "night_stand\nbed\n");
-  write(dir / "modelnet40_train.txt", "night_stand_0001\nnight_stand_0002\nbed_0001\nbed_0002\n");
-  write(dir / "modelnet40_test.txt", "night_stand_0003\r\nbed_0003\r\n\n");
+  write_text_file(dir / "modelnet40_shape_names.txt", "night_stand\nbed\n");
+  write_text_file(dir / "modelnet40_train.txt", "night_stand_0001\nnight_stand_0002\nbed_0001\nbed_0002\n");
+  write_text_file(dir / "modelnet40_test.txt", "night_stand_0003\r\nbed_0003\r\n\n");
   int shape = 0;
   for (const char* cls : {"night_stand", "bed"})
     for (int k = 1; k <= 3; ++k, ++shape) {
@@ -135,7 +126,7 @@ fs::path make_resampled(const std::string& name) {
         s << resampled_value(shape, i, 0) << ',' << resampled_value(shape, i, 1) << ',' << resampled_value(shape, i, 2);
         s << ",0,0," << (i % 2 ? -1 : 1) << '\n';
       }
-      write(dir / cls / (std::string(cls) + "_000" + std::to_string(k) + ".txt"), s.str());
+      write_text_file(dir / cls / (std::string(cls) + "_000" + std::to_string(k) + ".txt"), s.str());
     }
   return root;
 }
@@ -177,22 +168,22 @@ TEST(ModelNetResampled, MalformedListsAndFilesNameTheFile) {
   o.points_per_shape = 16;
 
   fs::remove(dir / "modelnet40_test.txt");
-  expect_error([&] { load_modelnet40(dir.string(), o); }, "modelnet40_test.txt", "missing list file");
-  write(dir / "modelnet40_test.txt", "night_stand_0003\nsofa_0001\n");
-  expect_error([&] { load_modelnet40(dir.string(), o); }, "modelnet40_test.txt", "line 2: unknown class 'sofa'");
-  write(dir / "modelnet40_test.txt", "night_stand_0003\n");
-  expect_error([&] { load_modelnet40(dir.string(), o); }, "modelnet40_test.txt", "no shapes of class 'bed'");
-  write(dir / "modelnet40_test.txt", "\n");
-  expect_error([&] { load_modelnet40(dir.string(), o); }, "modelnet40_test.txt", "lists no shapes");
-  write(dir / "modelnet40_test.txt", "night_stand_0003\nbed_0003\n");
+  expect_data_error([&] { load_modelnet40(dir.string(), o); }, "modelnet40_test.txt", "missing list file");
+  write_text_file(dir / "modelnet40_test.txt", "night_stand_0003\nsofa_0001\n");
+  expect_data_error([&] { load_modelnet40(dir.string(), o); }, "modelnet40_test.txt", "line 2: unknown class 'sofa'");
+  write_text_file(dir / "modelnet40_test.txt", "night_stand_0003\n");
+  expect_data_error([&] { load_modelnet40(dir.string(), o); }, "modelnet40_test.txt", "no shapes of class 'bed'");
+  write_text_file(dir / "modelnet40_test.txt", "\n");
+  expect_data_error([&] { load_modelnet40(dir.string(), o); }, "modelnet40_test.txt", "lists no shapes");
+  write_text_file(dir / "modelnet40_test.txt", "night_stand_0003\nbed_0003\n");
 
   o.points_per_shape = 32;
-  expect_error([&] { load_modelnet40(dir.string(), o); }, "_0001.txt", "fewer than the 32");
+  expect_data_error([&] { load_modelnet40(dir.string(), o); }, "_0001.txt", "fewer than the 32");
   o.points_per_shape = 16;
-  write(dir / "bed" / "bed_0002.txt", "0,0,0,0,0,1\n0,nan,0,0,0,1\n");
-  expect_error([&] { load_modelnet40(dir.string(), o); }, "bed_0002.txt", "not finite");
+  write_text_file(dir / "bed" / "bed_0002.txt", "0,0,0,0,0,1\n0,nan,0,0,0,1\n");
+  expect_data_error([&] { load_modelnet40(dir.string(), o); }, "bed_0002.txt", "not finite");
   fs::remove(dir / "bed" / "bed_0002.txt");
-  expect_error([&] { load_modelnet40(dir.string(), o); }, "bed_0002.txt", "no such file");
+  expect_data_error([&] { load_modelnet40(dir.string(), o); }, "bed_0002.txt", "no such file");
 }
 
 // ---------------------------------------------------------------------------- ply_hdf5_2048
@@ -223,10 +214,10 @@ void write_h5(const std::string& path, float base, const std::vector<uint8_t>& l
 fs::path make_h5(const std::string& name) {
   const fs::path dir = fresh_dir(name);
   make_directories(dir.string());
-  write(dir / "shape_names.txt", "airplane\ncube\n");
-  write(dir / "train_files.txt",
+  write_text_file(dir / "shape_names.txt", "airplane\ncube\n");
+  write_text_file(dir / "train_files.txt",
         "data/modelnet40_ply_hdf5_2048/ply_data_train0.h5\ndata/modelnet40_ply_hdf5_2048/ply_data_train1.h5\n");
-  write(dir / "test_files.txt", "data/modelnet40_ply_hdf5_2048/ply_data_test0.h5\n");
+  write_text_file(dir / "test_files.txt", "data/modelnet40_ply_hdf5_2048/ply_data_test0.h5\n");
   write_h5((dir / "ply_data_train0.h5").string(), 0, {0, 1, 1, 0}, true);
   write_h5((dir / "ply_data_train1.h5").string(), 1000, {1, 0}, true);
   write_h5((dir / "ply_data_test0.h5").string(), 2000, {1, 0, 1}, true);
@@ -267,23 +258,23 @@ TEST(ModelNetH5, MalformedCasesNameTheFile) {
   const auto train1 = (dir / "ply_data_train1.h5").string();
 
   write_h5(train1, 0, {1, 2}, true);
-  expect_error([&] { load_modelnet40(dir.string(), o); }, train1, "label 2 of shape 1 is outside 0..1");
+  expect_data_error([&] { load_modelnet40(dir.string(), o); }, train1, "label 2 of shape 1 is outside 0..1");
   write_h5(train1, 0, {1, 0}, false);
   EXPECT_EQ(load_modelnet40(dir.string(), o).train.size(), 6);
   o.with_normals = true;
-  expect_error([&] { load_modelnet40(dir.string(), o); }, train1, "no dataset 'normal'");
+  expect_data_error([&] { load_modelnet40(dir.string(), o); }, train1, "no dataset 'normal'");
   o.with_normals = false;
   o.points_per_shape = 64;
-  expect_error([&] { load_modelnet40(dir.string(), o); }, "ply_data_train0.h5", "fewer than the 64");
+  expect_data_error([&] { load_modelnet40(dir.string(), o); }, "ply_data_train0.h5", "fewer than the 64");
   o.points_per_shape = 8;
 
-  write(train1, "this is not HDF5\n");
-  expect_error([&] { load_modelnet40(dir.string(), o); }, train1, "cannot open as an HDF5 file");
+  write_text_file(train1, "this is not HDF5\n");
+  expect_data_error([&] { load_modelnet40(dir.string(), o); }, train1, "cannot open as an HDF5 file");
   fs::remove(train1);
-  expect_error([&] { load_modelnet40(dir.string(), o); }, "train_files.txt", "line 2");
+  expect_data_error([&] { load_modelnet40(dir.string(), o); }, "train_files.txt", "line 2");
   fs::remove(dir / "test_files.txt");
   write_h5(train1, 0, {1, 0}, false);
-  expect_error([&] { load_modelnet40(dir.string(), o); }, (dir / "test_files.txt").string(), "missing list file");
+  expect_data_error([&] { load_modelnet40(dir.string(), o); }, (dir / "test_files.txt").string(), "missing list file");
 }
 
 // ---------------------------------------------------------------------------- detection
@@ -291,13 +282,13 @@ TEST(ModelNetH5, MalformedCasesNameTheFile) {
 TEST(ModelNet, UnknownFolderSaysWhatWasLookedFor) {
   const auto dir = fresh_dir("modelnet_empty");
   make_directories(dir);
-  write(fs::path(dir) / "readme.md", "nothing here\n");
+  write_text_file(fs::path(dir) / "readme.md", "nothing here\n");
   const auto message = data_error_of([&] { load_modelnet40(dir); });
   EXPECT_NE(message.find(dir), std::string::npos) << message;
   EXPECT_NE(message.find("train_files.txt"), std::string::npos) << message;
   EXPECT_NE(message.find("modelnet40_train.txt"), std::string::npos) << message;
   EXPECT_NE(message.find(".off"), std::string::npos) << message;
-  expect_error([&] { load_modelnet40(dir + "/missing"); }, dir + "/missing", "no such folder");
+  expect_data_error([&] { load_modelnet40(dir + "/missing"); }, dir + "/missing", "no such folder");
   ModelNetLoadOptions bad;
   bad.points_per_shape = 0;
   EXPECT_THROW(load_modelnet40(dir, bad), UsageError);

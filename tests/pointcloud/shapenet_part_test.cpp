@@ -26,21 +26,12 @@
 using namespace qkv;
 using namespace qkv::pointcloud;
 using qkv::testing::data_error_of;
+using qkv::testing::expect_data_error;
 using qkv::testing::fresh_dir;
+using qkv::testing::write_text_file;
 namespace fs = std::filesystem;
 
 namespace {
-
-void write(const fs::path& path, const std::string& contents) {
-  make_directories(path.parent_path().string());
-  write_file_atomic(path.string(), contents);
-}
-
-void expect_error(const std::function<void()>& f, const std::string& names, const std::string& what) {
-  const auto message = data_error_of(f);
-  EXPECT_NE(message.find(names), std::string::npos) << "expected '" << names << "' in: " << message;
-  EXPECT_NE(message.find(what), std::string::npos) << "expected '" << what << "' in: " << message;
-}
 
 // `n` points of a shape: x = base + i, y = i, z = part; normals +y; parts
 // alternate between the given ids.
@@ -56,17 +47,17 @@ std::string shape_text(float base, int n, std::vector<int> parts) {
 // Airplane (02691156) and Mug (03797390): train 2 + 1, val 1 + 0, test 1 + 1.
 fs::path make_text_tree(const std::string& name) {
   const fs::path dir = fresh_dir(name);
-  write(dir / "synsetoffset2category.txt", "Airplane\t02691156\nMug\t03797390\n");
-  write(dir / "02691156" / "a1.txt", shape_text(0, 40, {0, 1, 3}));
-  write(dir / "02691156" / "a2.txt", shape_text(100, 10, {2}));  // fewer points than asked: repeats
-  write(dir / "02691156" / "a3.txt", shape_text(200, 40, {0, 1}));
-  write(dir / "02691156" / "a4.txt", shape_text(300, 40, {1, 2}));
-  write(dir / "03797390" / "m1.txt", shape_text(400, 40, {36, 37}));
-  write(dir / "03797390" / "m2.txt", shape_text(500, 40, {37}));
-  write(dir / "train_test_split" / "shuffled_train_file_list.json",
+  write_text_file(dir / "synsetoffset2category.txt", "Airplane\t02691156\nMug\t03797390\n");
+  write_text_file(dir / "02691156" / "a1.txt", shape_text(0, 40, {0, 1, 3}));
+  write_text_file(dir / "02691156" / "a2.txt", shape_text(100, 10, {2}));  // fewer points than asked: repeats
+  write_text_file(dir / "02691156" / "a3.txt", shape_text(200, 40, {0, 1}));
+  write_text_file(dir / "02691156" / "a4.txt", shape_text(300, 40, {1, 2}));
+  write_text_file(dir / "03797390" / "m1.txt", shape_text(400, 40, {36, 37}));
+  write_text_file(dir / "03797390" / "m2.txt", shape_text(500, 40, {37}));
+  write_text_file(dir / "train_test_split" / "shuffled_train_file_list.json",
         R"(["shape_data/02691156/a1", "shape_data/03797390/m1", "shape_data/02691156/a2"])");
-  write(dir / "train_test_split" / "shuffled_val_file_list.json", R"(["shape_data/02691156/a3"])");
-  write(dir / "train_test_split" / "shuffled_test_file_list.json",
+  write_text_file(dir / "train_test_split" / "shuffled_val_file_list.json", R"(["shape_data/02691156/a3"])");
+  write_text_file(dir / "train_test_split" / "shuffled_test_file_list.json",
         R"(["shape_data/02691156/a4", "shape_data/03797390/m2"])");
   return dir;
 }
@@ -131,46 +122,46 @@ TEST(ShapeNetPart, TextLayoutLoadsEverySplitWithLabelsPerPoint) {
   only.max_per_category = 1;
   EXPECT_EQ(load_shapenet_part(dir.string(), only).train.size(), 1);
   only.categories = {"03797390"};  // no mug in val: an empty split
-  expect_error([&] { load_shapenet_part(dir.string(), only); }, "shuffled_val_file_list.json", "lists no shapes");
+  expect_data_error([&] { load_shapenet_part(dir.string(), only); }, "shuffled_val_file_list.json", "lists no shapes");
 }
 
 TEST(ShapeNetPart, MalformedTextLayoutNamesTheFile) {
   {  // a part id outside its category
     const auto dir = make_text_tree("shapenet_bad_part");
-    write(dir / "03797390" / "m1.txt", shape_text(400, 40, {36, 12}));
-    expect_error([&] { load_shapenet_part(dir.string(), options(16)); }, "m1.txt", "part 12 is not a part of Mug (36-37)");
+    write_text_file(dir / "03797390" / "m1.txt", shape_text(400, 40, {36, 12}));
+    expect_data_error([&] { load_shapenet_part(dir.string(), options(16)); }, "m1.txt", "part 12 is not a part of Mug (36-37)");
   }
   {  // a wrong column count
     const auto dir = make_text_tree("shapenet_bad_columns");
-    write(dir / "02691156" / "a2.txt", "0 0 0 0 1 0 0\n1 2 3 0 1 0\n");
-    expect_error([&] { load_shapenet_part(dir.string(), options(16)); }, "a2.txt: line 2", "expected 7 columns");
+    write_text_file(dir / "02691156" / "a2.txt", "0 0 0 0 1 0 0\n1 2 3 0 1 0\n");
+    expect_data_error([&] { load_shapenet_part(dir.string(), options(16)); }, "a2.txt: line 2", "expected 7 columns");
   }
   {  // a missing split file
     const auto dir = make_text_tree("shapenet_no_split");
     fs::remove(dir / "train_test_split" / "shuffled_val_file_list.json");
-    expect_error([&] { load_shapenet_part(dir.string(), options(16)); }, "shuffled_val_file_list.json",
+    expect_data_error([&] { load_shapenet_part(dir.string(), options(16)); }, "shuffled_val_file_list.json",
                  "missing split file");
   }
   {  // a listed shape that is not there, a synset not in the category file, a bad synset
     const auto dir = make_text_tree("shapenet_missing_shape");
     fs::remove(dir / "02691156" / "a3.txt");
-    expect_error([&] { load_shapenet_part(dir.string(), options(16)); }, "a3.txt", "missing");
-    write(dir / "train_test_split" / "shuffled_val_file_list.json", R"(["shape_data/04379243/t1"])");
-    expect_error([&] { load_shapenet_part(dir.string(), options(16)); }, "04379243", "synsetoffset2category.txt");
-    write(dir / "synsetoffset2category.txt", "Sofa\t04256520\n");
-    expect_error([&] { load_shapenet_part(dir.string(), options(16)); }, "synsetoffset2category.txt: line 1",
+    expect_data_error([&] { load_shapenet_part(dir.string(), options(16)); }, "a3.txt", "missing");
+    write_text_file(dir / "train_test_split" / "shuffled_val_file_list.json", R"(["shape_data/04379243/t1"])");
+    expect_data_error([&] { load_shapenet_part(dir.string(), options(16)); }, "04379243", "synsetoffset2category.txt");
+    write_text_file(dir / "synsetoffset2category.txt", "Sofa\t04256520\n");
+    expect_data_error([&] { load_shapenet_part(dir.string(), options(16)); }, "synsetoffset2category.txt: line 1",
                  "not one of the 16");
   }
   {  // not a number, NaN, not JSON, no layout at all
     const auto dir = make_text_tree("shapenet_bad_values");
-    write(dir / "02691156" / "a1.txt", "0 0 0 0 1 0 x\n");
-    expect_error([&] { load_shapenet_part(dir.string(), options(16)); }, "a1.txt: line 1", "not a number");
-    write(dir / "02691156" / "a1.txt", "0 nan 0 0 1 0 0\n");
-    expect_error([&] { load_shapenet_part(dir.string(), options(16)); }, "a1.txt: line 1", "not finite");
-    write(dir / "train_test_split" / "shuffled_train_file_list.json", "[\"shape_data/");
-    expect_error([&] { load_shapenet_part(dir.string(), options(16)); }, "shuffled_train_file_list.json",
+    write_text_file(dir / "02691156" / "a1.txt", "0 0 0 0 1 0 x\n");
+    expect_data_error([&] { load_shapenet_part(dir.string(), options(16)); }, "a1.txt: line 1", "not a number");
+    write_text_file(dir / "02691156" / "a1.txt", "0 nan 0 0 1 0 0\n");
+    expect_data_error([&] { load_shapenet_part(dir.string(), options(16)); }, "a1.txt: line 1", "not finite");
+    write_text_file(dir / "train_test_split" / "shuffled_train_file_list.json", "[\"shape_data/");
+    expect_data_error([&] { load_shapenet_part(dir.string(), options(16)); }, "shuffled_train_file_list.json",
                  "not valid JSON");
-    expect_error([&] { load_shapenet_part((dir / "02691156").string(), options(16)); }, "02691156",
+    expect_data_error([&] { load_shapenet_part((dir / "02691156").string(), options(16)); }, "02691156",
                  "not a ShapeNet-part folder");
   }
 }
@@ -207,9 +198,9 @@ void write_h5(const std::string& path, float base, const std::vector<uint8_t>& c
 fs::path make_h5_tree(const std::string& name) {
   const fs::path dir = fresh_dir(name);
   make_directories(dir.string());
-  write(dir / "train_hdf5_file_list.txt", "hdf5_data/ply_data_train0.h5\n");
-  write(dir / "val_hdf5_file_list.txt", "hdf5_data/ply_data_val0.h5\n");
-  write(dir / "test_hdf5_file_list.txt", "hdf5_data/ply_data_test0.h5\n");
+  write_text_file(dir / "train_hdf5_file_list.txt", "hdf5_data/ply_data_train0.h5\n");
+  write_text_file(dir / "val_hdf5_file_list.txt", "hdf5_data/ply_data_val0.h5\n");
+  write_text_file(dir / "test_hdf5_file_list.txt", "hdf5_data/ply_data_test0.h5\n");
   const std::vector<uint8_t> airplane{0, 1, 2, 3, 0, 1, 2, 3}, mug{36, 37, 36, 37, 36, 37, 36, 37};
   write_h5((dir / "ply_data_train0.h5").string(), 0, {0, 11}, {airplane, mug});
   write_h5((dir / "ply_data_val0.h5").string(), 1000, {11}, {mug});
@@ -232,7 +223,7 @@ TEST(ShapeNetPartH5, ReadsDataCategoriesAndPartIds) {
   EXPECT_EQ(data.val.points[0][0][0].item<float>(), 1000.f);
   EXPECT_EQ(data.test.size(), 1);
   o.with_normals = true;
-  expect_error([&] { load_shapenet_part(dir.string(), o); }, dir.string(), "no normals");
+  expect_data_error([&] { load_shapenet_part(dir.string(), o); }, dir.string(), "no normals");
 }
 
 TEST(ShapeNetPartH5, MalformedFilesNameTheFile) {
@@ -241,15 +232,15 @@ TEST(ShapeNetPartH5, MalformedFilesNameTheFile) {
   o.points_per_shape = 8;
   ShapeNetPartLoadOptions nine;
   nine.points_per_shape = 9;
-  expect_error([&] { load_shapenet_part(dir.string(), nine); }, "ply_data_train0.h5", "fewer than the 9");
+  expect_data_error([&] { load_shapenet_part(dir.string(), nine); }, "ply_data_train0.h5", "fewer than the 9");
   write_h5((dir / "ply_data_val0.h5").string(), 0, {11}, {{36, 37, 36, 2, 36, 37, 36, 37}});
-  expect_error([&] { load_shapenet_part(dir.string(), o); }, "ply_data_val0.h5", "not a part of Mug (36-37)");
+  expect_data_error([&] { load_shapenet_part(dir.string(), o); }, "ply_data_val0.h5", "not a part of Mug (36-37)");
   write_h5((dir / "ply_data_val0.h5").string(), 0, {16}, {{36, 37, 36, 37, 36, 37, 36, 37}});
-  expect_error([&] { load_shapenet_part(dir.string(), o); }, "ply_data_val0.h5", "outside 0..15");
-  write(dir / "ply_data_val0.h5", "not hdf5");
-  expect_error([&] { load_shapenet_part(dir.string(), o); }, "ply_data_val0.h5", "cannot open as an HDF5 file");
+  expect_data_error([&] { load_shapenet_part(dir.string(), o); }, "ply_data_val0.h5", "outside 0..15");
+  write_text_file(dir / "ply_data_val0.h5", "not hdf5");
+  expect_data_error([&] { load_shapenet_part(dir.string(), o); }, "ply_data_val0.h5", "cannot open as an HDF5 file");
   fs::remove(dir / "val_hdf5_file_list.txt");
-  expect_error([&] { load_shapenet_part(dir.string(), o); }, "val_hdf5_file_list.txt", "missing list file");
+  expect_data_error([&] { load_shapenet_part(dir.string(), o); }, "val_hdf5_file_list.txt", "missing list file");
 }
 
 // ---------------------------------------------------------------------------- synthetic parts

@@ -5,6 +5,9 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace qkv::testing {
@@ -39,6 +42,22 @@ inline void expect_clean_failure(const CliResult& r, int status, const std::stri
   EXPECT_EQ(count_lines(r.output), 1) << "one line expected:\n" << r.output;
   for (const char* bad : {"terminate called", "Exception raised from", "frame #", "Aborted"})
     EXPECT_EQ(r.output.find(bad), std::string::npos) << r.output;
+}
+
+inline nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// The JSON document at the end of a command's output (after its stderr lines).
+inline nlohmann::json trailing_json(const std::string& output) {
+  const auto brace = output.find("\n{");
+  return nlohmann::json::parse(output.substr(brace == std::string::npos ? 0 : brace + 1));
 }
 
 }  // namespace qkv::testing

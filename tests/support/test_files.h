@@ -7,6 +7,9 @@
 #include <functional>
 #include <string>
 
+#include <gtest/gtest.h>
+
+#include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
 
 namespace qkv::testing {
@@ -33,6 +36,20 @@ inline std::string data_error_of(const std::function<void()>& f) {
     return e.what();
   }
   return "(no DataError)";
+}
+
+// Writes a text file, creating its folder (atomic, like the product's writes).
+inline void write_text_file(const std::filesystem::path& path, const std::string& contents) {
+  make_directories(path.parent_path().string());
+  write_file_atomic(path.string(), contents);
+}
+
+// f throws a DataError whose message holds both `names` (the file at fault)
+// and `what`.
+inline void expect_data_error(const std::function<void()>& f, const std::string& names, const std::string& what) {
+  const auto message = data_error_of(f);
+  EXPECT_NE(message.find(names), std::string::npos) << "expected '" << names << "' in: " << message;
+  EXPECT_NE(message.find(what), std::string::npos) << "expected '" << what << "' in: " << message;
 }
 
 }  // namespace qkv::testing

@@ -73,6 +73,50 @@ nlohmann::json measure_invariance(models::Model& model, const data::Dataset& dat
   return out;
 }
 
+void set_paper_training_defaults(train::TrainConfig& config, pc::PointViewOptions& view) {
+  config.epochs = 200;
+  config.batch_size = 16;
+  config.optim.optimizer = "adam";
+  config.optim.lr = 5e-4;
+  config.optim.schedule = "step";
+  config.optim.step_size = 20;
+  config.optim.gamma = 0.9;
+  view.random_scale = true;
+  view.random_shift = true;
+}
+
+void add_view_options(CLI::App* cmd, pc::PointViewOptions& view, const std::string& sampling_help,
+                      const std::string& up_axis_help) {
+  cmd->add_option("--points", view.num_points, "points the model sees per shape")->capture_default_str();
+  cmd->add_option("--sampling", view.sampling, sampling_help)
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fps", "random", "first"}));
+  cmd->add_option("--up-axis", view.up_axis, up_axis_help)->capture_default_str()->check(CLI::Range(0, 2));
+  cmd->add_option("--random-scale", view.random_scale, "training augmentation: scale by U[0.8, 1.25)")
+      ->capture_default_str();
+  cmd->add_option("--random-shift", view.random_shift, "training augmentation: shift by U[-0.1, 0.1)^3")
+      ->capture_default_str();
+}
+
+void add_point_model_options(CLI::App* cmd, PointModelOptions& o, const std::vector<std::string>& models,
+                             const std::string& model_help, int64_t paper_linear_dim, int64_t paper_heads) {
+  cmd->add_option("--model", o.model, model_help)->capture_default_str()->check(CLI::IsMember(models));
+  cmd->add_option("--linear-dim", o.linear_dim,
+                  "VNT-Net: linear dimension C (paper: " + std::to_string(paper_linear_dim) + "); 0 = model default");
+  cmd->add_option("--heads", o.heads,
+                  "VNT-Net / xyz-transformer: attention heads (VNT paper: " + std::to_string(paper_heads) +
+                      "); 0 = default");
+  cmd->add_option("--head-dim", o.head_dim, "VNT-Net: head size (paper: 16); 0 = model default");
+  cmd->add_option("--model-options", o.model_options,
+                  "any other model option as JSON, e.g. '{\"k\":16,\"pooling\":\"max\"}' (qkv params --model M "
+                  "lists them)")
+      ->capture_default_str();
+  cmd->add_option("--init-weights", o.init_weights, "start from a name->tensor .pt dict (export-weights, torch.save)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--resume", o.resume, "continue the run in this folder from its last checkpoint")
+      ->check(CLI::ExistingDirectory);
+}
+
 nlohmann::json model_options_from_cli(const std::string& text, const std::string& model, bool vnt, bool attention,
                                       int64_t linear_dim, int64_t heads, int64_t head_dim) {
   nlohmann::json options;

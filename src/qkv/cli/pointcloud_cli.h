@@ -4,14 +4,17 @@
 // the invariance measurement and the synthetic-data folder.
 #include <ATen/core/Tensor.h>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "qkv/data/dataset.h"
 #include "qkv/models/model.h"
 #include "qkv/pointcloud/point_dataset.h"
+#include "qkv/train/trainer.h"
 
 namespace qkv::cli {
 
@@ -32,6 +35,26 @@ data::DatasetPtr view_of(const std::shared_ptr<const pointcloud::PointCloudSet>&
 // float64 (the model is copied to double for the latter, then back).
 nlohmann::json measure_invariance(models::Model& model, const data::Dataset& dataset, int64_t shapes,
                                   int64_t rotations, uint64_t seed, const c10::Device& device);
+
+// The paper's training setup, for both tasks: 200 epochs, batch 16, Adam
+// 5e-4, step decay x0.9 every 20 epochs, scale and shift augmentation.
+void set_paper_training_defaults(train::TrainConfig& config, pointcloud::PointViewOptions& view);
+
+// --points, --sampling, --up-axis, --random-scale, --random-shift.
+void add_view_options(CLI::App* cmd, pointcloud::PointViewOptions& view, const std::string& sampling_help,
+                      const std::string& up_axis_help);
+
+// What a point-cloud `train` command takes about its model.
+struct PointModelOptions {
+  std::string model;
+  std::string model_options = "{}";
+  int64_t linear_dim = 0, heads = 0, head_dim = 0;
+  std::string init_weights, resume;
+};
+// --model (one of `models`), --linear-dim, --heads, --head-dim (the paper's
+// values in the help), --model-options, --init-weights, --resume.
+void add_point_model_options(CLI::App* cmd, PointModelOptions& o, const std::vector<std::string>& models,
+                             const std::string& model_help, int64_t paper_linear_dim, int64_t paper_heads);
 
 // --model-options TEXT as a JSON object, plus the size flags that are set
 // (> 0): --linear-dim and --head-dim for VNT models (`vnt`), --heads for

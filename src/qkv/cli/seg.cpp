@@ -183,17 +183,8 @@ void add_data_options(CLI::App* cmd, SegData& d) {
   cmd->add_option("--max-per-category", d.load.max_per_category,
                   "keep at most this many shapes per category and split; 0 = all")
       ->capture_default_str();
-  cmd->add_option("--points", d.view.num_points, "points the model sees per shape")->capture_default_str();
-  cmd->add_option("--sampling", d.view.sampling, "how they are picked: random (a fresh subset each epoch), fps, first")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"fps", "random", "first"}));
-  cmd->add_option("--up-axis", d.view.up_axis, "axis of the z rotations: 0 x, 1 y (ShapeNet), 2 z")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 2));
-  cmd->add_option("--random-scale", d.view.random_scale, "training augmentation: scale by U[0.8, 1.25)")
-      ->capture_default_str();
-  cmd->add_option("--random-shift", d.view.random_shift, "training augmentation: shift by U[-0.1, 0.1)^3")
-      ->capture_default_str();
+  add_view_options(cmd, d.view, "how they are picked: random (a fresh subset each epoch), fps, first",
+                   "axis of the z rotations: 0 x, 1 y (ShapeNet), 2 z");
   cmd->add_option("--protocol", d.protocol,
                   "train/test rotations: i/i, i/z, i/so3, z/z, z/so3, so3/so3 (i = none); every run also scores "
                   "the test set under the other rotations")
@@ -221,55 +212,32 @@ void register_train(CLI::App* parent, Action& action) {
   struct Opts {
     CommonOptions common;
     SegData data;
-    std::string model = "vnt-seg";
-    std::string model_options = "{}";
-    int64_t linear_dim = 0, heads = 0, head_dim = 0;
+    PointModelOptions model;
     train::TrainConfig train;
-    std::string init_weights, resume;
   };
   auto o = std::make_shared<Opts>();
   o->common.out = "runs/seg";
-  // The paper's setup: Adam 5e-4; the step decay and batch of classification.
-  o->train.epochs = 200;
-  o->train.batch_size = 16;
-  o->train.optim.optimizer = "adam";
-  o->train.optim.lr = 5e-4;
-  o->train.optim.schedule = "step";
-  o->train.optim.step_size = 20;
-  o->train.optim.gamma = 0.9;
+  o->model.model = "vnt-seg";
+  set_paper_training_defaults(o->train, o->data.view);
   o->train.select_metric = "instance_miou";
-  o->data.view.random_scale = true;
-  o->data.view.random_shift = true;
   add_common_options(cmd, o->common, "run folder: config.json, metrics.jsonl, summary.json, report.html, checkpoints/");
   add_data_options(cmd, o->data);
-  cmd->add_option("--model", o->model, "vnt-seg, vn-dgcnn-seg or xyz-transformer-seg (not invariant)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"vnt-seg", "vn-dgcnn-seg", "xyz-transformer-seg"}));
-  cmd->add_option("--linear-dim", o->linear_dim, "VNT-Net: linear dimension C (paper: 128); 0 = model default");
-  cmd->add_option("--heads", o->heads, "VNT-Net / xyz-transformer: attention heads (VNT paper: 14); 0 = default");
-  cmd->add_option("--head-dim", o->head_dim, "VNT-Net: head size (paper: 16); 0 = model default");
-  cmd->add_option("--model-options", o->model_options,
-                  "any other model option as JSON, e.g. '{\"k\":16,\"normals\":true}' (qkv params --model M lists "
-                  "them)")
-      ->capture_default_str();
+  add_point_model_options(cmd, o->model, {"vnt-seg", "vn-dgcnn-seg", "xyz-transformer-seg"},
+                          "vnt-seg, vn-dgcnn-seg or xyz-transformer-seg (not invariant)", 128, 14);
   add_train_options(cmd, o->train);
-  cmd->add_option("--init-weights", o->init_weights, "start from a name->tensor .pt dict (export-weights, torch.save)")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--resume", o->resume, "continue the run in this folder from its last checkpoint")
-      ->check(CLI::ExistingDirectory);
   cmd->callback([o, cmd, &action] {
     action = [o, cmd] {
-      TrainRequest request{kTrainCommand, o->model, {}, {}, o->init_weights, false};
+      const auto& m = o->model;
+      TrainRequest request{kTrainCommand, m.model, {}, {}, m.init_weights, false};
       train::TrainConfig config = o->train;
       SegData d = o->data;
       CommonOptions common = o->common;
-      if (!o->resume.empty()) {
-        d = SegData::from_json(adopt_resumed_run(o->resume, *cmd, common, config, request).at("data"));
+      if (!m.resume.empty()) {
+        d = SegData::from_json(adopt_resumed_run(m.resume, *cmd, common, config, request).at("data"));
       } else {
         parse_protocol(d.protocol);  // a bad protocol fails before any work
-        request.model_options = model_options_from_cli(o->model_options, o->model, o->model == "vnt-seg",
-                                                       o->model != "vn-dgcnn-seg", o->linear_dim, o->heads,
-                                                       o->head_dim);
+        request.model_options = model_options_from_cli(m.model_options, m.model, m.model == "vnt-seg",
+                                                       m.model != "vn-dgcnn-seg", m.linear_dim, m.heads, m.head_dim);
         // The model's shape is fixed by the data set: 16 categories, 50 parts.
         for (const char* key : {"categories", "parts"})
           if (request.model_options.contains(key))

@@ -183,17 +183,8 @@ void add_data_options(CLI::App* cmd, VntData& d) {
       ->capture_default_str();
   cmd->add_option("--max-per-class", d.load.max_per_class, "keep at most this many shapes per class; 0 = all")
       ->capture_default_str();
-  cmd->add_option("--points", d.view.num_points, "points the model sees per shape")->capture_default_str();
-  cmd->add_option("--sampling", d.view.sampling, "how they are picked: fps (random start in training), random, first")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"fps", "random", "first"}));
-  cmd->add_option("--up-axis", d.view.up_axis, "axis of the z rotations: 0 x, 1 y (ModelNet40), 2 z")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 2));
-  cmd->add_option("--random-scale", d.view.random_scale, "training augmentation: scale by U[0.8, 1.25)")
-      ->capture_default_str();
-  cmd->add_option("--random-shift", d.view.random_shift, "training augmentation: shift by U[-0.1, 0.1)^3")
-      ->capture_default_str();
+  add_view_options(cmd, d.view, "how they are picked: fps (random start in training), random, first",
+                   "axis of the z rotations: 0 x, 1 y (ModelNet40), 2 z");
   cmd->add_option("--protocol", d.protocol, "train/test rotations: z/z, z/so3, so3/so3 (also none/...)")
       ->capture_default_str();
   cmd->add_option("--val-fraction", d.val_fraction, "share of the training shapes held out for model selection")
@@ -206,65 +197,43 @@ void register_train(CLI::App* parent, Action& action) {
   struct Opts {
     CommonOptions common;
     VntData data;
-    std::string model = "vnt";
-    std::string model_options = "{}";
-    int64_t linear_dim = 0, heads = 0, head_dim = 0;
+    PointModelOptions model;
     train::TrainConfig train;
-    std::string init_weights, resume;
   };
   auto o = std::make_shared<Opts>();
   o->common.out = "runs/vnt";
-  // The paper's training setup: Adam 5e-4, step decay x0.9 every 20 epochs, batch 16.
-  o->train.epochs = 200;
-  o->train.batch_size = 16;
-  o->train.optim.optimizer = "adam";
-  o->train.optim.lr = 5e-4;
-  o->train.optim.schedule = "step";
-  o->train.optim.step_size = 20;
-  o->train.optim.gamma = 0.9;
-  o->data.view.random_scale = true;
-  o->data.view.random_shift = true;
+  o->model.model = "vnt";
+  set_paper_training_defaults(o->train, o->data.view);
   add_common_options(cmd, o->common, "run folder: config.json, metrics.jsonl, summary.json, report.html, checkpoints/");
   add_data_options(cmd, o->data);
-  cmd->add_option("--model", o->model, "vnt, vnt+n (xyz and normals), vn-dgcnn or xyz-transformer (not invariant)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"vnt", "vnt+n", "vn-dgcnn", "xyz-transformer"}));
-  cmd->add_option("--linear-dim", o->linear_dim, "VNT-Net: linear dimension C (paper: 16); 0 = model default");
-  cmd->add_option("--heads", o->heads, "VNT-Net / xyz-transformer: attention heads (VNT paper: 24); 0 = default");
-  cmd->add_option("--head-dim", o->head_dim, "VNT-Net: head size (paper: 16); 0 = model default");
-  cmd->add_option("--model-options", o->model_options,
-                  "any other model option as JSON, e.g. '{\"k\":16,\"pooling\":\"max\"}' (qkv params --model M lists "
-                  "them)")
-      ->capture_default_str();
+  add_point_model_options(cmd, o->model, {"vnt", "vnt+n", "vn-dgcnn", "xyz-transformer"},
+                          "vnt, vnt+n (xyz and normals), vn-dgcnn or xyz-transformer (not invariant)", 16, 24);
   add_train_options(cmd, o->train);
-  cmd->add_option("--init-weights", o->init_weights, "start from a name->tensor .pt dict (export-weights, torch.save)")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--resume", o->resume, "continue the run in this folder from its last checkpoint")
-      ->check(CLI::ExistingDirectory);
   cmd->callback([o, cmd, &action] {
     action = [o, cmd] {
-      TrainRequest request{kTrainCommand, o->model, {}, {}, o->init_weights, false};
+      const auto& m = o->model;
+      TrainRequest request{kTrainCommand, m.model, {}, {}, m.init_weights, false};
       train::TrainConfig config = o->train;
       VntData d = o->data;
       CommonOptions common = o->common;
-      if (!o->resume.empty()) {
-        d = VntData::from_json(adopt_resumed_run(o->resume, *cmd, common, config, request).at("data"));
+      if (!m.resume.empty()) {
+        d = VntData::from_json(adopt_resumed_run(m.resume, *cmd, common, config, request).at("data"));
       } else {
         parse_protocol(d.protocol);  // a bad protocol fails before any work
         d.view.seed = common.seed;
-        d.view.use_normals = o->model == "vnt+n";
+        d.view.use_normals = m.model == "vnt+n";
         d.copy_view_settings();
         if (d.source == "synthetic" && d.synth_dir.empty()) d.synth_dir = common.out + "/synthetic";
-        const bool vnt = o->model == "vnt" || o->model == "vnt+n";
-        request.model_options = model_options_from_cli(o->model_options, o->model, vnt, o->model != "vn-dgcnn",
-                                                       o->linear_dim, o->heads, o->head_dim);
+        const bool vnt = m.model == "vnt" || m.model == "vnt+n";
+        request.model_options = model_options_from_cli(m.model_options, m.model, vnt, m.model != "vn-dgcnn",
+                                                       m.linear_dim, m.heads, m.head_dim);
       }
       config.seed = common.seed;
       apply_common_options(common);
       const auto loaded = d.load_data();
       auto s = make_splits(d, loaded);
-      if (!o->resume.empty() && s.class_names != d.class_names)
-        throw DataError("--resume " + o->resume + ": the data's classes differ from the stored run's");
+      if (!m.resume.empty() && s.class_names != d.class_names)
+        throw DataError("--resume " + m.resume + ": the data's classes differ from the stored run's");
       d.class_names = s.class_names;
       request.model_options["classes"] = static_cast<int64_t>(s.class_names.size());
       request.data = d.to_json();

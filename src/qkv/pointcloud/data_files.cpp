@@ -29,6 +29,15 @@ std::string to_lower(std::string s) {
   return s;
 }
 
+void check_out_dir(const std::string& dir, bool overwrite) {
+  std::error_code ec;
+  const auto status = fs::status(dir, ec);
+  if (!fs::exists(status)) return;
+  if (!fs::is_directory(status)) throw UsageError(dir + ": exists and is not a folder");
+  if (!overwrite && !fs::is_empty(dir, ec))
+    throw UsageError(dir + ": the folder already holds files (use --overwrite to write into it)");
+}
+
 std::vector<ListLine> read_list(const fs::path& path) {
   if (!is_file(path)) throw DataError(path.string() + ": missing list file");
   std::ifstream in(path);
@@ -77,6 +86,21 @@ hid_t H5File::open(const std::string& path) {
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id < 0) throw DataError(path + ": cannot open as an HDF5 file");
   return id;
+}
+
+H5Clouds read_h5_clouds(const H5File& h5, const std::string& file, int64_t min_points) {
+  H5Clouds c;
+  c.points = h5.read("data", torch::kFloat, false);
+  if (c.points.dim() != 3 || c.points.size(2) != 3) throw DataError(file + ": dataset 'data' is not [S, P, 3]");
+  if (c.points.size(1) < min_points)
+    throw DataError(file + ": dataset 'data' has " + std::to_string(c.points.size(1)) +
+                    " points per shape, fewer than the " + std::to_string(min_points) + " asked for");
+  const auto s = c.points.size(0);
+  c.labels = h5.read("label", torch::kLong, true);
+  if (!(c.labels.dim() == 1 || (c.labels.dim() == 2 && c.labels.size(1) == 1)) || c.labels.size(0) != s)
+    throw DataError(file + ": dataset 'label' is not [" + std::to_string(s) + ", 1] like 'data'");
+  c.labels = c.labels.reshape({s});
+  return c;
 }
 
 }  // namespace qkv::pointcloud

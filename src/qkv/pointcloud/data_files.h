@@ -16,6 +16,10 @@ bool is_file(const std::filesystem::path& p);
 bool is_dir(const std::filesystem::path& p);
 std::string to_lower(std::string s);
 
+// Before a generator writes into `dir`: UsageError if it exists and is not a
+// folder, or holds files while `overwrite` is not set.
+void check_out_dir(const std::string& dir, bool overwrite);
+
 struct ListLine {
   std::string text;
   int64_t line;  // 1-based, for messages
@@ -57,5 +61,16 @@ class H5File {
   std::string path_;
   H5Handle file_;
 };
+
+// The point clouds of one file of the HDF5 layouts (ModelNet40's
+// ply_hdf5_2048, ShapeNet-part's hdf5_data): "data" [S, P, 3] read whole and
+// "label" [S, 1] or [S] (any integer type). DataError naming the file for a
+// wrong shape, fewer than min_points points per shape or a label count that
+// differs from the shapes'.
+struct H5Clouds {
+  at::Tensor points;  // [S, P, 3] float32 (P as stored)
+  at::Tensor labels;  // [S] int64
+};
+H5Clouds read_h5_clouds(const H5File& h5, const std::string& file, int64_t min_points);
 
 }  // namespace qkv::pointcloud

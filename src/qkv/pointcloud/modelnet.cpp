@@ -216,16 +216,8 @@ ModelNetData load_h5(const fs::path& dir, const ModelNetLoadOptions& o) {
         throw DataError(list_path.string() + ": line " + std::to_string(l.line) + ": lists '" + l.text +
                         "', which is not at " + file);
       H5File h5(file);
-      const auto x = h5.read("data", torch::kFloat, false);
-      if (x.dim() != 3 || x.size(2) != 3) throw DataError(file + ": dataset 'data' is not [S, P, 3]");
-      if (x.size(1) < p)
-        throw DataError(file + ": dataset 'data' has " + std::to_string(x.size(1)) + " points per shape, fewer than the " +
-                        std::to_string(p) + " asked for");
+      const auto [x, y] = read_h5_clouds(h5, file, p);
       const auto s = x.size(0);
-      auto y = h5.read("label", torch::kLong, true);
-      if (!(y.dim() == 1 || (y.dim() == 2 && y.size(1) == 1)) || y.size(0) != s)
-        throw DataError(file + ": dataset 'label' is not [" + std::to_string(s) + ", 1] like 'data'");
-      y = y.reshape({s});
       at::Tensor nx;
       if (o.with_normals) {
         if (!h5.has("normal")) throw DataError(file + ": no dataset 'normal' (normals were asked for)");

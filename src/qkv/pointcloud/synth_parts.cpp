@@ -89,13 +89,7 @@ SynthPartsSummary write_synth_parts(const std::string& out_dir, const SynthParts
     if (!seen.insert(name).second) throw UsageError("--categories: '" + c + "' is listed twice");
     summary.categories.push_back(name);
   }
-  std::error_code ec;
-  const auto status = fs::status(out_dir, ec);
-  if (fs::exists(status)) {
-    if (!fs::is_directory(status)) throw UsageError(out_dir + ": exists and is not a folder");
-    if (!o.overwrite && !fs::is_empty(out_dir, ec))
-      throw UsageError(out_dir + ": the folder already holds files (use --overwrite to write into it)");
-  }
+  check_out_dir(out_dir, o.overwrite);
 
   nlohmann::json lists[3] = {nlohmann::json::array(), nlohmann::json::array(), nlohmann::json::array()};
   std::string offsets;

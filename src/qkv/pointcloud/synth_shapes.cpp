@@ -11,6 +11,7 @@
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
+#include "qkv/pointcloud/data_files.h"
 #include "qkv/pointcloud/mesh_write.h"
 
 namespace qkv::pointcloud {
@@ -961,13 +962,7 @@ SynthShapesSummary write_synth_shapes(const std::string& out_dir, const SynthSha
     if (!seen.insert(cls).second) throw UsageError("--classes: '" + cls + "' is listed twice");
   }
 
-  std::error_code ec;
-  const auto status = fs::status(out_dir, ec);
-  if (fs::exists(status)) {
-    if (!fs::is_directory(status)) throw UsageError(out_dir + ": exists and is not a folder");
-    if (!options.overwrite && !fs::is_empty(out_dir, ec))
-      throw UsageError(out_dir + ": the folder already holds files (use --overwrite to write into it)");
-  }
+  check_out_dir(out_dir, options.overwrite);
 
   for (const auto& cls : summary.classes) {
     const int64_t total = options.train_per_class + options.test_per_class;
