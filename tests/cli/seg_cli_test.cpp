@@ -84,6 +84,21 @@ TEST_F(SegCli, EvalReproducesTheSummaryAndMeasuresInvariance) {
   EXPECT_LE(j.at("invariance").at("float32").at("max_abs_logit_change").get<double>(), 1e-2) << j.dump(2);
 }
 
+TEST_F(SegCli, CompareTabulatesEveryTestRotation) {
+  ASSERT_EQ(result_->status, 0) << result_->output;
+  const auto summary = read_json(*dir_ + "/summary.json");
+  const auto r = run_qkv("seg compare " + *dir_ + " --shapes 4 --json --threads 1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto row = trailing_json(r.output).at(0);
+  EXPECT_EQ(row.at("model").get<std::string>(), "vnt-seg");
+  EXPECT_EQ(row.at("test").at("none").at("instance_miou"), summary.at("test").at("instance_miou"));
+  EXPECT_EQ(row.at("test").at("so3").at("class_miou"), summary.at("test_so3").at("class_miou"));
+  EXPECT_LE(row.at("invariance").at("float64").at("max_abs_logit_change").get<double>(), 1e-6);
+  const auto table = run_qkv("seg compare " + *dir_ + " --shapes 0 --threads 1");
+  ASSERT_EQ(table.status, 0) << table.output;
+  EXPECT_NE(table.output.find("I/I"), std::string::npos) << table.output;
+}
+
 TEST_F(SegCli, PredictLabelsEveryPointOfAFileAndWritesThemColoured) {
   ASSERT_EQ(result_->status, 0) << result_->output;
   const std::string ply = *dir_ + "/predicted.ply";

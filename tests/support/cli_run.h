@@ -54,10 +54,16 @@ inline std::string read_text(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-// The JSON document at the end of a command's output (after its stderr lines).
+// The JSON document (object or array) at the end of a command's output, after
+// its stderr lines: from the first line that starts with '{' or '['.
 inline nlohmann::json trailing_json(const std::string& output) {
-  const auto brace = output.find("\n{");
-  return nlohmann::json::parse(output.substr(brace == std::string::npos ? 0 : brace + 1));
+  size_t start = 0;
+  while (start < output.size() && output[start] != '{' && output[start] != '[') {
+    const auto next = output.find('\n', start);
+    if (next == std::string::npos) break;
+    start = next + 1;
+  }
+  return nlohmann::json::parse(output.substr(start));
 }
 
 }  // namespace qkv::testing

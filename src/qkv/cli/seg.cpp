@@ -1,4 +1,4 @@
-// qkv seg train|eval|predict: rotation-invariant part segmentation (VNT-Net,
+// qkv seg train|eval|predict|compare: rotation-invariant part segmentation (VNT-Net,
 // VN-DGCNN and the non-invariant xyz baseline) on ShapeNet-part in its public
 // layouts or on the built-in synthetic part shapes, under the I/I, I/z,
 // I/SO(3), z/SO(3) and SO(3)/SO(3) protocols, scored by instance and class mIoU.
@@ -425,6 +425,88 @@ void register_predict(CLI::App* parent, Action& action) {
   });
 }
 
+void register_compare(CLI::App* parent, Action& action) {
+  auto* cmd = parent->add_subcommand(
+      "compare", "table of finished seg runs: instance and class mIoU under each test rotation, invariance error");
+  struct Opts {
+    CommonOptions common;
+    std::vector<std::string> runs;
+    int64_t shapes = 16;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("runs", o->runs, "run folders of `qkv seg train`")->required()->check(CLI::ExistingDirectory);
+  cmd->add_option("--shapes", o->shapes, "test shapes for the invariance measurement (0: skip it)")
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "print JSON instead of a table");
+  add_common_options(cmd, o->common, "");
+  cmd->callback([o, &action] {
+    action = [o] {
+      const c10::Device device = apply_common_options(o->common);
+      nlohmann::json rows = nlohmann::json::array();
+      for (const auto& dir : o->runs) {
+        const auto summary = read_summary(dir);
+        auto run = load_run(train::RunPaths{dir}.best_checkpoint(), device);
+        const auto test_rotation = parse_protocol(run.data.protocol).second;
+        nlohmann::json row = {{"run", dir},
+                              {"model", run.config.at("model").at("name")},
+                              {"protocol", run.data.protocol},
+                              {"parameters", summary.value("parameters", 0)}};
+        nlohmann::json scores = nlohmann::json::object();
+        for (const auto& item : summary.items()) {
+          const auto& key = item.key();
+          if (key != "test" && key.rfind("test_", 0) != 0) continue;
+          const auto rotation = key == "test" ? pc::rotation_name(test_rotation) : key.substr(5);
+          scores[rotation] = {{"instance_miou", item.value().value("instance_miou", 0.0)},
+                              {"class_miou", item.value().value("class_miou", 0.0)}};
+        }
+        row["test"] = scores;
+        if (o->shapes > 0) {
+          const auto loaded = run.data.load_data();
+          const auto view = view_of(std::make_shared<const pc::PointCloudSet>(loaded.test), run.data.view, false,
+                                    pc::Rotation::None);
+          row["invariance"] = measure_invariance(*run.model, *view, o->shapes, 4, o->common.seed, device);
+        }
+        rows.push_back(row);
+      }
+      if (o->json) {
+        std::printf("%s\n", rows.dump(2).c_str());
+        return 0;
+      }
+      // Protocol names as the papers write them: I/I, I/SO(3), ...
+      auto paper = [](std::string r) { return r == "none" ? std::string("I") : r == "so3" ? std::string("SO(3)") : r; };
+      std::printf("%-20s %-9s %9s  %-22s %-22s %-22s %12s\n", "model", "protocol", "params", "test I: inst / class",
+                  "test z: inst / class", "test SO(3): inst / class", "max |dlogit|");
+      for (const auto& r : rows) {
+        const auto protocol = r.at("protocol").get<std::string>();
+        const auto slash = protocol.find('/');
+        const auto train_name = paper(pc::rotation_name(pc::parse_rotation(protocol.substr(0, slash))));
+        std::string cells[3];
+        int i = 0;
+        for (const char* rotation : {"none", "z", "so3"}) {
+          char buf[64] = "-";
+          if (r.at("test").contains(rotation))
+            std::snprintf(buf, sizeof buf, "%.4f / %.4f", r.at("test").at(rotation).at("instance_miou").get<double>(),
+                          r.at("test").at(rotation).at("class_miou").get<double>());
+          cells[i++] = buf;
+        }
+        char inv[32] = "-";
+        if (r.contains("invariance"))
+          std::snprintf(inv, sizeof inv, "%.3g", r.at("invariance").at("float32").at("max_abs_logit_change").get<double>());
+        std::printf("%-20s %-9s %9lld  %-22s %-22s %-22s %12s\n", r.at("model").get<std::string>().c_str(),
+                    (train_name + "/" + paper(pc::rotation_name(pc::parse_rotation(protocol.substr(slash + 1))))).c_str(),
+                    static_cast<long long>(r.at("parameters")), cells[0].c_str(), cells[1].c_str(), cells[2].c_str(),
+                    inv);
+      }
+      std::printf("(inst / class: instance and class mIoU on the test set rotated as the column says; max |dlogit|: "
+                  "largest change of any per-point logit over %lld test shapes under 4 random SO(3) rotations, "
+                  "float32; float64 in --json)\n",
+                  static_cast<long long>(o->shapes));
+      return 0;
+    };
+  });
+}
+
 }  // namespace
 
 void register_seg(CLI::App& app, Action& action) {
@@ -434,6 +516,7 @@ void register_seg(CLI::App& app, Action& action) {
   register_train(cmd, action);
   register_eval(cmd, action);
   register_predict(cmd, action);
+  register_compare(cmd, action);
 }
 
 }  // namespace qkv::cli
