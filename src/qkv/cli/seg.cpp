@@ -475,7 +475,7 @@ void register_compare(CLI::App* parent, Action& action) {
       }
       // Protocol names as the papers write them: I/I, I/SO(3), ...
       auto paper = [](std::string r) { return r == "none" ? std::string("I") : r == "so3" ? std::string("SO(3)") : r; };
-      std::printf("%-20s %-9s %9s  %-22s %-22s %-22s %12s\n", "model", "protocol", "params", "test I: inst / class",
+      std::printf("%-20s %-12s %9s  %-22s %-22s %-22s %12s\n", "model", "protocol", "params", "test I: inst / class",
                   "test z: inst / class", "test SO(3): inst / class", "max |dlogit|");
       for (const auto& r : rows) {
         const auto protocol = r.at("protocol").get<std::string>();
@@ -493,7 +493,7 @@ void register_compare(CLI::App* parent, Action& action) {
         char inv[32] = "-";
         if (r.contains("invariance"))
           std::snprintf(inv, sizeof inv, "%.3g", r.at("invariance").at("float32").at("max_abs_logit_change").get<double>());
-        std::printf("%-20s %-9s %9lld  %-22s %-22s %-22s %12s\n", r.at("model").get<std::string>().c_str(),
+        std::printf("%-20s %-12s %9lld  %-22s %-22s %-22s %12s\n", r.at("model").get<std::string>().c_str(),
                     (train_name + "/" + paper(pc::rotation_name(pc::parse_rotation(protocol.substr(slash + 1))))).c_str(),
                     static_cast<long long>(r.at("parameters")), cells[0].c_str(), cells[1].c_str(), cells[2].c_str(),
                     inv);
