@@ -179,3 +179,23 @@ TEST(PrepareSingleCloud, MeshAndPointCloud) {
   o.use_normals = true;
   EXPECT_THROW(prepare_single_cloud(cloud, o, &normals, "cloud.xyz"), DataError);
 }
+
+TEST(PrepareEveryPoint, KeepsEveryPointOfACloudInFileOrder) {
+  Mesh cloud;
+  for (int i = 0; i < 5; ++i) cloud.vertices.push_back({float(i), float(2 * i), -float(i)});
+  PointViewOptions o;
+  o.num_points = 2;  // ignored for a cloud: every point is kept
+  o.normalize = false;
+  const auto points = prepare_every_point(cloud, o);
+  ASSERT_EQ(points.sizes(), (std::vector<int64_t>{1, 3, 5}));
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(points[0][1][i].item<float>(), float(2 * i));
+  // Rotated as the eval view: same norms, same seed gives the same rotation.
+  o.rotation = Rotation::SO3;
+  o.seed = 4;
+  const auto turned = prepare_every_point(cloud, o);
+  EXPECT_TRUE(torch::allclose(turned.norm(2, 1), points.norm(2, 1), 1e-5, 1e-5));
+  EXPECT_FALSE(torch::allclose(turned, points));
+  EXPECT_TRUE(torch::equal(prepare_every_point(cloud, o), turned));
+  o.use_normals = true;
+  EXPECT_THROW(prepare_every_point(cloud, o, nullptr, "c.xyz"), DataError);
+}

@@ -2,7 +2,6 @@
 // VN-DGCNN and the non-invariant xyz baseline) on ShapeNet-part in its public
 // layouts or on the built-in synthetic part shapes, under the I/I, I/z,
 // I/SO(3), z/SO(3) and SO(3)/SO(3) protocols, scored by instance and class mIoU.
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
@@ -19,10 +18,8 @@
 #include "qkv/pointcloud/mesh_read.h"
 #include "qkv/pointcloud/mesh_write.h"
 #include "qkv/pointcloud/render.h"
-#include "qkv/pointcloud/sampling.h"
 #include "qkv/pointcloud/shapenet_part.h"
 #include "qkv/pointcloud/synth_parts.h"
-#include "qkv/pointcloud/transforms.h"
 #include "qkv/train/part_iou.h"
 
 namespace qkv::cli {
@@ -354,27 +351,15 @@ void register_predict(CLI::App* parent, Action& action) {
       } else {
         mesh = pc::read_shape_file(o->input);
       }
-      const int64_t n = mesh.is_point_cloud() ? static_cast<int64_t>(mesh.vertices.size()) : view.num_points;
-      const auto sampled = mesh.is_point_cloud() ? pc::SampledPoints{} : pc::sample_surface(mesh, n, o->common.seed, o->input);
-      at::Tensor points = mesh.is_point_cloud() ? torch::from_blob(mesh.vertices.data(), {n, 3}, torch::kFloat).clone()
-                                                : sampled.points;
+      pc::PointViewOptions every = view;
+      every.rotation = rotation;
+      every.seed = o->common.seed;
       at::Tensor normals;
-      if (view.use_normals) {
-        if (mesh.is_point_cloud() && !mesh.has_normals()) throw DataError(o->input + ": the point cloud has no normals");
-        normals = mesh.is_point_cloud() ? torch::from_blob(mesh.normals.data(), {n, 3}, torch::kFloat).clone()
-                                        : sampled.normals;
-      }
-      if (view.normalize) points = pc::normalize_unit_sphere(points);
-      auto gen = at::make_generator<at::CPUGeneratorImpl>(o->common.seed);
-      if (rotation != pc::Rotation::None) {
-        const auto r = rotation == pc::Rotation::SO3 ? pc::random_so3(gen)
-                                                     : pc::random_rotation_about_axis(view.up_axis, gen);
-        points = pc::rotate(points, r);
-        if (normals.defined()) normals = pc::rotate(normals, r);
-      }
+      const auto points = pc::prepare_every_point(mesh, every, view.use_normals ? &normals : nullptr, o->input);
+      const int64_t n = points.size(2);
       data::Batch batch;
-      batch.inputs["points"] = points.t().unsqueeze(0).contiguous();
-      if (normals.defined()) batch.inputs["normals"] = normals.t().unsqueeze(0).contiguous();
+      batch.inputs["points"] = points;
+      if (normals.defined()) batch.inputs["normals"] = normals;
       batch.inputs["category"] = torch::full({1}, category, torch::kLong);
       batch.target = torch::zeros({1, n}, torch::kLong);
 
@@ -386,7 +371,7 @@ void register_predict(CLI::App* parent, Action& action) {
       std::string out = o->common.out;
       if (out.empty()) out = std::filesystem::path(o->input).stem().string() + ".parts.ply";
       pc::Mesh cloud;
-      const auto pts = points.contiguous();
+      const auto pts = points[0].t().contiguous();  // [N, 3]
       for (int64_t i = 0; i < n; ++i) {
         cloud.vertices.push_back({pts[i][0].item<float>(), pts[i][1].item<float>(), pts[i][2].item<float>()});
         cloud.colors.push_back(part_colour(local[i].item<int64_t>()));

@@ -165,4 +165,34 @@ at::Tensor prepare_single_cloud(const Mesh& mesh, const PointViewOptions& option
   return points.t().unsqueeze(0).contiguous();
 }
 
+at::Tensor prepare_every_point(const Mesh& mesh, const PointViewOptions& options, at::Tensor* normals,
+                               const std::string& source) {
+  check_options(options);
+  const std::string where = source.empty() ? "" : source + ": ";
+  at::Tensor points, stored_normals;
+  if (mesh.is_point_cloud()) {
+    if (mesh.vertices.empty()) throw DataError(where + "no points");
+    const auto n = static_cast<int64_t>(mesh.vertices.size());
+    points = torch::from_blob(const_cast<Vec3*>(mesh.vertices.data()), {n, 3}, torch::kFloat).clone();
+    if (options.use_normals) {
+      if (static_cast<int64_t>(mesh.normals.size()) != n) throw DataError(where + "the point cloud has no normals");
+      stored_normals = torch::from_blob(const_cast<Vec3*>(mesh.normals.data()), {n, 3}, torch::kFloat).clone();
+    }
+  } else {
+    const auto sampled = sample_surface(mesh, options.num_points, options.seed, source);
+    points = sampled.points;
+    stored_normals = sampled.normals;
+  }
+  if (!torch::isfinite(points).all().item<bool>()) throw DataError(where + "a coordinate is not finite");
+  PointViewOptions all = options;  // every point, in order
+  all.num_points = points.size(0);
+  all.sampling = "first";
+  auto out = torch::empty({all.num_points, 3}, torch::kFloat);
+  at::Tensor out_normals = options.use_normals ? torch::empty({all.num_points, 3}, torch::kFloat) : at::Tensor();
+  const auto d = draw(all, all.num_points, false, eval_generator(options.seed, 0));
+  make_view(points, options.use_normals ? stored_normals : at::Tensor(), all, d, out, out_normals);
+  if (normals) *normals = options.use_normals ? out_normals.t().unsqueeze(0).contiguous() : at::Tensor();
+  return out.t().unsqueeze(0).contiguous();
+}
+
 }  // namespace qkv::pointcloud

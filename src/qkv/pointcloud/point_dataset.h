@@ -76,4 +76,13 @@ class PointCloudDataset : public data::Dataset {
 at::Tensor prepare_single_cloud(const Mesh& mesh, const PointViewOptions& options, at::Tensor* normals = nullptr,
                                 const std::string& source = "");
 
+// Every point of a shape, for labelling each one (part segmentation): all the
+// points of a point cloud in file order, or options.num_points surface
+// samples of a mesh (seeded with options.seed); then normalised and rotated
+// as the eval-mode view of index 0 (never scaled or shifted). Returns
+// [1, 3, P] float32; with use_normals, *normals (if given) receives [1, 3, P]
+// (DataError naming `source` when a cloud has none).
+at::Tensor prepare_every_point(const Mesh& mesh, const PointViewOptions& options, at::Tensor* normals = nullptr,
+                               const std::string& source = "");
+
 }  // namespace qkv::pointcloud
