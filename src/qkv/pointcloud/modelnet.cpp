@@ -54,13 +54,6 @@ std::vector<std::string> read_class_names(const fs::path& path) {
   return names;
 }
 
-// 64-bit FNV-1a: a seed from a file's relative path that is the same on every platform.
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
-
 // One shape to load: where it is, its class, and (for OFF meshes) its sampling seed.
 struct Item {
   std::string path;

@@ -68,6 +68,12 @@ SampledPoints sample_cloud(const Mesh& mesh, int64_t n, std::mt19937_64& rng) {
 
 uint64_t seed_mix(uint64_t seed, uint64_t index) { return splitmix64(splitmix64(seed) + index); }
 
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
 SampledPoints sample_surface(const Mesh& mesh, int64_t n, uint64_t seed, const std::string& source) {
   const std::string where = source.empty() ? "" : source + ": ";
   if (n < 0) throw UsageError("sample_surface: n must be >= 0 (got " + std::to_string(n) + ")");

@@ -17,6 +17,10 @@ namespace qkv::pointcloud {
 // seeds give unrelated streams.
 uint64_t seed_mix(uint64_t seed, uint64_t index);
 
+// 64-bit FNV-1a of a name or relative path: a seed source that is the same on
+// every platform (std::hash is not).
+uint64_t fnv1a(const std::string& s);
+
 struct SampledPoints {
   at::Tensor points;   // [n, 3] float32
   at::Tensor normals;  // [n, 3] float32 unit face normals; for a point cloud its own normals, or undefined

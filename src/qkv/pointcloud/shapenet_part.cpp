@@ -27,12 +27,6 @@ constexpr const char* kTextLayout = "shapenetcore_partanno_segmentation_benchmar
 constexpr const char* kH5Layout = "hdf5_data";
 const char* const kSplits[3] = {"train", "val", "test"};
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
-
 std::string part_range(const PartCategory& c) {
   return c.name + " (" + std::to_string(c.first_part) + "-" + std::to_string(c.first_part + c.parts - 1) + ")";
 }

@@ -12,6 +12,7 @@
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
 #include "qkv/pointcloud/data_files.h"
+#include "qkv/pointcloud/sampling.h"
 #include "qkv/pointcloud/mesh_write.h"
 
 namespace qkv::pointcloud {
@@ -896,12 +897,6 @@ uint64_t splitmix64(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
-}
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
 }
 
 std::string numbered_name(const std::string& cls, int64_t index) {
