@@ -30,6 +30,8 @@ PartIoUMetric::PartIoUMetric(std::vector<std::vector<int64_t>> category_parts, s
                   " is in two categories");
       category_of_label_[static_cast<size_t>(label)] = static_cast<int64_t>(c);
     }
+  category_of_label_tensor_ = torch::tensor(category_of_label_, torch::kLong);
+  for (const auto& parts : category_parts_) part_index_.push_back(torch::tensor(parts, torch::kLong));
   category_sum_.assign(category_parts_.size(), 0.0);
   category_shapes_.assign(category_parts_.size(), 0);
 }
@@ -58,11 +60,9 @@ void PartIoUMetric::add(const at::Tensor& logits_in, const at::Tensor& target_in
                         " and " + category_names_[static_cast<size_t>(category_of_label_[static_cast<size_t>(label)])] +
                         ")");
     // Parts are not always contiguous in general: check every label.
-    const auto in_category = torch::zeros({labels}, torch::kBool);
-    for (const int64_t label : parts) in_category[label] = true;
-    if (!in_category.index_select(0, valid).all().item<bool>())
+    if (!(category_of_label_tensor_.index_select(0, valid) == c).all().item<bool>())
       throw DataError("a shape's part labels are not all parts of " + category_names_[static_cast<size_t>(c)]);
-    const auto part_index = torch::tensor(parts, torch::kLong);
+    const auto& part_index = part_index_[static_cast<size_t>(c)];
     const auto pred = part_index.index_select(0, logits[b].index_select(1, part_index).argmax(1));
     category_sum_[static_cast<size_t>(c)] += shape_part_miou(pred, truth, parts);
     ++category_shapes_[static_cast<size_t>(c)];
