@@ -4,10 +4,12 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
 #include "qkv/core/runtime.h"
+#include "qkv/distributed/process_group.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/progress.h"
 #include "qkv/train/weights.h"
@@ -16,7 +18,7 @@ namespace qkv::cli {
 
 void add_common_options(CLI::App* cmd, CommonOptions& o, const std::string& out_help) {
   cmd->add_option("--seed", o.seed, "random seed (data, initialisation, order)")->capture_default_str();
-  cmd->add_option("--threads", o.threads, "intra-op threads for LibTorch and OpenBLAS; 0 = one per core")
+  cmd->add_option("--threads", o.threads, "intra-op threads for LibTorch and OpenBLAS; 0 = OMP_NUM_THREADS if set, else one per core")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", o.device, "cpu, or cuda[:N] where LibTorch was built with CUDA")->capture_default_str();
@@ -53,6 +55,25 @@ void add_train_options(CLI::App* cmd, train::TrainConfig& c) {
   cmd->add_option("--select-metric", c.select_metric,
                   "validation metric that picks the best epoch (loss is minimised, others maximised)")
       ->capture_default_str();
+  auto& p = c.parallel;
+  cmd->add_option("--world-size", p.world_size,
+                  "data-parallel ranks in all (env WORLD_SIZE); --batch-size is per rank")
+      ->capture_default_str();
+  cmd->add_option("--rank", p.rank, "this process's rank, 0..world-size-1 (env RANK); rank 0 writes the run folder")
+      ->capture_default_str();
+  cmd->add_option("--master", p.master, "ADDR:PORT where rank 0 serves the rendezvous (env MASTER_ADDR, MASTER_PORT; "
+                                        "default 127.0.0.1:29500)");
+  cmd->add_option("--dist-timeout", p.timeout_seconds,
+                  "seconds to wait for peers at rendezvous and in each collective before failing")
+      ->capture_default_str();
+}
+
+void resolve_parallel(const CLI::App& cmd, train::TrainConfig& config) {
+  std::vector<std::string> on_cli;
+  if (cmd.count("--world-size")) on_cli.push_back("world_size");
+  if (cmd.count("--rank")) on_cli.push_back("rank");
+  if (cmd.count("--master")) on_cli.push_back("master");
+  config.parallel = distributed::resolve_parallel_options(config.parallel, on_cli);
 }
 
 nlohmann::json make_run_config(const TrainRequest& r, const train::TrainConfig& config, const CommonOptions& common) {
@@ -82,8 +103,14 @@ nlohmann::json adopt_resumed_run(const std::string& dir, const CLI::App& cmd, Co
     common.out = dir;
     common.seed = stored.at("seed");
     const int64_t epochs = cmd.count("--epochs") ? config.epochs : stored.at("train").at("epochs").get<int64_t>();
+    const auto parallel = config.parallel;  // where this process runs now
     config = train::TrainConfig::from_json(stored.at("train"));
+    if (config.parallel.world_size != parallel.world_size)
+      throw UsageError("--resume " + dir + ": the run was trained by " + std::to_string(config.parallel.world_size) +
+                       " rank(s); resume it with --world-size " + std::to_string(config.parallel.world_size) +
+                       ", not " + std::to_string(parallel.world_size));
     config.epochs = epochs;
+    config.parallel = parallel;
     request.model_name = stored.at("model").at("name");
     request.model_options = stored.at("model").at("options");
   } catch (const nlohmann::json::exception& e) {
@@ -137,13 +164,26 @@ int run_training(const TrainRequest& r, const data::Splits& splits, const train:
   hooks.live_progress = train::ProgressBar::stderr_is_terminal();
   if (hooks.title == "qkv run") hooks.title = "qkv " + r.command + ": " + r.model_name;
   install_interrupt_handler();
-  std::fprintf(stderr, "%s: model %s (%lld parameters), %lld train / %lld val / %lld test, %d threads, %s\n",
+  std::unique_ptr<distributed::ProcessGroup> group;
+  if (config.parallel.distributed()) {
+    group = std::make_unique<distributed::ProcessGroup>(config.parallel);
+    hooks.group = group.get();
+  }
+  const bool writer = config.parallel.rank == 0;
+  if (writer)
+    std::fprintf(stderr, "%s: model %s (%lld parameters), %lld train / %lld val / %lld test, %d threads, %s\n",
                r.command.c_str(), r.model_name.c_str(), static_cast<long long>(models::count_parameters(*model)),
                static_cast<long long>(splits.train->size()), static_cast<long long>(splits.val->size()),
                static_cast<long long>(splits.test->size()), at::get_num_threads(),
                blas_info().value("name", "unknown BLAS").c_str());
+  if (group && writer)
+    std::fprintf(stderr, "%s: %lld ranks joined at %s, batch %lld per rank (%lld global)\n", r.command.c_str(),
+                 static_cast<long long>(config.parallel.world_size), config.parallel.master.c_str(),
+                 static_cast<long long>(config.batch_size),
+                 static_cast<long long>(config.batch_size * config.parallel.world_size));
   auto result = train::train(*model, splits, config, device, common.out, run_config, r.resume, hooks);
   if (result.interrupted) return kExitInterrupted;
+  if (!writer) return 0;
   std::printf("%s\n", result.summary.dump(2).c_str());
   std::fprintf(stderr, "wrote %s/{config.json,metrics.jsonl,summary.json,report.html,checkpoints/}\n",
                common.out.c_str());

@@ -24,8 +24,14 @@ void add_common_options(CLI::App* cmd, CommonOptions& o, const std::string& out_
 // Applies --threads and --seed, returns the device (UsageError if unavailable).
 c10::Device apply_common_options(const CommonOptions& o);
 
-// --epochs, --batch-size, --optimizer, --lr, ... bound to the config.
+// --epochs, --batch-size, --optimizer, --lr, ... bound to the config, and the
+// data-parallel options --world-size, --rank, --master, --dist-timeout.
 void add_train_options(CLI::App* cmd, train::TrainConfig& config);
+
+// Completes config.parallel from WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT
+// where the command line is silent, and checks it (UsageError). Every train
+// command calls it first.
+void resolve_parallel(const CLI::App& cmd, train::TrainConfig& config);
 
 struct TrainRequest {
   std::string command;      // "spirals train"

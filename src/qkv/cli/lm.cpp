@@ -108,6 +108,7 @@ void register_train(CLI::App* parent, Action& action) {
     action = [o, cmd] {
       TrainRequest request{"lm train", "transformer-lm", {}, {}, o->init_weights, false};
       train::TrainConfig config = o->train;
+      resolve_parallel(*cmd, config);
       LmData data = o->data;
       CommonOptions common = o->common;
       if (!o->resume.empty()) {

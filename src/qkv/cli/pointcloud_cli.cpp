@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <numeric>
 
@@ -160,6 +161,23 @@ void clear_synthetic_dir(const std::string& dir, const std::string& marker, cons
     throw UsageError(option + " " + dir + ": not empty and not a tree written by `" + marker +
                      "`; choose another folder");
   fs::remove_all(dir);
+}
+
+SyntheticDataDir::SyntheticDataDir(const std::string& recorded, int64_t rank) : path_(recorded) {
+  if (rank == 0 || recorded.empty()) return;
+  namespace fs = std::filesystem;
+  std::string pattern = (fs::temp_directory_path() / ("qkv-rank" + std::to_string(rank) + "-XXXXXX")).string();
+  if (!mkdtemp(pattern.data()))
+    throw DataError("rank " + std::to_string(rank) + ": cannot make a scratch folder in " +
+                    fs::temp_directory_path().string() + " for the synthetic shapes");
+  path_ = pattern + "/synthetic";
+  scratch_ = true;
+}
+
+SyntheticDataDir::~SyntheticDataDir() {
+  if (!scratch_) return;
+  std::error_code ignored;
+  std::filesystem::remove_all(std::filesystem::path(path_).parent_path(), ignored);
 }
 
 }  // namespace qkv::cli

@@ -71,4 +71,22 @@ nlohmann::json read_summary(const std::string& run);
 // `option`) rather than deleted.
 void clear_synthetic_dir(const std::string& dir, const std::string& marker, const std::string& option);
 
+// Where a train command writes built-in synthetic shapes: `recorded` (the
+// folder config.json names) at rank 0; at the other ranks of a distributed run
+// a private scratch folder, removed with this object, since rank 0 alone
+// writes into the run folder and a rank on another machine has none. The
+// shapes are the same: they depend only on the options and the seed.
+class SyntheticDataDir {
+ public:
+  SyntheticDataDir(const std::string& recorded, int64_t rank);
+  ~SyntheticDataDir();
+  SyntheticDataDir(const SyntheticDataDir&) = delete;
+  SyntheticDataDir& operator=(const SyntheticDataDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  bool scratch_ = false;
+};
+
 }  // namespace qkv::cli

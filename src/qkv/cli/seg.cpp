@@ -227,6 +227,7 @@ void register_train(CLI::App* parent, Action& action) {
       const auto& m = o->model;
       TrainRequest request{kTrainCommand, m.model, {}, {}, m.init_weights, false};
       train::TrainConfig config = o->train;
+      resolve_parallel(*cmd, config);
       SegData d = o->data;
       CommonOptions common = o->common;
       if (!m.resume.empty()) {
@@ -248,7 +249,10 @@ void register_train(CLI::App* parent, Action& action) {
       }
       config.seed = common.seed;
       apply_common_options(common);
-      const auto loaded = d.load_data();
+      SyntheticDataDir synth_dir(d.source == "synthetic" ? d.synth_dir : "", config.parallel.rank);
+      SegData load_view = d;
+      if (d.source == "synthetic") load_view.synth_dir = synth_dir.path();
+      const auto loaded = load_view.load_data();
       auto s = make_splits(d, loaded);
       request.data = d.to_json();
       train::TrainHooks hooks;

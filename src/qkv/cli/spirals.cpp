@@ -85,6 +85,7 @@ void register_train(CLI::App* parent, Action& action) {
     action = [o, cmd] {
       TrainRequest request{"spirals train", "mlp", {}, {}, o->init_weights, false};
       train::TrainConfig config = o->train;
+      resolve_parallel(*cmd, config);
       SpiralsData data = o->data;
       CommonOptions common = o->common;
       if (!o->resume.empty()) {

@@ -214,6 +214,7 @@ void register_train(CLI::App* parent, Action& action) {
       const auto& m = o->model;
       TrainRequest request{kTrainCommand, m.model, {}, {}, m.init_weights, false};
       train::TrainConfig config = o->train;
+      resolve_parallel(*cmd, config);
       VntData d = o->data;
       CommonOptions common = o->common;
       if (!m.resume.empty()) {
@@ -230,7 +231,10 @@ void register_train(CLI::App* parent, Action& action) {
       }
       config.seed = common.seed;
       apply_common_options(common);
-      const auto loaded = d.load_data();
+      SyntheticDataDir synth_dir(d.source == "synthetic" ? d.synth_dir : "", config.parallel.rank);
+      VntData load_view = d;
+      if (d.source == "synthetic") load_view.synth_dir = synth_dir.path();
+      const auto loaded = load_view.load_data();
       auto s = make_splits(d, loaded);
       if (!m.resume.empty() && s.class_names != d.class_names)
         throw DataError("--resume " + m.resume + ": the data's classes differ from the stored run's");

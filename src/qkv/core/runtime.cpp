@@ -23,6 +23,12 @@ Fn find_symbol(const char* name) {
 }  // namespace
 
 void set_threads(int n) {
+  // 0: OMP_NUM_THREADS when set (qkv launch sets it to share the cores
+  // between ranks), else one per core.
+  if (n <= 0) {
+    const char* env = std::getenv("OMP_NUM_THREADS");
+    n = env ? std::atoi(env) : 0;
+  }
   if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(n);
   // Child processes (and an OpenBLAS loaded later) read the variable; the

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
+
 namespace qkv::lm {
 
 void ExactMatchMetric::add(const at::Tensor& logits, const at::Tensor& target) {
@@ -18,6 +20,20 @@ nlohmann::json ExactMatchMetric::result() const {
   r.erase("balanced_accuracy");
   r["exact_match"] = sequences_ ? static_cast<double>(exact_) / static_cast<double>(sequences_) : 0.0;
   return r;
+}
+
+std::vector<double> ExactMatchMetric::totals() const {
+  if (sequences_ == 0) return {};
+  std::vector<double> v{static_cast<double>(exact_), static_cast<double>(sequences_)};
+  const auto tokens = tokens_.totals();
+  v.insert(v.end(), tokens.begin(), tokens.end());
+  return v;
+}
+
+void ExactMatchMetric::load_totals(const std::vector<double>& v) {
+  exact_ = v.size() >= 2 ? std::llround(v[0]) : 0;
+  sequences_ = v.size() >= 2 ? std::llround(v[1]) : 0;
+  tokens_.load_totals(v.size() > 2 ? std::vector<double>(v.begin() + 2, v.end()) : std::vector<double>{});
 }
 
 }  // namespace qkv::lm

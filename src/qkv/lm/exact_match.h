@@ -11,6 +11,8 @@ class ExactMatchMetric : public train::MetricAccumulator {
  public:
   void add(const at::Tensor& logits, const at::Tensor& target) override;  // logits [B,T,V], target [B,T]
   nlohmann::json result() const override;  // accuracy (per token), exact_match (per sequence)
+  std::vector<double> totals() const override;  // [exact, sequences, token accuracy totals...]
+  void load_totals(const std::vector<double>& totals) override;
 
  private:
   train::AccuracyMetric tokens_;

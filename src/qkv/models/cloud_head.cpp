@@ -4,6 +4,7 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/core/shape.h"
+#include "qkv/distributed/sync_batch_norm.h"
 
 namespace qkv::models {
 
@@ -28,7 +29,7 @@ ClassificationHeadImpl::ClassificationHeadImpl(int64_t in_features, const std::v
   int64_t width = in_features;
   for (const int64_t h : hidden) {
     layers->push_back(torch::nn::Linear(width, h));
-    layers->push_back(torch::nn::BatchNorm1d(h));
+    layers->push_back(distributed::SyncBatchNorm(h));
     layers->push_back(torch::nn::LeakyReLU(torch::nn::LeakyReLUOptions().negative_slope(negative_slope)));
     layers->push_back(torch::nn::Dropout(dropout));
     width = h;
@@ -44,12 +45,12 @@ PartSegmentationHeadImpl::PartSegmentationHeadImpl(int64_t point_features, int64
   const auto act = torch::nn::LeakyReLUOptions().negative_slope(negative_slope);
   category_code = register_module("category_code", torch::nn::Sequential(
                                                        torch::nn::Linear(torch::nn::LinearOptions(categories, category_dim).bias(false)),
-                                                       torch::nn::BatchNorm1d(category_dim), torch::nn::LeakyReLU(act)));
+                                                       distributed::SyncBatchNorm(category_dim), torch::nn::LeakyReLU(act)));
   layers = register_module("layers", torch::nn::Sequential());
   int64_t width = point_features + global_features + category_dim;
   for (size_t i = 0; i < hidden.size(); ++i) {
     layers->push_back(torch::nn::Conv1d(torch::nn::Conv1dOptions(width, hidden[i], 1).bias(false)));
-    layers->push_back(torch::nn::BatchNorm1d(hidden[i]));
+    layers->push_back(distributed::SyncBatchNorm(hidden[i]));
     layers->push_back(torch::nn::LeakyReLU(act));
     if (dropout > 0 && i + 1 < hidden.size()) layers->push_back(torch::nn::Dropout(dropout));
     width = hidden[i];

@@ -18,8 +18,7 @@ constexpr size_t kHeaderBytes = 8 + 8 + 4 + 4;  // magic, payload length, crc32,
 
 
 // Checks the header and returns the payload bytes.
-std::vector<char> read_payload(const std::string& path) {
-  std::vector<char> bytes = read_file_bytes(path);
+std::vector<char> read_payload(const std::vector<char>& bytes, const std::string& path) {
   if (bytes.size() < kHeaderBytes || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
     throw DataError(path + ": not a qkv checkpoint (bad header)");
   uint64_t length = 0;
@@ -34,8 +33,8 @@ std::vector<char> read_payload(const std::string& path) {
   return std::vector<char>(bytes.begin() + kHeaderBytes, bytes.end());
 }
 
-torch::serialize::InputArchive open_archive(const std::string& path) {
-  std::vector<char> payload = read_payload(path);
+torch::serialize::InputArchive open_archive(const std::vector<char>& file, const std::string& path) {
+  std::vector<char> payload = read_payload(file, path);
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(payload.data(), payload.size());
@@ -82,7 +81,8 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::o
                           {"best_epoch", s.best_epoch},
                           {"best_value", s.best_value},
                           {"train_seconds", s.train_seconds},
-                          {"history", s.history}};
+                          {"history", s.history},
+                          {"world_size", s.world_size}};
   root.write("state", c10::IValue(state.dump()));
   root.write("config", c10::IValue(s.run_config.dump()));
   {
@@ -90,6 +90,7 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::o
     std::lock_guard<std::mutex> lock(generator.mutex());
     root.write("rng", generator.get_state());
   }
+  for (size_t r = 0; r < s.rank_rng.size(); ++r) root.write("rng_rank_" + std::to_string(r + 1), s.rank_rng[r]);
 
   std::ostringstream payload_stream;
   root.save_to(payload_stream);
@@ -105,7 +106,12 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::o
 }
 
 TrainState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer* optimizer) {
-  auto archive = open_archive(path);
+  return load_checkpoint_bytes(read_file_bytes(path), path, model, optimizer);
+}
+
+TrainState load_checkpoint_bytes(const std::vector<char>& file, const std::string& path, torch::nn::Module& model,
+                                 torch::optim::Optimizer* optimizer) {
+  auto archive = open_archive(file, path);
   try {
     torch::serialize::InputArchive model_archive;
     if (!archive.try_read("model", model_archive)) throw DataError(path + ": checkpoint has no model");
@@ -137,15 +143,20 @@ TrainState load_checkpoint(const std::string& path, torch::nn::Module& model, to
     s.best_value = j.at("best_value");
     s.train_seconds = j.at("train_seconds");
     s.history = j.at("history");
+    s.world_size = j.value("world_size", int64_t{1});
   } catch (const nlohmann::json::exception& e) {
     throw DataError(path + ": checkpoint state is incomplete: " + e.what());
   }
   s.run_config = parse_json(read_string(archive, "config", path), "config", path);
+  for (int64_t r = 1; r < s.world_size; ++r) {
+    at::Tensor rng;
+    if (archive.try_read("rng_rank_" + std::to_string(r), rng)) s.rank_rng.push_back(rng);
+  }
   return s;
 }
 
 nlohmann::json read_checkpoint_config(const std::string& path) {
-  auto archive = open_archive(path);
+  auto archive = open_archive(read_file_bytes(path), path);
   return parse_json(read_string(archive, "config", path), "config", path);
 }
 

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace torch::nn {
 class Module;
@@ -31,6 +32,10 @@ struct TrainState {
   double train_seconds = 0;
   nlohmann::json history = nlohmann::json::array();  // one object per completed epoch
   nlohmann::json run_config = nlohmann::json::object();  // what config.json holds
+  // Distributed runs: how many ranks trained, and the RNG states of ranks
+  // 1..W-1 (rank 0's is the global one every checkpoint holds).
+  int64_t world_size = 1;
+  std::vector<at::Tensor> rank_rng;
 };
 
 void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer* optimizer,
@@ -40,6 +45,11 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::o
 // and returns the trainer state. Throws DataError naming the file when it is
 // missing, truncated, corrupt or from another model.
 TrainState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer* optimizer);
+
+// The same from a checkpoint file's bytes (read by rank 0 and broadcast);
+// `name` names the file in messages.
+TrainState load_checkpoint_bytes(const std::vector<char>& file, const std::string& name, torch::nn::Module& model,
+                                 torch::optim::Optimizer* optimizer);
 
 // Only the run configuration, to rebuild the model before loading weights.
 nlohmann::json read_checkpoint_config(const std::string& path);

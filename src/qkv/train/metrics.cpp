@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
+
 namespace qkv::train {
 
 void AccuracyMetric::add(const at::Tensor& logits, const at::Tensor& target) {
@@ -48,6 +50,45 @@ nlohmann::json AccuracyMetric::result() const {
     out["confusion"] = confusion_;
   }
   return out;
+}
+
+std::vector<double> AccuracyMetric::totals() const {
+  if (class_total_.empty()) return {};
+  std::vector<double> v{static_cast<double>(correct_), static_cast<double>(total_)};
+  for (const auto c : class_correct_) v.push_back(static_cast<double>(c));
+  for (const auto c : class_total_) v.push_back(static_cast<double>(c));
+  for (const auto& row : confusion_)
+    for (const auto c : row) v.push_back(static_cast<double>(c));
+  return v;
+}
+
+void AccuracyMetric::load_totals(const std::vector<double>& v) {
+  correct_ = total_ = 0;
+  class_correct_.clear();
+  class_total_.clear();
+  confusion_.clear();
+  if (v.empty()) return;
+  // The length fixes K: 2 + 2K, plus n^2 with n = max(names, K) when the
+  // confusion matrix is kept.
+  size_t k = 0, n = 0;
+  for (;; ++k) {
+    n = class_names_.empty() ? 0 : std::max(class_names_.size(), k);
+    const size_t length = 2 + 2 * k + n * n;
+    if (length == v.size()) break;
+    TORCH_CHECK(length < v.size(), "AccuracyMetric::load_totals: ", v.size(), " values fit no class count");
+  }
+  auto count = [&](size_t i) { return static_cast<int64_t>(std::llround(v[i])); };
+  correct_ = count(0);
+  total_ = count(1);
+  for (size_t c = 0; c < k; ++c) {
+    class_correct_.push_back(count(2 + c));
+    class_total_.push_back(count(2 + k + c));
+  }
+  if (n > 0) {
+    confusion_.assign(n, std::vector<int64_t>(n, 0));
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0; j < n; ++j) confusion_[i][j] = count(2 + 2 * k + i * n + j);
+  }
 }
 
 at::Tensor classification_loss(const at::Tensor& logits, const at::Tensor& target, double label_smoothing) {

@@ -22,6 +22,13 @@ class MetricAccumulator {
   // logits [..., C], target [...] with kIgnoreIndex for positions not scored.
   virtual void add(const at::Tensor& logits, const at::Tensor& target) = 0;
   virtual nlohmann::json result() const = 0;  // e.g. {"accuracy": 0.93}
+
+  // Distributed evaluation: counts whose element-wise sum over accumulators
+  // of disjoint shards, loaded into one accumulator, gives the result of the
+  // whole set. An accumulator that saw nothing may return an empty vector
+  // (shorter vectors are padded with zeros before summing).
+  virtual std::vector<double> totals() const = 0;
+  virtual void load_totals(const std::vector<double>& totals) = 0;
 };
 using MetricFactory = std::function<std::unique_ptr<MetricAccumulator>()>;
 
@@ -36,6 +43,9 @@ class AccuracyMetric : public MetricAccumulator {
   explicit AccuracyMetric(std::vector<std::string> class_names) : class_names_(std::move(class_names)) {}
   void add(const at::Tensor& logits, const at::Tensor& target) override;
   nlohmann::json result() const override;
+  // [correct, total, class_correct[K], class_total[K], confusion[n*n] (with class names)]
+  std::vector<double> totals() const override;
+  void load_totals(const std::vector<double>& totals) override;
 
  private:
   int64_t correct_ = 0, total_ = 0;

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include "qkv/core/errors.h"
 
 namespace qkv::train {
@@ -90,6 +92,24 @@ nlohmann::json PartIoUMetric::result() const {
           {"accuracy", scored_ > 0 ? static_cast<double>(correct_) / static_cast<double>(scored_) : 0.0},
           {"shapes", shapes},
           {"category_iou", table}};
+}
+
+std::vector<double> PartIoUMetric::totals() const {
+  std::vector<double> v{static_cast<double>(correct_), static_cast<double>(scored_)};
+  v.insert(v.end(), category_sum_.begin(), category_sum_.end());
+  for (const auto n : category_shapes_) v.push_back(static_cast<double>(n));
+  return v;
+}
+
+void PartIoUMetric::load_totals(const std::vector<double>& v) {
+  const size_t c = category_parts_.size();
+  TORCH_CHECK(v.size() == 2 + 2 * c, "PartIoUMetric::load_totals: expected ", 2 + 2 * c, " values, got ", v.size());
+  correct_ = std::llround(v[0]);
+  scored_ = std::llround(v[1]);
+  for (size_t i = 0; i < c; ++i) {
+    category_sum_[i] = v[2 + i];
+    category_shapes_[i] = std::llround(v[2 + c + i]);
+  }
 }
 
 }  // namespace qkv::train

@@ -32,6 +32,9 @@ class PartIoUMetric : public MetricAccumulator {
   // instance_miou, class_miou, accuracy (points, restricted arg-max), shapes,
   // and category_iou: {name: {shapes, miou}} for the categories seen.
   nlohmann::json result() const override;
+  // [correct, scored, mIoU sum per category, shapes per category]
+  std::vector<double> totals() const override;
+  void load_totals(const std::vector<double>& totals) override;
 
  private:
   std::vector<std::vector<int64_t>> category_parts_;

@@ -55,6 +55,37 @@ void print_epoch_line(const nlohmann::json& row, int64_t epochs) {
   std::fprintf(stderr, "%s\n", line.c_str());
 }
 
+// Sums an accumulator's counts over ranks (shorter vectors padded with zeros).
+void reduce_metric(MetricAccumulator& accumulator, distributed::ProcessGroup& group) {
+  auto totals = accumulator.totals();
+  auto length = torch::tensor({static_cast<double>(totals.size())}, torch::kDouble);
+  group.all_reduce_max(length, "evaluation");
+  totals.resize(static_cast<size_t>(length.item<double>()), 0.0);
+  if (totals.empty()) return;
+  auto t = torch::tensor(totals, torch::kDouble);
+  group.all_reduce_sum(t, "evaluation");
+  accumulator.load_totals(std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel()));
+}
+
+// The global RNG states of every rank but 0, for the checkpoint (collective).
+std::vector<at::Tensor> gather_rank_rng(distributed::ProcessGroup* group) {
+  if (!group) return {};
+  at::Tensor state;
+  {
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    state = generator.get_state();
+  }
+  auto all = group->all_gather(state, "checkpoint RNG gather");
+  return std::vector<at::Tensor>(all.begin() + 1, all.end());
+}
+
+void set_global_rng(const at::Tensor& state) {
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
+}
+
 nlohmann::json prefixed(const std::string& prefix, const nlohmann::json& metrics) {
   nlohmann::json out = nlohmann::json::object();
   for (const auto& item : metrics.items()) out[prefix + item.key()] = item.value();
@@ -89,7 +120,8 @@ nlohmann::json TrainConfig::to_json() const {
           {"clip_grad_norm", clip_grad_norm},
           {"label_smoothing", label_smoothing},
           {"select_metric", select_metric},
-          {"seed", seed}};
+          {"seed", seed},
+          {"world_size", parallel.world_size}};
 }
 
 TrainConfig TrainConfig::from_json(const nlohmann::json& j) {
@@ -111,18 +143,20 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& j) {
   c.label_smoothing = j.at("label_smoothing");
   c.select_metric = j.at("select_metric");
   c.seed = j.at("seed");
+  c.parallel.world_size = j.value("world_size", int64_t{1});
   return c;
 }
 
 nlohmann::json evaluate(models::Model& model, const data::Dataset& dataset, int64_t batch_size, c10::Device device,
-                        const MetricFactory& metrics) {
+                        const MetricFactory& metrics, distributed::ProcessGroup* group) {
   auto accumulator = metrics_or_default(metrics)();
   torch::NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
   double loss_sum = 0, weight = 0;
-  const int64_t n = dataset.size();
-  for (int64_t begin = 0; begin < n; begin += batch_size) {
+  const int64_t world = group ? group->world_size() : 1, rank = group ? group->rank() : 0;
+  const int64_t first = dataset.size() * rank / world, n = dataset.size() * (rank + 1) / world;
+  for (int64_t begin = first; begin < n; begin += batch_size) {
     std::vector<int64_t> idx;
     for (int64_t i = begin; i < std::min(n, begin + batch_size); ++i) idx.push_back(i);
     auto batch = dataset.get(idx).to(device);
@@ -135,6 +169,13 @@ nlohmann::json evaluate(models::Model& model, const data::Dataset& dataset, int6
     accumulator->add(logits.detach(), batch.target);
   }
   model.train(was_training);
+  if (group && world > 1) {
+    auto sums = torch::tensor({loss_sum, weight}, torch::kDouble);
+    group->all_reduce_sum(sums, "evaluation");
+    loss_sum = sums[0].item<double>();
+    weight = sums[1].item<double>();
+    reduce_metric(*accumulator, *group);
+  }
   nlohmann::json out = {{"loss", weight > 0 ? loss_sum / weight : 0.0}};
   out.update(accumulator->result());
   return out;
@@ -144,37 +185,84 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
                   const std::string& out_dir, const nlohmann::json& run_config, bool resume,
                   const TrainHooks& hooks) {
   config.validate();
+  distributed::ProcessGroup* group = hooks.group && hooks.group->world_size() > 1 ? hooks.group : nullptr;
+  const int64_t world = group ? group->world_size() : 1, rank = group ? group->rank() : 0;
+  const bool writer = rank == 0;  // rank 0 alone writes the run folder
+  const bool quiet = hooks.quiet || !writer;
+  distributed::ActiveGroupScope active(group);
+
   const int64_t n_train = splits.train->size();
   if (n_train == 0) throw DataError("the training split is empty");
+  if (n_train < world)
+    throw DataError("the training split has " + std::to_string(n_train) + " samples, fewer than the " +
+                    std::to_string(world) + " ranks");
   const bool have_val = splits.val && splits.val->size() > 0;
   const int64_t eval_batch = config.eval_batch_size > 0 ? config.eval_batch_size : config.batch_size;
-  const int64_t batches = config.drop_last && n_train >= config.batch_size
-                              ? n_train / config.batch_size
-                              : (n_train + config.batch_size - 1) / config.batch_size;
+  // A global batch is batch_size samples per rank; rank r takes the r-th slice.
+  const int64_t global_batch = config.batch_size * world;
+  int64_t batches = config.drop_last && n_train >= global_batch ? n_train / global_batch
+                                                                : (n_train + global_batch - 1) / global_batch;
+  // A last partial batch too small to give every rank a sample is skipped.
+  if (world > 1 && batches > 1 && n_train % global_batch != 0 && n_train % global_batch < world) --batches;
+  auto rank_slice = [&](int64_t b) {
+    const int64_t begin = b * global_batch, size = std::min(n_train, begin + global_batch) - begin;
+    return std::make_pair(begin + size * rank / world, begin + size * (rank + 1) / world);
+  };
 
   RunPaths paths{out_dir};
-  make_directories(paths.dir + "/checkpoints");
+  if (writer) make_directories(paths.dir + "/checkpoints");
   model.to(device);
   auto optimizer = make_optimizer(model.parameters(), config.optim);
 
   TrainState state;
   if (resume) {
-    state = load_checkpoint(paths.last_checkpoint(), model, optimizer.get());
-    if (!hooks.quiet)
+    if (group) {
+      // Rank 0 reads the file and every rank restores from its bytes: one
+      // state for all, even where another machine's copy is stale.
+      std::string bytes;
+      if (writer) {
+        const auto file = read_file_bytes(paths.last_checkpoint());
+        bytes.assign(file.begin(), file.end());
+      }
+      bytes = group->broadcast_bytes(bytes, 0);
+      state = load_checkpoint_bytes(std::vector<char>(bytes.begin(), bytes.end()), paths.last_checkpoint(), model,
+                                    optimizer.get());
+    } else {
+      state = load_checkpoint(paths.last_checkpoint(), model, optimizer.get());
+    }
+    if (state.world_size != world)
+      throw UsageError("--resume " + paths.dir + ": the run was trained by " + std::to_string(state.world_size) +
+                       " rank(s); resume it with --world-size " + std::to_string(state.world_size) + ", not " +
+                       std::to_string(world));
+    if (rank > 0) {
+      if (state.rank_rng.size() != static_cast<size_t>(world - 1))
+        throw DataError(paths.last_checkpoint() + ": checkpoint lacks the RNG state of rank " + std::to_string(rank));
+      set_global_rng(state.rank_rng[static_cast<size_t>(rank - 1)]);
+    }
+    if (!quiet)
       std::fprintf(stderr, "resuming %s at epoch %lld, step %lld\n", paths.last_checkpoint().c_str(),
                    static_cast<long long>(state.epoch + 1), static_cast<long long>(state.step_in_epoch));
+  } else if (rank > 0) {
+    // Augmentation and dropout draw from the global RNG: each rank its own
+    // stream (rank 0 keeps the one a single-process run would use).
+    torch::manual_seed(config.seed + 0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(rank));
   }
+  if (group) group->broadcast_module(model, 0);  // one starting point, whatever each rank built
   state.run_config = run_config;
-  write_file_atomic(paths.config(), run_config.dump(2) + "\n");
+  state.world_size = world;
+  if (writer) write_file_atomic(paths.config(), run_config.dump(2) + "\n");
 
   const std::string select_key = "val_" + config.select_metric;
   const bool minimise = lower_is_better(config.select_metric);
   int64_t steps_this_call = 0;
   auto save_progress = [&](const nlohmann::json& summary) {
+    state.rank_rng = gather_rank_rng(group);  // collective: every rank calls it
+    if (!writer) return;
     save_checkpoint(paths.last_checkpoint(), model, optimizer.get(), state);
     write_metrics_jsonl(paths, state.history);
     write_report_html(paths.report(), hooks.title, state.history, summary, run_config);
   };
+  auto interrupted = [&](bool local) { return group ? group->any(local, "interrupt check") : local; };
 
   for (int64_t epoch = state.epoch; epoch < config.epochs; ++epoch) {
     const double lr = lr_at(config.optim, epoch, config.epochs);
@@ -182,11 +270,10 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
     const auto order = epoch_order(n_train, config.seed, epoch);
     model.train();
     ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config.epochs), batches,
-                    hooks.live_progress);
+                    hooks.live_progress && writer);
     auto epoch_start = Clock::now();
     for (int64_t b = state.step_in_epoch; b < batches; ++b) {
-      const int64_t begin = b * config.batch_size;
-      const int64_t end = std::min(n_train, begin + config.batch_size);
+      const auto [begin, end] = rank_slice(b);
       std::vector<int64_t> idx(order.begin() + begin, order.begin() + end);
       auto batch = splits.train->get(idx);
       if (hooks.augment) batch = hooks.augment(batch);
@@ -194,38 +281,61 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
 
       auto logits = model.forward(batch);
       auto loss = classification_loss(logits, batch.target, config.label_smoothing);
-      const double loss_value = loss.item<double>();
+      double count = 0, correct = 0;
+      {
+        torch::NoGradGuard no_grad;
+        auto flat_target = batch.target.reshape({-1});
+        auto scored = flat_target != kIgnoreIndex;
+        count = scored.sum().item<double>();
+        auto predicted = logits.reshape({-1, logits.size(-1)}).argmax(-1);
+        correct = ((predicted == flat_target) & scored).sum().item<double>();
+      }
+      double loss_sum = count > 0 ? loss.item<double>() * count : 0.0;
+      const bool stop_here =
+          interrupt_requested() || (hooks.stop_after_steps >= 0 && steps_this_call + 1 >= hooks.stop_after_steps);
+      bool stop = stop_here;
+      double weight = 1.0;  // this rank's share of the global batch's scored targets
+      if (group) {
+        auto sums = torch::tensor({count, loss_sum, correct, stop_here ? 1.0 : 0.0}, torch::kDouble);
+        group->all_reduce_sum(sums, "training step");
+        weight = sums[0].item<double>() > 0 ? count / sums[0].item<double>() : 0.0;
+        count = sums[0].item<double>();
+        loss_sum = sums[1].item<double>();
+        correct = sums[2].item<double>();
+        stop = sums[3].item<double>() > 0;
+      }
+      const double loss_value = count > 0 ? loss_sum / count : loss.item<double>();
       if (!std::isfinite(loss_value))
         throw DataError("training diverged: loss is " + std::to_string(loss_value) + " at epoch " +
                         std::to_string(epoch + 1) + ", step " + std::to_string(b + 1) +
                         " (check the input data for NaN, or lower --lr)");
       optimizer->zero_grad();
-      loss.backward();
+      if (group) {
+        // Sum over ranks of (share x local mean) = the mean over the global batch.
+        // A rank with nothing to score still runs backward: the batch-norm
+        // gradients are collectives every rank must join.
+        (weight > 0 ? loss * weight : logits.sum() * 0.0).backward();
+        group->all_reduce_gradients(model.parameters());
+      } else {
+        loss.backward();
+      }
       if (config.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(model.parameters(), config.clip_grad_norm);
       optimizer->step();
 
-      {
-        torch::NoGradGuard no_grad;
-        auto flat_target = batch.target.reshape({-1});
-        auto scored = flat_target != kIgnoreIndex;
-        const double count = scored.sum().item<double>();
-        auto predicted = logits.reshape({-1, logits.size(-1)}).argmax(-1);
-        state.partial_correct += ((predicted == flat_target) & scored).sum().item<double>();
-        state.partial_loss_sum += loss_value * count;
-        state.partial_count += count;
-      }
+      state.partial_correct += correct;
+      state.partial_loss_sum += loss_sum;
+      state.partial_count += count;
       state.step_in_epoch = b + 1;
       ++state.global_step;
       ++steps_this_call;
       bar.update(b + 1, state.partial_count > 0 ? state.partial_loss_sum / state.partial_count : 0.0);
 
-      const bool stop = interrupt_requested() || (hooks.stop_after_steps >= 0 && steps_this_call >= hooks.stop_after_steps);
       if (stop && state.step_in_epoch < batches) {
         bar.clear();
         state.partial_seconds += std::chrono::duration<double>(Clock::now() - epoch_start).count();
         state.train_seconds += std::chrono::duration<double>(Clock::now() - epoch_start).count();
         save_progress({{"interrupted", true}, {"epoch", epoch + 1}, {"step_in_epoch", state.step_in_epoch}});
-        if (!hooks.quiet)
+        if (!quiet)
           std::fprintf(stderr, "interrupted: checkpoint written to %s (resume with --resume %s)\n",
                        paths.last_checkpoint().c_str(), paths.dir.c_str());
         return {true, nlohmann::json{{"interrupted", true}}};
@@ -240,7 +350,7 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
                           {"train_loss", state.partial_loss_sum / std::max(1.0, state.partial_count)},
                           {"train_accuracy", state.partial_correct / std::max(1.0, state.partial_count)}};
     if (have_val) {
-      row.update(prefixed("val_", evaluate(model, *splits.val, eval_batch, device, hooks.metrics)));
+      row.update(prefixed("val_", evaluate(model, *splits.val, eval_batch, device, hooks.metrics, group)));
       if (!row.contains(select_key))
         throw UsageError("--select-metric " + config.select_metric + ": the validation metrics have no '" +
                          config.select_metric + "'");
@@ -257,13 +367,13 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
       if (better) {
         state.best_epoch = epoch + 1;
         state.best_value = value;
-        save_checkpoint(paths.best_checkpoint(), model, nullptr, state);
+        if (writer) save_checkpoint(paths.best_checkpoint(), model, nullptr, state);
       }
     }
     save_progress({{"epochs_done", state.epoch}, {"best_epoch", state.best_epoch}});
-    if (!hooks.quiet) print_epoch_line(row, config.epochs);
-    if (interrupt_requested()) {
-      if (!hooks.quiet)
+    if (!quiet) print_epoch_line(row, config.epochs);
+    if (interrupted(interrupt_requested())) {
+      if (!quiet)
         std::fprintf(stderr, "interrupted: checkpoint written to %s (resume with --resume %s)\n",
                      paths.last_checkpoint().c_str(), paths.dir.c_str());
       return {true, nlohmann::json{{"interrupted", true}}};
@@ -275,26 +385,30 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
   nlohmann::json summary = {{"epochs", state.epoch},
                             {"train_seconds", state.train_seconds},
                             {"parameters", models::count_parameters(model)}};
+  if (world > 1) summary["world_size"] = world;
   const MetricFactory& final_metrics = hooks.final_metrics ? hooks.final_metrics : hooks.metrics;
   if (have_val && state.best_epoch > 0) {
-    load_checkpoint(paths.best_checkpoint(), model, nullptr);
+    if (writer) load_checkpoint(paths.best_checkpoint(), model, nullptr);
+    if (group) group->broadcast_module(model, 0);
     summary["selected_epoch"] = state.best_epoch;
     summary["selected_by"] = select_key + (minimise ? " (min)" : " (max)");
-    summary["val"] = evaluate(model, *splits.val, eval_batch, device, final_metrics);
+    summary["val"] = evaluate(model, *splits.val, eval_batch, device, final_metrics, group);
   } else {
     summary["selected_epoch"] = state.epoch;
     summary["selected_by"] = "last epoch (no validation split)";
-    save_checkpoint(paths.best_checkpoint(), model, nullptr, state);
+    if (writer) save_checkpoint(paths.best_checkpoint(), model, nullptr, state);
   }
   if (!state.history.empty()) summary["final_train_loss"] = state.history.back().at("train_loss");
   if (splits.test && splits.test->size() > 0)
-    summary["test"] = evaluate(model, *splits.test, eval_batch, device, final_metrics);
+    summary["test"] = evaluate(model, *splits.test, eval_batch, device, final_metrics, group);
   for (const auto& [name, dataset] : hooks.extra_tests)
     if (dataset && dataset->size() > 0)
-      summary["test_" + name] = evaluate(model, *dataset, eval_batch, device, final_metrics);
-  write_file_atomic(paths.summary(), summary.dump(2) + "\n");
-  write_metrics_jsonl(paths, state.history);
-  write_report_html(paths.report(), hooks.title, state.history, summary, run_config);
+      summary["test_" + name] = evaluate(model, *dataset, eval_batch, device, final_metrics, group);
+  if (writer) {
+    write_file_atomic(paths.summary(), summary.dump(2) + "\n");
+    write_metrics_jsonl(paths, state.history);
+    write_report_html(paths.report(), hooks.title, state.history, summary, run_config);
+  }
   return {false, summary};
 }
 

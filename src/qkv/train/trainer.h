@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "qkv/data/dataset.h"
+#include "qkv/distributed/process_group.h"
 #include "qkv/models/model.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/metrics.h"
@@ -31,6 +32,9 @@ struct TrainConfig {
   double label_smoothing = 0.0;
   std::string select_metric = "accuracy";  // validation metric for model selection; "loss" is minimised
   uint64_t seed = 0;                       // data order: epoch e uses seed and e
+  // Where this process sits in a data-parallel run (world_size is recorded in
+  // config.json; rank and master are not). batch_size is per rank.
+  distributed::ParallelOptions parallel;
 
   void validate() const;  // throws UsageError naming the option
   nlohmann::json to_json() const;
@@ -48,6 +52,12 @@ struct TrainHooks {
   bool quiet = false;                                      // no per-epoch lines
   std::string title = "qkv run";
   int64_t stop_after_steps = -1;  // tests: act as if Ctrl-C came after this many steps of this call
+  // Data-parallel training: each rank takes a disjoint slice of every global
+  // batch (batch_size per rank, the same shuffled order everywhere),
+  // gradients are summed over ranks weighted by each rank's share of the
+  // scored targets, batch norm statistics span ranks (SyncBatchNorm),
+  // evaluation is sharded and reduced, and rank 0 alone writes the run folder.
+  distributed::ProcessGroup* group = nullptr;
 };
 
 struct RunPaths {
@@ -74,7 +84,9 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
                   const TrainHooks& hooks = {});
 
 // Mean loss and the accumulator's metrics over a whole dataset, in eval mode.
+// With a group, each rank scores a contiguous shard and the counts are summed,
+// so every rank returns the result of the whole set.
 nlohmann::json evaluate(models::Model& model, const data::Dataset& dataset, int64_t batch_size, c10::Device device,
-                        const MetricFactory& metrics = {});
+                        const MetricFactory& metrics = {}, distributed::ProcessGroup* group = nullptr);
 
 }  // namespace qkv::train

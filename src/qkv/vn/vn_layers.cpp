@@ -6,6 +6,7 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/core/shape.h"
+#include "qkv/distributed/sync_batch_norm.h"
 
 namespace qkv::vn {
 
@@ -40,8 +41,8 @@ VNBatchNormImpl::VNBatchNormImpl(int64_t channels, double momentum, double eps) 
 at::Tensor VNBatchNormImpl::forward(const at::Tensor& x) {
   const auto norm = vn_norm(x);  // [B, C, ...]: invariant, so normalising it is too
   if (is_training()) num_batches_tracked += 1;
-  const auto norm_bn = torch::batch_norm(norm, weight, bias, running_mean, running_var, is_training(), momentum, eps,
-                                         /*cudnn_enabled=*/true);
+  const auto norm_bn = distributed::batch_norm(norm, weight, bias, running_mean, running_var, is_training(), momentum,
+                                               eps, distributed::active_group());
   return vn_rescale(x, norm, norm_bn);
 }
 

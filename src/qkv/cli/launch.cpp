@@ -1,0 +1,177 @@
+// qkv launch -n W -- <train command>: W ranks of a data-parallel run on this
+// machine, as torchrun does for PyTorch. Each rank is this binary again with
+// WORLD_SIZE, RANK, LOCAL_RANK, MASTER_ADDR and MASTER_PORT set; with --nodes
+// and --node-rank the same command on each machine makes one run of them all.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "qkv/cli/commands.h"
+#include "qkv/core/errors.h"
+#include "qkv/core/interrupt.h"
+#include "qkv/distributed/process_group.h"
+
+namespace qkv::cli {
+namespace {
+
+std::vector<pid_t> g_children;
+
+void forward_signal(int sig) {
+  for (const pid_t pid : g_children)
+    if (pid > 0) kill(pid, sig);
+}
+
+// A TCP port that is free now on the loopback interface (the kernel's pick).
+int free_local_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw DataError("launch: cannot open a socket to find a free port");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    throw DataError("launch: cannot find a free local port; pass --master 127.0.0.1:PORT");
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+int exit_status_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+}  // namespace
+
+void register_launch(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand(
+      "launch", "run a train command as W data-parallel processes on this machine: qkv launch -n 2 -- vnt train ...");
+  struct Opts {
+    int64_t procs = 2;
+    int64_t nodes = 1;
+    int64_t node_rank = 0;
+    std::string master;
+    std::vector<std::string> command;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("-n,--procs", o->procs, "processes (ranks) on this machine")->capture_default_str();
+  cmd->add_option("--nodes", o->nodes, "machines taking part, each running this launch")->capture_default_str();
+  cmd->add_option("--node-rank", o->node_rank, "this machine's index, 0..nodes-1; node 0 hosts rank 0")
+      ->capture_default_str();
+  cmd->add_option("--master", o->master,
+                  "ADDR:PORT of rank 0's rendezvous; default a free loopback port (one machine only)");
+  cmd->add_option("command", o->command, "the qkv command to run after --, e.g. -- vnt train --epochs 10")
+      ->required();
+  cmd->callback([o, &action] {
+    action = [o] {
+      if (o->procs < 1) throw UsageError("launch: -n must be at least 1");
+      if (o->nodes < 1) throw UsageError("launch: --nodes must be at least 1");
+      if (o->node_rank < 0 || o->node_rank >= o->nodes)
+        throw UsageError("launch: --node-rank must be in 0.." + std::to_string(o->nodes - 1));
+      if (o->nodes > 1 && o->master.empty())
+        throw UsageError("launch: --nodes " + std::to_string(o->nodes) +
+                         " needs --master ADDR:PORT, an address of node 0 the others can reach");
+      std::string master = o->master;
+      if (master.empty()) master = "127.0.0.1:" + std::to_string(free_local_port());
+      const auto [addr, port] = distributed::parse_master(master, "launch: --master");
+      const int64_t world = o->procs * o->nodes;
+      // Ranks share this machine's cores unless the user says otherwise.
+      const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+      const std::string threads = std::to_string(std::max<int64_t>(1, static_cast<int64_t>(cores) / o->procs));
+
+      std::vector<std::string> args{"qkv"};
+      args.insert(args.end(), o->command.begin(), o->command.end());
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+
+      std::fprintf(stderr, "launch: %lld rank(s) here of %lld, master %s\n", static_cast<long long>(o->procs),
+                   static_cast<long long>(world), master.c_str());
+      std::fflush(stderr);
+      struct sigaction forward {};
+      forward.sa_handler = forward_signal;
+      sigemptyset(&forward.sa_mask);
+      sigaction(SIGINT, &forward, nullptr);
+      sigaction(SIGTERM, &forward, nullptr);
+      const pid_t parent = getpid();
+      for (int64_t local = 0; local < o->procs; ++local) {
+        const pid_t pid = fork();
+        if (pid < 0) {
+          forward_signal(SIGTERM);
+          throw DataError("launch: fork failed for local rank " + std::to_string(local));
+        }
+        if (pid == 0) {
+          // Own process group: a terminal's Ctrl-C reaches the launcher, which
+          // forwards it once (a second SIGINT would kill a rank mid-checkpoint).
+          setpgid(0, 0);
+          prctl(PR_SET_PDEATHSIG, SIGTERM);
+          if (getppid() != parent) _exit(1);
+          setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+          setenv("RANK", std::to_string(o->node_rank * o->procs + local).c_str(), 1);
+          setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
+          setenv("MASTER_ADDR", addr.c_str(), 1);
+          setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+          setenv("OMP_NUM_THREADS", threads.c_str(), 0);
+          execv("/proc/self/exe", argv.data());
+          std::fprintf(stderr, "launch: cannot run /proc/self/exe\n");
+          _exit(127);
+        }
+        g_children.push_back(pid);
+      }
+
+      // Wait for all. After the first failure the others get the peers'
+      // timeout to fail on their own, then SIGTERM, then SIGKILL.
+      int status_out = 0;
+      size_t running = g_children.size();
+      auto deadline = std::chrono::steady_clock::time_point::max();
+      bool terminated = false;
+      while (running > 0) {
+        int status = 0;
+        const pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid > 0) {
+          for (auto& child : g_children)
+            if (child == pid) {
+              child = -1;
+              --running;
+              const int code = exit_status_of(status);
+              if (code != 0 && status_out == 0) {
+                status_out = code;
+                deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+              }
+            }
+          continue;
+        }
+        if (pid < 0 && errno != EINTR) break;
+        if (std::chrono::steady_clock::now() > deadline) {
+          forward_signal(terminated ? SIGKILL : SIGTERM);
+          terminated = true;
+          deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      if (status_out == kExitInterrupted)
+        std::fprintf(stderr, "launch: interrupted; every rank stopped at the same step\n");
+      else if (status_out != 0)
+        std::fprintf(stderr, "launch: a rank failed (exit status %d); the others were stopped\n", status_out);
+      return status_out;
+    };
+  });
+}
+
+}  // namespace qkv::cli

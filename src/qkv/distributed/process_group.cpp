@@ -1,0 +1,264 @@
+#include "qkv/distributed/process_group.h"
+
+#include <torch/torch.h>
+// Debian builds LibTorch with gloo; its header hides the class without this.
+#ifndef USE_C10D_GLOO
+#define USE_C10D_GLOO
+#endif
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "qkv/core/errors.h"
+
+// glog's severity threshold (Debian's LibTorch logs through glog; no glog
+// headers are installed, the flag is a plain exported int).
+namespace fLI {
+extern int32_t FLAGS_minloglevel;
+}
+
+namespace qkv::distributed {
+namespace {
+
+thread_local ProcessGroup* g_active = nullptr;
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+int64_t parse_int(const std::string& text, const std::string& what) {
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(text, &used);
+    if (used == text.size()) return v;
+  } catch (const std::exception&) {
+  }
+  throw UsageError(what + ": '" + text + "' is not an integer");
+}
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
+// One line from whatever c10d or gloo threw.
+std::string first_line(const char* what) {
+  std::string s = what ? what : "unknown error";
+  const auto nl = s.find('\n');
+  if (nl != std::string::npos) s.resize(nl);
+  return s;
+}
+
+}  // namespace
+
+std::pair<std::string, int> parse_master(const std::string& text, const std::string& option) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())
+    throw UsageError(option + " " + text + ": expected ADDR:PORT (e.g. 10.0.0.1:29500)");
+  const int64_t port = parse_int(text.substr(colon + 1), option + " " + text);
+  if (port < 1 || port > 65535) throw UsageError(option + " " + text + ": port must be in 1..65535");
+  return {text.substr(0, colon), static_cast<int>(port)};
+}
+
+ParallelOptions resolve_parallel_options(ParallelOptions o, const std::vector<std::string>& set_on_cli) {
+  auto on_cli = [&](const char* name) {
+    return std::find(set_on_cli.begin(), set_on_cli.end(), name) != set_on_cli.end();
+  };
+  if (!on_cli("world_size") && std::getenv("WORLD_SIZE"))
+    o.world_size = parse_int(env_or("WORLD_SIZE", "1"), "WORLD_SIZE");
+  if (!on_cli("rank") && std::getenv("RANK")) o.rank = parse_int(env_or("RANK", "0"), "RANK");
+  if (!on_cli("master") || o.master.empty())
+    o.master = env_or("MASTER_ADDR", "127.0.0.1") + ":" + env_or("MASTER_PORT", "29500");
+  if (o.world_size < 1) throw UsageError("--world-size must be at least 1 (got " + std::to_string(o.world_size) + ")");
+  if (o.rank < 0 || o.rank >= o.world_size)
+    throw UsageError("--rank " + std::to_string(o.rank) + " is outside 0.." + std::to_string(o.world_size - 1) +
+                     " for --world-size " + std::to_string(o.world_size));
+  if (!(o.timeout_seconds > 0)) throw UsageError("--dist-timeout must be positive (seconds)");
+  parse_master(o.master, "--master");
+  return o;
+}
+
+struct ProcessGroup::Impl {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  std::string where;  // "rank R of W (master ADDR:PORT)" for messages
+
+  [[noreturn]] void fail(const std::string& what, const std::exception& e, double timeout) const {
+    throw DataError("distributed " + what + " failed on " + where + ": " + first_line(e.what()) +
+                    " (a peer died, stopped answering within --dist-timeout " + std::to_string(int64_t(timeout)) +
+                    " s, or never joined)");
+  }
+
+  void all_reduce(at::Tensor& tensor, c10d::ReduceOp::RedOpType op, const std::string& what, double timeout) {
+    std::vector<at::Tensor> one{tensor};
+    run(what, timeout, [&] {
+      c10d::AllreduceOptions o;
+      o.reduceOp = op;
+      return group->allreduce(one, o);
+    });
+  }
+
+  template <typename Launch>
+  void run(const std::string& what, double timeout, Launch&& launch) const {
+    try {
+      auto work = launch();
+      work->wait();
+    } catch (const DataError&) {
+      throw;
+    } catch (const std::exception& e) {
+      fail(what, e, timeout);
+    }
+  }
+};
+
+ProcessGroup::ProcessGroup(const ParallelOptions& options) : impl_(std::make_unique<Impl>()), options_(options) {
+  // c10d logs every failed connection attempt and timeout on stderr before
+  // throwing; the exception becomes our one-line error. GLOG_minloglevel=0
+  // in the environment brings the log back for debugging.
+  if (!std::getenv("GLOG_minloglevel")) fLI::FLAGS_minloglevel = 3;
+  const auto [host, port] = parse_master(options.master, "--master");
+  impl_->where = "rank " + std::to_string(options.rank) + " of " + std::to_string(options.world_size) + " (master " +
+                 options.master + ")";
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_seconds * 1000));
+  try {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(port);
+    so.isServer = options.rank == 0;
+    so.numWorkers = static_cast<size_t>(options.world_size);
+    so.waitWorkers = true;
+    so.timeout = timeout;
+    impl_->store = c10::make_intrusive<c10d::TCPStore>(host, so);
+  } catch (const std::exception& e) {
+    const std::string role = options.rank == 0 ? "serve the rendezvous store on port " + std::to_string(port)
+                                               : "reach rank 0's store at " + options.master;
+    throw DataError("distributed rendezvous failed on " + impl_->where + ": could not " + role +
+                    " with all " + std::to_string(options.world_size) + " ranks within --dist-timeout " +
+                    std::to_string(int64_t(options.timeout_seconds)) + " s: " + first_line(e.what()));
+  }
+  try {
+    auto go = c10d::ProcessGroupGloo::Options::create();
+    go->timeout = timeout;
+    // GLOO_SOCKET_IFNAME picks the interface as in PyTorch; a loopback master
+    // means one machine; otherwise the address this host's name resolves to.
+    if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
+      go->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+    else if (is_loopback(host))
+      go->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    else
+      go->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("qkv", impl_->store);
+    impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, static_cast<int>(options.rank),
+                                                               static_cast<int>(options.world_size), go);
+  } catch (const std::exception& e) {
+    impl_->fail("connection setup", e, options.timeout_seconds);
+  }
+}
+
+ProcessGroup::~ProcessGroup() = default;
+
+void ProcessGroup::all_reduce_sum(std::vector<at::Tensor>& tensors, const std::string& what) {
+  for (auto& t : tensors) all_reduce_sum(t, what);
+}
+
+void ProcessGroup::all_reduce_sum(at::Tensor& tensor, const std::string& what) {
+  impl_->all_reduce(tensor, c10d::ReduceOp::SUM, what, options_.timeout_seconds);
+}
+
+void ProcessGroup::all_reduce_max(at::Tensor& tensor, const std::string& what) {
+  impl_->all_reduce(tensor, c10d::ReduceOp::MAX, what, options_.timeout_seconds);
+}
+
+void ProcessGroup::broadcast(std::vector<at::Tensor>& tensors, int64_t root, const std::string& what) {
+  for (auto& t : tensors) {
+    std::vector<at::Tensor> one{t};
+    impl_->run(what, options_.timeout_seconds, [&] {
+      c10d::BroadcastOptions o;
+      o.rootRank = root;
+      return impl_->group->broadcast(one, o);
+    });
+  }
+}
+
+std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& tensor, const std::string& what) {
+  std::vector<at::Tensor> input{tensor.contiguous()};
+  std::vector<std::vector<at::Tensor>> output(1);
+  for (int64_t r = 0; r < options_.world_size; ++r) output[0].push_back(torch::empty_like(input[0]));
+  impl_->run(what, options_.timeout_seconds, [&] { return impl_->group->allgather(output, input); });
+  return output[0];
+}
+
+void ProcessGroup::barrier(const std::string& what) {
+  // A one-element all-reduce: gloo's barrier has no per-call timeout of its own.
+  auto t = torch::zeros({1});
+  all_reduce_sum(t, what);
+}
+
+void ProcessGroup::all_reduce_gradients(const std::vector<at::Tensor>& parameters, int64_t bucket_bytes) {
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> grads;
+  for (const auto& p : parameters) {
+    if (!p.requires_grad()) continue;
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    grads.push_back(p.grad());
+  }
+  size_t begin = 0;
+  while (begin < grads.size()) {
+    // A bucket: consecutive gradients of one dtype and device, up to bucket_bytes.
+    size_t end = begin;
+    int64_t bytes = 0;
+    while (end < grads.size() && grads[end].scalar_type() == grads[begin].scalar_type() &&
+           grads[end].device() == grads[begin].device() &&
+           (end == begin || bytes + grads[end].nbytes() <= static_cast<size_t>(bucket_bytes))) {
+      bytes += static_cast<int64_t>(grads[end].nbytes());
+      ++end;
+    }
+    std::vector<at::Tensor> flat_parts;
+    for (size_t i = begin; i < end; ++i) flat_parts.push_back(grads[i].reshape({-1}));
+    auto flat = torch::cat(flat_parts);
+    all_reduce_sum(flat, "gradient all-reduce");
+    int64_t offset = 0;
+    for (size_t i = begin; i < end; ++i) {
+      const int64_t n = grads[i].numel();
+      grads[i].copy_(flat.slice(0, offset, offset + n).view_as(grads[i]));
+      offset += n;
+    }
+    begin = end;
+  }
+}
+
+void ProcessGroup::broadcast_module(torch::nn::Module& module, int64_t root) {
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> state;
+  for (auto& p : module.parameters()) state.push_back(p);
+  for (auto& b : module.buffers()) state.push_back(b);
+  // Tensors are updated in place, one call each: models have tens to hundreds.
+  broadcast(state, root, "broadcast of the model state");
+}
+
+std::string ProcessGroup::broadcast_bytes(const std::string& bytes, int64_t root) {
+  auto size = torch::tensor({static_cast<int64_t>(rank() == root ? bytes.size() : 0)}, torch::kLong);
+  std::vector<at::Tensor> one{size};
+  broadcast(one, root, "broadcast of a checkpoint");
+  auto data = torch::empty({one[0].item<int64_t>()}, torch::kUInt8);
+  if (rank() == root && !bytes.empty()) std::memcpy(data.data_ptr(), bytes.data(), bytes.size());
+  std::vector<at::Tensor> payload{data};
+  if (data.numel() > 0) broadcast(payload, root, "broadcast of a checkpoint");
+  return std::string(static_cast<const char*>(data.data_ptr()), static_cast<size_t>(data.numel()));
+}
+
+bool ProcessGroup::any(bool flag, const std::string& what) {
+  auto t = torch::tensor({flag ? 1.0f : 0.0f});
+  all_reduce_max(t, what);
+  return t.item<float>() > 0;
+}
+
+ProcessGroup* active_group() { return g_active; }
+
+ActiveGroupScope::ActiveGroupScope(ProcessGroup* group) : previous_(g_active) { g_active = group; }
+ActiveGroupScope::~ActiveGroupScope() { g_active = previous_; }
+
+}  // namespace qkv::distributed

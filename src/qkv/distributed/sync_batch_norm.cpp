@@ -1,0 +1,81 @@
+#include "qkv/distributed/sync_batch_norm.h"
+
+#include <torch/torch.h>
+
+namespace qkv::distributed {
+namespace {
+
+class AllReduceSum : public torch::autograd::Function<AllReduceSum> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, ProcessGroup* group) {
+    ctx->saved_data["group"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(group));
+    auto out = x.clone();
+    group->all_reduce_sum(out, "batch-norm statistics");
+    return out;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad) {
+    auto* group = reinterpret_cast<ProcessGroup*>(static_cast<intptr_t>(ctx->saved_data["group"].toInt()));
+    auto g = grad[0].contiguous().clone();
+    group->all_reduce_sum(g, "batch-norm gradient");
+    return {g, at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor all_reduce_sum_autograd(const at::Tensor& x, ProcessGroup& group) {
+  return AllReduceSum::apply(x, &group);
+}
+
+at::Tensor batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                      const at::Tensor& running_mean, const at::Tensor& running_var, bool training, double momentum,
+                      double eps, ProcessGroup* group) {
+  if (!training || group == nullptr || group->world_size() == 1)
+    return torch::batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps,
+                             at::globalContext().userEnabledCuDNN());
+  TORCH_CHECK(x.dim() >= 2, "batch_norm: expected [B, C, ...], got ", x.sizes());
+  const int64_t channels = x.size(1);
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  std::vector<int64_t> shape(static_cast<size_t>(x.dim()), 1);
+  shape[1] = channels;
+  // Sums in float64: E[x^2] - E[x]^2 loses digits in float32 that the
+  // one-process two-pass variance keeps.
+  const auto xd = x.to(torch::kDouble);
+  const double local_count = static_cast<double>(x.numel() / std::max<int64_t>(channels, 1));
+  auto stats = torch::cat({xd.sum(dims), (xd * xd).sum(dims),
+                           torch::full({1}, local_count, xd.options().requires_grad(false))});
+  auto global = all_reduce_sum_autograd(stats, *group);
+  const double count = global[2 * channels].item<double>();
+  TORCH_CHECK(count > 1, "batch_norm: the global batch has ", count, " values per channel; need more than one");
+  const auto mean = global.slice(0, 0, channels) / count;
+  const auto var = (global.slice(0, channels, 2 * channels) / count - mean * mean).clamp_min(0);
+  if (running_mean.defined()) {
+    torch::NoGradGuard no_grad;
+    running_mean.mul_(1 - momentum).add_(mean.to(running_mean.dtype()), momentum);
+    running_var.mul_(1 - momentum).add_((var * (count / (count - 1))).to(running_var.dtype()), momentum);
+  }
+  auto y = (x - mean.to(x.scalar_type()).view(shape)) * (var + eps).rsqrt().to(x.scalar_type()).view(shape);
+  if (weight.defined()) y = y * weight.view(shape);
+  if (bias.defined()) y = y + bias.view(shape);
+  return y;
+}
+
+SyncBatchNormImpl::SyncBatchNormImpl(int64_t channels, double momentum, double eps) : momentum(momentum), eps(eps) {
+  weight = register_parameter("weight", torch::ones({channels}));
+  bias = register_parameter("bias", torch::zeros({channels}));
+  running_mean = register_buffer("running_mean", torch::zeros({channels}));
+  running_var = register_buffer("running_var", torch::ones({channels}));
+  num_batches_tracked = register_buffer("num_batches_tracked", torch::tensor(0, torch::kLong));
+}
+
+at::Tensor SyncBatchNormImpl::forward(const at::Tensor& x) {
+  if (is_training()) {
+    torch::NoGradGuard no_grad;
+    num_batches_tracked.add_(1);
+  }
+  return batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum, eps, active_group());
+}
+
+}  // namespace qkv::distributed

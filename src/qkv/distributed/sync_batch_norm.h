@@ -1,0 +1,40 @@
+#pragma once
+// Batch normalisation whose training statistics span every rank, so that W
+// processes with batch b train exactly as one process with batch W*b (the
+// test of the distributed trainer). Outside distributed training it is
+// torch::batch_norm itself, bit for bit.
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+#include "qkv/distributed/process_group.h"
+
+namespace qkv::distributed {
+
+// Sum over ranks that autograd understands: the gradient of every rank's loss
+// with respect to the sum is gathered back by a second sum in backward.
+at::Tensor all_reduce_sum_autograd(const at::Tensor& x, ProcessGroup& group);
+
+// torch::batch_norm over x [B, C, ...] (statistics per channel over every
+// other dim). In training mode with `group` (and world size > 1) the mean and
+// variance are those of the batch concatenated over ranks, and the running
+// statistics are updated with them (unbiased variance over the global count),
+// identically on every rank.
+at::Tensor batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                      const at::Tensor& running_mean, const at::Tensor& running_var, bool training, double momentum,
+                      double eps, ProcessGroup* group);
+
+// torch::nn::BatchNorm1d with the same parameter and buffer names (weight,
+// bias, running_mean, running_var, num_batches_tracked), so checkpoints are
+// interchangeable; the training forward syncs over active_group().
+class SyncBatchNormImpl : public torch::nn::Module {
+ public:
+  explicit SyncBatchNormImpl(int64_t channels, double momentum = 0.1, double eps = 1e-5);
+  at::Tensor forward(const at::Tensor& x);
+
+  at::Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+  double momentum, eps;
+};
+TORCH_MODULE(SyncBatchNorm);
+
+}  // namespace qkv::distributed
