@@ -2,7 +2,10 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "qkv/core/errors.h"
 #include "qkv/core/shape.h"
@@ -48,6 +51,92 @@ at::Tensor vn_rescale(const at::Tensor& x, const at::Tensor& norm, const at::Ten
 
 at::Tensor vn_mean_pool(const at::Tensor& x) { return x.mean(-1); }
 
+namespace {
+
+// Queries per block: distances of a block to all N points, Q x N values (8 MiB
+// at N = 8192 in float32), is all that is ever held, never B x N x N.
+constexpr int64_t kKnnQueryBlock = 256;
+
+// The k smallest (distance, index) pairs of a row of distances, nearest
+// first; equal distances go to the lower index. Indices arrive in increasing
+// order, so a later point enters the max-heap only when strictly nearer than
+// its worst entry.
+template <typename T>
+void select_k_nearest(const T* dist, int64_t n, int64_t k, int64_t* out, std::vector<std::pair<T, int64_t>>& heap) {
+  heap.clear();
+  for (int64_t j = 0; j < k; ++j) heap.emplace_back(dist[j], j);
+  std::make_heap(heap.begin(), heap.end());
+  T worst = heap.front().first;
+  for (int64_t j = k; j < n; ++j) {
+    if (!(dist[j] < worst)) continue;
+    std::pop_heap(heap.begin(), heap.end());
+    heap.back() = {dist[j], j};
+    std::push_heap(heap.begin(), heap.end());
+    worst = heap.front().first;
+  }
+  std::sort_heap(heap.begin(), heap.end());
+  for (int64_t i = 0; i < k; ++i) out[i] = heap[static_cast<size_t>(i)].second;
+}
+
+// Up to this many dims (xyz, xyz + normals) distances are taken directly, as
+// sums of squared differences: exact where the expansion |a|^2 + |b|^2 - 2ab
+// cancels, and as fast as a product of rank 3.
+constexpr int64_t kKnnDirectMaxDims = 8;
+
+at::Tensor knn_indices_cpu(const at::Tensor& features, int64_t k) {
+  const int64_t b = features.size(0), dims = features.size(1), n = features.size(2);
+  const auto points = features.detach().transpose(1, 2).contiguous();  // [B, N, D]
+  auto out = torch::empty({b, n, k}, features.options().dtype(torch::kLong));
+  auto* o = out.data_ptr<int64_t>();
+  AT_DISPATCH_FLOATING_TYPES(points.scalar_type(), "knn_indices", [&] {
+    const auto* p = points.data_ptr<scalar_t>();
+    if (dims <= kKnnDirectMaxDims) {
+      // One task per query: a row of N distances, then the selection.
+      at::parallel_for(0, b * n, 64, [&](int64_t begin, int64_t end) {
+        std::vector<scalar_t> dist(static_cast<size_t>(n));
+        std::vector<std::pair<scalar_t, int64_t>> heap;
+        for (int64_t task = begin; task < end; ++task) {
+          const scalar_t* cloud = p + (task / n) * n * dims;
+          const scalar_t* q = p + task * dims;
+          for (int64_t j = 0; j < n; ++j) {
+            scalar_t sum = 0;
+            for (int64_t c = 0; c < dims; ++c) {
+              const scalar_t diff = cloud[j * dims + c] - q[c];
+              sum += diff * diff;
+            }
+            dist[static_cast<size_t>(j)] = sum;
+          }
+          select_k_nearest<scalar_t>(dist.data(), n, k, o + task * k, heap);
+        }
+      });
+      return;
+    }
+    const auto sq = (points * points).sum(-1).contiguous();  // [B, N]
+    for (int64_t i = 0; i < b; ++i) {
+      const auto cloud = points[i];
+      const auto* s = sq[i].template data_ptr<scalar_t>();
+      for (int64_t q0 = 0; q0 < n; q0 += kKnnQueryBlock) {
+        const int64_t q1 = std::min(n, q0 + kKnnQueryBlock);
+        // One BLAS product per block of queries; the selection runs in parallel.
+        const auto inner = torch::matmul(cloud.slice(0, q0, q1), cloud.transpose(0, 1)).contiguous();  // [Q, N]
+        const auto* in = inner.template data_ptr<scalar_t>();
+        at::parallel_for(q0, q1, 16, [&](int64_t begin, int64_t end) {
+          std::vector<scalar_t> dist(static_cast<size_t>(n));
+          std::vector<std::pair<scalar_t, int64_t>> heap;
+          for (int64_t q = begin; q < end; ++q) {
+            const scalar_t* row = in + (q - q0) * n;
+            for (int64_t j = 0; j < n; ++j) dist[static_cast<size_t>(j)] = s[q] + s[j] - 2 * row[j];
+            select_k_nearest<scalar_t>(dist.data(), n, k, o + (i * n + q) * k, heap);
+          }
+        });
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
 at::Tensor knn_indices(const at::Tensor& features, int64_t k) {
   if (features.dim() != 3)
     throw UsageError("knn_indices: expected features [B, D, N], got " + shape_of(features));
@@ -56,11 +145,18 @@ at::Tensor knn_indices(const at::Tensor& features, int64_t k) {
   if (n < k)
     throw DataError("a cloud of " + std::to_string(n) + " points has fewer points than k = " + std::to_string(k) +
                     " neighbours");
-  // -|a-b|^2 = 2 a.b - |a|^2 - |b|^2, so topk(largest) gives the nearest.
-  const auto sq = (features * features).sum(1, /*keepdim=*/true);        // [B,1,N]
-  const auto inner = torch::matmul(features.transpose(1, 2), features);  // [B,N,N]
-  const auto neg_dist = 2 * inner - sq - sq.transpose(1, 2);
-  return std::get<1>(neg_dist.topk(k, /*dim=*/-1, /*largest=*/true, /*sorted=*/true));
+  if (features.device().is_cpu()) return knn_indices_cpu(features, k);
+  // Other devices: the same blocks with topk (ties in topk's order).
+  std::vector<at::Tensor> blocks;
+  const auto points = features.detach().transpose(1, 2);      // [B, N, D]
+  const auto sq = (points * points).sum(-1, /*keepdim=*/true);  // [B, N, 1]
+  for (int64_t q0 = 0; q0 < n; q0 += kKnnQueryBlock) {
+    const int64_t q1 = std::min(n, q0 + kKnnQueryBlock);
+    const auto q = points.slice(1, q0, q1);
+    const auto dist = sq.slice(1, q0, q1) + sq.transpose(1, 2) - 2 * torch::matmul(q, points.transpose(1, 2));
+    blocks.push_back(std::get<1>(dist.topk(k, -1, /*largest=*/false, /*sorted=*/true)));
+  }
+  return torch::cat(blocks, 1);
 }
 
 at::Tensor edge_features(const at::Tensor& x, const at::Tensor& idx, bool with_cross) {
