@@ -51,9 +51,26 @@ void fps_one(const T* pts, int64_t n, int64_t m, int64_t start, int64_t* out) {
       const T dx = xs[i] - cx, dy = ys[i] - cy, dz = zs[i] - cz;
       d[i] = std::min(d[i], dx * dx + dy * dy + dz * dz);
     }
+    // The arg-max in blocks of 16: a block's maximum vectorises, and only a
+    // block that beats the best so far is searched for its first index, so
+    // strict '>' still lets the lowest index win a tie.
     size_t best = 0;
-    for (size_t i = 1; i < size; ++i)
-      if (d[i] > d[best]) best = i;  // strict: the lowest index wins a tie
+    T best_d = d[0];
+    size_t i = 0;
+    for (; i + 16 <= size; i += 16) {
+      T block_max = d[i];
+      for (size_t j = 1; j < 16; ++j) block_max = std::max(block_max, d[i + j]);
+      if (block_max > best_d) {
+        best_d = block_max;
+        best = i;
+        while (d[best] != best_d) ++best;
+      }
+    }
+    for (; i < size; ++i)
+      if (d[i] > best_d) {
+        best_d = d[i];
+        best = i;
+      }
     current = best;
   }
 }
