@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -110,6 +111,7 @@ void register_launch(CLI::App& app, Action& action) {
       sigaction(SIGINT, &forward, nullptr);
       sigaction(SIGTERM, &forward, nullptr);
       const pid_t parent = getpid();
+      g_children.reserve(static_cast<size_t>(o->procs));  // no reallocation under the signal handler
       for (int64_t local = 0; local < o->procs; ++local) {
         const pid_t pid = fork();
         if (pid < 0) {
