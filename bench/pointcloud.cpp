@@ -1,6 +1,7 @@
 // qkv's point-cloud kernels side by side with their PyTorch (Python) twin
 // (bench/pointcloud_twin.py, Debian's python3-torch): farthest point sampling
-// 10,000 -> 1,024 points and kNN (k = 20) at N = 1,024 and 8,192, the same
+// 10,000 -> 1,024 points and kNN (k = 20) at N = 1,024 and 8,192 on points and
+// at N = 1,024 on 192-dim VN features (C = 64), the same
 // sizes and threads, one run after the other. Prints medians and ratios.
 //   build/bench_pointcloud [threads (0 = all cores)] [repeats]
 // PYTHON (default /usr/bin/python3) and QKV_SOURCE_DIR locate the twin.
@@ -23,7 +24,7 @@ namespace {
 
 struct Case {
   std::string name, kind;
-  int64_t b, n, m_or_k;
+  int64_t b, n, m_or_k, d = 3;  // d: feature dims of a kNN case (3: points; 3C: VN features)
 };
 
 template <typename Fn>
@@ -60,10 +61,11 @@ int main(int argc, char** argv) {
       {"fps 10000->1024, B=16", "fps", 16, 10000, 1024},
       {"knn k=20, N=1024, B=16", "knn", 16, 1024, 20},
       {"knn k=20, N=8192, B=4", "knn", 4, 8192, 20},
+      {"knn k=20, N=1024, D=192, B=16", "knn", 16, 1024, 20, 192},  // VN-DGCNN's dynamic graph, C = 64
   };
   nlohmann::json twin_cases = nlohmann::json::array();
   for (const auto& c : cases)
-    twin_cases.push_back({{"name", c.name}, {"kind", c.kind}, {"b", c.b}, {"n", c.n}, {c.kind == "fps" ? "m" : "k", c.m_or_k}});
+    twin_cases.push_back({{"name", c.name}, {"kind", c.kind}, {"b", c.b}, {"n", c.n}, {"d", c.d}, {c.kind == "fps" ? "m" : "k", c.m_or_k}});
 
   torch::manual_seed(0);
   std::vector<double> ours;
@@ -72,7 +74,7 @@ int main(int argc, char** argv) {
       const auto xyz = torch::randn({c.b, c.n, 3});
       ours.push_back(median_ms([&] { pointcloud::farthest_point_sample(xyz, c.m_or_k, 0); }, repeats));
     } else {
-      const auto x = torch::randn({c.b, 3, c.n});
+      const auto x = torch::randn({c.b, c.d, c.n});
       ours.push_back(median_ms([&] { vn::knn_indices(x, c.m_or_k); }, repeats));
     }
   }
@@ -93,10 +95,10 @@ int main(int argc, char** argv) {
   }
   std::printf("threads %d, BLAS %s, torch (python) %s, median of %d runs\n", at::get_num_threads(),
               blas_info().value("name", "?").c_str(), twin.value("torch", "?").c_str(), repeats);
-  std::printf("%-26s %12s %12s %8s\n", "kernel", "qkv ms", "pytorch ms", "ratio");
+  std::printf("%-30s %12s %12s %8s\n", "kernel", "qkv ms", "pytorch ms", "ratio");
   for (size_t i = 0; i < cases.size(); ++i) {
     const double theirs = twin.at(cases[i].name).get<double>();
-    std::printf("%-26s %12.2f %12.2f %7.1fx\n", cases[i].name.c_str(), ours[i], theirs, theirs / ours[i]);
+    std::printf("%-30s %12.2f %12.2f %7.1fx\n", cases[i].name.c_str(), ours[i], theirs, theirs / ours[i]);
   }
   return 0;
 }

@@ -62,7 +62,7 @@ def main():
             xyz = torch.randn(b, n, 3)
             out[case["name"]] = median_ms(lambda: farthest_point_sample(xyz, case["m"]), args.repeats)
         else:
-            x = torch.randn(b, 3, n)
+            x = torch.randn(b, case.get("d", 3), n)
             out[case["name"]] = median_ms(lambda: knn(x, case["k"]), args.repeats)
     print(json.dumps(out))
 
