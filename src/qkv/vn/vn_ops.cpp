@@ -159,7 +159,7 @@ at::Tensor knn_indices(const at::Tensor& features, int64_t k) {
   return torch::cat(blocks, 1);
 }
 
-at::Tensor edge_features(const at::Tensor& x, const at::Tensor& idx, bool with_cross) {
+at::Tensor edge_features_composed(const at::Tensor& x, const at::Tensor& idx, bool with_cross) {
   require_vn(x, "edge_features");
   if (x.dim() != 4) throw UsageError("edge_features: expected x [B, C, 3, N], got " + shape_of(x));
   const int64_t b = x.size(0), c = x.size(1), n = x.size(3);
@@ -174,6 +174,115 @@ at::Tensor edge_features(const at::Tensor& x, const at::Tensor& idx, bool with_c
   if (with_cross) parts.push_back(torch::cross(neighbours, centres, /*dim=*/-1));
   return torch::cat(parts, 3).permute({0, 3, 4, 1, 2}).contiguous();  // [B, 2C|3C, 3, N, k]
 }
+
+namespace {
+
+// Edge features in one pass, and their gradient as one scatter per channel,
+// without the gathered [B, N, k, C, 3] copies and the cat of the composed
+// version. x [B, C, 3, N] contiguous, idx [B, N, k] int64.
+class EdgeFeaturesFunction : public torch::autograd::Function<EdgeFeaturesFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x_in, const at::Tensor& idx_in,
+                            bool with_cross) {
+    const auto x = x_in.contiguous();
+    const auto idx = idx_in.contiguous();
+    ctx->save_for_backward({x, idx});
+    ctx->saved_data["cross"] = with_cross;
+    const int64_t b = x.size(0), c = x.size(1), n = x.size(3), k = idx.size(2), parts = with_cross ? 3 : 2;
+    auto out = torch::empty({b, parts * c, 3, n, k}, x.options());
+    const auto* id = idx.data_ptr<int64_t>();
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "edge_features", [&] {
+      const auto* xp = x.data_ptr<scalar_t>();
+      auto* op = out.data_ptr<scalar_t>();
+      at::parallel_for(0, b * c, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t bc = begin; bc < end; ++bc) {
+          const int64_t bi = bc / c, ci = bc % c;
+          const scalar_t* xv = xp + bc * 3 * n;  // [3, N] of this channel
+          const int64_t* nb = id + bi * n * k;
+          scalar_t* diff = op + ((bi * parts * c) + ci) * 3 * n * k;
+          scalar_t* ctr = diff + c * 3 * n * k;
+          scalar_t* crs = with_cross ? ctr + c * 3 * n * k : nullptr;
+          for (int64_t p = 0; p < n; ++p)
+            for (int64_t j = 0; j < k; ++j) {
+              const int64_t q = nb[p * k + j], at = p * k + j;
+              const scalar_t a0 = xv[q], a1 = xv[n + q], a2 = xv[2 * n + q];  // neighbour
+              const scalar_t c0 = xv[p], c1 = xv[n + p], c2 = xv[2 * n + p];  // centre
+              diff[at] = a0 - c0, diff[n * k + at] = a1 - c1, diff[2 * n * k + at] = a2 - c2;
+              ctr[at] = c0, ctr[n * k + at] = c1, ctr[2 * n * k + at] = c2;
+              if (crs) {
+                crs[at] = a1 * c2 - a2 * c1;
+                crs[n * k + at] = a2 * c0 - a0 * c2;
+                crs[2 * n * k + at] = a0 * c1 - a1 * c0;
+              }
+            }
+        }
+      });
+    });
+    return out;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& x = saved[0];
+    const auto& idx = saved[1];
+    const bool with_cross = ctx->saved_data["cross"].toBool();
+    const auto g = grad[0].contiguous();
+    const int64_t b = x.size(0), c = x.size(1), n = x.size(3), k = idx.size(2), parts = with_cross ? 3 : 2;
+    auto gx = torch::zeros_like(x);
+    const auto* id = idx.data_ptr<int64_t>();
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "edge_features_backward", [&] {
+      const auto* xp = x.data_ptr<scalar_t>();
+      const auto* gp = g.data_ptr<scalar_t>();
+      auto* gxp = gx.data_ptr<scalar_t>();
+      // One task per (batch, channel): it alone writes that channel's rows.
+      at::parallel_for(0, b * c, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t bc = begin; bc < end; ++bc) {
+          const int64_t bi = bc / c, ci = bc % c;
+          const scalar_t* xv = xp + bc * 3 * n;
+          scalar_t* gv = gxp + bc * 3 * n;
+          const int64_t* nb = id + bi * n * k;
+          const scalar_t* g_diff = gp + ((bi * parts * c) + ci) * 3 * n * k;
+          const scalar_t* g_ctr = g_diff + c * 3 * n * k;
+          const scalar_t* g_crs = with_cross ? g_ctr + c * 3 * n * k : nullptr;
+          for (int64_t p = 0; p < n; ++p)
+            for (int64_t j = 0; j < k; ++j) {
+              const int64_t q = nb[p * k + j], at = p * k + j;
+              for (int64_t d = 0; d < 3; ++d) {
+                const scalar_t gd = g_diff[d * n * k + at];
+                gv[d * n + q] += gd;                                // neighbour - centre
+                gv[d * n + p] += g_ctr[d * n * k + at] - gd;        // centre
+              }
+              if (g_crs) {
+                // y = a x b: dL/da = b x g, dL/db = g x a.
+                const scalar_t a0 = xv[q], a1 = xv[n + q], a2 = xv[2 * n + q];
+                const scalar_t c0 = xv[p], c1 = xv[n + p], c2 = xv[2 * n + p];
+                const scalar_t g0 = g_crs[at], g1 = g_crs[n * k + at], g2 = g_crs[2 * n * k + at];
+                gv[q] += c1 * g2 - c2 * g1, gv[n + q] += c2 * g0 - c0 * g2, gv[2 * n + q] += c0 * g1 - c1 * g0;
+                gv[p] += g1 * a2 - g2 * a1, gv[n + p] += g2 * a0 - g0 * a2, gv[2 * n + p] += g0 * a1 - g1 * a0;
+              }
+            }
+        }
+      });
+    });
+    return {gx, at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor edge_features(const at::Tensor& x, const at::Tensor& idx, bool with_cross) {
+  require_vn(x, "edge_features");
+  if (x.dim() != 4) throw UsageError("edge_features: expected x [B, C, 3, N], got " + shape_of(x));
+  const int64_t b = x.size(0), n = x.size(3);
+  if (idx.dim() != 3 || idx.size(0) != b || idx.size(1) != n)
+    throw UsageError("edge_features: idx " + shape_of(idx) + " does not match x " + shape_of(x));
+  if (!x.device().is_cpu() || idx.scalar_type() != torch::kLong) return edge_features_composed(x, idx, with_cross);
+  if (idx.numel() > 0 && (idx.min().item<int64_t>() < 0 || idx.max().item<int64_t>() >= n))
+    throw UsageError("edge_features: idx holds a point outside 0.." + std::to_string(n - 1));
+  return EdgeFeaturesFunction::apply(x, idx, with_cross);
+}
+
 
 VNAttentionResult vn_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                attention::SdpaOptions options) {

@@ -58,7 +58,11 @@ at::Tensor knn_indices(const at::Tensor& features, int64_t k);
 // [B, 2C (3C with cross), 3, N, k] = [nbr - ctr, ctr (, nbr x ctr)].
 // The cross product is SO(3)-equivariant (not O(3)): it adds directions that
 // no linear map of the inputs can produce.
+// On the CPU one pass forward and one scatter per channel backward (an
+// autograd Function; first derivatives only); elsewhere the composed version.
 at::Tensor edge_features(const at::Tensor& x, const at::Tensor& idx, bool with_cross);
+// The same from LibTorch ops (index_select, expand, cat): the reference.
+at::Tensor edge_features_composed(const at::Tensor& x, const at::Tensor& idx, bool with_cross);
 
 struct VNAttentionResult {
   at::Tensor output;   // [B, H, Nq, Cv, 3]
