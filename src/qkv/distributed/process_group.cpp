@@ -160,10 +160,6 @@ ProcessGroup::ProcessGroup(const ParallelOptions& options) : impl_(std::make_uni
 
 ProcessGroup::~ProcessGroup() = default;
 
-void ProcessGroup::all_reduce_sum(std::vector<at::Tensor>& tensors, const std::string& what) {
-  for (auto& t : tensors) all_reduce_sum(t, what);
-}
-
 void ProcessGroup::all_reduce_sum(at::Tensor& tensor, const std::string& what) {
   impl_->all_reduce(tensor, c10d::ReduceOp::SUM, what, options_.timeout_seconds);
 }

@@ -51,7 +51,6 @@ class ProcessGroup {
   const ParallelOptions& options() const { return options_; }
 
   // In place, over all ranks. Tensors of one dtype and device.
-  void all_reduce_sum(std::vector<at::Tensor>& tensors, const std::string& what);
   void all_reduce_sum(at::Tensor& tensor, const std::string& what);
   void all_reduce_max(at::Tensor& tensor, const std::string& what);
   void broadcast(std::vector<at::Tensor>& tensors, int64_t root, const std::string& what);
