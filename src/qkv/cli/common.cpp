@@ -105,10 +105,7 @@ nlohmann::json adopt_resumed_run(const std::string& dir, const CLI::App& cmd, Co
     const int64_t epochs = cmd.count("--epochs") ? config.epochs : stored.at("train").at("epochs").get<int64_t>();
     const auto parallel = config.parallel;  // where this process runs now
     config = train::TrainConfig::from_json(stored.at("train"));
-    if (config.parallel.world_size != parallel.world_size)
-      throw UsageError("--resume " + dir + ": the run was trained by " + std::to_string(config.parallel.world_size) +
-                       " rank(s); resume it with --world-size " + std::to_string(config.parallel.world_size) +
-                       ", not " + std::to_string(parallel.world_size));
+    train::check_resume_world_size(dir, config.parallel.world_size, parallel.world_size);
     config.epochs = epochs;
     config.parallel = parallel;
     request.model_name = stored.at("model").at("name");

@@ -85,11 +85,7 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::o
                           {"world_size", s.world_size}};
   root.write("state", c10::IValue(state.dump()));
   root.write("config", c10::IValue(s.run_config.dump()));
-  {
-    at::Generator generator = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    root.write("rng", generator.get_state());
-  }
+  root.write("rng", global_rng_state());
   for (size_t r = 0; r < s.rank_rng.size(); ++r) root.write("rng_rank_" + std::to_string(r + 1), s.rank_rng[r]);
 
   std::ostringstream payload_stream;
@@ -122,9 +118,7 @@ TrainState load_checkpoint_bytes(const std::vector<char>& file, const std::strin
       optimizer->load(optim_archive);
       at::Tensor rng;
       if (!archive.try_read("rng", rng)) throw DataError(path + ": checkpoint has no RNG state");
-      at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the global one
-      std::lock_guard<std::mutex> lock(generator.mutex());
-      generator.set_state(rng);
+      set_global_rng_state(rng);
     }
   } catch (const c10::Error& e) {
     throw DataError(path + ": checkpoint does not fit this model: " + e.what_without_backtrace());
@@ -153,6 +147,18 @@ TrainState load_checkpoint_bytes(const std::vector<char>& file, const std::strin
     if (archive.try_read("rng_rank_" + std::to_string(r), rng)) s.rank_rng.push_back(rng);
   }
   return s;
+}
+
+at::Tensor global_rng_state() {
+  at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the global one
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+
+void set_global_rng_state(const at::Tensor& state) {
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
 }
 
 nlohmann::json read_checkpoint_config(const std::string& path) {

@@ -51,6 +51,11 @@ TrainState load_checkpoint(const std::string& path, torch::nn::Module& model, to
 TrainState load_checkpoint_bytes(const std::vector<char>& file, const std::string& name, torch::nn::Module& model,
                                  torch::optim::Optimizer* optimizer);
 
+// The state of LibTorch's global CPU generator (what checkpoints store), and
+// its restoration.
+at::Tensor global_rng_state();
+void set_global_rng_state(const at::Tensor& state);
+
 // Only the run configuration, to rebuild the model before loading weights.
 nlohmann::json read_checkpoint_config(const std::string& path);
 

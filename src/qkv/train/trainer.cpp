@@ -70,20 +70,8 @@ void reduce_metric(MetricAccumulator& accumulator, distributed::ProcessGroup& gr
 // The global RNG states of every rank but 0, for the checkpoint (collective).
 std::vector<at::Tensor> gather_rank_rng(distributed::ProcessGroup* group) {
   if (!group) return {};
-  at::Tensor state;
-  {
-    at::Generator generator = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    state = generator.get_state();
-  }
-  auto all = group->all_gather(state, "checkpoint RNG gather");
+  auto all = group->all_gather(global_rng_state(), "checkpoint RNG gather");
   return std::vector<at::Tensor>(all.begin() + 1, all.end());
-}
-
-void set_global_rng(const at::Tensor& state) {
-  at::Generator generator = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  generator.set_state(state);
 }
 
 nlohmann::json prefixed(const std::string& prefix, const nlohmann::json& metrics) {
@@ -181,6 +169,13 @@ nlohmann::json evaluate(models::Model& model, const data::Dataset& dataset, int6
   return out;
 }
 
+void check_resume_world_size(const std::string& dir, int64_t stored, int64_t now) {
+  if (stored != now)
+    throw UsageError("--resume " + dir + ": the run was trained by " + std::to_string(stored) +
+                     " rank(s); resume it with --world-size " + std::to_string(stored) + ", not " +
+                     std::to_string(now));
+}
+
 TrainResult train(models::Model& model, const data::Splits& splits, const TrainConfig& config, c10::Device device,
                   const std::string& out_dir, const nlohmann::json& run_config, bool resume,
                   const TrainHooks& hooks) {
@@ -230,14 +225,11 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
     } else {
       state = load_checkpoint(paths.last_checkpoint(), model, optimizer.get());
     }
-    if (state.world_size != world)
-      throw UsageError("--resume " + paths.dir + ": the run was trained by " + std::to_string(state.world_size) +
-                       " rank(s); resume it with --world-size " + std::to_string(state.world_size) + ", not " +
-                       std::to_string(world));
+    check_resume_world_size(paths.dir, state.world_size, world);
     if (rank > 0) {
       if (state.rank_rng.size() != static_cast<size_t>(world - 1))
         throw DataError(paths.last_checkpoint() + ": checkpoint lacks the RNG state of rank " + std::to_string(rank));
-      set_global_rng(state.rank_rng[static_cast<size_t>(rank - 1)]);
+      set_global_rng_state(state.rank_rng[static_cast<size_t>(rank - 1)]);
     }
     if (!quiet)
       std::fprintf(stderr, "resuming %s at epoch %lld, step %lld\n", paths.last_checkpoint().c_str(),

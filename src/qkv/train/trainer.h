@@ -83,6 +83,10 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
                   const std::string& out_dir, const nlohmann::json& run_config, bool resume,
                   const TrainHooks& hooks = {});
 
+// UsageError unless a run trained by `stored` ranks is resumed by as many;
+// `dir` names the run folder.
+void check_resume_world_size(const std::string& dir, int64_t stored, int64_t now);
+
 // Mean loss and the accumulator's metrics over a whole dataset, in eval mode.
 // With a group, each rank scores a contiguous shard and the counts are summed,
 // so every rank returns the result of the whole set.
