@@ -159,12 +159,20 @@ at::Tensor knn_indices(const at::Tensor& features, int64_t k) {
   return torch::cat(blocks, 1);
 }
 
-at::Tensor edge_features_composed(const at::Tensor& x, const at::Tensor& idx, bool with_cross) {
+namespace {
+
+void check_edge_inputs(const at::Tensor& x, const at::Tensor& idx) {
   require_vn(x, "edge_features");
   if (x.dim() != 4) throw UsageError("edge_features: expected x [B, C, 3, N], got " + shape_of(x));
-  const int64_t b = x.size(0), c = x.size(1), n = x.size(3);
-  if (idx.dim() != 3 || idx.size(0) != b || idx.size(1) != n)
+  if (idx.dim() != 3 || idx.size(0) != x.size(0) || idx.size(1) != x.size(3))
     throw UsageError("edge_features: idx " + shape_of(idx) + " does not match x " + shape_of(x));
+}
+
+}  // namespace
+
+at::Tensor edge_features_composed(const at::Tensor& x, const at::Tensor& idx, bool with_cross) {
+  check_edge_inputs(x, idx);
+  const int64_t b = x.size(0), c = x.size(1), n = x.size(3);
   const int64_t k = idx.size(2);
   const auto points = x.permute({0, 3, 1, 2}).reshape({b * n, c, 3});  // [B*N, C, 3]
   const auto base = torch::arange(b, idx.options()).view({b, 1, 1}) * n;
@@ -272,12 +280,9 @@ class EdgeFeaturesFunction : public torch::autograd::Function<EdgeFeaturesFuncti
 }  // namespace
 
 at::Tensor edge_features(const at::Tensor& x, const at::Tensor& idx, bool with_cross) {
-  require_vn(x, "edge_features");
-  if (x.dim() != 4) throw UsageError("edge_features: expected x [B, C, 3, N], got " + shape_of(x));
-  const int64_t b = x.size(0), n = x.size(3);
-  if (idx.dim() != 3 || idx.size(0) != b || idx.size(1) != n)
-    throw UsageError("edge_features: idx " + shape_of(idx) + " does not match x " + shape_of(x));
   if (!x.device().is_cpu() || idx.scalar_type() != torch::kLong) return edge_features_composed(x, idx, with_cross);
+  check_edge_inputs(x, idx);
+  const int64_t n = x.size(3);
   if (idx.numel() > 0 && (idx.min().item<int64_t>() < 0 || idx.max().item<int64_t>() >= n))
     throw UsageError("edge_features: idx holds a point outside 0.." + std::to_string(n - 1));
   return EdgeFeaturesFunction::apply(x, idx, with_cross);
