@@ -6,7 +6,6 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/core/shape.h"
-#include "qkv/distributed/sync_batch_norm.h"
 
 namespace qkv::vn {
 
@@ -30,20 +29,9 @@ at::Tensor VNLeakyReLUImpl::forward(const at::Tensor& x) {
   return vn_leaky_relu(x, map_to_dir->forward(x), negative_slope);
 }
 
-VNBatchNormImpl::VNBatchNormImpl(int64_t channels, double momentum, double eps) : momentum(momentum), eps(eps) {
-  weight = register_parameter("weight", torch::ones({channels}));
-  bias = register_parameter("bias", torch::zeros({channels}));
-  running_mean = register_buffer("running_mean", torch::zeros({channels}));
-  running_var = register_buffer("running_var", torch::ones({channels}));
-  num_batches_tracked = register_buffer("num_batches_tracked", torch::zeros({}, torch::kLong));
-}
-
 at::Tensor VNBatchNormImpl::forward(const at::Tensor& x) {
   const auto norm = vn_norm(x);  // [B, C, ...]: invariant, so normalising it is too
-  if (is_training()) num_batches_tracked += 1;
-  const auto norm_bn = distributed::batch_norm(norm, weight, bias, running_mean, running_var, is_training(), momentum,
-                                               eps, distributed::active_group());
-  return vn_rescale(x, norm, norm_bn);
+  return vn_rescale(x, norm, SyncBatchNormImpl::forward(norm));
 }
 
 VNLayerNormImpl::VNLayerNormImpl(int64_t channels, double eps) : eps(eps) {

@@ -9,6 +9,7 @@
 
 #include <utility>
 
+#include "qkv/distributed/sync_batch_norm.h"
 #include "qkv/vn/vn_ops.h"
 
 namespace qkv::vn {
@@ -34,13 +35,14 @@ class VNLeakyReLUImpl : public torch::nn::Module {
 TORCH_MODULE(VNLeakyReLU);
 
 // Batch norm of the vector norms; directions are kept. Works for any number of
-// trailing dims (points, neighbours), like BatchNorm1d/2d on [B, C, ...].
-class VNBatchNormImpl : public torch::nn::Module {
+// trailing dims (points, neighbours), like BatchNorm1d/2d on [B, C, ...]. The
+// norms go through SyncBatchNorm (its parameters and buffers, its statistics
+// over all ranks in distributed training).
+class VNBatchNormImpl : public distributed::SyncBatchNormImpl {
  public:
-  explicit VNBatchNormImpl(int64_t channels, double momentum = 0.1, double eps = 1e-5);
+  explicit VNBatchNormImpl(int64_t channels, double momentum = 0.1, double eps = 1e-5)
+      : SyncBatchNormImpl(channels, momentum, eps) {}
   at::Tensor forward(const at::Tensor& x);
-  at::Tensor weight, bias, running_mean, running_var, num_batches_tracked;
-  double momentum, eps;
 };
 TORCH_MODULE(VNBatchNorm);
 
