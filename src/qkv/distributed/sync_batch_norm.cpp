@@ -70,11 +70,14 @@ SyncBatchNormImpl::SyncBatchNormImpl(int64_t channels, double momentum, double e
   num_batches_tracked = register_buffer("num_batches_tracked", torch::tensor(0, torch::kLong));
 }
 
+void SyncBatchNormImpl::track_batch() {
+  if (!is_training()) return;
+  torch::NoGradGuard no_grad;
+  num_batches_tracked.add_(1);
+}
+
 at::Tensor SyncBatchNormImpl::forward(const at::Tensor& x) {
-  if (is_training()) {
-    torch::NoGradGuard no_grad;
-    num_batches_tracked.add_(1);
-  }
+  track_batch();
   return batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum, eps, active_group());
 }
 

@@ -31,6 +31,8 @@ class SyncBatchNormImpl : public torch::nn::Module {
  public:
   explicit SyncBatchNormImpl(int64_t channels, double momentum = 0.1, double eps = 1e-5);
   at::Tensor forward(const at::Tensor& x);
+  // Counts a training forward in num_batches_tracked (as BatchNorm does).
+  void track_batch();
 
   at::Tensor weight, bias, running_mean, running_var, num_batches_tracked;
   double momentum, eps;

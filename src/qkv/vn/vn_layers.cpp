@@ -30,8 +30,10 @@ at::Tensor VNLeakyReLUImpl::forward(const at::Tensor& x) {
 }
 
 at::Tensor VNBatchNormImpl::forward(const at::Tensor& x) {
-  const auto norm = vn_norm(x);  // [B, C, ...]: invariant, so normalising it is too
-  return vn_rescale(x, norm, SyncBatchNormImpl::forward(norm));
+  auto y = vn_batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum, eps,
+                         distributed::active_group());
+  track_batch();  // after the forward: a batch that failed is not counted
+  return y;
 }
 
 VNLayerNormImpl::VNLayerNormImpl(int64_t channels, double eps) : eps(eps) {

@@ -9,16 +9,14 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/core/shape.h"
+#include "qkv/distributed/sync_batch_norm.h"
 
 namespace qkv::vn {
-namespace {
 
 void require_vn(const at::Tensor& x, const char* what) {
   if (x.dim() < 3 || x.size(2) != 3)
     throw UsageError(std::string(what) + ": expected a VN feature [B, C, 3, ...], got " + shape_of(x));
 }
-
-}  // namespace
 
 at::Tensor vn_linear(const at::Tensor& x, const at::Tensor& weight) {
   require_vn(x, "vn_linear");
@@ -35,7 +33,8 @@ at::Tensor vn_linear(const at::Tensor& x, const at::Tensor& weight) {
 
 at::Tensor vn_dot(const at::Tensor& a, const at::Tensor& b) { return (a * b).sum(2, /*keepdim=*/true); }
 
-at::Tensor vn_leaky_relu(const at::Tensor& x, const at::Tensor& direction, double negative_slope, double eps) {
+at::Tensor vn_leaky_relu_composed(const at::Tensor& x, const at::Tensor& direction, double negative_slope,
+                                  double eps) {
   // x where <x,d> >= 0, else x minus its component along d, blended with x by
   // the slope: x - (1 - slope) * min(0, <x,d> / |d|^2) d. One broadcast
   // product on the full tensor instead of a mask blend (~5x faster).
@@ -47,6 +46,14 @@ at::Tensor vn_norm(const at::Tensor& x, double eps) { return (vn_dot(x, x).squee
 
 at::Tensor vn_rescale(const at::Tensor& x, const at::Tensor& norm, const at::Tensor& new_norm) {
   return x * (new_norm / norm).unsqueeze(2);
+}
+
+at::Tensor vn_batch_norm_composed(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                                  const at::Tensor& running_mean, const at::Tensor& running_var, bool training,
+                                  double momentum, double eps, distributed::ProcessGroup* group) {
+  const auto norm = vn_norm(x);  // [B, C, ...]: invariant, so normalising it is too
+  return vn_rescale(
+      x, norm, distributed::batch_norm(norm, weight, bias, running_mean, running_var, training, momentum, eps, group));
 }
 
 at::Tensor vn_mean_pool(const at::Tensor& x) { return x.mean(-1); }

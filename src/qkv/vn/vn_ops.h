@@ -12,11 +12,19 @@
 
 #include "qkv/attention/sdpa.h"
 
+namespace qkv::distributed {
+class ProcessGroup;
+}
+
 namespace qkv::vn {
 
 // The eps the reference implementation adds to norms: zero vectors give
 // finite outputs and gradients instead of NaN.
 constexpr double kVNEps = 1e-6;
+
+// UsageError "<what>: expected a VN feature [B, C, 3, ...], got <shape>"
+// unless x has that shape.
+void require_vn(const at::Tensor& x, const char* what);
 
 // W x over channels: weight [C_out, C_in], x [B, C_in, 3, ...] -> [B, C_out, 3, ...].
 // One batched matmul; no bias (a bias vector would not rotate).
@@ -24,9 +32,30 @@ at::Tensor vn_linear(const at::Tensor& x, const at::Tensor& weight);
 
 // Vector leaky ReLU: where <x, d> < 0, remove the component of x along the
 // direction d; blend with x by `negative_slope`. d is [B, C or 1, 3, ...]
-// (shared across channels when it has one channel).
+// (shared across channels when it has one channel). On the CPU (float32,
+// float64, d with x's trailing sizes) one fused pass forward and backward (an
+// autograd Function, vn_fused.cpp; first derivatives only); elsewhere the
+// composed version.
 at::Tensor vn_leaky_relu(const at::Tensor& x, const at::Tensor& direction, double negative_slope,
                          double eps = kVNEps);
+// The same from LibTorch ops: the reference.
+at::Tensor vn_leaky_relu_composed(const at::Tensor& x, const at::Tensor& direction, double negative_slope,
+                                  double eps = kVNEps);
+
+// Batch norm of the vector norms, directions kept: n = vn_norm(x), y = x n'/n
+// with n' = weight (n - mean) / sqrt(var + eps) + bias, statistics per
+// channel over batch and trailing dims (training: the batch's, summed over
+// `group`'s ranks when given, running statistics updated with the unbiased
+// variance; eval: the running ones), as distributed::batch_norm on the norms.
+// On the CPU (float32, float64) two fused passes forward and backward, norms
+// recomputed instead of stored (vn_fused.cpp); elsewhere the composed version.
+at::Tensor vn_batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                         const at::Tensor& running_mean, const at::Tensor& running_var, bool training,
+                         double momentum, double eps, distributed::ProcessGroup* group);
+// vn_rescale(x, n, distributed::batch_norm(n, ...)): the reference.
+at::Tensor vn_batch_norm_composed(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                                  const at::Tensor& running_mean, const at::Tensor& running_var, bool training,
+                                  double momentum, double eps, distributed::ProcessGroup* group);
 
 // <a, b> over the xyz axis, [B, C, 3, ...] -> [B, C, 1, ...]. Every norm and
 // dot product goes through it: a plain mul + sum is 17x faster forward and
