@@ -1,21 +1,39 @@
-// qkv's point-cloud kernels side by side with their PyTorch (Python) twin
-// (bench/pointcloud_twin.py, Debian's python3-torch): farthest point sampling
-// 10,000 -> 1,024 points and kNN (k = 20) at N = 1,024 and 8,192 on points and
-// at N = 1,024 on 192-dim VN features (C = 64), the same
-// sizes and threads, one run after the other. Prints medians and ratios.
-//   build/bench_pointcloud [threads (0 = all cores)] [repeats]
-// PYTHON (default /usr/bin/python3) and QKV_SOURCE_DIR locate the twin.
+// qkv's point-cloud kernels and models side by side with their PyTorch
+// (Python) twins, Debian's python3-torch 1.13 (the same version as our
+// LibTorch), with the same sizes and threads, one run after the other:
+//   kernels  farthest point sampling 10,000 -> 1,024 points; kNN (k = 20) at
+//            N = 1,024 and 8,192 on points and at N = 1,024 on 192-dim VN
+//            features (bench/pointcloud_twin.py); the edge-feature gather
+//            against qkv's own composed version.
+//   models   VNT-Net (paper classification settings) and VN-DGCNN: training
+//            step (forward, backward, Adam) and inference at batch 16,
+//            N = 1,024 (bench/models_twin.py), each in a process of its own so
+//            that its peak resident memory is its own.
+//   scale    VNT-Net's training step and peak memory at batch 16 for
+//            N = 1,024 ... 8,192.
+// Prints medians and ratios.
+//   build/bench_pointcloud [threads (0 = all cores)] [repeats] [kernels|models|scale|all (kernels+models)]
+// PYTHON (default /usr/bin/python3) and QKV_SOURCE_DIR locate the twins.
+// Internal modes, run by the ones above (and useful alone):
+//   build/bench_pointcloud --child MODEL train|infer BATCH POINTS THREADS REPEATS   one JSON line
+//   build/bench_pointcloud --export DIR MODEL BATCH POINTS   weights.pt + io.pt for models_twin.py --mode check
+#include <sys/resource.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "qkv/core/atomic_file.h"
 #include "qkv/core/runtime.h"
+#include "qkv/models/model.h"
 #include "qkv/pointcloud/transforms.h"
+#include "qkv/train/weights.h"
 #include "qkv/vn/vn_ops.h"
 
 using namespace qkv;
@@ -27,17 +45,51 @@ struct Case {
   int64_t b, n, m_or_k, d = 3;  // d: feature dims of a kNN case (3: points; 3C: VN features)
 };
 
+double elapsed_ms(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Runs fn once to warm up, then `repeats` times; returns every time in ms.
+// repeats <= 0: one timed run, no warm-up (for runs of many minutes).
 template <typename Fn>
-double median_ms(Fn&& fn, int repeats) {
-  fn();  // warm-up
+std::vector<double> times_ms(Fn&& fn, int repeats) {
+  if (repeats <= 0) repeats = 1;
+  else fn();
   std::vector<double> times;
   for (int r = 0; r < repeats; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     fn();
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    times.push_back(elapsed_ms(t0));
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return times;
+}
+
+template <typename Fn>
+double median_ms(Fn&& fn, int repeats) {
+  return median(times_ms(fn, repeats));
+}
+
+double peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss / 1024.0;  // KiB on Linux
+}
+
+double current_rss_mib() {
+  std::ifstream in("/proc/self/status");
+  std::string key;
+  double kib = 0;
+  while (in >> key)
+    if (key == "VmRSS:") {
+      in >> kib;
+      break;
+    }
+  return kib / 1024.0;
 }
 
 std::string run_capture(const std::string& cmd) {
@@ -51,12 +103,112 @@ std::string run_capture(const std::string& cmd) {
   return out;
 }
 
-}  // namespace
+// The last line of a command's output as JSON, or null (with the command on
+// stderr) when it failed.
+nlohmann::json run_json(const std::string& cmd) {
+  const std::string out = run_capture(cmd);
+  const auto start = out.rfind('{');
+  try {
+    if (start != std::string::npos) return nlohmann::json::parse(out.substr(start));
+  } catch (const std::exception&) {
+  }
+  std::fprintf(stderr, "bench_pointcloud: no result from: %s\n", cmd.c_str());
+  return nullptr;
+}
 
-int main(int argc, char** argv) {
-  const int threads = argc > 1 ? std::stoi(argv[1]) : 0;
-  const int repeats = argc > 2 ? std::stoi(argv[2]) : 5;
+std::string python() {
+  const char* p = std::getenv("PYTHON");
+  return p ? p : "/usr/bin/python3";
+}
+
+std::string twin_script(const std::string& name) {
+  const char* source = std::getenv("QKV_SOURCE_DIR");
+  return std::string(source ? source : ".") + "/bench/" + name;
+}
+
+data::Batch random_batch(int64_t batch, int64_t points) {
+  data::Batch b;
+  b.inputs["points"] = torch::randn({batch, 3, points});
+  b.target = torch::randint(0, 40, {batch});
+  return b;
+}
+
+// One model, one mode, in this process: the JSON line bench_pointcloud's
+// parent (and models_twin.py, its twin) prints.
+int run_child(const std::string& name, const std::string& mode, int64_t batch, int64_t points, int threads,
+              int repeats) {
   set_threads(threads);
+  torch::manual_seed(0);
+  auto model = models::find_model(name).make(nlohmann::json::object());
+  const auto b = random_batch(batch, points);
+  const double rss_before = current_rss_mib();
+  std::vector<double> times;
+  if (mode == "train") {
+    model->train();
+    torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(5e-4));
+    times = times_ms(
+        [&] {
+          adam.zero_grad();
+          torch::nn::functional::cross_entropy(model->forward(b), b.target).backward();
+          adam.step();
+        },
+        repeats);
+  } else {
+    model->eval();
+    torch::NoGradGuard no_grad;
+    times = times_ms([&] { model->forward(b); }, repeats);
+  }
+  const nlohmann::json out = {{"model", name},         {"mode", mode},
+                              {"params", models::count_parameters(*model)},
+                              {"batch", batch},        {"points", points},
+                              {"threads", at::get_num_threads()},
+                              {"median_ms", median(times)}, {"times_ms", times},
+                              {"rss_before_mib", rss_before}, {"peak_rss_mib", peak_rss_mib()}};
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
+
+// Weights and (input, logits) of a model in float64 and eval mode, after two
+// training-mode forwards so that batch norm's running statistics are not the
+// identity: models_twin.py --mode check loads both and compares its logits.
+int run_export(const std::string& dir, const std::string& name, int64_t batch, int64_t points) {
+  torch::manual_seed(0);
+  auto model = models::find_model(name).make(nlohmann::json::object());
+  model->to(torch::kDouble);
+  torch::NoGradGuard no_grad;
+  model->train();
+  for (int i = 0; i < 2; ++i) {
+    auto warm = random_batch(batch, points);
+    warm.inputs["points"] = warm.inputs["points"].to(torch::kDouble);
+    model->forward(warm);
+  }
+  model->eval();
+  auto b = random_batch(batch, points);
+  b.inputs["points"] = b.inputs["points"].to(torch::kDouble);
+  const auto logits = model->forward(b);
+  train::export_weights(*model, dir + "/weights.pt");
+  c10::Dict<std::string, at::Tensor> io;
+  io.insert("points", b.inputs["points"]);
+  io.insert("logits", logits);
+  write_file_atomic(dir + "/io.pt", torch::pickle_save(c10::IValue(io)));
+  std::printf("wrote %s/weights.pt and %s/io.pt\n", dir.c_str(), dir.c_str());
+  return 0;
+}
+
+std::string child_command(const char* self, const std::string& name, const std::string& mode, int64_t batch,
+                          int64_t points, int threads, int repeats) {
+  return std::string(self) + " --child " + name + " " + mode + " " + std::to_string(batch) + " " +
+         std::to_string(points) + " " + std::to_string(threads) + " " + std::to_string(repeats);
+}
+
+std::string twin_command(const std::string& name, const std::string& mode, int64_t batch, int64_t points,
+                         int threads, int repeats) {
+  return python() + " " + twin_script("models_twin.py") + " --model " + name + " --mode " + mode + " --batch " +
+         std::to_string(batch) + " --points " + std::to_string(points) + " --threads " + std::to_string(threads) +
+         " --repeats " + std::to_string(repeats);
+}
+
+int bench_kernels(int repeats) {
   const std::vector<Case> cases = {
       {"fps 10000->1024, B=16", "fps", 16, 10000, 1024},
       {"knn k=20, N=1024, B=16", "knn", 16, 1024, 20},
@@ -65,7 +217,8 @@ int main(int argc, char** argv) {
   };
   nlohmann::json twin_cases = nlohmann::json::array();
   for (const auto& c : cases)
-    twin_cases.push_back({{"name", c.name}, {"kind", c.kind}, {"b", c.b}, {"n", c.n}, {"d", c.d}, {c.kind == "fps" ? "m" : "k", c.m_or_k}});
+    twin_cases.push_back({{"name", c.name}, {"kind", c.kind}, {"b", c.b}, {"n", c.n}, {"d", c.d},
+                          {c.kind == "fps" ? "m" : "k", c.m_or_k}});
 
   torch::manual_seed(0);
   std::vector<double> ours;
@@ -94,22 +247,15 @@ int main(int argc, char** argv) {
     edge_composed = median_ms([&] { run(false); }, repeats);
   }
 
-  const char* python = std::getenv("PYTHON");
-  const char* source = std::getenv("QKV_SOURCE_DIR");
-  const std::string script = std::string(source ? source : ".") + "/bench/pointcloud_twin.py";
-  const std::string cmd = std::string(python ? python : "/usr/bin/python3") + " " + script + " --threads " +
-                          std::to_string(at::get_num_threads()) + " --repeats " + std::to_string(repeats) +
-                          " --cases '" + twin_cases.dump() + "'";
-  nlohmann::json twin;
-  try {
-    twin = nlohmann::json::parse(run_capture(cmd));
-  } catch (const std::exception&) {
-    std::fprintf(stderr, "bench_pointcloud: the twin did not run: %s\n(python3-torch installed? run from the source "
-                         "tree or set QKV_SOURCE_DIR)\n", cmd.c_str());
+  const auto twin = run_json(python() + " " + twin_script("pointcloud_twin.py") + " --threads " +
+                             std::to_string(at::get_num_threads()) + " --repeats " + std::to_string(repeats) +
+                             " --cases '" + twin_cases.dump() + "'");
+  if (twin.is_null()) {
+    std::fprintf(stderr, "bench_pointcloud: the twin did not run (python3-torch installed? run from the source "
+                         "tree or set QKV_SOURCE_DIR)\n");
     return 1;
   }
-  std::printf("threads %d, BLAS %s, torch (python) %s, median of %d runs\n", at::get_num_threads(),
-              blas_info().value("name", "?").c_str(), twin.value("torch", "?").c_str(), repeats);
+  std::printf("kernels: torch (python) %s, median of %d runs\n", twin.value("torch", "?").c_str(), repeats);
   std::printf("%-30s %12s %12s %8s\n", "kernel", "qkv ms", "pytorch ms", "ratio");
   for (size_t i = 0; i < cases.size(); ++i) {
     const double theirs = twin.at(cases[i].name).get<double>();
@@ -118,4 +264,80 @@ int main(int argc, char** argv) {
   std::printf("%-30s %12.2f %12.2f %7.1fx  (against qkv's composed version, not Python)\n",
               "edge features fwd+bwd C=21", edge_fast, edge_composed, edge_composed / edge_fast);
   return 0;
+}
+
+int bench_models(const char* self, int threads, int repeats) {
+  const int64_t batch = 16, points = 1024;
+  std::printf("\nmodels: batch %lld, %lld points, median of %d runs after one warm-up; memory = peak resident "
+              "set of the process (MiB), 'step' = peak minus resident before the first step\n",
+              static_cast<long long>(batch), static_cast<long long>(points), repeats);
+  std::printf("%-9s %-6s %9s %11s %10s %7s %9s %9s %7s %9s %9s %7s\n", "model", "mode", "params", "qkv ms",
+              "torch ms", "speed", "qkv peak", "torch pk", "ratio", "qkv step", "torch st", "ratio");
+  int status = 0;
+  for (const std::string name : {"vnt", "vn-dgcnn"})
+    for (const std::string mode : {"train", "infer"}) {
+      const auto ours = run_json(child_command(self, name, mode, batch, points, threads, repeats));
+      const auto theirs = run_json(twin_command(name, mode, batch, points, threads, repeats));
+      if (ours.is_null() || theirs.is_null()) {
+        status = 1;
+        continue;
+      }
+      const double q_ms = ours["median_ms"], t_ms = theirs["median_ms"];
+      const double q_pk = ours["peak_rss_mib"], t_pk = theirs["peak_rss_mib"];
+      const double q_st = q_pk - ours["rss_before_mib"].get<double>();
+      const double t_st = t_pk - theirs["rss_before_mib"].get<double>();
+      std::printf("%-9s %-6s %9lld %11.0f %10.0f %6.2fx %9.0f %9.0f %6.2fx %9.0f %9.0f %6.2fx\n", name.c_str(),
+                  mode.c_str(), static_cast<long long>(ours["params"].get<int64_t>()), q_ms, t_ms, t_ms / q_ms,
+                  q_pk, t_pk, q_pk / t_pk, q_st, t_st, q_st / t_st);
+      if (ours["params"] != theirs["params"]) {
+        std::fprintf(stderr, "bench_pointcloud: %s has %s parameters in qkv but %s in the twin\n", name.c_str(),
+                     ours["params"].dump().c_str(), theirs["params"].dump().c_str());
+        status = 1;
+      }
+    }
+  return status;
+}
+
+int bench_scale(const char* self, int threads, int repeats) {
+  const int64_t batch = 16;
+  std::printf("\nscale: VNT-Net (paper classification settings) training step at batch %lld; median of %d after a "
+              "warm-up up to 2,048 points, one step (no warm-up) beyond\n",
+              static_cast<long long>(batch), repeats);
+  std::printf("%7s %10s %12s %14s\n", "points", "step s", "peak MiB", "[B,H,N,N] MiB");
+  for (const int64_t n : {1024, 2048, 4096, 8192}) {
+    const auto ours = run_json(child_command(self, "vnt", "train", batch, n, threads, n <= 2048 ? repeats : 0));
+    // What one block's attention weights would take if materialised (24 heads, float32).
+    const double weights_mib = 16.0 * 24 * n * n * 4 / (1 << 20);
+    if (ours.is_null()) {
+      std::printf("%7lld %10s %12s %14.0f\n", static_cast<long long>(n), "failed", "-", weights_mib);
+      continue;
+    }
+    std::printf("%7lld %10.1f %12.0f %14.0f\n", static_cast<long long>(n), ours["median_ms"].get<double>() / 1e3,
+                ours["peak_rss_mib"].get<double>(), weights_mib);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string first = argc > 1 ? argv[1] : "";
+  if (first == "--child" && argc == 8)
+    return run_child(argv[2], argv[3], std::stoll(argv[4]), std::stoll(argv[5]), std::stoi(argv[6]),
+                     std::stoi(argv[7]));
+  if (first == "--export" && argc == 6) return run_export(argv[2], argv[3], std::stoll(argv[4]), std::stoll(argv[5]));
+  const int threads = argc > 1 ? std::stoi(argv[1]) : 0;
+  const int repeats = argc > 2 ? std::stoi(argv[2]) : 5;
+  const std::string what = argc > 3 ? argv[3] : "all";
+  if (what != "all" && what != "kernels" && what != "models" && what != "scale") {
+    std::fprintf(stderr, "bench_pointcloud: unknown section '%s' (kernels, models, scale or all)\n", what.c_str());
+    return 2;
+  }
+  set_threads(threads);
+  std::printf("threads %d, BLAS %s\n", at::get_num_threads(), blas_info().value("name", "?").c_str());
+  int status = 0;
+  if (what == "all" || what == "kernels") status |= bench_kernels(repeats);
+  if (what == "all" || what == "models") status |= bench_models(argv[0], at::get_num_threads(), repeats);
+  if (what == "scale") status |= bench_scale(argv[0], at::get_num_threads(), repeats);
+  return status;
 }
