@@ -28,6 +28,13 @@ at::Tensor all_reduce_sum_autograd(const at::Tensor& x, ProcessGroup& group) {
   return AllReduceSum::apply(x, &group);
 }
 
+void update_running_stats(const at::Tensor& running_mean, const at::Tensor& running_var, const at::Tensor& mean,
+                          const at::Tensor& var, double count, double momentum) {
+  torch::NoGradGuard no_grad;
+  running_mean.mul_(1 - momentum).add_(mean.to(running_mean.dtype()), momentum);
+  running_var.mul_(1 - momentum).add_((var * (count / (count - 1))).to(running_var.dtype()), momentum);
+}
+
 at::Tensor batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                       const at::Tensor& running_mean, const at::Tensor& running_var, bool training, double momentum,
                       double eps, ProcessGroup* group) {
@@ -51,11 +58,7 @@ at::Tensor batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::T
   TORCH_CHECK(count > 1, "batch_norm: the global batch has ", count, " values per channel; need more than one");
   const auto mean = global.slice(0, 0, channels) / count;
   const auto var = (global.slice(0, channels, 2 * channels) / count - mean * mean).clamp_min(0);
-  if (running_mean.defined()) {
-    torch::NoGradGuard no_grad;
-    running_mean.mul_(1 - momentum).add_(mean.to(running_mean.dtype()), momentum);
-    running_var.mul_(1 - momentum).add_((var * (count / (count - 1))).to(running_var.dtype()), momentum);
-  }
+  if (running_mean.defined()) update_running_stats(running_mean, running_var, mean, var, count, momentum);
   auto y = (x - mean.to(x.scalar_type()).view(shape)) * (var + eps).rsqrt().to(x.scalar_type()).view(shape);
   if (weight.defined()) y = y * weight.view(shape);
   if (bias.defined()) y = y + bias.view(shape);

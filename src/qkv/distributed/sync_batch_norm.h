@@ -15,6 +15,12 @@ namespace qkv::distributed {
 // with respect to the sum is gathered back by a second sum in backward.
 at::Tensor all_reduce_sum_autograd(const at::Tensor& x, ProcessGroup& group);
 
+// running <- (1 - momentum) running + momentum batch, the variance taken
+// unbiased (var * count / (count - 1)) as torch::batch_norm does; mean and
+// var [C] are the batch's biased statistics over `count` values per channel.
+void update_running_stats(const at::Tensor& running_mean, const at::Tensor& running_var, const at::Tensor& mean,
+                          const at::Tensor& var, double count, double momentum);
+
 // torch::batch_norm over x [B, C, ...] (statistics per channel over every
 // other dim). In training mode with `group` (and world size > 1) the mean and
 // variance are those of the batch concatenated over ranks, and the running

@@ -14,6 +14,7 @@
 #include "qkv/core/errors.h"
 #include "qkv/core/shape.h"
 #include "qkv/distributed/process_group.h"
+#include "qkv/distributed/sync_batch_norm.h"
 #include "qkv/vn/vn_ops.h"
 
 namespace qkv::vn {
@@ -180,10 +181,8 @@ class VNBatchNormFunction : public torch::autograd::Function<VNBatchNormFunction
                            " vectors per channel in the batch; training needs more than one");
         mean = sums[0] / count;
         const auto var = (sums[1] / count - mean * mean).clamp_min(0);
-        if (running_mean.defined()) {
-          running_mean.mul_(1 - momentum).add_(mean.to(running_mean.scalar_type()), momentum);
-          running_var.mul_(1 - momentum).add_((var * (count / (count - 1))).to(running_var.scalar_type()), momentum);
-        }
+        if (running_mean.defined())
+          distributed::update_running_stats(running_mean, running_var, mean, var, count, momentum);
         invstd = (var + eps).rsqrt();
       } else {
         mean = running_mean.to(torch::kDouble);

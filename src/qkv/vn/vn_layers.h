@@ -35,9 +35,9 @@ class VNLeakyReLUImpl : public torch::nn::Module {
 TORCH_MODULE(VNLeakyReLU);
 
 // Batch norm of the vector norms; directions are kept. Works for any number of
-// trailing dims (points, neighbours), like BatchNorm1d/2d on [B, C, ...]. The
-// norms go through SyncBatchNorm (its parameters and buffers, its statistics
-// over all ranks in distributed training).
+// trailing dims (points, neighbours), like BatchNorm1d/2d on [B, C, ...]:
+// vn_batch_norm with SyncBatchNorm's parameters, buffers and counter (its
+// statistics over all ranks in distributed training).
 class VNBatchNormImpl : public distributed::SyncBatchNormImpl {
  public:
   explicit VNBatchNormImpl(int64_t channels, double momentum = 0.1, double eps = 1e-5)
