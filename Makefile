@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 DEMO_OUT ?= runs/demo
 
-.PHONY: deps configure build demo test bench clean
+.PHONY: deps configure build demo demo-mhca test bench clean
 
 deps:
 	@scripts/install-deps
@@ -16,6 +16,9 @@ build: configure
 
 demo: build
 	@BUILD=$(BUILD) DEMO_OUT=$(DEMO_OUT) scripts/demo
+
+demo-mhca: build
+	@BUILD=$(BUILD) DEMO_OUT=runs/demo-mhca scripts/mhca-demo
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -173,3 +173,17 @@ TEST(Cli, LmTrainGenerateAndBadText) {
   expect_clean_failure(run("lm train --task sorting --out " + dir + "_s"), 2, "--task sorting");
   expect_clean_failure(run("lm inspect-mlp --checkpoint " + ckpt + " --layer 3 --text " + binary), 1, "not valid UTF-8");
 }
+
+// With a learning rate too small to move a float32 weight, the validation
+// loss never improves after epoch 1,
+// so --patience 2 stops after epoch 3 and keeps epoch 1's weights.
+TEST(Cli, PatienceStopsTrainingEarly) {
+  const std::string out = qkv::testing::fresh_dir("patience");
+  auto r = run(std::string("spirals train --epochs 30 --patience 2 --lr 1e-30 --select-metric loss --out ") + out + kFast);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto summary = qkv::testing::read_json(out + "/summary.json");
+  EXPECT_EQ(summary.at("epochs"), 3);
+  EXPECT_EQ(summary.at("selected_epoch"), 1);
+  EXPECT_TRUE(summary.value("stopped_early", false));
+  expect_clean_failure(run("spirals train --patience -1 --out " + qkv::testing::fresh_dir("p-1")), 2, "--patience");
+}

@@ -20,5 +20,6 @@ void register_data(CLI::App& app, Action& action);
 void register_vnt(CLI::App& app, Action& action);
 void register_seg(CLI::App& app, Action& action);
 void register_launch(CLI::App& app, Action& action);
+void register_mhca(CLI::App& app, Action& action);
 
 }  // namespace qkv::cli

@@ -55,6 +55,9 @@ void add_train_options(CLI::App* cmd, train::TrainConfig& c) {
   cmd->add_option("--select-metric", c.select_metric,
                   "validation metric that picks the best epoch (loss is minimised, others maximised)")
       ->capture_default_str();
+  cmd->add_option("--patience", c.patience,
+                  "stop after this many epochs without a better validation score; 0 = train all epochs")
+      ->capture_default_str();
   auto& p = c.parallel;
   cmd->add_option("--world-size", p.world_size,
                   "data-parallel ranks in all (env WORLD_SIZE); --batch-size is per rank")

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   qkv::cli::register_vnt(app, action);
   qkv::cli::register_seg(app, action);
   qkv::cli::register_launch(app, action);
+  qkv::cli::register_mhca(app, action);
 
 
   // CLI11 would only say "a subcommand is required" for a mistyped command.

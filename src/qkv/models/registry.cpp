@@ -1,6 +1,7 @@
 #include <torch/torch.h>
 
 #include "qkv/core/errors.h"
+#include "qkv/models/mhca.h"
 #include "qkv/models/mlp.h"
 #include "qkv/models/model.h"
 #include "qkv/models/part_seg.h"
@@ -40,6 +41,9 @@ const std::vector<ModelEntry>& model_registry() {
       entry<VNDGCNNSeg, VNDGCNNSegOptions>("vn-dgcnn-seg", "Vector Neurons' part-segmentation DGCNN (qkv seg)"),
       entry<XYZTransformerSeg, XYZTransformerSegOptions>(
           "xyz-transformer-seg", "transformer on raw xyz for part segmentation, not rotation invariant (qkv seg)"),
+      entry<MHCANet, MHCAOptions>("mhca", "multi-head co-attention between SPECT and DNA methylation (qkv mhca)"),
+      entry<ConcatNet, ConcatNetOptions>("concatnet", "SPECT and DNA-methylation features concatenated (qkv mhca)"),
+      entry<SpectNet, SpectNetOptions>("spectnet", "SPECT encoder alone (qkv mhca)"),
   };
   return registry;
 }

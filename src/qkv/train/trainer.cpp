@@ -88,6 +88,7 @@ void TrainConfig::validate() const {
   if (eval_batch_size < 0) throw UsageError("--eval-batch-size must be >= 0");
   if (!(clip_grad_norm >= 0)) throw UsageError("--clip-grad-norm must be >= 0");
   if (!(label_smoothing >= 0 && label_smoothing < 1)) throw UsageError("--label-smoothing must be in [0, 1)");
+  if (patience < 0) throw UsageError("--patience must be >= 0 (0 = no early stopping)");
   optim.validate();
 }
 
@@ -108,6 +109,7 @@ nlohmann::json TrainConfig::to_json() const {
           {"clip_grad_norm", clip_grad_norm},
           {"label_smoothing", label_smoothing},
           {"select_metric", select_metric},
+          {"patience", patience},
           {"seed", seed},
           {"world_size", parallel.world_size}};
 }
@@ -130,6 +132,7 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& j) {
   c.clip_grad_norm = j.at("clip_grad_norm");
   c.label_smoothing = j.at("label_smoothing");
   c.select_metric = j.at("select_metric");
+  c.patience = j.value("patience", int64_t{0});  // absent in runs made before early stopping existed
   c.seed = j.at("seed");
   c.parallel.world_size = j.value("world_size", int64_t{1});
   return c;
@@ -256,6 +259,7 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
   };
   auto interrupted = [&](bool local) { return group ? group->any(local, "interrupt check") : local; };
 
+  bool stopped_early = false;
   for (int64_t epoch = state.epoch; epoch < config.epochs; ++epoch) {
     const double lr = lr_at(config.optim, epoch, config.epochs);
     set_lr(*optimizer, lr);
@@ -364,6 +368,10 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
     }
     save_progress({{"epochs_done", state.epoch}, {"best_epoch", state.best_epoch}});
     if (!quiet) print_epoch_line(row, config.epochs);
+    if (have_val && config.patience > 0 && state.epoch - state.best_epoch >= config.patience) {
+      stopped_early = true;
+      break;
+    }
     if (interrupted(interrupt_requested())) {
       if (!quiet)
         std::fprintf(stderr, "interrupted: checkpoint written to %s (resume with --resume %s)\n",
@@ -378,6 +386,7 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
                             {"train_seconds", state.train_seconds},
                             {"parameters", models::count_parameters(model)}};
   if (world > 1) summary["world_size"] = world;
+  if (stopped_early) summary["stopped_early"] = true;
   const MetricFactory& final_metrics = hooks.final_metrics ? hooks.final_metrics : hooks.metrics;
   if (have_val && state.best_epoch > 0) {
     if (writer) load_checkpoint(paths.best_checkpoint(), model, nullptr);

@@ -31,6 +31,9 @@ struct TrainConfig {
   double clip_grad_norm = 0.0;  // max global L2 norm; 0 = off
   double label_smoothing = 0.0;
   std::string select_metric = "accuracy";  // validation metric for model selection; "loss" is minimised
+  // Early stopping: end training after this many epochs without a better
+  // validation score (the selected weights are the best epoch's either way); 0 = off.
+  int64_t patience = 0;
   uint64_t seed = 0;                       // data order: epoch e uses seed and e
   // Where this process sits in a data-parallel run (world_size is recorded in
   // config.json; rank and master are not). batch_size is per rank.

@@ -1,0 +1,558 @@
+// qkv mhca synth|select|cv|train|predict|explain: the MHCA paper end to end on
+// a user's cohort (NIfTI SPECT volumes listed in a manifest CSV, a
+// DNA-methylation table) or on the built-in synthetic cohort.
+#include <torch/torch.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "qkv/cli/commands.h"
+#include "qkv/cli/common.h"
+#include "qkv/core/atomic_file.h"
+#include "qkv/core/errors.h"
+#include "qkv/core/interrupt.h"
+#include "qkv/core/runtime.h"
+#include "qkv/data/folds.h"
+#include "qkv/mhca/cohort_data.h"
+#include "qkv/mhca/cross_validation.h"
+#include "qkv/mhca/explain.h"
+#include "qkv/mhca/synth_cohort.h"
+#include "qkv/mhca/xgboost.h"
+#include "qkv/models/mhca.h"
+#include "qkv/train/checkpoint.h"
+#include "qkv/train/progress.h"
+
+namespace qkv::cli {
+namespace {
+namespace fs = std::filesystem;
+
+struct CohortFiles {
+  std::string manifest, methylation;
+};
+
+void add_cohort_options(CLI::App* cmd, CohortFiles& f) {
+  cmd->add_option("--manifest", f.manifest, "cohort CSV: subject_id,label,spect[,covariates] (spect: NIfTI path)")
+      ->required();
+  cmd->add_option("--methylation", f.methylation,
+                  "DNA-methylation table (CSV/TSV): subject_id, then one beta-value column per CpG site")
+      ->required();
+}
+
+void add_xgboost_options(CLI::App* cmd, mhca::XGBoostParams& p) {
+  cmd->add_option("--xgb-learning-rate", p.learning_rate, "XGBoost learning rate (paper Table A.1)")
+      ->capture_default_str();
+  cmd->add_option("--xgb-estimators", p.n_estimators, "XGBoost boosting rounds")->capture_default_str();
+  cmd->add_option("--xgb-max-depth", p.max_depth, "XGBoost tree depth")->capture_default_str();
+  cmd->add_option("--xgb-min-child-weight", p.min_child_weight, "XGBoost min_child_weight")->capture_default_str();
+  cmd->add_option("--xgb-gamma", p.gamma, "XGBoost gamma (min split loss)")->capture_default_str();
+  cmd->add_option("--xgb-subsample", p.subsample, "XGBoost row subsample per tree")->capture_default_str();
+  cmd->add_option("--xgb-colsample", p.colsample_bytree, "XGBoost column subsample per tree")->capture_default_str();
+}
+
+void add_selection_options(CLI::App* cmd, mhca::FeatureSelection& s) {
+  cmd->add_option("--select", s.mode,
+                  "CpG features: rfe (XGBoost RFE on each training part), all (every column), list (--cpg-list)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"rfe", "all", "list"}));
+  cmd->add_option("--cpg-list", s.list_path,
+                  "fixed CpG list (one id per line, e.g. from 'qkv mhca select'); selecting on the whole cohort "
+                  "before cross validation lets the test folds leak into the features")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--n-features", s.n_features, "CpG sites RFE keeps; 0 = the SPECT token count (441 at 91x109x91)")
+      ->capture_default_str();
+  cmd->add_option("--rfe-step", s.rfe.step, "RFE: share of the features removed per round (< 1) or a count (>= 1)")
+      ->capture_default_str();
+  add_xgboost_options(cmd, s.xgboost);
+}
+
+void add_augmentation_options(CLI::App* cmd, mhca::Augmentation& a) {
+  cmd->add_option("--augment", a.fraction, "share of training samples augmented per batch (paper: 10%)")
+      ->capture_default_str();
+  cmd->add_option("--augment-degrees", a.max_degrees, "largest random rotation of a volume about each axis")
+      ->capture_default_str();
+  cmd->add_option("--augment-noise", a.noise, "Gaussian noise on beta-values, in units of each CpG's std")
+      ->capture_default_str();
+}
+
+// The paper's training setup: 200 epochs, batch 16, Adam 3e-5; the best
+// validation loss picks the weights, and 20 epochs without improvement stop.
+void set_paper_defaults(train::TrainConfig& c) {
+  c.epochs = 200;
+  c.batch_size = 16;
+  c.optim.optimizer = "adam";
+  c.optim.lr = 3e-5;
+  c.select_metric = "loss";
+  c.patience = 20;
+}
+
+nlohmann::json parse_model_options(const std::string& text) {
+  try {
+    auto j = nlohmann::json::parse(text);
+    if (!j.is_object()) throw UsageError("--model-options must be a JSON object");
+    return j;
+  } catch (const nlohmann::json::exception&) {
+    throw UsageError("--model-options: not valid JSON: " + text);
+  }
+}
+
+std::vector<int64_t> all_rows(const mhca::CohortData& c) {
+  std::vector<int64_t> rows(static_cast<size_t>(c.size()));
+  for (int64_t i = 0; i < c.size(); ++i) rows[i] = i;
+  return rows;
+}
+
+void check_single_process(const train::TrainConfig& c) {
+  if (c.parallel.world_size != 1) throw UsageError("--world-size: qkv mhca trains in one process");
+}
+
+void register_synth(CLI::App* parent, Action& action) {
+  auto* cmd = parent->add_subcommand(
+      "synth", "write the built-in synthetic cohort: NIfTI SPECT volumes, manifest, methylation table, ground truth");
+  struct Opts {
+    mhca::SynthCohortOptions synth;
+    std::string out;
+    std::vector<int64_t> shape;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("--out", o->out, "folder to create (must not exist or be empty)")->required();
+  cmd->add_option("--subjects", o->synth.subjects, "subjects (PPMI: 408)")->capture_default_str();
+  cmd->add_option("--pd-fraction", o->synth.pd_fraction, "share of Parkinson's patients (PPMI: 0.70)")
+      ->capture_default_str();
+  cmd->add_option("--cpg", o->synth.cpg, "CpG sites in the methylation table")->capture_default_str();
+  cmd->add_option("--shape", o->shape, "volume grid X,Y,Z (default 91,109,91, MNI 2 mm); e.g. 24,28,24 for CPU runs")
+      ->delimiter(',')
+      ->expected(3);
+  cmd->add_option("--atlas", o->synth.atlas,
+                  "striatum anatomy: auto (MRIcron's AICHAmc atlas if installed), none (ellipsoids), or a label NIfTI")
+      ->capture_default_str();
+  cmd->add_option("--planted-class-sites", o->synth.planted_class_sites, "CpG sites shifted in PD")
+      ->capture_default_str();
+  cmd->add_option("--planted-putamen-sites", o->synth.planted_putamen_sites, "CpG sites tied to putamen uptake")
+      ->capture_default_str();
+  cmd->add_option("--missing-fraction", o->synth.missing_fraction, "share of beta-values left missing")
+      ->capture_default_str();
+  cmd->add_option("--seed", o->synth.seed, "random seed; the same seed writes the same files")->capture_default_str();
+  cmd->add_option("--threads", o->synth.threads, "volumes generated in parallel; 0 = one per core")
+      ->capture_default_str();
+  cmd->callback([o, &action] {
+    action = [o] {
+      if (!o->shape.empty()) o->synth.shape = {o->shape[0], o->shape[1], o->shape[2]};
+      install_interrupt_handler();
+      const bool live = train::ProgressBar::stderr_is_terminal();
+      auto progress = [live](int64_t done, int64_t total) {
+        if (interrupt_requested()) throw DataError("interrupted; the folder is incomplete (no manifest.csv)");
+        if (live)
+          std::fprintf(stderr, "\rsynth: %lld/%lld volumes", static_cast<long long>(done),
+                       static_cast<long long>(total));
+      };
+      const auto summary = mhca::write_synth_cohort(o->out, o->synth, progress);
+      if (live) std::fprintf(stderr, "\n");
+      std::printf("synth: %lld subjects (%lld PD, %lld controls), %lld CpG sites, anatomy %s, in %s\n",
+                  static_cast<long long>(summary.subjects), static_cast<long long>(summary.pd),
+                  static_cast<long long>(summary.controls), static_cast<long long>(summary.cpg),
+                  summary.atlas_used.c_str(), o->out.c_str());
+      return 0;
+    };
+  });
+}
+
+void register_select(CLI::App* parent, Action& action) {
+  auto* cmd = parent->add_subcommand(
+      "select", "XGBoost recursive feature elimination on the methylation table; writes the selected CpG list");
+  struct Opts {
+    CohortFiles files;
+    mhca::FeatureSelection selection;
+    std::string out;
+    int threads = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  add_cohort_options(cmd, o->files);
+  cmd->add_option("--out", o->out, "CpG list to write (one id per line)")->required();
+  cmd->add_option("--n-features", o->selection.n_features, "CpG sites to keep (paper: 441)")->capture_default_str();
+  cmd->add_option("--rfe-step", o->selection.rfe.step, "share of the features removed per round (< 1) or a count")
+      ->capture_default_str();
+  add_xgboost_options(cmd, o->selection.xgboost);
+  cmd->add_option("--threads", o->threads, "XGBoost threads; 0 = one per core")->capture_default_str();
+  o->selection.n_features = 441;
+  cmd->callback([o, &action] {
+    action = [o] {
+      set_threads(o->threads);
+      auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, false, 1);
+      mhca::FeatureSelection s = o->selection;
+      s.xgboost.threads = at::get_num_threads();
+      s.xgboost.validate();
+      const auto ids = mhca::select_features(cohort, all_rows(cohort), s, s.n_features, false);
+      data::write_cpg_list(o->out, ids,
+                           "qkv mhca select: " + std::to_string(ids.size()) + " of " +
+                               std::to_string(cohort.methylation.cols()) + " CpG sites of " + o->files.methylation +
+                               " by XGBoost RFE on all " + std::to_string(cohort.size()) +
+                               " subjects (use inside cross validation with 'qkv mhca cv --select rfe')");
+      std::printf("select: kept %zu of %lld CpG sites (%s); wrote %s\n", ids.size(),
+                  static_cast<long long>(cohort.methylation.cols()), cohort.match_summary.c_str(), o->out.c_str());
+      return 0;
+    };
+  });
+}
+
+void register_cv(CLI::App* parent, Action& action) {
+  auto* cmd = parent->add_subcommand(
+      "cv", "repeated stratified k-fold cross validation of MHCA and its baselines; writes summary.json, report.html");
+  struct Opts {
+    CohortFiles files;
+    CommonOptions common;
+    mhca::CVOptions cv;
+    std::vector<std::string> models{"all"};
+    std::string model_options = "{}";
+  };
+  auto o = std::make_shared<Opts>();
+  o->common.out = "runs/mhca-cv";
+  set_paper_defaults(o->cv.train);
+  add_cohort_options(cmd, o->files);
+  add_common_options(cmd, o->common, "output folder (an interrupted run continues where it stopped)");
+  cmd->add_option("--model", o->models, "mhca, concatnet, spectnet, xgboost, or all (comma-separated)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--runs", o->cv.runs, "repetitions of the k-fold split (paper: 3)")->capture_default_str();
+  cmd->add_option("--folds", o->cv.folds, "folds per run (paper: 5)")->capture_default_str();
+  cmd->add_option("--val-fraction", o->cv.val_fraction,
+                  "share of each training part held out for early stopping and model selection")
+      ->capture_default_str();
+  cmd->add_option("--normalisation", o->cv.normalisation,
+                  "volume intensities: global (min-max over training volumes, paper) or subject")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"global", "subject"}));
+  cmd->add_option("--model-options", o->model_options,
+                  "network sizes as JSON, e.g. {\"channels\":[8,16,32,32],\"padding\":1}")
+      ->capture_default_str();
+  add_selection_options(cmd, o->cv.selection);
+  add_augmentation_options(cmd, o->cv.augmentation);
+  add_train_options(cmd, o->cv.train);
+  cmd->callback([o, &action] {
+    action = [o] {
+      mhca::CVOptions cv = o->cv;
+      cv.models.clear();
+      for (const auto& m : o->models) {
+        if (m == "all") {
+          cv.models = mhca::cv_model_names();
+          break;
+        }
+        cv.models.push_back(m);
+      }
+      for (const auto& m : cv.models) {
+        const auto& known = mhca::cv_model_names();
+        if (std::find(known.begin(), known.end(), m) == known.end())
+          throw UsageError("--model " + m + ": not one of mhca, concatnet, spectnet, xgboost, all");
+      }
+      if (!cv.selection.list_path.empty()) cv.selection.mode = "list";
+      if (cv.selection.mode == "list" && cv.selection.list_path.empty())
+        throw UsageError("--select list needs --cpg-list FILE");
+      cv.model_options = parse_model_options(o->model_options);
+      check_single_process(cv.train);
+      const c10::Device device = apply_common_options(o->common);
+      cv.seed = o->common.seed;
+      cv.train.seed = o->common.seed;
+      cv.selection.xgboost.threads = at::get_num_threads();
+      cv.selection.xgboost.validate();
+      bool need_volumes = false;
+      for (const auto& m : cv.models) need_volumes = need_volumes || m != "xgboost";
+      auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, need_volumes, at::get_num_threads());
+      std::fprintf(stderr, "mhca cv: %lld subjects, %s; volume %s; %lld runs x %lld folds; %d threads\n",
+                   static_cast<long long>(cohort.size()), cohort.match_summary.c_str(),
+                   need_volumes ? nlohmann::json(cohort.volume_shape()).dump().c_str() : "not loaded",
+                   static_cast<long long>(cv.runs), static_cast<long long>(cv.folds), at::get_num_threads());
+      install_interrupt_handler();
+      auto summary = mhca::run_cross_validation(cohort, cv, o->common.out, device);
+      if (summary.value("interrupted", false)) {
+        std::fprintf(stderr, "interrupted: finished folds are kept; the same command continues in %s\n",
+                     o->common.out.c_str());
+        return kExitInterrupted;
+      }
+      for (const auto& name : cv.models) {
+        const auto& m = summary.at("models").at(name);
+        auto show = [&](const char* key, double scale) {
+          const auto& v = m.at(key);
+          if (v.at("mean").is_null()) return std::string("n/a");
+          char buf[64];
+          std::snprintf(buf, sizeof buf, "%.3f +- %.3f", v.at("mean").get<double>() * scale,
+                        v.at("std").get<double>() * scale);
+          return std::string(buf);
+        };
+        std::printf("%-10s accuracy %s %%  AUROC %s  sensitivity %s  specificity %s  parameters %s\n", name.c_str(),
+                    show("accuracy", 100).c_str(), show("auroc", 1).c_str(), show("sensitivity", 1).c_str(),
+                    show("specificity", 1).c_str(), m.at("parameters").dump().c_str());
+      }
+      std::fprintf(stderr, "wrote %s/{summary.json,predictions.csv,report.html,folds/}\n", o->common.out.c_str());
+      return 0;
+    };
+  });
+}
+
+// Held-out subjects for `train`: a stratified test part, then a stratified
+// validation part of the rest.
+void split_rows(const std::vector<int64_t>& labels, double val_fraction, double test_fraction, uint64_t seed,
+                std::vector<int64_t>& train, std::vector<int64_t>& val, std::vector<int64_t>& test) {
+  std::vector<int64_t> all(labels.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+  auto [rest, test_rows] = data::stratified_split(all, labels, test_fraction, seed);
+  const double val_share = val_fraction / std::max(1e-9, 1.0 - test_fraction);
+  auto [train_rows, val_rows] = data::stratified_split(rest, labels, val_share, seed + 1);
+  train = train_rows;
+  val = val_rows;
+  test = test_rows;
+}
+
+void register_train(CLI::App* parent, Action& action) {
+  auto* cmd = parent->add_subcommand("train", "train one model (or XGBoost) on a cohort; writes the run folder --out");
+  struct Opts {
+    CohortFiles files;
+    CommonOptions common;
+    std::string model = "mhca";
+    std::string model_options = "{}";
+    mhca::FeatureSelection selection;
+    mhca::Augmentation augmentation;
+    std::string normalisation = "global";
+    double val_fraction = 0.15, test_fraction = 0.2;
+    train::TrainConfig train;
+  };
+  auto o = std::make_shared<Opts>();
+  o->common.out = "runs/mhca";
+  set_paper_defaults(o->train);
+  add_cohort_options(cmd, o->files);
+  add_common_options(cmd, o->common, "run folder: config.json, summary.json, report.html, checkpoints/");
+  cmd->add_option("--model", o->model, "mhca, concatnet, spectnet or xgboost")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mhca", "concatnet", "spectnet", "xgboost"}));
+  cmd->add_option("--model-options", o->model_options, "network sizes as JSON")->capture_default_str();
+  cmd->add_option("--val-fraction", o->val_fraction, "share of subjects for early stopping and model selection")
+      ->capture_default_str();
+  cmd->add_option("--test-fraction", o->test_fraction, "share of subjects held out for the final test")
+      ->capture_default_str();
+  cmd->add_option("--normalisation", o->normalisation, "global or subject")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"global", "subject"}));
+  add_selection_options(cmd, o->selection);
+  add_augmentation_options(cmd, o->augmentation);
+  add_train_options(cmd, o->train);
+  cmd->callback([o, &action] {
+    action = [o] {
+      check_single_process(o->train);
+      if (!(o->val_fraction > 0 && o->test_fraction > 0 && o->val_fraction + o->test_fraction < 0.8))
+        throw UsageError("--val-fraction and --test-fraction must be > 0 and sum below 0.8");
+      mhca::FeatureSelection selection = o->selection;
+      if (!selection.list_path.empty()) selection.mode = "list";
+      const auto user_options = parse_model_options(o->model_options);
+      apply_common_options(o->common);  // threads and seed; run_training resolves the device
+      selection.xgboost.threads = at::get_num_threads();
+      const bool volumes = o->model != "xgboost";
+      auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, volumes, at::get_num_threads());
+      std::vector<int64_t> train_rows, val_rows, test_rows;
+      split_rows(cohort.labels, o->val_fraction, o->test_fraction, o->common.seed, train_rows, val_rows, test_rows);
+      std::vector<int64_t> fit_rows = train_rows;
+      fit_rows.insert(fit_rows.end(), val_rows.begin(), val_rows.end());
+      const int64_t n_features = selection.n_features > 0 ? selection.n_features
+                                 : volumes               ? mhca::spect_tokens(user_options, cohort.volume_shape())
+                                                         : 441;
+      const auto cpgs = mhca::select_features(cohort, fit_rows, selection, n_features, false);
+      const auto prep = mhca::fit_preprocessing(cohort, train_rows, cpgs, o->normalisation);
+      nlohmann::json data = {{"manifest", o->files.manifest},
+                             {"methylation", o->files.methylation},
+                             {"val_fraction", o->val_fraction},
+                             {"test_fraction", o->test_fraction},
+                             {"selection", selection.mode},
+                             {"preprocessing", prep.to_json()}};
+      auto ids_of = [&](const std::vector<int64_t>& rows) {
+        std::vector<std::string> ids;
+        for (auto r : rows) ids.push_back(cohort.subject_ids[r]);
+        return ids;
+      };
+      data["test_subjects"] = ids_of(test_rows);
+      if (o->model == "xgboost") {
+        mhca::XGBoostParams params = selection.xgboost;
+        params.threads = mhca::xgboost_threads(static_cast<int64_t>(fit_rows.size()),
+                                               static_cast<int64_t>(cpgs.size()), params.threads);
+        mhca::XGBoostClassifier classifier(params);
+        const auto x = mhca::methylation_matrix(cohort, fit_rows, prep);
+        std::vector<int64_t> labels;
+        for (auto r : fit_rows) labels.push_back(cohort.labels[r]);
+        classifier.fit(x.data(), static_cast<int64_t>(fit_rows.size()), static_cast<int64_t>(cpgs.size()), labels);
+        make_directories(o->common.out);
+        write_file_atomic(o->common.out + "/xgboost.json", classifier.save());
+        const auto tx = mhca::methylation_matrix(cohort, test_rows, prep);
+        std::vector<int64_t> test_labels;
+        for (auto r : test_rows) test_labels.push_back(cohort.labels[r]);
+        auto metrics = mhca::binary_metrics(
+            classifier.predict_proba(tx.data(), static_cast<int64_t>(test_rows.size()),
+                                     static_cast<int64_t>(cpgs.size())),
+            test_labels);
+        nlohmann::json config = {{"command", "mhca train"},
+                                 {"seed", o->common.seed},
+                                 {"model", {{"name", "xgboost"}, {"options", selection.xgboost.to_json()}}},
+                                 {"data", data}};
+        write_file_atomic(o->common.out + "/config.json", config.dump(2) + "\n");
+        nlohmann::json summary = {{"test", metrics}, {"features", cpgs.size()}};
+        write_file_atomic(o->common.out + "/summary.json", summary.dump(2) + "\n");
+        std::printf("%s\n", summary.dump(2).c_str());
+        return 0;
+      }
+      TrainRequest request{"mhca train", o->model,
+                           mhca::network_options(o->model, user_options, cohort.volume_shape(),
+                                                 static_cast<int64_t>(cpgs.size())),
+                           data, "", false};
+      train::TrainConfig config = o->train;
+      config.seed = o->common.seed;
+      mhca::Augmentation augmentation = o->augmentation;
+      auto beta = mhca::methylation_matrix(cohort, train_rows, prep);
+      augmentation.cpg_std =
+          torch::from_blob(beta.data(), {static_cast<int64_t>(train_rows.size()), static_cast<int64_t>(cpgs.size())},
+                           torch::kFloat32)
+              .std(0);
+      train::TrainHooks hooks;
+      hooks.augment = augmentation;
+      data::Splits splits{mhca::make_dataset(cohort, train_rows, prep), mhca::make_dataset(cohort, val_rows, prep),
+                          mhca::make_dataset(cohort, test_rows, prep)};
+      return run_training(request, splits, config, o->common, hooks);
+    };
+  });
+}
+
+// The preprocessing a run recorded, and the cohort it applies to.
+mhca::Preprocessing recorded_preprocessing(const nlohmann::json& config, const std::string& file) {
+  if (!config.contains("data") || !config.at("data").contains("preprocessing"))
+    throw DataError(file + ": not made by 'qkv mhca train' or 'qkv mhca cv' (no preprocessing record)");
+  return mhca::Preprocessing::from_json(config.at("data").at("preprocessing"));
+}
+
+void register_predict(CLI::App* parent, Action& action) {
+  auto* cmd = parent->add_subcommand(
+      "predict", "P(PD) for every subject of a cohort from a trained model; writes a CSV (and metrics if labelled)");
+  struct Opts {
+    CohortFiles files;
+    CommonOptions common;
+    std::string checkpoint;
+  };
+  auto o = std::make_shared<Opts>();
+  add_cohort_options(cmd, o->files);
+  cmd->add_option("--checkpoint", o->checkpoint,
+                  "RUN/checkpoints/best.ckpt of a network, or RUN/xgboost.json of an XGBoost run")
+      ->required()
+      ->check(CLI::ExistingFile);
+  add_common_options(cmd, o->common, "CSV to write: subject_id,label,p_pd,predicted");
+  o->common.out = "predictions.csv";
+  cmd->callback([o, &action] {
+    action = [o] {
+      const c10::Device device = apply_common_options(o->common);
+      const bool xgb = fs::path(o->checkpoint).extension() == ".json";
+      nlohmann::json config;
+      models::ModelPtr model;
+      if (xgb) {
+        const auto cfg_path = (fs::path(o->checkpoint).parent_path() / "config.json").string();
+        const auto bytes = read_file_bytes(cfg_path);
+        try {
+          config = nlohmann::json::parse(bytes.begin(), bytes.end());
+        } catch (const nlohmann::json::exception&) {
+          throw DataError(cfg_path + ": not valid JSON");
+        }
+      } else {
+        model = load_model_from_checkpoint(o->checkpoint, &config);
+      }
+      const auto prep = recorded_preprocessing(config, o->checkpoint);
+      const std::string name = config.at("model").at("name");
+      auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, name != "xgboost",
+                                      at::get_num_threads());
+      const auto rows = all_rows(cohort);
+      std::vector<double> p;
+      if (xgb) {
+        auto classifier = mhca::XGBoostClassifier::load(read_file_bytes(o->checkpoint));
+        const auto x = mhca::methylation_matrix(cohort, rows, prep);
+        p = classifier.predict_proba(x.data(), cohort.size(), static_cast<int64_t>(prep.cpg_ids.size()));
+      } else {
+        p = mhca::predict_probabilities(*model, *mhca::make_dataset(cohort, rows, prep), 16, device);
+      }
+      std::string csv = "subject_id,label,p_pd,predicted\n";
+      for (int64_t i = 0; i < cohort.size(); ++i) {
+        char prob[32];
+        std::snprintf(prob, sizeof prob, "%.6f", p[i]);
+        csv += cohort.subject_ids[i] + "," + std::to_string(cohort.labels[i]) + "," + prob + "," +
+               (p[i] >= 0.5 ? "1" : "0") + "\n";
+      }
+      write_file_atomic(o->common.out, csv);
+      auto metrics = mhca::binary_metrics(p, cohort.labels);
+      metrics["model"] = name;
+      std::printf("%s\n", metrics.dump(2).c_str());
+      std::fprintf(stderr, "wrote %s (%lld subjects)\n", o->common.out.c_str(), static_cast<long long>(cohort.size()));
+      return 0;
+    };
+  });
+}
+
+void register_explain(CLI::App* parent, Action& action) {
+  auto* cmd = parent->add_subcommand(
+      "explain", "MHCA attention maps: per-head scores and softmax maps, SPECT maps as NIfTI + PNG, ranked CpG sites");
+  struct Opts {
+    CohortFiles files;
+    CommonOptions common;
+    std::string checkpoint;
+    std::vector<std::string> subjects;
+    bool all = false;
+    mhca::ExplainOptions explain;
+  };
+  auto o = std::make_shared<Opts>();
+  o->common.out = "runs/mhca-explain";
+  add_cohort_options(cmd, o->files);
+  cmd->add_option("--checkpoint", o->checkpoint, "an MHCA checkpoint (RUN/checkpoints/best.ckpt, or a cv fold's)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--subject", o->subjects, "subject id(s) to explain (comma-separated)")->delimiter(',');
+  cmd->add_flag("--all", o->all, "explain every subject (also writes the cohort-level ranking and mean map)");
+  cmd->add_option("--ground-truth", o->explain.ground_truth,
+                  "ground_truth.json of 'qkv mhca synth' to score the explanation (default: next to the manifest)");
+  cmd->add_option("--striatum-mask", o->explain.striatum_mask,
+                  "label NIfTI on the volumes' grid, non-zero = striatum (default: the ground truth's)");
+  add_common_options(cmd, o->common, "output folder");
+  cmd->callback([o, &action] {
+    action = [o] {
+      if (o->all == !o->subjects.empty()) throw UsageError("explain: give --subject ID or --all (one of them)");
+      const c10::Device device = apply_common_options(o->common);
+      nlohmann::json config;
+      auto model = load_model_from_checkpoint(o->checkpoint, &config);
+      auto* net = dynamic_cast<models::MHCANet*>(model.get());
+      if (!net)
+        throw UsageError("--checkpoint " + o->checkpoint + ": explain needs an mhca model, this one is " +
+                         config.at("model").at("name").get<std::string>());
+      const auto prep = recorded_preprocessing(config, o->checkpoint);
+      mhca::ExplainOptions ex = o->explain;
+      ex.subjects = o->subjects;
+      if (ex.ground_truth.empty()) {
+        const auto next_to = fs::path(o->files.manifest).parent_path() / "ground_truth.json";
+        if (fs::exists(next_to)) ex.ground_truth = next_to.string();
+      }
+      auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, true, at::get_num_threads());
+      auto result = mhca::explain_subjects(*net, cohort, prep, ex, o->common.out, device);
+      nlohmann::json brief = result;
+      brief.erase("subjects");
+      brief["subjects_explained"] = result.at("subjects").size();
+      std::printf("%s\n", brief.dump(2).c_str());
+      std::fprintf(stderr, "wrote %s/{explain.json,cpg_attention.csv,spect_attention_mean.*,<subject>/}\n",
+                   o->common.out.c_str());
+      return 0;
+    };
+  });
+}
+
+}  // namespace
+
+void register_mhca(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand(
+      "mhca", "MHCA: co-attention between SPECT volumes and DNA methylation (Parkinson's disease vs controls)");
+  cmd->require_subcommand(1);
+  register_synth(cmd, action);
+  register_select(cmd, action);
+  register_cv(cmd, action);
+  register_train(cmd, action);
+  register_predict(cmd, action);
+  register_explain(cmd, action);
+}
+
+}  // namespace qkv::cli

@@ -1,0 +1,194 @@
+#include "qkv/core/png.h"
+
+#include <png.h>
+
+#include <algorithm>
+#include <cmath>
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+
+#include "qkv/core/atomic_file.h"
+#include "qkv/core/errors.h"
+
+// libpng reports errors by longjmp. A C++ exception must never cross its C
+// frames, and a longjmp must never skip a C++ destructor, so every function
+// that calls setjmp below holds only trivially destructible locals, callbacks
+// catch their own exceptions and turn them into png_error, and the messages
+// become DataErrors only after libpng has returned.
+
+namespace qkv {
+namespace {
+
+constexpr int64_t kMaxSide = 1000000;  // libpng's default user limit on width and height
+
+struct PngErrorSink {
+  char message[256];
+};
+
+void on_error(png_structp png, png_const_charp msg) {
+  auto* sink = static_cast<PngErrorSink*>(png_get_error_ptr(png));
+  std::snprintf(sink->message, sizeof sink->message, "%s", msg ? msg : "libpng error");
+  png_longjmp(png, 1);
+}
+
+void on_warning(png_structp, png_const_charp) {}  // warnings (e.g. unknown chunks) do not concern the caller
+
+template <class F>
+bool no_throw(F&& f) noexcept {
+  try {
+    f();
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+struct MemoryWriter {
+  std::vector<uint8_t>* bytes;
+};
+
+void write_bytes(png_structp png, png_bytep data, png_size_t n) {
+  auto* w = static_cast<MemoryWriter*>(png_get_io_ptr(png));
+  if (!no_throw([&] { w->bytes->insert(w->bytes->end(), data, data + n); })) png_error(png, "out of memory");
+}
+
+void flush_nothing(png_structp) {}
+
+bool encode(PngErrorSink& err, MemoryWriter& writer, png_uint_32 width, png_uint_32 height, png_bytep* rows) {
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &err, on_error, on_warning);
+  if (!png) {
+    std::snprintf(err.message, sizeof err.message, "cannot create the libpng writer");
+    return false;
+  }
+  png_infop info = png_create_info_struct(png);
+  if (!info) {
+    png_destroy_write_struct(&png, nullptr);
+    std::snprintf(err.message, sizeof err.message, "cannot create the libpng info");
+    return false;
+  }
+  if (setjmp(png_jmpbuf(png))) {
+    png_destroy_write_struct(&png, &info);
+    return false;
+  }
+  png_set_write_fn(png, &writer, write_bytes, flush_nothing);
+  png_set_IHDR(png, info, width, height, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+               PNG_FILTER_TYPE_DEFAULT);
+  png_write_info(png, info);
+  png_write_image(png, rows);
+  png_write_end(png, nullptr);
+  png_destroy_write_struct(&png, &info);
+  return true;
+}
+
+struct MemoryReader {
+  const uint8_t* data;
+  size_t size, pos;
+};
+
+void read_bytes(png_structp png, png_bytep out, png_size_t n) {
+  auto* r = static_cast<MemoryReader*>(png_get_io_ptr(png));
+  if (n > r->size - r->pos) png_error(png, "file is truncated");
+  std::memcpy(out, r->data + r->pos, n);
+  r->pos += n;
+}
+
+// The pixel and row-pointer buffers belong to the caller; they are sized here,
+// once the header is known, through no_throw.
+bool decode(PngErrorSink& err, MemoryReader& reader, std::vector<uint8_t>& pixels, std::vector<png_bytep>& rows,
+            png_uint_32& width, png_uint_32& height) {
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &err, on_error, on_warning);
+  if (!png) {
+    std::snprintf(err.message, sizeof err.message, "cannot create the libpng reader");
+    return false;
+  }
+  png_infop info = png_create_info_struct(png);
+  if (!info) {
+    png_destroy_read_struct(&png, nullptr, nullptr);
+    std::snprintf(err.message, sizeof err.message, "cannot create the libpng info");
+    return false;
+  }
+  if (setjmp(png_jmpbuf(png))) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    return false;
+  }
+  png_set_read_fn(png, &reader, read_bytes);
+  png_read_info(png, info);
+  png_set_expand(png);
+  png_set_strip_16(png);
+  png_set_strip_alpha(png);
+  png_set_gray_to_rgb(png);
+  png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  width = png_get_image_width(png, info);
+  height = png_get_image_height(png, info);
+  const size_t row_bytes = png_get_rowbytes(png, info);
+  if (row_bytes != static_cast<size_t>(width) * 3) png_error(png, "unexpected pixel layout after conversion to RGB");
+  if (!no_throw([&] {
+        pixels.resize(row_bytes * height);
+        rows.resize(height);
+      }))
+    png_error(png, "out of memory");
+  for (png_uint_32 y = 0; y < height; ++y) rows[y] = pixels.data() + row_bytes * y;
+  png_read_image(png, rows.data());
+  png_read_end(png, nullptr);
+  png_destroy_read_struct(&png, &info, nullptr);
+  return true;
+}
+
+}  // namespace
+
+void write_png_rgb(const std::string& path, int64_t width, int64_t height, const std::vector<uint8_t>& rgb) {
+  if (width < 1 || height < 1 || width > kMaxSide || height > kMaxSide)
+    throw DataError(path + ": cannot write a " + std::to_string(width) + "x" + std::to_string(height) +
+                    " PNG (each side must be 1.." + std::to_string(kMaxSide) + ")");
+  const auto expected = static_cast<uint64_t>(width) * static_cast<uint64_t>(height) * 3;
+  if (rgb.size() != expected)
+    throw DataError(path + ": " + std::to_string(rgb.size()) + " bytes of pixels for a " + std::to_string(width) +
+                    "x" + std::to_string(height) + " RGB image, expected " + std::to_string(expected));
+  std::vector<png_bytep> rows(static_cast<size_t>(height));
+  for (size_t y = 0; y < rows.size(); ++y)
+    rows[y] = const_cast<png_bytep>(rgb.data() + y * static_cast<size_t>(width) * 3);  // libpng reads, never writes
+  std::vector<uint8_t> encoded;
+  PngErrorSink err{};
+  MemoryWriter writer{&encoded};
+  if (!encode(err, writer, static_cast<png_uint_32>(width), static_cast<png_uint_32>(height), rows.data()))
+    throw DataError(path + ": PNG encoding failed: " + err.message);
+  write_file_atomic(path, encoded.data(), encoded.size());
+}
+
+std::vector<uint8_t> read_png_rgb(const std::string& path, int64_t& width, int64_t& height) {
+  const std::vector<char> bytes = read_file_bytes(path);
+  if (bytes.size() < 8 || png_sig_cmp(reinterpret_cast<png_const_bytep>(bytes.data()), 0, 8) != 0)
+    throw DataError(path + ": not a PNG file");
+  MemoryReader reader{reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0};
+  PngErrorSink err{};
+  std::vector<uint8_t> pixels;
+  std::vector<png_bytep> rows;
+  png_uint_32 w = 0, h = 0;
+  if (!decode(err, reader, pixels, rows, w, h)) throw DataError(path + ": cannot read PNG: " + err.message);
+  width = w;
+  height = h;
+  return pixels;
+}
+
+std::array<uint8_t, 3> heat_colour(double t) {
+  // matplotlib's _inferno_data sampled at t = i / 32, scaled to 0..255.
+  static constexpr uint8_t kInferno[33][3] = {
+      {0, 0, 4},       {4, 3, 18},      {11, 7, 36},     {21, 11, 55},    {33, 12, 74},    {46, 10, 90},
+      {60, 9, 101},    {74, 12, 107},   {87, 16, 109},   {99, 20, 110},   {112, 25, 110},  {125, 30, 109},
+      {137, 34, 106},  {150, 39, 102},  {163, 43, 97},   {175, 49, 92},   {187, 55, 85},   {198, 62, 77},
+      {209, 70, 68},   {219, 79, 59},   {227, 89, 50},   {235, 101, 40},  {241, 113, 30},  {246, 127, 20},
+      {249, 141, 10},  {251, 156, 6},   {252, 171, 15},  {251, 186, 31},  {249, 202, 50},  {245, 217, 73},
+      {242, 232, 101}, {243, 245, 134}, {252, 255, 164}};
+  if (std::isnan(t)) t = 0;
+  const double x = std::clamp(t, 0.0, 1.0) * 32;
+  const int i = std::min(static_cast<int>(x), 31);
+  const double f = x - i;
+  std::array<uint8_t, 3> c{};
+  for (int ch = 0; ch < 3; ++ch)
+    c[ch] = static_cast<uint8_t>(std::lround(kInferno[i][ch] * (1 - f) + kInferno[i + 1][ch] * f));
+  return c;
+}
+
+}  // namespace qkv

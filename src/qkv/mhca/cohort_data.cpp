@@ -1,0 +1,252 @@
+#include "qkv/mhca/cohort_data.h"
+
+#include <torch/torch.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "qkv/core/errors.h"
+
+namespace qkv::mhca {
+
+std::vector<int64_t> CohortData::volume_shape() const {
+  if (!volumes.defined()) return {};
+  return {volumes.size(1), volumes.size(2), volumes.size(3)};
+}
+
+at::Tensor volume_to_tensor(const data::Volume& volume) {
+  const auto& d = volume.dims;
+  auto flat = torch::from_blob(const_cast<float*>(volume.voxels.data()), {d[2], d[1], d[0]}, torch::kFloat32);
+  return flat.permute({2, 1, 0}).contiguous();
+}
+
+data::Volume tensor_to_volume(const at::Tensor& xyz, const data::NiftiGeometry& geometry) {
+  data::Volume v;
+  v.dims = {xyz.size(0), xyz.size(1), xyz.size(2)};
+  v.geometry = geometry;
+  auto kji = xyz.to(torch::kCPU, torch::kFloat32).permute({2, 1, 0}).contiguous();
+  v.voxels.assign(kji.data_ptr<float>(), kji.data_ptr<float>() + kji.numel());
+  return v;
+}
+
+CohortData load_cohort(const std::string& manifest_path, const std::string& methylation_path, bool load_volumes,
+                       int64_t threads, bool quiet) {
+  auto manifest = data::read_manifest(manifest_path);
+  auto table = data::read_methylation_table(methylation_path);
+  auto match = data::match_cohort(manifest, table);
+  CohortData c;
+  c.manifest_path = manifest_path;
+  c.methylation_path = methylation_path;
+  c.match_summary = match.describe();
+  if (!quiet && (!match.only_in_manifest.empty() || !match.only_in_methylation.empty()))
+    std::fprintf(stderr, "cohort: %s; only subjects in both are used\n", c.match_summary.c_str());
+
+  const int64_t n = static_cast<int64_t>(match.manifest_rows.size());
+  std::vector<std::string> ids;
+  std::vector<int64_t> rows;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto& s = manifest.subjects[match.manifest_rows[i]];
+    c.subject_ids.push_back(s.id);
+    c.labels.push_back(s.label);
+    c.spect_paths.push_back(s.spect_path);
+    ids.push_back(s.id);
+  }
+  c.methylation.path = table.path;
+  c.methylation.cpg_ids = table.cpg_ids;
+  c.methylation.subject_ids = ids;
+  c.methylation.values.resize(static_cast<size_t>(n * table.cols()));
+  for (int64_t i = 0; i < n; ++i)
+    std::copy_n(table.values.begin() + match.methylation_rows[i] * table.cols(), table.cols(),
+                c.methylation.values.begin() + i * table.cols());
+  if (!load_volumes) return c;
+
+  // Volumes are read in parallel; the first one fixes the grid.
+  auto first = data::read_nifti(c.spect_paths.at(0));
+  c.geometry = first.geometry;
+  const auto dims = first.dims;
+  c.volumes = torch::empty({n, dims[0], dims[1], dims[2]}, torch::kFloat32);
+  c.volumes[0].copy_(volume_to_tensor(first));
+  std::atomic<int64_t> next{1};
+  std::mutex error_mutex;
+  std::string error;
+  auto worker = [&] {
+    for (int64_t i = next++; i < n; i = next++) {
+      try {
+        auto v = data::read_nifti(c.spect_paths[i]);
+        if (v.dims != dims)
+          throw DataError(c.spect_paths[i] + ": grid " + std::to_string(v.dims[0]) + "x" + std::to_string(v.dims[1]) +
+                          "x" + std::to_string(v.dims[2]) + " differs from " + c.spect_paths[0] + "'s " +
+                          std::to_string(dims[0]) + "x" + std::to_string(dims[1]) + "x" + std::to_string(dims[2]) +
+                          " (every volume must be on one grid)");
+        c.volumes[i].copy_(volume_to_tensor(v));
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (error.empty()) error = e.what();
+        next = n;
+      }
+    }
+  };
+  const int64_t count = std::max<int64_t>(1, std::min<int64_t>(threads > 0 ? threads : 2, n));
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < count; ++t) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  if (!error.empty()) throw DataError(error);
+  return c;
+}
+
+nlohmann::json Preprocessing::to_json() const {
+  return {{"normalisation", normalisation}, {"volume_min", volume_min}, {"volume_max", volume_max},
+          {"cpg_ids", cpg_ids},             {"cpg_means", cpg_means}};
+}
+
+Preprocessing Preprocessing::from_json(const nlohmann::json& j) {
+  Preprocessing p;
+  try {
+    p.normalisation = j.at("normalisation").get<std::string>();
+    p.volume_min = j.at("volume_min").get<double>();
+    p.volume_max = j.at("volume_max").get<double>();
+    p.cpg_ids = j.at("cpg_ids").get<std::vector<std::string>>();
+    p.cpg_means = j.at("cpg_means").get<std::vector<float>>();
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(std::string("run configuration: malformed preprocessing record (") + e.what() + ")");
+  }
+  if (p.cpg_ids.size() != p.cpg_means.size())
+    throw DataError("run configuration: preprocessing has " + std::to_string(p.cpg_ids.size()) + " CpG ids but " +
+                    std::to_string(p.cpg_means.size()) + " means");
+  return p;
+}
+
+namespace {
+
+std::vector<int64_t> column_indices(const data::MethylationTable& table, const std::vector<std::string>& ids) {
+  std::unordered_map<std::string, int64_t> where;
+  for (int64_t c = 0; c < table.cols(); ++c) where.emplace(table.cpg_ids[c], c);
+  std::vector<int64_t> cols;
+  std::string missing;
+  int64_t missing_count = 0;
+  for (const auto& id : ids) {
+    auto it = where.find(id);
+    if (it == where.end()) {
+      if (missing_count++ < 5) missing += (missing.empty() ? "" : ", ") + id;
+      continue;
+    }
+    cols.push_back(it->second);
+  }
+  if (missing_count > 0)
+    throw DataError(table.path + ": lacks " + std::to_string(missing_count) + " of the run's CpG sites (" + missing +
+                    (missing_count > 5 ? ", ...)" : ")"));
+  return cols;
+}
+
+at::Tensor normalised_volumes(const CohortData& cohort, const std::vector<int64_t>& rows, const Preprocessing& prep) {
+  auto index = torch::tensor(rows, torch::kLong);
+  auto v = cohort.volumes.index_select(0, index);
+  if (prep.normalisation == "subject") {
+    auto flat = v.flatten(1);
+    auto lo = std::get<0>(flat.min(1)).view({-1, 1, 1, 1});
+    auto hi = std::get<0>(flat.max(1)).view({-1, 1, 1, 1});
+    return (v - lo) / (hi - lo).clamp_min(1e-12);
+  }
+  const double range = std::max(prep.volume_max - prep.volume_min, 1e-12);
+  return (v - prep.volume_min) / range;
+}
+
+}  // namespace
+
+Preprocessing fit_preprocessing(const CohortData& cohort, const std::vector<int64_t>& train_rows,
+                                const std::vector<std::string>& cpg_ids, const std::string& normalisation) {
+  if (normalisation != "global" && normalisation != "subject")
+    throw UsageError("--normalisation must be global or subject (got '" + normalisation + "')");
+  if (train_rows.empty()) throw DataError("no training subjects to fit the preprocessing on");
+  Preprocessing p;
+  p.normalisation = normalisation;
+  if (cohort.volumes.defined() && normalisation == "global") {
+    p.volume_min = std::numeric_limits<double>::infinity();
+    p.volume_max = -p.volume_min;
+    for (auto r : train_rows) {  // row by row: a copy of every training volume would be ~1 GB at full size
+      p.volume_min = std::min(p.volume_min, cohort.volumes[r].min().item<double>());
+      p.volume_max = std::max(p.volume_max, cohort.volumes[r].max().item<double>());
+    }
+    if (!(p.volume_max > p.volume_min))
+      throw DataError(cohort.manifest_path + ": every training volume holds the single value " +
+                      std::to_string(p.volume_min) + "; nothing to normalise");
+  }
+  p.cpg_ids = cpg_ids;
+  auto selected = data::select_cpgs(cohort.methylation, cpg_ids);
+  p.cpg_means = data::column_means(selected, train_rows);
+  return p;
+}
+
+std::vector<float> methylation_matrix(const CohortData& cohort, const std::vector<int64_t>& rows,
+                                      const Preprocessing& prep) {
+  const auto cols = column_indices(cohort.methylation, prep.cpg_ids);
+  const int64_t f = static_cast<int64_t>(cols.size());
+  std::vector<float> m(rows.size() * cols.size());
+  for (size_t r = 0; r < rows.size(); ++r)
+    for (int64_t c = 0; c < f; ++c) {
+      const float x = cohort.methylation.at(rows[r], cols[c]);
+      m[r * f + c] = std::isnan(x) ? prep.cpg_means[c] : x;
+    }
+  return m;
+}
+
+std::shared_ptr<data::TensorDataset> make_dataset(const CohortData& cohort, const std::vector<int64_t>& rows,
+                                                  const Preprocessing& prep) {
+  const int64_t n = static_cast<int64_t>(rows.size());
+  auto meth = methylation_matrix(cohort, rows, prep);
+  std::map<std::string, at::Tensor> inputs;
+  inputs["methylation"] =
+      torch::from_blob(meth.data(), {n, static_cast<int64_t>(prep.cpg_ids.size())}, torch::kFloat32).clone();
+  if (cohort.volumes.defined()) inputs["spect"] = normalised_volumes(cohort, rows, prep).unsqueeze(1);
+  std::vector<int64_t> labels;
+  for (auto r : rows) labels.push_back(cohort.labels.at(r));
+  return std::make_shared<data::TensorDataset>(std::move(inputs), torch::tensor(labels, torch::kLong));
+}
+
+data::Batch Augmentation::operator()(const data::Batch& batch) const {
+  if (fraction <= 0) return batch;
+  const int64_t b = batch.size();
+  auto chosen = torch::rand({b}) < fraction;
+  if (!chosen.any().item<bool>()) return batch;
+  data::Batch out = batch;
+  auto idx = chosen.nonzero().view({-1});
+  const int64_t m = idx.size(0);
+  if (batch.inputs.count("spect")) {
+    auto spect = batch.inputs.at("spect").clone();
+    auto angles = (torch::rand({m, 3}, torch::kDouble) * 2 - 1) * (max_degrees * M_PI / 180.0);
+    auto theta = torch::zeros({m, 3, 4}, torch::kDouble);
+    for (int64_t s = 0; s < m; ++s) {
+      const double a = angles[s][0].item<double>(), bb = angles[s][1].item<double>(), c = angles[s][2].item<double>();
+      auto rx = torch::tensor({1.0, 0.0, 0.0, 0.0, std::cos(a), -std::sin(a), 0.0, std::sin(a), std::cos(a)},
+                              torch::kDouble).view({3, 3});
+      auto ry = torch::tensor({std::cos(bb), 0.0, std::sin(bb), 0.0, 1.0, 0.0, -std::sin(bb), 0.0, std::cos(bb)},
+                              torch::kDouble).view({3, 3});
+      auto rz = torch::tensor({std::cos(c), -std::sin(c), 0.0, std::sin(c), std::cos(c), 0.0, 0.0, 0.0, 1.0},
+                              torch::kDouble).view({3, 3});
+      theta[s].slice(1, 0, 3).copy_(rz.matmul(ry).matmul(rx));
+    }
+    auto picked = spect.index_select(0, idx);
+    auto grid = torch::nn::functional::affine_grid(theta.to(picked.dtype()), picked.sizes().vec(), false);
+    auto rotated = torch::nn::functional::grid_sample(
+        picked, grid,
+        torch::nn::functional::GridSampleFuncOptions().mode(torch::kBilinear).padding_mode(torch::kBorder).align_corners(
+            false));
+    spect.index_copy_(0, idx, rotated);
+    out.inputs["spect"] = spect;
+  }
+  if (batch.inputs.count("methylation") && cpg_std.defined() && noise > 0) {
+    auto meth = batch.inputs.at("methylation").clone();
+    auto picked = meth.index_select(0, idx);
+    picked = (picked + torch::randn(picked.sizes()) * (cpg_std * noise)).clamp(0.0, 1.0);
+    meth.index_copy_(0, idx, picked);
+    out.inputs["methylation"] = meth;
+  }
+  return out;
+}
+
+}  // namespace qkv::mhca

@@ -1,0 +1,86 @@
+#pragma once
+// A cohort as the MHCA models see it: the subjects present in both the
+// manifest and the methylation table, their SPECT volumes as one tensor and
+// their beta-values, plus the preprocessing fitted on training rows only
+// (intensity normalisation, missing-value means, the CpG selection), which a
+// run records so that `predict` and `explain` apply exactly the same.
+#include <ATen/core/Tensor.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "qkv/data/cohort.h"
+#include "qkv/data/dataset.h"
+#include "qkv/data/nifti.h"
+
+namespace qkv::mhca {
+
+struct CohortData {
+  std::vector<std::string> subject_ids;  // matched subjects, manifest order
+  std::vector<int64_t> labels;           // 0 control, 1 PD
+  std::vector<std::string> spect_paths;
+  data::MethylationTable methylation;  // rows aligned with subject_ids, all CpG columns
+  at::Tensor volumes;                  // [N, X, Y, Z] float32 raw intensities (undefined if not loaded)
+  data::NiftiGeometry geometry;        // the first volume's, for maps written on this grid
+  std::string match_summary;           // CohortMatch::describe()
+  std::string manifest_path, methylation_path;
+
+  int64_t size() const { return static_cast<int64_t>(subject_ids.size()); }
+  std::vector<int64_t> volume_shape() const;  // {X, Y, Z}
+};
+
+// Reads the manifest, the table and (with load_volumes) every matched
+// subject's volume, using `threads` readers. Subjects in one modality only are
+// reported on stderr (one line), never silently dropped; DataError if a volume
+// has another grid than the first, naming both files.
+CohortData load_cohort(const std::string& manifest, const std::string& methylation, bool load_volumes,
+                       int64_t threads, bool quiet = false);
+
+// How volumes become model input: "global" min-max over the training
+// subjects' voxels (the paper's [0, 1] normalisation; the same two numbers
+// for every subject, so absolute uptake differences stay), or "subject": each
+// volume scaled by its own min and max.
+struct Preprocessing {
+  std::string normalisation = "global";
+  double volume_min = 0, volume_max = 1;  // global mode
+  std::vector<std::string> cpg_ids;       // the selected features, model input order
+  std::vector<float> cpg_means;           // per selected CpG, for missing values
+
+  nlohmann::json to_json() const;
+  static Preprocessing from_json(const nlohmann::json& j);  // DataError on a malformed record
+};
+
+// Fits the normalisation and the missing-value means on `train_rows`, for
+// the given CpG ids. UsageError for an unknown normalisation mode.
+Preprocessing fit_preprocessing(const CohortData& cohort, const std::vector<int64_t>& train_rows,
+                                const std::vector<std::string>& cpg_ids, const std::string& normalisation);
+
+// The rows' model inputs: "spect" [n, 1, X, Y, Z] (when volumes are loaded)
+// and "methylation" [n, F] with missing values imputed, target = labels.
+std::shared_ptr<data::TensorDataset> make_dataset(const CohortData& cohort, const std::vector<int64_t>& rows,
+                                                  const Preprocessing& prep);
+
+// The rows' selected, imputed beta-values as a row-major float matrix (for XGBoost).
+std::vector<float> methylation_matrix(const CohortData& cohort, const std::vector<int64_t>& rows,
+                                      const Preprocessing& prep);
+
+// Training-time augmentation (the paper's "10 % augmentation"): each sample of
+// a batch, with probability `fraction`, has its volume rotated by a random
+// rotation of up to `max_degrees` about each axis (trilinear resampling) and
+// Gaussian noise of `noise` x each CpG's training standard deviation added to
+// its beta-values (clamped to [0, 1]). Draws from LibTorch's global generator,
+// which the trainer seeds.
+struct Augmentation {
+  double fraction = 0.1;
+  double max_degrees = 5.0;
+  double noise = 0.05;
+  at::Tensor cpg_std;  // [F]
+  data::Batch operator()(const data::Batch& batch) const;
+};
+
+// A float volume tensor [X, Y, Z] <-> NIfTI voxel order (i fastest).
+at::Tensor volume_to_tensor(const data::Volume& volume);
+data::Volume tensor_to_volume(const at::Tensor& xyz, const data::NiftiGeometry& geometry);
+
+}  // namespace qkv::mhca

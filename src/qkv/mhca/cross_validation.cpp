@@ -1,0 +1,446 @@
+#include "qkv/mhca/cross_validation.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "qkv/core/atomic_file.h"
+#include "qkv/core/errors.h"
+#include "qkv/core/interrupt.h"
+#include "qkv/data/folds.h"
+#include "qkv/models/mhca.h"
+#include "qkv/models/options.h"
+#include "qkv/train/binary_metrics.h"
+#include "qkv/train/progress.h"
+#include "qkv/train/report.h"
+
+namespace qkv::mhca {
+namespace fs = std::filesystem;
+
+const std::vector<std::string>& cv_model_names() {
+  static const std::vector<std::string> names{"mhca", "concatnet", "spectnet", "xgboost"};
+  return names;
+}
+
+namespace {
+
+bool uses_volumes(const std::string& model) { return model != "xgboost"; }
+bool uses_methylation(const std::string& model) { return model != "spectnet"; }
+
+nlohmann::json number_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
+
+nlohmann::json read_json_file(const std::string& path) {
+  const auto bytes = read_file_bytes(path);
+  try {
+    return nlohmann::json::parse(bytes.begin(), bytes.end());
+  } catch (const nlohmann::json::exception&) {
+    throw DataError(path + ": not valid JSON");
+  }
+}
+
+std::string fold_name(const data::CVFold& f) {
+  return "run" + std::to_string(f.run + 1) + "_fold" + std::to_string(f.fold + 1);
+}
+
+}  // namespace
+
+int64_t spect_tokens(const nlohmann::json& user_options, const std::vector<int64_t>& volume_shape) {
+  models::SpectEncoderOptions spect;
+  spect.volume_shape = volume_shape;
+  nlohmann::json j = nlohmann::json::object();
+  for (const char* key : {"channels", "padding"})
+    if (user_options.contains(key)) j[key] = user_options.at(key);
+  j["volume_shape"] = volume_shape;
+  models::OptionReader r("spect encoder", j);
+  spect.read(r);
+  return spect.tokens();
+}
+
+nlohmann::json network_options(const std::string& model, const nlohmann::json& user_options,
+                               const std::vector<int64_t>& volume_shape, int64_t features) {
+  nlohmann::json j = nlohmann::json::object();
+  j["volume_shape"] = volume_shape;
+  if (model != "spectnet") j["features"] = features;
+  for (const auto& item : user_options.items()) {
+    // Options that only some networks have are passed to those only, so one
+    // --model-options serves a whole comparison.
+    if (model == "spectnet" && (item.key() == "features" || item.key() == "embedding" || item.key() == "width" ||
+                                item.key() == "heads" || item.key() == "dropout" || item.key() == "attention_dropout"))
+      continue;
+    if (model == "concatnet" && (item.key() == "heads" || item.key() == "attention_dropout")) continue;
+    j[item.key()] = item.value();
+  }
+  return j;
+}
+
+int64_t xgboost_threads(int64_t rows, int64_t cols, int64_t requested) {
+  return rows * cols < 4'000'000 ? 1 : requested;
+}
+
+std::vector<std::string> select_features(const CohortData& cohort, const std::vector<int64_t>& rows,
+                                         const FeatureSelection& selection, int64_t n_features, bool quiet) {
+  const auto& table = cohort.methylation;
+  if (selection.mode == "all") return table.cpg_ids;
+  if (selection.mode == "list") return data::read_cpg_list(selection.list_path);
+  if (selection.mode != "rfe") throw UsageError("--select must be rfe, all or list (got '" + selection.mode + "')");
+  if (n_features > table.cols())
+    throw UsageError("--n-features " + std::to_string(n_features) + " exceeds the " + std::to_string(table.cols()) +
+                     " CpG sites of " + table.path);
+  Preprocessing all;
+  all.cpg_ids = table.cpg_ids;
+  all.cpg_means = data::column_means(table, rows);
+  const auto x = methylation_matrix(cohort, rows, all);
+  std::vector<int64_t> labels;
+  for (auto r : rows) labels.push_back(cohort.labels.at(r));
+  RFEParams rfe = selection.rfe;
+  rfe.n_features_to_select = n_features;
+  XGBoostParams xgb = selection.xgboost;
+  xgb.threads = xgboost_threads(static_cast<int64_t>(rows.size()), table.cols(), xgb.threads);
+  const bool live = !quiet && train::ProgressBar::stderr_is_terminal();
+  auto progress = [&](int64_t round, int64_t remaining) {
+    if (interrupt_requested()) throw DataError("interrupted during feature selection");
+    if (live)
+      std::fprintf(stderr, "\r  RFE round %lld: %lld features  ", static_cast<long long>(round),
+                   static_cast<long long>(remaining));
+  };
+  auto result = recursive_feature_elimination(x.data(), static_cast<int64_t>(rows.size()), table.cols(), labels,
+                                              xgb, rfe, progress);
+  if (live) std::fprintf(stderr, "\r%60s\r", "");
+  std::vector<std::string> ids;
+  for (auto c : result.selected) ids.push_back(table.cpg_ids[c]);
+  return ids;
+}
+
+std::vector<double> predict_probabilities(models::Model& model, const data::Dataset& dataset, int64_t batch_size,
+                                          const c10::Device& device) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  model.to(device);
+  std::vector<double> p;
+  for (int64_t begin = 0; begin < dataset.size(); begin += batch_size) {
+    std::vector<int64_t> idx;
+    for (int64_t i = begin; i < std::min(dataset.size(), begin + batch_size); ++i) idx.push_back(i);
+    auto log_probs = model.forward(dataset.get(idx).to(device));
+    auto probs = torch::softmax(log_probs, -1).select(1, 1).to(torch::kCPU, torch::kDouble).contiguous();
+    p.insert(p.end(), probs.data_ptr<double>(), probs.data_ptr<double>() + probs.numel());
+  }
+  return p;
+}
+
+nlohmann::json binary_metrics(const std::vector<double>& probabilities, const std::vector<int64_t>& labels) {
+  const auto counts = train::count_at_threshold(probabilities, labels, 0.5);
+  nlohmann::json j = {{"n", labels.size()},
+                      {"accuracy", number_or_null(counts.accuracy())},
+                      {"sensitivity", number_or_null(counts.sensitivity())},
+                      {"specificity", number_or_null(counts.specificity())},
+                      {"tp", counts.tp},
+                      {"fp", counts.fp},
+                      {"tn", counts.tn},
+                      {"fn", counts.fn}};
+  try {
+    j["auroc"] = train::auroc(probabilities, labels);
+  } catch (const DataError& e) {
+    j["auroc"] = nullptr;
+    j["note"] = e.what();
+  }
+  return j;
+}
+
+namespace {
+
+struct FoldPredictions {
+  std::vector<double> probabilities;  // test rows' P(PD)
+  nlohmann::json info;                // parameters, seconds per epoch, selected epoch, ...
+};
+
+FoldPredictions train_network_fold(const CohortData& cohort, const data::CVFold& fold, const std::string& model_name,
+                                   const Preprocessing& prep, const CVOptions& options, const std::string& dir,
+                                   const c10::Device& device) {
+  auto train_set = make_dataset(cohort, fold.train, prep);
+  auto val_set = make_dataset(cohort, fold.val, prep);
+  auto test_set = make_dataset(cohort, fold.test, prep);
+  data::Splits splits{train_set, val_set, test_set};
+  const auto model_options = network_options(model_name, options.model_options, cohort.volume_shape(),
+                                             static_cast<int64_t>(prep.cpg_ids.size()));
+  const auto& entry = models::find_model(model_name);
+  train::TrainConfig config = options.train;
+  config.seed = options.seed + 1000003ULL * static_cast<uint64_t>(fold.run * options.folds + fold.fold);
+  torch::manual_seed(config.seed);  // the initial weights depend on the fold, not on what ran before
+  auto model = entry.make(model_options);
+
+  train::TrainHooks hooks;
+  Augmentation augmentation = options.augmentation;
+  auto train_beta = methylation_matrix(cohort, fold.train, prep);
+  augmentation.cpg_std = torch::from_blob(train_beta.data(), {static_cast<int64_t>(fold.train.size()),
+                                                              static_cast<int64_t>(prep.cpg_ids.size())},
+                                          torch::kFloat32)
+                             .std(0);
+  hooks.augment = augmentation;
+  hooks.quiet = true;
+  hooks.title = "qkv mhca cv: " + model_name + " " + fold_name(fold);
+  nlohmann::json run_config = {{"command", "mhca cv"},
+                               {"seed", config.seed},
+                               {"model", {{"name", model_name}, {"options", entry.resolve(model_options)}}},
+                               {"data",
+                                {{"manifest", cohort.manifest_path},
+                                 {"methylation", cohort.methylation_path},
+                                 {"run", fold.run + 1},
+                                 {"fold", fold.fold + 1},
+                                 {"preprocessing", prep.to_json()}}},
+                               {"train", config.to_json()}};
+  auto result = train::train(*model, splits, config, device, dir, run_config, false, hooks);
+  if (result.interrupted) return {};
+  FoldPredictions out;
+  out.probabilities = predict_probabilities(*model, *test_set, std::max<int64_t>(1, config.batch_size), device);
+  const auto& s = result.summary;
+  const double epochs = s.value("epochs", 1.0);
+  out.info = {{"parameters", models::count_parameters(*model)},
+              {"epochs", s.value("epochs", 0)},
+              {"selected_epoch", s.value("selected_epoch", 0)},
+              {"seconds_per_epoch", s.value("train_seconds", 0.0) / std::max(1.0, epochs)}};
+  std::error_code ec;
+  fs::remove(train::RunPaths{dir}.last_checkpoint(), ec);  // best.ckpt is what explain and predict need
+  return out;
+}
+
+FoldPredictions train_xgboost_fold(const CohortData& cohort, const data::CVFold& fold, const Preprocessing& prep,
+                                   const CVOptions& options, const std::string& dir) {
+  std::vector<int64_t> rows = fold.train;
+  rows.insert(rows.end(), fold.val.begin(), fold.val.end());  // no early stopping: the validation rows train too
+  const auto x = methylation_matrix(cohort, rows, prep);
+  std::vector<int64_t> labels;
+  for (auto r : rows) labels.push_back(cohort.labels.at(r));
+  XGBoostParams params = options.selection.xgboost;
+  params.threads = xgboost_threads(static_cast<int64_t>(rows.size()), static_cast<int64_t>(prep.cpg_ids.size()),
+                                   params.threads);
+  params.seed = (options.seed + static_cast<uint64_t>(fold.run * options.folds + fold.fold)) & 0x7fffffffffffffffULL;
+  XGBoostClassifier classifier(params);
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t f = static_cast<int64_t>(prep.cpg_ids.size());
+  classifier.fit(x.data(), static_cast<int64_t>(rows.size()), f, labels);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  make_directories(dir);
+  write_file_atomic(dir + "/xgboost.json", classifier.save());
+  const auto test_x = methylation_matrix(cohort, fold.test, prep);
+  FoldPredictions out;
+  out.probabilities = classifier.predict_proba(test_x.data(), static_cast<int64_t>(fold.test.size()), f);
+  out.info = {{"parameters", nullptr}, {"fit_seconds", seconds}};
+  return out;
+}
+
+std::string format_mean_std(const train::MeanStd& m, double scale, int digits) {
+  if (m.n == 0) return "n/a";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f &#177; %.*f", digits, m.mean * scale, digits, m.std * scale);
+  return buf;
+}
+
+std::string render_cv_report(const nlohmann::json& summary,
+                             const std::vector<std::tuple<std::string, train::RocCurve, double>>& curves) {
+  std::string html =
+      "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\"><head><meta charset=\"utf-8\"/>"
+      "<title>qkv mhca cv</title><style>body{font-family:sans-serif;margin:2em;max-width:60em}"
+      "table{border-collapse:collapse}td,th{border:1px solid #999;padding:4px 10px;text-align:right}"
+      "th{background:#eee}td.l{text-align:left}</style></head><body>\n";
+  html += "<h1>Cross validation: " + train::escape_html(summary.value("cohort", std::string())) + "</h1>\n";
+  html += "<p>" + std::to_string(summary.value("runs", 0)) + " runs of stratified " +
+          std::to_string(summary.value("folds", 0)) + "-fold cross validation on " +
+          std::to_string(summary.value("subjects", 0)) + " subjects (" + std::to_string(summary.value("pd", 0)) +
+          " PD, " + std::to_string(summary.value("controls", 0)) +
+          " controls). Metrics pool each run's test predictions; mean &#177; std over runs.</p>\n";
+  html += "<table><tr><th>Model</th><th>DNA-m</th><th>SPECT</th><th>Accuracy (%)</th><th>AUROC</th>"
+          "<th>Sensitivity</th><th>Specificity</th><th>Parameter count</th></tr>\n";
+  for (const auto& name_json : summary.at("settings").at("models")) {
+    const std::string name = name_json.get<std::string>();
+    const auto& m = summary.at("models").at(name);
+    auto ms = [&](const char* key) {
+      train::MeanStd v;
+      v.mean = m.at(key).at("mean").is_null() ? NAN : m.at(key).at("mean").get<double>();
+      v.std = m.at(key).at("std").is_null() ? NAN : m.at(key).at("std").get<double>();
+      v.n = m.at(key).value("n", 0);
+      return v;
+    };
+    const auto params = m.at("parameters");
+    std::string count = "&#8722;";
+    if (params.is_number_integer()) {
+      std::string digits = std::to_string(params.get<int64_t>());
+      for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(static_cast<size_t>(i), ",");
+      count = digits;
+    }
+    html += "<tr><td class=\"l\">" + train::escape_html(name) + "</td><td>" +
+            (uses_methylation(name) ? "&#10003;" : "&#10007;") + "</td><td>" +
+            (uses_volumes(name) ? "&#10003;" : "&#10007;") + "</td><td>" + format_mean_std(ms("accuracy"), 100, 2) +
+            "</td><td>" + format_mean_std(ms("auroc"), 1, 3) + "</td><td>" + format_mean_std(ms("sensitivity"), 1, 3) +
+            "</td><td>" + format_mean_std(ms("specificity"), 1, 3) + "</td><td>" + count + "</td></tr>\n";
+  }
+  html += "</table>\n<h2>ROC (all runs' test predictions pooled)</h2>\n" + train::roc_svg(curves) + "\n";
+  html += "<h2>Settings</h2><pre>" + train::escape_html(summary.at("settings").dump(2)) + "</pre>\n</body></html>\n";
+  return html;
+}
+
+}  // namespace
+
+nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& options, const std::string& out_dir,
+                                    const c10::Device& device) {
+  for (const auto& m : options.models) {
+    bool known = false;
+    for (const auto& n : cv_model_names()) known = known || n == m;
+    if (!known) throw UsageError("--model " + m + ": not one of mhca, concatnet, spectnet, xgboost");
+    if (uses_volumes(m) && !cohort.volumes.defined()) throw UsageError("--model " + m + " needs the SPECT volumes");
+  }
+  options.train.validate();
+  if (!(options.val_fraction > 0 && options.val_fraction < 0.5))
+    throw UsageError("--val-fraction must be in (0, 0.5)");
+  const bool any_network = cohort.volumes.defined();
+  const int64_t n_features =
+      options.selection.n_features > 0
+          ? options.selection.n_features
+          : (any_network ? spect_tokens(options.model_options, cohort.volume_shape()) : int64_t{441});
+
+  const auto folds = data::repeated_stratified_folds(cohort.labels, options.runs, options.folds,
+                                                     options.val_fraction, options.seed);
+  make_directories(out_dir);
+  std::map<std::string, std::vector<std::vector<double>>> run_probs;  // model -> run -> per subject
+  std::map<std::string, nlohmann::json> per_fold;
+  std::map<std::string, nlohmann::json> model_info;
+  std::string predictions_csv = "run,fold,model,subject_id,label,p_pd\n";
+  for (const auto& m : options.models) {
+    run_probs[m].assign(static_cast<size_t>(options.runs), std::vector<double>(cohort.size(), NAN));
+    per_fold[m] = nlohmann::json::array();
+  }
+
+  for (const auto& fold : folds) {
+    const std::string dir = out_dir + "/folds/" + fold_name(fold);
+    make_directories(dir);
+    std::vector<int64_t> fit_rows = fold.train;
+    fit_rows.insert(fit_rows.end(), fold.val.begin(), fold.val.end());
+    // Feature selection sees the fold's training part (train + val) only.
+    const std::string cpg_file = dir + "/selected_cpgs.txt";
+    std::vector<std::string> cpgs;
+    if (fs::exists(cpg_file)) {
+      cpgs = data::read_cpg_list(cpg_file);
+    } else {
+      if (!options.quiet)
+        std::fprintf(stderr, "%s: selecting %lld CpG sites (%s) on %zu training subjects\n", fold_name(fold).c_str(),
+                     static_cast<long long>(n_features), options.selection.mode.c_str(), fit_rows.size());
+      cpgs = select_features(cohort, fit_rows, options.selection, n_features, options.quiet);
+      data::write_cpg_list(cpg_file, cpgs, "CpG sites selected on " + fold_name(fold) + "'s training part");
+    }
+    const auto prep = fit_preprocessing(cohort, fold.train, cpgs, options.normalisation);
+    for (const auto& m : options.models) {
+      const std::string model_dir = dir + "/" + m;
+      const std::string done_file = model_dir + "/fold_predictions.json";
+      FoldPredictions fp;
+      if (fs::exists(done_file)) {
+        auto j = read_json_file(done_file);
+        fp.probabilities = j.at("probabilities").get<std::vector<double>>();
+        fp.info = j.at("info");
+      } else {
+        const auto start = std::chrono::steady_clock::now();
+        fp = m == "xgboost" ? train_xgboost_fold(cohort, fold, prep, options, model_dir)
+                            : train_network_fold(cohort, fold, m, prep, options, model_dir, device);
+        if (fp.probabilities.empty() || interrupt_requested()) return {{"interrupted", true}};
+        nlohmann::json j = {{"probabilities", fp.probabilities}, {"info", fp.info}};
+        write_file_atomic(done_file, j.dump() + "\n");
+        if (!options.quiet) {
+          std::vector<int64_t> labels;
+          for (auto r : fold.test) labels.push_back(cohort.labels[r]);
+          auto metrics = binary_metrics(fp.probabilities, labels);
+          std::fprintf(stderr, "%s %-9s accuracy %.3f  AUROC %s  (%.1f s)\n", fold_name(fold).c_str(), m.c_str(),
+                       metrics.value("accuracy", 0.0),
+                       metrics["auroc"].is_null() ? "n/a" : std::to_string(metrics["auroc"].get<double>()).c_str(),
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        }
+      }
+      std::vector<int64_t> labels;
+      for (size_t i = 0; i < fold.test.size(); ++i) {
+        const int64_t r = fold.test[i];
+        labels.push_back(cohort.labels[r]);
+        run_probs[m][fold.run][r] = fp.probabilities.at(i);
+        char line[64];
+        std::snprintf(line, sizeof line, "%.9g", fp.probabilities[i]);
+        predictions_csv += std::to_string(fold.run + 1) + "," + std::to_string(fold.fold + 1) + "," + m + "," +
+                           cohort.subject_ids[r] + "," + std::to_string(cohort.labels[r]) + "," + line + "\n";
+      }
+      auto metrics = binary_metrics(fp.probabilities, labels);
+      metrics["run"] = fold.run + 1;
+      metrics["fold"] = fold.fold + 1;
+      metrics["features"] = cpgs.size();
+      metrics.update(fp.info);
+      per_fold[m].push_back(metrics);
+      model_info[m] = fp.info;
+    }
+  }
+
+  nlohmann::json summary = {{"cohort", cohort.manifest_path},
+                            {"subjects", cohort.size()},
+                            {"runs", options.runs},
+                            {"folds", options.folds}};
+  int64_t pd = 0;
+  for (auto l : cohort.labels) pd += l;
+  summary["pd"] = pd;
+  summary["controls"] = cohort.size() - pd;
+  summary["match"] = cohort.match_summary;
+  summary["models"] = nlohmann::json::object();
+  std::vector<std::tuple<std::string, train::RocCurve, double>> curves;
+  for (const auto& m : options.models) {
+    std::map<std::string, std::vector<double>> values;
+    nlohmann::json per_run = nlohmann::json::array();
+    std::vector<double> pooled;
+    std::vector<int64_t> pooled_labels;
+    for (int64_t r = 0; r < options.runs; ++r) {
+      const auto& p = run_probs[m][r];
+      auto metrics = binary_metrics(p, cohort.labels);
+      metrics["run"] = r + 1;
+      per_run.push_back(metrics);
+      for (const char* key : {"accuracy", "auroc", "sensitivity", "specificity"})
+        values[key].push_back(metrics[key].is_null() ? NAN : metrics[key].get<double>());
+      pooled.insert(pooled.end(), p.begin(), p.end());
+      pooled_labels.insert(pooled_labels.end(), cohort.labels.begin(), cohort.labels.end());
+    }
+    nlohmann::json entry = {{"per_run", per_run}, {"per_fold", per_fold[m]}};
+    for (const auto& [key, v] : values) {
+      const auto ms = train::mean_std(v);
+      entry[key] = {{"mean", number_or_null(ms.mean)}, {"std", number_or_null(ms.std)}, {"n", ms.n}};
+    }
+    entry["parameters"] = model_info[m].value("parameters", nlohmann::json(nullptr));
+    double seconds = 0;
+    int64_t counted = 0;
+    for (const auto& f : per_fold[m])
+      if (f.contains("seconds_per_epoch")) {
+        seconds += f.at("seconds_per_epoch").get<double>();
+        ++counted;
+      }
+    if (counted > 0) entry["seconds_per_epoch"] = seconds / static_cast<double>(counted);
+    summary["models"][m] = entry;
+    try {
+      curves.emplace_back(m, train::roc_curve(pooled, pooled_labels), train::auroc(pooled, pooled_labels));
+    } catch (const DataError&) {
+    }
+  }
+  summary["settings"] = {{"models", options.models},
+                         {"val_fraction", options.val_fraction},
+                         {"selection", options.selection.mode},
+                         {"n_features", n_features},
+                         {"rfe_step", options.selection.rfe.step},
+                         {"xgboost", options.selection.xgboost.to_json()},
+                         {"normalisation", options.normalisation},
+                         {"augmentation",
+                          {{"fraction", options.augmentation.fraction},
+                           {"max_degrees", options.augmentation.max_degrees},
+                           {"noise", options.augmentation.noise}}},
+                         {"train", options.train.to_json()},
+                         {"model_options", options.model_options},
+                         {"volume_shape", cohort.volume_shape()},
+                         {"seed", options.seed}};
+  write_file_atomic(out_dir + "/predictions.csv", predictions_csv);
+  write_file_atomic(out_dir + "/summary.json", summary.dump(2) + "\n");
+  write_file_atomic(out_dir + "/report.html", render_cv_report(summary, curves));
+  return summary;
+}
+
+}  // namespace qkv::mhca

@@ -1,0 +1,85 @@
+#pragma once
+// The paper's evaluation protocol: repeated stratified k-fold cross
+// validation on one cohort, every model on the same folds. In each fold a
+// validation split is carved from the training part for early stopping and
+// model selection; feature selection (XGBoost RFE) and all preprocessing are
+// fitted on the training part only, so nothing is learnt from the test fold.
+// Each run's test predictions cover every subject once; a run's accuracy,
+// AUROC, sensitivity and specificity come from those pooled predictions, and
+// the table reports mean +- std over runs (per-fold numbers are kept too).
+#include <c10/core/Device.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "qkv/data/dataset.h"
+#include "qkv/mhca/cohort_data.h"
+#include "qkv/mhca/xgboost.h"
+#include "qkv/models/model.h"
+#include "qkv/train/trainer.h"
+
+namespace qkv::mhca {
+
+// The models `cv` knows: the three networks of the model registry and the
+// XGBoost baseline on the selected CpG sites.
+const std::vector<std::string>& cv_model_names();  // mhca, concatnet, spectnet, xgboost
+
+// Where the CpG features come from: "rfe" (XGBoost RFE inside each training
+// fold), "all" (every column of the table), or "list" (a fixed list from a
+// file, e.g. written by `qkv mhca select`).
+struct FeatureSelection {
+  std::string mode = "rfe";
+  std::string list_path;
+  int64_t n_features = 0;  // RFE target; 0 = the SPECT token count (441 at 91x109x91)
+  RFEParams rfe;
+  XGBoostParams xgboost;
+};
+
+struct CVOptions {
+  std::vector<std::string> models{"mhca", "concatnet", "spectnet", "xgboost"};
+  int64_t runs = 3, folds = 5;
+  double val_fraction = 0.2;
+  FeatureSelection selection;
+  std::string normalisation = "global";
+  Augmentation augmentation;
+  train::TrainConfig train;                     // epochs, batch, optimiser, patience; seed = options seed
+  nlohmann::json model_options = nlohmann::json::object();  // sizes shared by the networks (channels, padding, ...)
+  uint64_t seed = 0;
+  bool quiet = false;
+};
+
+// The model options a network gets on this cohort: the volume shape from the
+// data, the feature count from the selection, then the user's options.
+nlohmann::json network_options(const std::string& model, const nlohmann::json& user_options,
+                               const std::vector<int64_t>& volume_shape, int64_t features);
+
+// The SPECT token count for the volume shape under the user's encoder options.
+int64_t spect_tokens(const nlohmann::json& user_options, const std::vector<int64_t>& volume_shape);
+
+// The CpG ids of one training part: RFE on its rows, the whole table, or the list.
+std::vector<std::string> select_features(const CohortData& cohort, const std::vector<int64_t>& rows,
+                                         const FeatureSelection& selection, int64_t n_features, bool quiet);
+
+// XGBoost threads for a rows x cols problem: `requested`, but 1 below a few
+// million cells, where OpenMP's per-level barriers cost more than they save
+// and, on a loaded machine, stall on descheduled threads (40 x 300 RFE: 0.5 s
+// on one thread, 28 s on two next to a compile).
+int64_t xgboost_threads(int64_t rows, int64_t cols, int64_t requested);
+
+// P(class 1) for every sample of the data set, in eval mode.
+std::vector<double> predict_probabilities(models::Model& model, const data::Dataset& dataset, int64_t batch_size,
+                                          const c10::Device& device);
+
+// Runs the protocol into out_dir (summary.json, predictions.csv, report.html,
+// folds/run<r>_fold<k>/...). Folds already finished there (a previous,
+// interrupted call with the same options) are read back, not recomputed.
+// Returns the summary; summary["interrupted"] is true after Ctrl-C.
+nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& options, const std::string& out_dir,
+                                    const c10::Device& device);
+
+// Accuracy, AUROC (from probabilities), sensitivity, specificity at 0.5.
+// AUROC is null with a "note" when the labels hold one class.
+nlohmann::json binary_metrics(const std::vector<double>& probabilities, const std::vector<int64_t>& labels);
+
+}  // namespace qkv::mhca

@@ -1,0 +1,261 @@
+#include "qkv/mhca/explain.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <numeric>
+#include <set>
+#include <unordered_map>
+
+#include "qkv/core/atomic_file.h"
+#include "qkv/core/errors.h"
+#include "qkv/core/npy.h"
+#include "qkv/core/png.h"
+#include "qkv/data/nifti.h"
+
+namespace qkv::mhca {
+namespace fs = std::filesystem;
+
+GroundTruth read_ground_truth(const std::string& path) {
+  const auto bytes = read_file_bytes(path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(bytes.begin(), bytes.end());
+  } catch (const nlohmann::json::exception&) {
+    throw DataError(path + ": not valid JSON");
+  }
+  GroundTruth truth;
+  try {
+    for (const auto& site : j.at("informative_sites")) truth.informative_cpgs.push_back(site.at("id").get<std::string>());
+  } catch (const nlohmann::json::exception&) {
+    throw DataError(path + ": not a ground-truth file of 'qkv mhca synth' (no informative_sites with ids)");
+  }
+  const auto mask = fs::path(path).parent_path() / "striatum_mask.nii.gz";
+  if (fs::exists(mask)) truth.striatum_mask = mask.string();
+  return truth;
+}
+
+namespace {
+
+// [n, g] linear-interpolation weights from n input voxels to g token centres.
+at::Tensor axis_weights(int64_t n, int64_t g, double offset, double stride) {
+  auto w = torch::zeros({n, g}, torch::kFloat32);
+  auto a = w.accessor<float, 2>();
+  for (int64_t u = 0; u < n; ++u) {
+    const double t = std::clamp((static_cast<double>(u) - offset) / stride, 0.0, static_cast<double>(g - 1));
+    const auto i0 = static_cast<int64_t>(std::floor(t));
+    const int64_t i1 = std::min(i0 + 1, g - 1);
+    const double f = t - static_cast<double>(i0);
+    a[u][i0] += static_cast<float>(1 - f);
+    a[u][i1] += static_cast<float>(f);
+  }
+  return w;
+}
+
+std::string format_double(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
+// CpG sites ranked by attention, with whether each was planted.
+void write_cpg_ranking(const std::string& path, const std::vector<std::string>& ids, const at::Tensor& attention,
+                       const std::set<std::string>& planted) {
+  auto order = std::get<1>(attention.sort(0, /*descending=*/true));
+  std::string csv = planted.empty() ? "rank,cpg_id,attention\n" : "rank,cpg_id,attention,planted\n";
+  for (int64_t r = 0; r < order.size(0); ++r) {
+    const int64_t i = order[r].item<int64_t>();
+    csv += std::to_string(r + 1) + "," + ids[i] + "," + format_double(attention[i].item<double>());
+    if (!planted.empty()) csv += planted.count(ids[i]) ? ",yes" : ",no";
+    csv += "\n";
+  }
+  write_file_atomic(path, csv);
+}
+
+}  // namespace
+
+at::Tensor token_map_to_volume(const at::Tensor& token_weights, const models::SpectEncoderOptions& encoder) {
+  const auto grid = encoder.token_grid();
+  const double offset = encoder.token_offset(), stride = encoder.token_stride();
+  auto t = token_weights.to(torch::kCPU, torch::kFloat32).reshape({grid[0], grid[1], grid[2]});
+  auto wx = axis_weights(encoder.volume_shape[0], grid[0], offset, stride);
+  auto wy = axis_weights(encoder.volume_shape[1], grid[1], offset, stride);
+  auto wz = axis_weights(encoder.volume_shape[2], grid[2], offset, stride);
+  return torch::einsum("xa,yb,zc,abc->xyz", {wx, wy, wz, t});
+}
+
+void write_overlay_slices(const std::string& prefix, const at::Tensor& anatomy, const at::Tensor& heat,
+                          const std::array<int64_t, 3>& through, int64_t scale) {
+  auto a = anatomy.to(torch::kCPU, torch::kFloat32).contiguous();
+  const double lo = a.min().item<double>(), hi = a.max().item<double>();
+  a = (a - lo) / std::max(hi - lo, 1e-12);
+  auto h = heat.to(torch::kCPU, torch::kFloat32).contiguous();
+  h = h / std::max(h.max().item<double>(), 1e-30);
+  auto av = a.accessor<float, 3>(), hv = h.accessor<float, 3>();
+  const int64_t X = a.size(0), Y = a.size(1), Z = a.size(2);
+  // (columns, rows, voxel of pixel): image rows run top to bottom, so the
+  // row index is flipped to put anterior (axial) or superior (others) up.
+  struct View {
+    const char* name;
+    int64_t width, height;
+    std::function<std::array<int64_t, 3>(int64_t, int64_t)> voxel;
+  };
+  const std::vector<View> views = {
+      {"axial", X, Y, [&](int64_t c, int64_t r) { return std::array<int64_t, 3>{c, Y - 1 - r, through[2]}; }},
+      {"coronal", X, Z, [&](int64_t c, int64_t r) { return std::array<int64_t, 3>{c, through[1], Z - 1 - r}; }},
+      {"sagittal", Y, Z, [&](int64_t c, int64_t r) { return std::array<int64_t, 3>{through[0], c, Z - 1 - r}; }},
+  };
+  for (const auto& v : views) {
+    const int64_t w = v.width * scale, ht = v.height * scale;
+    std::vector<uint8_t> rgb(static_cast<size_t>(w * ht * 3));
+    for (int64_t r = 0; r < ht; ++r)
+      for (int64_t c = 0; c < w; ++c) {
+        const auto p = v.voxel(c / scale, r / scale);
+        const double grey = av[p[0]][p[1]][p[2]];
+        const double t = hv[p[0]][p[1]][p[2]];
+        const double alpha = std::clamp((t - 0.2) / 0.8, 0.0, 1.0) * 0.8;  // faint attention stays unpainted
+        const auto colour = heat_colour(t);
+        for (int k = 0; k < 3; ++k) {
+          const double value = (1 - alpha) * grey * 255.0 + alpha * colour[k];
+          rgb[static_cast<size_t>((r * w + c) * 3 + k)] = static_cast<uint8_t>(std::clamp(value, 0.0, 255.0));
+        }
+      }
+    write_png_rgb(prefix + "_" + v.name + ".png", w, ht, rgb);
+  }
+}
+
+nlohmann::json explain_subjects(models::MHCANet& model, const CohortData& cohort, const Preprocessing& prep,
+                                const ExplainOptions& options, const std::string& out_dir, const c10::Device& device) {
+  if (!cohort.volumes.defined()) throw UsageError("explain needs the SPECT volumes");
+  std::unordered_map<std::string, int64_t> row_of;
+  for (int64_t i = 0; i < cohort.size(); ++i) row_of.emplace(cohort.subject_ids[i], i);
+  std::vector<int64_t> rows;
+  if (options.subjects.empty()) {
+    rows.resize(static_cast<size_t>(cohort.size()));
+    std::iota(rows.begin(), rows.end(), 0);
+  } else {
+    for (const auto& id : options.subjects) {
+      auto it = row_of.find(id);
+      if (it == row_of.end())
+        throw UsageError("--subject " + id + ": not among the cohort's subjects with both modalities (" +
+                         cohort.match_summary + ")");
+      rows.push_back(it->second);
+    }
+  }
+  GroundTruth truth;
+  if (!options.ground_truth.empty()) truth = read_ground_truth(options.ground_truth);
+  const std::string mask_path = !options.striatum_mask.empty() ? options.striatum_mask : truth.striatum_mask;
+  at::Tensor mask;
+  if (!mask_path.empty()) {
+    auto m = data::read_nifti(mask_path);
+    mask = (volume_to_tensor(m) > 0).to(torch::kFloat32);
+    const auto shape = cohort.volume_shape();
+    if (mask.size(0) != shape[0] || mask.size(1) != shape[1] || mask.size(2) != shape[2])
+      throw DataError(mask_path + ": striatum mask is not on the volumes' grid");
+  }
+  const std::set<std::string> planted(truth.informative_cpgs.begin(), truth.informative_cpgs.end());
+
+  make_directories(out_dir);
+  torch::NoGradGuard no_grad;
+  model.eval();
+  model.to(device);
+  const auto& encoder = model.options().spect;
+  auto dataset = make_dataset(cohort, rows, prep);
+  const int64_t F = static_cast<int64_t>(prep.cpg_ids.size());
+  auto cpg_sum = torch::zeros({F}, torch::kDouble);
+  auto map_sum = torch::zeros({encoder.volume_shape[0], encoder.volume_shape[1], encoder.volume_shape[2]});
+  nlohmann::json subjects = nlohmann::json::array();
+  std::vector<double> fraction_pd, fraction_control;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int64_t r = rows[i];
+    const std::string& id = cohort.subject_ids[r];
+    auto batch = dataset->get({static_cast<int64_t>(i)}).to(device);
+    auto ex = model.forward_explained(batch);
+    auto scores = ex.attention.scores[0].to(torch::kCPU, torch::kFloat32).contiguous();
+    auto alpha_v = ex.attention.alpha_v[0].to(torch::kCPU, torch::kFloat32).contiguous();
+    auto alpha_q = ex.attention.alpha_q[0].to(torch::kCPU, torch::kFloat32).contiguous();
+    auto spect_tokens = alpha_v.mean(std::vector<int64_t>{0, 1});  // [T]
+    auto cpg_attention = alpha_q.mean(std::vector<int64_t>{0, 2});  // [F]
+    auto map = token_map_to_volume(spect_tokens, encoder);
+    cpg_sum += cpg_attention.to(torch::kDouble);
+    map_sum += map;
+    const double p_pd = ex.log_probs[0][1].exp().item<double>();
+    const int64_t peak = map.argmax().item<int64_t>();
+    const std::array<int64_t, 3> peak_voxel{peak / (map.size(1) * map.size(2)), (peak / map.size(2)) % map.size(1),
+                                    peak % map.size(2)};
+    nlohmann::json s = {{"subject_id", id}, {"label", cohort.labels[r]}, {"p_pd", p_pd}, {"peak_voxel", peak_voxel}};
+    if (mask.defined()) {
+      const double fraction = (map * mask).sum().item<double>() / map.sum().item<double>();
+      s["striatal_attention_fraction"] = fraction;
+      (cohort.labels[r] == 1 ? fraction_pd : fraction_control).push_back(fraction);
+    }
+    if (options.write_per_subject) {
+      const std::string dir = out_dir + "/" + id;
+      make_directories(dir);
+      const std::vector<int64_t> shape = scores.sizes().vec();
+      write_npy_float32(dir + "/scores.npy", shape, scores.data_ptr<float>());
+      write_npy_float32(dir + "/alpha_v.npy", shape, alpha_v.data_ptr<float>());
+      write_npy_float32(dir + "/alpha_q.npy", shape, alpha_q.data_ptr<float>());
+      const auto header = data::read_nifti(cohort.spect_paths[r]);  // the subject's own affine
+      data::write_nifti(dir + "/spect_attention.nii.gz", tensor_to_volume(map, header.geometry));
+      write_overlay_slices(dir + "/spect_attention", cohort.volumes[r], map, peak_voxel, options.png_scale);
+      write_cpg_ranking(dir + "/cpg_attention.csv", prep.cpg_ids, cpg_attention, planted);
+    }
+    subjects.push_back(s);
+  }
+
+  const double n = static_cast<double>(rows.size());
+  auto cpg_mean = (cpg_sum / n).to(torch::kFloat32);
+  auto map_mean = map_sum / n;
+  write_cpg_ranking(out_dir + "/cpg_attention.csv", prep.cpg_ids, cpg_mean, planted);
+  data::write_nifti(out_dir + "/spect_attention_mean.nii.gz", tensor_to_volume(map_mean, cohort.geometry));
+  const int64_t peak = map_mean.argmax().item<int64_t>();
+  const std::array<int64_t, 3> peak_voxel{peak / (map_mean.size(1) * map_mean.size(2)),
+                                  (peak / map_mean.size(2)) % map_mean.size(1), peak % map_mean.size(2)};
+  auto anatomy_mean = cohort.volumes.index_select(0, torch::tensor(rows, torch::kLong)).mean(0);
+  write_overlay_slices(out_dir + "/spect_attention_mean", anatomy_mean, map_mean, peak_voxel, options.png_scale);
+
+  nlohmann::json result = {{"subjects", subjects}, {"features", F}, {"tokens", encoder.tokens()}};
+  if (!planted.empty()) {
+    auto order = std::get<1>(cpg_mean.sort(0, true));
+    int64_t informative_selected = 0;
+    for (const auto& id : prep.cpg_ids) informative_selected += planted.count(id);
+    auto precision_at = [&](int64_t k) {
+      k = std::min(k, F);
+      int64_t hits = 0;
+      for (int64_t r = 0; r < k; ++r) hits += planted.count(prep.cpg_ids[order[r].item<int64_t>()]);
+      return k > 0 ? static_cast<double>(hits) / static_cast<double>(k) : 0.0;
+    };
+    result["cpg"] = {
+        {"planted_sites", planted.size()},
+        {"planted_among_features", informative_selected},
+        {"precision_at_10", precision_at(10)},
+        {"precision_at_planted", precision_at(std::max<int64_t>(1, informative_selected))},
+        {"k_planted", informative_selected},
+        {"chance_precision", static_cast<double>(informative_selected) / static_cast<double>(std::max<int64_t>(1, F))}};
+  }
+  if (mask.defined()) {
+    auto mean = [](const std::vector<double>& v) {
+      return v.empty() ? NAN : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+    };
+    const double volume_fraction = mask.mean().item<double>();
+    std::vector<double> all = fraction_pd;
+    all.insert(all.end(), fraction_control.begin(), fraction_control.end());
+    result["spect"] = {{"striatum_mask", mask_path},
+                       {"striatal_attention_fraction", mean(all)},
+                       {"striatal_attention_fraction_pd", std::isnan(mean(fraction_pd)) ? nlohmann::json(nullptr)
+                                                                                         : nlohmann::json(mean(fraction_pd))},
+                       {"striatal_attention_fraction_control",
+                        std::isnan(mean(fraction_control)) ? nlohmann::json(nullptr)
+                                                           : nlohmann::json(mean(fraction_control))},
+                       {"striatum_volume_fraction", volume_fraction},
+                       {"enrichment", mean(all) / volume_fraction}};
+  }
+  write_file_atomic(out_dir + "/explain.json", result.dump(2) + "\n");
+  return result;
+}
+
+}  // namespace qkv::mhca

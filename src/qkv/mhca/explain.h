@@ -1,0 +1,64 @@
+#pragma once
+// What an MHCA model attends to, per subject, written where a clinician's or
+// a bioinformatician's tools open it:
+//   <out>/<subject>/scores.npy, alpha_v.npy, alpha_q.npy  [H, F, T] per head:
+//       raw scores S, softmax over SPECT tokens, softmax over CpG sites
+//   <out>/<subject>/spect_attention.nii.gz  the SPECT attention on the input
+//       grid, with the subject's own affine
+//   <out>/<subject>/spect_attention_{axial,coronal,sagittal}.png  the volume
+//       with the map overlaid, through the map's peak
+//   <out>/<subject>/cpg_attention.csv  CpG sites ranked by attention
+// and, over all explained subjects, <out>/cpg_attention.csv,
+// <out>/spect_attention_mean.nii.gz (+ PNG slices) and <out>/explain.json.
+//
+// Which numbers: the SPECT map is alpha_v averaged over heads and CpG
+// queries (where the methylation tokens look in the volume; sums to 1 over
+// tokens); a CpG site's attention is alpha_q averaged over heads and SPECT
+// keys (how much the volume's tokens draw on that site; sums to 1 over
+// sites). The token grid is placed on the input grid by each token's
+// receptive-field centre (SpectEncoderOptions::token_offset/stride) and
+// interpolated trilinearly in between, clamped at the edges.
+#include <c10/core/Device.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "qkv/mhca/cohort_data.h"
+#include "qkv/models/mhca.h"
+
+namespace qkv::mhca {
+
+// What the synthetic cohort planted (ground_truth.json of `qkv mhca synth`),
+// for scoring an explanation.
+struct GroundTruth {
+  std::vector<std::string> informative_cpgs;  // class and putamen sites
+  std::string striatum_mask;                  // NIfTI path; empty if unknown
+};
+// DataError naming the file if it is not a ground-truth file of `mhca synth`.
+GroundTruth read_ground_truth(const std::string& path);
+
+struct ExplainOptions {
+  std::vector<std::string> subjects;  // empty: every subject of the cohort
+  std::string ground_truth;           // optional ground_truth.json
+  std::string striatum_mask;          // optional label NIfTI (non-zero = striatum) on the volumes' grid
+  bool write_per_subject = true;
+  int64_t png_scale = 3;              // pixels per voxel in the PNG slices
+};
+
+// token weights [gx, gy, gz] -> [X, Y, Z] on the encoder's input grid.
+at::Tensor token_map_to_volume(const at::Tensor& token_weights, const models::SpectEncoderOptions& encoder);
+
+// Writes axial, coronal and sagittal PNGs (`prefix`_axial.png, ...) of
+// `anatomy` ([X, Y, Z], any range) with `heat` ([X, Y, Z], >= 0) overlaid,
+// through voxel `through`; slices are shown with anterior and superior up.
+void write_overlay_slices(const std::string& prefix, const at::Tensor& anatomy, const at::Tensor& heat,
+                          const std::array<int64_t, 3>& through, int64_t scale);
+
+// Runs the model on each subject and writes the files above; returns
+// explain.json's content (with precision@k and striatal attention fractions
+// when a ground truth or mask is given).
+nlohmann::json explain_subjects(models::MHCANet& model, const CohortData& cohort, const Preprocessing& prep,
+                                const ExplainOptions& options, const std::string& out_dir, const c10::Device& device);
+
+}  // namespace qkv::mhca

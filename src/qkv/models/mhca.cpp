@@ -1,0 +1,284 @@
+#include "qkv/models/mhca.h"
+
+#include <torch/torch.h>
+
+#include "qkv/core/errors.h"
+#include "qkv/models/options.h"
+
+namespace qkv::models {
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (auto v : shape) s += (s.empty() ? "" : "x") + std::to_string(v);
+  return s;
+}
+
+// The batch's SPECT input as [B, 1, X, Y, Z], checked against the options.
+at::Tensor spect_input(const data::Batch& batch, const SpectEncoderOptions& o, const std::string& model) {
+  auto x = batch.input("spect");
+  if (x.dim() == 4) x = x.unsqueeze(1);
+  const auto& s = o.volume_shape;
+  if (x.dim() != 5 || x.size(1) != 1 || x.size(2) != s[0] || x.size(3) != s[1] || x.size(4) != s[2])
+    throw UsageError(model + ": spect input has shape " + shape_text(x.sizes().vec()) + ", expected [B, 1, " +
+                     shape_text(s) + "] (set the model option volume_shape)");
+  return x;
+}
+
+at::Tensor methylation_input(const data::Batch& batch, int64_t features, const std::string& model) {
+  const auto& x = batch.input("methylation");
+  if (x.dim() != 2 || x.size(1) != features)
+    throw UsageError(model + ": methylation input has shape " + shape_text(x.sizes().vec()) + ", expected [B, " +
+                     std::to_string(features) + "] (set the model option features)");
+  return x;
+}
+
+// [B, C, gx, gy, gz] -> [B, gx*gy*gz, C]: tokens in x-major grid order.
+at::Tensor grid_to_tokens(const at::Tensor& grid) {
+  return grid.flatten(2).transpose(1, 2);
+}
+
+void check_classifier(OptionReader& r, int64_t& hidden, int64_t& classes) {
+  r.get("hidden", hidden, 1);
+  r.get("classes", classes, 2);
+}
+
+}  // namespace
+
+void SpectEncoderOptions::read(OptionReader& r) {
+  r.get("volume_shape", volume_shape);
+  r.get("channels", channels);
+  r.get("padding", padding, 0, 1);
+  r.get("conv_dropout", dropout, 0.0, 0.99);
+  if (volume_shape.size() != 3)
+    throw UsageError(r.model() + " option 'volume_shape' must have 3 sizes (got " + shape_text(volume_shape) + ")");
+  if (channels.size() < 2)
+    throw UsageError(r.model() + " option 'channels' must list at least 2 convolutions");
+  for (auto c : channels)
+    if (c < 1) throw UsageError(r.model() + " option 'channels' must be positive");
+  token_grid();
+}
+
+void SpectEncoderOptions::write(nlohmann::json& j) const {
+  j["volume_shape"] = volume_shape;
+  j["channels"] = channels;
+  j["padding"] = padding;
+  j["conv_dropout"] = dropout;
+}
+
+std::array<int64_t, 3> SpectEncoderOptions::token_grid() const {
+  std::array<int64_t, 3> g{};
+  for (int axis = 0; axis < 3; ++axis) {
+    int64_t n = volume_shape.at(axis);
+    for (size_t layer = 0; layer < channels.size(); ++layer) {
+      if (n + 2 * padding < 3)
+        throw UsageError("volume_shape " + shape_text(volume_shape) + " is too small for " +
+                         std::to_string(channels.size()) + " convolutions with padding " + std::to_string(padding));
+      n = n + 2 * padding - 2;
+      if (layer + 1 < channels.size()) {
+        if (n < 2)
+          throw UsageError("volume_shape " + shape_text(volume_shape) + " is too small for " +
+                           std::to_string(channels.size() - 1) + " pooling blocks");
+        n /= 2;
+      }
+    }
+    g[axis] = n;
+  }
+  return g;
+}
+
+int64_t SpectEncoderOptions::tokens() const {
+  const auto g = token_grid();
+  return g[0] * g[1] * g[2];
+}
+
+// Output index o of a conv (k 3, pad p) is centred on input o + 1 - p; of a
+// 2-pool on input 2o + 0.5. Composing these affine maps gives offset + stride * t.
+double SpectEncoderOptions::token_offset() const {
+  double offset = 0, stride = 1;
+  for (size_t layer = 0; layer < channels.size(); ++layer) {
+    offset += stride * (1.0 - static_cast<double>(padding));
+    if (layer + 1 < channels.size()) {
+      offset += stride * 0.5;
+      stride *= 2;
+    }
+  }
+  return offset;
+}
+
+double SpectEncoderOptions::token_stride() const { return static_cast<double>(int64_t{1} << (channels.size() - 1)); }
+
+SpectEncoderImpl::SpectEncoderImpl(const SpectEncoderOptions& options) : options_(options) {
+  int64_t in = 1;
+  for (size_t i = 0; i < options.channels.size(); ++i) {
+    auto conv = torch::nn::Conv3d(torch::nn::Conv3dOptions(in, options.channels[i], 3).padding(options.padding));
+    convs_.push_back(register_module("conv" + std::to_string(i + 1), conv));
+    in = options.channels[i];
+  }
+}
+
+at::Tensor SpectEncoderImpl::forward(const at::Tensor& volume) {
+  auto x = volume;
+  const size_t last = convs_.size() - 1;
+  for (size_t i = 0; i < last; ++i) {
+    x = torch::max_pool3d(torch::relu(convs_[i]->forward(x)), 2);
+    if (i == 1) x = torch::dropout(x, options_.dropout, is_training());
+  }
+  return convs_[last]->forward(x);
+}
+
+MethylationEncoderImpl::MethylationEncoderImpl(int64_t features, int64_t embedding) {
+  embeddings_ = register_parameter("embeddings", torch::randn({features, embedding}));
+}
+
+at::Tensor MethylationEncoderImpl::forward(const at::Tensor& beta) { return beta.unsqueeze(2) * embeddings_; }
+
+MultiHeadCoAttentionImpl::MultiHeadCoAttentionImpl(int64_t query_dim, int64_t key_dim, int64_t width, int64_t heads,
+                                                   double attention_dropout)
+    : heads_(heads), attention_dropout_(attention_dropout) {
+  if (heads < 1 || width % heads != 0)
+    throw UsageError("co-attention width " + std::to_string(width) + " is not divisible by heads " +
+                     std::to_string(heads));
+  q_ = register_module("q", torch::nn::Linear(query_dim, width));
+  k_ = register_module("k", torch::nn::Linear(key_dim, width));
+  v_ = register_module("v", torch::nn::Linear(key_dim, width));
+  res_k_ = register_module("res_k", torch::nn::Linear(query_dim, width));
+  res_q_ = register_module("res_q", torch::nn::Linear(key_dim, width));
+  norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width})));
+  key_dim_ = register_parameter("key_dim", torch::full({1}, static_cast<double>(width / heads)));
+}
+
+MultiHeadCoAttentionImpl::Output MultiHeadCoAttentionImpl::forward(const at::Tensor& methylation_tokens,
+                                                                   const at::Tensor& spect_tokens) {
+  if (methylation_tokens.size(1) != spect_tokens.size(1))
+    throw UsageError("co-attention needs as many methylation tokens as SPECT tokens (got " +
+                     std::to_string(methylation_tokens.size(1)) + " and " + std::to_string(spect_tokens.size(1)) +
+                     ")");
+  auto q = torch::relu(q_->forward(methylation_tokens));
+  auto k = torch::relu(k_->forward(spect_tokens));
+  auto v = torch::relu(v_->forward(spect_tokens));
+  auto res_k = torch::relu(res_k_->forward(methylation_tokens));
+  auto res_q = torch::relu(res_q_->forward(spect_tokens));
+  Output out;
+  out.attention = attention::co_attention(q, k, v, heads_, key_dim_, attention_dropout_, is_training());
+  out.hidden = norm_->forward(torch::relu(out.attention.values_out + res_k + out.attention.queries_out + res_q));
+  return out;
+}
+
+MHCAOptions MHCAOptions::from_json(const nlohmann::json& j) {
+  MHCAOptions o;
+  OptionReader r("mhca", j);
+  o.spect.read(r);
+  r.get("features", o.features, 1);
+  r.get("embedding", o.embedding, 1);
+  r.get("heads", o.heads, 1);
+  r.get("width", o.width, 1);
+  check_classifier(r, o.hidden, o.classes);
+  r.get("dropout", o.dropout, 0.0, 0.99);
+  r.get("attention_dropout", o.attention_dropout, 0.0, 0.99);
+  r.finish();
+  if (o.width % o.heads != 0)
+    throw UsageError("mhca option 'width' = " + std::to_string(o.width) + " is not divisible by 'heads' = " +
+                     std::to_string(o.heads));
+  if (o.features != o.spect.tokens()) {
+    const auto g = o.spect.token_grid();
+    throw UsageError("mhca: features = " + std::to_string(o.features) + " must equal the SPECT token count " +
+                     std::to_string(o.spect.tokens()) + " (" + std::to_string(g[0]) + "x" + std::to_string(g[1]) +
+                     "x" + std::to_string(g[2]) + " for volume " + shape_text(o.spect.volume_shape) +
+                     "): co-attention adds the two token sets");
+  }
+  return o;
+}
+
+nlohmann::json MHCAOptions::to_json() const {
+  nlohmann::json j = {{"features", features}, {"embedding", embedding}, {"heads", heads},
+                      {"width", width},       {"hidden", hidden},       {"classes", classes},
+                      {"dropout", dropout},   {"attention_dropout", attention_dropout}};
+  spect.write(j);
+  return j;
+}
+
+MHCANet::MHCANet(const MHCAOptions& o) : options_(o) {
+  methylation_ = register_module("methylation_encoder", MethylationEncoder(o.features, o.embedding));
+  spect_ = register_module("spect_encoder", SpectEncoder(o.spect));
+  co_attention_ = register_module(
+      "co_attention", MultiHeadCoAttention(o.embedding, o.spect.channels.back(), o.width, o.heads, o.attention_dropout));
+  h1_ = register_module("h1", torch::nn::Linear(o.features * o.width, o.hidden));
+  out_ = register_module("out", torch::nn::Linear(o.hidden, o.classes));
+}
+
+MHCANet::Explained MHCANet::forward_explained(const data::Batch& batch) {
+  auto m = torch::relu(methylation_->forward(methylation_input(batch, options_.features, "mhca")));
+  auto s = torch::relu(grid_to_tokens(spect_->forward(spect_input(batch, options_.spect, "mhca"))));
+  auto attended = co_attention_->forward(m, s);
+  auto z = torch::relu(h1_->forward(attended.hidden.flatten(1)));
+  z = torch::dropout(z, options_.dropout, is_training());
+  return {torch::log_softmax(out_->forward(z), -1), attended.attention};
+}
+
+at::Tensor MHCANet::forward(const data::Batch& batch) { return forward_explained(batch).log_probs; }
+
+ConcatNetOptions ConcatNetOptions::from_json(const nlohmann::json& j) {
+  ConcatNetOptions o;
+  OptionReader r("concatnet", j);
+  o.spect.read(r);
+  r.get("features", o.features, 1);
+  r.get("embedding", o.embedding, 1);
+  r.get("width", o.width, 1);
+  check_classifier(r, o.hidden, o.classes);
+  r.get("dropout", o.dropout, 0.0, 0.99);
+  r.finish();
+  return o;
+}
+
+nlohmann::json ConcatNetOptions::to_json() const {
+  nlohmann::json j = {{"features", features}, {"embedding", embedding}, {"width", width},
+                      {"hidden", hidden},     {"classes", classes},     {"dropout", dropout}};
+  spect.write(j);
+  return j;
+}
+
+ConcatNet::ConcatNet(const ConcatNetOptions& o) : options_(o) {
+  methylation_ = register_module("methylation_encoder", MethylationEncoder(o.features, o.embedding));
+  spect_ = register_module("spect_encoder", SpectEncoder(o.spect));
+  methylation_proj_ = register_module("methylation_proj", torch::nn::Linear(o.embedding, o.width));
+  spect_proj_ = register_module("spect_proj", torch::nn::Linear(o.spect.channels.back(), o.width));
+  h1_ = register_module("h1", torch::nn::Linear((o.features + o.spect.tokens()) * o.width, o.hidden));
+  out_ = register_module("out", torch::nn::Linear(o.hidden, o.classes));
+}
+
+at::Tensor ConcatNet::forward(const data::Batch& batch) {
+  auto m = torch::relu(methylation_->forward(methylation_input(batch, options_.features, "concatnet")));
+  auto s = torch::relu(grid_to_tokens(spect_->forward(spect_input(batch, options_.spect, "concatnet"))));
+  auto h = torch::cat({methylation_proj_->forward(m), spect_proj_->forward(s)}, 1);
+  auto z = torch::dropout(torch::relu(h1_->forward(h.flatten(1))), options_.dropout, is_training());
+  return torch::log_softmax(out_->forward(z), -1);
+}
+
+SpectNetOptions SpectNetOptions::from_json(const nlohmann::json& j) {
+  SpectNetOptions o;
+  OptionReader r("spectnet", j);
+  o.spect.read(r);
+  check_classifier(r, o.hidden, o.classes);
+  r.finish();
+  return o;
+}
+
+nlohmann::json SpectNetOptions::to_json() const {
+  nlohmann::json j = {{"hidden", hidden}, {"classes", classes}};
+  spect.write(j);
+  return j;
+}
+
+SpectNet::SpectNet(const SpectNetOptions& o) : options_(o) {
+  spect_ = register_module("spect_encoder", SpectEncoder(o.spect));
+  h1_ = register_module("h1", torch::nn::Linear(o.spect.tokens() * o.spect.channels.back(), o.hidden));
+  out_ = register_module("out", torch::nn::Linear(o.hidden, o.classes));
+}
+
+at::Tensor SpectNet::forward(const data::Batch& batch) {
+  auto s = torch::relu(spect_->forward(spect_input(batch, options_.spect, "spectnet")));
+  return torch::log_softmax(out_->forward(torch::relu(h1_->forward(s.flatten(1)))), -1);
+}
+
+}  // namespace qkv::models

@@ -1,0 +1,180 @@
+#pragma once
+// The MHCA paper's models on a SPECT volume (inputs["spect"] [B, 1, X, Y, Z])
+// and DNA-methylation beta-values (inputs["methylation"] [B, F]), as the
+// authors' released code builds them, so that parameter counts reproduce the
+// paper's Table 1 at the default sizes:
+//   mhca       2,020,883   co-attention between CpG tokens and SPECT tokens
+//   concatnet  3,824,066   per-modality projections concatenated along tokens
+//   spectnet   3,793,378   the SPECT encoder alone
+// All output log-probabilities [B, classes]. Every size is an option, so a
+// reduced volume trains in minutes on a CPU.
+#include <torch/nn/module.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include <array>
+#include <vector>
+
+#include "qkv/attention/co_attention.h"
+#include "qkv/models/model.h"
+
+namespace qkv::models {
+
+class OptionReader;
+
+// The SPECT encoder's sizes. Blocks are Conv3d(k=3, stride 1, `padding`) +
+// ReLU + MaxPool3d(2) for every channel count but the last, with Dropout
+// after the second block; the last Conv3d has no activation. Its output grid
+// [gx, gy, gz] gives the SPECT tokens (gx*gy*gz of width channels.back()).
+struct SpectEncoderOptions {
+  std::vector<int64_t> volume_shape{91, 109, 91};
+  std::vector<int64_t> channels{16, 32, 64, 64};
+  int64_t padding = 0;
+  double dropout = 0.25;
+
+  void read(OptionReader& r);
+  void write(nlohmann::json& j) const;
+  // The token grid; UsageError naming the volume shape if a layer would get
+  // fewer than 3 (conv) or 2 (pool) voxels along an axis.
+  std::array<int64_t, 3> token_grid() const;
+  int64_t tokens() const;
+  // Where token t's receptive field is centred in input voxels along an axis:
+  // offset + stride * t (the same for all three axes).
+  double token_offset() const;
+  double token_stride() const;
+};
+
+class SpectEncoderImpl : public torch::nn::Module {
+ public:
+  explicit SpectEncoderImpl(const SpectEncoderOptions& options);
+  // [B, 1, X, Y, Z] -> [B, channels.back(), gx, gy, gz], without a final activation.
+  at::Tensor forward(const at::Tensor& volume);
+
+ private:
+  SpectEncoderOptions options_;
+  std::vector<torch::nn::Conv3d> convs_;
+};
+TORCH_MODULE(SpectEncoder);
+
+// A learned embedding per CpG site scaled by its beta-value:
+// [B, F] -> [B, F, E], token i = x_i * E_i (E standard-normal initialised).
+class MethylationEncoderImpl : public torch::nn::Module {
+ public:
+  MethylationEncoderImpl(int64_t features, int64_t embedding);
+  at::Tensor forward(const at::Tensor& beta);
+  const at::Tensor& embeddings() const { return embeddings_; }
+
+ private:
+  at::Tensor embeddings_;
+};
+TORCH_MODULE(MethylationEncoder);
+
+// The co-attention block: Q = ReLU(W_q m), K = ReLU(W_k s), V = ReLU(W_v s),
+// residuals ReLU(W_rk m) and ReLU(W_rq s), a trainable d_k (initialised to the
+// head width), h = LayerNorm(ReLU(v' + res_k + q' + res_q)). Needs as many
+// methylation tokens as SPECT tokens, since v' and q' are added token-wise.
+class MultiHeadCoAttentionImpl : public torch::nn::Module {
+ public:
+  MultiHeadCoAttentionImpl(int64_t query_dim, int64_t key_dim, int64_t width, int64_t heads,
+                           double attention_dropout);
+  struct Output {
+    at::Tensor hidden;  // h [B, N, width]
+    attention::CoAttentionResult attention;
+  };
+  Output forward(const at::Tensor& methylation_tokens, const at::Tensor& spect_tokens);
+  int64_t heads() const { return heads_; }
+
+ private:
+  int64_t heads_;
+  double attention_dropout_;
+  torch::nn::Linear q_{nullptr}, k_{nullptr}, v_{nullptr}, res_k_{nullptr}, res_q_{nullptr};
+  torch::nn::LayerNorm norm_{nullptr};
+  at::Tensor key_dim_;
+};
+TORCH_MODULE(MultiHeadCoAttention);
+
+struct MHCAOptions {
+  SpectEncoderOptions spect;
+  int64_t features = 441;  // CpG sites; must equal spect.tokens()
+  int64_t embedding = 64;
+  int64_t heads = 4;
+  int64_t width = 16;  // co-attention width, all heads together
+  int64_t hidden = 256;
+  int64_t classes = 2;
+  double dropout = 0.2;
+  double attention_dropout = 0.0;
+
+  static MHCAOptions from_json(const nlohmann::json& j);
+  nlohmann::json to_json() const;
+};
+
+class MHCANet : public Model {
+ public:
+  explicit MHCANet(const MHCAOptions& options);
+  at::Tensor forward(const data::Batch& batch) override;
+  // The forward pass with its co-attention maps (for `qkv mhca explain`).
+  struct Explained {
+    at::Tensor log_probs;
+    attention::CoAttentionResult attention;
+  };
+  Explained forward_explained(const data::Batch& batch);
+  const MHCAOptions& options() const { return options_; }
+
+ private:
+  MHCAOptions options_;
+  MethylationEncoder methylation_{nullptr};
+  SpectEncoder spect_{nullptr};
+  MultiHeadCoAttention co_attention_{nullptr};
+  torch::nn::Linear h1_{nullptr}, out_{nullptr};
+};
+
+struct ConcatNetOptions {
+  SpectEncoderOptions spect;
+  int64_t features = 441;
+  int64_t embedding = 64;
+  int64_t width = 16;
+  int64_t hidden = 256;
+  int64_t classes = 2;
+  double dropout = 0.2;
+
+  static ConcatNetOptions from_json(const nlohmann::json& j);
+  nlohmann::json to_json() const;
+};
+
+// Cross-modal baseline: each modality's tokens projected to `width`
+// separately, concatenated along the token axis, the same head as MHCA.
+class ConcatNet : public Model {
+ public:
+  explicit ConcatNet(const ConcatNetOptions& options);
+  at::Tensor forward(const data::Batch& batch) override;
+
+ private:
+  ConcatNetOptions options_;
+  MethylationEncoder methylation_{nullptr};
+  SpectEncoder spect_{nullptr};
+  torch::nn::Linear methylation_proj_{nullptr}, spect_proj_{nullptr}, h1_{nullptr}, out_{nullptr};
+};
+
+struct SpectNetOptions {
+  SpectEncoderOptions spect;
+  int64_t hidden = 128;
+  int64_t classes = 2;
+
+  static SpectNetOptions from_json(const nlohmann::json& j);
+  nlohmann::json to_json() const;
+};
+
+// Unimodal baseline: the SPECT encoder with a ReLU, then Linear -> ReLU -> Linear.
+class SpectNet : public Model {
+ public:
+  explicit SpectNet(const SpectNetOptions& options);
+  at::Tensor forward(const data::Batch& batch) override;
+
+ private:
+  SpectNetOptions options_;
+  SpectEncoder spect_{nullptr};
+  torch::nn::Linear h1_{nullptr}, out_{nullptr};
+};
+
+}  // namespace qkv::models

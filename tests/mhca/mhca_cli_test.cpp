@@ -1,0 +1,191 @@
+// `qkv mhca` end to end on a small synthetic cohort (reduced volumes), as a
+// user runs it: synth, select, cv, train, predict, explain, and the errors a
+// bad cohort gets.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+
+#include "qkv/core/png.h"
+#include "qkv/data/cohort.h"
+#include "qkv/data/nifti.h"
+#include "support/cli_run.h"
+#include "support/test_files.h"
+
+namespace qkv::testing {
+namespace {
+namespace fs = std::filesystem;
+
+// 24x28x24 volumes with padding-1 convolutions give a 3x3x3 token grid.
+const char* kNetOptions = "--model-options '{\"channels\":[4,8,8,8],\"padding\":1}'";
+
+class MhcaCli : public ::testing::Test {
+ protected:
+  static std::string root_;
+  static std::string cohort_;
+
+  static void SetUpTestSuite() {
+    root_ = fresh_dir("mhca_cli");
+    cohort_ = root_ + "/cohort";
+    const auto r = run_qkv("mhca synth --out " + cohort_ +
+                           " --subjects 40 --pd-fraction 0.6 --cpg 300 --shape 24,28,24 --atlas none --seed 3");
+    ASSERT_EQ(r.status, 0) << r.output;
+  }
+  static std::string manifest() { return cohort_ + "/manifest.csv"; }
+  static std::string methylation() { return cohort_ + "/methylation.csv"; }
+  static std::string cohort_args() { return "--manifest " + manifest() + " --methylation " + methylation(); }
+};
+std::string MhcaCli::root_;
+std::string MhcaCli::cohort_;
+
+TEST(MhcaParams, PrintsThePapersCounts) {
+  for (const auto& [model, count] : std::vector<std::pair<std::string, std::string>>{
+           {"mhca", "2020883"}, {"concatnet", "3824066"}, {"spectnet", "3793378"}}) {
+    const auto r = run_qkv("params --model " + model);
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_EQ(r.output, count + "\n");
+  }
+}
+
+TEST_F(MhcaCli, SynthWritesTheCohortInPublicFormats) {
+  const auto m = data::read_manifest(manifest());
+  EXPECT_EQ(m.subjects.size(), 40u);
+  int pd = 0;
+  for (const auto& s : m.subjects) pd += static_cast<int>(s.label);
+  EXPECT_EQ(pd, 24);
+  const auto v = data::read_nifti(m.subjects[0].spect_path);
+  EXPECT_EQ(v.dims, (std::array<int64_t, 3>{24, 28, 24}));
+  EXPECT_EQ(data::read_methylation_table(methylation()).cols(), 300);
+  // Writing into a non-empty folder is refused rather than mixing cohorts.
+  expect_clean_failure(run_qkv("mhca synth --out " + cohort_ + " --subjects 10"), 2, "--out");
+}
+
+TEST_F(MhcaCli, SelectKeepsExactlyNFeatures) {
+  const std::string out = root_ + "/selected.txt";
+  const auto r = run_qkv("mhca select " + cohort_args() + " --out " + out + " --n-features 20 --xgb-estimators 20");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto ids = data::read_cpg_list(out);
+  EXPECT_EQ(ids.size(), 20u);
+  const auto table = data::read_methylation_table(methylation());
+  const std::set<std::string> known(table.cpg_ids.begin(), table.cpg_ids.end());
+  for (const auto& id : ids) EXPECT_TRUE(known.count(id)) << id;
+}
+
+TEST_F(MhcaCli, CrossValidationThenExplainEndToEnd) {
+  const std::string out = root_ + "/cv";
+  const auto r = run_qkv("mhca cv " + cohort_args() + " --out " + out + " " + kNetOptions +
+                         " --runs 1 --folds 2 --epochs 2 --lr 1e-3 --xgb-estimators 10 --threads 2");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto summary = read_json(out + "/summary.json");
+  for (const char* model : {"mhca", "concatnet", "spectnet", "xgboost"}) {
+    ASSERT_TRUE(summary.at("models").contains(model)) << model;
+    const auto& m = summary.at("models").at(model);
+    const double accuracy = m.at("accuracy").at("mean");
+    EXPECT_GE(accuracy, 0.0);
+    EXPECT_LE(accuracy, 1.0);
+    EXPECT_EQ(m.at("per_fold").size(), 2u);
+    EXPECT_EQ(m.at("per_fold")[0].at("features"), 27);  // RFE to the token count
+  }
+  EXPECT_TRUE(summary.at("models").at("xgboost").at("parameters").is_null());
+  EXPECT_GT(summary.at("models").at("mhca").at("parameters").get<int64_t>(), 0);
+  // Every subject is predicted once per model in the run, from a fold that did not train on it.
+  const auto csv = read_text(out + "/predictions.csv");
+  EXPECT_EQ(count_lines(csv), 1 + 4 * 40);
+  const auto report = read_text(out + "/report.html");
+  EXPECT_NE(report.find("<svg"), std::string::npos);
+  EXPECT_NE(report.find("AUROC"), std::string::npos);
+  // The folds' selected CpG lists differ from each other's test subjects by construction; each holds 27 ids.
+  EXPECT_EQ(data::read_cpg_list(out + "/folds/run1_fold1/selected_cpgs.txt").size(), 27u);
+
+  // Run again: finished folds are read back, the summary is the same.
+  const auto again = run_qkv("mhca cv " + cohort_args() + " --out " + out + " " + kNetOptions +
+                             " --runs 1 --folds 2 --epochs 2 --lr 1e-3 --xgb-estimators 10 --threads 2");
+  ASSERT_EQ(again.status, 0) << again.output;
+  EXPECT_EQ(read_json(out + "/summary.json").at("models"), summary.at("models"));
+
+  // Explain every subject with fold 1's MHCA.
+  const std::string ckpt = out + "/folds/run1_fold1/mhca/checkpoints/best.ckpt";
+  const std::string ex = root_ + "/explain";
+  const auto e = run_qkv("mhca explain " + cohort_args() + " --checkpoint " + ckpt + " --all --out " + ex);
+  ASSERT_EQ(e.status, 0) << e.output;
+  const auto j = read_json(ex + "/explain.json");
+  EXPECT_EQ(j.at("subjects").size(), 40u);
+  EXPECT_TRUE(j.contains("cpg"));    // the ground truth next to the manifest was found
+  EXPECT_TRUE(j.contains("spect"));  // and its striatum mask
+  const double p10 = j.at("cpg").at("precision_at_10");
+  EXPECT_GE(p10, 0.0);
+  EXPECT_LE(p10, 1.0);
+  const double fraction = j.at("spect").at("striatal_attention_fraction");
+  EXPECT_GT(fraction, 0.0);
+  EXPECT_LT(fraction, 1.0);
+  const auto subject = data::read_manifest(manifest()).subjects[0];
+  const auto map = data::read_nifti(ex + "/" + subject.id + "/spect_attention.nii.gz");
+  const auto input = data::read_nifti(subject.spect_path);
+  EXPECT_EQ(map.dims, input.dims);
+  for (int i = 0; i < 16; ++i) EXPECT_NEAR(map.geometry.affine()[i], input.geometry.affine()[i], 1e-5);
+  int64_t w = 0, h = 0;
+  const auto png = read_png_rgb(ex + "/" + subject.id + "/spect_attention_axial.png", w, h);
+  EXPECT_EQ(w, 24 * 3);
+  EXPECT_EQ(h, 28 * 3);
+  EXPECT_EQ(count_lines(read_text(ex + "/cpg_attention.csv")), 1 + 27);
+  for (const char* npy : {"scores.npy", "alpha_v.npy", "alpha_q.npy"})
+    EXPECT_TRUE(fs::exists(ex + "/" + subject.id + "/" + npy)) << npy;
+
+  // Predict with the same checkpoint.
+  const auto p = run_qkv("mhca predict " + cohort_args() + " --checkpoint " + ckpt + " --out " + root_ + "/pred.csv");
+  ASSERT_EQ(p.status, 0) << p.output;
+  EXPECT_EQ(count_lines(read_text(root_ + "/pred.csv")), 41);
+
+  // explain needs an MHCA model.
+  expect_clean_failure(run_qkv("mhca explain " + cohort_args() + " --checkpoint " + out +
+                               "/folds/run1_fold1/spectnet/checkpoints/best.ckpt --all --out " + root_ + "/ex2"),
+                       2, "needs an mhca model");
+}
+
+TEST_F(MhcaCli, TrainWritesARunFolder) {
+  const std::string out = root_ + "/train";
+  const auto r = run_qkv("mhca train " + cohort_args() + " --out " + out + " " + kNetOptions +
+                         " --model concatnet --select all --epochs 2 --lr 1e-3");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto summary = read_json(out + "/summary.json");
+  EXPECT_TRUE(summary.contains("test"));
+  EXPECT_EQ(read_json(out + "/config.json").at("model").at("options").at("features"), 300);
+}
+
+TEST_F(MhcaCli, BadCohortsGetOneLineErrors) {
+  const std::string dir = root_ + "/bad";
+  make_directories(dir);
+  const auto good = data::read_manifest(manifest());  // spect paths resolved, so they work from any folder
+  auto with_first_volume = [&](const std::string& name, const std::string& path) {
+    auto m = good;
+    m.subjects[0].spect_path = path;
+    data::write_manifest(dir + "/" + name, m);
+    return "--manifest " + dir + "/" + name + " --methylation " + methylation();
+  };
+  // A volume that is not there, and a truncated one, are named.
+  expect_clean_failure(run_qkv("mhca cv " + with_first_volume("missing.csv", dir + "/missing.nii.gz") + " --out " +
+                               dir + "/cv --model spectnet"),
+                       1, "missing.nii.gz");
+  const auto bytes = read_file_bytes(good.subjects[0].spect_path);
+  write_file_atomic(dir + "/cut.nii.gz", bytes.data(), bytes.size() / 2);
+  expect_clean_failure(run_qkv("mhca cv " + with_first_volume("cut.csv", dir + "/cut.nii.gz") + " --out " + dir +
+                               "/cv --model spectnet"),
+                       1, "cut.nii.gz");
+  // An unknown model is a usage error naming it.
+  expect_clean_failure(run_qkv("mhca cv " + cohort_args() + " --model resnet --out " + dir + "/cv2"), 2, "resnet");
+  expect_clean_failure(run_qkv("mhca explain " + cohort_args() + " --checkpoint " + manifest() + " --out " + dir +
+                               "/ex"),
+                       2, "--subject");
+  // Subjects in one modality only are reported, not silently dropped.
+  auto extra = good;
+  extra.subjects.push_back(good.subjects[0]);
+  extra.subjects.back().id = "sub-9999";
+  data::write_manifest(dir + "/extra.csv", extra);
+  const auto s = run_qkv("mhca select --manifest " + dir + "/extra.csv --methylation " + methylation() + " --out " +
+                         dir + "/sel.txt --n-features 5 --xgb-estimators 5");
+  EXPECT_EQ(s.status, 0) << s.output;
+  EXPECT_NE(s.output.find("1 only in the manifest (sub-9999)"), std::string::npos) << s.output;
+}
+
+}  // namespace
+}  // namespace qkv::testing
