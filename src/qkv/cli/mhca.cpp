@@ -168,6 +168,7 @@ void register_select(CLI::App* parent, Action& action) {
     int threads = 0;
   };
   auto o = std::make_shared<Opts>();
+  o->selection.n_features = 441;
   add_cohort_options(cmd, o->files);
   cmd->add_option("--out", o->out, "CpG list to write (one id per line)")->required();
   cmd->add_option("--n-features", o->selection.n_features, "CpG sites to keep (paper: 441)")->capture_default_str();
@@ -175,7 +176,6 @@ void register_select(CLI::App* parent, Action& action) {
       ->capture_default_str();
   add_xgboost_options(cmd, o->selection.xgboost);
   cmd->add_option("--threads", o->threads, "XGBoost threads; 0 = one per core")->capture_default_str();
-  o->selection.n_features = 441;
   cmd->callback([o, &action] {
     action = [o] {
       set_threads(o->threads);

@@ -13,27 +13,16 @@
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/parse_errors.h"
 
 namespace qkv::data {
 namespace {
 
 namespace fs = std::filesystem;
 
-[[noreturn]] void fail(const std::string& path, const std::string& what) { throw DataError(path + ": " + what); }
-
-[[noreturn]] void fail_at(const std::string& path, int64_t line, const std::string& what) {
-  throw DataError(path + ": line " + std::to_string(line) + ": " + what);
-}
-
-// Quoted and shortened, so that a binary file or a huge cell cannot flood the
-// one-line message.
-std::string show(std::string_view text) {
-  constexpr size_t kMaxShown = 40;
-  std::string out;
-  for (char c : text.substr(0, kMaxShown)) out += std::isprint(static_cast<unsigned char>(c)) ? c : '?';
-  if (text.size() > kMaxShown) out += "...";
-  return "'" + out + "'";
-}
+using parse::fail;
+using parse::fail_at;
+using parse::show;
 
 std::string lower(std::string_view text) {
   std::string out(text);

@@ -43,8 +43,6 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
   c.manifest_path = manifest_path;
   c.methylation_path = methylation_path;
   c.match_summary = match.describe();
-  if (!quiet && (!match.only_in_manifest.empty() || !match.only_in_methylation.empty()))
-    std::fprintf(stderr, "cohort: %s; only subjects in both are used\n", c.match_summary.c_str());
 
   const int64_t n = static_cast<int64_t>(match.manifest_rows.size());
   std::vector<std::string> ids;
@@ -63,7 +61,21 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
   for (int64_t i = 0; i < n; ++i)
     std::copy_n(table.values.begin() + match.methylation_rows[i] * table.cols(), table.cols(),
                 c.methylation.values.begin() + i * table.cols());
-  if (!load_volumes) return c;
+  // Said once the cohort has loaded, so that a failure stays one line.
+  const int64_t missing = c.methylation.missing_count();
+  auto report = [&] {
+    if (quiet) return;
+    if (!match.only_in_manifest.empty() || !match.only_in_methylation.empty())
+      std::fprintf(stderr, "cohort: %s; only subjects in both are used\n", c.match_summary.c_str());
+    if (missing > 0)
+      std::fprintf(stderr, "cohort: %lld of %lld beta-values missing in %s; each is replaced by its CpG's training mean\n",
+                   static_cast<long long>(missing), static_cast<long long>(c.methylation.values.size()),
+                   methylation_path.c_str());
+  };
+  if (!load_volumes) {
+    report();
+    return c;
+  }
 
   // Volumes are read in parallel; the first one fixes the grid.
   auto first = data::read_nifti(c.spect_paths.at(0));
@@ -96,6 +108,7 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
   for (int64_t t = 0; t < count; ++t) pool.emplace_back(worker);
   for (auto& t : pool) t.join();
   if (!error.empty()) throw DataError(error);
+  report();
   return c;
 }
 

@@ -92,8 +92,11 @@ void write_overlay_slices(const std::string& prefix, const at::Tensor& anatomy, 
   auto a = anatomy.to(torch::kCPU, torch::kFloat32).contiguous();
   const double lo = a.min().item<double>(), hi = a.max().item<double>();
   a = (a - lo) / std::max(hi - lo, 1e-12);
+  // The heat map is windowed to its own range, as a viewer would: where
+  // attention is flat, nothing is painted.
   auto h = heat.to(torch::kCPU, torch::kFloat32).contiguous();
-  h = h / std::max(h.max().item<double>(), 1e-30);
+  const double h_lo = h.min().item<double>(), h_hi = h.max().item<double>();
+  h = h_hi - h_lo > 1e-6 * std::abs(h_hi) ? (h - h_lo) / (h_hi - h_lo) : torch::zeros_like(h);
   auto av = a.accessor<float, 3>(), hv = h.accessor<float, 3>();
   const int64_t X = a.size(0), Y = a.size(1), Z = a.size(2);
   // (columns, rows, voxel of pixel): image rows run top to bottom, so the

@@ -13,24 +13,14 @@
 #include <vector>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/parse_errors.h"
 
 namespace qkv::pointcloud {
 namespace {
 
-[[noreturn]] void fail(const std::string& path, const std::string& what) { throw DataError(path + ": " + what); }
-
-[[noreturn]] void fail_at(const std::string& path, int64_t line, const std::string& what) {
-  throw DataError(path + ": line " + std::to_string(line) + ": " + what);
-}
-
-// Quoted and shortened, so that a binary file or a huge line cannot flood the message.
-std::string show(std::string_view text) {
-  constexpr size_t kMaxShown = 40;
-  std::string out;
-  for (char c : text.substr(0, kMaxShown)) out += std::isprint(static_cast<unsigned char>(c)) ? c : '?';
-  if (text.size() > kMaxShown) out += "...";
-  return "'" + out + "'";
-}
+using parse::fail;
+using parse::fail_at;
+using parse::show;
 
 std::string slurp(const std::string& path) {
   std::error_code ec;

@@ -1,4 +1,5 @@
 #include "qkv/train/binary_metrics.h"
+#include "qkv/train/report.h"
 
 #include <algorithm>
 #include <cmath>
@@ -69,24 +70,6 @@ double ratio(int64_t num, int64_t den) {
   return den == 0 ? kNaN : static_cast<double>(num) / static_cast<double>(den);
 }
 
-std::string xml_escape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default:
-        // XML 1.0 forbids these control characters even when escaped.
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') break;
-        out += c;
-    }
-  }
-  return out;
-}
 
 // Fixed decimals keep the SVG small and its numbers in the plain syntax SVG
 // requires (no exponents).
@@ -234,7 +217,7 @@ std::string roc_svg(const std::vector<std::tuple<std::string, RocCurve, double>>
       o << "<line x1=\"" << fixed(bx + 6, 2) << "\" x2=\"" << fixed(bx + 24, 2) << "\" y1=\"" << fixed(ly, 2)
         << "\" y2=\"" << fixed(ly, 2) << "\" stroke=\"" << color << "\" stroke-width=\"2\"/>\n";
       o << "<text x=\"" << fixed(bx + 28, 2) << "\" y=\"" << fixed(ly + 4, 2) << "\" font-size=\"11\">"
-        << xml_escape(legend[i]) << "</text>\n";
+        << escape_html(legend[i]) << "</text>\n";
     }
   }
   o << "</svg>\n";
