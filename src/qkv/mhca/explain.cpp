@@ -119,7 +119,7 @@ void write_overlay_slices(const std::string& prefix, const at::Tensor& anatomy, 
         const auto p = v.voxel(c / scale, r / scale);
         const double grey = av[p[0]][p[1]][p[2]];
         const double t = hv[p[0]][p[1]][p[2]];
-        const double alpha = std::clamp((t - 0.2) / 0.8, 0.0, 1.0) * 0.8;  // faint attention stays unpainted
+        const double alpha = std::clamp((t - 0.5) / 0.5, 0.0, 1.0) * 0.75;  // the lower half stays unpainted
         const auto colour = heat_colour(t);
         for (int k = 0; k < 3; ++k) {
           const double value = (1 - alpha) * grey * 255.0 + alpha * colour[k];
