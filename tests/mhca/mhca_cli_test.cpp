@@ -108,6 +108,11 @@ TEST_F(MhcaCli, CrossValidationThenExplainEndToEnd) {
                              " --runs 1 --folds 2 --epochs 2 --lr 1e-3 --xgb-estimators 10 --threads 2");
   ASSERT_EQ(again.status, 0) << again.output;
   EXPECT_EQ(read_json(out + "/summary.json").at("models"), summary.at("models"));
+  // Other settings into the same folder are refused, not mixed with its folds.
+  const auto other = run_qkv("mhca cv " + cohort_args() + " --out " + out + " " + kNetOptions +
+                             " --runs 1 --folds 2 --epochs 3 --lr 1e-3 --xgb-estimators 10 --threads 2");
+  EXPECT_EQ(other.status, 2) << other.output;
+  EXPECT_NE(other.output.find("other settings"), std::string::npos) << other.output;
 
   // Explain every subject with fold 1's MHCA.
   const std::string ckpt = out + "/folds/run1_fold1/mhca/checkpoints/best.ckpt";

@@ -304,6 +304,38 @@ nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& o
   const auto folds = data::repeated_stratified_folds(cohort.labels, options.runs, options.folds,
                                                      options.val_fraction, options.seed);
   make_directories(out_dir);
+  // Finished folds are reused only by a call with the same settings (the
+  // model list may differ: the folds and features are the same for all).
+  const nlohmann::json settings = {
+      {"models", options.models},
+      {"val_fraction", options.val_fraction},
+      {"selection", options.selection.mode},
+      {"n_features", n_features},
+      {"rfe_step", options.selection.rfe.step},
+      {"xgboost", options.selection.xgboost.to_json()},
+      {"normalisation", options.normalisation},
+      {"augmentation",
+       {{"fraction", options.augmentation.fraction},
+        {"max_degrees", options.augmentation.max_degrees},
+        {"noise", options.augmentation.noise}}},
+      {"train", options.train.to_json()},
+      {"model_options", options.model_options},
+      {"volume_shape", cohort.volume_shape()},
+      {"seed", options.seed},
+      {"cohort",
+       {{"manifest", cohort.manifest_path}, {"methylation", cohort.methylation_path}, {"subjects", cohort.size()}}}};
+  const std::string settings_file = out_dir + "/cv_settings.json";
+  if (fs::exists(settings_file)) {
+    auto stored = read_json_file(settings_file);
+    auto now = settings;
+    stored.erase("models");
+    now.erase("models");
+    if (stored != now)
+      throw UsageError("--out " + out_dir + " holds a cross validation with other settings (" + settings_file +
+                       "); use another --out, or the same options to continue it");
+  } else {
+    write_file_atomic(settings_file, settings.dump(2) + "\n");
+  }
   std::map<std::string, std::vector<std::vector<double>>> run_probs;  // model -> run -> per subject
   std::map<std::string, nlohmann::json> per_fold;
   std::map<std::string, nlohmann::json> model_info;
@@ -422,21 +454,7 @@ nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& o
     } catch (const DataError&) {
     }
   }
-  summary["settings"] = {{"models", options.models},
-                         {"val_fraction", options.val_fraction},
-                         {"selection", options.selection.mode},
-                         {"n_features", n_features},
-                         {"rfe_step", options.selection.rfe.step},
-                         {"xgboost", options.selection.xgboost.to_json()},
-                         {"normalisation", options.normalisation},
-                         {"augmentation",
-                          {{"fraction", options.augmentation.fraction},
-                           {"max_degrees", options.augmentation.max_degrees},
-                           {"noise", options.augmentation.noise}}},
-                         {"train", options.train.to_json()},
-                         {"model_options", options.model_options},
-                         {"volume_shape", cohort.volume_shape()},
-                         {"seed", options.seed}};
+  summary["settings"] = settings;
   write_file_atomic(out_dir + "/predictions.csv", predictions_csv);
   write_file_atomic(out_dir + "/summary.json", summary.dump(2) + "\n");
   write_file_atomic(out_dir + "/report.html", render_cv_report(summary, curves));
