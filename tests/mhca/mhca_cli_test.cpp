@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <set>
+#include <sstream>
 
 #include "qkv/core/png.h"
 #include "qkv/data/cohort.h"
@@ -18,6 +20,27 @@ namespace fs = std::filesystem;
 
 // 24x28x24 volumes with padding-1 convolutions give a 3x3x3 token grid.
 const char* kNetOptions = "--model-options '{\"channels\":[4,8,8,8],\"padding\":1}'";
+
+// subject -> P(PD) from a predictions CSV: `predict`'s (subject_id,label,p_pd,...)
+// or, for one run, fold and model, `cv`'s (run,fold,model,subject_id,label,p_pd).
+std::map<std::string, double> probabilities(const std::string& csv, const std::string& cv_prefix = "") {
+  std::map<std::string, double> p;
+  std::istringstream in(csv);
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line)) {
+    if (!cv_prefix.empty()) {
+      if (line.rfind(cv_prefix, 0) != 0) continue;
+      line = line.substr(cv_prefix.size());
+    }
+    std::vector<std::string> f;
+    std::stringstream cells(line);
+    std::string cell;
+    while (std::getline(cells, cell, ',')) f.push_back(cell);
+    p[f.at(0)] = std::stod(f.at(2));
+  }
+  return p;
+}
 
 class MhcaCli : public ::testing::Test {
  protected:
@@ -146,6 +169,19 @@ TEST_F(MhcaCli, CrossValidationThenExplainEndToEnd) {
   const auto p = run_qkv("mhca predict " + cohort_args() + " --checkpoint " + ckpt + " --out " + root_ + "/pred.csv");
   ASSERT_EQ(p.status, 0) << p.output;
   EXPECT_EQ(count_lines(read_text(root_ + "/pred.csv")), 41);
+  // predict reproduces what cv recorded for that fold's test subjects.
+  auto check_reproduces = [&](const std::string& predicted, const std::string& prefix) {
+    const auto recorded = probabilities(csv, prefix);
+    const auto now = probabilities(read_text(predicted));
+    ASSERT_EQ(recorded.size(), 20u);
+    for (const auto& [id, p] : recorded) EXPECT_NEAR(now.at(id), p, 2e-6) << id;
+  };
+  check_reproduces(root_ + "/pred.csv", "1,1,mhca,");
+  const auto px = run_qkv("mhca predict " + cohort_args() + " --checkpoint " + out +
+                          "/folds/run1_fold2/xgboost/xgboost.json --out " + root_ + "/pred_xgb.csv");
+  ASSERT_EQ(px.status, 0) << px.output;
+  EXPECT_EQ(count_lines(read_text(root_ + "/pred_xgb.csv")), 41);
+  check_reproduces(root_ + "/pred_xgb.csv", "1,2,xgboost,");
 
   // explain needs an MHCA model.
   expect_clean_failure(run_qkv("mhca explain " + cohort_args() + " --checkpoint " + out +

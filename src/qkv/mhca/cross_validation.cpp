@@ -225,6 +225,17 @@ FoldPredictions train_xgboost_fold(const CohortData& cohort, const data::CVFold&
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   make_directories(dir);
   write_file_atomic(dir + "/xgboost.json", classifier.save());
+  // What `qkv mhca predict --checkpoint DIR/xgboost.json` reads next to the model.
+  const nlohmann::json config = {{"command", "mhca cv"},
+                                 {"seed", params.seed},
+                                 {"model", {{"name", "xgboost"}, {"options", params.to_json()}}},
+                                 {"data",
+                                  {{"manifest", cohort.manifest_path},
+                                   {"methylation", cohort.methylation_path},
+                                   {"run", fold.run + 1},
+                                   {"fold", fold.fold + 1},
+                                   {"preprocessing", prep.to_json()}}}};
+  write_file_atomic(dir + "/config.json", config.dump(2) + "\n");
   const auto test_x = methylation_matrix(cohort, fold.test, prep);
   FoldPredictions out;
   out.probabilities = classifier.predict_proba(test_x.data(), static_cast<int64_t>(fold.test.size()), f);
