@@ -13,6 +13,7 @@
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
+#include "qkv/core/json_file.h"
 #include "qkv/core/runtime.h"
 #include "qkv/data/folds.h"
 #include "qkv/mhca/cohort_data.h"
@@ -369,23 +370,14 @@ void register_train(CLI::App* parent, Action& action) {
       };
       data["test_subjects"] = ids_of(test_rows);
       if (o->model == "xgboost") {
-        mhca::XGBoostParams params = selection.xgboost;
-        params.threads = mhca::xgboost_threads(static_cast<int64_t>(fit_rows.size()),
-                                               static_cast<int64_t>(cpgs.size()), params.threads);
-        mhca::XGBoostClassifier classifier(params);
-        const auto x = mhca::methylation_matrix(cohort, fit_rows, prep);
-        std::vector<int64_t> labels;
-        for (auto r : fit_rows) labels.push_back(cohort.labels[r]);
-        classifier.fit(x.data(), static_cast<int64_t>(fit_rows.size()), static_cast<int64_t>(cpgs.size()), labels);
+        const auto classifier = mhca::fit_xgboost(cohort, fit_rows, prep, selection.xgboost);
         make_directories(o->common.out);
         write_file_atomic(o->common.out + "/xgboost.json", classifier.save());
         const auto tx = mhca::methylation_matrix(cohort, test_rows, prep);
-        std::vector<int64_t> test_labels;
-        for (auto r : test_rows) test_labels.push_back(cohort.labels[r]);
         auto metrics = mhca::binary_metrics(
             classifier.predict_proba(tx.data(), static_cast<int64_t>(test_rows.size()),
                                      static_cast<int64_t>(cpgs.size())),
-            test_labels);
+            cohort.labels_of(test_rows));
         nlohmann::json config = {{"command", "mhca train"},
                                  {"seed", o->common.seed},
                                  {"model", {{"name", "xgboost"}, {"options", selection.xgboost.to_json()}}},
@@ -403,11 +395,7 @@ void register_train(CLI::App* parent, Action& action) {
       train::TrainConfig config = o->train;
       config.seed = o->common.seed;
       mhca::Augmentation augmentation = o->augmentation;
-      auto beta = mhca::methylation_matrix(cohort, train_rows, prep);
-      augmentation.cpg_std =
-          torch::from_blob(beta.data(), {static_cast<int64_t>(train_rows.size()), static_cast<int64_t>(cpgs.size())},
-                           torch::kFloat32)
-              .std(0);
+      augmentation.cpg_std = mhca::cpg_std(cohort, train_rows, prep);
       train::TrainHooks hooks;
       hooks.augment = augmentation;
       data::Splits splits{mhca::make_dataset(cohort, train_rows, prep), mhca::make_dataset(cohort, val_rows, prep),
@@ -447,13 +435,7 @@ void register_predict(CLI::App* parent, Action& action) {
       nlohmann::json config;
       models::ModelPtr model;
       if (xgb) {
-        const auto cfg_path = (fs::path(o->checkpoint).parent_path() / "config.json").string();
-        const auto bytes = read_file_bytes(cfg_path);
-        try {
-          config = nlohmann::json::parse(bytes.begin(), bytes.end());
-        } catch (const nlohmann::json::exception&) {
-          throw DataError(cfg_path + ": not valid JSON");
-        }
+        config = read_json_file((fs::path(o->checkpoint).parent_path() / "config.json").string());
       } else {
         model = load_model_from_checkpoint(o->checkpoint, &config);
       }

@@ -10,6 +10,7 @@
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/json_file.h"
 #include "qkv/pointcloud/transforms.h"
 #include "qkv/train/trainer.h"
 
@@ -142,15 +143,7 @@ nlohmann::json model_options_from_cli(const std::string& text, const std::string
   return options;
 }
 
-nlohmann::json read_summary(const std::string& run) {
-  const std::string path = train::RunPaths{run}.summary();
-  try {
-    const auto bytes = read_file_bytes(path);
-    return nlohmann::json::parse(bytes.begin(), bytes.end());
-  } catch (const nlohmann::json::exception& e) {
-    throw DataError(path + ": not valid JSON (" + e.what() + ")");
-  }
-}
+nlohmann::json read_summary(const std::string& run) { return read_json_file(train::RunPaths{run}.summary()); }
 
 void clear_synthetic_dir(const std::string& dir, const std::string& marker, const std::string& option) {
   namespace fs = std::filesystem;

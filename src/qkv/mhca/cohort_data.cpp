@@ -19,6 +19,13 @@ std::vector<int64_t> CohortData::volume_shape() const {
   return {volumes.size(1), volumes.size(2), volumes.size(3)};
 }
 
+std::vector<int64_t> CohortData::labels_of(const std::vector<int64_t>& rows) const {
+  std::vector<int64_t> out;
+  out.reserve(rows.size());
+  for (auto r : rows) out.push_back(labels.at(r));
+  return out;
+}
+
 at::Tensor volume_to_tensor(const data::Volume& volume) {
   const auto& d = volume.dims;
   auto flat = torch::from_blob(const_cast<float*>(volume.voxels.data()), {d[2], d[1], d[0]}, torch::kFloat32);
@@ -216,9 +223,13 @@ std::shared_ptr<data::TensorDataset> make_dataset(const CohortData& cohort, cons
   inputs["methylation"] =
       torch::from_blob(meth.data(), {n, static_cast<int64_t>(prep.cpg_ids.size())}, torch::kFloat32).clone();
   if (cohort.volumes.defined()) inputs["spect"] = normalised_volumes(cohort, rows, prep).unsqueeze(1);
-  std::vector<int64_t> labels;
-  for (auto r : rows) labels.push_back(cohort.labels.at(r));
-  return std::make_shared<data::TensorDataset>(std::move(inputs), torch::tensor(labels, torch::kLong));
+  return std::make_shared<data::TensorDataset>(std::move(inputs), torch::tensor(cohort.labels_of(rows), torch::kLong));
+}
+
+at::Tensor cpg_std(const CohortData& cohort, const std::vector<int64_t>& rows, const Preprocessing& prep) {
+  auto beta = methylation_matrix(cohort, rows, prep);
+  const auto shape = std::vector<int64_t>{static_cast<int64_t>(rows.size()), static_cast<int64_t>(prep.cpg_ids.size())};
+  return torch::from_blob(beta.data(), shape, torch::kFloat32).std(0);
 }
 
 data::Batch Augmentation::operator()(const data::Batch& batch) const {

@@ -28,6 +28,7 @@ struct CohortData {
 
   int64_t size() const { return static_cast<int64_t>(subject_ids.size()); }
   std::vector<int64_t> volume_shape() const;  // {X, Y, Z}
+  std::vector<int64_t> labels_of(const std::vector<int64_t>& rows) const;
 };
 
 // Reads the manifest, the table and (with load_volumes) every matched
@@ -64,6 +65,9 @@ std::shared_ptr<data::TensorDataset> make_dataset(const CohortData& cohort, cons
 // The rows' selected, imputed beta-values as a row-major float matrix (for XGBoost).
 std::vector<float> methylation_matrix(const CohortData& cohort, const std::vector<int64_t>& rows,
                                       const Preprocessing& prep);
+
+// Each selected CpG's standard deviation over the rows [F] (Augmentation::cpg_std).
+at::Tensor cpg_std(const CohortData& cohort, const std::vector<int64_t>& rows, const Preprocessing& prep);
 
 // Training-time augmentation (the paper's "10 % augmentation"): each sample of
 // a batch, with probability `fraction`, has its volume rotated by a random

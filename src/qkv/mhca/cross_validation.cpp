@@ -11,6 +11,7 @@
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
+#include "qkv/core/json_file.h"
 #include "qkv/data/folds.h"
 #include "qkv/models/mhca.h"
 #include "qkv/models/options.h"
@@ -32,15 +33,6 @@ bool uses_volumes(const std::string& model) { return model != "xgboost"; }
 bool uses_methylation(const std::string& model) { return model != "spectnet"; }
 
 nlohmann::json number_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
-
-nlohmann::json read_json_file(const std::string& path) {
-  const auto bytes = read_file_bytes(path);
-  try {
-    return nlohmann::json::parse(bytes.begin(), bytes.end());
-  } catch (const nlohmann::json::exception&) {
-    throw DataError(path + ": not valid JSON");
-  }
-}
 
 std::string fold_name(const data::CVFold& f) {
   return "run" + std::to_string(f.run + 1) + "_fold" + std::to_string(f.fold + 1);
@@ -94,8 +86,7 @@ std::vector<std::string> select_features(const CohortData& cohort, const std::ve
   all.cpg_ids = table.cpg_ids;
   all.cpg_means = data::column_means(table, rows);
   const auto x = methylation_matrix(cohort, rows, all);
-  std::vector<int64_t> labels;
-  for (auto r : rows) labels.push_back(cohort.labels.at(r));
+  const auto labels = cohort.labels_of(rows);
   RFEParams rfe = selection.rfe;
   rfe.n_features_to_select = n_features;
   XGBoostParams xgb = selection.xgboost;
@@ -113,6 +104,16 @@ std::vector<std::string> select_features(const CohortData& cohort, const std::ve
   std::vector<std::string> ids;
   for (auto c : result.selected) ids.push_back(table.cpg_ids[c]);
   return ids;
+}
+
+XGBoostClassifier fit_xgboost(const CohortData& cohort, const std::vector<int64_t>& rows, const Preprocessing& prep,
+                              XGBoostParams params) {
+  const auto features = static_cast<int64_t>(prep.cpg_ids.size()), n = static_cast<int64_t>(rows.size());
+  params.threads = xgboost_threads(n, features, params.threads);
+  XGBoostClassifier classifier(params);
+  const auto x = methylation_matrix(cohort, rows, prep);
+  classifier.fit(x.data(), n, features, cohort.labels_of(rows));
+  return classifier;
 }
 
 std::vector<double> predict_probabilities(models::Model& model, const data::Dataset& dataset, int64_t batch_size,
@@ -174,11 +175,7 @@ FoldPredictions train_network_fold(const CohortData& cohort, const data::CVFold&
 
   train::TrainHooks hooks;
   Augmentation augmentation = options.augmentation;
-  auto train_beta = methylation_matrix(cohort, fold.train, prep);
-  augmentation.cpg_std = torch::from_blob(train_beta.data(), {static_cast<int64_t>(fold.train.size()),
-                                                              static_cast<int64_t>(prep.cpg_ids.size())},
-                                          torch::kFloat32)
-                             .std(0);
+  augmentation.cpg_std = cpg_std(cohort, fold.train, prep);
   hooks.augment = augmentation;
   hooks.quiet = true;
   hooks.title = "qkv mhca cv: " + model_name + " " + fold_name(fold);
@@ -211,17 +208,11 @@ FoldPredictions train_xgboost_fold(const CohortData& cohort, const data::CVFold&
                                    const CVOptions& options, const std::string& dir) {
   std::vector<int64_t> rows = fold.train;
   rows.insert(rows.end(), fold.val.begin(), fold.val.end());  // no early stopping: the validation rows train too
-  const auto x = methylation_matrix(cohort, rows, prep);
-  std::vector<int64_t> labels;
-  for (auto r : rows) labels.push_back(cohort.labels.at(r));
   XGBoostParams params = options.selection.xgboost;
-  params.threads = xgboost_threads(static_cast<int64_t>(rows.size()), static_cast<int64_t>(prep.cpg_ids.size()),
-                                   params.threads);
   params.seed = (options.seed + static_cast<uint64_t>(fold.run * options.folds + fold.fold)) & 0x7fffffffffffffffULL;
-  XGBoostClassifier classifier(params);
   const auto start = std::chrono::steady_clock::now();
+  const auto classifier = fit_xgboost(cohort, rows, prep, params);
   const int64_t f = static_cast<int64_t>(prep.cpg_ids.size());
-  classifier.fit(x.data(), static_cast<int64_t>(rows.size()), f, labels);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   make_directories(dir);
   write_file_atomic(dir + "/xgboost.json", classifier.save());
@@ -378,6 +369,7 @@ nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& o
       const std::string model_dir = dir + "/" + m;
       const std::string done_file = model_dir + "/fold_predictions.json";
       FoldPredictions fp;
+      double seconds = -1;  // -1: read back from a previous call, nothing to print
       if (fs::exists(done_file)) {
         auto j = read_json_file(done_file);
         fp.probabilities = j.at("probabilities").get<std::vector<double>>();
@@ -389,27 +381,22 @@ nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& o
         if (fp.probabilities.empty() || interrupt_requested()) return {{"interrupted", true}};
         nlohmann::json j = {{"probabilities", fp.probabilities}, {"info", fp.info}};
         write_file_atomic(done_file, j.dump() + "\n");
-        if (!options.quiet) {
-          std::vector<int64_t> labels;
-          for (auto r : fold.test) labels.push_back(cohort.labels[r]);
-          auto metrics = binary_metrics(fp.probabilities, labels);
-          std::fprintf(stderr, "%s %-9s accuracy %.3f  AUROC %s  (%.1f s)\n", fold_name(fold).c_str(), m.c_str(),
-                       metrics.value("accuracy", 0.0),
-                       metrics["auroc"].is_null() ? "n/a" : std::to_string(metrics["auroc"].get<double>()).c_str(),
-                       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-        }
+        seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       }
-      std::vector<int64_t> labels;
+      auto metrics = binary_metrics(fp.probabilities, cohort.labels_of(fold.test));
+      if (!options.quiet && seconds >= 0)
+        std::fprintf(stderr, "%s %-9s accuracy %.3f  AUROC %s  (%.1f s)\n", fold_name(fold).c_str(), m.c_str(),
+                     metrics.value("accuracy", 0.0),
+                     metrics["auroc"].is_null() ? "n/a" : std::to_string(metrics["auroc"].get<double>()).c_str(),
+                     seconds);
       for (size_t i = 0; i < fold.test.size(); ++i) {
         const int64_t r = fold.test[i];
-        labels.push_back(cohort.labels[r]);
         run_probs[m][fold.run][r] = fp.probabilities.at(i);
         char line[64];
         std::snprintf(line, sizeof line, "%.9g", fp.probabilities[i]);
         predictions_csv += std::to_string(fold.run + 1) + "," + std::to_string(fold.fold + 1) + "," + m + "," +
                            cohort.subject_ids[r] + "," + std::to_string(cohort.labels[r]) + "," + line + "\n";
       }
-      auto metrics = binary_metrics(fp.probabilities, labels);
       metrics["run"] = fold.run + 1;
       metrics["fold"] = fold.fold + 1;
       metrics["features"] = cpgs.size();

@@ -67,6 +67,10 @@ std::vector<std::string> select_features(const CohortData& cohort, const std::ve
 // on one thread, 28 s on two next to a compile).
 int64_t xgboost_threads(int64_t rows, int64_t cols, int64_t requested);
 
+// XGBoost fitted on the rows' selected CpG sites (threads as xgboost_threads says).
+XGBoostClassifier fit_xgboost(const CohortData& cohort, const std::vector<int64_t>& rows, const Preprocessing& prep,
+                              XGBoostParams params);
+
 // P(class 1) for every sample of the data set, in eval mode.
 std::vector<double> predict_probabilities(models::Model& model, const data::Dataset& dataset, int64_t batch_size,
                                           const c10::Device& device);

@@ -12,6 +12,7 @@
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/json_file.h"
 #include "qkv/core/npy.h"
 #include "qkv/core/png.h"
 #include "qkv/data/nifti.h"
@@ -20,13 +21,7 @@ namespace qkv::mhca {
 namespace fs = std::filesystem;
 
 GroundTruth read_ground_truth(const std::string& path) {
-  const auto bytes = read_file_bytes(path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(bytes.begin(), bytes.end());
-  } catch (const nlohmann::json::exception&) {
-    throw DataError(path + ": not valid JSON");
-  }
+  const auto j = read_json_file(path);
   GroundTruth truth;
   try {
     for (const auto& site : j.at("informative_sites")) truth.informative_cpgs.push_back(site.at("id").get<std::string>());

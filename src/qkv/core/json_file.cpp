@@ -1,0 +1,17 @@
+#include "qkv/core/json_file.h"
+
+#include "qkv/core/atomic_file.h"
+#include "qkv/core/errors.h"
+
+namespace qkv {
+
+nlohmann::json read_json_file(const std::string& path) {
+  const auto bytes = read_file_bytes(path);
+  try {
+    return nlohmann::json::parse(bytes.begin(), bytes.end());
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(path + ": not valid JSON (" + e.what() + ")");
+  }
+}
+
+}  // namespace qkv
