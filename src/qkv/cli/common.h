@@ -1,13 +1,16 @@
 #pragma once
-// Options every command shares, the training options every `train` command
-// shares, and the one routine that wires a model and data sets to the trainer.
+// What the commands share: the common options (--seed, --threads, --device,
+// --out, --overwrite), options derived from a settings struct's field list
+// (core/fields.h), and the eval options. The train-command skeleton is in
+// train_command.h.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
+#include "qkv/core/fields.h"
 #include "qkv/data/dataset.h"
 #include "qkv/models/model.h"
-#include "qkv/train/trainer.h"
 
 namespace qkv::cli {
 
@@ -16,52 +19,29 @@ struct CommonOptions {
   int threads = 0;  // 0: one per core
   std::string out;
   std::string device = "cpu";
+  bool overwrite = false;
 };
 
-// --seed, --threads, --device; --out when out_help is non-empty.
+// --seed, --threads, --device; --out and --overwrite when out_help is non-empty.
 void add_common_options(CLI::App* cmd, CommonOptions& o, const std::string& out_help);
+
+// --overwrite alone, for commands whose output is named otherwise.
+void add_overwrite_flag(CLI::App* cmd, bool& overwrite);
 
 // Applies --threads and --seed, returns the device (UsageError if unavailable).
 c10::Device apply_common_options(const CommonOptions& o);
 
-// --epochs, --batch-size, --optimizer, --lr, ... bound to the config, and the
-// data-parallel options --world-size, --rank, --master, --dist-timeout.
-void add_train_options(CLI::App* cmd, train::TrainConfig& config);
+// One option per field of `settings` that has a flag (Field::flag != ""),
+// bound to the field, with the field's help and its current value as the
+// default shown; fields named in `skip` are left out. The flag of each key is
+// remembered, so a ConfigError about the key names the flag.
+template <typename S>
+void add_field_options(CLI::App* cmd, S& settings, const std::set<std::string>& skip = {});
 
-// Completes config.parallel from WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT
-// where the command line is silent, and checks it (UsageError). Every train
-// command calls it first.
-void resolve_parallel(const CLI::App& cmd, train::TrainConfig& config);
-
-struct TrainRequest {
-  std::string command;      // "spirals train"
-  std::string model_name;   // registry name
-  nlohmann::json model_options;
-  nlohmann::json data;      // how the data were made or read (for config.json)
-  std::string init_weights; // optional .pt dict
-  bool resume = false;
-};
-
-// The run configuration that config.json and every checkpoint record.
-nlohmann::json make_run_config(const TrainRequest& request, const train::TrainConfig& config,
-                               const CommonOptions& common);
-
-// Builds the model, trains, prints the summary; returns the exit status
-// (0, or 130 after Ctrl-C).
-int run_training(const TrainRequest& request, const data::Splits& splits, const train::TrainConfig& config,
-                 const CommonOptions& common, train::TrainHooks hooks = {});
-
-// --resume DIR: adopts the stored run's folder, seed, model options and
-// training settings (only --epochs may be changed on the command line) and
-// returns the stored configuration, whose "data" the command rebuilds from.
-nlohmann::json adopt_resumed_run(const std::string& dir, const CLI::App& cmd, CommonOptions& common,
-                                 train::TrainConfig& config, TrainRequest& request);
-
-// Builds a registered model from a checkpoint's run configuration and loads
-// its weights. With expected_command, a checkpoint made by another command
-// ("spirals train", "lm train") is a DataError naming the file.
-models::ModelPtr load_model_from_checkpoint(const std::string& checkpoint, nlohmann::json* run_config = nullptr,
-                                            const std::string& expected_command = "");
+// The flag that sets `key` ("lr" -> "--lr"), as add_field_options registered
+// it; "" if none did.
+std::string flag_of_key(const std::string& key);
+void remember_flag(const std::string& key, const std::string& flag);
 
 // The options of every `eval` command: --checkpoint, --split, and the common ones.
 struct EvalOptions {
@@ -71,5 +51,35 @@ struct EvalOptions {
 };
 void add_eval_options(CLI::App* cmd, EvalOptions& o);
 const data::DatasetPtr& pick_split(const data::Splits& splits, const std::string& name);
+
+// --model-options TEXT as a JSON object (UsageError naming the option).
+nlohmann::json parse_model_options(const std::string& text);
+
+// --json TEXT style output: the JSON with 2-space indent and a newline.
+void print_json(const nlohmann::json& j);
+
+// ---- implementation ----
+
+namespace detail {
+template <typename T>
+void add_bound_option(CLI::App* cmd, const std::string& flag, T& value, const std::string& help) {
+  if constexpr (std::is_same_v<T, nlohmann::json>) {
+    // A JSON-valued field is recorded, never an option of its own.
+  } else {
+    auto* opt = cmd->add_option(flag, value, help)->capture_default_str();
+    if constexpr (std::is_same_v<T, std::vector<std::string>>) opt->delimiter(',');
+  }
+}
+}  // namespace detail
+
+template <typename S>
+void add_field_options(CLI::App* cmd, S& settings, const std::set<std::string>& skip) {
+  visit_fields(settings, [&](const Field& f, auto& value) {
+    if ((f.flag && *f.flag == '\0') || skip.count(f.key)) return;
+    const std::string flag = option_flag(f);
+    remember_flag(f.key, flag);
+    detail::add_bound_option(cmd, flag, value, f.help);
+  });
+}
 
 }  // namespace qkv::cli

@@ -6,10 +6,14 @@
 #include <cstdio>
 
 #include "qkv/cli/commands.h"
+#include "qkv/cli/common.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/output_policy.h"
 #include "qkv/pointcloud/shapenet_part.h"
 #include "qkv/pointcloud/synth_parts.h"
 #include "qkv/pointcloud/synth_shapes.h"
+#include "qkv/tasks/classification.h"
+#include "qkv/tasks/part_segmentation.h"
 
 namespace qkv::cli {
 namespace {
@@ -32,7 +36,7 @@ void register_synth_shapes(CLI::App* parent, Action& action) {
   struct Opts {
     pointcloud::SynthShapesOptions shapes;
     std::string out;
-    bool list = false;
+    bool list = false, overwrite = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--out", o->out, "folder to write <class>/{train,test}/<class>_NNNN.off and README.txt into");
@@ -41,7 +45,7 @@ void register_synth_shapes(CLI::App* parent, Action& action) {
   add_seed_option(cmd, o->shapes.seed);
   cmd->add_option("--classes", o->shapes.classes, "comma-separated classes to write (default: all, see --list)")
       ->delimiter(',');
-  cmd->add_flag("--overwrite", o->shapes.overwrite, "write into an --out folder that already holds files");
+  add_overwrite_flag(cmd, o->overwrite);
   cmd->add_flag("--list", o->list, "list the classes and what varies in each");
   cmd->callback([o, &action] {
     action = [o] {
@@ -51,7 +55,12 @@ void register_synth_shapes(CLI::App* parent, Action& action) {
         return 0;
       }
       if (o->out.empty()) throw UsageError("data synth-shapes: --out is required (or --list)");
-      const auto summary = pointcloud::write_synth_shapes(o->out, o->shapes);
+      pointcloud::check_synth_shapes_options(o->shapes);
+      claim_output_dir(o->out, "--out", o->overwrite, tasks::synth_shapes_marker(o->shapes));
+      auto options = o->shapes;
+      options.overwrite = true;  // the claim decided what may be replaced
+      const auto summary = pointcloud::write_synth_shapes(o->out, options);
+      mark_output_complete(o->out);
       std::printf("synth-shapes: %zu classes, %lld files (%lld train, %lld test) in %s\n", summary.classes.size(),
                   static_cast<long long>(summary.files()), static_cast<long long>(summary.train_files),
                   static_cast<long long>(summary.test_files), summary.out_dir.c_str());
@@ -67,7 +76,7 @@ void register_synth_parts(CLI::App* parent, Action& action) {
   struct Opts {
     pointcloud::SynthPartsOptions parts;
     std::string out;
-    bool list = false;
+    bool list = false, overwrite = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--out", o->out, "folder to write <synset>/<token>.txt, train_test_split/ and README.txt into");
@@ -81,7 +90,7 @@ void register_synth_parts(CLI::App* parent, Action& action) {
   add_seed_option(cmd, o->parts.seed);
   cmd->add_option("--categories", o->parts.categories, "comma-separated categories (default: all, see --list)")
       ->delimiter(',');
-  cmd->add_flag("--overwrite", o->parts.overwrite, "write into an --out folder that already holds files");
+  add_overwrite_flag(cmd, o->overwrite);
   cmd->add_flag("--list", o->list, "list the categories and their part ids");
   cmd->callback([o, &action] {
     action = [o] {
@@ -98,7 +107,12 @@ void register_synth_parts(CLI::App* parent, Action& action) {
         return 0;
       }
       if (o->out.empty()) throw UsageError("data synth-parts: --out is required (or --list)");
-      const auto summary = pointcloud::write_synth_parts(o->out, o->parts);
+      pointcloud::check_synth_parts_options(o->parts);
+      claim_output_dir(o->out, "--out", o->overwrite, tasks::synth_parts_marker(o->parts));
+      auto options = o->parts;
+      options.overwrite = true;  // the claim decided what may be replaced
+      const auto summary = pointcloud::write_synth_parts(o->out, options);
+      mark_output_complete(o->out);
       std::printf("synth-parts: %zu categories, %lld shapes (%lld train, %lld val, %lld test) in %s\n",
                   summary.categories.size(), static_cast<long long>(summary.files()),
                   static_cast<long long>(summary.shapes[0]), static_cast<long long>(summary.shapes[1]),

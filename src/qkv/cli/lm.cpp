@@ -6,8 +6,9 @@
 #include <torch/torch.h>
 
 #include "qkv/attention/kv_cache.h"
-#include "qkv/cli/common.h"
 #include "qkv/cli/commands.h"
+#include "qkv/cli/common.h"
+#include "qkv/cli/train_command.h"
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/runtime.h"
@@ -16,118 +17,68 @@
 #include "qkv/lm/generate.h"
 #include "qkv/lm/mlp_memory.h"
 #include "qkv/models/transformer_lm.h"
+#include "qkv/tasks/lm_task.h"
+#include "qkv/train/run.h"
 
 namespace qkv::cli {
 namespace {
 
-// How a run's data were made, enough to make them again (config.json "data").
-struct LmData {
-  data::LmTaskOptions task;
-  std::string text;  // a text file instead of a task
-  int64_t context = 128;
-  uint64_t seed = 0;
-
-  bool is_task() const { return text.empty(); }
-  nlohmann::json to_json() const {
-    if (!is_task()) return {{"source", "text"}, {"path", text}, {"context", context}};
-    return {{"source", "task"},         {"task", task.task},         {"samples", task.samples},
-            {"min_length", task.min_length}, {"max_length", task.max_length}, {"max_digits", task.max_digits},
-            {"seed", seed}};
-  }
-  static LmData from_json(const nlohmann::json& j) {
-    LmData d;
-    if (j.at("source") == "text") {
-      d.text = j.at("path");
-      d.context = j.at("context");
-      return d;
-    }
-    d.task.task = j.at("task");
-    d.task.samples = j.at("samples");
-    d.task.min_length = j.at("min_length");
-    d.task.max_length = j.at("max_length");
-    d.task.max_digits = j.at("max_digits");
-    d.seed = j.at("seed");
-    return d;
-  }
-  data::Splits make() const {
-    if (!is_task()) return data::load_text_corpus(text, context);
-    return data::lm_task_datasets(data::make_lm_task(task, seed));
-  }
-  train::MetricFactory metrics() const {
-    if (!is_task()) return {};
-    return [] { return std::make_unique<lm::ExactMatchMetric>(); };
-  }
-};
+using tasks::LmData;
 
 std::shared_ptr<models::TransformerLM> load_lm(const std::string& checkpoint, nlohmann::json* config) {
-  auto model = std::dynamic_pointer_cast<models::TransformerLM>(load_model_from_checkpoint(checkpoint, config, "lm train"));
+  auto model = std::dynamic_pointer_cast<models::TransformerLM>(
+      train::load_model_from_checkpoint(checkpoint, config, tasks::kLmCommand));
   if (!model) throw DataError(checkpoint + ": not a language-model checkpoint");
   return model;
 }
 
 void register_train(CLI::App* parent, Action& action) {
-  auto* cmd = parent->add_subcommand("train", "train the byte-level transformer on a built-in task or a text file");
-  struct Opts {
-    CommonOptions common;
+  struct State {
     LmData data;
     models::TransformerLMOptions model;
-    train::TrainConfig train;
-    std::string init_weights, resume;
   };
-  auto o = std::make_shared<Opts>();
-  o->common.out = "runs/lm";
-  // Defaults that learn `copy` to ~99% exact match in about 20 s on one core.
-  o->data.task.max_length = 6;
-  o->model.d_model = 64;
-  o->train.epochs = 20;
-  o->train.batch_size = 32;
-  o->train.optim.lr = 5e-3;
-  o->train.optim.weight_decay = 0.01;
-  o->train.clip_grad_norm = 1.0;
-  o->train.select_metric = "loss";
-  add_common_options(cmd, o->common, "run folder: config.json, metrics.jsonl, summary.json, report.html, checkpoints/");
-  cmd->add_option("--task", o->data.task.task, "built-in task: copy, reverse, addition, induction")->capture_default_str();
-  cmd->add_option("--text", o->data.text, "train on this UTF-8 text file instead of a task")->check(CLI::ExistingFile);
-  cmd->add_option("--samples", o->data.task.samples, "task instances (80/10/10 train/val/test)")->capture_default_str();
-  cmd->add_option("--min-length", o->data.task.min_length, "task string length, smallest")->capture_default_str();
-  cmd->add_option("--max-length", o->data.task.max_length, "task string length, largest")->capture_default_str();
-  cmd->add_option("--max-digits", o->data.task.max_digits, "addition: digits per operand, at most")->capture_default_str();
-  cmd->add_option("--context", o->data.context, "text: training window in bytes")->capture_default_str();
-  cmd->add_option("--d-model", o->model.d_model, "model width D")->capture_default_str();
-  cmd->add_option("--layers", o->model.layers, "transformer blocks L")->capture_default_str();
-  cmd->add_option("--heads", o->model.heads, "attention heads h")->capture_default_str();
-  cmd->add_option("--dk", o->model.dk, "per-head query/key width r; 0 = D/h")->capture_default_str();
-  cmd->add_option("--dv", o->model.dv, "per-head value width; 0 = D/h")->capture_default_str();
-  cmd->add_option("--mlp-hidden", o->model.mlp_hidden, "MLP hidden units; 0 = 4 D")->capture_default_str();
-  cmd->add_option("--dropout", o->model.dropout, "dropout on attention and MLP outputs")->capture_default_str();
-  add_train_options(cmd, o->train);
-  cmd->add_option("--init-weights", o->init_weights, "start from a name->tensor .pt dict")->check(CLI::ExistingFile);
-  cmd->add_option("--resume", o->resume, "continue the run in this folder from its last checkpoint")
-      ->check(CLI::ExistingDirectory);
-  cmd->callback([o, cmd, &action] {
-    action = [o, cmd] {
-      TrainRequest request{"lm train", "transformer-lm", {}, {}, o->init_weights, false};
-      train::TrainConfig config = o->train;
-      resolve_parallel(*cmd, config);
-      LmData data = o->data;
-      CommonOptions common = o->common;
-      if (!o->resume.empty()) {
-        data = LmData::from_json(adopt_resumed_run(o->resume, *cmd, common, config, request).at("data"));
-      } else {
-        if (cmd->count("--task") && !data.text.empty()) throw UsageError("--task and --text exclude each other");
-        if (data.is_task()) data.task.validate();
-        data.seed = common.seed;
-        if (data.is_task() && !cmd->count("--select-metric")) config.select_metric = "exact_match";
-        request.model_options = o->model.to_json();
-      }
-      config.seed = common.seed;
-      request.data = data.to_json();
-      apply_common_options(common);
-      train::TrainHooks hooks;
-      hooks.metrics = data.metrics();
-      return run_training(request, data.make(), config, common, hooks);
-    };
-  });
+  auto s = std::make_shared<State>();
+  s->model.d_model = 64;
+  TrainCommand spec;
+  spec.command = tasks::kLmCommand;
+  spec.description = "train the byte-level transformer on a built-in task or a text file";
+  spec.default_out = "runs/lm";
+  // Defaults that learn `copy` to ~99% exact match in about 20 s on one core (our choice).
+  spec.defaults.epochs = 20;
+  spec.defaults.batch_size = 32;
+  spec.defaults.optim.lr = 5e-3;
+  spec.defaults.optim.weight_decay = 0.01;
+  spec.defaults.clip_grad_norm = 1.0;
+  spec.defaults.select_metric = "loss";
+  spec.add_options = [s](CLI::App* cmd) {
+    add_field_options(cmd, s->data);
+    cmd->get_option("--text")->check(CLI::ExistingFile);
+    cmd->add_option("--d-model", s->model.d_model, "model width D")->capture_default_str();
+    cmd->add_option("--layers", s->model.layers, "transformer blocks L")->capture_default_str();
+    cmd->add_option("--heads", s->model.heads, "attention heads h")->capture_default_str();
+    cmd->add_option("--dk", s->model.dk, "per-head query/key width r; 0 = D/h")->capture_default_str();
+    cmd->add_option("--dv", s->model.dv, "per-head value width; 0 = D/h")->capture_default_str();
+    cmd->add_option("--mlp-hidden", s->model.mlp_hidden, "MLP hidden units; 0 = 4 D")->capture_default_str();
+    cmd->add_option("--dropout", s->model.dropout, "dropout on attention and MLP outputs")->capture_default_str();
+  };
+  spec.prepare = [s](const CLI::App& cmd, train::RunRequest& r, const std::string&) {
+    LmData data = s->data;
+    if (cmd.count("--task") && !data.text.empty()) throw UsageError("--task and --text exclude each other");
+    data.seed = r.seed;
+    data.validate();
+    if (data.is_task() && !cmd.count("--select-metric")) r.train.select_metric = "exact_match";
+    r.model_name = "transformer-lm";
+    r.model_options = s->model.to_json();
+    r.data = data.to_json();
+  };
+  spec.load = [](train::RunRequest& r, const LoadContext&) {
+    const auto data = LmData::from_json(r.data);
+    TaskRun run;
+    run.splits = data.make();
+    run.hooks.metrics = data.metrics();
+    return run;
+  };
+  register_train_command(parent, action, std::move(spec));
 }
 
 void register_eval(CLI::App* parent, Action& action) {
@@ -157,7 +108,7 @@ void register_eval(CLI::App* parent, Action& action) {
       }
       metrics["split"] = o->split;
       metrics["size"] = part->size();
-      std::printf("%s\n", metrics.dump(2).c_str());
+      print_json(metrics);
       return 0;
     };
   });

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "qkv/cli/commands.h"
+#include "qkv/cli/common.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/runtime.h"
 
@@ -37,7 +38,6 @@ int main(int argc, char** argv) {
   qkv::cli::register_seg(app, action);
   qkv::cli::register_launch(app, action);
   qkv::cli::register_mhca(app, action);
-
 
   // CLI11 would only say "a subcommand is required" for a mistyped command.
   std::string known;
@@ -78,6 +78,11 @@ int main(int argc, char** argv) {
   }
   try {
     return action ? action() : 2;
+  } catch (const qkv::ConfigError& e) {
+    // The library names the setting's key; say it as the option that set it.
+    const std::string flag = qkv::cli::flag_of_key(e.key);
+    std::fprintf(stderr, "qkv: %s\n", first_line((flag.empty() ? e.key : flag) + " " + e.problem).c_str());
+    return 2;
   } catch (const qkv::UsageError& e) {
     std::fprintf(stderr, "qkv: %s\n", first_line(e.what()).c_str());
     return 2;

@@ -10,10 +10,12 @@
 
 #include "qkv/cli/commands.h"
 #include "qkv/cli/common.h"
+#include "qkv/cli/train_command.h"
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
 #include "qkv/core/json_file.h"
+#include "qkv/core/output_policy.h"
 #include "qkv/core/runtime.h"
 #include "qkv/data/folds.h"
 #include "qkv/mhca/cohort_data.h"
@@ -22,8 +24,10 @@
 #include "qkv/mhca/synth_cohort.h"
 #include "qkv/mhca/xgboost.h"
 #include "qkv/models/mhca.h"
+#include "qkv/tasks/mhca_task.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/progress.h"
+#include "qkv/train/run.h"
 
 namespace qkv::cli {
 namespace {
@@ -41,63 +45,6 @@ void add_cohort_options(CLI::App* cmd, CohortFiles& f) {
       ->required();
 }
 
-void add_xgboost_options(CLI::App* cmd, mhca::XGBoostParams& p) {
-  cmd->add_option("--xgb-learning-rate", p.learning_rate, "XGBoost learning rate (paper Table A.1)")
-      ->capture_default_str();
-  cmd->add_option("--xgb-estimators", p.n_estimators, "XGBoost boosting rounds")->capture_default_str();
-  cmd->add_option("--xgb-max-depth", p.max_depth, "XGBoost tree depth")->capture_default_str();
-  cmd->add_option("--xgb-min-child-weight", p.min_child_weight, "XGBoost min_child_weight")->capture_default_str();
-  cmd->add_option("--xgb-gamma", p.gamma, "XGBoost gamma (min split loss)")->capture_default_str();
-  cmd->add_option("--xgb-subsample", p.subsample, "XGBoost row subsample per tree")->capture_default_str();
-  cmd->add_option("--xgb-colsample", p.colsample_bytree, "XGBoost column subsample per tree")->capture_default_str();
-}
-
-void add_selection_options(CLI::App* cmd, mhca::FeatureSelection& s) {
-  cmd->add_option("--select", s.mode,
-                  "CpG features: rfe (XGBoost RFE on each training part), all (every column), list (--cpg-list)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"rfe", "all", "list"}));
-  cmd->add_option("--cpg-list", s.list_path,
-                  "fixed CpG list (one id per line, e.g. from 'qkv mhca select'); selecting on the whole cohort "
-                  "before cross validation lets the test folds leak into the features")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--n-features", s.n_features, "CpG sites RFE keeps; 0 = the SPECT token count (441 at 91x109x91)")
-      ->capture_default_str();
-  cmd->add_option("--rfe-step", s.rfe.step, "RFE: share of the features removed per round (< 1) or a count (>= 1)")
-      ->capture_default_str();
-  add_xgboost_options(cmd, s.xgboost);
-}
-
-void add_augmentation_options(CLI::App* cmd, mhca::Augmentation& a) {
-  cmd->add_option("--augment", a.fraction, "share of training samples augmented per batch (paper: 10%)")
-      ->capture_default_str();
-  cmd->add_option("--augment-degrees", a.max_degrees, "largest random rotation of a volume about each axis")
-      ->capture_default_str();
-  cmd->add_option("--augment-noise", a.noise, "Gaussian noise on beta-values, in units of each CpG's std")
-      ->capture_default_str();
-}
-
-// The paper's training setup: 200 epochs, batch 16, Adam 3e-5; the best
-// validation loss picks the weights, and 20 epochs without improvement stop.
-void set_paper_defaults(train::TrainConfig& c) {
-  c.epochs = 200;
-  c.batch_size = 16;
-  c.optim.optimizer = "adam";
-  c.optim.lr = 3e-5;
-  c.select_metric = "loss";
-  c.patience = 20;
-}
-
-nlohmann::json parse_model_options(const std::string& text) {
-  try {
-    auto j = nlohmann::json::parse(text);
-    if (!j.is_object()) throw UsageError("--model-options must be a JSON object");
-    return j;
-  } catch (const nlohmann::json::exception&) {
-    throw UsageError("--model-options: not valid JSON: " + text);
-  }
-}
-
 std::vector<int64_t> all_rows(const mhca::CohortData& c) {
   std::vector<int64_t> rows(static_cast<size_t>(c.size()));
   for (int64_t i = 0; i < c.size(); ++i) rows[i] = i;
@@ -108,6 +55,12 @@ void check_single_process(const train::TrainConfig& c) {
   if (c.parallel.world_size != 1) throw UsageError("--world-size: qkv mhca trains in one process");
 }
 
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 void register_synth(CLI::App* parent, Action& action) {
   auto* cmd = parent->add_subcommand(
       "synth", "write the built-in synthetic cohort: NIfTI SPECT volumes, manifest, methylation table, ground truth");
@@ -115,9 +68,12 @@ void register_synth(CLI::App* parent, Action& action) {
     mhca::SynthCohortOptions synth;
     std::string out;
     std::vector<int64_t> shape;
+    bool overwrite = false;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--out", o->out, "folder to create (must not exist or be empty)")->required();
+  cmd->add_option("--out", o->out, "folder to write (missing or empty; --overwrite replaces what qkv wrote there)")
+      ->required();
+  add_overwrite_flag(cmd, o->overwrite);
   cmd->add_option("--subjects", o->synth.subjects, "subjects (PPMI: 408)")->capture_default_str();
   cmd->add_option("--pd-fraction", o->synth.pd_fraction, "share of Parkinson's patients (PPMI: 0.70)")
       ->capture_default_str();
@@ -148,6 +104,8 @@ void register_synth(CLI::App* parent, Action& action) {
           std::fprintf(stderr, "\rsynth: %lld/%lld volumes", static_cast<long long>(done),
                        static_cast<long long>(total));
       };
+      o->synth.validate();
+      claim_output_dir(o->out, "--out", o->overwrite, {"qkv mhca synth", {}});
       const auto summary = mhca::write_synth_cohort(o->out, o->synth, progress);
       if (live) std::fprintf(stderr, "\n");
       std::printf("synth: %lld subjects (%lld PD, %lld controls), %lld CpG sites, anatomy %s, in %s\n",
@@ -167,24 +125,30 @@ void register_select(CLI::App* parent, Action& action) {
     mhca::FeatureSelection selection;
     std::string out;
     int threads = 0;
+    bool overwrite = false;
   };
   auto o = std::make_shared<Opts>();
   o->selection.n_features = 441;
   add_cohort_options(cmd, o->files);
   cmd->add_option("--out", o->out, "CpG list to write (one id per line)")->required();
+  add_overwrite_flag(cmd, o->overwrite);
   cmd->add_option("--n-features", o->selection.n_features, "CpG sites to keep (paper: 441)")->capture_default_str();
   cmd->add_option("--rfe-step", o->selection.rfe.step, "share of the features removed per round (< 1) or a count")
       ->capture_default_str();
-  add_xgboost_options(cmd, o->selection.xgboost);
+  add_field_options(cmd, o->selection.xgboost);
   cmd->add_option("--threads", o->threads, "XGBoost threads; 0 = one per core")->capture_default_str();
   cmd->callback([o, &action] {
     action = [o] {
+      if (o->selection.n_features < 1) throw UsageError("--n-features must be at least 1");
+      if (!(o->selection.rfe.step > 0) || !std::isfinite(o->selection.rfe.step))
+        throw UsageError("--rfe-step must be a positive number");
+      o->selection.xgboost.validate();
       set_threads(o->threads);
       auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, false, 1);
       mhca::FeatureSelection s = o->selection;
       s.xgboost.threads = at::get_num_threads();
-      s.xgboost.validate();
       const auto ids = mhca::select_features(cohort, all_rows(cohort), s, s.n_features, false);
+      claim_output_file(o->out, "--out", o->overwrite, {"qkv mhca select", {}});
       data::write_cpg_list(o->out, ids,
                            "qkv mhca select: " + std::to_string(ids.size()) + " of " +
                                std::to_string(cohort.methylation.cols()) + " CpG sites of " + o->files.methylation +
@@ -206,13 +170,16 @@ void register_cv(CLI::App* parent, Action& action) {
     mhca::CVOptions cv;
     std::vector<std::string> models{"all"};
     std::string model_options = "{}";
+    bool resume = false;
   };
   auto o = std::make_shared<Opts>();
   o->common.out = "runs/mhca-cv";
-  set_paper_defaults(o->cv.train);
+  tasks::set_mhca_paper_defaults(o->cv.train);
   add_cohort_options(cmd, o->files);
-  add_common_options(cmd, o->common, "output folder (an interrupted run continues where it stopped)");
-  cmd->add_option("--model", o->models, "mhca, concatnet, spectnet, xgboost, or all (comma-separated)")
+  add_common_options(cmd, o->common, "output folder: summary.json, predictions.csv, report.html, folds/");
+  cmd->add_flag("--resume", o->resume,
+                "continue an interrupted cross validation in --out (with the same options): finished folds are kept");
+  cmd->add_option("--model", o->models, joined(mhca::cv_model_names()) + ", or all (comma-separated)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--runs", o->cv.runs, "repetitions of the k-fold split (paper: 3)")->capture_default_str();
@@ -227,11 +194,12 @@ void register_cv(CLI::App* parent, Action& action) {
   cmd->add_option("--model-options", o->model_options,
                   "network sizes as JSON, e.g. {\"channels\":[8,16,32,32],\"padding\":1}")
       ->capture_default_str();
-  add_selection_options(cmd, o->cv.selection);
-  add_augmentation_options(cmd, o->cv.augmentation);
-  add_train_options(cmd, o->cv.train);
-  cmd->callback([o, &action] {
-    action = [o] {
+  add_field_options(cmd, o->cv.selection);
+  cmd->get_option("--cpg-list")->check(CLI::ExistingFile);
+  add_field_options(cmd, o->cv.augmentation);
+  add_field_options(cmd, o->cv.train);
+  cmd->callback([o, cmd, &action] {
+    action = [o, cmd] {
       mhca::CVOptions cv = o->cv;
       cv.models.clear();
       for (const auto& m : o->models) {
@@ -241,21 +209,22 @@ void register_cv(CLI::App* parent, Action& action) {
         }
         cv.models.push_back(m);
       }
-      for (const auto& m : cv.models) {
-        const auto& known = mhca::cv_model_names();
+      const auto& known = mhca::cv_model_names();
+      for (const auto& m : cv.models)
         if (std::find(known.begin(), known.end(), m) == known.end())
-          throw UsageError("--model " + m + ": not one of mhca, concatnet, spectnet, xgboost, all");
-      }
+          throw UsageError("--model " + m + ": not one of " + joined(known) + ", all");
       if (!cv.selection.list_path.empty()) cv.selection.mode = "list";
-      if (cv.selection.mode == "list" && cv.selection.list_path.empty())
-        throw UsageError("--select list needs --cpg-list FILE");
+      tasks::validate_selection(cv.selection);
+      tasks::validate_augmentation(cv.augmentation);
       cv.model_options = parse_model_options(o->model_options);
       check_single_process(cv.train);
+      cv.train.validate();
+      if (o->resume && cmd->count("--overwrite")) throw UsageError("--resume continues --out; drop --overwrite");
+      if (!o->resume) check_output_dir(o->common.out, "--out", o->common.overwrite);
       const c10::Device device = apply_common_options(o->common);
       cv.seed = o->common.seed;
       cv.train.seed = o->common.seed;
       cv.selection.xgboost.threads = at::get_num_threads();
-      cv.selection.xgboost.validate();
       bool need_volumes = false;
       for (const auto& m : cv.models) need_volumes = need_volumes || m != "xgboost";
       auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, need_volumes, at::get_num_threads());
@@ -263,10 +232,14 @@ void register_cv(CLI::App* parent, Action& action) {
                    static_cast<long long>(cohort.size()), cohort.match_summary.c_str(),
                    need_volumes ? nlohmann::json(cohort.volume_shape()).dump().c_str() : "not loaded",
                    static_cast<long long>(cv.runs), static_cast<long long>(cv.folds), at::get_num_threads());
+      if (o->resume)
+        adopt_output_dir(o->common.out, "--out");
+      else
+        claim_output_dir(o->common.out, "--out", o->common.overwrite, {"mhca cv", {}});
       install_interrupt_handler();
       auto summary = mhca::run_cross_validation(cohort, cv, o->common.out, device);
       if (summary.value("interrupted", false)) {
-        std::fprintf(stderr, "interrupted: finished folds are kept; the same command continues in %s\n",
+        std::fprintf(stderr, "interrupted: finished folds are kept; add --resume to the same command to continue in %s\n",
                      o->common.out.c_str());
         return kExitInterrupted;
       }
@@ -290,119 +263,56 @@ void register_cv(CLI::App* parent, Action& action) {
   });
 }
 
-// Held-out subjects for `train`: a stratified test part, then a stratified
-// validation part of the rest.
-void split_rows(const std::vector<int64_t>& labels, double val_fraction, double test_fraction, uint64_t seed,
-                std::vector<int64_t>& train, std::vector<int64_t>& val, std::vector<int64_t>& test) {
-  std::vector<int64_t> all(labels.size());
-  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
-  auto [rest, test_rows] = data::stratified_split(all, labels, test_fraction, seed);
-  const double val_share = val_fraction / std::max(1e-9, 1.0 - test_fraction);
-  auto [train_rows, val_rows] = data::stratified_split(rest, labels, val_share, seed + 1);
-  train = train_rows;
-  val = val_rows;
-  test = test_rows;
-}
-
 void register_train(CLI::App* parent, Action& action) {
-  auto* cmd = parent->add_subcommand("train", "train one model (or XGBoost) on a cohort; writes the run folder --out");
-  struct Opts {
-    CohortFiles files;
-    CommonOptions common;
+  struct State {
+    tasks::MhcaTrainData data;
     std::string model = "mhca";
     std::string model_options = "{}";
-    mhca::FeatureSelection selection;
-    mhca::Augmentation augmentation;
-    std::string normalisation = "global";
-    double val_fraction = 0.15, test_fraction = 0.2;
-    train::TrainConfig train;
   };
-  auto o = std::make_shared<Opts>();
-  o->common.out = "runs/mhca";
-  set_paper_defaults(o->train);
-  add_cohort_options(cmd, o->files);
-  add_common_options(cmd, o->common, "run folder: config.json, summary.json, report.html, checkpoints/");
-  cmd->add_option("--model", o->model, "mhca, concatnet, spectnet or xgboost")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"mhca", "concatnet", "spectnet", "xgboost"}));
-  cmd->add_option("--model-options", o->model_options, "network sizes as JSON")->capture_default_str();
-  cmd->add_option("--val-fraction", o->val_fraction, "share of subjects for early stopping and model selection")
-      ->capture_default_str();
-  cmd->add_option("--test-fraction", o->test_fraction, "share of subjects held out for the final test")
-      ->capture_default_str();
-  cmd->add_option("--normalisation", o->normalisation, "global or subject")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"global", "subject"}));
-  add_selection_options(cmd, o->selection);
-  add_augmentation_options(cmd, o->augmentation);
-  add_train_options(cmd, o->train);
-  cmd->callback([o, &action] {
-    action = [o] {
-      check_single_process(o->train);
-      if (!(o->val_fraction > 0 && o->test_fraction > 0 && o->val_fraction + o->test_fraction < 0.8))
-        throw UsageError("--val-fraction and --test-fraction must be > 0 and sum below 0.8");
-      mhca::FeatureSelection selection = o->selection;
-      if (!selection.list_path.empty()) selection.mode = "list";
-      const auto user_options = parse_model_options(o->model_options);
-      apply_common_options(o->common);  // threads and seed; run_training resolves the device
-      selection.xgboost.threads = at::get_num_threads();
-      const bool volumes = o->model != "xgboost";
-      auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, volumes, at::get_num_threads());
-      std::vector<int64_t> train_rows, val_rows, test_rows;
-      split_rows(cohort.labels, o->val_fraction, o->test_fraction, o->common.seed, train_rows, val_rows, test_rows);
-      std::vector<int64_t> fit_rows = train_rows;
-      fit_rows.insert(fit_rows.end(), val_rows.begin(), val_rows.end());
-      const int64_t n_features = selection.n_features > 0 ? selection.n_features
-                                 : volumes               ? mhca::spect_tokens(user_options, cohort.volume_shape())
-                                                         : 441;
-      const auto cpgs = mhca::select_features(cohort, fit_rows, selection, n_features, false);
-      const auto prep = mhca::fit_preprocessing(cohort, train_rows, cpgs, o->normalisation);
-      nlohmann::json data = {{"manifest", o->files.manifest},
-                             {"methylation", o->files.methylation},
-                             {"val_fraction", o->val_fraction},
-                             {"test_fraction", o->test_fraction},
-                             {"selection", selection.mode},
-                             {"preprocessing", prep.to_json()}};
-      auto ids_of = [&](const std::vector<int64_t>& rows) {
-        std::vector<std::string> ids;
-        for (auto r : rows) ids.push_back(cohort.subject_ids[r]);
-        return ids;
-      };
-      data["test_subjects"] = ids_of(test_rows);
-      if (o->model == "xgboost") {
-        const auto classifier = mhca::fit_xgboost(cohort, fit_rows, prep, selection.xgboost);
-        make_directories(o->common.out);
-        write_file_atomic(o->common.out + "/xgboost.json", classifier.save());
-        const auto tx = mhca::methylation_matrix(cohort, test_rows, prep);
-        auto metrics = mhca::binary_metrics(
-            classifier.predict_proba(tx.data(), static_cast<int64_t>(test_rows.size()),
-                                     static_cast<int64_t>(cpgs.size())),
-            cohort.labels_of(test_rows));
-        nlohmann::json config = {{"command", "mhca train"},
-                                 {"seed", o->common.seed},
-                                 {"model", {{"name", "xgboost"}, {"options", selection.xgboost.to_json()}}},
-                                 {"data", data}};
-        write_file_atomic(o->common.out + "/config.json", config.dump(2) + "\n");
-        nlohmann::json summary = {{"test", metrics}, {"features", cpgs.size()}};
-        write_file_atomic(o->common.out + "/summary.json", summary.dump(2) + "\n");
-        std::printf("%s\n", summary.dump(2).c_str());
-        return 0;
-      }
-      TrainRequest request{"mhca train", o->model,
-                           mhca::network_options(o->model, user_options, cohort.volume_shape(),
-                                                 static_cast<int64_t>(cpgs.size())),
-                           data, "", false};
-      train::TrainConfig config = o->train;
-      config.seed = o->common.seed;
-      mhca::Augmentation augmentation = o->augmentation;
-      augmentation.cpg_std = mhca::cpg_std(cohort, train_rows, prep);
-      train::TrainHooks hooks;
-      hooks.augment = augmentation;
-      data::Splits splits{mhca::make_dataset(cohort, train_rows, prep), mhca::make_dataset(cohort, val_rows, prep),
-                          mhca::make_dataset(cohort, test_rows, prep)};
-      return run_training(request, splits, config, o->common, hooks);
-    };
-  });
+  auto s = std::make_shared<State>();
+  TrainCommand spec;
+  spec.command = tasks::kMhcaTrainCommand;
+  spec.description = "train one model (or XGBoost) on a cohort; writes the run folder --out";
+  spec.default_out = "runs/mhca";
+  tasks::set_mhca_paper_defaults(spec.defaults);
+  spec.add_options = [s](CLI::App* cmd) {
+    add_field_options(cmd, s->data);
+    cmd->get_option("--manifest")->required();
+    cmd->get_option("--methylation")->required();
+    cmd->get_option("--cpg-list")->check(CLI::ExistingFile);
+    cmd->add_option("--model", s->model, joined(mhca::cv_model_names()))
+        ->capture_default_str()
+        ->check(CLI::IsMember(mhca::cv_model_names()));
+    cmd->add_option("--model-options", s->model_options, "network sizes as JSON")->capture_default_str();
+  };
+  spec.prepare = [s](const CLI::App&, train::RunRequest& r, const std::string&) {
+    check_single_process(r.train);
+    tasks::MhcaTrainData d = s->data;
+    if (!d.selection.list_path.empty()) d.selection.mode = "list";
+    d.model_options = parse_model_options(s->model_options);
+    d.validate();
+    r.model_name = s->model;
+    r.model_options = s->model == "xgboost" ? d.selection.xgboost.to_json() : d.model_options;
+    r.data = d.to_json();
+  };
+  spec.load = [](train::RunRequest& r, const LoadContext&) {
+    auto d = tasks::MhcaTrainData::from_json(r.data);
+    const bool xgboost = r.model_name == "xgboost";
+    auto prepared = std::make_shared<tasks::MhcaTrainRun>(tasks::prepare_mhca_train(d, !xgboost, r.seed));
+    r.data = d.to_json();
+    TaskRun run;
+    if (xgboost) {
+      mhca::XGBoostParams params = d.selection.xgboost;
+      params.threads = at::get_num_threads();
+      run.fit = [prepared, params](const std::string& dir) { return prepared->fit_xgboost(params, dir); };
+      return run;
+    }
+    r.model_options = prepared->network_options(r.model_name, d.model_options);
+    run.splits = prepared->splits();
+    run.hooks.augment = prepared->augmentation(d.augmentation);
+    return run;
+  };
+  register_train_command(parent, action, std::move(spec));
 }
 
 // The preprocessing a run recorded, and the cohort it applies to.
@@ -437,9 +347,10 @@ void register_predict(CLI::App* parent, Action& action) {
       if (xgb) {
         config = read_json_file((fs::path(o->checkpoint).parent_path() / "config.json").string());
       } else {
-        model = load_model_from_checkpoint(o->checkpoint, &config);
+        model = train::load_model_from_checkpoint(o->checkpoint, &config);
       }
       const auto prep = recorded_preprocessing(config, o->checkpoint);
+      check_output_file(o->common.out, "--out", o->common.overwrite);
       const std::string name = config.at("model").at("name");
       auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, name != "xgboost",
                                       at::get_num_threads());
@@ -459,10 +370,11 @@ void register_predict(CLI::App* parent, Action& action) {
         csv += cohort.subject_ids[i] + "," + std::to_string(cohort.labels[i]) + "," + prob + "," +
                (p[i] >= 0.5 ? "1" : "0") + "\n";
       }
+      claim_output_file(o->common.out, "--out", o->common.overwrite, {"mhca predict", {}});
       write_file_atomic(o->common.out, csv);
       auto metrics = mhca::binary_metrics(p, cohort.labels);
       metrics["model"] = name;
-      std::printf("%s\n", metrics.dump(2).c_str());
+      print_json(metrics);
       std::fprintf(stderr, "wrote %s (%lld subjects)\n", o->common.out.c_str(), static_cast<long long>(cohort.size()));
       return 0;
     };
@@ -498,7 +410,7 @@ void register_explain(CLI::App* parent, Action& action) {
       if (o->all == !o->subjects.empty()) throw UsageError("explain: give --subject ID or --all (one of them)");
       const c10::Device device = apply_common_options(o->common);
       nlohmann::json config;
-      auto model = load_model_from_checkpoint(o->checkpoint, &config);
+      auto model = train::load_model_from_checkpoint(o->checkpoint, &config);
       auto* net = dynamic_cast<models::MHCANet*>(model.get());
       if (!net)
         throw UsageError("--checkpoint " + o->checkpoint + ": explain needs an mhca model, this one is " +
@@ -510,12 +422,14 @@ void register_explain(CLI::App* parent, Action& action) {
         const auto next_to = fs::path(o->files.manifest).parent_path() / "ground_truth.json";
         if (fs::exists(next_to)) ex.ground_truth = next_to.string();
       }
+      check_output_dir(o->common.out, "--out", o->common.overwrite);
       auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, true, at::get_num_threads());
+      claim_output_dir(o->common.out, "--out", o->common.overwrite, {"mhca explain", {}});
       auto result = mhca::explain_subjects(*net, cohort, prep, ex, o->common.out, device);
       nlohmann::json brief = result;
       brief.erase("subjects");
       brief["subjects_explained"] = result.at("subjects").size();
-      std::printf("%s\n", brief.dump(2).c_str());
+      print_json(brief);
       std::fprintf(stderr, "wrote %s/{explain.json,cpg_attention.csv,spect_attention_mean.*,<subject>/}\n",
                    o->common.out.c_str());
       return 0;

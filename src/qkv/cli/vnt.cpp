@@ -13,256 +13,90 @@
 #include <numeric>
 #include <random>
 
-#include "qkv/cli/common.h"
-#include "qkv/cli/pointcloud_cli.h"
 #include "qkv/cli/commands.h"
-#include "qkv/core/atomic_file.h"
+#include "qkv/cli/common.h"
+#include "qkv/cli/point_commands.h"
+#include "qkv/cli/train_command.h"
 #include "qkv/core/errors.h"
-#include "qkv/core/runtime.h"
+#include "qkv/core/output_policy.h"
 #include "qkv/models/vnt_net.h"
-#include "qkv/pointcloud/mesh_read.h"
 #include "qkv/pointcloud/mesh_write.h"
-#include "qkv/pointcloud/modelnet.h"
-#include "qkv/pointcloud/point_dataset.h"
 #include "qkv/pointcloud/render.h"
-#include "qkv/pointcloud/synth_shapes.h"
 #include "qkv/pointcloud/transforms.h"
-#include "qkv/train/checkpoint.h"
-#include "qkv/vn/vn_ops.h"
+#include "qkv/tasks/classification.h"
+#include "qkv/train/run.h"
 
 namespace qkv::cli {
 namespace {
 
 namespace pc = qkv::pointcloud;
-
-const char* const kTrainCommand = "vnt train";
-
-// Where the clouds come from and how the model sees them; stored in
-// config.json so that eval, predict and --resume rebuild the same views.
-struct VntData {
-  std::string source = "synthetic";  // "synthetic" or a ModelNet40 folder
-  std::string synth_dir;             // synthetic: where the OFF tree is written (default <out>/synthetic)
-  pc::SynthShapesOptions synth;
-  pc::ModelNetLoadOptions load;
-  pc::PointViewOptions view;  // seed, points, augmentation; view_of sets mode and rotation per split
-  std::string protocol = "z/z";
-  double val_fraction = 0.1;
-  std::vector<std::string> class_names;  // filled once loaded
-
-  nlohmann::json to_json() const {
-    return {{"source", source},
-            {"synth_dir", synth_dir},
-            {"synth_train_per_class", synth.train_per_class},
-            {"synth_test_per_class", synth.test_per_class},
-            {"synth_classes", synth.classes},
-            {"points_per_shape", load.points_per_shape},
-            {"max_per_class", load.max_per_class},
-            {"points", view.num_points},
-            {"sampling", view.sampling},
-            {"normalize", view.normalize},
-            {"up_axis", view.up_axis},
-            {"random_scale", view.random_scale},
-            {"random_shift", view.random_shift},
-            {"normals", view.use_normals},
-            {"protocol", protocol},
-            {"val_fraction", val_fraction},
-            {"seed", view.seed},
-            {"class_names", class_names}};
-  }
-
-  static VntData from_json(const nlohmann::json& j) {
-    VntData d;
-    try {
-      d.source = j.at("source");
-      d.synth_dir = j.at("synth_dir");
-      d.synth.train_per_class = j.at("synth_train_per_class");
-      d.synth.test_per_class = j.at("synth_test_per_class");
-      d.synth.classes = j.at("synth_classes").get<std::vector<std::string>>();
-      d.load.points_per_shape = j.at("points_per_shape");
-      d.load.max_per_class = j.at("max_per_class");
-      d.view.num_points = j.at("points");
-      d.view.sampling = j.at("sampling");
-      d.view.normalize = j.at("normalize");
-      d.view.up_axis = j.at("up_axis");
-      d.view.random_scale = j.at("random_scale");
-      d.view.random_shift = j.at("random_shift");
-      d.view.use_normals = j.at("normals");
-      d.protocol = j.at("protocol");
-      d.val_fraction = j.at("val_fraction");
-      d.view.seed = j.at("seed");
-      d.class_names = j.at("class_names").get<std::vector<std::string>>();
-    } catch (const nlohmann::json::exception& e) {
-      throw DataError(std::string("the run's data configuration is incomplete (") + e.what() + ")");
-    }
-    d.copy_view_settings();
-    return d;
-  }
-
-  // The seed and the normals flag are stored once, in `view`; the shape
-  // generator and the loader take copies.
-  void copy_view_settings() {
-    synth.seed = load.seed = view.seed;
-    load.with_normals = view.use_normals;
-  }
-
-  // Writes the synthetic shapes (the same options give the same files) and
-  // loads the folder. A tree left by other options is replaced, so that no
-  // stale shape is loaded; a non-empty folder that is not such a tree is
-  // refused rather than deleted.
-  pc::ModelNetData load_data() const {
-    std::string dir = source;
-    if (source == "synthetic") {
-      dir = synth_dir;
-      clear_synthetic_dir(dir, "qkv data synth-shapes", "--synth-dir");
-      pc::SynthShapesOptions o = synth;
-      const auto summary = pc::write_synth_shapes(dir, o);
-      std::fprintf(stderr, "synthetic shapes: %zu classes, %lld files in %s\n", summary.classes.size(),
-                   static_cast<long long>(summary.files()), dir.c_str());
-    }
-    auto data = pc::load_modelnet40(dir, load);
-    std::fprintf(stderr, "%s (%s): %lld train / %lld test shapes, %zu classes\n", dir.c_str(), data.layout.c_str(),
-                 static_cast<long long>(data.train.size()), static_cast<long long>(data.test.size()),
-                 data.train.class_names.size());
-    return data;
-  }
-};
-
-struct VntSplits {
-  data::Splits splits;
-  std::vector<std::pair<std::string, data::DatasetPtr>> extra_tests;  // the other test rotations
-  std::vector<std::string> class_names;
-};
-
-// ModelNet has no validation split: a seeded shuffle of its train set gives
-// {train, val} indices.
-std::pair<std::vector<int64_t>, std::vector<int64_t>> train_val_indices(const VntData& d, int64_t shapes) {
-  std::vector<int64_t> order(static_cast<size_t>(shapes));
-  std::iota(order.begin(), order.end(), 0);
-  std::mt19937_64 rng(d.view.seed);
-  std::shuffle(order.begin(), order.end(), rng);
-  const auto n_val = static_cast<std::ptrdiff_t>(d.val_fraction * static_cast<double>(order.size()));
-  return {std::vector<int64_t>(order.begin() + n_val, order.end()),
-          std::vector<int64_t>(order.begin(), order.begin() + n_val)};
-}
-
-// Train and val from ModelNet's train set, test from its test set rotated as
-// the protocol says, and the test set again under the training rotation and
-// under SO(3) where those differ from the protocol's test rotation.
-VntSplits make_splits(const VntData& d, const pc::ModelNetData& data) {
-  const auto [train_rotation, test_rotation] = parse_protocol(d.protocol);
-  auto train_set = std::make_shared<const pc::PointCloudSet>(data.train);
-  auto test_set = std::make_shared<const pc::PointCloudSet>(data.test);
-  const auto [train_idx, val_idx] = train_val_indices(d, train_set->size());
-  VntSplits s;
-  s.splits.train = std::make_shared<data::SubsetDataset>(view_of(train_set, d.view, true, train_rotation), train_idx);
-  s.splits.val = std::make_shared<data::SubsetDataset>(view_of(train_set, d.view, false, train_rotation), val_idx);
-  s.splits.test = view_of(test_set, d.view, false, test_rotation);
-  for (const auto rotation : {train_rotation, pc::Rotation::SO3})
-    if (rotation != test_rotation &&
-        std::none_of(s.extra_tests.begin(), s.extra_tests.end(),
-                     [&](const auto& e) { return e.first == pc::rotation_name(rotation); }))
-      s.extra_tests.emplace_back(pc::rotation_name(rotation), view_of(test_set, d.view, false, rotation));
-  s.class_names = data.train.class_names;
-  return s;
-}
-
-void add_data_options(CLI::App* cmd, VntData& d) {
-  cmd->add_option("--data", d.source,
-                  "'synthetic' (built-in shapes) or a ModelNet40 folder: OFF tree, modelnet40_normal_resampled "
-                  "or modelnet40_ply_hdf5_2048")
-      ->capture_default_str();
-  cmd->add_option("--synth-dir", d.synth_dir, "where --data synthetic writes its OFF tree; default OUT/synthetic");
-  cmd->add_option("--synth-train-per-class", d.synth.train_per_class, "synthetic shapes per class for training")
-      ->capture_default_str();
-  cmd->add_option("--synth-test-per-class", d.synth.test_per_class, "synthetic shapes per class for testing")
-      ->capture_default_str();
-  cmd->add_option("--synth-classes", d.synth.classes, "synthetic classes to use (comma-separated); default all")
-      ->delimiter(',');
-  cmd->add_option("--points-per-shape", d.load.points_per_shape,
-                  "points stored per shape (mesh surface samples, or the first of pre-sampled files)")
-      ->capture_default_str();
-  cmd->add_option("--max-per-class", d.load.max_per_class, "keep at most this many shapes per class; 0 = all")
-      ->capture_default_str();
-  add_view_options(cmd, d.view, "how they are picked: fps (random start in training), random, first",
-                   "axis of the z rotations: 0 x, 1 y (ModelNet40), 2 z");
-  cmd->add_option("--protocol", d.protocol, "train/test rotations: z/z, z/so3, so3/so3 (also none/...)")
-      ->capture_default_str();
-  cmd->add_option("--val-fraction", d.val_fraction, "share of the training shapes held out for model selection")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 0.9));
-}
+using tasks::ClassificationData;
 
 void register_train(CLI::App* parent, Action& action) {
-  auto* cmd = parent->add_subcommand("train", "train a point-cloud classifier; writes the run folder --out");
-  struct Opts {
-    CommonOptions common;
-    VntData data;
+  struct State {
+    ClassificationData data;
     PointModelOptions model;
-    train::TrainConfig train;
   };
-  auto o = std::make_shared<Opts>();
-  o->common.out = "runs/vnt";
-  o->model.model = "vnt";
-  set_paper_training_defaults(o->train, o->data.view);
-  add_common_options(cmd, o->common, "run folder: config.json, metrics.jsonl, summary.json, report.html, checkpoints/");
-  add_data_options(cmd, o->data);
-  add_point_model_options(cmd, o->model, {"vnt", "vnt+n", "vn-dgcnn", "xyz-transformer"},
-                          "vnt, vnt+n (xyz and normals), vn-dgcnn or xyz-transformer (not invariant)", 16, 24);
-  add_train_options(cmd, o->train);
-  cmd->callback([o, cmd, &action] {
-    action = [o, cmd] {
-      const auto& m = o->model;
-      TrainRequest request{kTrainCommand, m.model, {}, {}, m.init_weights, false};
-      train::TrainConfig config = o->train;
-      resolve_parallel(*cmd, config);
-      VntData d = o->data;
-      CommonOptions common = o->common;
-      if (!m.resume.empty()) {
-        d = VntData::from_json(adopt_resumed_run(m.resume, *cmd, common, config, request).at("data"));
-      } else {
-        parse_protocol(d.protocol);  // a bad protocol fails before any work
-        d.view.seed = common.seed;
-        d.view.use_normals = m.model == "vnt+n";
-        d.copy_view_settings();
-        if (d.source == "synthetic" && d.synth_dir.empty()) d.synth_dir = common.out + "/synthetic";
-        const bool vnt = m.model == "vnt" || m.model == "vnt+n";
-        request.model_options = model_options_from_cli(m.model_options, m.model, vnt, m.model != "vn-dgcnn",
-                                                       m.linear_dim, m.heads, m.head_dim);
-      }
-      config.seed = common.seed;
-      apply_common_options(common);
-      SyntheticDataDir synth_dir(d.source == "synthetic" ? d.synth_dir : "", config.parallel.rank);
-      VntData load_view = d;
-      if (d.source == "synthetic") load_view.synth_dir = synth_dir.path();
-      const auto loaded = load_view.load_data();
-      auto s = make_splits(d, loaded);
-      if (!m.resume.empty() && s.class_names != d.class_names)
-        throw DataError("--resume " + m.resume + ": the data's classes differ from the stored run's");
-      d.class_names = s.class_names;
-      request.model_options["classes"] = static_cast<int64_t>(s.class_names.size());
-      request.data = d.to_json();
-      train::TrainHooks hooks;
-      hooks.extra_tests = s.extra_tests;
-      const auto names = s.class_names;
-      hooks.final_metrics = [names] { return std::make_unique<train::AccuracyMetric>(names); };
-      return run_training(request, s.splits, config, common, hooks);
-    };
-  });
+  auto s = std::make_shared<State>();
+  s->model.model = "vnt";
+  TrainCommand spec;
+  spec.command = tasks::kClassificationCommand;
+  spec.description = "train a point-cloud classifier; writes the run folder --out";
+  spec.default_out = "runs/vnt";
+  tasks::set_paper_training_defaults(spec.defaults, s->data.view);
+  spec.add_options = [s](CLI::App* cmd) {
+    add_field_options(cmd, s->data);
+    add_point_model_options(cmd, s->model, "classification", 16, 24);
+  };
+  spec.prepare = [s](const CLI::App&, train::RunRequest& r, const std::string& out) {
+    ClassificationData d = s->data;
+    r.model_name = s->model.model;
+    r.model_options = model_options_from_cli(s->model);
+    d.view.seed = r.seed;
+    d.view.use_normals = models::find_model(r.model_name).resolve(r.model_options).value("normals", false);
+    d.copy_view_settings();
+    if (d.source == "synthetic" && d.synth_dir.empty()) d.synth_dir = out + "/synthetic";
+    d.validate();
+    r.data = d.to_json();
+  };
+  spec.check_outputs = [](const train::RunRequest& r, bool overwrite) {
+    const auto d = ClassificationData::from_json(r.data);
+    d.check_synthetic_dir(d.synth_dir, overwrite);
+  };
+  spec.load = [](train::RunRequest& r, const LoadContext& context) {
+    auto d = ClassificationData::from_json(r.data);
+    tasks::SyntheticDataDir synth_dir(d.source == "synthetic" ? d.synth_dir : "", context.rank);
+    const auto loaded = d.load_data(synth_dir.path(), context.overwrite);
+    auto s = tasks::make_splits(d, loaded);
+    if (context.resume && s.class_names != d.class_names)
+      throw DataError("--resume " + context.run_dir + ": the data's classes differ from the stored run's");
+    d.class_names = s.class_names;
+    r.data = d.to_json();
+    r.model_options["classes"] = static_cast<int64_t>(s.class_names.size());
+    TaskRun run;
+    run.splits = s.splits;
+    run.hooks.extra_tests = s.extra_tests;
+    const auto names = s.class_names;
+    run.hooks.final_metrics = [names] { return std::make_unique<train::AccuracyMetric>(names); };
+    run.test_label = pc::rotation_name(tasks::parse_protocol(d.protocol).second);
+    return run;
+  };
+  register_train_command(parent, action, std::move(spec));
 }
 
 // Model, run configuration and data description of a `vnt train` checkpoint.
 struct LoadedRun {
   models::ModelPtr model;
   nlohmann::json config;
-  VntData data;
+  ClassificationData data;
 };
 
 LoadedRun load_run(const std::string& checkpoint, const c10::Device& device) {
   LoadedRun r;
-  r.model = load_model_from_checkpoint(checkpoint, &r.config, kTrainCommand);
+  r.model = train::load_model_from_checkpoint(checkpoint, &r.config, tasks::kClassificationCommand);
   r.model->to(device);
   r.model->eval();
-  r.data = VntData::from_json(r.config.at("data"));
+  r.data = ClassificationData::from_json(r.config.at("data"));
   return r;
 }
 
@@ -286,20 +120,14 @@ void register_eval(CLI::App* parent, Action& action) {
       const auto rotation = pc::parse_rotation(o->rotate);
       const c10::Device device = apply_common_options(o->eval.common);
       auto run = load_run(o->eval.checkpoint, device);
-      VntData d = run.data;
+      ClassificationData d = run.data;
       if (!o->data.empty()) d.source = o->data;
       const auto loaded = d.load_data();
       if (loaded.train.class_names != run.data.class_names)
         throw DataError(d.source + ": its classes differ from those the checkpoint was trained on");
       // The chosen split (val and train as the run cut them), viewed in eval
       // mode under the requested rotation.
-      const bool test = o->eval.split == "test";
-      auto set = std::make_shared<const pc::PointCloudSet>(test ? loaded.test : loaded.train);
-      data::DatasetPtr part = view_of(set, d.view, false, rotation);
-      if (!test) {
-        const auto [train_idx, val_idx] = train_val_indices(d, set->size());
-        part = std::make_shared<data::SubsetDataset>(part, o->eval.split == "val" ? val_idx : train_idx);
-      }
+      const auto part = tasks::eval_split(d, loaded, o->eval.split, rotation);
       const int64_t batch = run.config.at("train").at("batch_size");
       const auto names = run.data.class_names;
       auto metrics = train::evaluate(*run.model, *part, batch, device,
@@ -308,28 +136,12 @@ void register_eval(CLI::App* parent, Action& action) {
       metrics["rotate"] = pc::rotation_name(rotation);
       metrics["size"] = part->size();
       if (o->invariance_shapes > 0)
-        metrics["invariance"] = measure_invariance(*run.model, *part, o->invariance_shapes, 4, o->eval.common.seed,
+        metrics["invariance"] = tasks::measure_invariance(*run.model, *part, o->invariance_shapes, 4, o->eval.common.seed,
                                                    device);
-      std::printf("%s\n", metrics.dump(2).c_str());
+      print_json(metrics);
       return 0;
     };
   });
-}
-
-// One file as the run's model sees it: sampled, normalised and rotated by
-// `rotation` (seeded), as a one-cloud batch.
-data::Batch single_cloud_batch(const VntData& d, const std::string& path, pc::Rotation rotation, uint64_t seed) {
-  pc::PointViewOptions view = d.view;
-  view.rotation = rotation;
-  view.seed = seed;
-  view.train = false;
-  const auto mesh = pc::read_shape_file(path);
-  data::Batch batch;
-  at::Tensor normals;
-  batch.inputs["points"] = pc::prepare_single_cloud(mesh, view, view.use_normals ? &normals : nullptr, path);
-  if (view.use_normals) batch.inputs["normals"] = normals;
-  batch.target = torch::zeros({1}, torch::kLong);
-  return batch;
 }
 
 void register_predict(CLI::App* parent, Action& action) {
@@ -357,7 +169,7 @@ void register_predict(CLI::App* parent, Action& action) {
       const auto rotation = pc::parse_rotation(o->rotate);
       const c10::Device device = apply_common_options(o->common);
       auto run = load_run(o->checkpoint, device);
-      const auto batch = single_cloud_batch(run.data, o->input, rotation, o->common.seed);
+      const auto batch = tasks::single_cloud_batch(run.data, o->input, rotation, o->common.seed);
       torch::NoGradGuard no_grad;
       const auto probs = torch::softmax(run.model->forward(batch.to(device)), -1)[0].to(torch::kCPU);
       const auto& names = run.data.class_names;
@@ -414,14 +226,14 @@ void register_attention(CLI::App* parent, Action& action) {
       if (o->block < 0 || o->block >= vnt->options().blocks)
         throw UsageError("--block " + std::to_string(o->block) + ": the model has " +
                          std::to_string(vnt->options().blocks) + " blocks");
-      const auto batch = single_cloud_batch(run.data, o->input, pc::Rotation::None, o->common.seed);
+      const auto batch = tasks::single_cloud_batch(run.data, o->input, pc::Rotation::None, o->common.seed);
       const int64_t n = batch.input("points").size(2);
       if (o->query < 0 || o->query >= n)
         throw UsageError("--query " + std::to_string(o->query) + ": the cloud has " + std::to_string(n) + " points");
       auto gen = at::make_generator<at::CPUGeneratorImpl>(o->common.seed + 1);
-      const auto turned = rotated(batch, pc::random_so3(gen).to(torch::kFloat));
+      const auto turned = tasks::rotated(batch, pc::random_so3(gen).to(torch::kFloat));
       torch::NoGradGuard no_grad;
-      make_directories(o->common.out);
+      claim_output_dir(o->common.out, "--out", o->common.overwrite, {"vnt attention", {}});
       nlohmann::json report = {{"input", o->input}, {"query", o->query}, {"block", o->block}};
       std::vector<at::Tensor> rows;
       for (const data::Batch* b : {&batch, &turned}) {
@@ -449,7 +261,7 @@ void register_attention(CLI::App* parent, Action& action) {
       }
       report["max_attention_difference"] = (rows[0] - rows[1]).abs().max().item<double>();
       report["max_attention"] = top;
-      std::printf("%s\n", report.dump(2).c_str());
+      print_json(report);
       return 0;
     };
   });
@@ -474,9 +286,9 @@ void register_compare(CLI::App* parent, Action& action) {
       const c10::Device device = apply_common_options(o->common);
       nlohmann::json rows = nlohmann::json::array();
       for (const auto& dir : o->runs) {
-        const auto summary = read_summary(dir);
+        const auto summary = tasks::read_summary(dir);
         auto run = load_run(train::RunPaths{dir}.best_checkpoint(), device);
-        const auto [train_rotation, test_rotation] = parse_protocol(run.data.protocol);
+        const auto [train_rotation, test_rotation] = tasks::parse_protocol(run.data.protocol);
         nlohmann::json row = {{"run", dir},
                               {"model", run.config.at("model").at("name")},
                               {"protocol", run.data.protocol},
@@ -488,13 +300,13 @@ void register_compare(CLI::App* parent, Action& action) {
         }
         row["test_accuracy"] = acc;
         const auto loaded = run.data.load_data();
-        auto view = view_of(std::make_shared<const pc::PointCloudSet>(loaded.test), run.data.view, false,
+        auto view = tasks::view_of(std::make_shared<const pc::PointCloudSet>(loaded.test), run.data.view, false,
                             pc::Rotation::None);
-        row["invariance"] = measure_invariance(*run.model, *view, o->shapes, 4, o->common.seed, device);
+        row["invariance"] = tasks::measure_invariance(*run.model, *view, o->shapes, 4, o->common.seed, device);
         rows.push_back(row);
       }
       if (o->json) {
-        std::printf("%s\n", rows.dump(2).c_str());
+        print_json(rows);
         return 0;
       }
       std::printf("%-18s %-9s %10s %10s %10s %10s %14s\n", "model", "protocol", "params", "test z", "test so3",

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/output_policy.h"
 
 namespace qkv {
 namespace {
@@ -20,6 +21,7 @@ std::string errno_text() { return std::strerror(errno); }
 
 void write_file_atomic(const std::string& path, const void* data, size_t size) {
   namespace fs = std::filesystem;
+  check_and_record_write(path);  // refuses to replace a file qkv did not write in a claimed folder
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::string tmp = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();

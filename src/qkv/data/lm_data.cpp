@@ -44,14 +44,14 @@ std::string add_decimal(const std::string& a, const std::string& b) {
 
 void LmTaskOptions::validate() const {
   if (task != "copy" && task != "reverse" && task != "addition" && task != "induction")
-    throw UsageError("--task " + task + ": expected copy, reverse, addition or induction");
-  if (samples < 10) throw UsageError("--samples must be at least 10");
-  if (min_length < 1 || max_length < min_length)
-    throw UsageError("--min-length and --max-length must satisfy 1 <= min <= max");
-  if (task == "induction" && min_length < 3) throw UsageError("--min-length must be at least 3 for induction");
+    throw ConfigError("task", task + ": expected copy, reverse, addition or induction");
+  if (samples < 10) throw ConfigError("samples", "must be at least 10");
+  if (min_length < 1) throw ConfigError("min_length", "must be at least 1");
+  if (max_length < min_length) throw ConfigError("max_length", "must be at least min_length");
+  if (task == "induction" && min_length < 3) throw ConfigError("min_length", "must be at least 3 for induction");
   if (task == "induction" && max_length > 27)
-    throw UsageError("--max-length must be at most 27 for induction (the query letter occurs once)");
-  if (max_digits < 1 || max_digits > 18) throw UsageError("--max-digits must be in [1, 18]");
+    throw ConfigError("max_length", "must be at most 27 for induction (the query letter occurs once)");
+  if (max_digits < 1 || max_digits > 18) throw ConfigError("max_digits", "must be in [1, 18]");
 }
 
 LmExample make_lm_example(const LmTaskOptions& o, std::mt19937_64& rng) {
@@ -147,7 +147,7 @@ void check_utf8(const std::string& s, const std::string& source) {
 }
 
 Splits load_text_corpus(const std::string& path, int64_t context) {
-  if (context < 1) throw UsageError("--context must be at least 1");
+  if (context < 1) throw ConfigError("context", "must be at least 1");
   const auto bytes = read_file_bytes(path);
   const std::string text(bytes.begin(), bytes.end());
   if (text.empty()) throw DataError(path + ": the text file is empty");

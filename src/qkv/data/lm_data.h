@@ -24,7 +24,7 @@ struct LmTaskOptions {
   int64_t max_length = 8;
   int64_t max_digits = 3;     // addition: operands have 1..max_digits digits
 
-  void validate() const;  // UsageError naming the option
+  void validate() const;  // ConfigError naming the key
 };
 
 constexpr char kLmTerminator = '\n';

@@ -18,6 +18,7 @@
 #include "qkv/train/binary_metrics.h"
 #include "qkv/train/progress.h"
 #include "qkv/train/report.h"
+#include "qkv/train/run.h"
 
 namespace qkv::mhca {
 namespace fs = std::filesystem;
@@ -167,11 +168,20 @@ FoldPredictions train_network_fold(const CohortData& cohort, const data::CVFold&
   data::Splits splits{train_set, val_set, test_set};
   const auto model_options = network_options(model_name, options.model_options, cohort.volume_shape(),
                                              static_cast<int64_t>(prep.cpg_ids.size()));
-  const auto& entry = models::find_model(model_name);
-  train::TrainConfig config = options.train;
-  config.seed = options.seed + 1000003ULL * static_cast<uint64_t>(fold.run * options.folds + fold.fold);
-  torch::manual_seed(config.seed);  // the initial weights depend on the fold, not on what ran before
-  auto model = entry.make(model_options);
+  train::RunRequest request;
+  request.command = "mhca cv";
+  request.model_name = model_name;
+  request.model_options = model_options;
+  request.data = {{"manifest", cohort.manifest_path},
+                  {"methylation", cohort.methylation_path},
+                  {"run", fold.run + 1},
+                  {"fold", fold.fold + 1},
+                  {"preprocessing", prep.to_json()}};
+  request.train = options.train;
+  request.seed = options.seed + 1000003ULL * static_cast<uint64_t>(fold.run * options.folds + fold.fold);
+  request.device = device.str();
+  const train::TrainConfig config = train::effective_train_config(request);
+  torch::manual_seed(request.seed);  // the initial weights depend on the fold, not on what ran before
 
   train::TrainHooks hooks;
   Augmentation augmentation = options.augmentation;
@@ -179,17 +189,8 @@ FoldPredictions train_network_fold(const CohortData& cohort, const data::CVFold&
   hooks.augment = augmentation;
   hooks.quiet = true;
   hooks.title = "qkv mhca cv: " + model_name + " " + fold_name(fold);
-  nlohmann::json run_config = {{"command", "mhca cv"},
-                               {"seed", config.seed},
-                               {"model", {{"name", model_name}, {"options", entry.resolve(model_options)}}},
-                               {"data",
-                                {{"manifest", cohort.manifest_path},
-                                 {"methylation", cohort.methylation_path},
-                                 {"run", fold.run + 1},
-                                 {"fold", fold.fold + 1},
-                                 {"preprocessing", prep.to_json()}}},
-                               {"train", config.to_json()}};
-  auto result = train::train(*model, splits, config, device, dir, run_config, false, hooks);
+  models::ModelPtr model;
+  auto result = train::execute_run(request, dir, false, splits, hooks, &model);
   if (result.interrupted) return {};
   FoldPredictions out;
   out.probabilities = predict_probabilities(*model, *test_set, std::max<int64_t>(1, config.batch_size), device);
@@ -217,16 +218,17 @@ FoldPredictions train_xgboost_fold(const CohortData& cohort, const data::CVFold&
   make_directories(dir);
   write_file_atomic(dir + "/xgboost.json", classifier.save());
   // What `qkv mhca predict --checkpoint DIR/xgboost.json` reads next to the model.
-  const nlohmann::json config = {{"command", "mhca cv"},
-                                 {"seed", params.seed},
-                                 {"model", {{"name", "xgboost"}, {"options", params.to_json()}}},
-                                 {"data",
-                                  {{"manifest", cohort.manifest_path},
-                                   {"methylation", cohort.methylation_path},
-                                   {"run", fold.run + 1},
-                                   {"fold", fold.fold + 1},
-                                   {"preprocessing", prep.to_json()}}}};
-  write_file_atomic(dir + "/config.json", config.dump(2) + "\n");
+  train::RunRequest request;
+  request.command = "mhca cv";
+  request.model_name = "xgboost";
+  request.model_options = params.to_json();
+  request.data = {{"manifest", cohort.manifest_path},
+                  {"methylation", cohort.methylation_path},
+                  {"run", fold.run + 1},
+                  {"fold", fold.fold + 1},
+                  {"preprocessing", prep.to_json()}};
+  request.seed = params.seed;
+  write_file_atomic(train::RunPaths{dir}.config(), train::run_config(request).dump(2) + "\n");
   const auto test_x = methylation_matrix(cohort, fold.test, prep);
   FoldPredictions out;
   out.probabilities = classifier.predict_proba(test_x.data(), static_cast<int64_t>(fold.test.size()), f);

@@ -69,8 +69,7 @@ std::vector<std::string> synth_part_names(const std::string& category) {
   return synth_shape_part_names(synth_class_of(c.name));
 }
 
-SynthPartsSummary write_synth_parts(const std::string& out_dir, const SynthPartsOptions& o) {
-  if (out_dir.empty()) throw UsageError("synth-parts: the out folder is empty");
+std::vector<std::string> check_synth_parts_options(const SynthPartsOptions& o) {
   const std::pair<const char*, int64_t> counts[3] = {{"--train-per-category", o.train_per_category},
                                                      {"--val-per-category", o.val_per_category},
                                                      {"--test-per-category", o.test_per_category}};
@@ -80,15 +79,22 @@ SynthPartsSummary write_synth_parts(const std::string& out_dir, const SynthParts
     throw UsageError("--train-per-category, --val-per-category and --test-per-category are all 0: nothing to write");
   if (o.points_per_shape < 1)
     throw UsageError("--points-per-shape " + std::to_string(o.points_per_shape) + ": must be at least 1");
-
-  SynthPartsSummary summary;
+  std::vector<std::string> names;
   std::set<std::string> seen;
   for (const auto& c : o.categories.empty() ? synth_part_categories() : o.categories) {
     synth_part_names(c);  // throws for a category without synthetic shapes
     const auto name = shapenet_part_categories()[static_cast<size_t>(find_part_category(c, "--categories"))].name;
     if (!seen.insert(name).second) throw UsageError("--categories: '" + c + "' is listed twice");
-    summary.categories.push_back(name);
+    names.push_back(name);
   }
+  return names;
+}
+
+SynthPartsSummary write_synth_parts(const std::string& out_dir, const SynthPartsOptions& o) {
+  if (out_dir.empty()) throw UsageError("synth-parts: the out folder is empty");
+  SynthPartsSummary summary;
+  summary.categories = check_synth_parts_options(o);
+  const int64_t counts[3] = {o.train_per_category, o.val_per_category, o.test_per_category};
   check_out_dir(out_dir, o.overwrite);
 
   nlohmann::json lists[3] = {nlohmann::json::array(), nlohmann::json::array(), nlohmann::json::array()};
@@ -100,7 +106,7 @@ SynthPartsSummary write_synth_parts(const std::string& out_dir, const SynthParts
     make_directories((fs::path(out_dir) / cat.synset).string());
     int64_t index = 0;
     for (int split = 0; split < 3; ++split)
-      for (int64_t k = 0; k < counts[split].second; ++k) {
+      for (int64_t k = 0; k < counts[split]; ++k) {
         const uint64_t seed = synth_shape_seed(o.seed, cls, ++index);
         char token[32];
         std::snprintf(token, sizeof token, "%016llx", static_cast<unsigned long long>(seed));

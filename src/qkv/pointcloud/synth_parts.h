@@ -33,6 +33,11 @@ struct SynthPartsSummary {
   int64_t files() const { return shapes[0] + shapes[1] + shapes[2]; }
 };
 
+// UsageError naming the option of the first unusable setting (negative
+// counts, nothing to write, no points, an unknown or repeated category),
+// before anything is written; returns the categories' names.
+std::vector<std::string> check_synth_parts_options(const SynthPartsOptions& options);
+
 // Writes synsetoffset2category.txt, <synset>/<token>.txt ("x y z nx ny nz
 // part" lines: surface points, unit face normals, global part ids),
 // train_test_split/shuffled_{train,val,test}_file_list.json and README.txt.

@@ -938,24 +938,27 @@ uint64_t synth_shape_seed(uint64_t seed, const std::string& cls, int64_t index) 
   return splitmix64(h ^ static_cast<uint64_t>(index));
 }
 
-SynthShapesSummary write_synth_shapes(const std::string& out_dir, const SynthShapesOptions& options) {
-  namespace fs = std::filesystem;
-  if (out_dir.empty()) throw UsageError("synth-shapes: the out folder is empty");
+void check_synth_shapes_options(const SynthShapesOptions& options) {
   if (options.train_per_class < 0)
     throw UsageError("--train-per-class " + std::to_string(options.train_per_class) + ": must be 0 or more");
   if (options.test_per_class < 0)
     throw UsageError("--test-per-class " + std::to_string(options.test_per_class) + ": must be 0 or more");
   if (options.train_per_class + options.test_per_class == 0)
     throw UsageError("--train-per-class and --test-per-class are both 0: nothing to write");
-
-  SynthShapesSummary summary;
-  summary.out_dir = out_dir;
-  summary.classes = options.classes.empty() ? synth_shape_classes() : options.classes;
   std::set<std::string> seen;
-  for (const auto& cls : summary.classes) {
+  for (const auto& cls : options.classes.empty() ? synth_shape_classes() : options.classes) {
     find_class(cls, "--classes: ");
     if (!seen.insert(cls).second) throw UsageError("--classes: '" + cls + "' is listed twice");
   }
+}
+
+SynthShapesSummary write_synth_shapes(const std::string& out_dir, const SynthShapesOptions& options) {
+  namespace fs = std::filesystem;
+  if (out_dir.empty()) throw UsageError("synth-shapes: the out folder is empty");
+  check_synth_shapes_options(options);
+  SynthShapesSummary summary;
+  summary.out_dir = out_dir;
+  summary.classes = options.classes.empty() ? synth_shape_classes() : options.classes;
 
   check_out_dir(out_dir, options.overwrite);
 

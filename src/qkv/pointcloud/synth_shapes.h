@@ -58,6 +58,11 @@ struct SynthShapesSummary {
   int64_t files() const { return train_files + test_files; }
 };
 
+// UsageError naming the option of the first unusable setting (negative
+// counts, no files at all, an unknown or repeated class), before anything is
+// written; write_synth_shapes checks it first.
+void check_synth_shapes_options(const SynthShapesOptions& options);
+
 // Writes <out>/<class>/train/<class>_0001.off ... <class>_<train>.off and
 // <out>/<class>/test/<class>_<train+1>.off ... (ModelNet40's OFF tree: the
 // numbering continues from train into test), plus <out>/README.txt saying what

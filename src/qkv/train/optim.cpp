@@ -10,16 +10,16 @@ namespace qkv::train {
 
 void OptimConfig::validate() const {
   if (optimizer != "adam" && optimizer != "adamw" && optimizer != "sgd")
-    throw UsageError("--optimizer " + optimizer + ": expected adam, adamw or sgd");
+    throw ConfigError("optimizer", optimizer + ": expected adam, adamw or sgd");
   if (schedule != "constant" && schedule != "step" && schedule != "cosine")
-    throw UsageError("--schedule " + schedule + ": expected constant, step or cosine");
-  if (!(lr > 0) || !std::isfinite(lr)) throw UsageError("--lr must be a positive number");
-  if (!(weight_decay >= 0)) throw UsageError("--weight-decay must be >= 0");
-  if (!(momentum >= 0 && momentum < 1)) throw UsageError("--momentum must be in [0, 1)");
-  if (step_size < 1) throw UsageError("--step-size must be at least 1");
-  if (!(gamma > 0 && gamma <= 1)) throw UsageError("--gamma must be in (0, 1]");
-  if (!(min_lr >= 0 && min_lr <= lr)) throw UsageError("--min-lr must be in [0, --lr]");
-  if (warmup_epochs < 0) throw UsageError("--warmup-epochs must be >= 0");
+    throw ConfigError("schedule", schedule + ": expected constant, step or cosine");
+  if (!(lr > 0) || !std::isfinite(lr)) throw ConfigError("lr", "must be a positive number");
+  if (!(weight_decay >= 0) || !std::isfinite(weight_decay)) throw ConfigError("weight_decay", "must be >= 0");
+  if (!(momentum >= 0 && momentum < 1)) throw ConfigError("momentum", "must be in [0, 1)");
+  if (step_size < 1) throw ConfigError("step_size", "must be at least 1");
+  if (!(gamma > 0 && gamma <= 1)) throw ConfigError("gamma", "must be in (0, 1]");
+  if (!(min_lr >= 0 && min_lr <= lr)) throw ConfigError("min_lr", "must be in [0, lr]");
+  if (warmup_epochs < 0) throw ConfigError("warmup_epochs", "must be >= 0");
 }
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<at::Tensor>& params,

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "qkv/core/fields.h"
+
 namespace qkv::train {
 
 struct OptimConfig {
@@ -20,8 +22,22 @@ struct OptimConfig {
   double min_lr = 0.0;              // cosine: final learning rate
   int64_t warmup_epochs = 0;        // linear warm-up before the schedule
 
-  void validate() const;  // throws UsageError naming the option
+  void validate() const;  // throws ConfigError naming the key
 };
+
+// config.json's "train" object holds these keys next to TrainConfig's.
+template <typename V>
+void visit_fields(OptimConfig& c, V&& visit) {
+  visit(Field{"optimizer", "adam, adamw or sgd (with --momentum)"}, c.optimizer);
+  visit(Field{"lr", "learning rate"}, c.lr);
+  visit(Field{"weight_decay", "weight decay (decoupled for adamw)"}, c.weight_decay);
+  visit(Field{"momentum", "sgd momentum"}, c.momentum);
+  visit(Field{"schedule", "learning-rate schedule: constant, step or cosine (per epoch)"}, c.schedule);
+  visit(Field{"step_size", "step schedule: epochs between decays"}, c.step_size);
+  visit(Field{"gamma", "step schedule: decay factor"}, c.gamma);
+  visit(Field{"min_lr", "cosine schedule: final learning rate"}, c.min_lr);
+  visit(Field{"warmup_epochs", "linear warm-up epochs before the schedule"}, c.warmup_epochs);
+}
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<at::Tensor>& params,
                                                         const OptimConfig& config);

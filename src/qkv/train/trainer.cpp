@@ -83,59 +83,13 @@ nlohmann::json prefixed(const std::string& prefix, const nlohmann::json& metrics
 }  // namespace
 
 void TrainConfig::validate() const {
-  if (epochs < 1) throw UsageError("--epochs must be at least 1 (got " + std::to_string(epochs) + ")");
-  if (batch_size < 1) throw UsageError("--batch-size must be at least 1 (got " + std::to_string(batch_size) + ")");
-  if (eval_batch_size < 0) throw UsageError("--eval-batch-size must be >= 0");
-  if (!(clip_grad_norm >= 0)) throw UsageError("--clip-grad-norm must be >= 0");
-  if (!(label_smoothing >= 0 && label_smoothing < 1)) throw UsageError("--label-smoothing must be in [0, 1)");
-  if (patience < 0) throw UsageError("--patience must be >= 0 (0 = no early stopping)");
+  if (epochs < 1) throw ConfigError("epochs", "must be at least 1 (got " + std::to_string(epochs) + ")");
+  if (batch_size < 1) throw ConfigError("batch_size", "must be at least 1 (got " + std::to_string(batch_size) + ")");
+  if (eval_batch_size < 0) throw ConfigError("eval_batch_size", "must be >= 0");
+  if (!(clip_grad_norm >= 0) || !std::isfinite(clip_grad_norm)) throw ConfigError("clip_grad_norm", "must be >= 0");
+  if (!(label_smoothing >= 0 && label_smoothing < 1)) throw ConfigError("label_smoothing", "must be in [0, 1)");
+  if (patience < 0) throw ConfigError("patience", "must be >= 0 (0 = no early stopping)");
   optim.validate();
-}
-
-nlohmann::json TrainConfig::to_json() const {
-  return {{"epochs", epochs},
-          {"batch_size", batch_size},
-          {"eval_batch_size", eval_batch_size},
-          {"drop_last", drop_last},
-          {"optimizer", optim.optimizer},
-          {"lr", optim.lr},
-          {"weight_decay", optim.weight_decay},
-          {"momentum", optim.momentum},
-          {"schedule", optim.schedule},
-          {"step_size", optim.step_size},
-          {"gamma", optim.gamma},
-          {"min_lr", optim.min_lr},
-          {"warmup_epochs", optim.warmup_epochs},
-          {"clip_grad_norm", clip_grad_norm},
-          {"label_smoothing", label_smoothing},
-          {"select_metric", select_metric},
-          {"patience", patience},
-          {"seed", seed},
-          {"world_size", parallel.world_size}};
-}
-
-TrainConfig TrainConfig::from_json(const nlohmann::json& j) {
-  TrainConfig c;
-  c.epochs = j.at("epochs");
-  c.batch_size = j.at("batch_size");
-  c.eval_batch_size = j.at("eval_batch_size");
-  c.drop_last = j.at("drop_last");
-  c.optim.optimizer = j.at("optimizer");
-  c.optim.lr = j.at("lr");
-  c.optim.weight_decay = j.at("weight_decay");
-  c.optim.momentum = j.at("momentum");
-  c.optim.schedule = j.at("schedule");
-  c.optim.step_size = j.at("step_size");
-  c.optim.gamma = j.at("gamma");
-  c.optim.min_lr = j.at("min_lr");
-  c.optim.warmup_epochs = j.at("warmup_epochs");
-  c.clip_grad_norm = j.at("clip_grad_norm");
-  c.label_smoothing = j.at("label_smoothing");
-  c.select_metric = j.at("select_metric");
-  c.patience = j.value("patience", int64_t{0});  // absent in runs made before early stopping existed
-  c.seed = j.at("seed");
-  c.parallel.world_size = j.value("world_size", int64_t{1});
-  return c;
 }
 
 nlohmann::json evaluate(models::Model& model, const data::Dataset& dataset, int64_t batch_size, c10::Device device,
@@ -244,8 +198,11 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
   }
   if (group) group->broadcast_module(model, 0);  // one starting point, whatever each rank built
   state.run_config = run_config;
+  if (resume && state.run_config.contains("resumes") && state.run_config["resumes"].is_array() &&
+      !state.run_config["resumes"].empty())
+    state.run_config["resumes"].back()["from_epoch"] = state.epoch;
   state.world_size = world;
-  if (writer) write_file_atomic(paths.config(), run_config.dump(2) + "\n");
+  if (writer) write_file_atomic(paths.config(), state.run_config.dump(2) + "\n");
 
   const std::string select_key = "val_" + config.select_metric;
   const bool minimise = lower_is_better(config.select_metric);
@@ -255,7 +212,7 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
     if (!writer) return;
     save_checkpoint(paths.last_checkpoint(), model, optimizer.get(), state);
     write_metrics_jsonl(paths, state.history);
-    write_report_html(paths.report(), hooks.title, state.history, summary, run_config);
+    write_report_html(paths.report(), hooks.title, state.history, summary, state.run_config);
   };
   auto interrupted = [&](bool local) { return group ? group->any(local, "interrupt check") : local; };
 
@@ -408,7 +365,7 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
   if (writer) {
     write_file_atomic(paths.summary(), summary.dump(2) + "\n");
     write_metrics_jsonl(paths, state.history);
-    write_report_html(paths.report(), hooks.title, state.history, summary, run_config);
+    write_report_html(paths.report(), hooks.title, state.history, summary, state.run_config);
   }
   return {false, summary};
 }

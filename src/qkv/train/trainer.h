@@ -39,10 +39,28 @@ struct TrainConfig {
   // config.json; rank and master are not). batch_size is per rank.
   distributed::ParallelOptions parallel;
 
-  void validate() const;  // throws UsageError naming the option
-  nlohmann::json to_json() const;
-  static TrainConfig from_json(const nlohmann::json& j);
+  void validate() const;  // throws ConfigError naming the key
+  nlohmann::json to_json() const { return fields_to_json(*this); }
+  static TrainConfig from_json(const nlohmann::json& j) { return fields_from_json<TrainConfig>(j, "train settings"); }
 };
+
+// config.json's "train" object, and the options of every train command.
+template <typename V>
+void visit_fields(TrainConfig& c, V&& visit) {
+  visit(Field{"epochs", "training epochs"}, c.epochs);
+  visit(Field{"batch_size", "training mini-batch size (per rank in a data-parallel run)"}, c.batch_size);
+  visit(Field{"eval_batch_size", "evaluation batch size; 0 = --batch-size"}, c.eval_batch_size);
+  visit(Field{"drop_last", "skip a last partial training batch"}, c.drop_last);
+  visit_fields(c.optim, visit);
+  visit(Field{"clip_grad_norm", "clip the global gradient L2 norm; 0 = off"}, c.clip_grad_norm);
+  visit(Field{"label_smoothing", "label smoothing of the cross-entropy loss"}, c.label_smoothing);
+  visit(Field{"select_metric", "validation metric that picks the best epoch (loss is minimised, others maximised)"},
+        c.select_metric);
+  visit(Field{"patience", "stop after this many epochs without a better validation score; 0 = train all epochs"},
+        c.patience);
+  visit(Field{"seed", "", ""}, c.seed);  // set from --seed
+  visit(Field{"world_size", "", ""}, c.parallel.world_size);  // --world-size is a data-parallel option
+}
 
 struct TrainHooks {
   std::function<data::Batch(const data::Batch&)> augment;  // training batches only; may use the global RNG

@@ -1,24 +1,25 @@
 #pragma once
-// What `qkv vnt` (classification) and `qkv seg` (part segmentation) share:
-// the rotation protocols, rotating a batch, the model's view of a stored set,
-// the invariance measurement and the synthetic-data folder.
+// What the point-cloud tasks (classification, part segmentation) share: the
+// rotation protocols, rotating a batch, the model's view of a stored set, the
+// invariance measurement, the paper's training setup and the synthetic-data
+// folder.
 #include <ATen/core/Tensor.h>
 
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "qkv/core/fields.h"
 #include "qkv/data/dataset.h"
 #include "qkv/models/model.h"
 #include "qkv/pointcloud/point_dataset.h"
 #include "qkv/train/trainer.h"
 
-namespace qkv::cli {
+namespace qkv::tasks {
 
-// "z/so3" -> {Up, SO3}; "i/so3" -> {None, SO3}. UsageError naming --protocol.
+// "z/so3" -> {Up, SO3}; "i/so3" -> {None, SO3}. ConfigError naming "protocol".
 std::pair<pointcloud::Rotation, pointcloud::Rotation> parse_protocol(const std::string& protocol);
 
 // R [3, 3] applied to the batch's "points" and "normals" ([B, 3, N]); other
@@ -40,36 +41,27 @@ nlohmann::json measure_invariance(models::Model& model, const data::Dataset& dat
 // 5e-4, step decay x0.9 every 20 epochs, scale and shift augmentation.
 void set_paper_training_defaults(train::TrainConfig& config, pointcloud::PointViewOptions& view);
 
-// --points, --sampling, --up-axis, --random-scale, --random-shift.
-void add_view_options(CLI::App* cmd, pointcloud::PointViewOptions& view, const std::string& sampling_help,
-                      const std::string& up_axis_help);
+// The view settings config.json records (the data settings of both tasks
+// list them): points, sampling, normalize, up_axis, random_scale,
+// random_shift, normals, seed.
+template <typename V>
+void visit_view_fields(pointcloud::PointViewOptions& view, V&& visit, const char* sampling_help,
+                       const char* up_axis_help) {
+  visit(Field{"points", "points the model sees per shape"}, view.num_points);
+  visit(Field{"sampling", sampling_help}, view.sampling);
+  visit(Field{"normalize", "", ""}, view.normalize);
+  visit(Field{"up_axis", up_axis_help}, view.up_axis);
+  visit(Field{"random_scale", "training augmentation: scale by U[0.8, 1.25)"}, view.random_scale);
+  visit(Field{"random_shift", "training augmentation: shift by U[-0.1, 0.1)^3"}, view.random_shift);
+  visit(Field{"normals", "", ""}, view.use_normals);  // decided by the model
+  visit(Field{"seed", "", ""}, view.seed);            // --seed
+}
 
-// What a point-cloud `train` command takes about its model.
-struct PointModelOptions {
-  std::string model;
-  std::string model_options = "{}";
-  int64_t linear_dim = 0, heads = 0, head_dim = 0;
-  std::string init_weights, resume;
-};
-// --model (one of `models`), --linear-dim, --heads, --head-dim (the paper's
-// values in the help), --model-options, --init-weights, --resume.
-void add_point_model_options(CLI::App* cmd, PointModelOptions& o, const std::vector<std::string>& models,
-                             const std::string& model_help, int64_t paper_linear_dim, int64_t paper_heads);
-
-// --model-options TEXT as a JSON object, plus the size flags that are set
-// (> 0): --linear-dim and --head-dim for VNT models (`vnt`), --heads for
-// models with attention (`attention`). UsageError naming the option.
-nlohmann::json model_options_from_cli(const std::string& text, const std::string& model, bool vnt, bool attention,
-                                      int64_t linear_dim, int64_t heads, int64_t head_dim);
+// ConfigError unless the view settings are usable (points > 0, a known sampling, up axis 0..2).
+void validate_view(const pointcloud::PointViewOptions& view);
 
 // A finished run's summary.json; DataError naming the file.
 nlohmann::json read_summary(const std::string& run);
-
-// Before a synthetic data set is (re)written into `dir`: a tree that `marker`
-// (e.g. "qkv data synth-parts") wrote is removed, so no stale file is loaded;
-// a non-empty folder without that README is refused (UsageError naming
-// `option`) rather than deleted.
-void clear_synthetic_dir(const std::string& dir, const std::string& marker, const std::string& option);
 
 // Where a train command writes built-in synthetic shapes: `recorded` (the
 // folder config.json names) at rank 0; at the other ranks of a distributed run
@@ -89,4 +81,4 @@ class SyntheticDataDir {
   bool scratch_ = false;
 };
 
-}  // namespace qkv::cli
+}  // namespace qkv::tasks

@@ -1,0 +1,51 @@
+#include "qkv/cli/point_commands.h"
+
+#include "qkv/cli/common.h"
+#include "qkv/core/errors.h"
+#include "qkv/models/model.h"
+
+namespace qkv::cli {
+namespace {
+// TEMPORARY until the registry says each model's task.
+std::vector<std::string> models_for_task_tmp(const std::string& task) {
+  if (task == "classification") return {"vnt", "vnt+n", "vn-dgcnn", "xyz-transformer"};
+  return {"vnt-seg", "vn-dgcnn-seg", "xyz-transformer-seg"};
+}
+std::string model_help_tmp(const std::string& task) {
+  std::string help;
+  for (const auto& name : models_for_task_tmp(task)) help += (help.empty() ? "" : ", ") + name;
+  return help;
+}
+}  // namespace
+
+void add_point_model_options(CLI::App* cmd, PointModelOptions& o, const std::string& task, int64_t paper_linear_dim,
+                             int64_t paper_heads) {
+  const auto names = models_for_task_tmp(task);
+  cmd->add_option("--model", o.model, model_help_tmp(task))->capture_default_str()->check(CLI::IsMember(names));
+  cmd->add_option("--linear-dim", o.linear_dim,
+                  "VNT-Net: linear dimension C (paper: " + std::to_string(paper_linear_dim) + "); 0 = model default");
+  cmd->add_option("--heads", o.heads,
+                  "models with attention: heads (VNT paper: " + std::to_string(paper_heads) + "); 0 = model default");
+  cmd->add_option("--head-dim", o.head_dim, "VNT-Net: head size (paper: 16); 0 = model default");
+  cmd->add_option("--model-options", o.model_options,
+                  "any other model option as JSON, e.g. '{\"k\":16,\"pooling\":\"max\"}' (qkv params --model M "
+                  "lists them with their defaults)")
+      ->capture_default_str();
+}
+
+nlohmann::json model_options_from_cli(const PointModelOptions& o) {
+  nlohmann::json options = parse_model_options(o.model_options);
+  const nlohmann::json defaults = models::find_model(o.model).resolve({});
+  auto set = [&](const char* flag, const char* key, int64_t value) {
+    if (value < 0) throw UsageError(std::string(flag) + " must be positive (0 = the model's default)");
+    if (value == 0) return;
+    if (!defaults.contains(key)) throw UsageError(std::string(flag) + " does not apply to " + o.model);
+    options[key] = value;
+  };
+  set("--linear-dim", "linear_dim", o.linear_dim);
+  set("--head-dim", "head_dim", o.head_dim);
+  set("--heads", "heads", o.heads);
+  return options;
+}
+
+}  // namespace qkv::cli

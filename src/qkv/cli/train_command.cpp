@@ -1,0 +1,155 @@
+#include "qkv/cli/train_command.h"
+
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <memory>
+#include <set>
+
+#include "qkv/core/errors.h"
+#include "qkv/core/interrupt.h"
+#include "qkv/core/output_policy.h"
+#include "qkv/core/runtime.h"
+#include "qkv/distributed/process_group.h"
+
+namespace qkv::cli {
+namespace {
+
+// What --resume may be given with: where and how long the run goes on, never
+// how it trains.
+const std::set<std::string>& resume_compatible_options() {
+  static const std::set<std::string> names = {"--resume",     "--epochs", "--threads",      "--device", "--json",
+                                              "--world-size", "--rank",   "--dist-timeout", "--master", "--out"};
+  return names;
+}
+
+void check_resume_options(const CLI::App& cmd, const std::string& dir, const std::string& out) {
+  for (const auto* opt : cmd.get_options()) {
+    if (opt->count() == 0) continue;
+    const std::string name = opt->get_name();
+    if (!resume_compatible_options().count(name))
+      throw UsageError("--resume " + dir + ": " + name +
+                       " cannot be changed on a resumed run (it keeps its stored settings; only --epochs, --threads, "
+                       "--device and the data-parallel options may be given)");
+  }
+  if (cmd.count("--out") && out != dir) throw UsageError("--resume " + dir + " continues in that folder; drop --out");
+}
+
+// Completes the data-parallel options from WORLD_SIZE, RANK, MASTER_ADDR,
+// MASTER_PORT where the command line is silent, and checks them.
+void resolve_parallel(const CLI::App& cmd, train::TrainConfig& config) {
+  std::vector<std::string> on_cli;
+  if (cmd.count("--world-size")) on_cli.push_back("world_size");
+  if (cmd.count("--rank")) on_cli.push_back("rank");
+  if (cmd.count("--master")) on_cli.push_back("master");
+  config.parallel = distributed::resolve_parallel_options(config.parallel, on_cli);
+}
+
+void add_parallel_options(CLI::App* cmd, distributed::ParallelOptions& p) {
+  cmd->add_option("--world-size", p.world_size,
+                  "data-parallel ranks in all (env WORLD_SIZE); --batch-size is per rank")
+      ->capture_default_str();
+  cmd->add_option("--rank", p.rank, "this process's rank, 0..world-size-1 (env RANK); rank 0 writes the run folder")
+      ->capture_default_str();
+  cmd->add_option("--master", p.master, "ADDR:PORT where rank 0 serves the rendezvous (env MASTER_ADDR, MASTER_PORT; "
+                                        "default 127.0.0.1:29500)");
+  cmd->add_option("--dist-timeout", p.timeout_seconds,
+                  "seconds to wait for peers at rendezvous and in each collective before failing")
+      ->capture_default_str();
+}
+
+}  // namespace
+
+void register_train_command(CLI::App* parent, Action& action, TrainCommand spec) {
+  auto* cmd = parent->add_subcommand("train", spec.description);
+  struct Opts {
+    CommonOptions common;
+    train::TrainConfig train;
+    std::string init_weights, resume;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  o->common.out = spec.default_out;
+  o->train = spec.defaults;
+  add_common_options(cmd, o->common, "run folder: config.json, metrics.jsonl, summary.json, report.html, checkpoints/");
+  spec.add_options(cmd);
+  add_field_options(cmd, o->train);
+  add_parallel_options(cmd, o->train.parallel);
+  cmd->add_option("--init-weights", o->init_weights, "start from a name->tensor .pt dict (export-weights, torch.save)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--resume", o->resume,
+                  "continue the run in this folder from its last checkpoint (only --epochs, --threads, --device and "
+                  "the data-parallel options may be given with it)")
+      ->check(CLI::ExistingDirectory);
+  cmd->add_flag("--json", o->json, "print the whole summary.json at the end instead of a short summary");
+  auto shared = std::make_shared<TrainCommand>(std::move(spec));
+  cmd->callback([o, cmd, shared, &action] {
+    action = [o, cmd, shared] {
+      const TrainCommand& spec = *shared;
+      train::TrainConfig config = o->train;
+      resolve_parallel(*cmd, config);
+      const bool resume = !o->resume.empty();
+      CommonOptions common = o->common;
+      train::RunRequest request;
+      std::string dir;
+      if (resume) {
+        check_resume_options(*cmd, o->resume, common.out);
+        request = train::stored_request(o->resume, spec.command);
+        if (cmd->count("--device")) request.device = common.device;
+        dir = o->resume;
+      } else {
+        request.command = spec.command;
+        request.seed = common.seed;
+        request.device = common.device;
+        request.init_weights = o->init_weights;
+        request.train = config;
+        request.train.seed = common.seed;
+        spec.prepare(*cmd, request, common.out);
+        request.train.validate();
+        if (train::is_registered_model(request.model_name))
+          models::find_model(request.model_name).resolve(request.model_options);  // bad model options fail here
+        dir = common.out;
+      }
+      request.train.parallel.rank = config.parallel.rank;  // where this process runs now
+      request.train.parallel.master = config.parallel.master;
+      request.train.parallel.timeout_seconds = config.parallel.timeout_seconds;
+      common.seed = request.seed;
+      common.device = request.device;
+      apply_common_options(common);
+      if (resume)
+        train::record_resume(request, dir, cmd->count("--epochs") ? config.epochs : 0, config.parallel.world_size);
+      else
+        request.train.parallel.world_size = config.parallel.world_size;
+      const bool writer = config.parallel.rank == 0;
+      if (writer) {
+        if (resume) {
+          adopt_output_dir(dir, "--resume");
+        } else {
+          check_output_dir(dir, "--out", common.overwrite);
+          if (spec.check_outputs) spec.check_outputs(request, common.overwrite);
+          claim_output_dir(dir, "--out", common.overwrite, {spec.command, {}});
+        }
+      }
+      auto task = spec.load(request, {config.parallel.rank, common.overwrite, resume, dir});
+      if (task.fit) {
+        const auto summary = task.fit(dir);
+        train::write_fitted_run(request, dir, summary);
+        if (o->json)
+          print_json(summary);
+        else
+          std::printf("%s", train::run_summary_text(summary, dir, task.test_label).c_str());
+        return 0;
+      }
+      const auto result = train::execute_run(request, dir, resume, task.splits, task.hooks);
+      if (result.interrupted) return kExitInterrupted;
+      if (!writer) return 0;
+      if (o->json)
+        print_json(result.summary);
+      else
+        std::printf("%s", train::run_summary_text(result.summary, dir, task.test_label).c_str());
+      return 0;
+    };
+  });
+}
+
+}  // namespace qkv::cli

@@ -1,0 +1,55 @@
+#pragma once
+// The one train-command skeleton every task's `train` uses: the common and
+// training options, --resume, --init-weights, --overwrite and --json; every
+// option validated before any file is touched; the run folder claimed
+// (core/output_policy.h); the task's data loaded; the run executed
+// (train/run.h); a short summary printed.
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+#include "qkv/cli/commands.h"
+#include "qkv/cli/common.h"
+#include "qkv/train/run.h"
+
+namespace qkv::cli {
+
+// What a task's load gives the skeleton.
+struct TaskRun {
+  data::Splits splits;
+  train::TrainHooks hooks;
+  std::string test_label;  // how the summary names the "test" metrics (e.g. the protocol's test rotation)
+  // A model fitted without the trainer (XGBoost): fits into the run folder and
+  // returns the summary; the skeleton records config.json and summary.json.
+  std::function<nlohmann::json(const std::string& dir)> fit;
+};
+
+struct LoadContext {
+  int64_t rank = 0;
+  bool overwrite = false;
+  bool resume = false;
+  std::string run_dir;
+};
+
+struct TrainCommand {
+  std::string command;      // "vnt train"
+  std::string description;  // the subcommand's help line
+  std::string default_out;  // "runs/vnt"
+  train::TrainConfig defaults;
+  // Adds the task's own options (data, model) to `cmd`, bound to state the
+  // other callbacks share.
+  std::function<void(CLI::App* cmd)> add_options;
+  // A new run: fills request.model_name, model_options and data from the
+  // task's options, and validates them (ConfigError / UsageError). Touches no file.
+  std::function<void(const CLI::App& cmd, train::RunRequest& request, const std::string& out)> prepare;
+  // Optional: the task's own outputs (a synthetic-data folder) checked
+  // without writing, before the run folder is claimed.
+  std::function<void(const train::RunRequest& request, bool overwrite)> check_outputs;
+  // Loads the data from request.data (a new or a resumed run alike); may
+  // complete request.data and model_options with what the data decide.
+  std::function<TaskRun(train::RunRequest& request, const LoadContext& context)> load;
+};
+
+void register_train_command(CLI::App* parent, Action& action, TrainCommand spec);
+
+}  // namespace qkv::cli

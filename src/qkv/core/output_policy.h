@@ -1,0 +1,87 @@
+#pragma once
+// The overwrite policy every command that writes shares: a user's files are
+// never replaced or deleted, and what qkv itself wrote only with --overwrite.
+//
+// qkv knows what it wrote through a ledger, `.qkv-written`, at the root of
+// each output it claims (a run folder, a data folder, or the folder of one
+// output file): a header line (qkv version, command, settings) and one line
+// per file written below that root. Once a command has claimed a root, every
+// write_file_atomic below it is checked and recorded: replacing a file there
+// that the ledger does not list is refused. Library code run without a claim
+// (tests, other programs) writes as before.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace qkv {
+
+inline constexpr const char* kLedgerName = ".qkv-written";
+
+// What a claim records in the ledger's header: the command and, for outputs
+// that are reused when made the same way (synthetic data), its settings.
+struct OutputMarker {
+  std::string command;
+  nlohmann::json settings = nlohmann::json::object();
+};
+
+enum class ClaimResult {
+  Fresh,    // created, or an empty folder: nothing of anybody's was there
+  Replaced  // --overwrite: qkv's own earlier files were removed (user files kept)
+};
+
+// Before a command writes into the folder `dir` (named by `option` in
+// messages, e.g. "--out"):
+//  - missing or empty: created (with its parents);
+//  - holding files, without `overwrite`: UsageError naming it and the way out;
+//  - holding files, with `overwrite`: the files its ledger lists are removed
+//    (and folders this leaves empty), every other file stays; a folder holding
+//    no ledger is refused even then, since nothing there is qkv's.
+// The folder becomes a claimed root with a fresh ledger.
+ClaimResult claim_output_dir(const std::string& dir, const std::string& option, bool overwrite,
+                             const OutputMarker& marker);
+
+// The same for one output file: a missing file is fine (its parent folders
+// are created); an existing one is replaced only with `overwrite` and only if
+// qkv wrote it (listed in its folder's ledger). The folder's ledger records it.
+void claim_output_file(const std::string& path, const std::string& option, bool overwrite,
+                       const OutputMarker& marker);
+
+// claim_output_file's refusals without its effects.
+void check_output_file(const std::string& path, const std::string& option, bool overwrite);
+
+// Continues in a folder a command claimed before (--resume): registers it with
+// its existing ledger, removing nothing. UsageError naming `option` if the
+// folder has no ledger.
+void adopt_output_dir(const std::string& dir, const std::string& option);
+
+// A folder of built-in synthetic data, reused when qkv made it with the same
+// settings. Returns true if it must be (re)generated. Without `overwrite`, a
+// folder made with other settings is refused; any file in it that qkv did not
+// write is refused either way (a loader would read it as data), naming it.
+// With `check_only`, only the refusals: nothing is written or registered.
+bool claim_synthetic_dir(const std::string& dir, const std::string& option, bool overwrite,
+                         const OutputMarker& marker, bool check_only = false);
+
+// claim_output_dir's refusals without its effects, so that a command can check
+// every output before it writes any.
+void check_output_dir(const std::string& dir, const std::string& option, bool overwrite);
+
+// Marks a synthetic-data folder finished, so that a later claim with the same
+// settings reuses it instead of a half-written tree.
+void mark_output_complete(const std::string& dir);
+
+// The ledger header of `dir`, or null if it has none.
+nlohmann::json read_output_marker(const std::string& dir);
+
+// The relative paths a folder's ledger lists (empty if there is none).
+std::vector<std::string> ledger_files(const std::string& dir);
+
+// For write_file_atomic: throws DataError if `path` lies in a claimed root and
+// exists without being listed; otherwise records it (before the rename, so a
+// crash leaves at worst a listed file that is not there).
+void check_and_record_write(const std::string& path);
+
+// Forgets every claim (tests).
+void reset_output_claims();
+
+}  // namespace qkv

@@ -1,0 +1,138 @@
+#include "qkv/tasks/classification.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+#include <random>
+
+#include "qkv/core/errors.h"
+#include "qkv/core/output_policy.h"
+#include "qkv/pointcloud/mesh_read.h"
+#include "qkv/pointcloud/transforms.h"
+
+namespace qkv::tasks {
+
+namespace pc = qkv::pointcloud;
+
+OutputMarker synth_shapes_marker(const pc::SynthShapesOptions& o) {
+  return {"qkv data synth-shapes",
+          {{"train_per_class", o.train_per_class},
+           {"test_per_class", o.test_per_class},
+           {"classes", o.classes},
+           {"seed", o.seed}}};
+}
+
+namespace {
+
+
+// ModelNet has no validation split: a seeded shuffle of its train set gives
+// {train, val} indices.
+std::pair<std::vector<int64_t>, std::vector<int64_t>> train_val_indices(const ClassificationData& d, int64_t shapes) {
+  std::vector<int64_t> order(static_cast<size_t>(shapes));
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(d.view.seed);
+  std::shuffle(order.begin(), order.end(), rng);
+  const auto n_val = static_cast<std::ptrdiff_t>(d.val_fraction * static_cast<double>(order.size()));
+  return {std::vector<int64_t>(order.begin() + n_val, order.end()),
+          std::vector<int64_t>(order.begin(), order.begin() + n_val)};
+}
+
+}  // namespace
+
+ClassificationData::ClassificationData() = default;
+
+ClassificationData ClassificationData::from_json(const nlohmann::json& j) {
+  auto d = fields_from_json<ClassificationData>(j, "the run's data settings");
+  d.copy_view_settings();
+  return d;
+}
+
+void ClassificationData::validate() const {
+  if (source.empty()) throw ConfigError("source", "must be 'synthetic' or a folder");
+  if (synth.train_per_class < 1) throw ConfigError("synth_train_per_class", "must be at least 1");
+  if (synth.test_per_class < 1) throw ConfigError("synth_test_per_class", "must be at least 1");
+  if (load.points_per_shape < 1) throw ConfigError("points_per_shape", "must be at least 1");
+  if (load.max_per_class < 0) throw ConfigError("max_per_class", "must be >= 0 (0 = all)");
+  if (!(val_fraction >= 0 && val_fraction <= 0.9)) throw ConfigError("val_fraction", "must be in [0, 0.9]");
+  validate_view(view);
+  if (view.num_points > load.points_per_shape)
+    throw ConfigError("points", std::to_string(view.num_points) + " is more than the " +
+                                    std::to_string(load.points_per_shape) + " points stored per shape");
+  parse_protocol(protocol);
+}
+
+void ClassificationData::copy_view_settings() {
+  synth.seed = load.seed = view.seed;
+  load.with_normals = view.use_normals;
+}
+
+void ClassificationData::check_synthetic_dir(const std::string& dir, bool overwrite) const {
+  if (source == "synthetic") claim_synthetic_dir(dir, "--synth-dir", overwrite, synth_shapes_marker(synth), true);
+}
+
+pc::ModelNetData ClassificationData::load_data(const std::string& synth_dir_now, bool overwrite) const {
+  std::string dir = source;
+  if (source == "synthetic") {
+    dir = synth_dir_now;
+    if (claim_synthetic_dir(dir, "--synth-dir", overwrite, synth_shapes_marker(synth))) {
+      pc::SynthShapesOptions o = synth;
+      o.overwrite = true;  // the claim above decided what may be replaced
+      const auto summary = pc::write_synth_shapes(dir, o);
+      mark_output_complete(dir);
+      std::fprintf(stderr, "synthetic shapes: %zu classes, %lld files in %s\n", summary.classes.size(),
+                   static_cast<long long>(summary.files()), dir.c_str());
+    }
+  }
+  auto data = pc::load_modelnet40(dir, load);
+  std::fprintf(stderr, "%s (%s): %lld train / %lld test shapes, %zu classes\n", dir.c_str(), data.layout.c_str(),
+               static_cast<long long>(data.train.size()), static_cast<long long>(data.test.size()),
+               data.train.class_names.size());
+  return data;
+}
+
+ClassificationSplits make_splits(const ClassificationData& d, const pc::ModelNetData& data) {
+  const auto [train_rotation, test_rotation] = parse_protocol(d.protocol);
+  auto train_set = std::make_shared<const pc::PointCloudSet>(data.train);
+  auto test_set = std::make_shared<const pc::PointCloudSet>(data.test);
+  const auto [train_idx, val_idx] = train_val_indices(d, train_set->size());
+  ClassificationSplits s;
+  s.splits.train = std::make_shared<data::SubsetDataset>(view_of(train_set, d.view, true, train_rotation), train_idx);
+  s.splits.val = std::make_shared<data::SubsetDataset>(view_of(train_set, d.view, false, train_rotation), val_idx);
+  s.splits.test = view_of(test_set, d.view, false, test_rotation);
+  for (const auto rotation : {train_rotation, pc::Rotation::SO3})
+    if (rotation != test_rotation &&
+        std::none_of(s.extra_tests.begin(), s.extra_tests.end(),
+                     [&](const auto& e) { return e.first == pc::rotation_name(rotation); }))
+      s.extra_tests.emplace_back(pc::rotation_name(rotation), view_of(test_set, d.view, false, rotation));
+  s.class_names = data.train.class_names;
+  return s;
+}
+
+data::DatasetPtr eval_split(const ClassificationData& d, const pc::ModelNetData& data, const std::string& split,
+                            pc::Rotation rotation) {
+  const bool test = split == "test";
+  auto set = std::make_shared<const pc::PointCloudSet>(test ? data.test : data.train);
+  data::DatasetPtr part = view_of(set, d.view, false, rotation);
+  if (test) return part;
+  const auto [train_idx, val_idx] = train_val_indices(d, set->size());
+  return std::make_shared<data::SubsetDataset>(part, split == "val" ? val_idx : train_idx);
+}
+
+data::Batch single_cloud_batch(const ClassificationData& d, const std::string& path, pc::Rotation rotation,
+                               uint64_t seed) {
+  pc::PointViewOptions view = d.view;
+  view.rotation = rotation;
+  view.seed = seed;
+  view.train = false;
+  const auto mesh = pc::read_shape_file(path);
+  data::Batch batch;
+  at::Tensor normals;
+  batch.inputs["points"] = pc::prepare_single_cloud(mesh, view, view.use_normals ? &normals : nullptr, path);
+  if (view.use_normals) batch.inputs["normals"] = normals;
+  batch.target = torch::zeros({1}, torch::kLong);
+  return batch;
+}
+
+}  // namespace qkv::tasks

@@ -1,0 +1,100 @@
+#pragma once
+// The point-cloud classification task (ModelNet40, or the built-in synthetic
+// shapes): its data settings as config.json records them, loading, the
+// train/val/test splits under a rotation protocol, and one file as the
+// model sees it. `qkv vnt` is its CLI.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "qkv/core/fields.h"
+#include "qkv/core/output_policy.h"
+#include "qkv/data/dataset.h"
+#include "qkv/pointcloud/modelnet.h"
+#include "qkv/pointcloud/point_dataset.h"
+#include "qkv/pointcloud/synth_shapes.h"
+#include "qkv/tasks/point_task.h"
+
+namespace qkv::tasks {
+
+inline constexpr const char* kClassificationCommand = "vnt train";
+
+struct ClassificationData {
+  std::string source = "synthetic";  // "synthetic" or a ModelNet40 folder
+  std::string synth_dir;             // synthetic: where the OFF tree is written (default <run>/synthetic)
+  pointcloud::SynthShapesOptions synth;
+  pointcloud::ModelNetLoadOptions load;
+  pointcloud::PointViewOptions view;  // seed, points, augmentation; view_of sets mode and rotation per split
+  std::string protocol = "z/z";
+  double val_fraction = 0.1;
+  std::vector<std::string> class_names;  // filled once loaded
+
+  ClassificationData();
+  nlohmann::json to_json() const { return fields_to_json(*this); }
+  static ClassificationData from_json(const nlohmann::json& j);
+
+  // ConfigError naming the key of the first unusable setting.
+  void validate() const;
+  // The seed and the normals flag are stored once, in `view`; the generator
+  // and the loader take copies.
+  void copy_view_settings();
+
+  // The synthetic folder's policy (core/output_policy.h) without writing
+  // anything: UsageError if it would be refused.
+  void check_synthetic_dir(const std::string& dir, bool overwrite) const;
+  // Loads the data; for "synthetic", writes the shapes into `synth_dir_now`
+  // (synth_dir, or a rank's scratch copy) unless qkv already wrote them there
+  // with the same settings.
+  pointcloud::ModelNetData load_data(const std::string& synth_dir_now, bool overwrite) const;
+  pointcloud::ModelNetData load_data() const { return load_data(synth_dir, false); }
+};
+
+// What `qkv data synth-shapes` records in its folder's ledger, so that a folder
+// it wrote and a train command's synthetic folder are reused by each other
+// when made with the same settings.
+OutputMarker synth_shapes_marker(const pointcloud::SynthShapesOptions& options);
+
+template <typename V>
+void visit_fields(ClassificationData& d, V&& visit) {
+  visit(Field{"source",
+              "'synthetic' (built-in shapes) or a ModelNet40 folder: OFF tree, modelnet40_normal_resampled or "
+              "modelnet40_ply_hdf5_2048",
+              "--data"},
+        d.source);
+  visit(Field{"synth_dir", "where --data synthetic writes its OFF tree; default OUT/synthetic"}, d.synth_dir);
+  visit(Field{"synth_train_per_class", "synthetic shapes per class for training"}, d.synth.train_per_class);
+  visit(Field{"synth_test_per_class", "synthetic shapes per class for testing"}, d.synth.test_per_class);
+  visit(Field{"synth_classes", "synthetic classes to use (comma-separated); default all"}, d.synth.classes);
+  visit(Field{"points_per_shape", "points stored per shape (mesh surface samples, or the first of pre-sampled files)"},
+        d.load.points_per_shape);
+  visit(Field{"max_per_class", "keep at most this many shapes per class; 0 = all"}, d.load.max_per_class);
+  visit_view_fields(d.view, visit, "how they are picked: fps (random start in training), random, first",
+                    "axis of the z rotations: 0 x, 1 y (ModelNet40), 2 z");
+  visit(Field{"protocol", "train/test rotations: z/z, z/so3, so3/so3 (also none/...)"}, d.protocol);
+  visit(Field{"val_fraction", "share of the training shapes held out for model selection"}, d.val_fraction);
+  visit(Field{"class_names", "", ""}, d.class_names);
+}
+
+struct ClassificationSplits {
+  data::Splits splits;
+  std::vector<std::pair<std::string, data::DatasetPtr>> extra_tests;  // the other test rotations
+  std::vector<std::string> class_names;
+};
+
+// Train and val from ModelNet's train set (a seeded shuffle cuts val off),
+// test from its test set rotated as the protocol says, and the test set again
+// under the training rotation and under SO(3) where those differ.
+ClassificationSplits make_splits(const ClassificationData& d, const pointcloud::ModelNetData& data);
+
+// One split ("train", "val", "test") in eval mode under `rotation`, train and
+// val cut as the run cut them.
+data::DatasetPtr eval_split(const ClassificationData& d, const pointcloud::ModelNetData& data,
+                            const std::string& split, pointcloud::Rotation rotation);
+
+// One file as the run's model sees it: sampled, normalised and rotated by
+// `rotation` (seeded), as a one-cloud batch.
+data::Batch single_cloud_batch(const ClassificationData& d, const std::string& path, pointcloud::Rotation rotation,
+                               uint64_t seed);
+
+}  // namespace qkv::tasks

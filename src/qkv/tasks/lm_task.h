@@ -1,0 +1,45 @@
+#pragma once
+// The language-model tasks: the built-in byte-level tasks (copy, reverse,
+// addition, induction) or a text file, as config.json records them, the
+// splits and the metric. `qkv lm` is its CLI.
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "qkv/core/fields.h"
+#include "qkv/data/dataset.h"
+#include "qkv/data/lm_data.h"
+#include "qkv/train/metrics.h"
+
+namespace qkv::tasks {
+
+inline constexpr const char* kLmCommand = "lm train";
+
+struct LmData {
+  data::LmTaskOptions task;
+  std::string text;  // a text file instead of a task
+  int64_t context = 128;
+  uint64_t seed = 0;
+
+  LmData();
+  bool is_task() const { return text.empty(); }
+  nlohmann::json to_json() const { return fields_to_json(*this); }
+  static LmData from_json(const nlohmann::json& j) { return fields_from_json<LmData>(j, "the run's data settings"); }
+  void validate() const;  // ConfigError naming the key
+  data::Splits make() const;
+  // Exact match for the tasks; the trainer's default (accuracy) for text.
+  train::MetricFactory metrics() const;
+};
+
+template <typename V>
+void visit_fields(LmData& d, V&& visit) {
+  visit(Field{"task", "built-in task: copy, reverse, addition, induction"}, d.task.task);
+  visit(Field{"text", "train on this UTF-8 text file instead of a task"}, d.text);
+  visit(Field{"samples", "task instances (80/10/10 train/val/test)"}, d.task.samples);
+  visit(Field{"min_length", "task string length, smallest"}, d.task.min_length);
+  visit(Field{"max_length", "task string length, largest"}, d.task.max_length);
+  visit(Field{"max_digits", "addition: digits per operand, at most"}, d.task.max_digits);
+  visit(Field{"context", "text: training window in bytes"}, d.context);
+  visit(Field{"seed", "", ""}, d.seed);  // --seed
+}
+
+}  // namespace qkv::tasks

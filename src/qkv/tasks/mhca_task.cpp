@@ -1,0 +1,103 @@
+#include "qkv/tasks/mhca_task.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "qkv/core/atomic_file.h"
+#include "qkv/core/errors.h"
+#include "qkv/data/folds.h"
+
+namespace qkv::tasks {
+
+void validate_selection(const mhca::FeatureSelection& s) {
+  if (s.mode != "rfe" && s.mode != "all" && s.mode != "list")
+    throw ConfigError("select", s.mode + ": expected rfe, all or list");
+  if (s.mode == "list" && s.list_path.empty()) throw ConfigError("select", "list needs --cpg-list FILE");
+  if (s.n_features < 0) throw ConfigError("n_features", "must be >= 0 (0 = the SPECT token count)");
+  if (!(s.rfe.step > 0) || !std::isfinite(s.rfe.step)) throw ConfigError("rfe_step", "must be a positive number");
+  s.xgboost.validate();
+}
+
+void validate_augmentation(const mhca::Augmentation& a) {
+  if (!(a.fraction >= 0 && a.fraction <= 1)) throw ConfigError("augment", "must be in [0, 1]");
+  if (!(a.max_degrees >= 0 && a.max_degrees <= 180)) throw ConfigError("augment_degrees", "must be in [0, 180]");
+  if (!(a.noise >= 0) || !std::isfinite(a.noise)) throw ConfigError("augment_noise", "must be a finite number >= 0");
+}
+
+void set_mhca_paper_defaults(train::TrainConfig& c) {
+  c.epochs = 200;
+  c.batch_size = 16;
+  c.optim.optimizer = "adam";
+  c.optim.lr = 3e-5;
+  c.select_metric = "loss";
+  c.patience = 20;
+}
+
+void MhcaTrainData::validate() const {
+  if (manifest.empty()) throw ConfigError("manifest", "must name the cohort CSV");
+  if (methylation.empty()) throw ConfigError("methylation", "must name the methylation table");
+  if (!(val_fraction > 0 && test_fraction > 0 && val_fraction + test_fraction < 0.8))
+    throw ConfigError("val_fraction", "and test_fraction must be > 0 and sum below 0.8");
+  if (normalisation != "global" && normalisation != "subject")
+    throw ConfigError("normalisation", normalisation + ": expected global or subject");
+  validate_selection(selection);
+  validate_augmentation(augmentation);
+}
+
+data::Splits MhcaTrainRun::splits() const {
+  return {mhca::make_dataset(cohort, train_rows, prep), mhca::make_dataset(cohort, val_rows, prep),
+          mhca::make_dataset(cohort, test_rows, prep)};
+}
+
+nlohmann::json MhcaTrainRun::network_options(const std::string& model, const nlohmann::json& user_options) const {
+  return mhca::network_options(model, user_options, cohort.volume_shape(), static_cast<int64_t>(cpgs.size()));
+}
+
+mhca::Augmentation MhcaTrainRun::augmentation(const mhca::Augmentation& settings) const {
+  mhca::Augmentation a = settings;
+  a.cpg_std = mhca::cpg_std(cohort, train_rows, prep);
+  return a;
+}
+
+nlohmann::json MhcaTrainRun::fit_xgboost(const mhca::XGBoostParams& params, const std::string& dir) const {
+  std::vector<int64_t> fit_rows = train_rows;
+  fit_rows.insert(fit_rows.end(), val_rows.begin(), val_rows.end());  // no early stopping: validation rows train too
+  const auto classifier = mhca::fit_xgboost(cohort, fit_rows, prep, params);
+  write_file_atomic(dir + "/xgboost.json", classifier.save());
+  const auto tx = mhca::methylation_matrix(cohort, test_rows, prep);
+  const auto metrics = mhca::binary_metrics(
+      classifier.predict_proba(tx.data(), static_cast<int64_t>(test_rows.size()), static_cast<int64_t>(cpgs.size())),
+      cohort.labels_of(test_rows));
+  return {{"test", metrics}, {"features", cpgs.size()}};
+}
+
+MhcaTrainRun prepare_mhca_train(MhcaTrainData& d, bool volumes, uint64_t seed) {
+  MhcaTrainRun run;
+  run.cohort = mhca::load_cohort(d.manifest, d.methylation, volumes, at::get_num_threads());
+  // A stratified test part, then a stratified validation part of the rest.
+  std::vector<int64_t> all(run.cohort.labels.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+  auto [rest, test_rows] = data::stratified_split(all, run.cohort.labels, d.test_fraction, seed);
+  const double val_share = d.val_fraction / std::max(1e-9, 1.0 - d.test_fraction);
+  auto [train_rows, val_rows] = data::stratified_split(rest, run.cohort.labels, val_share, seed + 1);
+  run.train_rows = train_rows;
+  run.val_rows = val_rows;
+  run.test_rows = test_rows;
+  std::vector<int64_t> fit_rows = run.train_rows;
+  fit_rows.insert(fit_rows.end(), run.val_rows.begin(), run.val_rows.end());
+  mhca::FeatureSelection selection = d.selection;
+  selection.xgboost.threads = at::get_num_threads();
+  const int64_t n_features = selection.n_features > 0 ? selection.n_features
+                             : volumes ? mhca::spect_tokens(d.model_options, run.cohort.volume_shape())
+                                       : 441;
+  run.cpgs = mhca::select_features(run.cohort, fit_rows, selection, n_features, false);
+  run.prep = mhca::fit_preprocessing(run.cohort, run.train_rows, run.cpgs, d.normalisation);
+  d.preprocessing = run.prep.to_json();
+  d.test_subjects.clear();
+  for (auto r : run.test_rows) d.test_subjects.push_back(run.cohort.subject_ids[static_cast<size_t>(r)]);
+  return run;
+}
+
+}  // namespace qkv::tasks

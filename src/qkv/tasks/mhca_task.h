@@ -1,0 +1,126 @@
+#pragma once
+// The MHCA task: classifying Parkinson's disease from a SPECT volume and
+// DNA-methylation features. Its settings (feature selection, augmentation,
+// the held-out parts of `mhca train`), as config.json records them, and one
+// training run on a cohort: load, split, select, preprocess, then the
+// network's data sets or an XGBoost fit. `qkv mhca` is its CLI; cross
+// validation (each fold a run) is mhca/cross_validation.h.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "qkv/core/fields.h"
+#include "qkv/data/dataset.h"
+#include "qkv/mhca/cohort_data.h"
+#include "qkv/mhca/cross_validation.h"
+#include "qkv/train/trainer.h"
+
+namespace qkv::mhca {
+
+// The field lists of the MHCA settings (found by argument-dependent lookup,
+// so they live in the structs' namespace).
+template <typename V>
+void visit_fields(XGBoostParams& p, V&& visit) {
+  visit(Field{"xgb_learning_rate", "XGBoost learning rate (paper Table A.1)"}, p.learning_rate);
+  visit(Field{"xgb_estimators", "XGBoost boosting rounds"}, p.n_estimators);
+  visit(Field{"xgb_max_depth", "XGBoost tree depth"}, p.max_depth);
+  visit(Field{"xgb_min_child_weight", "XGBoost min_child_weight"}, p.min_child_weight);
+  visit(Field{"xgb_gamma", "XGBoost gamma (min split loss)"}, p.gamma);
+  visit(Field{"xgb_subsample", "XGBoost row subsample per tree"}, p.subsample);
+  visit(Field{"xgb_colsample", "XGBoost column subsample per tree"}, p.colsample_bytree);
+}
+
+template <typename V>
+void visit_fields(FeatureSelection& s, V&& visit) {
+  visit(Field{"select", "CpG features: rfe (XGBoost RFE on each training part), all (every column), list (--cpg-list)"},
+        s.mode);
+  visit(Field{"cpg_list",
+              "fixed CpG list (one id per line, e.g. from 'qkv mhca select'); selecting on the whole cohort before "
+              "cross validation lets the test folds leak into the features"},
+        s.list_path);
+  visit(Field{"n_features", "CpG sites RFE keeps; 0 = the SPECT token count (441 at 91x109x91)"}, s.n_features);
+  visit(Field{"rfe_step", "RFE: share of the features removed per round (< 1) or a count (>= 1)"}, s.rfe.step);
+  visit_fields(s.xgboost, visit);
+}
+
+template <typename V>
+void visit_fields(Augmentation& a, V&& visit) {
+  visit(Field{"augment", "share of training samples augmented per batch (paper: 10%)"}, a.fraction);
+  visit(Field{"augment_degrees", "largest random rotation of a volume about each axis, degrees"}, a.max_degrees);
+  visit(Field{"augment_noise", "Gaussian noise on beta-values, in units of each CpG's std"}, a.noise);
+}
+
+}  // namespace qkv::mhca
+
+namespace qkv::tasks {
+
+inline constexpr const char* kMhcaTrainCommand = "mhca train";
+
+// ConfigError naming the key: a usable selection (a list file for "list")
+// and augmentation (fraction in [0, 1], finite degrees in [0, 180], noise >= 0).
+void validate_selection(const mhca::FeatureSelection& s);
+void validate_augmentation(const mhca::Augmentation& a);
+
+// The paper's training setup: 200 epochs, batch 16, Adam 3e-5; the best
+// validation loss picks the weights, and 20 epochs without improvement stop.
+void set_mhca_paper_defaults(train::TrainConfig& c);
+
+// config.json's "data" of `mhca train`.
+struct MhcaTrainData {
+  std::string manifest, methylation;
+  double val_fraction = 0.15, test_fraction = 0.2;
+  std::string normalisation = "global";
+  mhca::FeatureSelection selection;
+  mhca::Augmentation augmentation;
+  nlohmann::json model_options = nlohmann::json::object();  // the user's network sizes
+  // Decided by the data: the preprocessing fitted on the training rows and
+  // the held-out test subjects.
+  nlohmann::json preprocessing;
+  std::vector<std::string> test_subjects;
+
+  nlohmann::json to_json() const { return fields_to_json(*this); }
+  static MhcaTrainData from_json(const nlohmann::json& j) {
+    return fields_from_json<MhcaTrainData>(j, "the run's data settings");
+  }
+  void validate() const;  // ConfigError naming the key
+};
+
+template <typename V>
+void visit_fields(MhcaTrainData& d, V&& visit) {
+  visit(Field{"manifest", "cohort CSV: subject_id,label,spect[,covariates] (spect: NIfTI path)"}, d.manifest);
+  visit(Field{"methylation", "DNA-methylation table (CSV/TSV): subject_id, then one beta-value column per CpG site"},
+        d.methylation);
+  visit(Field{"val_fraction", "share of subjects for early stopping and model selection"}, d.val_fraction);
+  visit(Field{"test_fraction", "share of subjects held out for the final test"}, d.test_fraction);
+  visit(Field{"normalisation", "volume intensities: global (min-max over training volumes, paper) or subject"},
+        d.normalisation);
+  visit_fields(d.selection, visit);
+  visit_fields(d.augmentation, visit);
+  visit(Field{"model_options", "", ""}, d.model_options);  // --model-options, parsed
+  visit(Field{"preprocessing", "", ""}, d.preprocessing);
+  visit(Field{"test_subjects", "", ""}, d.test_subjects);
+}
+
+// One `mhca train` run's data, made from the settings: the cohort, a
+// stratified test part and a stratified validation part of the rest, the CpG
+// sites selected and the preprocessing fitted on the training rows only.
+struct MhcaTrainRun {
+  mhca::CohortData cohort;
+  std::vector<int64_t> train_rows, val_rows, test_rows;
+  std::vector<std::string> cpgs;
+  mhca::Preprocessing prep;
+
+  data::Splits splits() const;
+  // The network's options on this cohort: volume shape and feature count from
+  // the data, then the user's sizes.
+  nlohmann::json network_options(const std::string& model, const nlohmann::json& user_options) const;
+  // The training batches' augmentation with each CpG's std on the training rows.
+  mhca::Augmentation augmentation(const mhca::Augmentation& settings) const;
+  // XGBoost on train + val rows, scored on the test rows: the summary.
+  nlohmann::json fit_xgboost(const mhca::XGBoostParams& params, const std::string& dir) const;
+};
+
+// Loads and prepares; records the preprocessing and test subjects in `data`.
+MhcaTrainRun prepare_mhca_train(MhcaTrainData& data, bool volumes, uint64_t seed);
+
+}  // namespace qkv::tasks

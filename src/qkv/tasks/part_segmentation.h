@@ -1,0 +1,89 @@
+#pragma once
+// The part-segmentation task (ShapeNet-part, or the built-in synthetic part
+// shapes): its data settings as config.json records them, loading, the splits
+// under a rotation protocol and the mIoU metric. `qkv seg` is its CLI.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "qkv/core/fields.h"
+#include "qkv/core/output_policy.h"
+#include "qkv/data/dataset.h"
+#include "qkv/pointcloud/point_dataset.h"
+#include "qkv/pointcloud/shapenet_part.h"
+#include "qkv/pointcloud/synth_parts.h"
+#include "qkv/tasks/point_task.h"
+#include "qkv/train/metrics.h"
+
+namespace qkv::tasks {
+
+inline constexpr const char* kPartSegmentationCommand = "seg train";
+
+struct PartSegData {
+  std::string source = "synthetic";  // "synthetic" or a ShapeNet-part folder
+  std::string synth_dir;             // synthetic: where the text layout is written (default <run>/synthetic)
+  pointcloud::SynthPartsOptions synth;
+  pointcloud::ShapeNetPartLoadOptions load;
+  pointcloud::PointViewOptions view;
+  std::string protocol = "i/i";
+
+  PartSegData();
+  nlohmann::json to_json() const { return fields_to_json(*this); }
+  static PartSegData from_json(const nlohmann::json& j);
+
+  void validate() const;  // ConfigError naming the key
+  void copy_view_settings();
+  void check_synthetic_dir(const std::string& dir, bool overwrite) const;
+  pointcloud::ShapeNetPartData load_data(const std::string& synth_dir_now, bool overwrite) const;
+  pointcloud::ShapeNetPartData load_data() const { return load_data(synth_dir, false); }
+};
+
+// What `qkv data synth-parts` records in its folder's ledger, so that a folder
+// it wrote and a train command's synthetic folder are reused by each other
+// when made with the same settings.
+OutputMarker synth_parts_marker(const pointcloud::SynthPartsOptions& options);
+
+template <typename V>
+void visit_fields(PartSegData& d, V&& visit) {
+  visit(Field{"source",
+              "'synthetic' (built-in part shapes) or a ShapeNet-part folder: "
+              "shapenetcore_partanno_segmentation_benchmark_v0_normal or hdf5_data",
+              "--data"},
+        d.source);
+  visit(Field{"synth_dir", "where --data synthetic writes its shapes; default OUT/synthetic"}, d.synth_dir);
+  visit(Field{"synth_train_per_category", "synthetic training shapes per category"}, d.synth.train_per_category);
+  visit(Field{"synth_val_per_category", "synthetic validation shapes per category"}, d.synth.val_per_category);
+  visit(Field{"synth_test_per_category", "synthetic test shapes per category"}, d.synth.test_per_category);
+  visit(Field{"synth_points_per_shape", "surface points written per synthetic shape"}, d.synth.points_per_shape);
+  visit(Field{"synth_categories",
+              "synthetic categories to write (comma-separated; qkv data synth-parts --list); default all"},
+        d.synth.categories);
+  visit(Field{"points_per_shape", "points each shape is resampled to when loaded (2048 as in the standard readers)"},
+        d.load.points_per_shape);
+  visit(Field{"max_per_category", "keep at most this many shapes per category and split; 0 = all"},
+        d.load.max_per_category);
+  visit(Field{"categories", "load only these categories (names or synsets, comma-separated); default all"},
+        d.load.categories);
+  visit_view_fields(d.view, visit, "how they are picked: random (a fresh subset each epoch), fps, first",
+                    "axis of the z rotations: 0 x, 1 y (ShapeNet), 2 z");
+  visit(Field{"protocol",
+              "train/test rotations: i/i, i/z, i/so3, z/z, z/so3, so3/so3 (i = none); every run also scores the test "
+              "set under the other rotations"},
+        d.protocol);
+}
+
+struct PartSegSplits {
+  data::Splits splits;
+  std::vector<std::pair<std::string, data::DatasetPtr>> extra_tests;  // the other test rotations
+};
+
+// Train and val under the training rotation, test under the protocol's test
+// rotation, and the test set again under each other rotation (none, z, so3),
+// so that one run gives I/I, I/z and I/SO(3) alike.
+PartSegSplits make_splits(const PartSegData& d, const pointcloud::ShapeNetPartData& data);
+
+// The scores of ShapeNet-part: mIoU with each shape's category's parts.
+train::MetricFactory part_iou_metric();
+
+}  // namespace qkv::tasks

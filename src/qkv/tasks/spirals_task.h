@@ -1,0 +1,39 @@
+#pragma once
+// The trainer's own end-to-end task: K interleaved 2-D spirals, split into
+// train / val / test. `qkv spirals` is its CLI.
+#include <nlohmann/json.hpp>
+
+#include "qkv/core/fields.h"
+#include "qkv/data/dataset.h"
+#include "qkv/data/spirals.h"
+
+namespace qkv::tasks {
+
+inline constexpr const char* kSpiralsCommand = "spirals train";
+
+struct SpiralsData {
+  data::SpiralsOptions spirals;
+  double val_fraction = 0.15;
+  double test_fraction = 0.15;
+  uint64_t split_seed = 0;  // copied from --seed
+
+  nlohmann::json to_json() const { return fields_to_json(*this); }
+  static SpiralsData from_json(const nlohmann::json& j) {
+    return fields_from_json<SpiralsData>(j, "the run's data settings");
+  }
+  void validate() const;  // ConfigError naming the key
+  data::Splits make() const;
+};
+
+template <typename V>
+void visit_fields(SpiralsData& d, V&& visit) {
+  visit(Field{"classes", "number of spiral arms (classes)"}, d.spirals.classes);
+  visit(Field{"points_per_class", "points on each arm"}, d.spirals.points_per_class);
+  visit(Field{"noise", "angular jitter (radians, std)"}, d.spirals.noise);
+  visit(Field{"turns", "full turns of each arm"}, d.spirals.turns);
+  visit(Field{"val_fraction", "share of points held out for model selection"}, d.val_fraction);
+  visit(Field{"test_fraction", "share of points held out for the final test"}, d.test_fraction);
+  visit(Field{"split_seed", "", ""}, d.split_seed);
+}
+
+}  // namespace qkv::tasks

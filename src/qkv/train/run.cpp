@@ -1,0 +1,192 @@
+#include "qkv/train/run.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+
+#include "qkv/core/atomic_file.h"
+#include "qkv/core/errors.h"
+#include "qkv/core/interrupt.h"
+#include "qkv/core/runtime.h"
+#include "qkv/distributed/process_group.h"
+#include "qkv/train/checkpoint.h"
+#include "qkv/train/progress.h"
+#include "qkv/train/weights.h"
+
+namespace qkv::train {
+
+bool is_registered_model(const std::string& name) {
+  for (const auto& entry : models::model_registry())
+    if (entry.name == name) return true;
+  return false;
+}
+
+namespace {
+
+// Registered models record their options with the defaults filled in; a model
+// outside the registry (XGBoost) records them as given.
+nlohmann::json resolved_options(const RunRequest& r) {
+  return is_registered_model(r.model_name) ? models::find_model(r.model_name).resolve(r.model_options)
+                                           : r.model_options;
+}
+
+}  // namespace
+
+nlohmann::json run_config(const RunRequest& r) {
+  return {{"qkv_version", qkv_version()},
+          {"command", r.command},
+          {"seed", r.seed},
+          {"threads", at::get_num_threads()},
+          {"blas", blas_info()},
+          {"device", r.device},
+          {"model", {{"name", r.model_name}, {"options", resolved_options(r)}}},
+          {"data", r.data},
+          {"train", r.train.to_json()},
+          {"init_weights", r.init_weights},
+          {"resumes", r.resumes}};
+}
+
+TrainConfig effective_train_config(const RunRequest& r) {
+  TrainConfig config = r.train;
+  if (!r.resumes.empty()) config.epochs = r.resumes.back().value("epochs", config.epochs);
+  return config;
+}
+
+RunRequest stored_request(const std::string& dir, const std::string& command) {
+  const std::string ckpt = RunPaths{dir}.last_checkpoint();
+  if (!std::filesystem::exists(ckpt)) throw UsageError("--resume " + dir + ": no checkpoint at " + ckpt);
+  const auto stored = read_checkpoint_config(ckpt);
+  if (stored.value("command", "") != command)
+    throw UsageError("--resume " + dir + ": that run was made by '" + stored.value("command", "?") + "', not '" +
+                     command + "'");
+  RunRequest r;
+  try {
+    r.command = command;
+    r.model_name = stored.at("model").at("name");
+    r.model_options = stored.at("model").at("options");
+    r.data = stored.at("data");
+    r.seed = stored.at("seed");
+    r.device = stored.value("device", "cpu");
+    r.train = TrainConfig::from_json(stored.at("train"));
+    r.resumes = stored.value("resumes", nlohmann::json::array());
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(ckpt + ": stored run configuration is incomplete (" + e.what() + ")");
+  }
+  return r;
+}
+
+void record_resume(RunRequest& r, const std::string& dir, int64_t epochs, int64_t world_size) {
+  check_resume_world_size(dir, r.train.parallel.world_size, world_size);
+  const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  char when[32];
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  r.resumes.push_back({{"qkv_version", qkv_version()},
+                       {"time", when},
+                       {"epochs", epochs > 0 ? epochs : effective_train_config(r).epochs},
+                       {"threads", at::get_num_threads()}});
+}
+
+TrainResult execute_run(const RunRequest& r, const std::string& dir, bool resume, const data::Splits& splits,
+                        TrainHooks hooks, models::ModelPtr* trained) {
+  TrainConfig config = effective_train_config(r);
+  config.seed = r.seed;
+  config.validate();
+  const c10::Device device = parse_device(r.device);
+  auto model = models::find_model(r.model_name).make(r.model_options);
+  if (!r.init_weights.empty()) load_weights(*model, r.init_weights);
+  const nlohmann::json config_json = run_config(r);
+  hooks.live_progress = ProgressBar::stderr_is_terminal();
+  if (hooks.title == "qkv run") hooks.title = "qkv " + r.command + ": " + r.model_name;
+  install_interrupt_handler();
+  std::unique_ptr<distributed::ProcessGroup> group;
+  if (config.parallel.distributed()) {
+    group = std::make_unique<distributed::ProcessGroup>(config.parallel);
+    hooks.group = group.get();
+  }
+  const bool writer = config.parallel.rank == 0;
+  if (writer && !hooks.quiet)
+    std::fprintf(stderr, "%s: model %s (%lld parameters), %lld train / %lld val / %lld test, %d threads, %s\n",
+                 r.command.c_str(), r.model_name.c_str(), static_cast<long long>(models::count_parameters(*model)),
+                 static_cast<long long>(splits.train->size()),
+                 static_cast<long long>(splits.val ? splits.val->size() : 0),
+                 static_cast<long long>(splits.test ? splits.test->size() : 0), at::get_num_threads(),
+                 blas_info().value("name", "unknown BLAS").c_str());
+  if (group && writer)
+    std::fprintf(stderr, "%s: %lld ranks joined at %s, batch %lld per rank (%lld global)\n", r.command.c_str(),
+                 static_cast<long long>(config.parallel.world_size), config.parallel.master.c_str(),
+                 static_cast<long long>(config.batch_size),
+                 static_cast<long long>(config.batch_size * config.parallel.world_size));
+  auto result = train(*model, splits, config, device, dir, config_json, resume, hooks);
+  if (trained) *trained = model;
+  return result;
+}
+
+void write_fitted_run(const RunRequest& request, const std::string& dir, const nlohmann::json& summary) {
+  const RunPaths paths{dir};
+  write_file_atomic(paths.config(), run_config(request).dump(2) + "\n");
+  write_file_atomic(paths.summary(), summary.dump(2) + "\n");
+}
+
+models::ModelPtr load_model_from_checkpoint(const std::string& checkpoint, nlohmann::json* run_config,
+                                            const std::string& expected_command) {
+  auto config = read_checkpoint_config(checkpoint);
+  if (!expected_command.empty() && config.value("command", "") != expected_command)
+    throw DataError(checkpoint + ": made by '" + config.value("command", "?") + "', not by '" + expected_command + "'");
+  models::ModelPtr model;
+  try {
+    model = models::find_model(config.at("model").at("name").get<std::string>()).make(config.at("model").at("options"));
+  } catch (const nlohmann::json::exception&) {
+    throw DataError(checkpoint + ": checkpoint does not name its model");
+  }
+  load_checkpoint(checkpoint, *model, nullptr);
+  if (run_config) *run_config = config;
+  return model;
+}
+
+namespace {
+
+// The metrics a person looks at first, in this order, where a task has them.
+std::string headline(const nlohmann::json& metrics) {
+  static const char* const keys[] = {"accuracy",  "balanced_accuracy", "instance_miou", "class_miou",
+                                     "exact_match", "auroc",           "loss"};
+  std::string line;
+  int shown = 0;
+  for (const char* key : keys) {
+    if (shown == 3 || !metrics.contains(key) || !metrics.at(key).is_number()) continue;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s%s %.4f", line.empty() ? "" : ", ", key, metrics.at(key).get<double>());
+    line += buf;
+    ++shown;
+  }
+  return line;
+}
+
+}  // namespace
+
+std::string run_summary_text(const nlohmann::json& s, const std::string& dir, const std::string& test_label) {
+  std::string text;
+  char buf[256];
+  if (s.contains("selected_epoch")) {
+    std::snprintf(buf, sizeof buf, "selected epoch %lld of %lld (%s)%s\n",
+                  static_cast<long long>(s.value("selected_epoch", int64_t{0})),
+                  static_cast<long long>(s.value("epochs", int64_t{0})), s.value("selected_by", "?").c_str(),
+                  s.value("stopped_early", false) ? ", stopped early" : "");
+    text += buf;
+  }
+  if (s.contains("val")) text += "  val          " + headline(s.at("val")) + "\n";
+  for (const auto& item : s.items()) {
+    const std::string& key = item.key();
+    if (key != "test" && key.rfind("test_", 0) != 0) continue;
+    std::string label = key == "test" ? (test_label.empty() ? "test" : "test " + test_label) : "test " + key.substr(5);
+    label.resize(std::max<size_t>(label.size(), 12), ' ');
+    text += "  " + label + " " + headline(item.value()) + "\n";
+  }
+  text += "run folder " + dir + " (summary.json, report.html, checkpoints/best.ckpt)\n";
+  return text;
+}
+
+}  // namespace qkv::train

@@ -1,0 +1,74 @@
+#pragma once
+// The run record: what a training run is made from, its config.json, training
+// it in its folder (fresh or resumed), and rebuilding its model from a
+// checkpoint. Every train command and every fold of `mhca cv` is a run; the
+// CLI only fills a RunRequest from options.
+#include <c10/core/Device.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "qkv/data/dataset.h"
+#include "qkv/models/model.h"
+#include "qkv/train/trainer.h"
+
+namespace qkv::train {
+
+struct RunRequest {
+  std::string command;     // "vnt train": the command that made the run (checked on resume, eval, predict)
+  std::string model_name;  // registry name
+  nlohmann::json model_options = nlohmann::json::object();
+  nlohmann::json data = nlohmann::json::object();  // the task's data settings: enough to rebuild the data
+  std::string init_weights;                        // optional name->tensor .pt dict
+  uint64_t seed = 0;
+  std::string device = "cpu";
+  TrainConfig train;  // as first recorded; a resume may only extend the epochs
+  // One object per --resume (qkv version, epochs, threads, from_epoch), so
+  // config.json keeps the original settings and says what changed.
+  nlohmann::json resumes = nlohmann::json::array();
+};
+
+// Whether the model registry builds `name` (XGBoost runs are recorded too, but
+// not built from the registry).
+bool is_registered_model(const std::string& name);
+
+// config.json (and every checkpoint's copy): the request, model options with
+// their defaults filled in, the qkv version, BLAS and threads in use.
+nlohmann::json run_config(const RunRequest& request);
+
+// The settings the trainer runs with: the recorded ones, with the epochs of
+// the latest resume.
+TrainConfig effective_train_config(const RunRequest& request);
+
+// The request stored in DIR's last checkpoint, for --resume DIR. UsageError if
+// there is no checkpoint or another command made the run; DataError if the
+// stored configuration is incomplete.
+RunRequest stored_request(const std::string& dir, const std::string& command);
+
+// Records a resume: `epochs` > 0 extends (or shortens) the run, `world_size`
+// is where it runs now (it must equal the stored one).
+void record_resume(RunRequest& request, const std::string& dir, int64_t epochs, int64_t world_size);
+
+// Builds the model, loads --init-weights, trains it into `dir` and returns the
+// trainer's result. With `resume`, continues from dir's last checkpoint. A
+// data-parallel run (request.train.parallel) joins its process group here.
+// `trained`, if given, receives the model (with the selected weights).
+TrainResult execute_run(const RunRequest& request, const std::string& dir, bool resume, const data::Splits& splits,
+                        TrainHooks hooks = {}, models::ModelPtr* trained = nullptr);
+
+// A model fitted without the trainer (XGBoost): its config.json and
+// summary.json, written as a trained run's are.
+void write_fitted_run(const RunRequest& request, const std::string& dir, const nlohmann::json& summary);
+
+// Builds a registered model from a checkpoint's run configuration and loads
+// its weights. With expected_command, a checkpoint made by another command
+// is a DataError naming the file.
+models::ModelPtr load_model_from_checkpoint(const std::string& checkpoint, nlohmann::json* run_config = nullptr,
+                                            const std::string& expected_command = "");
+
+// A few lines a person reads at the end of a run: the selected epoch, the
+// headline validation and test metrics, where the run folder is.
+std::string run_summary_text(const nlohmann::json& summary, const std::string& dir,
+                             const std::string& test_label = "");
+
+}  // namespace qkv::train
