@@ -111,8 +111,8 @@ TEST_F(OutputPolicy, OneOutputFileIsReplacedOnlyIfQkvWroteIt) {
   EXPECT_EQ(read(mine), "c,d\n");
 
   const auto users = (dir / "theirs.csv").string();
+  qkv::reset_output_claims();  // the user's file, written outside qkv's claim
   write_text_file(users, "keep");
-  qkv::reset_output_claims();
   const auto message = usage_error_of([&] { qkv::claim_output_file(users, "--out", true, {"test", {}}); });
   EXPECT_NE(message.find("was not written by qkv"), std::string::npos) << message;
   EXPECT_EQ(read(users), "keep");

@@ -107,11 +107,13 @@ TEST_F(DistributedCli, TwoRanksWithBatchBEqualOneProcessWithBatch2B) {
 
 TEST_F(DistributedCli, OnlyRankZeroWritesAndPrints) {
   ASSERT_EQ(two_->status, 0) << two_->output;
-  // One summary on stdout, one "wrote" line, and the run folder holds exactly
+  // One summary (ending with the run folder), and the run folder holds exactly
   // what a single-process run holds.
-  size_t wrote = 0;
-  for (size_t at = two_->output.find("wrote "); at != std::string::npos; at = two_->output.find("wrote ", at + 1)) ++wrote;
-  EXPECT_EQ(wrote, 1u) << two_->output;
+  size_t summaries = 0;
+  for (size_t at = two_->output.find("run folder "); at != std::string::npos;
+       at = two_->output.find("run folder ", at + 1))
+    ++summaries;
+  EXPECT_EQ(summaries, 1u) << two_->output;
   std::vector<std::string> a, b;
   for (const auto& e : fs::recursive_directory_iterator(*dir_ + "/two")) a.push_back(fs::relative(e.path(), *dir_ + "/two"));
   for (const auto& e : fs::recursive_directory_iterator(*dir_ + "/one")) b.push_back(fs::relative(e.path(), *dir_ + "/one"));

@@ -275,6 +275,7 @@ void register_train(CLI::App* parent, Action& action) {
   spec.description = "train one model (or XGBoost) on a cohort; writes the run folder --out";
   spec.default_out = "runs/mhca";
   tasks::set_mhca_paper_defaults(spec.defaults);
+  spec.model_options_from_data = true;
   spec.add_options = [s](CLI::App* cmd) {
     add_field_options(cmd, s->data);
     cmd->get_option("--manifest")->required();

@@ -6,6 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "qkv/cli/train_command.h"
+#include "qkv/tasks/point_task.h"
+#include "qkv/train/run.h"
+
 namespace qkv::cli {
 
 struct PointModelOptions {
@@ -23,5 +27,52 @@ void add_point_model_options(CLI::App* cmd, PointModelOptions& o, const std::str
 // applies where the model has that option (the registry's defaults say);
 // otherwise a UsageError names it.
 nlohmann::json model_options_from_cli(const PointModelOptions& o);
+
+// A point-cloud task's data settings for a new run (Data: ClassificationData
+// or PartSegData): the run's seed, normals where the model reads them, the
+// synthetic folder inside the run folder unless --synth-dir says otherwise;
+// validated and stored as request.data.
+template <typename Data>
+void prepare_point_data(Data d, train::RunRequest& r, const std::string& out) {
+  d.view.seed = r.seed;
+  d.view.use_normals = models::find_model(r.model_name).resolve(r.model_options).value("normals", false);
+  d.copy_view_settings();
+  if (d.source == "synthetic" && d.synth_dir.empty()) d.synth_dir = out + "/synthetic";
+  d.validate();
+  r.data = d.to_json();
+}
+
+// The synthetic folder of request.data checked without writing (TrainCommand::check_outputs).
+template <typename Data>
+void check_point_outputs(const train::RunRequest& r, bool overwrite) {
+  const auto d = Data::from_json(r.data);
+  d.check_synthetic_dir(d.synth_dir, overwrite);
+}
+
+// The data of request.data, loaded where this rank reads them (a rank > 0
+// makes its synthetic copy in a scratch folder).
+template <typename Data>
+auto load_point_data(const Data& d, const LoadContext& context) {
+  tasks::SyntheticDataDir synth_dir(d.source == "synthetic" ? d.synth_dir : "", context.rank);
+  return d.load_data(synth_dir.path(), context.overwrite);
+}
+
+// Model (in eval mode on `device`), run configuration and data settings of a
+// checkpoint made by `command`.
+template <typename Data>
+struct LoadedPointRun {
+  models::ModelPtr model;
+  nlohmann::json config;
+  Data data;
+};
+template <typename Data>
+LoadedPointRun<Data> load_point_run(const std::string& checkpoint, const c10::Device& device, const char* command) {
+  LoadedPointRun<Data> r;
+  r.model = train::load_model_from_checkpoint(checkpoint, &r.config, command);
+  r.model->to(device);
+  r.model->eval();
+  r.data = Data::from_json(r.config.at("data"));
+  return r;
+}
 
 }  // namespace qkv::cli

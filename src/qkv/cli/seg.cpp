@@ -47,7 +47,6 @@ void register_train(CLI::App* parent, Action& action) {
     add_point_model_options(cmd, s->model, "segmentation", 128, 14);
   };
   spec.prepare = [s](const CLI::App&, train::RunRequest& r, const std::string& out) {
-    PartSegData d = s->data;
     r.model_name = s->model.model;
     r.model_options = model_options_from_cli(s->model);
     // The model's shape is fixed by the data set: 16 categories, 50 parts.
@@ -57,21 +56,12 @@ void register_train(CLI::App* parent, Action& action) {
                          "' is fixed by ShapeNet-part (16 categories, 50 parts)");
     r.model_options["categories"] = static_cast<int64_t>(pc::shapenet_part_categories().size());
     r.model_options["parts"] = pc::kShapeNetPartCount;
-    d.view.seed = r.seed;
-    d.view.use_normals = models::find_model(r.model_name).resolve(r.model_options).value("normals", false);
-    d.copy_view_settings();
-    if (d.source == "synthetic" && d.synth_dir.empty()) d.synth_dir = out + "/synthetic";
-    d.validate();
-    r.data = d.to_json();
+    prepare_point_data(s->data, r, out);
   };
-  spec.check_outputs = [](const train::RunRequest& r, bool overwrite) {
-    const auto d = PartSegData::from_json(r.data);
-    d.check_synthetic_dir(d.synth_dir, overwrite);
-  };
+  spec.check_outputs = check_point_outputs<PartSegData>;
   spec.load = [](train::RunRequest& r, const LoadContext& context) {
     const auto d = PartSegData::from_json(r.data);
-    tasks::SyntheticDataDir synth_dir(d.source == "synthetic" ? d.synth_dir : "", context.rank);
-    const auto loaded = d.load_data(synth_dir.path(), context.overwrite);
+    const auto loaded = load_point_data(d, context);
     auto s = tasks::make_splits(d, loaded);
     TaskRun run;
     run.splits = s.splits;
@@ -84,20 +74,8 @@ void register_train(CLI::App* parent, Action& action) {
   register_train_command(parent, action, std::move(spec));
 }
 
-// Model, run configuration and data description of a `seg train` checkpoint.
-struct LoadedRun {
-  models::ModelPtr model;
-  nlohmann::json config;
-  PartSegData data;
-};
-
-LoadedRun load_run(const std::string& checkpoint, const c10::Device& device) {
-  LoadedRun r;
-  r.model = train::load_model_from_checkpoint(checkpoint, &r.config, tasks::kPartSegmentationCommand);
-  r.model->to(device);
-  r.model->eval();
-  r.data = PartSegData::from_json(r.config.at("data"));
-  return r;
+auto load_run(const std::string& checkpoint, const c10::Device& device) {
+  return load_point_run<PartSegData>(checkpoint, device, tasks::kPartSegmentationCommand);
 }
 
 void register_eval(CLI::App* parent, Action& action) {

@@ -106,7 +106,7 @@ void register_train_command(CLI::App* parent, Action& action, TrainCommand spec)
         request.train.seed = common.seed;
         spec.prepare(*cmd, request, common.out);
         request.train.validate();
-        if (train::is_registered_model(request.model_name))
+        if (!spec.model_options_from_data && train::is_registered_model(request.model_name))
           models::find_model(request.model_name).resolve(request.model_options);  // bad model options fail here
         dir = common.out;
       }

@@ -36,6 +36,9 @@ struct TrainCommand {
   std::string description;  // the subcommand's help line
   std::string default_out;  // "runs/vnt"
   train::TrainConfig defaults;
+  // The data decide part of the model's options (MHCA: volume shape, feature
+  // count), so they are checked when the data are loaded, not before.
+  bool model_options_from_data = false;
   // Adds the task's own options (data, model) to `cmd`, bound to state the
   // other callbacks share.
   std::function<void(CLI::App* cmd)> add_options;

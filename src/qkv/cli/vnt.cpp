@@ -49,24 +49,14 @@ void register_train(CLI::App* parent, Action& action) {
     add_point_model_options(cmd, s->model, "classification", 16, 24);
   };
   spec.prepare = [s](const CLI::App&, train::RunRequest& r, const std::string& out) {
-    ClassificationData d = s->data;
     r.model_name = s->model.model;
     r.model_options = model_options_from_cli(s->model);
-    d.view.seed = r.seed;
-    d.view.use_normals = models::find_model(r.model_name).resolve(r.model_options).value("normals", false);
-    d.copy_view_settings();
-    if (d.source == "synthetic" && d.synth_dir.empty()) d.synth_dir = out + "/synthetic";
-    d.validate();
-    r.data = d.to_json();
+    prepare_point_data(s->data, r, out);
   };
-  spec.check_outputs = [](const train::RunRequest& r, bool overwrite) {
-    const auto d = ClassificationData::from_json(r.data);
-    d.check_synthetic_dir(d.synth_dir, overwrite);
-  };
+  spec.check_outputs = check_point_outputs<ClassificationData>;
   spec.load = [](train::RunRequest& r, const LoadContext& context) {
     auto d = ClassificationData::from_json(r.data);
-    tasks::SyntheticDataDir synth_dir(d.source == "synthetic" ? d.synth_dir : "", context.rank);
-    const auto loaded = d.load_data(synth_dir.path(), context.overwrite);
+    const auto loaded = load_point_data(d, context);
     auto s = tasks::make_splits(d, loaded);
     if (context.resume && s.class_names != d.class_names)
       throw DataError("--resume " + context.run_dir + ": the data's classes differ from the stored run's");
@@ -84,20 +74,8 @@ void register_train(CLI::App* parent, Action& action) {
   register_train_command(parent, action, std::move(spec));
 }
 
-// Model, run configuration and data description of a `vnt train` checkpoint.
-struct LoadedRun {
-  models::ModelPtr model;
-  nlohmann::json config;
-  ClassificationData data;
-};
-
-LoadedRun load_run(const std::string& checkpoint, const c10::Device& device) {
-  LoadedRun r;
-  r.model = train::load_model_from_checkpoint(checkpoint, &r.config, tasks::kClassificationCommand);
-  r.model->to(device);
-  r.model->eval();
-  r.data = ClassificationData::from_json(r.config.at("data"));
-  return r;
+auto load_run(const std::string& checkpoint, const c10::Device& device) {
+  return load_point_run<ClassificationData>(checkpoint, device, tasks::kClassificationCommand);
 }
 
 void register_eval(CLI::App* parent, Action& action) {

@@ -134,9 +134,14 @@ void remove_ledger_files(const fs::path& dir, const Ledger& ledger) {
   fs::remove(dir / kLedgerName, ec);
 }
 
+// Empty, or holding only a ledger that lists nothing (a command that failed
+// after claiming the folder and before writing): nothing there to lose.
 bool is_empty_folder(const fs::path& dir) {
   std::error_code ec;
-  return fs::is_empty(dir, ec) && !ec;
+  if (fs::is_empty(dir, ec) && !ec) return true;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+    if (it->path().filename() != kLedgerName) return false;
+  return !ec && read_ledger(dir).files.empty();
 }
 
 std::string quoted(const std::string& option, const std::string& path) {

@@ -1159,10 +1159,10 @@ SynthCohortSummary write_synth_cohort(const std::string& out_dir, const SynthCoh
   {
     std::error_code ec;
     const auto status = fs::status(out_dir, ec);
-    if (fs::exists(status)) {
-      if (!fs::is_directory(status)) throw UsageError("--out " + out_dir + " exists and is not a folder");
-      if (!fs::is_empty(out_dir, ec) || ec) throw UsageError("--out " + out_dir + " exists and is not empty");
-    }
+    // Whether an existing folder may be written into is the caller's policy
+    // (core/output_policy.h); files of the same name are replaced.
+    if (fs::exists(status) && !fs::is_directory(status))
+      throw UsageError("--out " + out_dir + " exists and is not a folder");
   }
 
   const Anatomy anatomy = load_anatomy(options.atlas);

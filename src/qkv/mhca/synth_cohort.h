@@ -134,8 +134,8 @@ struct SynthCohortSummary {
   nlohmann::json to_json() const;
 };
 
-// Writes the cohort into out_dir (created; it must not exist or be empty,
-// else UsageError "--out DIR exists and is not empty"). Each file is written
+// Writes the cohort into out_dir (created; whether an existing folder may be
+// written into is the caller's policy, core/output_policy.h). Each file is written
 // atomically and manifest.csv last, so a folder with a manifest is complete.
 // progress(done, total) is called on the calling thread as volumes finish
 // (total = subjects); if it throws, the workers stop after their current

@@ -185,7 +185,10 @@ std::string run_summary_text(const nlohmann::json& s, const std::string& dir, co
     label.resize(std::max<size_t>(label.size(), 12), ' ');
     text += "  " + label + " " + headline(item.value()) + "\n";
   }
-  text += "run folder " + dir + " (summary.json, report.html, checkpoints/best.ckpt)\n";
+  std::string files;
+  for (const char* name : {"summary.json", "report.html", "checkpoints/best.ckpt", "xgboost.json"})
+    if (std::filesystem::exists(std::filesystem::path(dir) / name)) files += (files.empty() ? "" : ", ") + std::string(name);
+  text += "run folder " + dir + (files.empty() ? "" : " (" + files + ")") + "\n";
   return text;
 }
 
