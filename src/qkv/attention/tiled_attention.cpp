@@ -3,22 +3,12 @@
 #include <dlfcn.h>
 #include <torch/torch.h>
 
-#include <ATen/Parallel.h>  // at::get_num_threads, at::in_parallel_region
-
-#include <c10/core/thread_pool.h>
-
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <condition_variable>
-#include <exception>
-#include <functional>
-#include <memory>
-#include <mutex>
-#include <thread>
 #include <cstring>
 #include <limits>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -27,6 +17,7 @@
 #endif
 
 #include "qkv/core/errors.h"
+#include "qkv/core/parallel.h"
 #include "qkv/core/shape.h"
 
 namespace qkv::attention {
@@ -258,110 +249,18 @@ struct Rows<float> {
 #endif
 
 // ---------------------------------------------------------------------------
-// Work distribution. `tasks` independent tasks are handed out one at a time from
-// an atomic counter (dynamic, so causal blocks of unequal cost balance) to the
-// calling thread plus up to workers-1 helpers from a process-wide c10::ThreadPool.
-//
-// Why not at::parallel_for: with LibTorch's OpenMP backend it is an inline
-// template around `#pragma omp parallel`, which only parallelises in code
-// compiled with -fopenmp; this library is not (CMakeLists is shared), so it would
-// run everything on one thread. The pool below is independent of compile flags.
-//
-// Progress never depends on a helper starting: the caller works through the
-// counter itself and waits only for tasks that were actually taken, so a busy
-// pool (or a call from inside a pool thread) cannot deadlock. A helper that
-// starts late finds no task and touches nothing but the shared state.
-// init(worker) runs before a worker's first task; worker < workers; worker_used(w)
-// says afterwards whether worker w ran (and so initialised) anything.
-
-c10::ThreadPool& helper_pool() {
-  // Leaked on purpose: no join at process exit.
-  static c10::ThreadPool* pool =
-      new c10::ThreadPool(static_cast<int>(std::max(2u, std::thread::hardware_concurrency()) - 1));
-  return *pool;
+// Work distribution. Each call splits into independent tasks (forward: one per
+// batch*head and query block; backward: one per batch*head and key block),
+// run by qkv::parallel_tasks (core/parallel.h) on ATen's OpenMP threads: tasks
+// are handed out one at a time, so causal blocks of unequal cost balance. At
+// most one worker per core; inside a parallel region, and for calls under
+// ~4 MFLOP, the caller runs every task itself. default_tile_sizes keeps each
+// tile GEMM below the size at which OpenBLAS would split it across its own
+// threads.
+int64_t kernel_workers(int64_t tasks, double work_flops) {
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  return parallel_workers(tasks, work_flops < 4e6 ? 1 : cores);
 }
-
-class Pool {
- public:
-  // work_flops: rough cost of all tasks; small problems run on the caller alone.
-  Pool(int64_t tasks, double work_flops) : tasks_(tasks) {
-    int64_t want = at::get_num_threads();
-    if (at::in_parallel_region() || work_flops < 4e6) want = 1;
-    const int64_t hw = std::max<int64_t>(1, std::thread::hardware_concurrency());
-    workers_ = std::max<int64_t>(1, std::min({want, tasks, hw}));
-  }
-  int64_t workers() const { return workers_; }
-  int64_t tasks() const { return tasks_; }
-  bool worker_used(int64_t w) const { return used_[static_cast<size_t>(w)] != 0; }
-
-  template <typename Init, typename Fn>
-  void run(const Init& init, const Fn& fn) {
-    used_.assign(static_cast<size_t>(workers_), 0);
-    if (workers_ == 1) {
-      for (int64_t t = 0; t < tasks_; ++t) {
-        if (!used_[0]) {
-          used_[0] = 1;
-          init(0);
-        }
-        fn(0, t);
-      }
-      return;
-    }
-    struct Shared {
-      std::atomic<int64_t> next{0}, done{0}, slots{1};
-      int64_t tasks = 0;
-      std::mutex mu;
-      std::condition_variable cv;
-      std::exception_ptr error;
-      std::function<void(int64_t, int64_t)> task;  // valid while tasks remain
-      std::vector<char>* used = nullptr;
-      std::function<void(int64_t)> init;
-    };
-    auto st = std::make_shared<Shared>();
-    st->tasks = tasks_;
-    st->used = &used_;
-    st->task = [&fn](int64_t w, int64_t t) { fn(w, t); };
-    st->init = [&init](int64_t w) { init(w); };
-    auto work = [](Shared& s, int64_t slot) {
-      for (int64_t t = s.next.fetch_add(1); t < s.tasks; t = s.next.fetch_add(1)) {
-        try {
-          if (!(*s.used)[static_cast<size_t>(slot)]) {
-            (*s.used)[static_cast<size_t>(slot)] = 1;
-            s.init(slot);
-          }
-          s.task(slot, t);
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(s.mu);
-          if (!s.error) s.error = std::current_exception();
-        }
-        if (s.done.fetch_add(1) + 1 == s.tasks) {
-          std::lock_guard<std::mutex> lock(s.mu);
-          s.cv.notify_all();
-        }
-      }
-    };
-    const int64_t helpers = std::min<int64_t>(workers_ - 1, static_cast<int64_t>(helper_pool().size()));
-    const int64_t workers = workers_;
-    for (int64_t h = 0; h < helpers; ++h)
-      helper_pool().run([st, work, workers] {
-        const int64_t slot = st->slots.fetch_add(1);
-        if (slot < workers) work(*st, slot);
-      });
-    work(*st, 0);
-    std::unique_lock<std::mutex> lock(st->mu);
-    st->cv.wait(lock, [&] { return st->done.load() == st->tasks; });
-    if (st->error) std::rethrow_exception(st->error);
-  }
-  template <typename Fn>
-  void run(const Fn& fn) {
-    run([](int64_t) {}, fn);
-  }
-
- private:
-  int64_t tasks_;
-  int64_t workers_ = 1;
-  std::vector<char> used_;
-};
 
 struct Geometry {
   int64_t B, H, Nq, Nk, d, dv;
@@ -392,13 +291,14 @@ void forward_kernel(const T* q, const T* k, const T* v, const bool* pad, T* out,
                     bool causal) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   const int64_t BH = g.B * g.H, nqb = (g.Nq + g.bq - 1) / g.bq;
-  Pool pool(BH * nqb, 4.0 * BH * g.Nq * g.Nk * std::max(g.d, g.dv));
+  const int64_t tasks = BH * nqb;
+  const int64_t workers = kernel_workers(tasks, 4.0 * BH * g.Nq * g.Nk * std::max(g.d, g.dv));
   // Per-worker scratch, allocated once per call (never per tile): the score tile
   // and the running max / sum of each row. Taken from the CPU allocator so that
   // allocation tracking sees it.
-  at::Tensor scratch = at::empty({pool.workers(), g.bq * g.bk + 2 * g.bq}, c10::CppTypeToScalarType<T>::value);
+  at::Tensor scratch = at::empty({workers, g.bq * g.bk + 2 * g.bq}, c10::CppTypeToScalarType<T>::value);
   T* scratch_base = scratch.data_ptr<T>();
-  pool.run([&](int64_t worker, int64_t task) {
+  parallel_tasks(tasks, workers, [&](int64_t worker, int64_t task) {
     thread_local std::vector<int64_t> pcols;
     T* S = scratch_base + worker * (g.bq * g.bk + 2 * g.bq);
     T* mrow = S + g.bq * g.bk;
@@ -467,22 +367,27 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* out, const T* 
                      T* dq, T* dk, T* dv, const Geometry& g, T alpha, bool causal) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   const int64_t BH = g.B * g.H, nkb = (g.Nk + g.bk - 1) / g.bk, dq_size = BH * g.Nq * g.d;
-  Pool pool(BH * nkb, 10.0 * BH * g.Nq * g.Nk * std::max(g.d, g.dv));
+  const int64_t tasks = BH * nkb;
+  const int64_t workers = kernel_workers(tasks, 10.0 * BH * g.Nq * g.Nk * std::max(g.d, g.dv));
   const auto dtype = c10::CppTypeToScalarType<T>::value;
   const int64_t per_worker = 2 * g.bq * g.bk + g.bq;
-  at::Tensor scratch = at::empty({pool.workers(), per_worker}, dtype);
+  at::Tensor scratch = at::empty({workers, per_worker}, dtype);
   at::Tensor dq_extra;  // [workers-1, BH*Nq*d]
-  if (pool.workers() > 1) dq_extra = at::empty({pool.workers() - 1, dq_size}, dtype);
+  if (workers > 1) dq_extra = at::empty({workers - 1, dq_size}, dtype);
   T* scratch_base = scratch.data_ptr<T>();
-  T* dq_extra_base = pool.workers() > 1 ? dq_extra.data_ptr<T>() : nullptr;
+  T* dq_extra_base = workers > 1 ? dq_extra.data_ptr<T>() : nullptr;
   auto dq_of = [&](int64_t worker) { return worker == 0 ? dq : dq_extra_base + (worker - 1) * dq_size; };
-  pool.run([&](int64_t worker) { std::fill(dq_of(worker), dq_of(worker) + dq_size, T(0)); },
-           [&](int64_t worker, int64_t task) {
+  std::vector<char> used(static_cast<size_t>(workers), 0);  // worker w ran a task (and so zeroed its dQ)
+  parallel_tasks(tasks, workers, [&](int64_t worker, int64_t task) {
     thread_local std::vector<int64_t> pcols;
     T* P = scratch_base + worker * per_worker;
     T* dP = P + g.bq * g.bk;
     T* Drow = dP + g.bq * g.bk;
     T* dQw = dq_of(worker);
+    if (!used[static_cast<size_t>(worker)]) {
+      used[static_cast<size_t>(worker)] = 1;
+      std::fill(dQw, dQw + dq_size, T(0));
+    }
     // Under causal masking the first key blocks are seen by the most queries.
     const int64_t kb = task / BH, bh = task % BH, b = bh / g.H;
     const int64_t j0 = kb * g.bk, n = std::min(g.bk, g.Nk - j0);
@@ -529,9 +434,9 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* out, const T* 
   });
   // Sum the per-worker dQ buffers of the workers that ran (a plain loop:
   // memory-bound, O(workers * BH*Nq*d)). Worker 0's buffer is dq itself.
-  if (!pool.worker_used(0)) std::fill(dq, dq + dq_size, T(0));
-  for (int64_t w = 1; w < pool.workers(); ++w) {
-    if (!pool.worker_used(w)) continue;
+  if (!used[0]) std::fill(dq, dq + dq_size, T(0));
+  for (int64_t w = 1; w < workers; ++w) {
+    if (!used[static_cast<size_t>(w)]) continue;
     const T* src = dq_of(w);
     for (int64_t i = 0; i < dq_size; ++i) dq[i] += src[i];
   }

@@ -4,19 +4,16 @@
 #include <atomic>
 #include <cctype>
 #include <cmath>
-#include <condition_variable>
-#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <sstream>
-#include <thread>
 #include <unordered_set>
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/parallel.h"
 #include "qkv/data/cohort.h"
 #include "qkv/data/nifti.h"
 
@@ -904,62 +901,6 @@ void fill_methylation_row(const MethylationPlan& plan, const Subject& s, int64_t
   }
 }
 
-// ---------------------------------------------------------------- threads
-
-// Runs work(i) for i in [0, n) on `threads` threads; on_done(done) runs on the
-// calling thread as items finish. The first exception (from work or on_done)
-// stops the rest and is rethrown once every thread has joined.
-void parallel_for(int64_t n, int64_t threads, const std::function<void(int64_t, int64_t)>& work,
-                  const std::function<void(int64_t)>& on_done) {
-  threads = std::max<int64_t>(1, std::min(threads, n));
-  std::atomic<int64_t> next{0};
-  std::atomic<bool> stop{false};
-  std::mutex mutex;
-  std::condition_variable changed;
-  int64_t done = 0, finished_threads = 0;
-  std::exception_ptr error;
-  auto worker = [&](int64_t thread) {
-    try {
-      for (;;) {
-        const int64_t i = next.fetch_add(1);
-        if (i >= n || stop.load()) break;
-        work(i, thread);
-        std::lock_guard<std::mutex> lock(mutex);
-        ++done;
-        changed.notify_all();
-      }
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (!error) error = std::current_exception();
-      stop = true;
-    }
-    std::lock_guard<std::mutex> lock(mutex);
-    ++finished_threads;
-    changed.notify_all();
-  };
-  std::vector<std::thread> pool;
-  for (int64_t t = 0; t < threads; ++t) pool.emplace_back(worker, t);
-  int64_t reported = 0;
-  try {
-    std::unique_lock<std::mutex> lock(mutex);
-    while (finished_threads < threads) {
-      changed.wait(lock, [&] { return (done > reported && !error) || finished_threads == threads; });
-      while (reported < done && !error) {
-        const int64_t now = ++reported;
-        lock.unlock();
-        if (on_done) on_done(now);
-        lock.lock();
-      }
-    }
-  } catch (...) {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (!error) error = std::current_exception();
-    stop = true;
-  }
-  for (auto& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
-}
-
 // ---------------------------------------------------------------- truth
 
 const char* kind_name(SiteKind k) {
@@ -1169,18 +1110,15 @@ SynthCohortSummary write_synth_cohort(const std::string& out_dir, const SynthCoh
   const GridPlan plan = make_plan(options.shape, anatomy);
   const std::vector<Subject> subjects = draw_subjects(options, anatomy);
   const MethylationPlan meth = plan_methylation(options);
-  const int64_t threads =
-      options.threads > 0 ? options.threads : std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const int64_t workers = parallel_workers(options.subjects, options.threads);
 
   data::MethylationTable table;
   for (const auto& s : subjects) table.subject_ids.push_back(s.id);
   table.cpg_ids = meth.ids;
   table.values.resize(static_cast<size_t>(options.subjects * options.cpg));
-  parallel_for(options.subjects, threads,
-               [&](int64_t row, int64_t) {
-                 fill_methylation_row(meth, subjects[row], row, options, table.values.data() + row * options.cpg);
-               },
-               {});
+  parallel_tasks(options.subjects, workers, [&](int64_t, int64_t row) {
+    fill_methylation_row(meth, subjects[row], row, options, table.values.data() + row * options.cpg);
+  });
 
   make_directories(join(out_dir, "spect"));
   SynthCohortSummary summary;
@@ -1191,17 +1129,21 @@ SynthCohortSummary write_synth_cohort(const std::string& out_dir, const SynthCoh
 
   std::vector<std::string> spect_files(subjects.size());
   for (size_t i = 0; i < subjects.size(); ++i) spect_files[i] = join(out_dir, "spect/" + subjects[i].id + ".nii.gz");
-  std::vector<Workspace> workspaces(static_cast<size_t>(std::min<int64_t>(threads, options.subjects)));
+  std::vector<Workspace> workspaces(static_cast<size_t>(workers));
+  // Worker 0 is the calling thread: it reports the volumes finished so far
+  // after each of its own, and the rest at the end.
+  std::atomic<int64_t> done{0};
+  int64_t reported = 0;
+  auto report = [&] {
+    for (const int64_t now = done.load(); reported < now;) progress(++reported, options.subjects);
+  };
   if (progress) progress(0, options.subjects);
-  parallel_for(
-      options.subjects, threads,
-      [&](int64_t i, int64_t thread) {
-        data::write_nifti(spect_files[i],
-                          render_subject(subjects[i], i, anatomy, plan, options.seed, workspaces[thread]));
-      },
-      [&](int64_t done) {
-        if (progress) progress(done, options.subjects);
-      });
+  parallel_tasks(options.subjects, workers, [&](int64_t worker, int64_t i) {
+    data::write_nifti(spect_files[i], render_subject(subjects[i], i, anatomy, plan, options.seed, workspaces[worker]));
+    ++done;
+    if (worker == 0 && progress) report();
+  });
+  if (progress) report();
   summary.files = spect_files;
 
   const std::string mask_path = join(out_dir, "striatum_mask.nii.gz");
