@@ -1,6 +1,5 @@
 #include "qkv/attention/tiled_attention.h"
 
-#include <dlfcn.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 #define QKV_ATTN_X86 1
 #endif
 
+#include "qkv/core/blas.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/parallel.h"
 #include "qkv/core/shape.h"
@@ -23,66 +23,7 @@
 namespace qkv::attention {
 namespace {
 
-// ---------------------------------------------------------------------------
-// GEMM on row-major operands, served by the process's BLAS (sgemm_/dgemm_, found
-// with dlsym like core/runtime.cpp does, so no link-time BLAS dependency) with a
-// plain loop as the fallback when no BLAS symbol is loaded.
-
-using sgemm_fn = void (*)(const char*, const char*, const int*, const int*, const int*, const float*,
-                          const float*, const int*, const float*, const int*, const float*, float*, const int*);
-using dgemm_fn = void (*)(const char*, const char*, const int*, const int*, const int*, const double*,
-                          const double*, const int*, const double*, const int*, const double*, double*,
-                          const int*);
-
-sgemm_fn find_sgemm() {
-  static const sgemm_fn fn = reinterpret_cast<sgemm_fn>(dlsym(RTLD_DEFAULT, "sgemm_"));
-  return fn;
-}
-dgemm_fn find_dgemm() {
-  static const dgemm_fn fn = reinterpret_cast<dgemm_fn>(dlsym(RTLD_DEFAULT, "dgemm_"));
-  return fn;
-}
-
-// Threads OpenBLAS would use for one large GEMM (1 when the BLAS is not OpenBLAS).
-int blas_threads() {
-  using get_fn = int (*)();
-  auto get = reinterpret_cast<get_fn>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
-  return get ? get() : 1;
-}
-
-template <typename T>
-void gemm_loop(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
-               int64_t ldb, T beta, T* C, int64_t ldc) {
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j) {
-      T acc = 0;
-      for (int64_t p = 0; p < K; ++p) acc += (ta ? A[p * lda + i] : A[i * lda + p]) * (tb ? B[j * ldb + p] : B[p * ldb + j]);
-      C[i * ldc + j] = alpha * acc + (beta == T(0) ? T(0) : beta * C[i * ldc + j]);
-    }
-}
-
-// Row-major C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C. A row-major matrix
-// is its transpose in column-major order, so this is the column-major product
-// C^T = op(B)^T op(A)^T: the operands swap places and keep their flags.
-template <typename T>
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
-          int64_t ldb, T beta, T* C, int64_t ldc) {
-  if (M <= 0 || N <= 0) return;
-  if (K <= 0) {
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
-    return;
-  }
-  const char opa = tb ? 'T' : 'N', opb = ta ? 'T' : 'N';
-  const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);
-  const int la = static_cast<int>(ldb), lb = static_cast<int>(lda), lc = static_cast<int>(ldc);
-  if constexpr (std::is_same_v<T, float>) {
-    if (auto fn = find_sgemm()) return fn(&opa, &opb, &m, &n, &k, &alpha, B, &la, A, &lb, &beta, C, &lc);
-  } else {
-    if (auto fn = find_dgemm()) return fn(&opa, &opb, &m, &n, &k, &alpha, B, &la, A, &lb, &beta, C, &lc);
-  }
-  gemm_loop(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
+using blas::gemm;
 
 // ---------------------------------------------------------------------------
 // Row kernels on one score row: max, exp-and-sum, the softmax backward product
@@ -320,7 +261,7 @@ void forward_kernel(const T* q, const T* k, const T* v, const bool* pad, T* out,
       const int64_t n = std::min(g.bk, kend - j0);
       const int64_t npad = padded_columns(pad, g, b, j0, n, pcols);
       if (npad == n) continue;
-      gemm<T>(false, true, m, n, g.d, alpha, Q, g.d, K + j0 * g.d, g.d, T(0), S, g.bk);
+      gemm(false, true, m, n, g.d, alpha, Q, g.d, K + j0 * g.d, g.d, T(0), S, g.bk);
       for (int64_t r = 0; r < m; ++r) {
         T* srow = S + r * g.bk;
         for (int64_t c : pcols) srow[c] = kNegInf;
@@ -341,7 +282,7 @@ void forward_kernel(const T* q, const T* k, const T* v, const bool* pad, T* out,
         lrow[r] += sum;
         mrow[r] = mnew;
       }
-      gemm<T>(false, false, m, g.dv, n, T(1), S, g.bk, V + j0 * g.dv, g.dv, T(1), O, g.dv);
+      gemm(false, false, m, g.dv, n, T(1), S, g.bk, V + j0 * g.dv, g.dv, T(1), O, g.dv);
     }
     T* L = lse + bh * g.Nq + i0;
     for (int64_t r = 0; r < m; ++r) {
@@ -407,7 +348,7 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* out, const T* 
       const T* Oi = out + (bh * g.Nq + i0) * g.dv;
       const T* dOi = dout + (bh * g.Nq + i0) * g.dv;
       const T* Li = lse + bh * g.Nq + i0;
-      gemm<T>(false, true, m, n, g.d, alpha, Qi, g.d, Kj, g.d, T(0), P, g.bk);
+      gemm(false, true, m, n, g.d, alpha, Qi, g.d, Kj, g.d, T(0), P, g.bk);
       for (int64_t r = 0; r < m; ++r) {
         T* prow = P + r * g.bk;
         T acc = 0;
@@ -423,13 +364,13 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* out, const T* 
         std::fill(prow + lim, prow + n, T(0));
       }
       // dV_j += P^T dO_i
-      gemm<T>(true, false, n, g.dv, m, T(1), P, g.bk, dOi, g.dv, T(1), dVj, g.dv);
+      gemm(true, false, n, g.dv, m, T(1), P, g.bk, dOi, g.dv, T(1), dVj, g.dv);
       // dP = dO_i V_j^T, then dS = P * (dP - D) in place
-      gemm<T>(false, true, m, n, g.dv, T(1), dOi, g.dv, Vj, g.dv, T(0), dP, g.bk);
+      gemm(false, true, m, n, g.dv, T(1), dOi, g.dv, Vj, g.dv, T(0), dP, g.bk);
       for (int64_t r = 0; r < m; ++r) Rows<T>::dsoftmax(dP + r * g.bk, P + r * g.bk, n, Drow[r]);
       // dK_j += alpha dS^T Q_i ; dQ_i += alpha dS K_j
-      gemm<T>(true, false, n, g.d, m, alpha, dP, g.bk, Qi, g.d, T(1), dKj, g.d);
-      gemm<T>(false, false, m, g.d, n, alpha, dP, g.bk, Kj, g.d, T(1), dQw + (bh * g.Nq + i0) * g.d, g.d);
+      gemm(true, false, n, g.d, m, alpha, dP, g.bk, Qi, g.d, T(1), dKj, g.d);
+      gemm(false, false, m, g.d, n, alpha, dP, g.bk, Kj, g.d, T(1), dQw + (bh * g.Nq + i0) * g.d, g.d);
     }
   });
   // Sum the per-worker dQ buffers of the workers that ran (a plain loop:
@@ -487,7 +428,7 @@ TileSizes default_tile_sizes(int64_t d, int64_t dv) {
   // best forward (78 GFLOP/s vs 73 for 64 x 128 and 69 for 32 x 64); at d = 16 the
   // GEMMs are thin, and 128 x 256 tiles were best (56 vs 53 for 128 x 128).
   TileSizes t = width <= 32 ? TileSizes{128, 256} : TileSizes{128, 128};
-  if (blas_threads() > 1) {
+  if (blas::openblas_threads().value_or(1) > 1) {
     // Keep every tile GEMM at m*n*k <= 262144 (OpenBLAS's 65536 * 4): above it a
     // multi-threaded OpenBLAS splits the small GEMM across its threads, which is
     // slower and fights the kernel's own one-tile-per-thread parallelism.
