@@ -1,367 +1,38 @@
 #include "qkv/attention/tiled_attention.h"
 
-#include <dlfcn.h>
 #include <torch/torch.h>
 
-#include <ATen/Parallel.h>  // at::get_num_threads, at::in_parallel_region
-
-#include <c10/core/thread_pool.h>
-
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <condition_variable>
-#include <exception>
-#include <functional>
-#include <memory>
-#include <mutex>
-#include <thread>
-#include <cstring>
 #include <limits>
-#include <sstream>
+#include <string>
+#include <thread>
 #include <vector>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define QKV_ATTN_X86 1
-#endif
-
+#include "qkv/attention/tiled_attention_rows.h"
+#include "qkv/core/blas.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/parallel.h"
 #include "qkv/core/shape.h"
 
 namespace qkv::attention {
 namespace {
 
-// ---------------------------------------------------------------------------
-// GEMM on row-major operands, served by the process's BLAS (sgemm_/dgemm_, found
-// with dlsym like core/runtime.cpp does, so no link-time BLAS dependency) with a
-// plain loop as the fallback when no BLAS symbol is loaded.
-
-using sgemm_fn = void (*)(const char*, const char*, const int*, const int*, const int*, const float*,
-                          const float*, const int*, const float*, const int*, const float*, float*, const int*);
-using dgemm_fn = void (*)(const char*, const char*, const int*, const int*, const int*, const double*,
-                          const double*, const int*, const double*, const int*, const double*, double*,
-                          const int*);
-
-sgemm_fn find_sgemm() {
-  static const sgemm_fn fn = reinterpret_cast<sgemm_fn>(dlsym(RTLD_DEFAULT, "sgemm_"));
-  return fn;
-}
-dgemm_fn find_dgemm() {
-  static const dgemm_fn fn = reinterpret_cast<dgemm_fn>(dlsym(RTLD_DEFAULT, "dgemm_"));
-  return fn;
-}
-
-// Threads OpenBLAS would use for one large GEMM (1 when the BLAS is not OpenBLAS).
-int blas_threads() {
-  using get_fn = int (*)();
-  auto get = reinterpret_cast<get_fn>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
-  return get ? get() : 1;
-}
-
-template <typename T>
-void gemm_loop(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
-               int64_t ldb, T beta, T* C, int64_t ldc) {
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j) {
-      T acc = 0;
-      for (int64_t p = 0; p < K; ++p) acc += (ta ? A[p * lda + i] : A[i * lda + p]) * (tb ? B[j * ldb + p] : B[p * ldb + j]);
-      C[i * ldc + j] = alpha * acc + (beta == T(0) ? T(0) : beta * C[i * ldc + j]);
-    }
-}
-
-// Row-major C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C. A row-major matrix
-// is its transpose in column-major order, so this is the column-major product
-// C^T = op(B)^T op(A)^T: the operands swap places and keep their flags.
-template <typename T>
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
-          int64_t ldb, T beta, T* C, int64_t ldc) {
-  if (M <= 0 || N <= 0) return;
-  if (K <= 0) {
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
-    return;
-  }
-  const char opa = tb ? 'T' : 'N', opb = ta ? 'T' : 'N';
-  const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);
-  const int la = static_cast<int>(ldb), lb = static_cast<int>(lda), lc = static_cast<int>(ldc);
-  if constexpr (std::is_same_v<T, float>) {
-    if (auto fn = find_sgemm()) return fn(&opa, &opb, &m, &n, &k, &alpha, B, &la, A, &lb, &beta, C, &lc);
-  } else {
-    if (auto fn = find_dgemm()) return fn(&opa, &opb, &m, &n, &k, &alpha, B, &la, A, &lb, &beta, C, &lc);
-  }
-  gemm_loop(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
+using blas::gemm;
 
 // ---------------------------------------------------------------------------
-// Row kernels on one score row: max, exp-and-sum, the softmax backward product
-// and scaling. float has an AVX2+FMA version chosen at run time (the library is
-// compiled for the baseline ISA, and std::exp per element would cost more than
-// the tile GEMMs); double and other CPUs use the portable loops.
-
-template <typename T>
-T row_max_generic(const T* x, int64_t n) {
-  T m = -std::numeric_limits<T>::infinity();
-  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
-  return m;
+// Work distribution. Each call splits into independent tasks (forward: one per
+// batch*head and query block; backward: one per batch*head and key block),
+// run by qkv::parallel_tasks (core/parallel.h) on ATen's OpenMP threads: tasks
+// are handed out one at a time, so causal blocks of unequal cost balance. At
+// most one worker per core; inside a parallel region, and for calls under
+// ~4 MFLOP, the caller runs every task itself. default_tile_sizes keeps each
+// tile GEMM below the size at which OpenBLAS would split it across its own
+// threads.
+int64_t kernel_workers(int64_t tasks, double work_flops) {
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  return parallel_workers(tasks, work_flops < 4e6 ? 1 : cores);
 }
-
-// x[i] = exp(x[i] - shift), returns the sum. shift is finite; exp(-inf) = 0.
-template <typename T>
-T exp_sum_generic(T* x, int64_t n, T shift) {
-  T s = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - shift);
-    s += x[i];
-  }
-  return s;
-}
-
-// dp[i] = p[i] * (dp[i] - D): the score gradient dS from dP and P.
-template <typename T>
-void dsoftmax_generic(T* dp, const T* p, int64_t n, T D) {
-  for (int64_t i = 0; i < n; ++i) dp[i] = p[i] * (dp[i] - D);
-}
-
-template <typename T>
-void scale_generic(T* x, int64_t n, T a) {
-  for (int64_t i = 0; i < n; ++i) x[i] *= a;
-}
-
-#ifdef QKV_ATTN_X86
-#define QKV_AVX2 __attribute__((target("avx2,fma")))
-
-// exp on 8 floats: x = n ln2 + r with |r| <= ln2/2 (ln2 split in two for an exact
-// product), exp(r) by its degree-7 Taylor polynomial (truncation error
-// r^8/8! < 6e-9 relative, below float rounding), 2^n built in the exponent
-// bits. Inputs below -87 give 0 (exp(-87) ~ 1.6e-38 is at the edge of the
-// normal range), including -inf; inputs are clamped at 88 above.
-QKV_AVX2 inline __m256 exp8(__m256 x) {
-  const __m256 lo = _mm256_set1_ps(-87.0f);
-  const __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-  x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(88.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
-}
-
-QKV_AVX2 float hmax8(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
-  return _mm_cvtss_f32(m);
-}
-
-QKV_AVX2 float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-  return _mm_cvtss_f32(s);
-}
-
-QKV_AVX2 float row_max_avx2(const float* x, int64_t n) {
-  __m256 m0 = _mm256_set1_ps(-std::numeric_limits<float>::infinity()), m1 = m0;
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + i));
-    m1 = _mm256_max_ps(m1, _mm256_loadu_ps(x + i + 8));
-  }
-  for (; i + 8 <= n; i += 8) m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + i));
-  float m = hmax8(_mm256_max_ps(m0, m1));
-  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
-  return m;
-}
-
-QKV_AVX2 float exp_sum_avx2(float* x, int64_t n, float shift) {
-  const __m256 s = _mm256_set1_ps(shift);
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256 e0 = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), s));
-    const __m256 e1 = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), s));
-    _mm256_storeu_ps(x + i, e0);
-    _mm256_storeu_ps(x + i + 8, e1);
-    a0 = _mm256_add_ps(a0, e0);
-    a1 = _mm256_add_ps(a1, e1);
-  }
-  for (; i + 8 <= n; i += 8) {
-    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), s));
-    _mm256_storeu_ps(x + i, e);
-    a0 = _mm256_add_ps(a0, e);
-  }
-  float sum = hsum8(_mm256_add_ps(a0, a1));
-  if (i < n) {  // the tail through one padded vector
-    alignas(32) float buf[8];
-    const int64_t rest = n - i;
-    for (int64_t t = 0; t < 8; ++t) buf[t] = t < rest ? x[i + t] : -std::numeric_limits<float>::infinity();
-    _mm256_store_ps(buf, exp8(_mm256_sub_ps(_mm256_load_ps(buf), s)));
-    for (int64_t t = 0; t < rest; ++t) {
-      x[i + t] = buf[t];
-      sum += buf[t];
-    }
-  }
-  return sum;
-}
-
-QKV_AVX2 void dsoftmax_avx2(float* dp, const float* p, int64_t n, float D) {
-  const __m256 d = _mm256_set1_ps(D);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(dp + i, _mm256_mul_ps(_mm256_loadu_ps(p + i), _mm256_sub_ps(_mm256_loadu_ps(dp + i), d)));
-  for (; i < n; ++i) dp[i] = p[i] * (dp[i] - D);
-}
-
-QKV_AVX2 void scale_avx2(float* x, int64_t n, float a) {
-  const __m256 s = _mm256_set1_ps(a);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), s));
-  for (; i < n; ++i) x[i] *= a;
-}
-
-bool cpu_has_avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
-}
-#endif
-
-template <typename T>
-struct Rows {
-  static T max(const T* x, int64_t n) { return row_max_generic(x, n); }
-  static T exp_sum(T* x, int64_t n, T shift) { return exp_sum_generic(x, n, shift); }
-  static void dsoftmax(T* dp, const T* p, int64_t n, T D) { dsoftmax_generic(dp, p, n, D); }
-  static void scale(T* x, int64_t n, T a) { scale_generic(x, n, a); }
-};
-
-#ifdef QKV_ATTN_X86
-template <>
-struct Rows<float> {
-  static float max(const float* x, int64_t n) { return cpu_has_avx2() ? row_max_avx2(x, n) : row_max_generic(x, n); }
-  static float exp_sum(float* x, int64_t n, float shift) {
-    return cpu_has_avx2() ? exp_sum_avx2(x, n, shift) : exp_sum_generic(x, n, shift);
-  }
-  static void dsoftmax(float* dp, const float* p, int64_t n, float D) {
-    cpu_has_avx2() ? dsoftmax_avx2(dp, p, n, D) : dsoftmax_generic(dp, p, n, D);
-  }
-  static void scale(float* x, int64_t n, float a) { cpu_has_avx2() ? scale_avx2(x, n, a) : scale_generic(x, n, a); }
-};
-#endif
-
-// ---------------------------------------------------------------------------
-// Work distribution. `tasks` independent tasks are handed out one at a time from
-// an atomic counter (dynamic, so causal blocks of unequal cost balance) to the
-// calling thread plus up to workers-1 helpers from a process-wide c10::ThreadPool.
-//
-// Why not at::parallel_for: with LibTorch's OpenMP backend it is an inline
-// template around `#pragma omp parallel`, which only parallelises in code
-// compiled with -fopenmp; this library is not (CMakeLists is shared), so it would
-// run everything on one thread. The pool below is independent of compile flags.
-//
-// Progress never depends on a helper starting: the caller works through the
-// counter itself and waits only for tasks that were actually taken, so a busy
-// pool (or a call from inside a pool thread) cannot deadlock. A helper that
-// starts late finds no task and touches nothing but the shared state.
-// init(worker) runs before a worker's first task; worker < workers; worker_used(w)
-// says afterwards whether worker w ran (and so initialised) anything.
-
-c10::ThreadPool& helper_pool() {
-  // Leaked on purpose: no join at process exit.
-  static c10::ThreadPool* pool =
-      new c10::ThreadPool(static_cast<int>(std::max(2u, std::thread::hardware_concurrency()) - 1));
-  return *pool;
-}
-
-class Pool {
- public:
-  // work_flops: rough cost of all tasks; small problems run on the caller alone.
-  Pool(int64_t tasks, double work_flops) : tasks_(tasks) {
-    int64_t want = at::get_num_threads();
-    if (at::in_parallel_region() || work_flops < 4e6) want = 1;
-    const int64_t hw = std::max<int64_t>(1, std::thread::hardware_concurrency());
-    workers_ = std::max<int64_t>(1, std::min({want, tasks, hw}));
-  }
-  int64_t workers() const { return workers_; }
-  int64_t tasks() const { return tasks_; }
-  bool worker_used(int64_t w) const { return used_[static_cast<size_t>(w)] != 0; }
-
-  template <typename Init, typename Fn>
-  void run(const Init& init, const Fn& fn) {
-    used_.assign(static_cast<size_t>(workers_), 0);
-    if (workers_ == 1) {
-      for (int64_t t = 0; t < tasks_; ++t) {
-        if (!used_[0]) {
-          used_[0] = 1;
-          init(0);
-        }
-        fn(0, t);
-      }
-      return;
-    }
-    struct Shared {
-      std::atomic<int64_t> next{0}, done{0}, slots{1};
-      int64_t tasks = 0;
-      std::mutex mu;
-      std::condition_variable cv;
-      std::exception_ptr error;
-      std::function<void(int64_t, int64_t)> task;  // valid while tasks remain
-      std::vector<char>* used = nullptr;
-      std::function<void(int64_t)> init;
-    };
-    auto st = std::make_shared<Shared>();
-    st->tasks = tasks_;
-    st->used = &used_;
-    st->task = [&fn](int64_t w, int64_t t) { fn(w, t); };
-    st->init = [&init](int64_t w) { init(w); };
-    auto work = [](Shared& s, int64_t slot) {
-      for (int64_t t = s.next.fetch_add(1); t < s.tasks; t = s.next.fetch_add(1)) {
-        try {
-          if (!(*s.used)[static_cast<size_t>(slot)]) {
-            (*s.used)[static_cast<size_t>(slot)] = 1;
-            s.init(slot);
-          }
-          s.task(slot, t);
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(s.mu);
-          if (!s.error) s.error = std::current_exception();
-        }
-        if (s.done.fetch_add(1) + 1 == s.tasks) {
-          std::lock_guard<std::mutex> lock(s.mu);
-          s.cv.notify_all();
-        }
-      }
-    };
-    const int64_t helpers = std::min<int64_t>(workers_ - 1, static_cast<int64_t>(helper_pool().size()));
-    const int64_t workers = workers_;
-    for (int64_t h = 0; h < helpers; ++h)
-      helper_pool().run([st, work, workers] {
-        const int64_t slot = st->slots.fetch_add(1);
-        if (slot < workers) work(*st, slot);
-      });
-    work(*st, 0);
-    std::unique_lock<std::mutex> lock(st->mu);
-    st->cv.wait(lock, [&] { return st->done.load() == st->tasks; });
-    if (st->error) std::rethrow_exception(st->error);
-  }
-  template <typename Fn>
-  void run(const Fn& fn) {
-    run([](int64_t) {}, fn);
-  }
-
- private:
-  int64_t tasks_;
-  int64_t workers_ = 1;
-  std::vector<char> used_;
-};
 
 struct Geometry {
   int64_t B, H, Nq, Nk, d, dv;
@@ -392,13 +63,14 @@ void forward_kernel(const T* q, const T* k, const T* v, const bool* pad, T* out,
                     bool causal) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   const int64_t BH = g.B * g.H, nqb = (g.Nq + g.bq - 1) / g.bq;
-  Pool pool(BH * nqb, 4.0 * BH * g.Nq * g.Nk * std::max(g.d, g.dv));
+  const int64_t tasks = BH * nqb;
+  const int64_t workers = kernel_workers(tasks, 4.0 * BH * g.Nq * g.Nk * std::max(g.d, g.dv));
   // Per-worker scratch, allocated once per call (never per tile): the score tile
   // and the running max / sum of each row. Taken from the CPU allocator so that
   // allocation tracking sees it.
-  at::Tensor scratch = at::empty({pool.workers(), g.bq * g.bk + 2 * g.bq}, c10::CppTypeToScalarType<T>::value);
+  at::Tensor scratch = at::empty({workers, g.bq * g.bk + 2 * g.bq}, c10::CppTypeToScalarType<T>::value);
   T* scratch_base = scratch.data_ptr<T>();
-  pool.run([&](int64_t worker, int64_t task) {
+  parallel_tasks(tasks, workers, [&](int64_t worker, int64_t task) {
     thread_local std::vector<int64_t> pcols;
     T* S = scratch_base + worker * (g.bq * g.bk + 2 * g.bq);
     T* mrow = S + g.bq * g.bk;
@@ -420,33 +92,33 @@ void forward_kernel(const T* q, const T* k, const T* v, const bool* pad, T* out,
       const int64_t n = std::min(g.bk, kend - j0);
       const int64_t npad = padded_columns(pad, g, b, j0, n, pcols);
       if (npad == n) continue;
-      gemm<T>(false, true, m, n, g.d, alpha, Q, g.d, K + j0 * g.d, g.d, T(0), S, g.bk);
+      gemm(false, true, m, n, g.d, alpha, Q, g.d, K + j0 * g.d, g.d, T(0), S, g.bk);
       for (int64_t r = 0; r < m; ++r) {
         T* srow = S + r * g.bk;
         for (int64_t c : pcols) srow[c] = kNegInf;
         const int64_t lim = causal ? causal_limit(i0 + r, j0, n, g.offset) : n;
-        const T mx = lim > 0 ? Rows<T>::max(srow, lim) : kNegInf;
+        const T mx = lim > 0 ? rows::max(srow, lim) : kNegInf;
         const T mold = mrow[r], mnew = std::max(mold, mx);
         if (mnew == kNegInf) {  // nothing visible to this row yet
           std::fill(srow, srow + n, T(0));
           continue;
         }
-        const T sum = lim > 0 ? Rows<T>::exp_sum(srow, lim, mnew) : T(0);
+        const T sum = lim > 0 ? rows::exp_sum(srow, lim, mnew) : T(0);
         std::fill(srow + lim, srow + n, T(0));
         if (mold != mnew) {
           const T corr = std::exp(mold - mnew);  // 0 when mold = -inf (then O and l are 0)
           lrow[r] *= corr;
-          Rows<T>::scale(O + r * g.dv, g.dv, corr);
+          rows::scale(O + r * g.dv, g.dv, corr);
         }
         lrow[r] += sum;
         mrow[r] = mnew;
       }
-      gemm<T>(false, false, m, g.dv, n, T(1), S, g.bk, V + j0 * g.dv, g.dv, T(1), O, g.dv);
+      gemm(false, false, m, g.dv, n, T(1), S, g.bk, V + j0 * g.dv, g.dv, T(1), O, g.dv);
     }
     T* L = lse + bh * g.Nq + i0;
     for (int64_t r = 0; r < m; ++r) {
       if (lrow[r] > T(0)) {
-        Rows<T>::scale(O + r * g.dv, g.dv, T(1) / lrow[r]);
+        rows::scale(O + r * g.dv, g.dv, T(1) / lrow[r]);
         L[r] = mrow[r] + std::log(lrow[r]);
       } else {
         std::fill(O + r * g.dv, O + (r + 1) * g.dv, T(0));
@@ -467,22 +139,27 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* out, const T* 
                      T* dq, T* dk, T* dv, const Geometry& g, T alpha, bool causal) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   const int64_t BH = g.B * g.H, nkb = (g.Nk + g.bk - 1) / g.bk, dq_size = BH * g.Nq * g.d;
-  Pool pool(BH * nkb, 10.0 * BH * g.Nq * g.Nk * std::max(g.d, g.dv));
+  const int64_t tasks = BH * nkb;
+  const int64_t workers = kernel_workers(tasks, 10.0 * BH * g.Nq * g.Nk * std::max(g.d, g.dv));
   const auto dtype = c10::CppTypeToScalarType<T>::value;
   const int64_t per_worker = 2 * g.bq * g.bk + g.bq;
-  at::Tensor scratch = at::empty({pool.workers(), per_worker}, dtype);
+  at::Tensor scratch = at::empty({workers, per_worker}, dtype);
   at::Tensor dq_extra;  // [workers-1, BH*Nq*d]
-  if (pool.workers() > 1) dq_extra = at::empty({pool.workers() - 1, dq_size}, dtype);
+  if (workers > 1) dq_extra = at::empty({workers - 1, dq_size}, dtype);
   T* scratch_base = scratch.data_ptr<T>();
-  T* dq_extra_base = pool.workers() > 1 ? dq_extra.data_ptr<T>() : nullptr;
+  T* dq_extra_base = workers > 1 ? dq_extra.data_ptr<T>() : nullptr;
   auto dq_of = [&](int64_t worker) { return worker == 0 ? dq : dq_extra_base + (worker - 1) * dq_size; };
-  pool.run([&](int64_t worker) { std::fill(dq_of(worker), dq_of(worker) + dq_size, T(0)); },
-           [&](int64_t worker, int64_t task) {
+  std::vector<char> used(static_cast<size_t>(workers), 0);  // worker w ran a task (and so zeroed its dQ)
+  parallel_tasks(tasks, workers, [&](int64_t worker, int64_t task) {
     thread_local std::vector<int64_t> pcols;
     T* P = scratch_base + worker * per_worker;
     T* dP = P + g.bq * g.bk;
     T* Drow = dP + g.bq * g.bk;
     T* dQw = dq_of(worker);
+    if (!used[static_cast<size_t>(worker)]) {
+      used[static_cast<size_t>(worker)] = 1;
+      std::fill(dQw, dQw + dq_size, T(0));
+    }
     // Under causal masking the first key blocks are seen by the most queries.
     const int64_t kb = task / BH, bh = task % BH, b = bh / g.H;
     const int64_t j0 = kb * g.bk, n = std::min(g.bk, g.Nk - j0);
@@ -502,7 +179,7 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* out, const T* 
       const T* Oi = out + (bh * g.Nq + i0) * g.dv;
       const T* dOi = dout + (bh * g.Nq + i0) * g.dv;
       const T* Li = lse + bh * g.Nq + i0;
-      gemm<T>(false, true, m, n, g.d, alpha, Qi, g.d, Kj, g.d, T(0), P, g.bk);
+      gemm(false, true, m, n, g.d, alpha, Qi, g.d, Kj, g.d, T(0), P, g.bk);
       for (int64_t r = 0; r < m; ++r) {
         T* prow = P + r * g.bk;
         T acc = 0;
@@ -514,24 +191,24 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* out, const T* 
           std::fill(prow, prow + n, T(0));
           continue;
         }
-        Rows<T>::exp_sum(prow, lim, Li[r]);  // P = exp(S - lse)
+        rows::exp_sum(prow, lim, Li[r]);  // P = exp(S - lse)
         std::fill(prow + lim, prow + n, T(0));
       }
       // dV_j += P^T dO_i
-      gemm<T>(true, false, n, g.dv, m, T(1), P, g.bk, dOi, g.dv, T(1), dVj, g.dv);
+      gemm(true, false, n, g.dv, m, T(1), P, g.bk, dOi, g.dv, T(1), dVj, g.dv);
       // dP = dO_i V_j^T, then dS = P * (dP - D) in place
-      gemm<T>(false, true, m, n, g.dv, T(1), dOi, g.dv, Vj, g.dv, T(0), dP, g.bk);
-      for (int64_t r = 0; r < m; ++r) Rows<T>::dsoftmax(dP + r * g.bk, P + r * g.bk, n, Drow[r]);
+      gemm(false, true, m, n, g.dv, T(1), dOi, g.dv, Vj, g.dv, T(0), dP, g.bk);
+      for (int64_t r = 0; r < m; ++r) rows::dsoftmax(dP + r * g.bk, P + r * g.bk, n, Drow[r]);
       // dK_j += alpha dS^T Q_i ; dQ_i += alpha dS K_j
-      gemm<T>(true, false, n, g.d, m, alpha, dP, g.bk, Qi, g.d, T(1), dKj, g.d);
-      gemm<T>(false, false, m, g.d, n, alpha, dP, g.bk, Kj, g.d, T(1), dQw + (bh * g.Nq + i0) * g.d, g.d);
+      gemm(true, false, n, g.d, m, alpha, dP, g.bk, Qi, g.d, T(1), dKj, g.d);
+      gemm(false, false, m, g.d, n, alpha, dP, g.bk, Kj, g.d, T(1), dQw + (bh * g.Nq + i0) * g.d, g.d);
     }
   });
   // Sum the per-worker dQ buffers of the workers that ran (a plain loop:
   // memory-bound, O(workers * BH*Nq*d)). Worker 0's buffer is dq itself.
-  if (!pool.worker_used(0)) std::fill(dq, dq + dq_size, T(0));
-  for (int64_t w = 1; w < pool.workers(); ++w) {
-    if (!pool.worker_used(w)) continue;
+  if (!used[0]) std::fill(dq, dq + dq_size, T(0));
+  for (int64_t w = 1; w < workers; ++w) {
+    if (!used[static_cast<size_t>(w)]) continue;
     const T* src = dq_of(w);
     for (int64_t i = 0; i < dq_size; ++i) dq[i] += src[i];
   }
@@ -582,7 +259,7 @@ TileSizes default_tile_sizes(int64_t d, int64_t dv) {
   // best forward (78 GFLOP/s vs 73 for 64 x 128 and 69 for 32 x 64); at d = 16 the
   // GEMMs are thin, and 128 x 256 tiles were best (56 vs 53 for 128 x 128).
   TileSizes t = width <= 32 ? TileSizes{128, 256} : TileSizes{128, 128};
-  if (blas_threads() > 1) {
+  if (blas::openblas_threads().value_or(1) > 1) {
     // Keep every tile GEMM at m*n*k <= 262144 (OpenBLAS's 65536 * 4): above it a
     // multi-threaded OpenBLAS splits the small GEMM across its threads, which is
     // slower and fights the kernel's own one-tile-per-thread parallelism.

@@ -1,8 +1,5 @@
 #include "qkv/core/runtime.h"
 
-#include <dlfcn.h>
-#include <unistd.h>
-
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -10,17 +7,10 @@
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
+#include "qkv/core/blas.h"
 #include "qkv/core/errors.h"
 
 namespace qkv {
-namespace {
-
-template <typename Fn>
-Fn find_symbol(const char* name) {
-  return reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, name));
-}
-
-}  // namespace
 
 void set_threads(int n) {
   // 0: OMP_NUM_THREADS when set (qkv launch sets it to share the cores
@@ -34,23 +24,17 @@ void set_threads(int n) {
   // Child processes (and an OpenBLAS loaded later) read the variable; the
   // already-loaded library needs the call.
   setenv("OPENBLAS_NUM_THREADS", std::to_string(n).c_str(), 1);
-  if (auto set_blas = find_symbol<void (*)(int)>("openblas_set_num_threads")) set_blas(n);
+  blas::set_openblas_threads(n);
 }
 
 nlohmann::json blas_info() {
   nlohmann::json info;
-  std::string library = "unknown";
-  if (void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_")) {
-    Dl_info where{};
-    if (dladdr(sgemm, &where) && where.dli_fname) library = where.dli_fname;
-  }
-  char resolved[4096];
-  if (library != "unknown" && realpath(library.c_str(), resolved)) library = resolved;
+  const std::string library = blas::library();
   info["library"] = library;
-  if (auto config = find_symbol<char* (*)()>("openblas_get_config")) {
+  if (const auto config = blas::openblas_config()) {
     info["name"] = "OpenBLAS";
-    info["config"] = std::string(config());
-    if (auto threads = find_symbol<int (*)()>("openblas_get_num_threads")) info["threads"] = threads();
+    info["config"] = *config;
+    if (const auto threads = blas::openblas_threads()) info["threads"] = *threads;
   } else {
     info["name"] = library.find("openblas") != std::string::npos ? "OpenBLAS" : "reference or other";
   }

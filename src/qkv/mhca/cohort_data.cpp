@@ -2,15 +2,13 @@
 
 #include <torch/torch.h>
 
-#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <limits>
-#include <mutex>
-#include <thread>
 #include <unordered_map>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/parallel.h"
 
 namespace qkv::mhca {
 
@@ -90,31 +88,20 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
   const auto dims = first.dims;
   c.volumes = torch::empty({n, dims[0], dims[1], dims[2]}, torch::kFloat32);
   c.volumes[0].copy_(volume_to_tensor(first));
-  std::atomic<int64_t> next{1};
-  std::mutex error_mutex;
-  std::string error;
-  auto worker = [&] {
-    for (int64_t i = next++; i < n; i = next++) {
-      try {
-        auto v = data::read_nifti(c.spect_paths[i]);
-        if (v.dims != dims)
-          throw DataError(c.spect_paths[i] + ": grid " + std::to_string(v.dims[0]) + "x" + std::to_string(v.dims[1]) +
-                          "x" + std::to_string(v.dims[2]) + " differs from " + c.spect_paths[0] + "'s " +
-                          std::to_string(dims[0]) + "x" + std::to_string(dims[1]) + "x" + std::to_string(dims[2]) +
-                          " (every volume must be on one grid)");
-        c.volumes[i].copy_(volume_to_tensor(v));
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (error.empty()) error = e.what();
-        next = n;
-      }
-    }
-  };
-  const int64_t count = std::max<int64_t>(1, std::min<int64_t>(threads > 0 ? threads : 2, n));
-  std::vector<std::thread> pool;
-  for (int64_t t = 0; t < count; ++t) pool.emplace_back(worker);
-  for (auto& t : pool) t.join();
-  if (!error.empty()) throw DataError(error);
+  try {
+    parallel_tasks(n - 1, parallel_workers(n - 1, threads > 0 ? threads : 2), [&](int64_t, int64_t task) {
+      const int64_t i = task + 1;
+      auto v = data::read_nifti(c.spect_paths[i]);
+      if (v.dims != dims)
+        throw DataError(c.spect_paths[i] + ": grid " + std::to_string(v.dims[0]) + "x" + std::to_string(v.dims[1]) +
+                        "x" + std::to_string(v.dims[2]) + " differs from " + c.spect_paths[0] + "'s " +
+                        std::to_string(dims[0]) + "x" + std::to_string(dims[1]) + "x" + std::to_string(dims[2]) +
+                        " (every volume must be on one grid)");
+      c.volumes[i].copy_(volume_to_tensor(v));
+    });
+  } catch (const std::exception& e) {
+    throw DataError(e.what());
+  }
   report();
   return c;
 }

@@ -32,9 +32,10 @@ struct CohortData {
 };
 
 // Reads the manifest, the table and (with load_volumes) every matched
-// subject's volume, using `threads` readers. Subjects in one modality only are
-// reported on stderr (one line), never silently dropped; DataError if a volume
-// has another grid than the first, naming both files.
+// subject's volume, using up to `threads` readers (0: 2) on LibTorch's
+// threads. Subjects in one modality only are reported on stderr (one line),
+// never silently dropped; DataError if a volume has another grid than the
+// first, naming both files.
 CohortData load_cohort(const std::string& manifest, const std::string& methylation, bool load_volumes,
                        int64_t threads, bool quiet = false);
 

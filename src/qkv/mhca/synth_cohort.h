@@ -118,7 +118,9 @@ struct SynthCohortOptions {
   int64_t planted_putamen_sites = 15;  // CpG sites whose beta follows the mean putamen BR
   double missing_fraction = 0.001;     // beta cells left empty
   uint64_t seed = 0;
-  int64_t threads = 0;  // volumes generated in parallel; 0 = hardware concurrency
+  // Volumes generated at once, on LibTorch's threads (so at most
+  // at::get_num_threads()); 0 = as many as LibTorch has.
+  int64_t threads = 0;
 
   // UsageError naming the option (as the CLI spells it), e.g.
   // "--pd-fraction must be in (0, 1), got 1.5". Checks only the values; an
@@ -137,8 +139,9 @@ struct SynthCohortSummary {
 // Writes the cohort into out_dir (created; whether an existing folder may be
 // written into is the caller's policy, core/output_policy.h). Each file is written
 // atomically and manifest.csv last, so a folder with a manifest is complete.
-// progress(done, total) is called on the calling thread as volumes finish
-// (total = subjects); if it throws, the workers stop after their current
+// progress(done, total) is called on the calling thread for done = 0, 1, ...,
+// total (total = subjects), between the volumes the calling thread renders
+// itself and at the end; if it throws, the workers stop after their current
 // volume and the exception propagates (how the CLI honours Ctrl-C).
 // Throws UsageError for invalid options, DataError for an unreadable atlas or
 // label list (naming the file) and for write failures.

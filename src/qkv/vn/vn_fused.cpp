@@ -4,7 +4,7 @@
 // nodes of the composed versions (vn_ops.cpp). In VN-DGCNN these ran on
 // [B, C, 3, N, k] edge tensors and took most of a training step, much of it
 // in page faults of the temporaries (docs/vnt.md, "Profile"). Both keep the
-// composed versions as references (tests/vn/test_vn_fused.cpp: gradcheck in
+// composed versions as references (tests/vn/vn_fused_test.cpp: gradcheck in
 // float64 and equality with the composed versions).
 #include <torch/torch.h>
 

@@ -1,0 +1,171 @@
+#include "qkv/attention/tiled_attention_rows.h"
+
+#include <cmath>
+#include <limits>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define QKV_ATTN_X86 1
+#endif
+
+namespace qkv::attention::rows {
+namespace {
+
+template <typename T>
+T row_max_generic(const T* x, int64_t n) {
+  T m = -std::numeric_limits<T>::infinity();
+  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+template <typename T>
+T exp_sum_generic(T* x, int64_t n, T shift) {
+  T s = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - shift);
+    s += x[i];
+  }
+  return s;
+}
+
+template <typename T>
+void dsoftmax_generic(T* dp, const T* p, int64_t n, T D) {
+  for (int64_t i = 0; i < n; ++i) dp[i] = p[i] * (dp[i] - D);
+}
+
+template <typename T>
+void scale_generic(T* x, int64_t n, T a) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= a;
+}
+
+#ifdef QKV_ATTN_X86
+#define QKV_AVX2 __attribute__((target("avx2,fma")))
+
+// exp on 8 floats: x = n ln2 + r with |r| <= ln2/2 (ln2 split in two for an exact
+// product), exp(r) by its degree-7 Taylor polynomial (truncation error
+// r^8/8! < 6e-9 relative, below float rounding), 2^n built in the exponent
+// bits. Inputs below -87 give 0 (exp(-87) ~ 1.6e-38 is at the edge of the
+// normal range), including -inf; inputs are clamped at 88 above.
+QKV_AVX2 inline __m256 exp8(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-87.0f);
+  const __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(88.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+QKV_AVX2 float hmax8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+  return _mm_cvtss_f32(m);
+}
+
+QKV_AVX2 float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+QKV_AVX2 float row_max_avx2(const float* x, int64_t n) {
+  __m256 m0 = _mm256_set1_ps(-std::numeric_limits<float>::infinity()), m1 = m0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + i));
+    m1 = _mm256_max_ps(m1, _mm256_loadu_ps(x + i + 8));
+  }
+  for (; i + 8 <= n; i += 8) m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + i));
+  float m = hmax8(_mm256_max_ps(m0, m1));
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+QKV_AVX2 float exp_sum_avx2(float* x, int64_t n, float shift) {
+  const __m256 s = _mm256_set1_ps(shift);
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 e0 = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), s));
+    const __m256 e1 = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), s));
+    _mm256_storeu_ps(x + i, e0);
+    _mm256_storeu_ps(x + i + 8, e1);
+    a0 = _mm256_add_ps(a0, e0);
+    a1 = _mm256_add_ps(a1, e1);
+  }
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), s));
+    _mm256_storeu_ps(x + i, e);
+    a0 = _mm256_add_ps(a0, e);
+  }
+  float sum = hsum8(_mm256_add_ps(a0, a1));
+  if (i < n) {  // the tail through one padded vector
+    alignas(32) float buf[8];
+    const int64_t rest = n - i;
+    for (int64_t t = 0; t < 8; ++t) buf[t] = t < rest ? x[i + t] : -std::numeric_limits<float>::infinity();
+    _mm256_store_ps(buf, exp8(_mm256_sub_ps(_mm256_load_ps(buf), s)));
+    for (int64_t t = 0; t < rest; ++t) {
+      x[i + t] = buf[t];
+      sum += buf[t];
+    }
+  }
+  return sum;
+}
+
+QKV_AVX2 void dsoftmax_avx2(float* dp, const float* p, int64_t n, float D) {
+  const __m256 d = _mm256_set1_ps(D);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dp + i, _mm256_mul_ps(_mm256_loadu_ps(p + i), _mm256_sub_ps(_mm256_loadu_ps(dp + i), d)));
+  for (; i < n; ++i) dp[i] = p[i] * (dp[i] - D);
+}
+
+QKV_AVX2 void scale_avx2(float* x, int64_t n, float a) {
+  const __m256 s = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), s));
+  for (; i < n; ++i) x[i] *= a;
+}
+
+bool cpu_has_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+#endif
+
+}  // namespace
+
+#ifdef QKV_ATTN_X86
+float max(const float* x, int64_t n) { return cpu_has_avx2() ? row_max_avx2(x, n) : row_max_generic(x, n); }
+float exp_sum(float* x, int64_t n, float shift) {
+  return cpu_has_avx2() ? exp_sum_avx2(x, n, shift) : exp_sum_generic(x, n, shift);
+}
+void dsoftmax(float* dp, const float* p, int64_t n, float D) {
+  cpu_has_avx2() ? dsoftmax_avx2(dp, p, n, D) : dsoftmax_generic(dp, p, n, D);
+}
+void scale(float* x, int64_t n, float a) { cpu_has_avx2() ? scale_avx2(x, n, a) : scale_generic(x, n, a); }
+#else
+float max(const float* x, int64_t n) { return row_max_generic(x, n); }
+float exp_sum(float* x, int64_t n, float shift) { return exp_sum_generic(x, n, shift); }
+void dsoftmax(float* dp, const float* p, int64_t n, float D) { dsoftmax_generic(dp, p, n, D); }
+void scale(float* x, int64_t n, float a) { scale_generic(x, n, a); }
+#endif
+
+double max(const double* x, int64_t n) { return row_max_generic(x, n); }
+double exp_sum(double* x, int64_t n, double shift) { return exp_sum_generic(x, n, shift); }
+void dsoftmax(double* dp, const double* p, int64_t n, double D) { dsoftmax_generic(dp, p, n, D); }
+void scale(double* x, int64_t n, double a) { scale_generic(x, n, a); }
+
+}  // namespace qkv::attention::rows

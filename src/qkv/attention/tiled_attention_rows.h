@@ -1,0 +1,27 @@
+#pragma once
+// Row kernels of the tiled attention kernel (tiled_attention.cpp), on one row
+// of a score tile: max, exp-and-sum, the softmax backward product and scaling.
+// float has an AVX2+FMA version chosen at run time (the library is compiled
+// for the baseline ISA, and std::exp per element would cost more than the tile
+// GEMMs); double and other CPUs use the portable loops.
+#include <cstdint>
+
+namespace qkv::attention::rows {
+
+// max of x[0..n); -inf when n = 0.
+float max(const float* x, int64_t n);
+double max(const double* x, int64_t n);
+
+// x[i] = exp(x[i] - shift), returns the sum. shift is finite; exp(-inf) = 0.
+float exp_sum(float* x, int64_t n, float shift);
+double exp_sum(double* x, int64_t n, double shift);
+
+// dp[i] = p[i] * (dp[i] - D): the score gradient dS from dP and P.
+void dsoftmax(float* dp, const float* p, int64_t n, float D);
+void dsoftmax(double* dp, const double* p, int64_t n, double D);
+
+// x[i] *= a.
+void scale(float* x, int64_t n, float a);
+void scale(double* x, int64_t n, double a);
+
+}  // namespace qkv::attention::rows

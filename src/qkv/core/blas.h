@@ -1,0 +1,33 @@
+#pragma once
+// The BLAS that LibTorch loaded into the process, found by symbol name
+// (dlsym), so that qkv has no link-time BLAS dependency. Every BLAS symbol qkv
+// uses is looked up here.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace qkv::blas {
+
+// Row-major C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, op(X) = X^T
+// when ta / tb. Served by the process's sgemm_ / dgemm_, or by a plain loop
+// when no BLAS is loaded. beta = 0 overwrites C (NaN in C does not propagate).
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
+          const double* B, int64_t ldb, double beta, double* C, int64_t ldc);
+
+// The file of the shared library that serves sgemm_, symbolic links resolved;
+// "unknown" when no BLAS is loaded.
+std::string library();
+
+// OpenBLAS's build configuration (openblas_get_config); nullopt for another BLAS.
+std::optional<std::string> openblas_config();
+
+// OpenBLAS's thread count; nullopt for another BLAS.
+std::optional<int> openblas_threads();
+
+// Sets OpenBLAS's thread count (OpenBLAS ignores at::set_num_threads); does
+// nothing for another BLAS.
+void set_openblas_threads(int n);
+
+}  // namespace qkv::blas

@@ -1,0 +1,126 @@
+#include "qkv/mhca/synth_methylation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_set>
+
+#include "qkv/mhca/synth_random.h"
+
+namespace qkv::mhca::synth {
+namespace {
+
+constexpr double kPutamenCohortSd = 0.45;    // nominal sd of mean putamen BR over a cohort
+
+}  // namespace
+
+MethylationPlan plan_methylation(const SynthCohortOptions& o) {
+  Rng rng(o.seed, Stream::kSites, 0);
+  MethylationPlan plan;
+  const int64_t n = o.cpg;
+  std::unordered_set<uint32_t> used;
+  std::vector<uint32_t> numbers;
+  while (static_cast<int64_t>(numbers.size()) < n) {
+    const auto x = static_cast<uint32_t>(rng.below(100000000));
+    if (used.insert(x).second) numbers.push_back(x);
+  }
+  std::sort(numbers.begin(), numbers.end());
+  for (uint32_t x : numbers) {
+    std::string digits = std::to_string(x);
+    plan.ids.push_back("cg" + std::string(8 - digits.size(), '0') + digits);
+  }
+
+  auto extreme_sd = [&] { return 0.3 * rng.lognormal_factor(0.35); };
+  auto intermediate_sd = [&] { return 0.45 * rng.lognormal_factor(0.3); };
+  plan.sites.resize(n);
+  for (auto& site : plan.sites) {
+    const double u = rng.uniform();
+    if (u < 0.47) {
+      site.mu = rng.normal(-2.6, 0.5);
+      site.sd = extreme_sd();
+    } else if (u < 0.85) {
+      site.mu = rng.normal(1.9, 0.45);
+      site.sd = extreme_sd();
+    } else {
+      site.mu = logit(rng.uniform(0.2, 0.75));
+      site.sd = intermediate_sd();
+    }
+  }
+
+  // Roles at random columns: a partial shuffle of the column order.
+  std::vector<int64_t> order(n);
+  for (int64_t j = 0; j < n; ++j) order[j] = j;
+  int64_t next = 0;
+  auto take = [&] {
+    const int64_t pick = next + static_cast<int64_t>(rng.below(static_cast<uint64_t>(n - next)));
+    std::swap(order[next], order[pick]);
+    return order[next++];
+  };
+  for (int64_t c = 0; c < o.planted_class_sites; ++c) {
+    Site& site = plan.sites[take()];
+    site.kind = SiteKind::kClass;
+    site.mu = logit(rng.uniform(0.2, 0.75));
+    site.sd = intermediate_sd();
+    site.effect = rng.uniform(0.3, 0.65);
+    site.class_shift = (rng.bernoulli(0.5) ? 1 : -1) * site.effect * site.sd;
+  }
+  for (int64_t c = 0; c < o.planted_putamen_sites; ++c) {
+    Site& site = plan.sites[take()];
+    site.kind = SiteKind::kPutamen;
+    site.mu = logit(rng.uniform(0.2, 0.75));
+    site.sd = intermediate_sd();
+    const double rho = rng.uniform(0.4, 0.7);
+    site.effect = (rng.bernoulli(0.5) ? 1 : -1) * rho;
+    site.putamen_slope = site.effect / std::sqrt(1 - rho * rho) * site.sd / kPutamenCohortSd;
+  }
+  const int64_t background = n - o.planted_class_sites - o.planted_putamen_sites;
+  const int64_t per_nuisance = std::min<int64_t>(8, background / 20);
+  for (int64_t c = 0; c < per_nuisance; ++c) {
+    Site& site = plan.sites[take()];
+    site.kind = SiteKind::kAge;
+    site.age_slope = (rng.bernoulli(0.5) ? 1 : -1) * rng.uniform(0.02, 0.05);
+  }
+  for (int64_t c = 0; c < per_nuisance; ++c) {
+    Site& site = plan.sites[take()];
+    site.kind = SiteKind::kSex;
+    site.mu = logit(rng.uniform(0.03, 0.07));
+    site.sd = extreme_sd();
+    site.female_shift = logit(rng.uniform(0.38, 0.5)) - site.mu;
+  }
+  for (auto& site : plan.sites) {
+    if (site.kind != SiteKind::kBackground) continue;
+    if (rng.bernoulli(0.1)) site.composition = (rng.bernoulli(0.5) ? 1 : -1) * rng.uniform(0.1, 0.4) * site.sd;
+  }
+  return plan;
+}
+
+void fill_methylation_row(const MethylationPlan& plan, const Subject& s, int64_t row, const SynthCohortOptions& o,
+                          float* out) {
+  Rng rng(o.seed, Stream::kMethylation, row);
+  const double composition = rng.normal();
+  const double putamen = s.mean_putamen_br() - kPutamenReferenceBr;
+  const double age = static_cast<double>(s.age) - kReferenceAge;
+  for (size_t j = 0; j < plan.sites.size(); ++j) {
+    const Site& site = plan.sites[j];
+    double x = site.mu + site.sd * rng.normal() + site.composition * composition;
+    if (s.label == 1) x += site.class_shift;
+    x += site.putamen_slope * putamen + site.age_slope * age;
+    if (s.female) x += site.female_shift;
+    // Four decimals, as array exports write beta-values.
+    const double beta = std::round(sigmoid(x) * 1e4) / 1e4;
+    out[j] = static_cast<float>(beta);
+    if (o.missing_fraction > 0 && rng.bernoulli(o.missing_fraction)) out[j] = std::numeric_limits<float>::quiet_NaN();
+  }
+}
+
+const char* kind_name(SiteKind k) {
+  switch (k) {
+    case SiteKind::kClass: return "class";
+    case SiteKind::kPutamen: return "putamen";
+    case SiteKind::kAge: return "age";
+    case SiteKind::kSex: return "sex";
+    default: return "background";
+  }
+}
+
+}  // namespace qkv::mhca::synth

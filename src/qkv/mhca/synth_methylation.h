@@ -1,0 +1,46 @@
+#pragma once
+// The synthetic cohort's methylation model: the CpG sites (ids, background
+// means, planted and nuisance roles) and each subject's row of beta-values.
+// Internal to write_synth_cohort (qkv/mhca/synth_cohort.h is the public face
+// and documents the model).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "qkv/mhca/synth_cohort.h"
+#include "qkv/mhca/synth_subjects.h"
+
+namespace qkv::mhca::synth {
+
+constexpr double kPutamenReferenceBr = 2.2;  // centre of the putamen-site regression
+
+enum class SiteKind { kBackground, kClass, kPutamen, kAge, kSex };
+
+struct Site {
+  SiteKind kind = SiteKind::kBackground;
+  double mu = 0, sd = 0.3;   // logit mean (control / male / reference) and subject noise sd
+  double class_shift = 0;    // added in PD
+  double putamen_slope = 0;  // per unit of mean putamen BR above kPutamenReferenceBr
+  double age_slope = 0;      // per year above kReferenceAge
+  double female_shift = 0;
+  double composition = 0;  // loading on the blood-composition factor, in logit units
+  double effect = 0;       // standardized class effect d, or nominal putamen correlation
+};
+
+struct MethylationPlan {
+  std::vector<std::string> ids;
+  std::vector<Site> sites;
+};
+
+// The sites, drawn from the (seed, sites) stream.
+MethylationPlan plan_methylation(const SynthCohortOptions& o);
+
+// Subject `row`'s beta-values (NaN where missing) into out[0 .. cpg), drawn
+// from the (seed, methylation, row) stream.
+void fill_methylation_row(const MethylationPlan& plan, const Subject& s, int64_t row, const SynthCohortOptions& o,
+                          float* out);
+
+// "class", "putamen", "age", "sex" or "background", as ground_truth.json says.
+const char* kind_name(SiteKind k);
+
+}  // namespace qkv::mhca::synth
