@@ -11,8 +11,8 @@
 
 #include "qkv/core/fields.h"
 #include "qkv/data/dataset.h"
-#include "qkv/mhca/cohort_data.h"
-#include "qkv/mhca/cross_validation.h"
+#include "qkv/medical/cohort_data.h"
+#include "qkv/tasks/mhca_cv.h"
 #include "qkv/train/trainer.h"
 
 namespace qkv::mhca {

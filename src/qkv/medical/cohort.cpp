@@ -1,4 +1,4 @@
-#include "qkv/data/cohort.h"
+#include "qkv/medical/cohort.h"
 
 #include <algorithm>
 #include <cctype>

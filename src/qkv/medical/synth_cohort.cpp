@@ -1,4 +1,4 @@
-#include "qkv/mhca/synth_cohort.h"
+#include "qkv/medical/synth_cohort.h"
 
 #include <algorithm>
 #include <atomic>
@@ -8,12 +8,12 @@
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/parallel.h"
-#include "qkv/data/cohort.h"
-#include "qkv/data/nifti.h"
-#include "qkv/mhca/synth_anatomy.h"
-#include "qkv/mhca/synth_methylation.h"
-#include "qkv/mhca/synth_random.h"
-#include "qkv/mhca/synth_subjects.h"
+#include "qkv/medical/cohort.h"
+#include "qkv/medical/nifti.h"
+#include "qkv/medical/synth_anatomy.h"
+#include "qkv/medical/synth_methylation.h"
+#include "qkv/medical/synth_random.h"
+#include "qkv/medical/synth_subjects.h"
 
 namespace qkv::mhca {
 namespace {

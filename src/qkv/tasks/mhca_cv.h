@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "qkv/data/dataset.h"
-#include "qkv/mhca/cohort_data.h"
-#include "qkv/mhca/xgboost.h"
+#include "qkv/medical/cohort_data.h"
+#include "qkv/medical/xgboost.h"
 #include "qkv/models/model.h"
 #include "qkv/train/trainer.h"
 

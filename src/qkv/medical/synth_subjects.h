@@ -1,7 +1,7 @@
 #pragma once
 // The synthetic cohort's subjects: label, covariates and the SPECT model's
 // parameters drawn per subject, and a subject's volume rendered from the
-// anatomy. Internal to write_synth_cohort (qkv/mhca/synth_cohort.h is the
+// anatomy. Internal to write_synth_cohort (qkv/medical/synth_cohort.h is the
 // public face and documents the model).
 #include <algorithm>
 #include <array>
@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "qkv/data/nifti.h"
-#include "qkv/mhca/synth_anatomy.h"
-#include "qkv/mhca/synth_cohort.h"
+#include "qkv/medical/nifti.h"
+#include "qkv/medical/synth_anatomy.h"
+#include "qkv/medical/synth_cohort.h"
 
 namespace qkv::mhca::synth {
 

@@ -1,4 +1,4 @@
-#include "qkv/mhca/xgboost.h"
+#include "qkv/medical/xgboost.h"
 
 #include <xgboost/c_api.h>
 

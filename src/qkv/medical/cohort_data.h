@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "qkv/data/cohort.h"
+#include "qkv/medical/cohort.h"
 #include "qkv/data/dataset.h"
-#include "qkv/data/nifti.h"
+#include "qkv/medical/nifti.h"
 
 namespace qkv::mhca {
 

@@ -2,7 +2,7 @@
 // The built-in synthetic MHCA cohort that stands in for PPMI (which cannot be
 // shipped): DaT-SPECT-like brain volumes plus a DNA-methylation beta-value
 // table, in the same public formats a user's own cohort comes in
-// (qkv/data/cohort.h, qkv/data/nifti.h), with the generative model written
+// (qkv/medical/cohort.h, qkv/medical/nifti.h), with the generative model written
 // out in ground_truth.json so that what a model attends to can be checked
 // against what was planted. `qkv mhca synth` is the command-line face.
 //

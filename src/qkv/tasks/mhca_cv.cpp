@@ -1,4 +1,4 @@
-#include "qkv/mhca/cross_validation.h"
+#include "qkv/tasks/mhca_cv.h"
 
 #include <torch/torch.h>
 

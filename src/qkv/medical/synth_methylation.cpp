@@ -1,11 +1,11 @@
-#include "qkv/mhca/synth_methylation.h"
+#include "qkv/medical/synth_methylation.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <unordered_set>
 
-#include "qkv/mhca/synth_random.h"
+#include "qkv/medical/synth_random.h"
 
 namespace qkv::mhca::synth {
 namespace {

@@ -1,4 +1,4 @@
-#include "qkv/mhca/cohort_data.h"
+#include "qkv/medical/cohort_data.h"
 
 #include <torch/torch.h>
 

@@ -1,8 +1,8 @@
-#include "qkv/mhca/synth_subjects.h"
+#include "qkv/medical/synth_subjects.h"
 
 #include <cmath>
 
-#include "qkv/mhca/synth_random.h"
+#include "qkv/medical/synth_random.h"
 
 namespace qkv::mhca::synth {
 namespace {

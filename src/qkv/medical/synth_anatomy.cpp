@@ -1,4 +1,4 @@
-#include "qkv/mhca/synth_anatomy.h"
+#include "qkv/medical/synth_anatomy.h"
 
 #include <algorithm>
 #include <cctype>

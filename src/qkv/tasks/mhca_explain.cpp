@@ -1,4 +1,4 @@
-#include "qkv/mhca/explain.h"
+#include "qkv/tasks/mhca_explain.h"
 
 #include <torch/torch.h>
 
@@ -15,7 +15,7 @@
 #include "qkv/core/json_file.h"
 #include "qkv/core/npy.h"
 #include "qkv/core/png.h"
-#include "qkv/data/nifti.h"
+#include "qkv/medical/nifti.h"
 
 namespace qkv::mhca {
 namespace fs = std::filesystem;

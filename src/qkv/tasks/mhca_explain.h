@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "qkv/mhca/cohort_data.h"
+#include "qkv/medical/cohort_data.h"
 #include "qkv/models/mhca.h"
 
 namespace qkv::mhca {
