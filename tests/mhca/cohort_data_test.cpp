@@ -7,8 +7,8 @@
 #include <cmath>
 
 #include "qkv/core/errors.h"
-#include "qkv/mhca/cohort_data.h"
-#include "qkv/mhca/cross_validation.h"
+#include "qkv/medical/cohort_data.h"
+#include "qkv/tasks/mhca_cv.h"
 
 namespace qkv::testing {
 namespace {

@@ -1,7 +1,7 @@
 // The cohort files users bring for MHCA: manifest and methylation table
 // readers and writers, CpG lists, cross-modality matching and imputation, on
 // small files written byte by byte here.
-#include "qkv/data/cohort.h"
+#include "qkv/medical/cohort.h"
 
 #include <gtest/gtest.h>
 

@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "qkv/core/png.h"
-#include "qkv/data/cohort.h"
-#include "qkv/data/nifti.h"
+#include "qkv/medical/cohort.h"
+#include "qkv/medical/nifti.h"
 #include "support/cli_run.h"
 #include "support/test_files.h"
 

@@ -8,7 +8,7 @@
 
 #include "qkv/attention/co_attention.h"
 #include "qkv/core/errors.h"
-#include "qkv/mhca/explain.h"
+#include "qkv/tasks/mhca_explain.h"
 #include "qkv/models/mhca.h"
 
 namespace qkv::testing {

@@ -1,4 +1,4 @@
-#include "qkv/data/nifti.h"
+#include "qkv/medical/nifti.h"
 
 #include <gtest/gtest.h>
 #include <zlib.h>

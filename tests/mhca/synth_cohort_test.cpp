@@ -1,4 +1,4 @@
-#include "qkv/mhca/synth_cohort.h"
+#include "qkv/medical/synth_cohort.h"
 
 #include <gtest/gtest.h>
 
@@ -16,8 +16,8 @@
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
-#include "qkv/data/cohort.h"
-#include "qkv/data/nifti.h"
+#include "qkv/medical/cohort.h"
+#include "qkv/medical/nifti.h"
 #include "support/test_files.h"
 
 namespace fs = std::filesystem;

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qkv/core/errors.h"
-#include "qkv/mhca/xgboost.h"
+#include "qkv/medical/xgboost.h"
 
 using qkv::DataError;
 using qkv::UsageError;
