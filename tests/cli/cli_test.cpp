@@ -9,9 +9,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "qkv/models/model.h"
 #include "support/cli_run.h"
 #include "support/test_files.h"
 
@@ -57,11 +59,75 @@ TEST(Cli, HelpExplainsCommandsAndDefaults) {
 }
 
 TEST(Cli, ParamsPrintsTheCount) {
-  auto r = run("params --model mlp");
+  auto r = run("params --model mlp --count");
   EXPECT_EQ(r.status, 0);
   // 2*64+64 + 64*64+64 + 64*3+3
   EXPECT_EQ(r.output, "4547\n");
-  EXPECT_EQ(run("params --model mlp --options '{\"hidden\": 8, \"layers\": 1}'").output, "51\n");
+  EXPECT_EQ(run("params --model mlp --count --options '{\"hidden\": 8, \"layers\": 1}'").output, "51\n");
+}
+
+// The value column of `qkv params` for `key`: the text after the key on the
+// line "  key  value  help", up to the help (two spaces), or "" if no such line.
+std::string option_value(const std::string& output, const std::string& key) {
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("  " + key + " ", 0) != 0) continue;
+    const auto start = line.find_first_not_of(' ', 2 + key.size());
+    return line.substr(start, line.find("  ", start) - start);
+  }
+  return "";
+}
+
+TEST(Cli, ParamsShowsTaskInputsAndEveryOptionWithItsDefault) {
+  const auto r = run("params --model vnt");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto defaults = qkv::models::find_model("vnt").resolve(nlohmann::json::object());
+  ASSERT_GE(defaults.size(), 15u);
+  for (const auto& item : defaults.items())
+    EXPECT_EQ(option_value(r.output, item.key()), item.value().dump()) << item.key() << " in\n" << r.output;
+  EXPECT_EQ(option_value(r.output, "k"), "20");
+  EXPECT_EQ(option_value(r.output, "pooling"), "\"max+mean\"");
+  EXPECT_EQ(option_value(r.output, "head_hidden"), "[512,256]");
+  for (const char* s : {"task        classification", "inputs      points\n", "the paper", "parameters  542560\n"})
+    EXPECT_NE(r.output.find(s), std::string::npos) << s << " in\n" << r.output;
+
+  const auto changed = run("params --model vnt+n --options '{\"k\": 16}'");
+  ASSERT_EQ(changed.status, 0) << changed.output;
+  EXPECT_EQ(option_value(changed.output, "k"), "16 (default 20)");
+  EXPECT_EQ(option_value(changed.output, "normals"), "true");
+  EXPECT_NE(changed.output.find("inputs      points, normals\n"), std::string::npos) << changed.output;
+}
+
+TEST(Cli, ParamsJsonAndList) {
+  const auto r = run("params --model vnt-seg --json --options '{\"normals\": true}'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j.at("model"), "vnt-seg");
+  EXPECT_EQ(j.at("task"), "segmentation");
+  EXPECT_EQ(j.at("inputs").get<std::vector<std::string>>(),
+            (std::vector<std::string>{"points", "normals", "category"}));
+  const auto defaults = qkv::models::find_model("vnt-seg").resolve(nlohmann::json::object());
+  ASSERT_EQ(j.at("options").size(), defaults.size());
+  for (const auto& item : defaults.items()) {
+    EXPECT_EQ(j.at("options").at(item.key()).at("default"), item.value()) << item.key();
+    EXPECT_FALSE(j.at("options").at(item.key()).at("help").get<std::string>().empty()) << item.key();
+  }
+  EXPECT_EQ(j.at("options").at("normals").at("value"), true);
+  EXPECT_EQ(j.at("options").at("linear_dim").at("source"), "the paper (segmentation)");
+  EXPECT_EQ(std::to_string(j.at("parameters").get<int64_t>()) + "\n",
+            run("params --model vnt-seg --count --options '{\"normals\": true}'").output);
+
+  const auto list = run("params --list");
+  ASSERT_EQ(list.status, 0) << list.output;
+  const auto classification = list.output.find("classification: ");
+  const auto segmentation = list.output.find("\nsegmentation: ");
+  ASSERT_NE(classification, std::string::npos) << list.output;
+  ASSERT_NE(segmentation, std::string::npos) << list.output;
+  for (const char* m : {"\n  vnt ", "\n  vnt+n ", "\n  vn-dgcnn ", "\n  xyz-transformer "}) {
+    const auto at = list.output.find(m);
+    EXPECT_TRUE(at > classification && at < segmentation) << m << " in\n" << list.output;
+  }
+  expect_clean_failure(run("params --model vnt --count --json"), 2, "--json");
 }
 
 TEST(Cli, TrainEvalExportAndInitWeights) {

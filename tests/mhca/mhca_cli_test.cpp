@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -64,7 +65,7 @@ std::string MhcaCli::cohort_;
 TEST(MhcaParams, PrintsThePapersCounts) {
   for (const auto& [model, count] : std::vector<std::pair<std::string, std::string>>{
            {"mhca", "2020883"}, {"concatnet", "3824066"}, {"spectnet", "3793378"}}) {
-    const auto r = run_qkv("params --model " + model);
+    const auto r = run_qkv("params --count --model " + model);
     EXPECT_EQ(r.status, 0) << r.output;
     EXPECT_EQ(r.output, count + "\n");
   }
@@ -187,6 +188,55 @@ TEST_F(MhcaCli, CrossValidationThenExplainEndToEnd) {
   expect_clean_failure(run_qkv("mhca explain " + cohort_args() + " --checkpoint " + out +
                                "/folds/run1_fold1/spectnet/checkpoints/best.ckpt --all --out " + root_ + "/ex2"),
                        2, "needs an mhca model");
+}
+
+// A fold trains for hours at the paper's settings: stderr says which fold,
+// each epoch, the fold's result and the time left; stdout holds only the table.
+TEST_F(MhcaCli, CrossValidationShowsProgressOnStderr) {
+  const std::string out = root_ + "/cv_progress", err = root_ + "/cv_progress_stderr.txt";
+  const std::string args = "mhca cv " + cohort_args() + " --out " + out + " " + kNetOptions +
+                           " --model mhca,xgboost --runs 1 --folds 2 --epochs 2 --lr 1e-3 --xgb-estimators 10"
+                           " --threads 2";
+  const auto r = run_qkv_stderr_to(args, err);
+  const std::string log = read_text(err);
+  ASSERT_EQ(r.status, 0) << r.output << log;
+  EXPECT_EQ(count_lines(r.output), 2) << r.output;
+  EXPECT_EQ(r.output.rfind("mhca ", 0), 0u) << r.output;
+  EXPECT_NE(r.output.find("\nxgboost "), std::string::npos) << r.output;
+
+  std::vector<std::string> fold_lines, epoch_lines;
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("fold ", 0) == 0) fold_lines.push_back(line);
+    if (line.rfind("epoch ", 0) == 0) epoch_lines.push_back(line);
+  }
+  // Per fold: feature selection, mhca starts, mhca's result, xgboost's result.
+  ASSERT_EQ(fold_lines.size(), 8u) << log;
+  EXPECT_EQ(fold_lines[0].rfind("fold 1/2 (run 1, fold 1): selecting 27 CpG sites (rfe)", 0), 0u) << log;
+  EXPECT_TRUE(std::regex_match(fold_lines[1], std::regex(R"(fold 1/2 \(run 1, fold 1\) mhca: 16 train / 4 val / 20 test)")))
+      << fold_lines[1];
+  EXPECT_TRUE(std::regex_match(
+      fold_lines[2],
+      std::regex(R"(fold 1/2 \(run 1, fold 1\) mhca: test accuracy [0-9.]+  AUROC [0-9.]+  in [0-9.]+ s; ETA > [0-9:]+)")))
+      << fold_lines[2] << " (xgboost has folds left and no time yet: a lower bound)";
+  EXPECT_TRUE(std::regex_match(fold_lines[3], std::regex(R"(fold 1/2 \(run 1, fold 1\) xgboost: 20 train / 20 test, )"
+                                                         R"(test accuracy [0-9.]+  AUROC [0-9.]+  in [0-9.]+ s; ETA [0-9:]+)")))
+      << fold_lines[3];
+  EXPECT_EQ(fold_lines[4].rfind("fold 2/2 (run 1, fold 2): selecting", 0), 0u) << log;
+  EXPECT_EQ(fold_lines[7].rfind("fold 2/2 (run 1, fold 2) xgboost: ", 0), 0u) << log;
+  EXPECT_EQ(fold_lines[7].find("ETA"), std::string::npos) << "nothing left: " << fold_lines[7];
+  // The trainer's line per epoch, for each of mhca's folds.
+  ASSERT_EQ(epoch_lines.size(), 4u) << log;
+  EXPECT_EQ(epoch_lines[0].rfind("epoch 1/2 ", 0), 0u) << log;
+  EXPECT_NE(epoch_lines[1].find(" val_loss "), std::string::npos) << log;
+  EXPECT_EQ(epoch_lines[3].rfind("epoch 2/2 ", 0), 0u) << log;
+
+  // Continued with the model folds all done: one line says so, nothing is timed.
+  const auto again = run_qkv_stderr_to(args, err);
+  const std::string log2 = read_text(err);
+  ASSERT_EQ(again.status, 0) << again.output << log2;
+  EXPECT_NE(log2.find("4 of 4 model folds already done"), std::string::npos) << log2;
+  for (const char* absent : {"fold 1/2", "epoch ", "ETA"}) EXPECT_EQ(log2.find(absent), std::string::npos) << log2;
 }
 
 TEST_F(MhcaCli, TrainWritesARunFolder) {

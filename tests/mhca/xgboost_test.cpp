@@ -15,6 +15,7 @@
 using qkv::DataError;
 using qkv::UsageError;
 using qkv::mhca::recursive_feature_elimination;
+using qkv::mhca::rfe_rounds;
 using qkv::mhca::RFEParams;
 using qkv::mhca::RFEResult;
 using qkv::mhca::XGBoostClassifier;
@@ -408,6 +409,16 @@ TEST(RecursiveFeatureElimination, TiesGoLowestColumnFirst) {
   EXPECT_EQ(res.ranking[0], 7);
   EXPECT_EQ(res.ranking[2], 7);
   EXPECT_EQ(res.ranking[16], 2);
+}
+
+// What a progress bar is told before the first round: the count the runs above made.
+TEST(RecursiveFeatureElimination, RoundsAreKnownBeforehand) {
+  EXPECT_EQ(rfe_rounds(60, RFEParams{5, 0.1}), 10);
+  EXPECT_EQ(rfe_rounds(60, RFEParams{5, 7}), 8);
+  EXPECT_EQ(rfe_rounds(20, RFEParams{4, 3}), 6);
+  EXPECT_EQ(rfe_rounds(50, RFEParams{50, 0.05}), 0);
+  EXPECT_EQ(rfe_rounds(300, RFEParams{27, 0.05}), 19);  // 273 to remove, 15 per round
+  EXPECT_EQ(rfe_rounds(10, RFEParams{1, 100}), 1);      // a step beyond the column count: all at once
 }
 
 TEST(RecursiveFeatureElimination, NothingToRemoveFitsNothing) {

@@ -14,11 +14,10 @@ namespace qkv::testing {
 
 struct CliResult {
   int status = -1;
-  std::string output;  // stdout and stderr together
+  std::string output;  // stdout and stderr together (run_qkv), or stdout alone (run_qkv_stderr_to)
 };
 
-inline CliResult run_qkv(const std::string& args) {
-  const std::string cmd = std::string(QKV_BINARY) + " " + args + " 2>&1";
+inline CliResult run_shell(const std::string& cmd) {
   CliResult r;
   FILE* p = popen(cmd.c_str(), "r");
   char buf[4096];
@@ -27,6 +26,13 @@ inline CliResult run_qkv(const std::string& args) {
   const int raw = pclose(p);
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
   return r;
+}
+
+inline CliResult run_qkv(const std::string& args) { return run_shell(std::string(QKV_BINARY) + " " + args + " 2>&1"); }
+
+// stdout alone in `output`; stderr goes to the file stderr_path.
+inline CliResult run_qkv_stderr_to(const std::string& args, const std::string& stderr_path) {
+  return run_shell(std::string(QKV_BINARY) + " " + args + " 2>" + stderr_path);
 }
 
 inline int count_lines(const std::string& s) {

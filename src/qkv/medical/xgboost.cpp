@@ -105,6 +105,12 @@ DMatrixPtr make_dmatrix(const float* features, int64_t rows, int64_t cols, int64
 
 constexpr const char* kParamsAttr = "qkv_params";
 
+// scikit-learn: int(max(1, step * n_features)) for a fraction, else int(step).
+int64_t rfe_removed_per_round(int64_t cols, const RFEParams& rfe) {
+  if (rfe.step < 1) return std::max<int64_t>(1, static_cast<int64_t>(rfe.step * static_cast<double>(cols)));
+  return rfe.step >= static_cast<double>(cols) ? cols : static_cast<int64_t>(rfe.step);
+}
+
 }  // namespace
 
 void XGBoostParams::validate() const {
@@ -352,6 +358,12 @@ XGBoostClassifier XGBoostClassifier::load(const std::vector<char>& bytes) {
   return clf;
 }
 
+int64_t rfe_rounds(int64_t cols, const RFEParams& rfe) {
+  const int64_t to_remove = std::max<int64_t>(0, cols - rfe.n_features_to_select);
+  const int64_t per_round = std::max<int64_t>(1, rfe_removed_per_round(cols, rfe));
+  return (to_remove + per_round - 1) / per_round;
+}
+
 RFEResult recursive_feature_elimination(
     const float* features, int64_t rows, int64_t cols, const std::vector<int64_t>& labels,
     const XGBoostParams& params, const RFEParams& rfe,
@@ -366,14 +378,7 @@ RFEResult recursive_feature_elimination(
   check_shape(features, rows, cols, "RFE");
   check_labels(labels, rows);
 
-  // scikit-learn: int(max(1, step * n_features)) for a fraction, else int(step).
-  int64_t per_round = 0;
-  if (rfe.step < 1) {
-    per_round = std::max<int64_t>(1, static_cast<int64_t>(rfe.step * static_cast<double>(cols)));
-  } else {
-    per_round = rfe.step >= static_cast<double>(cols) ? cols : static_cast<int64_t>(rfe.step);
-  }
-
+  const int64_t per_round = rfe_removed_per_round(cols, rfe);
   std::vector<int64_t> remaining(static_cast<size_t>(cols));
   std::iota(remaining.begin(), remaining.end(), int64_t{0});
   std::vector<int64_t> removed_in(static_cast<size_t>(cols), 0);  // round that removed it; 0 = kept

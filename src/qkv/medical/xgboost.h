@@ -92,6 +92,10 @@ struct RFEParams {
   double step = 0.05;
 };
 
+// Rounds (model fits) RFE takes from cols columns; 0 when nothing is removed.
+// Assumes valid params (recursive_feature_elimination checks them).
+int64_t rfe_rounds(int64_t cols, const RFEParams& rfe);
+
 struct RFEResult {
   std::vector<int64_t> selected;  // column indices, ascending
   std::vector<int64_t> ranking;   // per column: 1 = selected, 2 = removed in the last round, ...

@@ -43,6 +43,27 @@ void check_classifier(OptionReader& r, int64_t& hidden, int64_t& classes) {
   r.get("classes", classes, 2);
 }
 
+// The help of the options MHCA, ConcatNet and SpectNet share beyond the SPECT
+// encoder's, picked by key. The default sizes reproduce the paper's Table 1
+// parameter counts with the released code's layers.
+OptionHelpList classifier_help(const std::set<std::string>& keys) {
+  const std::string code = "the reference code (Table 1's parameter counts)";
+  const OptionHelpList all = {
+      {"features", "CpG sites, inputs[\"methylation\"] [B, F] (mhca: must equal the SPECT token count)",
+       "the paper (441 = 7 x 9 x 7)"},
+      {"embedding", "width of each CpG site's learned embedding", "the paper"},
+      {"heads", "co-attention heads", "the paper"},
+      {"width", "co-attention (or projection) width, all heads together", code},
+      {"hidden", "hidden units of the classifier", code},
+      {"classes", "output classes (control, PD)"},
+      {"dropout", "dropout after the classifier's hidden layer"},
+      {"attention_dropout", "dropout on the co-attention weights"}};
+  OptionHelpList out;
+  for (const auto& h : all)
+    if (keys.count(h.key)) out.push_back(h);
+  return out;
+}
+
 }  // namespace
 
 void SpectEncoderOptions::read(OptionReader& r) {
@@ -64,6 +85,13 @@ void SpectEncoderOptions::write(nlohmann::json& j) const {
   j["channels"] = channels;
   j["padding"] = padding;
   j["conv_dropout"] = dropout;
+}
+
+OptionHelpList SpectEncoderOptions::option_help() {
+  return {{"volume_shape", "SPECT volume X, Y, Z: inputs[\"spect\"] [B, 1, X, Y, Z]", "the paper"},
+          {"channels", "Conv3d widths; each but the last is followed by ReLU and a 2x2x2 max pool", "the paper"},
+          {"padding", "Conv3d padding, 0 or 1", "the paper (its 7 x 9 x 7 token grid)"},
+          {"conv_dropout", "dropout after the second convolution block"}};
 }
 
 std::array<int64_t, 3> SpectEncoderOptions::token_grid() const {
@@ -190,6 +218,12 @@ MHCAOptions MHCAOptions::from_json(const nlohmann::json& j) {
   return o;
 }
 
+OptionHelpList MHCAOptions::option_help() {
+  return concat_options(SpectEncoderOptions::option_help(),
+                classifier_help({"features", "embedding", "heads", "width", "hidden", "classes", "dropout",
+                                 "attention_dropout"}));
+}
+
 nlohmann::json MHCAOptions::to_json() const {
   nlohmann::json j = {{"features", features}, {"embedding", embedding}, {"heads", heads},
                       {"width", width},       {"hidden", hidden},       {"classes", classes},
@@ -231,6 +265,11 @@ ConcatNetOptions ConcatNetOptions::from_json(const nlohmann::json& j) {
   return o;
 }
 
+OptionHelpList ConcatNetOptions::option_help() {
+  return concat_options(SpectEncoderOptions::option_help(),
+                classifier_help({"features", "embedding", "width", "hidden", "classes", "dropout"}));
+}
+
 nlohmann::json ConcatNetOptions::to_json() const {
   nlohmann::json j = {{"features", features}, {"embedding", embedding}, {"width", width},
                       {"hidden", hidden},     {"classes", classes},     {"dropout", dropout}};
@@ -262,6 +301,10 @@ SpectNetOptions SpectNetOptions::from_json(const nlohmann::json& j) {
   check_classifier(r, o.hidden, o.classes);
   r.finish();
   return o;
+}
+
+OptionHelpList SpectNetOptions::option_help() {
+  return concat_options(SpectEncoderOptions::option_help(), classifier_help({"hidden", "classes"}));
 }
 
 nlohmann::json SpectNetOptions::to_json() const {

@@ -18,10 +18,9 @@
 
 #include "qkv/attention/co_attention.h"
 #include "qkv/models/model.h"
+#include "qkv/models/options.h"
 
 namespace qkv::models {
-
-class OptionReader;
 
 // The SPECT encoder's sizes. Blocks are Conv3d(k=3, stride 1, `padding`) +
 // ReLU + MaxPool3d(2) for every channel count but the last, with Dropout
@@ -35,6 +34,7 @@ struct SpectEncoderOptions {
 
   void read(OptionReader& r);
   void write(nlohmann::json& j) const;
+  static OptionHelpList option_help();  // a line per key write() sets
   // The token grid; UsageError naming the volume shape if a layer would get
   // fewer than 3 (conv) or 2 (pool) voxels along an axis.
   std::array<int64_t, 3> token_grid() const;
@@ -106,6 +106,7 @@ struct MHCAOptions {
   double attention_dropout = 0.0;
 
   static MHCAOptions from_json(const nlohmann::json& j);
+  static OptionHelpList option_help();  // a line per to_json() key
   nlohmann::json to_json() const;
 };
 
@@ -139,6 +140,7 @@ struct ConcatNetOptions {
   double dropout = 0.2;
 
   static ConcatNetOptions from_json(const nlohmann::json& j);
+  static OptionHelpList option_help();  // a line per to_json() key
   nlohmann::json to_json() const;
 };
 
@@ -162,6 +164,7 @@ struct SpectNetOptions {
   int64_t classes = 2;
 
   static SpectNetOptions from_json(const nlohmann::json& j);
+  static OptionHelpList option_help();  // a line per to_json() key
   nlohmann::json to_json() const;
 };
 

@@ -23,6 +23,14 @@ nlohmann::json MLPOptions::to_json() const {
           {"dropout", dropout}};
 }
 
+OptionHelpList MLPOptions::option_help() {
+  return {{"in_features", "width of inputs[\"x\"] (2 for the spirals' points)"},
+          {"hidden", "units per hidden layer"},
+          {"layers", "hidden layers, each Linear + ReLU (0: a linear classifier)"},
+          {"classes", "output classes (3 spirals)"},
+          {"dropout", "dropout after each hidden layer's ReLU"}};
+}
+
 MLP::MLP(const MLPOptions& o) {
   net_ = torch::nn::Sequential();
   int64_t width = o.in_features;

@@ -4,6 +4,7 @@
 #include <torch/nn/modules/container/sequential.h>
 
 #include "qkv/models/model.h"
+#include "qkv/models/options.h"
 
 namespace qkv::models {
 
@@ -15,6 +16,7 @@ struct MLPOptions {
   double dropout = 0.0;
 
   static MLPOptions from_json(const nlohmann::json& j);
+  static OptionHelpList option_help();  // a line per to_json() key
   nlohmann::json to_json() const;
 };
 

@@ -4,8 +4,10 @@
 #include <nlohmann/json.hpp>
 #include <limits>
 #include <set>
+#include <stdexcept>
 #include <type_traits>
 #include <string>
+#include <vector>
 
 #include "qkv/core/errors.h"
 
@@ -51,5 +53,39 @@ class OptionReader {
   const nlohmann::json& j_;
   std::set<std::string> seen_;
 };
+
+// The help of one option, kept in a table next to the options' from_json
+// (Options::option_help()); the registry joins it with the defaults.
+struct OptionHelp {
+  std::string key;
+  std::string help;    // one line: what the option does
+  std::string source;  // where the default comes from when it matters ("the paper", ...); empty otherwise
+};
+using OptionHelpList = std::vector<OptionHelp>;
+
+// a's rows, then b's.
+inline OptionHelpList concat_options(OptionHelpList a, const OptionHelpList& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// The rows of `list` whose keys are not in `keys`.
+inline OptionHelpList without_options(OptionHelpList list, const std::set<std::string>& keys) {
+  OptionHelpList out;
+  for (auto& h : list)
+    if (!keys.count(h.key)) out.push_back(std::move(h));
+  return out;
+}
+
+// Sets the source of `key`'s default (for a struct that changes a default it
+// shares with another, e.g. the segmenters' backbones).
+inline void set_option_source(OptionHelpList& list, const std::string& key, const std::string& source) {
+  for (auto& h : list)
+    if (h.key == key) {
+      h.source = source;
+      return;
+    }
+  throw std::logic_error("set_option_source: no option '" + key + "'");
+}
 
 }  // namespace qkv::models

@@ -4,6 +4,7 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/models/options.h"
+#include "qkv/models/vn_dgcnn.h"
 
 namespace qkv::models {
 namespace {
@@ -11,8 +12,11 @@ namespace {
 // Vector Neurons divides DGCNN's widths by 3: each VN channel holds 3 numbers.
 constexpr int64_t kC = 64 / 3, kWide = 1024 / 3;
 
+// The classifier's head options, which a segmenter's backbone does not use.
+const std::set<std::string> kClassifierHeadKeys = {"classes", "head_hidden", "dropout"};
+
 nlohmann::json without_head_keys(nlohmann::json j) {
-  for (const char* key : {"classes", "head_hidden", "dropout"}) j.erase(key);
+  for (const auto& key : kClassifierHeadKeys) j.erase(key);
   return j;
 }
 
@@ -38,6 +42,15 @@ void PartHeadOptions::write(nlohmann::json& j) const {
   j["seg_negative_slope"] = seg_negative_slope;
 }
 
+OptionHelpList PartHeadOptions::option_help() {
+  return {{"categories", "object categories, one-hot into the category code (ShapeNet-part: 16)"},
+          {"parts", "part classes over all categories (ShapeNet-part: 50)"},
+          {"category_dim", "width of the category code (Linear, BatchNorm, LeakyReLU)"},
+          {"seg_hidden", "hidden widths of the per-point segmentation layers"},
+          {"dropout", "dropout after each hidden segmentation layer but the last"},
+          {"seg_negative_slope", "LeakyReLU slope of the segmentation head (0: ReLU)"}};
+}
+
 PartSegmentationHead PartHeadOptions::make(int64_t point_features, int64_t global_features) const {
   return PartSegmentationHead(point_features, global_features, categories, category_dim, seg_hidden, parts, dropout,
                               seg_negative_slope);
@@ -61,6 +74,18 @@ VNTSegOptions VNTSegOptions::from_json(const nlohmann::json& j) {
   o.head.read(r);
   read_vnt_backbone_options(r, o.backbone);
   return o;
+}
+
+OptionHelpList VNTSegOptions::option_help() {
+  auto help = concat_options(without_options(VNTNetOptions::option_help(), kClassifierHeadKeys),
+                             PartHeadOptions::option_help());
+  set_option_source(help, "linear_dim", "the paper (segmentation)");
+  set_option_source(help, "heads", "the paper (segmentation)");
+  set_option_source(help, "pooling", "");
+  set_option_source(help, "seg_hidden", "the paper (4 linear layers)");
+  set_option_source(help, "dropout", "the paper (no dropout in its head)");
+  set_option_source(help, "seg_negative_slope", "the paper (ReLU)");
+  return help;
 }
 
 nlohmann::json VNTSegOptions::to_json() const {
@@ -94,6 +119,15 @@ VNDGCNNSegOptions VNDGCNNSegOptions::from_json(const nlohmann::json& j) {
   if (o.pooling != "mean" && o.pooling != "max")
     throw UsageError("vn-dgcnn-seg option 'pooling' = \"" + o.pooling + "\": expected mean or max");
   return o;
+}
+
+OptionHelpList VNDGCNNSegOptions::option_help() {
+  auto help = concat_options(without_options(VNDGCNNOptions::option_help(), {"classes", "dropout"}),
+                             PartHeadOptions::option_help());
+  set_option_source(help, "k", "as DGCNN's part segmentation");
+  set_option_source(help, "dropout", "the reference code");
+  set_option_source(help, "seg_negative_slope", "the reference code");
+  return help;
 }
 
 nlohmann::json VNDGCNNSegOptions::to_json() const {
@@ -155,6 +189,13 @@ XYZTransformerSegOptions XYZTransformerSegOptions::from_json(const nlohmann::jso
   o.head.read(r);
   read_xyz_backbone_options(r, o.backbone);
   return o;
+}
+
+OptionHelpList XYZTransformerSegOptions::option_help() {
+  auto help = concat_options(without_options(XYZTransformerOptions::option_help(), kClassifierHeadKeys),
+                             PartHeadOptions::option_help());
+  set_option_source(help, "pooling", "the same as vnt-seg");
+  return help;
 }
 
 nlohmann::json XYZTransformerSegOptions::to_json() const {

@@ -34,6 +34,7 @@ struct PartHeadOptions {
 
   void read(OptionReader& reader);
   void write(nlohmann::json& j) const;
+  static OptionHelpList option_help();  // a line per key write() sets
   PartSegmentationHead make(int64_t point_features, int64_t global_features) const;
 };
 
@@ -42,6 +43,7 @@ struct VNTSegOptions {
   PartHeadOptions head;
   VNTSegOptions();  // the paper's segmentation settings
   static VNTSegOptions from_json(const nlohmann::json& j);
+  static OptionHelpList option_help();  // a line per to_json() key
   nlohmann::json to_json() const;
 };
 
@@ -60,6 +62,7 @@ struct VNDGCNNSegOptions {
   PartHeadOptions head;
   VNDGCNNSegOptions();  // the original's head: dropout 0.5, LeakyReLU 0.2
   static VNDGCNNSegOptions from_json(const nlohmann::json& j);
+  static OptionHelpList option_help();  // a line per to_json() key
   nlohmann::json to_json() const;
 };
 
@@ -84,6 +87,7 @@ struct XYZTransformerSegOptions {
   PartHeadOptions head;
   XYZTransformerSegOptions();
   static XYZTransformerSegOptions from_json(const nlohmann::json& j);
+  static OptionHelpList option_help();  // a line per to_json() key
   nlohmann::json to_json() const;
 };
 

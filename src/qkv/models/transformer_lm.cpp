@@ -34,6 +34,17 @@ nlohmann::json TransformerLMOptions::to_json() const {
           {"dk", dk},       {"dv", dv},                 {"mlp_hidden", mlp_hidden}, {"dropout", dropout}};
 }
 
+OptionHelpList TransformerLMOptions::option_help() {
+  return {{"vocab", "vocabulary size (256: one token per byte)"},
+          {"d_model", "model width"},
+          {"layers", "transformer blocks"},
+          {"heads", "attention heads per block"},
+          {"dk", "per-head query/key width r; 0 = d_model / heads"},
+          {"dv", "per-head value width; 0 = d_model / heads"},
+          {"mlp_hidden", "hidden units of each block's MLP; 0 = 4 * d_model", "Vaswani et al.'s ratio"},
+          {"dropout", "dropout on the attention weights and on each block's two residual branches"}};
+}
+
 at::Tensor sinusoidal_positions(int64_t offset, int64_t n, int64_t d, const at::TensorOptions& options) {
   auto pos = torch::arange(offset, offset + n, options.dtype(torch::kDouble)).unsqueeze(1);  // [n,1]
   auto i = torch::arange(0, d / 2, options.dtype(torch::kDouble));                            // [d/2]

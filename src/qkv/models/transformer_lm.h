@@ -11,6 +11,7 @@
 
 #include "qkv/attention/multi_head_attention.h"
 #include "qkv/models/model.h"
+#include "qkv/models/options.h"
 
 namespace qkv::attention {
 class KVCache;
@@ -29,6 +30,7 @@ struct TransformerLMOptions {
   double dropout = 0.0;
 
   static TransformerLMOptions from_json(const nlohmann::json& j);
+  static OptionHelpList option_help();  // a line per to_json() key
   nlohmann::json to_json() const;
   int64_t head_dk() const { return dk > 0 ? dk : d_model / heads; }
   int64_t head_dv() const { return dv > 0 ? dv : d_model / heads; }

@@ -31,6 +31,14 @@ nlohmann::json VNDGCNNOptions::to_json() const {
   return {{"classes", classes}, {"k", k}, {"pooling", pooling}, {"dropout", dropout}};
 }
 
+OptionHelpList VNDGCNNOptions::option_help() {
+  return {{"classes", "output classes (ModelNet40)"},
+          {"k", "neighbours of each dynamic kNN graph", "as DGCNN and Vector Neurons"},
+          {"pooling", "pooling over each point's neighbours: mean, or max (VNMaxPool, adds parameters)",
+           "the reference code"},
+          {"dropout", "dropout in the 512-256 classification head"}};
+}
+
 VNDGCNN::VNDGCNN(const VNDGCNNOptions& o) : options_(o) {
   const int64_t in[] = {1, kC1, kC2, kC3}, out[] = {kC1, kC2, kC3, kC4};
   auto convs = torch::nn::ModuleList(), pools = torch::nn::ModuleList();

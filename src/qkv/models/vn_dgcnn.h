@@ -9,6 +9,7 @@
 
 #include "qkv/models/cloud_head.h"
 #include "qkv/models/model.h"
+#include "qkv/models/options.h"
 #include "qkv/vn/vn_layers.h"
 
 namespace qkv::models {
@@ -20,6 +21,7 @@ struct VNDGCNNOptions {
   double dropout = 0.5;
 
   static VNDGCNNOptions from_json(const nlohmann::json& j);
+  static OptionHelpList option_help();  // a line per to_json() key
   nlohmann::json to_json() const;
 };
 

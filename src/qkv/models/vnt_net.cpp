@@ -51,6 +51,27 @@ nlohmann::json VNTNetOptions::to_json() const {
           {"negative_slope", negative_slope}};
 }
 
+OptionHelpList VNTNetOptions::option_help() {
+  const std::string silent = "our choice (the paper is silent)";
+  return {{"classes", "output classes (ModelNet40)"},
+          {"linear_dim", "C: vector channels of the edge-conv output and of every block", "the paper (classification)"},
+          {"heads", "VNAttention heads per block", "the paper (classification)"},
+          {"head_dim", "channels per head", "the paper"},
+          {"blocks", "basic blocks (multi-head VNAttention and VN-FFN, each with a residual)", "the paper"},
+          {"ffn_hidden", "VN-FFN hidden channels; 0 = 4 * linear_dim", silent},
+          {"k", "neighbours of the edge-conv kNN graph", silent + ", as DGCNN and Vector Neurons"},
+          {"edge_cross", "add neighbour x centre to the edge features [neighbour - centre, centre]", silent},
+          {"normals", "normals as a second vector channel of the edge conv (reads inputs[\"normals\"])"},
+          {"layer_norm", "VNLayerNorm before attention and VN-FFN", "the paper (none)"},
+          {"normalize_frame", "Gram-Schmidt-orthonormal frame in the invariant layer", "as Vector Neurons"},
+          {"pooling", "global pooling over the points: max, mean or max+mean", silent},
+          {"head_hidden", "hidden widths of the classification head (BatchNorm, LeakyReLU, dropout)",
+           "the paper (3 linear layers), widths as VN-DGCNN"},
+          {"dropout", "dropout in the classification head", "the paper"},
+          {"negative_slope", "LeakyReLU slope of the edge conv, the invariant layer and the head",
+           "as DGCNN and Vector Neurons"}};
+}
+
 at::Tensor vn_input(const data::Batch& batch, bool with_normals) {
   const auto& points = batch.input("points");
   if (points.dim() != 3 || points.size(1) != 3)

@@ -33,6 +33,7 @@ struct VNTNetOptions {
   double negative_slope = 0.2;
 
   static VNTNetOptions from_json(const nlohmann::json& j, const std::string& name = "vnt");
+  static OptionHelpList option_help();  // a line per to_json() key
   nlohmann::json to_json() const;
   int64_t hidden() const { return ffn_hidden > 0 ? ffn_hidden : 4 * linear_dim; }
 };

@@ -38,6 +38,18 @@ nlohmann::json XYZTransformerOptions::to_json() const {
           {"pooling", pooling},         {"head_hidden", head_hidden}, {"dropout", dropout}};
 }
 
+OptionHelpList XYZTransformerOptions::option_help() {
+  return {{"classes", "output classes (ModelNet40)"},
+          {"d_model", "encoder width"},
+          {"layers", "pre-LayerNorm encoder blocks"},
+          {"heads", "attention heads per block (must divide d_model)"},
+          {"embed_hidden", "hidden width of the per-point xyz embedding MLP"},
+          {"mlp_hidden", "hidden units of each block's MLP; 0 = 4 * d_model"},
+          {"pooling", "global pooling over the points: max, mean or max+mean", "the same as vnt"},
+          {"head_hidden", "hidden widths of the classification head", "the same as vnt"},
+          {"dropout", "dropout in the classification head (the encoder has none)", "the same as vnt"}};
+}
+
 XYZTransformerBackbone::XYZTransformerBackbone(const XYZTransformerOptions& o) : options_(o) {
   embed_in_ = register_module("embed_in", torch::nn::Linear(3, o.embed_hidden));
   embed_out_ = register_module("embed_out", torch::nn::Linear(o.embed_hidden, o.d_model));

@@ -29,6 +29,7 @@ struct XYZTransformerOptions {
   double dropout = 0.5;  // in the head; the encoder has none
 
   static XYZTransformerOptions from_json(const nlohmann::json& j);
+  static OptionHelpList option_help();  // a line per to_json() key
   nlohmann::json to_json() const;
 };
 

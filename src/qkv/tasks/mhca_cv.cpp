@@ -39,6 +39,52 @@ std::string fold_name(const data::CVFold& f) {
   return "run" + std::to_string(f.run + 1) + "_fold" + std::to_string(f.fold + 1);
 }
 
+// "4.2 s" under a minute, else "1:02:03".
+std::string short_duration(double seconds) {
+  if (seconds >= 59.95) return train::format_duration(seconds);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", seconds);
+  return buf;
+}
+
+// The rest of a CV's time: per model, the mean seconds of the folds this call
+// trained (folds read back from an earlier call do not count) times the folds
+// it still has to train. Models differ by orders of magnitude (XGBoost takes
+// seconds where a network takes hours), hence one rate each.
+class CVClock {
+ public:
+  void pending(const std::string& model) { ++models_[model].left; }
+  void trained(const std::string& model, double seconds) {
+    auto& m = models_[model];
+    m.seconds += seconds;
+    ++m.timed;
+    --m.left;
+  }
+  // "ETA 1:02:03"; "ETA > 1:02:03" while a model with folds left has none
+  // timed yet; empty when nothing is left.
+  std::string eta() const {
+    double seconds = 0;
+    bool left = false, bound = false;
+    for (const auto& [name, m] : models_) {
+      if (m.left <= 0) continue;
+      left = true;
+      if (m.timed == 0)
+        bound = true;
+      else
+        seconds += m.seconds / static_cast<double>(m.timed) * static_cast<double>(m.left);
+    }
+    if (!left) return "";
+    return std::string(bound ? "ETA > " : "ETA ") + train::format_duration(seconds);
+  }
+
+ private:
+  struct PerModel {
+    double seconds = 0;
+    int64_t timed = 0, left = 0;
+  };
+  std::map<std::string, PerModel> models_;
+};
+
 }  // namespace
 
 int64_t spect_tokens(const nlohmann::json& user_options, const std::vector<int64_t>& volume_shape) {
@@ -92,16 +138,15 @@ std::vector<std::string> select_features(const CohortData& cohort, const std::ve
   rfe.n_features_to_select = n_features;
   XGBoostParams xgb = selection.xgboost;
   xgb.threads = xgboost_threads(static_cast<int64_t>(rows.size()), table.cols(), xgb.threads);
-  const bool live = !quiet && train::ProgressBar::stderr_is_terminal();
+  // One step per elimination round (one XGBoost fit), on a terminal only.
+  train::ProgressBar bar("RFE", rfe_rounds(table.cols(), rfe), !quiet && train::ProgressBar::stderr_is_terminal());
   auto progress = [&](int64_t round, int64_t remaining) {
     if (interrupt_requested()) throw DataError("interrupted during feature selection");
-    if (live)
-      std::fprintf(stderr, "\r  RFE round %lld: %lld features  ", static_cast<long long>(round),
-                   static_cast<long long>(remaining));
+    bar.update(round, std::to_string(remaining) + " features left");
   };
   auto result = recursive_feature_elimination(x.data(), static_cast<int64_t>(rows.size()), table.cols(), labels,
                                               xgb, rfe, progress);
-  if (live) std::fprintf(stderr, "\r%60s\r", "");
+  bar.clear();
   std::vector<std::string> ids;
   for (auto c : result.selected) ids.push_back(table.cpg_ids[c]);
   return ids;
@@ -187,7 +232,8 @@ FoldPredictions train_network_fold(const CohortData& cohort, const data::CVFold&
   Augmentation augmentation = options.augmentation;
   augmentation.cpg_std = cpg_std(cohort, fold.train, prep);
   hooks.augment = augmentation;
-  hooks.quiet = true;
+  hooks.quiet = options.quiet;  // the trainer's line per epoch, under run_cross_validation's fold line
+  hooks.live_progress = !options.quiet && train::ProgressBar::stderr_is_terminal();
   hooks.title = "qkv mhca cv: " + model_name + " " + fold_name(fold);
   models::ModelPtr model;
   auto result = train::execute_run(request, dir, false, splits, hooks, &model);
@@ -349,48 +395,91 @@ nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& o
     per_fold[m] = nlohmann::json::array();
   }
 
+  auto fold_dir = [&](const data::CVFold& fold) { return out_dir + "/folds/" + fold_name(fold); };
+  auto cpg_file = [&](const data::CVFold& fold) { return fold_dir(fold) + "/selected_cpgs.txt"; };
+  auto done_file = [&](const data::CVFold& fold, const std::string& model) {
+    return fold_dir(fold) + "/" + model + "/fold_predictions.json";
+  };
+  CVClock clock;
+  const std::string kSelection = "feature selection";  // timed like a model: RFE takes a while at the paper's size
+  int64_t done_before = 0;
   for (const auto& fold : folds) {
-    const std::string dir = out_dir + "/folds/" + fold_name(fold);
+    if (!fs::exists(cpg_file(fold))) clock.pending(kSelection);
+    for (const auto& m : options.models) {
+      if (fs::exists(done_file(fold, m)))
+        ++done_before;
+      else
+        clock.pending(m);
+    }
+  }
+  if (!options.quiet && done_before > 0)
+    std::fprintf(stderr, "mhca cv: %lld of %lld model folds already done in %s; continuing\n",
+                 static_cast<long long>(done_before), static_cast<long long>(folds.size() * options.models.size()),
+                 out_dir.c_str());
+
+  for (size_t fold_index = 0; fold_index < folds.size(); ++fold_index) {
+    const auto& fold = folds[fold_index];
+    const std::string dir = fold_dir(fold);
+    // "fold 3/15 (run 1, fold 3)"
+    const std::string label = "fold " + std::to_string(fold_index + 1) + "/" + std::to_string(folds.size()) +
+                              " (run " + std::to_string(fold.run + 1) + ", fold " + std::to_string(fold.fold + 1) +
+                              ")";
     make_directories(dir);
     std::vector<int64_t> fit_rows = fold.train;
     fit_rows.insert(fit_rows.end(), fold.val.begin(), fold.val.end());
     // Feature selection sees the fold's training part (train + val) only.
-    const std::string cpg_file = dir + "/selected_cpgs.txt";
     std::vector<std::string> cpgs;
-    if (fs::exists(cpg_file)) {
-      cpgs = data::read_cpg_list(cpg_file);
+    if (fs::exists(cpg_file(fold))) {
+      cpgs = data::read_cpg_list(cpg_file(fold));
     } else {
       if (!options.quiet)
-        std::fprintf(stderr, "%s: selecting %lld CpG sites (%s) on %zu training subjects\n", fold_name(fold).c_str(),
+        std::fprintf(stderr, "%s: selecting %lld CpG sites (%s) on %zu training subjects\n", label.c_str(),
                      static_cast<long long>(n_features), options.selection.mode.c_str(), fit_rows.size());
+      const auto start = std::chrono::steady_clock::now();
       cpgs = select_features(cohort, fit_rows, options.selection, n_features, options.quiet);
-      data::write_cpg_list(cpg_file, cpgs, "CpG sites selected on " + fold_name(fold) + "'s training part");
+      clock.trained(kSelection, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      data::write_cpg_list(cpg_file(fold), cpgs, "CpG sites selected on " + fold_name(fold) + "'s training part");
     }
     const auto prep = fit_preprocessing(cohort, fold.train, cpgs, options.normalisation);
     for (const auto& m : options.models) {
       const std::string model_dir = dir + "/" + m;
-      const std::string done_file = model_dir + "/fold_predictions.json";
+      // XGBoost trains on train + val (no early stopping) and gets one line, once it is fitted.
+      char sizes[96];
+      if (m == "xgboost")
+        std::snprintf(sizes, sizeof sizes, "%zu train / %zu test", fold.train.size() + fold.val.size(),
+                      fold.test.size());
+      else
+        std::snprintf(sizes, sizeof sizes, "%zu train / %zu val / %zu test", fold.train.size(), fold.val.size(),
+                      fold.test.size());
       FoldPredictions fp;
       double seconds = -1;  // -1: read back from a previous call, nothing to print
-      if (fs::exists(done_file)) {
-        auto j = read_json_file(done_file);
+      if (fs::exists(done_file(fold, m))) {
+        auto j = read_json_file(done_file(fold, m));
         fp.probabilities = j.at("probabilities").get<std::vector<double>>();
         fp.info = j.at("info");
       } else {
+        if (!options.quiet && m != "xgboost") std::fprintf(stderr, "%s %s: %s\n", label.c_str(), m.c_str(), sizes);
         const auto start = std::chrono::steady_clock::now();
         fp = m == "xgboost" ? train_xgboost_fold(cohort, fold, prep, options, model_dir)
                             : train_network_fold(cohort, fold, m, prep, options, model_dir, device);
         if (fp.probabilities.empty() || interrupt_requested()) return {{"interrupted", true}};
         nlohmann::json j = {{"probabilities", fp.probabilities}, {"info", fp.info}};
-        write_file_atomic(done_file, j.dump() + "\n");
+        write_file_atomic(done_file(fold, m), j.dump() + "\n");
         seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        clock.trained(m, seconds);
       }
       auto metrics = binary_metrics(fp.probabilities, cohort.labels_of(fold.test));
-      if (!options.quiet && seconds >= 0)
-        std::fprintf(stderr, "%s %-9s accuracy %.3f  AUROC %s  (%.1f s)\n", fold_name(fold).c_str(), m.c_str(),
-                     metrics.value("accuracy", 0.0),
-                     metrics["auroc"].is_null() ? "n/a" : std::to_string(metrics["auroc"].get<double>()).c_str(),
-                     seconds);
+      if (!options.quiet && seconds >= 0) {
+        // "fold 3/15 (run 1, fold 3) mhca: test accuracy 0.812  AUROC 0.873  in 1:02:03; ETA 14:31:00"
+        char auroc[16] = "n/a", result[96];
+        if (!metrics["auroc"].is_null()) std::snprintf(auroc, sizeof auroc, "%.3f", metrics["auroc"].get<double>());
+        std::snprintf(result, sizeof result, "test accuracy %.3f  AUROC %s  in %s", metrics.value("accuracy", 0.0),
+                      auroc, short_duration(seconds).c_str());
+        std::string line = label + " " + m + ": " + (m == "xgboost" ? std::string(sizes) + ", " : "") + result;
+        const std::string eta = clock.eta();
+        if (!eta.empty()) line += "; " + eta;
+        std::fprintf(stderr, "%s\n", line.c_str());
+      }
       for (size_t i = 0; i < fold.test.size(); ++i) {
         const int64_t r = fold.test[i];
         run_probs[m][fold.run][r] = fp.probabilities.at(i);

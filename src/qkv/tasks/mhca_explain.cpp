@@ -16,6 +16,7 @@
 #include "qkv/core/npy.h"
 #include "qkv/core/png.h"
 #include "qkv/medical/nifti.h"
+#include "qkv/train/progress.h"
 
 namespace qkv::mhca {
 namespace fs = std::filesystem;
@@ -167,6 +168,9 @@ nlohmann::json explain_subjects(models::MHCANet& model, const CohortData& cohort
   auto map_sum = torch::zeros({encoder.volume_shape[0], encoder.volume_shape[1], encoder.volume_shape[2]});
   nlohmann::json subjects = nlohmann::json::array();
   std::vector<double> fraction_pd, fraction_control;
+  // Per subject, on a terminal; stdout carries the result.
+  train::ProgressBar bar("explain", static_cast<int64_t>(rows.size()),
+                         rows.size() > 1 && train::ProgressBar::stderr_is_terminal());
   for (size_t i = 0; i < rows.size(); ++i) {
     const int64_t r = rows[i];
     const std::string& id = cohort.subject_ids[r];
@@ -203,7 +207,9 @@ nlohmann::json explain_subjects(models::MHCANet& model, const CohortData& cohort
       write_cpg_ranking(dir + "/cpg_attention.csv", prep.cpg_ids, cpg_attention, planted);
     }
     subjects.push_back(s);
+    bar.update(static_cast<int64_t>(i + 1), id);
   }
+  bar.clear();
 
   const double n = static_cast<double>(rows.size());
   auto cpg_mean = (cpg_sum / n).to(torch::kFloat32);

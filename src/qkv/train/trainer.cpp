@@ -101,6 +101,9 @@ nlohmann::json evaluate(models::Model& model, const data::Dataset& dataset, int6
   double loss_sum = 0, weight = 0;
   const int64_t world = group ? group->world_size() : 1, rank = group ? group->rank() : 0;
   const int64_t first = dataset.size() * rank / world, n = dataset.size() * (rank + 1) / world;
+  // Shown only when an evaluation runs past a second: a small validation set each epoch leaves no flicker.
+  ProgressBar bar("evaluating", (n - first + batch_size - 1) / batch_size,
+                  rank == 0 && ProgressBar::stderr_is_terminal(), /*delay_seconds=*/1.0);
   for (int64_t begin = first; begin < n; begin += batch_size) {
     std::vector<int64_t> idx;
     for (int64_t i = begin; i < std::min(n, begin + batch_size); ++i) idx.push_back(i);
@@ -112,7 +115,9 @@ nlohmann::json evaluate(models::Model& model, const data::Dataset& dataset, int6
       weight += scored;
     }
     accumulator->add(logits.detach(), batch.target);
+    bar.update((begin - first) / batch_size + 1, weight > 0 ? loss_sum / weight : 0.0);
   }
+  bar.clear();
   model.train(was_training);
   if (group && world > 1) {
     auto sums = torch::tensor({loss_sum, weight}, torch::kDouble);
