@@ -1,12 +1,12 @@
 #include "qkv/core/json_file.h"
 
-#include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/text.h"
 
 namespace qkv {
 
 nlohmann::json read_json_file(const std::string& path) {
-  const auto bytes = read_file_bytes(path);
+  const std::string bytes = read_text_file(path);
   try {
     return nlohmann::json::parse(bytes.begin(), bytes.end());
   } catch (const nlohmann::json::exception& e) {

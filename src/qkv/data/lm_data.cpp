@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/text.h"
 
 namespace qkv::data {
 namespace {
@@ -148,8 +148,7 @@ void check_utf8(const std::string& s, const std::string& source) {
 
 Splits load_text_corpus(const std::string& path, int64_t context) {
   if (context < 1) throw ConfigError("context", "must be at least 1");
-  const auto bytes = read_file_bytes(path);
-  const std::string text(bytes.begin(), bytes.end());
+  const std::string text = read_text_file(path);
   if (text.empty()) throw DataError(path + ": the text file is empty");
   check_utf8(text, path);
   if (text.size() < 2) throw DataError(path + ": too short to train on (" + std::to_string(text.size()) + " byte)");

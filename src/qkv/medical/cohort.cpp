@@ -14,6 +14,7 @@
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/parse_errors.h"
+#include "qkv/core/text.h"
 
 namespace qkv::data {
 namespace {
@@ -24,24 +25,7 @@ using parse::fail;
 using parse::fail_at;
 using parse::show;
 
-std::string lower(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-bool ends_with_tsv(const std::string& path) {
-  return path.size() >= 4 && lower(std::string_view(path).substr(path.size() - 4)) == ".tsv";
-}
-
-// read_file_bytes alone would report a folder as an empty file.
-std::vector<char> read_text(const std::string& path) {
-  std::error_code ec;
-  const auto status = fs::status(path, ec);
-  if (!fs::exists(status)) fail(path, "no such file");
-  if (fs::is_directory(status)) fail(path, "is a folder, not a file");
-  return read_file_bytes(path);
-}
+bool ends_with_tsv(const std::string& path) { return ends_with(lower(path), ".tsv"); }
 
 // Spreadsheets save CSV with a UTF-8 byte-order mark, which would otherwise
 // become part of the first header name.
@@ -230,7 +214,7 @@ std::string plural(size_t n, const std::string& one, const std::string& many) {
 // ---------------------------------------------------------------- manifest
 
 Manifest read_manifest(const std::string& path) {
-  const std::vector<char> bytes = read_text(path);
+  const std::string bytes = read_text_file(path);
   const char* begin = skip_bom(bytes.data(), bytes.data() + bytes.size());
   const char* end = bytes.data() + bytes.size();
   Records records(begin, end, detect_delimiter(begin, end), path);
@@ -346,7 +330,7 @@ int64_t MethylationTable::missing_count() const {
 }
 
 MethylationTable read_methylation_table(const std::string& path) {
-  const std::vector<char> bytes = read_text(path);
+  const std::string bytes = read_text_file(path);
   const char* begin = skip_bom(bytes.data(), bytes.data() + bytes.size());
   const char* end = bytes.data() + bytes.size();
   const char delim = detect_delimiter(begin, end);
@@ -497,7 +481,7 @@ MethylationTable select_cpgs(const MethylationTable& table, const std::vector<st
 // ---------------------------------------------------------------- CpG lists
 
 std::vector<std::string> read_cpg_list(const std::string& path) {
-  const std::vector<char> bytes = read_text(path);
+  const std::string bytes = read_text_file(path);
   const char* begin = skip_bom(bytes.data(), bytes.data() + bytes.size());
   const std::string_view text(begin, static_cast<size_t>(bytes.data() + bytes.size() - begin));
   std::vector<std::string> ids;
@@ -510,8 +494,7 @@ std::vector<std::string> read_cpg_list(const std::string& path) {
     if (eol == std::string_view::npos) eol = text.size();
     std::string_view entry = text.substr(pos, eol - pos);
     pos = eol + 1;
-    while (!entry.empty() && std::isspace(static_cast<unsigned char>(entry.front()))) entry.remove_prefix(1);
-    while (!entry.empty() && std::isspace(static_cast<unsigned char>(entry.back()))) entry.remove_suffix(1);
+    entry = trim(entry);
     if (entry.empty() || entry.front() == '#') continue;
     if (entry.find_first_of(" \t,;\r") != std::string_view::npos)
       fail_at(path, line, show(entry) + " is not one CpG id (one id per line, nothing else)");

@@ -20,6 +20,7 @@
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/text.h"
 
 namespace qkv::data {
 namespace {
@@ -38,10 +39,6 @@ void quiet_nifticlib() {
     return true;
   }();
   (void)done;
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 struct GzCloser {

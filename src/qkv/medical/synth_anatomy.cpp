@@ -1,7 +1,6 @@
 #include "qkv/medical/synth_anatomy.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +8,7 @@
 #include <sstream>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/text.h"
 
 namespace qkv::mhca::synth {
 namespace {
@@ -207,15 +207,6 @@ Anatomy ellipsoid_anatomy() {
       json{{"structure", "putamen"}, {"centre_mm", {25, 2, 0}}, {"semi_axes_mm", {6, 15, 9}}},
   });
   return a;
-}
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // MRIcron names the list after the image with ".txt" added to the .nii name

@@ -3,7 +3,6 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -22,11 +21,6 @@ bool is_file(const fs::path& p) {
 bool is_dir(const fs::path& p) {
   std::error_code ec;
   return fs::is_directory(p, ec);
-}
-
-std::string to_lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
 }
 
 void check_out_dir(const std::string& dir, bool overwrite) {

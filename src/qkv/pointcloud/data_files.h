@@ -14,7 +14,6 @@ namespace qkv::pointcloud {
 
 bool is_file(const std::filesystem::path& p);
 bool is_dir(const std::filesystem::path& p);
-std::string to_lower(std::string s);
 
 // Before a generator writes into `dir`: UsageError if it exists and is not a
 // folder, or holds files while `overwrite` is not set.

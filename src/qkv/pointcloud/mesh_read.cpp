@@ -2,18 +2,17 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <string_view>
 #include <vector>
 
 #include "qkv/core/errors.h"
 #include "qkv/core/parse_errors.h"
+#include "qkv/core/text.h"
 
 namespace qkv::pointcloud {
 namespace {
@@ -21,22 +20,6 @@ namespace {
 using parse::fail;
 using parse::fail_at;
 using parse::show;
-
-std::string slurp(const std::string& path) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (!std::filesystem::exists(status)) fail(path, "no such file");
-  if (std::filesystem::is_directory(status)) fail(path, "is a folder, not a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, std::string("cannot open: ") + std::strerror(errno));
-  in.seekg(0, std::ios::end);
-  const auto size = static_cast<std::streamoff>(in.tellg());
-  if (size < 0) fail(path, "cannot read");
-  in.seekg(0, std::ios::beg);
-  std::string text(static_cast<size_t>(size), '\0');
-  if (size > 0 && !in.read(text.data(), size)) fail(path, "read failed");
-  return text;
-}
 
 // Walks a text buffer line by line, counting lines from 1 and dropping '\r'.
 class Lines {
@@ -63,13 +46,6 @@ class Lines {
   int64_t line() const { return line_; }
   // Bytes of the text consumed so far: where the next line starts.
   size_t consumed() const { return size_ - rest_.size(); }
-
-  static std::string_view trim(std::string_view s) {
-    size_t b = 0, e = s.size();
-    while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-    while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-    return s.substr(b, e - b);
-  }
 
  private:
   std::string_view rest_;
@@ -139,7 +115,7 @@ Mesh parse_off(const std::string& path, std::string_view text) {
   if (line.substr(0, 3) != "OFF")
     fail(path, "bad magic: expected 'OFF' on the first line, found " + show(line));
   // Some ModelNet40 files fuse the counts onto the magic line: "OFF490 518 0".
-  std::string_view counts_line = Lines::trim(line.substr(3));
+  std::string_view counts_line = trim(line.substr(3));
   if (counts_line.empty() && !lines.next_nonblank(counts_line, true))
     fail(path, "truncated: no counts line after 'OFF'");
   std::vector<std::string_view> tok;
@@ -560,24 +536,18 @@ Mesh parse_point_text(const std::string& path, std::string_view text, int64_t ma
   return mesh;
 }
 
-std::string lower_extension(const std::string& path) {
-  auto ext = std::filesystem::path(path).extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-  return ext;
-}
-
 }  // namespace
 
-Mesh read_off(const std::string& path) { return parse_off(path, slurp(path)); }
+Mesh read_off(const std::string& path) { return parse_off(path, read_text_file(path)); }
 
-Mesh read_ply(const std::string& path) { return parse_ply(path, slurp(path)); }
+Mesh read_ply(const std::string& path) { return parse_ply(path, read_text_file(path)); }
 
 Mesh read_point_text(const std::string& path, int64_t max_points) {
-  return parse_point_text(path, slurp(path), max_points);
+  return parse_point_text(path, read_text_file(path), max_points);
 }
 
 Mesh read_shape_file(const std::string& path) {
-  const auto ext = lower_extension(path);
+  const auto ext = lower(std::filesystem::path(path).extension().string());
   if (ext == ".off") return read_off(path);
   if (ext == ".ply") return read_ply(path);
   if (ext == ".txt" || ext == ".xyz") return read_point_text(path);

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/text.h"
 #include "qkv/pointcloud/data_files.h"
 #include "qkv/pointcloud/mesh_read.h"
 #include "qkv/pointcloud/sampling.h"
@@ -116,7 +117,7 @@ ModelNetData load_off_tree(const fs::path& dir, const ModelNetLoadOptions& o) {
       if (!is_dir(split_dir)) throw DataError(split_dir.string() + ": missing folder (class '" + class_names[c] + "')");
       int64_t taken = 0;
       for (const auto& f : sorted_entries(split_dir, false)) {
-        if (to_lower(f.extension().string()) != ".off") continue;
+        if (lower(f.extension().string()) != ".off") continue;
         if (o.max_per_class > 0 && taken == o.max_per_class) break;
         ++taken;
         const auto relative = class_names[c] + "/" + kSplits[split] + "/" + f.filename().string();
@@ -266,7 +267,7 @@ struct Detected {
 std::optional<Detected> detect(const fs::path& dir) {
   if (is_file(dir / "train_files.txt") || is_file(dir / "test_files.txt")) return Detected{kH5Layout, ""};
   for (const auto& f : sorted_entries(dir, false))
-    if (to_lower(f.extension().string()) == ".h5") return Detected{kH5Layout, ""};
+    if (lower(f.extension().string()) == ".h5") return Detected{kH5Layout, ""};
   if (is_file(dir / "modelnet40_train.txt") || is_file(dir / "modelnet40_test.txt") ||
       is_file(dir / "modelnet40_shape_names.txt"))
     return Detected{kResampledLayout, "modelnet40"};

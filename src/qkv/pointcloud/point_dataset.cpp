@@ -4,9 +4,9 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <cctype>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/text.h"
 #include "qkv/pointcloud/sampling.h"
 #include "qkv/pointcloud/transforms.h"
 
@@ -78,8 +78,7 @@ void check_options(const PointViewOptions& o) {
 }  // namespace
 
 Rotation parse_rotation(const std::string& name) {
-  std::string s = name;
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string s = lower(name);
   if (s == "none" || s == "i") return Rotation::None;  // "I" in the segmentation papers' protocols
   if (s == "z") return Rotation::Up;
   if (s == "so3") return Rotation::SO3;

@@ -15,6 +15,8 @@
 #include <sstream>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/json_file.h"
+#include "qkv/core/text.h"
 #include "qkv/pointcloud/data_files.h"
 #include "qkv/pointcloud/sampling.h"
 
@@ -75,13 +77,7 @@ void load_text_shape(const TextItem& item, const ShapeNetPartLoadOptions& o, flo
 
 std::vector<std::string> read_split_list(const fs::path& path) {
   if (!is_file(path)) throw DataError(path.string() + ": missing split file");
-  std::ifstream in(path);
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const nlohmann::json::exception& e) {
-    throw DataError(path.string() + ": not valid JSON (" + e.what() + ")");
-  }
+  const nlohmann::json j = read_json_file(path.string());
   if (!j.is_array()) throw DataError(path.string() + ": expected a JSON list of \"shape_data/<synset>/<token>\"");
   std::vector<std::string> out;
   for (const auto& e : j) {
@@ -315,7 +311,7 @@ std::vector<std::string> shapenet_part_category_names() {
 int64_t find_part_category(const std::string& name_or_synset, const std::string& what) {
   const auto& cats = shapenet_part_categories();
   for (size_t i = 0; i < cats.size(); ++i)
-    if (to_lower(cats[i].name) == to_lower(name_or_synset) || cats[i].synset == name_or_synset)
+    if (lower(cats[i].name) == lower(name_or_synset) || cats[i].synset == name_or_synset)
       return static_cast<int64_t>(i);
   std::string known;
   for (const auto& c : cats) known += (known.empty() ? "" : ", ") + c.name;

@@ -12,6 +12,7 @@
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/text.h"
 #include "qkv/pointcloud/data_files.h"
 #include "qkv/pointcloud/sampling.h"
 #include "qkv/pointcloud/shapenet_part.h"
@@ -23,7 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // ShapeNet category -> the synthetic class that builds it.
-std::string synth_class_of(const std::string& category) { return to_lower(category); }
+std::string synth_class_of(const std::string& category) { return lower(category); }
 
 std::string shape_text(const Mesh& mesh, int64_t points, uint64_t seed, const PartCategory& category,
                        const std::string& what) {
