@@ -5,23 +5,11 @@
 #include "qkv/models/model.h"
 
 namespace qkv::cli {
-namespace {
-// TEMPORARY until the registry says each model's task.
-std::vector<std::string> models_for_task_tmp(const std::string& task) {
-  if (task == "classification") return {"vnt", "vnt+n", "vn-dgcnn", "xyz-transformer"};
-  return {"vnt-seg", "vn-dgcnn-seg", "xyz-transformer-seg"};
-}
-std::string model_help_tmp(const std::string& task) {
-  std::string help;
-  for (const auto& name : models_for_task_tmp(task)) help += (help.empty() ? "" : ", ") + name;
-  return help;
-}
-}  // namespace
 
 void add_point_model_options(CLI::App* cmd, PointModelOptions& o, const std::string& task, int64_t paper_linear_dim,
                              int64_t paper_heads) {
-  const auto names = models_for_task_tmp(task);
-  cmd->add_option("--model", o.model, model_help_tmp(task))->capture_default_str()->check(CLI::IsMember(names));
+  const auto names = models::models_for_task(task);
+  cmd->add_option("--model", o.model, models::model_help(task))->capture_default_str()->check(CLI::IsMember(names));
   cmd->add_option("--linear-dim", o.linear_dim,
                   "VNT-Net: linear dimension C (paper: " + std::to_string(paper_linear_dim) + "); 0 = model default");
   cmd->add_option("--heads", o.heads,

@@ -24,7 +24,12 @@ namespace qkv::mhca {
 namespace fs = std::filesystem;
 
 const std::vector<std::string>& cv_model_names() {
-  static const std::vector<std::string> names{"mhca", "concatnet", "spectnet", "xgboost"};
+  // The registry's MHCA-task networks, then the XGBoost baseline.
+  static const std::vector<std::string> names = [] {
+    auto n = models::models_for_task("mhca");
+    n.push_back("xgboost");
+    return n;
+  }();
   return names;
 }
 
@@ -339,7 +344,11 @@ nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& o
   for (const auto& m : options.models) {
     bool known = false;
     for (const auto& n : cv_model_names()) known = known || n == m;
-    if (!known) throw UsageError("--model " + m + ": not one of mhca, concatnet, spectnet, xgboost");
+    if (!known) {
+      std::string list;
+      for (const auto& n : cv_model_names()) list += (list.empty() ? "" : ", ") + n;
+      throw UsageError("--model " + m + ": not one of " + list);
+    }
     if (uses_volumes(m) && !cohort.volumes.defined()) throw UsageError("--model " + m + " needs the SPECT volumes");
   }
   options.train.validate();
