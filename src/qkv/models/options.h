@@ -1,12 +1,14 @@
 #pragma once
 // Reads a model's JSON options with range checks, so that every model rejects
-// unknown keys and bad values the same way (UsageError naming model and key).
+// unknown keys and bad values the same way (UsageError naming model and key),
+// and holds the one-line help of each option (OptionHelp).
 #include <nlohmann/json.hpp>
 #include <limits>
 #include <set>
 #include <stdexcept>
 #include <type_traits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "qkv/core/errors.h"
@@ -57,6 +59,8 @@ class OptionReader {
 // The help of one option, kept in a table next to the options' from_json
 // (Options::option_help()); the registry joins it with the defaults.
 struct OptionHelp {
+  OptionHelp(std::string key, std::string help, std::string source = "")
+      : key(std::move(key)), help(std::move(help)), source(std::move(source)) {}
   std::string key;
   std::string help;    // one line: what the option does
   std::string source;  // where the default comes from when it matters ("the paper", ...); empty otherwise
