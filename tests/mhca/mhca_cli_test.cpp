@@ -127,14 +127,14 @@ TEST_F(MhcaCli, CrossValidationThenExplainEndToEnd) {
   // The folds' selected CpG lists differ from each other's test subjects by construction; each holds 27 ids.
   EXPECT_EQ(data::read_cpg_list(out + "/folds/run1_fold1/selected_cpgs.txt").size(), 27u);
 
-  // Run again: finished folds are read back, the summary is the same.
+  // Run again (--resume): finished folds are read back, the summary is the same.
   const auto again = run_qkv("mhca cv " + cohort_args() + " --out " + out + " " + kNetOptions +
-                             " --runs 1 --folds 2 --epochs 2 --lr 1e-3 --xgb-estimators 10 --threads 2");
+                             " --runs 1 --folds 2 --epochs 2 --lr 1e-3 --xgb-estimators 10 --threads 2 --resume");
   ASSERT_EQ(again.status, 0) << again.output;
   EXPECT_EQ(read_json(out + "/summary.json").at("models"), summary.at("models"));
   // Other settings into the same folder are refused, not mixed with its folds.
   const auto other = run_qkv("mhca cv " + cohort_args() + " --out " + out + " " + kNetOptions +
-                             " --runs 1 --folds 2 --epochs 3 --lr 1e-3 --xgb-estimators 10 --threads 2");
+                             " --runs 1 --folds 2 --epochs 3 --lr 1e-3 --xgb-estimators 10 --threads 2 --resume");
   EXPECT_EQ(other.status, 2) << other.output;
   EXPECT_NE(other.output.find("other settings"), std::string::npos) << other.output;
 

@@ -1,0 +1,371 @@
+// Every command that writes, against the overwrite policy
+// (core/output_policy.h), as a user meets it: a fresh output is written; the
+// same command again is refused with one line naming --overwrite and leaves
+// every byte as it was; with --overwrite qkv's own files are written again and
+// a user's files next to them are kept; a file qkv did not write is never
+// replaced, not even with --overwrite; a synthetic-data folder holding a
+// user's file is refused, and one qkv made the same way is reused.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "support/cli_run.h"
+#include "support/test_files.h"
+
+namespace qkv::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---- the tree of an output, to see that a refused command touched nothing ----
+
+struct FileState {
+  std::string bytes;  // "<folder>" for a folder
+  fs::file_time_type mtime{};
+};
+using Tree = std::map<std::string, FileState>;
+
+// Every file and folder below `root` by relative path, with each file's bytes
+// and modification time (empty if `root` does not exist).
+Tree snapshot(const std::string& root) {
+  Tree tree;
+  if (!fs::exists(root)) return tree;
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    const std::string rel = fs::relative(e.path(), root).generic_string();
+    if (e.is_directory())
+      tree[rel] = {"<folder>", {}};
+    else if (e.is_regular_file())
+      tree[rel] = {read_text(e.path().string()), e.last_write_time()};
+  }
+  return tree;
+}
+
+// What differs between two snapshots, one line per path ("" if nothing).
+std::string changes(const Tree& before, const Tree& after) {
+  std::string out;
+  for (const auto& [path, state] : before) {
+    const auto it = after.find(path);
+    if (it == after.end())
+      out += "removed " + path + "\n";
+    else if (it->second.bytes != state.bytes)
+      out += "changed " + path + "\n";
+    else if (it->second.mtime != state.mtime)
+      out += "rewritten " + path + "\n";
+  }
+  for (const auto& item : after)
+    if (!before.count(item.first)) out += "added " + item.first + "\n";
+  return out;
+}
+
+const std::string kUserBytes = "the user's own notes, not qkv's\n";
+
+void put_user_file(const std::string& path) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << kUserBytes;
+}
+
+// The first regular file in `dir` (sorted by name), or "".
+std::string first_file_in(const std::string& dir) {
+  std::vector<std::string> files;
+  if (fs::is_directory(dir))
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.is_regular_file()) files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  return files.empty() ? "" : files.front();
+}
+
+// (b) `cmd` into an output that exists: exit 2, one line naming --overwrite,
+// nothing below `root` added, removed or rewritten.
+void expect_refused_untouched(const std::string& cmd, const std::string& root) {
+  const Tree before = snapshot(root);
+  ASSERT_FALSE(before.empty()) << root;
+  expect_clean_failure(run_qkv(cmd), 2, "--overwrite");
+  EXPECT_EQ(changes(before, snapshot(root)), "") << cmd;
+}
+
+// (c) `cmd --overwrite` with a user's files in `dir` next to qkv's outputs:
+// exit 0, the user's files kept byte for byte, each of `outputs` written again.
+CliResult expect_overwrite_keeps_user_files(const std::string& cmd, const std::string& dir,
+                                            const std::vector<std::string>& outputs) {
+  put_user_file(dir + "/notes.txt");
+  put_user_file(dir + "/mine/data.txt");  // and a folder of the user's
+  const Tree before = snapshot(dir);
+  const auto r = run_qkv(cmd + " --overwrite");
+  EXPECT_EQ(r.status, 0) << cmd << " --overwrite\n" << r.output;
+  EXPECT_EQ(read_text(dir + "/notes.txt"), kUserBytes);
+  EXPECT_EQ(read_text(dir + "/mine/data.txt"), kUserBytes);
+  const Tree after = snapshot(dir);
+  for (const auto& o : outputs) {
+    const auto it = after.find(o);
+    EXPECT_TRUE(it != after.end()) << o << " missing after " << cmd << " --overwrite";
+    if (it != after.end() && before.count(o)) {
+      EXPECT_NE(it->second.mtime, before.at(o).mtime) << o << " was not written again";
+    }
+  }
+  return r;
+}
+
+// (a), (b) and (c) for a command whose output is the folder `dir`; returns the
+// first run's result.
+CliResult exercise_folder_output(const std::string& cmd, const std::string& dir,
+                                 const std::vector<std::string>& outputs) {
+  const auto first = run_qkv(cmd);
+  EXPECT_EQ(first.status, 0) << cmd << "\n" << first.output;
+  if (first.status != 0) return first;
+  for (const auto& o : outputs) EXPECT_TRUE(fs::exists(dir + "/" + o)) << o;
+  expect_refused_untouched(cmd, dir);
+  expect_overwrite_keeps_user_files(cmd, dir, outputs);
+  return first;
+}
+
+// (a), (b) and (c) for a command writing one file: `cmd(path)` writes `path`
+// (and `companions(path)`, other files it writes next to it). `dir` is a fresh
+// folder; the output is dir/name. Then a file the user wrote at dir/foreign is
+// refused, with and without --overwrite, and stays as it was.
+void exercise_file_output(const std::function<std::string(const std::string&)>& cmd, const std::string& dir,
+                          const std::string& name, const std::string& foreign,
+                          const std::vector<std::string>& companions = {}) {
+  const std::string out = dir + "/" + name;
+  const auto first = run_qkv(cmd(out));
+  ASSERT_EQ(first.status, 0) << cmd(out) << "\n" << first.output;
+  ASSERT_TRUE(fs::is_regular_file(out)) << out;
+  for (const auto& c : companions) EXPECT_TRUE(fs::is_regular_file(dir + "/" + c)) << c;
+  expect_refused_untouched(cmd(out), dir);
+  std::vector<std::string> outputs{name};
+  outputs.insert(outputs.end(), companions.begin(), companions.end());
+  expect_overwrite_keeps_user_files(cmd(out), dir, outputs);
+
+  const std::string theirs = dir + "/" + foreign;
+  put_user_file(theirs);
+  const Tree before = snapshot(dir);
+  expect_clean_failure(run_qkv(cmd(theirs)), 2, theirs);
+  expect_clean_failure(run_qkv(cmd(theirs) + " --overwrite"), 2, theirs);
+  EXPECT_EQ(changes(before, snapshot(dir)), "");
+  EXPECT_EQ(read_text(theirs), kUserBytes);
+}
+
+// ---- fast settings of each command (one thread) ----
+
+const std::string kSpirals = "spirals train --epochs 1 --points-per-class 30 --batch-size 16 --threads 1";
+const std::string kLm =
+    "lm train --task copy --samples 100 --epochs 1 --d-model 16 --heads 2 --layers 1 --batch-size 16 --threads 1";
+// A VNT-Net small enough to train an epoch in about a second.
+const std::string kVntModel =
+    "--points-per-shape 128 --points 64 --val-fraction 0.25 --linear-dim 8 --heads 2 --head-dim 4 "
+    "--model-options '{\"k\":8}' --epochs 1 --batch-size 4 --threads 1 --seed 5";
+const std::string kVntData = "--synth-classes box,sphere --synth-train-per-class 4 --synth-test-per-class 2";
+const std::string kSegTrain =
+    "seg train --synth-categories Table --synth-train-per-category 4 --synth-val-per-category 2 "
+    "--synth-test-per-category 2 --synth-points-per-shape 200 --points-per-shape 128 --points 64 --linear-dim 8 "
+    "--heads 2 --head-dim 4 --model-options '{\"k\":8}' --epochs 1 --batch-size 4 --threads 1 --seed 5";
+const char* kTableSynset = "04379243";
+// 24x28x24 volumes with padding-1 convolutions give 27 SPECT tokens.
+const std::string kMhcaNet = "--model-options '{\"channels\":[4,8,8,8],\"padding\":1}'";
+
+const std::vector<std::string> kRunFiles = {"config.json", "metrics.jsonl", "summary.json", "report.html",
+                                            "checkpoints/best.ckpt"};
+
+}  // namespace
+
+TEST(Overwrite, SpiralsTrainAndExportWeights) {
+  const std::string root = fresh_dir("ow_spirals");
+  const std::string run = root + "/run";
+  exercise_folder_output(kSpirals + " --out " + run, run, kRunFiles);
+
+  // A folder qkv never wrote into is refused even with --overwrite.
+  const std::string foreign = root + "/foreign";
+  put_user_file(foreign + "/notes.txt");
+  const Tree before = snapshot(foreign);
+  expect_clean_failure(run_qkv(kSpirals + " --out " + foreign), 2, foreign);
+  expect_clean_failure(run_qkv(kSpirals + " --out " + foreign + " --overwrite"), 2, foreign);
+  EXPECT_EQ(changes(before, snapshot(foreign)), "");
+
+  const std::string ckpt = run + "/checkpoints/best.ckpt";
+  ASSERT_TRUE(fs::exists(ckpt));
+  exercise_file_output([&](const std::string& out) { return "export-weights " + ckpt + " " + out; },
+                       root + "/weights", "w.pt", "mine.pt");
+  fs::remove_all(root);
+}
+
+TEST(Overwrite, LmTrain) {
+  const std::string run = fresh_dir("ow_lm");
+  exercise_folder_output(kLm + " --out " + run, run, kRunFiles);
+  fs::remove_all(run);
+}
+
+TEST(Overwrite, DataSynthShapesAndSynthParts) {
+  const std::string shapes = fresh_dir("ow_synth_shapes");
+  exercise_folder_output("data synth-shapes --classes box,torus --train-per-class 2 --test-per-class 1 --out " + shapes,
+                         shapes, {"README.txt", "box/train/box_0001.off", "torus/test/torus_0003.off"});
+  fs::remove_all(shapes);
+
+  const std::string parts = fresh_dir("ow_synth_parts");
+  const std::string cmd =
+      "data synth-parts --categories Table --train-per-category 1 --val-per-category 1 --test-per-category 1 "
+      "--points-per-shape 100 --out " + parts;
+  const auto r = run_qkv(cmd);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string shape = first_file_in(parts + "/" + kTableSynset);
+  ASSERT_FALSE(shape.empty());
+  const std::string shape_rel = fs::relative(shape, parts).generic_string();
+  fs::remove_all(parts);
+  exercise_folder_output(cmd, parts, {"README.txt", shape_rel});
+  fs::remove_all(parts);
+}
+
+TEST(Overwrite, VntTrainAndAttention) {
+  const std::string root = fresh_dir("ow_vnt");
+  const std::string run = root + "/run";
+  const std::string train = "vnt train " + kVntData + " " + kVntModel + " --out " + run;
+  const auto first = exercise_folder_output(train, run, kRunFiles);
+  EXPECT_NE(first.output.find("synthetic shapes:"), std::string::npos) << first.output;
+  EXPECT_TRUE(fs::exists(run + "/synthetic/box/test"));
+
+  // A bad synthetic count is refused before the run folder (and the synthetic
+  // tree in it) is touched, with --overwrite too.
+  const Tree before = snapshot(run);
+  const std::string bad = "vnt train --synth-classes box,sphere --synth-train-per-class -2 --synth-test-per-class 2 " +
+                          kVntModel + " --out " + run;
+  expect_clean_failure(run_qkv(bad), 2, "--synth-train-per-class");
+  expect_clean_failure(run_qkv(bad + " --overwrite"), 2, "--synth-train-per-class");
+  EXPECT_EQ(changes(before, snapshot(run)), "");
+
+  const std::string shape = first_file_in(run + "/synthetic/box/test");
+  ASSERT_FALSE(shape.empty());
+  const std::string out = root + "/attention";
+  exercise_folder_output("vnt attention --threads 1 --checkpoint " + run + "/checkpoints/best.ckpt --input " + shape +
+                             " --out " + out,
+                         out, {"shape.ply", "rotated.ply", "shape.png", "rotated.png"});
+  fs::remove_all(root);
+}
+
+TEST(Overwrite, SegTrainAndPredict) {
+  const std::string root = fresh_dir("ow_seg");
+  const std::string run = root + "/run";
+  exercise_folder_output(kSegTrain + " --out " + run, run, kRunFiles);
+
+  const std::string shape = first_file_in(run + "/synthetic/" + kTableSynset);
+  ASSERT_FALSE(shape.empty());
+  const std::string predict =
+      "seg predict --threads 1 --checkpoint " + run + "/checkpoints/best.ckpt --input " + shape + " --category Table";
+  const std::string dir = root + "/predicted";
+  exercise_file_output([&](const std::string& out) { return predict + " --out " + out; }, dir, "table.ply",
+                       "mine.ply", {"table.png"});
+  // The picture next to the PLY is an output too: a user's PNG there is not
+  // replaced, and the PLY is not written either.
+  put_user_file(dir + "/other.png");
+  const Tree before = snapshot(dir);
+  expect_clean_failure(run_qkv(predict + " --out " + dir + "/other.ply --overwrite"), 2, dir + "/other.png");
+  EXPECT_EQ(changes(before, snapshot(dir)), "");
+  fs::remove_all(root);
+}
+
+// The synthetic tree of `qkv data synth-shapes` is what `vnt train` reads when
+// made with the same settings; a file of the user's in it is refused (a
+// loader would take it for data) and nothing is deleted.
+TEST(Overwrite, SynthDirWithAUserFileIsRefusedAndReusedWithout) {
+  const std::string root = fresh_dir("ow_synth_dir");
+  const std::string synth = root + "/shapes";
+  const auto made = run_qkv("data synth-shapes --classes box,sphere --train-per-class 4 --test-per-class 2 --seed 5 "
+                            "--out " + synth);
+  ASSERT_EQ(made.status, 0) << made.output;
+  put_user_file(synth + "/notes.txt");
+  const Tree with_notes = snapshot(synth);
+  const std::string run = root + "/run";
+  const std::string train = "vnt train --synth-dir " + synth + " " + kVntData + " " + kVntModel + " --out " + run;
+  expect_clean_failure(run_qkv(train), 2, "notes.txt");
+  EXPECT_EQ(changes(with_notes, snapshot(synth)), "");
+  expect_clean_failure(run_qkv(train + " --overwrite"), 2, "notes.txt");
+  EXPECT_EQ(changes(with_notes, snapshot(synth)), "");
+  EXPECT_FALSE(fs::exists(run)) << "the run folder was created before the refusal";
+
+  // Without it, the tree is reused as it is: not generated again.
+  fs::remove(synth + "/notes.txt");
+  const Tree clean = snapshot(synth);
+  const auto r = run_qkv(train);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.find("synthetic shapes:"), std::string::npos) << r.output;
+  EXPECT_EQ(changes(clean, snapshot(synth)), "");
+  EXPECT_TRUE(fs::exists(run + "/summary.json"));
+
+  // A bad count with an existing synthetic tree: refused, the tree unchanged.
+  for (const std::string extra : {"", " --overwrite"}) {
+    expect_clean_failure(run_qkv("vnt train --synth-dir " + synth +
+                                 " --synth-classes box,sphere --synth-train-per-class -2 --synth-test-per-class 2 " +
+                                 kVntModel + " --out " + root + "/run2" + extra),
+                         2, "--synth-train-per-class");
+    EXPECT_EQ(changes(clean, snapshot(synth)), "") << extra;
+  }
+  EXPECT_FALSE(fs::exists(root + "/run2"));
+  fs::remove_all(root);
+}
+
+// mhca on a small synthetic cohort: one MHCA run shared by select, predict and explain.
+class OverwriteMhca : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = fresh_dir("ow_mhca");
+    cohort_ = root_ + "/cohort";
+    const auto s = run_qkv("mhca synth --out " + cohort_ +
+                           " --subjects 20 --pd-fraction 0.5 --cpg 80 --shape 24,28,24 --atlas none --seed 3 "
+                           "--threads 1");
+    ASSERT_EQ(s.status, 0) << s.output;
+    run_ = root_ + "/mhca_run";
+    const auto t = run_qkv(train_command(run_));
+    ASSERT_EQ(t.status, 0) << t.output;
+  }
+  static void TearDownTestSuite() { fs::remove_all(root_); }
+  static std::string cohort_args() {
+    return "--manifest " + cohort_ + "/manifest.csv --methylation " + cohort_ + "/methylation.csv";
+  }
+  // MHCA with RFE to the 27 SPECT tokens, one epoch.
+  static std::string train_command(const std::string& out) {
+    return "mhca train " + cohort_args() + " " + kMhcaNet +
+           " --model mhca --xgb-estimators 5 --epochs 1 --threads 1 --out " + out;
+  }
+  static std::string root_, cohort_, run_;
+};
+std::string OverwriteMhca::root_, OverwriteMhca::cohort_, OverwriteMhca::run_;
+
+TEST_F(OverwriteMhca, Synth) {
+  const std::string out = root_ + "/small_cohort";
+  exercise_folder_output("mhca synth --subjects 4 --pd-fraction 0.5 --cpg 50 --shape 24,28,24 --atlas none --seed 1 "
+                         "--threads 1 --out " + out,
+                         out, {"manifest.csv", "methylation.csv", "ground_truth.json"});
+}
+
+TEST_F(OverwriteMhca, TrainAndCrossValidation) {
+  const std::string run = root_ + "/train";
+  exercise_folder_output(train_command(run), run, {"config.json", "summary.json", "checkpoints/best.ckpt"});
+  const std::string cv = root_ + "/cv";
+  exercise_folder_output("mhca cv " + cohort_args() +
+                             " --model xgboost --select all --runs 1 --folds 2 --xgb-estimators 5 --threads 1 --out " +
+                             cv,
+                         cv, {"summary.json", "predictions.csv", "report.html"});
+}
+
+TEST_F(OverwriteMhca, SelectPredictExplain) {
+  exercise_file_output(
+      [&](const std::string& out) {
+        return "mhca select " + cohort_args() + " --n-features 10 --xgb-estimators 5 --threads 1 --out " + out;
+      },
+      root_ + "/selected", "cpgs.txt", "mine.txt");
+  const std::string ckpt = run_ + "/checkpoints/best.ckpt";
+  ASSERT_TRUE(fs::exists(ckpt)) << "the shared mhca run failed";
+  exercise_file_output(
+      [&](const std::string& out) {
+        return "mhca predict " + cohort_args() + " --checkpoint " + ckpt + " --threads 1 --out " + out;
+      },
+      root_ + "/predicted", "pred.csv", "mine.csv");
+  const std::string ex = root_ + "/explain";
+  exercise_folder_output("mhca explain " + cohort_args() + " --checkpoint " + ckpt + " --all --threads 1 --out " + ex,
+                         ex, {"explain.json", "cpg_attention.csv"});
+}
+
+}  // namespace qkv::testing
