@@ -148,7 +148,7 @@ TEST_F(SegCli, BadInputFailsWithOneLine) {
   fs::create_directories(empty);
   { std::ofstream(empty + "/keep.txt") << "user data\n"; }
   expect_clean_failure(run_qkv("seg train --synth-dir " + empty + " --out " + empty + "/run"), 2,
-                       "not a tree written by `qkv data synth-parts`");
+                       "not empty and not written by qkv");
   EXPECT_TRUE(fs::exists(empty + "/keep.txt"));
   fs::remove_all(empty);
 }

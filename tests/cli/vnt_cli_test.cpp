@@ -116,7 +116,7 @@ TEST(VntCliErrors, BadInputFailsWithOneLine) {
     std::ofstream(empty + "/keep.txt") << "user data\n";
   }
   expect_clean_failure(run_qkv("vnt train --synth-dir " + empty + " --out " + empty + "/run"), 2,
-                       "not a tree written by `qkv data synth-shapes`");
+                       "not empty and not written by qkv");
   EXPECT_TRUE(fs::exists(empty + "/keep.txt"));
   fs::remove_all(empty);
   const std::string model_options = "vnt train --model-options '{\"heads\":' --out /tmp/qkv_never";

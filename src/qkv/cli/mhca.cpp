@@ -143,6 +143,7 @@ void register_select(CLI::App* parent, Action& action) {
       if (!(o->selection.rfe.step > 0) || !std::isfinite(o->selection.rfe.step))
         throw UsageError("--rfe-step must be a positive number");
       o->selection.xgboost.validate();
+      check_output_file(o->out, "--out", o->overwrite);  // before the work, not after it
       set_threads(o->threads);
       auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, false, 1);
       mhca::FeatureSelection s = o->selection;
