@@ -43,7 +43,9 @@ void register_train(CLI::App* parent, Action& action) {
     r.data = data.to_json();
   };
   spec.load = [](train::RunRequest& r, const LoadContext&) {
-    return TaskRun{tasks::SpiralsData::from_json(r.data).make(), {}, ""};
+    TaskRun run;
+    run.splits = tasks::SpiralsData::from_json(r.data).make();
+    return run;
   };
   register_train_command(parent, action, std::move(spec));
 }
