@@ -231,8 +231,8 @@ TEST_F(MhcaCli, CrossValidationShowsProgressOnStderr) {
   EXPECT_NE(epoch_lines[1].find(" val_loss "), std::string::npos) << log;
   EXPECT_EQ(epoch_lines[3].rfind("epoch 2/2 ", 0), 0u) << log;
 
-  // Continued with the model folds all done: one line says so, nothing is timed.
-  const auto again = run_qkv_stderr_to(args, err);
+  // Continued (--resume) with the model folds all done: one line says so, nothing is timed.
+  const auto again = run_qkv_stderr_to(args + " --resume", err);
   const std::string log2 = read_text(err);
   ASSERT_EQ(again.status, 0) << again.output << log2;
   EXPECT_NE(log2.find("4 of 4 model folds already done"), std::string::npos) << log2;
