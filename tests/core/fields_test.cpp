@@ -17,8 +17,8 @@ struct Settings {
 
 template <typename V>
 void visit_fields(Settings& s, V&& visit) {
-  visit(qkv::Field{"count", "how many"}, s.count);
-  visit(qkv::Field{"rate", "how fast"}, s.rate);
+  visit(qkv::Field{"count", "how many"}.at_least(1), s.count);
+  visit(qkv::Field{"rate", "how fast"}.range(0, 1), s.rate);
   visit(qkv::Field{"name", "what", "--called"}, s.name);
   visit(qkv::Field{"tags", "labels"}, s.tags);
   visit(qkv::Field{"seed", "", ""}, s.seed);
@@ -42,9 +42,9 @@ TEST(Fields, RoundTripAndDefaults) {
   EXPECT_EQ(back.name, "y");
   EXPECT_EQ(back.tags, s.tags);
   EXPECT_EQ(back.seed, 42u);
-  const auto partial = qkv::fields_from_json<demo::Settings>({{"rate", 2.0}}, "settings");
+  const auto partial = qkv::fields_from_json<demo::Settings>({{"rate", 0.25}}, "settings");
   EXPECT_EQ(partial.count, 3);  // missing: the default
-  EXPECT_EQ(partial.rate, 2.0);
+  EXPECT_EQ(partial.rate, 0.25);
 }
 
 TEST(Fields, WrongTypeNamesTheKey) {
@@ -60,4 +60,27 @@ TEST(Fields, WrongTypeNamesTheKey) {
 TEST(Fields, FlagsFollowKeysUnlessNamed) {
   EXPECT_EQ(qkv::option_flag({"points_per_shape", ""}), "--points-per-shape");
   EXPECT_EQ(qkv::option_flag({"source", "", "--data"}), "--data");
+}
+
+TEST(Fields, RangesAreCheckedWhenReadBack) {
+  // A config.json edited by hand (or corrupted) cannot smuggle in a value the
+  // option would refuse.
+  const auto message = [](const nlohmann::json& j) {
+    return qkv::testing::data_error_of([&] { qkv::fields_from_json<demo::Settings>(j, "settings.json"); });
+  };
+  EXPECT_NE(message({{"count", 0}}).find("settings.json: 'count' must be at least 1 (0)"), std::string::npos)
+      << message({{"count", 0}});
+  EXPECT_NE(message({{"rate", 1.5}}).find("'rate' must be in [0, 1]"), std::string::npos) << message({{"rate", 1.5}});
+  EXPECT_EQ(message({{"count", 1}, {"rate", 1.0}}), "(no DataError)");
+}
+
+TEST(Fields, RangeProblemsNameTheBound) {
+  const auto f = qkv::Field{"k", "h"}.range(0.5, 2);
+  EXPECT_EQ(qkv::field_range_problem(f, 1.0), "");
+  EXPECT_EQ(qkv::field_range_problem(f, 0.25), "must be in [0.5, 2]");
+  EXPECT_EQ(qkv::field_range_problem(f, std::nan("")), "must be a finite number");
+  EXPECT_EQ(qkv::field_range_problem(qkv::Field{"k", "h"}, INFINITY), "must be a finite number");
+  EXPECT_EQ(qkv::field_range_problem(qkv::Field{"k", "h"}, -1e300), "");  // no range: any finite value
+  EXPECT_FALSE((qkv::Field{"k", "h"}.has_range()));
+  EXPECT_TRUE((qkv::Field{"k", "h"}.at_least(1).has_range()));
 }

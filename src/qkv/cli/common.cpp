@@ -2,26 +2,70 @@
 
 #include <torch/torch.h>
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <limits>
 #include <map>
+#include <sstream>
+#include <thread>
+#include <algorithm>
 
+#include "qkv/core/json_file.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/runtime.h"
+#include "qkv/core/text.h"
 
 namespace qkv::cli {
 
 namespace {
-std::map<std::string, std::string>& key_flags() {
-  static std::map<std::string, std::string> flags;
+std::map<std::pair<const CLI::App*, std::string>, std::string>& key_flags() {
+  static std::map<std::pair<const CLI::App*, std::string>, std::string> flags;
   return flags;
 }
 }  // namespace
 
-void remember_flag(const std::string& key, const std::string& flag) { key_flags()[key] = flag; }
+void remember_flag(const CLI::App* cmd, const std::string& key, const std::string& flag) {
+  key_flags()[{cmd, key}] = flag;
+}
 
-std::string flag_of_key(const std::string& key) {
-  const auto it = key_flags().find(key);
-  return it == key_flags().end() ? "" : it->second;
+std::string flag_of_key(const CLI::App* cmd, const std::string& key) {
+  for (; cmd; cmd = cmd->get_parent()) {
+    const auto it = key_flags().find({cmd, key});
+    if (it != key_flags().end()) return it->second;
+  }
+  return "";
+}
+
+CLI::Validator range_check(const Field& f) {
+  return CLI::Validator(
+      [f](std::string& text) -> std::string {
+        const std::string body(trim(text));
+        char* end = nullptr;
+        errno = 0;
+        const double value = std::strtod(body.c_str(), &end);
+        // Not a number at all: the option's own conversion says so.
+        if (body.empty() || end != body.c_str() + body.size()) return "";
+        const std::string problem = field_range_problem(f, value);
+        return problem.empty() ? "" : "value " + body + " " + problem;
+      },
+      "", "range");
+}
+
+int max_threads_option() {
+  return 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+CLI::Validator range_check(double lo, double hi) { return range_check(Field{"", ""}.range(lo, hi)); }
+
+std::string range_help(const Field& f) {
+  const bool has_min = f.min != -std::numeric_limits<double>::max();
+  const bool has_max = f.max != std::numeric_limits<double>::max();
+  if (has_min && has_max) return " (in [" + range_number_text(f.min) + ", " + range_number_text(f.max) + "])";
+  if (has_min) return " (>= " + range_number_text(f.min) + ")";
+  if (has_max) return " (<= " + range_number_text(f.max) + ")";
+  return "";
 }
 
 void add_overwrite_flag(CLI::App* cmd, bool& overwrite) {
@@ -31,10 +75,10 @@ void add_overwrite_flag(CLI::App* cmd, bool& overwrite) {
 }
 
 void add_common_options(CLI::App* cmd, CommonOptions& o, const std::string& out_help) {
-  cmd->add_option("--seed", o.seed, "random seed (data, initialisation, order)")->capture_default_str();
-  cmd->add_option("--threads", o.threads, "intra-op threads for LibTorch and OpenBLAS; 0 = OMP_NUM_THREADS if set, else one per core")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+  add_ranged_option(cmd, "--seed", o.seed, "random seed (data, initialisation, order)", 0, kMaxSeed);
+  add_ranged_option(cmd, "--threads", o.threads,
+                    "intra-op threads for LibTorch and OpenBLAS; 0 = OMP_NUM_THREADS if set, else one per core", 0,
+                    max_threads_option());
   cmd->add_option("--device", o.device, "cpu, or cuda[:N] where LibTorch was built with CUDA")->capture_default_str();
   if (!out_help.empty()) {
     cmd->add_option("--out", o.out, out_help)->capture_default_str();
@@ -76,6 +120,6 @@ nlohmann::json parse_model_options(const std::string& text) {
   return options;
 }
 
-void print_json(const nlohmann::json& j) { std::printf("%s\n", j.dump(2).c_str()); }
+void print_json(const nlohmann::json& j) { std::printf("%s\n", json_text(j).c_str()); }
 
 }  // namespace qkv::cli

@@ -38,10 +38,11 @@ c10::Device apply_common_options(const CommonOptions& o);
 template <typename S>
 void add_field_options(CLI::App* cmd, S& settings, const std::set<std::string>& skip = {});
 
-// The flag that sets `key` ("lr" -> "--lr"), as add_field_options registered
-// it; "" if none did.
-std::string flag_of_key(const std::string& key);
-void remember_flag(const std::string& key, const std::string& flag);
+// The flag that sets `key` ("lr" -> "--lr") in command `cmd` (or the
+// commands above it), as add_field_options registered it; "" if none did.
+// Per command, since two commands may spell one key differently.
+std::string flag_of_key(const CLI::App* cmd, const std::string& key);
+void remember_flag(const CLI::App* cmd, const std::string& key, const std::string& flag);
 
 // The options of every `eval` command: --checkpoint, --split, and the common ones.
 struct EvalOptions {
@@ -55,6 +56,30 @@ const data::DatasetPtr& pick_split(const data::Splits& splits, const std::string
 // --model-options TEXT as a JSON object (UsageError naming the option).
 nlohmann::json parse_model_options(const std::string& text);
 
+// The check of a numeric option's text against a field's range: NaN,
+// infinities and values outside [f.min, f.max] are refused with a message
+// that gives the range. A field without a range still refuses NaN and
+// infinities.
+CLI::Validator range_check(const Field& f);
+// " (>= 1)", " (in [0, 1])" for an option's help; "" without a range.
+std::string range_help(const Field& f);
+// The same check for an option that is not a field.
+CLI::Validator range_check(double lo, double hi);
+inline std::string range_help(double lo, double hi) { return range_help(Field{"", ""}.range(lo, hi)); }
+
+// A numeric option that is not a field, with its range checked and shown.
+template <typename T>
+CLI::Option* add_ranged_option(CLI::App* cmd, const std::string& flag, T& value, const std::string& help, double lo,
+                               double hi) {
+  return cmd->add_option(flag, value, help + range_help(lo, hi))->capture_default_str()->check(range_check(lo, hi));
+}
+
+// Seeds are 64-bit and never negative (CLI11 would read "-1" into an
+// unsigned as 2^64 - 1).
+inline constexpr double kMaxSeed = 9.2e18;
+// --threads above this many per core only adds contention.
+int max_threads_option();
+
 // --json TEXT style output: the JSON with 2-space indent and a newline.
 void print_json(const nlohmann::json& j);
 
@@ -62,11 +87,14 @@ void print_json(const nlohmann::json& j);
 
 namespace detail {
 template <typename T>
-void add_bound_option(CLI::App* cmd, const std::string& flag, T& value, const std::string& help) {
+void add_bound_option(CLI::App* cmd, const Field& f, T& value) {
+  const std::string flag = option_flag(f);
   if constexpr (std::is_same_v<T, nlohmann::json>) {
     // A JSON-valued field is recorded, never an option of its own.
+  } else if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+    cmd->add_option(flag, value, f.help + range_help(f))->capture_default_str()->check(range_check(f));
   } else {
-    auto* opt = cmd->add_option(flag, value, help)->capture_default_str();
+    auto* opt = cmd->add_option(flag, value, f.help)->capture_default_str();
     if constexpr (std::is_same_v<T, std::vector<std::string>>) opt->delimiter(',');
   }
 }
@@ -76,9 +104,8 @@ template <typename S>
 void add_field_options(CLI::App* cmd, S& settings, const std::set<std::string>& skip) {
   visit_fields(settings, [&](const Field& f, auto& value) {
     if ((f.flag && *f.flag == '\0') || skip.count(f.key)) return;
-    const std::string flag = option_flag(f);
-    remember_flag(f.key, flag);
-    detail::add_bound_option(cmd, flag, value, f.help);
+    remember_flag(cmd, f.key, option_flag(f));
+    detail::add_bound_option(cmd, f, value);
   });
 }
 

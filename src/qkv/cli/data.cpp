@@ -19,14 +19,7 @@ namespace qkv::cli {
 namespace {
 
 void add_seed_option(CLI::App* cmd, uint64_t& seed) {
-  cmd->add_option("--seed", seed, "random seed; the same seed writes the same files")
-      ->capture_default_str()
-      ->check(CLI::Validator(
-          // CLI11 would read "-1" into an unsigned as 2^64 - 1.
-          [](std::string& value) {
-            return value.rfind('-', 0) == 0 ? std::string("must be 0 or more") : std::string();
-          },
-          ""));
+  add_ranged_option(cmd, "--seed", seed, "random seed; the same seed writes the same files", 0, kMaxSeed);
 }
 
 void register_synth_shapes(CLI::App* parent, Action& action) {
@@ -40,8 +33,8 @@ void register_synth_shapes(CLI::App* parent, Action& action) {
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--out", o->out, "folder to write <class>/{train,test}/<class>_NNNN.off and README.txt into");
-  cmd->add_option("--train-per-class", o->shapes.train_per_class, "training shapes per class")->capture_default_str();
-  cmd->add_option("--test-per-class", o->shapes.test_per_class, "test shapes per class")->capture_default_str();
+  add_ranged_option(cmd, "--train-per-class", o->shapes.train_per_class, "training shapes per class", 1, 100000);
+  add_ranged_option(cmd, "--test-per-class", o->shapes.test_per_class, "test shapes per class", 1, 100000);
   add_seed_option(cmd, o->shapes.seed);
   cmd->add_option("--classes", o->shapes.classes, "comma-separated classes to write (default: all, see --list)")
       ->delimiter(',');
@@ -80,13 +73,11 @@ void register_synth_parts(CLI::App* parent, Action& action) {
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--out", o->out, "folder to write <synset>/<token>.txt, train_test_split/ and README.txt into");
-  cmd->add_option("--train-per-category", o->parts.train_per_category, "training shapes per category")
-      ->capture_default_str();
-  cmd->add_option("--val-per-category", o->parts.val_per_category, "validation shapes per category")
-      ->capture_default_str();
-  cmd->add_option("--test-per-category", o->parts.test_per_category, "test shapes per category")->capture_default_str();
-  cmd->add_option("--points-per-shape", o->parts.points_per_shape, "surface points written per shape")
-      ->capture_default_str();
+  add_ranged_option(cmd, "--train-per-category", o->parts.train_per_category, "training shapes per category", 1, 100000);
+  add_ranged_option(cmd, "--val-per-category", o->parts.val_per_category, "validation shapes per category", 0, 100000);
+  add_ranged_option(cmd, "--test-per-category", o->parts.test_per_category, "test shapes per category", 1, 100000);
+  add_ranged_option(cmd, "--points-per-shape", o->parts.points_per_shape, "surface points written per shape", 1,
+                    1 << 20);
   add_seed_option(cmd, o->parts.seed);
   cmd->add_option("--categories", o->parts.categories, "comma-separated categories (default: all, see --list)")
       ->delimiter(',');

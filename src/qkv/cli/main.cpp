@@ -76,18 +76,37 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s: %s (see %s --help)\n", path.c_str(), message.c_str(), path.c_str());
     return 2;
   }
+  const CLI::App* command = &app;  // the (sub)command that runs
+  std::string command_path = "qkv";
+  while (!command->get_subcommands().empty()) {
+    command = command->get_subcommands().front();
+    command_path += " " + command->get_name();
+  }
   try {
     return action ? action() : 2;
   } catch (const qkv::ConfigError& e) {
     // The library names the setting's key; say it as the option that set it.
-    const std::string flag = qkv::cli::flag_of_key(e.key);
+    const std::string flag = qkv::cli::flag_of_key(command, e.key);
     std::fprintf(stderr, "qkv: %s\n", first_line((flag.empty() ? e.key : flag) + " " + e.problem).c_str());
     return 2;
   } catch (const qkv::UsageError& e) {
     std::fprintf(stderr, "qkv: %s\n", first_line(e.what()).c_str());
     return 2;
+  } catch (const std::bad_alloc&) {
+    // Readers turn this into a DataError naming their file; what is left is
+    // an allocation sized by the options (model or batch sizes).
+    std::fprintf(stderr, "qkv: error: %s: out of memory (smaller sizes in the options, e.g. --batch-size, may fit)\n",
+                 command_path.c_str());
+    return 1;
   } catch (const c10::Error& e) {
-    std::fprintf(stderr, "qkv: error: %s\n", first_line(e.what_without_backtrace()).c_str());
+    const std::string message = first_line(e.what_without_backtrace());
+    const auto at = message.find("you tried to allocate ");
+    if (at != std::string::npos) {  // LibTorch's out-of-memory, worded for its own developers
+      std::fprintf(stderr, "qkv: error: %s: out of memory (LibTorch could not allocate %s)\n", command_path.c_str(),
+                   message.substr(at + 22).c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "qkv: error: %s\n", message.c_str());
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "qkv: error: %s\n", first_line(e.what()).c_str());

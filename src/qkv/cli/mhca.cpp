@@ -74,25 +74,23 @@ void register_synth(CLI::App* parent, Action& action) {
   cmd->add_option("--out", o->out, "folder to write (missing or empty; --overwrite replaces what qkv wrote there)")
       ->required();
   add_overwrite_flag(cmd, o->overwrite);
-  cmd->add_option("--subjects", o->synth.subjects, "subjects (PPMI: 408)")->capture_default_str();
-  cmd->add_option("--pd-fraction", o->synth.pd_fraction, "share of Parkinson's patients (PPMI: 0.70)")
-      ->capture_default_str();
-  cmd->add_option("--cpg", o->synth.cpg, "CpG sites in the methylation table")->capture_default_str();
+  add_ranged_option(cmd, "--subjects", o->synth.subjects, "subjects (PPMI: 408)", 2, 1000000);
+  add_ranged_option(cmd, "--pd-fraction", o->synth.pd_fraction, "share of Parkinson's patients (PPMI: 0.70)", 0, 1);
+  add_ranged_option(cmd, "--cpg", o->synth.cpg, "CpG sites in the methylation table", 1, 10000000);
   cmd->add_option("--shape", o->shape, "volume grid X,Y,Z (default 91,109,91, MNI 2 mm); e.g. 24,28,24 for CPU runs")
       ->delimiter(',')
-      ->expected(3);
+      ->expected(3)
+      ->check(range_check(1, 4096));
   cmd->add_option("--atlas", o->synth.atlas,
                   "striatum anatomy: auto (MRIcron's AICHAmc atlas if installed), none (ellipsoids), or a label NIfTI")
       ->capture_default_str();
-  cmd->add_option("--planted-class-sites", o->synth.planted_class_sites, "CpG sites shifted in PD")
-      ->capture_default_str();
-  cmd->add_option("--planted-putamen-sites", o->synth.planted_putamen_sites, "CpG sites tied to putamen uptake")
-      ->capture_default_str();
-  cmd->add_option("--missing-fraction", o->synth.missing_fraction, "share of beta-values left missing")
-      ->capture_default_str();
-  cmd->add_option("--seed", o->synth.seed, "random seed; the same seed writes the same files")->capture_default_str();
-  cmd->add_option("--threads", o->synth.threads, "volumes generated in parallel; 0 = one per core")
-      ->capture_default_str();
+  add_ranged_option(cmd, "--planted-class-sites", o->synth.planted_class_sites, "CpG sites shifted in PD", 0, 10000000);
+  add_ranged_option(cmd, "--planted-putamen-sites", o->synth.planted_putamen_sites, "CpG sites tied to putamen uptake",
+                    0, 10000000);
+  add_ranged_option(cmd, "--missing-fraction", o->synth.missing_fraction, "share of beta-values left missing", 0, 0.5);
+  add_ranged_option(cmd, "--seed", o->synth.seed, "random seed; the same seed writes the same files", 0, kMaxSeed);
+  add_ranged_option(cmd, "--threads", o->synth.threads, "volumes generated in parallel; 0 = one per core", 0,
+                    max_threads_option());
   cmd->callback([o, &action] {
     action = [o] {
       if (!o->shape.empty()) o->synth.shape = {o->shape[0], o->shape[1], o->shape[2]};
@@ -132,11 +130,11 @@ void register_select(CLI::App* parent, Action& action) {
   add_cohort_options(cmd, o->files);
   cmd->add_option("--out", o->out, "CpG list to write (one id per line)")->required();
   add_overwrite_flag(cmd, o->overwrite);
-  cmd->add_option("--n-features", o->selection.n_features, "CpG sites to keep (paper: 441)")->capture_default_str();
-  cmd->add_option("--rfe-step", o->selection.rfe.step, "share of the features removed per round (< 1) or a count")
-      ->capture_default_str();
+  add_ranged_option(cmd, "--n-features", o->selection.n_features, "CpG sites to keep (paper: 441)", 1, 10000000);
+  add_ranged_option(cmd, "--rfe-step", o->selection.rfe.step,
+                    "share of the features removed per round (< 1) or a count", 1e-6, 10000000);
   add_field_options(cmd, o->selection.xgboost);
-  cmd->add_option("--threads", o->threads, "XGBoost threads; 0 = one per core")->capture_default_str();
+  add_ranged_option(cmd, "--threads", o->threads, "XGBoost threads; 0 = one per core", 0, max_threads_option());
   cmd->callback([o, &action] {
     action = [o] {
       if (o->selection.n_features < 1) throw UsageError("--n-features must be at least 1");
@@ -183,11 +181,10 @@ void register_cv(CLI::App* parent, Action& action) {
   cmd->add_option("--model", o->models, joined(mhca::cv_model_names()) + ", or all (comma-separated)")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--runs", o->cv.runs, "repetitions of the k-fold split (paper: 3)")->capture_default_str();
-  cmd->add_option("--folds", o->cv.folds, "folds per run (paper: 5)")->capture_default_str();
-  cmd->add_option("--val-fraction", o->cv.val_fraction,
-                  "share of each training part held out for early stopping and model selection")
-      ->capture_default_str();
+  add_ranged_option(cmd, "--runs", o->cv.runs, "repetitions of the k-fold split (paper: 3)", 1, 1000);
+  add_ranged_option(cmd, "--folds", o->cv.folds, "folds per run (paper: 5)", 2, 1000);
+  add_ranged_option(cmd, "--val-fraction", o->cv.val_fraction,
+                    "share of each training part held out for early stopping and model selection", 0, 0.8);
   cmd->add_option("--normalisation", o->cv.normalisation,
                   "volume intensities: global (min-max over training volumes, paper) or subject")
       ->capture_default_str()

@@ -10,11 +10,13 @@ void add_point_model_options(CLI::App* cmd, PointModelOptions& o, const std::str
                              int64_t paper_heads) {
   const auto names = models::models_for_task(task);
   cmd->add_option("--model", o.model, models::model_help(task))->capture_default_str()->check(CLI::IsMember(names));
-  cmd->add_option("--linear-dim", o.linear_dim,
-                  "VNT-Net: linear dimension C (paper: " + std::to_string(paper_linear_dim) + "); 0 = model default");
-  cmd->add_option("--heads", o.heads,
-                  "models with attention: heads (VNT paper: " + std::to_string(paper_heads) + "); 0 = model default");
-  cmd->add_option("--head-dim", o.head_dim, "VNT-Net: head size (paper: 16); 0 = model default");
+  add_ranged_option(cmd, "--linear-dim", o.linear_dim,
+                    "VNT-Net: linear dimension C (paper: " + std::to_string(paper_linear_dim) + "); 0 = model default",
+                    0, 4096);
+  add_ranged_option(cmd, "--heads", o.heads,
+                    "models with attention: heads (VNT paper: " + std::to_string(paper_heads) + "); 0 = model default",
+                    0, 1024);
+  add_ranged_option(cmd, "--head-dim", o.head_dim, "VNT-Net: head size (paper: 16); 0 = model default", 0, 4096);
   cmd->add_option("--model-options", o.model_options,
                   "any other model option as JSON, e.g. '{\"k\":16,\"pooling\":\"max\"}' (qkv params --model M "
                   "lists them with their defaults)")

@@ -28,9 +28,9 @@ void register_train(CLI::App* parent, Action& action) {
   spec.defaults.optim.lr = 1e-2;
   spec.add_options = [s](CLI::App* cmd) {
     add_field_options(cmd, s->data);
-    cmd->add_option("--hidden", s->mlp.hidden, "hidden width")->capture_default_str();
-    cmd->add_option("--layers", s->mlp.layers, "hidden layers")->capture_default_str();
-    cmd->add_option("--dropout", s->mlp.dropout, "dropout after each hidden layer")->capture_default_str();
+    add_ranged_option(cmd, "--hidden", s->mlp.hidden, "hidden width", 1, 65536);
+    add_ranged_option(cmd, "--layers", s->mlp.layers, "hidden layers", 0, 1024);
+    add_ranged_option(cmd, "--dropout", s->mlp.dropout, "dropout after each hidden layer", 0, 0.99);
   };
   spec.prepare = [s](const CLI::App&, train::RunRequest& r, const std::string&) {
     tasks::SpiralsData data = s->data;

@@ -46,16 +46,14 @@ void resolve_parallel(const CLI::App& cmd, train::TrainConfig& config) {
 }
 
 void add_parallel_options(CLI::App* cmd, distributed::ParallelOptions& p) {
-  cmd->add_option("--world-size", p.world_size,
-                  "data-parallel ranks in all (env WORLD_SIZE); --batch-size is per rank")
-      ->capture_default_str();
-  cmd->add_option("--rank", p.rank, "this process's rank, 0..world-size-1 (env RANK); rank 0 writes the run folder")
-      ->capture_default_str();
+  add_ranged_option(cmd, "--world-size", p.world_size,
+                    "data-parallel ranks in all (env WORLD_SIZE); --batch-size is per rank", 1, 65536);
+  add_ranged_option(cmd, "--rank", p.rank,
+                    "this process's rank, 0..world-size-1 (env RANK); rank 0 writes the run folder", 0, 65535);
   cmd->add_option("--master", p.master, "ADDR:PORT where rank 0 serves the rendezvous (env MASTER_ADDR, MASTER_PORT; "
                                         "default 127.0.0.1:29500)");
-  cmd->add_option("--dist-timeout", p.timeout_seconds,
-                  "seconds to wait for peers at rendezvous and in each collective before failing")
-      ->capture_default_str();
+  add_ranged_option(cmd, "--dist-timeout", p.timeout_seconds,
+                    "seconds to wait for peers at rendezvous and in each collective before failing", 0.1, 86400);
 }
 
 }  // namespace

@@ -90,9 +90,8 @@ void register_eval(CLI::App* parent, Action& action) {
   add_eval_options(cmd, o->eval);
   cmd->add_option("--data", o->data, "data folder or 'synthetic'; default: the run's own data");
   cmd->add_option("--rotate", o->rotate, "rotations of the evaluated clouds: none, z or so3")->capture_default_str();
-  cmd->add_option("--invariance", o->invariance_shapes,
-                  "also measure the largest logit change under 4 random rotations on this many shapes")
-      ->capture_default_str();
+  add_ranged_option(cmd, "--invariance", o->invariance_shapes,
+                    "also measure the largest logit change under 4 random rotations on this many shapes", 0, 100000);
   cmd->callback([o, &action] {
     action = [o] {
       const auto rotation = pc::parse_rotation(o->rotate);
@@ -156,8 +155,7 @@ void register_predict(CLI::App* parent, Action& action) {
       if (o->json) {
         nlohmann::json p = nlohmann::json::object();
         for (size_t c = 0; c < names.size(); ++c) p[names[c]] = probs[static_cast<int64_t>(c)].item<double>();
-        std::printf("%s\n", nlohmann::json{{"input", o->input}, {"rotate", o->rotate}, {"prediction", best},
-                                           {"probabilities", p}}.dump(2).c_str());
+        print_json({{"input", o->input}, {"rotate", o->rotate}, {"prediction", best}, {"probabilities", p}});
       } else {
         std::printf("%s: %s\n", o->input.c_str(), best.c_str());
         for (int64_t i = 0; i < std::min<int64_t>(o->top, probs.size(0)); ++i) {
@@ -190,10 +188,10 @@ void register_attention(CLI::App* parent, Action& action) {
   o->common.out = "runs/attention";
   cmd->add_option("--checkpoint", o->checkpoint, "checkpoint of a vnt or vnt+n run")->required()->check(CLI::ExistingFile);
   cmd->add_option("--input", o->input, "shape file (.off .ply .txt .xyz)")->required();
-  cmd->add_option("--query", o->query, "index of the query point whose attention row colours the cloud")
-      ->capture_default_str();
-  cmd->add_option("--block", o->block, "which basic block's attention (0-based), averaged over its heads")
-      ->capture_default_str();
+  add_ranged_option(cmd, "--query", o->query, "index of the query point whose attention row colours the cloud", 0,
+                    1 << 20);
+  add_ranged_option(cmd, "--block", o->block, "which basic block's attention (0-based), averaged over its heads", 0,
+                    1024);
   add_common_options(cmd, o->common, "folder for shape.ply/.png and rotated.ply/.png");
   cmd->callback([o, &action] {
     action = [o] {
@@ -256,7 +254,7 @@ void register_compare(CLI::App* parent, Action& action) {
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("runs", o->runs, "run folders of `qkv vnt train`")->required()->check(CLI::ExistingDirectory);
-  cmd->add_option("--shapes", o->shapes, "test shapes for the invariance measurement")->capture_default_str();
+  add_ranged_option(cmd, "--shapes", o->shapes, "test shapes for the invariance measurement", 0, 100000);
   cmd->add_flag("--json", o->json, "print JSON instead of a table");
   add_common_options(cmd, o->common, "");
   cmd->callback([o, &action] {

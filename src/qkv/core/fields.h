@@ -5,8 +5,12 @@
 //   visit(Field{"key", "help"}, s.member)
 // once per field, in the order config.json lists them. Nothing else spells a
 // field's name.
+#include <cmath>
+#include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <type_traits>
 
 #include "qkv/core/errors.h"
 
@@ -18,7 +22,44 @@ struct Field {
   // The command-line option: nullptr = "--" + key with '_' as '-'; "" = not
   // an option (recorded in config.json only, e.g. a value the data decide).
   const char* flag = nullptr;
+  // The values a numeric field accepts (inclusive); NaN and infinities are
+  // never accepted. The CLI checks them on the option's text and shows them
+  // in --help; reading config.json back checks them too.
+  double min = -std::numeric_limits<double>::max();
+  double max = std::numeric_limits<double>::max();
+
+  Field range(double lo, double hi) const {
+    Field f = *this;
+    f.min = lo;
+    f.max = hi;
+    return f;
+  }
+  Field at_least(double lo) const { return range(lo, max); }
+  bool has_range() const { return min != -std::numeric_limits<double>::max() || max != std::numeric_limits<double>::max(); }
 };
+
+// "" when `value` is acceptable for `f`, else what is wrong ("must be at
+// least 1", "must be finite"), for a message that names the key or flag.
+// A bound as people write it: "1", "0.5", "1e-12", "9.2e+18".
+inline std::string range_number_text(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<long long>(v));
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", v);
+  return text;
+}
+
+inline std::string field_range_problem(const Field& f, double value) {
+  const auto number = range_number_text;
+  if (!std::isfinite(value)) return "must be a finite number";
+  const bool has_min = f.min != -std::numeric_limits<double>::max();
+  const bool has_max = f.max != std::numeric_limits<double>::max();
+  if ((has_min && value < f.min) || (has_max && value > f.max)) {
+    if (has_min && has_max) return "must be in [" + number(f.min) + ", " + number(f.max) + "]";
+    if (has_min) return "must be at least " + number(f.min);
+    return "must be at most " + number(f.max);
+  }
+  return "";
+}
 
 // "train.batch_size" style messages name the key; the CLI maps keys to flags.
 inline std::string option_flag(const Field& f) {
@@ -44,10 +85,15 @@ S fields_from_json(const nlohmann::json& j, const std::string& what, S settings 
   if (!j.is_object()) throw DataError(what + ": expected a JSON object");
   visit_fields(settings, [&](const Field& f, auto& value) {
     if (!j.contains(f.key)) return;
+    using T = std::decay_t<decltype(value)>;
     try {
-      value = j.at(f.key).template get<std::decay_t<decltype(value)>>();
+      value = j.at(f.key).template get<T>();
     } catch (const nlohmann::json::exception&) {
       throw DataError(what + ": '" + f.key + "' has the wrong type (" + j.at(f.key).dump() + ")");
+    }
+    if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+      const std::string problem = field_range_problem(f, static_cast<double>(value));
+      if (!problem.empty()) throw DataError(what + ": '" + f.key + "' " + problem + " (" + j.at(f.key).dump() + ")");
     }
   });
   return settings;

@@ -63,16 +63,16 @@ void visit_fields(ClassificationData& d, V&& visit) {
               "--data"},
         d.source);
   visit(Field{"synth_dir", "where --data synthetic writes its OFF tree; default OUT/synthetic"}, d.synth_dir);
-  visit(Field{"synth_train_per_class", "synthetic shapes per class for training"}, d.synth.train_per_class);
-  visit(Field{"synth_test_per_class", "synthetic shapes per class for testing"}, d.synth.test_per_class);
+  visit(Field{"synth_train_per_class", "synthetic shapes per class for training"}.range(1, 100000), d.synth.train_per_class);
+  visit(Field{"synth_test_per_class", "synthetic shapes per class for testing"}.range(1, 100000), d.synth.test_per_class);
   visit(Field{"synth_classes", "synthetic classes to use (comma-separated); default all"}, d.synth.classes);
-  visit(Field{"points_per_shape", "points stored per shape (mesh surface samples, or the first of pre-sampled files)"},
+  visit(Field{"points_per_shape", "points stored per shape (mesh surface samples, or the first of pre-sampled files)"}.range(1, 1 << 20),
         d.load.points_per_shape);
-  visit(Field{"max_per_class", "keep at most this many shapes per class; 0 = all"}, d.load.max_per_class);
+  visit(Field{"max_per_class", "keep at most this many shapes per class; 0 = all"}.at_least(0), d.load.max_per_class);
   visit_view_fields(d.view, visit, "how they are picked: fps (random start in training), random, first",
                     "axis of the z rotations: 0 x, 1 y (ModelNet40), 2 z");
   visit(Field{"protocol", "train/test rotations: z/z, z/so3, so3/so3 (also none/...)"}, d.protocol);
-  visit(Field{"val_fraction", "share of the training shapes held out for model selection"}, d.val_fraction);
+  visit(Field{"val_fraction", "share of the training shapes held out for model selection"}.range(0, 0.9), d.val_fraction);
   visit(Field{"class_names", "", ""}, d.class_names);
 }
 

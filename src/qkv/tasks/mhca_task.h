@@ -21,13 +21,13 @@ namespace qkv::mhca {
 // so they live in the structs' namespace).
 template <typename V>
 void visit_fields(XGBoostParams& p, V&& visit) {
-  visit(Field{"xgb_learning_rate", "XGBoost learning rate (paper Table A.1)"}, p.learning_rate);
-  visit(Field{"xgb_estimators", "XGBoost boosting rounds"}, p.n_estimators);
-  visit(Field{"xgb_max_depth", "XGBoost tree depth"}, p.max_depth);
-  visit(Field{"xgb_min_child_weight", "XGBoost min_child_weight"}, p.min_child_weight);
-  visit(Field{"xgb_gamma", "XGBoost gamma (min split loss)"}, p.gamma);
-  visit(Field{"xgb_subsample", "XGBoost row subsample per tree"}, p.subsample);
-  visit(Field{"xgb_colsample", "XGBoost column subsample per tree"}, p.colsample_bytree);
+  visit(Field{"xgb_learning_rate", "XGBoost learning rate (paper Table A.1)"}.range(1e-9, 1), p.learning_rate);
+  visit(Field{"xgb_estimators", "XGBoost boosting rounds"}.range(1, 100000), p.n_estimators);
+  visit(Field{"xgb_max_depth", "XGBoost tree depth"}.range(1, 30), p.max_depth);
+  visit(Field{"xgb_min_child_weight", "XGBoost min_child_weight"}.at_least(0), p.min_child_weight);
+  visit(Field{"xgb_gamma", "XGBoost gamma (min split loss)"}.at_least(0), p.gamma);
+  visit(Field{"xgb_subsample", "XGBoost row subsample per tree"}.range(1e-6, 1), p.subsample);
+  visit(Field{"xgb_colsample", "XGBoost column subsample per tree"}.range(1e-6, 1), p.colsample_bytree);
 }
 
 template <typename V>
@@ -38,16 +38,16 @@ void visit_fields(FeatureSelection& s, V&& visit) {
               "fixed CpG list (one id per line, e.g. from 'qkv mhca select'); selecting on the whole cohort before "
               "cross validation lets the test folds leak into the features"},
         s.list_path);
-  visit(Field{"n_features", "CpG sites RFE keeps; 0 = the SPECT token count (441 at 91x109x91)"}, s.n_features);
-  visit(Field{"rfe_step", "RFE: share of the features removed per round (< 1) or a count (>= 1)"}, s.rfe.step);
+  visit(Field{"n_features", "CpG sites RFE keeps; 0 = the SPECT token count (441 at 91x109x91)"}.range(0, 10000000), s.n_features);
+  visit(Field{"rfe_step", "RFE: share of the features removed per round (< 1) or a count (>= 1)"}.range(1e-6, 10000000), s.rfe.step);
   visit_fields(s.xgboost, visit);
 }
 
 template <typename V>
 void visit_fields(Augmentation& a, V&& visit) {
-  visit(Field{"augment", "share of training samples augmented per batch (paper: 10%)"}, a.fraction);
-  visit(Field{"augment_degrees", "largest random rotation of a volume about each axis, degrees"}, a.max_degrees);
-  visit(Field{"augment_noise", "Gaussian noise on beta-values, in units of each CpG's std"}, a.noise);
+  visit(Field{"augment", "share of training samples augmented per batch (paper: 10%)"}.range(0, 1), a.fraction);
+  visit(Field{"augment_degrees", "largest random rotation of a volume about each axis, degrees"}.range(0, 180), a.max_degrees);
+  visit(Field{"augment_noise", "Gaussian noise on beta-values, in units of each CpG's std"}.range(0, 100), a.noise);
 }
 
 }  // namespace qkv::mhca
@@ -90,8 +90,8 @@ void visit_fields(MhcaTrainData& d, V&& visit) {
   visit(Field{"manifest", "cohort CSV: subject_id,label,spect[,covariates] (spect: NIfTI path)"}, d.manifest);
   visit(Field{"methylation", "DNA-methylation table (CSV/TSV): subject_id, then one beta-value column per CpG site"},
         d.methylation);
-  visit(Field{"val_fraction", "share of subjects for early stopping and model selection"}, d.val_fraction);
-  visit(Field{"test_fraction", "share of subjects held out for the final test"}, d.test_fraction);
+  visit(Field{"val_fraction", "share of subjects for early stopping and model selection"}.range(0, 0.8), d.val_fraction);
+  visit(Field{"test_fraction", "share of subjects held out for the final test"}.range(0, 0.8), d.test_fraction);
   visit(Field{"normalisation", "volume intensities: global (min-max over training volumes, paper) or subject"},
         d.normalisation);
   visit_fields(d.selection, visit);

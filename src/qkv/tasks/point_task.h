@@ -47,10 +47,10 @@ void set_paper_training_defaults(train::TrainConfig& config, pointcloud::PointVi
 template <typename V>
 void visit_view_fields(pointcloud::PointViewOptions& view, V&& visit, const char* sampling_help,
                        const char* up_axis_help) {
-  visit(Field{"points", "points the model sees per shape"}, view.num_points);
+  visit(Field{"points", "points the model sees per shape"}.range(1, 1 << 20), view.num_points);
   visit(Field{"sampling", sampling_help}, view.sampling);
   visit(Field{"normalize", "", ""}, view.normalize);
-  visit(Field{"up_axis", up_axis_help}, view.up_axis);
+  visit(Field{"up_axis", up_axis_help}.range(0, 2), view.up_axis);
   visit(Field{"random_scale", "training augmentation: scale by U[0.8, 1.25)"}, view.random_scale);
   visit(Field{"random_shift", "training augmentation: shift by U[-0.1, 0.1)^3"}, view.random_shift);
   visit(Field{"normals", "", ""}, view.use_normals);  // decided by the model

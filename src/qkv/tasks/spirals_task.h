@@ -27,12 +27,12 @@ struct SpiralsData {
 
 template <typename V>
 void visit_fields(SpiralsData& d, V&& visit) {
-  visit(Field{"classes", "number of spiral arms (classes)"}, d.spirals.classes);
-  visit(Field{"points_per_class", "points on each arm"}, d.spirals.points_per_class);
-  visit(Field{"noise", "angular jitter (radians, std)"}, d.spirals.noise);
-  visit(Field{"turns", "full turns of each arm"}, d.spirals.turns);
-  visit(Field{"val_fraction", "share of points held out for model selection"}, d.val_fraction);
-  visit(Field{"test_fraction", "share of points held out for the final test"}, d.test_fraction);
+  visit(Field{"classes", "number of spiral arms (classes)"}.range(2, 1000), d.spirals.classes);
+  visit(Field{"points_per_class", "points on each arm"}.range(1, 1e7), d.spirals.points_per_class);
+  visit(Field{"noise", "angular jitter (radians, std)"}.range(0, 100), d.spirals.noise);
+  visit(Field{"turns", "full turns of each arm"}.range(1e-6, 1000), d.spirals.turns);
+  visit(Field{"val_fraction", "share of points held out for model selection"}.range(0, 0.99), d.val_fraction);
+  visit(Field{"test_fraction", "share of points held out for the final test"}.range(0, 0.99), d.test_fraction);
   visit(Field{"split_seed", "", ""}, d.split_seed);
 }
 

@@ -47,16 +47,16 @@ struct TrainConfig {
 // config.json's "train" object, and the options of every train command.
 template <typename V>
 void visit_fields(TrainConfig& c, V&& visit) {
-  visit(Field{"epochs", "training epochs"}, c.epochs);
-  visit(Field{"batch_size", "training mini-batch size (per rank in a data-parallel run)"}, c.batch_size);
-  visit(Field{"eval_batch_size", "evaluation batch size; 0 = --batch-size"}, c.eval_batch_size);
+  visit(Field{"epochs", "training epochs"}.at_least(1), c.epochs);
+  visit(Field{"batch_size", "training mini-batch size (per rank in a data-parallel run)"}.range(1, 1 << 20), c.batch_size);
+  visit(Field{"eval_batch_size", "evaluation batch size; 0 = --batch-size"}.range(0, 1 << 20), c.eval_batch_size);
   visit(Field{"drop_last", "skip a last partial training batch"}, c.drop_last);
   visit_fields(c.optim, visit);
-  visit(Field{"clip_grad_norm", "clip the global gradient L2 norm; 0 = off"}, c.clip_grad_norm);
-  visit(Field{"label_smoothing", "label smoothing of the cross-entropy loss"}, c.label_smoothing);
+  visit(Field{"clip_grad_norm", "clip the global gradient L2 norm; 0 = off"}.at_least(0), c.clip_grad_norm);
+  visit(Field{"label_smoothing", "label smoothing of the cross-entropy loss"}.range(0, 0.999), c.label_smoothing);
   visit(Field{"select_metric", "validation metric that picks the best epoch (loss is minimised, others maximised)"},
         c.select_metric);
-  visit(Field{"patience", "stop after this many epochs without a better validation score; 0 = train all epochs"},
+  visit(Field{"patience", "stop after this many epochs without a better validation score; 0 = train all epochs"}.at_least(0),
         c.patience);
   visit(Field{"seed", "", ""}, c.seed);  // set from --seed
   visit(Field{"world_size", "", ""}, c.parallel.world_size);  // --world-size is a data-parallel option
