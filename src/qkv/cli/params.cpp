@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qkv/cli/commands.h"
+#include "qkv/core/json_file.h"
 #include "qkv/core/errors.h"
 #include "qkv/models/model.h"
 
@@ -98,7 +99,7 @@ void register_params(CLI::App& app, Action& action) {
         }
         auto list = nlohmann::json::array();
         for (const auto& e : models::model_registry()) list.push_back(describe(e, nlohmann::json::object()));
-        std::printf("%s\n", list.dump(2).c_str());
+        std::printf("%s\n", json_text(list).c_str());
         return 0;
       }
       if (o->model.empty()) throw UsageError("params: --model is required (or --list)");
@@ -117,7 +118,7 @@ void register_params(CLI::App& app, Action& action) {
       auto described = describe(entry, options);
       described["parameters"] = parameters;
       if (o->json) {
-        std::printf("%s\n", described.dump(2).c_str());
+        std::printf("%s\n", json_text(described).c_str());
         return 0;
       }
       std::printf("model       %s: %s\n", entry.name.c_str(), entry.description.c_str());

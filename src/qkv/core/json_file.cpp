@@ -14,4 +14,8 @@ nlohmann::json read_json_file(const std::string& path) {
   }
 }
 
+std::string json_text(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 }  // namespace qkv

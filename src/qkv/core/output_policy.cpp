@@ -13,7 +13,9 @@
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/json_file.h"
 #include "qkv/core/runtime.h"
+#include "qkv/core/text.h"
 
 namespace qkv {
 namespace {
@@ -93,7 +95,7 @@ void write_new_ledger(const fs::path& dir, const OutputMarker& marker) {
   const nlohmann::json header = {{"qkv_version", qkv_version()},
                                  {"command", marker.command},
                                  {"settings", marker.settings.is_null() ? nlohmann::json::object() : marker.settings}};
-  write_file_atomic((dir / kLedgerName).string(), header.dump() + "\n");
+  write_file_atomic((dir / kLedgerName).string(), json_text(header, -1) + "\n");
 }
 
 // Registers `dir` (replacing an earlier registration of the same folder).
@@ -145,13 +147,22 @@ bool is_empty_folder(const fs::path& dir) {
 }
 
 std::string quoted(const std::string& option, const std::string& path) {
-  return option.empty() ? path : option + " " + path;
+  return option.empty() ? printable_path(path) : option + " " + printable_path(path);
+}
+
+// The ledger and the run records are JSON, which holds UTF-8 only: a folder
+// whose name is not would be recorded under another name.
+void require_utf8_name(const std::string& path, const std::string& option) {
+  if (!is_valid_utf8(path))
+    throw UsageError(quoted(option, path) + ": the name is not valid UTF-8 (qkv records its outputs in JSON); "
+                     "choose a UTF-8 name");
 }
 
 }  // namespace
 
 void check_output_dir(const std::string& dir, const std::string& option, bool overwrite) {
   if (dir.empty()) throw UsageError(option + ": must name a folder");
+  require_utf8_name(dir, option);
   const fs::path root = normal(dir);
   std::error_code ec;
   const auto status = fs::status(root, ec);
@@ -186,6 +197,7 @@ ClaimResult claim_output_dir(const std::string& dir, const std::string& option, 
 
 void check_output_file(const std::string& path, const std::string& option, bool overwrite) {
   if (path.empty()) throw UsageError(option + ": must name a file");
+  require_utf8_name(path, option);
   const fs::path file = normal(path);
   const fs::path dir = file.parent_path();
   std::error_code ec;
@@ -226,6 +238,7 @@ void adopt_output_dir(const std::string& dir, const std::string& option) {
 bool claim_synthetic_dir(const std::string& dir, const std::string& option, bool overwrite,
                          const OutputMarker& marker, bool check_only) {
   if (dir.empty()) throw UsageError(option + ": must name a folder");
+  require_utf8_name(dir, option);
   const fs::path root = normal(dir);
   std::error_code ec;
   const auto status = fs::status(root, ec);
@@ -293,7 +306,7 @@ void check_and_record_write(const std::string& path) {
   std::error_code ec;
   if (fs::exists(fs::symlink_status(file, ec)))
     throw DataError(file.string() + ": exists and was not written by qkv; not replacing it");
-  append_line(best->dir / kLedgerName, nlohmann::json(rel).dump());
+  append_line(best->dir / kLedgerName, json_text(nlohmann::json(rel), -1));
   best->files.insert(rel);
 }
 

@@ -49,4 +49,56 @@ std::string read_text_file(const std::string& path) {
   return text;
 }
 
+namespace {
+// The length of the well-formed UTF-8 sequence at text[i], or 0.
+size_t utf8_sequence_length(std::string_view text, size_t i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char b0 = byte(i);
+  if (b0 < 0x80) return 1;
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range (Unicode Table 3-7)
+  if (b0 >= 0xC2 && b0 <= 0xDF) n = 2;
+  else if (b0 == 0xE0) n = 3, lo = 0xA0;
+  else if (b0 >= 0xE1 && b0 <= 0xEC) n = 3;
+  else if (b0 == 0xED) n = 3, hi = 0x9F;
+  else if (b0 >= 0xEE && b0 <= 0xEF) n = 3;
+  else if (b0 == 0xF0) n = 4, lo = 0x90;
+  else if (b0 >= 0xF1 && b0 <= 0xF3) n = 4;
+  else if (b0 == 0xF4) n = 4, hi = 0x8F;
+  else return 0;
+  if (i + n > text.size()) return 0;
+  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k)
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+  return n;
+}
+}  // namespace
+
+size_t first_invalid_utf8(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = utf8_sequence_length(text, i);
+    if (n == 0) return i;
+    i += n;
+  }
+  return std::string_view::npos;
+}
+
+std::string printable_path(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = utf8_sequence_length(text, i);
+    if (n > 0) {
+      out.append(text.substr(i, n));
+      i += n;
+    } else {
+      static const char* hex = "0123456789abcdef";
+      const auto b = static_cast<unsigned char>(text[i++]);
+      out += "\\x";
+      out += hex[b >> 4];
+      out += hex[b & 15];
+    }
+  }
+  return out;
+}
+
 }  // namespace qkv

@@ -15,6 +15,16 @@ bool ends_with(std::string_view text, std::string_view suffix);
 // text without leading and trailing whitespace (std::isspace).
 std::string_view trim(std::string_view text);
 
+// The byte offset of the first sequence in `text` that is not well-formed
+// UTF-8 (overlong forms, surrogates, code points above U+10FFFF, truncated
+// or stray bytes), or std::string_view::npos when there is none.
+size_t first_invalid_utf8(std::string_view text);
+inline bool is_valid_utf8(std::string_view text) { return first_invalid_utf8(text) == std::string_view::npos; }
+
+// `text` with every byte that is not part of well-formed UTF-8 written as
+// \xHH, for messages that name a file whose name is not UTF-8.
+std::string printable_path(std::string_view text);
+
 // The whole file (a pipe too). DataError "PATH: no such file", "PATH: is a
 // folder, not a file", "PATH: cannot open: REASON" or "PATH: read failed".
 std::string read_text_file(const std::string& path);

@@ -116,34 +116,8 @@ Splits lm_task_datasets(const LmTaskSplits& task) {
 }
 
 void check_utf8(const std::string& s, const std::string& source) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t len = 0;
-    uint32_t min = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xE0) == 0xC0) {
-      len = 2, min = 0x80;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3, min = 0x800;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4, min = 0x10000;
-    } else {
-      throw DataError(source + ": not valid UTF-8 (byte offset " + std::to_string(i) + ")");
-    }
-    if (i + len > s.size()) throw DataError(source + ": not valid UTF-8 (truncated sequence at byte offset " + std::to_string(i) + ")");
-    uint32_t cp = c & (0xFF >> (len + 1));
-    for (size_t k = 1; k < len; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) throw DataError(source + ": not valid UTF-8 (byte offset " + std::to_string(i) + ")");
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-      throw DataError(source + ": not valid UTF-8 (byte offset " + std::to_string(i) + ")");
-    i += len;
-  }
+  const size_t at = first_invalid_utf8(s);
+  if (at != std::string_view::npos) throw DataError(source + ": not valid UTF-8 (byte offset " + std::to_string(at) + ")");
 }
 
 Splits load_text_corpus(const std::string& path, int64_t context) {
@@ -151,8 +125,16 @@ Splits load_text_corpus(const std::string& path, int64_t context) {
   const std::string text = read_text_file(path);
   if (text.empty()) throw DataError(path + ": the text file is empty");
   check_utf8(text, path);
-  if (text.size() < 2) throw DataError(path + ": too short to train on (" + std::to_string(text.size()) + " byte)");
-  const auto window = std::min<int64_t>(context + 1, static_cast<int64_t>(text.size()));
+  // Held-out text needs whole windows: 10 at least (8 train, 1 val, 1 test).
+  // Fewer would train on everything and select the last epoch without saying.
+  constexpr int64_t kMinWindows = 10;
+  const auto size = static_cast<int64_t>(text.size());
+  if (size < kMinWindows * context + 1)
+    throw DataError(path + ": " + std::to_string(size) + " bytes hold " + std::to_string(std::max<int64_t>(0, (size - 1) / context)) +
+                    " windows of --context " + std::to_string(context) + "; training with held-out text needs " +
+                    std::to_string(kMinWindows) + " (" + std::to_string(kMinWindows * context + 1) +
+                    " bytes): give more text or a smaller --context");
+  const int64_t window = context + 1;
   std::vector<at::Tensor> inputs, targets;
   for (int64_t start = 0; start + window <= static_cast<int64_t>(text.size()); start += window - 1) {
     auto w = bytes_to_tokens(text.substr(static_cast<size_t>(start), static_cast<size_t>(window)));
@@ -167,8 +149,6 @@ Splits load_text_corpus(const std::string& path, int64_t context) {
     for (int64_t i = from; i < to; ++i) idx.push_back(i);
     return std::make_shared<SubsetDataset>(all, idx);
   };
-  // Too little text for held-out parts: everything trains, selection falls back to the last epoch.
-  if (n < 10) return {range(0, n), range(n, n), range(n, n)};
   const int64_t n_train = n * 8 / 10, n_val = n / 10;
   return {range(0, n_train), range(n_train, n_train + n_val), range(n_train + n_val, n)};
 }

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "qkv/core/json_file.h"
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/parallel.h"
@@ -266,7 +267,7 @@ SynthCohortSummary write_synth_cohort(const std::string& out_dir, const SynthCoh
   summary.files.push_back(methylation_path);
 
   const std::string truth_path = join(out_dir, "ground_truth.json");
-  write_file_atomic(truth_path, ground_truth(options, anatomy, plan, subjects, meth).dump(2) + "\n");
+  write_file_atomic(truth_path, json_text(ground_truth(options, anatomy, plan, subjects, meth)) + "\n");
   summary.files.push_back(truth_path);
 
   data::Manifest manifest;

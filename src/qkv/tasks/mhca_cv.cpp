@@ -279,7 +279,7 @@ FoldPredictions train_xgboost_fold(const CohortData& cohort, const data::CVFold&
                   {"fold", fold.fold + 1},
                   {"preprocessing", prep.to_json()}};
   request.seed = params.seed;
-  write_file_atomic(train::RunPaths{dir}.config(), train::run_config(request).dump(2) + "\n");
+  write_file_atomic(train::RunPaths{dir}.config(), json_text(train::run_config(request)) + "\n");
   const auto test_x = methylation_matrix(cohort, fold.test, prep);
   FoldPredictions out;
   out.probabilities = classifier.predict_proba(test_x.data(), static_cast<int64_t>(fold.test.size()), f);
@@ -333,7 +333,7 @@ std::string render_cv_report(const nlohmann::json& summary,
             "</td><td>" + format_mean_std(ms("specificity"), 1, 3) + "</td><td>" + count + "</td></tr>\n";
   }
   html += "</table>\n<h2>ROC (all runs' test predictions pooled)</h2>\n" + train::roc_svg(curves) + "\n";
-  html += "<h2>Settings</h2><pre>" + train::escape_html(summary.at("settings").dump(2)) + "</pre>\n</body></html>\n";
+  html += "<h2>Settings</h2><pre>" + train::escape_html(json_text(summary.at("settings"))) + "</pre>\n</body></html>\n";
   return html;
 }
 
@@ -393,7 +393,7 @@ nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& o
       throw UsageError("--out " + out_dir + " holds a cross validation with other settings (" + settings_file +
                        "); use another --out, or the same options to continue it");
   } else {
-    write_file_atomic(settings_file, settings.dump(2) + "\n");
+    write_file_atomic(settings_file, json_text(settings) + "\n");
   }
   std::map<std::string, std::vector<std::vector<double>>> run_probs;  // model -> run -> per subject
   std::map<std::string, nlohmann::json> per_fold;
@@ -554,7 +554,7 @@ nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& o
   }
   summary["settings"] = settings;
   write_file_atomic(out_dir + "/predictions.csv", predictions_csv);
-  write_file_atomic(out_dir + "/summary.json", summary.dump(2) + "\n");
+  write_file_atomic(out_dir + "/summary.json", json_text(summary) + "\n");
   write_file_atomic(out_dir + "/report.html", render_cv_report(summary, curves));
   return summary;
 }

@@ -258,7 +258,7 @@ nlohmann::json explain_subjects(models::MHCANet& model, const CohortData& cohort
                        {"striatum_volume_fraction", volume_fraction},
                        {"enrichment", mean(all) / volume_fraction}};
   }
-  write_file_atomic(out_dir + "/explain.json", result.dump(2) + "\n");
+  write_file_atomic(out_dir + "/explain.json", json_text(result) + "\n");
   return result;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "qkv/core/atomic_file.h"
+#include "qkv/core/json_file.h"
 
 namespace qkv::train {
 namespace {
@@ -103,7 +104,7 @@ void flatten(const nlohmann::json& j, const std::string& prefix, std::vector<std
   } else if (j.is_string()) {
     rows.emplace_back(prefix, j.get<std::string>());
   } else {
-    rows.emplace_back(prefix, j.dump());
+    rows.emplace_back(prefix, json_text(j, -1));
   }
 }
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "qkv/core/json_file.h"
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
@@ -127,8 +128,8 @@ TrainResult execute_run(const RunRequest& r, const std::string& dir, bool resume
 
 void write_fitted_run(const RunRequest& request, const std::string& dir, const nlohmann::json& summary) {
   const RunPaths paths{dir};
-  write_file_atomic(paths.config(), run_config(request).dump(2) + "\n");
-  write_file_atomic(paths.summary(), summary.dump(2) + "\n");
+  write_file_atomic(paths.config(), json_text(run_config(request)) + "\n");
+  write_file_atomic(paths.summary(), json_text(summary) + "\n");
 }
 
 models::ModelPtr load_model_from_checkpoint(const std::string& checkpoint, nlohmann::json* run_config,
