@@ -134,8 +134,13 @@ TEST_F(SegCli, BadInputFailsWithOneLine) {
   const std::string ckpt = *dir_ + "/checkpoints/best.ckpt";
   expect_clean_failure(run_qkv("seg predict --checkpoint " + ckpt + " --input " + table_file() + " --category Sofa"), 2,
                        "not a ShapeNet-part category");
-  expect_clean_failure(run_qkv("seg predict --checkpoint " + ckpt + " --input " + table_file() + " --category Mug"), 1,
-                       "is not a part of Mug (36-37)");
+  // A category the run never learnt is refused before anything is read.
+  expect_clean_failure(run_qkv("seg predict --checkpoint " + ckpt + " --input " + table_file() + " --category Mug"), 2,
+                       "--category Mug: the run " + ckpt + " was trained on Airplane, Lamp, Table only");
+  EXPECT_EQ(read_json(*dir_ + "/config.json").at("data").at("trained_categories"),
+            nlohmann::json({"Airplane", "Lamp", "Table"}));
+  expect_clean_failure(run_qkv("seg predict --checkpoint " + ckpt + " --input " + table_file() + " --category Lamp"), 1,
+                       "is not a part of Lamp");
   expect_clean_failure(run_qkv("seg eval --checkpoint " + ckpt + " --data /nonexistent/shapenet"), 1,
                        "/nonexistent/shapenet");
   expect_clean_failure(run_qkv("seg train --protocol i/x --out /tmp/qkv_never"), 2, "--protocol i/x");

@@ -35,7 +35,14 @@ nlohmann::json model_options_from_cli(const PointModelOptions& o);
 template <typename Data>
 void prepare_point_data(Data d, train::RunRequest& r, const std::string& out) {
   d.view.seed = r.seed;
-  d.view.use_normals = models::find_model(r.model_name).resolve(r.model_options).value("normals", false);
+  const auto resolved = models::find_model(r.model_name).resolve(r.model_options);
+  d.view.use_normals = resolved.value("normals", false);
+  // Neighbourhoods of k points need k points per shape; found now rather than
+  // in the first forward pass after the data are loaded.
+  if (resolved.contains("k") && resolved["k"].is_number_integer() &&
+      resolved["k"].template get<int64_t>() > d.view.num_points)
+    throw UsageError(r.model_name + " option 'k' (" + resolved["k"].dump() + " neighbours) needs at least that many " +
+                     "points per shape; --points is " + std::to_string(d.view.num_points));
   d.copy_view_settings();
   if (d.source == "synthetic" && d.synth_dir.empty()) d.synth_dir = out + "/synthetic";
   d.validate();

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -60,9 +61,17 @@ void register_train(CLI::App* parent, Action& action) {
   };
   spec.check_outputs = check_point_outputs<PartSegData>;
   spec.load = [](train::RunRequest& r, const LoadContext& context) {
-    const auto d = PartSegData::from_json(r.data);
+    auto d = PartSegData::from_json(r.data);
     const auto loaded = load_point_data(d, context);
     auto s = tasks::make_splits(d, loaded);
+    d.trained_categories.clear();
+    if (loaded.train.size() > 0) {
+      const auto present = std::get<0>(torch::_unique(loaded.train.labels));
+      for (int64_t i = 0; i < present.numel(); ++i)
+        d.trained_categories.push_back(
+            pc::shapenet_part_categories().at(static_cast<size_t>(present[i].item<int64_t>())).name);
+    }
+    r.data = d.to_json();
     TaskRun run;
     run.splits = s.splits;
     run.hooks.extra_tests = s.extra_tests;
@@ -90,9 +99,9 @@ void register_eval(CLI::App* parent, Action& action) {
   add_eval_options(cmd, o->eval);
   cmd->add_option("--data", o->data, "data folder or 'synthetic'; default: the run's own data");
   cmd->add_option("--rotate", o->rotate, "rotations of the evaluated clouds: none (i), z or so3")->capture_default_str();
-  cmd->add_option("--invariance", o->invariance_shapes,
-                  "also measure the largest per-point logit change under 4 random rotations on this many shapes")
-      ->capture_default_str();
+  add_ranged_option(cmd, "--invariance", o->invariance_shapes,
+                    "also measure the largest per-point logit change under 4 random rotations on this many shapes", 0,
+                    100000);
   cmd->callback([o, &action] {
     action = [o] {
       const auto rotation = pc::parse_rotation(o->rotate);
@@ -159,6 +168,13 @@ void register_predict(CLI::App* parent, Action& action) {
       const auto png = (out.size() > 4 && out.substr(out.size() - 4) == ".ply" ? out.substr(0, out.size() - 4) : out) + ".png";
 
       const auto& cat = pc::shapenet_part_categories()[static_cast<size_t>(category)];
+      const auto& seen = run.data.trained_categories;
+      if (!seen.empty() && std::find(seen.begin(), seen.end(), cat.name) == seen.end()) {
+        std::string names;
+        for (const auto& name : seen) names += (names.empty() ? "" : ", ") + name;
+        throw UsageError("--category " + o->category + ": the run " + o->checkpoint + " was trained on " + names +
+                         " only");
+      }
 
       // The points to label: every point of a cloud, or surface samples of a mesh.
       pc::Mesh mesh;
@@ -242,8 +258,7 @@ void register_compare(CLI::App* parent, Action& action) {
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("runs", o->runs, "run folders of `qkv seg train`")->required()->check(CLI::ExistingDirectory);
-  cmd->add_option("--shapes", o->shapes, "test shapes for the invariance measurement (0: skip it)")
-      ->capture_default_str();
+  add_ranged_option(cmd, "--shapes", o->shapes, "test shapes for the invariance measurement (0: skip it)", 0, 100000);
   cmd->add_flag("--json", o->json, "print JSON instead of a table");
   add_common_options(cmd, o->common, "");
   cmd->callback([o, &action] {

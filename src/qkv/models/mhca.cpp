@@ -1,5 +1,8 @@
 #include "qkv/models/mhca.h"
 
+#include <array>
+#include <cmath>
+
 #include <torch/torch.h>
 
 #include "qkv/core/errors.h"
@@ -73,11 +76,33 @@ void SpectEncoderOptions::read(OptionReader& r) {
   r.get("conv_dropout", dropout, 0.0, 0.99);
   if (volume_shape.size() != 3)
     throw UsageError(r.model() + " option 'volume_shape' must have 3 sizes (got " + shape_text(volume_shape) + ")");
-  if (channels.size() < 2)
-    throw UsageError(r.model() + " option 'channels' must list at least 2 convolutions");
+  if (channels.size() < 2 || channels.size() > 8)
+    throw UsageError(r.model() + " option 'channels' must list 2 to 8 convolutions");
   for (auto c : channels)
-    if (c < 1) throw UsageError(r.model() + " option 'channels' must be positive");
+    if (c < 1 || c > 4096) throw UsageError(r.model() + " option 'channels' must be in [1, 4096]");
+  for (auto n : volume_shape)
+    if (n < 1 || n > 4096) throw UsageError(r.model() + " option 'volume_shape' must be in [1, 4096] per axis");
   token_grid();
+  // Each convolution's float32 output for one sample (our bound: 1 GiB; the
+  // paper's sizes at 91x109x91 need 52 MB). Larger would not fit a batch in
+  // memory, and failing here beats the kernel killing the process mid-epoch.
+  constexpr double kMaxActivationBytes = 1024.0 * 1024 * 1024;
+  std::array<double, 3> in{static_cast<double>(volume_shape[0]), static_cast<double>(volume_shape[1]),
+                           static_cast<double>(volume_shape[2])};
+  for (size_t layer = 0; layer < channels.size(); ++layer) {
+    double voxels = 1;
+    for (auto& n : in) {
+      n = n + 2 * padding - 2;  // the convolution's output
+      voxels *= n;
+    }
+    const double bytes = 4.0 * voxels * static_cast<double>(channels[layer]);
+    if (bytes > kMaxActivationBytes)
+      throw UsageError(r.model() + " option 'channels': convolution " + std::to_string(layer + 1) + "'s output (" +
+                       std::to_string(channels[layer]) + " channels on the volume grid) would take " +
+                       std::to_string(static_cast<int64_t>(bytes / (1024 * 1024))) +
+                       " MB per sample; the bound is 1024 MB");
+    for (auto& n : in) n = std::floor(n / 2);  // the pool
+  }
 }
 
 void SpectEncoderOptions::write(nlohmann::json& j) const {

@@ -170,7 +170,7 @@ at::Tensor prepare_every_point(const Mesh& mesh, const PointViewOptions& options
   const std::string where = source.empty() ? "" : source + ": ";
   at::Tensor points, stored_normals;
   if (mesh.is_point_cloud()) {
-    if (mesh.vertices.empty()) throw DataError(where + "no points");
+    check_point_cloud_extent(mesh.vertices, source);
     const auto n = static_cast<int64_t>(mesh.vertices.size());
     points = torch::from_blob(const_cast<Vec3*>(mesh.vertices.data()), {n, 3}, torch::kFloat).clone();
     if (options.use_normals) {

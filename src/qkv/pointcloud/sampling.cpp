@@ -74,6 +74,25 @@ uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
+void check_point_cloud_extent(const std::vector<Vec3>& points, const std::string& source) {
+  const std::string where = source.empty() ? "" : source + ": ";
+  if (points.empty()) throw DataError(where + "no points");
+  Vec3 lo = points[0], hi = points[0];
+  for (const auto& v : points)
+    for (int a = 0; a < 3; ++a) {
+      if (!std::isfinite(v[a])) throw DataError(where + "a coordinate is not finite");
+      lo[a] = std::min(lo[a], v[a]);
+      hi[a] = std::max(hi[a], v[a]);
+    }
+  // One point, or every point the same, cannot be scaled to the unit sphere:
+  // a model would see the same nothing whatever the file held.
+  if (lo == hi)
+    throw DataError(where +
+                    (points.size() == 1 ? std::string("only 1 point")
+                                        : "all " + std::to_string(points.size()) + " points are the same point") +
+                    "; a shape needs points that span some extent");
+}
+
 SampledPoints sample_surface(const Mesh& mesh, int64_t n, uint64_t seed, const std::string& source) {
   const std::string where = source.empty() ? "" : source + ": ";
   if (n < 0) throw UsageError("sample_surface: n must be >= 0 (got " + std::to_string(n) + ")");
@@ -82,7 +101,10 @@ SampledPoints sample_surface(const Mesh& mesh, int64_t n, uint64_t seed, const s
     throw DataError(where + std::to_string(mesh.normals.size()) + " normals for " +
                     std::to_string(mesh.vertices.size()) + " vertices");
   std::mt19937_64 rng(seed);
-  if (mesh.is_point_cloud()) return sample_cloud(mesh, n, rng);
+  if (mesh.is_point_cloud()) {
+    check_point_cloud_extent(mesh.vertices, source);
+    return sample_cloud(mesh, n, rng);
+  }
 
   const auto n_vertices = static_cast<int64_t>(mesh.vertices.size());
   const size_t n_faces = mesh.faces.size();

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "qkv/pointcloud/mesh.h"
 
@@ -35,6 +36,12 @@ struct SampledPoints {
 // repeats, in random order.
 // Errors are DataErrors; `source` (usually the file) starts their message when
 // given: "chair_0001.off: mesh has zero surface area". n < 0 is a UsageError.
+// A point cloud without extent (one point, or every point the same) is
+// refused as well.
 SampledPoints sample_surface(const Mesh& mesh, int64_t n, uint64_t seed, const std::string& source = "");
+
+// DataError "SOURCE: only 1 point; ..." / "all N points are the same point"
+// / "a coordinate is not finite" / "no points".
+void check_point_cloud_extent(const std::vector<Vec3>& points, const std::string& source);
 
 }  // namespace qkv::pointcloud

@@ -27,6 +27,10 @@ struct PartSegData {
   pointcloud::ShapeNetPartLoadOptions load;
   pointcloud::PointViewOptions view;
   std::string protocol = "i/i";
+  // Decided by the data: the categories of the training shapes (names), so
+  // that `seg predict` refuses one the model never learnt. Empty in runs
+  // made before it was recorded.
+  std::vector<std::string> trained_categories;
 
   PartSegData();
   nlohmann::json to_json() const { return fields_to_json(*this); }
@@ -52,16 +56,16 @@ void visit_fields(PartSegData& d, V&& visit) {
               "--data"},
         d.source);
   visit(Field{"synth_dir", "where --data synthetic writes its shapes; default OUT/synthetic"}, d.synth_dir);
-  visit(Field{"synth_train_per_category", "synthetic training shapes per category"}, d.synth.train_per_category);
-  visit(Field{"synth_val_per_category", "synthetic validation shapes per category"}, d.synth.val_per_category);
-  visit(Field{"synth_test_per_category", "synthetic test shapes per category"}, d.synth.test_per_category);
-  visit(Field{"synth_points_per_shape", "surface points written per synthetic shape"}, d.synth.points_per_shape);
+  visit(Field{"synth_train_per_category", "synthetic training shapes per category"}.range(1, 100000), d.synth.train_per_category);
+  visit(Field{"synth_val_per_category", "synthetic validation shapes per category"}.range(0, 100000), d.synth.val_per_category);
+  visit(Field{"synth_test_per_category", "synthetic test shapes per category"}.range(1, 100000), d.synth.test_per_category);
+  visit(Field{"synth_points_per_shape", "surface points written per synthetic shape"}.range(1, 1 << 20), d.synth.points_per_shape);
   visit(Field{"synth_categories",
               "synthetic categories to write (comma-separated; qkv data synth-parts --list); default all"},
         d.synth.categories);
-  visit(Field{"points_per_shape", "points each shape is resampled to when loaded (2048 as in the standard readers)"},
+  visit(Field{"points_per_shape", "points each shape is resampled to when loaded (2048 as in the standard readers)"}.range(1, 1 << 20),
         d.load.points_per_shape);
-  visit(Field{"max_per_category", "keep at most this many shapes per category and split; 0 = all"},
+  visit(Field{"max_per_category", "keep at most this many shapes per category and split; 0 = all"}.at_least(0),
         d.load.max_per_category);
   visit(Field{"categories", "load only these categories (names or synsets, comma-separated); default all"},
         d.load.categories);
@@ -71,6 +75,7 @@ void visit_fields(PartSegData& d, V&& visit) {
               "train/test rotations: i/i, i/z, i/so3, z/z, z/so3, so3/so3 (i = none); every run also scores the test "
               "set under the other rotations"},
         d.protocol);
+  visit(Field{"trained_categories", "", ""}, d.trained_categories);
 }
 
 struct PartSegSplits {
