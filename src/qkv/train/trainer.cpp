@@ -8,9 +8,11 @@
 #include <cstdio>
 #include <random>
 
+#include "qkv/core/allocator.h"
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
+#include "qkv/core/json_file.h"
 #include "qkv/train/progress.h"
 #include "qkv/train/report.h"
 
@@ -207,7 +209,7 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
       !state.run_config["resumes"].empty())
     state.run_config["resumes"].back()["from_epoch"] = state.epoch;
   state.world_size = world;
-  if (writer) write_file_atomic(paths.config(), state.run_config.dump(2) + "\n");
+  if (writer) write_file_atomic(paths.config(), json_text(state.run_config) + "\n");
 
   const std::string select_key = "val_" + config.select_metric;
   const bool minimise = lower_is_better(config.select_metric);
@@ -329,6 +331,9 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
       }
     }
     save_progress({{"epochs_done", state.epoch}, {"best_epoch", state.best_epoch}});
+    // Freed pages beyond a bound go back to the system once an epoch, so that
+    // a long run's memory stays bounded while each step reuses the last's.
+    release_cached_memory_above(cached_memory_bound());
     if (!quiet) print_epoch_line(row, config.epochs);
     if (have_val && config.patience > 0 && state.epoch - state.best_epoch >= config.patience) {
       stopped_early = true;
@@ -368,7 +373,7 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
     if (dataset && dataset->size() > 0)
       summary["test_" + name] = evaluate(model, *dataset, eval_batch, device, final_metrics, group);
   if (writer) {
-    write_file_atomic(paths.summary(), summary.dump(2) + "\n");
+    write_file_atomic(paths.summary(), json_text(summary) + "\n");
     write_metrics_jsonl(paths, state.history);
     write_report_html(paths.report(), hooks.title, state.history, summary, state.run_config);
   }
