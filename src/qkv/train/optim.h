@@ -29,12 +29,12 @@ struct OptimConfig {
 template <typename V>
 void visit_fields(OptimConfig& c, V&& visit) {
   visit(Field{"optimizer", "adam, adamw or sgd (with --momentum)"}, c.optimizer);
-  visit(Field{"lr", "learning rate"}.range(1e-12, 1e3), c.lr);
+  visit(Field{"lr", "learning rate"}.range(0, 1e3), c.lr);
   visit(Field{"weight_decay", "weight decay (decoupled for adamw)"}.at_least(0), c.weight_decay);
   visit(Field{"momentum", "sgd momentum"}.range(0, 0.999), c.momentum);
   visit(Field{"schedule", "learning-rate schedule: constant, step or cosine (per epoch)"}, c.schedule);
   visit(Field{"step_size", "step schedule: epochs between decays"}.at_least(1), c.step_size);
-  visit(Field{"gamma", "step schedule: decay factor"}.range(1e-12, 1), c.gamma);
+  visit(Field{"gamma", "step schedule: decay factor"}.range(0, 1), c.gamma);
   visit(Field{"min_lr", "cosine schedule: final learning rate"}.at_least(0), c.min_lr);
   visit(Field{"warmup_epochs", "linear warm-up epochs before the schedule"}.at_least(0), c.warmup_epochs);
 }
