@@ -120,7 +120,7 @@ void check_utf8(const std::string& s, const std::string& source) {
   if (at == std::string_view::npos) return;
   // A sequence cut off by the end of the text (a file truncated mid-character).
   const auto lead = static_cast<unsigned char>(s[at]);
-  const size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC2 ? 2 : 0;
+  const size_t need = lead > 0xF4 ? 0 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC2 ? 2 : 0;
   bool truncated = need > 0 && at + need > s.size();
   for (size_t k = at + 1; truncated && k < s.size(); ++k) truncated = (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80;
   throw DataError(source + ": not valid UTF-8 (" + (truncated ? "truncated sequence at " : "") + "byte offset " +
