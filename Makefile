@@ -2,6 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 DEMO_OUT ?= runs/demo
+CCACHE := $(shell command -v ccache)
 
 .PHONY: deps configure build demo demo-mhca test bench clean check-asan fuzz
 
@@ -30,13 +31,13 @@ bench: configure
 # LibTorch is not instrumented; scripts/lsan.supp names the leaks it owns.
 check-asan:
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Release -DQKV_SANITIZE=ON \
-	  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache >/dev/null
+	  -DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE) -DCMAKE_C_COMPILER_LAUNCHER=$(CCACHE) >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	@cd build-asan && ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=1} \
 	  LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan.supp:print_suppressions=0 \
 	  UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 
-# libFuzzer targets, one per reader, in build-fuzz/ (clang++-14; fuzz/README.md).
+# libFuzzer targets, one per reader, in build-fuzz/ (clang++-14; docs/reliability.md).
 fuzz:
 	@fuzz/build build-fuzz
 

@@ -166,7 +166,7 @@ Mesh parse_off(const std::string& path, std::string_view text) {
     if (!parse_int(tok[0], k))
       fail_at(path, lines.line(), "face vertex count " + show(tok[0]) + " is not an integer (wrong vertex count in the header?)");
     if (k < 3) fail_at(path, lines.line(), "face has " + std::to_string(k) + " vertices, need at least 3");
-    if (static_cast<int64_t>(tok.size()) < k + 1)
+    if (k > static_cast<int64_t>(tok.size()) - 1)  // not k + 1 > size: k may be INT64_MAX
       fail_at(path, lines.line(),
               "face says " + std::to_string(k) + " vertices but lists " + std::to_string(tok.size() - 1));
     polygon.clear();
@@ -446,15 +446,22 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
         size_t t = 0;
         values.clear();
         polygon.clear();
-        auto next_value = [&](bool integer) {
+        auto next_token = [&] {
           if (t >= tok.size())
             fail_at(path, body.line(), "too few values for element '" + e.name + "' (wrong counts in the header?)");
-          const auto s = tok[t++];
-          if (integer) {
-            int64_t i = 0;
-            if (!parse_int(s, i)) fail_at(path, body.line(), "expected an integer, found " + show(s));
-            return static_cast<double>(i);
-          }
+          return tok[t++];
+        };
+        // Integers stay int64: a round trip through double is undefined
+        // behaviour for values near INT64_MAX.
+        auto next_int = [&] {
+          const auto s = next_token();
+          int64_t i = 0;
+          if (!parse_int(s, i)) fail_at(path, body.line(), "expected an integer, found " + show(s));
+          return i;
+        };
+        auto next_value = [&](bool integer) {
+          if (integer) return static_cast<double>(next_int());
+          const auto s = next_token();
           double d = 0;
           if (!parse_double(s, d)) fail_at(path, body.line(), "non-numeric value " + show(s));
           return d;
@@ -465,13 +472,15 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
             values.push_back(next_value(ply_is_integer(p.type)));
             continue;
           }
-          const auto n = static_cast<int64_t>(next_value(true));
+          const int64_t n = next_int();
           if (n < 0) fail_at(path, body.line(), "negative list length");
           const bool keep = is_face && static_cast<int>(pi) == layout.face_list;
           values.push_back(0);
           for (int64_t j = 0; j < n; ++j) {
-            const double v = next_value(ply_is_integer(p.type));
-            if (keep) polygon.push_back(static_cast<int64_t>(v));
+            if (keep)
+              polygon.push_back(next_int());  // face lists hold integers (checked with the header)
+            else
+              next_value(ply_is_integer(p.type));
           }
         }
         if (t != tok.size())
