@@ -3,6 +3,7 @@
 // bad cohort gets.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -247,6 +248,38 @@ TEST_F(MhcaCli, TrainWritesARunFolder) {
   const auto summary = read_json(out + "/summary.json");
   EXPECT_TRUE(summary.contains("test"));
   EXPECT_EQ(read_json(out + "/config.json").at("model").at("options").at("features"), 300);
+}
+
+TEST_F(MhcaCli, PredictRefusesAVolumeOffTheCheckpointsGridFromItsHeader) {
+  // The case: a small .nii.gz declaring 1024x1024x512 used to be read
+  // (2 GiB) and stacked (n x 2 GiB) before anything compared it with the model.
+  const std::string out = root_ + "/grid_train";
+  const auto r = run_qkv("mhca train " + cohort_args() + " --out " + out + " " + kNetOptions +
+                         " --model spectnet --select all --epochs 1 --lr 1e-3");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string dir = root_ + "/grid";
+  make_directories(dir);
+  // A header alone: dims 1024 x 1024 x 512 uint8, no voxels.
+  std::vector<char> header(352, 0);
+  const int32_t sizeof_hdr = 348;
+  const int16_t dim[8] = {3, 1024, 1024, 512, 1, 1, 1, 1};
+  const int16_t datatype = 2, bitpix = 8;
+  const float vox_offset = 352, one = 1;
+  std::memcpy(header.data(), &sizeof_hdr, 4);
+  std::memcpy(header.data() + 40, dim, sizeof dim);
+  std::memcpy(header.data() + 70, &datatype, 2);
+  std::memcpy(header.data() + 72, &bitpix, 2);
+  for (int d = 0; d < 8; ++d) std::memcpy(header.data() + 76 + 4 * d, &one, 4);
+  std::memcpy(header.data() + 108, &vox_offset, 4);
+  std::memcpy(header.data() + 344, "n+1", 4);
+  const std::string hostile = dir + "/hostile.nii";
+  write_file_atomic(hostile, header);
+  auto m = data::read_manifest(manifest());
+  m.subjects[3].spect_path = hostile;
+  data::write_manifest(dir + "/manifest.csv", m);
+  const auto p = run_qkv("mhca predict --manifest " + dir + "/manifest.csv --methylation " + methylation() +
+                         " --checkpoint " + out + "/checkpoints/best.ckpt --out " + dir + "/pred.csv");
+  expect_clean_failure(p, 1, "hostile.nii: grid 1024x1024x512 differs from the checkpoint's 24x28x24");
 }
 
 TEST_F(MhcaCli, BadCohortsGetOneLineErrors) {

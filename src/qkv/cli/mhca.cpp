@@ -351,8 +351,12 @@ void register_predict(CLI::App* parent, Action& action) {
       const auto prep = recorded_preprocessing(config, o->checkpoint);
       check_output_file(o->common.out, "--out", o->common.overwrite);
       const std::string name = config.at("model").at("name");
+      // The checkpoint's grid, so that a volume on another grid is refused from its header.
+      const auto& model_json = config.at("model");
+      const auto grid = model_json.contains("options") ? model_json.at("options").value("volume_shape", std::vector<int64_t>{})
+                                                       : std::vector<int64_t>{};
       auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, name != "xgboost",
-                                      at::get_num_threads());
+                                      at::get_num_threads(), false, grid);
       const auto rows = all_rows(cohort);
       std::vector<double> p;
       if (xgb) {
@@ -422,7 +426,8 @@ void register_explain(CLI::App* parent, Action& action) {
         if (fs::exists(next_to)) ex.ground_truth = next_to.string();
       }
       check_output_dir(o->common.out, "--out", o->common.overwrite);
-      auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, true, at::get_num_threads());
+      auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, true, at::get_num_threads(), false,
+                                      net->options().volume_shape);
       claim_output_dir(o->common.out, "--out", o->common.overwrite, {"mhca explain", {}});
       auto result = mhca::explain_subjects(*net, cohort, prep, ex, o->common.out, device);
       nlohmann::json brief = result;

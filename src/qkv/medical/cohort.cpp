@@ -12,7 +12,9 @@
 #include <unordered_set>
 
 #include "qkv/core/atomic_file.h"
+#include "qkv/core/checked.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/file_input.h"
 #include "qkv/core/parse_errors.h"
 #include "qkv/core/text.h"
 
@@ -42,6 +44,14 @@ char detect_delimiter(const char* begin, const char* end) {
   return ',';
 }
 
+// The longest record (a line, or several with quoted line breaks) and the
+// most fields one may have. The largest methylation arrays (EPIC v2, ~940k
+// CpG sites) need ~10 MB and ~1M fields per line; past these, the fields of
+// one line (16 bytes each) and the header's ids would take many times the
+// file, so such a file is refused at that line instead.
+constexpr int64_t kMaxRecordBytes = int64_t{32} << 20;
+constexpr size_t kMaxFields = size_t{1} << 22;
+
 // RFC 4180 records over an in-memory buffer. Fields are views into the buffer
 // (or into scratch storage for quoted fields holding doubled quotes), valid
 // until the next call, so a 60 MB table is split without a string per cell.
@@ -70,6 +80,7 @@ class Records {
     fields.clear();
     scratch_.clear();
     line_ = next_line_;
+    const char* record_start = p_;
     for (;;) {
       while (p_ < end_ && is_blank(*p_)) ++p_;
       if (p_ < end_ && *p_ == '"') {
@@ -84,6 +95,9 @@ class Records {
         while (stop > start && is_blank(stop[-1])) --stop;
         fields.emplace_back(start, static_cast<size_t>(stop - start));
       }
+      if (p_ - record_start > kMaxRecordBytes)
+        fail_at(path_, line_, "longer than " + std::to_string(kMaxRecordBytes >> 20) + " MiB (not a table row?)");
+      if (fields.size() > kMaxFields) fail_at(path_, line_, "more than " + std::to_string(kMaxFields) + " fields");
       if (p_ >= end_) return;
       if (*p_ == delim_) {
         ++p_;
@@ -213,7 +227,10 @@ std::string plural(size_t n, const std::string& one, const std::string& many) {
 
 // ---------------------------------------------------------------- manifest
 
-Manifest read_manifest(const std::string& path) {
+namespace {
+
+Manifest read_manifest_unguarded(const std::string& path) {
+  regular_file_size(path);
   const std::string bytes = read_text_file(path);
   const char* begin = skip_bom(bytes.data(), bytes.data() + bytes.size());
   const char* end = bytes.data() + bytes.size();
@@ -278,6 +295,12 @@ Manifest read_manifest(const std::string& path) {
   return manifest;
 }
 
+}  // namespace
+
+Manifest read_manifest(const std::string& path) {
+  return guard_memory(path, "a manifest", [&] { return read_manifest_unguarded(path); });
+}
+
 void write_manifest(const std::string& path, const Manifest& manifest) {
   const char delim = ends_with_tsv(path) ? '\t' : ',';
   std::vector<std::string> covariates;
@@ -329,7 +352,10 @@ int64_t MethylationTable::missing_count() const {
   return std::count_if(values.begin(), values.end(), [](float v) { return std::isnan(v); });
 }
 
-MethylationTable read_methylation_table(const std::string& path) {
+namespace {
+
+MethylationTable read_methylation_table_unguarded(const std::string& path) {
+  regular_file_size(path);
   const std::string bytes = read_text_file(path);
   const char* begin = skip_bom(bytes.data(), bytes.data() + bytes.size());
   const char* end = bytes.data() + bytes.size();
@@ -359,8 +385,14 @@ MethylationTable read_methylation_table(const std::string& path) {
 
   const size_t cols = table.cpg_ids.size();
   const size_t expected_fields = cols + 1;
-  // One allocation up front: lines bound the rows from above.
-  table.values.reserve(static_cast<size_t>(std::count(begin, end, '\n') + 1) * cols);
+  // One allocation up front: lines bound the rows from above, and every
+  // value takes at least its delimiter's byte.
+  {
+    const int64_t lines = std::count(begin, end, '\n') + 1;
+    int64_t cells = 0;
+    if (!checked_mul(lines, static_cast<int64_t>(cols), cells) || cells > end - begin) cells = end - begin;
+    table.values.reserve(static_cast<size_t>(cells));
+  }
   std::unordered_map<std::string, int64_t> line_of_id;
   fields.reserve(expected_fields);
   while (records.next(fields)) {
@@ -394,6 +426,12 @@ MethylationTable read_methylation_table(const std::string& path) {
   if (table.subject_ids.empty()) fail(path, "no subjects: the file holds only a header row");
   table.values.shrink_to_fit();
   return table;
+}
+
+}  // namespace
+
+MethylationTable read_methylation_table(const std::string& path) {
+  return guard_memory(path, "a methylation table", [&] { return read_methylation_table_unguarded(path); });
 }
 
 void write_methylation_table(const std::string& path, const MethylationTable& table) {
@@ -481,6 +519,7 @@ MethylationTable select_cpgs(const MethylationTable& table, const std::vector<st
 // ---------------------------------------------------------------- CpG lists
 
 std::vector<std::string> read_cpg_list(const std::string& path) {
+  regular_file_size(path);
   const std::string bytes = read_text_file(path);
   const char* begin = skip_bom(bytes.data(), bytes.data() + bytes.size());
   const std::string_view text(begin, static_cast<size_t>(bytes.data() + bytes.size() - begin));

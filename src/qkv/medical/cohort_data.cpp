@@ -7,6 +7,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "qkv/core/checked.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/parallel.h"
 
@@ -39,8 +40,37 @@ data::Volume tensor_to_volume(const at::Tensor& xyz, const data::NiftiGeometry& 
   return v;
 }
 
+namespace {
+
+std::string grid_text(const std::vector<int64_t>& d) {
+  std::string out;
+  for (auto v : d) out += (out.empty() ? "" : "x") + std::to_string(v);
+  return out;
+}
+
+// Every volume's header against the grid (the checkpoint's, or else the
+// first volume's), before anything the size of a volume is read or allocated.
+std::vector<int64_t> check_grids(const std::vector<std::string>& paths, const std::vector<int64_t>& expected) {
+  std::vector<int64_t> grid = expected;
+  std::string grid_owner = "the checkpoint";
+  for (const auto& path : paths) {
+    const auto d = data::read_nifti_grid(path);
+    const std::vector<int64_t> dims(d.begin(), d.end());
+    if (grid.empty()) {
+      grid = dims;
+      grid_owner = path;
+    } else if (dims != grid) {
+      throw DataError(path + ": grid " + grid_text(dims) + " differs from " + grid_owner + "'s " + grid_text(grid) +
+                      " (every volume must be on one grid)");
+    }
+  }
+  return grid;
+}
+
+}  // namespace
+
 CohortData load_cohort(const std::string& manifest_path, const std::string& methylation_path, bool load_volumes,
-                       int64_t threads, bool quiet) {
+                       int64_t threads, bool quiet, const std::vector<int64_t>& expected_grid) {
   auto manifest = data::read_manifest(manifest_path);
   auto table = data::read_methylation_table(methylation_path);
   auto match = data::match_cohort(manifest, table);
@@ -83,10 +113,22 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
   }
 
   // Volumes are read in parallel; the first one fixes the grid.
+  const auto grid = check_grids(c.spect_paths, expected_grid);
+  int64_t total = n;
+  for (auto d : grid)
+    if (!checked_mul(total, d, total)) total = -1;
+  if (total < 0)
+    throw DataError(manifest_path + ": " + std::to_string(n) + " volumes of " + grid_text(grid) +
+                    " voxels are too many to hold in memory");
   auto first = data::read_nifti(c.spect_paths.at(0));
   c.geometry = first.geometry;
   const auto dims = first.dims;
-  c.volumes = torch::empty({n, dims[0], dims[1], dims[2]}, torch::kFloat32);
+  try {
+    c.volumes = torch::empty({n, dims[0], dims[1], dims[2]}, torch::kFloat32);
+  } catch (const c10::Error&) {
+    throw DataError(manifest_path + ": out of memory stacking " + std::to_string(n) + " volumes of " +
+                    grid_text(grid) + " voxels (" + std::to_string(total * 4) + " bytes)");
+  }
   c.volumes[0].copy_(volume_to_tensor(first));
   try {
     parallel_tasks(n - 1, parallel_workers(n - 1, threads > 0 ? threads : 2), [&](int64_t, int64_t task) {

@@ -35,9 +35,11 @@ struct CohortData {
 // subject's volume, using up to `threads` readers (0: 2) on LibTorch's
 // threads. Subjects in one modality only are reported on stderr (one line),
 // never silently dropped; DataError if a volume has another grid than the
-// first, naming both files.
+// first, naming both files. With `expected_grid` (a checkpoint's {X, Y, Z}),
+// every volume's header is checked against it before any voxel is read, so a
+// file declaring a huge grid is refused by name instead of being stacked.
 CohortData load_cohort(const std::string& manifest, const std::string& methylation, bool load_volumes,
-                       int64_t threads, bool quiet = false);
+                       int64_t threads, bool quiet = false, const std::vector<int64_t>& expected_grid = {});
 
 // How volumes become model input: "global" min-max over the training
 // subjects' voxels (the paper's [0, 1] normalisation; the same two numbers

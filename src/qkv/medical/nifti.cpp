@@ -19,7 +19,9 @@
 #include <nifti2_io.h>
 
 #include "qkv/core/atomic_file.h"
+#include "qkv/core/checked.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/file_input.h"
 #include "qkv/core/text.h"
 
 namespace qkv::data {
@@ -29,6 +31,17 @@ constexpr int kNifti1HeaderSize = 348;
 constexpr int kNifti2HeaderSize = 540;
 // NIfTI-1 single file: header, the 4-byte extension flag, then the voxels.
 constexpr int kNifti1VoxOffset = kNifti1HeaderSize + 4;
+// The largest volume read: 2^28 voxels (1 GiB as float) holds a 0.5 mm
+// whole-brain grid many times over. A gzipped file's size says nothing about
+// what it decompresses to, so this is what a declared size is checked against.
+constexpr int64_t kMaxVoxels = int64_t{1} << 28;
+// Where a gzipped file's voxels may start at the latest. Header extensions
+// (DICOM fields, notes) take kilobytes; nifticlib allocates what they declare
+// up to vox_offset, which a plain file's size bounds and a gzipped one's does not.
+constexpr int64_t kMaxGzVoxOffset = int64_t{256} << 20;
+// Voxel bytes are read from a gzip stream in slices of this size, so that a
+// stream shorter than its header says costs only what it holds.
+constexpr size_t kGzSlice = size_t{64} << 20;
 
 // nifticlib reports its errors on stderr (debug level 1 by default) and then
 // returns NULL; this module checks the header itself so that the DataError
@@ -62,6 +75,15 @@ size_t gz_read_upto(gzFile file, char* buf, size_t want) {
     got += static_cast<size_t>(n);
   }
   return got;
+}
+
+// zlib's complaint about a damaged stream, or "" when it only ended early
+// (Z_BUF_ERROR is zlib's "unexpected end of file").
+std::string gz_damage(gzFile file) {
+  int zerr = Z_OK;
+  const char* message = gzerror(file, &zerr);
+  if (zerr == Z_OK || zerr == Z_BUF_ERROR) return "";
+  return message && *message ? message : "read error";
 }
 
 // How many bytes the file holds once decompressed, counted only to explain a
@@ -112,25 +134,36 @@ bool is_scalar_datatype(int datatype) {
 
 // What the raw header says, checked before nifticlib sees the file.
 struct RawHeader {
+  int64_t file_size = 0;  // on disk
+  bool gzipped = false;
   int version = 0;        // 1 or 2
   bool single_file = true;  // "n+1" / "n+2": voxels follow the header in the same file
   int64_t vox_offset = 0;
   int datatype = 0;
   int64_t nvox = 0;
+  std::array<int64_t, 3> dims{0, 0, 0};
 };
+
+std::string grid_text(const std::array<int64_t, 3>& d) {
+  return std::to_string(d[0]) + "x" + std::to_string(d[1]) + "x" + std::to_string(d[2]);
+}
 
 RawHeader check_header(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::exists(path, ec)) throw DataError(path + ": file not found");
   if (fs::is_directory(path, ec)) throw DataError(path + ": is a folder, not a NIfTI file");
+  RawHeader raw;
+  raw.file_size = regular_file_size(path);
   GzFile f(gzopen(path.c_str(), "rb"));
   if (!f) throw DataError(path + ": cannot open: " + std::strerror(errno));
   char h[kNifti2HeaderSize] = {};
   const size_t got = gz_read_upto(f.get(), h, sizeof h);
+  raw.gzipped = !gzdirect(f.get());
+  const std::string damage = gz_damage(f.get());
+  if (!damage.empty()) throw DataError(path + ": corrupt gzip stream: " + damage);
   if (got < 4) throw DataError(path + ": truncated: " + std::to_string(got) + " bytes, too short for a NIfTI header");
 
-  RawHeader raw;
   bool swapped = false;
   const int32_t sizeof_hdr = field<int32_t>(h, 0, false);
   if (sizeof_hdr == kNifti1HeaderSize || sizeof_hdr == kNifti2HeaderSize) {
@@ -169,6 +202,14 @@ RawHeader check_header(const std::string& path) {
     throw DataError(path + ": bad vox_offset " + std::to_string(vox_offset));
   }
   raw.vox_offset = static_cast<int64_t>(vox_offset);
+  if (raw.single_file && !raw.gzipped && raw.vox_offset > raw.file_size) {
+    throw DataError(path + ": bad vox_offset " + std::to_string(raw.vox_offset) + ": beyond the file's " +
+                    std::to_string(raw.file_size) + " bytes");
+  }
+  if (raw.gzipped && raw.vox_offset > kMaxGzVoxOffset) {
+    throw DataError(path + ": bad vox_offset " + std::to_string(raw.vox_offset) + ": more than " +
+                    std::to_string(kMaxGzVoxOffset) + " bytes of header and extensions");
+  }
 
   if (dim[0] < 1 || dim[0] > 7) {
     throw DataError(path + ": bad dim[0] = " + std::to_string(dim[0]) + " (the number of dimensions must be 1..7)");
@@ -185,8 +226,7 @@ RawHeader check_header(const std::string& path) {
   }
   int64_t frames = 1;
   for (int d = 4; d <= dim[0]; ++d) {
-    if (dim[d] > INT64_MAX / frames) throw DataError(path + ": bad dims (the voxel count overflows)");
-    frames *= dim[d];
+    if (!checked_mul(frames, dim[d], frames)) throw DataError(path + ": bad dims (the voxel count overflows)");
   }
   if (frames > 1) {
     throw DataError(path + ": " + std::to_string(frames) + " frames (dims 4..7 of a " + std::to_string(dim[0]) +
@@ -194,8 +234,8 @@ RawHeader check_header(const std::string& path) {
   }
   raw.nvox = frames;
   for (int d = 1; d <= 3; ++d) {
-    if (dim[d] > INT64_MAX / raw.nvox) throw DataError(path + ": bad dims (the voxel count overflows)");
-    raw.nvox *= dim[d];
+    if (!checked_mul(raw.nvox, dim[d], raw.nvox)) throw DataError(path + ": bad dims (the voxel count overflows)");
+    raw.dims[static_cast<size_t>(d - 1)] = dim[d];
   }
 
   if (!is_scalar_datatype(raw.datatype)) {
@@ -204,6 +244,26 @@ RawHeader check_header(const std::string& path) {
                     ") is not supported; need a scalar integer or float volume");
   }
   return raw;
+}
+
+// What the header declares against what may be read: checked before anything
+// the size of the volume is allocated.
+void check_sizes(const std::string& path, const RawHeader& raw) {
+  if (raw.nvox > kMaxVoxels) {
+    throw DataError(path + ": declares a " + grid_text(raw.dims) + " grid (" + std::to_string(raw.nvox) +
+                    " voxels), more than the " + std::to_string(kMaxVoxels) + " a volume may have");
+  }
+  // A plain single file must hold every voxel the header declares.
+  if (raw.single_file && !raw.gzipped) {
+    int nb = 0, swapsize = 0;
+    nifti_datatype_sizes(raw.datatype, &nb, &swapsize);
+    const int64_t need = raw.nvox * nb;  // no overflow: nvox <= kMaxVoxels, nb <= 16
+    if (raw.file_size - raw.vox_offset < need) {
+      throw DataError(path + ": truncated: the header declares " + grid_text(raw.dims) + " voxels (" +
+                      std::to_string(need) + " bytes after byte " + std::to_string(raw.vox_offset) +
+                      "), the file holds " + std::to_string(raw.file_size - raw.vox_offset));
+    }
+  }
 }
 
 // Called when nifticlib cannot parse a header that passed check_header: says
@@ -228,6 +288,7 @@ std::vector<char> read_voxel_bytes(const std::string& path, const nifti_image& n
   const std::string data_file = nim.iname ? nim.iname : path;
   const std::string where = data_file == path ? std::string("the file") : data_file;
   const int64_t need = nim.nvox * nim.nbyper;
+  const int64_t size = data_file == path ? 0 : regular_file_size(data_file);
   GzFile f(gzopen(data_file.c_str(), "rb"));
   if (!f) throw DataError(path + ": cannot open " + where + ": " + std::strerror(errno));
   // Skipping by reading works the same for plain and gzipped files.
@@ -239,17 +300,38 @@ std::vector<char> read_voxel_bytes(const std::string& path, const nifti_image& n
     skipped += static_cast<int64_t>(n);
     if (n < step) break;
   }
-  std::vector<char> bytes(static_cast<size_t>(need));
-  const size_t got = skipped < nim.iname_offset ? 0 : gz_read_upto(f.get(), bytes.data(), static_cast<size_t>(need));
+  if (data_file != path && gzdirect(f.get()) && size - nim.iname_offset < need) {
+    throw DataError(path + ": truncated: the header promises " + std::to_string(need) + " voxel bytes after byte " +
+                    std::to_string(nim.iname_offset) + ", " + where + " holds " +
+                    std::to_string(std::max<int64_t>(0, size - nim.iname_offset)));
+  }
+  // Grown slice by slice: a plain file's size was checked against `need`
+  // already, but a gzip stream's length is known only by reading it.
+  std::vector<char> bytes;
+  size_t got = 0;
+  if (skipped >= nim.iname_offset) {
+    while (got < static_cast<size_t>(need)) {
+      const size_t step = std::min(static_cast<size_t>(need) - got, kGzSlice);
+      bytes.resize(got + step);
+      const size_t n = gz_read_upto(f.get(), bytes.data() + got, step);
+      got += n;
+      if (n < step) break;
+    }
+  }
   if (static_cast<int64_t>(got) < need) {
-    int zerr = Z_OK;
-    const char* message = gzerror(f.get(), &zerr);
-    // Z_BUF_ERROR is zlib's "unexpected end of file": a cut gzip stream.
-    if (zerr == Z_OK || zerr == Z_BUF_ERROR) {
+    const std::string damage = gz_damage(f.get());
+    if (damage.empty()) {
       throw DataError(path + ": truncated: the header promises " + std::to_string(need) + " voxel bytes after byte " +
                       std::to_string(nim.iname_offset) + ", " + where + " holds " + std::to_string(got));
     }
-    throw DataError(path + ": cannot read the voxel data: " + (message ? message : "read error"));
+    throw DataError(path + ": corrupt gzip stream in the voxel data: " + damage);
+  }
+  if (!gzdirect(f.get())) {
+    // zlib checks the stream's CRC only once it reads past the last byte.
+    char past_end;
+    (void)gzread(f.get(), &past_end, 1);
+    const std::string damage = gz_damage(f.get());
+    if (!damage.empty()) throw DataError(path + ": corrupt gzip stream in the voxel data: " + damage);
   }
   if (nim.byteorder != nifti_short_order() && nim.swapsize > 1) {
     nifti_swap_Nbytes(nim.nvox, nim.swapsize, bytes.data());
@@ -323,9 +405,12 @@ std::array<double, 16> NiftiGeometry::affine() const {
           0, 0, 0, 1};
 }
 
-Volume read_nifti(const std::string& path) {
+namespace {
+
+Volume read_nifti_unguarded(const std::string& path) {
   quiet_nifticlib();
   const RawHeader raw = check_header(path);
+  check_sizes(path, raw);
   const int64_t nbyper = [&] {
     int nb = 0, swapsize = 0;
     nifti_datatype_sizes(raw.datatype, &nb, &swapsize);
@@ -337,6 +422,12 @@ Volume read_nifti(const std::string& path) {
   if (nim->datatype != raw.datatype || nim->nvox != raw.nvox || nim->nbyper != nbyper) {
     throw DataError(path + ": nifticlib reads the header differently (datatype " + std::to_string(nim->datatype) +
                     ", " + std::to_string(nim->nvox) + " voxels)");
+  }
+  // nifticlib clamps a vox_offset it cannot hold (above INT_MAX for NIfTI-1)
+  // instead of refusing it: voxels would come from the wrong place.
+  if (raw.single_file && raw.vox_offset >= kNifti1VoxOffset && nim->iname_offset != raw.vox_offset) {
+    throw DataError(path + ": bad vox_offset " + std::to_string(raw.vox_offset) + " (nifticlib would read voxels at " +
+                    std::to_string(nim->iname_offset) + ")");
   }
   const std::vector<char> data = read_voxel_bytes(path, *nim);
 
@@ -382,6 +473,16 @@ Volume read_nifti(const std::string& path) {
   g.xyzt_units = nim->xyz_units | nim->time_units;
   g.description.assign(nim->descrip, strnlen(nim->descrip, sizeof nim->descrip));
   return vol;
+}
+
+}  // namespace
+
+Volume read_nifti(const std::string& path) {
+  return guard_memory(path, "a NIfTI volume", [&] { return read_nifti_unguarded(path); });
+}
+
+std::array<int64_t, 3> read_nifti_grid(const std::string& path) {
+  return guard_memory(path, "a NIfTI header", [&] { return check_header(path).dims; });
 }
 
 void write_nifti(const std::string& path, const Volume& volume) {

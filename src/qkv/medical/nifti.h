@@ -41,7 +41,15 @@ struct Volume {
 // scl_slope (when non-zero) and scl_inter applied. Throws DataError naming the
 // file for a missing, truncated or malformed file (bad sizeof_hdr, bad dims,
 // fewer voxel bytes than the header promises) and for NaN or infinite voxels.
+// Volumes above 2^28 voxels are refused from the header, and a plain file
+// must hold every voxel it declares, before the volume is allocated; a FIFO
+// or device is refused without being opened.
 Volume read_nifti(const std::string& path);
+
+// The grid {nx, ny, nz} a file declares, from its header alone (magic, dims
+// and datatype checked; not yet whether the voxels fit): for checking a set
+// of files against the grid a model expects before any volume is loaded.
+std::array<int64_t, 3> read_nifti_grid(const std::string& path);
 
 // Writes float32 NIfTI-1 with the volume's geometry; gzip when the path ends
 // in ".nii.gz". Atomic: the file is complete or absent (write_file_atomic).

@@ -7,7 +7,9 @@
 #include <cstring>
 #include <fstream>
 
+#include "qkv/core/checked.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/file_input.h"
 
 namespace qkv::pointcloud {
 
@@ -33,12 +35,20 @@ void check_out_dir(const std::string& dir, bool overwrite) {
 }
 
 std::vector<ListLine> read_list(const fs::path& path) {
-  if (!is_file(path)) throw DataError(path.string() + ": missing list file");
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw DataError(path.string() + ": missing list file");
+  regular_file_size(path.string());
   std::ifstream in(path);
   if (!in) throw DataError(path.string() + ": cannot open: " + std::strerror(errno));
+  // List lines are names and relative paths; a longer one means a binary or
+  // wrong file, said at its first such line.
+  constexpr size_t kMaxListLine = 64 * 1024;
   std::vector<ListLine> out;
   std::string line;
   for (int64_t n = 1; std::getline(in, line); ++n) {
+    if (line.size() > kMaxListLine)
+      throw DataError(path.string() + ": line " + std::to_string(n) + ": longer than " +
+                      std::to_string(kMaxListLine) + " bytes (not a list of names)");
     const auto b = line.find_first_not_of(" \t\r");
     if (b == std::string::npos) continue;
     const auto e = line.find_last_not_of(" \t\r");
@@ -67,7 +77,15 @@ at::Tensor H5File::read(const std::string& name, at::ScalarType dtype, bool inte
   hsize_t dims[3] = {0, 0, 0};
   H5Sget_simple_extent_dims(space.get(), dims, nullptr);
   std::vector<int64_t> shape(dims, dims + rank);
-  auto out = torch::empty(shape, dtype);
+  // A chunked, compressed dataset can declare any extent in a small file:
+  // refused above 2^30 elements (4 GiB as float, far above ModelNet's 2048 x 2048 x 3).
+  constexpr int64_t kMaxElements = int64_t{1} << 30;
+  int64_t elements = 1;
+  for (auto d : shape)
+    if (d < 0 || !checked_mul(elements, d, elements) || elements > kMaxElements)
+      throw DataError(where + "declares " + std::to_string(rank) + "-D extent too large to read (over " +
+                      std::to_string(kMaxElements) + " elements)");
+  auto out = guard_memory(path_, "dataset '" + name + "'", [&] { return torch::empty(shape, dtype); });
   const hid_t mem_type = dtype == torch::kFloat ? H5T_NATIVE_FLOAT : H5T_NATIVE_INT64;
   if (out.numel() > 0 && H5Dread(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data_ptr()) < 0)
     throw DataError(where + "read failed (truncated or corrupt file?)");
@@ -77,6 +95,7 @@ at::Tensor H5File::read(const std::string& name, at::ScalarType dtype, bool inte
 hid_t H5File::open(const std::string& path) {
   // HDF5 prints its own error stack to stderr by default; our DataError says it in one line.
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  regular_file_size(path);
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id < 0) throw DataError(path + ": cannot open as an HDF5 file");
   return id;

@@ -10,7 +10,9 @@
 #include <string_view>
 #include <vector>
 
+#include "qkv/core/checked.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/file_input.h"
 #include "qkv/core/parse_errors.h"
 #include "qkv/core/text.h"
 
@@ -102,6 +104,13 @@ void check_face_indices(const std::string& path, const Mesh& mesh) {
         fail(path, "face index " + std::to_string(i) + " is out of range (" + std::to_string(n) + " vertices)");
 }
 
+// Whether `count` items of at least `min_bytes` each (the last one may lack
+// its separator) fit in `available` bytes; `needed` gets the product.
+// Declared counts are checked with this before anything is reserved for them.
+bool fits(int64_t count, int64_t min_bytes, int64_t available, int64_t& needed) {
+  return checked_mul(count, min_bytes, needed) && needed - 1 <= available;
+}
+
 void fan(Mesh& mesh, const std::vector<int64_t>& polygon) {
   for (size_t j = 1; j + 1 < polygon.size(); ++j) mesh.faces.push_back({polygon[0], polygon[j], polygon[j + 1]});
 }
@@ -125,6 +134,14 @@ Mesh parse_off(const std::string& path, std::string_view text) {
       (tok.size() == 3 && !parse_int(tok[2], n_edges)) || n_vertices < 0 || n_faces < 0)
     fail_at(path, lines.line(), "bad counts line " + show(counts_line) + ": expected 'vertices faces edges'");
   if (n_vertices == 0) fail(path, "no vertices (empty cloud)");
+  // The shortest vertex line is "0 0 0\n", the shortest face "3 0 1 2\n".
+  const auto available = static_cast<int64_t>(text.size() - lines.consumed());
+  int64_t vertex_bytes = 0, face_bytes = 0, all_bytes = 0;
+  if (!fits(n_vertices, 6, available, vertex_bytes) || !fits(n_faces, 8, available, face_bytes) ||
+      !checked_add(vertex_bytes, face_bytes, all_bytes) || all_bytes - 1 > available)
+    fail(path, "truncated: the header declares " + std::to_string(n_vertices) + " vertices and " +
+                   std::to_string(n_faces) + " faces, more than the " + std::to_string(available) +
+                   " bytes after it can hold");
 
   Mesh mesh;
   mesh.vertices.reserve(static_cast<size_t>(n_vertices));
@@ -149,7 +166,7 @@ Mesh parse_off(const std::string& path, std::string_view text) {
     if (!parse_int(tok[0], k))
       fail_at(path, lines.line(), "face vertex count " + show(tok[0]) + " is not an integer (wrong vertex count in the header?)");
     if (k < 3) fail_at(path, lines.line(), "face has " + std::to_string(k) + " vertices, need at least 3");
-    if (static_cast<int64_t>(tok.size()) < k + 1)
+    if (k > static_cast<int64_t>(tok.size()) - 1)  // not k + 1 > size: k may be INT64_MAX
       fail_at(path, lines.line(),
               "face says " + std::to_string(k) + " vertices but lists " + std::to_string(tok.size() - 1));
     polygon.clear();
@@ -274,7 +291,8 @@ class PlySink {
     if (layout_.has_normals()) mesh_.normals.push_back({coord(layout_.nx), coord(layout_.ny), coord(layout_.nz)});
     if (layout_.has_colors()) {
       auto byte = [&](int i) {
-        return static_cast<uint8_t>(std::clamp(v[static_cast<size_t>(i)], 0.0, 255.0));
+        const double c = v[static_cast<size_t>(i)];
+        return c >= 0.0 ? static_cast<uint8_t>(std::min(c, 255.0)) : uint8_t{0};  // NaN too
       };
       mesh_.colors.push_back({byte(layout_.red), byte(layout_.green), byte(layout_.blue)});
     }
@@ -388,6 +406,26 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
   if (!vertex_element) fail(path, "no 'vertex' element in the header");
   if (layout.x < 0 || layout.y < 0 || layout.z < 0) fail(path, "the vertex element lacks an x, y or z property");
   if (vertex_element->count == 0) fail(path, "no vertices (empty cloud)");
+  // Every declared item must fit in what follows the header before any of
+  // them is reserved: an ascii item takes at least a digit and a separator
+  // per property, a binary one the bytes of its fixed properties and list counts.
+  {
+    const auto available = static_cast<int64_t>(text.size() - header_end);
+    int64_t total = 0;
+    for (const auto& e : elements) {
+      int64_t min_item = 0;
+      if (format == "ascii") {
+        min_item = 2 * std::max<int64_t>(1, static_cast<int64_t>(e.properties.size()));
+      } else {
+        for (const auto& prop : e.properties)
+          min_item += static_cast<int64_t>(ply_size(prop.is_list ? prop.count_type : prop.type));
+      }
+      int64_t bytes = 0;
+      if (!checked_mul(e.count, min_item, bytes) || !checked_add(total, bytes, total) || total - 1 > available)
+        fail(path, "truncated: the header declares " + std::to_string(e.count) + " '" + e.name +
+                       "' items, more than the " + std::to_string(available) + " bytes after it can hold");
+    }
+  }
 
   Mesh mesh;
   mesh.vertices.reserve(static_cast<size_t>(vertex_element->count));
@@ -408,15 +446,22 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
         size_t t = 0;
         values.clear();
         polygon.clear();
-        auto next_value = [&](bool integer) {
+        auto next_token = [&] {
           if (t >= tok.size())
             fail_at(path, body.line(), "too few values for element '" + e.name + "' (wrong counts in the header?)");
-          const auto s = tok[t++];
-          if (integer) {
-            int64_t i = 0;
-            if (!parse_int(s, i)) fail_at(path, body.line(), "expected an integer, found " + show(s));
-            return static_cast<double>(i);
-          }
+          return tok[t++];
+        };
+        // Integers stay int64: a round trip through double is undefined
+        // behaviour for values near INT64_MAX.
+        auto next_int = [&] {
+          const auto s = next_token();
+          int64_t i = 0;
+          if (!parse_int(s, i)) fail_at(path, body.line(), "expected an integer, found " + show(s));
+          return i;
+        };
+        auto next_value = [&](bool integer) {
+          if (integer) return static_cast<double>(next_int());
+          const auto s = next_token();
           double d = 0;
           if (!parse_double(s, d)) fail_at(path, body.line(), "non-numeric value " + show(s));
           return d;
@@ -427,13 +472,15 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
             values.push_back(next_value(ply_is_integer(p.type)));
             continue;
           }
-          const auto n = static_cast<int64_t>(next_value(true));
+          const int64_t n = next_int();
           if (n < 0) fail_at(path, body.line(), "negative list length");
           const bool keep = is_face && static_cast<int>(pi) == layout.face_list;
           values.push_back(0);
           for (int64_t j = 0; j < n; ++j) {
-            const double v = next_value(ply_is_integer(p.type));
-            if (keep) polygon.push_back(static_cast<int64_t>(v));
+            if (keep)
+              polygon.push_back(next_int());  // face lists hold integers (checked with the header)
+            else
+              next_value(ply_is_integer(p.type));
           }
         }
         if (t != tok.size())
@@ -460,7 +507,7 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
       int64_t item = 0;
       try {
         if (!is_vertex && !is_face && fixed) {
-          // Skipped by size, without decoding.
+          // Skipped by size, without decoding; the product was checked above.
           const auto need = static_cast<size_t>(e.count) * row;
           if (static_cast<size_t>(end - p) < need) {
             item = row ? static_cast<int64_t>(static_cast<size_t>(end - p) / row) : 0;
@@ -538,12 +585,19 @@ Mesh parse_point_text(const std::string& path, std::string_view text, int64_t ma
 
 }  // namespace
 
-Mesh read_off(const std::string& path) { return parse_off(path, read_text_file(path)); }
+Mesh read_off(const std::string& path) {
+  regular_file_size(path);
+  return guard_memory(path, "an OFF mesh", [&] { return parse_off(path, read_text_file(path)); });
+}
 
-Mesh read_ply(const std::string& path) { return parse_ply(path, read_text_file(path)); }
+Mesh read_ply(const std::string& path) {
+  regular_file_size(path);
+  return guard_memory(path, "a PLY mesh", [&] { return parse_ply(path, read_text_file(path)); });
+}
 
 Mesh read_point_text(const std::string& path, int64_t max_points) {
-  return parse_point_text(path, read_text_file(path), max_points);
+  regular_file_size(path);
+  return guard_memory(path, "a point file", [&] { return parse_point_text(path, read_text_file(path), max_points); });
 }
 
 Mesh read_shape_file(const std::string& path) {

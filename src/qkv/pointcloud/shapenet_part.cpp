@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/file_input.h"
 #include "qkv/core/json_file.h"
 #include "qkv/core/text.h"
 #include "qkv/pointcloud/data_files.h"
@@ -234,12 +235,22 @@ ShapeNetPartData load_h5(const fs::path& dir, const ShapeNetPartLoadOptions& o) 
 
 }  // namespace
 
-PartText read_part_text(const std::string& path, const PartCategory* cat) {
+namespace {
+
+// A point line is seven numbers; anything this long is not one, and failing
+// at the first such line keeps a binary file from being held line by line.
+constexpr size_t kMaxPartLine = 4096;
+
+PartText read_part_text_unguarded(const std::string& path, const PartCategory* cat) {
+  regular_file_size(path);
   std::ifstream in(path);
   if (!in) throw DataError(path + ": cannot open: " + std::strerror(errno));
   PartText out;
   std::string line;
   for (int64_t n = 1; std::getline(in, line); ++n) {
+    if (line.size() > kMaxPartLine)
+      throw DataError(path + ": line " + std::to_string(n) + ": longer than " + std::to_string(kMaxPartLine) +
+                      " bytes (not a point line: x y z nx ny nz part)");
     const char* s = line.c_str();
     double v[7];
     int count = 0;
@@ -259,7 +270,7 @@ PartText read_part_text(const std::string& path, const PartCategory* cat) {
       throw DataError(path + ": line " + std::to_string(n) + ": expected 7 columns (x y z nx ny nz part), got " +
                       std::to_string(count));
     for (int k = 0; k < 6; ++k)
-      if (!std::isfinite(v[k]))
+      if (!std::isfinite(static_cast<float>(v[k])))
         throw DataError(path + ": line " + std::to_string(n) + ": a coordinate or normal is not finite");
     const double part = v[6];
     if (!std::isfinite(part) || part != std::floor(part) || part < 0 || part >= kShapeNetPartCount)
@@ -277,7 +288,14 @@ PartText read_part_text(const std::string& path, const PartCategory* cat) {
   return out;
 }
 
+}  // namespace
+
+PartText read_part_text(const std::string& path, const PartCategory* cat) {
+  return guard_memory(path, "a point file", [&] { return read_part_text_unguarded(path, cat); });
+}
+
 bool looks_like_part_text(const std::string& path) {
+  if (!is_file(path)) return false;  // a FIFO would block the open
   std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {

@@ -9,6 +9,7 @@
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/crc32.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/file_input.h"
 
 namespace qkv::train {
 namespace {
@@ -102,7 +103,9 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::o
 }
 
 TrainState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer* optimizer) {
-  return load_checkpoint_bytes(read_file_bytes(path), path, model, optimizer);
+  regular_file_size(path);
+  return guard_memory(path, "a checkpoint",
+                      [&] { return load_checkpoint_bytes(read_file_bytes(path), path, model, optimizer); });
 }
 
 TrainState load_checkpoint_bytes(const std::vector<char>& file, const std::string& path, torch::nn::Module& model,
@@ -162,8 +165,11 @@ void set_global_rng_state(const at::Tensor& state) {
 }
 
 nlohmann::json read_checkpoint_config(const std::string& path) {
-  auto archive = open_archive(read_file_bytes(path), path);
-  return parse_json(read_string(archive, "config", path), "config", path);
+  regular_file_size(path);
+  return guard_memory(path, "a checkpoint", [&] {
+    auto archive = open_archive(read_file_bytes(path), path);
+    return parse_json(read_string(archive, "config", path), "config", path);
+  });
 }
 
 }  // namespace qkv::train

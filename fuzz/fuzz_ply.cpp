@@ -1,0 +1,10 @@
+// PLY meshes, ascii and binary_little_endian.
+#include "fuzz/fuzz_input.h"
+#include "qkv/pointcloud/mesh_read.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const std::string path = qkv::fuzz::scratch_path("input", ".ply");
+  qkv::fuzz::write_input(path, data, size);
+  qkv::fuzz::expect_documented([&] { qkv::pointcloud::read_ply(path); });
+  return 0;
+}

@@ -1,0 +1,82 @@
+// Hostile mesh, point and list files: counts declared far beyond what the
+// file holds, counts whose byte sizes overflow, endless lines, FIFOs. Each
+// is a DataError naming the file, raised before the reader reserves what
+// the header declares (checked in a child under an address-space budget).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <string>
+
+#include "qkv/core/atomic_file.h"
+#include "qkv/pointcloud/data_files.h"
+#include "qkv/pointcloud/mesh_read.h"
+#include "qkv/pointcloud/shapenet_part.h"
+#include "support/bounded_child.h"
+#include "support/test_files.h"
+
+namespace qkv::testing {
+namespace {
+
+using pointcloud::read_off;
+using pointcloud::read_ply;
+
+std::string write(const std::string& name, const std::string& contents) {
+  const auto path = temp_path("hostile_" + name);
+  write_file_atomic(path, contents);
+  return path;
+}
+
+const std::string kTriangle = "0 0 0\n1 0 0\n0 1 0\n";
+
+TEST(HostileMesh, OffDeclaringTwoToThe31VerticesOrFacesIsRefusedByName) {
+  // Under `prlimit --as=6G` these were a bare std::bad_alloc naming no file.
+  const auto vertices = write("v.off", "OFF\n2147483648 1 0\n" + kTriangle + "3 0 1 2\n");
+  expect_bounded_data_error(256 * kMiB, [&] { read_off(vertices); }, vertices, "2147483648 vertices");
+  const auto faces = write("f.off", "OFF\n3 2147483648 0\n" + kTriangle + "3 0 1 2\n");
+  expect_bounded_data_error(256 * kMiB, [&] { read_off(faces); }, faces, "2147483648 faces");
+  const auto overflow = write("o.off", "OFF\n9223372036854775807 9223372036854775807 0\n" + kTriangle);
+  expect_bounded_data_error(256 * kMiB, [&] { read_off(overflow); }, overflow, "truncated");
+}
+
+std::string ply_header(const std::string& format, const std::string& vertices, const std::string& faces) {
+  return "ply\nformat " + format + " 1.0\nelement vertex " + vertices +
+         "\nproperty float x\nproperty float y\nproperty float z\nelement face " + faces +
+         "\nproperty list uchar int vertex_indices\nend_header\n";
+}
+
+TEST(HostileMesh, PlyDeclaringTwoToThe31ItemsIsRefusedByName) {
+  const auto ascii = write("v.ply", ply_header("ascii", "2147483648", "1") + kTriangle + "3 0 1 2\n");
+  expect_bounded_data_error(256 * kMiB, [&] { read_ply(ascii); }, ascii, "2147483648 'vertex' items");
+  const auto faces = write("f.ply", ply_header("ascii", "3", "2147483648") + kTriangle + "3 0 1 2\n");
+  expect_bounded_data_error(256 * kMiB, [&] { read_ply(faces); }, faces, "2147483648 'face' items");
+  const auto binary = write("b.ply", ply_header("binary_little_endian", "2147483648", "0") + std::string(36, '\0'));
+  expect_bounded_data_error(256 * kMiB, [&] { read_ply(binary); }, binary, "2147483648 'vertex' items");
+  // count x row size overflows 64 bits: refused, not wrapped around to a small skip.
+  const auto wrap = write("w.ply", "ply\nformat binary_little_endian 1.0\nelement vertex 3\nproperty float x\n"
+                                   "property float y\nproperty float z\nelement junk 4611686018427387905\n"
+                                   "property int a\nend_header\n" +
+                                       std::string(36, '\0'));
+  expect_bounded_data_error(256 * kMiB, [&] { read_ply(wrap); }, wrap, "truncated");
+}
+
+TEST(HostileMesh, AFifoIsRefusedWithoutOpeningIt) {
+  const auto path = temp_path("hostile_fifo.off");
+  ::unlink(path.c_str());
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  expect_bounded_data_error(64 * kMiB, [&] { read_off(path); }, path, "not a regular file");
+  expect_bounded_data_error(64 * kMiB, [&] { read_ply(path); }, path, "not a regular file");
+  expect_bounded_data_error(64 * kMiB, [&] { pointcloud::read_point_text(path); }, path, "not a regular file");
+  expect_bounded_data_error(64 * kMiB, [&] { pointcloud::read_part_text(path, nullptr); }, path, "not a regular file");
+  expect_bounded_data_error(64 * kMiB, [&] { pointcloud::read_list(path); }, path, "not a regular file");
+}
+
+TEST(HostileMesh, EndlessLinesInLineReadersAreRefusedAtTheirLine) {
+  const auto part = write("long.txt", "0 0 0 0 0 1 0\n" + std::string(1 << 20, '7') + "\n");
+  expect_data_error([&] { pointcloud::read_part_text(part, nullptr); }, part, "line 2: longer than");
+  const auto list = write("long_list.txt", "airplane\n" + std::string(1 << 20, 'a') + "\n");
+  expect_data_error([&] { pointcloud::read_list(list); }, list, "line 2: longer than");
+}
+
+}  // namespace
+}  // namespace qkv::testing

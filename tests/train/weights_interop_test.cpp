@@ -1,0 +1,73 @@
+// --init-weights files from PyTorch: torch.save of a dict of tensors
+// (fixtures made by tests/train/fixtures/make_pt_fixtures.py, which writes
+// torch.save's zip layout and protocol-2 pickle without needing PyTorch),
+// and hostile weights and checkpoint paths.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <torch/torch.h>
+
+#include <limits>
+#include <string>
+
+#include "qkv/train/checkpoint.h"
+#include "qkv/train/weights.h"
+#include "support/bounded_child.h"
+#include "support/test_files.h"
+
+namespace qkv::testing {
+namespace {
+
+std::string fixture(const std::string& name) { return std::string(QKV_SOURCE_DIR) + "/tests/train/fixtures/" + name; }
+
+struct Foo : torch::nn::Module {
+  Foo() { foo = register_parameter("foo", torch::full({3}, 7.0f)); }
+  at::Tensor foo;
+};
+
+struct FooBar : Foo {
+  FooBar() { bar = register_parameter("bar", torch::full({2}, 7.0f)); }
+  at::Tensor bar;
+};
+
+TEST(WeightsInterop, TorchSaveOfAOneEntryDictLoads) {
+  // Python pickles a one-entry dict with SETITEM, which LibTorch's unpickler lacks.
+  Foo m;
+  train::load_weights(m, fixture("one_entry.pt"));
+  EXPECT_TRUE(torch::equal(m.foo, torch::zeros({3})));
+}
+
+TEST(WeightsInterop, TorchSaveOfATwoEntryDictLoads) {
+  FooBar m;
+  train::load_weights(m, fixture("two_entries.pt"));
+  EXPECT_TRUE(torch::equal(m.foo, torch::zeros({3})));
+  EXPECT_TRUE(torch::equal(m.bar, torch::ones({2})));
+}
+
+TEST(WeightsInterop, NonFiniteWeightsAreRefusedNamingTheFileAndKey) {
+  Foo m;
+  const auto path = fixture("nan_entry.pt");
+  expect_data_error([&] { train::load_weights(m, path); }, path, "'foo' holds NaN or infinite values");
+  EXPECT_TRUE(torch::equal(m.foo, torch::full({3}, 7.0f))) << "a refused file leaves the model as it was";
+
+  const auto inf = temp_path("inf.pt");
+  Foo bad;
+  {
+    torch::NoGradGuard no_grad;
+    bad.foo.fill_(std::numeric_limits<float>::infinity());
+  }
+  train::export_weights(bad, inf);
+  expect_data_error([&] { train::load_weights(m, inf); }, inf, "'foo'");
+}
+
+TEST(WeightsInterop, FifosAreRefusedWithoutOpeningThem) {
+  const auto path = temp_path("weights_fifo.pt");
+  ::unlink(path.c_str());
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  Foo m;
+  expect_bounded_data_error(64 * kMiB, [&] { train::load_weights(m, path); }, path, "not a regular file");
+  expect_bounded_data_error(64 * kMiB, [&] { train::read_checkpoint_config(path); }, path, "not a regular file");
+  expect_bounded_data_error(64 * kMiB, [&] { train::load_checkpoint(path, m, nullptr); }, path, "not a regular file");
+}
+
+}  // namespace
+}  // namespace qkv::testing
