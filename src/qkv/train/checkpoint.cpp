@@ -10,6 +10,7 @@
 #include "qkv/core/crc32.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/file_input.h"
+#include "qkv/core/json_file.h"
 
 namespace qkv::train {
 namespace {
@@ -84,8 +85,8 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::o
                           {"train_seconds", s.train_seconds},
                           {"history", s.history},
                           {"world_size", s.world_size}};
-  root.write("state", c10::IValue(state.dump()));
-  root.write("config", c10::IValue(s.run_config.dump()));
+  root.write("state", c10::IValue(json_text(state, -1)));
+  root.write("config", c10::IValue(json_text(s.run_config, -1)));
   root.write("rng", global_rng_state());
   for (size_t r = 0; r < s.rank_rng.size(); ++r) root.write("rng_rank_" + std::to_string(r + 1), s.rank_rng[r]);
 
