@@ -168,7 +168,7 @@ TEST(DistributedCliFailures, MissingPeerEndsWithOneLineWithinTheTimeout) {
   const std::string dir = fresh_dir("distributed_lonely");
   // The same run with a 1 s timeout measures what comes before the
   // rendezvous (start-up, synthetic data); the rendezvous itself must then
-  // take the timeout, not the sum of its steps' timeouts (it took 42 s
+  // take the timeout, not the sum of its steps' timeouts (issue 17 saw 42 s
   // for --dist-timeout 20).
   const auto quick = run_lone_rank(0, 1, dir);
   fs::remove_all(dir);
