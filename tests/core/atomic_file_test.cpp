@@ -11,7 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include <torch/cuda.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 namespace fs = std::filesystem;
 
@@ -60,6 +64,78 @@ TEST(AtomicFile, FailureKeepsThePreviousVersionAndNamesTheFile) {
   }
   EXPECT_EQ(slurp(path), "precious");
   EXPECT_TRUE(fs::is_directory(blocked + "/inside"));
+}
+
+// Hidden files named like write_file_atomic's temporaries.
+std::vector<std::string> temporaries_in(const fs::path& dir) {
+  std::vector<std::string> found;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (qkv::is_atomic_temp_name(e.path().filename().string())) found.push_back(e.path().filename().string());
+  return found;
+}
+
+TEST(AtomicFile, AFailedRenameRemovesItsTemporary) {
+  auto dir = make_fresh_dir("fail_tmp");
+  fs::create_directories(dir / "blocked" / "inside");
+  EXPECT_THROW(qkv::write_file_atomic((dir / "blocked").string(), std::string("x")), qkv::DataError);
+  EXPECT_TRUE(temporaries_in(dir).empty());
+}
+
+TEST(AtomicFile, StaleTemporariesAreRemovedByExactNameOnly) {
+  auto dir = make_fresh_dir("stale");
+  const std::vector<std::string> ours = {".last.ckpt.tmp.Ab12cD", ".config.json.tmp.000000", ".a.tmp.zzzzzz"};
+  // A user's files that only look alike: other lengths, no leading dot, other
+  // letters, an empty NAME, a folder and a link.
+  const std::vector<std::string> theirs = {".last.ckpt.tmp.Ab12c", ".last.ckpt.tmp.Ab12cDe", "last.ckpt.tmp.Ab12cD",
+                                           ".last.ckpt.tmp.Ab-2cD", ".tmp.Ab12cD", ".last.ckpt.TMP.Ab12cD", "notes.txt"};
+  for (const auto& n : ours) std::ofstream(dir / n) << "half";
+  for (const auto& n : theirs) std::ofstream(dir / n) << "mine";
+  fs::create_directories(dir / ".folder.tmp.Ab12cD");
+  fs::create_symlink(dir / "notes.txt", dir / ".link.tmp.Ab12cD");
+  const auto removed = qkv::remove_stale_temp_files(dir.string());
+  EXPECT_EQ(removed.size(), ours.size());
+  for (const auto& n : ours) EXPECT_FALSE(fs::exists(dir / n)) << n;
+  for (const auto& n : theirs) EXPECT_TRUE(fs::exists(dir / n)) << n;
+  EXPECT_TRUE(fs::is_directory(dir / ".folder.tmp.Ab12cD"));
+  EXPECT_TRUE(fs::is_symlink(dir / ".link.tmp.Ab12cD"));
+  EXPECT_TRUE(qkv::remove_stale_temp_files((dir / "missing").string()).empty());
+}
+
+// Not a test on its own: the child of SignalDuringAWriteLeavesNoTemporary,
+// which runs this binary again with QKV_TEST_WRITE_LOOP set.
+TEST(AtomicFile, WriteLoopChild) {
+  const char* dir = std::getenv("QKV_TEST_WRITE_LOOP");
+  if (!dir) GTEST_SKIP() << "run by SignalDuringAWriteLeavesNoTemporary";
+  const std::string data(32 << 20, 'x');
+  for (;;) qkv::write_file_atomic(std::string(dir) + "/big.bin", data);
+}
+
+TEST(AtomicFile, SignalDuringAWriteLeavesNoTemporary) {
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
+    auto dir = make_fresh_dir("signal" + std::to_string(sig));
+    const pid_t pid = fork();
+    if (pid == 0) {
+      // A shell may start tests with SIGINT ignored, which qkv leaves alone.
+      for (int s : {SIGTERM, SIGINT, SIGHUP}) signal(s, SIG_DFL);
+      setenv("QKV_TEST_WRITE_LOOP", dir.c_str(), 1);
+      execl("/proc/self/exe", "test_core", "--gtest_filter=AtomicFile.WriteLoopChild", nullptr);
+      _exit(127);
+    }
+    // The first write done, the child spends its time inside the next ones.
+    for (int i = 0; i < 600 && !fs::exists(dir / "big.bin"); ++i) usleep(50000);
+    ASSERT_TRUE(fs::exists(dir / "big.bin"));
+    usleep(30000);
+    kill(pid, sig);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    // It still dies of the signal (its parent sees how it ended)...
+    ASSERT_TRUE(WIFSIGNALED(status)) << sig;
+    EXPECT_EQ(WTERMSIG(status), sig);
+    // ...without leaving its temporary behind.
+    EXPECT_TRUE(temporaries_in(dir).empty()) << sig << ": " << temporaries_in(dir).front();
+    EXPECT_EQ(fs::file_size(dir / "big.bin"), 32u << 20);
+    fs::remove_all(dir);
+  }
 }
 
 TEST(AtomicFile, MissingFolderIsAnErrorNamingTheTarget) {

@@ -185,6 +185,55 @@ TEST(Generate, BadOptionsAreUsageErrors) {
   EXPECT_THROW(lm::generate(*lm, {300}, o), UsageError);
 }
 
+TEST(Generate, EachTokenReachesTheCallbackAsItIsMadeAndFalseStops) {
+  auto lm = small_lm();
+  lm::GenerateOptions o;
+  o.max_new = 20;
+  o.temperature = 0;
+  const std::vector<int64_t> prompt = {'h', 'i'};
+  const auto all = lm::generate(*lm, prompt, o);
+  std::vector<int64_t> seen;
+  o.on_token = [&](int64_t t) {
+    seen.push_back(t);
+    return seen.size() < 7;
+  };
+  const auto part = lm::generate(*lm, prompt, o);
+  EXPECT_TRUE(part.stopped_by_caller);
+  EXPECT_EQ(seen, part.tokens);
+  ASSERT_EQ(part.tokens.size(), 7u);
+  EXPECT_EQ(part.tokens, std::vector<int64_t>(all.tokens.begin(), all.tokens.begin() + 7));
+  EXPECT_FALSE(all.stopped_by_caller);
+}
+
+TEST(Generate, MaxNewBeyondTheMemoryLimitIsRefusedByName) {
+  auto lm = small_lm();  // 2 layers x 4 heads x (8 + 8) floats = 512 bytes a position
+  lm::GenerateOptions o;
+  o.memory_limit_bytes = 512 * 100;
+  o.max_new = 98;  // with a 2-token prompt, exactly 100 positions
+  o.temperature = 0;
+  EXPECT_EQ(lm::generate(*lm, {1, 2}, o).tokens.size(), 98u);
+  o.max_new = 99;
+  try {
+    lm::generate(*lm, {1, 2}, o);
+    FAIL() << "no UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--max-new 99"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("at most 98"), std::string::npos) << e.what();
+  }
+  o.memory_limit_bytes = 0;
+  o.max_new = std::numeric_limits<int64_t>::max();  // prompt + max_new itself overflows
+  EXPECT_THROW(lm::generate(*lm, {1, 2}, o), UsageError);
+}
+
+TEST(KVCacheBytes, OverflowThrowsInsteadOfWrapping) {
+  EXPECT_EQ(attention::kv_cache_bytes(50, 20, 1000, 1000, 5000, 1, 2).total_bytes, 20000000000LL);
+  EXPECT_THROW(attention::kv_cache_bytes(int64_t{1} << 32, int64_t{1} << 32, 1, 1, 1, 1, 2), UsageError);
+  EXPECT_THROW(attention::kv_cache_bytes(std::numeric_limits<int64_t>::max(), 1, 1, 1, 1, 1, 2), UsageError);
+  // Keys and values each fit, their sum does not.
+  EXPECT_THROW(attention::kv_cache_bytes(int64_t{1} << 61, 1, 1, 1, 1, 1, 2), UsageError);
+  EXPECT_EQ(attention::kv_cache_bytes(int64_t{1} << 60, 1, 1, 1, 1, 1, 2).total_bytes, int64_t{1} << 62);
+}
+
 TEST(ExactMatch, CountsWholeSequences) {
   lm::ExactMatchMetric m;
   // Two sequences of 2 positions over a 3-token vocabulary; the second has one miss.

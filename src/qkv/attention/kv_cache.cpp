@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <limits>
 #include <sstream>
 
 #include "qkv/core/errors.h"
@@ -23,11 +24,22 @@ KVCacheSize kv_cache_bytes(int64_t layers, int64_t heads, int64_t dk, int64_t dv
   for (auto [name, value] : {std::pair<const char*, int64_t>{"layers", layers}, {"heads", heads}, {"dk", dk},
                              {"dv", dv}, {"seq", seq}, {"batch", batch}, {"bytes_per_element", bytes_per_element}})
     if (value < 0) throw UsageError(std::string(fn) + ": " + name + " must be >= 0, got " + std::to_string(value));
+  // Sizes come from users (lm cache-size, --max-new): a product that wraps
+  // would print a small or negative size, or pre-size a cache from garbage.
+  int64_t slots = 1;
+  bool overflow = false;
+  for (const int64_t v : {layers, batch, heads, seq, bytes_per_element}) overflow |= __builtin_mul_overflow(slots, v, &slots);
   KVCacheSize s;
-  const int64_t slots = layers * batch * heads * seq * bytes_per_element;
-  s.key_bytes = slots * dk;
-  s.value_bytes = slots * dv;
-  s.total_bytes = s.key_bytes + s.value_bytes;
+  overflow |= __builtin_mul_overflow(slots, dk, &s.key_bytes);
+  overflow |= __builtin_mul_overflow(slots, dv, &s.value_bytes);
+  overflow |= __builtin_add_overflow(s.key_bytes, s.value_bytes, &s.total_bytes);
+  if (overflow) {
+    std::ostringstream m;
+    m << fn << ": layers " << layers << " x batch " << batch << " x heads " << heads << " x seq " << seq << " x (dk "
+      << dk << " + dv " << dv << ") x " << bytes_per_element << " bytes is more than "
+      << std::numeric_limits<int64_t>::max() << " bytes";
+    throw UsageError(m.str());
+  }
   return s;
 }
 

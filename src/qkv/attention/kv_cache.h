@@ -21,7 +21,8 @@ namespace qkv::attention {
 // Bytes of a cache: keys layers*batch*heads*seq*dk elements, values
 // layers*batch*heads*seq*dv, times bytes_per_element. The article's example
 // (seq 5000, 50 layers, 20 heads, width 1000, 2 bytes, batch 1) is 1e10 bytes of
-// keys and 1e10 of values; with width r = 200, 2e9 each.
+// keys and 1e10 of values; with width r = 200, 2e9 each. Sizes must be >= 0;
+// a byte count beyond int64 throws UsageError (never a wrapped number).
 struct KVCacheSize {
   int64_t key_bytes = 0;
   int64_t value_bytes = 0;

@@ -2,6 +2,7 @@
 // transformer of the attention core, on byte-level built-in tasks or text.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <limits>
 
 #include <torch/torch.h>
 
@@ -11,6 +12,7 @@
 #include "qkv/cli/train_command.h"
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/interrupt.h"
 #include "qkv/core/runtime.h"
 #include "qkv/data/lm_data.h"
 #include "qkv/lm/exact_match.h"
@@ -125,7 +127,10 @@ void register_generate(CLI::App* parent, Action& action) {
   auto o = std::make_shared<Opts>();
   cmd->add_option("--checkpoint", o->checkpoint, "checkpoint file")->required()->check(CLI::ExistingFile);
   cmd->add_option("--prompt", o->prompt, "the text to continue (UTF-8)")->required();
-  cmd->add_option("--max-new", o->gen.max_new, "bytes to generate at most")->capture_default_str();
+  cmd->add_option("--max-new", o->gen.max_new,
+                  "bytes to generate at most; their keys and values must fit in this machine's memory")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--temperature", o->gen.temperature, "sampling temperature; 0 = greedy")->capture_default_str();
   cmd->add_option("--top-k", o->gen.top_k, "sample among the k most likely bytes; 0 = all")->capture_default_str();
   cmd->add_flag("--no-cache", o->no_cache, "recompute the whole prefix at every step instead of using the KV cache");
@@ -146,20 +151,33 @@ void register_generate(CLI::App* parent, Action& action) {
       if (o->stop_at_newline) gen.stop_token = '\n';
       const auto prompt = data::bytes_to_tokens(o->prompt);
       std::vector<int64_t> tokens(prompt.data_ptr<int64_t>(), prompt.data_ptr<int64_t>() + prompt.numel());
+      // Text goes out byte by byte as it is made, so a pipe or a terminal sees
+      // it at once and Ctrl-C keeps what was shown (tokens are bytes; the
+      // terminal reassembles UTF-8). JSON is one document, printed at the end.
+      install_interrupt_handler();
+      gen.on_token = [&o](int64_t t) {
+        if (!o->json) {
+          std::fputc(static_cast<int>(t), stdout);
+          std::fflush(stdout);
+        }
+        return !interrupt_requested();
+      };
       const auto result = lm::generate(*model, tokens, gen);
-      std::string text;
-      for (int64_t t : result.tokens) text += static_cast<char>(t);
+      const bool interrupted = interrupt_requested();
       if (o->json) {
         // Bytes that do not form UTF-8 on their own are shown escaped.
         std::string shown;
         for (int64_t t : result.tokens) shown += t < 128 ? std::string(1, static_cast<char>(t)) : lm::printable_byte(t);
-        std::printf("%s\n", nlohmann::json({{"prompt", o->prompt}, {"text", shown}, {"tokens", result.tokens},
-                                            {"cache", gen.use_cache}})
-                                .dump()
-                                .c_str());
+        nlohmann::json doc{{"prompt", o->prompt}, {"text", shown}, {"tokens", result.tokens}, {"cache", gen.use_cache}};
+        if (interrupted) doc["interrupted"] = true;
+        std::printf("%s\n", doc.dump().c_str());
       } else {
-        std::fwrite(text.data(), 1, text.size(), stdout);
         std::printf("\n");
+      }
+      std::fflush(stdout);
+      if (interrupted) {
+        std::fprintf(stderr, "lm generate: interrupted after %zu bytes\n", result.tokens.size());
+        return kExitInterrupted;
       }
       return 0;
     };
@@ -174,12 +192,12 @@ void register_cache_size(CLI::App* parent, Action& action) {
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--layers", o->layers, "transformer layers")->required();
-  cmd->add_option("--heads", o->heads, "attention heads per layer")->required();
-  cmd->add_option("--dk", o->dk, "cached key width per head (r)")->required();
-  cmd->add_option("--dv", o->dv, "cached value width per head")->required();
-  cmd->add_option("--seq", o->seq, "sequence length")->required();
-  cmd->add_option("--batch", o->batch, "sequences in the batch")->capture_default_str();
+  cmd->add_option("--layers", o->layers, "transformer layers")->required()->check(CLI::PositiveNumber);
+  cmd->add_option("--heads", o->heads, "attention heads per layer")->required()->check(CLI::PositiveNumber);
+  cmd->add_option("--dk", o->dk, "cached key width per head (r)")->required()->check(CLI::PositiveNumber);
+  cmd->add_option("--dv", o->dv, "cached value width per head")->required()->check(CLI::PositiveNumber);
+  cmd->add_option("--seq", o->seq, "sequence length")->required()->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", o->batch, "sequences in the batch")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--dtype", o->dtype, "element type: f16, bf16, f32 or f64")
       ->capture_default_str()
       ->check(CLI::IsMember({"f16", "bf16", "f32", "f64"}));
@@ -187,7 +205,16 @@ void register_cache_size(CLI::App* parent, Action& action) {
   cmd->callback([o, &action] {
     action = [o] {
       const int64_t element = o->dtype == "f64" ? 8 : o->dtype == "f32" ? 4 : 2;
-      const auto size = attention::kv_cache_bytes(o->layers, o->heads, o->dk, o->dv, o->seq, o->batch, element);
+      attention::KVCacheSize size;
+      try {
+        size = attention::kv_cache_bytes(o->layers, o->heads, o->dk, o->dv, o->seq, o->batch, element);
+      } catch (const UsageError&) {
+        throw UsageError("--layers " + std::to_string(o->layers) + " --heads " + std::to_string(o->heads) + " --dk " +
+                         std::to_string(o->dk) + " --dv " + std::to_string(o->dv) + " --seq " +
+                         std::to_string(o->seq) + " --batch " + std::to_string(o->batch) + " --dtype " + o->dtype +
+                         ": the cache would be more than " + std::to_string(std::numeric_limits<int64_t>::max()) +
+                         " bytes (8 EiB), too large to count");
+      }
       if (o->json) {
         std::printf("%s\n", nlohmann::json({{"key_bytes", size.key_bytes},
                                             {"value_bytes", size.value_bytes},

@@ -4,12 +4,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/interrupt.h"
 #include "qkv/core/output_policy.h"
 
 namespace qkv {
@@ -27,10 +29,14 @@ void write_file_atomic(const std::string& path, const void* data, size_t size) {
   std::string tmp = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
   int fd = mkstemp(tmp.data());
   if (fd < 0) throw DataError(path + ": cannot create a temporary file in " + dir.string() + ": " + errno_text());
+  // From here to the rename, a signal that ends the process removes the
+  // temporary too; every failure below removes it before throwing.
+  const int slot = remember_partial_file(tmp);
   auto fail = [&](const std::string& what) {
     const std::string reason = errno_text();
-    ::close(fd);
+    if (fd >= 0) ::close(fd);
     ::unlink(tmp.c_str());
+    forget_partial_file(slot);
     throw DataError(path + ": " + what + ": " + reason);
   };
   const char* p = static_cast<const char*>(data);
@@ -47,16 +53,11 @@ void write_file_atomic(const std::string& path, const void* data, size_t size) {
   if (::fsync(fd) != 0) fail("fsync failed");
   // mkstemp creates 0600; results are meant to be shared like any other file.
   ::fchmod(fd, 0644);
-  if (::close(fd) != 0) {
-    const std::string reason = errno_text();
-    ::unlink(tmp.c_str());
-    throw DataError(path + ": close failed: " + reason);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string reason = errno_text();
-    ::unlink(tmp.c_str());
-    throw DataError(path + ": rename failed: " + reason);
-  }
+  const int closed = ::close(fd);
+  fd = -1;
+  if (closed != 0) fail("close failed");
+  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("rename failed");
+  forget_partial_file(slot);
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (dfd >= 0) {
     ::fsync(dfd);
@@ -70,6 +71,30 @@ void write_file_atomic(const std::string& path, const std::string& contents) {
 
 void write_file_atomic(const std::string& path, const std::vector<char>& contents) {
   write_file_atomic(path, contents.data(), contents.size());
+}
+
+bool is_atomic_temp_name(const std::string& name) {
+  // ".NAME.tmp.XXXXXX": NAME not empty, then mkstemp's six letters or digits.
+  constexpr size_t kSuffix = 11;  // ".tmp.XXXXXX"
+  if (name.size() < 1 + 1 + kSuffix || name[0] != '.') return false;
+  const size_t at = name.size() - kSuffix;
+  if (name.compare(at, 5, ".tmp.") != 0) return false;
+  for (size_t i = at + 5; i < name.size(); ++i)
+    if (!std::isalnum(static_cast<unsigned char>(name[i]))) return false;
+  return true;
+}
+
+std::vector<std::string> remove_stale_temp_files(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    // symlink_status: a link named like a temporary is not one of ours.
+    if (!fs::is_regular_file(it->symlink_status()) || !is_atomic_temp_name(it->path().filename().string())) continue;
+    std::error_code gone;
+    if (fs::remove(it->path(), gone)) removed.push_back(it->path().string());
+  }
+  return removed;
 }
 
 std::vector<char> read_file_bytes(const std::string& path) {

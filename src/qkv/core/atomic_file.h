@@ -1,7 +1,8 @@
 #pragma once
 // Files that are either completely written or not there at all: write to a
 // temporary file in the same folder, fsync, rename over the target, fsync the
-// folder. A crash or a full disk mid-write leaves the previous version intact.
+// folder. A crash or a full disk mid-write leaves the previous version intact;
+// a failure or a fatal signal during the write removes the temporary.
 #include <string>
 #include <vector>
 
@@ -10,6 +11,16 @@ namespace qkv {
 void write_file_atomic(const std::string& path, const void* data, size_t size);
 void write_file_atomic(const std::string& path, const std::string& contents);
 void write_file_atomic(const std::string& path, const std::vector<char>& contents);
+
+// Whether a file name has the form of write_file_atomic's temporaries,
+// ".NAME.tmp.XXXXXX" (six letters or digits).
+bool is_atomic_temp_name(const std::string& name);
+
+// Removes the temporaries a killed or crashed write_file_atomic left in `dir`
+// (regular files with exactly that name form; not recursive). Call it only on
+// a folder qkv owns, when no other process writes there. Returns what it
+// removed; a folder it cannot read is left alone.
+std::vector<std::string> remove_stale_temp_files(const std::string& dir);
 
 // Reads a whole file; throws DataError naming the file if it cannot.
 std::vector<char> read_file_bytes(const std::string& path);

@@ -1,6 +1,12 @@
 #pragma once
 // Ctrl-C during training: the first SIGINT only raises a flag, so the trainer
 // can finish its step and write a checkpoint; a second one kills as usual.
+//
+// Signals that end the process (the second SIGINT, SIGTERM, SIGHUP) first
+// remove the half-written files registered below: an atomic write's temporary
+// would otherwise stay behind as a hidden .NAME.tmp.XXXXXX file.
+#include <string>
+
 namespace qkv {
 
 void install_interrupt_handler();
@@ -9,5 +15,12 @@ void clear_interrupt();
 
 // The conventional exit status of a process stopped by SIGINT.
 constexpr int kExitInterrupted = 130;
+
+// Registers `path` for removal should a signal end the process before
+// forget_partial_file(slot). Returns the slot, or -1 when all slots are busy or
+// the path is too long (the file is then simply not cleaned up on a signal).
+// Thread-safe; the removal itself is async-signal-safe (unlink only).
+int remember_partial_file(const std::string& path);
+void forget_partial_file(int slot);
 
 }  // namespace qkv

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "qkv/core/errors.h"
 
@@ -123,24 +124,59 @@ ProcessGroup::ProcessGroup(const ParallelOptions& options) : impl_(std::make_uni
   const auto [host, port] = parse_master(options.master, "--master");
   impl_->where = "rank " + std::to_string(options.rank) + " of " + std::to_string(options.world_size) + " (master " +
                  options.master + ")";
+  // One deadline for the whole rendezvous: connecting to the store, waiting
+  // for every rank to join and the gloo connection setup share
+  // --dist-timeout, instead of each step waiting the full timeout in turn.
+  using Clock = std::chrono::steady_clock;
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_seconds * 1000));
+  const auto deadline = Clock::now() + timeout;
+  auto time_left = [&] {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    return std::max(left, std::chrono::milliseconds(1));
+  };
+  const std::string timeout_text = "--dist-timeout " + std::to_string(int64_t(options.timeout_seconds)) + " s";
   try {
     c10d::TCPStoreOptions so;
     so.port = static_cast<uint16_t>(port);
     so.isServer = options.rank == 0;
     so.numWorkers = static_cast<size_t>(options.world_size);
-    so.waitWorkers = true;
+    // The wait for the others is done below, where it can name who is missing.
+    so.waitWorkers = false;
     so.timeout = timeout;
     impl_->store = c10::make_intrusive<c10d::TCPStore>(host, so);
   } catch (const std::exception& e) {
     const std::string role = options.rank == 0 ? "serve the rendezvous store on port " + std::to_string(port)
                                                : "reach rank 0's store at " + options.master;
-    throw DataError("distributed rendezvous failed on " + impl_->where + ": could not " + role +
-                    " with all " + std::to_string(options.world_size) + " ranks within --dist-timeout " +
-                    std::to_string(int64_t(options.timeout_seconds)) + " s: " + first_line(e.what()));
+    throw DataError("distributed rendezvous failed on " + impl_->where + ": could not " + role + " within " +
+                    timeout_text + ": " + first_line(e.what()));
+  }
+  std::vector<int64_t> missing;
+  try {
+    impl_->store->set("qkv/joined/" + std::to_string(options.rank), std::vector<uint8_t>{1});
+    impl_->store->add("qkv/joined", 1);
+    while (impl_->store->add("qkv/joined", 0) < options.world_size) {
+      if (Clock::now() >= deadline) {
+        for (int64_t r = 0; r < options.world_size; ++r)
+          if (!impl_->store->check({"qkv/joined/" + std::to_string(r)})) missing.push_back(r);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  } catch (const std::exception& e) {
+    throw DataError("distributed rendezvous failed on " + impl_->where + ": lost rank 0's store at " +
+                    options.master + " while waiting for the other ranks: " + first_line(e.what()));
+  }
+  if (!missing.empty()) {
+    std::string names;
+    for (const int64_t r : missing) names += (names.empty() ? "" : ", ") + std::to_string(r);
+    throw DataError("distributed rendezvous failed on " + impl_->where + ": rank" + (missing.size() > 1 ? "s " : " ") +
+                    names + " of " + std::to_string(options.world_size) + " did not join within " + timeout_text);
   }
   try {
+    impl_->store->setTimeout(time_left());
     auto go = c10d::ProcessGroupGloo::Options::create();
+    // Also each collective's timeout (gloo has one for both): the full one.
+    // Every rank has joined by now, so the connection setup is quick.
     go->timeout = timeout;
     // GLOO_SOCKET_IFNAME picks the interface as in PyTorch; a loopback master
     // means one machine; otherwise the address this host's name resolves to.
@@ -153,6 +189,7 @@ ProcessGroup::ProcessGroup(const ParallelOptions& options) : impl_(std::make_uni
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("qkv", impl_->store);
     impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, static_cast<int>(options.rank),
                                                                static_cast<int>(options.world_size), go);
+    impl_->store->setTimeout(timeout);
   } catch (const std::exception& e) {
     impl_->fail("connection setup", e, options.timeout_seconds);
   }

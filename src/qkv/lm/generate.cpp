@@ -1,6 +1,9 @@
 #include "qkv/lm/generate.h"
 
 #include <torch/torch.h>
+#include <unistd.h>
+
+#include <limits>
 
 #include "qkv/attention/kv_cache.h"
 #include "qkv/core/errors.h"
@@ -19,6 +22,39 @@ int64_t pick_token(const at::Tensor& logits, const GenerateOptions& o, at::Gener
   return at::multinomial(torch::softmax(scaled, 0), 1, false, gen).item<int64_t>();
 }
 
+int64_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  int64_t bytes = 0;
+  if (pages <= 0 || page <= 0 || __builtin_mul_overflow(int64_t{pages}, int64_t{page}, &bytes))
+    return std::numeric_limits<int64_t>::max();
+  return bytes;
+}
+
+// Bytes of keys and values for `positions` positions, or -1 past int64.
+int64_t context_bytes(const models::TransformerLMOptions& mo, int64_t positions, int64_t element) {
+  try {
+    return attention::kv_cache_bytes(mo.layers, mo.heads, mo.head_dk(), mo.head_dv(), positions, 1, element).total_bytes;
+  } catch (const UsageError&) {
+    return -1;
+  }
+}
+
+// Before anything is allocated: a cache sized for a max_new of 1e12 asks the
+// allocator for terabytes, and even --no-cache would run for ever.
+void check_max_new(const models::TransformerLMOptions& mo, int64_t prompt, const GenerateOptions& o, int64_t element) {
+  const int64_t limit = o.memory_limit_bytes > 0 ? o.memory_limit_bytes : physical_memory_bytes();
+  int64_t positions = 0;
+  const int64_t bytes = __builtin_add_overflow(prompt, o.max_new, &positions) ? -1 : context_bytes(mo, positions, element);
+  if (bytes >= 0 && bytes <= limit) return;
+  const int64_t per_position = context_bytes(mo, 1, element);
+  const int64_t most = per_position > 0 ? std::max<int64_t>(0, limit / per_position - prompt) : 0;
+  throw UsageError("--max-new " + std::to_string(o.max_new) + ": keys and values for the prompt and that many bytes need " +
+                   (bytes < 0 ? std::string("more than 2^63") : std::to_string(bytes)) + " bytes, more than the " +
+                   std::to_string(limit) + " bytes of " +
+                   (o.memory_limit_bytes > 0 ? "the limit" : "this machine's memory") + "; at most " +
+                   std::to_string(most) + " with this model and prompt");
+}
+
 }  // namespace
 
 Generation generate(models::TransformerLM& model, const std::vector<int64_t>& prompt, const GenerateOptions& o) {
@@ -29,9 +65,10 @@ Generation generate(models::TransformerLM& model, const std::vector<int64_t>& pr
   const auto& mo = model.options();
   for (int64_t t : prompt)
     if (t < 0 || t >= mo.vocab) throw UsageError("generate: token " + std::to_string(t) + " is outside the vocabulary");
+  const auto param = model.embedding()->weight;
+  check_max_new(mo, static_cast<int64_t>(prompt.size()), o, static_cast<int64_t>(param.element_size()));
   torch::NoGradGuard no_grad;
   model.eval();
-  const auto param = model.embedding()->weight;
   const auto device = param.device();
   auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
 
@@ -62,6 +99,10 @@ Generation generate(models::TransformerLM& model, const std::vector<int64_t>& pr
     if (token == o.stop_token) break;
     out.tokens.push_back(token);
     sequence.push_back(token);
+    if (o.on_token && !o.on_token(token)) {
+      out.stopped_by_caller = true;
+      break;
+    }
   }
   return out;
 }

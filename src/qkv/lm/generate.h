@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "qkv/models/transformer_lm.h"
@@ -20,14 +21,24 @@ struct GenerateOptions {
   uint64_t seed = 0;
   int64_t stop_token = -1;   // stop after emitting this token (not included in tokens); -1 = never
   bool keep_logits = false;  // return each step's logits
+  // Called with each new token as soon as it is picked (the stop token
+  // excluded), so a caller can show text while the rest is computed; returning
+  // false ends generation after that token.
+  std::function<bool(int64_t token)> on_token;
+  // Bound on the keys and values of prompt + max_new positions, the memory a
+  // cached run allocates up front; 0 = this machine's physical memory.
+  int64_t memory_limit_bytes = 0;
 };
 
 struct Generation {
   std::vector<int64_t> tokens;     // the new tokens
   std::vector<at::Tensor> logits;  // per step [vocab] (float32 CPU) when keep_logits
+  bool stopped_by_caller = false;  // on_token returned false
 };
 
-// prompt: at least one token. Throws UsageError for bad options.
+// prompt: at least one token. Throws UsageError for bad options, naming
+// --max-new with the largest value that fits when prompt + max_new positions
+// of keys and values exceed the memory limit.
 Generation generate(models::TransformerLM& model, const std::vector<int64_t>& prompt, const GenerateOptions& options);
 
 // Greedy answers for the built-in tasks: generate until the terminator.

@@ -169,7 +169,12 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
   };
 
   RunPaths paths{out_dir};
-  if (writer) make_directories(paths.dir + "/checkpoints");
+  if (writer) {
+    make_directories(paths.dir + "/checkpoints");
+    // A run killed mid-checkpoint left its temporary behind; nothing else
+    // writes into this run's checkpoints while it trains.
+    remove_stale_temp_files(paths.dir + "/checkpoints");
+  }
   model.to(device);
   auto optimizer = make_optimizer(model.parameters(), config.optim);
 

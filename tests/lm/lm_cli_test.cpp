@@ -1,0 +1,150 @@
+// The lm commands as a user runs them: generate streams its bytes and stops
+// cleanly on Ctrl-C, sizes that cannot fit are refused before any allocation,
+// cache-size never prints a wrapped number, and a train run clears the
+// temporaries a killed checkpoint write left behind.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "support/cli_run.h"
+#include "support/test_files.h"
+
+namespace fs = std::filesystem;
+
+namespace qkv::testing {
+namespace {
+
+class LmCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(fresh_dir("lm_cli"));
+    train_ = new CliResult(run_qkv("lm train --task copy --samples 64 --epochs 1 --d-model 16 --heads 2 --layers 1 "
+                                   "--threads 1 --out " + *dir_));
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+    delete train_;
+  }
+  static std::string checkpoint() { return *dir_ + "/checkpoints/last.ckpt"; }
+  static std::string* dir_;
+  static CliResult* train_;
+};
+std::string* LmCli::dir_ = nullptr;
+CliResult* LmCli::train_ = nullptr;
+
+// Runs qkv with stdout on a pipe; `on_output` sees the bytes as they arrive
+// and may signal the process. Returns the exit status (128 + signal if killed).
+int run_piped(const std::vector<std::string>& args, std::string& out,
+              const std::function<void(pid_t, const std::string&)>& on_output) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    close(fds[1]);
+    std::vector<char*> argv{const_cast<char*>(QKV_BINARY)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(QKV_BINARY, argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  char buf[256];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) {
+    out.append(buf, static_cast<size_t>(n));
+    on_output(pid, out);
+  }
+  close(fds[0]);
+  int raw = 0;
+  waitpid(pid, &raw, 0);
+  return WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+}
+
+TEST_F(LmCli, GenerateStreamsAndStopsCleanlyOnCtrlC) {
+  ASSERT_EQ(train_->status, 0) << train_->output;
+  // Far more bytes than it could make before the reader reacts: the first ones
+  // must reach the pipe while the rest are still being computed.
+  std::string out;
+  bool interrupted = false;
+  std::string seen_at_interrupt;
+  const auto start = std::chrono::steady_clock::now();
+  const int status = run_piped({"lm", "generate", "--checkpoint", checkpoint(), "--prompt", "abc|", "--max-new",
+                                "100000000", "--temperature", "1", "--threads", "1"},
+                               out, [&](pid_t pid, const std::string& so_far) {
+                                 if (!interrupted && so_far.size() >= 8) {
+                                   interrupted = true;
+                                   seen_at_interrupt = so_far;
+                                   kill(pid, SIGINT);
+                                 }
+                               });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_TRUE(interrupted) << out;
+  EXPECT_EQ(status, 130) << out;
+  // What was shown stays, and the output ends with a newline.
+  EXPECT_EQ(out.compare(0, seen_at_interrupt.size(), seen_at_interrupt), 0);
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out.back(), '\n');
+  EXPECT_LT(seconds, 60.0);
+}
+
+TEST_F(LmCli, MaxNewBeyondMemoryIsAUsageError) {
+  ASSERT_EQ(train_->status, 0) << train_->output;
+  const auto r = run_qkv("lm generate --checkpoint " + checkpoint() + " --prompt a --max-new 1000000000000");
+  expect_clean_failure(r, 2, "--max-new 1000000000000");
+  EXPECT_NE(r.output.find("at most"), std::string::npos) << r.output;
+  expect_clean_failure(run_qkv("lm generate --checkpoint " + checkpoint() + " --prompt a --max-new 9223372036854775807"),
+                       2, "--max-new 9223372036854775807");
+}
+
+TEST_F(LmCli, TrainRemovesOnlyItsOwnStaleTemporaries) {
+  ASSERT_EQ(train_->status, 0) << train_->output;
+  const std::string ckpts = *dir_ + "/checkpoints";
+  // What an interrupted write_file_atomic leaves, and files that only look alike.
+  const std::vector<std::string> stale = {".last.ckpt.tmp.Ab12cD", ".best.ckpt.tmp.000000"};
+  const std::vector<std::string> kept = {".last.ckpt.tmp.keep", "last.ckpt.tmp.Ab12cD", ".notes.tmp.Ab12cD.txt"};
+  for (const auto& name : stale) std::ofstream(ckpts + "/" + name) << "half";
+  for (const auto& name : kept) std::ofstream(ckpts + "/" + name) << "mine";
+  const auto r = run_qkv("lm train --resume " + *dir_ + " --epochs 2 --threads 1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const auto& name : stale) EXPECT_FALSE(fs::exists(ckpts + "/" + name)) << name;
+  for (const auto& name : kept) EXPECT_TRUE(fs::exists(ckpts + "/" + name)) << name;
+}
+
+TEST(LmCacheSize, OverflowIsAUsageErrorNotAWrappedNumber) {
+  // Each of these printed 0, a negative or a wrapped byte count before.
+  for (const char* sizes : {"--layers 4294967296 --heads 4294967296 --dk 1 --dv 1 --seq 1",
+                            "--layers 9223372036854775807 --heads 1 --dk 1 --dv 1 --seq 1",
+                            "--layers 1000000 --heads 1000000 --dk 1000000 --dv 1000000 --seq 1000000 --batch 1000000"}) {
+    const auto r = run_qkv(std::string("lm cache-size ") + sizes);
+    expect_clean_failure(r, 2, "--layers");
+    EXPECT_NE(r.output.find("--heads"), std::string::npos) << r.output;
+  }
+  // Near the limit the count is still exact: 2^60 layers of one f16 key and value.
+  const auto big = run_qkv("lm cache-size --layers 1152921504606846976 --heads 1 --dk 1 --dv 1 --seq 1 --json");
+  ASSERT_EQ(big.status, 0) << big.output;
+  EXPECT_EQ(nlohmann::json::parse(big.output).at("total_bytes").get<int64_t>(), int64_t{1} << 62);
+}
+
+TEST(LmCacheSize, EverySizeMustBePositive) {
+  const std::string base = "lm cache-size --layers 2 --heads 2 --dk 4 --dv 4 --seq 8";
+  for (const char* option : {"--layers", "--heads", "--dk", "--dv", "--seq", "--batch"}) {
+    const auto r = run_qkv(base + " " + option + " 0");
+    EXPECT_EQ(r.status, 2) << option << ": " << r.output;
+    EXPECT_NE(r.output.find(option), std::string::npos) << r.output;
+  }
+  EXPECT_NE(run_qkv("lm cache-size --help").output.find("POSITIVE"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace qkv::testing
