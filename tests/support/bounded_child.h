@@ -38,7 +38,7 @@ inline int64_t virtual_size_bytes() {
 // What f did in a child allowed `budget` bytes of address space beyond its
 // size at fork and `seconds` of wall time: "DataError: MESSAGE", "ok",
 // "bad_alloc", "exception: WHAT" or "signal N" (SIGALRM for a hang).
-inline std::string outcome_in_child(int64_t budget, const std::function<void()>& f, unsigned seconds = 20) {
+inline std::string outcome_in_child(int64_t budget, const std::function<void()>& f, unsigned seconds = 120) {
   int fds[2];
   if (::pipe(fds) != 0) return "pipe failed";
   const pid_t pid = ::fork();
