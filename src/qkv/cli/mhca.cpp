@@ -427,7 +427,7 @@ void register_explain(CLI::App* parent, Action& action) {
       }
       check_output_dir(o->common.out, "--out", o->common.overwrite);
       auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, true, at::get_num_threads(), false,
-                                      net->options().volume_shape);
+                                      net->options().spect.volume_shape);
       claim_output_dir(o->common.out, "--out", o->common.overwrite, {"mhca explain", {}});
       auto result = mhca::explain_subjects(*net, cohort, prep, ex, o->common.out, device);
       nlohmann::json brief = result;
