@@ -60,6 +60,18 @@ TEST(HostileMesh, PlyDeclaringTwoToThe31ItemsIsRefusedByName) {
   expect_bounded_data_error(256 * kMiB, [&] { read_ply(wrap); }, wrap, "truncated");
 }
 
+TEST(HostileMesh, FuzzFindingsStayFixed) {
+  // fuzz_ply: a second 'vertex' element with fewer properties was read with
+  // the first one's property indices (a heap read past the item's values).
+  const std::string crash = std::string(QKV_SOURCE_DIR) +
+                            "/fuzz/regressions/ply/crash-f040c4da78e135982181af58ff4406352d5c879e";
+  expect_data_error([&] { read_ply(crash); }, crash, "element 'vertex' declared twice");
+  const auto twice = write("twice.ply", "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n"
+                                        "property float z\nelement vertex 1\nproperty float x\nend_header\n" +
+                                            kTriangle + "0\n");
+  expect_data_error([&] { read_ply(twice); }, twice, "declared twice");
+}
+
 TEST(HostileMesh, AFifoIsRefusedWithoutOpeningIt) {
   const auto path = temp_path("hostile_fifo.off");
   ::unlink(path.c_str());

@@ -335,6 +335,12 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
       if (tok.size() != 3 || !parse_int(tok[2], e.count) || e.count < 0)
         fail_at(path, lines.line(), "bad element line " + show(line));
       e.name = std::string(tok[1]);
+      // The layout of what we keep is found per element name: a second
+      // 'vertex' or 'face' would be read with the first one's property
+      // indices (found by fuzzing: a read past the item's values).
+      for (const auto& seen : elements)
+        if (seen.name == e.name && (e.name == "vertex" || e.name == "face"))
+          fail_at(path, lines.line(), "element '" + e.name + "' declared twice");
       elements.push_back(std::move(e));
     } else if (key == "property") {
       if (elements.empty()) fail_at(path, lines.line(), "property before any element");
