@@ -59,6 +59,15 @@ TEST(WeightsInterop, NonFiniteWeightsAreRefusedNamingTheFileAndKey) {
   expect_data_error([&] { train::load_weights(m, inf); }, inf, "'foo'");
 }
 
+TEST(WeightsInterop, FuzzFindingsStayFixed) {
+  // fuzz_weights: a damaged pickle made LibTorch's unpickler throw a standard
+  // exception (not c10::Error), which ended the process.
+  Foo m;
+  const std::string crash =
+      std::string(QKV_SOURCE_DIR) + "/fuzz/regressions/weights/crash-bcb2918c1da6250c360ce6a4967e79df668df52b";
+  expect_data_error([&] { train::load_weights(m, crash); }, crash, "not a weights file");
+}
+
 TEST(WeightsInterop, FifosAreRefusedWithoutOpeningThem) {
   const auto path = temp_path("weights_fifo.pt");
   ::unlink(path.c_str());

@@ -93,20 +93,28 @@ void load_weights_unguarded(torch::nn::Module& module, const std::string& path) 
   regular_file_size(path);
   const std::vector<char> bytes = read_file_bytes(path);
   c10::IValue value;
+  // LibTorch's unpickler throws c10::Error for most damage but standard
+  // exceptions (out_of_range, ...) for some (found by fuzz_weights): either
+  // is a file that is not a weights file. Running out of memory is not.
   try {
     value = torch::pickle_load(bytes);
-  } catch (const c10::Error& e) {
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {
     bool loaded = false;
     if (is_zip(bytes)) {
       try {
         value = load_torch_save_zip(bytes);
         loaded = true;
-      } catch (const c10::Error&) {
+      } catch (const std::bad_alloc&) {
+        throw;
+      } catch (const std::exception&) {
       }
     }
+    const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
     if (!loaded)
       throw DataError(path + ": not a weights file written by torch.save / torch::pickle_save (" +
-                      std::string(e.what_without_backtrace()).substr(0, 200) + ")");
+                      std::string(c10_error ? c10_error->what_without_backtrace() : e.what()).substr(0, 200) + ")");
   }
   if (!value.isGenericDict()) throw DataError(path + ": expected a dict of name -> tensor");
   std::map<std::string, at::Tensor> file;
