@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "support/cli_run.h"
@@ -17,7 +16,7 @@ using qkv::testing::temp_path;
 
 namespace {
 
-void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+void write(const std::string& path, const std::string& text) { qkv::testing::write_text_file(path, text); }
 
 // A tiny classification run (seconds), trained once for the tests that need
 // a checkpoint; they test what happens before the model runs.

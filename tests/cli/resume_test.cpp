@@ -3,9 +3,7 @@
 // original settings. And what a train command prints: a short summary, or the
 // whole summary JSON with --json.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -22,17 +20,7 @@ namespace fs = std::filesystem;
 const std::string kSpirals = "spirals train --points-per-class 60 --batch-size 16 --threads 1";
 
 // The command's stdout alone (stderr dropped) and its exit status.
-CliResult run_stdout(const std::string& args) {
-  const std::string cmd = std::string(QKV_BINARY) + " " + args + " 2>/dev/null";
-  CliResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int raw = pclose(p);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  return r;
-}
+CliResult run_stdout(const std::string& args) { return qkv::testing::run_qkv_stderr_to(args, "/dev/null"); }
 
 // Relative path -> bytes of every file below `root`.
 std::map<std::string, std::string> file_bytes(const std::string& root) {
