@@ -207,7 +207,7 @@ TEST(DistributedCliFailures, RankWithoutRankZeroEndsWithinTheTimeout) {
 TEST(DistributedCliFailures, BadOptionsAreUsageErrors) {
   expect_clean_failure(run_qkv("vnt train --world-size 2 --rank 2 --out /tmp/qkv_never"), 2, "--rank 2");
   expect_clean_failure(run_qkv("vnt train --world-size 2 --master nohost --out /tmp/qkv_never"), 2, "--master");
-  expect_clean_failure(run_qkv("launch -n 0 -- vnt train"), 2, "-n");
+  expect_clean_failure(run_qkv("launch -n 0 -- vnt train"), 2, "--procs");
   expect_clean_failure(run_qkv("launch -n 2 --nodes 2 -- vnt train"), 2, "--master");
 }
 

@@ -58,6 +58,13 @@ TEST(HostileMesh, PlyDeclaringTwoToThe31ItemsIsRefusedByName) {
                                    "property int a\nend_header\n" +
                                        std::string(36, '\0'));
   expect_bounded_data_error(256 * kMiB, [&] { read_ply(wrap); }, wrap, "truncated");
+  // Items without properties take no bytes, so no size bounds their count:
+  // reading would loop 2^63 times. Refused from the header.
+  const auto empty = write("e.ply", "ply\nformat binary_little_endian 1.0\nelement vertex 3\nproperty float x\n"
+                                    "property float y\nproperty float z\nelement junk 9223372036854775807\n"
+                                    "end_header\n" +
+                                        std::string(36, '\0'));
+  expect_bounded_data_error(256 * kMiB, [&] { read_ply(empty); }, empty, "'junk' declares 9223372036854775807 items but no properties");
 }
 
 TEST(HostileMesh, FuzzFindingsStayFixed) {

@@ -66,6 +66,13 @@ TEST(WeightsInterop, FuzzFindingsStayFixed) {
   const std::string crash =
       std::string(QKV_SOURCE_DIR) + "/fuzz/regressions/weights/crash-bcb2918c1da6250c360ce6a4967e79df668df52b";
   expect_data_error([&] { train::load_weights(m, crash); }, crash, "not a weights file");
+  // fuzz_weights: a zip whose directory names bytes past the end of the file
+  // made torch::pickle_load's reader copy past its buffer (a heap overflow
+  // AddressSanitizer reports in make check-asan); zip files are now read
+  // through a stream that stops at the end.
+  const std::string overflow =
+      std::string(QKV_SOURCE_DIR) + "/fuzz/regressions/weights/crash-ee11987f4db9116dd5a5637a08e23a4065cac667";
+  expect_data_error([&] { train::load_weights(m, overflow); }, overflow, "not a weights file");
 }
 
 TEST(WeightsInterop, FifosAreRefusedWithoutOpeningThem) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "qkv/cli/commands.h"
+#include "qkv/cli/common.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
 #include "qkv/distributed/process_group.h"
@@ -173,10 +174,10 @@ void register_launch(CLI::App& app, Action& action) {
     std::vector<std::string> command;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("-n,--procs", o->procs, "processes (ranks) on this machine")->capture_default_str();
-  cmd->add_option("--nodes", o->nodes, "machines taking part, each running this launch")->capture_default_str();
-  cmd->add_option("--node-rank", o->node_rank, "this machine's index, 0..nodes-1; node 0 hosts rank 0")
-      ->capture_default_str();
+  add_ranged_option(cmd, "-n,--procs", o->procs, "processes (ranks) on this machine", 1, 1024);
+  add_ranged_option(cmd, "--nodes", o->nodes, "machines taking part, each running this launch", 1, 65536);
+  add_ranged_option(cmd, "--node-rank", o->node_rank, "this machine's index, 0..nodes-1; node 0 hosts rank 0", 0,
+                    65535);
   cmd->add_option("--master", o->master,
                   "ADDR:PORT of rank 0's rendezvous; default a free loopback port (one machine only)");
   cmd->add_option("command", o->command, "the qkv command to run after --, e.g. -- vnt train --epochs 10")

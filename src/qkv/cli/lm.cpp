@@ -55,13 +55,13 @@ void register_train(CLI::App* parent, Action& action) {
   spec.add_options = [s](CLI::App* cmd) {
     add_field_options(cmd, s->data);
     cmd->get_option("--text")->check(CLI::ExistingFile);
-    cmd->add_option("--d-model", s->model.d_model, "model width D")->capture_default_str();
-    cmd->add_option("--layers", s->model.layers, "transformer blocks L")->capture_default_str();
-    cmd->add_option("--heads", s->model.heads, "attention heads h")->capture_default_str();
-    cmd->add_option("--dk", s->model.dk, "per-head query/key width r; 0 = D/h")->capture_default_str();
-    cmd->add_option("--dv", s->model.dv, "per-head value width; 0 = D/h")->capture_default_str();
-    cmd->add_option("--mlp-hidden", s->model.mlp_hidden, "MLP hidden units; 0 = 4 D")->capture_default_str();
-    cmd->add_option("--dropout", s->model.dropout, "dropout on attention and MLP outputs")->capture_default_str();
+    add_ranged_option(cmd, "--d-model", s->model.d_model, "model width D", 1, 65536);
+    add_ranged_option(cmd, "--layers", s->model.layers, "transformer blocks L", 1, 1024);
+    add_ranged_option(cmd, "--heads", s->model.heads, "attention heads h", 1, 1024);
+    add_ranged_option(cmd, "--dk", s->model.dk, "per-head query/key width r; 0 = D/h", 0, 65536);
+    add_ranged_option(cmd, "--dv", s->model.dv, "per-head value width; 0 = D/h", 0, 65536);
+    add_ranged_option(cmd, "--mlp-hidden", s->model.mlp_hidden, "MLP hidden units; 0 = 4 D", 0, 1 << 20);
+    add_ranged_option(cmd, "--dropout", s->model.dropout, "dropout on attention and MLP outputs", 0, 0.99);
   };
   spec.prepare = [s](const CLI::App& cmd, train::RunRequest& r, const std::string&) {
     LmData data = s->data;
@@ -131,8 +131,8 @@ void register_generate(CLI::App* parent, Action& action) {
                   "bytes to generate at most; their keys and values must fit in this machine's memory")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--temperature", o->gen.temperature, "sampling temperature; 0 = greedy")->capture_default_str();
-  cmd->add_option("--top-k", o->gen.top_k, "sample among the k most likely bytes; 0 = all")->capture_default_str();
+  add_ranged_option(cmd, "--temperature", o->gen.temperature, "sampling temperature; 0 = greedy", 0, 1000);
+  add_ranged_option(cmd, "--top-k", o->gen.top_k, "sample among the k most likely bytes; 0 = all", 0, 256);
   cmd->add_flag("--no-cache", o->no_cache, "recompute the whole prefix at every step instead of using the KV cache");
   cmd->add_flag("--stop-at-newline", o->stop_at_newline, "stop after a newline (the built-in tasks' terminator)");
   cmd->add_flag("--json", o->json, "print {prompt, text, tokens} as JSON");
@@ -245,11 +245,11 @@ void register_inspect_mlp(CLI::App* parent, Action& action) {
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--checkpoint", o->checkpoint, "checkpoint file")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--layer", o->memory.layer, "block whose MLP to inspect (0-based)")->capture_default_str();
+  add_ranged_option(cmd, "--layer", o->memory.layer, "block whose MLP to inspect (0-based)", 0, 1023);
   cmd->add_option("--text", o->text, "UTF-8 text to run through the model")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--units", o->memory.units, "how many of the most active units")->capture_default_str();
-  cmd->add_option("--contexts", o->memory.contexts, "top contexts (keys) per unit")->capture_default_str();
-  cmd->add_option("--tokens", o->memory.tokens, "top promoted tokens (values) per unit")->capture_default_str();
+  add_ranged_option(cmd, "--units", o->memory.units, "how many of the most active units", 1, 1 << 20);
+  add_ranged_option(cmd, "--contexts", o->memory.contexts, "top contexts (keys) per unit", 1, 100000);
+  add_ranged_option(cmd, "--tokens", o->memory.tokens, "top promoted tokens (values) per unit", 1, 256);
   cmd->add_flag("--json", o->json, "print JSON");
   add_common_options(cmd, o->common, "");
   cmd->callback([o, &action] {

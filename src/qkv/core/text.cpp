@@ -27,6 +27,15 @@ std::string_view trim(std::string_view text) {
   return text.substr(b, e - b);
 }
 
+std::string join(const std::vector<std::string>& items, std::string_view separator) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += separator;
+    out += items[i];
+  }
+  return out;
+}
+
 std::string read_text_file(const std::string& path) {
   using parse::fail;
   // Checked first: an ifstream opens a folder and reads it as an empty file.

@@ -1,8 +1,9 @@
 #pragma once
-// Text helpers the readers share: case folding, suffixes, trimming, and a
+// Text helpers the readers share: case folding, suffixes, trimming, joining, and a
 // whole file read into a string with errors naming the file.
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace qkv {
 
@@ -14,6 +15,9 @@ bool ends_with(std::string_view text, std::string_view suffix);
 
 // text without leading and trailing whitespace (std::isspace).
 std::string_view trim(std::string_view text);
+
+// The items with `separator` between them: {"a", "b"} -> "a, b".
+std::string join(const std::vector<std::string>& items, std::string_view separator = ", ");
 
 // The byte offset of the first sequence in `text` that is not well-formed
 // UTF-8 (overlong forms, surrogates, code points above U+10FFFF, truncated

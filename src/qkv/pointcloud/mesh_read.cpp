@@ -415,6 +415,10 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
         for (const auto& prop : e.properties)
           min_item += static_cast<int64_t>(ply_size(prop.is_list ? prop.count_type : prop.type));
       }
+      // Items without properties take no bytes: their count alone would set
+      // how long reading loops (2^63 items: forever).
+      if (e.properties.empty() && e.count > 0)
+        fail(path, "element '" + e.name + "' declares " + std::to_string(e.count) + " items but no properties");
       int64_t bytes = 0;
       if (!checked_mul(e.count, min_item, bytes) || !checked_add(total, bytes, total) || total - 1 > available)
         fail(path, "truncated: the header declares " + std::to_string(e.count) + " '" + e.name +

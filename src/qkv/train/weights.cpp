@@ -11,6 +11,7 @@
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/text.h"
 #include "qkv/core/file_input.h"
 #include "qkv/core/shape.h"
 
@@ -21,12 +22,6 @@ std::map<std::string, at::Tensor> named_tensors(const torch::nn::Module& module)
   std::map<std::string, at::Tensor> out;
   for (const auto& p : module.named_parameters(true)) out[p.key()] = p.value();
   for (const auto& b : module.named_buffers(true)) out[b.key()] = b.value();
-  return out;
-}
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
   return out;
 }
 
@@ -50,14 +45,18 @@ bool setitem_as_setitems(std::string& pickle) {
   return true;
 }
 
-// What torch::pickle_load does for a zip archive, with the pickle patched
-// by setitem_as_setitems first. c10::Error if it still cannot be read.
+// What torch::pickle_load does for a zip archive, with the pickle patched by
+// setitem_as_setitems where that applies, and with reads that stop at the end
+// of the file: pickle_load's own reader copies whatever range the archive's
+// directory names, past the end of a damaged file's buffer (found by
+// fuzz_weights: a heap overflow in LibTorch 1.13's miniz callback). c10::Error
+// (or a standard exception) if it cannot be read.
 c10::IValue load_torch_save_zip(const std::vector<char>& bytes) {
   std::istringstream stream(std::string(bytes.begin(), bytes.end()));
   caffe2::serialize::PyTorchStreamReader reader(&stream);
   const auto [data, size] = reader.getRecord("data.pkl");
   std::string pickle(static_cast<const char*>(data.get()), size);
-  if (!setitem_as_setitems(pickle)) TORCH_CHECK(false, "unsupported pickle");
+  setitem_as_setitems(pickle);
   size_t at = 0;
   auto read = [&](char* buffer, size_t n) {
     const size_t take = std::min(n, pickle.size() - at);
@@ -97,24 +96,13 @@ void load_weights_unguarded(torch::nn::Module& module, const std::string& path) 
   // exceptions (out_of_range, ...) for some (found by fuzz_weights): either
   // is a file that is not a weights file. Running out of memory is not.
   try {
-    value = torch::pickle_load(bytes);
+    value = is_zip(bytes) ? load_torch_save_zip(bytes) : torch::pickle_load(bytes);
   } catch (const std::bad_alloc&) {
     throw;
   } catch (const std::exception& e) {
-    bool loaded = false;
-    if (is_zip(bytes)) {
-      try {
-        value = load_torch_save_zip(bytes);
-        loaded = true;
-      } catch (const std::bad_alloc&) {
-        throw;
-      } catch (const std::exception&) {
-      }
-    }
     const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
-    if (!loaded)
-      throw DataError(path + ": not a weights file written by torch.save / torch::pickle_save (" +
-                      std::string(c10_error ? c10_error->what_without_backtrace() : e.what()).substr(0, 200) + ")");
+    throw DataError(path + ": not a weights file written by torch.save / torch::pickle_save (" +
+                    std::string(c10_error ? c10_error->what_without_backtrace() : e.what()).substr(0, 200) + ")");
   }
   if (!value.isGenericDict()) throw DataError(path + ": expected a dict of name -> tensor");
   std::map<std::string, at::Tensor> file;
