@@ -94,6 +94,50 @@ TEST(CohortData, AugmentationTouchesOnlyChosenSamples) {
   EXPECT_TRUE(torch::allclose(still(batch).input("spect"), spect, 1e-5, 1e-5));
 }
 
+TEST(CohortData, EnlargeAppendsAugmentedCopiesOnceAsTheAuthorsCodeDoes) {
+  torch::manual_seed(0);
+  auto spect = torch::rand({25, 1, 8, 9, 10});
+  auto meth = torch::rand({25, 5});
+  auto labels = torch::arange(25, torch::kLong) % 2;
+  auto train = std::make_shared<data::TensorDataset>(
+      std::map<std::string, at::Tensor>{{"spect", spect}, {"methylation", meth}}, labels);
+  mhca::Augmentation a;
+  a.mode = "enlarge";
+  a.fraction = 0.1;
+  a.noise = 2.0;  // large: unclamped noise leaves [0, 1]
+  a.cpg_std = torch::full({5}, 0.5);
+  const auto enlarged = mhca::enlarge_training_set(train, a, 7);
+  ASSERT_EQ(enlarged->size(), 27);  // floor(25 x 0.1) copies
+  // The original rows come first, untouched; the same seed gives the same copies.
+  const auto head = enlarged->get({0, 3, 24});
+  EXPECT_TRUE(torch::equal(head.input("spect"), spect.index_select(0, torch::tensor({0, 3, 24}))));
+  const auto copies = enlarged->get({25, 26});
+  EXPECT_TRUE(torch::equal(copies.input("methylation"),
+                           mhca::enlarge_training_set(train, a, 7)->get({25, 26}).input("methylation")));
+  EXPECT_FALSE(torch::equal(copies.input("methylation"),
+                            mhca::enlarge_training_set(train, a, 8)->get({25, 26}).input("methylation")));
+  const auto m = copies.input("methylation");
+  EXPECT_TRUE((m < 0).any().item<bool>() || (m > 1).any().item<bool>()) << m;
+  // Each copy is a rotated original with that original's label: a copy's
+  // labels are among the originals', and its volume is no original's.
+  for (int64_t k = 0; k < 2; ++k) {
+    const auto v = copies.input("spect")[k];
+    EXPECT_GT((spect - v.unsqueeze(0)).abs().flatten(1).amax(1).min().item<double>(), 1e-4);
+  }
+  // Mixed requests keep their order.
+  const auto mixed = enlarged->get({26, 1, 25});
+  EXPECT_TRUE(torch::equal(mixed.input("methylation")[1], meth[1]));
+  EXPECT_TRUE(torch::equal(mixed.input("methylation")[0], copies.input("methylation")[1]));
+  EXPECT_TRUE(torch::equal(mixed.input("methylation")[2], copies.input("methylation")[0]));
+  // Mode "batch" leaves the set alone and augments batches instead.
+  a.mode = "batch";
+  const auto batch_mode = mhca::augmented_training(train, a, 7);
+  EXPECT_EQ(batch_mode.train->size(), 25);
+  EXPECT_TRUE(static_cast<bool>(batch_mode.augment));
+  a.mode = "enlarge";
+  EXPECT_FALSE(static_cast<bool>(mhca::augmented_training(train, a, 7).augment));
+}
+
 TEST(CohortData, BinaryMetricsSayWhyAurocIsMissing) {
   auto j = mhca::binary_metrics({0.9, 0.8, 0.7}, {1, 1, 1});
   EXPECT_TRUE(j.at("auroc").is_null());
@@ -103,6 +147,8 @@ TEST(CohortData, BinaryMetricsSayWhyAurocIsMissing) {
   EXPECT_DOUBLE_EQ(k.at("auroc").get<double>(), 0.75);
   EXPECT_DOUBLE_EQ(k.at("sensitivity").get<double>(), 0.5);
   EXPECT_DOUBLE_EQ(k.at("specificity").get<double>(), 0.5);
+  // From labels (the authors' AUROC): the balanced accuracy.
+  EXPECT_DOUBLE_EQ(k.at("auroc_hard").get<double>(), 0.5);
 }
 
 }  // namespace

@@ -201,9 +201,12 @@ TEST_F(MhcaCli, CrossValidationShowsProgressOnStderr) {
   const auto r = run_qkv_stderr_to(args, err);
   const std::string log = read_text(err);
   ASSERT_EQ(r.status, 0) << r.output << log;
-  EXPECT_EQ(count_lines(r.output), 2) << r.output;
-  EXPECT_EQ(r.output.rfind("mhca ", 0), 0u) << r.output;
-  EXPECT_NE(r.output.find("\nxgboost "), std::string::npos) << r.output;
+  // Two tables, labelled: pooled per run, then the paper's fold average.
+  EXPECT_EQ(count_lines(r.output), 6) << r.output;
+  EXPECT_EQ(r.output.rfind("pooled per run", 0), 0u) << r.output;
+  EXPECT_NE(r.output.find("\n  mhca "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\n  xgboost "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\nfold-averaged, population std"), std::string::npos) << r.output;
 
   std::vector<std::string> fold_lines, epoch_lines;
   std::istringstream in(log);
@@ -238,6 +241,41 @@ TEST_F(MhcaCli, CrossValidationShowsProgressOnStderr) {
   ASSERT_EQ(again.status, 0) << again.output << log2;
   EXPECT_NE(log2.find("4 of 4 model folds already done"), std::string::npos) << log2;
   for (const char* absent : {"fold 1/2", "epoch ", "ETA"}) EXPECT_EQ(log2.find(absent), std::string::npos) << log2;
+}
+
+TEST_F(MhcaCli, RecipeMhcaCodeIsTheAuthorsTraining) {
+  auto train_size = [](const std::string& output) {
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(output, m, std::regex(R"(, (\d+) train / \d+ val / \d+ test)"))) << output;
+    return m.empty() ? -1 : std::stoi(m[1]);
+  };
+  const std::string plain = root_ + "/recipe_plain", code = root_ + "/recipe_code";
+  auto r = run_qkv("mhca train " + cohort_args() + " --out " + plain + " " + kNetOptions +
+                   " --model concatnet --select all --epochs 1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const int n = train_size(r.output);
+  r = run_qkv("mhca train " + cohort_args() + " --out " + code + " " + kNetOptions +
+              " --model concatnet --select all --recipe mhca-code --epochs 1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  // MultiAug's OneOf, once: floor(n x 0.1) augmented copies join the training set.
+  EXPECT_EQ(train_size(r.output), n + n / 10) << r.output;
+  const auto config = read_json(code + "/config.json");
+  const auto& t = config.at("train");
+  EXPECT_EQ(t.at("optimizer"), "adam");
+  EXPECT_DOUBLE_EQ(t.at("lr").get<double>(), 3e-5);
+  EXPECT_DOUBLE_EQ(t.at("weight_decay").get<double>(), 5e-3);
+  EXPECT_EQ(t.at("schedule"), "constant");  // the authors' cosine scheduler is never stepped
+  EXPECT_EQ(t.at("batch_size"), 16);
+  EXPECT_EQ(t.at("patience"), 20);
+  EXPECT_EQ(t.at("select_metric"), "loss");
+  EXPECT_EQ(t.at("epochs"), 1);  // given: kept
+  const auto& d = config.at("data");
+  EXPECT_EQ(d.at("augment_mode"), "enlarge");
+  EXPECT_DOUBLE_EQ(d.at("augment").get<double>(), 0.1);
+  EXPECT_DOUBLE_EQ(d.at("augment_degrees").get<double>(), 5);
+  EXPECT_DOUBLE_EQ(d.at("augment_noise").get<double>(), 0.05);
+  EXPECT_EQ(config.at("recipe").at("name"), "mhca-code");
+  EXPECT_FALSE(config.at("recipe").at("set").contains("--folds"));  // an option 'mhca train' does not have
 }
 
 TEST_F(MhcaCli, TrainWritesARunFolder) {

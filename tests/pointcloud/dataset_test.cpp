@@ -199,3 +199,59 @@ TEST(PrepareEveryPoint, KeepsEveryPointOfACloudInFileOrder) {
   o.use_normals = true;
   EXPECT_THROW(prepare_every_point(cloud, o, nullptr, "c.xyz"), DataError);
 }
+
+TEST(PointDataset, PointDropoutReplacesPointsByTheFirstInTrainingOnly) {
+  const auto set = sphere_set(6, 256);
+  auto o = view(Rotation::None);
+  o.sampling = "first";
+  o.point_dropout = 0.875;
+  torch::manual_seed(5);
+  o.train = true;
+  const auto pts = PointCloudDataset(set, o).get({0, 1, 2, 3, 4, 5}).input("points");  // [B, 3, N]
+  // Per shape: how many points equal the first one. Shapes draw their ratio
+  // from U[0, 0.875), so some lose many points, and no shape loses them all by chance.
+  const auto same = (pts - pts.slice(2, 0, 1)).abs().amax(1).eq(0).sum(1);  // [B], the first point included
+  EXPECT_GT(same.max().item<int64_t>(), 8) << same;
+  EXPECT_LT(same.max().item<int64_t>(), 64);
+  // Normals follow their points.
+  const auto normals = PointCloudDataset(set, o).get({0}).input("normals");
+  EXPECT_EQ(normals.sizes(), (std::vector<int64_t>{1, 3, 64}));
+  // The same options in eval mode, and a dropout of 0, drop nothing: the sphere's points are distinct.
+  o.train = false;
+  const auto eval = PointCloudDataset(set, o).get({0, 1}).input("points");
+  EXPECT_EQ((eval - eval.slice(2, 0, 1)).abs().amax(1).eq(0).sum().item<int64_t>(), 2);
+  o.train = true;
+  o.point_dropout = 0;
+  const auto none = PointCloudDataset(set, o).get({0, 1}).input("points");
+  EXPECT_EQ((none - none.slice(2, 0, 1)).abs().amax(1).eq(0).sum().item<int64_t>(), 2);
+  o.point_dropout = 1.0;
+  EXPECT_THROW(PointCloudDataset(set, o), UsageError);
+}
+
+TEST(PointDataset, VotesDrawOtherPointsOfTheSamePose) {
+  const auto set = sphere_set(4, 256);
+  auto o = view(Rotation::SO3);
+  o.sampling = "fps";
+  o.seed = 9;
+  const auto standard = PointCloudDataset(set, o).get({0, 1, 2, 3});
+  o.vote = 0;
+  EXPECT_TRUE(torch::equal(PointCloudDataset(set, o).get({0, 1, 2, 3}).input("points"), standard.input("points")));
+  o.vote = 1;
+  const auto first_vote = PointCloudDataset(set, o).get({0, 1, 2, 3});
+  o.vote = 2;
+  const auto second_vote = PointCloudDataset(set, o).get({0, 1, 2, 3});
+  // Other FPS starts: other points ...
+  EXPECT_FALSE(torch::equal(first_vote.input("points"), standard.input("points")));
+  EXPECT_FALSE(torch::equal(first_vote.input("points"), second_vote.input("points")));
+  // ... of the same rotated shape: its flattened ellipsoid gives the same spread
+  // (second moments) to a few percent, which a different rotation would not.
+  auto moments = [](const at::Tensor& p) { return p.matmul(p.transpose(1, 2)) / p.size(2); };  // [B, 3, 3]
+  EXPECT_LT(max_abs(moments(first_vote.input("points")) - moments(standard.input("points"))), 0.05);
+  // A vote is repeatable, and with sampling "first" every vote is view 0.
+  o.vote = 1;
+  EXPECT_TRUE(torch::equal(PointCloudDataset(set, o).get({0, 1, 2, 3}).input("points"), first_vote.input("points")));
+  o.sampling = "first";
+  const auto first_points = PointCloudDataset(set, o).get({0, 1}).input("points");
+  o.vote = 0;
+  EXPECT_TRUE(torch::equal(PointCloudDataset(set, o).get({0, 1}).input("points"), first_points));
+}

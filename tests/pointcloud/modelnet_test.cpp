@@ -18,6 +18,7 @@
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
 #include "qkv/pointcloud/modelnet.h"
+#include "qkv/tasks/point_task.h"
 #include "support/test_files.h"
 
 using namespace qkv;
@@ -290,8 +291,56 @@ TEST(ModelNet, UnknownFolderSaysWhatWasLookedFor) {
   EXPECT_NE(message.find(".off"), std::string::npos) << message;
   expect_data_error([&] { load_modelnet40(dir + "/missing"); }, dir + "/missing", "no such folder");
   ModelNetLoadOptions bad;
-  bad.points_per_shape = 0;
+  bad.points_per_shape = -1;
   EXPECT_THROW(load_modelnet40(dir, bad), UsageError);
 }
 
 }  // namespace
+
+// The up axis a train command picks when --up-axis is left at -1: ModelNet40's
+// meshes stand on z, the resampled text and HDF5 copies (PointNet, PointNet++)
+// on y. Each fixture is loaded, so the layout name the reader reports is the
+// one the table is looked up with.
+TEST(ModelNet, EachLayoutHasTheUpAxisItsDataUse) {
+  pointcloud::ModelNetLoadOptions o;
+  o.points_per_shape = 8;
+  const auto off = pointcloud::load_modelnet40(make_off_tree(), o);
+  EXPECT_EQ(off.layout, "ModelNet40");
+  EXPECT_EQ(tasks::default_up_axis(off.layout), 2);
+  const auto resampled = pointcloud::load_modelnet40(make_resampled("modelnet_up_axis").string(), o);
+  EXPECT_EQ(tasks::default_up_axis(resampled.layout), 1);
+  const auto h5 = pointcloud::load_modelnet40(make_h5("modelnet_up_axis_h5").string(), o);
+  EXPECT_EQ(tasks::default_up_axis(h5.layout), 1);
+  EXPECT_EQ(tasks::default_up_axis("synthetic"), 1);
+  EXPECT_EQ(tasks::default_up_axis("shapenetcore_partanno_segmentation_benchmark_v0_normal"), 1);
+  EXPECT_THROW(tasks::default_up_axis("elsewhere"), std::invalid_argument);
+  // resolve_up_axis keeps a chosen axis and fills -1 from the layout.
+  pointcloud::PointViewOptions v;
+  v.up_axis = -1;
+  EXPECT_NE(tasks::resolve_up_axis(v, off.layout).find("z (the ModelNet40 layout's"), std::string::npos);
+  EXPECT_EQ(v.up_axis, 2);
+  v.up_axis = 0;
+  tasks::resolve_up_axis(v, off.layout);
+  EXPECT_EQ(v.up_axis, 0);
+}
+
+// points_per_shape 0 keeps every stored point, so that FPS picks among all of
+// them (the resampled distribution stores 10,000 per shape); meshes get 2,048
+// surface samples.
+TEST(ModelNet, ZeroPointsPerShapeKeepsEveryStoredPoint) {
+  pointcloud::ModelNetLoadOptions all;
+  all.points_per_shape = 0;
+  const auto resampled = pointcloud::load_modelnet40(make_resampled("modelnet_all_points").string(), all);
+  EXPECT_EQ(resampled.train.points.size(1), 20);  // the fixture's files hold 20 points
+  EXPECT_EQ(resampled.test.points.size(1), 20);
+  const auto h5 = pointcloud::load_modelnet40(make_h5("modelnet_all_points_h5").string(), all);
+  EXPECT_EQ(h5.train.points.size(1), 32);
+  const auto off = pointcloud::load_modelnet40(make_off_tree(), all);
+  EXPECT_EQ(off.train.points.size(1), 2048);
+  // A file with fewer points than the first one is named.
+  const auto root = make_resampled("modelnet_all_points_short");
+  write_text_file(root / "modelnet40_normal_resampled" / "bed" / "bed_0002.txt", "0,0,0,0,0,1\n1,1,1,0,0,1\n");
+  expect_data_error([&] { pointcloud::load_modelnet40(root.string(), all); }, "bed_0002.txt", "2 points, fewer than the 20");
+  all.points_per_shape = -1;
+  EXPECT_THROW(pointcloud::load_modelnet40(root.string(), all), UsageError);
+}

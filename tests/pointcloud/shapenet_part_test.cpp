@@ -85,6 +85,15 @@ TEST(ShapeNetPart, CategoriesAndTheirPartRanges) {
   EXPECT_THROW(find_part_category("Sofa"), UsageError);
 }
 
+TEST(ShapeNetPart, ZeroPointsPerShapeStoresMoreThanAViewTakes) {
+  // 2,500 per text-layout shape (all plus repeats for the fixture's short
+  // files), so the default 2,048-point views draw a new subset each epoch.
+  const auto data = load_shapenet_part(make_text_tree("shapenet_text_default").string(), options(0));
+  EXPECT_EQ(data.train.points.size(1), 2500);
+  EXPECT_EQ(data.train.point_labels.size(1), 2500);
+  EXPECT_THROW(load_shapenet_part(make_text_tree("shapenet_text_negative").string(), options(-1)), UsageError);
+}
+
 TEST(ShapeNetPart, TextLayoutLoadsEverySplitWithLabelsPerPoint) {
   const auto dir = make_text_tree("shapenet_text");
   const auto data = load_shapenet_part(dir.string(), options(16));

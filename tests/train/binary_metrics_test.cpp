@@ -196,12 +196,29 @@ TEST(BinaryMetrics, CountsReproduceEveryRocPoint) {
   }
 }
 
+TEST(BinaryMetrics, AurocOfLabelsIsTheBalancedAccuracy) {
+  std::mt19937 gen(4);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<double> scores;
+  std::vector<int64_t> labels;
+  for (int i = 0; i < 57; ++i) {
+    labels.push_back(i % 3 == 0);
+    scores.push_back(u(gen) * 0.7 + 0.3 * static_cast<double>(labels.back()));
+  }
+  const auto c = qkv::train::count_at_threshold(scores, labels, 0.5);
+  EXPECT_GT(c.tp * c.tn * c.fp * c.fn, 0);  // every cell filled: not a trivial case
+  EXPECT_NEAR(qkv::train::auroc_of_labels(scores, labels, 0.5), (c.sensitivity() + c.specificity()) / 2, 1e-12);
+}
+
 TEST(BinaryMetrics, MeanStdKnownValues) {
   // Mean 5; squared deviations 9+1+1+1+0+0+4+16 = 32; sample variance 32/7.
   const auto m = qkv::train::mean_std({2, 4, NAN, 4, 4, 5, 5, 7, 9, NAN});
   EXPECT_EQ(m.n, 8);
   EXPECT_DOUBLE_EQ(m.mean, 5.0);
   EXPECT_DOUBLE_EQ(m.std, std::sqrt(32.0 / 7.0));
+
+  // numpy's np.std (the MHCA authors'): divisor n.
+  EXPECT_DOUBLE_EQ(qkv::train::mean_std({2, 4, NAN, 4, 4, 5, 5, 7, 9}, true).std, 2.0);
 
   const auto one = qkv::train::mean_std({NAN, 0.8});
   EXPECT_EQ(one.n, 1);

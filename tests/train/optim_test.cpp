@@ -98,3 +98,36 @@ TEST(Optimizers, BadNamesAreUsageErrors) {
   c.lr = -1;
   EXPECT_THROW(c.validate(), UsageError);
 }
+
+TEST(Schedules, StepOffsetDecaysAnEpochEarlyAndMinLrIsAFloor) {
+  train::OptimConfig c;
+  c.lr = 1.0;
+  c.schedule = "step";
+  c.step_size = 20;
+  c.gamma = 0.5;
+  c.step_offset = 1;  // a StepLR stepped at the start of each epoch
+  EXPECT_DOUBLE_EQ(train::lr_at(c, 18, 100), 1.0);
+  EXPECT_DOUBLE_EQ(train::lr_at(c, 19, 100), 0.5);
+  EXPECT_DOUBLE_EQ(train::lr_at(c, 39, 100), 0.25);
+  c.step_offset = 0;
+  c.min_lr = 0.2;
+  EXPECT_DOUBLE_EQ(train::lr_at(c, 39, 100), 0.5);
+  EXPECT_DOUBLE_EQ(train::lr_at(c, 40, 100), 0.25);
+  EXPECT_DOUBLE_EQ(train::lr_at(c, 60, 100), 0.2);  // 0.125, floored
+  c.step_offset = -1;
+  EXPECT_THROW(c.validate(), ConfigError);
+}
+
+TEST(Loss, SmoothingOverTheOtherClassesIsDgcnnsLoss) {
+  torch::manual_seed(2);
+  const auto logits = torch::randn({7, 5}, torch::kDouble);
+  const auto target = torch::tensor({0, 1, 2, 3, 4, 0, 2}, torch::kLong);
+  const double eps = 0.2;
+  // DGCNN / Vector Neurons: 1 - eps on the target, eps / (C - 1) on every other class.
+  const auto one_hot = torch::zeros_like(logits).scatter(1, target.view({-1, 1}), 1.0);
+  const auto smoothed = one_hot * (1 - eps) + (1 - one_hot) * eps / 4;
+  const double reference = -(smoothed * torch::log_softmax(logits, 1)).sum(1).mean().item<double>();
+  EXPECT_NEAR(train::classification_loss(logits, target, eps, true).item<double>(), reference, 1e-12);
+  // PyTorch's spreads eps over all classes: a different number.
+  EXPECT_GT(std::abs(train::classification_loss(logits, target, eps, false).item<double>() - reference), 1e-4);
+}

@@ -14,6 +14,7 @@
 
 #include "qkv/core/json_file.h"
 #include "qkv/core/errors.h"
+#include "qkv/models/presets.h"
 #include "qkv/core/runtime.h"
 #include "qkv/core/text.h"
 
@@ -92,6 +93,13 @@ c10::Device apply_common_options(const CommonOptions& o) {
   return parse_device(o.device);
 }
 
+void add_votes_option(CLI::App* cmd, int64_t& votes) {
+  add_ranged_option(cmd, "--votes", votes,
+                    "test-time votes: average the class probabilities of this many samplings of each shape (same "
+                    "pose); 0 = the run's (its --votes, default 1)",
+                    0, 64);
+}
+
 void add_eval_options(CLI::App* cmd, EvalOptions& o) {
   cmd->add_option("--checkpoint", o.checkpoint, "checkpoint file (RUN/checkpoints/best.ckpt)")
       ->required()
@@ -109,14 +117,22 @@ const data::DatasetPtr& pick_split(const data::Splits& splits, const std::string
   throw UsageError("--split " + name + ": expected train, val or test");
 }
 
-nlohmann::json parse_model_options(const std::string& text) {
+nlohmann::json parse_model_options(const std::string& text, const std::string& model, const std::string& flag) {
+  const auto first = text.find_first_not_of(" \t\n\r");
+  if (!model.empty() && first != std::string::npos && text[first] != '{') {
+    if (const auto* preset = models::find_preset(model, text)) return preset->options;
+    std::vector<std::string> known;
+    for (const auto* p : models::presets_for(model)) known.push_back(p->name);
+    throw UsageError(flag + " " + text + ": neither a JSON object nor a preset of " + model +
+                     (known.empty() ? " (it has none)" : " (" + join(known) + ")"));
+  }
   nlohmann::json options;
   try {
     options = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception&) {
-    throw UsageError("--model-options: not valid JSON: " + text);
+    throw UsageError(flag + ": not valid JSON: " + text);
   }
-  if (!options.is_object()) throw UsageError("--model-options: expected a JSON object");
+  if (!options.is_object()) throw UsageError(flag + ": expected a JSON object");
   return options;
 }
 

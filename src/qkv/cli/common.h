@@ -52,9 +52,13 @@ struct EvalOptions {
 };
 void add_eval_options(CLI::App* cmd, EvalOptions& o);
 const data::DatasetPtr& pick_split(const data::Splits& splits, const std::string& name);
+// --votes of a point-cloud classifier's eval and predict; 0 = the run's.
+void add_votes_option(CLI::App* cmd, int64_t& votes);
 
-// --model-options TEXT as a JSON object (UsageError naming the option).
-nlohmann::json parse_model_options(const std::string& text);
+// --model-options TEXT as a JSON object, or, given the model, the name of
+// one of its presets (models/presets.h). UsageError naming the option.
+nlohmann::json parse_model_options(const std::string& text, const std::string& model = "",
+                                   const std::string& flag = "--model-options");
 
 // The check of a numeric option's text against a field's range: NaN,
 // infinities and values outside [f.min, f.max] are refused with a message

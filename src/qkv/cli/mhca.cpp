@@ -10,9 +10,11 @@
 
 #include "qkv/cli/commands.h"
 #include "qkv/cli/common.h"
+#include "qkv/cli/recipe.h"
 #include "qkv/cli/train_command.h"
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/text.h"
 #include "qkv/core/interrupt.h"
 #include "qkv/core/json_file.h"
 #include "qkv/core/output_policy.h"
@@ -53,12 +55,6 @@ std::vector<int64_t> all_rows(const mhca::CohortData& c) {
 
 void check_single_process(const train::TrainConfig& c) {
   if (c.parallel.world_size != 1) throw UsageError("--world-size: qkv mhca trains in one process");
-}
-
-std::string joined(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
 }
 
 void register_synth(CLI::App* parent, Action& action) {
@@ -168,7 +164,7 @@ void register_cv(CLI::App* parent, Action& action) {
     CommonOptions common;
     mhca::CVOptions cv;
     std::vector<std::string> models{"all"};
-    std::string model_options = "{}";
+    std::string model_options = "{}", recipe;
     bool resume = false;
   };
   auto o = std::make_shared<Opts>();
@@ -178,7 +174,7 @@ void register_cv(CLI::App* parent, Action& action) {
   add_common_options(cmd, o->common, "output folder: summary.json, predictions.csv, report.html, folds/");
   cmd->add_flag("--resume", o->resume,
                 "continue an interrupted cross validation in --out (with the same options): finished folds are kept");
-  cmd->add_option("--model", o->models, joined(mhca::cv_model_names()) + ", or all (comma-separated)")
+  cmd->add_option("--model", o->models, join(mhca::cv_model_names()) + ", or all (comma-separated)")
       ->delimiter(',')
       ->capture_default_str();
   add_ranged_option(cmd, "--runs", o->cv.runs, "repetitions of the k-fold split (paper: 3)", 1, 1000);
@@ -196,9 +192,12 @@ void register_cv(CLI::App* parent, Action& action) {
   cmd->get_option("--cpg-list")->check(CLI::ExistingFile);
   add_field_options(cmd, o->cv.augmentation);
   add_field_options(cmd, o->cv.train);
+  add_recipe_option(cmd, o->recipe, "mhca cv");
   cmd->callback([o, cmd, &action] {
     action = [o, cmd] {
+      const auto recipe = apply_recipe(cmd, "mhca cv", o->recipe);
       mhca::CVOptions cv = o->cv;
+      cv.recipe = recipe;
       cv.models.clear();
       for (const auto& m : o->models) {
         if (m == "all") {
@@ -210,7 +209,7 @@ void register_cv(CLI::App* parent, Action& action) {
       const auto& known = mhca::cv_model_names();
       for (const auto& m : cv.models)
         if (std::find(known.begin(), known.end(), m) == known.end())
-          throw UsageError("--model " + m + ": not one of " + joined(known) + ", all");
+          throw UsageError("--model " + m + ": not one of " + join(known) + ", all");
       if (!cv.selection.list_path.empty()) cv.selection.mode = "list";
       tasks::validate_selection(cv.selection);
       tasks::validate_augmentation(cv.augmentation);
@@ -241,19 +240,26 @@ void register_cv(CLI::App* parent, Action& action) {
                      o->common.out.c_str());
         return kExitInterrupted;
       }
-      for (const auto& name : cv.models) {
-        const auto& m = summary.at("models").at(name);
-        auto show = [&](const char* key, double scale) {
-          const auto& v = m.at(key);
-          if (v.at("mean").is_null()) return std::string("n/a");
-          char buf[64];
-          std::snprintf(buf, sizeof buf, "%.3f +- %.3f", v.at("mean").get<double>() * scale,
-                        v.at("std").get<double>() * scale);
-          return std::string(buf);
-        };
-        std::printf("%-10s accuracy %s %%  AUROC %s  sensitivity %s  specificity %s  parameters %s\n", name.c_str(),
-                    show("accuracy", 100).c_str(), show("auroc", 1).c_str(), show("sensitivity", 1).c_str(),
-                    show("specificity", 1).c_str(), m.at("parameters").dump().c_str());
+      // Pooled per run (mean +- sample std over runs), then the paper's way
+      // (folds averaged per run, mean +- population std), labelled.
+      for (const char* section : {"", "fold_mean"}) {
+        std::printf("%s\n", *section ? "fold-averaged, population std (the paper's Table 1):"
+                                      : "pooled per run, sample std over runs:");
+        for (const auto& name : cv.models) {
+          const auto& model = summary.at("models").at(name);
+          const auto& m = *section ? model.at(section) : model;
+          auto show = [&](const char* key, double scale) {
+            if (!m.contains(key) || m.at(key).at("mean").is_null()) return std::string("n/a");
+            const auto& v = m.at(key);
+            char buf[64];
+            std::snprintf(buf, sizeof buf, "%.3f +- %.3f", v.at("mean").get<double>() * scale,
+                          v.at("std").get<double>() * scale);
+            return std::string(buf);
+          };
+          std::printf("  %-10s accuracy %s %%  AUROC %s  AUROC(labels) %s  sensitivity %s  specificity %s\n",
+                      name.c_str(), show("accuracy", 100).c_str(), show("auroc", 1).c_str(),
+                      show("auroc_hard", 1).c_str(), show("sensitivity", 1).c_str(), show("specificity", 1).c_str());
+        }
       }
       std::fprintf(stderr, "wrote %s/{summary.json,predictions.csv,report.html,folds/}\n", o->common.out.c_str());
       return 0;
@@ -279,7 +285,7 @@ void register_train(CLI::App* parent, Action& action) {
     cmd->get_option("--manifest")->required();
     cmd->get_option("--methylation")->required();
     cmd->get_option("--cpg-list")->check(CLI::ExistingFile);
-    cmd->add_option("--model", s->model, joined(mhca::cv_model_names()))
+    cmd->add_option("--model", s->model, join(mhca::cv_model_names()))
         ->capture_default_str()
         ->check(CLI::IsMember(mhca::cv_model_names()));
     cmd->add_option("--model-options", s->model_options, "network sizes as JSON")->capture_default_str();
@@ -308,7 +314,9 @@ void register_train(CLI::App* parent, Action& action) {
     }
     r.model_options = prepared->network_options(r.model_name, d.model_options);
     run.splits = prepared->splits();
-    run.hooks.augment = prepared->augmentation(d.augmentation);
+    auto training = mhca::augmented_training(run.splits.train, prepared->augmentation(d.augmentation), r.seed);
+    run.splits.train = training.train;
+    run.hooks.augment = training.augment;
     return run;
   };
   register_train_command(parent, action, std::move(spec));

@@ -4,18 +4,15 @@
 #include <nlohmann/json.hpp>
 
 #include "qkv/cli/commands.h"
+#include "qkv/cli/common.h"
 #include "qkv/core/json_file.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/text.h"
 #include "qkv/models/model.h"
+#include "qkv/models/presets.h"
 
 namespace qkv::cli {
 namespace {
-
-std::string join(const std::vector<std::string>& items, const std::string& sep) {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : sep) + s;
-  return out;
-}
 
 const models::ModelTask& task_of(const models::ModelEntry& e) {
   for (const auto& t : models::model_tasks())
@@ -85,7 +82,8 @@ void register_params(CLI::App& app, Action& action) {
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--model", o->model, "model name (see --list)");
-  cmd->add_option("--options", o->options, "model options as a JSON object; unset keys take their defaults")
+  cmd->add_option("--options", o->options,
+                  "model options as a JSON object (unset keys take their defaults), or a preset's name")
       ->capture_default_str();
   cmd->add_flag("--list", o->list, "list the registered models by task");
   auto* count = cmd->add_flag("--count", o->count, "print only the parameter count");
@@ -103,13 +101,8 @@ void register_params(CLI::App& app, Action& action) {
         return 0;
       }
       if (o->model.empty()) throw UsageError("params: --model is required (or --list)");
-      nlohmann::json options;
-      try {
-        options = nlohmann::json::parse(o->options);
-      } catch (const nlohmann::json::exception&) {
-        throw UsageError("--options: not valid JSON: " + o->options);
-      }
       const auto& entry = models::find_model(o->model);
+      const nlohmann::json options = parse_model_options(o->options, o->model, "--options");
       const auto parameters = models::count_parameters(*entry.make(options));
       if (o->count) {
         std::printf("%lld\n", static_cast<long long>(parameters));
@@ -117,6 +110,14 @@ void register_params(CLI::App& app, Action& action) {
       }
       auto described = describe(entry, options);
       described["parameters"] = parameters;
+      // Each preset with the count it gives, so a paper's size is one look away.
+      auto presets = nlohmann::json::array();
+      for (const auto* p : models::presets_for(entry.name))
+        presets.push_back({{"name", p->name},
+                           {"options", p->options},
+                           {"summary", p->summary},
+                           {"parameters", models::count_parameters(*entry.make(p->options))}});
+      if (!presets.empty()) described["presets"] = presets;
       if (o->json) {
         std::printf("%s\n", json_text(described).c_str());
         return 0;
@@ -127,6 +128,11 @@ void register_params(CLI::App& app, Action& action) {
       std::printf("options     (--options '{\"key\": value}')\n");
       print_options(entry, described);
       std::printf("parameters  %lld\n", static_cast<long long>(parameters));
+      if (!presets.empty()) std::printf("presets     (--options NAME)\n");
+      for (const auto& p : presets)
+        std::printf("  %-12s %-10lld %s %s\n", p.at("name").get<std::string>().c_str(),
+                    static_cast<long long>(p.at("parameters").get<int64_t>()), p.at("options").dump().c_str(),
+                    p.at("summary").get<std::string>().c_str());
       return 0;
     };
   });

@@ -18,13 +18,13 @@ void add_point_model_options(CLI::App* cmd, PointModelOptions& o, const std::str
                     0, 1024);
   add_ranged_option(cmd, "--head-dim", o.head_dim, "VNT-Net: head size (paper: 16); 0 = model default", 0, 4096);
   cmd->add_option("--model-options", o.model_options,
-                  "any other model option as JSON, e.g. '{\"k\":16,\"pooling\":\"max\"}' (qkv params --model M "
-                  "lists them with their defaults)")
+                  "any other model option as JSON, e.g. '{\"k\":16,\"pooling\":\"max\"}', or a preset such as "
+                  "vnt-1.37m (qkv params --model M lists both)")
       ->capture_default_str();
 }
 
 nlohmann::json model_options_from_cli(const PointModelOptions& o) {
-  nlohmann::json options = parse_model_options(o.model_options);
+  nlohmann::json options = parse_model_options(o.model_options, o.model);
   const nlohmann::json defaults = models::find_model(o.model).resolve({});
   auto set = [&](const char* flag, const char* key, int64_t value) {
     if (value < 0) throw UsageError(std::string(flag) + " must be positive (0 = the model's default)");

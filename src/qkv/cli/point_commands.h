@@ -2,6 +2,7 @@
 // What `qkv vnt` and `qkv seg` share on the command line: the model choice
 // and its size flags, turned into registry options.
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -57,11 +58,18 @@ void check_point_outputs(const train::RunRequest& r, bool overwrite) {
 }
 
 // The data of request.data, loaded where this rank reads them (a rank > 0
-// makes its synthetic copy in a scratch folder).
+// makes its synthetic copy in a scratch folder); an up axis left at -1 is
+// set from the layout and printed.
 template <typename Data>
-auto load_point_data(const Data& d, const LoadContext& context) {
+auto load_point_data(Data& d, const LoadContext& context) {
   tasks::SyntheticDataDir synth_dir(d.source == "synthetic" ? d.synth_dir : "", context.rank);
-  return d.load_data(synth_dir.path(), context.overwrite);
+  auto loaded = d.load_data(synth_dir.path(), context.overwrite);
+  // The up axis is the layout's unless --up-axis chose one; the run records the axis it used.
+  if (d.view.up_axis < 0) {
+    const auto line = tasks::resolve_up_axis(d.view, d.source == "synthetic" ? "synthetic" : loaded.layout);
+    if (context.rank == 0) std::fprintf(stderr, "%s\n", line.c_str());
+  }
+  return loaded;
 }
 
 // Model (in eval mode on `device`), run configuration and data settings of a

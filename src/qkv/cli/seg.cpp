@@ -71,6 +71,7 @@ void register_train(CLI::App* parent, Action& action) {
         d.trained_categories.push_back(
             pc::shapenet_part_categories().at(static_cast<size_t>(present[i].item<int64_t>())).name);
     }
+    if (loaded.train.points.defined()) d.load.points_per_shape = loaded.train.points.size(1);  // what 0 (the layout's) came to
     r.data = d.to_json();
     TaskRun run;
     run.splits = s.splits;

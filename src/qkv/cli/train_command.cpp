@@ -6,6 +6,7 @@
 #include <memory>
 #include <set>
 
+#include "qkv/cli/recipe.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
 #include "qkv/core/output_policy.h"
@@ -63,7 +64,7 @@ void register_train_command(CLI::App* parent, Action& action, TrainCommand spec)
   struct Opts {
     CommonOptions common;
     train::TrainConfig train;
-    std::string init_weights, resume;
+    std::string init_weights, resume, recipe;
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
@@ -80,13 +81,17 @@ void register_train_command(CLI::App* parent, Action& action, TrainCommand spec)
                   "the data-parallel options may be given with it)")
       ->check(CLI::ExistingDirectory);
   cmd->add_flag("--json", o->json, "print the whole summary.json at the end instead of a short summary");
+  add_recipe_option(cmd, o->recipe, spec.command);
   auto shared = std::make_shared<TrainCommand>(std::move(spec));
   cmd->callback([o, cmd, shared, &action] {
     action = [o, cmd, shared] {
       const TrainCommand& spec = *shared;
+      const bool resume = !o->resume.empty();
+      // A recipe fills the options left unset before anything reads them; a
+      // resumed run keeps its stored settings (check_resume_options refuses --recipe).
+      const auto recipe = resume ? nlohmann::json() : apply_recipe(cmd, spec.command, o->recipe);
       train::TrainConfig config = o->train;
       resolve_parallel(*cmd, config);
-      const bool resume = !o->resume.empty();
       CommonOptions common = o->common;
       train::RunRequest request;
       std::string dir;
@@ -102,6 +107,7 @@ void register_train_command(CLI::App* parent, Action& action, TrainCommand spec)
         request.init_weights = o->init_weights;
         request.train = config;
         request.train.seed = common.seed;
+        request.recipe = recipe;
         spec.prepare(*cmd, request, common.out);
         request.train.validate();
         if (!spec.model_options_from_data && train::is_registered_model(request.model_name))

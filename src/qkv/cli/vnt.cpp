@@ -24,6 +24,7 @@
 #include "qkv/pointcloud/render.h"
 #include "qkv/pointcloud/transforms.h"
 #include "qkv/tasks/classification.h"
+#include "qkv/tasks/voting.h"
 #include "qkv/train/run.h"
 
 namespace qkv::cli {
@@ -61,11 +62,13 @@ void register_train(CLI::App* parent, Action& action) {
     if (context.resume && s.class_names != d.class_names)
       throw DataError("--resume " + context.run_dir + ": the data's classes differ from the stored run's");
     d.class_names = s.class_names;
+    if (loaded.train.points.defined()) d.load.points_per_shape = loaded.train.points.size(1);  // what 0 (every stored point) came to
     r.data = d.to_json();
     r.model_options["classes"] = static_cast<int64_t>(s.class_names.size());
     TaskRun run;
     run.splits = s.splits;
     run.hooks.extra_tests = s.extra_tests;
+    run.hooks.test_model = tasks::voted_test_model(d.votes);
     const auto names = s.class_names;
     run.hooks.final_metrics = [names] { return std::make_unique<train::AccuracyMetric>(names); };
     run.test_label = pc::rotation_name(tasks::parse_protocol(d.protocol).second);
@@ -84,10 +87,11 @@ void register_eval(CLI::App* parent, Action& action) {
   struct Opts {
     EvalOptions eval;
     std::string data, rotate = "so3";
-    int64_t invariance_shapes = 0;
+    int64_t invariance_shapes = 0, votes = 0;
   };
   auto o = std::make_shared<Opts>();
   add_eval_options(cmd, o->eval);
+  add_votes_option(cmd, o->votes);
   cmd->add_option("--data", o->data, "data folder or 'synthetic'; default: the run's own data");
   cmd->add_option("--rotate", o->rotate, "rotations of the evaluated clouds: none, z or so3")->capture_default_str();
   add_ranged_option(cmd, "--invariance", o->invariance_shapes,
@@ -104,13 +108,16 @@ void register_eval(CLI::App* parent, Action& action) {
         throw DataError(d.source + ": its classes differ from those the checkpoint was trained on");
       // The chosen split (val and train as the run cut them), viewed in eval
       // mode under the requested rotation.
-      const auto part = tasks::eval_split(d, loaded, o->eval.split, rotation);
+      const int64_t votes = o->votes > 0 ? o->votes : run.data.votes;
+      const auto part = tasks::eval_split(d, loaded, o->eval.split, rotation, votes);
       const int64_t batch = run.config.at("train").at("batch_size");
       const auto names = run.data.class_names;
-      auto metrics = train::evaluate(*run.model, *part, batch, device,
+      tasks::VoteAveraged voted(*run.model, votes);
+      auto metrics = train::evaluate(voted, *part, batch, device,
                                      [names] { return std::make_unique<train::AccuracyMetric>(names); });
       metrics["split"] = o->eval.split;
       metrics["rotate"] = pc::rotation_name(rotation);
+      metrics["votes"] = votes;
       metrics["size"] = part->size();
       if (o->invariance_shapes > 0)
         metrics["invariance"] = tasks::measure_invariance(*run.model, *part, o->invariance_shapes, 4, o->eval.common.seed,
@@ -127,7 +134,7 @@ void register_predict(CLI::App* parent, Action& action) {
   struct Opts {
     CommonOptions common;
     std::string checkpoint, input, rotate = "none";
-    int64_t top = 5;
+    int64_t top = 5, votes = 0;
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
@@ -138,24 +145,28 @@ void register_predict(CLI::App* parent, Action& action) {
       ->required();
   cmd->add_option("--rotate", o->rotate, "rotate the shape first: none, z or so3 (seeded by --seed)")
       ->capture_default_str();
-  cmd->add_option("--top", o->top, "classes to print (text output)")->capture_default_str()->check(CLI::PositiveNumber);
+  add_ranged_option(cmd, "--top", o->top, "classes to print (text output)", 1, 100000);
   cmd->add_flag("--json", o->json, "print all class probabilities as JSON");
+  add_votes_option(cmd, o->votes);
   add_common_options(cmd, o->common, "");
   cmd->callback([o, &action] {
     action = [o] {
       const auto rotation = pc::parse_rotation(o->rotate);
       const c10::Device device = apply_common_options(o->common);
       auto run = load_run(o->checkpoint, device);
-      const auto batch = tasks::single_cloud_batch(run.data, o->input, rotation, o->common.seed);
+      const int64_t votes = o->votes > 0 ? o->votes : run.data.votes;
+      const auto batch = tasks::single_cloud_batch(run.data, o->input, rotation, o->common.seed, votes);
       torch::NoGradGuard no_grad;
-      const auto probs = torch::softmax(run.model->forward(batch.to(device)), -1)[0].to(torch::kCPU);
+      const auto log_probs = tasks::average_votes(run.model->forward(batch.to(device)), votes);
+      const auto probs = log_probs.exp()[0].to(torch::kCPU);
       const auto& names = run.data.class_names;
       const auto order = std::get<1>(probs.sort(0, /*descending=*/true));
       const auto best = names.at(static_cast<size_t>(order[0].item<int64_t>()));
       if (o->json) {
         nlohmann::json p = nlohmann::json::object();
         for (size_t c = 0; c < names.size(); ++c) p[names[c]] = probs[static_cast<int64_t>(c)].item<double>();
-        print_json({{"input", o->input}, {"rotate", o->rotate}, {"prediction", best}, {"probabilities", p}});
+        print_json({{"input", o->input}, {"rotate", o->rotate}, {"votes", votes}, {"prediction", best},
+                    {"probabilities", p}});
       } else {
         std::printf("%s: %s\n", o->input.c_str(), best.c_str());
         for (int64_t i = 0; i < std::min<int64_t>(o->top, probs.size(0)); ++i) {

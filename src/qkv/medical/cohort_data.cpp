@@ -1,5 +1,6 @@
 #include "qkv/medical/cohort_data.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include <cmath>
@@ -261,6 +262,65 @@ at::Tensor cpg_std(const CohortData& cohort, const std::vector<int64_t>& rows, c
   return torch::from_blob(beta.data(), shape, torch::kFloat32).std(0);
 }
 
+namespace {
+
+// Volumes [M, 1, X, Y, Z] turned by Rz Ry Rx with the angles [M, 3] (radians,
+// about x, y, z), resampled trilinearly, the border value outside.
+at::Tensor rotate_volumes(const at::Tensor& volumes, const at::Tensor& angles) {
+  const int64_t m = volumes.size(0);
+  auto theta = torch::zeros({m, 3, 4}, torch::kDouble);
+  for (int64_t s = 0; s < m; ++s) {
+    const double a = angles[s][0].item<double>(), bb = angles[s][1].item<double>(), c = angles[s][2].item<double>();
+    auto rx = torch::tensor({1.0, 0.0, 0.0, 0.0, std::cos(a), -std::sin(a), 0.0, std::sin(a), std::cos(a)},
+                            torch::kDouble).view({3, 3});
+    auto ry = torch::tensor({std::cos(bb), 0.0, std::sin(bb), 0.0, 1.0, 0.0, -std::sin(bb), 0.0, std::cos(bb)},
+                            torch::kDouble).view({3, 3});
+    auto rz = torch::tensor({std::cos(c), -std::sin(c), 0.0, std::sin(c), std::cos(c), 0.0, 0.0, 0.0, 1.0},
+                            torch::kDouble).view({3, 3});
+    theta[s].slice(1, 0, 3).copy_(rz.matmul(ry).matmul(rx));
+  }
+  auto grid = torch::nn::functional::affine_grid(theta.to(volumes.dtype()), volumes.sizes().vec(), false);
+  return torch::nn::functional::grid_sample(
+      volumes, grid,
+      torch::nn::functional::GridSampleFuncOptions().mode(torch::kBilinear).padding_mode(torch::kBorder).align_corners(
+          false));
+}
+
+// A dataset and rows appended to it (TensorDataset-like, same inputs).
+class WithExtraRows : public data::Dataset {
+ public:
+  WithExtraRows(data::DatasetPtr base, data::Batch extra) : base_(std::move(base)), extra_(std::move(extra)) {}
+  int64_t size() const override { return base_->size() + extra_.size(); }
+  data::Batch get(const std::vector<int64_t>& indices) const override {
+    const int64_t n = base_->size();
+    std::vector<int64_t> from_base, from_extra;
+    for (auto i : indices) (i < n ? from_base : from_extra).push_back(i < n ? i : i - n);
+    if (from_extra.empty()) return base_->get(indices);
+    // Rows keep the order asked for: gather both parts, then permute.
+    data::Batch a = from_base.empty() ? data::Batch{} : base_->get(from_base);
+    const auto pick = torch::tensor(from_extra, torch::kLong);
+    data::Batch out;
+    std::vector<int64_t> order;
+    int64_t next_base = 0, next_extra = static_cast<int64_t>(from_base.size());
+    for (auto i : indices) order.push_back(i < n ? next_base++ : next_extra++);
+    const auto perm = torch::tensor(order, torch::kLong);
+    for (const auto& [name, t] : extra_.inputs) {
+      auto e = t.index_select(0, pick);
+      auto both = from_base.empty() ? e : torch::cat({a.inputs.at(name), e}, 0);
+      out.inputs[name] = both.index_select(0, perm);
+    }
+    auto e = extra_.target.index_select(0, pick);
+    out.target = (from_base.empty() ? e : torch::cat({a.target, e}, 0)).index_select(0, perm);
+    return out;
+  }
+
+ private:
+  data::DatasetPtr base_;
+  data::Batch extra_;
+};
+
+}  // namespace
+
 data::Batch Augmentation::operator()(const data::Batch& batch) const {
   if (fraction <= 0) return batch;
   const int64_t b = batch.size();
@@ -272,24 +332,7 @@ data::Batch Augmentation::operator()(const data::Batch& batch) const {
   if (batch.inputs.count("spect")) {
     auto spect = batch.inputs.at("spect").clone();
     auto angles = (torch::rand({m, 3}, torch::kDouble) * 2 - 1) * (max_degrees * M_PI / 180.0);
-    auto theta = torch::zeros({m, 3, 4}, torch::kDouble);
-    for (int64_t s = 0; s < m; ++s) {
-      const double a = angles[s][0].item<double>(), bb = angles[s][1].item<double>(), c = angles[s][2].item<double>();
-      auto rx = torch::tensor({1.0, 0.0, 0.0, 0.0, std::cos(a), -std::sin(a), 0.0, std::sin(a), std::cos(a)},
-                              torch::kDouble).view({3, 3});
-      auto ry = torch::tensor({std::cos(bb), 0.0, std::sin(bb), 0.0, 1.0, 0.0, -std::sin(bb), 0.0, std::cos(bb)},
-                              torch::kDouble).view({3, 3});
-      auto rz = torch::tensor({std::cos(c), -std::sin(c), 0.0, std::sin(c), std::cos(c), 0.0, 0.0, 0.0, 1.0},
-                              torch::kDouble).view({3, 3});
-      theta[s].slice(1, 0, 3).copy_(rz.matmul(ry).matmul(rx));
-    }
-    auto picked = spect.index_select(0, idx);
-    auto grid = torch::nn::functional::affine_grid(theta.to(picked.dtype()), picked.sizes().vec(), false);
-    auto rotated = torch::nn::functional::grid_sample(
-        picked, grid,
-        torch::nn::functional::GridSampleFuncOptions().mode(torch::kBilinear).padding_mode(torch::kBorder).align_corners(
-            false));
-    spect.index_copy_(0, idx, rotated);
+    spect.index_copy_(0, idx, rotate_volumes(spect.index_select(0, idx), angles));
     out.inputs["spect"] = spect;
   }
   if (batch.inputs.count("methylation") && cpg_std.defined() && noise > 0) {
@@ -300,6 +343,38 @@ data::Batch Augmentation::operator()(const data::Batch& batch) const {
     out.inputs["methylation"] = meth;
   }
   return out;
+}
+
+data::DatasetPtr enlarge_training_set(const data::DatasetPtr& train, const Augmentation& a, uint64_t seed) {
+  const int64_t n = train->size();
+  const auto copies = static_cast<int64_t>(std::floor(static_cast<double>(n) * a.fraction));
+  if (copies <= 0 || n == 0) return train;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const auto rows = torch::randint(n, {copies}, gen, torch::kLong);  // with replacement, as MultiAug's OneOf
+  std::vector<int64_t> picked(rows.data_ptr<int64_t>(), rows.data_ptr<int64_t>() + copies);
+  data::Batch extra = train->get(picked);
+  if (extra.inputs.count("spect")) {
+    // Each copy turns about a random non-empty subset of the axes, each by U(-max, max) degrees.
+    auto angles = torch::zeros({copies, 3}, torch::kDouble);
+    for (int64_t s = 0; s < copies; ++s) {
+      at::Tensor axes;
+      do axes = torch::rand({3}, gen, torch::kDouble) < 0.5;
+      while (!axes.any().item<bool>());
+      const auto turn = (torch::rand({3}, gen, torch::kDouble) * 2 - 1) * (a.max_degrees * M_PI / 180.0);
+      angles[s].copy_(torch::where(axes, turn, torch::zeros_like(turn)));
+    }
+    extra.inputs["spect"] = rotate_volumes(extra.inputs.at("spect"), angles);
+  }
+  if (extra.inputs.count("methylation") && a.cpg_std.defined() && a.noise > 0) {
+    auto& meth = extra.inputs.at("methylation");
+    meth = meth + torch::randn(meth.sizes(), gen, meth.scalar_type()) * (a.cpg_std * a.noise);  // not clamped
+  }
+  return std::make_shared<WithExtraRows>(train, std::move(extra));
+}
+
+AugmentedTraining augmented_training(const data::DatasetPtr& train, const Augmentation& a, uint64_t seed) {
+  if (a.mode == "enlarge") return {enlarge_training_set(train, a, seed), {}};
+  return {train, a};
 }
 
 }  // namespace qkv::mhca

@@ -6,6 +6,8 @@
 // run records so that `predict` and `explain` apply exactly the same.
 #include <ATen/core/Tensor.h>
 
+#include <functional>
+
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -78,13 +80,32 @@ at::Tensor cpg_std(const CohortData& cohort, const std::vector<int64_t>& rows, c
 // Gaussian noise of `noise` x each CpG's training standard deviation added to
 // its beta-values (clamped to [0, 1]). Draws from LibTorch's global generator,
 // which the trainer seeds.
+//
+// mode "enlarge" is the authors' code instead (MultiAug's OneOf, applied once
+// when the data are loaded): floor(n x fraction) training samples, drawn with
+// replacement, each get one augmented copy appended to the training set; a
+// copy's volume turns about a random non-empty subset of the axes, and its
+// noise is not clamped (enlarge_training_set).
 struct Augmentation {
   double fraction = 0.1;
   double max_degrees = 5.0;
   double noise = 0.05;
+  std::string mode = "batch";  // batch | enlarge
   at::Tensor cpg_std;  // [F]
   data::Batch operator()(const data::Batch& batch) const;
 };
+
+// The training set of mode "enlarge": `train` followed by its augmented
+// copies, drawn from a generator seeded with `seed`.
+data::DatasetPtr enlarge_training_set(const data::DatasetPtr& train, const Augmentation& a, uint64_t seed);
+
+// What a run trains on: for mode "batch", `train` and the augmentation as the
+// trainer's batch hook; for "enlarge", the enlarged set and no hook.
+struct AugmentedTraining {
+  data::DatasetPtr train;
+  std::function<data::Batch(const data::Batch&)> augment;
+};
+AugmentedTraining augmented_training(const data::DatasetPtr& train, const Augmentation& a, uint64_t seed);
 
 // A float volume tensor [X, Y, Z] <-> NIfTI voxel order (i fastest).
 at::Tensor volume_to_tensor(const data::Volume& volume);

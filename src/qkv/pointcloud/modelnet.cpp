@@ -26,6 +26,7 @@ constexpr const char* kOffLayout = "ModelNet40";
 constexpr const char* kResampledLayout = "modelnet40_normal_resampled";
 constexpr const char* kH5Layout = "modelnet40_ply_hdf5_2048";
 const char* const kSplits[2] = {"train", "test"};
+constexpr int64_t kDefaultSurfaceSamples = 2048;  // an OFF mesh's samples when points_per_shape is 0
 
 // Archive debris such as .DS_Store or __MACOSX is not a class.
 bool is_hidden(const std::string& name) { return name.empty() || name[0] == '.' || name.rfind("__", 0) == 0; }
@@ -125,8 +126,10 @@ ModelNetData load_off_tree(const fs::path& dir, const ModelNetLoadOptions& o) {
       }
       if (taken == 0) throw DataError(split_dir.string() + ": no .off files (class '" + class_names[c] + "' is empty)");
     }
-    auto set = load_items(items, class_names, o, [&](const Item& item, float* points, float* normals) {
-      const auto sampled = sample_surface(read_off(item.path), o.points_per_shape, item.seed, item.path);
+    ModelNetLoadOptions meshes = o;
+    if (meshes.points_per_shape == 0) meshes.points_per_shape = kDefaultSurfaceSamples;
+    auto set = load_items(items, class_names, meshes, [&](const Item& item, float* points, float* normals) {
+      const auto sampled = sample_surface(read_off(item.path), meshes.points_per_shape, item.seed, item.path);
       copy_rows(sampled.points, points);
       if (normals) copy_rows(sampled.normals, normals);
     });
@@ -167,15 +170,27 @@ ModelNetData load_resampled(const fs::path& dir, const std::string& prefix, cons
     if (items.empty()) throw DataError(list_path.string() + ": lists no shapes");
     for (size_t c = 0; c < class_names.size(); ++c)
       if (per_class[c] == 0) throw DataError(list_path.string() + ": no shapes of class '" + class_names[c] + "'");
-    auto set = load_items(items, class_names, o, [&](const Item& item, float* points, float* normals) {
-      const auto cloud = read_point_text(item.path, o.points_per_shape);
+    // 0: every point the files hold, as many as the first training file has
+    // (10,000 in the distribution); every other file must have as many.
+    ModelNetLoadOptions each = o;
+    if (each.points_per_shape == 0) {
+      if (data.train.size() > 0) {
+        each.points_per_shape = data.train.points.size(1);
+      } else {
+        each.points_per_shape = static_cast<int64_t>(read_point_text(items.front().path).vertices.size());
+        if (each.points_per_shape == 0) throw DataError(items.front().path + ": no points");
+      }
+    }
+    auto set = load_items(items, class_names, each, [&](const Item& item, float* points, float* normals) {
+      const auto cloud = read_point_text(item.path, each.points_per_shape);
       const auto n = static_cast<int64_t>(cloud.vertices.size());
-      if (n < o.points_per_shape)
+      if (n < each.points_per_shape)
         throw DataError(item.path + ": " + std::to_string(n) + " points, fewer than the " +
-                        std::to_string(o.points_per_shape) + " asked for");
+                        std::to_string(each.points_per_shape) +
+                        (o.points_per_shape == 0 ? " of " + items.front().path : std::string(" asked for")));
       if (normals && !cloud.has_normals())
         throw DataError(item.path + ": no normals (expected lines x,y,z,nx,ny,nz)");
-      for (int64_t i = 0; i < o.points_per_shape; ++i)
+      for (int64_t i = 0; i < each.points_per_shape; ++i)
         for (size_t k = 0; k < 3; ++k) {
           points[3 * i + static_cast<int64_t>(k)] = cloud.vertices[static_cast<size_t>(i)][k];
           if (normals) normals[3 * i + static_cast<int64_t>(k)] = cloud.normals[static_cast<size_t>(i)][k];
@@ -193,7 +208,7 @@ ModelNetData load_h5(const fs::path& dir, const ModelNetLoadOptions& o) {
   if (!is_file(names_path) && is_file(dir / "modelnet40_shape_names.txt")) names_path = dir / "modelnet40_shape_names.txt";
   const auto class_names = read_class_names(names_path);
   const auto n_classes = static_cast<int64_t>(class_names.size());
-  const int64_t p = o.points_per_shape;
+  int64_t p = o.points_per_shape;  // 0: every stored point, as many as the first file holds
 
   ModelNetData data;
   data.layout = kH5Layout;
@@ -211,6 +226,7 @@ ModelNetData load_h5(const fs::path& dir, const ModelNetLoadOptions& o) {
                         "', which is not at " + file);
       H5File h5(file);
       const auto [x, y] = read_h5_clouds(h5, file, p);
+      if (p == 0) p = x.size(1);
       const auto s = x.size(0);
       at::Tensor nx;
       if (o.with_normals) {
@@ -286,8 +302,9 @@ std::optional<Detected> detect(const fs::path& dir) {
 }  // namespace
 
 ModelNetData load_modelnet40(const std::string& dir_name, const ModelNetLoadOptions& o) {
-  if (o.points_per_shape <= 0)
-    throw UsageError("points per shape must be > 0 (got " + std::to_string(o.points_per_shape) + ")");
+  if (o.points_per_shape < 0)
+    throw UsageError("points per shape must be >= 0 (0 = every stored point; got " +
+                     std::to_string(o.points_per_shape) + ")");
   if (o.max_per_class < 0) throw UsageError("max per class must be >= 0 (got " + std::to_string(o.max_per_class) + ")");
   fs::path dir(dir_name);
   if (!is_dir(dir)) throw DataError(dir_name + ": no such folder");

@@ -25,12 +25,31 @@ struct ViewDraws {
   double scale = 1;
   at::Tensor shift;     // [3] float64, or undefined
   at::Tensor rotation;  // [3, 3] float64, or undefined
+  at::Tensor dropped;   // [N] bool: points replaced by the first one, or undefined
 };
 
-ViewDraws draw(const PointViewOptions& o, int64_t stored, bool train, OptionalGenerator gen) {
+// Test-time view v > 0 of shape `index` draws its sampling from here.
+constexpr uint64_t kVoteSalt = 0x766f746500000000ULL;  // "vote"
+at::Generator vote_generator(uint64_t seed, int64_t vote, int64_t index) {
+  return at::make_generator<at::CPUGeneratorImpl>(
+      seed_mix(seed_mix(seed, kVoteSalt + static_cast<uint64_t>(vote)), static_cast<uint64_t>(index)));
+}
+
+// `sampling_gen`, when given, draws the FPS start and the random subset
+// instead of `gen` (a test-time vote); the rest comes from `gen` as in view 0.
+ViewDraws draw(const PointViewOptions& o, int64_t stored, bool train, OptionalGenerator gen,
+               OptionalGenerator sampling_gen = c10::nullopt) {
   ViewDraws d;
   if (o.sampling == "fps" && train) d.fps_start = torch::randint(stored, {1}, gen, torch::kLong).item<int64_t>();
   if (o.sampling == "random") d.subset = torch::randperm(stored, gen, torch::kLong).slice(0, 0, o.num_points);
+  if (sampling_gen) {
+    if (o.sampling == "fps") d.fps_start = torch::randint(stored, {1}, sampling_gen, torch::kLong).item<int64_t>();
+    if (o.sampling == "random") d.subset = torch::randperm(stored, sampling_gen, torch::kLong).slice(0, 0, o.num_points);
+  }
+  if (train && o.point_dropout > 0) {
+    const double ratio = o.point_dropout * torch::rand({1}, gen, torch::kDouble).item<double>();
+    d.dropped = torch::rand({o.num_points}, gen, torch::kDouble) <= ratio;
+  }
   if (train && o.random_scale)
     d.scale = kScaleLow + (kScaleHigh - kScaleLow) * torch::rand({1}, gen, torch::kDouble).item<double>();
   if (train && o.random_shift) d.shift = kMaxShift * (2 * torch::rand({3}, gen, torch::kDouble) - 1);
@@ -52,12 +71,14 @@ at::Tensor make_view(const at::Tensor& points, const at::Tensor& normals, const 
     index = torch::arange(o.num_points, torch::kLong);
   auto x = points.index_select(0, index);
   if (o.normalize) x = normalize_unit_sphere(x);
+  if (d.dropped.defined()) x = torch::where(d.dropped.unsqueeze(1), x.slice(0, 0, 1), x);
   if (d.scale != 1) x = x * d.scale;
   if (d.shift.defined()) x = x + d.shift.to(x.scalar_type());
   if (d.rotation.defined()) x = rotate(x, d.rotation);
   out_points.copy_(x);
   if (!out_normals.defined()) return index;
   auto n = normals.index_select(0, index);
+  if (d.dropped.defined()) n = torch::where(d.dropped.unsqueeze(1), n.slice(0, 0, 1), n);
   if (d.rotation.defined()) n = rotate(n, d.rotation);
   // Zero normals (none known for a point) stay zero instead of becoming NaN.
   out_normals.copy_(n / n.norm(2, -1, true).clamp_min(1e-12));
@@ -73,6 +94,9 @@ void check_options(const PointViewOptions& o) {
   if (o.sampling != "fps" && o.sampling != "random" && o.sampling != "first")
     throw UsageError("unknown point sampling '" + o.sampling + "': expected fps, random or first");
   if (o.up_axis < 0 || o.up_axis > 2) throw UsageError("up axis must be 0, 1 or 2 (got " + std::to_string(o.up_axis) + ")");
+  if (!(o.point_dropout >= 0 && o.point_dropout < 1))
+    throw UsageError("point dropout must be in [0, 1) (got " + std::to_string(o.point_dropout) + ")");
+  if (o.vote < 0) throw UsageError("vote must be >= 0 (got " + std::to_string(o.vote) + ")");
 }
 
 }  // namespace
@@ -120,7 +144,10 @@ data::Batch PointCloudDataset::get(const std::vector<int64_t>& indices) const {
   draws.reserve(indices.size());
   for (int64_t i : indices)
     draws.push_back(options_.train ? draw(options_, stored, true, c10::nullopt)
-                                   : draw(options_, stored, false, eval_generator(options_.seed, i)));
+                    : options_.vote > 0
+                        ? draw(options_, stored, false, eval_generator(options_.seed, i),
+                               vote_generator(options_.seed, options_.vote, i))
+                        : draw(options_, stored, false, eval_generator(options_.seed, i)));
 
   auto points = torch::empty({b, n, 3}, torch::kFloat);
   at::Tensor normals = options_.use_normals ? torch::empty({b, n, 3}, torch::kFloat) : at::Tensor();
@@ -153,12 +180,18 @@ at::Tensor prepare_single_cloud(const Mesh& mesh, const PointViewOptions& option
   check_options(options);
   const int64_t count = mesh.is_point_cloud() ? std::max<int64_t>(options.num_points, static_cast<int64_t>(mesh.vertices.size()))
                                               : std::max(2 * options.num_points, kMinSurfaceSamples);
-  const auto sampled = sample_surface(mesh, count, options.seed, source);
+  // A vote samples the mesh's surface anew; a point cloud's points stay.
+  const uint64_t surface_seed = options.vote > 0 && !mesh.is_point_cloud()
+                                    ? seed_mix(options.seed, kVoteSalt + static_cast<uint64_t>(options.vote))
+                                    : options.seed;
+  const auto sampled = sample_surface(mesh, count, surface_seed, source);
   const std::string where = source.empty() ? "" : source + ": ";
   if (options.use_normals && !sampled.normals.defined()) throw DataError(where + "the point cloud has no normals");
   auto points = torch::empty({options.num_points, 3}, torch::kFloat);
   at::Tensor out_normals = options.use_normals ? torch::empty({options.num_points, 3}, torch::kFloat) : at::Tensor();
-  const auto d = draw(options, count, false, eval_generator(options.seed, 0));
+  const auto d = options.vote > 0 ? draw(options, count, false, eval_generator(options.seed, 0),
+                                         vote_generator(options.seed, options.vote, 0))
+                                  : draw(options, count, false, eval_generator(options.seed, 0));
   make_view(sampled.points, options.use_normals ? sampled.normals : at::Tensor(), options, d, points, out_normals);
   if (normals) *normals = options.use_normals ? out_normals.t().unsqueeze(0).contiguous() : at::Tensor();
   return points.t().unsqueeze(0).contiguous();

@@ -26,9 +26,19 @@ struct PointViewOptions {
   std::string sampling = "fps";   // fps | random | first: how N of the stored points are chosen
   bool normalize = true;          // centroid to the origin, farthest point at distance 1
   Rotation rotation = Rotation::None;
-  int64_t up_axis = 1;            // for Rotation::Up; ModelNet40 and ShapeNet are y-up
+  int64_t up_axis = 1;            // for Rotation::Up; the axis the data stand on (default_up_axis)
   bool random_scale = false;      // x uniform [0.8, 1.25) per shape; train mode only
   bool random_shift = false;      // + uniform [-0.1, 0.1)^3 per shape; train mode only
+  // Train mode only: per shape a ratio r ~ U[0, point_dropout) is drawn and
+  // each point is, with probability r, replaced by the shape's first point
+  // (Vector Neurons' and PointNet++'s random_point_dropout, at 0.875); 0 = off.
+  double point_dropout = 0;
+  // Eval mode: which test-time view of a shape (0: the standard one). View
+  // v > 0 draws its FPS start or random subset (and a mesh's surface samples)
+  // from a generator of its own, and keeps view 0's rotation, so that votes
+  // average over samplings of one pose. With sampling "first" every view of a
+  // stored cloud is the same.
+  int64_t vote = 0;
   bool use_normals = false;       // also return "normals"; the set must have them
   bool train = false;             // see PointCloudDataset
   uint64_t seed = 0;              // eval mode's draws
@@ -40,7 +50,8 @@ struct PointViewOptions {
 // with point_labels (part segmentation): target = the chosen points' labels
 // [B, N] int64 and input "category" = labels [B] int64.
 // Per shape, in this order: pick N of the stored points (FPS, a random subset
-// or the first N), normalise, scale, shift (train mode only), rotate.
+// or the first N), normalise, drop points, scale, shift (train mode only),
+// rotate.
 //
 // Randomness. Train mode: the FPS start, the random subset, scale, shift and
 // rotation are drawn from torch's global generator, which the trainer seeds

@@ -337,8 +337,8 @@ int64_t find_part_category(const std::string& name_or_synset, const std::string&
 }
 
 ShapeNetPartData load_shapenet_part(const std::string& dir_name, const ShapeNetPartLoadOptions& o) {
-  if (o.points_per_shape <= 0)
-    throw UsageError("points per shape must be > 0 (got " + std::to_string(o.points_per_shape) + ")");
+  if (o.points_per_shape < 0)
+    throw UsageError("points per shape must be >= 0 (0 = the layout's; got " + std::to_string(o.points_per_shape) + ")");
   if (o.max_per_category < 0)
     throw UsageError("max per category must be >= 0 (got " + std::to_string(o.max_per_category) + ")");
   fs::path dir(dir_name);
@@ -354,7 +354,12 @@ ShapeNetPartData load_shapenet_part(const std::string& dir_name, const ShapeNetP
   if (layout.empty())
     throw DataError(dir_name + ": not a ShapeNet-part folder: looked for synsetoffset2category.txt (" + kTextLayout +
                     ") and train_hdf5_file_list.txt (" + kH5Layout + "), here and in subfolders of those names");
-  return layout == kTextLayout ? load_text(dir, o) : load_h5(dir, o);
+  // 0: more points than a view takes, so that views redraw among them each
+  // epoch: 2,500 per text-layout shape (the files hold ~2,600), all 2,048 of
+  // the HDF5 layout.
+  ShapeNetPartLoadOptions resolved = o;
+  if (resolved.points_per_shape == 0) resolved.points_per_shape = layout == kTextLayout ? 2500 : 2048;
+  return layout == kTextLayout ? load_text(dir, resolved) : load_h5(dir, resolved);
 }
 
 }  // namespace qkv::pointcloud

@@ -11,6 +11,7 @@
 #include "qkv/core/output_policy.h"
 #include "qkv/pointcloud/mesh_read.h"
 #include "qkv/pointcloud/transforms.h"
+#include "qkv/tasks/voting.h"
 
 namespace qkv::tasks {
 
@@ -41,7 +42,10 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> train_val_indices(const Cl
 
 }  // namespace
 
-ClassificationData::ClassificationData() = default;
+ClassificationData::ClassificationData() {
+  view.up_axis = -1;          // the layout's (resolve_up_axis)
+  load.points_per_shape = 0;  // every stored point: FPS chooses among all of them, as the paper's sampling does
+}
 
 ClassificationData ClassificationData::from_json(const nlohmann::json& j) {
   auto d = fields_from_json<ClassificationData>(j, "the run's data settings");
@@ -53,11 +57,12 @@ void ClassificationData::validate() const {
   if (source.empty()) throw ConfigError("source", "must be 'synthetic' or a folder");
   if (synth.train_per_class < 1) throw ConfigError("synth_train_per_class", "must be at least 1");
   if (synth.test_per_class < 1) throw ConfigError("synth_test_per_class", "must be at least 1");
-  if (load.points_per_shape < 1) throw ConfigError("points_per_shape", "must be at least 1");
+  if (load.points_per_shape < 0) throw ConfigError("points_per_shape", "must be >= 0 (0 = every stored point)");
   if (load.max_per_class < 0) throw ConfigError("max_per_class", "must be >= 0 (0 = all)");
   if (!(val_fraction >= 0 && val_fraction <= 0.9)) throw ConfigError("val_fraction", "must be in [0, 0.9]");
+  if (votes < 1 || votes > 64) throw ConfigError("votes", "must be in [1, 64]");
   validate_view(view);
-  if (view.num_points > load.points_per_shape)
+  if (load.points_per_shape > 0 && view.num_points > load.points_per_shape)
     throw ConfigError("points", std::to_string(view.num_points) + " is more than the " +
                                     std::to_string(load.points_per_shape) + " points stored per shape");
   parse_protocol(protocol);
@@ -100,37 +105,60 @@ ClassificationSplits make_splits(const ClassificationData& d, const pc::ModelNet
   ClassificationSplits s;
   s.splits.train = std::make_shared<data::SubsetDataset>(view_of(train_set, d.view, true, train_rotation), train_idx);
   s.splits.val = std::make_shared<data::SubsetDataset>(view_of(train_set, d.view, false, train_rotation), val_idx);
-  s.splits.test = view_of(test_set, d.view, false, test_rotation);
+  s.splits.test = voted_view_of(test_set, d.view, test_rotation, d.votes);
   for (const auto rotation : {train_rotation, pc::Rotation::SO3})
     if (rotation != test_rotation &&
         std::none_of(s.extra_tests.begin(), s.extra_tests.end(),
                      [&](const auto& e) { return e.first == pc::rotation_name(rotation); }))
-      s.extra_tests.emplace_back(pc::rotation_name(rotation), view_of(test_set, d.view, false, rotation));
+      s.extra_tests.emplace_back(pc::rotation_name(rotation), voted_view_of(test_set, d.view, rotation, d.votes));
   s.class_names = data.train.class_names;
   return s;
 }
 
+data::DatasetPtr voted_view_of(const std::shared_ptr<const pc::PointCloudSet>& set, const pc::PointViewOptions& view,
+                               pc::Rotation rotation, int64_t votes) {
+  if (votes <= 1) return view_of(set, view, false, rotation);
+  std::vector<data::DatasetPtr> views;
+  for (int64_t v = 0; v < votes; ++v) {
+    pc::PointViewOptions one = view;
+    one.vote = v;
+    views.push_back(view_of(set, one, false, rotation));
+  }
+  return std::make_shared<VotedViews>(std::move(views));
+}
+
+std::function<models::ModelPtr(models::Model&)> voted_test_model(int64_t votes) {
+  if (votes <= 1) return {};
+  return [votes](models::Model& trained) { return std::make_shared<VoteAveraged>(trained, votes); };
+}
+
 data::DatasetPtr eval_split(const ClassificationData& d, const pc::ModelNetData& data, const std::string& split,
-                            pc::Rotation rotation) {
+                            pc::Rotation rotation, int64_t votes) {
   const bool test = split == "test";
   auto set = std::make_shared<const pc::PointCloudSet>(test ? data.test : data.train);
-  data::DatasetPtr part = view_of(set, d.view, false, rotation);
+  data::DatasetPtr part = voted_view_of(set, d.view, rotation, votes);
   if (test) return part;
   const auto [train_idx, val_idx] = train_val_indices(d, set->size());
   return std::make_shared<data::SubsetDataset>(part, split == "val" ? val_idx : train_idx);
 }
 
 data::Batch single_cloud_batch(const ClassificationData& d, const std::string& path, pc::Rotation rotation,
-                               uint64_t seed) {
+                               uint64_t seed, int64_t votes) {
   pc::PointViewOptions view = d.view;
   view.rotation = rotation;
   view.seed = seed;
   view.train = false;
   const auto mesh = pc::read_shape_file(path);
+  std::vector<at::Tensor> points, normals;
+  for (int64_t v = 0; v < std::max<int64_t>(1, votes); ++v) {
+    view.vote = v;
+    at::Tensor n;
+    points.push_back(pc::prepare_single_cloud(mesh, view, view.use_normals ? &n : nullptr, path));
+    normals.push_back(n);
+  }
   data::Batch batch;
-  at::Tensor normals;
-  batch.inputs["points"] = pc::prepare_single_cloud(mesh, view, view.use_normals ? &normals : nullptr, path);
-  if (view.use_normals) batch.inputs["normals"] = normals;
+  batch.inputs["points"] = torch::cat(points, 0);
+  if (view.use_normals) batch.inputs["normals"] = torch::cat(normals, 0);
   batch.target = torch::zeros({1}, torch::kLong);
   return batch;
 }

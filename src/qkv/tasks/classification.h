@@ -3,6 +3,7 @@
 // shapes): its data settings as config.json records them, loading, the
 // train/val/test splits under a rotation protocol, and one file as the
 // model sees it. `qkv vnt` is its CLI.
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -28,6 +29,9 @@ struct ClassificationData {
   pointcloud::PointViewOptions view;  // seed, points, augmentation; view_of sets mode and rotation per split
   std::string protocol = "z/z";
   double val_fraction = 0.1;
+  // Test-time votes: class probabilities averaged over this many views of
+  // each test shape (PointViewOptions::vote); 1 = one view.
+  int64_t votes = 1;
   std::vector<std::string> class_names;  // filled once loaded
 
   ClassificationData();
@@ -66,13 +70,20 @@ void visit_fields(ClassificationData& d, V&& visit) {
   visit(Field{"synth_train_per_class", "synthetic shapes per class for training"}.range(1, 100000), d.synth.train_per_class);
   visit(Field{"synth_test_per_class", "synthetic shapes per class for testing"}.range(1, 100000), d.synth.test_per_class);
   visit(Field{"synth_classes", "synthetic classes to use (comma-separated); default all"}, d.synth.classes);
-  visit(Field{"points_per_shape", "points stored per shape (mesh surface samples, or the first of pre-sampled files)"}.range(1, 1 << 20),
+  visit(Field{"points_per_shape",
+              "points stored per shape: mesh surface samples, or the first of pre-sampled files; 0 = every point the "
+              "files hold (10,000 in modelnet40_normal_resampled), 2,048 samples of a mesh"}
+            .range(0, 1 << 20),
         d.load.points_per_shape);
   visit(Field{"max_per_class", "keep at most this many shapes per class; 0 = all"}.at_least(0), d.load.max_per_class);
-  visit_view_fields(d.view, visit, "how they are picked: fps (random start in training), random, first",
-                    "axis of the z rotations: 0 x, 1 y (ModelNet40), 2 z");
+  visit_view_fields(d.view, visit, "how they are picked: fps (random start in training), random, first");
   visit(Field{"protocol", "train/test rotations: z/z, z/so3, so3/so3 (also none/...)"}, d.protocol);
   visit(Field{"val_fraction", "share of the training shapes held out for model selection"}.range(0, 0.9), d.val_fraction);
+  visit(Field{"votes",
+              "test-time votes: average the class probabilities of this many samplings of each test shape (new FPS "
+              "start or subset, same pose); the default of eval and predict"}
+            .range(1, 64),
+        d.votes);
   visit(Field{"class_names", "", ""}, d.class_names);
 }
 
@@ -84,17 +95,28 @@ struct ClassificationSplits {
 
 // Train and val from ModelNet's train set (a seeded shuffle cuts val off),
 // test from its test set rotated as the protocol says, and the test set again
-// under the training rotation and under SO(3) where those differ.
+// under the training rotation and under SO(3) where those differ. With
+// d.votes > 1 the test sets hold that many views per shape (VotedViews), to be
+// scored through a VoteAveraged model (voted_test_model).
 ClassificationSplits make_splits(const ClassificationData& d, const pointcloud::ModelNetData& data);
 
+// The eval-mode view of `set` under `rotation` with `votes` views per shape
+// (a VotedViews for votes > 1).
+data::DatasetPtr voted_view_of(const std::shared_ptr<const pointcloud::PointCloudSet>& set,
+                               const pointcloud::PointViewOptions& view, pointcloud::Rotation rotation, int64_t votes);
+
 // One split ("train", "val", "test") in eval mode under `rotation`, train and
-// val cut as the run cut them.
+// val cut as the run cut them, with `votes` views per shape.
 data::DatasetPtr eval_split(const ClassificationData& d, const pointcloud::ModelNetData& data,
-                            const std::string& split, pointcloud::Rotation rotation);
+                            const std::string& split, pointcloud::Rotation rotation, int64_t votes = 1);
 
 // One file as the run's model sees it: sampled, normalised and rotated by
-// `rotation` (seeded), as a one-cloud batch.
+// `rotation` (seeded), as a one-cloud batch; with votes > 1, that many views
+// of it in one batch (as VotedViews gives them).
 data::Batch single_cloud_batch(const ClassificationData& d, const std::string& path, pointcloud::Rotation rotation,
-                               uint64_t seed);
+                               uint64_t seed, int64_t votes = 1);
+
+// TrainHooks::test_model for d.votes (none for one vote).
+std::function<models::ModelPtr(models::Model&)> voted_test_model(int64_t votes);
 
 }  // namespace qkv::tasks

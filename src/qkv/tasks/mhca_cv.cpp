@@ -195,14 +195,38 @@ nlohmann::json binary_metrics(const std::vector<double>& probabilities, const st
                       {"fn", counts.fn}};
   try {
     j["auroc"] = train::auroc(probabilities, labels);
+    j["auroc_hard"] = train::auroc_of_labels(probabilities, labels, 0.5);
   } catch (const DataError& e) {
-    j["auroc"] = nullptr;
+    j["auroc"] = j["auroc_hard"] = nullptr;
     j["note"] = e.what();
   }
   return j;
 }
 
 namespace {
+
+// The metrics summary.json gives mean and std of, per model.
+constexpr const char* kSummaryMetrics[] = {"accuracy", "auroc", "auroc_hard", "sensitivity", "specificity"};
+
+// The MHCA paper's aggregation (its authors' train_ppmi.py): each fold scored
+// alone, the folds of a run averaged, then mean and population std (np.std)
+// over the runs' averages.
+nlohmann::json fold_mean_metrics(const nlohmann::json& per_fold, int64_t runs) {
+  nlohmann::json out = {{"how", "fold metrics averaged per run; mean and population std over runs (the paper's)"}};
+  for (const char* key : kSummaryMetrics) {
+    std::vector<double> run_means;
+    for (int64_t r = 1; r <= runs; ++r) {
+      std::vector<double> folds;
+      for (const auto& f : per_fold)
+        if (f.value("run", int64_t{0}) == r)
+          folds.push_back(f.contains(key) && f.at(key).is_number() ? f.at(key).get<double>() : NAN);
+      run_means.push_back(train::mean_std(folds).mean);
+    }
+    const auto ms = train::mean_std(run_means, /*population=*/true);
+    out[key] = {{"mean", number_or_null(ms.mean)}, {"std", number_or_null(ms.std)}, {"n", ms.n}};
+  }
+  return out;
+}
 
 struct FoldPredictions {
   std::vector<double> probabilities;  // test rows' P(PD)
@@ -236,7 +260,9 @@ FoldPredictions train_network_fold(const CohortData& cohort, const data::CVFold&
   train::TrainHooks hooks;
   Augmentation augmentation = options.augmentation;
   augmentation.cpg_std = cpg_std(cohort, fold.train, prep);
-  hooks.augment = augmentation;
+  auto training = augmented_training(splits.train, augmentation, request.seed);
+  splits.train = training.train;
+  hooks.augment = training.augment;
   hooks.quiet = options.quiet;  // the trainer's line per epoch, under run_cross_validation's fold line
   hooks.live_progress = !options.quiet && train::ProgressBar::stderr_is_terminal();
   hooks.title = "qkv mhca cv: " + model_name + " " + fold_name(fold);
@@ -306,33 +332,46 @@ std::string render_cv_report(const nlohmann::json& summary,
           std::to_string(summary.value("folds", 0)) + "-fold cross validation on " +
           std::to_string(summary.value("subjects", 0)) + " subjects (" + std::to_string(summary.value("pd", 0)) +
           " PD, " + std::to_string(summary.value("controls", 0)) +
-          " controls). Metrics pool each run's test predictions; mean &#177; std over runs.</p>\n";
-  html += "<table><tr><th>Model</th><th>DNA-m</th><th>SPECT</th><th>Accuracy (%)</th><th>AUROC</th>"
-          "<th>Sensitivity</th><th>Specificity</th><th>Parameter count</th></tr>\n";
-  for (const auto& name_json : summary.at("settings").at("models")) {
-    const std::string name = name_json.get<std::string>();
-    const auto& m = summary.at("models").at(name);
-    auto ms = [&](const char* key) {
-      train::MeanStd v;
-      v.mean = m.at(key).at("mean").is_null() ? NAN : m.at(key).at("mean").get<double>();
-      v.std = m.at(key).at("std").is_null() ? NAN : m.at(key).at("std").get<double>();
-      v.n = m.at(key).value("n", 0);
-      return v;
-    };
-    const auto params = m.at("parameters");
-    std::string count = "&#8722;";
-    if (params.is_number_integer()) {
-      std::string digits = std::to_string(params.get<int64_t>());
-      for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(static_cast<size_t>(i), ",");
-      count = digits;
+          " controls).</p>\n";
+  // One table per aggregation: pooled (qkv's), and fold-averaged with the
+  // population std (the paper's Table 1), each AUROC from probabilities and from labels.
+  auto table = [&](const std::string& title, const std::string& section) {
+    std::string t = "<h2>" + title + "</h2>\n<table><tr><th>Model</th><th>DNA-m</th><th>SPECT</th><th>Accuracy (%)</th>"
+                    "<th>AUROC (probabilities)</th><th>AUROC (labels)</th><th>Sensitivity</th><th>Specificity</th>"
+                    "<th>Parameter count</th></tr>\n";
+    for (const auto& name_json : summary.at("settings").at("models")) {
+      const std::string name = name_json.get<std::string>();
+      const auto& model = summary.at("models").at(name);
+      const auto& m = section.empty() ? model : model.at(section);
+      auto ms = [&](const char* key) {
+        train::MeanStd v;
+        if (!m.contains(key)) return train::MeanStd{NAN, NAN, 0};
+        v.mean = m.at(key).at("mean").is_null() ? NAN : m.at(key).at("mean").get<double>();
+        v.std = m.at(key).at("std").is_null() ? NAN : m.at(key).at("std").get<double>();
+        v.n = m.at(key).value("n", 0);
+        return v;
+      };
+      const auto params = model.at("parameters");
+      std::string count = "&#8722;";
+      if (params.is_number_integer()) {
+        std::string digits = std::to_string(params.get<int64_t>());
+        for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(static_cast<size_t>(i), ",");
+        count = digits;
+      }
+      t += "<tr><td class=\"l\">" + train::escape_html(name) + "</td><td>" +
+           (uses_methylation(name) ? "&#10003;" : "&#10007;") + "</td><td>" +
+           (uses_volumes(name) ? "&#10003;" : "&#10007;") + "</td><td>" + format_mean_std(ms("accuracy"), 100, 2) +
+           "</td><td>" + format_mean_std(ms("auroc"), 1, 3) + "</td><td>" + format_mean_std(ms("auroc_hard"), 1, 3) +
+           "</td><td>" + format_mean_std(ms("sensitivity"), 1, 3) + "</td><td>" +
+           format_mean_std(ms("specificity"), 1, 3) + "</td><td>" + count + "</td></tr>\n";
     }
-    html += "<tr><td class=\"l\">" + train::escape_html(name) + "</td><td>" +
-            (uses_methylation(name) ? "&#10003;" : "&#10007;") + "</td><td>" +
-            (uses_volumes(name) ? "&#10003;" : "&#10007;") + "</td><td>" + format_mean_std(ms("accuracy"), 100, 2) +
-            "</td><td>" + format_mean_std(ms("auroc"), 1, 3) + "</td><td>" + format_mean_std(ms("sensitivity"), 1, 3) +
-            "</td><td>" + format_mean_std(ms("specificity"), 1, 3) + "</td><td>" + count + "</td></tr>\n";
-  }
-  html += "</table>\n<h2>ROC (all runs' test predictions pooled)</h2>\n" + train::roc_svg(curves) + "\n";
+    return t + "</table>\n";
+  };
+  html += table("Pooled: each run's test predictions scored together; mean &#177; sample std over runs", "");
+  html += table("As the paper reports: each fold scored alone, folds averaged per run; mean &#177; population std "
+                "over runs",
+                "fold_mean");
+  html += "<h2>ROC (all runs' test predictions pooled)</h2>\n" + train::roc_svg(curves) + "\n";
   html += "<h2>Settings</h2><pre>" + train::escape_html(json_text(summary.at("settings"))) + "</pre>\n</body></html>\n";
   return html;
 }
@@ -376,19 +415,23 @@ nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& o
       {"augmentation",
        {{"fraction", options.augmentation.fraction},
         {"max_degrees", options.augmentation.max_degrees},
-        {"noise", options.augmentation.noise}}},
+        {"noise", options.augmentation.noise},
+        {"mode", options.augmentation.mode}}},
       {"train", options.train.to_json()},
       {"model_options", options.model_options},
       {"volume_shape", cohort.volume_shape()},
       {"seed", options.seed},
+      {"recipe", options.recipe},
       {"cohort",
        {{"manifest", cohort.manifest_path}, {"methylation", cohort.methylation_path}, {"subjects", cohort.size()}}}};
   const std::string settings_file = out_dir + "/cv_settings.json";
   if (fs::exists(settings_file)) {
     auto stored = read_json_file(settings_file);
     auto now = settings;
-    stored.erase("models");
-    now.erase("models");
+    for (const char* key : {"models", "recipe"}) {  // a recipe's values are compared as the options they set
+      stored.erase(key);
+      now.erase(key);
+    }
     if (stored != now)
       throw UsageError("--out " + out_dir + " holds a cross validation with other settings (" + settings_file +
                        "); use another --out, or the same options to continue it");
@@ -527,16 +570,19 @@ nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& o
       auto metrics = binary_metrics(p, cohort.labels);
       metrics["run"] = r + 1;
       per_run.push_back(metrics);
-      for (const char* key : {"accuracy", "auroc", "sensitivity", "specificity"})
+      for (const char* key : kSummaryMetrics)
         values[key].push_back(metrics[key].is_null() ? NAN : metrics[key].get<double>());
       pooled.insert(pooled.end(), p.begin(), p.end());
       pooled_labels.insert(pooled_labels.end(), cohort.labels.begin(), cohort.labels.end());
     }
     nlohmann::json entry = {{"per_run", per_run}, {"per_fold", per_fold[m]}};
+    // Pooled: each run's test predictions of all its folds scored together,
+    // then mean and sample std (n - 1) over the runs.
     for (const auto& [key, v] : values) {
       const auto ms = train::mean_std(v);
       entry[key] = {{"mean", number_or_null(ms.mean)}, {"std", number_or_null(ms.std)}, {"n", ms.n}};
     }
+    entry["fold_mean"] = fold_mean_metrics(per_fold[m], options.runs);
     entry["parameters"] = model_info[m].value("parameters", nlohmann::json(nullptr));
     double seconds = 0;
     int64_t counted = 0;

@@ -24,6 +24,7 @@ void validate_augmentation(const mhca::Augmentation& a) {
   if (!(a.fraction >= 0 && a.fraction <= 1)) throw ConfigError("augment", "must be in [0, 1]");
   if (!(a.max_degrees >= 0 && a.max_degrees <= 180)) throw ConfigError("augment_degrees", "must be in [0, 180]");
   if (!(a.noise >= 0) || !std::isfinite(a.noise)) throw ConfigError("augment_noise", "must be a finite number >= 0");
+  if (a.mode != "batch" && a.mode != "enlarge") throw ConfigError("augment_mode", a.mode + ": expected batch or enlarge");
 }
 
 void set_mhca_paper_defaults(train::TrainConfig& c) {

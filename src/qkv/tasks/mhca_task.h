@@ -45,9 +45,16 @@ void visit_fields(FeatureSelection& s, V&& visit) {
 
 template <typename V>
 void visit_fields(Augmentation& a, V&& visit) {
-  visit(Field{"augment", "share of training samples augmented per batch (paper: 10%)"}.range(0, 1), a.fraction);
+  visit(Field{"augment", "share of training samples augmented (paper: 10%): per batch, or added once (--augment-mode)"}
+            .range(0, 1),
+        a.fraction);
   visit(Field{"augment_degrees", "largest random rotation of a volume about each axis, degrees"}.range(0, 180), a.max_degrees);
   visit(Field{"augment_noise", "Gaussian noise on beta-values, in units of each CpG's std"}.range(0, 100), a.noise);
+  visit(Field{"augment_mode",
+              "batch (each batch's samples augmented with probability --augment, noise clamped to [0, 1]) or enlarge "
+              "(the authors' code: --augment x n augmented copies added once, turned about random axes, noise "
+              "unclamped)"},
+        a.mode);
 }
 
 }  // namespace qkv::mhca
@@ -61,8 +68,10 @@ inline constexpr const char* kMhcaTrainCommand = "mhca train";
 void validate_selection(const mhca::FeatureSelection& s);
 void validate_augmentation(const mhca::Augmentation& a);
 
-// The paper's training setup: 200 epochs, batch 16, Adam 3e-5; the best
-// validation loss picks the weights, and 20 epochs without improvement stop.
+// The defaults: the paper's 200 epochs, batch 16, Adam 3e-5; our choices: the
+// best validation loss picks the weights, 20 epochs without improvement stop,
+// and TrainConfig's cosine schedule and weight decay 1e-4 stay (the authors'
+// code: constant, 5e-3; --recipe mhca-code, docs/reproduction.md).
 void set_mhca_paper_defaults(train::TrainConfig& c);
 
 // config.json's "data" of `mhca train`.

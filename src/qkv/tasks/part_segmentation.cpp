@@ -26,6 +26,8 @@ OutputMarker synth_parts_marker(const pc::SynthPartsOptions& o) {
 PartSegData::PartSegData() {
   view.num_points = 2048;
   view.sampling = "random";  // the reader's points are already a random sample: take them all, shuffled
+  view.up_axis = -1;         // the layout's (resolve_up_axis)
+  load.points_per_shape = 0; // the layout's: more than a view takes, so each epoch draws anew
 }
 
 PartSegData PartSegData::from_json(const nlohmann::json& j) {
@@ -40,10 +42,10 @@ void PartSegData::validate() const {
   if (synth.val_per_category < 0) throw ConfigError("synth_val_per_category", "must be >= 0");
   if (synth.test_per_category < 1) throw ConfigError("synth_test_per_category", "must be at least 1");
   if (synth.points_per_shape < 1) throw ConfigError("synth_points_per_shape", "must be at least 1");
-  if (load.points_per_shape < 1) throw ConfigError("points_per_shape", "must be at least 1");
+  if (load.points_per_shape < 0) throw ConfigError("points_per_shape", "must be >= 0 (0 = the layout's)");
   if (load.max_per_category < 0) throw ConfigError("max_per_category", "must be >= 0 (0 = all)");
   validate_view(view);
-  if (view.num_points > load.points_per_shape)
+  if (load.points_per_shape > 0 && view.num_points > load.points_per_shape)
     throw ConfigError("points", std::to_string(view.num_points) + " is more than the " +
                                     std::to_string(load.points_per_shape) + " points each shape is resampled to");
   parse_protocol(protocol);

@@ -63,14 +63,16 @@ void visit_fields(PartSegData& d, V&& visit) {
   visit(Field{"synth_categories",
               "synthetic categories to write (comma-separated; qkv data synth-parts --list); default all"},
         d.synth.categories);
-  visit(Field{"points_per_shape", "points each shape is resampled to when loaded (2048 as in the standard readers)"}.range(1, 1 << 20),
+  visit(Field{"points_per_shape",
+              "points each shape is resampled to when loaded, among which views draw; 0 = 2,500 for the text layout "
+              "(its files hold ~2,600), 2,048 for HDF5"}
+            .range(0, 1 << 20),
         d.load.points_per_shape);
   visit(Field{"max_per_category", "keep at most this many shapes per category and split; 0 = all"}.at_least(0),
         d.load.max_per_category);
   visit(Field{"categories", "load only these categories (names or synsets, comma-separated); default all"},
         d.load.categories);
-  visit_view_fields(d.view, visit, "how they are picked: random (a fresh subset each epoch), fps, first",
-                    "axis of the z rotations: 0 x, 1 y (ShapeNet), 2 z");
+  visit_view_fields(d.view, visit, "how they are picked: random (a fresh subset each epoch), fps, first");
   visit(Field{"protocol",
               "train/test rotations: i/i, i/z, i/so3, z/z, z/so3, so3/so3 (i = none); every run also scores the test "
               "set under the other rotations"},

@@ -91,7 +91,28 @@ void validate_view(const pc::PointViewOptions& view) {
   if (view.num_points < 1) throw ConfigError("points", "must be at least 1 (got " + std::to_string(view.num_points) + ")");
   if (view.sampling != "fps" && view.sampling != "random" && view.sampling != "first")
     throw ConfigError("sampling", view.sampling + ": expected fps, random or first");
-  if (view.up_axis < 0 || view.up_axis > 2) throw ConfigError("up_axis", "must be 0 (x), 1 (y) or 2 (z)");
+  if (view.up_axis < -1 || view.up_axis > 2)
+    throw ConfigError("up_axis", "must be 0 (x), 1 (y), 2 (z) or -1 (the data's own)");
+  if (!(view.point_dropout >= 0 && view.point_dropout < 1)) throw ConfigError("point_dropout", "must be in [0, 1)");
+}
+
+int64_t default_up_axis(const std::string& layout) {
+  // ModelNet40's meshes stand on z; PointNet's and PointNet++'s resampled
+  // copies (HDF5 and text) and ShapeNet-part's point clouds stand on y, as
+  // qkv's synthetic shapes do.
+  if (layout == "ModelNet40") return 2;
+  if (layout == "modelnet40_normal_resampled" || layout == "modelnet40_ply_hdf5_2048" || layout == "synthetic" ||
+      layout == "shapenetcore_partanno_segmentation_benchmark_v0_normal" || layout == "hdf5_data")
+    return 1;
+  throw std::invalid_argument("default_up_axis: unknown layout " + layout);
+}
+
+std::string resolve_up_axis(pc::PointViewOptions& view, const std::string& layout) {
+  static const char* const names[] = {"x", "y", "z"};
+  if (view.up_axis >= 0)
+    return std::string("up axis: ") + names[view.up_axis] + " (--up-axis " + std::to_string(view.up_axis) + ")";
+  view.up_axis = default_up_axis(layout);
+  return std::string("up axis: ") + names[view.up_axis] + " (the " + layout + " layout's; --up-axis to choose)";
 }
 
 nlohmann::json read_summary(const std::string& run) { return read_json_file(train::RunPaths{run}.summary()); }

@@ -119,6 +119,13 @@ double BinaryCounts::accuracy() const { return ratio(tp + tn, tp + fp + tn + fn)
 double BinaryCounts::sensitivity() const { return ratio(tp, tp + fn); }
 double BinaryCounts::specificity() const { return ratio(tn, tn + fp); }
 
+double auroc_of_labels(const std::vector<double>& scores, const std::vector<int64_t>& labels, double threshold) {
+  std::vector<double> hard(scores.size());
+  for (size_t i = 0; i < scores.size(); ++i)
+    hard[i] = std::isnan(scores[i]) ? scores[i] : (scores[i] >= threshold ? 1.0 : 0.0);
+  return auroc(hard, labels);
+}
+
 BinaryCounts count_at_threshold(const std::vector<double>& scores, const std::vector<int64_t>& labels,
                                 double threshold) {
   check_inputs("binary counts", scores, labels);
@@ -133,7 +140,7 @@ BinaryCounts count_at_threshold(const std::vector<double>& scores, const std::ve
   return c;
 }
 
-MeanStd mean_std(const std::vector<double>& values) {
+MeanStd mean_std(const std::vector<double>& values, bool population) {
   MeanStd r;
   double sum = 0;
   for (double v : values)
@@ -146,7 +153,7 @@ MeanStd mean_std(const std::vector<double>& values) {
   double squares = 0;
   for (double v : values)
     if (!std::isnan(v)) squares += (v - r.mean) * (v - r.mean);
-  r.std = std::sqrt(squares / static_cast<double>(r.n - 1));
+  r.std = std::sqrt(squares / static_cast<double>(population ? r.n : r.n - 1));
   return r;
 }
 

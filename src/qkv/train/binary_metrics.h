@@ -27,6 +27,12 @@ RocCurve roc_curve(const std::vector<double>& scores, const std::vector<int64_t>
 // DataError "AUROC is undefined: all N samples are class c" for one class.
 double auroc(const std::vector<double>& scores, const std::vector<int64_t>& labels);
 
+// AUROC of the hard predictions (score >= threshold -> 1, else 0), as the MHCA
+// authors' code computes it from argmax labels: for two classes it equals the
+// balanced accuracy, (sensitivity + specificity) / 2. DataError as auroc.
+double auroc_of_labels(const std::vector<double>& scores, const std::vector<int64_t>& labels,
+                       double threshold = 0.5);
+
 struct BinaryCounts {
   int64_t tp = 0, fp = 0, tn = 0, fn = 0;
   double accuracy() const;     // (tp + tn) / all; NaN when there are no samples
@@ -40,12 +46,13 @@ BinaryCounts count_at_threshold(const std::vector<double>& scores, const std::ve
                                 double threshold = 0.5);
 
 // NaN values are skipped and not counted in n. std is the sample standard
-// deviation (divisor n - 1), 0 for n = 1; with n = 0 both mean and std are NaN.
+// deviation (divisor n - 1), or with `population` numpy's np.std (divisor n),
+// 0 for n = 1; with n = 0 both mean and std are NaN.
 struct MeanStd {
   double mean = 0, std = 0;
   int64_t n = 0;
 };
-MeanStd mean_std(const std::vector<double>& values);
+MeanStd mean_std(const std::vector<double>& values, bool population = false);
 
 // An ROC plot as one inline <svg> element for report.html: well-formed XML, no
 // scripts. Each entry is (label, curve, AUC) and becomes a coloured curve and a

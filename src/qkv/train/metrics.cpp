@@ -1,5 +1,7 @@
 #include "qkv/train/metrics.h"
 
+#include <algorithm>
+
 #include <torch/torch.h>
 
 #include <cmath>
@@ -91,8 +93,11 @@ void AccuracyMetric::load_totals(const std::vector<double>& v) {
   }
 }
 
-at::Tensor classification_loss(const at::Tensor& logits, const at::Tensor& target, double label_smoothing) {
+at::Tensor classification_loss(const at::Tensor& logits, const at::Tensor& target, double label_smoothing,
+                               bool smooth_over_others) {
   const int64_t classes = logits.size(-1);
+  if (smooth_over_others && classes > 1)
+    label_smoothing = std::min(1.0, label_smoothing * static_cast<double>(classes) / static_cast<double>(classes - 1));
   namespace F = torch::nn::functional;
   return F::cross_entropy(logits.reshape({-1, classes}), target.reshape({-1}),
                           F::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex).label_smoothing(label_smoothing));

@@ -54,7 +54,10 @@ class AccuracyMetric : public MetricAccumulator {
   std::vector<std::vector<int64_t>> confusion_;
 };
 
-// Mean cross entropy over the scored positions, with label smoothing.
-at::Tensor classification_loss(const at::Tensor& logits, const at::Tensor& target, double label_smoothing);
+// Mean cross entropy over the scored positions, with label smoothing: spread
+// over all classes (PyTorch), or with smooth_over_others over the classes but
+// the target (DGCNN's loss; the same as PyTorch's at smoothing x C / (C - 1)).
+at::Tensor classification_loss(const at::Tensor& logits, const at::Tensor& target, double label_smoothing,
+                               bool smooth_over_others = false);
 
 }  // namespace qkv::train

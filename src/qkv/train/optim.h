@@ -19,7 +19,10 @@ struct OptimConfig {
   std::string schedule = "cosine";  // constant | step | cosine
   int64_t step_size = 20;           // step: epochs between decays
   double gamma = 0.5;               // step: decay factor
-  double min_lr = 0.0;              // cosine: final learning rate
+  // step: epochs added before dividing by step_size; 1 = each decay one epoch
+  // early, as PyTorch's StepLR stepped at the start of every epoch does.
+  int64_t step_offset = 0;
+  double min_lr = 0.0;              // cosine: final learning rate; step: the floor
   int64_t warmup_epochs = 0;        // linear warm-up before the schedule
 
   void validate() const;  // throws ConfigError naming the key
@@ -35,7 +38,12 @@ void visit_fields(OptimConfig& c, V&& visit) {
   visit(Field{"schedule", "learning-rate schedule: constant, step or cosine (per epoch)"}, c.schedule);
   visit(Field{"step_size", "step schedule: epochs between decays"}.at_least(1), c.step_size);
   visit(Field{"gamma", "step schedule: decay factor"}.range(0, 1), c.gamma);
-  visit(Field{"min_lr", "cosine schedule: final learning rate"}.at_least(0), c.min_lr);
+  visit(Field{"step_offset",
+              "step schedule: epochs added before dividing by --step-size (1: each decay an epoch early, as a StepLR "
+              "stepped at the start of each epoch)"}
+            .range(0, 1 << 20),
+        c.step_offset);
+  visit(Field{"min_lr", "cosine schedule: final learning rate; step schedule: the lowest"}.at_least(0), c.min_lr);
   visit(Field{"warmup_epochs", "linear warm-up epochs before the schedule"}.at_least(0), c.warmup_epochs);
 }
 

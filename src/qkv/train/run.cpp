@@ -38,7 +38,7 @@ nlohmann::json resolved_options(const RunRequest& r) {
 }  // namespace
 
 nlohmann::json run_config(const RunRequest& r) {
-  return {{"qkv_version", qkv_version()},
+  nlohmann::json config = {{"qkv_version", qkv_version()},
           {"command", r.command},
           {"seed", r.seed},
           {"threads", at::get_num_threads()},
@@ -49,6 +49,8 @@ nlohmann::json run_config(const RunRequest& r) {
           {"train", r.train.to_json()},
           {"init_weights", r.init_weights},
           {"resumes", r.resumes}};
+  if (!r.recipe.is_null()) config["recipe"] = r.recipe;
+  return config;
 }
 
 TrainConfig effective_train_config(const RunRequest& r) {
@@ -74,6 +76,7 @@ RunRequest stored_request(const std::string& dir, const std::string& command) {
     r.device = stored.value("device", "cpu");
     r.train = TrainConfig::from_json(stored.at("train"));
     r.resumes = stored.value("resumes", nlohmann::json::array());
+    if (stored.contains("recipe")) r.recipe = stored.at("recipe");
   } catch (const nlohmann::json::exception& e) {
     throw DataError(ckpt + ": stored run configuration is incomplete (" + e.what() + ")");
   }

@@ -23,6 +23,9 @@ struct RunRequest {
   uint64_t seed = 0;
   std::string device = "cpu";
   TrainConfig train;  // as first recorded; a resume may only extend the epochs
+  // The --recipe the options came from (name, source, what it set and what
+  // the command line kept), or null.
+  nlohmann::json recipe;
   // One object per --resume (qkv version, epochs, threads, from_epoch), so
   // config.json keeps the original settings and says what changed.
   nlohmann::json resumes = nlohmann::json::array();

@@ -13,6 +13,7 @@
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
 #include "qkv/core/json_file.h"
+#include "qkv/distributed/sync_batch_norm.h"
 #include "qkv/train/progress.h"
 #include "qkv/train/report.h"
 
@@ -90,8 +91,32 @@ void TrainConfig::validate() const {
   if (eval_batch_size < 0) throw ConfigError("eval_batch_size", "must be >= 0");
   if (!(clip_grad_norm >= 0) || !std::isfinite(clip_grad_norm)) throw ConfigError("clip_grad_norm", "must be >= 0");
   if (!(label_smoothing >= 0 && label_smoothing < 1)) throw ConfigError("label_smoothing", "must be in [0, 1)");
+  if (label_smoothing_over != "all" && label_smoothing_over != "others")
+    throw ConfigError("label_smoothing_over", label_smoothing_over + ": expected all or others");
+  if (label_smoothing_over == "others" && label_smoothing > 0.5)
+    throw ConfigError("label_smoothing", "must be at most 0.5 when spread over the other classes (two classes would swap)");
+  if (!(bn_momentum >= 0 && bn_momentum <= 1)) throw ConfigError("bn_momentum", "must be in [0, 1]");
+  if (!(bn_momentum_gamma > 0 && bn_momentum_gamma <= 1)) throw ConfigError("bn_momentum_gamma", "must be in (0, 1]");
+  if (!(bn_momentum_min >= 0 && bn_momentum_min <= bn_momentum))
+    throw ConfigError("bn_momentum_min", "must be in [0, bn_momentum]");
   if (patience < 0) throw ConfigError("patience", "must be >= 0 (0 = no early stopping)");
   optim.validate();
+}
+
+double batch_norm_momentum_at(const TrainConfig& c, int64_t epoch) {
+  const double decays = static_cast<double>(epoch / std::max<int64_t>(1, c.optim.step_size));
+  return std::max(c.bn_momentum_min, c.bn_momentum * std::pow(c.bn_momentum_gamma, decays));
+}
+
+void set_batch_norm_momentum(torch::nn::Module& module, double momentum) {
+  auto set = [momentum](torch::nn::Module* m) {
+    if (auto* sync = dynamic_cast<distributed::SyncBatchNormImpl*>(m)) sync->momentum = momentum;
+    if (auto* b = dynamic_cast<torch::nn::BatchNorm1dImpl*>(m)) b->options.momentum(momentum);
+    if (auto* b = dynamic_cast<torch::nn::BatchNorm2dImpl*>(m)) b->options.momentum(momentum);
+    if (auto* b = dynamic_cast<torch::nn::BatchNorm3dImpl*>(m)) b->options.momentum(momentum);
+  };
+  set(&module);  // the module itself need not live in a shared_ptr, which modules(true) demands
+  for (const auto& m : module.modules(/*include_self=*/false)) set(m.get());
 }
 
 nlohmann::json evaluate(models::Model& model, const data::Dataset& dataset, int64_t batch_size, c10::Device device,
@@ -232,6 +257,7 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
   for (int64_t epoch = state.epoch; epoch < config.epochs; ++epoch) {
     const double lr = lr_at(config.optim, epoch, config.epochs);
     set_lr(*optimizer, lr);
+    set_batch_norm_momentum(model, batch_norm_momentum_at(config, epoch));
     const auto order = epoch_order(n_train, config.seed, epoch);
     model.train();
     ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config.epochs), batches,
@@ -245,7 +271,8 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
       batch = batch.to(device);
 
       auto logits = model.forward(batch);
-      auto loss = classification_loss(logits, batch.target, config.label_smoothing);
+      auto loss = classification_loss(logits, batch.target, config.label_smoothing,
+                                      config.label_smoothing_over == "others");
       double count = 0, correct = 0;
       {
         torch::NoGradGuard no_grad;
@@ -372,11 +399,13 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
     if (writer) save_checkpoint(paths.best_checkpoint(), model, nullptr, state);
   }
   if (!state.history.empty()) summary["final_train_loss"] = state.history.back().at("train_loss");
+  const models::ModelPtr tester = hooks.test_model ? hooks.test_model(model) : nullptr;
+  models::Model& test_with = tester ? *tester : model;
   if (splits.test && splits.test->size() > 0)
-    summary["test"] = evaluate(model, *splits.test, eval_batch, device, final_metrics, group);
+    summary["test"] = evaluate(test_with, *splits.test, eval_batch, device, final_metrics, group);
   for (const auto& [name, dataset] : hooks.extra_tests)
     if (dataset && dataset->size() > 0)
-      summary["test_" + name] = evaluate(model, *dataset, eval_batch, device, final_metrics, group);
+      summary["test_" + name] = evaluate(test_with, *dataset, eval_batch, device, final_metrics, group);
   if (writer) {
     write_file_atomic(paths.summary(), json_text(summary) + "\n");
     write_metrics_jsonl(paths, state.history);

@@ -30,6 +30,16 @@ struct TrainConfig {
   OptimConfig optim;
   double clip_grad_norm = 0.0;  // max global L2 norm; 0 = off
   double label_smoothing = 0.0;
+  // Where label smoothing puts its mass: "all" classes alike (PyTorch's
+  // cross_entropy: the target gets 1 - e + e/C) or the "others" only (DGCNN's
+  // and Vector Neurons' loss: the target gets 1 - e, each other class e/(C-1)).
+  std::string label_smoothing_over = "all";
+  // Batch-norm momentum, for every batch-norm layer: bn_momentum x
+  // bn_momentum_gamma^(epoch / optim.step_size), at least bn_momentum_min
+  // (Vector Neurons' segmentation: 0.1, 0.5, 0.01). gamma 1 = constant.
+  double bn_momentum = 0.1;
+  double bn_momentum_gamma = 1.0;
+  double bn_momentum_min = 0.0;
   std::string select_metric = "accuracy";  // validation metric for model selection; "loss" is minimised
   // Early stopping: end training after this many epochs without a better
   // validation score (the selected weights are the best epoch's either way); 0 = off.
@@ -54,6 +64,13 @@ void visit_fields(TrainConfig& c, V&& visit) {
   visit_fields(c.optim, visit);
   visit(Field{"clip_grad_norm", "clip the global gradient L2 norm; 0 = off"}.at_least(0), c.clip_grad_norm);
   visit(Field{"label_smoothing", "label smoothing of the cross-entropy loss"}.range(0, 0.999), c.label_smoothing);
+  visit(Field{"label_smoothing_over",
+              "all (PyTorch: every class gets smoothing/C) or others (DGCNN: the other classes share the smoothing)"},
+        c.label_smoothing_over);
+  visit(Field{"bn_momentum", "batch-norm momentum (PyTorch's 0.1)"}.range(0, 1), c.bn_momentum);
+  visit(Field{"bn_momentum_gamma", "batch-norm momentum decay factor every --step-size epochs; 1 = constant"}.range(0, 1),
+        c.bn_momentum_gamma);
+  visit(Field{"bn_momentum_min", "lowest batch-norm momentum of the decay"}.range(0, 1), c.bn_momentum_min);
   visit(Field{"select_metric", "validation metric that picks the best epoch (loss is minimised, others maximised)"},
         c.select_metric);
   visit(Field{"patience", "stop after this many epochs without a better validation score; 0 = train all epochs"}.at_least(0),
@@ -69,6 +86,10 @@ struct TrainHooks {
   // More test sets, evaluated once with the selected weights into summary.json
   // under "test_<name>" (e.g. the SO(3)-rotated test set of a z/z run).
   std::vector<std::pair<std::string, data::DatasetPtr>> extra_tests;
+  // The model the test sets (test and extra_tests) are scored with, built
+  // from the trained one (e.g. tasks::VoteAveraged when the test sets hold
+  // several views per sample); default: the trained model.
+  std::function<models::ModelPtr(models::Model& trained)> test_model;
   bool live_progress = false;                              // progress bar on stderr
   bool quiet = false;                                      // no per-epoch lines
   std::string title = "qkv run";
@@ -103,6 +124,13 @@ struct TrainResult {
 TrainResult train(models::Model& model, const data::Splits& splits, const TrainConfig& config, c10::Device device,
                   const std::string& out_dir, const nlohmann::json& run_config, bool resume,
                   const TrainHooks& hooks = {});
+
+// The batch-norm momentum of 0-based `epoch`: bn_momentum x
+// bn_momentum_gamma^(epoch / optim.step_size), at least bn_momentum_min.
+double batch_norm_momentum_at(const TrainConfig& config, int64_t epoch);
+// Sets the momentum of every batch-norm layer of `module` (qkv's
+// SyncBatchNorm, which every model uses, and LibTorch's BatchNorm1d/2d/3d).
+void set_batch_norm_momentum(torch::nn::Module& module, double momentum);
 
 // UsageError unless a run trained by `stored` ranks is resumed by as many;
 // `dir` names the run folder.

@@ -1,0 +1,51 @@
+// The batch-norm momentum schedule (Vector Neurons' part segmentation) and
+// that setting it reaches every batch-norm layer a model has.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "qkv/core/errors.h"
+#include "qkv/distributed/sync_batch_norm.h"
+#include "qkv/models/model.h"
+#include "qkv/train/trainer.h"
+#include "qkv/vn/vn_layers.h"
+
+using namespace qkv;
+
+TEST(BatchNormMomentum, StepDecayWithAFloor) {
+  train::TrainConfig c;
+  c.optim.step_size = 20;
+  EXPECT_DOUBLE_EQ(train::batch_norm_momentum_at(c, 0), 0.1);  // constant by default
+  EXPECT_DOUBLE_EQ(train::batch_norm_momentum_at(c, 100), 0.1);
+  c.bn_momentum_gamma = 0.5;
+  c.bn_momentum_min = 0.01;
+  EXPECT_DOUBLE_EQ(train::batch_norm_momentum_at(c, 19), 0.1);
+  EXPECT_DOUBLE_EQ(train::batch_norm_momentum_at(c, 20), 0.05);
+  EXPECT_DOUBLE_EQ(train::batch_norm_momentum_at(c, 60), 0.0125);
+  EXPECT_DOUBLE_EQ(train::batch_norm_momentum_at(c, 80), 0.01);
+  c.bn_momentum_min = 0.2;
+  EXPECT_THROW(c.validate(), ConfigError);
+}
+
+TEST(BatchNormMomentum, ReachesEveryBatchNormLayer) {
+  struct Net : torch::nn::Module {
+    Net() {
+      sync = register_module("sync", distributed::SyncBatchNorm(4));
+      vn = register_module("vn", vn::VNBatchNorm(3));
+      plain = register_module("plain", torch::nn::BatchNorm1d(5));
+      inner = register_module("inner", torch::nn::Sequential(torch::nn::BatchNorm3d(2)));
+    }
+    distributed::SyncBatchNorm sync{nullptr};
+    vn::VNBatchNorm vn{nullptr};
+    torch::nn::BatchNorm1d plain{nullptr};
+    torch::nn::Sequential inner{nullptr};
+  } net;
+  train::set_batch_norm_momentum(net, 0.025);
+  EXPECT_DOUBLE_EQ(net.sync->momentum, 0.025);
+  EXPECT_DOUBLE_EQ(net.vn->momentum, 0.025);
+  EXPECT_DOUBLE_EQ(net.plain->options.momentum().value(), 0.025);
+  EXPECT_DOUBLE_EQ(net.inner[0]->as<torch::nn::BatchNorm3d>()->options.momentum().value(), 0.025);
+  // And the running statistics move by that much: one batch of all-ones from (0, 1).
+  net.sync->train();
+  net.sync->forward(torch::ones({8, 4}));
+  EXPECT_NEAR(net.sync->running_mean[0].item<double>(), 0.025, 1e-7);
+}
