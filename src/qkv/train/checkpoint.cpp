@@ -11,6 +11,7 @@
 #include "qkv/core/errors.h"
 #include "qkv/core/file_input.h"
 #include "qkv/core/json_file.h"
+#include "qkv/core/zip_entries.h"
 
 namespace qkv::train {
 namespace {
@@ -37,6 +38,7 @@ std::vector<char> read_payload(const std::vector<char>& bytes, const std::string
 
 torch::serialize::InputArchive open_archive(const std::vector<char>& file, const std::string& path) {
   std::vector<char> payload = read_payload(file, path);
+  check_zip_entries(payload.data(), payload.size(), path);  // sizes LibTorch would allocate unchecked
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(payload.data(), payload.size());
