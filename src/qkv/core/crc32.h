@@ -1,5 +1,5 @@
 #pragma once
-// CRC-32 (the zlib / PNG polynomial): checkpoint headers and PNG chunks.
+// CRC-32 (zlib's, the PNG / gzip polynomial) of checkpoint payloads.
 #include <cstddef>
 #include <cstdint>
 

@@ -138,13 +138,14 @@ bool decode(PngErrorSink& err, MemoryReader& reader, std::vector<uint8_t>& pixel
 
 }  // namespace
 
-void write_png_rgb(const std::string& path, int64_t width, int64_t height, const std::vector<uint8_t>& rgb) {
+std::vector<uint8_t> encode_png_rgb(int64_t width, int64_t height, const std::vector<uint8_t>& rgb,
+                                    const std::string& what) {
   if (width < 1 || height < 1 || width > kMaxSide || height > kMaxSide)
-    throw DataError(path + ": cannot write a " + std::to_string(width) + "x" + std::to_string(height) +
+    throw DataError(what + ": cannot write a " + std::to_string(width) + "x" + std::to_string(height) +
                     " PNG (each side must be 1.." + std::to_string(kMaxSide) + ")");
   const auto expected = static_cast<uint64_t>(width) * static_cast<uint64_t>(height) * 3;
   if (rgb.size() != expected)
-    throw DataError(path + ": " + std::to_string(rgb.size()) + " bytes of pixels for a " + std::to_string(width) +
+    throw DataError(what + ": " + std::to_string(rgb.size()) + " bytes of pixels for a " + std::to_string(width) +
                     "x" + std::to_string(height) + " RGB image, expected " + std::to_string(expected));
   std::vector<png_bytep> rows(static_cast<size_t>(height));
   for (size_t y = 0; y < rows.size(); ++y)
@@ -153,23 +154,32 @@ void write_png_rgb(const std::string& path, int64_t width, int64_t height, const
   PngErrorSink err{};
   MemoryWriter writer{&encoded};
   if (!encode(err, writer, static_cast<png_uint_32>(width), static_cast<png_uint_32>(height), rows.data()))
-    throw DataError(path + ": PNG encoding failed: " + err.message);
+    throw DataError(what + ": PNG encoding failed: " + err.message);
+  return encoded;
+}
+
+void write_png_rgb(const std::string& path, int64_t width, int64_t height, const std::vector<uint8_t>& rgb) {
+  const auto encoded = encode_png_rgb(width, height, rgb, path);
   write_file_atomic(path, encoded.data(), encoded.size());
 }
 
-std::vector<uint8_t> read_png_rgb(const std::string& path, int64_t& width, int64_t& height) {
-  const std::vector<char> bytes = read_file_bytes(path);
-  if (bytes.size() < 8 || png_sig_cmp(reinterpret_cast<png_const_bytep>(bytes.data()), 0, 8) != 0)
-    throw DataError(path + ": not a PNG file");
-  MemoryReader reader{reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0};
+std::vector<uint8_t> decode_png_rgb(const uint8_t* data, size_t size, int64_t& width, int64_t& height,
+                                    const std::string& what) {
+  if (size < 8 || png_sig_cmp(data, 0, 8) != 0) throw DataError(what + ": not a PNG file");
+  MemoryReader reader{data, size, 0};
   PngErrorSink err{};
   std::vector<uint8_t> pixels;
   std::vector<png_bytep> rows;
   png_uint_32 w = 0, h = 0;
-  if (!decode(err, reader, pixels, rows, w, h)) throw DataError(path + ": cannot read PNG: " + err.message);
+  if (!decode(err, reader, pixels, rows, w, h)) throw DataError(what + ": cannot read PNG: " + err.message);
   width = w;
   height = h;
   return pixels;
+}
+
+std::vector<uint8_t> read_png_rgb(const std::string& path, int64_t& width, int64_t& height) {
+  const std::vector<char> bytes = read_file_bytes(path);
+  return decode_png_rgb(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), width, height, path);
 }
 
 std::array<uint8_t, 3> heat_colour(double t) {

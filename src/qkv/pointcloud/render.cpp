@@ -6,51 +6,10 @@
 #include <numeric>
 
 #include "qkv/core/atomic_file.h"
-#include "qkv/core/crc32.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/png.h"
 
 namespace qkv::pointcloud {
-namespace {
-
-void put_be32(std::vector<uint8_t>& out, uint32_t v) {
-  for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<uint8_t>(v >> s));
-}
-
-void put_chunk(std::vector<uint8_t>& png, const char* type, const std::vector<uint8_t>& data) {
-  put_be32(png, static_cast<uint32_t>(data.size()));
-  std::vector<uint8_t> body(type, type + 4);
-  body.insert(body.end(), data.begin(), data.end());
-  png.insert(png.end(), body.begin(), body.end());
-  put_be32(png, crc32(body.data(), body.size()));
-}
-
-// A zlib stream of stored (uncompressed) deflate blocks: valid for every PNG
-// reader, and a 480x480 image is only ~700 KB.
-std::vector<uint8_t> zlib_stored(const std::vector<uint8_t>& raw) {
-  std::vector<uint8_t> z = {0x78, 0x01};
-  size_t pos = 0;
-  do {
-    const size_t len = std::min<size_t>(65535, raw.size() - pos);
-    const bool last = pos + len == raw.size();
-    z.push_back(last ? 1 : 0);
-    z.push_back(static_cast<uint8_t>(len & 0xFF));
-    z.push_back(static_cast<uint8_t>(len >> 8));
-    z.push_back(static_cast<uint8_t>(~len & 0xFF));
-    z.push_back(static_cast<uint8_t>((~len >> 8) & 0xFF));
-    z.insert(z.end(), raw.begin() + static_cast<std::ptrdiff_t>(pos),
-             raw.begin() + static_cast<std::ptrdiff_t>(pos + len));
-    pos += len;
-  } while (pos < raw.size());
-  uint32_t a = 1, b = 0;  // Adler-32
-  for (uint8_t byte : raw) {
-    a = (a + byte) % 65521;
-    b = (b + a) % 65521;
-  }
-  put_be32(z, (b << 16) | a);
-  return z;
-}
-
-}  // namespace
 
 std::vector<uint8_t> render_points_png(const Mesh& cloud, int size) {
   if (cloud.vertices.empty()) throw DataError("render_points_png: empty point cloud");
@@ -85,22 +44,7 @@ std::vector<uint8_t> render_points_png(const Mesh& cloud, int size) {
           rgb[(static_cast<size_t>(y) * size + x) * 3 + k] = static_cast<uint8_t>(c[static_cast<size_t>(k)] * shade);
       }
   }
-  std::vector<uint8_t> raw;
-  raw.reserve(rgb.size() + size);
-  for (int y = 0; y < size; ++y) {
-    raw.push_back(0);  // filter: none
-    raw.insert(raw.end(), rgb.begin() + static_cast<std::ptrdiff_t>(y) * size * 3,
-               rgb.begin() + static_cast<std::ptrdiff_t>(y + 1) * size * 3);
-  }
-  std::vector<uint8_t> png = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
-  std::vector<uint8_t> ihdr;
-  put_be32(ihdr, static_cast<uint32_t>(size));
-  put_be32(ihdr, static_cast<uint32_t>(size));
-  ihdr.insert(ihdr.end(), {8, 2, 0, 0, 0});  // 8-bit RGB, deflate, no filter method, no interlace
-  put_chunk(png, "IHDR", ihdr);
-  put_chunk(png, "IDAT", zlib_stored(raw));
-  put_chunk(png, "IEND", {});
-  return png;
+  return encode_png_rgb(size, size, rgb, "point-cloud picture");
 }
 
 void write_points_png(const std::string& path, const Mesh& cloud, int size) {

@@ -1,7 +1,7 @@
 #pragma once
 // A point cloud drawn as discs in a fixed three-quarter orthographic view and
-// written as a PNG (no image library: stored deflate blocks). Enough to look at
-// attention colourings without a 3-D viewer.
+// written as a PNG (through libpng, core/png.h). Enough to look at attention
+// colourings without a 3-D viewer.
 #include <cstdint>
 #include <string>
 #include <vector>
