@@ -124,6 +124,14 @@ TEST(CoAttention, ModuleAddsResidualsThenReluThenLayerNorm) {
   auto expected = (pre - mean) / torch::sqrt(var + 1e-5) * P["norm.weight"] + P["norm.bias"];
   EXPECT_TRUE(torch::allclose(out.hidden, expected, 1e-9, 1e-9));
   EXPECT_THROW(block->forward(m, s.slice(1, 0, 5)), UsageError);
+  // key_dim_init replaces the head width as d_k's first value; the scores follow.
+  torch::manual_seed(5);
+  models::MultiHeadCoAttention sharp(3, 5, 4, 2, 0.0, 0.125);
+  sharp->to(torch::kDouble);
+  EXPECT_DOUBLE_EQ(sharp->named_parameters()["key_dim"].item<double>(), 0.125);
+  EXPECT_TRUE(torch::allclose(sharp->forward(m, s).attention.scores, out.attention.scores * 4.0, 1e-9, 1e-9));
+  EXPECT_EQ(models::MHCAOptions::from_json({{"key_dim_init", 0.5}, {"features", 441}}).key_dim_init, 0.5);
+  EXPECT_THROW(models::MHCAOptions::from_json({{"key_dim_init", -1}}), UsageError);
 }
 
 // Token t's receptive field by interval arithmetic, layer by layer from the

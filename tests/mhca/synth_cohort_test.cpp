@@ -471,6 +471,8 @@ TEST(SynthCohortOptionsTest, BadOptionsAreUsageErrorsNamingTheOption) {
   EXPECT_NE(bad([](auto& o) { o.shape = {4, 27, 23}; }).find("--shape"), std::string::npos);
   EXPECT_NE(bad([](auto& o) { o.missing_fraction = -0.1; }).find("--missing-fraction"), std::string::npos);
   EXPECT_NE(bad([](auto& o) { o.planted_class_sites = -1; }).find("--planted-class-sites"), std::string::npos);
+  EXPECT_NE(bad([](auto& o) { o.planted_interaction_sites = -1; }).find("--planted-interaction-sites"),
+            std::string::npos);
   EXPECT_NE(bad([](auto& o) { o.threads = -1; }).find("--threads"), std::string::npos);
   EXPECT_EQ(bad([](auto&) {}), "(no UsageError)");
 
@@ -497,3 +499,88 @@ TEST(SynthCohortOptionsTest, AFileWhereTheFolderShouldBeIsRefused) {
 }
 
 }  // namespace
+
+// The cross-modal benchmark's sites: in PD each follows its region's binding
+// ratio, in controls nothing; neither modality alone shows them. Adding them
+// leaves the volumes and the other planted sites as they were.
+TEST(SynthCohortInteraction, SitesFollowTheirRegionInPdOnlyAndTheRestOfTheCohortStays) {
+  auto options = small_options();
+  options.subjects = 160;
+  options.pd_fraction = 0.5;
+  options.cpg = 300;
+  options.shape = {23, 27, 23};
+  options.seed = 4;
+  const std::string plain = qkv::testing::fresh_dir("synth_interaction_plain");
+  write_synth_cohort(plain, options);
+  options.planted_interaction_sites = 8;
+  const std::string crossed = qkv::testing::fresh_dir("synth_interaction");
+  write_synth_cohort(crossed, options);
+  auto in = [](const std::string& dir, const std::string& name) { return (fs::path(dir) / name).string(); };
+
+  for (const auto& f : relative_files(in(plain, "spect")))
+    EXPECT_TRUE(same_bytes(in(plain, "spect/" + f), in(crossed, "spect/" + f))) << f;
+  EXPECT_TRUE(same_bytes(in(plain, "manifest.csv"), in(crossed, "manifest.csv")));
+
+  const auto truth = read_json(in(crossed, "ground_truth.json"));
+  const auto plain_truth = read_json(in(plain, "ground_truth.json"));
+  const auto table = qkv::data::read_methylation_table(in(crossed, "methylation.csv"));
+  const auto plain_table = qkv::data::read_methylation_table(in(plain, "methylation.csv"));
+  ASSERT_EQ(table.cpg_ids, plain_table.cpg_ids);
+  EXPECT_EQ(truth["options"]["planted_interaction_sites"], 8);
+  // Class and putamen sites: the same columns with the same values.
+  std::vector<json> interactions;
+  for (const auto& site : truth["informative_sites"])
+    if (site["kind"] == "interaction") interactions.push_back(site);
+  std::vector<json> others;
+  for (const auto& site : truth["informative_sites"])
+    if (site["kind"] != "interaction") others.push_back(site);
+  ASSERT_EQ(others.size(), plain_truth["informative_sites"].size());
+  for (size_t i = 0; i < others.size(); ++i) {
+    ASSERT_EQ(others[i]["id"], plain_truth["informative_sites"][i]["id"]);
+    const int64_t c = others[i]["column"];
+    for (int64_t r = 0; r < table.rows(); ++r) {
+      const float a = table.at(r, c), b = plain_table.at(r, c);
+      EXPECT_TRUE(a == b || (std::isnan(a) && std::isnan(b))) << others[i]["id"] << " row " << r;
+    }
+  }
+
+  ASSERT_EQ(interactions.size(), 8u);
+  const std::vector<std::string> regions = {"left caudate", "right caudate", "left putamen", "right putamen"};
+  std::vector<double> in_pd, in_controls, mean_shift;
+  std::map<std::string, int> per_region;
+  for (const auto& site : interactions) {
+    const std::string region = site["region"];
+    const auto named = std::find(regions.begin(), regions.end(), region);
+    ASSERT_NE(named, regions.end()) << region;
+    EXPECT_EQ(site["striatum_mask_label"], named - regions.begin() + 1) << region;
+    ++per_region[region];
+    const std::string side = region.substr(0, region.find(' '));
+    const std::string structure = region.substr(region.find(' ') + 1) + "_binding_ratio";
+    const int64_t c = site["column"];
+    // Correlation with the region's true BR, per class; standardized PD - control mean difference.
+    std::array<std::array<double, 6>, 2> s{};  // n, sx, sy, sxx, syy, sxy
+    for (int64_t r = 0; r < table.rows(); ++r) {
+      const double y = table.at(r, c);
+      if (std::isnan(y)) continue;
+      const auto& subject = truth["subjects"][r];
+      const double x = subject[structure][side];
+      auto& a = s[subject["label"].get<int>()];
+      a[0] += 1, a[1] += x, a[2] += y, a[3] += x * x, a[4] += y * y, a[5] += x * y;
+    }
+    auto correlation = [](const std::array<double, 6>& a) {
+      const double n = a[0];
+      return (a[5] - a[1] * a[2] / n) / std::sqrt((a[3] - a[1] * a[1] / n) * (a[4] - a[2] * a[2] / n));
+    };
+    const double sign = site["nominal_correlation_in_pd"].get<double>() > 0 ? 1 : -1;
+    in_pd.push_back(sign * correlation(s[1]));
+    in_controls.push_back(std::abs(correlation(s[0])));
+    const double sd0 = std::sqrt((s[0][4] - s[0][2] * s[0][2] / s[0][0]) / (s[0][0] - 1));
+    mean_shift.push_back(std::abs(s[1][2] / s[1][0] - s[0][2] / s[0][0]) / sd0);
+  }
+  for (const auto& region : regions) EXPECT_EQ(per_region[region], 2) << region;  // in turn
+  EXPECT_GT(median(in_pd), 0.45);
+  EXPECT_LT(median(in_controls), 0.2);
+  EXPECT_LT(median(mean_shift), 0.25) << "an interaction site's mean should not tell PD from controls";
+  fs::remove_all(plain);
+  fs::remove_all(crossed);
+}

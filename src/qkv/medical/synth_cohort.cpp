@@ -80,6 +80,9 @@ json ground_truth(const SynthCohortOptions& o, const Anatomy& anatomy, const Gri
       {"class_sites", "logit shift +-d*sd in PD, d ~ U(0.3, 0.65)"},
       {"putamen_sites", "logit slope per unit of mean putamen BR, centred at 2.2, for correlation rho ~ U(0.4, 0.7)"},
       {"putamen_reference_br", kPutamenReferenceBr},
+      {"interaction_sites",
+       "in PD only, logit slope per unit of the named region's BR, centred at the region's mean BR over the PD "
+       "subjects, for a within-PD correlation rho ~ U(0.6, 0.85); the same mean in PD and controls"},
       {"missing_fraction", o.missing_fraction},
   };
 
@@ -99,6 +102,16 @@ json ground_truth(const SynthCohortOptions& o, const Anatomy& anatomy, const Gri
         entry["reference_beta"] = sigmoid(site.mu);
         entry["logit_slope_per_br"] = site.putamen_slope;
         entry["nominal_correlation"] = site.effect;
+        informative.push_back(entry);
+        break;
+      case SiteKind::kInteraction:
+        entry["reference_beta"] = sigmoid(site.mu);
+        entry["region"] = kStriatalRegionNames[static_cast<size_t>(site.region)];
+        entry["striatum_mask_label"] = site.region + 1;
+        entry["pd_reference_br"] = site.region_reference;
+        entry["pd_region_br_sd"] = site.region_pd_sd;
+        entry["logit_slope_per_br_in_pd"] = site.interaction_slope;
+        entry["nominal_correlation_in_pd"] = site.effect;
         informative.push_back(entry);
         break;
       case SiteKind::kAge:
@@ -164,7 +177,10 @@ void SynthCohortOptions::validate() const {
   if (planted_putamen_sites < 0) {
     fail("--planted-putamen-sites must be >= 0, got " + std::to_string(planted_putamen_sites));
   }
-  const int64_t planted = planted_class_sites + planted_putamen_sites;
+  if (planted_interaction_sites < 0) {
+    fail("--planted-interaction-sites must be >= 0, got " + std::to_string(planted_interaction_sites));
+  }
+  const int64_t planted = planted_class_sites + planted_putamen_sites + planted_interaction_sites;
   if (cpg <= planted) {
     fail("--cpg must exceed the planted sites (" + std::to_string(planted) + "), got " + std::to_string(cpg));
   }
@@ -196,6 +212,7 @@ json SynthCohortOptions::to_json() const {
           {"atlas", atlas},
           {"planted_class_sites", planted_class_sites},
           {"planted_putamen_sites", planted_putamen_sites},
+          {"planted_interaction_sites", planted_interaction_sites},
           {"missing_fraction", missing_fraction},
           {"seed", seed}};
 }
@@ -221,7 +238,7 @@ SynthCohortSummary write_synth_cohort(const std::string& out_dir, const SynthCoh
   const Anatomy anatomy = load_anatomy(options.atlas);
   const GridPlan plan = make_plan(options.shape, anatomy);
   const std::vector<Subject> subjects = draw_subjects(options, anatomy);
-  const MethylationPlan meth = plan_methylation(options);
+  const MethylationPlan meth = plan_methylation(options, subjects);
   const int64_t workers = parallel_workers(options.subjects, options.threads);
 
   data::MethylationTable table;

@@ -83,6 +83,18 @@
 //   linear in the subject's mean putamen BR (mean of left and right), slope
 //   chosen for a nominal correlation rho ~ U(0.4, 0.7) over a cohort whose BR
 //   has sd 0.45, sign random.
+//   interaction sites (planted_interaction_sites, 0 by default; the cross-
+//   modal benchmark): intermediate sites, each tied to one striatal region
+//   (in turn left caudate, right caudate, left putamen, right putamen). In PD
+//   only, the logit moves with that region's binding ratio: slope * (BR -
+//   mean BR of the cohort's PD subjects), the slope set for a within-PD
+//   correlation rho ~ U(0.6, 0.85), sign random; controls have no such term.
+//   The site's mean is therefore the same in PD and in controls and the
+//   region's uptake alone says nothing of the site: only a model that reads
+//   the site together with that region's uptake can use it (a PD subject with
+//   near-normal uptake has the site shifted, a control with the same uptake
+//   does not). Its only marginal trace is a larger spread in PD (sd / sqrt(1 -
+//   rho^2)). ground_truth.json names each site's region and mask label.
 //   nuisance sites (not informative about PD by construction, listed apart in
 //   ground_truth.json): up to 8 age sites (logit slope +-U(0.02, 0.05) per
 //   year) and up to 8 X-linked sex sites (beta ~0.45 in women, ~0.05 in men);
@@ -116,6 +128,7 @@ struct SynthCohortOptions {
   std::string atlas = "auto";
   int64_t planted_class_sites = 30;    // CpG sites whose beta shifts with PD status
   int64_t planted_putamen_sites = 15;  // CpG sites whose beta follows the mean putamen BR
+  int64_t planted_interaction_sites = 0;  // CpG sites whose PD shift follows one region's BR
   double missing_fraction = 0.001;     // beta cells left empty
   uint64_t seed = 0;
   // Volumes generated at once, on LibTorch's threads (so at most

@@ -1,6 +1,7 @@
 #include "qkv/medical/synth_methylation.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <unordered_set>
@@ -14,7 +15,7 @@ constexpr double kPutamenCohortSd = 0.45;    // nominal sd of mean putamen BR ov
 
 }  // namespace
 
-MethylationPlan plan_methylation(const SynthCohortOptions& o) {
+MethylationPlan plan_methylation(const SynthCohortOptions& o, const std::vector<Subject>& subjects) {
   Rng rng(o.seed, Stream::kSites, 0);
   MethylationPlan plan;
   const int64_t n = o.cpg;
@@ -73,7 +74,37 @@ MethylationPlan plan_methylation(const SynthCohortOptions& o) {
     site.effect = (rng.bernoulli(0.5) ? 1 : -1) * rho;
     site.putamen_slope = site.effect / std::sqrt(1 - rho * rho) * site.sd / kPutamenCohortSd;
   }
-  const int64_t background = n - o.planted_class_sites - o.planted_putamen_sites;
+  // Interaction sites after the others, so that a cohort without them draws
+  // exactly what it drew before they existed.
+  std::array<double, kStriatalRegions> pd_mean{}, pd_sd{};
+  if (o.planted_interaction_sites > 0) {
+    for (int r = 0; r < kStriatalRegions; ++r) {
+      double sum = 0, sum_sq = 0, count = 0;
+      for (const Subject& s : subjects) {
+        if (s.label != 1) continue;
+        sum += s.region_br(r);
+        sum_sq += s.region_br(r) * s.region_br(r);
+        count += 1;
+      }
+      pd_mean[r] = count > 0 ? sum / count : 0;
+      const double variance = count > 1 ? (sum_sq - sum * sum / count) / (count - 1) : 0;
+      // A cohort with one PD subject has no spread to scale by: the nominal one.
+      pd_sd[r] = variance > 1e-8 ? std::sqrt(variance) : kPutamenCohortSd;
+    }
+  }
+  for (int64_t c = 0; c < o.planted_interaction_sites; ++c) {
+    Site& site = plan.sites[take()];
+    site.kind = SiteKind::kInteraction;
+    site.mu = logit(rng.uniform(0.2, 0.75));
+    site.sd = intermediate_sd();
+    site.region = static_cast<int>(c % kStriatalRegions);
+    const double rho = rng.uniform(0.6, 0.85);
+    site.effect = (rng.bernoulli(0.5) ? 1 : -1) * rho;
+    site.region_reference = pd_mean[site.region];
+    site.region_pd_sd = pd_sd[site.region];
+    site.interaction_slope = site.effect / std::sqrt(1 - rho * rho) * site.sd / site.region_pd_sd;
+  }
+  const int64_t background = n - o.planted_class_sites - o.planted_putamen_sites - o.planted_interaction_sites;
   const int64_t per_nuisance = std::min<int64_t>(8, background / 20);
   for (int64_t c = 0; c < per_nuisance; ++c) {
     Site& site = plan.sites[take()];
@@ -104,6 +135,7 @@ void fill_methylation_row(const MethylationPlan& plan, const Subject& s, int64_t
     const Site& site = plan.sites[j];
     double x = site.mu + site.sd * rng.normal() + site.composition * composition;
     if (s.label == 1) x += site.class_shift;
+    if (s.label == 1 && site.region >= 0) x += site.interaction_slope * (s.region_br(site.region) - site.region_reference);
     x += site.putamen_slope * putamen + site.age_slope * age;
     if (s.female) x += site.female_shift;
     // Four decimals, as array exports write beta-values.
@@ -117,6 +149,7 @@ const char* kind_name(SiteKind k) {
   switch (k) {
     case SiteKind::kClass: return "class";
     case SiteKind::kPutamen: return "putamen";
+    case SiteKind::kInteraction: return "interaction";
     case SiteKind::kAge: return "age";
     case SiteKind::kSex: return "sex";
     default: return "background";

@@ -14,7 +14,7 @@ namespace qkv::mhca::synth {
 
 constexpr double kPutamenReferenceBr = 2.2;  // centre of the putamen-site regression
 
-enum class SiteKind { kBackground, kClass, kPutamen, kAge, kSex };
+enum class SiteKind { kBackground, kClass, kPutamen, kInteraction, kAge, kSex };
 
 struct Site {
   SiteKind kind = SiteKind::kBackground;
@@ -24,7 +24,14 @@ struct Site {
   double age_slope = 0;      // per year above kReferenceAge
   double female_shift = 0;
   double composition = 0;  // loading on the blood-composition factor, in logit units
-  double effect = 0;       // standardized class effect d, or nominal putamen correlation
+  double effect = 0;       // standardized class effect d, or nominal (putamen / in-PD region) correlation
+  // Interaction sites: in PD only, logit += interaction_slope * (BR of
+  // `region` - region_reference), region_reference being the region's mean BR
+  // over the cohort's PD subjects (so the site's mean is the same in PD and in
+  // controls: neither modality alone shows it).
+  int region = -1;
+  double interaction_slope = 0;
+  double region_reference = 0, region_pd_sd = 0;
 };
 
 struct MethylationPlan {
@@ -32,15 +39,17 @@ struct MethylationPlan {
   std::vector<Site> sites;
 };
 
-// The sites, drawn from the (seed, sites) stream.
-MethylationPlan plan_methylation(const SynthCohortOptions& o);
+// The sites, drawn from the (seed, sites) stream; the subjects give the
+// interaction sites' centring and scale.
+MethylationPlan plan_methylation(const SynthCohortOptions& o, const std::vector<Subject>& subjects);
 
 // Subject `row`'s beta-values (NaN where missing) into out[0 .. cpg), drawn
 // from the (seed, methylation, row) stream.
 void fill_methylation_row(const MethylationPlan& plan, const Subject& s, int64_t row, const SynthCohortOptions& o,
                           float* out);
 
-// "class", "putamen", "age", "sex" or "background", as ground_truth.json says.
+// "class", "putamen", "interaction", "age", "sex" or "background", as
+// ground_truth.json says.
 const char* kind_name(SiteKind k);
 
 }  // namespace qkv::mhca::synth

@@ -32,6 +32,10 @@ constexpr double kCountsPer8mm3 = 2.0;
 // shrinks the volumes ~3x instead of ~1.4x.
 constexpr double kStoredSteps = 256;
 
+constexpr int kStriatalRegions = 4;
+constexpr std::array<const char*, kStriatalRegions> kStriatalRegionNames{"left caudate", "right caudate",
+                                                                         "left putamen", "right putamen"};
+
 struct Subject {
   std::string id;
   int64_t label = 0;
@@ -48,6 +52,9 @@ struct Subject {
   std::array<double, 2> caudate_br{}, putamen_br{};
 
   double mean_putamen_br() const { return (putamen_br[0] + putamen_br[1]) / 2; }
+  // Striatal region r's binding ratio, r as striatum_mask.nii.gz labels it
+  // minus one: 0 left caudate, 1 right caudate, 2 left putamen, 3 right putamen.
+  double region_br(int region) const { return region < 2 ? caudate_br[region] : putamen_br[region - 2]; }
   double caudate_level(int side) const {
     return 1 + caudate_specific[side] * (1 - kCaudateLossPerSeverity * side_severity[side]);
   }

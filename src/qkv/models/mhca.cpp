@@ -60,7 +60,9 @@ OptionHelpList classifier_help(const std::set<std::string>& keys) {
       {"hidden", "hidden units of the classifier", code},
       {"classes", "output classes (control, PD)"},
       {"dropout", "dropout after the classifier's hidden layer"},
-      {"attention_dropout", "dropout on the co-attention weights"}};
+      {"attention_dropout", "dropout on the co-attention weights"},
+      {"key_dim_init", "first value of the trainable d_k (scores / sqrt(d_k)); 0 = the head width",
+       "the reference code (0); other values our choice"}};
   OptionHelpList out;
   for (const auto& h : all)
     if (keys.count(h.key)) out.push_back(h);
@@ -187,7 +189,7 @@ MethylationEncoderImpl::MethylationEncoderImpl(int64_t features, int64_t embeddi
 at::Tensor MethylationEncoderImpl::forward(const at::Tensor& beta) { return beta.unsqueeze(2) * embeddings_; }
 
 MultiHeadCoAttentionImpl::MultiHeadCoAttentionImpl(int64_t query_dim, int64_t key_dim, int64_t width, int64_t heads,
-                                                   double attention_dropout)
+                                                   double attention_dropout, double key_dim_init)
     : heads_(heads), attention_dropout_(attention_dropout) {
   if (heads < 1 || width % heads != 0)
     throw UsageError("co-attention width " + std::to_string(width) + " is not divisible by heads " +
@@ -198,7 +200,8 @@ MultiHeadCoAttentionImpl::MultiHeadCoAttentionImpl(int64_t query_dim, int64_t ke
   res_k_ = register_module("res_k", torch::nn::Linear(query_dim, width));
   res_q_ = register_module("res_q", torch::nn::Linear(key_dim, width));
   norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width})));
-  key_dim_ = register_parameter("key_dim", torch::full({1}, static_cast<double>(width / heads)));
+  key_dim_ = register_parameter(
+      "key_dim", torch::full({1}, key_dim_init > 0 ? key_dim_init : static_cast<double>(width / heads)));
 }
 
 MultiHeadCoAttentionImpl::Output MultiHeadCoAttentionImpl::forward(const at::Tensor& methylation_tokens,
@@ -229,6 +232,7 @@ MHCAOptions MHCAOptions::from_json(const nlohmann::json& j) {
   check_classifier(r, o.hidden, o.classes);
   r.get("dropout", o.dropout, 0.0, 0.99);
   r.get("attention_dropout", o.attention_dropout, 0.0, 0.99);
+  r.get("key_dim_init", o.key_dim_init, 0.0, 1e6);
   r.finish();
   if (o.width % o.heads != 0)
     throw UsageError("mhca option 'width' = " + std::to_string(o.width) + " is not divisible by 'heads' = " +
@@ -246,13 +250,14 @@ MHCAOptions MHCAOptions::from_json(const nlohmann::json& j) {
 OptionHelpList MHCAOptions::option_help() {
   return concat_options(SpectEncoderOptions::option_help(),
                 classifier_help({"features", "embedding", "heads", "width", "hidden", "classes", "dropout",
-                                 "attention_dropout"}));
+                                 "attention_dropout", "key_dim_init"}));
 }
 
 nlohmann::json MHCAOptions::to_json() const {
   nlohmann::json j = {{"features", features}, {"embedding", embedding}, {"heads", heads},
                       {"width", width},       {"hidden", hidden},       {"classes", classes},
-                      {"dropout", dropout},   {"attention_dropout", attention_dropout}};
+                      {"dropout", dropout},   {"attention_dropout", attention_dropout},
+                      {"key_dim_init", key_dim_init}};
   spect.write(j);
   return j;
 }
@@ -261,7 +266,8 @@ MHCANet::MHCANet(const MHCAOptions& o) : options_(o) {
   methylation_ = register_module("methylation_encoder", MethylationEncoder(o.features, o.embedding));
   spect_ = register_module("spect_encoder", SpectEncoder(o.spect));
   co_attention_ = register_module(
-      "co_attention", MultiHeadCoAttention(o.embedding, o.spect.channels.back(), o.width, o.heads, o.attention_dropout));
+      "co_attention", MultiHeadCoAttention(o.embedding, o.spect.channels.back(), o.width, o.heads,
+                                                o.attention_dropout, o.key_dim_init));
   h1_ = register_module("h1", torch::nn::Linear(o.features * o.width, o.hidden));
   out_ = register_module("out", torch::nn::Linear(o.hidden, o.classes));
 }

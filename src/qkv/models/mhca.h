@@ -76,8 +76,9 @@ TORCH_MODULE(MethylationEncoder);
 // methylation tokens as SPECT tokens, since v' and q' are added token-wise.
 class MultiHeadCoAttentionImpl : public torch::nn::Module {
  public:
+  // key_dim_init: the trainable d_k's first value; 0 = width / heads.
   MultiHeadCoAttentionImpl(int64_t query_dim, int64_t key_dim, int64_t width, int64_t heads,
-                           double attention_dropout);
+                           double attention_dropout, double key_dim_init = 0);
   struct Output {
     at::Tensor hidden;  // h [B, N, width]
     attention::CoAttentionResult attention;
@@ -104,6 +105,9 @@ struct MHCAOptions {
   int64_t classes = 2;
   double dropout = 0.2;
   double attention_dropout = 0.0;
+  // Initial value of the trainable d_k that divides the scores (by its square
+  // root); 0 = the head width, as the authors' code does.
+  double key_dim_init = 0;
 
   static MHCAOptions from_json(const nlohmann::json& j);
   static OptionHelpList option_help();  // a line per to_json() key

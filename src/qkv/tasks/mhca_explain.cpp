@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <numeric>
 #include <set>
 #include <unordered_map>
@@ -26,8 +27,14 @@ GroundTruth read_ground_truth(const std::string& path) {
   GroundTruth truth;
   try {
     for (const auto& site : j.at("informative_sites")) truth.informative_cpgs.push_back(site.at("id").get<std::string>());
+    for (const auto& site : j.at("informative_sites")) {
+      if (site.value("kind", "") != "interaction") continue;
+      truth.interactions.push_back({site.at("id").get<std::string>(), site.at("region").get<std::string>(),
+                                    site.at("striatum_mask_label").get<int64_t>()});
+    }
   } catch (const nlohmann::json::exception&) {
-    throw DataError(path + ": not a ground-truth file of 'qkv mhca synth' (no informative_sites with ids)");
+    throw DataError(path + ": not a ground-truth file of 'qkv mhca synth' (no informative_sites with ids, or an "
+                           "interaction site without its region)");
   }
   const auto mask = fs::path(path).parent_path() / "striatum_mask.nii.gz";
   if (fs::exists(mask)) truth.striatum_mask = mask.string();
@@ -69,6 +76,18 @@ void write_cpg_ranking(const std::string& path, const std::vector<std::string>& 
     csv += "\n";
   }
   write_file_atomic(path, csv);
+}
+
+// Voxels of `region` (a [X, Y, Z] 0/1 mask) seen from the tokens: since the
+// map on the grid is linear in the token weights t, its sum inside the region
+// is this vector's dot product with t.
+at::Tensor region_token_weights(const at::Tensor& region, const models::SpectEncoderOptions& encoder) {
+  const auto grid = encoder.token_grid();
+  const double offset = encoder.token_offset(), stride = encoder.token_stride();
+  auto wx = axis_weights(encoder.volume_shape[0], grid[0], offset, stride);
+  auto wy = axis_weights(encoder.volume_shape[1], grid[1], offset, stride);
+  auto wz = axis_weights(encoder.volume_shape[2], grid[2], offset, stride);
+  return torch::einsum("xa,yb,zc,xyz->abc", {wx, wy, wz, region.to(torch::kFloat32)}).reshape({-1}).to(torch::kDouble);
 }
 
 }  // namespace
@@ -147,15 +166,42 @@ nlohmann::json explain_subjects(models::MHCANet& model, const CohortData& cohort
   GroundTruth truth;
   if (!options.ground_truth.empty()) truth = read_ground_truth(options.ground_truth);
   const std::string mask_path = !options.striatum_mask.empty() ? options.striatum_mask : truth.striatum_mask;
-  at::Tensor mask;
+  at::Tensor mask, mask_labels;
   if (!mask_path.empty()) {
     auto m = data::read_nifti(mask_path);
-    mask = (volume_to_tensor(m) > 0).to(torch::kFloat32);
+    mask_labels = volume_to_tensor(m);
+    mask = (mask_labels > 0).to(torch::kFloat32);
     const auto shape = cohort.volume_shape();
     if (mask.size(0) != shape[0] || mask.size(1) != shape[1] || mask.size(2) != shape[2])
       throw DataError(mask_path + ": striatum mask is not on the volumes' grid");
   }
   const std::set<std::string> planted(truth.informative_cpgs.begin(), truth.informative_cpgs.end());
+  // The interaction pairs among the model's features, and per striatal label
+  // (1..4) the token-side weights of its voxels.
+  struct PairScore {
+    const GroundTruth::Interaction* truth;
+    int64_t feature;
+    double own = 0, others = 0;  // summed over subjects: share in its region, mean share in the other three
+  };
+  std::vector<PairScore> pairs;
+  std::map<int64_t, at::Tensor> region_tokens;
+  at::Tensor all_tokens;
+  std::map<int64_t, double> region_volume_share;
+  if (!truth.interactions.empty() && mask_labels.defined()) {
+    std::unordered_map<std::string, int64_t> feature_of;
+    for (size_t f = 0; f < prep.cpg_ids.size(); ++f) feature_of.emplace(prep.cpg_ids[f], static_cast<int64_t>(f));
+    for (const auto& pair : truth.interactions) {
+      auto it = feature_of.find(pair.cpg);
+      if (it != feature_of.end()) pairs.push_back({&pair, it->second});
+    }
+    const auto& encoder = model.options().spect;
+    all_tokens = region_token_weights(torch::ones_like(mask_labels), encoder);
+    for (int64_t label = 1; label <= 4; ++label) {
+      const auto region = (mask_labels == static_cast<double>(label)).to(torch::kFloat32);
+      region_tokens[label] = region_token_weights(region, encoder);
+      region_volume_share[label] = region.mean().item<double>();
+    }
+  }
 
   make_directories(out_dir);
   torch::NoGradGuard no_grad;
@@ -189,6 +235,20 @@ nlohmann::json explain_subjects(models::MHCANet& model, const CohortData& cohort
     const std::array<int64_t, 3> peak_voxel{peak / (map.size(1) * map.size(2)), (peak / map.size(2)) % map.size(1),
                                     peak % map.size(2)};
     nlohmann::json s = {{"subject_id", id}, {"label", cohort.labels[r]}, {"p_pd", p_pd}, {"peak_voxel", peak_voxel}};
+    if (!pairs.empty()) {
+      auto per_site = alpha_v.mean(0).to(torch::kDouble);  // [F, T]
+      for (auto& pair : pairs) {
+        auto row = per_site[pair.feature];
+        const double total = row.dot(all_tokens).item<double>();
+        double others = 0;
+        for (const auto& [label, weights] : region_tokens) {
+          const double share = row.dot(weights).item<double>() / total;
+          if (label == pair.truth->mask_label) pair.own += share;
+          else others += share / 3;
+        }
+        pair.others += others;
+      }
+    }
     if (mask.defined()) {
       const double fraction = (map * mask).sum().item<double>() / map.sum().item<double>();
       s["striatal_attention_fraction"] = fraction;
@@ -257,6 +317,43 @@ nlohmann::json explain_subjects(models::MHCANet& model, const CohortData& cohort
                                                            : nlohmann::json(mean(fraction_control))},
                        {"striatum_volume_fraction", volume_fraction},
                        {"enrichment", mean(all) / volume_fraction}};
+  }
+  if (!truth.interactions.empty() && mask_labels.defined()) {
+    nlohmann::json list = nlohmann::json::array();
+    double own_enrichment = 0, other_enrichment = 0;
+    std::set<std::string> interacting;
+    for (const auto& pair : pairs) {
+      const double own = pair.own / n, others = pair.others / n;
+      const double chance = region_volume_share.at(pair.truth->mask_label);
+      double others_chance = 0;
+      for (const auto& [label, share] : region_volume_share)
+        if (label != pair.truth->mask_label) others_chance += share / 3;
+      list.push_back({{"cpg", pair.truth->cpg},
+                      {"region", pair.truth->region},
+                      {"region_attention_fraction", own},
+                      {"region_volume_fraction", chance},
+                      {"enrichment", own / chance},
+                      {"other_striatal_regions_enrichment", others / others_chance}});
+      own_enrichment += own / chance / static_cast<double>(pairs.size());
+      other_enrichment += others / others_chance / static_cast<double>(pairs.size());
+      interacting.insert(pair.truth->cpg);
+    }
+    // Do the interacting sites rank high by alpha_q among the features?
+    int64_t hits = 0;
+    const auto k = static_cast<int64_t>(pairs.size());
+    if (k > 0) {
+      auto order = std::get<1>(cpg_mean.sort(0, true));
+      for (int64_t r = 0; r < k; ++r) hits += interacting.count(prep.cpg_ids[order[r].item<int64_t>()]);
+    }
+    result["interactions"] = {
+        {"planted_pairs", truth.interactions.size()},
+        {"pairs_among_features", k},
+        {"pairs", list},
+        {"mean_enrichment", k > 0 ? nlohmann::json(own_enrichment) : nlohmann::json(nullptr)},
+        {"mean_other_striatal_regions_enrichment", k > 0 ? nlohmann::json(other_enrichment) : nlohmann::json(nullptr)},
+        {"precision_at_pairs", k > 0 ? nlohmann::json(static_cast<double>(hits) / static_cast<double>(k))
+                                     : nlohmann::json(nullptr)},
+        {"chance_precision", static_cast<double>(k) / static_cast<double>(std::max<int64_t>(1, F))}};
   }
   write_file_atomic(out_dir + "/explain.json", json_text(result) + "\n");
   return result;

@@ -32,8 +32,15 @@ namespace qkv::mhca {
 // What the synthetic cohort planted (ground_truth.json of `qkv mhca synth`),
 // for scoring an explanation.
 struct GroundTruth {
-  std::vector<std::string> informative_cpgs;  // class and putamen sites
-  std::string striatum_mask;                  // NIfTI path; empty if unknown
+  std::vector<std::string> informative_cpgs;  // class, putamen and interaction sites
+  // Interaction sites and the striatal region each one's PD shift follows
+  // (`mhca synth --planted-interaction-sites`).
+  struct Interaction {
+    std::string cpg, region;
+    int64_t mask_label = 0;  // the region's label in striatum_mask.nii.gz
+  };
+  std::vector<Interaction> interactions;
+  std::string striatum_mask;  // NIfTI path; empty if unknown
 };
 // DataError naming the file if it is not a ground-truth file of `mhca synth`.
 GroundTruth read_ground_truth(const std::string& path);
@@ -57,7 +64,13 @@ void write_overlay_slices(const std::string& prefix, const at::Tensor& anatomy, 
 
 // Runs the model on each subject and writes the files above; returns
 // explain.json's content (with precision@k and striatal attention fractions
-// when a ground truth or mask is given).
+// when a ground truth or mask is given). With interaction sites in the ground
+// truth, "interactions" scores each planted (site, region) pair that survived
+// feature selection: the share of that site's SPECT attention (alpha_v, its
+// query's row, averaged over heads and subjects) inside its region, against
+// the region's share of the volume (enrichment 1 = chance), and the same for
+// the other three striatal regions (does it find its own region, or just the
+// striatum?).
 nlohmann::json explain_subjects(models::MHCANet& model, const CohortData& cohort, const Preprocessing& prep,
                                 const ExplainOptions& options, const std::string& out_dir, const c10::Device& device);
 
