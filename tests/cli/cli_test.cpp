@@ -32,9 +32,22 @@ const char* kFast = " --threads 1 --points-per-class 60 --batch-size 16";
 
 }  // namespace
 
+// A typo gets the word it most likely meant; a word far from every known one gets none.
+TEST(Cli, TyposGetASuggestion) {
+  expect_clean_failure(run("vnx"), 2, "unknown command 'vnx'; did you mean 'vnt'?");
+  expect_clean_failure(run("vnt trian"), 2, "qkv vnt: unknown command 'trian'; did you mean 'train'?");
+  expect_clean_failure(run("spirals train --epoch 2 --lr-schedule cos"), 2,
+                       "not expected: --epoch 2 --lr-schedule cos; did you mean --epochs for --epoch, --schedule for "
+                       "--lr-schedule?");
+  expect_clean_failure(run("spirals train --bacth-size=4"), 2, "did you mean --batch-size for --bacth-size?");
+  const auto far = run("spirals train --zzzzzzzz 2");
+  EXPECT_EQ(far.status, 2);
+  EXPECT_EQ(far.output.find("did you mean"), std::string::npos) << far.output;
+}
+
 TEST(Cli, UsageErrorsExit2WithOneLine) {
-  expect_clean_failure(run(""), 2, "missing or unknown command");
-  expect_clean_failure(run("spirals frob"), 2, "qkv spirals: missing or unknown command (known: train, eval)");
+  expect_clean_failure(run(""), 2, "missing command");
+  expect_clean_failure(run("spirals frob"), 2, "qkv spirals: unknown command 'frob' (known: train, eval)");
   expect_clean_failure(run("frobnicate"), 2, "frobnicate");
   expect_clean_failure(run("spirals train --epochs abc"), 2, "--epochs");
   expect_clean_failure(run("spirals train --no-such-flag"), 2, "--no-such-flag");
@@ -145,6 +158,13 @@ TEST(Cli, TrainEvalExportAndInitWeights) {
 
   auto eval = run("spirals eval --threads 1 --checkpoint " + dir + "/checkpoints/best.ckpt");
   ASSERT_EQ(eval.status, 0) << eval.output;
+  // The run folder stands for its best checkpoint; a folder without one is refused by name.
+  const auto from_folder = run("spirals eval --threads 1 --checkpoint " + dir);
+  ASSERT_EQ(from_folder.status, 0) << from_folder.output;
+  EXPECT_EQ(from_folder.output, eval.output);
+  const auto no_run = fresh_dir("no_run");
+  std::filesystem::create_directories(no_run);
+  expect_clean_failure(run("spirals eval --checkpoint " + no_run), 2, no_run + " is a folder without checkpoints/best.ckpt");
   auto metrics = nlohmann::json::parse(eval.output);
   EXPECT_EQ(metrics.at("split"), "test");
   std::ifstream summary_file(dir + "/summary.json");
@@ -228,7 +248,8 @@ TEST(Cli, LmTrainGenerateAndBadText) {
   auto eval = run("lm eval --threads 1 --checkpoint " + ckpt);
   ASSERT_EQ(eval.status, 0) << eval.output;
   EXPECT_TRUE(nlohmann::json::parse(eval.output).contains("generated_exact_match"));
-  expect_clean_failure(run("spirals eval --checkpoint " + ckpt), 1, "not by 'spirals train'");
+  expect_clean_failure(run("spirals eval --checkpoint " + ckpt), 1,
+                       "not by 'spirals train' (read it with 'qkv lm ...')");
 
   const auto empty = dir + "/empty.txt";
   std::ofstream(empty).close();

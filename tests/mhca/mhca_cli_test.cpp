@@ -3,6 +3,7 @@
 // bad cohort gets.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -10,9 +11,14 @@
 #include <set>
 #include <sstream>
 
+#include <torch/torch.h>
+
+#include "qkv/core/npy.h"
 #include "qkv/core/png.h"
 #include "qkv/medical/cohort.h"
 #include "qkv/medical/nifti.h"
+#include "qkv/models/mhca.h"
+#include "qkv/tasks/mhca_explain.h"
 #include "support/cli_run.h"
 #include "support/test_files.h"
 
@@ -189,6 +195,73 @@ TEST_F(MhcaCli, CrossValidationThenExplainEndToEnd) {
   expect_clean_failure(run_qkv("mhca explain " + cohort_args() + " --checkpoint " + out +
                                "/folds/run1_fold1/spectnet/checkpoints/best.ckpt --all --out " + root_ + "/ex2"),
                        2, "needs an mhca model");
+}
+
+// The cross-modal benchmark's scoring: explain.json's share of each planted
+// site's attention inside its region equals what the written alpha_v.npy maps
+// give when placed on the grid (token_map_to_volume) and summed over the mask.
+TEST(MhcaExplainInteractions, EachPlantedPairIsScoredFromTheMapsItWrote) {
+  const std::string root = fresh_dir("mhca_interactions");
+  const std::string cohort = root + "/cohort";
+  const auto synth = run_qkv("mhca synth --out " + cohort +
+                             " --subjects 16 --pd-fraction 0.5 --cpg 100 --shape 24,28,24 --atlas none --seed 7"
+                             " --planted-interaction-sites 6");
+  ASSERT_EQ(synth.status, 0) << synth.output;
+  const auto truth = read_json(cohort + "/ground_truth.json");
+  std::vector<std::string> ids;
+  for (const auto& site : truth.at("informative_sites"))
+    if (site.at("kind") == "interaction") ids.push_back(site.at("id"));
+  ASSERT_EQ(ids.size(), 6u);
+  const auto table = data::read_methylation_table(cohort + "/methylation.csv");
+  for (const auto& id : table.cpg_ids)
+    if (ids.size() < 27 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  std::string list;
+  for (const auto& id : ids) list += id + "\n";
+  write_file_atomic(root + "/cpgs.txt", list);
+  const std::string args = "--manifest " + cohort + "/manifest.csv --methylation " + cohort + "/methylation.csv";
+  const auto train = run_qkv("mhca train " + args + " --cpg-list " + root + "/cpgs.txt --model mhca " + kNetOptions +
+                             " --epochs 1 --lr 1e-3 --threads 2 --out " + root + "/run");
+  ASSERT_EQ(train.status, 0) << train.output;
+  const auto e = run_qkv("mhca explain " + args + " --checkpoint " + root + "/run/checkpoints/best.ckpt --all --out " +
+                         root + "/explain");
+  ASSERT_EQ(e.status, 0) << e.output;
+  const auto j = read_json(root + "/explain/explain.json").at("interactions");
+  EXPECT_EQ(j.at("planted_pairs"), 6);
+  ASSERT_EQ(j.at("pairs_among_features"), 6);
+
+  const auto config = read_json(root + "/run/config.json");
+  const auto encoder = models::MHCAOptions::from_json(config.at("model").at("options")).spect;
+  const auto features = config.at("data").at("preprocessing").at("cpg_ids").get<std::vector<std::string>>();
+  const auto mask = data::read_nifti(cohort + "/striatum_mask.nii.gz");
+  const auto labels = mhca::volume_to_tensor(mask);  // [X, Y, Z]
+  const auto subjects = data::read_manifest(cohort + "/manifest.csv").subjects;
+  double enrichment_sum = 0;
+  for (const auto& pair : j.at("pairs")) {
+    const std::string id = pair.at("cpg");
+    const int64_t f = std::find(features.begin(), features.end(), id) - features.begin();
+    ASSERT_LT(f, static_cast<int64_t>(features.size())) << id;
+    int64_t label = 0;
+    for (const auto& site : truth.at("informative_sites"))
+      if (site.at("id") == id) label = site.at("striatum_mask_label");
+    const auto region = (labels == static_cast<double>(label)).to(torch::kFloat32);
+    double share = 0;
+    for (const auto& subject : subjects) {
+      std::vector<int64_t> shape;
+      auto values = read_npy_float32(root + "/explain/" + subject.id + "/alpha_v.npy", shape);
+      ASSERT_EQ(shape, (std::vector<int64_t>{4, 27, 27}));
+      auto alpha_v = torch::from_blob(values.data(), {4, 27, 27}, torch::kFloat32);
+      const auto map = mhca::token_map_to_volume(alpha_v.mean(0)[f], encoder);
+      share += (map * region).sum().item<double>() / map.sum().item<double>();
+    }
+    share /= static_cast<double>(subjects.size());
+    EXPECT_NEAR(pair.at("region_attention_fraction").get<double>(), share, 1e-5) << id;
+    const double chance = region.mean().item<double>();
+    EXPECT_NEAR(pair.at("region_volume_fraction").get<double>(), chance, 1e-9) << id;
+    EXPECT_NEAR(pair.at("enrichment").get<double>(), share / chance, 1e-3) << id;
+    enrichment_sum += share / chance;
+  }
+  EXPECT_NEAR(j.at("mean_enrichment").get<double>(), enrichment_sum / 6, 1e-3);
+  fs::remove_all(root);
 }
 
 // A fold trains for hours at the paper's settings: stderr says which fold,

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -19,6 +20,8 @@
 #include "qkv/core/text.h"
 
 namespace qkv::cli {
+
+namespace fs = std::filesystem;
 
 namespace {
 std::map<std::pair<const CLI::App*, std::string>, std::string>& key_flags() {
@@ -100,10 +103,31 @@ void add_votes_option(CLI::App* cmd, int64_t& votes) {
                     0, 64);
 }
 
-void add_eval_options(CLI::App* cmd, EvalOptions& o) {
-  cmd->add_option("--checkpoint", o.checkpoint, "checkpoint file (RUN/checkpoints/best.ckpt)")
+CLI::Option* add_checkpoint_option(CLI::App* cmd, std::string& checkpoint, const std::string& help) {
+  CLI::Validator file_or_run(
+      [](std::string& path) -> std::string {
+        std::error_code ec;
+        const fs::path given(path);
+        if (fs::is_directory(given, ec)) {
+          for (const char* inside : {"checkpoints/best.ckpt", "xgboost.json"}) {
+            if (fs::is_regular_file(given / inside, ec)) {
+              path = (given / inside).string();
+              return "";
+            }
+          }
+          return path + " is a folder without checkpoints/best.ckpt (give a run folder or a checkpoint file)";
+        }
+        if (!fs::exists(given, ec)) return path + ": no such file";
+        return "";
+      },
+      "FILE or RUN folder");
+  return cmd->add_option("--checkpoint", checkpoint, help + "; a run folder means its checkpoints/best.ckpt")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->transform(file_or_run);
+}
+
+void add_eval_options(CLI::App* cmd, EvalOptions& o) {
+  add_checkpoint_option(cmd, o.checkpoint, "checkpoint file (RUN/checkpoints/best.ckpt)");
   cmd->add_option("--split", o.split, "train, val or test")
       ->capture_default_str()
       ->check(CLI::IsMember({"train", "val", "test"}));

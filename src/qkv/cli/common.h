@@ -44,6 +44,11 @@ void add_field_options(CLI::App* cmd, S& settings, const std::set<std::string>& 
 std::string flag_of_key(const CLI::App* cmd, const std::string& key);
 void remember_flag(const CLI::App* cmd, const std::string& key, const std::string& flag);
 
+// --checkpoint FILE, required: a checkpoint file, or a run folder, which
+// stands for its checkpoints/best.ckpt (or, for an XGBoost run, its
+// xgboost.json). A usage error names what is missing.
+CLI::Option* add_checkpoint_option(CLI::App* cmd, std::string& checkpoint, const std::string& help);
+
 // The options of every `eval` command: --checkpoint, --split, and the common ones.
 struct EvalOptions {
   CommonOptions common;

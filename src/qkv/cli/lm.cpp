@@ -125,7 +125,7 @@ void register_generate(CLI::App* parent, Action& action) {
     bool no_cache = false, json = false, stop_at_newline = false;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--checkpoint", o->checkpoint, "checkpoint file")->required()->check(CLI::ExistingFile);
+  add_checkpoint_option(cmd, o->checkpoint, "checkpoint file");
   cmd->add_option("--prompt", o->prompt, "the text to continue (UTF-8)")->required();
   cmd->add_option("--max-new", o->gen.max_new,
                   "bytes to generate at most; their keys and values must fit in this machine's memory")
@@ -244,7 +244,7 @@ void register_inspect_mlp(CLI::App* parent, Action& action) {
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--checkpoint", o->checkpoint, "checkpoint file")->required()->check(CLI::ExistingFile);
+  add_checkpoint_option(cmd, o->checkpoint, "checkpoint file");
   add_ranged_option(cmd, "--layer", o->memory.layer, "block whose MLP to inspect (0-based)", 0, 1023);
   cmd->add_option("--text", o->text, "UTF-8 text to run through the model")->required()->check(CLI::ExistingFile);
   add_ranged_option(cmd, "--units", o->memory.units, "how many of the most active units", 1, 1 << 20);

@@ -3,13 +3,18 @@
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
+#include <set>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "qkv/cli/commands.h"
 #include "qkv/cli/common.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/runtime.h"
+#include "qkv/core/text.h"
 
 namespace {
 
@@ -17,6 +22,73 @@ std::string first_line(std::string text) {
   const auto nl = text.find('\n');
   if (nl != std::string::npos) text.resize(nl);
   return text;
+}
+
+// Edits (insert, delete, replace, swap two neighbours) from a to b.
+size_t typo_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+// The candidate a mistyped word most likely meant: the nearest, if it is at
+// most a third of the word's letters away (at least one); else "".
+std::string closest_word(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = std::max<size_t>(1, word.size() / 3) + 1;
+  for (const auto& c : candidates) {
+    const size_t distance = typo_distance(word, c);
+    if (distance < best_distance) best = c, best_distance = distance;
+  }
+  return best;
+}
+
+// CLI11 lists unexpected arguments last first ("... not expected: cos
+// --lr-schedule 2 --epoch"); say them in the order they were typed.
+std::string unexpected_arguments(const std::string& message, int argc, char** argv) {
+  const auto colon = message.find(": ");
+  if (colon == std::string::npos) return message;
+  std::multiset<std::string> listed;
+  std::istringstream words(message.substr(colon + 2));
+  for (std::string w; words >> w;) listed.insert(w);
+  std::string typed;
+  for (int i = 1; i < argc; ++i) {
+    const auto it = listed.find(argv[i]);
+    if (it == listed.end()) continue;
+    typed += (typed.empty() ? "" : " ") + *it;
+    listed.erase(it);
+  }
+  return listed.empty() ? "not expected: " + typed : message;
+}
+
+std::vector<std::string> subcommand_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const auto* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+  return names;
+}
+
+// " (did you mean --epochs?)" for each --option on the command line that
+// `command` does not know and that is one typo from one it does.
+std::string option_suggestions(const CLI::App& command, int argc, char** argv) {
+  std::vector<std::string> known;
+  for (const auto* option : command.get_options())
+    for (const auto& name : option->get_lnames()) known.push_back("--" + name);
+  std::string out;
+  for (int i = 1; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word.rfind("--", 0) != 0 || word.size() < 3) continue;
+    word = word.substr(0, word.find('='));
+    if (std::find(known.begin(), known.end(), word) != known.end()) continue;
+    const std::string guess = closest_word(word, known);
+    if (!guess.empty()) out += (out.empty() ? "did you mean " : ", ") + guess + " for " + word;
+  }
+  return out.empty() ? "" : "; " + out + "?";
 }
 
 }  // namespace
@@ -47,7 +119,9 @@ int main(int argc, char** argv) {
     is_command = is_command || (argc > 1 && sub->get_name() == argv[1]);
   }
   if (argc > 1 && argv[1][0] != '-' && !is_command) {
-    std::fprintf(stderr, "qkv: unknown command '%s' (known: %s)\n", argv[1], known.c_str());
+    const std::string guess = closest_word(argv[1], subcommand_names(app));
+    std::fprintf(stderr, "qkv: unknown command '%s'%s (known: %s)\n", argv[1],
+                 guess.empty() ? "" : ("; did you mean '" + guess + "'?").c_str(), known.c_str());
     return 2;
   }
   try {
@@ -68,10 +142,19 @@ int main(int argc, char** argv) {
       path += " " + at->get_name();
     }
     std::string message = first_line(e.what());
+    if (dynamic_cast<const CLI::ExtrasError*>(&e)) message = unexpected_arguments(message, argc, argv);
+    message += option_suggestions(*at, argc, argv);
     if (at->get_require_subcommand_min() > 0 && at->get_subcommands().empty()) {
-      std::string words;
-      for (const auto* sub : at->get_subcommands({})) words += (words.empty() ? "" : ", ") + sub->get_name();
-      message = "missing or unknown command (known: " + words + ")";
+      const auto names = subcommand_names(*at);
+      // The word after the command path, if any, is the mistyped command.
+      std::string word;
+      for (int i = 1, depth = 0; i < argc && word.empty(); ++i) {
+        if (argv[i][0] == '-') continue;
+        if (++depth > static_cast<int>(std::count(path.begin(), path.end(), ' '))) word = argv[i];
+      }
+      const std::string guess = word.empty() ? "" : closest_word(word, names);
+      message = (word.empty() ? "missing command" : "unknown command '" + word + "'") +
+                (guess.empty() ? "" : "; did you mean '" + guess + "'?") + " (known: " + qkv::join(names) + ")";
     }
     std::fprintf(stderr, "%s: %s (see %s --help)\n", path.c_str(), message.c_str(), path.c_str());
     return 2;

@@ -83,6 +83,9 @@ void register_synth(CLI::App* parent, Action& action) {
   add_ranged_option(cmd, "--planted-class-sites", o->synth.planted_class_sites, "CpG sites shifted in PD", 0, 10000000);
   add_ranged_option(cmd, "--planted-putamen-sites", o->synth.planted_putamen_sites, "CpG sites tied to putamen uptake",
                     0, 10000000);
+  add_ranged_option(cmd, "--planted-interaction-sites", o->synth.planted_interaction_sites,
+                    "CpG sites whose PD shift follows one striatal region's uptake (the cross-modal benchmark)", 0,
+                    10000000);
   add_ranged_option(cmd, "--missing-fraction", o->synth.missing_fraction, "share of beta-values left missing", 0, 0.5);
   add_ranged_option(cmd, "--seed", o->synth.seed, "random seed; the same seed writes the same files", 0, kMaxSeed);
   add_ranged_option(cmd, "--threads", o->synth.threads, "volumes generated in parallel; 0 = one per core", 0,
@@ -339,10 +342,7 @@ void register_predict(CLI::App* parent, Action& action) {
   };
   auto o = std::make_shared<Opts>();
   add_cohort_options(cmd, o->files);
-  cmd->add_option("--checkpoint", o->checkpoint,
-                  "RUN/checkpoints/best.ckpt of a network, or RUN/xgboost.json of an XGBoost run")
-      ->required()
-      ->check(CLI::ExistingFile);
+  add_checkpoint_option(cmd, o->checkpoint, "RUN/checkpoints/best.ckpt of a network, or RUN/xgboost.json of an XGBoost run");
   add_common_options(cmd, o->common, "CSV to write: subject_id,label,p_pd,predicted");
   o->common.out = "predictions.csv";
   cmd->callback([o, &action] {
@@ -406,9 +406,7 @@ void register_explain(CLI::App* parent, Action& action) {
   auto o = std::make_shared<Opts>();
   o->common.out = "runs/mhca-explain";
   add_cohort_options(cmd, o->files);
-  cmd->add_option("--checkpoint", o->checkpoint, "an MHCA checkpoint (RUN/checkpoints/best.ckpt, or a cv fold's)")
-      ->required()
-      ->check(CLI::ExistingFile);
+  add_checkpoint_option(cmd, o->checkpoint, "an MHCA checkpoint (RUN/checkpoints/best.ckpt, or a cv fold's)");
   cmd->add_option("--subject", o->subjects, "subject id(s) to explain (comma-separated)")->delimiter(',');
   cmd->add_flag("--all", o->all, "explain every subject (also writes the cohort-level ranking and mean map)");
   cmd->add_option("--ground-truth", o->explain.ground_truth,

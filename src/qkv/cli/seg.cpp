@@ -71,7 +71,6 @@ void register_train(CLI::App* parent, Action& action) {
         d.trained_categories.push_back(
             pc::shapenet_part_categories().at(static_cast<size_t>(present[i].item<int64_t>())).name);
     }
-    if (loaded.train.points.defined()) d.load.points_per_shape = loaded.train.points.size(1);  // what 0 (the layout's) came to
     r.data = d.to_json();
     TaskRun run;
     run.splits = s.splits;
@@ -143,9 +142,7 @@ void register_predict(CLI::App* parent, Action& action) {
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--checkpoint", o->checkpoint, "checkpoint file (RUN/checkpoints/best.ckpt)")
-      ->required()
-      ->check(CLI::ExistingFile);
+  add_checkpoint_option(cmd, o->checkpoint, "checkpoint file (RUN/checkpoints/best.ckpt)");
   cmd->add_option("--input", o->input,
                   "shape: a point cloud (x y z [nx ny nz] lines, or ShapeNet-part's 'x y z nx ny nz part' lines, "
                   "whose labels are then scored) whose every point is labelled, or an OFF/PLY mesh, sampled to the "

@@ -33,6 +33,9 @@ namespace {
 namespace pc = qkv::pointcloud;
 using tasks::ClassificationData;
 
+// --votes if given (> 0), else the votes the run was trained to use.
+int64_t resolved_votes(int64_t option, const ClassificationData& run) { return option > 0 ? option : run.votes; }
+
 void register_train(CLI::App* parent, Action& action) {
   struct State {
     ClassificationData data;
@@ -62,7 +65,6 @@ void register_train(CLI::App* parent, Action& action) {
     if (context.resume && s.class_names != d.class_names)
       throw DataError("--resume " + context.run_dir + ": the data's classes differ from the stored run's");
     d.class_names = s.class_names;
-    if (loaded.train.points.defined()) d.load.points_per_shape = loaded.train.points.size(1);  // what 0 (every stored point) came to
     r.data = d.to_json();
     r.model_options["classes"] = static_cast<int64_t>(s.class_names.size());
     TaskRun run;
@@ -108,7 +110,7 @@ void register_eval(CLI::App* parent, Action& action) {
         throw DataError(d.source + ": its classes differ from those the checkpoint was trained on");
       // The chosen split (val and train as the run cut them), viewed in eval
       // mode under the requested rotation.
-      const int64_t votes = o->votes > 0 ? o->votes : run.data.votes;
+      const int64_t votes = resolved_votes(o->votes, run.data);
       const auto part = tasks::eval_split(d, loaded, o->eval.split, rotation, votes);
       const int64_t batch = run.config.at("train").at("batch_size");
       const auto names = run.data.class_names;
@@ -138,9 +140,7 @@ void register_predict(CLI::App* parent, Action& action) {
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--checkpoint", o->checkpoint, "checkpoint file (RUN/checkpoints/best.ckpt)")
-      ->required()
-      ->check(CLI::ExistingFile);
+  add_checkpoint_option(cmd, o->checkpoint, "checkpoint file (RUN/checkpoints/best.ckpt)");
   cmd->add_option("--input", o->input, "shape file: OFF or PLY mesh, or x y z [nx ny nz] lines (.txt, .xyz)")
       ->required();
   cmd->add_option("--rotate", o->rotate, "rotate the shape first: none, z or so3 (seeded by --seed)")
@@ -154,7 +154,7 @@ void register_predict(CLI::App* parent, Action& action) {
       const auto rotation = pc::parse_rotation(o->rotate);
       const c10::Device device = apply_common_options(o->common);
       auto run = load_run(o->checkpoint, device);
-      const int64_t votes = o->votes > 0 ? o->votes : run.data.votes;
+      const int64_t votes = resolved_votes(o->votes, run.data);
       const auto batch = tasks::single_cloud_batch(run.data, o->input, rotation, o->common.seed, votes);
       torch::NoGradGuard no_grad;
       const auto log_probs = tasks::average_votes(run.model->forward(batch.to(device)), votes);
@@ -197,7 +197,7 @@ void register_attention(CLI::App* parent, Action& action) {
   };
   auto o = std::make_shared<Opts>();
   o->common.out = "runs/attention";
-  cmd->add_option("--checkpoint", o->checkpoint, "checkpoint of a vnt or vnt+n run")->required()->check(CLI::ExistingFile);
+  add_checkpoint_option(cmd, o->checkpoint, "checkpoint of a vnt or vnt+n run");
   cmd->add_option("--input", o->input, "shape file (.off .ply .txt .xyz)")->required();
   add_ranged_option(cmd, "--query", o->query, "index of the query point whose attention row colours the cloud", 0,
                     1 << 20);

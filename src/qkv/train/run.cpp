@@ -138,8 +138,12 @@ void write_fitted_run(const RunRequest& request, const std::string& dir, const n
 models::ModelPtr load_model_from_checkpoint(const std::string& checkpoint, nlohmann::json* run_config,
                                             const std::string& expected_command) {
   auto config = read_checkpoint_config(checkpoint);
-  if (!expected_command.empty() && config.value("command", "") != expected_command)
-    throw DataError(checkpoint + ": made by '" + config.value("command", "?") + "', not by '" + expected_command + "'");
+  if (!expected_command.empty() && config.value("command", "") != expected_command) {
+    const std::string made_by = config.value("command", "?");
+    const std::string family = made_by.substr(0, made_by.find(' '));  // "seg train" -> qkv seg eval / predict
+    throw DataError(checkpoint + ": made by '" + made_by + "', not by '" + expected_command + "'" +
+                    (made_by == "?" ? "" : " (read it with 'qkv " + family + " ...')"));
+  }
   models::ModelPtr model;
   try {
     model = models::find_model(config.at("model").at("name").get<std::string>()).make(config.at("model").at("options"));
