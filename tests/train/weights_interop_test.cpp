@@ -80,6 +80,33 @@ TEST(WeightsInterop, FuzzFindingsStayFixed) {
     const std::string path = std::string(QKV_SOURCE_DIR) + "/fuzz/regressions/weights/" + name;
     expect_bounded_data_error(256 * kMiB, [&] { train::load_weights(m, path); }, path, "its pickle declares");
   }
+  // fuzz_weights: TUPLE3 opcodes on a stack of fewer than three items; the
+  // Unpickler popped without looking and corrupted its stack (a heap overflow
+  // when it was destroyed). The pickle's stack is walked first now.
+  const std::string underflow =
+      std::string(QKV_SOURCE_DIR) + "/fuzz/regressions/weights/crash-1e34d8207f24d924b87d583a2046fe577d593fc0";
+  expect_data_error([&] { train::load_weights(m, underflow); }, underflow, "its pickle pops 3 items with");
+  // fuzz_weights: a file that does not start like a zip went to
+  // torch::pickle_load, whose in-memory zip reader still found a directory at
+  // its end and read freed memory. Only zip archives are read now.
+  const std::string not_zip =
+      std::string(QKV_SOURCE_DIR) + "/fuzz/regressions/weights/crash-757838fe57d97b8f93ff001b00a226af3c73fcba";
+  expect_data_error([&] { train::load_weights(m, not_zip); }, not_zip, "does not start like one");
+}
+
+// The stack walk refuses only what cannot be unpickled: every weights file
+// LibTorch writes, of any size, loads back.
+TEST(WeightsInterop, PickleWalkAcceptsWhatLibTorchWrites) {
+  for (int64_t n : {0, 1, 2, 999, 1000, 1001, 2500}) {
+    torch::nn::Module many;
+    for (int64_t i = 0; i < n; ++i) many.register_buffer("b" + std::to_string(i), torch::full({1}, static_cast<double>(i)));
+    const auto path = temp_path("many_" + std::to_string(n) + ".pt");
+    train::export_weights(many, path);
+    torch::nn::Module back;
+    for (int64_t i = 0; i < n; ++i) back.register_buffer("b" + std::to_string(i), torch::zeros({1}, torch::kDouble));
+    ASSERT_NO_THROW(train::load_weights(back, path)) << n << " tensors";
+    for (int64_t i = 0; i < n; i += 250) EXPECT_EQ(back.named_buffers()["b" + std::to_string(i)].item<double>(), i);
+  }
 }
 
 TEST(WeightsInterop, FifosAreRefusedWithoutOpeningThem) {

@@ -5,6 +5,7 @@
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <sstream>
@@ -46,12 +47,19 @@ bool setitem_as_setitems(std::string& pickle) {
   return true;
 }
 
-// Walks a pickle's opcodes and checks that every length-prefixed argument
-// (strings, bytes, long integers, frames) fits in the bytes that follow:
-// LibTorch's Unpickler reserves the declared length before reading it
-// (fuzz_weights: a 2 GB string in a 700-byte file). Stops quietly at an
-// opcode it does not know or at STOP, leaving the Unpickler to judge the rest.
-void check_pickle_lengths(const std::string& pickle, const std::string& path) {
+// Walks a pickle's opcodes and checks what LibTorch's Unpickler takes on
+// trust:
+// - every length-prefixed argument (strings, bytes, long integers, frames)
+//   fits in the bytes that follow: the Unpickler reserves the declared length
+//   before reading it (fuzz_weights: a 2 GB string in a 700-byte file);
+// - memo slots are stored in order and fetched only once stored (it reserves
+//   1 + 2 x a PUT's index);
+// - no opcode takes more stack items than there are above the last MARK, and
+//   the MARKs that APPENDS, SETITEMS, TUPLE, ... close exist: it pops without
+//   looking (fuzz_weights: TUPLE3 on a short stack corrupted its stack).
+// Stops quietly at an opcode it does not know or at STOP, leaving the
+// Unpickler to judge the rest.
+void check_pickle(const std::string& pickle, const std::string& path) {
   const size_t n = pickle.size();
   size_t at = 0;
   auto little = [&](size_t from, int bytes) {
@@ -59,48 +67,88 @@ void check_pickle_lengths(const std::string& pickle, const std::string& path) {
     for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(pickle[from + i])) << (8 * i);
     return v;
   };
+  auto refuse = [&](const std::string& what) {
+    throw DataError(path + ": not a weights file (its pickle " + what + ")");
+  };
   auto need = [&](uint64_t bytes, const char* what) {
     if (bytes > n - at)
-      throw DataError(path + ": not a weights file (its pickle declares a " + what + " of " + std::to_string(bytes) +
-                      " bytes, more than the " + std::to_string(n - at) + " left)");
+      refuse("declares a " + std::string(what) + " of " + std::to_string(bytes) + " bytes, more than the " +
+             std::to_string(n - at) + " left");
   };
-  uint64_t memo = 0;  // memo slots so far: picklers number them 0, 1, 2, ...
+  uint64_t memo = 0;           // memo slots so far: picklers number them 0, 1, 2, ...
+  size_t depth = 0;            // stack items
+  std::vector<size_t> marks;   // depth at each open MARK
+  auto above_mark = [&] { return depth - (marks.empty() ? 0 : marks.back()); };
+  auto take = [&](size_t items, uint8_t op) {  // pops `items`, as an opcode that needs them
+    if (above_mark() < items)
+      refuse("pops " + std::to_string(items) + " items with " + std::to_string(above_mark()) + " on the stack (opcode 0x" +
+             [&] { char b[3]; std::snprintf(b, sizeof b, "%02x", op); return std::string(b); }() + ")");
+    depth -= items;
+  };
+  auto close_mark = [&] {  // pops back to the last MARK; returns the items above it
+    if (marks.empty()) refuse("closes a MARK it never opened");
+    const size_t items = depth - marks.back();
+    depth = marks.back();
+    marks.pop_back();
+    return items;
+  };
   while (at < n) {
     const auto op = static_cast<uint8_t>(pickle[at++]);
-    // LibTorch reserves 1 + 2 x a PUT's index: an index far beyond the slots so far asks for gigabytes.
-    if (op == 'q' || op == 'r') {
-      need(op == 'q' ? 1 : 4, "memo index");
-      const uint64_t id = little(at, op == 'q' ? 1 : 4);
-      if (id > memo)
-        throw DataError(path + ": not a weights file (its pickle stores memo slot " + std::to_string(id) + " after " +
-                        std::to_string(memo) + " slots)");
-      if (id == memo) ++memo;
+    if (op == 'q' || op == 'r' || op == 'h' || op == 'j') {
+      const int bytes = op == 'q' || op == 'h' ? 1 : 4;
+      need(static_cast<uint64_t>(bytes), "memo index");
+      const uint64_t id = little(at, bytes);
+      if ((op == 'q' || op == 'r') && id > memo)
+        refuse("stores memo slot " + std::to_string(id) + " after " + std::to_string(memo) + " slots");
+      if ((op == 'h' || op == 'j') && id >= memo)
+        refuse("fetches memo slot " + std::to_string(id) + " of " + std::to_string(memo));
+      if ((op == 'q' || op == 'r') && id == memo) ++memo;
     }
-    if (op == 0x94) ++memo;  // MEMOIZE
-    int prefix = 0;  // bytes of a length prefix, whose value is that many more bytes
+    int prefix = 0;    // bytes of a length prefix, whose value is that many more bytes
     size_t fixed = 0;  // bytes of a fixed-size argument
     switch (op) {
-      case '.': return;  // STOP
-      case 'X': case 'B': case 'T': case 0x8b: prefix = 4; break;  // BINUNICODE BINBYTES BINSTRING LONG4
-      case 0x8c: case 'C': case 'U': case 0x8a: prefix = 1; break;  // SHORT_BINUNICODE SHORT_BINBYTES SHORT_BINSTRING LONG1
-      case 0x8d: case 0x8e: case 0x96: prefix = 8; break;             // BINUNICODE8 BINBYTES8 BYTEARRAY8
-      case 0x95: fixed = 8; break;                                     // FRAME (its length is a hint)
-      case 0x80: case 'K': case 'q': case 'h': fixed = 1; break;       // PROTO BININT1 BINPUT BINGET
-      case 'M': fixed = 2; break;                                      // BININT2
-      case 'J': case 'r': case 'j': fixed = 4; break;                  // BININT LONG_BINPUT LONG_BINGET
-      case 'G': fixed = 8; break;                                      // BINFLOAT
-      case 'c': {                                                      // GLOBAL: two lines
+      case '.': take(1, op); return;  // STOP
+      case 'X': case 'B': case 'T': case 0x8b: prefix = 4; ++depth; break;  // BINUNICODE BINBYTES BINSTRING LONG4
+      case 0x8c: case 'C': case 'U': case 0x8a: prefix = 1; ++depth; break;  // SHORT_BINUNICODE SHORT_BINBYTES SHORT_BINSTRING LONG1
+      case 0x8d: case 0x8e: case 0x96: prefix = 8; ++depth; break;           // BINUNICODE8 BINBYTES8 BYTEARRAY8
+      case 0x95: fixed = 8; break;                                           // FRAME (its length is a hint)
+      case 0x80: fixed = 1; break;                                           // PROTO
+      case 'K': case 'h': fixed = 1; ++depth; break;                         // BININT1 BINGET
+      case 'M': fixed = 2; ++depth; break;                                   // BININT2
+      case 'J': case 'j': fixed = 4; ++depth; break;                         // BININT LONG_BINGET
+      case 'G': fixed = 8; ++depth; break;                                   // BINFLOAT
+      case 'q': case 'r': take(1, op); ++depth; fixed = op == 'q' ? 1 : 4; break;  // BINPUT LONG_BINPUT: the top stays
+      case 'c': {                                                            // GLOBAL: two lines, one item
         for (int line = 0; line < 2; ++line) {
           const auto nl = pickle.find('\n', at);
           if (nl == std::string::npos) return;
           at = nl + 1;
         }
+        ++depth;
         continue;
       }
-      case '(': case ')': case ']': case '}': case 'Q': case 'R': case 'b': case 't': case 'u': case 's': case 'e':
-      case 'a': case 'N': case 0x88: case 0x89: case 0x85: case 0x86: case 0x87: case '0': case '1': case 0x94:
-      case 0x81: case 0x92: case 0x93: case 0x8f: case 0x90: case 0x91: case 'l': case 'd': case 'o': case '2':
-        continue;  // no argument
+      case '(': marks.push_back(depth); continue;                             // MARK
+      case ')': case ']': case '}': case 0x8f: case 'N': case 0x88: case 0x89: ++depth; continue;  // empties, None, bools
+      case 0x94: take(1, op); ++depth; ++memo; continue;                      // MEMOIZE: the top stays
+      case 'Q': case 0x85: take(1, op); ++depth; continue;                    // BINPERSID TUPLE1
+      case 0x86: case 'R': case 'b': case 0x81: case 0x93: case 'a':          // TUPLE2 REDUCE BUILD NEWOBJ STACK_GLOBAL APPEND
+        take(2, op); ++depth; continue;
+      case 0x87: case 0x92: take(3, op); ++depth; continue;                   // TUPLE3 NEWOBJ_EX
+      case 's': take(3, op); ++depth; continue;                               // SETITEM: the dict stays
+      case '2': take(1, op); depth += 2; continue;                            // DUP
+      case '0': take(1, op); continue;                                        // POP
+      case '1': close_mark(); continue;                                     // POP_MARK
+      case 't': case 'l': case 'd': case 0x91: close_mark(); ++depth; continue;  // TUPLE LIST DICT FROZENSET
+      case 'o':                                                               // OBJ: class and arguments
+        if (close_mark() < 1) refuse("builds an object without its class");
+        ++depth;
+        continue;
+      case 'e': case 0x90: close_mark(); take(1, op); ++depth; continue;   // APPENDS ADDITEMS: the container stays
+      case 'u':                                                               // SETITEMS: the dict stays
+        if (close_mark() % 2 != 0) refuse("sets a key without its value");
+        take(1, op);
+        ++depth;
+        continue;
       default:
         return;  // not walked further
     }
@@ -129,8 +177,8 @@ c10::IValue load_torch_save_zip(const std::vector<char>& bytes, const std::strin
   caffe2::serialize::PyTorchStreamReader reader(&stream);
   const auto [data, size] = reader.getRecord("data.pkl");
   std::string pickle(static_cast<const char*>(data.get()), size);
-  check_pickle_lengths(pickle, path);
   setitem_as_setitems(pickle);
+  check_pickle(pickle, path);  // as the Unpickler will read it
   size_t at = 0;
   auto read = [&](char* buffer, size_t n) {
     const size_t take = std::min(n, pickle.size() - at);
@@ -170,8 +218,13 @@ void load_weights_unguarded(torch::nn::Module& module, const std::string& path) 
   // exceptions (out_of_range, ...) for some (found by fuzz_weights): either
   // is a file that is not a weights file. Running out of memory is not.
   try {
-    if (!is_zip(bytes)) check_pickle_lengths(std::string(bytes.begin(), bytes.end()), path);
-    value = is_zip(bytes) ? load_torch_save_zip(bytes, path) : torch::pickle_load(bytes);
+    // torch.save and torch::pickle_save write zip archives, and LibTorch reads
+    // nothing else; torch::pickle_load would still look for a zip directory at
+    // the end of anything, through the reader that overflows (fuzz_weights).
+    if (!is_zip(bytes))
+      throw DataError(path + ": not a weights file (torch.save and torch::pickle_save write a zip archive; this " +
+                      "file does not start like one)");
+    value = load_torch_save_zip(bytes, path);
   } catch (const std::bad_alloc&) {
     throw;
   } catch (const DataError&) {
