@@ -92,6 +92,11 @@ TEST(WeightsInterop, FuzzFindingsStayFixed) {
   const std::string not_zip =
       std::string(QKV_SOURCE_DIR) + "/fuzz/regressions/weights/crash-757838fe57d97b8f93ff001b00a226af3c73fcba";
   expect_data_error([&] { train::load_weights(m, not_zip); }, not_zip, "does not start like one");
+  // fuzz_weights: a tensor rebuilt with sizes past its storage (a read through
+  // a null storage in isfinite); each entry's extent is checked first now.
+  const std::string past_storage =
+      std::string(QKV_SOURCE_DIR) + "/fuzz/regressions/weights/crash-b64bbdbd96a302cad262f7bf540daf2ec58f0c7f";
+  expect_data_error([&] { train::load_weights(m, past_storage); }, past_storage, "reaches past the data stored for it");
 }
 
 // The stack walk refuses only what cannot be unpickled: every weights file

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "qkv/core/atomic_file.h"
+#include "qkv/core/checked.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/text.h"
 #include "qkv/core/file_input.h"
@@ -192,6 +193,29 @@ c10::IValue load_torch_save_zip(const std::vector<char>& bytes, const std::strin
   return unpickler.parse_ivalue();
 }
 
+// Whether every element a tensor's sizes, strides and offset reach lies in
+// its storage. LibTorch's unpickler rebuilds a tensor from whatever a damaged
+// pickle says (fuzz_weights: a read through a null storage); nothing reads
+// one of these before it is checked here.
+bool within_storage(const at::Tensor& t) {
+  if (!t.has_storage() || t.is_sparse()) return false;
+  const int64_t offset = t.storage_offset();
+  if (offset < 0) return false;
+  int64_t last = offset;  // index of the furthest element
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const int64_t size = t.size(d), stride = t.stride(d);
+    if (size < 0 || stride < 0) return false;
+    if (size == 0) return true;  // no element is read
+    int64_t reach = 0;
+    if (!checked_mul(size - 1, stride, reach) || !checked_add(last, reach, last)) return false;
+  }
+  int64_t bytes = 0;
+  const auto item = static_cast<int64_t>(t.element_size());
+  if (!checked_add(last, int64_t{1}, last) || !checked_mul(last, item, bytes)) return false;
+  const auto& storage = t.storage();
+  return bytes <= static_cast<int64_t>(storage.nbytes()) && storage.data() != nullptr;
+}
+
 bool is_zip(const std::vector<char>& bytes) { return bytes.size() >= 4 && std::memcmp(bytes.data(), "PK\x03\x04", 4) == 0; }
 
 void load_weights_unguarded(torch::nn::Module& module, const std::string& path);
@@ -239,6 +263,9 @@ void load_weights_unguarded(torch::nn::Module& module, const std::string& path) 
   for (const auto& item : value.toGenericDict()) {
     if (!item.key().isString() || !item.value().isTensor())
       throw DataError(path + ": expected a dict of name -> tensor (found a non-tensor entry)");
+    if (!within_storage(item.value().toTensor()))
+      throw DataError(path + ": '" + item.key().toStringRef() +
+                      "' reaches past the data stored for it (its sizes, strides or offset are damaged)");
     file[item.key().toStringRef()] = item.value().toTensor();
   }
   auto model = named_tensors(module);
