@@ -111,6 +111,18 @@ TEST(Checkpoint, OtherFilesAndOtherModelsAreRejected) {
   EXPECT_NE(qkv::testing::data_error_of([&] { train::load_checkpoint(small, *other, nullptr); }).find("does not fit"), std::string::npos);
 }
 
+// fuzz_checkpoint (with the CRC made to match, as a crafted file would): a
+// damaged TorchScript type name made LibTorch's parser throw a standard
+// exception, which left the file unnamed (and ended the fuzzer); it is a
+// DataError naming the file now, from load and from the config reader.
+TEST(Checkpoint, FuzzFindingsStayFixed) {
+  const std::string path = std::string(QKV_SOURCE_DIR) +
+                           "/fuzz/regressions/checkpoint/crash-ac37314e5b59de7eeaba055d2069597387b4ded8-crc-fixed";
+  auto m = mlp();
+  qkv::testing::expect_data_error([&] { train::load_checkpoint(path, *m, nullptr); }, path, "unreadable");
+  qkv::testing::expect_data_error([&] { train::read_checkpoint_config(path); }, path, "unreadable");
+}
+
 TEST(Weights, ExportImportRoundTrip) {
   auto a = mlp();
   const auto path = temp_path("w.pt");

@@ -36,22 +36,43 @@ std::vector<char> read_payload(const std::vector<char>& bytes, const std::string
   return std::vector<char>(bytes.begin() + kHeaderBytes, bytes.end());
 }
 
+std::string first_line_of(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// f(), with what LibTorch throws for a damaged archive (c10::Error, and
+// standard exceptions from its TorchScript parser: fuzz_checkpoint) turned
+// into a DataError naming the file. Running out of memory stays what it is.
+template <typename F>
+auto damaged_as_data_error(const std::string& path, const char* what, F&& f) {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const DataError&) {
+    throw;
+  } catch (const c10::Error& e) {
+    throw DataError(path + ": " + what + ": " + first_line_of(e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    throw DataError(path + ": " + what + ": " + first_line_of(e.what()));
+  }
+}
+
 torch::serialize::InputArchive open_archive(const std::vector<char>& file, const std::string& path) {
   std::vector<char> payload = read_payload(file, path);
   check_zip_entries(payload.data(), payload.size(), path);  // sizes LibTorch would allocate unchecked
   torch::serialize::InputArchive archive;
-  try {
+  damaged_as_data_error(path, "checkpoint payload is unreadable", [&] {
     archive.load_from(payload.data(), payload.size());
-  } catch (const c10::Error& e) {
-    throw DataError(path + ": checkpoint payload is unreadable: " + e.what_without_backtrace());
-  }
+    return 0;
+  });
   return archive;
 }
 
 std::string read_string(torch::serialize::InputArchive& a, const std::string& key, const std::string& path) {
-  c10::IValue v;
-  if (!a.try_read(key, v) || !v.isString()) throw DataError(path + ": checkpoint lacks '" + key + "'");
-  return v.toStringRef();
+  return damaged_as_data_error(path, "checkpoint payload is unreadable", [&] {
+    c10::IValue v;
+    if (!a.try_read(key, v) || !v.isString()) throw DataError(path + ": checkpoint lacks '" + key + "'");
+    return v.toStringRef();
+  });
 }
 
 nlohmann::json parse_json(const std::string& text, const std::string& key, const std::string& path) {
@@ -114,7 +135,7 @@ TrainState load_checkpoint(const std::string& path, torch::nn::Module& model, to
 TrainState load_checkpoint_bytes(const std::vector<char>& file, const std::string& path, torch::nn::Module& model,
                                  torch::optim::Optimizer* optimizer) {
   auto archive = open_archive(file, path);
-  try {
+  damaged_as_data_error(path, "checkpoint does not fit this model", [&] {
     torch::serialize::InputArchive model_archive;
     if (!archive.try_read("model", model_archive)) throw DataError(path + ": checkpoint has no model");
     model.load(model_archive);
@@ -126,9 +147,8 @@ TrainState load_checkpoint_bytes(const std::vector<char>& file, const std::strin
       if (!archive.try_read("rng", rng)) throw DataError(path + ": checkpoint has no RNG state");
       set_global_rng_state(rng);
     }
-  } catch (const c10::Error& e) {
-    throw DataError(path + ": checkpoint does not fit this model: " + e.what_without_backtrace());
-  }
+    return 0;
+  });
   const auto j = parse_json(read_string(archive, "state", path), "state", path);
   TrainState s;
   try {
