@@ -89,7 +89,7 @@
 //   only, the logit moves with that region's binding ratio: slope * (BR -
 //   mean BR of the cohort's PD subjects), the slope set for a within-PD
 //   correlation rho ~ U(0.6, 0.85), sign random; controls have no such term.
-//   The site's mean is therefore the same in PD and in controls and the
+//   The site's mean logit is therefore the same in PD and in controls and the
 //   region's uptake alone says nothing of the site: only a model that reads
 //   the site together with that region's uptake can use it (a PD subject with
 //   near-normal uptake has the site shifted, a control with the same uptake

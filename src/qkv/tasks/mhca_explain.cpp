@@ -321,6 +321,7 @@ nlohmann::json explain_subjects(models::MHCANet& model, const CohortData& cohort
   if (!truth.interactions.empty() && mask_labels.defined()) {
     nlohmann::json list = nlohmann::json::array();
     double own_enrichment = 0, other_enrichment = 0;
+    int64_t scored = 0;  // pairs whose region is in the mask
     std::set<std::string> interacting;
     for (const auto& pair : pairs) {
       const double own = pair.own / n, others = pair.others / n;
@@ -328,16 +329,20 @@ nlohmann::json explain_subjects(models::MHCANet& model, const CohortData& cohort
       double others_chance = 0;
       for (const auto& [label, share] : region_volume_share)
         if (label != pair.truth->mask_label) others_chance += share / 3;
+      // A mask without one of the labels (a user's --striatum-mask) has no chance level for it.
+      auto ratio = [](double a, double b) { return b > 0 ? nlohmann::json(a / b) : nlohmann::json(nullptr); };
       list.push_back({{"cpg", pair.truth->cpg},
                       {"region", pair.truth->region},
                       {"region_attention_fraction", own},
                       {"region_volume_fraction", chance},
-                      {"enrichment", own / chance},
-                      {"other_striatal_regions_enrichment", others / others_chance}});
-      own_enrichment += own / chance / static_cast<double>(pairs.size());
-      other_enrichment += others / others_chance / static_cast<double>(pairs.size());
-      interacting.insert(pair.truth->cpg);
+                      {"enrichment", ratio(own, chance)},
+                      {"other_striatal_regions_enrichment", ratio(others, others_chance)}});
+      if (!(chance > 0 && others_chance > 0)) continue;
+      own_enrichment += own / chance;
+      other_enrichment += others / others_chance;
+      ++scored;
     }
+    for (const auto& pair : pairs) interacting.insert(pair.truth->cpg);
     // Do the interacting sites rank high by alpha_q among the features?
     int64_t hits = 0;
     const auto k = static_cast<int64_t>(pairs.size());
@@ -349,8 +354,10 @@ nlohmann::json explain_subjects(models::MHCANet& model, const CohortData& cohort
         {"planted_pairs", truth.interactions.size()},
         {"pairs_among_features", k},
         {"pairs", list},
-        {"mean_enrichment", k > 0 ? nlohmann::json(own_enrichment) : nlohmann::json(nullptr)},
-        {"mean_other_striatal_regions_enrichment", k > 0 ? nlohmann::json(other_enrichment) : nlohmann::json(nullptr)},
+        {"mean_enrichment", scored > 0 ? nlohmann::json(own_enrichment / static_cast<double>(scored))
+                                        : nlohmann::json(nullptr)},
+        {"mean_other_striatal_regions_enrichment",
+         scored > 0 ? nlohmann::json(other_enrichment / static_cast<double>(scored)) : nlohmann::json(nullptr)},
         {"precision_at_pairs", k > 0 ? nlohmann::json(static_cast<double>(hits) / static_cast<double>(k))
                                      : nlohmann::json(nullptr)},
         {"chance_precision", static_cast<double>(k) / static_cast<double>(std::max<int64_t>(1, F))}};
