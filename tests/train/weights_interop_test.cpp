@@ -59,43 +59,43 @@ TEST(WeightsInterop, NonFiniteWeightsAreRefusedNamingTheFileAndKey) {
   expect_data_error([&] { train::load_weights(m, inf); }, inf, "'foo'");
 }
 
+// An input fuzz_weights found, kept in fuzz/regressions/weights/.
+std::string weights_regression(const std::string& name) {
+  return std::string(QKV_SOURCE_DIR) + "/fuzz/regressions/weights/" + name;
+}
+
 TEST(WeightsInterop, FuzzFindingsStayFixed) {
   // fuzz_weights: a damaged pickle made LibTorch's unpickler throw a standard
   // exception (not c10::Error), which ended the process.
   Foo m;
-  const std::string crash =
-      std::string(QKV_SOURCE_DIR) + "/fuzz/regressions/weights/crash-bcb2918c1da6250c360ce6a4967e79df668df52b";
+  const std::string crash = weights_regression("crash-bcb2918c1da6250c360ce6a4967e79df668df52b");
   expect_data_error([&] { train::load_weights(m, crash); }, crash, "not a weights file");
   // fuzz_weights: a zip whose directory names bytes past the end of the file
   // made torch::pickle_load's reader copy past its buffer (a heap overflow
   // AddressSanitizer reports in make check-asan); zip files are now read
   // through a stream that stops at the end.
-  const std::string overflow =
-      std::string(QKV_SOURCE_DIR) + "/fuzz/regressions/weights/crash-ee11987f4db9116dd5a5637a08e23a4065cac667";
+  const std::string overflow = weights_regression("crash-ee11987f4db9116dd5a5637a08e23a4065cac667");
   expect_data_error([&] { train::load_weights(m, overflow); }, overflow, "zip");
   // fuzz_weights: 1.5 KB files whose pickle declares a string of 1.7 and
   // 2 GB, which LibTorch's Unpickler reserved before reading (2.1 GB RSS);
   // the pickle's lengths are checked first now.
   for (const char* name : {"oom-c4ff7a0a494e55231d1c955bbd6c33d44c55bac9", "oom-444aed7ee321959a42fd97109c10541ff2c72171"}) {
-    const std::string path = std::string(QKV_SOURCE_DIR) + "/fuzz/regressions/weights/" + name;
+    const std::string path = weights_regression(name);
     expect_bounded_data_error(256 * kMiB, [&] { train::load_weights(m, path); }, path, "its pickle declares");
   }
   // fuzz_weights: TUPLE3 opcodes on a stack of fewer than three items; the
   // Unpickler popped without looking and corrupted its stack (a heap overflow
   // when it was destroyed). The pickle's stack is walked first now.
-  const std::string underflow =
-      std::string(QKV_SOURCE_DIR) + "/fuzz/regressions/weights/crash-1e34d8207f24d924b87d583a2046fe577d593fc0";
+  const std::string underflow = weights_regression("crash-1e34d8207f24d924b87d583a2046fe577d593fc0");
   expect_data_error([&] { train::load_weights(m, underflow); }, underflow, "its pickle pops 3 items with");
   // fuzz_weights: a file that does not start like a zip went to
   // torch::pickle_load, whose in-memory zip reader still found a directory at
   // its end and read freed memory. Only zip archives are read now.
-  const std::string not_zip =
-      std::string(QKV_SOURCE_DIR) + "/fuzz/regressions/weights/crash-757838fe57d97b8f93ff001b00a226af3c73fcba";
+  const std::string not_zip = weights_regression("crash-757838fe57d97b8f93ff001b00a226af3c73fcba");
   expect_data_error([&] { train::load_weights(m, not_zip); }, not_zip, "does not start like one");
   // fuzz_weights: a tensor rebuilt with sizes past its storage (a read through
   // a null storage in isfinite); each entry's extent is checked first now.
-  const std::string past_storage =
-      std::string(QKV_SOURCE_DIR) + "/fuzz/regressions/weights/crash-b64bbdbd96a302cad262f7bf540daf2ec58f0c7f";
+  const std::string past_storage = weights_regression("crash-b64bbdbd96a302cad262f7bf540daf2ec58f0c7f");
   expect_data_error([&] { train::load_weights(m, past_storage); }, past_storage, "reaches past the data stored for it");
 }
 

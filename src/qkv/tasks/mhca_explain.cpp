@@ -78,28 +78,34 @@ void write_cpg_ranking(const std::string& path, const std::vector<std::string>& 
   write_file_atomic(path, csv);
 }
 
+// The three [n, g] interpolation matrices from the encoder's input grid to
+// its token grid, per axis: the map on the grid is their product with the
+// token weights.
+std::array<at::Tensor, 3> grid_axis_weights(const models::SpectEncoderOptions& encoder) {
+  const auto grid = encoder.token_grid();
+  const double offset = encoder.token_offset(), stride = encoder.token_stride();
+  std::array<at::Tensor, 3> w;
+  for (size_t a = 0; a < 3; ++a) w[a] = axis_weights(encoder.volume_shape[a], grid[a], offset, stride);
+  return w;
+}
+
 // Voxels of `region` (a [X, Y, Z] 0/1 mask) seen from the tokens: since the
 // map on the grid is linear in the token weights t, its sum inside the region
 // is this vector's dot product with t.
 at::Tensor region_token_weights(const at::Tensor& region, const models::SpectEncoderOptions& encoder) {
-  const auto grid = encoder.token_grid();
-  const double offset = encoder.token_offset(), stride = encoder.token_stride();
-  auto wx = axis_weights(encoder.volume_shape[0], grid[0], offset, stride);
-  auto wy = axis_weights(encoder.volume_shape[1], grid[1], offset, stride);
-  auto wz = axis_weights(encoder.volume_shape[2], grid[2], offset, stride);
-  return torch::einsum("xa,yb,zc,xyz->abc", {wx, wy, wz, region.to(torch::kFloat32)}).reshape({-1}).to(torch::kDouble);
+  const auto w = grid_axis_weights(encoder);
+  return torch::einsum("xa,yb,zc,xyz->abc", {w[0], w[1], w[2], region.to(torch::kFloat32)})
+      .reshape({-1})
+      .to(torch::kDouble);
 }
 
 }  // namespace
 
 at::Tensor token_map_to_volume(const at::Tensor& token_weights, const models::SpectEncoderOptions& encoder) {
   const auto grid = encoder.token_grid();
-  const double offset = encoder.token_offset(), stride = encoder.token_stride();
   auto t = token_weights.to(torch::kCPU, torch::kFloat32).reshape({grid[0], grid[1], grid[2]});
-  auto wx = axis_weights(encoder.volume_shape[0], grid[0], offset, stride);
-  auto wy = axis_weights(encoder.volume_shape[1], grid[1], offset, stride);
-  auto wz = axis_weights(encoder.volume_shape[2], grid[2], offset, stride);
-  return torch::einsum("xa,yb,zc,abc->xyz", {wx, wy, wz, t});
+  const auto w = grid_axis_weights(encoder);
+  return torch::einsum("xa,yb,zc,abc->xyz", {w[0], w[1], w[2], t});
 }
 
 void write_overlay_slices(const std::string& prefix, const at::Tensor& anatomy, const at::Tensor& heat,
