@@ -1,7 +1,9 @@
 // UTF-8 checks for names and text: what JSON can hold, and how a name that is
-// not UTF-8 is shown in a message.
+// not UTF-8 is shown in a message; counts and sizes in messages.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "qkv/core/text.h"
@@ -25,4 +27,21 @@ TEST(Utf8, MalformedSequencesAreFoundWhereTheyStart) {
 TEST(Utf8, PrintablePathEscapesOnlyTheBadBytes) {
   EXPECT_EQ(qkv::printable_path("runs/vnt\xff"), "runs/vnt\\xff");
   EXPECT_EQ(qkv::printable_path("caf\xc3\xa9"), "caf\xc3\xa9");
+}
+
+TEST(Wording, CountsAndSizesReadAsAPersonWritesThem) {
+  EXPECT_EQ(qkv::counted(1, "thread"), "1 thread");
+  EXPECT_EQ(qkv::counted(0, "run"), "0 runs");
+  EXPECT_EQ(qkv::counted(2, "fold"), "2 folds");
+  EXPECT_EQ(qkv::binary_size(0), "0 bytes");
+  EXPECT_EQ(qkv::binary_size(1), "1 byte");
+  EXPECT_EQ(qkv::binary_size(1023), "1023 bytes");
+  EXPECT_EQ(qkv::binary_size(1024), "1 KiB");
+  EXPECT_EQ(qkv::binary_size(1536), "1.5 KiB");
+  EXPECT_EQ(qkv::binary_size(int64_t{1} << 30), "1 GiB");
+  EXPECT_EQ(qkv::binary_size((int64_t{1} << 30) * 3 / 2), "1.5 GiB");
+  EXPECT_EQ(qkv::binary_size(std::numeric_limits<int64_t>::max()), "8 EiB");
+  EXPECT_EQ(qkv::first_line("one\ntwo"), "one");
+  EXPECT_EQ(qkv::first_line("only"), "only");
+  EXPECT_EQ(qkv::first_line(""), "");
 }

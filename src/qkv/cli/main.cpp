@@ -18,12 +18,6 @@
 
 namespace {
 
-std::string first_line(std::string text) {
-  const auto nl = text.find('\n');
-  if (nl != std::string::npos) text.resize(nl);
-  return text;
-}
-
 // Edits (insert, delete, replace, swap two neighbours) from a to b.
 size_t typo_distance(const std::string& a, const std::string& b) {
   std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
@@ -96,6 +90,7 @@ std::string option_suggestions(const CLI::App& command, int argc, char** argv) {
 int main(int argc, char** argv) {
   CLI::App app{"qkv " + qkv::qkv_version() +
                ": attention models in C++ (VNT-Net, MHCA, the transformer core) on LibTorch"};
+  app.name("qkv");  // usage lines say "qkv", not the path it was started by
   app.require_subcommand(1);
   app.set_version_flag("--version", "qkv " + qkv::qkv_version());
   app.footer("Exit status: 0 ok, 1 data or runtime error, 2 usage error, 130 interrupted.\n"
@@ -141,7 +136,7 @@ int main(int argc, char** argv) {
       at = at->get_subcommands().front();
       path += " " + at->get_name();
     }
-    std::string message = first_line(e.what());
+    std::string message = qkv::first_line(e.what());
     if (dynamic_cast<const CLI::ExtrasError*>(&e)) message = unexpected_arguments(message, argc, argv);
     message += option_suggestions(*at, argc, argv);
     if (at->get_require_subcommand_min() > 0 && at->get_subcommands().empty()) {
@@ -170,10 +165,10 @@ int main(int argc, char** argv) {
   } catch (const qkv::ConfigError& e) {
     // The library names the setting's key; say it as the option that set it.
     const std::string flag = qkv::cli::flag_of_key(command, e.key);
-    std::fprintf(stderr, "qkv: %s\n", first_line((flag.empty() ? e.key : flag) + " " + e.problem).c_str());
+    std::fprintf(stderr, "qkv: %s\n", qkv::first_line((flag.empty() ? e.key : flag) + " " + e.problem).c_str());
     return 2;
   } catch (const qkv::UsageError& e) {
-    std::fprintf(stderr, "qkv: %s\n", first_line(e.what()).c_str());
+    std::fprintf(stderr, "qkv: %s\n", qkv::first_line(e.what()).c_str());
     return 2;
   } catch (const std::bad_alloc&) {
     // Readers turn this into a DataError naming their file; what is left is
@@ -182,7 +177,7 @@ int main(int argc, char** argv) {
                  command_path.c_str());
     return 1;
   } catch (const c10::Error& e) {
-    const std::string message = first_line(e.what_without_backtrace());
+    const std::string message = qkv::first_line(e.what_without_backtrace());
     const auto at = message.find("you tried to allocate ");
     if (at != std::string::npos) {  // LibTorch's out-of-memory, worded for its own developers
       std::fprintf(stderr, "qkv: error: %s: out of memory (LibTorch could not allocate %s)\n", command_path.c_str(),
@@ -192,7 +187,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "qkv: error: %s\n", message.c_str());
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "qkv: error: %s\n", first_line(e.what()).c_str());
+    std::fprintf(stderr, "qkv: error: %s\n", qkv::first_line(e.what()).c_str());
     return 1;
   }
 }

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -109,5 +110,25 @@ std::string printable_path(std::string_view text) {
   }
   return out;
 }
+
+std::string counted(int64_t n, std::string_view noun) {
+  return std::to_string(n) + " " + std::string(noun) + (n == 1 ? "" : "s");
+}
+
+std::string binary_size(int64_t bytes) {
+  static const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (bytes < 1024) return counted(bytes, "byte");
+  double value = static_cast<double>(bytes) / 1024;
+  int unit = 0;
+  while (value >= 1024 && unit < 5) {
+    value /= 1024;
+    ++unit;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g %s", value, units[unit]);
+  return buf;
+}
+
+std::string first_line(std::string_view text) { return std::string(text.substr(0, text.find('\n'))); }
 
 }  // namespace qkv

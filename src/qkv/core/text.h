@@ -1,6 +1,7 @@
 #pragma once
 // Text helpers the readers share: case folding, suffixes, trimming, joining, and a
 // whole file read into a string with errors naming the file.
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +16,17 @@ bool ends_with(std::string_view text, std::string_view suffix);
 
 // text without leading and trailing whitespace (std::isspace).
 std::string_view trim(std::string_view text);
+
+// "1 thread", "2 threads": n and the noun, with an s unless n is 1.
+std::string counted(int64_t n, std::string_view noun);
+
+// A byte count in binary units, three significant digits: "512 bytes",
+// "1 GiB" (2^30), "1.5 KiB".
+std::string binary_size(int64_t bytes);
+
+// The text up to its first newline: a one-line message from an exception
+// whose what() carries a backtrace or a detail paragraph.
+std::string first_line(std::string_view text);
 
 // The items with `separator` between them: {"a", "b"} -> "a, b".
 std::string join(const std::vector<std::string>& items, std::string_view separator = ", ");

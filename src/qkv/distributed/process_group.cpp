@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/text.h"
 
 // glog's severity threshold (Debian's LibTorch logs through glog; no glog
 // headers are installed, the flag is a plain exported int).
@@ -44,14 +45,6 @@ int64_t parse_int(const std::string& text, const std::string& what) {
 
 bool is_loopback(const std::string& host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
-}
-
-// One line from whatever c10d or gloo threw.
-std::string first_line(const char* what) {
-  std::string s = what ? what : "unknown error";
-  const auto nl = s.find('\n');
-  if (nl != std::string::npos) s.resize(nl);
-  return s;
 }
 
 }  // namespace

@@ -19,14 +19,14 @@
 #include "qkv/core/zip_entries.h"
 
 namespace qkv::train {
-namespace {
-
 std::map<std::string, at::Tensor> named_tensors(const torch::nn::Module& module) {
   std::map<std::string, at::Tensor> out;
   for (const auto& p : module.named_parameters(true)) out[p.key()] = p.value();
   for (const auto& b : module.named_buffers(true)) out[b.key()] = b.value();
   return out;
 }
+
+namespace {
 
 // LibTorch's unpickler lacks the SETITEM opcode, which Python's pickler (and
 // so torch.save) uses for a dict of one entry, and for the last entry of a
@@ -60,7 +60,7 @@ bool setitem_as_setitems(std::string& pickle) {
 //   looking (fuzz_weights: TUPLE3 on a short stack corrupted its stack).
 // Stops quietly at an opcode it does not know or at STOP, leaving the
 // Unpickler to judge the rest.
-void check_pickle(const std::string& pickle, const std::string& path) {
+void check_pickle(const std::string& pickle, const std::string& path, const std::string& kind) {
   const size_t n = pickle.size();
   size_t at = 0;
   auto little = [&](size_t from, int bytes) {
@@ -69,7 +69,7 @@ void check_pickle(const std::string& pickle, const std::string& path) {
     return v;
   };
   auto refuse = [&](const std::string& what) {
-    throw DataError(path + ": not a weights file (its pickle " + what + ")");
+    throw DataError(path + ": not a " + kind + " (its pickle " + what + ")");
   };
   auto need = [&](uint64_t bytes, const char* what) {
     if (bytes > n - at)
@@ -172,14 +172,14 @@ void check_pickle(const std::string& pickle, const std::string& path) {
 // directory names, past the end of a damaged file's buffer (found by
 // fuzz_weights: a heap overflow in LibTorch 1.13's miniz callback). c10::Error
 // (or a standard exception) if it cannot be read.
-c10::IValue load_torch_save_zip(const std::vector<char>& bytes, const std::string& path) {
+c10::IValue load_torch_save_zip(const std::vector<char>& bytes, const std::string& path, const std::string& kind) {
   check_zip_entries(bytes.data(), bytes.size(), path);  // sizes LibTorch would allocate unchecked
   std::istringstream stream(std::string(bytes.begin(), bytes.end()));
   caffe2::serialize::PyTorchStreamReader reader(&stream);
   const auto [data, size] = reader.getRecord("data.pkl");
   std::string pickle(static_cast<const char*>(data.get()), size);
   setitem_as_setitems(pickle);
-  check_pickle(pickle, path);  // as the Unpickler will read it
+  check_pickle(pickle, path, kind);  // as the Unpickler will read it
   size_t at = 0;
   auto read = [&](char* buffer, size_t n) {
     const size_t take = std::min(n, pickle.size() - at);
@@ -218,56 +218,64 @@ bool within_storage(const at::Tensor& t) {
 
 bool is_zip(const std::vector<char>& bytes) { return bytes.size() >= 4 && std::memcmp(bytes.data(), "PK\x03\x04", 4) == 0; }
 
-void load_weights_unguarded(torch::nn::Module& module, const std::string& path);
-
 }  // namespace
 
-void export_weights(const torch::nn::Module& module, const std::string& path) {
+std::vector<char> tensor_dict_bytes(const std::map<std::string, at::Tensor>& tensors) {
   c10::Dict<std::string, at::Tensor> dict;
-  for (const auto& [name, t] : named_tensors(module)) dict.insert(name, t.detach().to(torch::kCPU).contiguous());
-  write_file_atomic(path, torch::pickle_save(c10::IValue(dict)));
+  for (const auto& [name, t] : tensors) dict.insert(name, t.detach().to(torch::kCPU).contiguous());
+  return torch::pickle_save(c10::IValue(dict));
+}
+
+void export_weights(const torch::nn::Module& module, const std::string& path) {
+  write_file_atomic(path, tensor_dict_bytes(named_tensors(module)));
 }
 
 void load_weights(torch::nn::Module& module, const std::string& path) {
-  guard_memory(path, "a weights file", [&] { load_weights_unguarded(module, path); });
+  guard_memory(path, "a weights file", [&] {
+    regular_file_size(path);
+    copy_into_module(module, read_tensor_dict(read_file_bytes(path), path, "weights file"), path,
+                     "weights do not fit the model", /*refuse_non_finite=*/true);
+  });
 }
 
-namespace {
-
-void load_weights_unguarded(torch::nn::Module& module, const std::string& path) {
-  regular_file_size(path);
-  const std::vector<char> bytes = read_file_bytes(path);
+std::map<std::string, at::Tensor> read_tensor_dict(const std::vector<char>& bytes, const std::string& path,
+                                                   const std::string& kind) {
   c10::IValue value;
   // LibTorch's unpickler throws c10::Error for most damage but standard
   // exceptions (out_of_range, ...) for some (found by fuzz_weights): either
-  // is a file that is not a weights file. Running out of memory is not.
+  // is a file that is not what it should be. Running out of memory is not.
   try {
     // torch.save and torch::pickle_save write zip archives, and LibTorch reads
     // nothing else; torch::pickle_load would still look for a zip directory at
     // the end of anything, through the reader that overflows (fuzz_weights).
     if (!is_zip(bytes))
-      throw DataError(path + ": not a weights file (torch.save and torch::pickle_save write a zip archive; this " +
-                      "file does not start like one)");
-    value = load_torch_save_zip(bytes, path);
+      throw DataError(path + ": not a " + kind + " (torch.save and torch::pickle_save write a zip archive; this " +
+                      "does not start like one)");
+    value = load_torch_save_zip(bytes, path, kind);
   } catch (const std::bad_alloc&) {
     throw;
   } catch (const DataError&) {
     throw;
   } catch (const std::exception& e) {
     const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
-    throw DataError(path + ": not a weights file written by torch.save / torch::pickle_save (" +
+    throw DataError(path + ": not a " + kind + " written by torch.save / torch::pickle_save (" +
                     std::string(c10_error ? c10_error->what_without_backtrace() : e.what()).substr(0, 200) + ")");
   }
-  if (!value.isGenericDict()) throw DataError(path + ": expected a dict of name -> tensor");
+  if (!value.isGenericDict()) throw DataError(path + ": not a " + kind + " (expected a dict of name -> tensor)");
   std::map<std::string, at::Tensor> file;
   for (const auto& item : value.toGenericDict()) {
     if (!item.key().isString() || !item.value().isTensor())
-      throw DataError(path + ": expected a dict of name -> tensor (found a non-tensor entry)");
+      throw DataError(path + ": not a " + kind + " (expected a dict of name -> tensor; found a non-tensor entry)");
     if (!within_storage(item.value().toTensor()))
       throw DataError(path + ": '" + item.key().toStringRef() +
                       "' reaches past the data stored for it (its sizes, strides or offset are damaged)");
     file[item.key().toStringRef()] = item.value().toTensor();
   }
+  return file;
+}
+
+void copy_into_module(torch::nn::Module& module, const std::map<std::string, at::Tensor>& file,
+                      const std::string& path, const std::string& misfit, bool refuse_non_finite) {
   auto model = named_tensors(module);
   std::vector<std::string> missing, unexpected, mismatched;
   for (const auto& [name, t] : model) {
@@ -280,7 +288,7 @@ void load_weights_unguarded(torch::nn::Module& module, const std::string& path) 
   for (const auto& [name, t] : file)
     if (!model.count(name)) unexpected.push_back(name);
   if (!missing.empty() || !unexpected.empty() || !mismatched.empty()) {
-    std::string msg = path + ": weights do not fit the model:";
+    std::string msg = path + ": " + misfit + ":";
     if (!missing.empty()) msg += " missing " + join(missing) + ";";
     if (!unexpected.empty()) msg += " unexpected " + join(unexpected) + ";";
     if (!mismatched.empty()) msg += " shape mismatch " + join(mismatched) + ";";
@@ -294,12 +302,10 @@ void load_weights_unguarded(torch::nn::Module& module, const std::string& path) 
     if (!src.is_floating_point() && t.is_floating_point())
       throw DataError(path + ": '" + name + "' is " + std::string(c10::toString(src.scalar_type())) +
                       ", expected floating point");
-    if (src.is_floating_point() && !torch::isfinite(src).all().item<bool>())
+    if (refuse_non_finite && src.is_floating_point() && !torch::isfinite(src).all().item<bool>())
       throw DataError(path + ": '" + name + "' holds NaN or infinite values");
   }
   for (auto& [name, t] : model) t.copy_(file.at(name));
 }
-
-}  // namespace
 
 }  // namespace qkv::train
