@@ -1,6 +1,8 @@
 // The qkv binary as a user meets it: exit codes, one-line errors, the run
 // folder, Ctrl-C and resume.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -69,6 +71,30 @@ TEST(Cli, HelpExplainsCommandsAndDefaults) {
   for (const char* s : {"--epochs", "--seed", "--threads", "--device", "--out", "--resume", "--init-weights",
                         "--label-smoothing", "--clip-grad-norm", "--schedule", "cosine"})
     EXPECT_NE(train.output.find(s), std::string::npos) << s;
+  // A train command's help in sections, each option in its own; usage names
+  // the program "qkv", not the path it was started by.
+  auto vnt = run("vnt train --help");
+  ASSERT_EQ(vnt.status, 0);
+  EXPECT_NE(vnt.output.find("Usage: qkv vnt train"), std::string::npos) << vnt.output;
+  std::vector<size_t> at;
+  for (const char* heading : {"\nRun:\n", "\nData:\n", "\nModel:\n", "\nTraining:\n", "\nData-parallel training"}) {
+    at.push_back(vnt.output.find(heading));
+    ASSERT_NE(at.back(), std::string::npos) << heading << "\n" << vnt.output;
+  }
+  EXPECT_TRUE(std::is_sorted(at.begin(), at.end())) << vnt.output;
+  auto within = [&](const char* option, size_t section) {
+    const size_t where = vnt.output.find(std::string("  ") + option + " ");
+    EXPECT_GT(where, at[section]) << option;
+    if (section + 1 < at.size()) EXPECT_LT(where, at[section + 1]) << option;
+  };
+  within("--out", 0);
+  within("--resume", 0);
+  within("--data", 1);
+  within("--points", 1);
+  within("--model", 2);
+  within("--init-weights", 2);
+  within("--lr", 3);
+  within("--world-size", 4);
 }
 
 TEST(Cli, ParamsPrintsTheCount) {
@@ -232,6 +258,11 @@ TEST(Cli, LmCacheSizeReproducesTheArticle) {
   EXPECT_EQ(j.at("total_bytes"), 20000000000LL);
   auto small = nlohmann::json::parse(run("lm cache-size --layers 50 --heads 20 --dk 200 --dv 200 --seq 5000 --json").output);
   EXPECT_EQ(small.at("key_bytes"), 2000000000LL);
+  // Binary units in the table: 2^30 bytes is 1 GiB (not "1.07 GB").
+  auto gib = run("lm cache-size --layers 32 --heads 32 --dk 128 --dv 128 --seq 4096");
+  ASSERT_EQ(gib.status, 0) << gib.output;
+  EXPECT_NE(gib.output.find("1073741824 bytes  (1 GiB)"), std::string::npos) << gib.output;
+  EXPECT_NE(gib.output.find("2147483648 bytes  (2 GiB)"), std::string::npos) << gib.output;
   expect_clean_failure(run("lm cache-size --layers 2 --heads 2 --dk 4 --dv 4 --seq 8 --dtype f8"), 2, "--dtype");
 }
 

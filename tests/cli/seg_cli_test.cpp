@@ -4,6 +4,8 @@
 // labels a file's points and writes them coloured, and bad input fails cleanly.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -94,9 +96,21 @@ TEST_F(SegCli, CompareTabulatesEveryTestRotation) {
   EXPECT_EQ(row.at("test").at("none").at("instance_miou"), summary.at("test").at("instance_miou"));
   EXPECT_EQ(row.at("test").at("so3").at("class_miou"), summary.at("test_so3").at("class_miou"));
   EXPECT_LE(row.at("invariance").at("float64").at("max_abs_logit_change").get<double>(), 1e-6);
-  const auto table = run_qkv("seg compare " + *dir_ + " --shapes 0 --threads 1");
+  // The same run twice: a row per run, named by its folder, every line as
+  // wide as the header (the last column is right-aligned).
+  const auto table = run_qkv("seg compare " + *dir_ + " " + *dir_ + " --shapes 0 --threads 1");
   ASSERT_EQ(table.status, 0) << table.output;
   EXPECT_NE(table.output.find("I/I"), std::string::npos) << table.output;
+  std::istringstream lines(table.output);
+  std::string header, first, second;
+  std::getline(lines, header);
+  std::getline(lines, first);
+  std::getline(lines, second);
+  EXPECT_EQ(header.rfind("run", 0), 0u) << table.output;
+  EXPECT_EQ(first.rfind(*dir_, 0), 0u) << table.output;
+  EXPECT_EQ(first, second) << table.output;
+  EXPECT_EQ(first.size(), header.size()) << table.output;
+  EXPECT_EQ(first.find("vnt-seg"), header.find("model")) << table.output;
 }
 
 TEST_F(SegCli, PredictLabelsEveryPointOfAFileAndWritesThemColoured) {

@@ -357,8 +357,22 @@ TEST_F(MhcaCli, TrainWritesARunFolder) {
                          " --model concatnet --select all --epochs 2 --lr 1e-3");
   ASSERT_EQ(r.status, 0) << r.output;
   const auto summary = read_json(out + "/summary.json");
-  EXPECT_TRUE(summary.contains("test"));
+  ASSERT_TRUE(summary.contains("test"));
   EXPECT_EQ(read_json(out + "/config.json").at("model").at("options").at("features"), 300);
+  // The metrics cv and predict report, from the test subjects' P(PD).
+  const auto& test = summary.at("test");
+  const auto subjects = read_json(out + "/config.json").at("data").at("test_subjects").size();
+  const int64_t tp = test.at("tp"), fp = test.at("fp"), tn = test.at("tn"), fn = test.at("fn");
+  EXPECT_EQ(static_cast<size_t>(tp + fp + tn + fn), subjects);
+  EXPECT_EQ(test.at("n"), subjects);
+  EXPECT_DOUBLE_EQ(test.at("sensitivity").get<double>(), static_cast<double>(tp) / static_cast<double>(tp + fn));
+  EXPECT_DOUBLE_EQ(test.at("specificity").get<double>(), static_cast<double>(tn) / static_cast<double>(tn + fp));
+  EXPECT_DOUBLE_EQ(test.at("accuracy").get<double>(), static_cast<double>(tp + tn) / static_cast<double>(subjects));
+  EXPECT_GE(test.at("auroc").get<double>(), 0.0);
+  EXPECT_LE(test.at("auroc").get<double>(), 1.0);
+  EXPECT_TRUE(summary.at("val").contains("auroc"));
+  EXPECT_NE(r.output.find("auroc"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("specificity"), std::string::npos) << r.output;
 }
 
 TEST_F(MhcaCli, PredictRefusesAVolumeOffTheCheckpointsGridFromItsHeader) {

@@ -162,4 +162,34 @@ nlohmann::json parse_model_options(const std::string& text, const std::string& m
 
 void print_json(const nlohmann::json& j) { std::printf("%s\n", json_text(j).c_str()); }
 
+void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+  const size_t columns = header.size();
+  std::vector<size_t> width(columns);
+  std::vector<bool> numeric(columns, !rows.empty());
+  auto is_number = [](const std::string& cell) {
+    if (cell == "-") return true;
+    char* end = nullptr;
+    std::strtod(cell.c_str(), &end);
+    return !cell.empty() && end == cell.c_str() + cell.size();
+  };
+  for (size_t c = 0; c < columns; ++c) width[c] = header[c].size();
+  for (const auto& row : rows)
+    for (size_t c = 0; c < columns && c < row.size(); ++c) {
+      width[c] = std::max(width[c], row[c].size());
+      if (!is_number(row[c])) numeric[c] = false;
+    }
+  auto print_row = [&](const std::vector<std::string>& cells) {
+    std::string line;
+    for (size_t c = 0; c < columns; ++c) {
+      const std::string cell = c < cells.size() ? cells[c] : "";
+      const std::string pad(width[c] - cell.size(), ' ');
+      if (c > 0) line += "  ";
+      line += numeric[c] ? pad + cell : cell + (c + 1 < columns ? pad : "");
+    }
+    std::printf("%s\n", line.c_str());
+  };
+  print_row(header);
+  for (const auto& row : rows) print_row(row);
+}
+
 }  // namespace qkv::cli

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "qkv/core/fields.h"
 #include "qkv/data/dataset.h"
@@ -59,6 +60,11 @@ void add_eval_options(CLI::App* cmd, EvalOptions& o);
 const data::DatasetPtr& pick_split(const data::Splits& splits, const std::string& name);
 // --votes of a point-cloud classifier's eval and predict; 0 = the run's.
 void add_votes_option(CLI::App* cmd, int64_t& votes);
+
+// A table on stdout, each column as wide as its widest cell, two spaces
+// between columns: a column whose body cells are all numbers (or "-") is
+// right-aligned, any other left-aligned.
+void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
 
 // --model-options TEXT as a JSON object, or, given the model, the name of
 // one of its presets (models/presets.h). UsageError naming the option.

@@ -9,6 +9,7 @@
 #include "qkv/attention/kv_cache.h"
 #include "qkv/cli/commands.h"
 #include "qkv/cli/common.h"
+#include "qkv/core/text.h"
 #include "qkv/cli/train_command.h"
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
@@ -52,9 +53,11 @@ void register_train(CLI::App* parent, Action& action) {
   spec.defaults.optim.weight_decay = 0.01;
   spec.defaults.clip_grad_norm = 1.0;
   spec.defaults.select_metric = "loss";
-  spec.add_options = [s](CLI::App* cmd) {
+  spec.add_data_options = [s](CLI::App* cmd) {
     add_field_options(cmd, s->data);
     cmd->get_option("--text")->check(CLI::ExistingFile);
+  };
+  spec.add_model_options = [s](CLI::App* cmd) {
     add_ranged_option(cmd, "--d-model", s->model.d_model, "model width D", 1, 65536);
     add_ranged_option(cmd, "--layers", s->model.layers, "transformer blocks L", 1, 1024);
     add_ranged_option(cmd, "--heads", s->model.heads, "attention heads h", 1, 1024);
@@ -223,7 +226,7 @@ void register_cache_size(CLI::App* parent, Action& action) {
                                 .c_str());
       } else {
         auto line = [](const char* what, int64_t bytes) {
-          std::printf("%-12s %16lld bytes  (%.3g GB)\n", what, static_cast<long long>(bytes), static_cast<double>(bytes) / 1e9);
+          std::printf("%-12s %20lld bytes  (%s)\n", what, static_cast<long long>(bytes), binary_size(bytes).c_str());
         };
         line("key cache", size.key_bytes);
         line("value cache", size.value_bytes);

@@ -228,10 +228,11 @@ void register_cv(CLI::App* parent, Action& action) {
       bool need_volumes = false;
       for (const auto& m : cv.models) need_volumes = need_volumes || m != "xgboost";
       auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, need_volumes, at::get_num_threads());
-      std::fprintf(stderr, "mhca cv: %lld subjects, %s; volume %s; %lld runs x %lld folds; %d threads\n",
+      std::fprintf(stderr, "mhca cv: %lld subjects, %s; volume %s; %s x %s; %s\n",
                    static_cast<long long>(cohort.size()), cohort.match_summary.c_str(),
                    need_volumes ? nlohmann::json(cohort.volume_shape()).dump().c_str() : "not loaded",
-                   static_cast<long long>(cv.runs), static_cast<long long>(cv.folds), at::get_num_threads());
+                   counted(cv.runs, "run").c_str(), counted(cv.folds, "fold").c_str(),
+                   counted(at::get_num_threads(), "thread").c_str());
       if (o->resume)
         adopt_output_dir(o->common.out, "--out");
       else
@@ -255,8 +256,11 @@ void register_cv(CLI::App* parent, Action& action) {
             if (!m.contains(key) || m.at(key).at("mean").is_null()) return std::string("n/a");
             const auto& v = m.at(key);
             char buf[64];
-            std::snprintf(buf, sizeof buf, "%.3f +- %.3f", v.at("mean").get<double>() * scale,
-                          v.at("std").get<double>() * scale);
+            if (v.value("n", 0) == 1 || v.at("std").is_null())  // one run: no spread to show
+              std::snprintf(buf, sizeof buf, "%.3f", v.at("mean").get<double>() * scale);
+            else
+              std::snprintf(buf, sizeof buf, "%.3f +- %.3f", v.at("mean").get<double>() * scale,
+                            v.at("std").get<double>() * scale);
             return std::string(buf);
           };
           std::printf("  %-10s accuracy %s %%  AUROC %s  AUROC(labels) %s  sensitivity %s  specificity %s\n",
@@ -283,11 +287,13 @@ void register_train(CLI::App* parent, Action& action) {
   spec.default_out = "runs/mhca";
   tasks::set_mhca_paper_defaults(spec.defaults);
   spec.model_options_from_data = true;
-  spec.add_options = [s](CLI::App* cmd) {
+  spec.add_data_options = [s](CLI::App* cmd) {
     add_field_options(cmd, s->data);
     cmd->get_option("--manifest")->required();
     cmd->get_option("--methylation")->required();
     cmd->get_option("--cpg-list")->check(CLI::ExistingFile);
+  };
+  spec.add_model_options = [s](CLI::App* cmd) {
     cmd->add_option("--model", s->model, join(mhca::cv_model_names()))
         ->capture_default_str()
         ->check(CLI::IsMember(mhca::cv_model_names()));
@@ -320,6 +326,7 @@ void register_train(CLI::App* parent, Action& action) {
     auto training = mhca::augmented_training(run.splits.train, prepared->augmentation(d.augmentation), r.seed);
     run.splits.train = training.train;
     run.hooks.augment = training.augment;
+    run.hooks.final_metrics = tasks::binary_metric_factory();
     return run;
   };
   register_train_command(parent, action, std::move(spec));

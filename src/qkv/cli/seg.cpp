@@ -43,10 +43,8 @@ void register_train(CLI::App* parent, Action& action) {
   spec.default_out = "runs/seg";
   tasks::set_paper_training_defaults(spec.defaults, s->data.view);
   spec.defaults.select_metric = "instance_miou";
-  spec.add_options = [s](CLI::App* cmd) {
-    add_field_options(cmd, s->data);
-    add_point_model_options(cmd, s->model, "segmentation", 128, 14);
-  };
+  spec.add_data_options = [s](CLI::App* cmd) { add_field_options(cmd, s->data); };
+  spec.add_model_options = [s](CLI::App* cmd) { add_point_model_options(cmd, s->model, "segmentation", 128, 14); };
   spec.prepare = [s](const CLI::App&, train::RunRequest& r, const std::string& out) {
     r.model_name = s->model.model;
     r.model_options = model_options_from_cli(s->model);
@@ -294,29 +292,31 @@ void register_compare(CLI::App* parent, Action& action) {
       }
       // Protocol names as the papers write them: I/I, I/SO(3), ...
       auto paper = [](std::string r) { return r == "none" ? std::string("I") : r == "so3" ? std::string("SO(3)") : r; };
-      std::printf("%-20s %-12s %9s  %-22s %-22s %-22s %12s\n", "model", "protocol", "params", "test I: inst / class",
-                  "test z: inst / class", "test SO(3): inst / class", "max |dlogit|");
+      std::vector<std::vector<std::string>> table;
       for (const auto& r : rows) {
         const auto protocol = r.at("protocol").get<std::string>();
         const auto slash = protocol.find('/');
         const auto train_name = paper(pc::rotation_name(pc::parse_rotation(protocol.substr(0, slash))));
-        std::string cells[3];
-        int i = 0;
+        std::vector<std::string> cells = {
+            r.at("run").get<std::string>(), r.at("model").get<std::string>(),
+            train_name + "/" + paper(pc::rotation_name(pc::parse_rotation(protocol.substr(slash + 1)))),
+            std::to_string(r.at("parameters").get<long long>())};
         for (const char* rotation : {"none", "z", "so3"}) {
           char buf[64] = "-";
           if (r.at("test").contains(rotation))
             std::snprintf(buf, sizeof buf, "%.4f / %.4f", r.at("test").at(rotation).at("instance_miou").get<double>(),
                           r.at("test").at(rotation).at("class_miou").get<double>());
-          cells[i++] = buf;
+          cells.push_back(buf);
         }
         char inv[32] = "-";
         if (r.contains("invariance"))
           std::snprintf(inv, sizeof inv, "%.3g", r.at("invariance").at("float32").at("max_abs_logit_change").get<double>());
-        std::printf("%-20s %-12s %9lld  %-22s %-22s %-22s %12s\n", r.at("model").get<std::string>().c_str(),
-                    (train_name + "/" + paper(pc::rotation_name(pc::parse_rotation(protocol.substr(slash + 1))))).c_str(),
-                    static_cast<long long>(r.at("parameters")), cells[0].c_str(), cells[1].c_str(), cells[2].c_str(),
-                    inv);
+        cells.push_back(inv);
+        table.push_back(cells);
       }
+      print_table({"run", "model", "protocol", "params", "test I: inst / class", "test z: inst / class",
+                   "test SO(3): inst / class", "max |dlogit|"},
+                  table);
       std::printf("(inst / class: instance and class mIoU on the test set rotated as the column says; max |dlogit|: "
                   "largest change of any per-point logit over %lld test shapes under 4 random SO(3) rotations, "
                   "float32; float64 in --json)\n",

@@ -26,8 +26,8 @@ void register_train(CLI::App* parent, Action& action) {
   spec.defaults.epochs = 40;
   spec.defaults.batch_size = 64;
   spec.defaults.optim.lr = 1e-2;
-  spec.add_options = [s](CLI::App* cmd) {
-    add_field_options(cmd, s->data);
+  spec.add_data_options = [s](CLI::App* cmd) { add_field_options(cmd, s->data); };
+  spec.add_model_options = [s](CLI::App* cmd) {
     add_ranged_option(cmd, "--hidden", s->mlp.hidden, "hidden width", 1, 65536);
     add_ranged_option(cmd, "--layers", s->mlp.layers, "hidden layers", 0, 1024);
     add_ranged_option(cmd, "--dropout", s->mlp.dropout, "dropout after each hidden layer", 0, 0.99);

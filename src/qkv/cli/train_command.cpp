@@ -1,5 +1,7 @@
 #include "qkv/cli/train_command.h"
 
+#include <functional>
+
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -70,18 +72,31 @@ void register_train_command(CLI::App* parent, Action& action, TrainCommand spec)
   auto o = std::make_shared<Opts>();
   o->common.out = spec.default_out;
   o->train = spec.defaults;
-  add_common_options(cmd, o->common, "run folder: config.json, metrics.jsonl, summary.json, report.html, checkpoints/");
-  spec.add_options(cmd);
-  add_field_options(cmd, o->train);
-  add_parallel_options(cmd, o->train.parallel);
-  cmd->add_option("--init-weights", o->init_weights, "start from a name->tensor .pt dict (export-weights, torch.save)")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--resume", o->resume,
-                  "continue the run in this folder from its last checkpoint (only --epochs, --threads, --device and "
-                  "the data-parallel options may be given with it)")
-      ->check(CLI::ExistingDirectory);
-  cmd->add_flag("--json", o->json, "print the whole summary.json at the end instead of a short summary");
-  add_recipe_option(cmd, o->recipe, spec.command);
+  // --help in sections, in this order (CLI11 lists groups by first use).
+  auto section = [cmd](const std::string& name, const std::function<void()>& add) {
+    const size_t before = cmd->get_options().size();
+    add();
+    const auto options = cmd->get_options();
+    for (size_t i = before; i < options.size(); ++i) options[i]->group(name);
+  };
+  section("Run", [&] {
+    add_common_options(cmd, o->common, "run folder: config.json, metrics.jsonl, summary.json, report.html, checkpoints/");
+    add_recipe_option(cmd, o->recipe, spec.command);
+    cmd->add_option("--resume", o->resume,
+                    "continue the run in this folder from its last checkpoint (only --epochs, --threads, --device and "
+                    "the data-parallel options may be given with it)")
+        ->check(CLI::ExistingDirectory);
+    cmd->add_flag("--json", o->json, "print the whole summary.json at the end instead of a short summary");
+  });
+  section("Data", [&] { spec.add_data_options(cmd); });
+  section("Model", [&] {
+    spec.add_model_options(cmd);
+    cmd->add_option("--init-weights", o->init_weights, "start from a name->tensor .pt dict (export-weights, torch.save)")
+        ->check(CLI::ExistingFile);
+  });
+  section("Training", [&] { add_field_options(cmd, o->train); });
+  section("Data-parallel training (qkv launch, or one process per rank)",
+          [&] { add_parallel_options(cmd, o->train.parallel); });
   auto shared = std::make_shared<TrainCommand>(std::move(spec));
   cmd->callback([o, cmd, shared, &action] {
     action = [o, cmd, shared] {

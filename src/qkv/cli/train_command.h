@@ -39,9 +39,10 @@ struct TrainCommand {
   // The data decide part of the model's options (MHCA: volume shape, feature
   // count), so they are checked when the data are loaded, not before.
   bool model_options_from_data = false;
-  // Adds the task's own options (data, model) to `cmd`, bound to state the
-  // other callbacks share.
-  std::function<void(CLI::App* cmd)> add_options;
+  // Add the task's own options to `cmd`, bound to state the other callbacks
+  // share: its data, then its model (each a section of --help).
+  std::function<void(CLI::App* cmd)> add_data_options;
+  std::function<void(CLI::App* cmd)> add_model_options;
   // A new run: fills request.model_name, model_options and data from the
   // task's options, and validates them (ConfigError / UsageError). Touches no file.
   std::function<void(const CLI::App& cmd, train::RunRequest& request, const std::string& out)> prepare;

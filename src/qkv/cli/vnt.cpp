@@ -48,10 +48,8 @@ void register_train(CLI::App* parent, Action& action) {
   spec.description = "train a point-cloud classifier; writes the run folder --out";
   spec.default_out = "runs/vnt";
   tasks::set_paper_training_defaults(spec.defaults, s->data.view);
-  spec.add_options = [s](CLI::App* cmd) {
-    add_field_options(cmd, s->data);
-    add_point_model_options(cmd, s->model, "classification", 16, 24);
-  };
+  spec.add_data_options = [s](CLI::App* cmd) { add_field_options(cmd, s->data); };
+  spec.add_model_options = [s](CLI::App* cmd) { add_point_model_options(cmd, s->model, "classification", 16, 24); };
   spec.prepare = [s](const CLI::App&, train::RunRequest& r, const std::string& out) {
     r.model_name = s->model.model;
     r.model_options = model_options_from_cli(s->model);
@@ -296,20 +294,23 @@ void register_compare(CLI::App* parent, Action& action) {
         print_json(rows);
         return 0;
       }
-      std::printf("%-18s %-9s %10s %10s %10s %10s %14s\n", "model", "protocol", "params", "test z", "test so3",
-                  "test none", "max |dlogit|");
       auto cell = [](const nlohmann::json& acc, const char* k) {
         char buf[32];
         if (!acc.contains(k)) return std::string("-");
         std::snprintf(buf, sizeof buf, "%.4f", acc.at(k).get<double>());
         return std::string(buf);
       };
-      for (const auto& r : rows)
-        std::printf("%-18s %-9s %10lld %10s %10s %10s %14.3g\n", r.at("model").get<std::string>().c_str(),
-                    r.at("protocol").get<std::string>().c_str(), static_cast<long long>(r.at("parameters")),
-                    cell(r.at("test_accuracy"), "z").c_str(), cell(r.at("test_accuracy"), "so3").c_str(),
-                    cell(r.at("test_accuracy"), "none").c_str(),
-                    r.at("invariance").at("float32").at("max_abs_logit_change").get<double>());
+      std::vector<std::vector<std::string>> table;
+      for (const auto& r : rows) {
+        char invariance[32];
+        std::snprintf(invariance, sizeof invariance, "%.3g",
+                      r.at("invariance").at("float32").at("max_abs_logit_change").get<double>());
+        table.push_back({r.at("run").get<std::string>(), r.at("model").get<std::string>(),
+                         r.at("protocol").get<std::string>(), std::to_string(r.at("parameters").get<long long>()),
+                         cell(r.at("test_accuracy"), "z"), cell(r.at("test_accuracy"), "so3"),
+                         cell(r.at("test_accuracy"), "none"), invariance});
+      }
+      print_table({"run", "model", "protocol", "params", "test z", "test so3", "test none", "max |dlogit|"}, table);
       std::printf("(max |dlogit|: largest change of any logit over %lld test shapes under 4 random SO(3) rotations, "
                   "float32; float64 in --json)\n",
                   static_cast<long long>(o->shapes));

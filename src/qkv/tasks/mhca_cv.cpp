@@ -316,7 +316,10 @@ FoldPredictions train_xgboost_fold(const CohortData& cohort, const data::CVFold&
 std::string format_mean_std(const train::MeanStd& m, double scale, int digits) {
   if (m.n == 0) return "n/a";
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f &#177; %.*f", digits, m.mean * scale, digits, m.std * scale);
+  if (m.n == 1)  // one run: no spread to show
+    std::snprintf(buf, sizeof buf, "%.*f", digits, m.mean * scale);
+  else
+    std::snprintf(buf, sizeof buf, "%.*f &#177; %.*f", digits, m.mean * scale, digits, m.std * scale);
   return buf;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <stdexcept>
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
@@ -72,6 +73,47 @@ nlohmann::json MhcaTrainRun::fit_xgboost(const mhca::XGBoostParams& params, cons
       classifier.predict_proba(tx.data(), static_cast<int64_t>(test_rows.size()), static_cast<int64_t>(cpgs.size())),
       cohort.labels_of(test_rows));
   return {{"test", metrics}, {"features", cpgs.size()}};
+}
+
+namespace {
+
+class BinaryMetric : public train::MetricAccumulator {
+ public:
+  void add(const at::Tensor& logits, const at::Tensor& target) override {
+    accuracy_.add(logits, target);
+    const auto p = torch::softmax(logits.detach().to(torch::kCPU, torch::kDouble), -1).select(-1, 1).contiguous();
+    const auto t = target.to(torch::kCPU, torch::kLong).contiguous();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (t.data_ptr<int64_t>()[i] == train::kIgnoreIndex) continue;
+      probabilities_.push_back(p.data_ptr<double>()[i]);
+      labels_.push_back(t.data_ptr<int64_t>()[i]);
+    }
+  }
+  nlohmann::json result() const override {
+    nlohmann::json j = accuracy_.result();
+    if (labels_.empty()) return j;
+    const nlohmann::json binary = mhca::binary_metrics(probabilities_, labels_);
+    for (const auto& item : binary.items())
+      if (item.key() != "accuracy") j[item.key()] = item.value();
+    return j;
+  }
+  std::vector<double> totals() const override {
+    throw std::logic_error("mhca binary metrics need every score: evaluate in one process");
+  }
+  void load_totals(const std::vector<double>&) override {
+    throw std::logic_error("mhca binary metrics need every score: evaluate in one process");
+  }
+
+ private:
+  train::AccuracyMetric accuracy_;
+  std::vector<double> probabilities_;
+  std::vector<int64_t> labels_;
+};
+
+}  // namespace
+
+train::MetricFactory binary_metric_factory() {
+  return [] { return std::make_unique<BinaryMetric>(); };
 }
 
 MhcaTrainRun prepare_mhca_train(MhcaTrainData& d, bool volumes, uint64_t seed) {

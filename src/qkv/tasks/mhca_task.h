@@ -129,6 +129,12 @@ struct MhcaTrainRun {
   nlohmann::json fit_xgboost(const mhca::XGBoostParams& params, const std::string& dir) const;
 };
 
+// The validation and test metrics of `mhca train`'s summary: accuracy and
+// balanced accuracy, and, from P(PD), what `mhca cv` and `mhca predict`
+// report (AUROC, AUROC of the labels, sensitivity, specificity, the counts).
+// It needs every score, so evaluation must be single-process (mhca train is).
+train::MetricFactory binary_metric_factory();
+
 // Loads and prepares; records the preprocessing and test subjects in `data`.
 MhcaTrainRun prepare_mhca_train(MhcaTrainData& data, bool volumes, uint64_t seed);
 

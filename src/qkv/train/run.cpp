@@ -11,6 +11,7 @@
 #include "qkv/core/json_file.h"
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/text.h"
 #include "qkv/core/interrupt.h"
 #include "qkv/core/runtime.h"
 #include "qkv/distributed/process_group.h"
@@ -113,12 +114,12 @@ TrainResult execute_run(const RunRequest& r, const std::string& dir, bool resume
   }
   const bool writer = config.parallel.rank == 0;
   if (writer && !hooks.quiet)
-    std::fprintf(stderr, "%s: model %s (%lld parameters), %lld train / %lld val / %lld test, %d threads, %s\n",
+    std::fprintf(stderr, "%s: model %s (%lld parameters), %lld train / %lld val / %lld test, %s, %s\n",
                  r.command.c_str(), r.model_name.c_str(), static_cast<long long>(models::count_parameters(*model)),
                  static_cast<long long>(splits.train->size()),
                  static_cast<long long>(splits.val ? splits.val->size() : 0),
-                 static_cast<long long>(splits.test ? splits.test->size() : 0), at::get_num_threads(),
-                 blas_info().value("name", "unknown BLAS").c_str());
+                 static_cast<long long>(splits.test ? splits.test->size() : 0),
+                 counted(at::get_num_threads(), "thread").c_str(), blas_info().value("name", "unknown BLAS").c_str());
   if (group && writer)
     std::fprintf(stderr, "%s: %lld ranks joined at %s, batch %lld per rank (%lld global)\n", r.command.c_str(),
                  static_cast<long long>(config.parallel.world_size), config.parallel.master.c_str(),
@@ -157,14 +158,15 @@ models::ModelPtr load_model_from_checkpoint(const std::string& checkpoint, nlohm
 
 namespace {
 
-// The metrics a person looks at first, in this order, where a task has them.
+// The metrics a person looks at first, in this order, where a task has them
+// (at most four).
 std::string headline(const nlohmann::json& metrics) {
-  static const char* const keys[] = {"accuracy",  "balanced_accuracy", "instance_miou", "class_miou",
-                                     "exact_match", "auroc",           "loss"};
+  static const char* const keys[] = {"accuracy",    "instance_miou",     "class_miou", "exact_match", "auroc",
+                                     "sensitivity", "specificity",       "balanced_accuracy", "loss"};
   std::string line;
   int shown = 0;
   for (const char* key : keys) {
-    if (shown == 3 || !metrics.contains(key) || !metrics.at(key).is_number()) continue;
+    if (shown == 4 || !metrics.contains(key) || !metrics.at(key).is_number()) continue;
     char buf[64];
     std::snprintf(buf, sizeof buf, "%s%s %.4f", line.empty() ? "" : ", ", key, metrics.at(key).get<double>());
     line += buf;
