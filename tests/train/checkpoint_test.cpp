@@ -292,6 +292,7 @@ TEST(Checkpoint, FormatOneIsReadOnlyWhenTheUserTrustsIt) {
 //   importer (ScriptTypeParser::parseClassConstant). Both are format-1
 //   payloads, which are refused by default; the first is also read with the
 //   user's consent. The second is never read here: it still crashes LibTorch.
+// - crash-adfc...: below.
 TEST(Checkpoint, FuzzFindingsStayFixed) {
   const std::string dir = std::string(QKV_SOURCE_DIR) + "/fuzz/regressions/checkpoint/";
   auto m = mlp();
@@ -307,6 +308,15 @@ TEST(Checkpoint, FuzzFindingsStayFixed) {
   qkv::testing::expect_data_error([&] { train::load_checkpoint(path, *m, nullptr); }, path, "unreadable");
   qkv::testing::expect_data_error([&] { train::read_checkpoint_config(path); }, path, "unreadable");
   ::unsetenv("QKV_READ_FORMAT1_CHECKPOINTS");
+  // Format 2, crash-adfc...: a storage whose pickle declares 213 bytes over
+  // an 8-byte record; LibTorch sized the storage by the pickle, and reading
+  // the 'state' text overflowed the heap (ASan). Storages are now checked
+  // against their records' sizes, for weights files too.
+  const std::string oversized = dir + "crash-adfcd121a15d0b360608aaccf0a8c558d0a0e4e8-crc-fixed";
+  qkv::testing::expect_data_error([&] { train::load_checkpoint(oversized, *m, nullptr); }, oversized,
+                                  "reaches past the data stored for it");
+  qkv::testing::expect_data_error([&] { train::read_checkpoint_config(oversized); }, oversized,
+                                  "reaches past the data stored for it");
 }
 
 TEST(Weights, ExportImportRoundTrip) {

@@ -171,8 +171,11 @@ void check_pickle(const std::string& pickle, const std::string& path, const std:
 // of the file: pickle_load's own reader copies whatever range the archive's
 // directory names, past the end of a damaged file's buffer (found by
 // fuzz_weights: a heap overflow in LibTorch 1.13's miniz callback). c10::Error
-// (or a standard exception) if it cannot be read.
-c10::IValue load_torch_save_zip(const std::vector<char>& bytes, const std::string& path, const std::string& kind) {
+// (or a standard exception) if it cannot be read. `record_bytes` gets the
+// size of every storage record read, by the address of its data: the
+// Unpickler sizes a storage by what the pickle declares, not by its record.
+c10::IValue load_torch_save_zip(const std::vector<char>& bytes, const std::string& path, const std::string& kind,
+                                std::map<const void*, size_t>& record_bytes) {
   check_zip_entries(bytes.data(), bytes.size(), path);  // sizes LibTorch would allocate unchecked
   std::istringstream stream(std::string(bytes.begin(), bytes.end()));
   caffe2::serialize::PyTorchStreamReader reader(&stream);
@@ -187,17 +190,23 @@ c10::IValue load_torch_save_zip(const std::vector<char>& bytes, const std::strin
     at += take;
     return take;
   };
-  auto read_record = [&](const std::string& name) { return std::get<0>(reader.getRecord("data/" + name)); };
+  auto read_record = [&](const std::string& name) {
+    auto record = reader.getRecord("data/" + name);
+    record_bytes[std::get<0>(record).get()] = std::get<1>(record);
+    return std::move(std::get<0>(record));
+  };
   torch::jit::Unpickler unpickler(read, nullptr, nullptr, read_record, c10::nullopt);
   unpickler.set_version(reader.version());
   return unpickler.parse_ivalue();
 }
 
 // Whether every element a tensor's sizes, strides and offset reach lies in
-// its storage. LibTorch's unpickler rebuilds a tensor from whatever a damaged
-// pickle says (fuzz_weights: a read through a null storage); nothing reads
-// one of these before it is checked here.
-bool within_storage(const at::Tensor& t) {
+// the bytes its storage's record holds. LibTorch's unpickler rebuilds a
+// tensor from whatever a damaged pickle says (fuzz_weights: a read through a
+// null storage) and sizes the storage by the pickle's element count, not by
+// the record (fuzz_checkpoint: 213 bytes read from an 8-byte record); nothing
+// reads one of these before it is checked here.
+bool within_storage(const at::Tensor& t, const std::map<const void*, size_t>& record_bytes) {
   if (!t.has_storage() || t.is_sparse()) return false;
   const int64_t offset = t.storage_offset();
   if (offset < 0) return false;
@@ -213,7 +222,9 @@ bool within_storage(const at::Tensor& t) {
   const auto item = static_cast<int64_t>(t.element_size());
   if (!checked_add(last, int64_t{1}, last) || !checked_mul(last, item, bytes)) return false;
   const auto& storage = t.storage();
-  return bytes <= static_cast<int64_t>(storage.nbytes()) && storage.data() != nullptr;
+  const auto record = record_bytes.find(storage.data());
+  return storage.data() != nullptr && record != record_bytes.end() && storage.nbytes() <= record->second &&
+         bytes <= static_cast<int64_t>(storage.nbytes());
 }
 
 bool is_zip(const std::vector<char>& bytes) { return bytes.size() >= 4 && std::memcmp(bytes.data(), "PK\x03\x04", 4) == 0; }
@@ -241,6 +252,7 @@ void load_weights(torch::nn::Module& module, const std::string& path) {
 std::map<std::string, at::Tensor> read_tensor_dict(const std::vector<char>& bytes, const std::string& path,
                                                    const std::string& kind) {
   c10::IValue value;
+  std::map<const void*, size_t> record_bytes;
   // LibTorch's unpickler throws c10::Error for most damage but standard
   // exceptions (out_of_range, ...) for some (found by fuzz_weights): either
   // is a file that is not what it should be. Running out of memory is not.
@@ -251,7 +263,7 @@ std::map<std::string, at::Tensor> read_tensor_dict(const std::vector<char>& byte
     if (!is_zip(bytes))
       throw DataError(path + ": not a " + kind + " (torch.save and torch::pickle_save write a zip archive; this " +
                       "does not start like one)");
-    value = load_torch_save_zip(bytes, path, kind);
+    value = load_torch_save_zip(bytes, path, kind, record_bytes);
   } catch (const std::bad_alloc&) {
     throw;
   } catch (const DataError&) {
@@ -266,7 +278,7 @@ std::map<std::string, at::Tensor> read_tensor_dict(const std::vector<char>& byte
   for (const auto& item : value.toGenericDict()) {
     if (!item.key().isString() || !item.value().isTensor())
       throw DataError(path + ": not a " + kind + " (expected a dict of name -> tensor; found a non-tensor entry)");
-    if (!within_storage(item.value().toTensor()))
+    if (!within_storage(item.value().toTensor(), record_bytes))
       throw DataError(path + ": '" + item.key().toStringRef() +
                       "' reaches past the data stored for it (its sizes, strides or offset are damaged)");
     file[item.key().toStringRef()] = item.value().toTensor();
