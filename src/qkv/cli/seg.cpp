@@ -96,7 +96,7 @@ void register_eval(CLI::App* parent, Action& action) {
   auto o = std::make_shared<Opts>();
   add_eval_options(cmd, o->eval);
   cmd->add_option("--data", o->data, "data folder or 'synthetic'; default: the run's own data");
-  cmd->add_option("--rotate", o->rotate, "rotations of the evaluated clouds: none (i), z or so3")->capture_default_str();
+  cmd->add_option("--rotate", o->rotate, "rotations of the evaluated clouds: none (i), z or so3 (so3 by default: eval tests invariance; predict takes the file as it is)")->capture_default_str();
   add_ranged_option(cmd, "--invariance", o->invariance_shapes,
                     "also measure the largest per-point logit change under 4 random rotations on this many shapes", 0,
                     100000);
@@ -147,7 +147,7 @@ void register_predict(CLI::App* parent, Action& action) {
                   "run's --points")
       ->required();
   cmd->add_option("--category", o->category, "the object's category (ShapeNet-part name or synset)")->required();
-  cmd->add_option("--rotate", o->rotate, "rotate the shape first: none, z or so3 (seeded by --seed)")
+  cmd->add_option("--rotate", o->rotate, "rotate the shape first: none, z or so3 (seeded by --seed); none by default: the file as it is")
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "print the per-point part labels as JSON");
   add_common_options(cmd, o->common, "PLY file to write (a PNG picture is written next to it); default: "

@@ -93,7 +93,7 @@ void register_eval(CLI::App* parent, Action& action) {
   add_eval_options(cmd, o->eval);
   add_votes_option(cmd, o->votes);
   cmd->add_option("--data", o->data, "data folder or 'synthetic'; default: the run's own data");
-  cmd->add_option("--rotate", o->rotate, "rotations of the evaluated clouds: none, z or so3")->capture_default_str();
+  cmd->add_option("--rotate", o->rotate, "rotations of the evaluated clouds: none, z or so3 (so3 by default: eval tests invariance; predict takes the file as it is)")->capture_default_str();
   add_ranged_option(cmd, "--invariance", o->invariance_shapes,
                     "also measure the largest logit change under 4 random rotations on this many shapes", 0, 100000);
   cmd->callback([o, &action] {
@@ -141,7 +141,7 @@ void register_predict(CLI::App* parent, Action& action) {
   add_checkpoint_option(cmd, o->checkpoint, "checkpoint file (RUN/checkpoints/best.ckpt)");
   cmd->add_option("--input", o->input, "shape file: OFF or PLY mesh, or x y z [nx ny nz] lines (.txt, .xyz)")
       ->required();
-  cmd->add_option("--rotate", o->rotate, "rotate the shape first: none, z or so3 (seeded by --seed)")
+  cmd->add_option("--rotate", o->rotate, "rotate the shape first: none, z or so3 (seeded by --seed); none by default: the file as it is")
       ->capture_default_str();
   add_ranged_option(cmd, "--top", o->top, "classes to print (text output)", 1, 100000);
   cmd->add_flag("--json", o->json, "print all class probabilities as JSON");

@@ -78,7 +78,11 @@ void visit_fields(ClassificationData& d, V&& visit) {
   visit(Field{"max_per_class", "keep at most this many shapes per class; 0 = all"}.at_least(0), d.load.max_per_class);
   visit_view_fields(d.view, visit, "how they are picked: fps (random start in training), random, first");
   visit(Field{"protocol", "train/test rotations: z/z, z/so3, so3/so3 (also none/...)"}, d.protocol);
-  visit(Field{"val_fraction", "share of the training shapes held out for model selection"}.range(0, 0.9), d.val_fraction);
+  visit(Field{"val_fraction",
+              "share of the training shapes held out for model selection (ModelNet40 has no validation split; 0.1 is "
+              "our choice)"}
+            .range(0, 0.9),
+        d.val_fraction);
   visit(Field{"votes",
               "test-time votes: average the class probabilities of this many samplings of each test shape (new FPS "
               "start or subset, same pose); the default of eval and predict"}

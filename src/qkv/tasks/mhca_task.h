@@ -99,7 +99,11 @@ void visit_fields(MhcaTrainData& d, V&& visit) {
   visit(Field{"manifest", "cohort CSV: subject_id,label,spect[,covariates] (spect: NIfTI path)"}, d.manifest);
   visit(Field{"methylation", "DNA-methylation table (CSV/TSV): subject_id, then one beta-value column per CpG site"},
         d.methylation);
-  visit(Field{"val_fraction", "share of subjects for early stopping and model selection"}.range(0, 0.8), d.val_fraction);
+  visit(Field{"val_fraction",
+              "share of subjects for early stopping and model selection (with --test-fraction 0.2: a 65/15/20 split; "
+              "our choice)"}
+            .range(0, 0.8),
+        d.val_fraction);
   visit(Field{"test_fraction", "share of subjects held out for the final test"}.range(0, 0.8), d.test_fraction);
   visit(Field{"normalisation", "volume intensities: global (min-max over training volumes, paper) or subject"},
         d.normalisation);
