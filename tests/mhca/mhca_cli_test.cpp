@@ -102,7 +102,8 @@ TEST_F(MhcaCli, SelectKeepsExactlyNFeatures) {
   for (const auto& id : ids) EXPECT_TRUE(known.count(id)) << id;
   // RFE prefers the planted informative sites: at least twice their share of the table.
   std::set<std::string> planted;
-  for (const auto& site : read_json(cohort_ + "/ground_truth.json").at("informative_sites")) planted.insert(site.at("id"));
+  const auto truth = read_json(cohort_ + "/ground_truth.json");  // a named json: a temporary's .at() would dangle
+  for (const auto& site : truth.at("informative_sites")) planted.insert(site.at("id"));
   int hits = 0;
   for (const auto& id : ids) hits += static_cast<int>(planted.count(id));
   EXPECT_GE(hits, 2.0 * 20 * static_cast<double>(planted.size()) / 300) << hits << " planted of 20";
