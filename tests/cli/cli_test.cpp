@@ -30,7 +30,7 @@ using qkv::testing::expect_clean_failure;
 
 Result run(const std::string& args) { return qkv::testing::run_qkv(args); }
 
-const char* kFast = " --threads 1 --points-per-class 60 --batch-size 16";
+const char* kFast = " --threads 1 --points-per-arm 60 --batch-size 16";
 
 }  // namespace
 
@@ -58,7 +58,7 @@ TEST(Cli, UsageErrorsExit2WithOneLine) {
   expect_clean_failure(run("spirals train --device cuda --out " + fresh_dir("cuda")), 2, "--device cuda");
   expect_clean_failure(run("spirals train --resume /nonexistent-qkv-run"), 2, "--resume");
   expect_clean_failure(run("params --model nope"), 2, "unknown model 'nope'");
-  expect_clean_failure(run("params --model mlp --options '{\"hiden\": 3}'"), 2, "unknown option 'hiden'");
+  expect_clean_failure(run("params --model mlp --model-options '{\"hiden\": 3}'"), 2, "unknown option 'hiden'");
 }
 
 TEST(Cli, HelpExplainsCommandsAndDefaults) {
@@ -85,7 +85,9 @@ TEST(Cli, HelpExplainsCommandsAndDefaults) {
   auto within = [&](const char* option, size_t section) {
     const size_t where = vnt.output.find(std::string("  ") + option + " ");
     EXPECT_GT(where, at[section]) << option;
-    if (section + 1 < at.size()) EXPECT_LT(where, at[section + 1]) << option;
+    if (section + 1 < at.size()) {
+      EXPECT_LT(where, at[section + 1]) << option;
+    }
   };
   within("--out", 0);
   within("--resume", 0);
@@ -95,6 +97,44 @@ TEST(Cli, HelpExplainsCommandsAndDefaults) {
   within("--init-weights", 2);
   within("--lr", 3);
   within("--world-size", 4);
+
+  // Every command's help comes in sections: the command's own options under
+  // a heading of their own, the shared ones under "Run"; none is left in
+  // CLI11's catch-all "Options".
+  for (const char* command :
+       {"params", "export-weights", "spirals eval", "lm eval", "lm generate", "lm cache-size", "lm inspect-mlp",
+        "data synth-shapes", "data synth-parts", "vnt eval", "vnt predict", "vnt attention", "vnt compare", "seg eval",
+        "seg predict", "seg compare", "mhca synth", "mhca select", "mhca cv", "mhca predict", "mhca explain",
+        "mhca train", "lm train", "seg train"}) {
+    const auto help = run(std::string(command) + " --help");
+    ASSERT_EQ(help.status, 0) << command;
+    EXPECT_EQ(help.output.find("\nOptions:\n"), std::string::npos) << command << "\n" << help.output;
+    EXPECT_NE(help.output.find("\nRun:\n"), std::string::npos) << command << "\n" << help.output;
+  }
+  // Commands in a deliberate order: the flagship first, the tools last.
+  std::vector<size_t> order;
+  for (const char* name : {"\n  vnt ", "\n  seg ", "\n  mhca ", "\n  lm ", "\n  spirals ", "\n  params "})
+    order.push_back(top.output.find(name));
+  EXPECT_TRUE(std::is_sorted(order.begin(), order.end())) << top.output;
+  EXPECT_EQ(std::count(order.begin(), order.end(), std::string::npos), 0) << top.output;
+}
+
+// The spellings of earlier releases still work for one release, hidden from
+// --help, and say their new name.
+TEST(Cli, OldSpellingsStillWorkAndNameTheNewOne) {
+  const auto old_params = run("params --model mlp --count --options '{\"hidden\": 8, \"layers\": 1}'");
+  EXPECT_EQ(old_params.status, 0) << old_params.output;
+  EXPECT_NE(old_params.output.find("--options is now spelled --model-options"), std::string::npos) << old_params.output;
+  EXPECT_NE(old_params.output.find("51\n"), std::string::npos) << old_params.output;
+  EXPECT_EQ(run("params --help").output.find("--options "), std::string::npos);
+  const auto old_batch = run("lm cache-size --layers 2 --heads 2 --dk 4 --dv 4 --seq 8 --batch 3 --json");
+  EXPECT_EQ(old_batch.status, 0) << old_batch.output;
+  EXPECT_NE(old_batch.output.find("--batch is now spelled --batch-size"), std::string::npos);
+  const auto new_batch = run("lm cache-size --layers 2 --heads 2 --dk 4 --dv 4 --seq 8 --batch-size 3 --json");
+  EXPECT_EQ(qkv::testing::trailing_json(old_batch.output), qkv::testing::trailing_json(new_batch.output));
+  EXPECT_EQ(run("lm cache-size --help").output.find("--batch "), std::string::npos);
+  EXPECT_EQ(run("seg train --help").output.find("--max-per-category"), std::string::npos);
+  EXPECT_NE(run("seg train --help").output.find("--max-per-class"), std::string::npos);
 }
 
 TEST(Cli, ParamsPrintsTheCount) {
@@ -102,7 +142,7 @@ TEST(Cli, ParamsPrintsTheCount) {
   EXPECT_EQ(r.status, 0);
   // 2*64+64 + 64*64+64 + 64*3+3
   EXPECT_EQ(r.output, "4547\n");
-  EXPECT_EQ(run("params --model mlp --count --options '{\"hidden\": 8, \"layers\": 1}'").output, "51\n");
+  EXPECT_EQ(run("params --model mlp --count --model-options '{\"hidden\": 8, \"layers\": 1}'").output, "51\n");
 }
 
 // The value column of `qkv params` for `key`: the text after the key on the
@@ -130,7 +170,7 @@ TEST(Cli, ParamsShowsTaskInputsAndEveryOptionWithItsDefault) {
   for (const char* s : {"task        classification", "inputs      points\n", "the paper", "parameters  542560\n"})
     EXPECT_NE(r.output.find(s), std::string::npos) << s << " in\n" << r.output;
 
-  const auto changed = run("params --model vnt+n --options '{\"k\": 16}'");
+  const auto changed = run("params --model vnt+n --model-options '{\"k\": 16}'");
   ASSERT_EQ(changed.status, 0) << changed.output;
   EXPECT_EQ(option_value(changed.output, "k"), "16 (default 20)");
   EXPECT_EQ(option_value(changed.output, "normals"), "true");
@@ -138,7 +178,7 @@ TEST(Cli, ParamsShowsTaskInputsAndEveryOptionWithItsDefault) {
 }
 
 TEST(Cli, ParamsJsonAndList) {
-  const auto r = run("params --model vnt-seg --json --options '{\"normals\": true}'");
+  const auto r = run("params --model vnt-seg --json --model-options '{\"normals\": true}'");
   ASSERT_EQ(r.status, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   EXPECT_EQ(j.at("model"), "vnt-seg");
@@ -154,7 +194,7 @@ TEST(Cli, ParamsJsonAndList) {
   EXPECT_EQ(j.at("options").at("normals").at("value"), true);
   EXPECT_EQ(j.at("options").at("linear_dim").at("source"), "the paper (segmentation)");
   EXPECT_EQ(std::to_string(j.at("parameters").get<int64_t>()) + "\n",
-            run("params --model vnt-seg --count --options '{\"normals\": true}'").output);
+            run("params --model vnt-seg --count --model-options '{\"normals\": true}'").output);
 
   const auto list = run("params --list");
   ASSERT_EQ(list.status, 0) << list.output;
@@ -198,7 +238,7 @@ TEST(Cli, TrainEvalExportAndInitWeights) {
   EXPECT_DOUBLE_EQ(metrics.at("accuracy").get<double>(), summary.at("test").at("accuracy").get<double>());
 
   const auto weights = dir + "/w.pt";
-  auto ex = run("export-weights " + dir + "/checkpoints/best.ckpt " + weights);
+  auto ex = run("export-weights --checkpoint " + dir + " --output " + weights);
   ASSERT_EQ(ex.status, 0) << ex.output;
   auto init = run("spirals train --epochs 1 --out " + dir + "_init --init-weights " + weights + kFast);
   EXPECT_EQ(init.status, 0) << init.output;
@@ -212,7 +252,7 @@ TEST(Cli, BrokenCheckpointIsExit1NamingTheFile) {
   const auto ckpt = dir + "/checkpoints/best.ckpt";
   fs::resize_file(ckpt, fs::file_size(ckpt) / 2);
   expect_clean_failure(run("spirals eval --checkpoint " + ckpt), 1, ckpt + ": checkpoint is truncated");
-  expect_clean_failure(run("export-weights " + ckpt + " " + dir + "/x.pt"), 1, "truncated");
+  expect_clean_failure(run("export-weights --checkpoint " + ckpt + " --output " + dir + "/x.pt"), 1, "truncated");
   EXPECT_FALSE(fs::exists(dir + "/x.pt"));
 }
 
@@ -223,7 +263,7 @@ TEST(Cli, CtrlCWritesACheckpointExits130AndResumes) {
   if (pid == 0) {
     freopen("/dev/null", "w", stderr);
     freopen("/dev/null", "w", stdout);
-    execl(QKV_BINARY, QKV_BINARY, "spirals", "train", "--epochs", "100000", "--points-per-class", "2000", "--threads",
+    execl(QKV_BINARY, QKV_BINARY, "spirals", "train", "--epochs", "100000", "--points-per-arm", "2000", "--threads",
           "1", "--out", dir.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -289,7 +329,7 @@ TEST(Cli, LmTrainGenerateAndBadText) {
   std::ofstream(binary) << "ok\xff\xfe";
   expect_clean_failure(run("lm train --text " + binary + " --out " + dir + "_b"), 1, binary + ": not valid UTF-8");
   expect_clean_failure(run("lm train --task sorting --out " + dir + "_s"), 2, "--task sorting");
-  expect_clean_failure(run("lm inspect-mlp --checkpoint " + ckpt + " --layer 3 --text " + binary), 1, "not valid UTF-8");
+  expect_clean_failure(run("lm inspect-mlp --checkpoint " + ckpt + " --block 3 --text " + binary), 1, "not valid UTF-8");
 }
 
 // With a learning rate too small to move a float32 weight, the validation

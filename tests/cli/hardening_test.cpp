@@ -49,7 +49,7 @@ TEST(Hardening, NumericOptionsAreCheckedAgainstTheirRange) {
   expect_clean_failure(run_qkv("vnt train --max-per-class -1 --out " + out), 2, "--max-per-class");
   expect_clean_failure(run_qkv("vnt train --up-axis 3 --out " + out), 2, "--up-axis");
   expect_clean_failure(run_qkv("spirals train --noise inf --out " + out), 2, "--noise");
-  expect_clean_failure(run_qkv("mhca select --manifest m.csv --methylation b.csv --out x.txt --n-features -4"), 2,
+  expect_clean_failure(run_qkv("mhca select --manifest m.csv --methylation b.csv --output x.txt --n-features -4"), 2,
                        "--n-features");
   expect_clean_failure(run_qkv("mhca synth --out " + out + " --seed -1"), 2, "--seed");
   expect_clean_failure(run_qkv("mhca synth --out " + out + " --shape 0,10,10"), 2, "--shape");
@@ -75,8 +75,8 @@ TEST(Hardening, MhcaAugmentationAndSizesAreCheckedBeforeLoading) {
 TEST(Hardening, MhcaNetworkSizesThatCannotFitAreUsageErrors) {
   // A width that would need terabytes is refused by the model's options,
   // named, instead of allocating until the kernel kills the process.
-  expect_clean_failure(run_qkv("params --model mhca --options '{\"channels\":[100000,8,16]}'"), 2, "channels");
-  expect_clean_failure(run_qkv("params --model mhca --options '{\"channels\":[1024,8,16]}'"), 2,
+  expect_clean_failure(run_qkv("params --model mhca --model-options '{\"channels\":[100000,8,16]}'"), 2, "channels");
+  expect_clean_failure(run_qkv("params --model mhca --model-options '{\"channels\":[1024,8,16]}'"), 2,
                        "convolution 1's output");
   EXPECT_EQ(run_qkv("params --model mhca --count").status, 0);  // the paper's sizes fit
 }

@@ -152,7 +152,7 @@ void exercise_file_output(const std::function<std::string(const std::string&)>& 
 
 // ---- fast settings of each command (one thread) ----
 
-const std::string kSpirals = "spirals train --epochs 1 --points-per-class 30 --batch-size 16 --threads 1";
+const std::string kSpirals = "spirals train --epochs 1 --points-per-arm 30 --batch-size 16 --threads 1";
 const std::string kLm =
     "lm train --task copy --samples 100 --epochs 1 --d-model 16 --heads 2 --layers 1 --batch-size 16 --threads 1";
 // A VNT-Net small enough to train an epoch in about a second.
@@ -161,8 +161,8 @@ const std::string kVntModel =
     "--model-options '{\"k\":8}' --epochs 1 --batch-size 4 --threads 1 --seed 5";
 const std::string kVntData = "--synth-classes box,sphere --synth-train-per-class 4 --synth-test-per-class 2";
 const std::string kSegTrain =
-    "seg train --synth-categories Table --synth-train-per-category 4 --synth-val-per-category 2 "
-    "--synth-test-per-category 2 --synth-points-per-shape 200 --points-per-shape 128 --points 64 --linear-dim 8 "
+    "seg train --synth-classes Table --synth-train-per-class 4 --synth-val-per-class 2 "
+    "--synth-test-per-class 2 --synth-points-per-shape 200 --points-per-shape 128 --points 64 --linear-dim 8 "
     "--heads 2 --head-dim 4 --model-options '{\"k\":8}' --epochs 1 --batch-size 4 --threads 1 --seed 5";
 const char* kTableSynset = "04379243";
 // 24x28x24 volumes with padding-1 convolutions give 27 SPECT tokens.
@@ -188,7 +188,7 @@ TEST(Overwrite, SpiralsTrainAndExportWeights) {
 
   const std::string ckpt = run + "/checkpoints/best.ckpt";
   ASSERT_TRUE(fs::exists(ckpt));
-  exercise_file_output([&](const std::string& out) { return "export-weights " + ckpt + " " + out; },
+  exercise_file_output([&](const std::string& out) { return "export-weights --checkpoint " + ckpt + " --output " + out; },
                        root + "/weights", "w.pt", "mine.pt");
   fs::remove_all(root);
 }
@@ -207,7 +207,7 @@ TEST(Overwrite, DataSynthShapesAndSynthParts) {
 
   const std::string parts = fresh_dir("ow_synth_parts");
   const std::string cmd =
-      "data synth-parts --categories Table --train-per-category 1 --val-per-category 1 --test-per-category 1 "
+      "data synth-parts --classes Table --train-per-class 1 --val-per-class 1 --test-per-class 1 "
       "--points-per-shape 100 --out " + parts;
   const auto r = run_qkv(cmd);
   ASSERT_EQ(r.status, 0) << r.output;
@@ -253,16 +253,20 @@ TEST(Overwrite, SegTrainAndPredict) {
   const std::string shape = first_file_in(run + "/synthetic/" + kTableSynset);
   ASSERT_FALSE(shape.empty());
   const std::string predict =
-      "seg predict --threads 1 --checkpoint " + run + "/checkpoints/best.ckpt --input " + shape + " --category Table";
+      "seg predict --threads 1 --checkpoint " + run + "/checkpoints/best.ckpt --input " + shape + " --class Table";
+  // --out is a folder: <input name>.parts.ply and .png in it.
   const std::string dir = root + "/predicted";
-  exercise_file_output([&](const std::string& out) { return predict + " --out " + out; }, dir, "table.ply",
-                       "mine.ply", {"table.png"});
-  // The picture next to the PLY is an output too: a user's PNG there is not
-  // replaced, and the PLY is not written either.
-  put_user_file(dir + "/other.png");
-  const Tree before = snapshot(dir);
-  expect_clean_failure(run_qkv(predict + " --out " + dir + "/other.ply --overwrite"), 2, dir + "/other.png");
-  EXPECT_EQ(changes(before, snapshot(dir)), "");
+  const std::string stem = fs::path(shape).stem().string();
+  const std::vector<std::string> outputs = {stem + ".parts.ply", stem + ".parts.png"};
+  exercise_folder_output(predict + " --out " + dir, dir, outputs);
+  // A user's PLY or PNG of that name is never replaced, and neither file is written.
+  for (const auto& theirs : outputs) {
+    const std::string other = root + "/theirs_" + theirs.substr(theirs.size() - 3);
+    put_user_file(other + "/" + theirs);
+    const Tree before = snapshot(other);
+    expect_clean_failure(run_qkv(predict + " --out " + other + " --overwrite"), 2, other + "/" + theirs);
+    EXPECT_EQ(changes(before, snapshot(other)), "");
+  }
   fs::remove_all(root);
 }
 
@@ -353,14 +357,14 @@ TEST_F(OverwriteMhca, TrainAndCrossValidation) {
 TEST_F(OverwriteMhca, SelectPredictExplain) {
   exercise_file_output(
       [&](const std::string& out) {
-        return "mhca select " + cohort_args() + " --n-features 10 --xgb-estimators 5 --threads 1 --out " + out;
+        return "mhca select " + cohort_args() + " --n-features 10 --xgb-estimators 5 --threads 1 --output " + out;
       },
       root_ + "/selected", "cpgs.txt", "mine.txt");
   const std::string ckpt = run_ + "/checkpoints/best.ckpt";
   ASSERT_TRUE(fs::exists(ckpt)) << "the shared mhca run failed";
   exercise_file_output(
       [&](const std::string& out) {
-        return "mhca predict " + cohort_args() + " --checkpoint " + ckpt + " --threads 1 --out " + out;
+        return "mhca predict " + cohort_args() + " --checkpoint " + ckpt + " --threads 1 --output " + out;
       },
       root_ + "/predicted", "pred.csv", "mine.csv");
   const std::string ex = root_ + "/explain";

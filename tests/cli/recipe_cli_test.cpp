@@ -99,8 +99,8 @@ TEST(Recipe, GivenOptionsWinAndMismatchesAreRefused) {
 TEST(Recipe, VnnSegDecaysLearningRateAndBatchNormMomentum) {
   const std::string out = qkv::testing::fresh_dir("recipe_vnn_seg");
   const auto r = run_qkv(
-      "seg train --recipe vnn-seg --data synthetic --synth-categories Table,Lamp --synth-train-per-category 8 "
-      "--synth-val-per-category 2 --synth-test-per-category 2 --synth-points-per-shape 200 --points-per-shape 128 "
+      "seg train --recipe vnn-seg --data synthetic --synth-classes Table,Lamp --synth-train-per-class 8 "
+      "--synth-val-per-class 2 --synth-test-per-class 2 --synth-points-per-shape 200 --points-per-shape 128 "
       "--points 64 --epochs 1 --threads 1 --out " + out + "/run");
   ASSERT_EQ(r.status, 0) << r.output;
   const auto config = read_json(out + "/run/config.json");
@@ -158,7 +158,7 @@ TEST(UpAxis, ChosenFromTheLayoutAndPrinted) {
 
 TEST(Preset, Vnt137mIsWithinOnePercentOfThePaper) {
   for (const char* model : {"vnt", "vnt+n"}) {
-    const auto r = run_qkv(std::string("params --count --model ") + model + " --options vnt-1.37m");
+    const auto r = run_qkv(std::string("params --count --model ") + model + " --model-options vnt-1.37m");
     ASSERT_EQ(r.status, 0) << r.output;
     const double count = std::stod(r.output);
     EXPECT_NEAR(count, 1.37e6, 0.01 * 1.37e6) << model;
@@ -166,6 +166,6 @@ TEST(Preset, Vnt137mIsWithinOnePercentOfThePaper) {
   const auto r = run_qkv("params --model vnt");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_TRUE(std::regex_search(r.output, std::regex("vnt-1\\.37m +1359712 ")));
-  expect_clean_failure(run_qkv("params --model vnt --options vnt-2m"), 2, "vnt-1.37m");
-  expect_clean_failure(run_qkv("params --model mlp --options vnt-1.37m"), 2, "it has none");
+  expect_clean_failure(run_qkv("params --model vnt --model-options vnt-2m"), 2, "vnt-1.37m");
+  expect_clean_failure(run_qkv("params --model mlp --model-options vnt-1.37m"), 2, "it has none");
 }

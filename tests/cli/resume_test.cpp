@@ -17,7 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kSpirals = "spirals train --points-per-class 60 --batch-size 16 --threads 1";
+const std::string kSpirals = "spirals train --points-per-arm 60 --batch-size 16 --threads 1";
 
 // The command's stdout alone (stderr dropped) and its exit status.
 CliResult run_stdout(const std::string& args) { return qkv::testing::run_qkv_stderr_to(args, "/dev/null"); }

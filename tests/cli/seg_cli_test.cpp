@@ -10,6 +10,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "qkv/core/png.h"
+#include "qkv/pointcloud/mesh_read.h"
 #include "support/cli_run.h"
 #include "support/test_files.h"
 
@@ -28,8 +30,8 @@ class SegCli : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new std::string(qkv::testing::fresh_dir("seg_cli"));
     result_ = new qkv::testing::CliResult(run_qkv(
-        "seg train --data synthetic --synth-categories Table,Lamp,Airplane --synth-train-per-category 24 "
-        "--synth-val-per-category 4 --synth-test-per-category 6 --synth-points-per-shape 600 --points-per-shape 512 "
+        "seg train --data synthetic --synth-classes Table,Lamp,Airplane --synth-train-per-class 24 "
+        "--synth-val-per-class 4 --synth-test-per-class 6 --synth-points-per-shape 600 --points-per-shape 512 "
         "--points 128 --protocol i/i --epochs 30 --batch-size 8 --lr 3e-3 --step-size 15 --gamma 0.5 "
         "--linear-dim 16 --heads 4 --head-dim 8 --model-options '{\"k\":10,\"seg_hidden\":[64,64,32]}' "
         "--threads 1 --seed 3 --out " + *dir_));
@@ -89,7 +91,7 @@ TEST_F(SegCli, EvalReproducesTheSummaryAndMeasuresInvariance) {
 TEST_F(SegCli, CompareTabulatesEveryTestRotation) {
   ASSERT_EQ(result_->status, 0) << result_->output;
   const auto summary = read_json(*dir_ + "/summary.json");
-  const auto r = run_qkv("seg compare " + *dir_ + " --shapes 4 --json --threads 1");
+  const auto r = run_qkv("seg compare " + *dir_ + " --invariance 4 --json --threads 1");
   ASSERT_EQ(r.status, 0) << r.output;
   const auto row = trailing_json(r.output).at(0);
   EXPECT_EQ(row.at("model").get<std::string>(), "vnt-seg");
@@ -98,7 +100,7 @@ TEST_F(SegCli, CompareTabulatesEveryTestRotation) {
   EXPECT_LE(row.at("invariance").at("float64").at("max_abs_logit_change").get<double>(), 1e-6);
   // The same run twice: a row per run, named by its folder, every line as
   // wide as the header (the last column is right-aligned).
-  const auto table = run_qkv("seg compare " + *dir_ + " " + *dir_ + " --shapes 0 --threads 1");
+  const auto table = run_qkv("seg compare " + *dir_ + " " + *dir_ + " --invariance 0 --threads 1");
   ASSERT_EQ(table.status, 0) << table.output;
   EXPECT_NE(table.output.find("I/I"), std::string::npos) << table.output;
   std::istringstream lines(table.output);
@@ -115,9 +117,10 @@ TEST_F(SegCli, CompareTabulatesEveryTestRotation) {
 
 TEST_F(SegCli, PredictLabelsEveryPointOfAFileAndWritesThemColoured) {
   ASSERT_EQ(result_->status, 0) << result_->output;
-  const std::string ply = *dir_ + "/predicted.ply";
+  const std::string out = *dir_ + "/predicted";
   const auto r = run_qkv("seg predict --checkpoint " + *dir_ + "/checkpoints/best.ckpt --input " + table_file() +
-                         " --category Table --rotate so3 --json --threads 1 --out " + ply);
+                         " --class Table --rotate so3 --json --threads 1 --out " + out);
+  const std::string ply = out + "/" + fs::path(table_file()).stem().string() + ".parts.ply";
   ASSERT_EQ(r.status, 0) << r.output;
   const auto j = trailing_json(r.output);
   ASSERT_EQ(j.at("labels").size(), 600u);  // every point of the file
@@ -126,10 +129,24 @@ TEST_F(SegCli, PredictLabelsEveryPointOfAFileAndWritesThemColoured) {
     EXPECT_LE(label.get<int>(), 49);
   }
   EXPECT_GE(j.at("miou").get<double>(), 0.3);  // scored against the file's own labels
-  const auto text = read_text(ply);
-  EXPECT_NE(text.find("element vertex 600"), std::string::npos);
-  EXPECT_NE(text.find("property uchar red"), std::string::npos);
-  EXPECT_TRUE(fs::exists(*dir_ + "/predicted.png"));
+  // The PLY reads back with the predicted label of every point as a scalar
+  // property (and the file's own labels), in the order of the JSON's labels.
+  const auto cloud = qkv::pointcloud::read_shape_file(ply);
+  ASSERT_EQ(cloud.vertices.size(), 600u);
+  EXPECT_EQ(cloud.colors.size(), 600u);
+  ASSERT_EQ(cloud.vertex_properties.size(), 2u);
+  EXPECT_EQ(cloud.vertex_properties[0].name, "label");
+  EXPECT_TRUE(cloud.vertex_properties[0].integer);
+  for (size_t i = 0; i < 600; ++i) EXPECT_EQ(cloud.vertex_properties[0].values[i], j.at("labels")[i].get<double>()) << i;
+  EXPECT_EQ(cloud.vertex_properties[1].name, "true_label");
+  // Part names, from the built-in shapes the run learnt.
+  ASSERT_EQ(j.at("parts").size(), 3u);
+  EXPECT_EQ(j.at("parts")[0].at("name"), "top");
+  const auto png = out + "/" + fs::path(table_file()).stem().string() + ".parts.png";
+  int64_t width = 0, height = 0;
+  const auto pixels = qkv::read_png_rgb(png, width, height);  // libpng reads it
+  EXPECT_EQ(pixels.size(), static_cast<size_t>(width * height * 3));
+  EXPECT_GT(width, height);  // the legend beside the cloud
   // A mesh is sampled to the run's 128 points.
   {
     std::ofstream off(*dir_ + "/box.off");
@@ -138,7 +155,7 @@ TEST_F(SegCli, PredictLabelsEveryPointOfAFileAndWritesThemColoured) {
     off << "4 0 2 3 1\n4 4 5 7 6\n4 0 1 5 4\n4 2 6 7 3\n4 0 4 6 2\n4 1 3 7 5\n";
   }
   const auto m = run_qkv("seg predict --checkpoint " + *dir_ + "/checkpoints/best.ckpt --input " + *dir_ +
-                         "/box.off --category table --json --out " + *dir_ + "/box.parts.ply");
+                         "/box.off --class table --json --out " + out);
   ASSERT_EQ(m.status, 0) << m.output;
   EXPECT_EQ(trailing_json(m.output).at("labels").size(), 128u);
 }
@@ -146,14 +163,14 @@ TEST_F(SegCli, PredictLabelsEveryPointOfAFileAndWritesThemColoured) {
 TEST_F(SegCli, BadInputFailsWithOneLine) {
   ASSERT_EQ(result_->status, 0) << result_->output;
   const std::string ckpt = *dir_ + "/checkpoints/best.ckpt";
-  expect_clean_failure(run_qkv("seg predict --checkpoint " + ckpt + " --input " + table_file() + " --category Sofa"), 2,
+  expect_clean_failure(run_qkv("seg predict --checkpoint " + ckpt + " --input " + table_file() + " --class Sofa"), 2,
                        "not a ShapeNet-part category");
   // A category the run never learnt is refused before anything is read.
-  expect_clean_failure(run_qkv("seg predict --checkpoint " + ckpt + " --input " + table_file() + " --category Mug"), 2,
-                       "--category Mug: the run " + ckpt + " was trained on Airplane, Lamp, Table only");
+  expect_clean_failure(run_qkv("seg predict --checkpoint " + ckpt + " --input " + table_file() + " --class Mug"), 2,
+                       "--class Mug: the run " + ckpt + " was trained on Airplane, Lamp, Table only");
   EXPECT_EQ(read_json(*dir_ + "/config.json").at("data").at("trained_categories"),
             nlohmann::json({"Airplane", "Lamp", "Table"}));
-  expect_clean_failure(run_qkv("seg predict --checkpoint " + ckpt + " --input " + table_file() + " --category Lamp"), 1,
+  expect_clean_failure(run_qkv("seg predict --checkpoint " + ckpt + " --input " + table_file() + " --class Lamp"), 1,
                        "is not a part of Lamp");
   expect_clean_failure(run_qkv("seg eval --checkpoint " + ckpt + " --data /nonexistent/shapenet"), 1,
                        "/nonexistent/shapenet");

@@ -4,10 +4,13 @@
 // input fails cleanly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "qkv/core/png.h"
+#include "qkv/pointcloud/mesh_read.h"
 #include "support/cli_run.h"
 #include "support/test_files.h"
 
@@ -75,6 +78,24 @@ TEST_F(VntCli, EvalReproducesTheSummaryAndMeasuresInvariance) {
   EXPECT_DOUBLE_EQ(j.at("accuracy").get<double>(), summary.at("test_so3").at("accuracy").get<double>());
   EXPECT_LE(j.at("invariance").at("float64").at("max_abs_logit_change").get<double>(), 1e-9) << j.dump(2);
   EXPECT_LE(j.at("invariance").at("float32").at("max_abs_logit_change").get<double>(), 1e-3) << j.dump(2);
+  // A classification report per class, in JSON and, on stderr, as scikit-learn lays it out.
+  const auto& confusion = j.at("confusion");
+  ASSERT_EQ(j.at("per_class").size(), confusion.size());
+  int64_t support = 0;
+  for (size_t c = 0; c < confusion.size(); ++c) {
+    int64_t row = 0, column = 0;
+    for (size_t k = 0; k < confusion.size(); ++k) row += confusion[c][k].get<int64_t>(), column += confusion[k][c].get<int64_t>();
+    const auto& entry = j.at("per_class")[c];
+    EXPECT_EQ(entry.at("class"), j.at("classes")[c]);
+    EXPECT_EQ(entry.at("support").get<int64_t>(), row);
+    const double hit = confusion[c][c].get<double>();
+    EXPECT_DOUBLE_EQ(entry.at("recall").get<double>(), row ? hit / row : 0.0);
+    EXPECT_DOUBLE_EQ(entry.at("precision").get<double>(), column ? hit / column : 0.0);
+    support += row;
+  }
+  EXPECT_EQ(j.at("weighted_avg").at("support").get<int64_t>(), support);
+  for (const char* text : {"precision", "recall", "f1-score", "support", "macro avg", "weighted avg"})
+    EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;
 }
 
 TEST_F(VntCli, PredictAndAttentionOnAShapeFile) {
@@ -98,12 +119,26 @@ TEST_F(VntCli, PredictAndAttentionOnAShapeFile) {
   EXPECT_LE(a.at("max_attention_difference").get<double>(), 1e-4 * a.at("max_attention").get<double>());
   EXPECT_TRUE(fs::exists(out + "/shape.ply"));
   EXPECT_TRUE(fs::exists(out + "/rotated.ply"));
-  for (const char* png : {"/shape.png", "/rotated.png"}) {
-    std::ifstream in(out + png, std::ios::binary);
-    char sig[8] = {};
-    in.read(sig, 8);
-    EXPECT_EQ(std::string(sig + 1, 3), "PNG") << png;
+  // Each PLY carries the attention row as a scalar property: N weights summing to 1.
+  for (const char* ply : {"/shape.ply", "/rotated.ply"}) {
+    const auto cloud = qkv::pointcloud::read_shape_file(out + ply);
+    ASSERT_EQ(cloud.vertex_properties.size(), 1u) << ply;
+    EXPECT_EQ(cloud.vertex_properties[0].name, "attention");
+    double sum = 0, top = 0;
+    for (const double v : cloud.vertex_properties[0].values) sum += v, top = std::max(top, v);
+    EXPECT_NEAR(sum, 1.0, 1e-4) << ply;
+    EXPECT_NEAR(top, a.at("max_attention").get<double>(), 1e-4) << ply;
   }
+  EXPECT_DOUBLE_EQ(a.at("uniform_attention").get<double>(), 1.0 / 128);  // the run's --points
+  EXPECT_EQ(a.at("scale"), "absolute");
+  for (const char* png : {"/shape.png", "/rotated.png"}) {
+    int64_t width = 0, height = 0;
+    const auto rgb = qkv::read_png_rgb(out + png, width, height);  // libpng reads it
+    EXPECT_EQ(rgb.size(), static_cast<size_t>(width * height * 3)) << png;
+    EXPECT_GT(width, height) << png;  // the colour bar beside the cloud
+  }
+  expect_clean_failure(run_qkv("vnt attention --checkpoint " + *dir_ + " --input " + shape + " --scale log --out " + out),
+                       2, "--scale");
 }
 
 TEST(VntCliErrors, BadInputFailsWithOneLine) {

@@ -125,7 +125,7 @@ TEST(LmCacheSize, OverflowIsAUsageErrorNotAWrappedNumber) {
   // Each of these printed 0, a negative or a wrapped byte count before.
   for (const char* sizes : {"--layers 4294967296 --heads 4294967296 --dk 1 --dv 1 --seq 1",
                             "--layers 9223372036854775807 --heads 1 --dk 1 --dv 1 --seq 1",
-                            "--layers 1000000 --heads 1000000 --dk 1000000 --dv 1000000 --seq 1000000 --batch 1000000"}) {
+                            "--layers 1000000 --heads 1000000 --dk 1000000 --dv 1000000 --seq 1000000 --batch-size 1000000"}) {
     const auto r = run_qkv(std::string("lm cache-size ") + sizes);
     expect_clean_failure(r, 2, "--layers");
     EXPECT_NE(r.output.find("--heads"), std::string::npos) << r.output;
@@ -138,7 +138,7 @@ TEST(LmCacheSize, OverflowIsAUsageErrorNotAWrappedNumber) {
 
 TEST(LmCacheSize, EverySizeMustBePositive) {
   const std::string base = "lm cache-size --layers 2 --heads 2 --dk 4 --dv 4 --seq 8";
-  for (const char* option : {"--layers", "--heads", "--dk", "--dv", "--seq", "--batch"}) {
+  for (const char* option : {"--layers", "--heads", "--dk", "--dv", "--seq", "--batch-size", "--batch"}) {
     const auto r = run_qkv(base + " " + option + " 0");
     EXPECT_EQ(r.status, 2) << option << ": " << r.output;
     EXPECT_NE(r.output.find(option), std::string::npos) << r.output;

@@ -93,8 +93,10 @@ TEST_F(MhcaCli, SynthWritesTheCohortInPublicFormats) {
 
 TEST_F(MhcaCli, SelectKeepsExactlyNFeatures) {
   const std::string out = root_ + "/selected.txt";
+  // The old spelling --out still works for one release, and says the new one.
   const auto r = run_qkv("mhca select " + cohort_args() + " --out " + out + " --n-features 20 --xgb-estimators 20");
   ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--out is now spelled --output"), std::string::npos) << r.output;
   const auto ids = data::read_cpg_list(out);
   EXPECT_EQ(ids.size(), 20u);
   const auto table = data::read_methylation_table(methylation());
@@ -167,15 +169,19 @@ TEST_F(MhcaCli, CrossValidationThenExplainEndToEnd) {
   EXPECT_EQ(map.dims, input.dims);
   for (int i = 0; i < 16; ++i) EXPECT_NEAR(map.geometry.affine()[i], input.geometry.affine()[i], 1e-5);
   int64_t w = 0, h = 0;
+  EXPECT_EQ(map.geometry.description.rfind("qkv mhca explain: SPECT attention", 0), 0u) << map.geometry.description;
   const auto png = read_png_rgb(ex + "/" + subject.id + "/spect_attention_axial.png", w, h);
-  EXPECT_EQ(w, 24 * 3);
-  EXPECT_EQ(h, 28 * 3);
+  EXPECT_EQ(png.size(), static_cast<size_t>(w * h * 3));
+  // 13 px per voxel brings the 28-voxel side to 364 >= 360; title, letters,
+  // colour bar and notes around the slice.
+  EXPECT_GT(w, 24 * 13 + 60);
+  EXPECT_GT(h, 28 * 13 + 40);
   EXPECT_EQ(count_lines(read_text(ex + "/cpg_attention.csv")), 1 + 27);
   for (const char* npy : {"scores.npy", "alpha_v.npy", "alpha_q.npy"})
     EXPECT_TRUE(fs::exists(ex + "/" + subject.id + "/" + npy)) << npy;
 
   // Predict with the same checkpoint.
-  const auto p = run_qkv("mhca predict " + cohort_args() + " --checkpoint " + ckpt + " --out " + root_ + "/pred.csv");
+  const auto p = run_qkv("mhca predict " + cohort_args() + " --checkpoint " + ckpt + " --output " + root_ + "/pred.csv");
   ASSERT_EQ(p.status, 0) << p.output;
   EXPECT_EQ(count_lines(read_text(root_ + "/pred.csv")), 41);
   // predict reproduces what cv recorded for that fold's test subjects.
@@ -187,7 +193,7 @@ TEST_F(MhcaCli, CrossValidationThenExplainEndToEnd) {
   };
   check_reproduces(root_ + "/pred.csv", "1,1,mhca,");
   const auto px = run_qkv("mhca predict " + cohort_args() + " --checkpoint " + out +
-                          "/folds/run1_fold2/xgboost/xgboost.json --out " + root_ + "/pred_xgb.csv");
+                          "/folds/run1_fold2/xgboost/xgboost.json --output " + root_ + "/pred_xgb.csv");
   ASSERT_EQ(px.status, 0) << px.output;
   EXPECT_EQ(count_lines(read_text(root_ + "/pred_xgb.csv")), 41);
   check_reproduces(root_ + "/pred_xgb.csv", "1,2,xgboost,");
@@ -404,7 +410,7 @@ TEST_F(MhcaCli, PredictRefusesAVolumeOffTheCheckpointsGridFromItsHeader) {
   m.subjects[3].spect_path = hostile;
   data::write_manifest(dir + "/manifest.csv", m);
   const auto p = run_qkv("mhca predict --manifest " + dir + "/manifest.csv --methylation " + methylation() +
-                         " --checkpoint " + out + "/checkpoints/best.ckpt --out " + dir + "/pred.csv");
+                         " --checkpoint " + out + "/checkpoints/best.ckpt --output " + dir + "/pred.csv");
   expect_clean_failure(p, 1, "hostile.nii: grid 1024x1024x512 differs from the checkpoint's 24x28x24");
 }
 

@@ -473,6 +473,49 @@ TEST(MeshWrite, PlyAsciiAndBinaryCarryNormalsColorsAndFaces) {
   }
 }
 
+// Scalar vertex properties (a part label, an attention weight) survive write
+// -> read in both encodings, exactly (ints) and as the float written; a
+// property a reader could not use is refused before anything is written.
+TEST(MeshWrite, PlyScalarPropertiesReadBack) {
+  Mesh cloud;
+  cloud.vertices = {{1, 2, 3}, {4, 5, 6}, {7, 8, 9}};
+  cloud.colors = {{1, 2, 3}, {4, 5, 6}, {7, 8, 9}};
+  cloud.vertex_properties = {{"label", true, {47, 48, -2147483648.0}}, {"attention", false, {0.5, 0.25, 1e-7}}};
+  for (const bool binary : {false, true}) {
+    SCOPED_TRACE(binary);
+    const std::string path = temp_path(binary ? "scalars_bin.ply" : "scalars.ply");
+    write_ply(path, cloud, binary);
+    const std::string text = slurp(path);
+    EXPECT_NE(text.find("property uchar blue\nproperty int label\nproperty float attention\n"), std::string::npos);
+    const Mesh read = read_ply(path);
+    EXPECT_EQ(read.colors, cloud.colors);
+    ASSERT_EQ(read.vertex_properties.size(), 2u);
+    EXPECT_EQ(read.vertex_properties[0].name, "label");
+    EXPECT_TRUE(read.vertex_properties[0].integer);
+    EXPECT_EQ(read.vertex_properties[0].values, cloud.vertex_properties[0].values);
+    EXPECT_FALSE(read.vertex_properties[1].integer);
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_EQ(static_cast<float>(read.vertex_properties[1].values[i]),
+                static_cast<float>(cloud.vertex_properties[1].values[i]));
+  }
+  const std::string path = temp_path("bad_scalars.ply");
+  Mesh bad = cloud;
+  bad.vertex_properties[0].values.pop_back();
+  EXPECT_NE(data_error_of([&] { write_ply(path, bad); }).find("2 values of 'label' for 3 vertices"), std::string::npos);
+  bad = cloud;
+  bad.vertex_properties[0].values[1] = 0.5;
+  EXPECT_NE(data_error_of([&] { write_ply(path, bad); }).find("vertex 1's 'label'"), std::string::npos);
+  bad = cloud;
+  bad.vertex_properties[1].values[2] = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_NE(data_error_of([&] { write_ply(path, bad); }).find("'attention'"), std::string::npos);
+  for (const char* name : {"red", "two words", "", "label"}) {
+    bad = cloud;
+    bad.vertex_properties[1].name = name;
+    EXPECT_NE(data_error_of([&] { write_ply(path, bad); }).find("vertex property named"), std::string::npos) << name;
+  }
+  EXPECT_FALSE(fs::exists(path));
+}
+
 TEST(MeshWrite, PlyOfAPointCloudHasNoFaceElement) {
   Mesh cloud;
   cloud.vertices = {{1, 2, 3}, {4, 5, 6}};

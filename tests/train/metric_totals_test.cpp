@@ -68,6 +68,37 @@ TEST(MetricTotals, AccuracyWithConfusionReducesExactly) {
   EXPECT_TRUE(train::AccuracyMetric().totals().empty());
 }
 
+// scikit-learn's classification_report on y_true = [0,0,0,0,1,1,1,1,1,1,2],
+// y_pred = [0,0,0,1,0,0,1,1,1,1,0] (zero_division=0), worked by hand: class 2
+// is never predicted (precision 0), class 3 is neither present nor predicted
+// (left out).
+TEST(ClassificationReport, EqualsTheHandWorkedScikitLearnNumbers) {
+  const std::vector<std::vector<int64_t>> confusion = {{3, 1, 0, 0}, {2, 4, 0, 0}, {1, 0, 0, 0}, {0, 0, 0, 0}};
+  const auto r = train::classification_report(confusion, {"a", "b", "c", "d"});
+  ASSERT_EQ(r.at("per_class").size(), 3u);
+  const auto& a = r.at("per_class")[0];
+  EXPECT_EQ(a.at("class"), "a");
+  EXPECT_DOUBLE_EQ(a.at("precision").get<double>(), 3.0 / 6);
+  EXPECT_DOUBLE_EQ(a.at("recall").get<double>(), 3.0 / 4);
+  EXPECT_DOUBLE_EQ(a.at("f1").get<double>(), 0.6);
+  EXPECT_EQ(a.at("support"), 4);
+  const auto& b = r.at("per_class")[1];
+  EXPECT_DOUBLE_EQ(b.at("precision").get<double>(), 0.8);
+  EXPECT_DOUBLE_EQ(b.at("recall").get<double>(), 4.0 / 6);
+  EXPECT_NEAR(b.at("f1").get<double>(), 8.0 / 11, 1e-15);
+  const auto& c = r.at("per_class")[2];
+  EXPECT_EQ(c.at("precision"), 0.0);
+  EXPECT_EQ(c.at("f1"), 0.0);
+  EXPECT_EQ(c.at("support"), 1);
+  EXPECT_NEAR(r.at("macro_avg").at("precision").get<double>(), (0.5 + 0.8) / 3, 1e-15);
+  EXPECT_NEAR(r.at("weighted_avg").at("recall").get<double>(), 7.0 / 11, 1e-15);  // = accuracy
+  EXPECT_EQ(r.at("weighted_avg").at("support"), 11);
+  const auto text = train::format_classification_report(r, 7.0 / 11);
+  EXPECT_NE(text.find("   precision     recall   f1-score    support"), std::string::npos) << text;
+  EXPECT_NE(text.find("    accuracy                           0.6364         11"), std::string::npos) << text;
+  EXPECT_EQ(text.find(" d "), std::string::npos) << text;
+}
+
 TEST(MetricTotals, PartIoUReducesExactly) {
   torch::manual_seed(2);
   const std::vector<std::vector<int64_t>> parts{{0, 1}, {2, 3, 4}};

@@ -72,6 +72,43 @@ std::string range_help(const Field& f) {
   return "";
 }
 
+void option_section(CLI::App* cmd, const std::string& heading, const std::function<void()>& add) {
+  const size_t before = cmd->get_options().size();
+  add();
+  const auto options = cmd->get_options();
+  for (size_t i = before; i < options.size(); ++i)
+    if (!options[i]->get_group().empty()) options[i]->group(heading);
+}
+
+void section_remaining_options(CLI::App& app) {
+  static const std::map<std::string, std::string> kHeadings = {
+      {"eval", "Evaluation"},         {"predict", "Prediction"},      {"attention", "Attention map"},
+      {"compare", "Runs to compare"}, {"explain", "Explanation"},     {"select", "Feature selection"},
+      {"generate", "Generation"},     {"cache-size", "Cache"},        {"inspect-mlp", "MLP memory"},
+      {"params", "Model"},            {"export-weights", "Export"},   {"launch", "Processes"},
+      {"synth-shapes", "Shapes"},     {"synth-parts", "Shapes"},      {"synth", "Cohort"},
+      {"cv", "Cross validation"}};
+  static const char* const kRun[] = {"--seed", "--threads", "--device", "--out", "--output", "--overwrite", "--json"};
+  for (CLI::App* cmd : app.get_subcommands({})) {
+    section_remaining_options(*cmd);
+    const auto options = cmd->get_options();
+    const auto first = std::find_if(options.begin(), options.end(), [](const CLI::Option* opt) {
+      return opt->get_group() != "Options" && !opt->get_group().empty();
+    });
+    if (first != options.end()) {  // sectioned already: --help joins the first section
+      if (CLI::Option* help = cmd->get_help_ptr()) help->group((*first)->get_group());
+      continue;
+    }
+    if (!cmd->get_subcommands({}).empty()) continue;
+    const auto heading = kHeadings.count(cmd->get_name()) ? kHeadings.at(cmd->get_name()) : std::string("Options");
+    for (CLI::Option* opt : cmd->get_options()) {
+      if (opt->get_group() != "Options" || opt->get_positional()) continue;
+      const bool run = std::any_of(std::begin(kRun), std::end(kRun), [&](const char* n) { return opt->check_name(n); });
+      opt->group(run ? "Run" : heading);
+    }
+  }
+}
+
 void add_overwrite_flag(CLI::App* cmd, bool& overwrite) {
   cmd->add_flag("--overwrite", overwrite,
                 "replace what qkv itself wrote at the output (never a file qkv did not write); without it an "

@@ -4,6 +4,8 @@
 // (core/fields.h), and the eval options. The train-command skeleton is in
 // train_command.h.
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -44,6 +46,28 @@ void add_field_options(CLI::App* cmd, S& settings, const std::set<std::string>& 
 // Per command, since two commands may spell one key differently.
 std::string flag_of_key(const CLI::App* cmd, const std::string& key);
 void remember_flag(const CLI::App* cmd, const std::string& key, const std::string& flag);
+
+// --help in sections: the options `add` adds are listed under `heading`
+// (CLI11 orders sections by first use); hidden ones (group "") stay hidden.
+void option_section(CLI::App* cmd, const std::string& heading, const std::function<void()>& add);
+
+// For every command under `app` that set no sections itself: the shared
+// options (--seed, --threads, --device, --out, --output, --overwrite,
+// --json) under "Run", the command's own above them under a heading named
+// for the command ("Evaluation" for eval, ...).
+void section_remaining_options(CLI::App& app);
+
+// An option's old spelling, kept for one release: hidden from --help, it
+// sets the same value and says on stderr which name replaces it.
+template <typename T>
+CLI::Option* add_old_spelling(CLI::App* cmd, const std::string& old_flag, const std::string& new_flag, T& value) {
+  return cmd->add_option(old_flag, value, "old spelling of " + new_flag)
+      ->group("")
+      ->each([old_flag, new_flag](const std::string&) {
+        std::fprintf(stderr, "qkv: %s is now spelled %s (the old spelling goes in the next release)\n",
+                     old_flag.c_str(), new_flag.c_str());
+      });
+}
 
 // --checkpoint FILE, required: a checkpoint file, or a run folder, which
 // stands for its checkpoints/best.ckpt (or, for an XGBoost run, its

@@ -65,7 +65,7 @@ void register_synth_shapes(CLI::App* parent, Action& action) {
 void register_synth_parts(CLI::App* parent, Action& action) {
   auto* cmd = parent->add_subcommand(
       "synth-parts",
-      "write procedural shapes with labelled parts in ShapeNet-part's text layout (--list: categories and parts)");
+      "write procedural shapes with labelled parts in ShapeNet-part's text layout (--list: classes and parts)");
   struct Opts {
     pointcloud::SynthPartsOptions parts;
     std::string out;
@@ -73,16 +73,21 @@ void register_synth_parts(CLI::App* parent, Action& action) {
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--out", o->out, "folder to write <synset>/<token>.txt, train_test_split/ and README.txt into");
-  add_ranged_option(cmd, "--train-per-category", o->parts.train_per_category, "training shapes per category", 1, 100000);
-  add_ranged_option(cmd, "--val-per-category", o->parts.val_per_category, "validation shapes per category", 0, 100000);
-  add_ranged_option(cmd, "--test-per-category", o->parts.test_per_category, "test shapes per category", 1, 100000);
+  // ShapeNet-part's categories are classes here, as in every qkv command.
+  add_ranged_option(cmd, "--train-per-class", o->parts.train_per_category, "training shapes per class", 1, 100000);
+  add_ranged_option(cmd, "--val-per-class", o->parts.val_per_category, "validation shapes per class", 0, 100000);
+  add_ranged_option(cmd, "--test-per-class", o->parts.test_per_category, "test shapes per class", 1, 100000);
+  add_old_spelling(cmd, "--train-per-category", "--train-per-class", o->parts.train_per_category);
+  add_old_spelling(cmd, "--val-per-category", "--val-per-class", o->parts.val_per_category);
+  add_old_spelling(cmd, "--test-per-category", "--test-per-class", o->parts.test_per_category);
   add_ranged_option(cmd, "--points-per-shape", o->parts.points_per_shape, "surface points written per shape", 1,
                     1 << 20);
   add_seed_option(cmd, o->parts.seed);
-  cmd->add_option("--categories", o->parts.categories, "comma-separated categories (default: all, see --list)")
+  cmd->add_option("--classes", o->parts.categories, "comma-separated classes (default: all, see --list)")
       ->delimiter(',');
+  add_old_spelling(cmd, "--categories", "--classes", o->parts.categories)->delimiter(',');
   add_overwrite_flag(cmd, o->overwrite);
-  cmd->add_flag("--list", o->list, "list the categories and their part ids");
+  cmd->add_flag("--list", o->list, "list the classes and their part ids");
   cmd->callback([o, &action] {
     action = [o] {
       if (o->list) {

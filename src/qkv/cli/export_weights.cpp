@@ -3,7 +3,9 @@
 
 #include "qkv/cli/common.h"
 #include "qkv/cli/commands.h"
+#include "qkv/core/errors.h"
 #include "qkv/core/output_policy.h"
+#include "qkv/core/text.h"
 #include "qkv/train/run.h"
 #include "qkv/train/weights.h"
 
@@ -15,14 +17,29 @@ void register_export_weights(CLI::App& app, Action& action) {
   auto ckpt = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   auto overwrite = std::make_shared<bool>(false);
-  cmd->add_option("CKPT", *ckpt, "checkpoint (e.g. RUN/checkpoints/best.ckpt)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("OUT", *out, "output .pt file (written atomically)")->required();
+  add_checkpoint_option(cmd, *ckpt, "checkpoint to read (REQUIRED)")->required(false);
+  cmd->add_option("--output", *out, "the .pt file to write, atomically (REQUIRED)");
   add_overwrite_flag(cmd, *overwrite);
+  // The positional form of earlier releases (export-weights CKPT OUT) is
+  // still read, from the extra arguments, so that --help does not show it.
+  cmd->allow_extras();
   cmd->callback([=, &action] {
     action = [=] {
-      check_output_file(*out, "OUT", *overwrite);
+      auto extras = cmd->remaining();
+      if (!extras.empty()) {
+        if (extras.size() != 2 || !ckpt->empty() || !out->empty())
+          throw UsageError("export-weights: arguments were not expected: " + join(extras, " ") +
+                           " (use --checkpoint CKPT --output FILE)");
+        std::fprintf(stderr, "qkv: export-weights CKPT OUT is now spelled --checkpoint CKPT --output OUT (the old "
+                             "spelling goes in the next release)\n");
+        *ckpt = extras[0];
+        *out = extras[1];
+      }
+      if (ckpt->empty()) throw UsageError("export-weights: --checkpoint is required");
+      if (out->empty()) throw UsageError("export-weights: --output is required (the .pt file to write)");
+      check_output_file(*out, "--output", *overwrite);
       auto model = train::load_model_from_checkpoint(*ckpt);
-      claim_output_file(*out, "OUT", *overwrite, {"export-weights", {}});
+      claim_output_file(*out, "--output", *overwrite, {"export-weights", {}});
       train::export_weights(*model, *out);
       std::fprintf(stderr, "wrote %s\n", out->c_str());
       return 0;

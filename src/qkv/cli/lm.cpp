@@ -200,7 +200,8 @@ void register_cache_size(CLI::App* parent, Action& action) {
   cmd->add_option("--dk", o->dk, "cached key width per head (r)")->required()->check(CLI::PositiveNumber);
   cmd->add_option("--dv", o->dv, "cached value width per head")->required()->check(CLI::PositiveNumber);
   cmd->add_option("--seq", o->seq, "sequence length")->required()->check(CLI::PositiveNumber);
-  cmd->add_option("--batch", o->batch, "sequences in the batch")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size", o->batch, "sequences in the batch")->capture_default_str()->check(CLI::PositiveNumber);
+  add_old_spelling(cmd, "--batch", "--batch-size", o->batch)->check(CLI::PositiveNumber);
   cmd->add_option("--dtype", o->dtype, "element type: f16, bf16, f32 or f64")
       ->capture_default_str()
       ->check(CLI::IsMember({"f16", "bf16", "f32", "f64"}));
@@ -214,7 +215,7 @@ void register_cache_size(CLI::App* parent, Action& action) {
       } catch (const UsageError&) {
         throw UsageError("--layers " + std::to_string(o->layers) + " --heads " + std::to_string(o->heads) + " --dk " +
                          std::to_string(o->dk) + " --dv " + std::to_string(o->dv) + " --seq " +
-                         std::to_string(o->seq) + " --batch " + std::to_string(o->batch) + " --dtype " + o->dtype +
+                         std::to_string(o->seq) + " --batch-size " + std::to_string(o->batch) + " --dtype " + o->dtype +
                          ": the cache would be more than " + std::to_string(std::numeric_limits<int64_t>::max()) +
                          " bytes (8 EiB), too large to count");
       }
@@ -248,7 +249,8 @@ void register_inspect_mlp(CLI::App* parent, Action& action) {
   };
   auto o = std::make_shared<Opts>();
   add_checkpoint_option(cmd, o->checkpoint, "checkpoint file");
-  add_ranged_option(cmd, "--layer", o->memory.layer, "block whose MLP to inspect (0-based)", 0, 1023);
+  add_ranged_option(cmd, "--block", o->memory.layer, "block whose MLP to inspect (0-based)", 0, 1023);
+  add_old_spelling(cmd, "--layer", "--block", o->memory.layer);
   cmd->add_option("--text", o->text, "UTF-8 text to run through the model")->required()->check(CLI::ExistingFile);
   add_ranged_option(cmd, "--units", o->memory.units, "how many of the most active units", 1, 1 << 20);
   add_ranged_option(cmd, "--contexts", o->memory.contexts, "top contexts (keys) per unit", 1, 100000);

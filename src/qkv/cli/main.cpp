@@ -96,15 +96,18 @@ int main(int argc, char** argv) {
   app.footer("Exit status: 0 ok, 1 data or runtime error, 2 usage error, 130 interrupted.\n"
              "Run 'qkv <command> --help' for a command's options and their defaults.");
   qkv::cli::Action action;
-  qkv::cli::register_params(app, action);
-  qkv::cli::register_export_weights(app, action);
-  qkv::cli::register_spirals(app, action);
-  qkv::cli::register_lm(app, action);
-  qkv::cli::register_data(app, action);
+  // --help lists commands in this order: the three works (the flagship
+  // first), then the demo, data and tools.
   qkv::cli::register_vnt(app, action);
   qkv::cli::register_seg(app, action);
-  qkv::cli::register_launch(app, action);
   qkv::cli::register_mhca(app, action);
+  qkv::cli::register_lm(app, action);
+  qkv::cli::register_spirals(app, action);
+  qkv::cli::register_data(app, action);
+  qkv::cli::register_launch(app, action);
+  qkv::cli::register_params(app, action);
+  qkv::cli::register_export_weights(app, action);
+  qkv::cli::section_remaining_options(app);
 
   // CLI11 would only say "a subcommand is required" for a mistyped command.
   std::string known;

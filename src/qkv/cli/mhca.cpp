@@ -127,7 +127,8 @@ void register_select(CLI::App* parent, Action& action) {
   auto o = std::make_shared<Opts>();
   o->selection.n_features = 441;
   add_cohort_options(cmd, o->files);
-  cmd->add_option("--out", o->out, "CpG list to write (one id per line)")->required();
+  cmd->add_option("--output", o->out, "CpG list to write, one id per line (REQUIRED)");
+  add_old_spelling(cmd, "--out", "--output", o->out);
   add_overwrite_flag(cmd, o->overwrite);
   add_ranged_option(cmd, "--n-features", o->selection.n_features, "CpG sites to keep (paper: 441)", 1, 10000000);
   add_ranged_option(cmd, "--rfe-step", o->selection.rfe.step,
@@ -136,17 +137,18 @@ void register_select(CLI::App* parent, Action& action) {
   add_ranged_option(cmd, "--threads", o->threads, "XGBoost threads; 0 = one per core", 0, max_threads_option());
   cmd->callback([o, &action] {
     action = [o] {
+      if (o->out.empty()) throw UsageError("select: --output is required (the CpG list to write)");
       if (o->selection.n_features < 1) throw UsageError("--n-features must be at least 1");
       if (!(o->selection.rfe.step > 0) || !std::isfinite(o->selection.rfe.step))
         throw UsageError("--rfe-step must be a positive number");
       o->selection.xgboost.validate();
-      check_output_file(o->out, "--out", o->overwrite);  // before the work, not after it
+      check_output_file(o->out, "--output", o->overwrite);  // before the work, not after it
       set_threads(o->threads);
       auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, false, 1);
       mhca::FeatureSelection s = o->selection;
       s.xgboost.threads = at::get_num_threads();
       const auto ids = mhca::select_features(cohort, all_rows(cohort), s, s.n_features, false);
-      claim_output_file(o->out, "--out", o->overwrite, {"qkv mhca select", {}});
+      claim_output_file(o->out, "--output", o->overwrite, {"qkv mhca select", {}});
       data::write_cpg_list(o->out, ids,
                            "qkv mhca select: " + std::to_string(ids.size()) + " of " +
                                std::to_string(cohort.methylation.cols()) + " CpG sites of " + o->files.methylation +
@@ -173,29 +175,33 @@ void register_cv(CLI::App* parent, Action& action) {
   auto o = std::make_shared<Opts>();
   o->common.out = "runs/mhca-cv";
   tasks::set_mhca_paper_defaults(o->cv.train);
-  add_cohort_options(cmd, o->files);
-  add_common_options(cmd, o->common, "output folder: summary.json, predictions.csv, report.html, folds/");
-  cmd->add_flag("--resume", o->resume,
-                "continue an interrupted cross validation in --out (with the same options): finished folds are kept");
-  cmd->add_option("--model", o->models, join(mhca::cv_model_names()) + ", or all (comma-separated)")
-      ->delimiter(',')
-      ->capture_default_str();
-  add_ranged_option(cmd, "--runs", o->cv.runs, "repetitions of the k-fold split (paper: 3)", 1, 1000);
-  add_ranged_option(cmd, "--folds", o->cv.folds, "folds per run (paper: 5)", 2, 1000);
-  add_ranged_option(cmd, "--val-fraction", o->cv.val_fraction,
-                    "share of each training part held out for early stopping and model selection", 0, 0.8);
-  cmd->add_option("--normalisation", o->cv.normalisation,
-                  "volume intensities: global (min-max over training volumes, paper) or subject")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"global", "subject"}));
-  cmd->add_option("--model-options", o->model_options,
-                  "network sizes as JSON, e.g. {\"channels\":[8,16,32,32],\"padding\":1}")
-      ->capture_default_str();
-  add_field_options(cmd, o->cv.selection);
+  option_section(cmd, "Run", [&] {
+    add_common_options(cmd, o->common, "output folder: summary.json, predictions.csv, report.html, folds/");
+    cmd->add_flag("--resume", o->resume,
+                  "continue an interrupted cross validation in --out (with the same options): finished folds are kept");
+    add_recipe_option(cmd, o->recipe, "mhca cv");
+  });
+  option_section(cmd, "Cohort", [&] { add_cohort_options(cmd, o->files); });
+  option_section(cmd, "Cross validation and models", [&] {
+    cmd->add_option("--model", o->models, join(mhca::cv_model_names()) + ", or all (comma-separated)")
+        ->delimiter(',')
+        ->capture_default_str();
+    add_ranged_option(cmd, "--runs", o->cv.runs, "repetitions of the k-fold split (paper: 3)", 1, 1000);
+    add_ranged_option(cmd, "--folds", o->cv.folds, "folds per run (paper: 5)", 2, 1000);
+    add_ranged_option(cmd, "--val-fraction", o->cv.val_fraction,
+                      "share of each training part held out for early stopping and model selection", 0, 0.8);
+    cmd->add_option("--normalisation", o->cv.normalisation,
+                    "volume intensities: global (min-max over training volumes, paper) or subject")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"global", "subject"}));
+    cmd->add_option("--model-options", o->model_options,
+                    "network sizes as JSON, e.g. {\"channels\":[8,16,32,32],\"padding\":1}")
+        ->capture_default_str();
+  });
+  option_section(cmd, "Feature selection (inside each fold)", [&] { add_field_options(cmd, o->cv.selection); });
   cmd->get_option("--cpg-list")->check(CLI::ExistingFile);
-  add_field_options(cmd, o->cv.augmentation);
-  add_field_options(cmd, o->cv.train);
-  add_recipe_option(cmd, o->recipe, "mhca cv");
+  option_section(cmd, "Augmentation", [&] { add_field_options(cmd, o->cv.augmentation); });
+  option_section(cmd, "Training (each network of each fold)", [&] { add_field_options(cmd, o->cv.train); });
   cmd->callback([o, cmd, &action] {
     action = [o, cmd] {
       const auto recipe = apply_recipe(cmd, "mhca cv", o->recipe);
@@ -348,10 +354,13 @@ void register_predict(CLI::App* parent, Action& action) {
     std::string checkpoint;
   };
   auto o = std::make_shared<Opts>();
+  o->common.out = "predictions.csv";
   add_cohort_options(cmd, o->files);
   add_checkpoint_option(cmd, o->checkpoint, "RUN/checkpoints/best.ckpt of a network, or RUN/xgboost.json of an XGBoost run");
-  add_common_options(cmd, o->common, "CSV to write: subject_id,label,p_pd,predicted");
-  o->common.out = "predictions.csv";
+  add_common_options(cmd, o->common, "");
+  cmd->add_option("--output", o->common.out, "CSV to write: subject_id,label,p_pd,predicted")->capture_default_str();
+  add_old_spelling(cmd, "--out", "--output", o->common.out);
+  add_overwrite_flag(cmd, o->common.overwrite);
   cmd->callback([o, &action] {
     action = [o] {
       const c10::Device device = apply_common_options(o->common);
@@ -364,7 +373,7 @@ void register_predict(CLI::App* parent, Action& action) {
         model = train::load_model_from_checkpoint(o->checkpoint, &config);
       }
       const auto prep = recorded_preprocessing(config, o->checkpoint);
-      check_output_file(o->common.out, "--out", o->common.overwrite);
+      check_output_file(o->common.out, "--output", o->common.overwrite);
       const std::string name = config.at("model").at("name");
       // The checkpoint's grid, so that a volume on another grid is refused from its header.
       const auto& model_json = config.at("model");
@@ -388,7 +397,7 @@ void register_predict(CLI::App* parent, Action& action) {
         csv += cohort.subject_ids[i] + "," + std::to_string(cohort.labels[i]) + "," + prob + "," +
                (p[i] >= 0.5 ? "1" : "0") + "\n";
       }
-      claim_output_file(o->common.out, "--out", o->common.overwrite, {"mhca predict", {}});
+      claim_output_file(o->common.out, "--output", o->common.overwrite, {"mhca predict", {}});
       write_file_atomic(o->common.out, csv);
       auto metrics = mhca::binary_metrics(p, cohort.labels);
       metrics["model"] = name;
@@ -418,6 +427,8 @@ void register_explain(CLI::App* parent, Action& action) {
   cmd->add_flag("--all", o->all, "explain every subject (also writes the cohort-level ranking and mean map)");
   cmd->add_option("--ground-truth", o->explain.ground_truth,
                   "ground_truth.json of 'qkv mhca synth' to score the explanation (default: next to the manifest)");
+  add_ranged_option(cmd, "--overlay-threshold", o->explain.overlay_threshold,
+                    "PNG overlays paint attention from this share of the map's range up (0 paints everything)", 0, 1);
   cmd->add_option("--striatum-mask", o->explain.striatum_mask,
                   "label NIfTI on the volumes' grid, non-zero = striatum (default: the ground truth's)");
   add_common_options(cmd, o->common, "output folder");

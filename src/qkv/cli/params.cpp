@@ -82,9 +82,10 @@ void register_params(CLI::App& app, Action& action) {
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--model", o->model, "model name (see --list)");
-  cmd->add_option("--options", o->options,
+  cmd->add_option("--model-options", o->options,
                   "model options as a JSON object (unset keys take their defaults), or a preset's name")
       ->capture_default_str();
+  add_old_spelling(cmd, "--options", "--model-options", o->options);
   cmd->add_flag("--list", o->list, "list the registered models by task");
   auto* count = cmd->add_flag("--count", o->count, "print only the parameter count");
   cmd->add_flag("--json", o->json, "print it all as JSON")->excludes(count);
@@ -102,7 +103,7 @@ void register_params(CLI::App& app, Action& action) {
       }
       if (o->model.empty()) throw UsageError("params: --model is required (or --list)");
       const auto& entry = models::find_model(o->model);
-      const nlohmann::json options = parse_model_options(o->options, o->model, "--options");
+      const nlohmann::json options = parse_model_options(o->options, o->model);
       const auto parameters = models::count_parameters(*entry.make(options));
       if (o->count) {
         std::printf("%lld\n", static_cast<long long>(parameters));
@@ -125,10 +126,10 @@ void register_params(CLI::App& app, Action& action) {
       std::printf("model       %s: %s\n", entry.name.c_str(), entry.description.c_str());
       std::printf("task        %s: %s\n", entry.task.c_str(), task_of(entry).description.c_str());
       std::printf("inputs      %s\n", join(described.at("inputs").get<std::vector<std::string>>(), ", ").c_str());
-      std::printf("options     (--options '{\"key\": value}')\n");
+      std::printf("options     (--model-options '{\"key\": value}')\n");
       print_options(entry, described);
       std::printf("parameters  %lld\n", static_cast<long long>(parameters));
-      if (!presets.empty()) std::printf("presets     (--options NAME)\n");
+      if (!presets.empty()) std::printf("presets     (--model-options NAME)\n");
       for (const auto& p : presets)
         std::printf("  %-12s %-10lld %s %s\n", p.at("name").get<std::string>().c_str(),
                     static_cast<long long>(p.at("parameters").get<int64_t>()), p.at("options").dump().c_str(),

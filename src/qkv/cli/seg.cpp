@@ -20,6 +20,7 @@
 #include "qkv/pointcloud/mesh_read.h"
 #include "qkv/pointcloud/mesh_write.h"
 #include "qkv/pointcloud/render.h"
+#include "qkv/pointcloud/synth_parts.h"
 #include "qkv/tasks/part_segmentation.h"
 #include "qkv/train/part_iou.h"
 #include "qkv/train/run.h"
@@ -43,7 +44,17 @@ void register_train(CLI::App* parent, Action& action) {
   spec.default_out = "runs/seg";
   tasks::set_paper_training_defaults(spec.defaults, s->data.view);
   spec.defaults.select_metric = "instance_miou";
-  spec.add_data_options = [s](CLI::App* cmd) { add_field_options(cmd, s->data); };
+  spec.add_data_options = [s](CLI::App* cmd) {
+    add_field_options(cmd, s->data);
+    // ShapeNet-part calls its object classes categories; qkv says class
+    // everywhere (vnt, seg, data), and keeps the old spellings for a release.
+    add_old_spelling(cmd, "--max-per-category", "--max-per-class", s->data.load.max_per_category);
+    add_old_spelling(cmd, "--categories", "--classes", s->data.load.categories)->delimiter(',');
+    add_old_spelling(cmd, "--synth-categories", "--synth-classes", s->data.synth.categories)->delimiter(',');
+    add_old_spelling(cmd, "--synth-train-per-category", "--synth-train-per-class", s->data.synth.train_per_category);
+    add_old_spelling(cmd, "--synth-val-per-category", "--synth-val-per-class", s->data.synth.val_per_category);
+    add_old_spelling(cmd, "--synth-test-per-category", "--synth-test-per-class", s->data.synth.test_per_category);
+  };
   spec.add_model_options = [s](CLI::App* cmd) { add_point_model_options(cmd, s->model, "segmentation", 128, 14); };
   spec.prepare = [s](const CLI::App&, train::RunRequest& r, const std::string& out) {
     r.model_name = s->model.model;
@@ -74,7 +85,7 @@ void register_train(CLI::App* parent, Action& action) {
     run.splits = s.splits;
     run.hooks.extra_tests = s.extra_tests;
     run.hooks.metrics = tasks::part_iou_metric();
-    run.hooks.title = "qkv seg train";
+    run.hooks.title = "qkv seg train: " + r.model_name;
     run.test_label = pc::rotation_name(tasks::parse_protocol(d.protocol).second);
     return run;
   };
@@ -140,35 +151,44 @@ void register_predict(CLI::App* parent, Action& action) {
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
+  o->common.out = "runs/seg-predict";
   add_checkpoint_option(cmd, o->checkpoint, "checkpoint file (RUN/checkpoints/best.ckpt)");
   cmd->add_option("--input", o->input,
                   "shape: a point cloud (x y z [nx ny nz] lines, or ShapeNet-part's 'x y z nx ny nz part' lines, "
                   "whose labels are then scored) whose every point is labelled, or an OFF/PLY mesh, sampled to the "
                   "run's --points")
       ->required();
-  cmd->add_option("--category", o->category, "the object's category (ShapeNet-part name or synset)")->required();
+  cmd->add_option("--class", o->category,
+                  "the object's class: a ShapeNet-part category name or synset, e.g. Table or 04379243 (REQUIRED)");
+  add_old_spelling(cmd, "--category", "--class", o->category);
   cmd->add_option("--rotate", o->rotate, "rotate the shape first: none, z or so3 (seeded by --seed); none by default: the file as it is")
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "print the per-point part labels as JSON");
-  add_common_options(cmd, o->common, "PLY file to write (a PNG picture is written next to it); default: "
-                                     "<input name>.parts.ply in the current folder");
+  add_common_options(cmd, o->common,
+                     "folder for <input name>.parts.ply (per-point 'label' property) and <input name>.parts.png; "
+                     "predictions of several shapes can share it");
   cmd->callback([o, &action] {
     action = [o] {
-      const int64_t category = pc::find_part_category(o->category, "--category");
+      if (o->category.empty()) throw UsageError("seg predict: --class is required (the object's ShapeNet-part category)");
+      const int64_t category = pc::find_part_category(o->category, "--class");
       const auto rotation = pc::parse_rotation(o->rotate);
       const c10::Device device = apply_common_options(o->common);
       auto run = load_run(o->checkpoint, device);
       const auto& view = run.data.view;
-      std::string out = o->common.out;
-      if (out.empty()) out = std::filesystem::path(o->input).stem().string() + ".parts.ply";
-      const auto png = (out.size() > 4 && out.substr(out.size() - 4) == ".ply" ? out.substr(0, out.size() - 4) : out) + ".png";
+      const std::string dir = o->common.out;
+      if (dir.size() > 4 && dir.substr(dir.size() - 4) == ".ply")
+        throw UsageError("--out " + dir + ": --out is a folder (it receives <input name>.parts.ply and .png)");
+      const std::string stem = (std::filesystem::path(dir) / std::filesystem::path(o->input).stem()).string();
+      const std::string out = stem + ".parts.ply", png = stem + ".parts.png";
+      check_output_file(out, "--out", o->common.overwrite);
+      check_output_file(png, "--out", o->common.overwrite);
 
       const auto& cat = pc::shapenet_part_categories()[static_cast<size_t>(category)];
       const auto& seen = run.data.trained_categories;
       if (!seen.empty() && std::find(seen.begin(), seen.end(), cat.name) == seen.end()) {
         std::string names;
         for (const auto& name : seen) names += (names.empty() ? "" : ", ") + name;
-        throw UsageError("--category " + o->category + ": the run " + o->checkpoint + " was trained on " + names +
+        throw UsageError("--class " + o->category + ": the run " + o->checkpoint + " was trained on " + names +
                          " only");
       }
 
@@ -202,23 +222,49 @@ void register_predict(CLI::App* parent, Action& action) {
       const auto local = logits.slice(1, cat.first_part, cat.first_part + cat.parts).argmax(1);
       const auto labels = local + cat.first_part;
 
+      // Part names are known for the built-in shapes; ShapeNet-part's files
+      // carry numbers only, so a real run's parts are named by their ids.
+      std::vector<std::string> part_names;
+      for (int64_t p = 0; p < cat.parts; ++p) part_names.push_back("part " + std::to_string(cat.first_part + p));
+      const auto synthetic = pc::synth_part_categories();
+      if (run.data.source == "synthetic" && std::find(synthetic.begin(), synthetic.end(), cat.name) != synthetic.end()) {
+        const auto known = pc::synth_part_names(cat.name);
+        if (static_cast<int64_t>(known.size()) == cat.parts) part_names = known;
+      }
+      std::vector<int64_t> per_part(static_cast<size_t>(cat.parts), 0);
       pc::Mesh cloud;
       const auto pts = points[0].t().contiguous();  // [N, 3]
+      pc::VertexProperty label{"label", true, {}}, true_label{"true_label", true, {}};
       for (int64_t i = 0; i < n; ++i) {
         cloud.vertices.push_back({pts[i][0].item<float>(), pts[i][1].item<float>(), pts[i][2].item<float>()});
-        cloud.colors.push_back(part_colour(local[i].item<int64_t>()));
+        const int64_t part = local[i].item<int64_t>();
+        cloud.colors.push_back(part_colour(part));
+        label.values.push_back(static_cast<double>(cat.first_part + part));
+        if (!truth.empty()) true_label.values.push_back(static_cast<double>(truth[static_cast<size_t>(i)]));
+        ++per_part[static_cast<size_t>(part)];
       }
+      cloud.vertex_properties.push_back(std::move(label));
+      if (!truth.empty()) cloud.vertex_properties.push_back(std::move(true_label));
+      pc::PointPicture picture;
+      picture.title = cat.name + ": " + std::to_string(n) + " points, predicted parts";
+      for (int64_t p = 0; p < cat.parts; ++p)
+        picture.legend.push_back({part_names[static_cast<size_t>(p)] + " (" + std::to_string(per_part[static_cast<size_t>(p)]) + ")",
+                                  part_colour(p)});
       claim_output_file(out, "--out", o->common.overwrite, {"seg predict", {}});
       claim_output_file(png, "--out", o->common.overwrite, {"seg predict", {}});
-      pc::write_ply(out, cloud);
-      pc::write_points_png(png, cloud);
+      pc::write_ply(out, cloud, cloud.vertices.size() >= pc::kBinaryPlyFromVertices);
+      pc::write_points_png(png, cloud, picture);
 
       nlohmann::json report = {{"input", o->input}, {"category", cat.name}, {"points", n}, {"rotate", o->rotate},
                                {"ply", out}, {"png", png}};
-      nlohmann::json counts = nlohmann::json::object();
-      for (int64_t p = 0; p < cat.parts; ++p)
-        counts[std::to_string(cat.first_part + p)] = (local == p).sum().item<int64_t>();
+      nlohmann::json counts = nlohmann::json::object(), parts_json = nlohmann::json::array();
+      for (int64_t p = 0; p < cat.parts; ++p) {
+        const auto k = static_cast<size_t>(p);
+        counts[std::to_string(cat.first_part + p)] = per_part[k];
+        parts_json.push_back({{"part", cat.first_part + p}, {"name", part_names[k]}, {"points", per_part[k]}});
+      }
       report["points_per_part"] = counts;
+      report["parts"] = parts_json;
       if (!truth.empty()) {
         const auto t = torch::tensor(truth, torch::kLong);
         std::vector<int64_t> parts(static_cast<size_t>(cat.parts));
@@ -232,8 +278,11 @@ void register_predict(CLI::App* parent, Action& action) {
       } else {
         std::printf("%s: %s, %lld points -> %s\n", o->input.c_str(), cat.name.c_str(), static_cast<long long>(n),
                     out.c_str());
-        for (const auto& item : counts.items())
-          std::printf("  part %-3s %lld points\n", item.key().c_str(), static_cast<long long>(item.value()));
+        size_t width = 0;
+        for (const auto& name : part_names) width = std::max(width, name.size());
+        for (int64_t p = 0; p < cat.parts; ++p)
+          std::printf("  %2lld %-*s %6lld points\n", static_cast<long long>(cat.first_part + p), static_cast<int>(width),
+                      part_names[static_cast<size_t>(p)].c_str(), static_cast<long long>(per_part[static_cast<size_t>(p)]));
         if (report.contains("miou"))
           std::printf("  against the file's labels: accuracy %.4f, mIoU %.4f\n", report["accuracy"].get<double>(),
                       report["miou"].get<double>());
@@ -254,7 +303,9 @@ void register_compare(CLI::App* parent, Action& action) {
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("runs", o->runs, "run folders of `qkv seg train`")->required()->check(CLI::ExistingDirectory);
-  add_ranged_option(cmd, "--shapes", o->shapes, "test shapes for the invariance measurement (0: skip it)", 0, 100000);
+  add_ranged_option(cmd, "--invariance", o->shapes, "test shapes for the invariance measurement (0: skip it)", 0,
+                    100000);
+  add_old_spelling(cmd, "--shapes", "--invariance", o->shapes);
   cmd->add_flag("--json", o->json, "print JSON instead of a table");
   add_common_options(cmd, o->common, "");
   cmd->callback([o, &action] {

@@ -26,7 +26,12 @@ void register_train(CLI::App* parent, Action& action) {
   spec.defaults.epochs = 40;
   spec.defaults.batch_size = 64;
   spec.defaults.optim.lr = 1e-2;
-  spec.add_data_options = [s](CLI::App* cmd) { add_field_options(cmd, s->data); };
+  spec.add_data_options = [s](CLI::App* cmd) {
+    add_field_options(cmd, s->data);
+    // --classes is a list of class names elsewhere (data synth-shapes, seg train).
+    add_old_spelling(cmd, "--classes", "--arms", s->data.spirals.classes);
+    add_old_spelling(cmd, "--points-per-class", "--points-per-arm", s->data.spirals.points_per_class);
+  };
   spec.add_model_options = [s](CLI::App* cmd) {
     add_ranged_option(cmd, "--hidden", s->mlp.hidden, "hidden width", 1, 65536);
     add_ranged_option(cmd, "--layers", s->mlp.layers, "hidden layers", 0, 1024);

@@ -73,12 +73,7 @@ void register_train_command(CLI::App* parent, Action& action, TrainCommand spec)
   o->common.out = spec.default_out;
   o->train = spec.defaults;
   // --help in sections, in this order (CLI11 lists groups by first use).
-  auto section = [cmd](const std::string& name, const std::function<void()>& add) {
-    const size_t before = cmd->get_options().size();
-    add();
-    const auto options = cmd->get_options();
-    for (size_t i = before; i < options.size(); ++i) options[i]->group(name);
-  };
+  auto section = [cmd](const std::string& heading, const std::function<void()>& add) { option_section(cmd, heading, add); };
   section("Run", [&] {
     add_common_options(cmd, o->common, "run folder: config.json, metrics.jsonl, summary.json, report.html, checkpoints/");
     add_recipe_option(cmd, o->recipe, spec.command);

@@ -122,6 +122,9 @@ void register_eval(CLI::App* parent, Action& action) {
       if (o->invariance_shapes > 0)
         metrics["invariance"] = tasks::measure_invariance(*run.model, *part, o->invariance_shapes, 4, o->eval.common.seed,
                                                    device);
+      // For the reader, scikit-learn's layout on stderr; stdout stays JSON.
+      if (metrics.contains("per_class"))
+        std::fprintf(stderr, "%s", train::format_classification_report(metrics, metrics.at("accuracy")).c_str());
       print_json(metrics);
       return 0;
     };
@@ -177,14 +180,6 @@ void register_predict(CLI::App* parent, Action& action) {
   });
 }
 
-// A blue -> red ramp for attention weights in [0, 1].
-std::array<uint8_t, 3> heat_colour(double t) {
-  t = std::clamp(t, 0.0, 1.0);
-  const double r = std::clamp(1.5 * t, 0.0, 1.0), g = std::clamp(1.5 - std::abs(3 * t - 1.5), 0.0, 1.0),
-               b = std::clamp(1.5 * (1 - t), 0.0, 1.0);
-  return {static_cast<uint8_t>(40 + 215 * r), static_cast<uint8_t>(40 + 215 * g), static_cast<uint8_t>(40 + 215 * b)};
-}
-
 void register_attention(CLI::App* parent, Action& action) {
   auto* cmd = parent->add_subcommand(
       "attention", "write the shape and a rotated copy as PLY point clouds and PNG pictures coloured by one attention row (Figure 1)");
@@ -192,6 +187,7 @@ void register_attention(CLI::App* parent, Action& action) {
     CommonOptions common;
     std::string checkpoint, input;
     int64_t query = 0, block = 0;
+    std::string scale = "absolute";
   };
   auto o = std::make_shared<Opts>();
   o->common.out = "runs/attention";
@@ -201,7 +197,13 @@ void register_attention(CLI::App* parent, Action& action) {
                     1 << 20);
   add_ranged_option(cmd, "--block", o->block, "which basic block's attention (0-based), averaged over its heads", 0,
                     1024);
-  add_common_options(cmd, o->common, "folder for shape.ply/.png and rotated.ply/.png");
+  cmd->add_option("--scale", o->scale,
+                  "colour scale: absolute (0 to the row's largest weight, so a near-uniform row looks uniform) or row "
+                  "(the row's smallest to largest weight: contrast stretched)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"absolute", "row"}));
+  add_common_options(cmd, o->common,
+                     "folder for shape.ply/.png and rotated.ply/.png (PLY: per-point 'attention' property)");
   cmd->callback([o, &action] {
     action = [o] {
       const c10::Device device = apply_common_options(o->common);
@@ -226,26 +228,48 @@ void register_attention(CLI::App* parent, Action& action) {
         vnt->point_features(b->to(device), &attention);
         rows.push_back(attention.at(static_cast<size_t>(o->block))[0].mean(0)[o->query].to(torch::kCPU));  // [N]
       }
-      // Colours span the row's own range (attention rows are often close to
-      // uniform); both clouds use the first one's range, so equal weights get
-      // equal colours.
+      // Both clouds use the first one's scale, so equal weights get equal
+      // colours. A row of N weights sums to 1: uniform attention is 1/N
+      // everywhere, which the absolute scale shows as one colour.
       const double top = rows[0].max().item<double>(), bottom = rows[0].min().item<double>();
-      const double span = std::max(top - bottom, 1e-30);
+      const double lo = o->scale == "row" ? bottom : 0.0;
+      const double span = std::max(top - lo, 1e-30);
+      const double uniform = 1.0 / static_cast<double>(n);
       const std::string names[] = {"shape.ply", "rotated.ply"};
       for (size_t i = 0; i < 2; ++i) {
         const auto pts = (i == 0 ? batch : turned).input("points")[0].t().contiguous();  // [N, 3]
         pc::Mesh cloud;
+        pc::VertexProperty weight{"attention", false, {}};
         for (int64_t p = 0; p < n; ++p) {
           cloud.vertices.push_back({pts[p][0].item<float>(), pts[p][1].item<float>(), pts[p][2].item<float>()});
-          cloud.colors.push_back(heat_colour((rows[i][p].item<double>() - bottom) / span));
+          const double a = rows[i][p].item<double>();
+          cloud.colors.push_back(heat_colour((a - lo) / span));
+          weight.values.push_back(a);
         }
+        cloud.vertex_properties.push_back(std::move(weight));
+        pc::PointPicture picture;
+        picture.title = std::string(i == 0 ? "Input" : "Rotated (random SO(3))") + ": attention of point " +
+                        std::to_string(o->query) + ", block " + std::to_string(o->block);
+        picture.marked_point = o->query;
+        picture.marked_label = "query";
+        picture.colourbar = true;
+        picture.bar_lo = lo;
+        picture.bar_hi = lo + span;
+        picture.bar_label = "attention";
+        picture.notes = {"mean over heads; " + std::to_string(n) + " points, uniform = 1/" + std::to_string(n) + " = " +
+                             compact_number(uniform),
+                         "scale " + o->scale + ": " + compact_number(lo) + " .. " + compact_number(lo + span) +
+                             (o->scale == "row" ? " (stretched to the row's range)" : "")};
         const std::string path = o->common.out + "/" + names[i];
-        pc::write_ply(path, cloud);
-        pc::write_points_png(path.substr(0, path.size() - 4) + ".png", cloud);
+        pc::write_ply(path, cloud, cloud.vertices.size() >= pc::kBinaryPlyFromVertices);
+        pc::write_points_png(path.substr(0, path.size() - 4) + ".png", cloud, picture);
         report[i == 0 ? "shape" : "rotated"] = path;
       }
       report["max_attention_difference"] = (rows[0] - rows[1]).abs().max().item<double>();
       report["max_attention"] = top;
+      report["min_attention"] = bottom;
+      report["uniform_attention"] = uniform;
+      report["scale"] = o->scale;
       print_json(report);
       return 0;
     };
@@ -263,7 +287,9 @@ void register_compare(CLI::App* parent, Action& action) {
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("runs", o->runs, "run folders of `qkv vnt train`")->required()->check(CLI::ExistingDirectory);
-  add_ranged_option(cmd, "--shapes", o->shapes, "test shapes for the invariance measurement", 0, 100000);
+  add_ranged_option(cmd, "--invariance", o->shapes, "test shapes for the invariance measurement (0: skip it)", 0,
+                    100000);
+  add_old_spelling(cmd, "--shapes", "--invariance", o->shapes);
   cmd->add_flag("--json", o->json, "print JSON instead of a table");
   add_common_options(cmd, o->common, "");
   cmd->callback([o, &action] {

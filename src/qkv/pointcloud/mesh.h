@@ -4,11 +4,23 @@
 // Tensors come later (sampling), so that mesh code needs no LibTorch.
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace qkv::pointcloud {
 
 using Vec3 = std::array<float, 3>;
+
+// A named value per vertex beyond position, normal and colour (a part label,
+// an attention weight), so that a viewer (MeshLab, Open3D, CloudCompare) can
+// colour by it with its own colour map. PLY only: written as `int NAME` when
+// `integer`, else `float NAME`; the PLY reader returns every extra scalar
+// vertex property this way.
+struct VertexProperty {
+  std::string name;
+  bool integer = false;
+  std::vector<double> values;  // one per vertex
+};
 
 struct Mesh {
   std::vector<Vec3> vertices;
@@ -18,6 +30,7 @@ struct Mesh {
   // Per face: the part it belongs to (the synthetic part-segmentation shapes);
   // empty when the mesh has no part labels, else one per face.
   std::vector<int32_t> face_parts;
+  std::vector<VertexProperty> vertex_properties;
 
   bool has_normals() const { return !normals.empty(); }
   bool is_point_cloud() const { return faces.empty(); }

@@ -257,6 +257,7 @@ double decode(PlyType t, const char*& p, const char* end) {
 struct PlyLayout {
   int x = -1, y = -1, z = -1, nx = -1, ny = -1, nz = -1, red = -1, green = -1, blue = -1;
   int face_list = -1;
+  std::vector<int> extra;  // every other scalar vertex property: Mesh::vertex_properties, in order
   bool has_normals() const { return nx >= 0 && ny >= 0 && nz >= 0; }
   bool has_colors() const { return red >= 0 && green >= 0 && blue >= 0; }
 };
@@ -285,6 +286,8 @@ class PlySink {
       };
       mesh_.colors.push_back({byte(layout_.red), byte(layout_.green), byte(layout_.blue)});
     }
+    for (size_t k = 0; k < layout_.extra.size(); ++k)
+      mesh_.vertex_properties[k].values.push_back(v[static_cast<size_t>(layout_.extra[k])]);
   }
 
   void face(const std::vector<int64_t>& polygon, int64_t line) {
@@ -385,7 +388,10 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
                     : p.name == "green" ? &layout.green
                     : p.name == "blue"  ? &layout.blue
                                         : nullptr;
-        if (slot) *slot = static_cast<int>(i);
+        if (slot)
+          *slot = static_cast<int>(i);
+        else
+          layout.extra.push_back(static_cast<int>(i));
       }
     } else if (e.name == "face") {
       for (size_t i = 0; i < e.properties.size(); ++i) {
@@ -428,6 +434,11 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
 
   Mesh mesh;
   mesh.vertices.reserve(static_cast<size_t>(vertex_element->count));
+  for (const int i : layout.extra) {
+    const auto& p = vertex_element->properties[static_cast<size_t>(i)];
+    mesh.vertex_properties.push_back({p.name, ply_is_integer(p.type), {}});
+    mesh.vertex_properties.back().values.reserve(static_cast<size_t>(vertex_element->count));
+  }
   PlySink sink(path, layout, mesh);
   std::vector<double> values;
   std::vector<int64_t> polygon;

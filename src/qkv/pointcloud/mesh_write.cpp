@@ -1,5 +1,6 @@
 #include "qkv/pointcloud/mesh_write.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -34,6 +35,27 @@ void validate(const std::string& path, const Mesh& mesh) {
       if (v < 0 || v >= n)
         throw DataError(path + ": face " + std::to_string(f) + " refers to vertex " + std::to_string(v) + " of " +
                         std::to_string(n));
+  for (const auto& prop : mesh.vertex_properties) {
+    static const char* const kTaken[] = {"x", "y", "z", "nx", "ny", "nz", "red", "green", "blue"};
+    const bool bad_name = prop.name.empty() ||
+                          prop.name.find_first_of(" \t\r\n") != std::string::npos ||
+                          std::find(std::begin(kTaken), std::end(kTaken), prop.name) != std::end(kTaken) ||
+                          std::count_if(mesh.vertex_properties.begin(), mesh.vertex_properties.end(),
+                                        [&](const VertexProperty& q) { return q.name == prop.name; }) > 1;
+    if (bad_name) throw DataError(path + ": cannot write a vertex property named '" + prop.name + "'");
+    if (static_cast<int64_t>(prop.values.size()) != n)
+      throw DataError(path + ": " + std::to_string(prop.values.size()) + " values of '" + prop.name + "' for " +
+                      std::to_string(n) + " vertices");
+    for (size_t i = 0; i < prop.values.size(); ++i) {
+      const double v = prop.values[i];
+      const bool fits = prop.integer ? v == std::floor(v) && v >= std::numeric_limits<int32_t>::min() &&
+                                           v <= std::numeric_limits<int32_t>::max()
+                                     : std::isfinite(static_cast<float>(v));
+      if (!fits)
+        throw DataError(path + ": vertex " + std::to_string(i) + "'s '" + prop.name + "' (" + std::to_string(v) +
+                        ") is not a finite " + (prop.integer ? "32-bit integer" : "float"));
+    }
+  }
   // PLY stores indices as int.
   if (n > std::numeric_limits<int32_t>::max())
     throw DataError(path + ": " + std::to_string(n) + " vertices is more than a 32-bit index can address");
@@ -113,6 +135,8 @@ void write_ply(const std::string& path, const Mesh& mesh, bool binary) {
   out += "property float x\nproperty float y\nproperty float z\n";
   if (normals) out += "property float nx\nproperty float ny\nproperty float nz\n";
   if (colors) out += "property uchar red\nproperty uchar green\nproperty uchar blue\n";
+  for (const auto& prop : mesh.vertex_properties)
+    out += std::string("property ") + (prop.integer ? "int " : "float ") + prop.name + "\n";
   if (!mesh.faces.empty()) {
     out += "element face " + std::to_string(mesh.faces.size()) + "\n";
     out += "property list uchar int vertex_indices\n";
@@ -126,6 +150,12 @@ void write_ply(const std::string& path, const Mesh& mesh, bool binary) {
         for (float c : mesh.normals[i]) append_le_float(out, c);
       if (colors)
         for (uint8_t c : mesh.colors[i]) out += static_cast<char>(c);
+      for (const auto& prop : mesh.vertex_properties) {
+        if (prop.integer)
+          append_le32(out, static_cast<uint32_t>(static_cast<int32_t>(prop.values[i])));
+        else
+          append_le_float(out, static_cast<float>(prop.values[i]));
+      }
     } else {
       append_vec3(out, mesh.vertices[i]);
       if (normals) {
@@ -137,6 +167,13 @@ void write_ply(const std::string& path, const Mesh& mesh, bool binary) {
           out += ' ';
           append_int(out, c);
         }
+      for (const auto& prop : mesh.vertex_properties) {
+        out += ' ';
+        if (prop.integer)
+          append_int(out, static_cast<int64_t>(prop.values[i]));
+        else
+          append_float(out, static_cast<float>(prop.values[i]));
+      }
       out += '\n';
     }
   }

@@ -38,7 +38,7 @@ std::string part_range(const PartCategory& c) {
 std::vector<bool> wanted_categories(const ShapeNetPartLoadOptions& o) {
   const auto n = shapenet_part_categories().size();
   std::vector<bool> keep(n, o.categories.empty());
-  for (const auto& c : o.categories) keep[static_cast<size_t>(find_part_category(c, "--categories"))] = true;
+  for (const auto& c : o.categories) keep[static_cast<size_t>(find_part_category(c, "--classes"))] = true;
   return keep;
 }
 

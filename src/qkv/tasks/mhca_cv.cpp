@@ -314,35 +314,49 @@ FoldPredictions train_xgboost_fold(const CohortData& cohort, const data::CVFold&
 }
 
 std::string format_mean_std(const train::MeanStd& m, double scale, int digits) {
-  if (m.n == 0) return "n/a";
-  char buf[64];
+  if (m.n == 0) return "-";
+  char buf[128];
   if (m.n == 1)  // one run: no spread to show
     std::snprintf(buf, sizeof buf, "%.*f", digits, m.mean * scale);
   else
-    std::snprintf(buf, sizeof buf, "%.*f &#177; %.*f", digits, m.mean * scale, digits, m.std * scale);
+    std::snprintf(buf, sizeof buf, "%.*f <span class=\"pm\">&#177; %.*f</span>", digits, m.mean * scale, digits,
+                  m.std * scale);
   return buf;
 }
 
 std::string render_cv_report(const nlohmann::json& summary,
                              const std::vector<std::tuple<std::string, train::RocCurve, double>>& curves) {
-  std::string html =
-      "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\"><head><meta charset=\"utf-8\"/>"
-      "<title>qkv mhca cv</title><style>body{font-family:sans-serif;margin:2em;max-width:60em}"
-      "table{border-collapse:collapse}td,th{border:1px solid #999;padding:4px 10px;text-align:right}"
-      "th{background:#eee}td.l{text-align:left}</style></head><body>\n";
-  html += "<h1>Cross validation: " + train::escape_html(summary.value("cohort", std::string())) + "</h1>\n";
-  html += "<p>" + std::to_string(summary.value("runs", 0)) + " runs of stratified " +
-          std::to_string(summary.value("folds", 0)) + "-fold cross validation on " +
-          std::to_string(summary.value("subjects", 0)) + " subjects (" + std::to_string(summary.value("pd", 0)) +
-          " PD, " + std::to_string(summary.value("controls", 0)) +
-          " controls).</p>\n";
+  const std::string cohort = summary.value("cohort", std::string());
+  std::string html = train::html_page_begin("qkv mhca cv: " + cohort);
+  html += "<header>\n<h1>Cross validation: " + train::escape_html(cohort) + "</h1>\n";
+  const auto& settings = summary.at("settings");
+  html += "<p class=\"facts\"><b>" + std::to_string(summary.value("runs", 0)) + "</b> runs of stratified <b>" +
+          std::to_string(summary.value("folds", 0)) + "</b>-fold cross validation &#183; <b>" +
+          std::to_string(summary.value("subjects", 0)) + "</b> subjects (" + std::to_string(summary.value("pd", 0)) +
+          " PD, " + std::to_string(summary.value("controls", 0)) + " controls)";
+  if (settings.contains("n_features") && settings.contains("selection"))
+    html += " &#183; <b>" + train::format_cell(settings.at("n_features")) + "</b> CpG sites (" +
+            train::escape_html(train::format_cell(settings.at("selection"))) + ")";
+  if (summary.contains("match") && summary.at("match").is_string())
+    html += " &#183; " + train::escape_html(summary.at("match").get<std::string>());
+  html +=
+      "</p>\n<nav><a href=\"#results\">Results</a><a href=\"#roc\">ROC</a><a href=\"#settings\">Settings</a></nav>\n"
+      "</header>\n";
   // One table per aggregation: pooled (qkv's), and fold-averaged with the
   // population std (the paper's Table 1), each AUROC from probabilities and from labels.
-  auto table = [&](const std::string& title, const std::string& section) {
-    std::string t = "<h2>" + title + "</h2>\n<table><tr><th>Model</th><th>DNA-m</th><th>SPECT</th><th>Accuracy (%)</th>"
-                    "<th>AUROC (probabilities)</th><th>AUROC (labels)</th><th>Sensitivity</th><th>Specificity</th>"
-                    "<th>Parameter count</th></tr>\n";
-    for (const auto& name_json : summary.at("settings").at("models")) {
+  auto table = [&](const std::string& title, const std::string& note, const std::string& section) {
+    std::string t =
+        "<h3>" + title + "</h3>\n<p class=\"note\">" + note +
+        "</p>\n<table class=\"cv\">\n<thead><tr><th>model</th>"
+        "<th class=\"c\" title=\"uses the DNA methylation table\">DNA-m</th>"
+        "<th class=\"c\" title=\"uses the SPECT volumes\">SPECT</th>"
+        "<th class=\"n\">accuracy (%)</th>"
+        "<th class=\"n\" title=\"AUROC of the predicted probabilities\">AUROC</th>"
+        "<th class=\"n\" title=\"AUROC of the hard predictions at 0.5, as the MHCA authors' code computes it\">"
+        "AUROC (labels)</th>"
+        "<th class=\"n\">sensitivity</th><th class=\"n\">specificity</th>"
+        "<th class=\"n\">parameters</th></tr></thead>\n<tbody>\n";
+    for (const auto& name_json : settings.at("models")) {
       const std::string name = name_json.get<std::string>();
       const auto& model = summary.at("models").at(name);
       const auto& m = section.empty() ? model : model.at(section);
@@ -354,29 +368,29 @@ std::string render_cv_report(const nlohmann::json& summary,
         v.n = m.at(key).value("n", 0);
         return v;
       };
+      auto check = [](bool yes) {
+        return yes ? std::string("<td class=\"c yes\">&#10003;</td>") : std::string("<td class=\"c no\">&#10007;</td>");
+      };
       const auto params = model.at("parameters");
-      std::string count = "&#8722;";
-      if (params.is_number_integer()) {
-        std::string digits = std::to_string(params.get<int64_t>());
-        for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(static_cast<size_t>(i), ",");
-        count = digits;
-      }
-      t += "<tr><td class=\"l\">" + train::escape_html(name) + "</td><td>" +
-           (uses_methylation(name) ? "&#10003;" : "&#10007;") + "</td><td>" +
-           (uses_volumes(name) ? "&#10003;" : "&#10007;") + "</td><td>" + format_mean_std(ms("accuracy"), 100, 2) +
-           "</td><td>" + format_mean_std(ms("auroc"), 1, 3) + "</td><td>" + format_mean_std(ms("auroc_hard"), 1, 3) +
-           "</td><td>" + format_mean_std(ms("sensitivity"), 1, 3) + "</td><td>" +
-           format_mean_std(ms("specificity"), 1, 3) + "</td><td>" + count + "</td></tr>\n";
+      t += "<tr><th>" + train::escape_html(name) + "</th>" + check(uses_methylation(name)) + check(uses_volumes(name)) +
+           "<td class=\"n\">" + format_mean_std(ms("accuracy"), 100, 2) + "</td><td class=\"n\">" +
+           format_mean_std(ms("auroc"), 1, 3) + "</td><td class=\"n\">" + format_mean_std(ms("auroc_hard"), 1, 3) +
+           "</td><td class=\"n\">" + format_mean_std(ms("sensitivity"), 1, 3) + "</td><td class=\"n\">" +
+           format_mean_std(ms("specificity"), 1, 3) + "</td><td class=\"n\">" +
+           (params.is_number_integer() ? train::format_cell(params) : std::string("-")) + "</td></tr>\n";
     }
-    return t + "</table>\n";
+    return t + "</tbody>\n</table>\n";
   };
-  html += table("Pooled: each run's test predictions scored together; mean &#177; sample std over runs", "");
-  html += table("As the paper reports: each fold scored alone, folds averaged per run; mean &#177; population std "
-                "over runs",
-                "fold_mean");
-  html += "<h2>ROC (all runs' test predictions pooled)</h2>\n" + train::roc_svg(curves) + "\n";
-  html += "<h2>Settings</h2><pre>" + train::escape_html(json_text(summary.at("settings"))) + "</pre>\n</body></html>\n";
-  return html;
+  html += "<h2 id=\"results\">Results</h2>\n";
+  html += table("Pooled",
+                "Each run's test predictions of all its folds scored together; mean &#177; sample std over runs.", "");
+  html += table("Fold mean, as the paper reports",
+                "Each fold scored alone, folds averaged per run; mean &#177; population std over runs.", "fold_mean");
+  html += "<h2 id=\"roc\">ROC</h2>\n<p class=\"note\">All runs' test predictions pooled.</p>\n" +
+          train::roc_svg(curves, 480, 480) + "\n";
+  html += "<h2 id=\"settings\">Settings</h2>\n" + train::settings_tables(settings);
+  html += "<footer>Written by qkv mhca cv. One self-contained file: no scripts, no network.</footer>\n";
+  return html + train::html_page_end();
 }
 
 }  // namespace

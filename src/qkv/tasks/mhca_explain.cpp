@@ -108,48 +108,114 @@ at::Tensor token_map_to_volume(const at::Tensor& token_weights, const models::Sp
   return torch::einsum("xa,yb,zc,abc->xyz", {w[0], w[1], w[2], t});
 }
 
+namespace {
+
+// The anatomical directions of voxel axis `axis` under `affine` (NIfTI's
+// RAS+ world): the letter it points toward, then the one it points away from.
+std::pair<std::string, std::string> axis_letters(const std::array<double, 16>& affine, int axis) {
+  int best = 0;
+  for (int r = 1; r < 3; ++r)
+    if (std::abs(affine[static_cast<size_t>(r * 4 + axis)]) > std::abs(affine[static_cast<size_t>(best * 4 + axis)]))
+      best = r;
+  static const char* const toward[] = {"R", "A", "S"};
+  static const char* const away[] = {"L", "P", "I"};
+  const auto b = static_cast<size_t>(best);
+  if (affine[static_cast<size_t>(best * 4 + axis)] >= 0) return {toward[b], away[b]};
+  return {away[b], toward[b]};
+}
+
+}  // namespace
+
 void write_overlay_slices(const std::string& prefix, const at::Tensor& anatomy, const at::Tensor& heat,
-                          const std::array<int64_t, 3>& through, int64_t scale) {
+                          const std::array<int64_t, 3>& through, const data::NiftiGeometry& geometry,
+                          const OverlayStyle& style) {
   auto a = anatomy.to(torch::kCPU, torch::kFloat32).contiguous();
   const double lo = a.min().item<double>(), hi = a.max().item<double>();
   a = (a - lo) / std::max(hi - lo, 1e-12);
-  // The heat map is windowed to its own range, as a viewer would: where
-  // attention is flat, nothing is painted.
+  // The heat map is windowed to its own range, as a viewer would; below the
+  // threshold nothing is painted, above it the colour fades in (up to 80 %
+  // opaque) so that the anatomy stays visible under it.
   auto h = heat.to(torch::kCPU, torch::kFloat32).contiguous();
   const double h_lo = h.min().item<double>(), h_hi = h.max().item<double>();
-  h = h_hi - h_lo > 1e-6 * std::abs(h_hi) ? (h - h_lo) / (h_hi - h_lo) : torch::zeros_like(h);
+  const bool flat = !(h_hi - h_lo > 1e-6 * std::abs(h_hi));
+  h = flat ? torch::zeros_like(h) : (h - h_lo) / (h_hi - h_lo);
   auto av = a.accessor<float, 3>(), hv = h.accessor<float, 3>();
   const int64_t X = a.size(0), Y = a.size(1), Z = a.size(2);
+  const auto affine = geometry.affine();
+  const auto i_dir = axis_letters(affine, 0), j_dir = axis_letters(affine, 1), k_dir = axis_letters(affine, 2);
   // (columns, rows, voxel of pixel): image rows run top to bottom, so the
-  // row index is flipped to put anterior (axial) or superior (others) up.
+  // row index is flipped to put +j (axial) or +k (others) up.
   struct View {
     const char* name;
     int64_t width, height;
     std::function<std::array<int64_t, 3>(int64_t, int64_t)> voxel;
+    std::pair<std::string, std::string> across, up;  // letters: (right, left), (top, bottom)
+    std::string slice;
   };
   const std::vector<View> views = {
-      {"axial", X, Y, [&](int64_t c, int64_t r) { return std::array<int64_t, 3>{c, Y - 1 - r, through[2]}; }},
-      {"coronal", X, Z, [&](int64_t c, int64_t r) { return std::array<int64_t, 3>{c, through[1], Z - 1 - r}; }},
-      {"sagittal", Y, Z, [&](int64_t c, int64_t r) { return std::array<int64_t, 3>{through[0], c, Z - 1 - r}; }},
+      {"axial", X, Y, [&](int64_t c, int64_t r) { return std::array<int64_t, 3>{c, Y - 1 - r, through[2]}; }, i_dir,
+       j_dir, "k = " + std::to_string(through[2])},
+      {"coronal", X, Z, [&](int64_t c, int64_t r) { return std::array<int64_t, 3>{c, through[1], Z - 1 - r}; },
+       i_dir, k_dir, "j = " + std::to_string(through[1])},
+      {"sagittal", Y, Z, [&](int64_t c, int64_t r) { return std::array<int64_t, 3>{through[0], c, Z - 1 - r}; },
+       j_dir, k_dir, "i = " + std::to_string(through[0])},
   };
+  const Rgb black{0, 0, 0}, grey{90, 90, 90};
+  const int64_t line = text_height(TextSize::Small), margin = 12;
   for (const auto& v : views) {
+    // At least style.min_scale pixels per voxel and 360 pixels along the longer side.
+    const int64_t scale = std::max(style.min_scale, (360 + std::max(v.width, v.height) - 1) / std::max(v.width, v.height));
     const int64_t w = v.width * scale, ht = v.height * scale;
-    std::vector<uint8_t> rgb(static_cast<size_t>(w * ht * 3));
+    const int64_t left = margin + 14, top = margin + text_height(TextSize::Large) + 8 + line + 4;
+    const int64_t bar_x = left + w + 14 + margin;
+    // Windowing stretches any range to the full colour map: the notes say
+    // how much the map really varies, so that a nearly flat one reads as such.
+    const double shown_from = h_lo + style.threshold * (h_hi - h_lo);
+    char spread[64];
+    std::snprintf(spread, sizeof spread, "; the map varies by %.2g%% of its peak", 100 * (h_hi - h_lo) / std::abs(h_hi));
+    const std::string notes[2] = {
+        flat ? std::string("attention is flat: nothing painted")
+             : "painted where attention >= " + compact_number(shown_from, 4) + " (threshold " +
+                   compact_number(style.threshold) + " of its range)" + spread,
+        "grey: SPECT intensity; " + std::to_string(scale) + " px per voxel; letters: RAS from the affine"};
+    int64_t width = bar_x + 22 + 8 + text_width("-0.00000", TextSize::Small) + margin;
+    for (const auto& note : notes) width = std::max(width, margin + text_width(note, TextSize::Small) + margin);
+    RgbImage image(width, top + ht + line + 8 + 2 * (line + 3) + margin);
+    draw_text(image, margin, margin, style.title + ": " + v.name + " slice " + v.slice, black, TextSize::Large);
     for (int64_t r = 0; r < ht; ++r)
       for (int64_t c = 0; c < w; ++c) {
         const auto p = v.voxel(c / scale, r / scale);
-        const double grey = av[p[0]][p[1]][p[2]];
+        const double grey_level = av[p[0]][p[1]][p[2]];
         const double t = hv[p[0]][p[1]][p[2]];
-        const double alpha = std::clamp((t - 0.5) / 0.5, 0.0, 1.0) * 0.75;  // the lower half stays unpainted
-        const auto colour = heat_colour(t);
-        for (int k = 0; k < 3; ++k) {
-          const double value = (1 - alpha) * grey * 255.0 + alpha * colour[k];
-          rgb[static_cast<size_t>((r * w + c) * 3 + k)] = static_cast<uint8_t>(std::clamp(value, 0.0, 255.0));
-        }
+        const double alpha =
+            t < style.threshold ? 0.0 : 0.8 * std::clamp((t - style.threshold) / std::max(1 - style.threshold, 1e-9) + 0.25, 0.0, 1.0);
+        const auto g = static_cast<uint8_t>(std::clamp(grey_level * 255.0, 0.0, 255.0));
+        image.set(left + c, top + r, {g, g, g});
+        image.blend(left + c, top + r, heat_colour(t), alpha);
       }
-    write_png_rgb(prefix + "_" + v.name + ".png", w, ht, rgb);
+    // Orientation letters at the four edges (what a radiologist checks first).
+    draw_text(image, left + w + 4, top + ht / 2 - line / 2, v.across.first, black);
+    draw_text(image, left - 4 - text_width(v.across.second, TextSize::Small), top + ht / 2 - line / 2, v.across.second,
+              black);
+    draw_text(image, left + w / 2 - text_width(v.up.first, TextSize::Small) / 2, top - line - 2, v.up.first, black);
+    draw_text(image, left + w / 2 - text_width(v.up.second, TextSize::Small) / 2, top + ht + 2, v.up.second, black);
+    draw_colourbar(image, bar_x, top, 22, std::min<int64_t>(ht, 240), h_lo, flat ? h_lo : h_hi, "attention");
+    draw_text(image, margin, top + ht + line + 8, notes[0], grey);
+    draw_text(image, margin, top + ht + 2 * line + 11, notes[1], grey);
+    write_png(prefix + "_" + v.name + ".png", image);
   }
 }
+
+namespace {
+
+// The attention map's NIfTI header says what it holds (a viewer shows it),
+// not the input scan's description. NIfTI keeps 79 characters.
+data::NiftiGeometry described(data::NiftiGeometry geometry) {
+  geometry.description = "qkv mhca explain: SPECT attention (alpha_v, mean of heads and CpG queries)";
+  return geometry;
+}
+
+}  // namespace
 
 nlohmann::json explain_subjects(models::MHCANet& model, const CohortData& cohort, const Preprocessing& prep,
                                 const ExplainOptions& options, const std::string& out_dir, const c10::Device& device) {
@@ -268,8 +334,9 @@ nlohmann::json explain_subjects(models::MHCANet& model, const CohortData& cohort
       write_npy_float32(dir + "/alpha_v.npy", shape, alpha_v.data_ptr<float>());
       write_npy_float32(dir + "/alpha_q.npy", shape, alpha_q.data_ptr<float>());
       const auto header = data::read_nifti(cohort.spect_paths[r]);  // the subject's own affine
-      data::write_nifti(dir + "/spect_attention.nii.gz", tensor_to_volume(map, header.geometry));
-      write_overlay_slices(dir + "/spect_attention", cohort.volumes[r], map, peak_voxel, options.png_scale);
+      data::write_nifti(dir + "/spect_attention.nii.gz", tensor_to_volume(map, described(header.geometry)));
+      write_overlay_slices(dir + "/spect_attention", cohort.volumes[r], map, peak_voxel, header.geometry,
+                           {options.png_scale, options.overlay_threshold, "Subject " + id});
       write_cpg_ranking(dir + "/cpg_attention.csv", prep.cpg_ids, cpg_attention, planted);
     }
     subjects.push_back(s);
@@ -281,12 +348,14 @@ nlohmann::json explain_subjects(models::MHCANet& model, const CohortData& cohort
   auto cpg_mean = (cpg_sum / n).to(torch::kFloat32);
   auto map_mean = map_sum / n;
   write_cpg_ranking(out_dir + "/cpg_attention.csv", prep.cpg_ids, cpg_mean, planted);
-  data::write_nifti(out_dir + "/spect_attention_mean.nii.gz", tensor_to_volume(map_mean, cohort.geometry));
+  data::write_nifti(out_dir + "/spect_attention_mean.nii.gz", tensor_to_volume(map_mean, described(cohort.geometry)));
   const int64_t peak = map_mean.argmax().item<int64_t>();
   const std::array<int64_t, 3> peak_voxel{peak / (map_mean.size(1) * map_mean.size(2)),
                                   (peak / map_mean.size(2)) % map_mean.size(1), peak % map_mean.size(2)};
   auto anatomy_mean = cohort.volumes.index_select(0, torch::tensor(rows, torch::kLong)).mean(0);
-  write_overlay_slices(out_dir + "/spect_attention_mean", anatomy_mean, map_mean, peak_voxel, options.png_scale);
+  write_overlay_slices(out_dir + "/spect_attention_mean", anatomy_mean, map_mean, peak_voxel, cohort.geometry,
+                       {options.png_scale, options.overlay_threshold,
+                        "Mean of " + std::to_string(rows.size()) + " subject" + (rows.size() == 1 ? "" : "s")});
 
   nlohmann::json result = {{"subjects", subjects}, {"features", F}, {"tokens", encoder.tokens()}};
   if (!planted.empty()) {

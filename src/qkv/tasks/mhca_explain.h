@@ -50,17 +50,27 @@ struct ExplainOptions {
   std::string ground_truth;           // optional ground_truth.json
   std::string striatum_mask;          // optional label NIfTI (non-zero = striatum) on the volumes' grid
   bool write_per_subject = true;
-  int64_t png_scale = 3;              // pixels per voxel in the PNG slices
+  int64_t png_scale = 3;              // least pixels per voxel in the PNG slices (at least 360 px a side)
+  double overlay_threshold = 0.5;     // share of the map's range below which the PNGs paint nothing
+};
+
+struct OverlayStyle {
+  int64_t min_scale = 3;   // least pixels per voxel; the longer side is at least 360 px
+  double threshold = 0.5;  // in [0, 1]: share of the heat map's range below which nothing is painted
+  std::string title;       // "Subject 003": each picture's title adds the view and slice
 };
 
 // token weights [gx, gy, gz] -> [X, Y, Z] on the encoder's input grid.
 at::Tensor token_map_to_volume(const at::Tensor& token_weights, const models::SpectEncoderOptions& encoder);
 
 // Writes axial, coronal and sagittal PNGs (`prefix`_axial.png, ...) of
-// `anatomy` ([X, Y, Z], any range) with `heat` ([X, Y, Z], >= 0) overlaid,
-// through voxel `through`; slices are shown with anterior and superior up.
+// `anatomy` ([X, Y, Z] voxel i, j, k; any range) in grey with `heat` ([X, Y,
+// Z], >= 0) blended over it above the threshold, through voxel `through`,
+// with +j (axial) or +k up; each with a title, the anatomical direction at each
+// edge (from `geometry`'s affine), a colour bar in heat's units and a legend line.
 void write_overlay_slices(const std::string& prefix, const at::Tensor& anatomy, const at::Tensor& heat,
-                          const std::array<int64_t, 3>& through, int64_t scale);
+                          const std::array<int64_t, 3>& through, const data::NiftiGeometry& geometry,
+                          const OverlayStyle& style);
 
 // Runs the model on each subject and writes the files above; returns
 // explain.json's content (with precision@k and striatal attention fractions

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <cstdio>
 
 namespace qkv::train {
 
@@ -50,7 +51,73 @@ nlohmann::json AccuracyMetric::result() const {
   if (!class_names_.empty()) {
     out["classes"] = class_names_;
     out["confusion"] = confusion_;
+    if (!confusion_.empty()) out.update(classification_report(confusion_, class_names_));
   }
+  return out;
+}
+
+nlohmann::json classification_report(const std::vector<std::vector<int64_t>>& confusion,
+                                     const std::vector<std::string>& classes) {
+  const size_t n = confusion.size();
+  std::vector<int64_t> predicted(n, 0);
+  for (const auto& row : confusion)
+    for (size_t j = 0; j < n && j < row.size(); ++j) predicted[j] += row[j];
+  auto ratio = [](int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; };
+  nlohmann::json rows = nlohmann::json::array();
+  double macro[3] = {0, 0, 0}, weighted[3] = {0, 0, 0};
+  int64_t counted = 0, support_total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    int64_t support = 0;
+    for (const auto v : confusion[i]) support += v;
+    if (support == 0 && predicted[i] == 0) continue;
+    const int64_t hit = i < confusion[i].size() ? confusion[i][i] : 0;
+    const double precision = ratio(hit, predicted[i]), recall = ratio(hit, support);
+    const double f1 = precision + recall > 0 ? 2 * precision * recall / (precision + recall) : 0.0;
+    rows.push_back({{"class", i < classes.size() ? classes[i] : std::to_string(i)},
+                    {"precision", precision},
+                    {"recall", recall},
+                    {"f1", f1},
+                    {"support", support}});
+    const double values[3] = {precision, recall, f1};
+    for (int k = 0; k < 3; ++k) {
+      macro[k] += values[k];
+      weighted[k] += values[k] * static_cast<double>(support);
+    }
+    ++counted;
+    support_total += support;
+  }
+  auto average = [&](const double* sums, double by) {
+    return nlohmann::json{{"precision", by > 0 ? sums[0] / by : 0.0},
+                          {"recall", by > 0 ? sums[1] / by : 0.0},
+                          {"f1", by > 0 ? sums[2] / by : 0.0},
+                          {"support", support_total}};
+  };
+  return {{"per_class", rows},
+          {"macro_avg", average(macro, static_cast<double>(counted))},
+          {"weighted_avg", average(weighted, static_cast<double>(support_total))}};
+}
+
+std::string format_classification_report(const nlohmann::json& report, double accuracy) {
+  size_t width = std::string("weighted avg").size();
+  for (const auto& row : report.at("per_class")) width = std::max(width, row.at("class").get<std::string>().size());
+  std::string out;
+  char line[512];
+  std::snprintf(line, sizeof line, "%*s %10s %10s %10s %10s\n\n", static_cast<int>(width), "", "precision", "recall",
+                "f1-score", "support");
+  out += line;
+  auto add_row = [&](const std::string& name, const nlohmann::json& r) {
+    std::snprintf(line, sizeof line, "%*s %10.4f %10.4f %10.4f %10lld\n", static_cast<int>(width), name.c_str(),
+                  r.at("precision").get<double>(), r.at("recall").get<double>(), r.at("f1").get<double>(),
+                  static_cast<long long>(r.at("support").get<int64_t>()));
+    out += line;
+  };
+  for (const auto& row : report.at("per_class")) add_row(row.at("class").get<std::string>(), row);
+  const auto support = report.at("macro_avg").at("support").get<int64_t>();
+  std::snprintf(line, sizeof line, "\n%*s %10s %10s %10.4f %10lld\n", static_cast<int>(width), "accuracy", "", "",
+                accuracy, static_cast<long long>(support));
+  out += line;
+  add_row("macro avg", report.at("macro_avg"));
+  add_row("weighted avg", report.at("weighted_avg"));
   return out;
 }
 

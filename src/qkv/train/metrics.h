@@ -54,6 +54,19 @@ class AccuracyMetric : public MetricAccumulator {
   std::vector<std::vector<int64_t>> confusion_;
 };
 
+// scikit-learn's classification report from a confusion matrix (rows: true
+// class, columns: predicted): {"per_class": [{"class", "precision",
+// "recall", "f1", "support"}...], "macro_avg": {...}, "weighted_avg": {...}}.
+// A class with no predictions has precision 0, one with no shapes recall 0
+// (scikit-learn's zero_division=0); classes neither present nor predicted are
+// left out of the rows and the averages.
+nlohmann::json classification_report(const std::vector<std::vector<int64_t>>& confusion,
+                                     const std::vector<std::string>& classes);
+
+// The same as text, laid out as scikit-learn prints it (one row per class,
+// then accuracy, macro avg and weighted avg).
+std::string format_classification_report(const nlohmann::json& report, double accuracy);
+
 // Mean cross entropy over the scored positions, with label smoothing: spread
 // over all classes (PyTorch), or with smooth_over_others over the classes but
 // the target (DGCNN's loss; the same as PyTorch's at smoothing x C / (C - 1)).

@@ -49,8 +49,11 @@ void print_epoch_line(const nlohmann::json& row, int64_t epochs) {
   char buf[64];
   for (const auto& item : row.items()) {
     if (item.key() == "epoch" || item.key() == "seconds" || !item.value().is_number()) continue;
-    std::snprintf(buf, sizeof buf, item.key() == "lr" ? " %s %.3g" : " %s %.4f", item.key().c_str(),
-                  item.value().get<double>());
+    if (item.value().is_number_integer())  // counts (val_shapes, tokens) read as counts, not 4.0000
+      std::snprintf(buf, sizeof buf, " %s %lld", item.key().c_str(), item.value().get<long long>());
+    else
+      std::snprintf(buf, sizeof buf, item.key() == "lr" ? " %s %.3g" : " %s %.4f", item.key().c_str(),
+                    item.value().get<double>());
     line += buf;
   }
   std::snprintf(buf, sizeof buf, " (%.1f s)", row.value("seconds", 0.0));
@@ -77,9 +80,13 @@ std::vector<at::Tensor> gather_rank_rng(distributed::ProcessGroup* group) {
   return std::vector<at::Tensor>(all.begin() + 1, all.end());
 }
 
+// An epoch's row keeps the scalar metrics only: per-class tables and
+// confusion matrices (40 x 40 for ModelNet40) are in summary.json once, not
+// in every line of metrics.jsonl.
 nlohmann::json prefixed(const std::string& prefix, const nlohmann::json& metrics) {
   nlohmann::json out = nlohmann::json::object();
-  for (const auto& item : metrics.items()) out[prefix + item.key()] = item.value();
+  for (const auto& item : metrics.items())
+    if (item.value().is_primitive()) out[prefix + item.key()] = item.value();
   return out;
 }
 
