@@ -1,4 +1,5 @@
-// Time of one training step (forward, backward, Adam) and of inference for the
+// Time of one training step (forward, backward, Adam) and of inference (under
+// NoGradGuard, as qkv runs it, and under InferenceMode) for the
 // point-cloud classifiers, and where the forward time goes (LibTorch's
 // profiler is not in Debian's build, so the parts are timed one by one).
 //   build/bench_vnt_step [model] [batch] [points] [threads] [json options]
@@ -51,11 +52,21 @@ int main(int argc, char** argv) {
     if (r > 0) std::printf("train step %.3f s (forward %.3f s)\n", seconds_since(t0), fwd);
   }
   model->eval();
-  torch::NoGradGuard no_grad;
-  for (int r = 0; r <= reps; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    model->forward(b);
-    if (r > 0) std::printf("inference %.3f s (%.1f clouds/s)\n", seconds_since(t0), batch / seconds_since(t0));
+  // Inference as qkv's eval and predict run it today (NoGradGuard), and under
+  // c10::InferenceMode, which also skips version counters and view tracking
+  // (issue 20's "inference path without autograd bookkeeping").
+  for (const bool inference_mode : {false, true}) {
+    for (int r = 0; r <= reps; ++r) {
+      torch::NoGradGuard no_grad;
+      c10::optional<c10::InferenceMode> guard;
+      if (inference_mode) guard.emplace();
+      auto t0 = std::chrono::steady_clock::now();
+      model->forward(b);
+      const double s = seconds_since(t0);
+      if (r > 0)
+        std::printf("inference (%s) %.3f s (%.1f clouds/s)\n", inference_mode ? "InferenceMode" : "NoGradGuard", s,
+                    static_cast<double>(batch) / s);
+    }
   }
   return 0;
 }
