@@ -9,6 +9,9 @@
 #include "qkv/models/model.h"
 #include "qkv/models/part_seg.h"
 #include "qkv/models/vnt_net.h"
+#include "qkv/vn/edge_conv.h"
+#include "qkv/vn/vn_ops.h"
+#include "support/gradcheck.h"
 
 using namespace qkv;
 using qkv::testing::haar_rotation;
@@ -87,6 +90,48 @@ TEST(VNModels, VNDGCNNIsInvariant) {
   EXPECT_LE(invariance_error(*make("vn-dgcnn", {{"classes", 5}, {"k", 8}, {"pooling", "max"}}), torch::kDouble),
             1e-9);
   EXPECT_LE(invariance_error(*make("vn-dgcnn", {{"classes", 5}, {"k", 8}}), torch::kFloat), 1e-4);
+}
+
+// The factorised edge convolution (W_a x_j + (W_b - W_a) x_i, gathered)
+// equals the composed one (the linear on edge_features), values and the
+// gradients of x and of both weights, in float64 and float32; and passes a
+// gradient check by central differences.
+TEST(VNModels, FactorisedEdgeConvEqualsTheComposedOne) {
+  for (const auto dtype : {torch::kDouble, torch::kFloat}) {
+    SCOPED_TRACE(dtype == torch::kDouble ? "float64" : "float32");
+    torch::manual_seed(3);
+    vn::VNLinearLeakyReLU conv(2 * 5, 7);
+    conv->to(dtype);
+    conv->train();  // batch norm over the edges, as in training
+    const auto x = torch::randn({2, 5, 3, 12}, torch::TensorOptions().dtype(dtype));
+    const auto idx = vn::knn_indices(x.reshape({2, -1, 12}), 4);
+    const double tolerance = dtype == torch::kDouble ? 1e-10 : 2e-4;
+    std::vector<at::Tensor> grads[2];
+    at::Tensor outs[2];
+    const auto up = torch::randn({2, 7, 3, 12, 4}, torch::TensorOptions().dtype(dtype));
+    for (int factorised = 0; factorised < 2; ++factorised) {
+      const auto leaf = x.detach().clone().requires_grad_();
+      conv->zero_grad();
+      outs[factorised] = factorised ? vn::factorised_edge_conv(*conv, leaf, idx)
+                                    : conv->forward(vn::edge_features(leaf, idx, false));
+      (outs[factorised] * up).sum().backward();
+      grads[factorised] = {leaf.grad(), conv->map_to_feat->weight.grad().clone(),
+                           conv->map_to_dir->weight.grad().clone()};
+    }
+    ASSERT_EQ(outs[0].sizes(), outs[1].sizes());
+    EXPECT_LE((outs[0] - outs[1]).abs().max().item<double>(), tolerance);
+    for (size_t g = 0; g < 3; ++g)
+      EXPECT_LE((grads[0][g] - grads[1][g]).abs().max().item<double>(), tolerance * 10) << "gradient " << g;
+  }
+  // Central differences, float64, without batch norm's batch coupling noise.
+  vn::VNLinearLeakyReLU small(2 * 2, 3, false, 0.2, /*batch_norm=*/false);
+  small->to(torch::kDouble);
+  const auto x = torch::randn({1, 2, 3, 6}, torch::kDouble);
+  const auto idx = vn::knn_indices(x.reshape({1, -1, 6}), 3);
+  const double error = qkv::testing::max_gradient_error(
+      [&](const std::vector<at::Tensor>& in) { return vn::factorised_edge_conv(*small, in[0], idx); }, {x});
+  EXPECT_LE(error, 1e-6);
+  EXPECT_THROW(vn::factorised_edge_conv(*small, torch::randn({1, 3, 3, 6}, torch::kDouble), idx), UsageError);
 }
 
 TEST(VNModels, XYZBaselineIsNotInvariant) {

@@ -5,6 +5,7 @@
 #include "qkv/core/errors.h"
 #include "qkv/models/options.h"
 #include "qkv/models/vnt_net.h"
+#include "qkv/vn/edge_conv.h"
 
 namespace qkv::models {
 namespace {
@@ -68,7 +69,7 @@ at::Tensor VNDGCNN::forward(const data::Batch& batch) {
   for (size_t i = 0; i < convs_.size(); ++i) {
     // Dynamic graph: neighbours by distance between the current VN features.
     const auto idx = vn::knn_indices(x.reshape({b, -1, x.size(3)}), options_.k);
-    x = pool(i, convs_[i]->forward(vn::edge_features(x, idx, false)));
+    x = pool(i, vn::factorised_edge_conv(*convs_[i], x, idx));
     levels.push_back(x);
   }
   x = conv5_->forward(torch::cat(levels, 1));  // [B, 341, 3, N]

@@ -1,4 +1,5 @@
 #include "qkv/vn/vn_layers.h"
+#include "qkv/vn/edge_conv.h"
 
 #include <torch/torch.h>
 
@@ -59,6 +60,30 @@ at::Tensor VNLinearLeakyReLUImpl::forward(const at::Tensor& x) {
   auto p = map_to_feat->forward(x);
   if (batchnorm) p = batchnorm->forward(p);
   return vn_leaky_relu(p, map_to_dir->forward(x), negative_slope);
+}
+
+at::Tensor gather_neighbours(const at::Tensor& a, const at::Tensor& idx) {
+  require_vn(a, "gather_neighbours");
+  if (a.dim() != 4 || idx.dim() != 3 || idx.size(0) != a.size(0) || idx.size(1) != a.size(3))
+    throw UsageError("gather_neighbours: expected a [B, C, 3, N] and idx [B, N, k], got " + shape_of(a) + " and " +
+                     shape_of(idx));
+  const int64_t b = a.size(0), c = a.size(1), n = a.size(3), k = idx.size(2);
+  const auto index = idx.reshape({b, 1, n * k}).expand({b, c * 3, n * k});
+  return a.reshape({b, c * 3, n}).gather(2, index).view({b, c, 3, n, k});
+}
+
+at::Tensor factorised_edge_conv(VNLinearLeakyReLUImpl& conv, const at::Tensor& x, const at::Tensor& idx) {
+  const int64_t c = x.size(1);
+  if (conv.map_to_feat->weight.size(1) != 2 * c)
+    throw UsageError("factorised_edge_conv: the conv takes " + std::to_string(conv.map_to_feat->weight.size(1)) +
+                     " channels, the edge features of " + shape_of(x) + " have " + std::to_string(2 * c));
+  auto edge_linear = [&](const at::Tensor& weight) {
+    const auto towards = weight.narrow(1, 0, c), at_centre = weight.narrow(1, c, c) - towards;
+    return gather_neighbours(vn_linear(x, towards), idx) + vn_linear(x, at_centre).unsqueeze(-1);
+  };
+  auto p = edge_linear(conv.map_to_feat->weight);
+  if (conv.batchnorm) p = conv.batchnorm->forward(p);
+  return vn_leaky_relu(p, edge_linear(conv.map_to_dir->weight), conv.negative_slope);
 }
 
 VNMaxPoolImpl::VNMaxPoolImpl(int64_t channels) {
