@@ -6,11 +6,16 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <map>
 #include <cstdio>
 #include <string>
 
 #include "qkv/core/runtime.h"
+#include "qkv/models/cloud_head.h"
 #include "qkv/models/model.h"
+#include "qkv/models/vnt_net.h"
+#include "qkv/vn/edge_conv.h"
+#include "qkv/vn/vn_ops.h"
 
 using namespace qkv;
 
@@ -18,6 +23,42 @@ namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// VN-DGCNN's forward in eval mode, part by part (docs/performance.md's
+// per-op table): the same calls as VNDGCNN::forward on the model's own
+// modules, each part timed after the one before finished. Mean pooling only.
+void time_vn_dgcnn_parts(torch::nn::Module& model, const data::Batch& batch, int64_t k, bool print) {
+  auto modules = model.named_modules();
+  auto conv = [&](const std::string& name) { return std::dynamic_pointer_cast<vn::VNLinearLeakyReLUImpl>(modules[name]); };
+  torch::NoGradGuard no_grad;
+  std::map<std::string, double> seconds;
+  auto timed = [&](const std::string& part, auto&& fn) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto out = fn();
+    seconds[part] += seconds_since(t0);
+    return out;
+  };
+  auto x = models::vn_input(batch, false);
+  const int64_t b = x.size(0);
+  std::vector<at::Tensor> levels;
+  for (int i = 0; i < 4; ++i) {
+    const auto idx = timed("1 kNN (4 graphs)", [&] { return vn::knn_indices(x.reshape({b, -1, x.size(3)}), k); });
+    const auto edges = timed("2 edge convs (gather, BN, leaky ReLU)",
+                             [&] { return vn::factorised_edge_conv(*conv("convs." + std::to_string(i)), x, idx); });
+    x = timed("3 mean over k", [&] { return vn::vn_mean_pool(edges); });
+    levels.push_back(x);
+  }
+  x = timed("4 conv5 on the cat of levels", [&] { return conv("conv5")->forward(torch::cat(levels, 1)); });
+  x = timed("5 cat with the mean over N", [&] { return torch::cat({x, x.mean(-1, true).expand_as(x)}, 1); });
+  auto invariant = std::dynamic_pointer_cast<vn::VNStdFeatureImpl>(modules["invariant"]);
+  const auto inv = timed("6 invariant layer", [&] { return invariant->forward(x).first.flatten(1, 2); });
+  auto head = std::dynamic_pointer_cast<models::ClassificationHeadImpl>(modules["head"]);
+  timed("7 global pool and head", [&] { return head->forward(models::global_pool(inv, "max+mean")); });
+  if (!print) return;
+  double total = 0;
+  for (const auto& [part, s] : seconds) total += s;
+  for (const auto& [part, s] : seconds) std::printf("  forward part %-40s %7.0f ms  %4.1f %%\n", part.c_str(), 1e3 * s, 100 * s / total);
 }
 
 }  // namespace
@@ -52,6 +93,11 @@ int main(int argc, char** argv) {
     if (r > 0) std::printf("train step %.3f s (forward %.3f s)\n", seconds_since(t0), fwd);
   }
   model->eval();
+  if (name == "vn-dgcnn") {
+    time_vn_dgcnn_parts(*model, b, options.value("k", 20), false);  // warm-up
+    std::printf("VN-DGCNN eval forward by part (NoGradGuard):\n");
+    time_vn_dgcnn_parts(*model, b, options.value("k", 20), true);
+  }
   // Inference as qkv's eval and predict run it today (NoGradGuard), and under
   // c10::InferenceMode, which also skips version counters and view tracking
   // (issue 20's "inference path without autograd bookkeeping").
