@@ -3,6 +3,7 @@
 // point-cloud classifiers, and where the forward time goes (LibTorch's
 // profiler is not in Debian's build, so the parts are timed one by one).
 //   build/bench_vnt_step [model] [batch] [points] [threads] [json options]
+//   build/bench_vnt_step knn [batch] [points] [threads]   (kNN alone: see time_knn)
 #include <torch/torch.h>
 
 #include <chrono>
@@ -61,6 +62,31 @@ void time_vn_dgcnn_parts(torch::nn::Module& model, const data::Batch& batch, int
   for (const auto& [part, s] : seconds) std::printf("  forward part %-40s %7.0f ms  %4.1f %%\n", part.c_str(), 1e3 * s, 100 * s / total);
 }
 
+// kNN on VN features at the model's sizes: the whole op, its blocked GEMMs
+// alone (what the selection adds is the difference), and LibTorch's one bmm +
+// topk for reference. `build/bench_vnt_step knn [batch] [points] [threads]`.
+void time_knn(int64_t batch, int64_t points) {
+  for (const int64_t dims : {3, 63, 126}) {
+    const auto features = torch::randn({batch, dims, points});
+    vn::knn_indices(features, 20);
+    auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < 3; ++r) vn::knn_indices(features, 20);
+    const double knn = seconds_since(t0) / 3;
+    const auto cloud = features.transpose(1, 2).contiguous();
+    t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < 3; ++r)
+      for (int64_t i = 0; i < batch; ++i)
+        for (int64_t q0 = 0; q0 < points; q0 += 256)
+          torch::matmul(cloud[i].slice(0, q0, std::min(points, q0 + 256)), cloud[i].transpose(0, 1)).contiguous();
+    const double gemm = seconds_since(t0) / 3;
+    t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < 3; ++r) torch::bmm(cloud, cloud.transpose(1, 2)).topk(20, -1, false, true);
+    const double topk = seconds_since(t0) / 3;
+    std::printf("kNN k 20, %lld dims: knn_indices %.1f ms; its blocked GEMMs alone %.1f ms; bmm + topk %.1f ms\n",
+                static_cast<long long>(dims), 1e3 * knn, 1e3 * gemm, 1e3 * topk);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -71,6 +97,10 @@ int main(int argc, char** argv) {
   const auto options = argc > 5 ? nlohmann::json::parse(argv[5]) : nlohmann::json::object();
   set_threads(threads);
   torch::manual_seed(0);
+  if (name == "knn") {
+    time_knn(batch, points);
+    return 0;
+  }
   auto model = models::find_model(name).make(options);
   torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(5e-4));
   data::Batch b;

@@ -63,6 +63,12 @@ namespace {
 // Queries per block: distances of a block to all N points, Q x N values (8 MiB
 // at N = 8192 in float32), is all that is ever held, never B x N x N.
 constexpr int64_t kKnnQueryBlock = 256;
+// On the CPU a block holds up to this many distances (16 MiB in float32): a
+// whole cloud of up to 2,048 points is one GEMM and one parallel selection.
+// Each switch between an OpenBLAS GEMM and an OpenMP selection costs the
+// threads' hand-over on a busy core; at 256 queries a block that was most of
+// a 63-dim kNN's time (bench_vnt_step knn).
+constexpr int64_t kKnnBlockValues = int64_t{1} << 22;
 
 // The k smallest (distance, index) pairs of a row of distances, nearest
 // first; equal distances go to the lower index. Indices arrive in increasing
@@ -122,8 +128,9 @@ at::Tensor knn_indices_cpu(const at::Tensor& features, int64_t k) {
     for (int64_t i = 0; i < b; ++i) {
       const auto cloud = points[i];
       const auto* s = sq[i].template data_ptr<scalar_t>();
-      for (int64_t q0 = 0; q0 < n; q0 += kKnnQueryBlock) {
-        const int64_t q1 = std::min(n, q0 + kKnnQueryBlock);
+      const int64_t block = std::max(kKnnQueryBlock, kKnnBlockValues / n);
+      for (int64_t q0 = 0; q0 < n; q0 += block) {
+        const int64_t q1 = std::min(n, q0 + block);
         // One BLAS product per block of queries; the selection runs in parallel.
         const auto inner = torch::matmul(cloud.slice(0, q0, q1), cloud.transpose(0, 1)).contiguous();  // [Q, N]
         const auto* in = inner.template data_ptr<scalar_t>();
