@@ -133,6 +133,12 @@ TEST(Cli, OldSpellingsStillWorkAndNameTheNewOne) {
   const auto new_batch = run("lm cache-size --layers 2 --heads 2 --dk 4 --dv 4 --seq 8 --batch-size 3 --json");
   EXPECT_EQ(qkv::testing::trailing_json(old_batch.output), qkv::testing::trailing_json(new_batch.output));
   EXPECT_EQ(run("lm cache-size --help").output.find("--batch "), std::string::npos);
+  // An old spelling is checked as its new name is: the same range, named in one line.
+  expect_clean_failure(run("lm cache-size --layers 2 --heads 2 --dk 4 --dv 4 --seq 8 --batch 0"), 2, "--batch: ");
+  const auto parts = fresh_dir("old_spelling_parts");
+  expect_clean_failure(run("data synth-parts --train-per-category 0 --out " + parts), 2,
+                       "qkv data synth-parts: --train-per-category: value 0 must be in [1, 100000]");
+  EXPECT_FALSE(std::filesystem::exists(parts));
   EXPECT_EQ(run("seg train --help").output.find("--max-per-category"), std::string::npos);
   EXPECT_NE(run("seg train --help").output.find("--max-per-class"), std::string::npos);
 }

@@ -58,15 +58,33 @@ void option_section(CLI::App* cmd, const std::string& heading, const std::functi
 void section_remaining_options(CLI::App& app);
 
 // An option's old spelling, kept for one release: hidden from --help, it
-// sets the same value and says on stderr which name replaces it.
+// sets the same value as new_flag (added before it), is checked by the same
+// validators (ranges, allowed values), splits lists at the same delimiter,
+// and says on stderr which name replaces it.
 template <typename T>
 CLI::Option* add_old_spelling(CLI::App* cmd, const std::string& old_flag, const std::string& new_flag, T& value) {
-  return cmd->add_option(old_flag, value, "old spelling of " + new_flag)
-      ->group("")
-      ->each([old_flag, new_flag](const std::string&) {
-        std::fprintf(stderr, "qkv: %s is now spelled %s (the old spelling goes in the next release)\n",
-                     old_flag.c_str(), new_flag.c_str());
-      });
+  CLI::Option* now = cmd->get_option(new_flag);
+  CLI::Option* old = cmd->add_option(old_flag, value, "old spelling of " + new_flag)->group("");
+  old->delimiter(now->get_delimiter());
+  for (int i = 0;; ++i) {  // CLI11 tells the number of validators only by running out of them
+    CLI::Validator* validator = nullptr;
+    try {
+      validator = now->get_validator(i);
+    } catch (const CLI::OptionNotFound&) {
+      break;
+    }
+    // CLI11 gives a hidden option's errors no name: the old flag goes into the message.
+    old->check(CLI::Validator(
+        [check = *validator, old_flag](std::string& text) {
+          const std::string problem = check(text);
+          return problem.empty() ? problem : old_flag + ": " + problem;
+        },
+        validator->get_description()));
+  }
+  return old->each([old_flag, new_flag](const std::string&) {
+    std::fprintf(stderr, "qkv: %s is now spelled %s (the old spelling goes in the next release)\n", old_flag.c_str(),
+                 new_flag.c_str());
+  });
 }
 
 // --checkpoint FILE, required: a checkpoint file, or a run folder, which

@@ -85,7 +85,7 @@ void register_synth_parts(CLI::App* parent, Action& action) {
   add_seed_option(cmd, o->parts.seed);
   cmd->add_option("--classes", o->parts.categories, "comma-separated classes (default: all, see --list)")
       ->delimiter(',');
-  add_old_spelling(cmd, "--categories", "--classes", o->parts.categories)->delimiter(',');
+  add_old_spelling(cmd, "--categories", "--classes", o->parts.categories);
   add_overwrite_flag(cmd, o->overwrite);
   cmd->add_flag("--list", o->list, "list the classes and their part ids");
   cmd->callback([o, &action] {

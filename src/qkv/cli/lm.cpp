@@ -201,7 +201,7 @@ void register_cache_size(CLI::App* parent, Action& action) {
   cmd->add_option("--dv", o->dv, "cached value width per head")->required()->check(CLI::PositiveNumber);
   cmd->add_option("--seq", o->seq, "sequence length")->required()->check(CLI::PositiveNumber);
   cmd->add_option("--batch-size", o->batch, "sequences in the batch")->capture_default_str()->check(CLI::PositiveNumber);
-  add_old_spelling(cmd, "--batch", "--batch-size", o->batch)->check(CLI::PositiveNumber);
+  add_old_spelling(cmd, "--batch", "--batch-size", o->batch);
   cmd->add_option("--dtype", o->dtype, "element type: f16, bf16, f32 or f64")
       ->capture_default_str()
       ->check(CLI::IsMember({"f16", "bf16", "f32", "f64"}));

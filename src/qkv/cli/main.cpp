@@ -140,6 +140,9 @@ int main(int argc, char** argv) {
       path += " " + at->get_name();
     }
     std::string message = qkv::first_line(e.what());
+    // CLI11 names a hidden option (an old spelling) with "": its error starts
+    // with ": ", and the validator has put the option's name after it.
+    if (message.rfind(": ", 0) == 0) message.erase(0, 2);
     if (dynamic_cast<const CLI::ExtrasError*>(&e)) message = unexpected_arguments(message, argc, argv);
     message += option_suggestions(*at, argc, argv);
     if (at->get_require_subcommand_min() > 0 && at->get_subcommands().empty()) {

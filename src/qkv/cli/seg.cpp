@@ -49,8 +49,8 @@ void register_train(CLI::App* parent, Action& action) {
     // ShapeNet-part calls its object classes categories; qkv says class
     // everywhere (vnt, seg, data), and keeps the old spellings for a release.
     add_old_spelling(cmd, "--max-per-category", "--max-per-class", s->data.load.max_per_category);
-    add_old_spelling(cmd, "--categories", "--classes", s->data.load.categories)->delimiter(',');
-    add_old_spelling(cmd, "--synth-categories", "--synth-classes", s->data.synth.categories)->delimiter(',');
+    add_old_spelling(cmd, "--categories", "--classes", s->data.load.categories);
+    add_old_spelling(cmd, "--synth-categories", "--synth-classes", s->data.synth.categories);
     add_old_spelling(cmd, "--synth-train-per-category", "--synth-train-per-class", s->data.synth.train_per_category);
     add_old_spelling(cmd, "--synth-val-per-category", "--synth-val-per-class", s->data.synth.val_per_category);
     add_old_spelling(cmd, "--synth-test-per-category", "--synth-test-per-class", s->data.synth.test_per_category);
