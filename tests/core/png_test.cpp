@@ -224,6 +224,9 @@ TEST(CompactNumber, MoreDigitsOnRequestAndOnNarrowColourbars) {
   const int64_t wide_range = qkv::draw_colourbar(image, 10, 30, 20, 200, 0.0370, 0.0470, "");
   const int64_t narrow_range = qkv::draw_colourbar(image, 10, 30, 20, 200, 0.0370, 0.0371, "");
   EXPECT_GT(narrow_range, wide_range);
+  // What a caller sizes a picture by is what the bar then takes.
+  EXPECT_EQ(qkv::colourbar_width(20, 200, 0.0370, 0.0371, ""), narrow_range);
+  EXPECT_EQ(qkv::colourbar_width(20, 200, 0.0370, 0.0470, ""), wide_range);
   EXPECT_GT(qkv::draw_colourbar(image, 10, 30, 20, 200, 0.037, 0.037, ""), 0);  // lo == hi ends
 }
 

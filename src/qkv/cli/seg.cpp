@@ -252,7 +252,7 @@ void register_predict(CLI::App* parent, Action& action) {
                                   part_colour(p)});
       claim_output_file(out, "--out", o->common.overwrite, {"seg predict", {}});
       claim_output_file(png, "--out", o->common.overwrite, {"seg predict", {}});
-      pc::write_ply(out, cloud, cloud.vertices.size() >= pc::kBinaryPlyFromVertices);
+      pc::write_ply_sized(out, cloud);
       pc::write_points_png(png, cloud, picture);
 
       nlohmann::json report = {{"input", o->input}, {"category", cat.name}, {"points", n}, {"rotate", o->rotate},

@@ -261,7 +261,7 @@ void register_attention(CLI::App* parent, Action& action) {
                          "scale " + o->scale + ": " + compact_number(lo) + " .. " + compact_number(lo + span) +
                              (o->scale == "row" ? " (stretched to the row's range)" : "")};
         const std::string path = o->common.out + "/" + names[i];
-        pc::write_ply(path, cloud, cloud.vertices.size() >= pc::kBinaryPlyFromVertices);
+        pc::write_ply_sized(path, cloud);
         pc::write_points_png(path.substr(0, path.size() - 4) + ".png", cloud, picture);
         report[i == 0 ? "shape" : "rotated"] = path;
       }

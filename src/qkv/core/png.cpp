@@ -407,22 +407,17 @@ std::string compact_number(double value, int significant) {
   return mantissa + s.substr(e);
 }
 
-int64_t draw_colourbar(RgbImage& image, int64_t x, int64_t y, int64_t w, int64_t h, double lo, double hi,
-                       const std::string& label) {
-  if (w < 3 || h < 3 || w > kFarAway || h > kFarAway || far_away(x) || far_away(y)) return 0;
-  const int64_t line = text_height(TextSize::Small);
-  const int64_t inner = h - 2;  // rows inside the outline
-  const auto [y0, y1] = clip(y + 1, inner, image.height);
-  for (int64_t py = y0; py < y1; ++py)
-    fill_rect(image, x + 1, py, w - 2, 1, heat_colour(bar_position(py - (y + 1), inner)));
-  draw_rect_outline(image, x, y, w, h, kFrame);
+namespace {
 
-  // Ticks at steps of the bar's inner height, as many as leave a gap between their numbers.
+// A colour bar's tick labels, bottom (lo) to top (hi): at steps of the bar's
+// inner height, as many as leave a gap between their numbers, each with as
+// many significant digits as it takes for neighbours to read differently (a
+// narrow range far from 0: 0.03702, 0.03705, ...).
+std::vector<std::string> colourbar_ticks(int64_t h, double lo, double hi) {
+  const int64_t line = text_height(TextSize::Small), inner = h - 2;
   int steps = 4;
   while (steps > 1 && (inner - 1) / steps < line + 2) steps /= 2;
   if (hi == lo) steps = 1;  // one value: at the ends only
-  // As many significant digits as it takes for neighbouring ticks to read
-  // differently (a narrow range far from 0: 0.03702, 0.03705, ...).
   std::vector<std::string> numbers;
   for (int significant = 3; significant <= 8; ++significant) {
     numbers.clear();
@@ -430,18 +425,43 @@ int64_t draw_colourbar(RgbImage& image, int64_t x, int64_t y, int64_t w, int64_t
       numbers.push_back(compact_number(i == steps ? hi : lo + (hi - lo) * i / steps, significant));
     if (std::adjacent_find(numbers.begin(), numbers.end()) == numbers.end() || hi == lo) break;
   }
+  return numbers;
+}
+
+bool colourbar_fits(int64_t w, int64_t h) { return w >= 3 && h >= 3 && w <= kFarAway && h <= kFarAway; }
+
+}  // namespace
+
+int64_t colourbar_width(int64_t w, int64_t h, double lo, double hi, const std::string& label) {
+  if (!colourbar_fits(w, h)) return 0;
   int64_t numbers_width = 0;
+  for (const auto& number : colourbar_ticks(h, lo, hi))
+    numbers_width = std::max(numbers_width, text_width(number, TextSize::Small));
+  return std::max(w + kTickLength + kTickGap + numbers_width, text_width(label, TextSize::Small));
+}
+
+int64_t draw_colourbar(RgbImage& image, int64_t x, int64_t y, int64_t w, int64_t h, double lo, double hi,
+                       const std::string& label) {
+  if (!colourbar_fits(w, h) || far_away(x) || far_away(y)) return 0;
+  const int64_t line = text_height(TextSize::Small);
+  const int64_t inner = h - 2;  // rows inside the outline
+  const auto [y0, y1] = clip(y + 1, inner, image.height);
+  for (int64_t py = y0; py < y1; ++py)
+    fill_rect(image, x + 1, py, w - 2, 1, heat_colour(bar_position(py - (y + 1), inner)));
+  draw_rect_outline(image, x, y, w, h, kFrame);
+
+  const auto numbers = colourbar_ticks(h, lo, hi);
+  const int steps = static_cast<int>(numbers.size()) - 1;
   for (int i = 0; i <= steps; ++i) {
     const double t = static_cast<double>(i) / steps;
     const int64_t row = y + 1 + std::lround(static_cast<double>(inner - 1) * (1 - t));
     const std::string& number = numbers[static_cast<size_t>(i)];
     fill_rect(image, x + w, row, kTickLength, 1, kFrame);
     draw_text(image, x + w + kTickLength + kTickGap, row - line / 2, number, kInk);
-    numbers_width = std::max(numbers_width, text_width(number, TextSize::Small));
   }
   // Above the top number, which reaches half a line above the bar.
   draw_text(image, x, y + 1 - line / 2 - kLabelGap - line, label, kInk);
-  return std::max(w + kTickLength + kTickGap + numbers_width, text_width(label, TextSize::Small));
+  return colourbar_width(w, h, lo, hi, label);
 }
 
 std::pair<int64_t, int64_t> draw_legend(RgbImage& image, int64_t x, int64_t y,

@@ -108,6 +108,9 @@ std::string compact_number(double value, int significant = 3);
 // beyond 2^40) draws nothing and returns 0.
 int64_t draw_colourbar(RgbImage& image, int64_t x, int64_t y, int64_t w, int64_t h, double lo, double hi,
                        const std::string& label);
+// The columns draw_colourbar with these arguments uses from x, without
+// drawing: for sizing a picture before the bar goes in.
+int64_t colourbar_width(int64_t w, int64_t h, double lo, double hi, const std::string& label);
 
 // A legend with its top-left corner at (x, y): one row per entry, a square
 // swatch of its colour with a thin grey outline, then its name in black.

@@ -188,4 +188,8 @@ void write_ply(const std::string& path, const Mesh& mesh, bool binary) {
   write_file_atomic(path, out);
 }
 
+void write_ply_sized(const std::string& path, const Mesh& mesh) {
+  write_ply(path, mesh, mesh.vertices.size() >= kBinaryPlyFromVertices);
+}
+
 }  // namespace qkv::pointcloud

@@ -27,9 +27,11 @@ void write_off(const std::string& path, const Mesh& mesh);
 // the mesh is a bare point cloud.
 void write_ply(const std::string& path, const Mesh& mesh, bool binary = false);
 
-// The size from which qkv's commands write binary PLY (our choice): ASCII
-// stays readable in an editor for the clouds a model sees (1-2 k points);
-// binary is ~3x smaller and much faster to parse for large ones.
+// PLY as qkv's commands write their outputs (seg predict, vnt attention):
+// ASCII, readable in an editor, for the clouds a model sees (1-2 k points);
+// binary from kBinaryPlyFromVertices vertices (our choice), ~3x smaller and
+// much faster to parse.
 constexpr size_t kBinaryPlyFromVertices = 100000;
+void write_ply_sized(const std::string& path, const Mesh& mesh);
 
 }  // namespace qkv::pointcloud

@@ -52,10 +52,10 @@ std::vector<uint8_t> render_points_png(const Mesh& cloud, const PointPicture& pi
 
   // Layout: title band, the cloud's square, the side panel (bar, legend), notes.
   const int64_t title_h = picture.title.empty() ? 0 : text_height(TextSize::Large) + kMargin;
+  const int64_t bar_w = 22, bar_h = std::min<int64_t>(size / 2, 240);
   int64_t panel_w = 0;
   if (picture.colourbar)
-    panel_w = std::max<int64_t>(panel_w, 22 + 8 + text_width("-0.00000", TextSize::Small) + kMargin);
-  if (picture.colourbar) panel_w = std::max(panel_w, text_width(picture.bar_label, TextSize::Small) + kMargin);
+    panel_w = colourbar_width(bar_w, bar_h, picture.bar_lo, picture.bar_hi, picture.bar_label) + kMargin;
   for (const auto& [name, colour] : picture.legend)
     panel_w = std::max(panel_w, text_height(TextSize::Small) + 8 + text_width(name, TextSize::Small) + 2 * kMargin);
   const int64_t notes_h = static_cast<int64_t>(picture.notes.size()) * (text_height(TextSize::Small) + 3);
@@ -103,8 +103,7 @@ std::vector<uint8_t> render_points_png(const Mesh& cloud, const PointPicture& pi
 
   int64_t panel_y = title_h + kMargin + 2 * text_height(TextSize::Small);
   if (picture.colourbar) {
-    const int64_t bar_h = std::min<int64_t>(size / 2, 240);
-    draw_colourbar(image, size, panel_y, 22, bar_h, picture.bar_lo, picture.bar_hi, picture.bar_label);
+    draw_colourbar(image, size, panel_y, bar_w, bar_h, picture.bar_lo, picture.bar_hi, picture.bar_label);
     panel_y += bar_h + 2 * kMargin + text_height(TextSize::Small);
   }
   if (!picture.legend.empty()) draw_legend(image, size, panel_y, picture.legend);

@@ -178,7 +178,9 @@ void write_overlay_slices(const std::string& prefix, const at::Tensor& anatomy, 
              : "painted where attention >= " + compact_number(shown_from, 4) + " (threshold " +
                    compact_number(style.threshold) + " of its range)" + spread,
         "grey: SPECT intensity; " + std::to_string(scale) + " px per voxel; letters: RAS from the affine"};
-    int64_t width = bar_x + 22 + 8 + text_width("-0.00000", TextSize::Small) + margin;
+    const int64_t bar_w = 22, bar_h = std::min<int64_t>(ht, 240);
+    const double bar_hi = flat ? h_lo : h_hi;
+    int64_t width = bar_x + colourbar_width(bar_w, bar_h, h_lo, bar_hi, "attention") + margin;
     for (const auto& note : notes) width = std::max(width, margin + text_width(note, TextSize::Small) + margin);
     RgbImage image(width, top + ht + line + 8 + 2 * (line + 3) + margin);
     draw_text(image, margin, margin, style.title + ": " + v.name + " slice " + v.slice, black, TextSize::Large);
@@ -199,7 +201,7 @@ void write_overlay_slices(const std::string& prefix, const at::Tensor& anatomy, 
               black);
     draw_text(image, left + w / 2 - text_width(v.up.first, TextSize::Small) / 2, top - line - 2, v.up.first, black);
     draw_text(image, left + w / 2 - text_width(v.up.second, TextSize::Small) / 2, top + ht + 2, v.up.second, black);
-    draw_colourbar(image, bar_x, top, 22, std::min<int64_t>(ht, 240), h_lo, flat ? h_lo : h_hi, "attention");
+    draw_colourbar(image, bar_x, top, bar_w, bar_h, h_lo, bar_hi, "attention");
     draw_text(image, margin, top + ht + line + 8, notes[0], grey);
     draw_text(image, margin, top + ht + 2 * line + 11, notes[1], grey);
     write_png(prefix + "_" + v.name + ".png", image);

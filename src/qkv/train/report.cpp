@@ -61,8 +61,9 @@ std::string fixed(double v, int decimals) {
 // SVG coordinates: one decimal is finer than a pixel.
 std::string coord(double v) { return fixed(v, 1); }
 
-// "9.21 s", "12 min 5 s", "3 h 12 min".
-std::string format_duration(double seconds) {
+// "9.21 s", "12 min 5 s", "3 h 12 min" for tables (progress.h's format_duration
+// is the clock form, "1:05", for live progress lines).
+std::string readable_duration(double seconds) {
   if (!std::isfinite(seconds)) return "-";
   if (seconds < 60) return format_number(seconds) + " s";
   const auto total = static_cast<int64_t>(std::llround(seconds));
@@ -418,7 +419,7 @@ void flatten_scalars(const nlohmann::json& j, const std::string& prefix,
 }
 
 std::string run_value(const std::string& key, const nlohmann::json& v) {
-  if (v.is_number() && (key == "seconds" || ends_with(key, "_seconds"))) return format_duration(v.get<double>());
+  if (v.is_number() && (key == "seconds" || ends_with(key, "_seconds"))) return readable_duration(v.get<double>());
   return format_cell(v);
 }
 
@@ -870,7 +871,7 @@ std::string facts_line(const nlohmann::json& summary, const nlohmann::json& conf
     break;
   }
   if (number_at("train_seconds").is_number())
-    facts.push_back(fact("trained", format_duration(summary.at("train_seconds").get<double>())));
+    facts.push_back(fact("trained", readable_duration(summary.at("train_seconds").get<double>())));
   if (number_at("world_size").is_number()) facts.push_back(fact("", format_cell(summary.at("world_size")), "ranks"));
   return join(facts, " &#183; ");
 }
