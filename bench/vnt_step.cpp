@@ -45,17 +45,16 @@ void time_vn_dgcnn_parts(torch::nn::Module& model, const data::Batch& batch, int
   std::vector<at::Tensor> levels;
   for (int i = 0; i < 4; ++i) {
     const auto idx = timed("1 kNN (4 graphs)", [&] { return vn::knn_indices(x.reshape({b, -1, x.size(3)}), k); });
-    const auto edges = timed("2 edge convs (gather, BN, leaky ReLU)",
-                             [&] { return vn::factorised_edge_conv(*conv("convs." + std::to_string(i)), x, idx); });
-    x = timed("3 mean over k", [&] { return vn::vn_mean_pool(edges); });
+    x = timed("2 edge convs (linears, gather, BN, leaky ReLU, mean)",
+              [&] { return vn::factorised_edge_conv_mean(*conv("convs." + std::to_string(i)), x, idx); });
     levels.push_back(x);
   }
-  x = timed("4 conv5 on the cat of levels", [&] { return conv("conv5")->forward(torch::cat(levels, 1)); });
-  x = timed("5 cat with the mean over N", [&] { return torch::cat({x, x.mean(-1, true).expand_as(x)}, 1); });
+  x = timed("3 conv5 on the cat of levels", [&] { return conv("conv5")->forward(torch::cat(levels, 1)); });
+  x = timed("4 cat with the mean over N", [&] { return torch::cat({x, x.mean(-1, true).expand_as(x)}, 1); });
   auto invariant = std::dynamic_pointer_cast<vn::VNStdFeatureImpl>(modules["invariant"]);
-  const auto inv = timed("6 invariant layer", [&] { return invariant->forward(x).first.flatten(1, 2); });
+  const auto inv = timed("5 invariant layer", [&] { return invariant->forward(x).first.flatten(1, 2); });
   auto head = std::dynamic_pointer_cast<models::ClassificationHeadImpl>(modules["head"]);
-  timed("7 global pool and head", [&] { return head->forward(models::global_pool(inv, "max+mean")); });
+  timed("6 global pool and head", [&] { return head->forward(models::global_pool(inv, "max+mean")); });
   if (!print) return;
   double total = 0;
   for (const auto& [part, s] : seconds) total += s;
@@ -64,9 +63,10 @@ void time_vn_dgcnn_parts(torch::nn::Module& model, const data::Batch& batch, int
 
 // kNN on VN features at the model's sizes: the whole op, its blocked GEMMs
 // alone (what the selection adds is the difference), and LibTorch's one bmm +
-// topk for reference. `build/bench_vnt_step knn [batch] [points] [threads]`.
-void time_knn(int64_t batch, int64_t points) {
-  for (const int64_t dims : {3, 63, 126}) {
+// topk for reference. `build/bench_vnt_step knn [batch] [points] [threads] [{"dims": [...]}]`
+// (dims 3, 63 and 126 unless given: VN-DGCNN's graphs).
+void time_knn(int64_t batch, int64_t points, const std::vector<int64_t>& dim_list) {
+  for (const int64_t dims : dim_list) {
     const auto features = torch::randn({batch, dims, points});
     vn::knn_indices(features, 20);
     auto t0 = std::chrono::steady_clock::now();
@@ -87,6 +87,30 @@ void time_knn(int64_t batch, int64_t points) {
   }
 }
 
+// vn_linear at the models' widths, against the same product as a batched
+// W @ x (weight [C_out, C_in] times each cloud's [C_in, 3N]); both made
+// contiguous, as the next fused kernel needs them.
+// `build/bench_vnt_step vn-linear [batch] [points] [threads]`.
+void time_vn_linear(int64_t batch, int64_t points) {
+  const std::vector<std::pair<int64_t, int64_t>> widths = {{2, 16},    {16, 384}, {384, 16},  {42, 340},
+                                                           {169, 341}, {682, 341}, {341, 170}, {170, 3}};
+  for (const auto& [in, out] : widths) {
+    const auto x = torch::randn({batch, in, 3, points}), w = torch::randn({out, in});
+    auto timed = [&](auto&& fn) {
+      fn();
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int r = 0; r < 3; ++r) fn();
+      return 1e3 * seconds_since(t0) / 3;
+    };
+    const double gemm_rows = timed([&] { return vn::vn_linear(x, w).contiguous(); });
+    const double batched = timed([&] { return torch::matmul(w, x.flatten(2)).view({batch, out, 3, points}); });
+    const double gflop = 2.0 * static_cast<double>(batch * 3 * points) * static_cast<double>(in * out) / 1e9;
+    std::printf("vn_linear %4lld -> %4lld: as rows %7.1f ms, as W @ x %7.1f ms (%.2f GFLOP: %.0f / %.0f GFLOP/s)\n",
+                static_cast<long long>(in), static_cast<long long>(out), gemm_rows, batched, gflop,
+                gflop / gemm_rows * 1e3, gflop / batched * 1e3);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -97,8 +121,12 @@ int main(int argc, char** argv) {
   const auto options = argc > 5 ? nlohmann::json::parse(argv[5]) : nlohmann::json::object();
   set_threads(threads);
   torch::manual_seed(0);
+  if (name == "vn-linear") {
+    time_vn_linear(batch, points);
+    return 0;
+  }
   if (name == "knn") {
-    time_knn(batch, points);
+    time_knn(batch, points, options.value("dims", std::vector<int64_t>{3, 63, 126}));
     return 0;
   }
   auto model = models::find_model(name).make(options);

@@ -134,6 +134,56 @@ TEST(VNModels, FactorisedEdgeConvEqualsTheComposedOne) {
   EXPECT_THROW(vn::factorised_edge_conv(*small, torch::randn({1, 3, 3, 6}, torch::kDouble), idx), UsageError);
 }
 
+TEST(VNModels, FactorisedEdgeConvMeanEqualsTheComposedOne) {
+  // The fused pass (gather + batch norm + leaky ReLU + mean over k) against the
+  // mean of the composed edge conv, in training (batch statistics over the
+  // edges) and eval; the batch norm counts the batch once either way.
+  for (const auto dtype : {torch::kDouble, torch::kFloat})
+    for (const bool training : {true, false}) {
+      SCOPED_TRACE(std::string(dtype == torch::kDouble ? "float64" : "float32") + (training ? " training" : " eval"));
+      torch::manual_seed(4);
+      vn::VNLinearLeakyReLU conv(2 * 5, 7);
+      conv->to(dtype);
+      {
+        torch::NoGradGuard no_grad;
+        conv->batchnorm->running_mean.uniform_(0.5, 1.5);
+        conv->batchnorm->running_var.uniform_(0.5, 1.5);
+      }
+      conv->train(training);
+      const auto x = torch::randn({2, 5, 3, 16}, torch::TensorOptions().dtype(dtype));
+      const auto idx = vn::knn_indices(x.reshape({2, -1, 16}), 5);
+      const double tolerance = dtype == torch::kDouble ? 1e-10 : 2e-4;
+      const auto up = torch::randn({2, 7, 3, 16}, torch::TensorOptions().dtype(dtype));
+      std::vector<at::Tensor> grads[2];
+      at::Tensor outs[2], running[2];
+      const auto running_before = conv->batchnorm->running_mean.clone();
+      for (int fused = 0; fused < 2; ++fused) {
+        {
+          torch::NoGradGuard no_grad;
+          conv->batchnorm->running_mean.copy_(running_before);
+        }
+        const auto leaf = x.detach().clone().requires_grad_();
+        conv->zero_grad();
+        const int64_t tracked = conv->batchnorm->num_batches_tracked.item<int64_t>();
+        outs[fused] = fused ? vn::factorised_edge_conv_mean(*conv, leaf, idx)
+                            : vn::vn_mean_pool(conv->forward(vn::edge_features(leaf, idx, false)));
+        EXPECT_EQ(conv->batchnorm->num_batches_tracked.item<int64_t>(), tracked + (training ? 1 : 0));
+        running[fused] = conv->batchnorm->running_mean.clone();
+        (outs[fused] * up).sum().backward();
+        grads[fused] = {leaf.grad(), conv->map_to_feat->weight.grad().clone(), conv->map_to_dir->weight.grad().clone(),
+                        conv->batchnorm->weight.grad().clone(), conv->batchnorm->bias.grad().clone()};
+      }
+      ASSERT_EQ(outs[1].sizes(), (std::vector<int64_t>{2, 7, 3, 16}));
+      EXPECT_LE((outs[0] - outs[1]).abs().max().item<double>(), tolerance);
+      EXPECT_LE((running[0] - running[1]).abs().max().item<double>(), tolerance);
+      for (size_t g = 0; g < grads[0].size(); ++g)
+        EXPECT_LE((grads[0][g] - grads[1][g]).abs().max().item<double>(), tolerance * 10) << "gradient " << g;
+    }
+  vn::VNLinearLeakyReLU conv(2 * 2, 3);
+  EXPECT_THROW(vn::factorised_edge_conv_mean(*conv, torch::randn({1, 3, 3, 6}), torch::zeros({1, 6, 2}, torch::kLong)),
+               UsageError);
+}
+
 TEST(VNModels, XYZBaselineIsNotInvariant) {
   // The control: the same check fails for an ordinary transformer on xyz.
   EXPECT_GT(invariance_error(*make("xyz-transformer", {{"classes", 5}}), torch::kDouble), 1e-3);

@@ -2,11 +2,13 @@
 // composed LibTorch versions: the same values, gradients and running
 // statistics, in float32 and float64, on point ([B, C, 3, N]) and edge
 // ([B, C, 3, N, k]) features; and their gradients against central
-// differences in float64.
+// differences in float64. The fused edge convolution (gather + batch norm +
+// leaky ReLU + mean over neighbours, edge_conv.h) the same way.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "qkv/core/errors.h"
+#include "qkv/vn/edge_conv.h"
 #include "qkv/vn/vn_layers.h"
 #include "qkv/vn/vn_ops.h"
 #include "support/gradcheck.h"
@@ -145,6 +147,96 @@ TEST(VNFusedBatchNorm, KeepsDirectionsAndIsRotationEquivariant) {
   const auto yr = vn::vn_batch_norm(rotate(x), s.weight, s.bias, s.running_mean.clone(), s.running_var.clone(),
                                     true, 0.1, 1e-5, nullptr);
   EXPECT_LT(max_diff(yr, rotate(y)), 1e-4);
+}
+
+// ---------------------------------------------------------------------------- edge conv mean
+
+struct EdgeInputs {
+  at::Tensor towards, centre, dir_towards, dir_centre, idx;
+};
+
+// Random per-point products and neighbours; repeated neighbours and a point
+// among its own neighbours are left in on purpose (the backward's scatter).
+EdgeInputs random_edge_inputs(int64_t b, int64_t c, int64_t n, int64_t k, torch::Dtype dtype) {
+  return {torch::randn({b, c, 3, n}, dtype), torch::randn({b, c, 3, n}, dtype), torch::randn({b, c, 3, n}, dtype),
+          torch::randn({b, c, 3, n}, dtype), torch::randint(0, n, {b, n, k}, torch::kLong)};
+}
+
+TEST(VNFusedEdgeConvMean, EqualsTheComposedVersionInTrainingAndEval) {
+  torch::manual_seed(6);
+  for (const auto dtype : {torch::kFloat, torch::kDouble})
+    for (const bool training : {true, false})
+      for (const double slope : {0.2, 0.0}) {
+        const auto in = random_edge_inputs(3, 4, 40, 6, dtype);
+        const auto s0 = random_state(4, dtype);
+        struct Run {
+          BatchNormState s;
+          std::vector<at::Tensor> x;
+          at::Tensor out;
+        };
+        auto run = [&](bool fused) {
+          Run r;
+          r.s = {s0.weight.clone().requires_grad_(), s0.bias.clone().requires_grad_(), s0.running_mean.clone(),
+                 s0.running_var.clone()};
+          for (const auto* t : {&in.towards, &in.centre, &in.dir_towards, &in.dir_centre})
+            r.x.push_back(t->clone().requires_grad_());
+          r.out = (fused ? vn::edge_conv_mean : vn::edge_conv_mean_composed)(
+              r.x[0], r.x[1], r.x[2], r.x[3], in.idx, r.s.weight, r.s.bias, r.s.running_mean, r.s.running_var,
+              training, 0.1, 1e-5, nullptr, slope);
+          return r;
+        };
+        auto fast = run(true), ref = run(false);
+        ASSERT_EQ(fast.out.sizes(), (std::vector<int64_t>{3, 4, 3, 40}));
+        const double tol = dtype == torch::kDouble ? 1e-11 : 1e-4;
+        const auto trace = std::string(dtype == torch::kDouble ? "float64" : "float32") +
+                           (training ? " training" : " eval") + " slope " + std::to_string(slope);
+        EXPECT_LT(max_diff(fast.out, ref.out), tol) << trace;
+        EXPECT_LT(max_diff(fast.s.running_mean, ref.s.running_mean), tol) << trace;
+        EXPECT_LT(max_diff(fast.s.running_var, ref.s.running_var), tol) << trace;
+        if (training) {
+          EXPECT_GT(max_diff(fast.s.running_mean, s0.running_mean), 1e-3) << trace;
+        }
+        const auto up = torch::randn_like(ref.out);
+        (fast.out * up).sum().backward();
+        (ref.out * up).sum().backward();
+        for (size_t i = 0; i < 4; ++i) EXPECT_LT(max_diff(fast.x[i].grad(), ref.x[i].grad()), 10 * tol) << trace << " input " << i;
+        EXPECT_LT(max_diff(fast.s.weight.grad(), ref.s.weight.grad()), 100 * tol) << trace;
+        EXPECT_LT(max_diff(fast.s.bias.grad(), ref.s.bias.grad()), 100 * tol) << trace;
+      }
+}
+
+TEST(VNFusedEdgeConvMean, GradcheckInFloat64) {
+  torch::manual_seed(7);
+  for (const bool training : {true, false}) {
+    const auto in = random_edge_inputs(2, 2, 5, 3, torch::kDouble);
+    const auto s = random_state(2, torch::kDouble);
+    const auto f = [&](const std::vector<at::Tensor>& x) {
+      return vn::edge_conv_mean(x[0], x[1], x[2], x[3], in.idx, x[4], x[5], s.running_mean.clone(),
+                                s.running_var.clone(), training, 0.1, 1e-5, nullptr, 0.2);
+    };
+    EXPECT_LT(max_gradient_error(f, {in.towards, in.centre, in.dir_towards, in.dir_centre, s.weight, s.bias}), 1e-6)
+        << "training " << training;
+  }
+}
+
+TEST(VNFusedEdgeConvMean, BadShapesAndNeighboursAreUsageErrors) {
+  const auto in = random_edge_inputs(2, 3, 8, 4, torch::kFloat);
+  const auto s = random_state(3, torch::kFloat);
+  auto call = [&](const at::Tensor& towards, const at::Tensor& idx, const at::Tensor& weight) {
+    return vn::edge_conv_mean(towards, in.centre, in.dir_towards, in.dir_centre, idx, weight, weight,
+                              s.running_mean, s.running_var, false, 0.1, 1e-5, nullptr, 0.2);
+  };
+  EXPECT_EQ(call(in.towards, in.idx, s.weight).sizes(), (std::vector<int64_t>{2, 3, 3, 8}));
+  auto bad_idx = in.idx.clone();
+  bad_idx[1][7][3] = 8;  // one past the cloud: read unchecked by the kernel otherwise
+  EXPECT_THROW(call(in.towards, bad_idx, s.weight), UsageError);
+  bad_idx[1][7][3] = -1;
+  EXPECT_THROW(call(in.towards, bad_idx, s.weight), UsageError);
+  EXPECT_THROW(call(in.towards, in.idx.to(torch::kInt), s.weight), UsageError);
+  EXPECT_THROW(call(in.towards, in.idx.slice(1, 0, 7), s.weight), UsageError);
+  EXPECT_THROW(call(torch::randn({2, 3, 3, 9}), in.idx, s.weight), UsageError);
+  EXPECT_THROW(call(in.towards.to(torch::kDouble), in.idx, s.weight), UsageError);
+  EXPECT_THROW(call(in.towards, in.idx, torch::ones({4})), UsageError);
 }
 
 }  // namespace

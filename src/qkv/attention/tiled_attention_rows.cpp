@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "qkv/core/cpu.h"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define QKV_ATTN_X86 1
@@ -139,23 +141,19 @@ QKV_AVX2 void scale_avx2(float* x, int64_t n, float a) {
   for (; i < n; ++i) x[i] *= a;
 }
 
-bool cpu_has_avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
-}
 #endif
 
 }  // namespace
 
 #ifdef QKV_ATTN_X86
-float max(const float* x, int64_t n) { return cpu_has_avx2() ? row_max_avx2(x, n) : row_max_generic(x, n); }
+float max(const float* x, int64_t n) { return cpu_has_avx2_fma() ? row_max_avx2(x, n) : row_max_generic(x, n); }
 float exp_sum(float* x, int64_t n, float shift) {
-  return cpu_has_avx2() ? exp_sum_avx2(x, n, shift) : exp_sum_generic(x, n, shift);
+  return cpu_has_avx2_fma() ? exp_sum_avx2(x, n, shift) : exp_sum_generic(x, n, shift);
 }
 void dsoftmax(float* dp, const float* p, int64_t n, float D) {
-  cpu_has_avx2() ? dsoftmax_avx2(dp, p, n, D) : dsoftmax_generic(dp, p, n, D);
+  cpu_has_avx2_fma() ? dsoftmax_avx2(dp, p, n, D) : dsoftmax_generic(dp, p, n, D);
 }
-void scale(float* x, int64_t n, float a) { cpu_has_avx2() ? scale_avx2(x, n, a) : scale_generic(x, n, a); }
+void scale(float* x, int64_t n, float a) { cpu_has_avx2_fma() ? scale_avx2(x, n, a) : scale_generic(x, n, a); }
 #else
 float max(const float* x, int64_t n) { return row_max_generic(x, n); }
 float exp_sum(float* x, int64_t n, float shift) { return exp_sum_generic(x, n, shift); }

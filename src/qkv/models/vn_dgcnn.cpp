@@ -69,7 +69,8 @@ at::Tensor VNDGCNN::forward(const data::Batch& batch) {
   for (size_t i = 0; i < convs_.size(); ++i) {
     // Dynamic graph: neighbours by distance between the current VN features.
     const auto idx = vn::knn_indices(x.reshape({b, -1, x.size(3)}), options_.k);
-    x = pool(i, vn::factorised_edge_conv(*convs_[i], x, idx));
+    x = options_.pooling == "mean" ? vn::factorised_edge_conv_mean(*convs_[i], x, idx)
+                                   : pool(i, vn::factorised_edge_conv(*convs_[i], x, idx));
     levels.push_back(x);
   }
   x = conv5_->forward(torch::cat(levels, 1));  // [B, 341, 3, N]

@@ -72,18 +72,50 @@ at::Tensor gather_neighbours(const at::Tensor& a, const at::Tensor& idx) {
   return a.reshape({b, c * 3, n}).gather(2, index).view({b, c, 3, n, k});
 }
 
+namespace {
+
+void require_edge_conv_of(const VNLinearLeakyReLUImpl& conv, const at::Tensor& x, const char* what) {
+  require_vn(x, what);
+  if (conv.map_to_feat->weight.size(1) != 2 * x.size(1))
+    throw UsageError(std::string(what) + ": the conv takes " + std::to_string(conv.map_to_feat->weight.size(1)) +
+                     " channels, the edge features of " + shape_of(x) + " have " + std::to_string(2 * x.size(1)));
+}
+
+// W [C_out, 2C] on [x_j - x_i, x_i] as {W_a, W_b - W_a}: the weights of x_j and x_i.
+std::pair<at::Tensor, at::Tensor> towards_and_centre(const at::Tensor& weight, int64_t c) {
+  const auto towards = weight.narrow(1, 0, c);
+  return {towards, weight.narrow(1, c, c) - towards};
+}
+
+}  // namespace
+
 at::Tensor factorised_edge_conv(VNLinearLeakyReLUImpl& conv, const at::Tensor& x, const at::Tensor& idx) {
-  const int64_t c = x.size(1);
-  if (conv.map_to_feat->weight.size(1) != 2 * c)
-    throw UsageError("factorised_edge_conv: the conv takes " + std::to_string(conv.map_to_feat->weight.size(1)) +
-                     " channels, the edge features of " + shape_of(x) + " have " + std::to_string(2 * c));
+  require_edge_conv_of(conv, x, "factorised_edge_conv");
   auto edge_linear = [&](const at::Tensor& weight) {
-    const auto towards = weight.narrow(1, 0, c), at_centre = weight.narrow(1, c, c) - towards;
+    const auto [towards, at_centre] = towards_and_centre(weight, x.size(1));
     return gather_neighbours(vn_linear(x, towards), idx) + vn_linear(x, at_centre).unsqueeze(-1);
   };
   auto p = edge_linear(conv.map_to_feat->weight);
   if (conv.batchnorm) p = conv.batchnorm->forward(p);
   return vn_leaky_relu(p, edge_linear(conv.map_to_dir->weight), conv.negative_slope);
+}
+
+at::Tensor factorised_edge_conv_mean(VNLinearLeakyReLUImpl& conv, const at::Tensor& x, const at::Tensor& idx) {
+  require_edge_conv_of(conv, x, "factorised_edge_conv_mean");
+  const int64_t out = conv.map_to_feat->weight.size(0);
+  if (!conv.batchnorm || conv.map_to_dir->weight.size(0) != out)
+    return vn_mean_pool(factorised_edge_conv(conv, x, idx));
+  // The four per-point products as one GEMM: [A | Ac | D | Dc] = [W_a; W_b - W_a; V_a; V_b - V_a] x.
+  const auto [feat_towards, feat_centre] = towards_and_centre(conv.map_to_feat->weight, x.size(1));
+  const auto [dir_towards, dir_centre] = towards_and_centre(conv.map_to_dir->weight, x.size(1));
+  const auto parts =
+      vn_linear(x, torch::cat({feat_towards, feat_centre, dir_towards, dir_centre}, 0)).split(out, 1);
+  auto& bn = *conv.batchnorm;
+  auto y = edge_conv_mean(parts[0], parts[1], parts[2], parts[3], idx, bn.weight, bn.bias, bn.running_mean,
+                          bn.running_var, bn.is_training(), bn.momentum, bn.eps, distributed::active_group(),
+                          conv.negative_slope);
+  bn.track_batch();  // after the forward, as VNBatchNorm: a batch that failed is not counted
+  return y;
 }
 
 VNMaxPoolImpl::VNMaxPoolImpl(int64_t channels) {

@@ -60,35 +60,40 @@ at::Tensor vn_mean_pool(const at::Tensor& x) { return x.mean(-1); }
 
 namespace {
 
-// Queries per block: distances of a block to all N points, Q x N values (8 MiB
-// at N = 8192 in float32), is all that is ever held, never B x N x N.
+// Queries per block on other devices: distances of a block to all N points,
+// Q x N values (8 MiB at N = 8192 in float32), never B x N x N.
 constexpr int64_t kKnnQueryBlock = 256;
-// On the CPU a block holds up to this many distances (16 MiB in float32): a
-// whole cloud of up to 2,048 points is one GEMM and one parallel selection.
-// Each switch between an OpenBLAS GEMM and an OpenMP selection costs the
-// threads' hand-over on a busy core; at 256 queries a block that was most of
-// a 63-dim kNN's time (bench_vnt_step knn).
+// On the CPU a block holds up to this many distances (16 MiB in float32): up
+// to four clouds of 1,024 points are one round of GEMMs and one parallel
+// selection. Each switch between OpenBLAS's GEMM threads and OpenMP's
+// selection threads costs a hand-over on a busy core (bench_vnt_step knn).
 constexpr int64_t kKnnBlockValues = int64_t{1} << 22;
 
 // The k smallest (distance, index) pairs of a row of distances, nearest
-// first; equal distances go to the lower index. Indices arrive in increasing
-// order, so a later point enters the max-heap only when strictly nearer than
-// its worst entry.
+// first; equal distances go to the lower index. The k best so far are kept
+// sorted: a later point enters only when strictly nearer than the worst, and
+// goes after the entries of its distance (they have lower indices). About
+// k ln(N/k) points enter a row in random order (~80 at N = 1,024, k = 20);
+// a short shift in two small arrays costs far less than a heap of pairs.
 template <typename T>
-void select_k_nearest(const T* dist, int64_t n, int64_t k, int64_t* out, std::vector<std::pair<T, int64_t>>& heap) {
-  heap.clear();
-  for (int64_t j = 0; j < k; ++j) heap.emplace_back(dist[j], j);
-  std::make_heap(heap.begin(), heap.end());
-  T worst = heap.front().first;
+void select_k_nearest(const T* dist, int64_t n, int64_t k, int64_t* out, std::vector<T>& best) {
+  best.resize(static_cast<size_t>(k));
+  T* bd = best.data();
+  auto insert = [&](int64_t j, int64_t at) {
+    const T v = dist[j];
+    while (at > 0 && v < bd[at - 1]) {
+      bd[at] = bd[at - 1], out[at] = out[at - 1];
+      --at;
+    }
+    bd[at] = v, out[at] = j;
+  };
+  for (int64_t j = 0; j < k; ++j) insert(j, j);
+  T worst = bd[k - 1];
   for (int64_t j = k; j < n; ++j) {
     if (!(dist[j] < worst)) continue;
-    std::pop_heap(heap.begin(), heap.end());
-    heap.back() = {dist[j], j};
-    std::push_heap(heap.begin(), heap.end());
-    worst = heap.front().first;
+    insert(j, k - 1);
+    worst = bd[k - 1];
   }
-  std::sort_heap(heap.begin(), heap.end());
-  for (int64_t i = 0; i < k; ++i) out[i] = heap[static_cast<size_t>(i)].second;
 }
 
 // Up to this many dims (xyz, xyz + normals) distances are taken directly, as
@@ -96,56 +101,85 @@ void select_k_nearest(const T* dist, int64_t n, int64_t k, int64_t* out, std::ve
 // cancels, and as fast as a product of rank 3.
 constexpr int64_t kKnnDirectMaxDims = 8;
 
+// row[j] += (x[j] - xq)^2 for every point j of one dim's row x.
+template <typename T>
+void add_squared_differences(const T* x, T xq, int64_t n, T* row) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) {
+    const T diff = x[j] - xq;
+    row[j] += diff * diff;
+  }
+}
+
+// dist[j] = |q|^2 + |x_j|^2 - 2 <q, x_j> from the inner products of one query.
+template <typename T>
+void expanded_distances(T sq_query, const T* sq, const T* inner, int64_t n, T* dist) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) dist[j] = sq_query + sq[j] - 2 * inner[j];
+}
+
 at::Tensor knn_indices_cpu(const at::Tensor& features, int64_t k) {
   const int64_t b = features.size(0), dims = features.size(1), n = features.size(2);
-  const auto points = features.detach().transpose(1, 2).contiguous();  // [B, N, D]
   auto out = torch::empty({b, n, k}, features.options().dtype(torch::kLong));
   auto* o = out.data_ptr<int64_t>();
-  AT_DISPATCH_FLOATING_TYPES(points.scalar_type(), "knn_indices", [&] {
-    const auto* p = points.data_ptr<scalar_t>();
-    if (dims <= kKnnDirectMaxDims) {
-      // One task per query: a row of N distances, then the selection.
+  if (dims <= kKnnDirectMaxDims) {
+    const auto points = features.detach().contiguous();  // [B, D, N]: a row of N per dim
+    AT_DISPATCH_FLOATING_TYPES(points.scalar_type(), "knn_indices", [&] {
+      const auto* p = points.data_ptr<scalar_t>();
+      // One task per query: a row of N distances (vectorised over the points), then the selection.
       at::parallel_for(0, b * n, 64, [&](int64_t begin, int64_t end) {
-        std::vector<scalar_t> dist(static_cast<size_t>(n));
-        std::vector<std::pair<scalar_t, int64_t>> heap;
+        std::vector<scalar_t> dist(static_cast<size_t>(n)), best;
+        scalar_t* row = dist.data();
         for (int64_t task = begin; task < end; ++task) {
-          const scalar_t* cloud = p + (task / n) * n * dims;
-          const scalar_t* q = p + task * dims;
-          for (int64_t j = 0; j < n; ++j) {
-            scalar_t sum = 0;
-            for (int64_t c = 0; c < dims; ++c) {
-              const scalar_t diff = cloud[j * dims + c] - q[c];
-              sum += diff * diff;
-            }
-            dist[static_cast<size_t>(j)] = sum;
-          }
-          select_k_nearest<scalar_t>(dist.data(), n, k, o + task * k, heap);
+          const scalar_t* cloud = p + (task / n) * dims * n;
+          const int64_t q = task % n;
+          std::fill(dist.begin(), dist.end(), scalar_t(0));
+          for (int64_t c = 0; c < dims; ++c) add_squared_differences(cloud + c * n, cloud[c * n + q], n, row);
+          select_k_nearest<scalar_t>(row, n, k, o + task * k, best);
         }
       });
-      return;
+    });
+    return out;
+  }
+  const auto points = features.detach().transpose(1, 2).contiguous();  // [B, N, D]
+  const auto sq = (points * points).sum(-1).contiguous();                // [B, N]
+  // Blocks of queries, of one cloud or of several whole clouds, up to
+  // kKnnBlockValues distances: the GEMMs of a block first (OpenBLAS's
+  // threads), then its selection in parallel (OpenMP's).
+  const int64_t block_queries = std::max<int64_t>(1, kKnnBlockValues / n);
+  const auto inner = torch::empty({std::min(block_queries, b * n), n}, points.options());
+  std::vector<int64_t> row_query;  // global query index (cloud * n + q) of each row of the block
+  auto select_block = [&] {
+    AT_DISPATCH_FLOATING_TYPES(points.scalar_type(), "knn_indices_select", [&] {
+      const auto* in = inner.data_ptr<scalar_t>();
+      const auto* s = sq.data_ptr<scalar_t>();
+      at::parallel_for(0, static_cast<int64_t>(row_query.size()), 16, [&](int64_t begin, int64_t end) {
+        std::vector<scalar_t> dist(static_cast<size_t>(n)), best;
+        scalar_t* d = dist.data();
+        for (int64_t r = begin; r < end; ++r) {
+          const int64_t query = row_query[static_cast<size_t>(r)], cloud = query / n;
+          const scalar_t* row = in + r * n;
+          const scalar_t* sc = s + cloud * n;
+          const scalar_t sq_query = s[query];
+          expanded_distances(sq_query, sc, row, n, d);
+          select_k_nearest<scalar_t>(d, n, k, o + query * k, best);
+        }
+      });
+    });
+    row_query.clear();
+  };
+  for (int64_t i = 0; i < b; ++i) {
+    const auto cloud = points[i];
+    for (int64_t q0 = 0; q0 < n; q0 += block_queries) {
+      const int64_t q1 = std::min(n, q0 + block_queries);
+      if (static_cast<int64_t>(row_query.size()) + (q1 - q0) > inner.size(0)) select_block();
+      const int64_t at = static_cast<int64_t>(row_query.size());
+      auto rows = inner.narrow(0, at, q1 - q0);
+      torch::mm_out(rows, cloud.slice(0, q0, q1), cloud.transpose(0, 1));
+      for (int64_t q = q0; q < q1; ++q) row_query.push_back(i * n + q);
     }
-    const auto sq = (points * points).sum(-1).contiguous();  // [B, N]
-    for (int64_t i = 0; i < b; ++i) {
-      const auto cloud = points[i];
-      const auto* s = sq[i].template data_ptr<scalar_t>();
-      const int64_t block = std::max(kKnnQueryBlock, kKnnBlockValues / n);
-      for (int64_t q0 = 0; q0 < n; q0 += block) {
-        const int64_t q1 = std::min(n, q0 + block);
-        // One BLAS product per block of queries; the selection runs in parallel.
-        const auto inner = torch::matmul(cloud.slice(0, q0, q1), cloud.transpose(0, 1)).contiguous();  // [Q, N]
-        const auto* in = inner.template data_ptr<scalar_t>();
-        at::parallel_for(q0, q1, 16, [&](int64_t begin, int64_t end) {
-          std::vector<scalar_t> dist(static_cast<size_t>(n));
-          std::vector<std::pair<scalar_t, int64_t>> heap;
-          for (int64_t q = begin; q < end; ++q) {
-            const scalar_t* row = in + (q - q0) * n;
-            for (int64_t j = 0; j < n; ++j) dist[static_cast<size_t>(j)] = s[q] + s[j] - 2 * row[j];
-            select_k_nearest<scalar_t>(dist.data(), n, k, o + (i * n + q) * k, heap);
-          }
-        });
-      }
-    }
-  });
+  }
+  if (!row_query.empty()) select_block();
   return out;
 }
 

@@ -78,9 +78,10 @@ at::Tensor vn_mean_pool(const at::Tensor& x);
 // (D = 3) or flattened VN features (D = 3C) for dynamic graphs. Squared
 // Euclidean distances are rotation invariant, so the graph is too.
 // Throws DataError when N < k. On the CPU, float32 and float64: for D <= 8
-// direct squared differences, otherwise BLAS products of blocks of 256
-// queries against all N points; never B x N x N; a running top-k per query,
-// equal distances ordered by index, so the result is deterministic.
+// direct squared differences, otherwise BLAS products of blocks of queries
+// (up to 4 Mi distances, whole clouds where they fit) against all N points;
+// never B x N x N; the k best per query kept sorted, equal distances ordered
+// by index, so the result is deterministic.
 at::Tensor knn_indices(const at::Tensor& features, int64_t k);
 
 // Edge features of a kNN graph: x [B, C, 3, N], idx [B, N, k] ->
