@@ -8,7 +8,9 @@
 //   models   VNT-Net (paper classification settings) and VN-DGCNN: training
 //            step (forward, backward, Adam) and inference at batch 16,
 //            N = 1,024 (bench/models_twin.py), each in a process of its own so
-//            that its peak resident memory is its own.
+//            that its peak resident memory is its own; the twin twice, with
+//            glibc's malloc (as users run it) and with jemalloc preloaded; and
+//            qkv's time against the roofline limit of docs/performance.md.
 //   scale    VNT-Net's training step and peak memory at batch 16 for
 //            N = 1,024 ... 8,192.
 // Prints medians and ratios.
@@ -201,11 +203,35 @@ std::string child_command(const char* self, const std::string& name, const std::
          std::to_string(points) + " " + std::to_string(threads) + " " + std::to_string(repeats);
 }
 
+// The Python twin as users run it (glibc's malloc), or with jemalloc preloaded
+// and configured as qkv's executables are (src/qkv/core/malloc_conf.c): the
+// allocator alone halves the reference's training step (docs/performance.md).
 std::string twin_command(const std::string& name, const std::string& mode, int64_t batch, int64_t points,
-                         int threads, int repeats) {
-  return python() + " " + twin_script("models_twin.py") + " --model " + name + " --mode " + mode + " --batch " +
-         std::to_string(batch) + " --points " + std::to_string(points) + " --threads " + std::to_string(threads) +
-         " --repeats " + std::to_string(repeats);
+                         int threads, int repeats, const std::string& preload_jemalloc) {
+  const std::string env = preload_jemalloc.empty() ? ""
+                                                   : "env LD_PRELOAD=" + preload_jemalloc +
+                                                         " MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1 ";
+  return env + python() + " " + twin_script("models_twin.py") + " --model " + name + " --mode " + mode +
+         " --batch " + std::to_string(batch) + " --points " + std::to_string(points) + " --threads " +
+         std::to_string(threads) + " --repeats " + std::to_string(repeats);
+}
+
+// Debian's libjemalloc2, or "" when it is not installed (the jemalloc twin is then left out).
+std::string jemalloc_library() {
+  for (const char* path : {"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2"})
+    if (std::ifstream(path).good()) return path;
+  return "";
+}
+
+// The shortest time this machine allows at batch 16, N 1,024 on 2 cores, in
+// ms: docs/performance.md's roofline account (our arithmetic from FLOPs and
+// bytes, 260 GFLOP/s sgemm and the measured 8.9 GB/s). VN-DGCNN's limits are
+// those of the fused edge convolution it now runs (the unfused ones were
+// 3,900 and 1,300 ms).
+double roofline_limit_ms(const std::string& name, const std::string& mode) {
+  if (name == "vnt") return mode == "train" ? 3990 : 1220;
+  if (name == "vn-dgcnn") return mode == "train" ? 1430 : 510;
+  return 0;
 }
 
 int bench_kernels(int repeats) {
@@ -268,27 +294,43 @@ int bench_kernels(int repeats) {
 
 int bench_models(const char* self, int threads, int repeats) {
   const int64_t batch = 16, points = 1024;
-  std::printf("\nmodels: batch %lld, %lld points, median of %d runs after one warm-up; memory = peak resident "
-              "set of the process (MiB), 'step' = peak minus resident before the first step\n",
-              static_cast<long long>(batch), static_cast<long long>(points), repeats);
-  std::printf("%-9s %-6s %9s %11s %10s %7s %9s %9s %7s %9s %9s %7s\n", "model", "mode", "params", "qkv ms",
-              "torch ms", "speed", "qkv peak", "torch pk", "ratio", "qkv step", "torch st", "ratio");
+  const std::string jemalloc = jemalloc_library();
+  std::printf("\nmodels: batch %lld, %lld points, median of %d runs after one warm-up; peak = peak resident set of "
+              "the process (MiB); 'torch' is the Python twin with glibc's malloc (as users run it), "
+              "'torch+je' the same with jemalloc preloaded%s; 'of limit' = the roofline limit of "
+              "docs/performance.md (2 cores) over qkv's time\n",
+              static_cast<long long>(batch), static_cast<long long>(points), repeats,
+              jemalloc.empty() ? " (not installed: left out)" : "");
+  std::printf("%-9s %-6s %9s %9s %9s %7s %9s %7s %9s %8s %9s %9s %9s\n", "model", "mode", "params", "qkv ms",
+              "torch ms", "speed", "torch+je", "speed", "limit ms", "of limit", "qkv peak", "torch pk", "t+je pk");
   int status = 0;
   for (const std::string name : {"vnt", "vn-dgcnn"})
     for (const std::string mode : {"train", "infer"}) {
       const auto ours = run_json(child_command(self, name, mode, batch, points, threads, repeats));
-      const auto theirs = run_json(twin_command(name, mode, batch, points, threads, repeats));
+      const auto theirs = run_json(twin_command(name, mode, batch, points, threads, repeats, ""));
+      const auto with_jemalloc = jemalloc.empty()
+                                     ? nlohmann::json()
+                                     : run_json(twin_command(name, mode, batch, points, threads, repeats, jemalloc));
       if (ours.is_null() || theirs.is_null()) {
         status = 1;
         continue;
       }
       const double q_ms = ours["median_ms"], t_ms = theirs["median_ms"];
-      const double q_pk = ours["peak_rss_mib"], t_pk = theirs["peak_rss_mib"];
-      const double q_st = q_pk - ours["rss_before_mib"].get<double>();
-      const double t_st = t_pk - theirs["rss_before_mib"].get<double>();
-      std::printf("%-9s %-6s %9lld %11.0f %10.0f %6.2fx %9.0f %9.0f %6.2fx %9.0f %9.0f %6.2fx\n", name.c_str(),
+      const double limit = roofline_limit_ms(name, mode);
+      auto column = [](const nlohmann::json& run, const char* key) {
+        return run.is_null() ? std::string("-") : std::to_string(std::lround(run[key].get<double>()));
+      };
+      const std::string je_speed =
+          with_jemalloc.is_null() ? "-" : [&] {
+            char buf[32];
+            std::snprintf(buf, sizeof buf, "%.2fx", with_jemalloc["median_ms"].get<double>() / q_ms);
+            return std::string(buf);
+          }();
+      std::printf("%-9s %-6s %9lld %9.0f %9.0f %6.2fx %9s %7s %9.0f %7.0f%% %9.0f %9.0f %9s\n", name.c_str(),
                   mode.c_str(), static_cast<long long>(ours["params"].get<int64_t>()), q_ms, t_ms, t_ms / q_ms,
-                  q_pk, t_pk, q_pk / t_pk, q_st, t_st, q_st / t_st);
+                  column(with_jemalloc, "median_ms").c_str(), je_speed.c_str(), limit, 100 * limit / q_ms,
+                  ours["peak_rss_mib"].get<double>(), theirs["peak_rss_mib"].get<double>(),
+                  column(with_jemalloc, "peak_rss_mib").c_str());
       if (ours["params"] != theirs["params"]) {
         std::fprintf(stderr, "bench_pointcloud: %s has %s parameters in qkv but %s in the twin\n", name.c_str(),
                      ours["params"].dump().c_str(), theirs["params"].dump().c_str());

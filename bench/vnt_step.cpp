@@ -1,15 +1,24 @@
 // Time of one training step (forward, backward, Adam) and of inference (under
 // NoGradGuard, as qkv runs it, and under InferenceMode) for the
-// point-cloud classifiers, and where the forward time goes (LibTorch's
-// profiler is not in Debian's build, so the parts are timed one by one).
+// point-cloud classifiers, and where the time goes: VN-DGCNN's eval forward
+// part by part (timed one by one), and one training step's backward by
+// autograd node under LibTorch's legacy profiler (Debian's build has no
+// Kineto profiler; the legacy one records the engine's evaluate_function
+// spans).
 //   build/bench_vnt_step [model] [batch] [points] [threads] [json options]
-//   build/bench_vnt_step knn [batch] [points] [threads]   (kNN alone: see time_knn)
+//   build/bench_vnt_step knn [batch] [points] [threads] [{"dims": [...]}]   (kNN alone: see time_knn)
+//   build/bench_vnt_step vn-linear [batch] [points] [threads]   (vn_linear alone: see time_vn_linear)
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
-#include <map>
 #include <cstdio>
+#include <functional>
+#include <map>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "qkv/core/runtime.h"
 #include "qkv/models/cloud_head.h"
@@ -93,7 +102,8 @@ void time_knn(int64_t batch, int64_t points, const std::vector<int64_t>& dim_lis
 // `build/bench_vnt_step vn-linear [batch] [points] [threads]`.
 void time_vn_linear(int64_t batch, int64_t points) {
   const std::vector<std::pair<int64_t, int64_t>> widths = {{2, 16},    {16, 384}, {384, 16},  {42, 340},
-                                                           {169, 341}, {682, 341}, {341, 170}, {170, 3}};
+                                                           {169, 341}, {682, 341}, {341, 170}, {170, 3},
+                                                           {682, 682}, {341, 340}};
   for (const auto& [in, out] : widths) {
     const auto x = torch::randn({batch, in, 3, points}), w = torch::randn({out, in});
     auto timed = [&](auto&& fn) {
@@ -109,6 +119,45 @@ void time_vn_linear(int64_t batch, int64_t points) {
                 static_cast<long long>(in), static_cast<long long>(out), gemm_rows, batched, gflop,
                 gflop / gemm_rows * 1e3, gflop / batched * 1e3);
   }
+}
+
+// One training step under the legacy profiler; its backward's time by
+// autograd node (the engine's "evaluate_function" spans, summed by node
+// type), largest first. Custom Functions appear as CppNode<...>.
+void profile_backward(torch::nn::Module& model, torch::optim::Optimizer& optimizer, const data::Batch& batch,
+                      const std::function<at::Tensor()>& forward) {
+  std::ostringstream trace;
+  double total_ms = 0;
+  {
+    torch::autograd::profiler::RecordProfile guard(trace);
+    optimizer.zero_grad();
+    const auto loss = torch::nn::functional::cross_entropy(forward(), batch.target);
+    const auto t0 = std::chrono::steady_clock::now();
+    loss.backward();
+    total_ms = 1e3 * seconds_since(t0);
+  }
+  const std::string prefix = "autograd::engine::evaluate_function: ";
+  std::map<std::string, std::pair<double, int>> by_node;  // name -> (ms, count)
+  for (const auto& event : nlohmann::json::parse(trace.str())) {
+    const auto name = event.value("name", "");
+    if (event.value("ph", "") != "X" || name.rfind(prefix, 0) != 0) continue;
+    std::string node = name.substr(prefix.size());
+    for (const std::string wrapper : {"torch::autograd::CppNode<", "qkv::vn::(anonymous namespace)::"})
+      for (size_t at; (at = node.find(wrapper)) != std::string::npos;) node.erase(at, wrapper.size());
+    if (!node.empty() && node.back() == '>') node.pop_back();
+    auto& entry = by_node[node];
+    entry.first += event.value("dur", 0.0) / 1e3;
+    entry.second += 1;
+  }
+  std::vector<std::pair<double, std::string>> order;
+  double summed = 0;
+  for (const auto& [node, entry] : by_node) order.emplace_back(entry.first, node), summed += entry.first;
+  std::sort(order.rbegin(), order.rend());
+  std::printf("backward of one training step by autograd node (legacy profiler, %.0f ms wall, %.0f ms in nodes):\n",
+              total_ms, summed);
+  for (size_t i = 0; i < order.size() && i < 16; ++i)
+    std::printf("  %-44s %4dx %8.0f ms  %4.1f %%\n", order[i].second.c_str(), by_node[order[i].second].second,
+                order[i].first, 100 * order[i].first / total_ms);
 }
 
 }  // namespace
@@ -150,6 +199,7 @@ int main(int argc, char** argv) {
     adam.step();
     if (r > 0) std::printf("train step %.3f s (forward %.3f s)\n", seconds_since(t0), fwd);
   }
+  profile_backward(*model, adam, b, [&] { return model->forward(b); });
   model->eval();
   if (name == "vn-dgcnn") {
     time_vn_dgcnn_parts(*model, b, options.value("k", 20), false);  // warm-up
