@@ -114,10 +114,22 @@ void time_vn_linear(int64_t batch, int64_t points) {
     };
     const double gemm_rows = timed([&] { return vn::vn_linear(x, w).contiguous(); });
     const double batched = timed([&] { return torch::matmul(w, x.flatten(2)).view({batch, out, 3, points}); });
+    // Backward alone (dX and dW, twice the forward's FLOPs), through autograd as a step runs it.
+    const auto xg = x.clone().requires_grad_(), wg = w.clone().requires_grad_();
+    const auto up = torch::randn({batch, out, 3, points});
+    double backward = 0;
+    for (int r = 0; r < 4; ++r) {
+      const auto y = vn::vn_linear(xg, wg);
+      const auto t0 = std::chrono::steady_clock::now();
+      y.backward(up);
+      if (r > 0) backward += 1e3 * seconds_since(t0) / 3;
+      xg.mutable_grad().reset(), wg.mutable_grad().reset();
+    }
     const double gflop = 2.0 * static_cast<double>(batch * 3 * points) * static_cast<double>(in * out) / 1e9;
-    std::printf("vn_linear %4lld -> %4lld: as rows %7.1f ms, as W @ x %7.1f ms (%.2f GFLOP: %.0f / %.0f GFLOP/s)\n",
+    std::printf("vn_linear %4lld -> %4lld: as rows %7.1f ms, as W @ x %7.1f ms (%.2f GFLOP: %.0f / %.0f GFLOP/s); "
+                "backward %7.1f ms (%.0f GFLOP/s)\n",
                 static_cast<long long>(in), static_cast<long long>(out), gemm_rows, batched, gflop,
-                gflop / gemm_rows * 1e3, gflop / batched * 1e3);
+                gflop / gemm_rows * 1e3, gflop / batched * 1e3, backward, 2 * gflop / backward * 1e3);
   }
 }
 
