@@ -167,12 +167,11 @@ at::Tensor VNDGCNNSeg::forward(const data::Batch& batch) {
   // Dynamic graphs: neighbours by distance between the current VN features;
   // each graph's first conv factorised (vn/edge_conv.h), the second on its
   // edges; the last graph's single conv fused with its mean pooling.
-  auto edge_conv = [&](size_t i, const at::Tensor& v) {
-    return vn::factorised_edge_conv(*convs_[i], v, vn::knn_indices(v.reshape({b, -1, v.size(3)}), options_.k));
-  };
+  auto graph = [&](const at::Tensor& v) { return vn::knn_indices(v.reshape({b, -1, v.size(3)}), options_.k); };
+  auto edge_conv = [&](size_t i, const at::Tensor& v) { return vn::factorised_edge_conv(*convs_[i], v, graph(v)); };
   const auto x1 = pool(0, convs_[1]->forward(edge_conv(0, x)));
   const auto x2 = pool(1, convs_[3]->forward(edge_conv(2, x1)));
-  const auto idx3 = vn::knn_indices(x2.reshape({b, -1, x2.size(3)}), options_.k);
+  const auto idx3 = graph(x2);
   const auto x3 = options_.pooling == "mean" ? vn::factorised_edge_conv_mean(*convs_[4], x2, idx3)
                                              : pool(2, vn::factorised_edge_conv(*convs_[4], x2, idx3));
   const auto x123 = torch::cat({x1, x2, x3}, 1);  // [B, 63, 3, N]

@@ -3,9 +3,12 @@
 // ~10 broadcast products, reductions over the size-3 axis and their autograd
 // nodes of the composed versions (vn_ops.cpp). In VN-DGCNN these ran on
 // [B, C, 3, N, k] edge tensors and took most of a training step, much of it
-// in page faults of the temporaries (docs/vnt.md, "Profile"). Both keep the
-// composed versions as references (tests/vn/vn_fused_test.cpp: gradcheck in
-// float64 and equality with the composed versions).
+// in page faults of the temporaries (docs/vnt.md, "Profile"). The edge
+// convolution's gather + batch norm + leaky ReLU + mean over k goes further:
+// one pass over the edges that stores nothing edge-sized (edge_conv_mean,
+// edge_conv.h). All keep the composed versions as references
+// (tests/vn/vn_fused_test.cpp: gradcheck in float64 and equality with the
+// composed versions).
 #include <torch/torch.h>
 
 #include <algorithm>
