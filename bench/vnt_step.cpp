@@ -2,9 +2,9 @@
 // NoGradGuard, as qkv runs it, and under InferenceMode) for the
 // point-cloud classifiers, and where the time goes: VN-DGCNN's eval forward
 // part by part (timed one by one), and one training step's backward by
-// autograd node under LibTorch's legacy profiler (Debian's build has no
-// Kineto profiler; the legacy one records the engine's evaluate_function
-// spans).
+// autograd node and one inference forward by op under LibTorch's legacy
+// profiler (Debian's build has no Kineto profiler; the legacy one records the
+// ops' and the engine's evaluate_function spans).
 //   build/bench_vnt_step [model] [batch] [points] [threads] [json options]
 //   build/bench_vnt_step knn [batch] [points] [threads] [{"dims": [...]}]   (kNN alone: see time_knn)
 //   build/bench_vnt_step vn-linear [batch] [points] [threads]   (vn_linear alone: see time_vn_linear)
@@ -59,11 +59,10 @@ void time_vn_dgcnn_parts(torch::nn::Module& model, const data::Batch& batch, int
     levels.push_back(x);
   }
   x = timed("3 conv5 on the cat of levels", [&] { return conv("conv5")->forward(torch::cat(levels, 1)); });
-  x = timed("4 cat with the mean over N", [&] { return torch::cat({x, x.mean(-1, true).expand_as(x)}, 1); });
   auto invariant = std::dynamic_pointer_cast<vn::VNStdFeatureImpl>(modules["invariant"]);
-  const auto inv = timed("5 invariant layer", [&] { return invariant->forward(x).first.flatten(1, 2); });
+  const auto inv = timed("4 invariant layer on [x; mean]", [&] { return invariant->forward_with_mean(x).first.flatten(1, 2); });
   auto head = std::dynamic_pointer_cast<models::ClassificationHeadImpl>(modules["head"]);
-  timed("6 global pool and head", [&] { return head->forward(models::global_pool(inv, "max+mean")); });
+  timed("5 global pool and head", [&] { return head->forward(models::global_pool(inv, "max+mean")); });
   if (!print) return;
   double total = 0;
   for (const auto& [part, s] : seconds) total += s;
@@ -172,6 +171,57 @@ void profile_backward(torch::nn::Module& model, torch::optim::Optimizer& optimiz
                 order[i].first, 100 * order[i].first / total_ms);
 }
 
+// One inference forward (NoGradGuard) under the legacy profiler: self time
+// by op (an op's span less the spans of the ops it called), largest first.
+void profile_inference(const std::function<at::Tensor()>& forward) {
+  std::ostringstream trace;
+  double total_ms = 0;
+  {
+    torch::NoGradGuard no_grad;
+    torch::autograd::profiler::RecordProfile guard(trace);
+    const auto t0 = std::chrono::steady_clock::now();
+    forward();
+    total_ms = 1e3 * seconds_since(t0);
+  }
+  struct Span {
+    double start, end;
+    std::string name;
+  };
+  std::map<int64_t, std::vector<Span>> by_thread;
+  for (const auto& event : nlohmann::json::parse(trace.str())) {
+    if (event.value("ph", "") != "X") continue;
+    const double ts = event.value("ts", 0.0), dur = event.value("dur", 0.0);
+    by_thread[event.value("tid", int64_t{0})].push_back({ts, ts + dur, event.value("name", "")});
+  }
+  std::map<std::string, std::pair<double, int>> self;  // name -> (ms, count)
+  for (auto& [tid, spans] : by_thread) {
+    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+      return a.start != b.start ? a.start < b.start : a.end > b.end;  // parents before their children
+    });
+    std::vector<std::pair<const Span*, double>> open;  // span, its children's time
+    auto close = [&] {
+      auto [span, children] = open.back();
+      open.pop_back();
+      auto& entry = self[span->name];
+      entry.first += (span->end - span->start - children) / 1e3;
+      entry.second += 1;
+      if (!open.empty()) open.back().second += span->end - span->start;
+    };
+    for (const auto& span : spans) {
+      while (!open.empty() && open.back().first->end <= span.start) close();
+      open.emplace_back(&span, 0.0);
+    }
+    while (!open.empty()) close();
+  }
+  std::vector<std::pair<double, std::string>> order;
+  for (const auto& [name, entry] : self) order.emplace_back(entry.first, name);
+  std::sort(order.rbegin(), order.rend());
+  std::printf("inference forward by op, self time (legacy profiler, %.0f ms wall):\n", total_ms);
+  for (size_t i = 0; i < order.size() && i < 16; ++i)
+    std::printf("  %-44s %4dx %8.0f ms  %4.1f %%\n", order[i].second.c_str(), self[order[i].second].second,
+                order[i].first, 100 * order[i].first / total_ms);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -213,6 +263,7 @@ int main(int argc, char** argv) {
   }
   profile_backward(*model, adam, b, [&] { return model->forward(b); });
   model->eval();
+  profile_inference([&] { return model->forward(b); });
   if (name == "vn-dgcnn") {
     time_vn_dgcnn_parts(*model, b, options.value("k", 20), false);  // warm-up
     std::printf("VN-DGCNN eval forward by part (NoGradGuard):\n");

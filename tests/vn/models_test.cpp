@@ -184,6 +184,59 @@ TEST(VNModels, FactorisedEdgeConvMeanEqualsTheComposedOne) {
                UsageError);
 }
 
+TEST(VNModels, StdFeatureWithMeanEqualsTheConcatenatedInput) {
+  // VNStdFeature on [x; mean over N of x] without the concatenation: values,
+  // frame, running statistics and every gradient against forward(cat(...)),
+  // with free and orthonormal frames, in training and eval.
+  for (const auto dtype : {torch::kDouble, torch::kFloat})
+    for (const bool normalize : {false, true})
+      for (const bool training : {true, false}) {
+        SCOPED_TRACE(std::string(dtype == torch::kDouble ? "float64" : "float32") + (normalize ? " orthonormal" : " free") +
+                     (training ? " training" : " eval"));
+        torch::manual_seed(5);
+        vn::VNStdFeature layer(2 * 6, normalize);
+        layer->to(dtype);
+        layer->train(training);
+        const auto x = torch::randn({2, 6, 3, 10}, torch::TensorOptions().dtype(dtype));
+        const double tolerance = dtype == torch::kDouble ? 1e-10 : 2e-4;
+        const auto up = torch::randn({2, 12, 3, 10}, torch::TensorOptions().dtype(dtype));
+        const auto state = [&] {
+          std::vector<at::Tensor> s;
+          for (const auto& b : layer->buffers()) s.push_back(b.clone());
+          return s;
+        };
+        const auto before = state();
+        std::vector<at::Tensor> grads[2], buffers[2];
+        at::Tensor outs[2], frames[2];
+        for (int factorised = 0; factorised < 2; ++factorised) {
+          {
+            torch::NoGradGuard no_grad;
+            auto live = layer->buffers();
+            for (size_t i = 0; i < live.size(); ++i) live[i].copy_(before[i]);
+          }
+          const auto leaf = x.detach().clone().requires_grad_();
+          layer->zero_grad();
+          auto [out, frame] = factorised ? layer->forward_with_mean(leaf)
+                                         : layer->forward(torch::cat({leaf, leaf.mean(-1, true).expand_as(leaf)}, 1));
+          outs[factorised] = out, frames[factorised] = frame;
+          buffers[factorised] = state();
+          ((out * up).sum() + frame.sum()).backward();
+          grads[factorised] = {leaf.grad()};
+          for (const auto& p : layer->parameters()) grads[factorised].push_back(p.grad().clone());
+        }
+        ASSERT_EQ(outs[1].sizes(), outs[0].sizes());
+        EXPECT_LE((outs[0] - outs[1]).abs().max().item<double>(), tolerance);
+        EXPECT_LE((frames[0] - frames[1]).abs().max().item<double>(), tolerance);
+        for (size_t i = 0; i < buffers[0].size(); ++i)
+          EXPECT_LE((buffers[0][i] - buffers[1][i]).abs().max().item<double>(), tolerance) << "buffer " << i;
+        for (size_t g = 0; g < grads[0].size(); ++g)
+          EXPECT_LE((grads[0][g] - grads[1][g]).abs().max().item<double>(), tolerance * 10) << "gradient " << g;
+      }
+  vn::VNStdFeature layer(8);
+  EXPECT_THROW(layer->forward_with_mean(torch::randn({1, 3, 3, 6})), UsageError);  // 2 * 3 != 8
+  EXPECT_THROW(layer->forward_with_mean(torch::randn({1, 4, 3})), UsageError);
+}
+
 TEST(VNModels, XYZBaselineIsNotInvariant) {
   // The control: the same check fails for an ordinary transformer on xyz.
   EXPECT_GT(invariance_error(*make("xyz-transformer", {{"classes", 5}}), torch::kDouble), 1e-3);

@@ -176,8 +176,7 @@ at::Tensor VNDGCNNSeg::forward(const data::Batch& batch) {
                                              : pool(2, vn::factorised_edge_conv(*convs_[4], x2, idx3));
   const auto x123 = torch::cat({x1, x2, x3}, 1);  // [B, 63, 3, N]
   x = conv6_->forward(x123);                      // [B, 341, 3, N]
-  x = torch::cat({x, x.mean(-1, /*keepdim=*/true).expand_as(x)}, 1);
-  const auto [invariant, frame] = invariant_->forward(x);
+  const auto [invariant, frame] = invariant_->forward_with_mean(x);  // on [x; mean over N of x]
   const auto global = std::get<0>(invariant.flatten(1, 2).max(-1));                // [B, 2046]
   const auto per_point = vn::vn_frame_coordinates(x123, frame).flatten(1, 2);      // [B, 189, N]
   return head_->forward(per_point, global, category);

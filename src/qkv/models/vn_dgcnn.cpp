@@ -74,8 +74,8 @@ at::Tensor VNDGCNN::forward(const data::Batch& batch) {
     levels.push_back(x);
   }
   x = conv5_->forward(torch::cat(levels, 1));  // [B, 341, 3, N]
-  x = torch::cat({x, x.mean(-1, /*keepdim=*/true).expand_as(x)}, 1);
-  const auto invariant = invariant_->forward(x).first.flatten(1, 2);  // [B, 682*3, N]
+  // The invariant layer on [x; mean over N of x] ([B, 682, 3, N], never built).
+  const auto invariant = invariant_->forward_with_mean(x).first.flatten(1, 2);  // [B, 682*3, N]
   return head_->forward(global_pool(invariant, "max+mean"));
 }
 

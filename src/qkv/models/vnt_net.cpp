@@ -117,9 +117,9 @@ at::Tensor VNTBackbone::point_features(const data::Batch& batch, std::vector<at:
     if (attention) attention->push_back(weights);
     outputs.push_back(x);
   }
-  auto features = torch::cat(outputs, 1);  // [B, blocks*C, 3, N]
-  features = torch::cat({features, features.mean(-1, /*keepdim=*/true).expand_as(features)}, 1);
-  const auto invariant = invariant_->forward(features).first;  // [B, 2*blocks*C, 3, N]
+  const auto features = torch::cat(outputs, 1);  // [B, blocks*C, 3, N]
+  // The invariant layer on [features; their mean over N].
+  const auto invariant = invariant_->forward_with_mean(features).first;  // [B, 2*blocks*C, 3, N]
   return invariant.flatten(1, 2);                              // [B, F, N]
 }
 

@@ -63,9 +63,17 @@ class VNLinearLeakyReLUImpl : public torch::nn::Module {
   VNLinearLeakyReLUImpl(int64_t in_channels, int64_t out_channels, bool share = false, double negative_slope = 0.2,
                         bool batch_norm = true);
   at::Tensor forward(const at::Tensor& x);
+  // The same on [x; m] with m [B, C_m, 3, 1] broadcast over the points (the
+  // invariant layer's mean over N): W [x; m] = W_x x + W_m m, the second term
+  // once per cloud, so the concatenation is never built.
+  at::Tensor forward_with_constant(const at::Tensor& x, const at::Tensor& m);
   VNLinear map_to_feat{nullptr}, map_to_dir{nullptr};
   VNBatchNorm batchnorm{nullptr};  // null when batch_norm is false
   double negative_slope;
+
+ private:
+  // batch norm and leaky ReLU of both products, stacked as [p; d] along dim 1.
+  at::Tensor activate(const at::Tensor& both);
 };
 TORCH_MODULE(VNLinearLeakyReLU);
 
@@ -96,6 +104,11 @@ class VNStdFeatureImpl : public torch::nn::Module {
   // x [B, C, 3, ...] -> {invariant [B, C, 3, ...] (dim 2 indexes the frame
   // vectors now), frame [B, 3, 3, ...] (dim 1 frame vector, dim 2 xyz)}.
   std::pair<at::Tensor, at::Tensor> forward(const at::Tensor& x);
+  // forward(cat({x, x.mean(-1, true).expand_as(x)}, 1)) for x [B, C, 3, N] and
+  // in_channels = 2C, without the concatenation: vn1's product with the mean
+  // half is one vector per cloud (half of the layer's largest GEMM), and the
+  // mean's coordinates are one GEMM over the frames.
+  std::pair<at::Tensor, at::Tensor> forward_with_mean(const at::Tensor& x);
   VNLinearLeakyReLU vn1{nullptr}, vn2{nullptr};
   VNLinear vn_lin{nullptr};
   bool normalize_frame;
