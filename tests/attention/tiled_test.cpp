@@ -10,6 +10,8 @@
 
 #include "qkv/attention/sdpa.h"
 #include "qkv/attention/tiled_attention.h"
+#include "qkv/attention/tiled_attention_rows.h"
+#include "qkv/core/blas.h"
 #include "qkv/core/errors.h"
 
 namespace qa = qkv::attention;
@@ -163,6 +165,60 @@ TEST(Tiled, ThreadCountsAndTileSizesAgree) {
     for (size_t t = 0; t < 4; ++t) EXPECT_LT(max_abs_diff(results[r][t], results[0][t]), 1e-12) << r << " " << t;
   EXPECT_GT(qa::default_tile_sizes(64, 64).block_q, 0);
   EXPECT_GT(qa::default_tile_sizes(1, 1).block_k, 0);
+}
+
+TEST(Tiled, RowKernelsMatchTheirScalarDefinitions) {
+  // The float row kernels run the widest version this CPU has (AVX-512, AVX2
+  // or portable); every length up to 70 exercises the vector bodies and the
+  // masked or padded tails; -inf, far-negative and positive shifted scores
+  // cover exp's underflow and clamping.
+  std::vector<float> base;
+  for (int i = 0; i < 70; ++i) base.push_back(i % 11 == 3 ? -std::numeric_limits<float>::infinity()
+                                              : i % 7 == 5 ? -120.0f : std::sin(1.3f * i) * 12.0f);
+  for (int64_t n = 0; n <= 70; ++n) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    float expected_max = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n; ++i) expected_max = std::max(expected_max, base[i]);
+    EXPECT_EQ(qa::rows::max(base.data(), n), expected_max);
+    std::vector<float> x(base.begin(), base.begin() + n);
+    x.resize(n + 16, 7.0f);  // past the end: must stay untouched
+    const float sum = qa::rows::exp_sum(x.data(), n, 2.5f);
+    double expected_sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double e = std::exp(static_cast<double>(base[i] - 2.5f));  // of the argument as float rounds it
+      EXPECT_NEAR(x[i], e, 2e-7 * e + 1e-37) << "i = " << i;
+      expected_sum += e;
+    }
+    EXPECT_NEAR(sum, expected_sum, 1e-6 * expected_sum);
+    std::vector<float> dp(n + 16, 3.0f), p(x.begin(), x.begin() + n);
+    for (int64_t i = 0; i < n; ++i) dp[i] = 0.25f * static_cast<float>(i);
+    qa::rows::dsoftmax(dp.data(), p.data(), n, 1.5f);
+    qa::rows::scale(x.data(), n, -2.0f);
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_FLOAT_EQ(dp[i], p[i] * (0.25f * static_cast<float>(i) - 1.5f));
+      EXPECT_FLOAT_EQ(x[i], -2.0f * p[i]);
+    }
+    for (int64_t i = n; i < n + 16; ++i) {
+      EXPECT_EQ(x[i], 7.0f);
+      EXPECT_EQ(dp[i], 3.0f);
+    }
+  }
+}
+
+TEST(Tiled, LeavesTheBlasThreadCountAsItWas) {
+  // The kernels hold OpenBLAS at one thread while they run (their own workers
+  // use the cores) and must give the caller's count back, after the forward
+  // and after the backward.
+  const auto before = qkv::blas::openblas_threads();
+  if (!before) GTEST_SKIP() << "the loaded BLAS is not OpenBLAS";
+  qkv::blas::set_openblas_threads(2);
+  at::Tensor q = at::randn({2, 4, 300, 16}).requires_grad_(), k = at::randn({2, 4, 300, 16}).requires_grad_(),
+             v = at::randn({2, 4, 300, 16}).requires_grad_();
+  at::Tensor out = qa::tiled_attention(q, k, v, 0.25);
+  EXPECT_EQ(qkv::blas::openblas_threads(), 2);
+  out.sum().backward();
+  EXPECT_EQ(qkv::blas::openblas_threads(), 2);
+  qkv::blas::set_openblas_threads(*before);
 }
 
 TEST(Tiled, RejectsNonCpuAndBadShapes) {

@@ -29,6 +29,34 @@ using blas::gemm;
 // ~4 MFLOP, the caller runs every task itself. default_tile_sizes keeps each
 // tile GEMM below the size at which OpenBLAS would split it across its own
 // threads.
+// OpenBLAS (its pthreads build) runs any GEMM above 65,536 * 4 multiply-adds
+// on its own threads, which from inside the kernel's workers is a collapse
+// (2026-12-02, 2 cores, N 1,024, d 48: 128 x 256 tiles 4.7 GFLOP/s forward
+// against 163 with OpenBLAS held at one thread). The kernels use every core
+// themselves, so they hold OpenBLAS at one thread while they run and restore
+// it after. Inside another parallel region they leave it alone (the caller's
+// threads may run kernels at once) and default_tile_sizes keeps the tile GEMMs
+// under that size instead.
+class OneBlasThread {
+ public:
+  OneBlasThread() {
+    if (at::in_parallel_region()) return;
+    const int threads = blas::openblas_threads().value_or(1);
+    if (threads > 1) {
+      saved_ = threads;
+      blas::set_openblas_threads(1);
+    }
+  }
+  ~OneBlasThread() {
+    if (saved_ > 1) blas::set_openblas_threads(saved_);
+  }
+  OneBlasThread(const OneBlasThread&) = delete;
+  OneBlasThread& operator=(const OneBlasThread&) = delete;
+
+ private:
+  int saved_ = 0;
+};
+
 int64_t kernel_workers(int64_t tasks, double work_flops) {
   const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
   return parallel_workers(tasks, work_flops < 4e6 ? 1 : cores);
@@ -254,15 +282,17 @@ T to_alpha(const char* fn, double softmax_scale) {
 
 TileSizes default_tile_sizes(int64_t d, int64_t dv) {
   const int64_t width = std::max<int64_t>(1, std::max(d, dv));
-  // Measured with `bench_attention --sweep` (AMD EPYC Zen 5 VM, OpenBLAS 0.3.21
-  // Haswell kernels, one thread, N = 4096): at d = 64, 128 x 128 tiles gave the
-  // best forward (78 GFLOP/s vs 73 for 64 x 128 and 69 for 32 x 64); at d = 16 the
-  // GEMMs are thin, and 128 x 256 tiles were best (56 vs 53 for 128 x 128).
-  TileSizes t = width <= 32 ? TileSizes{128, 256} : TileSizes{128, 128};
+  // Measured 2026-12-02 (Intel Xeon with AVX-512, OpenBLAS 0.3.21 SkylakeX
+  // kernels held at one thread, 2 workers, N = 1,024, forward / backward
+  // GFLOP/s): at d = 48, 256 x 512 tiles 186 / 137 against 154 / 119 for
+  // 128 x 128 and 122 / 93 for 64 x 64; at d = 64, 202 / 146 against 164 / 117;
+  // at d = 16 the GEMMs are thin and 128 x 256 was best (105 / 92; 256 x 512
+  // 105 / 87). The scratch stays small: 2 * 256 * 512 floats a worker, 1 MiB.
+  TileSizes t = width <= 32 ? TileSizes{128, 256} : TileSizes{256, 512};
   if (blas::openblas_threads().value_or(1) > 1) {
-    // Keep every tile GEMM at m*n*k <= 262144 (OpenBLAS's 65536 * 4): above it a
-    // multi-threaded OpenBLAS splits the small GEMM across its threads, which is
-    // slower and fights the kernel's own one-tile-per-thread parallelism.
+    // OpenBLAS still runs on several threads (inside a parallel region, see
+    // OneBlasThread): keep every tile GEMM at m*n*k <= 262144 (OpenBLAS's
+    // 65536 * 4), above which it splits the GEMM across its threads.
     while (t.block_q * t.block_k * width > 262144 && std::max(t.block_q, t.block_k) > 16) {
       if (t.block_k >= t.block_q) t.block_k /= 2;
       else t.block_q /= 2;
@@ -288,6 +318,7 @@ TiledForward tiled_attention_forward(const at::Tensor& q_in, const at::Tensor& k
                                      double softmax_scale, bool causal, const at::Tensor& key_padding_mask,
                                      TileSizes tiles) {
   const char* fn = "tiled_attention_forward";
+  OneBlasThread one_blas_thread;  // before the tile sizes are chosen
   Geometry g = check_inputs(fn, q_in, k_in, v_in, key_padding_mask, tiles);
   at::NoGradGuard no_grad;
   at::Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
@@ -309,6 +340,7 @@ TiledGradients tiled_attention_backward(const at::Tensor& q_in, const at::Tensor
                                         const at::Tensor& grad_output, double softmax_scale, bool causal,
                                         const at::Tensor& key_padding_mask, TileSizes tiles) {
   const char* fn = "tiled_attention_backward";
+  OneBlasThread one_blas_thread;  // before the tile sizes are chosen
   Geometry g = check_inputs(fn, q_in, k_in, v_in, key_padding_mask, tiles);
   const std::vector<int64_t> out_shape{g.B, g.H, g.Nq, g.dv};
   if (!output.defined() || output.sizes() != out_shape)

@@ -34,8 +34,9 @@ struct TileSizes {
 };
 
 // The tile sizes the kernel uses for head widths d (queries/keys) and dv
-// (values): see docs/attention.md. When OpenBLAS runs more than one thread,
-// tiles are kept at block_q * block_k * max(d, dv) <= 262144 so that every tile
+// (values): see docs/attention.md. The kernels hold OpenBLAS at one thread
+// while they run; inside a parallel region, where they leave it alone, and
+// OpenBLAS runs more than one thread, tiles are kept at block_q * block_k * max(d, dv) <= 262144 so that every tile
 // GEMM stays under OpenBLAS's threading threshold (a multi-threaded GEMM on a
 // tile is slower, and the kernel already runs one tile per thread).
 TileSizes default_tile_sizes(int64_t d, int64_t dv);

@@ -141,19 +141,142 @@ QKV_AVX2 void scale_avx2(float* x, int64_t n, float a) {
   for (; i < n; ++i) x[i] *= a;
 }
 
+#define QKV_AVX512 __attribute__((target("avx512f")))
+// GCC 12's avx512fintrin.h builds _mm512_undefined_ps from a self-initialised
+// variable, which -Wuninitialized reports at every use (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// exp8 on 16 floats, the same reduction and polynomial; 2^n by scalef, which
+// also gives 0 far below the range (the clamp at -87 keeps it exact to exp8).
+QKV_AVX512 inline __m512 exp16(__m512 x) {
+  const __m512 lo = _mm512_set1_ps(-87.0f);
+  const __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+  x = _mm512_min_ps(_mm512_max_ps(x, lo), _mm512_set1_ps(88.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~underflow), _mm512_scalef_ps(p, n));
+}
+
+// Tails through masked loads and stores (lanes past n read nothing).
+QKV_AVX512 inline __mmask16 tail_mask(int64_t rest) {
+  return static_cast<__mmask16>((1u << rest) - 1u);
+}
+
+QKV_AVX512 float row_max_avx512(const float* x, int64_t n) {
+  const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 m0 = neg_inf, m1 = neg_inf;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + i));
+    m1 = _mm512_max_ps(m1, _mm512_loadu_ps(x + i + 16));
+  }
+  for (; i + 16 <= n; i += 16) m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + i));
+  if (i < n) m1 = _mm512_max_ps(m1, _mm512_mask_loadu_ps(neg_inf, tail_mask(n - i), x + i));
+  return _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
+}
+
+QKV_AVX512 float exp_sum_avx512(float* x, int64_t n, float shift) {
+  const __m512 s = _mm512_set1_ps(shift);
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 e0 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), s));
+    const __m512 e1 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), s));
+    _mm512_storeu_ps(x + i, e0);
+    _mm512_storeu_ps(x + i + 16, e1);
+    a0 = _mm512_add_ps(a0, e0);
+    a1 = _mm512_add_ps(a1, e1);
+  }
+  for (; i + 16 <= n; i += 16) {
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), s));
+    _mm512_storeu_ps(x + i, e);
+    a0 = _mm512_add_ps(a0, e);
+  }
+  if (i < n) {
+    const __mmask16 k = tail_mask(n - i);
+    const __m512 e = _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), s)));
+    _mm512_mask_storeu_ps(x + i, k, e);
+    a1 = _mm512_add_ps(a1, e);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+
+QKV_AVX512 void dsoftmax_avx512(float* dp, const float* p, int64_t n, float D) {
+  const __m512 d = _mm512_set1_ps(D);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(dp + i, _mm512_mul_ps(_mm512_loadu_ps(p + i), _mm512_sub_ps(_mm512_loadu_ps(dp + i), d)));
+  if (i < n) {
+    const __mmask16 k = tail_mask(n - i);
+    _mm512_mask_storeu_ps(dp + i, k,
+                          _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + i), _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + i), d)));
+  }
+}
+
+QKV_AVX512 void scale_avx512(float* x, int64_t n, float a) {
+  const __m512 s = _mm512_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), s));
+  if (i < n) {
+    const __mmask16 k = tail_mask(n - i);
+    _mm512_mask_storeu_ps(x + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), s));
+  }
+}
+
+#pragma GCC diagnostic pop
+
+// The widest version this CPU runs, chosen once.
+enum class Isa { Portable, Avx2, Avx512 };
+Isa isa() {
+  static const Isa best = cpu_has_avx512f() ? Isa::Avx512 : cpu_has_avx2_fma() ? Isa::Avx2 : Isa::Portable;
+  return best;
+}
+
 #endif
 
 }  // namespace
 
 #ifdef QKV_ATTN_X86
-float max(const float* x, int64_t n) { return cpu_has_avx2_fma() ? row_max_avx2(x, n) : row_max_generic(x, n); }
+float max(const float* x, int64_t n) {
+  switch (isa()) {
+    case Isa::Avx512: return row_max_avx512(x, n);
+    case Isa::Avx2: return row_max_avx2(x, n);
+    default: return row_max_generic(x, n);
+  }
+}
 float exp_sum(float* x, int64_t n, float shift) {
-  return cpu_has_avx2_fma() ? exp_sum_avx2(x, n, shift) : exp_sum_generic(x, n, shift);
+  switch (isa()) {
+    case Isa::Avx512: return exp_sum_avx512(x, n, shift);
+    case Isa::Avx2: return exp_sum_avx2(x, n, shift);
+    default: return exp_sum_generic(x, n, shift);
+  }
 }
 void dsoftmax(float* dp, const float* p, int64_t n, float D) {
-  cpu_has_avx2_fma() ? dsoftmax_avx2(dp, p, n, D) : dsoftmax_generic(dp, p, n, D);
+  switch (isa()) {
+    case Isa::Avx512: return dsoftmax_avx512(dp, p, n, D);
+    case Isa::Avx2: return dsoftmax_avx2(dp, p, n, D);
+    default: return dsoftmax_generic(dp, p, n, D);
+  }
 }
-void scale(float* x, int64_t n, float a) { cpu_has_avx2_fma() ? scale_avx2(x, n, a) : scale_generic(x, n, a); }
+void scale(float* x, int64_t n, float a) {
+  switch (isa()) {
+    case Isa::Avx512: return scale_avx512(x, n, a);
+    case Isa::Avx2: return scale_avx2(x, n, a);
+    default: return scale_generic(x, n, a);
+  }
+}
 #else
 float max(const float* x, int64_t n) { return row_max_generic(x, n); }
 float exp_sum(float* x, int64_t n, float shift) { return exp_sum_generic(x, n, shift); }

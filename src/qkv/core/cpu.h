@@ -14,4 +14,14 @@ inline bool cpu_has_avx2_fma() {
 #endif
 }
 
+// AVX-512 F (x86 only; false elsewhere). Asked once.
+inline bool cpu_has_avx512f() {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  static const bool yes = __builtin_cpu_supports("avx512f");
+  return yes;
+#else
+  return false;
+#endif
+}
+
 }  // namespace qkv
