@@ -3,7 +3,7 @@
 // machine's single-thread sgemm as the ceiling. Not a test: prints a table.
 //
 //   bench_attention            the table (N in {256,1024,4096}, d in {16,48,64})
-//   bench_attention --sweep    also: tile sizes at N=4096 and the Auto crossover
+//   bench_attention --sweep    also: tile sizes at N=4096 (one thread) and N=1024 (all cores), and the Auto crossover
 //   bench_attention --cold     leave glibc malloc as it is (see "Allocator" below)
 //
 // Allocator: by default the bench keeps freed memory in the process
@@ -140,15 +140,18 @@ double sgemm_gflops() {
   return 2.0 * 2048 * 2048 * 2048 / m.seconds / 1e9;
 }
 
-void sweep_tiles(int threads) {
+// The kernels hold OpenBLAS at one thread while they run, so every tile size
+// here runs on single-threaded GEMMs (default_tile_sizes).
+void sweep_tiles(int threads, int64_t N) {
   qkv::set_threads(threads);
-  std::printf("\nTile sweep: N=4096, forward and forward+backward GFLOP/s, %d thread(s)\n", threads);
+  std::printf("\nTile sweep: N=%lld, forward and forward+backward GFLOP/s, %d thread(s)\n", (long long)N, threads);
   std::printf("%4s %6s %6s %10s %10s\n", "d", "bq", "bk", "fwd", "fwd+bwd");
-  for (int64_t d : {16, 64}) {
-    const int64_t N = 4096, BH = pick_bh(N, d);
+  for (int64_t d : {16, 48, 64}) {
+    const int64_t BH = pick_bh(N, d);
     Inputs in = make_inputs(BH, N, d, true);
     const double fl = 4.0 * BH * N * N * d;
-    for (auto [bq, bk] : std::vector<std::pair<int64_t, int64_t>>{{32, 64}, {64, 64}, {64, 128}, {128, 64}, {128, 128}, {64, 256}, {128, 256}}) {
+    for (auto [bq, bk] : std::vector<std::pair<int64_t, int64_t>>{
+             {64, 64}, {128, 128}, {128, 256}, {256, 256}, {128, 512}, {256, 512}, {256, 1024}}) {
       Measure f, fb;
       {
         at::NoGradGuard ng;
@@ -253,7 +256,8 @@ int main(int argc, char** argv) {
       }
   }
   if (sweep) {
-    sweep_tiles(1);
+    sweep_tiles(1, 4096);
+    if (all > 1) sweep_tiles(all, 1024);
     crossover(1);
     if (all > 1) crossover(all);
   }

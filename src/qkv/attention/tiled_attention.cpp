@@ -156,41 +156,40 @@ void forward_kernel(const T* q, const T* k, const T* v, const bool* pad, T* out,
   });
 }
 
-// One task per (batch*head, key block): dK and dV of the block are accumulated
-// in place over all query blocks; dQ is accumulated in a per-worker buffer
-// (worker 0 writes into dq itself; each worker zeroes its buffer first), and the
-// buffers are summed at the end. D_i = rowsum(dO_i * O_i) is recomputed per tile
-// (m * dv operations next to the tile GEMMs' 10 * m * n * d) instead of in a
-// separate pass. dq, dk, dv need not be initialised.
+// The backward pass walks (batch*head, key block) pairs: dK and dV of the
+// block are accumulated in place over all query blocks, and dQ of every query
+// block gets the block's dS K. With at least 4 batch*heads a worker, one task
+// is a whole batch*head (all its key blocks in turn), so dQ is written by one
+// worker only, straight into dq. With fewer, one task is one (batch*head, key
+// block) for balance, and dQ is accumulated in a per-worker buffer (worker 0
+// writes into dq itself; each worker zeroes its buffer first) summed at the
+// end. D_i = rowsum(dO_i * O_i) is recomputed per tile (m * dv operations next
+// to the tile GEMMs' 10 * m * n * d) instead of in a separate pass. dq, dk, dv
+// need not be initialised.
 template <typename T>
 void backward_kernel(const T* q, const T* k, const T* v, const T* out, const T* dout, const T* lse, const bool* pad,
                      T* dq, T* dk, T* dv, const Geometry& g, T alpha, bool causal) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   const int64_t BH = g.B * g.H, nkb = (g.Nk + g.bk - 1) / g.bk, dq_size = BH * g.Nq * g.d;
-  const int64_t tasks = BH * nkb;
-  const int64_t workers = kernel_workers(tasks, 10.0 * BH * g.Nq * g.Nk * std::max(g.d, g.dv));
+  const double work = 10.0 * BH * g.Nq * g.Nk * std::max(g.d, g.dv);
+  const bool task_per_head = BH >= 4 * kernel_workers(BH * nkb, work);
+  const int64_t tasks = task_per_head ? BH : BH * nkb;
+  const int64_t workers = kernel_workers(tasks, work);
   const auto dtype = c10::CppTypeToScalarType<T>::value;
   const int64_t per_worker = 2 * g.bq * g.bk + g.bq;
   at::Tensor scratch = at::empty({workers, per_worker}, dtype);
-  at::Tensor dq_extra;  // [workers-1, BH*Nq*d]
-  if (workers > 1) dq_extra = at::empty({workers - 1, dq_size}, dtype);
+  at::Tensor dq_extra;  // [workers-1, BH*Nq*d], per-block tasks only
+  if (!task_per_head && workers > 1) dq_extra = at::empty({workers - 1, dq_size}, dtype);
   T* scratch_base = scratch.data_ptr<T>();
-  T* dq_extra_base = workers > 1 ? dq_extra.data_ptr<T>() : nullptr;
+  T* dq_extra_base = dq_extra.defined() ? dq_extra.data_ptr<T>() : nullptr;
   auto dq_of = [&](int64_t worker) { return worker == 0 ? dq : dq_extra_base + (worker - 1) * dq_size; };
   std::vector<char> used(static_cast<size_t>(workers), 0);  // worker w ran a task (and so zeroed its dQ)
-  parallel_tasks(tasks, workers, [&](int64_t worker, int64_t task) {
+  // dK, dV of key block kb of batch*head bh, and its share of dQ into dQw.
+  auto key_block = [&](T* P, int64_t bh, int64_t kb, T* dQw) {
     thread_local std::vector<int64_t> pcols;
-    T* P = scratch_base + worker * per_worker;
     T* dP = P + g.bq * g.bk;
     T* Drow = dP + g.bq * g.bk;
-    T* dQw = dq_of(worker);
-    if (!used[static_cast<size_t>(worker)]) {
-      used[static_cast<size_t>(worker)] = 1;
-      std::fill(dQw, dQw + dq_size, T(0));
-    }
-    // Under causal masking the first key blocks are seen by the most queries.
-    const int64_t kb = task / BH, bh = task % BH, b = bh / g.H;
-    const int64_t j0 = kb * g.bk, n = std::min(g.bk, g.Nk - j0);
+    const int64_t b = bh / g.H, j0 = kb * g.bk, n = std::min(g.bk, g.Nk - j0);
     const T* Kj = k + (bh * g.Nk + j0) * g.d;
     const T* Vj = v + (bh * g.Nk + j0) * g.dv;
     T* dKj = dk + (bh * g.Nk + j0) * g.d;
@@ -231,7 +230,24 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* out, const T* 
       gemm(true, false, n, g.d, m, alpha, dP, g.bk, Qi, g.d, T(1), dKj, g.d);
       gemm(false, false, m, g.d, n, alpha, dP, g.bk, Kj, g.d, T(1), dQw + (bh * g.Nq + i0) * g.d, g.d);
     }
+  };
+  parallel_tasks(tasks, workers, [&](int64_t worker, int64_t task) {
+    T* P = scratch_base + worker * per_worker;
+    if (task_per_head) {
+      T* dQh = dq + task * g.Nq * g.d;
+      std::fill(dQh, dQh + g.Nq * g.d, T(0));
+      for (int64_t kb = 0; kb < nkb; ++kb) key_block(P, task, kb, dq);
+      return;
+    }
+    T* dQw = dq_of(worker);
+    if (!used[static_cast<size_t>(worker)]) {
+      used[static_cast<size_t>(worker)] = 1;
+      std::fill(dQw, dQw + dq_size, T(0));
+    }
+    // Under causal masking the first key blocks are seen by the most queries.
+    key_block(P, task % BH, task / BH, dQw);
   });
+  if (task_per_head) return;
   // Sum the per-worker dQ buffers of the workers that ran (a plain loop:
   // memory-bound, O(workers * BH*Nq*d)). Worker 0's buffer is dq itself.
   if (!used[0]) std::fill(dq, dq + dq_size, T(0));
