@@ -231,6 +231,45 @@ TEST_F(VNLayers, VNAttentionWithOneDimensionIsOrdinaryAttention) {
   EXPECT_LE(out.select(-1, 1).abs().max().item<double>(), 0.0);
 }
 
+TEST_F(VNLayers, MultiHeadAttentionEqualsItsComposedDefinition) {
+  // The module (projections straight into the attention rows, vn_heads.h)
+  // against the definition: W^Q, W^K, W^V as VN linears, per head [N, d, 3]
+  // tokens, vn_attention, concat, W^O. Values, weights and every gradient;
+  // N = 140 runs the tiled kernel, N = 20 the naive one.
+  for (const int64_t n : {20, 140}) {
+    SCOPED_TRACE("N = " + std::to_string(n));
+    torch::manual_seed(6);
+    VNMultiHeadAttention mha(5, 3, 4);
+    mha->to(torch::kDouble);
+    const auto x = features({2, 5, 3, n}, 7);
+    const auto up = features({2, 5, 3, n}, 8);
+    attention::SdpaOptions options;
+    options.need_weights = true;
+    auto reference = [&](const at::Tensor& t) {
+      auto split = [&](const at::Tensor& p) { return p.view({2, 3, 4, 3, n}).permute({0, 1, 4, 2, 3}); };
+      auto r = vn_attention(split(vn_linear(t, mha->w_q->weight)), split(vn_linear(t, mha->w_k->weight)),
+                            split(vn_linear(t, mha->w_v->weight)), options);
+      return VNAttentionResult{vn_linear(r.output.permute({0, 1, 3, 4, 2}).reshape({2, 12, 3, n}), mha->w_o->weight),
+                               r.weights};
+    };
+    VNAttentionResult results[2];
+    std::vector<at::Tensor> grads[2];
+    for (int module = 0; module < 2; ++module) {
+      const auto leaf = x.clone().requires_grad_();
+      mha->zero_grad();
+      results[module] = module ? mha->forward(leaf, options) : reference(leaf);
+      (results[module].output * up).sum().backward();
+      grads[module] = {leaf.grad()};
+      for (const auto& p : mha->parameters()) grads[module].push_back(p.grad().clone());
+    }
+    ASSERT_EQ(results[1].output.sizes(), x.sizes());
+    EXPECT_LE(max_abs(results[0].output, results[1].output), 1e-12);
+    EXPECT_LE(max_abs(results[0].weights, results[1].weights), 1e-12);
+    for (size_t g = 0; g < grads[0].size(); ++g) EXPECT_LE(max_abs(grads[0][g], grads[1][g]), 1e-11) << "gradient " << g;
+  }
+  EXPECT_THROW(VNMultiHeadAttention(5, 3, 4)->forward(torch::randn({1, 4, 3, 8})), UsageError);
+}
+
 TEST_F(VNLayers, MultiHeadAttentionFeedForwardAndBlockAreEquivariant) {
   VNMultiHeadAttention mha(6, 3, 4);
   mha->to(torch::kDouble);

@@ -29,34 +29,6 @@ using blas::gemm;
 // ~4 MFLOP, the caller runs every task itself. default_tile_sizes keeps each
 // tile GEMM below the size at which OpenBLAS would split it across its own
 // threads.
-// OpenBLAS (its pthreads build) runs any GEMM above 65,536 * 4 multiply-adds
-// on its own threads, which from inside the kernel's workers is a collapse
-// (2026-12-02, 2 cores, N 1,024, d 48: 128 x 256 tiles 4.7 GFLOP/s forward
-// against 163 with OpenBLAS held at one thread). The kernels use every core
-// themselves, so they hold OpenBLAS at one thread while they run and restore
-// it after. Inside another parallel region they leave it alone (the caller's
-// threads may run kernels at once) and default_tile_sizes keeps the tile GEMMs
-// under that size instead.
-class OneBlasThread {
- public:
-  OneBlasThread() {
-    if (at::in_parallel_region()) return;
-    const int threads = blas::openblas_threads().value_or(1);
-    if (threads > 1) {
-      saved_ = threads;
-      blas::set_openblas_threads(1);
-    }
-  }
-  ~OneBlasThread() {
-    if (saved_ > 1) blas::set_openblas_threads(saved_);
-  }
-  OneBlasThread(const OneBlasThread&) = delete;
-  OneBlasThread& operator=(const OneBlasThread&) = delete;
-
- private:
-  int saved_ = 0;
-};
-
 int64_t kernel_workers(int64_t tasks, double work_flops) {
   const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
   return parallel_workers(tasks, work_flops < 4e6 ? 1 : cores);
@@ -307,7 +279,7 @@ TileSizes default_tile_sizes(int64_t d, int64_t dv) {
   TileSizes t = width <= 32 ? TileSizes{128, 256} : TileSizes{256, 512};
   if (blas::openblas_threads().value_or(1) > 1) {
     // OpenBLAS still runs on several threads (inside a parallel region, see
-    // OneBlasThread): keep every tile GEMM at m*n*k <= 262144 (OpenBLAS's
+    // blas::OneBlasThread): keep every tile GEMM at m*n*k <= 262144 (OpenBLAS's
     // 65536 * 4), above which it splits the GEMM across its threads.
     while (t.block_q * t.block_k * width > 262144 && std::max(t.block_q, t.block_k) > 16) {
       if (t.block_k >= t.block_q) t.block_k /= 2;
@@ -334,7 +306,8 @@ TiledForward tiled_attention_forward(const at::Tensor& q_in, const at::Tensor& k
                                      double softmax_scale, bool causal, const at::Tensor& key_padding_mask,
                                      TileSizes tiles) {
   const char* fn = "tiled_attention_forward";
-  OneBlasThread one_blas_thread;  // before the tile sizes are chosen
+  // The kernels use every core themselves (blas.h); held before the tile sizes are chosen.
+  blas::OneBlasThread one_blas_thread;
   Geometry g = check_inputs(fn, q_in, k_in, v_in, key_padding_mask, tiles);
   at::NoGradGuard no_grad;
   at::Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
@@ -356,7 +329,8 @@ TiledGradients tiled_attention_backward(const at::Tensor& q_in, const at::Tensor
                                         const at::Tensor& grad_output, double softmax_scale, bool causal,
                                         const at::Tensor& key_padding_mask, TileSizes tiles) {
   const char* fn = "tiled_attention_backward";
-  OneBlasThread one_blas_thread;  // before the tile sizes are chosen
+  // The kernels use every core themselves (blas.h); held before the tile sizes are chosen.
+  blas::OneBlasThread one_blas_thread;
   Geometry g = check_inputs(fn, q_in, k_in, v_in, key_padding_mask, tiles);
   const std::vector<int64_t> out_shape{g.B, g.H, g.Nq, g.dv};
   if (!output.defined() || output.sizes() != out_shape)

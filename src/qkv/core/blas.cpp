@@ -1,5 +1,6 @@
 #include "qkv/core/blas.h"
 
+#include <ATen/Parallel.h>
 #include <dlfcn.h>
 
 #include <climits>
@@ -90,6 +91,19 @@ std::optional<int> openblas_threads() {
 
 void set_openblas_threads(int n) {
   if (auto set = find_symbol<void (*)(int)>("openblas_set_num_threads")) set(n);
+}
+
+OneBlasThread::OneBlasThread() {
+  if (at::in_parallel_region()) return;
+  const int threads = openblas_threads().value_or(1);
+  if (threads > 1) {
+    saved_ = threads;
+    set_openblas_threads(1);
+  }
+}
+
+OneBlasThread::~OneBlasThread() {
+  if (saved_ > 1) set_openblas_threads(saved_);
 }
 
 }  // namespace qkv::blas

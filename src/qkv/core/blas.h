@@ -30,4 +30,22 @@ std::optional<int> openblas_threads();
 // nothing for another BLAS.
 void set_openblas_threads(int n);
 
+// Holds OpenBLAS at one thread for a kernel that runs its own workers, and
+// gives the caller's count back when it goes out of scope. OpenBLAS (its
+// pthreads build) runs any GEMM above 65,536 * 4 multiply-adds on its own
+// threads, which from inside such a kernel's workers is a collapse (tiled
+// attention, 2026-12-02, 2 cores: 128 x 256 tiles 4.7 GFLOP/s forward against
+// 163 at one OpenBLAS thread). Inside a parallel region it does nothing: the
+// caller's threads may run such kernels at once, and the count is global.
+class OneBlasThread {
+ public:
+  OneBlasThread();
+  ~OneBlasThread();
+  OneBlasThread(const OneBlasThread&) = delete;
+  OneBlasThread& operator=(const OneBlasThread&) = delete;
+
+ private:
+  int saved_ = 0;  // the count to restore; 0: nothing was changed
+};
+
 }  // namespace qkv::blas

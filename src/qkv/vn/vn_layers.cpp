@@ -1,5 +1,6 @@
 #include "qkv/vn/vn_layers.h"
 #include "qkv/vn/edge_conv.h"
+#include "qkv/vn/vn_heads.h"
 
 #include <torch/torch.h>
 
@@ -228,12 +229,11 @@ VNMultiHeadAttentionImpl::VNMultiHeadAttentionImpl(int64_t channels, int64_t hea
 VNAttentionResult VNMultiHeadAttentionImpl::forward(const at::Tensor& x, const attention::SdpaOptions& options) {
   if (x.dim() != 4 || x.size(2) != 3)
     throw UsageError("VNMultiHeadAttention: expected x [B, C, 3, N], got " + shape_of(x));
-  const int64_t b = x.size(0), n = x.size(3);
-  // [B, H*d, 3, N] -> [B, H, N, d, 3]: each head's tokens are the points.
-  auto split = [&](const at::Tensor& t) { return t.view({b, heads, head_dim, 3, n}).permute({0, 1, 4, 2, 3}); };
-  auto r = vn_attention(split(w_q->forward(x)), split(w_k->forward(x)), split(w_v->forward(x)), options);
-  const auto merged = r.output.permute({0, 1, 3, 4, 2}).reshape({b, heads * head_dim, 3, n});
-  return {w_o->forward(merged), r.weights};
+  // Each head's tokens are the points, a point's row its 3 x head_dim entries,
+  // projected straight into the attention core's layout and back (vn_heads.h).
+  auto r = vn_attention_rows(vn_heads_split(x, w_q->weight, heads), vn_heads_split(x, w_k->weight, heads),
+                             vn_heads_split(x, w_v->weight, heads), head_dim, options);
+  return {vn_heads_merge(r.output, w_o->weight), r.weights};
 }
 
 VNFeedForwardImpl::VNFeedForwardImpl(int64_t channels, int64_t hidden) {

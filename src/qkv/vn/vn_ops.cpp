@@ -10,6 +10,7 @@
 #include "qkv/core/errors.h"
 #include "qkv/core/shape.h"
 #include "qkv/distributed/sync_batch_norm.h"
+#include "qkv/vn/vn_heads.h"
 
 namespace qkv::vn {
 
@@ -344,9 +345,7 @@ VNAttentionResult vn_attention(const at::Tensor& q, const at::Tensor& k, const a
       throw UsageError("vn_attention: expected q, k, v [B, H, N, C, 3], got " + shape_of(*t));
   if (q.size(3) != k.size(3))
     throw UsageError("vn_attention: q " + shape_of(q) + " and k " + shape_of(k) + " differ in channels");
-  const int64_t channels = q.size(3);
-  if (!options.scale) options.scale = 1.0 / std::sqrt(static_cast<double>(channels));
-  auto r = attention::scaled_dot_product_attention(q.flatten(3), k.flatten(3), v.flatten(3), options);
+  auto r = vn_attention_rows(q.flatten(3), k.flatten(3), v.flatten(3), q.size(3), options);
   auto out_sizes = v.sizes().vec();
   out_sizes[2] = q.size(2);
   return {r.output.view(out_sizes), r.weights};
