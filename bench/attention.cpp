@@ -5,6 +5,8 @@
 //   bench_attention            the table (N in {256,1024,4096}, d in {16,48,64})
 //   bench_attention --sweep    also: tile sizes at N=4096 (one thread) and N=1024 (all cores), and the Auto crossover
 //   bench_attention --cold     leave glibc malloc as it is (see "Allocator" below)
+//   bench_attention --tile-ops the tiled kernel's work on one tile, op by op, one thread
+//                              (d = 48, the default tiles): what each GEMM and row pass costs alone
 //
 // Allocator: by default the bench keeps freed memory in the process
 // (mallopt M_MMAP_MAX = 0, M_TRIM_THRESHOLD = 1 GiB), so a run reuses pages that
@@ -36,6 +38,8 @@
 
 #include "qkv/attention/sdpa.h"
 #include "qkv/attention/tiled_attention.h"
+#include "qkv/attention/tiled_attention_rows.h"
+#include "qkv/core/blas.h"
 #include "qkv/core/runtime.h"
 
 namespace qa = qkv::attention;
@@ -187,6 +191,70 @@ void crossover(int threads) {
   }
 }
 
+// The kernel's calls on one tile (the same qkv::blas::gemm and row kernels,
+// the same shapes and strides), each timed alone on one thread with its
+// operands in cache: the rate the tile work reaches without the kernel's
+// loads of Q, K, V, O and dO from memory and its bookkeeping. The forward does
+// two GEMMs a tile, the backward five (S recomputed, dV, dP, dK, dQ), so the
+// backward executes 2.5x the forward's FLOPs where the table counts 1.5x.
+void tile_ops() {
+  qkv::set_threads(1);
+  const int64_t d = 48;
+  const qa::TileSizes t = qa::default_tile_sizes(d, d);
+  const int64_t m = t.block_q, n = t.block_k;
+  auto buf = [](int64_t size) { return at::randn({size}); };
+  at::Tensor Q = buf(m * d), K = buf(n * d), V = buf(n * d), dO = buf(m * d), O = buf(m * d), P = buf(m * n),
+             dP = buf(m * n), dQ = buf(m * d), dK = buf(n * d), dV = buf(n * d);
+  float *q = Q.data_ptr<float>(), *k = K.data_ptr<float>(), *v = V.data_ptr<float>(), *dout = dO.data_ptr<float>(),
+        *out = O.data_ptr<float>(), *p = P.data_ptr<float>(), *dp = dP.data_ptr<float>(), *dq = dQ.data_ptr<float>(),
+        *dk = dK.data_ptr<float>(), *dv = dV.data_ptr<float>();
+  const float alpha = 0.25f;
+  const double gemm_flops = 2.0 * m * n * d;
+  std::printf("\nOne tile's work, op by op: d = %lld, tiles %lld x %lld, one thread, operands in cache, best of 200\n",
+              (long long)d, (long long)m, (long long)n);
+  double forward_us = 0, backward_us = 0;
+  auto op = [&](const char* name, bool forward, bool backward, double flops, const std::function<void()>& fn) {
+    for (int r = 0; r < 3; ++r) fn();
+    double best = 1e9;
+    for (int r = 0; r < 200; ++r) {
+      const double t0 = now();
+      fn();
+      best = std::min(best, now() - t0);
+    }
+    if (forward) forward_us += best * 1e6;
+    if (backward) backward_us += best * 1e6;
+    if (flops > 0)
+      std::printf("  %-40s %8.1f us  %6.1f GFLOP/s\n", name, best * 1e6, flops / best / 1e9);
+    else
+      std::printf("  %-40s %8.1f us\n", name, best * 1e6);
+  };
+  op("S = alpha Q K^T (forward and backward)", true, true, gemm_flops,
+     [&] { qkv::blas::gemm(false, true, m, n, d, alpha, q, d, k, d, 0.0f, p, n); });
+  op("row max (forward)", true, false, 0, [&] {
+    for (int64_t r = 0; r < m; ++r) qa::rows::max(p + r * n, n);
+  });
+  op("P = exp(S - m), row sums", true, true, 0, [&] {
+    for (int64_t r = 0; r < m; ++r) qa::rows::exp_sum(p + r * n, n, 2.0f);
+  });
+  op("O += P V (forward)", true, false, gemm_flops,
+     [&] { qkv::blas::gemm(false, false, m, d, n, 1.0f, p, n, v, d, 1.0f, out, d); });
+  op("dV += P^T dO", false, true, gemm_flops,
+     [&] { qkv::blas::gemm(true, false, n, d, m, 1.0f, p, n, dout, d, 1.0f, dv, d); });
+  op("dP = dO V^T", false, true, gemm_flops,
+     [&] { qkv::blas::gemm(false, true, m, n, d, 1.0f, dout, d, v, d, 0.0f, dp, n); });
+  op("dS = P (dP - D)", false, true, 0, [&] {
+    for (int64_t r = 0; r < m; ++r) qa::rows::dsoftmax(dp + r * n, p + r * n, n, 0.5f);
+  });
+  op("dK += alpha dS^T Q", false, true, gemm_flops,
+     [&] { qkv::blas::gemm(true, false, n, d, m, alpha, dp, n, q, d, 1.0f, dk, d); });
+  op("dQ += alpha dS K", false, true, gemm_flops,
+     [&] { qkv::blas::gemm(false, false, m, d, n, alpha, dp, n, k, d, 1.0f, dq, d); });
+  std::printf("  forward: %.1f us a tile = %.1f GFLOP/s; backward: %.1f us = %.1f GFLOP/s executed (5 GEMMs), "
+              "%.1f GFLOP/s as the table counts it (1.5x the forward's FLOPs)\n",
+              forward_us, 2 * gemm_flops / forward_us / 1e3, backward_us, 5 * gemm_flops / backward_us / 1e3,
+              3 * gemm_flops / backward_us / 1e3);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -195,8 +263,11 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--sweep") sweep = true;
     else if (a == "--cold") cold = true;
-    else {
-      std::fprintf(stderr, "usage: bench_attention [--sweep] [--cold]\n");
+    else if (a == "--tile-ops") {
+      tile_ops();
+      return 0;
+    } else {
+      std::fprintf(stderr, "usage: bench_attention [--sweep] [--cold] [--tile-ops]\n");
       return 2;
     }
   }

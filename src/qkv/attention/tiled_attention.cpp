@@ -270,12 +270,13 @@ T to_alpha(const char* fn, double softmax_scale) {
 
 TileSizes default_tile_sizes(int64_t d, int64_t dv) {
   const int64_t width = std::max<int64_t>(1, std::max(d, dv));
-  // Measured 2026-12-02 (Intel Xeon with AVX-512, OpenBLAS 0.3.21 SkylakeX
-  // kernels held at one thread, 2 workers, N = 1,024, forward / backward
-  // GFLOP/s): at d = 48, 256 x 512 tiles 186 / 137 against 154 / 119 for
-  // 128 x 128 and 122 / 93 for 64 x 64; at d = 64, 202 / 146 against 164 / 117;
-  // at d = 16 the GEMMs are thin and 128 x 256 was best (105 / 92; 256 x 512
-  // 105 / 87). The scratch stays small: 2 * 256 * 512 floats a worker, 1 MiB.
+  // Measured with `bench_attention --sweep` (2026-12-02, Intel Xeon with
+  // AVX-512, OpenBLAS 0.3.21 SkylakeX kernels held at one thread; forward /
+  // forward+backward GFLOP/s). N = 1,024, 2 threads: at d = 48, 256 x 512 tiles
+  // 249 / 192 against 225 / 175 for 128 x 128 and 177 / 146 for 64 x 64; at
+  // d = 64, 273 / 203; at d = 16 the GEMMs are thin and 128 x 256 did best in
+  // forward+backward (145 / 126; 256 x 512 147 / 123). N = 4,096, one thread:
+  // the same winners. The scratch stays small: 2 * 256 * 512 floats a worker.
   TileSizes t = width <= 32 ? TileSizes{128, 256} : TileSizes{256, 512};
   if (blas::openblas_threads().value_or(1) > 1) {
     // OpenBLAS still runs on several threads (inside a parallel region, see
