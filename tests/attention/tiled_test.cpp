@@ -168,41 +168,48 @@ TEST(Tiled, ThreadCountsAndTileSizesAgree) {
 }
 
 TEST(Tiled, RowKernelsMatchTheirScalarDefinitions) {
-  // The float row kernels run the widest version this CPU has (AVX-512, AVX2
-  // or portable); every length up to 70 exercises the vector bodies and the
-  // masked or padded tails; -inf, far-negative and positive shifted scores
-  // cover exp's underflow and clamping.
+  // Every float version this CPU runs (portable, AVX2, AVX-512; the kernel
+  // uses the widest); every length up to 70 exercises the vector bodies and
+  // the masked or padded tails; -inf, far-negative and positive shifted
+  // scores cover exp's underflow and clamping.
   std::vector<float> base;
   for (int i = 0; i < 70; ++i) base.push_back(i % 11 == 3 ? -std::numeric_limits<float>::infinity()
                                               : i % 7 == 5 ? -120.0f : std::sin(1.3f * i) * 12.0f);
-  for (int64_t n = 0; n <= 70; ++n) {
-    SCOPED_TRACE("n = " + std::to_string(n));
-    float expected_max = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < n; ++i) expected_max = std::max(expected_max, base[i]);
-    EXPECT_EQ(qa::rows::max(base.data(), n), expected_max);
-    std::vector<float> x(base.begin(), base.begin() + n);
-    x.resize(n + 16, 7.0f);  // past the end: must stay untouched
-    const float sum = qa::rows::exp_sum(x.data(), n, 2.5f);
-    double expected_sum = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const double e = std::exp(static_cast<double>(base[i] - 2.5f));  // of the argument as float rounds it
-      EXPECT_NEAR(x[i], e, 2e-7 * e + 1e-37) << "i = " << i;
-      expected_sum += e;
+  const auto versions = qa::rows::float_row_kernels_here();
+  EXPECT_EQ(std::string(versions.front().name), "portable");
+  for (const auto& rows : versions)
+    for (int64_t n = 0; n <= 70; ++n) {
+      SCOPED_TRACE(std::string(rows.name) + ", n = " + std::to_string(n));
+      float expected_max = -std::numeric_limits<float>::infinity();
+      for (int64_t i = 0; i < n; ++i) expected_max = std::max(expected_max, base[i]);
+      EXPECT_EQ(rows.max(base.data(), n), expected_max);
+      std::vector<float> x(base.begin(), base.begin() + n);
+      x.resize(n + 16, 7.0f);  // past the end: must stay untouched
+      const float sum = rows.exp_sum(x.data(), n, 2.5f);
+      double expected_sum = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double e = std::exp(static_cast<double>(base[i] - 2.5f));  // of the argument as float rounds it
+        EXPECT_NEAR(x[i], e, 2e-7 * e + 1e-37) << "i = " << i;
+        expected_sum += e;
+      }
+      EXPECT_NEAR(sum, expected_sum, 1e-6 * expected_sum);
+      std::vector<float> dp(n + 16, 3.0f), p(x.begin(), x.begin() + n);
+      for (int64_t i = 0; i < n; ++i) dp[i] = 0.25f * static_cast<float>(i);
+      rows.dsoftmax(dp.data(), p.data(), n, 1.5f);
+      rows.scale(x.data(), n, -2.0f);
+      for (int64_t i = 0; i < n; ++i) {
+        EXPECT_FLOAT_EQ(dp[i], p[i] * (0.25f * static_cast<float>(i) - 1.5f));
+        EXPECT_FLOAT_EQ(x[i], -2.0f * p[i]);
+      }
+      for (int64_t i = n; i < n + 16; ++i) {
+        EXPECT_EQ(x[i], 7.0f);
+        EXPECT_EQ(dp[i], 3.0f);
+      }
     }
-    EXPECT_NEAR(sum, expected_sum, 1e-6 * expected_sum);
-    std::vector<float> dp(n + 16, 3.0f), p(x.begin(), x.begin() + n);
-    for (int64_t i = 0; i < n; ++i) dp[i] = 0.25f * static_cast<float>(i);
-    qa::rows::dsoftmax(dp.data(), p.data(), n, 1.5f);
-    qa::rows::scale(x.data(), n, -2.0f);
-    for (int64_t i = 0; i < n; ++i) {
-      EXPECT_FLOAT_EQ(dp[i], p[i] * (0.25f * static_cast<float>(i) - 1.5f));
-      EXPECT_FLOAT_EQ(x[i], -2.0f * p[i]);
-    }
-    for (int64_t i = n; i < n + 16; ++i) {
-      EXPECT_EQ(x[i], 7.0f);
-      EXPECT_EQ(dp[i], 3.0f);
-    }
-  }
+  // The dispatching functions are the widest version's.
+  std::vector<float> a(base.begin(), base.begin() + 37), b = a;
+  EXPECT_EQ(qa::rows::exp_sum(a.data(), 37, 1.0f), versions.back().exp_sum(b.data(), 37, 1.0f));
+  EXPECT_EQ(a, b);
 }
 
 TEST(Tiled, LeavesTheBlasThreadCountAsItWas) {

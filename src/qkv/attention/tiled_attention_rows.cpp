@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "qkv/core/cpu.h"
 
@@ -283,6 +284,16 @@ float exp_sum(float* x, int64_t n, float shift) { return exp_sum_generic(x, n, s
 void dsoftmax(float* dp, const float* p, int64_t n, float D) { dsoftmax_generic(dp, p, n, D); }
 void scale(float* x, int64_t n, float a) { scale_generic(x, n, a); }
 #endif
+
+std::vector<FloatRowKernels> float_row_kernels_here() {
+  std::vector<FloatRowKernels> here{{"portable", row_max_generic<float>, exp_sum_generic<float>,
+                                     dsoftmax_generic<float>, scale_generic<float>}};
+#ifdef QKV_ATTN_X86
+  if (cpu_has_avx2_fma()) here.push_back({"avx2", row_max_avx2, exp_sum_avx2, dsoftmax_avx2, scale_avx2});
+  if (cpu_has_avx512f()) here.push_back({"avx512", row_max_avx512, exp_sum_avx512, dsoftmax_avx512, scale_avx512});
+#endif
+  return here;
+}
 
 double max(const double* x, int64_t n) { return row_max_generic(x, n); }
 double exp_sum(double* x, int64_t n, double shift) { return exp_sum_generic(x, n, shift); }

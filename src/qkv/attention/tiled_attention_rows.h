@@ -5,6 +5,7 @@
 // for the baseline ISA, and std::exp per element would cost more than the tile
 // GEMMs); double and other CPUs use the portable loops.
 #include <cstdint>
+#include <vector>
 
 namespace qkv::attention::rows {
 
@@ -23,5 +24,17 @@ void dsoftmax(double* dp, const double* p, int64_t n, double D);
 // x[i] *= a.
 void scale(float* x, int64_t n, float a);
 void scale(double* x, int64_t n, double a);
+
+// The float versions this CPU can run, each named by its instruction set
+// ("portable", "avx2", "avx512"): the functions above use the last one; tests
+// check every one.
+struct FloatRowKernels {
+  const char* name;
+  float (*max)(const float*, int64_t);
+  float (*exp_sum)(float*, int64_t, float);
+  void (*dsoftmax)(float*, const float*, int64_t, float);
+  void (*scale)(float*, int64_t, float);
+};
+std::vector<FloatRowKernels> float_row_kernels_here();
 
 }  // namespace qkv::attention::rows
