@@ -35,8 +35,9 @@ void set_openblas_threads(int n);
 // pthreads build) runs any GEMM above 65,536 * 4 multiply-adds on its own
 // threads, which from inside such a kernel's workers is a collapse (tiled
 // attention, 2026-12-02, 2 cores: 128 x 256 tiles 4.7 GFLOP/s forward against
-// 163 at one OpenBLAS thread, timed by a throwaway program before this guard). Inside a parallel region it does nothing: the
-// caller's threads may run such kernels at once, and the count is global.
+// 163 at one OpenBLAS thread, timed by a throwaway program before this guard).
+// Inside a parallel region it does nothing: the caller's threads may run such
+// kernels at once, and the count is global.
 class OneBlasThread {
  public:
   OneBlasThread();
