@@ -238,52 +238,9 @@ QKV_AVX512 void scale_avx512(float* x, int64_t n, float a) {
 
 #pragma GCC diagnostic pop
 
-// The widest version this CPU runs, chosen once.
-enum class Isa { Portable, Avx2, Avx512 };
-Isa isa() {
-  static const Isa best = cpu_has_avx512f() ? Isa::Avx512 : cpu_has_avx2_fma() ? Isa::Avx2 : Isa::Portable;
-  return best;
-}
-
 #endif
 
 }  // namespace
-
-#ifdef QKV_ATTN_X86
-float max(const float* x, int64_t n) {
-  switch (isa()) {
-    case Isa::Avx512: return row_max_avx512(x, n);
-    case Isa::Avx2: return row_max_avx2(x, n);
-    default: return row_max_generic(x, n);
-  }
-}
-float exp_sum(float* x, int64_t n, float shift) {
-  switch (isa()) {
-    case Isa::Avx512: return exp_sum_avx512(x, n, shift);
-    case Isa::Avx2: return exp_sum_avx2(x, n, shift);
-    default: return exp_sum_generic(x, n, shift);
-  }
-}
-void dsoftmax(float* dp, const float* p, int64_t n, float D) {
-  switch (isa()) {
-    case Isa::Avx512: return dsoftmax_avx512(dp, p, n, D);
-    case Isa::Avx2: return dsoftmax_avx2(dp, p, n, D);
-    default: return dsoftmax_generic(dp, p, n, D);
-  }
-}
-void scale(float* x, int64_t n, float a) {
-  switch (isa()) {
-    case Isa::Avx512: return scale_avx512(x, n, a);
-    case Isa::Avx2: return scale_avx2(x, n, a);
-    default: return scale_generic(x, n, a);
-  }
-}
-#else
-float max(const float* x, int64_t n) { return row_max_generic(x, n); }
-float exp_sum(float* x, int64_t n, float shift) { return exp_sum_generic(x, n, shift); }
-void dsoftmax(float* dp, const float* p, int64_t n, float D) { dsoftmax_generic(dp, p, n, D); }
-void scale(float* x, int64_t n, float a) { scale_generic(x, n, a); }
-#endif
 
 std::vector<FloatRowKernels> float_row_kernels_here() {
   std::vector<FloatRowKernels> here{{"portable", row_max_generic<float>, exp_sum_generic<float>,
@@ -294,6 +251,21 @@ std::vector<FloatRowKernels> float_row_kernels_here() {
 #endif
   return here;
 }
+
+namespace {
+
+// The widest version this CPU runs, chosen once.
+const FloatRowKernels& widest() {
+  static const FloatRowKernels best = float_row_kernels_here().back();
+  return best;
+}
+
+}  // namespace
+
+float max(const float* x, int64_t n) { return widest().max(x, n); }
+float exp_sum(float* x, int64_t n, float shift) { return widest().exp_sum(x, n, shift); }
+void dsoftmax(float* dp, const float* p, int64_t n, float D) { widest().dsoftmax(dp, p, n, D); }
+void scale(float* x, int64_t n, float a) { widest().scale(x, n, a); }
 
 double max(const double* x, int64_t n) { return row_max_generic(x, n); }
 double exp_sum(double* x, int64_t n, double shift) { return exp_sum_generic(x, n, shift); }

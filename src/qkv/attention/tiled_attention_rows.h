@@ -1,9 +1,10 @@
 #pragma once
 // Row kernels of the tiled attention kernel (tiled_attention.cpp), on one row
 // of a score tile: max, exp-and-sum, the softmax backward product and scaling.
-// float has an AVX2+FMA version chosen at run time (the library is compiled
-// for the baseline ISA, and std::exp per element would cost more than the tile
-// GEMMs); double and other CPUs use the portable loops.
+// float has AVX-512 and AVX2+FMA versions, the widest the CPU runs chosen at
+// run time (the library is compiled for the baseline ISA, and std::exp per
+// element would cost more than the tile GEMMs); double and other CPUs use the
+// portable loops.
 #include <cstdint>
 #include <vector>
 

@@ -16,11 +16,14 @@ namespace {
 using blas::gemm;
 
 // Sizes of one split/merge: B clouds, C channels on the VN side, N points,
-// H heads of d channels.
+// H heads of d channels. Head h's block W_h of the weight is rows h*d.. of
+// split's w [H*d, C] ([d, C]) or columns h*d.. of merge's w [C, H*d] ([C, d]).
 struct HeadGeometry {
   int64_t B, C, N, H, d;
   int64_t x_axis(int64_t b, int64_t c, int64_t i) const { return ((b * C + c) * 3 + i) * N; }  // x[b, c, i, 0]
   int64_t row(int64_t b, int64_t h, int64_t i) const { return (b * H + h) * N * 3 * d + i * d; }  // rows[b, h, 0, i*d]
+  int64_t block(int64_t h, bool split) const { return split ? h * d * C : h * d; }  // W_h[0, 0]
+  int64_t weight_stride(bool split) const { return split ? C : H * d; }
 };
 
 bool served_here(const at::Tensor& a, const at::Tensor& w) {
@@ -31,144 +34,110 @@ bool served_here(const at::Tensor& a, const at::Tensor& w) {
 // Tasks are (cloud, axis) pairs: each owns its slice of the VN-side tensor
 // and, for every head, its axis's entries of the rows, so writes never overlap.
 // Weight gradients go to per-worker buffers summed at the end.
+int64_t cloud_axis_workers(const HeadGeometry& g) {
+  const double flops = 2.0 * g.B * 3 * g.N * g.C * g.H * g.d;
+  return parallel_workers(g.B * 3, flops < 4e6 ? 1 : 0);
+}
+
 template <typename Fn>
 void for_each_cloud_axis(const HeadGeometry& g, const Fn& fn) {
   blas::OneBlasThread one_blas_thread;  // small GEMMs, the workers use the cores
-  const int64_t tasks = g.B * 3;
-  const double flops = 2.0 * g.B * 3 * g.N * g.C * g.H * g.d;
-  parallel_tasks(tasks, parallel_workers(tasks, flops < 4e6 ? 1 : 0),
-                 [&](int64_t worker, int64_t task) { fn(worker, task / 3, task % 3); });
+  parallel_tasks(g.B * 3, cloud_axis_workers(g), [&](int64_t worker, int64_t task) { fn(worker, task / 3, task % 3); });
 }
 
-// rows_bhi [N, d] (row stride 3d) = X_bi^T [N, C] W_h^T [C, d] for every head.
+// rows_bhi [N, d] (row stride 3d) = X_bi^T [N, C] V_h [C, d] for every head:
+// split's forward (V_h = W_h^T) and merge's backward (x the output gradient,
+// V_h = W_h).
 template <typename T>
-void split_kernel(const T* x, const T* w, T* rows, const HeadGeometry& g) {
+void to_rows(const T* x, const T* w, T* rows, const HeadGeometry& g, bool split) {
   for_each_cloud_axis(g, [&](int64_t, int64_t b, int64_t i) {
     for (int64_t h = 0; h < g.H; ++h)
-      gemm(true, true, g.N, g.d, g.C, T(1), x + g.x_axis(b, 0, i), 3 * g.N, w + h * g.d * g.C, g.C, T(0),
-           rows + g.row(b, h, i), 3 * g.d);
+      gemm(true, split, g.N, g.d, g.C, T(1), x + g.x_axis(b, 0, i), 3 * g.N, w + g.block(h, split),
+           g.weight_stride(split), T(0), rows + g.row(b, h, i), 3 * g.d);
   });
 }
 
-// out_bi [C, N] (row stride 3N) = sum_h W_h [C, d] rows_bhi^T [d, N], W_h the
-// columns h*d.. of w [C, H*d].
+// out_bi [C, N] (row stride 3N) = sum_h U_h [C, d] rows_bhi^T [d, N]: merge's
+// forward (U_h = W_h) and split's backward (out is dX, U_h = W_h^T).
 template <typename T>
-void merge_kernel(const T* rows, const T* w, T* out, const HeadGeometry& g) {
+void from_rows(const T* rows, const T* w, T* out, const HeadGeometry& g, bool split) {
   for_each_cloud_axis(g, [&](int64_t, int64_t b, int64_t i) {
     for (int64_t h = 0; h < g.H; ++h)
-      gemm(false, true, g.C, g.N, g.d, T(1), w + h * g.d, g.H * g.d, rows + g.row(b, h, i), 3 * g.d,
-           h == 0 ? T(0) : T(1), out + g.x_axis(b, 0, i), 3 * g.N);
+      gemm(split, true, g.C, g.N, g.d, T(1), w + g.block(h, split), g.weight_stride(split), rows + g.row(b, h, i),
+           3 * g.d, h == 0 ? T(0) : T(1), out + g.x_axis(b, 0, i), 3 * g.N);
   });
 }
 
-// The weight gradient of either direction: dW_h [d, C] (split: w [H*d, C]) or
-// its transpose [C, d] (merge: w [C, H*d]) = sum over clouds and axes of
-// rows_bhi^T [d, N] X_bi^T [N, C].
+// The weight gradient of either direction: W_h's block [d, C] (split) or
+// [C, d] (merge) = sum over clouds and axes of rows_bhi^T [d, N] X_bi^T [N, C]
+// (or its transpose).
 template <typename T>
 at::Tensor weight_grad(const T* rows, const T* x, const HeadGeometry& g, bool split, const at::TensorOptions& opts) {
   const int64_t size = g.H * g.d * g.C;
-  const int64_t workers = parallel_workers(g.B * 3, 0);
-  at::Tensor partial = at::zeros({workers, size}, opts);
+  at::Tensor partial = at::zeros({cloud_axis_workers(g), size}, opts);
   T* base = partial.data_ptr<T>();
   for_each_cloud_axis(g, [&](int64_t worker, int64_t b, int64_t i) {
     T* dw = base + worker * size;
     for (int64_t h = 0; h < g.H; ++h) {
       const T* r = rows + g.row(b, h, i);
       const T* xb = x + g.x_axis(b, 0, i);
-      if (split)  // [d, C] block at rows h*d of [H*d, C]
-        gemm(true, true, g.d, g.C, g.N, T(1), r, 3 * g.d, xb, 3 * g.N, T(1), dw + h * g.d * g.C, g.C);
-      else  // [C, d] block at columns h*d of [C, H*d]
-        gemm(false, false, g.C, g.d, g.N, T(1), xb, 3 * g.N, r, 3 * g.d, T(1), dw + h * g.d, g.H * g.d);
+      T* block = dw + g.block(h, split);
+      if (split)
+        gemm(true, true, g.d, g.C, g.N, T(1), r, 3 * g.d, xb, 3 * g.N, T(1), block, g.weight_stride(split));
+      else
+        gemm(false, false, g.C, g.d, g.N, T(1), xb, 3 * g.N, r, 3 * g.d, T(1), block, g.weight_stride(split));
     }
   });
   return partial.sum(0);
 }
 
-// x_bi [C, N] = sum_h W_h^T [C, d] rows_bhi^T [d, N] (split's dX; w [H*d, C]).
-template <typename T>
-void split_input_grad(const T* grad_rows, const T* w, T* dx, const HeadGeometry& g) {
-  for_each_cloud_axis(g, [&](int64_t, int64_t b, int64_t i) {
-    for (int64_t h = 0; h < g.H; ++h)
-      gemm(true, true, g.C, g.N, g.d, T(1), w + h * g.d * g.C, g.C, grad_rows + g.row(b, h, i), 3 * g.d,
-           h == 0 ? T(0) : T(1), dx + g.x_axis(b, 0, i), 3 * g.N);
-  });
-}
-
-// rows_bhi [N, d] = grad_bi^T [N, C] W_h [C, d] (merge's dRows; w [C, H*d]).
-template <typename T>
-void merge_rows_grad(const T* grad_out, const T* w, T* drows, const HeadGeometry& g) {
-  for_each_cloud_axis(g, [&](int64_t, int64_t b, int64_t i) {
-    for (int64_t h = 0; h < g.H; ++h)
-      gemm(true, false, g.N, g.d, g.C, T(1), grad_out + g.x_axis(b, 0, i), 3 * g.N, w + h * g.d, g.H * g.d, T(0),
-           drows + g.row(b, h, i), 3 * g.d);
-  });
-}
-
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-struct VNHeadsSplitFunction : public torch::autograd::Function<VNHeadsSplitFunction> {
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x_in, const at::Tensor& w_in, int64_t heads) {
-    const at::Tensor x = x_in.contiguous(), w = w_in.contiguous();
-    const HeadGeometry g{x.size(0), x.size(1), x.size(3), heads, w.size(0) / heads};
-    at::Tensor rows = at::empty({g.B, g.H, g.N, 3 * g.d}, x.options());
-    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vn_heads_split", [&] {
-      split_kernel<scalar_t>(x.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), rows.data_ptr<scalar_t>(), g);
+// split: x [B, C, 3, N] -> rows [B, H, N, 3d]; merge: rows -> [B, C, 3, N].
+// Each one's backward is the other's product plus the weight gradient.
+struct VNHeadsFunction : public torch::autograd::Function<VNHeadsFunction> {
+  static HeadGeometry geometry(const at::Tensor& input, const at::Tensor& w, int64_t heads, bool split) {
+    return split ? HeadGeometry{input.size(0), input.size(1), input.size(3), heads, w.size(0) / heads}
+                 : HeadGeometry{input.size(0), w.size(0), input.size(2), input.size(1), input.size(3) / 3};
+  }
+
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& input_in, const at::Tensor& w_in,
+                               int64_t heads, bool split) {
+    const at::Tensor input = input_in.contiguous(), w = w_in.contiguous();
+    const HeadGeometry g = geometry(input, w, heads, split);
+    at::Tensor out = split ? at::empty({g.B, g.H, g.N, 3 * g.d}, input.options())
+                           : at::empty({g.B, g.C, 3, g.N}, input.options());
+    AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "vn_heads", [&] {
+      const scalar_t *in = input.data_ptr<scalar_t>(), *wp = w.data_ptr<scalar_t>();
+      split ? to_rows(in, wp, out.data_ptr<scalar_t>(), g, true) : from_rows(in, wp, out.data_ptr<scalar_t>(), g, false);
     });
-    ctx->save_for_backward({x, w});
+    ctx->save_for_backward({input, w});
     ctx->saved_data["heads"] = heads;
-    return {rows};
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor &x = saved[0], &w = saved[1];
-    const int64_t heads = ctx->saved_data["heads"].toInt();
-    const HeadGeometry g{x.size(0), x.size(1), x.size(3), heads, w.size(0) / heads};
-    const at::Tensor grad = grads[0].contiguous();
-    at::Tensor dx, dw;
-    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vn_heads_split_backward", [&] {
-      if (ctx->needs_input_grad(0)) {
-        dx = at::empty_like(x);
-        split_input_grad<scalar_t>(grad.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), dx.data_ptr<scalar_t>(), g);
-      }
-      if (ctx->needs_input_grad(1))
-        dw = weight_grad<scalar_t>(grad.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), g, true, w.options())
-                 .view(w.sizes());
-    });
-    return {dx, dw, at::Tensor()};
-  }
-};
-
-struct VNHeadsMergeFunction : public torch::autograd::Function<VNHeadsMergeFunction> {
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& rows_in, const at::Tensor& w_in) {
-    const at::Tensor rows = rows_in.contiguous(), w = w_in.contiguous();
-    const int64_t heads = rows.size(1), d = rows.size(3) / 3;
-    const HeadGeometry g{rows.size(0), w.size(0), rows.size(2), heads, d};
-    at::Tensor out = at::empty({g.B, g.C, 3, g.N}, rows.options());
-    AT_DISPATCH_FLOATING_TYPES(rows.scalar_type(), "vn_heads_merge", [&] {
-      merge_kernel<scalar_t>(rows.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), g);
-    });
-    ctx->save_for_backward({rows, w});
+    ctx->saved_data["split"] = split;
     return {out};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor &rows = saved[0], &w = saved[1];
-    const HeadGeometry g{rows.size(0), w.size(0), rows.size(2), rows.size(1), rows.size(3) / 3};
+    const at::Tensor &input = saved[0], &w = saved[1];
+    const bool split = ctx->saved_data["split"].toBool();
+    const HeadGeometry g = geometry(input, w, ctx->saved_data["heads"].toInt(), split);
     const at::Tensor grad = grads[0].contiguous();
-    at::Tensor drows, dw;
-    AT_DISPATCH_FLOATING_TYPES(rows.scalar_type(), "vn_heads_merge_backward", [&] {
+    at::Tensor dinput, dw;
+    AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "vn_heads_backward", [&] {
+      const scalar_t *gp = grad.data_ptr<scalar_t>(), *in = input.data_ptr<scalar_t>(), *wp = w.data_ptr<scalar_t>();
       if (ctx->needs_input_grad(0)) {
-        drows = at::empty_like(rows);
-        merge_rows_grad<scalar_t>(grad.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), drows.data_ptr<scalar_t>(), g);
+        dinput = at::empty_like(input);
+        split ? from_rows(gp, wp, dinput.data_ptr<scalar_t>(), g, true)
+              : to_rows(gp, wp, dinput.data_ptr<scalar_t>(), g, false);
       }
+      // The rows side is the gradient for split, the input for merge.
       if (ctx->needs_input_grad(1))
-        dw = weight_grad<scalar_t>(rows.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>(), g, false, w.options())
+        dw = (split ? weight_grad(gp, in, g, true, w.options()) : weight_grad(in, gp, g, false, w.options()))
                  .view(w.sizes());
     });
-    return {drows, dw};
+    return {dinput, dw, at::Tensor(), at::Tensor()};
   }
 };
 
@@ -181,7 +150,7 @@ at::Tensor vn_heads_split(const at::Tensor& x, const at::Tensor& weight, int64_t
     throw UsageError("vn_heads_split: expected x [B, C, 3, N] and weight [H*d, C] with H = " + std::to_string(heads) +
                      ", got " + shape_of(x) + " and " + shape_of(weight));
   if (!served_here(x, weight) || x.numel() == 0) return vn_heads_split_composed(x, weight, heads);
-  return VNHeadsSplitFunction::apply(x, weight, heads)[0];
+  return VNHeadsFunction::apply(x, weight, heads, true)[0];
 }
 
 at::Tensor vn_heads_split_composed(const at::Tensor& x, const at::Tensor& weight, int64_t heads) {
@@ -197,7 +166,7 @@ at::Tensor vn_heads_merge(const at::Tensor& rows, const at::Tensor& weight) {
                      " and " + shape_of(weight));
   if (!served_here(rows, weight) || rows.numel() == 0 || weight.numel() == 0)
     return vn_heads_merge_composed(rows, weight);
-  return VNHeadsMergeFunction::apply(rows, weight)[0];
+  return VNHeadsFunction::apply(rows, weight, rows.size(1), false)[0];
 }
 
 at::Tensor vn_heads_merge_composed(const at::Tensor& rows, const at::Tensor& weight) {
