@@ -39,6 +39,7 @@
 #include "qkv/attention/sdpa.h"
 #include "qkv/attention/tiled_attention.h"
 #include "qkv/attention/tiled_attention_rows.h"
+#include "qkv/attention/tiled_attention_tile_kernels.h"
 #include "qkv/core/blas.h"
 #include "qkv/core/runtime.h"
 
@@ -213,7 +214,7 @@ void tile_ops() {
   std::printf("\nOne tile's work, op by op: d = %lld, tiles %lld x %lld, one thread, operands in cache, best of 200\n",
               (long long)d, (long long)m, (long long)n);
   double forward_us = 0, backward_us = 0;
-  auto op = [&](const char* name, bool forward, bool backward, double flops, const std::function<void()>& fn) {
+  auto op = [&](const char* name, bool forward, bool backward, double flops, const std::function<void()>& fn) -> double {
     for (int r = 0; r < 3; ++r) fn();
     double best = 1e9;
     for (int r = 0; r < 200; ++r) {
@@ -227,6 +228,7 @@ void tile_ops() {
       std::printf("  %-40s %8.1f us  %6.1f GFLOP/s\n", name, best * 1e6, flops / best / 1e9);
     else
       std::printf("  %-40s %8.1f us\n", name, best * 1e6);
+    return best * 1e6;
   };
   op("S = alpha Q K^T (forward and backward)", true, true, gemm_flops,
      [&] { qkv::blas::gemm(false, true, m, n, d, alpha, q, d, k, d, 0.0f, p, n); });
@@ -253,6 +255,43 @@ void tile_ops() {
               "%.1f GFLOP/s as the table counts it (1.5x the forward's FLOPs)\n",
               forward_us, 2 * gemm_flops / forward_us / 1e3, backward_us, 5 * gemm_flops / backward_us / 1e3,
               3 * gemm_flops / backward_us / 1e3);
+  if (!qa::tile_kernels::available()) return;
+  // The float backward's path on AVX-512 CPUs: K and V packed once a key
+  // block (shared by the key block's query blocks), P and dS in one pass, the
+  // three products reading P and dS in place.
+  namespace tk = qa::tile_kernels;
+  std::printf("The same backward tile with the AVX-512 tile kernels (this CPU's float path):\n");
+  std::vector<float> kp(tk::panel_floats(n, d)), vp(tk::panel_floats(n, d)), lse(m, 2.0f), D(m, 0.5f);
+  const double pack_us = op("pack K and V into panels (once a key block)", false, false, 0, [&] {
+    tk::pack_panels(k, n, d, kp.data());
+    tk::pack_panels(v, n, d, vp.data());
+  });
+  tk::ScoreTile tile;
+  tile.m = m;
+  tile.n = n;
+  tile.q = q;
+  tile.d = d;
+  tile.k_panels = kp.data();
+  tile.dout = dout;
+  tile.dv = d;
+  tile.v_panels = vp.data();
+  tile.lse = lse.data();
+  tile.D = D.data();
+  tile.alpha = alpha;
+  tile.p = p;
+  tile.ds = dp;
+  tile.ld = n;
+  double own_us = pack_us * m / 1024.0;  // N = 1,024: one key block serves 1024 / m query blocks
+  own_us += op("P and dS in one pass (2 GEMMs, exp, dS)", false, false, 2 * gemm_flops, [&] { tk::score_tile(tile); });
+  own_us += op("dV += P^T dO (own)", false, false, gemm_flops,
+               [&] { tk::accumulate_product(n, d, m, 1.0f, p, 1, n, dout, d, dv, d); });
+  own_us += op("dK += alpha dS^T Q (own)", false, false, gemm_flops,
+               [&] { tk::accumulate_product(n, d, m, alpha, dp, 1, n, q, d, dk, d); });
+  own_us += op("dQ += alpha dS K (own)", false, false, gemm_flops,
+               [&] { tk::accumulate_product(m, d, n, alpha, dp, n, 1, k, d, dq, d); });
+  std::printf("  backward: %.1f us a tile (packing shared by %lld query blocks of N = 1,024) = %.1f GFLOP/s executed, "
+              "%.1f GFLOP/s as the table counts it\n",
+              own_us, (long long)(1024 / m), 5 * gemm_flops / own_us / 1e3, 3 * gemm_flops / own_us / 1e3);
 }
 
 }  // namespace

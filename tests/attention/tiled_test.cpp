@@ -6,11 +6,14 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <tuple>
+#include <vector>
 
 #include "qkv/attention/sdpa.h"
 #include "qkv/attention/tiled_attention.h"
 #include "qkv/attention/tiled_attention_rows.h"
+#include "qkv/attention/tiled_attention_tile_kernels.h"
 #include "qkv/core/blas.h"
 #include "qkv/core/errors.h"
 
@@ -210,6 +213,153 @@ TEST(Tiled, RowKernelsMatchTheirScalarDefinitions) {
   std::vector<float> a(base.begin(), base.begin() + 37), b = a;
   EXPECT_EQ(qa::rows::exp_sum(a.data(), 37, 1.0f), versions.back().exp_sum(b.data(), 37, 1.0f));
   EXPECT_EQ(a, b);
+}
+
+TEST(Tiled, BackwardScoreTileEqualsItsDefinition) {
+  // The fused pass of the float backward on AVX-512 (P and dS of a tile in
+  // registers) against P = exp(alpha q.k + bias - lse), dS = P (dO.v - D)
+  // written out in double: row counts around its 6-row blocks, key counts
+  // around its 16-lane vectors and 32-key blocks, causal diagonals that cut
+  // blocks, padded keys, rows that see nothing; columns past n untouched.
+  namespace st = qa::tile_kernels;
+  if (!st::available()) GTEST_SKIP() << "no AVX-512 F here: the backward composes GEMMs and the row kernels";
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  int cases = 0;
+  for (int64_t m : {1, 5, 6, 7, 13, 40})
+    for (int64_t n : {1, 15, 16, 17, 32, 33, 70})
+      for (auto [d, dv] : {std::pair<int64_t, int64_t>{1, 2}, {3, 17}, {48, 48}})
+        for (int mask = 0; mask < 4; ++mask) {
+          const bool causal = mask & 1, padding = mask & 2;
+          const int64_t diagonal = causal ? static_cast<int64_t>(n % 7) - 3 : 0;
+          SCOPED_TRACE(::testing::Message() << "m=" << m << " n=" << n << " d=" << d << " dv=" << dv
+                                            << " causal=" << causal << " diagonal=" << diagonal << " pad=" << padding);
+          auto randoms = [&](int64_t count) {
+            std::vector<float> x(static_cast<size_t>(count));
+            for (float& e : x) e = normal(rng);
+            return x;
+          };
+          const std::vector<float> q = randoms(m * d), k = randoms(n * d), dout = randoms(m * dv), v = randoms(n * dv),
+                                   D = randoms(m);
+          std::vector<float> bias(static_cast<size_t>(st::panel_floats(n, 1)), 0.0f);
+          if (padding)
+            for (int64_t c = 0; c < n; ++c)
+              if (c % 3 == 1 || n == 1) bias[c] = kNegInf;
+          const float alpha = 0.37f;
+          auto sees = [&](int64_t r, int64_t c) { return bias[c] == 0.0f && (!causal || c <= r + diagonal); };
+          auto score = [&](int64_t r, int64_t c) {
+            double s = 0;
+            for (int64_t e = 0; e < d; ++e) s += double(q[r * d + e]) * k[c * d + e];
+            return alpha * s;
+          };
+          std::vector<float> lse(static_cast<size_t>(m), kNegInf);  // the forward's, over the visible keys
+          for (int64_t r = 0; r < m; ++r) {
+            double sum = 0;
+            for (int64_t c = 0; c < n; ++c)
+              if (sees(r, c)) sum += std::exp(score(r, c));
+            if (sum > 0) lse[r] = static_cast<float>(std::log(sum));
+          }
+          std::vector<float> kp(st::panel_floats(n, d)), vp(st::panel_floats(n, dv));
+          st::pack_panels(k.data(), n, d, kp.data());
+          st::pack_panels(v.data(), n, dv, vp.data());
+          const int64_t ld = n + 5;
+          std::vector<float> P(m * ld, 7.0f), dS(m * ld, 7.0f);
+          st::ScoreTile t;
+          t.m = m;
+          t.n = n;
+          t.q = q.data();
+          t.d = d;
+          t.k_panels = kp.data();
+          t.dout = dout.data();
+          t.dv = dv;
+          t.v_panels = vp.data();
+          t.lse = lse.data();
+          t.D = D.data();
+          t.column_bias = padding ? bias.data() : nullptr;
+          t.alpha = alpha;
+          t.causal = causal;
+          t.diagonal = diagonal;
+          t.p = P.data();
+          t.ds = dS.data();
+          t.ld = ld;
+          st::score_tile(t);
+          for (int64_t r = 0; r < m; ++r) {
+            for (int64_t c = 0; c < n; ++c) {
+              const float p = P[r * ld + c], ds = dS[r * ld + c];
+              if (!sees(r, c) || lse[r] == kNegInf) {
+                EXPECT_EQ(p, 0.0f) << r << ", " << c;
+                EXPECT_EQ(ds, 0.0f) << r << ", " << c;
+                continue;
+              }
+              const double p_ref = std::exp(score(r, c) - lse[r]);
+              double dp = 0, dp_size = 0, s_size = 0;
+              for (int64_t e = 0; e < dv; ++e) {
+                dp += double(dout[r * dv + e]) * v[c * dv + e];
+                dp_size += std::abs(double(dout[r * dv + e]) * v[c * dv + e]);
+              }
+              for (int64_t e = 0; e < d; ++e) s_size += alpha * std::abs(double(q[r * d + e]) * k[c * d + e]);
+              // Float sums of d products and the float lse: the exponent's
+              // error grows with their sizes (a wrong mask or column is O(1)).
+              const double p_tol = p_ref * 1e-6 * (1 + s_size + std::abs(lse[r])) + 1e-7;
+              EXPECT_NEAR(p, p_ref, p_tol) << r << ", " << c;
+              EXPECT_NEAR(ds, p_ref * (dp - D[r]),
+                          p_tol * std::abs(dp - D[r]) + p_ref * 1e-6 * (1 + dp_size + std::abs(D[r])))
+                  << r << ", " << c;
+            }
+            for (int64_t c = n; c < ld; ++c) {
+              EXPECT_EQ(P[r * ld + c], 7.0f);
+              EXPECT_EQ(dS[r * ld + c], 7.0f);
+            }
+          }
+          ++cases;
+        }
+  EXPECT_EQ(cases, 6 * 7 * 3 * 4);
+}
+
+TEST(Tiled, AccumulateProductEqualsItsDefinition) {
+  // The products of the float backward on AVX-512 (dV += P^T dO, dK += dS^T Q,
+  // dQ += dS K, A read in place) against C += alpha A B in double: A read
+  // directly and transposed, row counts around the 6- and 8-row blocks,
+  // widths around the 16-lane vectors and the 64-column chunks; C's entries
+  // past w untouched.
+  namespace tk = qa::tile_kernels;
+  if (!tk::available()) GTEST_SKIP() << "no AVX-512 F here: the backward uses BLAS for these products";
+  std::mt19937 rng(12);
+  std::normal_distribution<float> normal;
+  auto randoms = [&](int64_t count) {
+    std::vector<float> x(static_cast<size_t>(count));
+    for (float& e : x) e = normal(rng);
+    return x;
+  };
+  for (int64_t rows : {1, 5, 6, 7, 8, 9, 13, 40})
+    for (int64_t w : {1, 15, 16, 17, 33, 48, 64, 65, 100, 130})
+      for (int64_t depth : {1, 7, 33})
+        for (bool transposed : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << "rows=" << rows << " w=" << w << " depth=" << depth
+                                            << " transposed=" << transposed);
+          // A is rows x depth, stored as such (lda = depth + 3) or transposed (lda = rows + 3).
+          const int64_t lda = transposed ? rows + 3 : depth + 3;
+          const std::vector<float> a = randoms((transposed ? depth : rows) * lda), b = randoms(depth * w);
+          const int64_t ldc = w + 4;
+          std::vector<float> c = randoms(rows * ldc);
+          const std::vector<float> c0 = c;
+          const float alpha = 0.7f;
+          const int64_t rs = transposed ? 1 : lda, cs = transposed ? lda : 1;
+          tk::accumulate_product(rows, w, depth, alpha, a.data(), rs, cs, b.data(), w, c.data(), ldc);
+          for (int64_t i = 0; i < rows; ++i) {
+            for (int64_t j = 0; j < w; ++j) {
+              double ref = 0, size = 0;
+              for (int64_t k = 0; k < depth; ++k) {
+                ref += double(a[i * rs + k * cs]) * b[k * w + j];
+                size += std::abs(double(a[i * rs + k * cs]) * b[k * w + j]);
+              }
+              EXPECT_NEAR(c[i * ldc + j], c0[i * ldc + j] + alpha * ref, 1e-6 * (1 + alpha * size + std::abs(c0[i * ldc + j])))
+                  << i << ", " << j;
+            }
+            for (int64_t j = w; j < ldc; ++j) EXPECT_EQ(c[i * ldc + j], c0[i * ldc + j]);
+          }
+        }
 }
 
 TEST(Tiled, LeavesTheBlasThreadCountAsItWas) {

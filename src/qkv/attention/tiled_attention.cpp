@@ -7,9 +7,11 @@
 #include <limits>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "qkv/attention/tiled_attention_rows.h"
+#include "qkv/attention/tiled_attention_tile_kernels.h"
 #include "qkv/core/blas.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/parallel.h"
@@ -128,6 +130,22 @@ void forward_kernel(const T* q, const T* k, const T* v, const bool* pad, T* out,
   });
 }
 
+// C[rows x w] += alpha op(A) B with op(A) = A or A^T (leading dimension lda):
+// BLAS, or for float on AVX-512 (own_kernel) the tile kernel reading A in
+// place, without the transposed or packed copy BLAS makes of P and dS.
+template <typename T>
+void accumulate(bool own_kernel, bool transpose_a, int64_t rows, int64_t w, int64_t depth, T alpha, const T* A,
+                int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (own_kernel) {
+      tile_kernels::accumulate_product(rows, w, depth, alpha, A, transpose_a ? 1 : lda, transpose_a ? lda : 1, B, ldb,
+                                       C, ldc);
+      return;
+    }
+  }
+  gemm(transpose_a, false, rows, w, depth, alpha, A, lda, B, ldb, T(1), C, ldc);
+}
+
 // The backward pass walks (batch*head, key block) pairs: dK and dV of the
 // block are accumulated in place over all query blocks, and dQ of every query
 // block gets the block's dS K. With at least 4 batch*heads a worker, one task
@@ -148,7 +166,14 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* out, const T* 
   const int64_t tasks = task_per_head ? BH : BH * nkb;
   const int64_t workers = kernel_workers(tasks, work);
   const auto dtype = c10::CppTypeToScalarType<T>::value;
-  const int64_t per_worker = 2 * g.bq * g.bk + g.bq;
+  // float on AVX-512: P and dS of a tile come from one fused pass
+  // (tiled_attention_tile_kernels.h) reading the key block's K and V packed
+  // once into panels, with padded keys as a -inf column bias.
+  const bool fused = std::is_same_v<T, float> && tile_kernels::available();
+  const int64_t panels = fused ? tile_kernels::panel_floats(g.bk, g.d) + tile_kernels::panel_floats(g.bk, g.dv) +
+                                     tile_kernels::panel_floats(g.bk, 1)
+                               : 0;
+  const int64_t per_worker = 2 * g.bq * g.bk + g.bq + panels;
   at::Tensor scratch = at::empty({workers, per_worker}, dtype);
   at::Tensor dq_extra;  // [workers-1, BH*Nq*d], per-block tasks only
   if (!task_per_head && workers > 1) dq_extra = at::empty({workers - 1, dq_size}, dtype);
@@ -170,6 +195,29 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* out, const T* 
     std::fill(dVj, dVj + n * g.dv, T(0));
     const int64_t npad = padded_columns(pad, g, b, j0, n, pcols);
     if (npad == n) return;
+    tile_kernels::ScoreTile tile;
+    if constexpr (std::is_same_v<T, float>) {
+      if (fused) {
+        float* k_panels = Drow + g.bq;
+        float* v_panels = k_panels + tile_kernels::panel_floats(g.bk, g.d);
+        float* bias = v_panels + tile_kernels::panel_floats(g.bk, g.dv);
+        tile_kernels::pack_panels(Kj, n, g.d, k_panels);
+        tile_kernels::pack_panels(Vj, n, g.dv, v_panels);
+        std::fill(bias, bias + tile_kernels::panel_floats(n, 1), 0.0f);
+        for (int64_t c : pcols) bias[c] = kNegInf;
+        tile.n = n;
+        tile.d = g.d;
+        tile.dv = g.dv;
+        tile.k_panels = k_panels;
+        tile.v_panels = v_panels;
+        tile.column_bias = npad > 0 ? bias : nullptr;
+        tile.alpha = alpha;
+        tile.causal = causal;
+        tile.p = P;
+        tile.ds = dP;
+        tile.ld = g.bk;
+      }
+    }
     // The first query that sees key j0 under the causal rule.
     const int64_t qstart = causal ? std::max<int64_t>(0, j0 - g.offset) : 0;
     for (int64_t i0 = qstart; i0 < g.Nq; i0 += g.bq) {
@@ -178,29 +226,43 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* out, const T* 
       const T* Oi = out + (bh * g.Nq + i0) * g.dv;
       const T* dOi = dout + (bh * g.Nq + i0) * g.dv;
       const T* Li = lse + bh * g.Nq + i0;
-      gemm(false, true, m, n, g.d, alpha, Qi, g.d, Kj, g.d, T(0), P, g.bk);
       for (int64_t r = 0; r < m; ++r) {
-        T* prow = P + r * g.bk;
         T acc = 0;
         for (int64_t c = 0; c < g.dv; ++c) acc += dOi[r * g.dv + c] * Oi[r * g.dv + c];
         Drow[r] = acc;
-        for (int64_t c : pcols) prow[c] = kNegInf;
-        const int64_t lim = causal ? causal_limit(i0 + r, j0, n, g.offset) : n;
-        if (lim == 0 || Li[r] == kNegInf) {
-          std::fill(prow, prow + n, T(0));
-          continue;
-        }
-        rows::exp_sum(prow, lim, Li[r]);  // P = exp(S - lse)
-        std::fill(prow + lim, prow + n, T(0));
       }
-      // dV_j += P^T dO_i
-      gemm(true, false, n, g.dv, m, T(1), P, g.bk, dOi, g.dv, T(1), dVj, g.dv);
-      // dP = dO_i V_j^T, then dS = P * (dP - D) in place
-      gemm(false, true, m, n, g.dv, T(1), dOi, g.dv, Vj, g.dv, T(0), dP, g.bk);
-      for (int64_t r = 0; r < m; ++r) rows::dsoftmax(dP + r * g.bk, P + r * g.bk, n, Drow[r]);
-      // dK_j += alpha dS^T Q_i ; dQ_i += alpha dS K_j
-      gemm(true, false, n, g.d, m, alpha, dP, g.bk, Qi, g.d, T(1), dKj, g.d);
-      gemm(false, false, m, g.d, n, alpha, dP, g.bk, Kj, g.d, T(1), dQw + (bh * g.Nq + i0) * g.d, g.d);
+      if constexpr (std::is_same_v<T, float>) {
+        if (fused) {
+          tile.m = m;
+          tile.q = Qi;
+          tile.dout = dOi;
+          tile.lse = Li;
+          tile.D = Drow;
+          tile.diagonal = i0 + g.offset - j0;
+          tile_kernels::score_tile(tile);  // P, and dS in dP
+        }
+      }
+      if (!fused) {
+        gemm(false, true, m, n, g.d, alpha, Qi, g.d, Kj, g.d, T(0), P, g.bk);
+        for (int64_t r = 0; r < m; ++r) {
+          T* prow = P + r * g.bk;
+          for (int64_t c : pcols) prow[c] = kNegInf;
+          const int64_t lim = causal ? causal_limit(i0 + r, j0, n, g.offset) : n;
+          if (lim == 0 || Li[r] == kNegInf) {
+            std::fill(prow, prow + n, T(0));
+            continue;
+          }
+          rows::exp_sum(prow, lim, Li[r]);  // P = exp(S - lse)
+          std::fill(prow + lim, prow + n, T(0));
+        }
+        // dP = dO_i V_j^T, then dS = P * (dP - D) in place
+        gemm(false, true, m, n, g.dv, T(1), dOi, g.dv, Vj, g.dv, T(0), dP, g.bk);
+        for (int64_t r = 0; r < m; ++r) rows::dsoftmax(dP + r * g.bk, P + r * g.bk, n, Drow[r]);
+      }
+      // dV_j += P^T dO_i ; dK_j += alpha dS^T Q_i ; dQ_i += alpha dS K_j
+      accumulate(fused, true, n, g.dv, m, T(1), P, g.bk, dOi, g.dv, dVj, g.dv);
+      accumulate(fused, true, n, g.d, m, alpha, dP, g.bk, Qi, g.d, dKj, g.d);
+      accumulate(fused, false, m, g.d, n, alpha, dP, g.bk, Kj, g.d, dQw + (bh * g.Nq + i0) * g.d, g.d);
     }
   };
   parallel_tasks(tasks, workers, [&](int64_t worker, int64_t task) {
