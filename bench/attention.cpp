@@ -232,10 +232,10 @@ void tile_ops() {
   };
   op("S = alpha Q K^T (forward and backward)", true, true, gemm_flops,
      [&] { qkv::blas::gemm(false, true, m, n, d, alpha, q, d, k, d, 0.0f, p, n); });
-  op("row max (forward)", true, false, 0, [&] {
+  const double max_us = op("row max (forward)", true, false, 0, [&] {
     for (int64_t r = 0; r < m; ++r) qa::rows::max(p + r * n, n);
   });
-  op("P = exp(S - m), row sums", true, true, 0, [&] {
+  const double exp_us = op("P = exp(S - m), row sums", true, true, 0, [&] {
     for (int64_t r = 0; r < m; ++r) qa::rows::exp_sum(p + r * n, n, 2.0f);
   });
   op("O += P V (forward)", true, false, gemm_flops,
@@ -256,11 +256,12 @@ void tile_ops() {
               forward_us, 2 * gemm_flops / forward_us / 1e3, backward_us, 5 * gemm_flops / backward_us / 1e3,
               3 * gemm_flops / backward_us / 1e3);
   if (!qa::tile_kernels::available()) return;
-  // The float backward's path on AVX-512 CPUs: K and V packed once a key
-  // block (shared by the key block's query blocks), P and dS in one pass, the
-  // three products reading P and dS in place.
+  // The float path on AVX-512 CPUs: the forward's S and O += P V; in the
+  // backward K and V packed once a key block (shared by the key block's query
+  // blocks), P and dS in one pass, the three products reading P and dS in
+  // place.
   namespace tk = qa::tile_kernels;
-  std::printf("The same backward tile with the AVX-512 tile kernels (this CPU's float path):\n");
+  std::printf("The same tile with the AVX-512 tile kernels (this CPU's float path):\n");
   std::vector<float> kp(tk::panel_floats(n, d)), vp(tk::panel_floats(n, d)), lse(m, 2.0f), D(m, 0.5f);
   const double pack_us = op("pack K and V into panels (once a key block)", false, false, 0, [&] {
     tk::pack_panels(k, n, d, kp.data());
@@ -281,6 +282,11 @@ void tile_ops() {
   tile.p = p;
   tile.ds = dp;
   tile.ld = n;
+  double own_forward_us = op("S = alpha Q K^T (own; forward)", false, false, gemm_flops,
+                             [&] { tk::scaled_scores(m, n, q, d, kp.data(), alpha, p, n); });
+  own_forward_us += op("O += P V (own; forward)", false, false, gemm_flops,
+                       [&] { tk::accumulate_product(m, d, n, 1.0f, p, n, 1, v, d, out, d); });
+  own_forward_us += max_us + exp_us;  // the row kernels as above
   double own_us = pack_us * m / 1024.0;  // N = 1,024: one key block serves 1024 / m query blocks
   own_us += op("P and dS in one pass (2 GEMMs, exp, dS)", false, false, 2 * gemm_flops, [&] { tk::score_tile(tile); });
   own_us += op("dV += P^T dO (own)", false, false, gemm_flops,
@@ -289,9 +295,43 @@ void tile_ops() {
                [&] { tk::accumulate_product(n, d, m, alpha, dp, 1, n, q, d, dk, d); });
   own_us += op("dQ += alpha dS K (own)", false, false, gemm_flops,
                [&] { tk::accumulate_product(m, d, n, alpha, dp, n, 1, k, d, dq, d); });
+  std::printf("  forward: %.1f us a tile (keys packed once a forward) = %.1f GFLOP/s\n", own_forward_us,
+              2 * gemm_flops / own_forward_us / 1e3);
   std::printf("  backward: %.1f us a tile (packing shared by %lld query blocks of N = 1,024) = %.1f GFLOP/s executed, "
               "%.1f GFLOP/s as the table counts it\n",
               own_us, (long long)(1024 / m), 5 * gemm_flops / own_us / 1e3, 3 * gemm_flops / own_us / 1e3);
+}
+
+// The tiled kernel's forward and backward each timed alone (tiled_attention_forward
+// / _backward, no autograd) at VNT-Net's head width on all cores, against
+// sgemm: `cores` times the one-thread ceiling (the table's reference) and
+// sgemm run on all cores. The backward's FLOPs two ways: as the table counts
+// them (1.5x the forward's: the convention of the brief) and as executed (5
+// GEMMs a tile, 2.5x: S is recomputed; FlashAttention's count).
+void sgemm_fractions(double one_thread_sgemm, int cores) {
+  qkv::set_threads(cores);
+  const double all_sgemm = sgemm_gflops();
+  const int64_t N = 1024, d = 48, BH = pick_bh(N, d);
+  Inputs in = make_inputs(BH, N, d, false);
+  const double alpha = 1.0 / std::sqrt(static_cast<double>(d)), fl = 4.0 * BH * N * N * d;
+  const qa::TiledForward f = qa::tiled_attention_forward(in.q, in.k, in.v, alpha, false);
+  const Measure fw = measure([&] { qa::tiled_attention_forward(in.q, in.k, in.v, alpha, false); }, 10, 1.0);
+  const Measure bw = measure(
+      [&] { qa::tiled_attention_backward(in.q, in.k, in.v, f.output, f.logsumexp, in.g, alpha, false); }, 10, 1.0);
+  const double ceiling = cores * one_thread_sgemm;
+  std::printf("\nFraction of sgemm: tiled forward and backward each alone, N = %lld, d = %lld, BH = %lld, %d threads, "
+              "best of >= 10\n",
+              (long long)N, (long long)d, (long long)BH, cores);
+  std::printf("  sgemm: %d x %.1f (one thread, the table's ceiling) = %.1f GFLOP/s; on %d threads %.1f GFLOP/s\n", cores,
+              one_thread_sgemm, ceiling, cores, all_sgemm);
+  auto line = [&](const char* what, double flops, double seconds) {
+    const double rate = flops / seconds / 1e9;
+    std::printf("  %-44s %8.2f ms %8.1f GFLOP/s %6.1f %% of %d x one thread %6.1f %% of sgemm on %d threads\n", what,
+                seconds * 1e3, rate, 100 * rate / ceiling, cores, 100 * rate / all_sgemm, cores);
+  };
+  line("forward (4 BH N^2 d)", fl, fw.seconds);
+  line("backward, counted as 1.5x forward (the table)", 1.5 * fl, bw.seconds);
+  line("backward, executed: 2.5x forward (5 GEMMs)", 2.5 * fl, bw.seconds);
 }
 
 }  // namespace
@@ -365,6 +405,7 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
       }
   }
+  sgemm_fractions(sgemm, all);
   if (sweep) {
     sweep_tiles(1, 4096);
     if (all > 1) sweep_tiles(all, 1024);

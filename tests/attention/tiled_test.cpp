@@ -105,6 +105,8 @@ TEST(Tiled, MatchesNaiveFloat32HeadWidths1To128) {
   }
   compare({2, 2, 200, 333, 64, 64, true, true, 0, 0}, at::kFloat, 1e-5);
   compare({2, 2, 129, 257, 64, 32, false, true, 32, 64}, at::kFloat, 1e-5);
+  // Key blocks off the 16-key panels: BLAS tiles even where the CPU has AVX-512.
+  compare({1, 2, 45, 150, 48, 40, true, true, 7, 13}, at::kFloat, 1e-5);
 }
 
 TEST(Tiled, MatchesNaiveFloat64HeadWidths1To128) {
@@ -215,19 +217,20 @@ TEST(Tiled, RowKernelsMatchTheirScalarDefinitions) {
   EXPECT_EQ(a, b);
 }
 
-TEST(Tiled, BackwardScoreTileEqualsItsDefinition) {
+TEST(Tiled, ScoreTileKernelsEqualTheirDefinitions) {
   // The fused pass of the float backward on AVX-512 (P and dS of a tile in
   // registers) against P = exp(alpha q.k + bias - lse), dS = P (dO.v - D)
-  // written out in double: row counts around its 6-row blocks, key counts
-  // around its 16-lane vectors and 32-key blocks, causal diagonals that cut
-  // blocks, padded keys, rows that see nothing; columns past n untouched.
+  // written out in double, and the forward's S = alpha q.k: row counts
+  // around the 6- and 12-row blocks, key counts around the 16-lane vectors
+  // and 32-key blocks, causal diagonals that cut blocks, padded keys, rows
+  // that see nothing; columns past n untouched.
   namespace st = qa::tile_kernels;
   if (!st::available()) GTEST_SKIP() << "no AVX-512 F here: the backward composes GEMMs and the row kernels";
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   std::mt19937 rng(11);
   std::normal_distribution<float> normal;
   int cases = 0;
-  for (int64_t m : {1, 5, 6, 7, 13, 40})
+  for (int64_t m : {1, 5, 6, 7, 12, 13, 40})
     for (int64_t n : {1, 15, 16, 17, 32, 33, 70})
       for (auto [d, dv] : {std::pair<int64_t, int64_t>{1, 2}, {3, 17}, {48, 48}})
         for (int mask = 0; mask < 4; ++mask) {
@@ -312,9 +315,19 @@ TEST(Tiled, BackwardScoreTileEqualsItsDefinition) {
               EXPECT_EQ(dS[r * ld + c], 7.0f);
             }
           }
+          std::vector<float> S(m * ld, 7.0f);
+          st::scaled_scores(m, n, q.data(), d, kp.data(), alpha, S.data(), ld);
+          for (int64_t r = 0; r < m; ++r) {
+            for (int64_t c = 0; c < n; ++c) {
+              double s_size = 0;
+              for (int64_t e = 0; e < d; ++e) s_size += alpha * std::abs(double(q[r * d + e]) * k[c * d + e]);
+              EXPECT_NEAR(S[r * ld + c], score(r, c), 1e-6 * (1 + s_size)) << "S " << r << ", " << c;
+            }
+            for (int64_t c = n; c < ld; ++c) EXPECT_EQ(S[r * ld + c], 7.0f);
+          }
           ++cases;
         }
-  EXPECT_EQ(cases, 6 * 7 * 3 * 4);
+  EXPECT_EQ(cases, 7 * 7 * 3 * 4);
 }
 
 TEST(Tiled, AccumulateProductEqualsItsDefinition) {

@@ -60,6 +60,22 @@ inline int64_t padded_columns(const bool* pad, const Geometry& g, int64_t b, int
   return static_cast<int64_t>(cols.size());
 }
 
+// C[rows x w] += alpha op(A) B with op(A) = A or A^T (leading dimension lda):
+// BLAS, or for float on AVX-512 (own_kernel) the tile kernel reading A in
+// place, without the transposed or packed copy BLAS makes of P and dS.
+template <typename T>
+void accumulate(bool own_kernel, bool transpose_a, int64_t rows, int64_t w, int64_t depth, T alpha, const T* A,
+                int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (own_kernel) {
+      tile_kernels::accumulate_product(rows, w, depth, alpha, A, transpose_a ? 1 : lda, transpose_a ? lda : 1, B, ldb,
+                                       C, ldc);
+      return;
+    }
+  }
+  gemm(transpose_a, false, rows, w, depth, alpha, A, lda, B, ldb, T(1), C, ldc);
+}
+
 template <typename T>
 void forward_kernel(const T* q, const T* k, const T* v, const bool* pad, T* out, T* lse, const Geometry& g, T alpha,
                     bool causal) {
@@ -72,6 +88,21 @@ void forward_kernel(const T* q, const T* k, const T* v, const bool* pad, T* out,
   // allocation tracking sees it.
   at::Tensor scratch = at::empty({workers, g.bq * g.bk + 2 * g.bq}, c10::CppTypeToScalarType<T>::value);
   T* scratch_base = scratch.data_ptr<T>();
+  // float on AVX-512, key blocks on panel boundaries (the default tiles): the
+  // tile kernels, with every head's keys packed into panels once (as much
+  // memory as k) instead of once per query block.
+  const bool own = std::is_same_v<T, float> && tile_kernels::available() && g.bk % 16 == 0;
+  const int64_t head_panels = own ? tile_kernels::panel_floats(g.Nk, g.d) : 0;
+  at::Tensor k_packed;
+  if constexpr (std::is_same_v<T, float>) {
+    if (own) {
+      k_packed = at::empty({BH * head_panels}, at::kFloat);
+      float* base = k_packed.data_ptr<float>();
+      parallel_tasks(BH, kernel_workers(BH, 4.0 * BH * g.Nq * g.Nk * std::max(g.d, g.dv)), [&](int64_t, int64_t bh) {
+        tile_kernels::pack_panels(k + bh * g.Nk * g.d, g.Nk, g.d, base + bh * head_panels);
+      });
+    }
+  }
   parallel_tasks(tasks, workers, [&](int64_t worker, int64_t task) {
     thread_local std::vector<int64_t> pcols;
     T* S = scratch_base + worker * (g.bq * g.bk + 2 * g.bq);
@@ -94,7 +125,15 @@ void forward_kernel(const T* q, const T* k, const T* v, const bool* pad, T* out,
       const int64_t n = std::min(g.bk, kend - j0);
       const int64_t npad = padded_columns(pad, g, b, j0, n, pcols);
       if (npad == n) continue;
-      gemm(false, true, m, n, g.d, alpha, Q, g.d, K + j0 * g.d, g.d, T(0), S, g.bk);
+      bool scored = false;
+      if constexpr (std::is_same_v<T, float>) {
+        if (own) {  // key j0 starts panel j0 / 16 of the head, at float j0 * d
+          tile_kernels::scaled_scores(m, n, Q, g.d, k_packed.data_ptr<float>() + bh * head_panels + j0 * g.d, alpha, S,
+                                      g.bk);
+          scored = true;
+        }
+      }
+      if (!scored) gemm(false, true, m, n, g.d, alpha, Q, g.d, K + j0 * g.d, g.d, T(0), S, g.bk);
       for (int64_t r = 0; r < m; ++r) {
         T* srow = S + r * g.bk;
         for (int64_t c : pcols) srow[c] = kNegInf;
@@ -115,7 +154,7 @@ void forward_kernel(const T* q, const T* k, const T* v, const bool* pad, T* out,
         lrow[r] += sum;
         mrow[r] = mnew;
       }
-      gemm(false, false, m, g.dv, n, T(1), S, g.bk, V + j0 * g.dv, g.dv, T(1), O, g.dv);
+      accumulate(own, false, m, g.dv, n, T(1), S, g.bk, V + j0 * g.dv, g.dv, O, g.dv);
     }
     T* L = lse + bh * g.Nq + i0;
     for (int64_t r = 0; r < m; ++r) {
@@ -128,22 +167,6 @@ void forward_kernel(const T* q, const T* k, const T* v, const bool* pad, T* out,
       }
     }
   });
-}
-
-// C[rows x w] += alpha op(A) B with op(A) = A or A^T (leading dimension lda):
-// BLAS, or for float on AVX-512 (own_kernel) the tile kernel reading A in
-// place, without the transposed or packed copy BLAS makes of P and dS.
-template <typename T>
-void accumulate(bool own_kernel, bool transpose_a, int64_t rows, int64_t w, int64_t depth, T alpha, const T* A,
-                int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (own_kernel) {
-      tile_kernels::accumulate_product(rows, w, depth, alpha, A, transpose_a ? 1 : lda, transpose_a ? lda : 1, B, ldb,
-                                       C, ldc);
-      return;
-    }
-  }
-  gemm(transpose_a, false, rows, w, depth, alpha, A, lda, B, ldb, T(1), C, ldc);
 }
 
 // The backward pass walks (batch*head, key block) pairs: dK and dV of the

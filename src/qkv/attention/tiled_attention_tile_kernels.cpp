@@ -35,10 +35,32 @@ QKV_AVX512 inline __mmask16 lanes_below(int64_t count) {
   return count <= 0 ? __mmask16(0) : count >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << count) - 1u);
 }
 
+// acc[r][j] = the products of rows r of x (R rows of width w, row-major)
+// with the 16 keys of panel j (panels of w x 16, consecutive): a register
+// block as in a GEMM micro-kernel, one key vector loaded per reduction step
+// and each x entry broadcast from memory.
+template <int R, int NP>
+QKV_AVX512 inline void row_panel_products(const float* x, int64_t w, const float* panels, __m512 (&acc)[R][NP]) {
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int j = 0; j < NP; ++j) acc[r][j] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < w; ++c) {
+    __m512 b[NP];
+#pragma GCC unroll 2
+    for (int j = 0; j < NP; ++j) b[j] = _mm512_loadu_ps(panels + (j * w + c) * 16);
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+      const __m512 a = _mm512_set1_ps(x[r * w + c]);
+#pragma GCC unroll 2
+      for (int j = 0; j < NP; ++j) acc[r][j] = _mm512_fmadd_ps(a, b[j], acc[r][j]);
+    }
+  }
+}
+
 // R query rows (r0 ..) by 16 * NP keys (c0 ..): the products with K and V
-// accumulate in R * NP registers each over d and dv (a register block as in a
-// GEMM micro-kernel: one key vector loaded per reduction step, each query
-// entry broadcast from memory), P stays in registers between the two.
+// accumulate in R * NP registers each (row_panel_products), P stays in
+// registers between the two.
 template <int R, int NP>
 QKV_AVX512 inline void score_block(const ScoreTile& t, int64_t r0, int64_t c0) {
   const float* kp = t.k_panels + (c0 / 16) * t.d * 16;
@@ -60,22 +82,7 @@ QKV_AVX512 inline void score_block(const ScoreTile& t, int64_t r0, int64_t c0) {
     return;
   }
   __m512 p[R][NP];
-#pragma GCC unroll 6
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 2
-    for (int j = 0; j < NP; ++j) p[r][j] = _mm512_setzero_ps();
-  const float* q = t.q + r0 * t.d;
-  for (int64_t c = 0; c < t.d; ++c) {
-    __m512 b[NP];
-#pragma GCC unroll 2
-    for (int j = 0; j < NP; ++j) b[j] = _mm512_loadu_ps(kp + (j * t.d + c) * 16);
-#pragma GCC unroll 6
-    for (int r = 0; r < R; ++r) {
-      const __m512 a = _mm512_set1_ps(q[r * t.d + c]);
-#pragma GCC unroll 2
-      for (int j = 0; j < NP; ++j) p[r][j] = _mm512_fmadd_ps(a, b[j], p[r][j]);
-    }
-  }
+  row_panel_products<R, NP>(t.q + r0 * t.d, t.d, kp, p);
   const __m512 alpha = _mm512_set1_ps(t.alpha);
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) {
@@ -94,22 +101,7 @@ QKV_AVX512 inline void score_block(const ScoreTile& t, int64_t r0, int64_t c0) {
     }
   }
   __m512 dp[R][NP];
-#pragma GCC unroll 6
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 2
-    for (int j = 0; j < NP; ++j) dp[r][j] = _mm512_setzero_ps();
-  const float* dout = t.dout + r0 * t.dv;
-  for (int64_t c = 0; c < t.dv; ++c) {
-    __m512 b[NP];
-#pragma GCC unroll 2
-    for (int j = 0; j < NP; ++j) b[j] = _mm512_loadu_ps(vp + (j * t.dv + c) * 16);
-#pragma GCC unroll 6
-    for (int r = 0; r < R; ++r) {
-      const __m512 a = _mm512_set1_ps(dout[r * t.dv + c]);
-#pragma GCC unroll 2
-      for (int j = 0; j < NP; ++j) dp[r][j] = _mm512_fmadd_ps(a, b[j], dp[r][j]);
-    }
-  }
+  row_panel_products<R, NP>(t.dout + r0 * t.dv, t.dv, vp, dp);
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) {
     const __m512 D = _mm512_set1_ps(t.D[r0 + r]);
@@ -134,6 +126,50 @@ QKV_AVX512 void column_block(const ScoreTile& t, int64_t c0) {
     case 4: score_block<4, NP>(t, r0, c0); break;
     case 5: score_block<5, NP>(t, r0, c0); break;
     default: break;
+  }
+}
+
+// S = alpha Q K^T for R rows by 16 * NP keys.
+template <int R, int NP>
+QKV_AVX512 inline void scores_block(int64_t n, const float* q, int64_t d, const float* k_panels, float alpha,
+                                    float* s, int64_t ld, int64_t r0, int64_t c0) {
+  __m512 acc[R][NP];
+  row_panel_products<R, NP>(q + r0 * d, d, k_panels + (c0 / 16) * d * 16, acc);
+  const __m512 scale = _mm512_set1_ps(alpha);
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int j = 0; j < NP; ++j)
+      _mm512_mask_storeu_ps(s + (r0 + r) * ld + c0 + 16 * j, lanes_below(n - c0 - 16 * j),
+                            _mm512_mul_ps(acc[r][j], scale));
+}
+
+// The rows left after the full blocks, one of R .. 1.
+template <int NP, int R>
+QKV_AVX512 inline void scores_rows_tail(int64_t rest, int64_t n, const float* q, int64_t d, const float* k_panels,
+                                        float alpha, float* s, int64_t ld, int64_t r0, int64_t c0) {
+  if constexpr (R > 0) {
+    if (rest == R) scores_block<R, NP>(n, q, d, k_panels, alpha, s, ld, r0, c0);
+    else scores_rows_tail<NP, R - 1>(rest, n, q, d, k_panels, alpha, s, ld, r0, c0);
+  }
+}
+
+// Without the second product of score_tile, blocks of 12 rows by 32 keys
+// (24 accumulators): half the key loads per multiply-add of 6-row blocks.
+template <int NP>
+QKV_AVX512 void scores_columns(int64_t m, int64_t n, const float* q, int64_t d, const float* k_panels, float alpha,
+                               float* s, int64_t ld, int64_t c0) {
+  constexpr int R = 12;
+  int64_t r0 = 0;
+  for (; r0 + R <= m; r0 += R) scores_block<R, NP>(n, q, d, k_panels, alpha, s, ld, r0, c0);
+  scores_rows_tail<NP, R - 1>(m - r0, n, q, d, k_panels, alpha, s, ld, r0, c0);
+}
+
+QKV_AVX512 void scaled_scores_avx512(int64_t m, int64_t n, const float* q, int64_t d, const float* k_panels,
+                                     float alpha, float* s, int64_t ld) {
+  for (int64_t c0 = 0; c0 < n; c0 += 32) {
+    if (n - c0 > 16) scores_columns<2>(m, n, q, d, k_panels, alpha, s, ld, c0);
+    else scores_columns<1>(m, n, q, d, k_panels, alpha, s, ld, c0);
   }
 }
 
@@ -243,6 +279,15 @@ void score_tile(const ScoreTile& t) {
   if (t.m <= 0 || t.n <= 0) return;
 #ifdef QKV_ATTN_X86
   score_tile_avx512(t);
+#endif
+}
+
+void scaled_scores(int64_t m, int64_t n, const float* q, int64_t d, const float* k_panels, float alpha, float* s,
+                   int64_t ld) {
+  require_avx512("scaled_scores");
+  if (m <= 0 || n <= 0) return;
+#ifdef QKV_ATTN_X86
+  scaled_scores_avx512(m, n, q, d, k_panels, alpha, s, ld);
 #endif
 }
 

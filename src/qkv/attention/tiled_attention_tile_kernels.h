@@ -1,14 +1,15 @@
 #pragma once
-// Float32 AVX-512 kernels for the tiled attention backward's tiles
-// (tiled_attention.cpp), in place of BLAS calls at shapes where BLAS packs its
-// operands for little work (one dimension is the head width, ~48):
+// Float32 AVX-512 kernels for the tiled attention's tiles (tiled_attention.cpp),
+// in place of BLAS calls at shapes where BLAS packs its operands for little
+// work (one dimension is the head width, ~48):
+// - scaled_scores: the forward's S = alpha Q K^T;
 // - score_tile: for m queries and n keys,
 //     P  = exp(alpha Q K^T + bias - lse)        (0 where masked)
 //     dS = P * (dO V^T - D)
 //   block by block in registers, so neither S nor dP is written and read
 //   back;
 // - accumulate_product: C += alpha A B for a narrow B, A read in place with
-//   any strides (P^T, dS^T and dS without a transposed copy).
+//   any strides (O += P V; P^T, dS^T and dS without a transposed copy).
 // Only on CPUs with AVX-512 F (available()); elsewhere the kernel composes
 // BLAS GEMMs and the row kernels (tiled_attention_rows.h), which these equal to
 // float rounding.
@@ -48,6 +49,12 @@ struct ScoreTile {
 // Writes t.p and t.ds (columns [0, n) of each row; nothing past them).
 // Requires available().
 void score_tile(const ScoreTile& t);
+
+// S = alpha Q K^T (m x n, row stride ld >= n; nothing past column n written)
+// for Q m x d row-major and the n keys packed by pack_panels: the forward's
+// score tile. Requires available().
+void scaled_scores(int64_t m, int64_t n, const float* q, int64_t d, const float* k_panels, float alpha, float* s,
+                   int64_t ld);
 
 // C[i][c] += alpha * sum_k A(i, k) B[k][c] for i < rows, c < w, k < depth,
 // where A(i, k) = a[i * a_row_stride + k * a_col_stride] and B, C are
