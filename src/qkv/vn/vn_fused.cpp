@@ -6,7 +6,8 @@
 // in page faults of the temporaries (docs/vnt.md, "Profile"). The edge
 // convolution's gather + batch norm + leaky ReLU + mean over k goes further:
 // one pass over the edges that stores nothing edge-sized (edge_conv_mean,
-// edge_conv.h). All keep the composed versions as references
+// edge_conv.h). The invariant layer's coordinates in a per-point frame are
+// one pass too (vn_frame_coordinates). All keep the composed versions as references
 // (tests/vn/vn_fused_test.cpp: gradcheck in float64 and equality with the
 // composed versions).
 #include <torch/torch.h>
@@ -21,6 +22,7 @@
 #include "qkv/distributed/process_group.h"
 #include "qkv/distributed/sync_batch_norm.h"
 #include "qkv/vn/edge_conv.h"
+#include "qkv/vn/vn_layers.h"
 #include "qkv/vn/vn_ops.h"
 
 namespace qkv::vn {
@@ -121,6 +123,89 @@ class VNLeakyReLUFunction : public torch::autograd::Function<VNLeakyReLUFunction
       });
     });
     return {gx, gd, at::Tensor(), at::Tensor()};
+  }
+};
+
+// ---- coordinates in a per-point frame ----------------------------------------
+// x [B, C, 3(i), M], frame [B, 3(j), 3(i), M], contiguous: y[b, c, j] =
+// sum_i x[b, c, i] F[b, j, i] per point. The composed version is a batched
+// matmul of B * M products of [C, 3] by [3, 3], which ATen runs one small
+// GEMM (and one select) at a time; here one pass over x and y, and one
+// backward pass giving both gradients.
+class VNFrameCoordinatesFunction : public torch::autograd::Function<VNFrameCoordinatesFunction> {
+ public:
+  // Points per backward task: the task owns the frame gradient of its block
+  // (summed over channels without atomics); F and dF of 256 points are 18 KiB.
+  static constexpr int64_t kBlock = 256;
+
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x_in, const at::Tensor& frame_in) {
+    const auto x = x_in.contiguous(), frame = frame_in.contiguous();
+    ctx->save_for_backward({x, frame});
+    const int64_t b = x.size(0), c = x.size(1), m = x.numel() / (b * c * 3);
+    auto y = torch::empty_like(x);
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vn_frame_coordinates", [&] {
+      const auto* xp = x.data_ptr<scalar_t>();
+      const auto* fp = frame.data_ptr<scalar_t>();
+      auto* yp = y.data_ptr<scalar_t>();
+      at::parallel_for(0, b * c, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t bc = begin; bc < end; ++bc) {
+          const scalar_t* x0 = xp + bc * 3 * m;
+          const scalar_t* f0 = fp + (bc / c) * 9 * m;
+          scalar_t* y0 = yp + bc * 3 * m;
+          for (int64_t j = 0; j < 3; ++j) {
+            const scalar_t *fa = f0 + 3 * j * m, *fb = fa + m, *fc = fb + m;
+            scalar_t* yj = y0 + j * m;
+            for (int64_t i = 0; i < m; ++i) yj[i] = x0[i] * fa[i] + x0[m + i] * fb[i] + x0[2 * m + i] * fc[i];
+          }
+        }
+      });
+    });
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &frame = saved[1];
+    const auto g = grad[0].contiguous();
+    const int64_t b = x.size(0), c = x.size(1), m = x.numel() / (b * c * 3);
+    const int64_t blocks = (m + kBlock - 1) / kBlock;
+    auto gx = torch::empty_like(x);
+    auto gf = torch::zeros_like(frame);
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vn_frame_coordinates_backward", [&] {
+      const auto* xp = x.data_ptr<scalar_t>();
+      const auto* fp = frame.data_ptr<scalar_t>();
+      const auto* gp = g.data_ptr<scalar_t>();
+      auto* gxp = gx.data_ptr<scalar_t>();
+      auto* gfp = gf.data_ptr<scalar_t>();
+      at::parallel_for(0, b * blocks, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t task = begin; task < end; ++task) {
+          const int64_t bi = task / blocks, i0 = (task % blocks) * kBlock, i1 = std::min(m, i0 + kBlock);
+          const scalar_t* f0 = fp + bi * 9 * m;
+          scalar_t* gf0 = gfp + bi * 9 * m;
+          for (int64_t ci = 0; ci < c; ++ci) {
+            const int64_t row = (bi * c + ci) * 3 * m;
+            const scalar_t *x0 = xp + row, *g0 = gp + row;
+            scalar_t* gx0 = gxp + row;
+            // dx_i = sum_j g_j F[j, i]; dF[j, i] += g_j x_i.
+            for (int64_t e = 0; e < 3; ++e) {  // e: the xyz axis i
+              const scalar_t *fa = f0 + e * m, *fb = f0 + (3 + e) * m, *fc = f0 + (6 + e) * m;
+              scalar_t* gxe = gx0 + e * m;
+              for (int64_t i = i0; i < i1; ++i) gxe[i] = g0[i] * fa[i] + g0[m + i] * fb[i] + g0[2 * m + i] * fc[i];
+            }
+            for (int64_t j = 0; j < 3; ++j) {
+              const scalar_t* gj = g0 + j * m;
+              scalar_t *da = gf0 + 3 * j * m, *db = da + m, *dc = db + m;
+              for (int64_t i = i0; i < i1; ++i) {
+                da[i] += gj[i] * x0[i];
+                db[i] += gj[i] * x0[m + i];
+                dc[i] += gj[i] * x0[2 * m + i];
+              }
+            }
+          }
+        }
+      });
+    });
+    return {gx, gf};
   }
 };
 
@@ -705,6 +790,20 @@ at::Tensor vn_leaky_relu(const at::Tensor& x, const at::Tensor& direction, doubl
                      direction.sizes().slice(2).equals(x.sizes().slice(2)) && x.numel() > 0;
   if (!fused) return vn_leaky_relu_composed(x, direction, negative_slope, eps);
   return VNLeakyReLUFunction::apply(x, direction, negative_slope, eps);
+}
+
+at::Tensor vn_frame_coordinates(const at::Tensor& x, const at::Tensor& frame) {
+  require_vn(x, "vn_frame_coordinates");
+  std::vector<int64_t> frame_shape = x.sizes().vec();
+  frame_shape[1] = 3;
+  if (!frame.sizes().equals(frame_shape))
+    throw UsageError("vn_frame_coordinates: frame must be " + shape_of(at::IntArrayRef(frame_shape)) +
+                     " for x " + shape_of(x) + ", got " + shape_of(frame));
+  const bool fused = x.device().is_cpu() && frame.device().is_cpu() &&
+                     (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) &&
+                     frame.scalar_type() == x.scalar_type() && x.numel() > 0;
+  if (!fused) return vn_frame_coordinates_composed(x, frame);
+  return VNFrameCoordinatesFunction::apply(x, frame);
 }
 
 at::Tensor vn_batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,

@@ -196,7 +196,7 @@ std::pair<at::Tensor, at::Tensor> VNStdFeatureImpl::forward_with_mean(const at::
   return {torch::cat({vn_frame_coordinates(x, frame), mean_coordinates}, 1), frame};
 }
 
-at::Tensor vn_frame_coordinates(const at::Tensor& x, const at::Tensor& frame) {
+at::Tensor vn_frame_coordinates_composed(const at::Tensor& x, const at::Tensor& frame) {
   // <x_c, F_j> for every channel c and frame vector j, as one batched matmul
   // over the flattened trailing dims: [B, M, C, xyz] @ [B, M, xyz, j].
   const auto b = x.size(0), c = x.size(1);
