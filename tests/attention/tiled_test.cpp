@@ -107,6 +107,11 @@ TEST(Tiled, MatchesNaiveFloat32HeadWidths1To128) {
   compare({2, 2, 129, 257, 64, 32, false, true, 32, 64}, at::kFloat, 1e-5);
   // Key blocks off the 16-key panels: BLAS tiles even where the CPU has AVX-512.
   compare({1, 2, 45, 150, 48, 40, true, true, 7, 13}, at::kFloat, 1e-5);
+  // Enough batch*heads for a task per head (its keys packed once a task), and
+  // the same in float64.
+  compare({2, 6, 70, 300, 48, 48, true, true, 32, 64}, at::kFloat, 1e-5);
+  compare({2, 6, 70, 300, 48, 48, false, false, 0, 0}, at::kFloat, 1e-5);
+  compare({2, 6, 70, 300, 17, 9, true, true, 32, 64}, at::kDouble, 1e-10);
 }
 
 TEST(Tiled, MatchesNaiveFloat64HeadWidths1To128) {

@@ -24,13 +24,13 @@ using blas::gemm;
 
 // ---------------------------------------------------------------------------
 // Work distribution. Each call splits into independent tasks (forward: one per
-// batch*head and query block; backward: one per batch*head and key block),
-// run by qkv::parallel_tasks (core/parallel.h) on ATen's OpenMP threads: tasks
-// are handed out one at a time, so causal blocks of unequal cost balance. At
-// most one worker per core; inside a parallel region, and for calls under
-// ~4 MFLOP, the caller runs every task itself. default_tile_sizes keeps each
-// tile GEMM below the size at which OpenBLAS would split it across its own
-// threads.
+// batch*head and query block; backward: one per batch*head and key block; a
+// whole batch*head each when there are at least 4 a worker), run by
+// qkv::parallel_tasks (core/parallel.h) on ATen's OpenMP threads: tasks are
+// handed out one at a time, so causal blocks of unequal cost balance. At most
+// one worker per core; inside a parallel region, and for calls under ~4 MFLOP,
+// the caller runs every task itself. The kernels hold OpenBLAS at one thread
+// (blas::OneBlasThread) so that its tile GEMMs do not split across threads.
 int64_t kernel_workers(int64_t tasks, double work_flops) {
   const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
   return parallel_workers(tasks, work_flops < 4e6 ? 1 : cores);
@@ -76,41 +76,46 @@ void accumulate(bool own_kernel, bool transpose_a, int64_t rows, int64_t w, int6
   gemm(transpose_a, false, rows, w, depth, alpha, A, lda, B, ldb, T(1), C, ldc);
 }
 
+// The forward pass walks (batch*head, query block) pairs. With float on
+// AVX-512 and key blocks on 16-key panel boundaries (the default tiles) the
+// tile kernels compute S and O += P V from keys packed into panels: with at
+// least 4 batch*heads a worker, one task is a whole batch*head (its query
+// blocks in turn) and packs its keys once into the worker's scratch; with
+// fewer, tasks are single query blocks for balance and every head's keys are
+// packed once up front (as much memory as k).
 template <typename T>
 void forward_kernel(const T* q, const T* k, const T* v, const bool* pad, T* out, T* lse, const Geometry& g, T alpha,
                     bool causal) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   const int64_t BH = g.B * g.H, nqb = (g.Nq + g.bq - 1) / g.bq;
-  const int64_t tasks = BH * nqb;
-  const int64_t workers = kernel_workers(tasks, 4.0 * BH * g.Nq * g.Nk * std::max(g.d, g.dv));
-  // Per-worker scratch, allocated once per call (never per tile): the score tile
-  // and the running max / sum of each row. Taken from the CPU allocator so that
-  // allocation tracking sees it.
-  at::Tensor scratch = at::empty({workers, g.bq * g.bk + 2 * g.bq}, c10::CppTypeToScalarType<T>::value);
-  T* scratch_base = scratch.data_ptr<T>();
-  // float on AVX-512, key blocks on panel boundaries (the default tiles): the
-  // tile kernels, with every head's keys packed into panels once (as much
-  // memory as k) instead of once per query block.
+  const double work = 4.0 * BH * g.Nq * g.Nk * std::max(g.d, g.dv);
+  const bool task_per_head = BH >= 4 * kernel_workers(BH * nqb, work);
+  const int64_t tasks = task_per_head ? BH : BH * nqb;
+  const int64_t workers = kernel_workers(tasks, work);
   const bool own = std::is_same_v<T, float> && tile_kernels::available() && g.bk % 16 == 0;
   const int64_t head_panels = own ? tile_kernels::panel_floats(g.Nk, g.d) : 0;
-  at::Tensor k_packed;
+  // Per-worker scratch, allocated once per call (never per tile): the score tile,
+  // the running max / sum of each row and, per-head tasks, the head's packed
+  // keys. Taken from the CPU allocator so that allocation tracking sees it.
+  const int64_t per_worker = g.bq * g.bk + 2 * g.bq + (task_per_head ? head_panels : 0);
+  at::Tensor scratch = at::empty({workers, per_worker}, c10::CppTypeToScalarType<T>::value);
+  T* scratch_base = scratch.data_ptr<T>();
+  at::Tensor k_packed;  // every head's keys, query-block tasks only
   if constexpr (std::is_same_v<T, float>) {
-    if (own) {
+    if (own && !task_per_head) {
       k_packed = at::empty({BH * head_panels}, at::kFloat);
       float* base = k_packed.data_ptr<float>();
-      parallel_tasks(BH, kernel_workers(BH, 4.0 * BH * g.Nq * g.Nk * std::max(g.d, g.dv)), [&](int64_t, int64_t bh) {
+      parallel_tasks(BH, kernel_workers(BH, work), [&](int64_t, int64_t bh) {
         tile_kernels::pack_panels(k + bh * g.Nk * g.d, g.Nk, g.d, base + bh * head_panels);
       });
     }
   }
-  parallel_tasks(tasks, workers, [&](int64_t worker, int64_t task) {
+  // Query block qb of batch*head bh; k_panels: the head's packed keys (own only).
+  auto query_block = [&](T* S, const float* k_panels, int64_t bh, int64_t qb) {
     thread_local std::vector<int64_t> pcols;
-    T* S = scratch_base + worker * (g.bq * g.bk + 2 * g.bq);
     T* mrow = S + g.bq * g.bk;
     T* lrow = mrow + g.bq;
-    // Heaviest query blocks (the last ones, under causal masking) go first.
-    const int64_t qb = nqb - 1 - task / BH, bh = task % BH, b = bh / g.H;
-    const int64_t i0 = qb * g.bq, m = std::min(g.bq, g.Nq - i0);
+    const int64_t b = bh / g.H, i0 = qb * g.bq, m = std::min(g.bq, g.Nq - i0);
     const T* Q = q + (bh * g.Nq + i0) * g.d;
     const T* K = k + bh * g.Nk * g.d;
     const T* V = v + bh * g.Nk * g.dv;
@@ -127,9 +132,8 @@ void forward_kernel(const T* q, const T* k, const T* v, const bool* pad, T* out,
       if (npad == n) continue;
       bool scored = false;
       if constexpr (std::is_same_v<T, float>) {
-        if (own) {  // key j0 starts panel j0 / 16 of the head, at float j0 * d
-          tile_kernels::scaled_scores(m, n, Q, g.d, k_packed.data_ptr<float>() + bh * head_panels + j0 * g.d, alpha, S,
-                                      g.bk);
+        if (own) {  // key j0 starts panel j0 / 16, at float j0 * d
+          tile_kernels::scaled_scores(m, n, Q, g.d, k_panels + j0 * g.d, alpha, S, g.bk);
           scored = true;
         }
       }
@@ -166,6 +170,25 @@ void forward_kernel(const T* q, const T* k, const T* v, const bool* pad, T* out,
         L[r] = kNegInf;
       }
     }
+  };
+  parallel_tasks(tasks, workers, [&](int64_t worker, int64_t task) {
+    T* S = scratch_base + worker * per_worker;
+    const float* k_panels = nullptr;
+    if (task_per_head) {
+      if constexpr (std::is_same_v<T, float>) {
+        if (own) {
+          float* panels = S + g.bq * g.bk + 2 * g.bq;
+          tile_kernels::pack_panels(k + task * g.Nk * g.d, g.Nk, g.d, panels);
+          k_panels = panels;
+        }
+      }
+      for (int64_t qb = nqb - 1; qb >= 0; --qb) query_block(S, k_panels, task, qb);
+      return;
+    }
+    // Heaviest query blocks (the last ones, under causal masking) go first.
+    const int64_t bh = task % BH;
+    if (own) k_panels = k_packed.data_ptr<float>() + bh * head_panels;
+    query_block(S, k_panels, bh, nqb - 1 - task / BH);
   });
 }
 
@@ -189,11 +212,11 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* out, const T* 
   const int64_t tasks = task_per_head ? BH : BH * nkb;
   const int64_t workers = kernel_workers(tasks, work);
   const auto dtype = c10::CppTypeToScalarType<T>::value;
-  // float on AVX-512: P and dS of a tile come from one fused pass
-  // (tiled_attention_tile_kernels.h) reading the key block's K and V packed
-  // once into panels, with padded keys as a -inf column bias.
-  const bool fused = std::is_same_v<T, float> && tile_kernels::available();
-  const int64_t panels = fused ? tile_kernels::panel_floats(g.bk, g.d) + tile_kernels::panel_floats(g.bk, g.dv) +
+  // float on AVX-512: the tile kernels (tiled_attention_tile_kernels.h); P and
+  // dS of a tile come from one pass reading the key block's K and V packed once
+  // into panels, with padded keys as a -inf column bias.
+  const bool own = std::is_same_v<T, float> && tile_kernels::available();
+  const int64_t panels = own ? tile_kernels::panel_floats(g.bk, g.d) + tile_kernels::panel_floats(g.bk, g.dv) +
                                      tile_kernels::panel_floats(g.bk, 1)
                                : 0;
   const int64_t per_worker = 2 * g.bq * g.bk + g.bq + panels;
@@ -220,7 +243,7 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* out, const T* 
     if (npad == n) return;
     tile_kernels::ScoreTile tile;
     if constexpr (std::is_same_v<T, float>) {
-      if (fused) {
+      if (own) {
         float* k_panels = Drow + g.bq;
         float* v_panels = k_panels + tile_kernels::panel_floats(g.bk, g.d);
         float* bias = v_panels + tile_kernels::panel_floats(g.bk, g.dv);
@@ -255,7 +278,7 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* out, const T* 
         Drow[r] = acc;
       }
       if constexpr (std::is_same_v<T, float>) {
-        if (fused) {
+        if (own) {
           tile.m = m;
           tile.q = Qi;
           tile.dout = dOi;
@@ -265,7 +288,7 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* out, const T* 
           tile_kernels::score_tile(tile);  // P, and dS in dP
         }
       }
-      if (!fused) {
+      if (!own) {
         gemm(false, true, m, n, g.d, alpha, Qi, g.d, Kj, g.d, T(0), P, g.bk);
         for (int64_t r = 0; r < m; ++r) {
           T* prow = P + r * g.bk;
@@ -283,9 +306,9 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* out, const T* 
         for (int64_t r = 0; r < m; ++r) rows::dsoftmax(dP + r * g.bk, P + r * g.bk, n, Drow[r]);
       }
       // dV_j += P^T dO_i ; dK_j += alpha dS^T Q_i ; dQ_i += alpha dS K_j
-      accumulate(fused, true, n, g.dv, m, T(1), P, g.bk, dOi, g.dv, dVj, g.dv);
-      accumulate(fused, true, n, g.d, m, alpha, dP, g.bk, Qi, g.d, dKj, g.d);
-      accumulate(fused, false, m, g.d, n, alpha, dP, g.bk, Kj, g.d, dQw + (bh * g.Nq + i0) * g.d, g.d);
+      accumulate(own, true, n, g.dv, m, T(1), P, g.bk, dOi, g.dv, dVj, g.dv);
+      accumulate(own, true, n, g.d, m, alpha, dP, g.bk, Qi, g.d, dKj, g.d);
+      accumulate(own, false, m, g.d, n, alpha, dP, g.bk, Kj, g.d, dQw + (bh * g.Nq + i0) * g.d, g.d);
     }
   };
   parallel_tasks(tasks, workers, [&](int64_t worker, int64_t task) {

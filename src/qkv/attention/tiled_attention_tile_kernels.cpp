@@ -111,22 +111,23 @@ QKV_AVX512 inline void score_block(const ScoreTile& t, int64_t r0, int64_t c0) {
   }
 }
 
+// The rows left after the full blocks, one of R .. 1.
+template <int NP, int R>
+QKV_AVX512 inline void score_rows_tail(int64_t rest, const ScoreTile& t, int64_t r0, int64_t c0) {
+  if constexpr (R > 0) {
+    if (rest == R) score_block<R, NP>(t, r0, c0);
+    else score_rows_tail<NP, R - 1>(rest, t, r0, c0);
+  }
+}
+
 // 6 x 32 blocks: 24 accumulators (P and dP) and two key vectors fit the 32
 // vector registers.
-constexpr int kRows = 6;
-
 template <int NP>
 QKV_AVX512 void column_block(const ScoreTile& t, int64_t c0) {
+  constexpr int R = 6;
   int64_t r0 = 0;
-  for (; r0 + kRows <= t.m; r0 += kRows) score_block<kRows, NP>(t, r0, c0);
-  switch (t.m - r0) {
-    case 1: score_block<1, NP>(t, r0, c0); break;
-    case 2: score_block<2, NP>(t, r0, c0); break;
-    case 3: score_block<3, NP>(t, r0, c0); break;
-    case 4: score_block<4, NP>(t, r0, c0); break;
-    case 5: score_block<5, NP>(t, r0, c0); break;
-    default: break;
-  }
+  for (; r0 + R <= t.m; r0 += R) score_block<R, NP>(t, r0, c0);
+  score_rows_tail<NP, R - 1>(t.m - r0, t, r0, c0);
 }
 
 // S = alpha Q K^T for R rows by 16 * NP keys.
