@@ -10,7 +10,9 @@
 //            N = 1,024 (bench/models_twin.py), each in a process of its own so
 //            that its peak resident memory is its own; the twin twice, with
 //            glibc's malloc (as users run it) and with jemalloc preloaded; and
-//            qkv's time against the roofline limit of docs/performance.md.
+//            qkv's time against the roofline limit of docs/performance.md, at
+//            the issue's roofs and at the sgemm rate and memcpy bandwidth
+//            measured at the start of the section.
 //   scale    VNT-Net's training step and peak memory at batch 16 for
 //            N = 1,024 ... 8,192.
 // Prints medians and ratios.
@@ -26,9 +28,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "qkv/core/atomic_file.h"
@@ -223,15 +227,59 @@ std::string jemalloc_library() {
   return "";
 }
 
-// The shortest time this machine allows at batch 16, N 1,024 on 2 cores, in
+// The shortest time the machine allows at batch 16, N 1,024 on 2 cores, in
 // ms: docs/performance.md's roofline account (our arithmetic from FLOPs and
-// bytes, 260 GFLOP/s sgemm and the measured 8.9 GB/s). VN-DGCNN's limits are
-// those of the fused edge convolution it now runs (the unfused ones were
-// 3,900 and 1,300 ms).
-double roofline_limit_ms(const std::string& name, const std::string& mode) {
-  if (name == "vnt") return mode == "train" ? 3990 : 1220;
-  if (name == "vn-dgcnn") return mode == "train" ? 1430 : 510;
-  return 0;
+// bytes at the issue's roofs, 260 GFLOP/s sgemm and 8.9 GB/s), split into its
+// compute-bound and memory-bound terms so that it can be rescaled to the roofs
+// measured on the machine running the bench ("Limits on this machine" there
+// gives the split). VN-DGCNN's limits are those of the fused edge convolution
+// it now runs (the unfused ones were 3,900 and 1,300 ms).
+struct RooflineLimit {
+  double compute_ms = 0, memory_ms = 0;
+  double at_issue_roofs() const { return compute_ms + memory_ms; }
+  double at(double sgemm_gflops, double copy_gbs) const {
+    return compute_ms * 260.0 / sgemm_gflops + memory_ms * 8.9 / copy_gbs;
+  }
+};
+
+RooflineLimit roofline_limit(const std::string& name, const std::string& mode) {
+  if (name == "vnt") return mode == "train" ? RooflineLimit{3317, 673} : RooflineLimit{985, 235};
+  if (name == "vn-dgcnn") return mode == "train" ? RooflineLimit{758, 672} : RooflineLimit{275, 235};
+  return {};
+}
+
+// This machine's roofs on `threads` threads: sgemm (at::mm_out, 2048^3 float32,
+// best of 5) and memcpy of 256 MiB a thread (read + write bytes, best of 5).
+struct Roofs {
+  double sgemm_gflops = 0, copy_gbs = 0;
+};
+
+Roofs measure_roofs(int threads) {
+  Roofs r;
+  {
+    at::Tensor a = at::randn({2048, 2048}), b = at::randn({2048, 2048}), c = at::empty({2048, 2048});
+    at::mm_out(c, a, b);
+    double best = 1e30;
+    for (int i = 0; i < 5; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      at::mm_out(c, a, b);
+      best = std::min(best, elapsed_ms(t0) / 1e3);
+    }
+    r.sgemm_gflops = 2.0 * 2048 * 2048 * 2048 / best / 1e9;
+  }
+  const size_t per_thread = size_t(256) << 20, n = per_thread * static_cast<size_t>(threads);
+  std::vector<char> from(n, 1), to(n, 2);  // touched before timing
+  double best = 1e30;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> copies;
+    for (int t = 0; t < threads; ++t)
+      copies.emplace_back([&, t] { std::memcpy(to.data() + t * per_thread, from.data() + t * per_thread, per_thread); });
+    for (auto& c : copies) c.join();
+    best = std::min(best, elapsed_ms(t0) / 1e3);
+  }
+  r.copy_gbs = 2.0 * static_cast<double>(n) / best / 1e9;
+  return r;
 }
 
 int bench_kernels(int repeats) {
@@ -295,14 +343,17 @@ int bench_kernels(int repeats) {
 int bench_models(const char* self, int threads, int repeats) {
   const int64_t batch = 16, points = 1024;
   const std::string jemalloc = jemalloc_library();
+  const Roofs roofs = measure_roofs(threads);
   std::printf("\nmodels: batch %lld, %lld points, median of %d runs after one warm-up; peak = peak resident set of "
               "the process (MiB); 'torch' is the Python twin with glibc's malloc (as users run it), "
               "'torch+je' the same with jemalloc preloaded%s; 'of limit' = the roofline limit of "
-              "docs/performance.md (2 cores) over qkv's time\n",
+              "docs/performance.md over qkv's time, 'limit' at the issue's roofs (260 GFLOP/s, 8.9 GB/s), "
+              "'here' at the roofs measured now on %d threads: sgemm %.1f GFLOP/s, memcpy %.1f GB/s\n",
               static_cast<long long>(batch), static_cast<long long>(points), repeats,
-              jemalloc.empty() ? " (not installed: left out)" : "");
-  std::printf("%-9s %-6s %9s %9s %9s %7s %9s %7s %9s %8s %9s %9s %9s\n", "model", "mode", "params", "qkv ms",
-              "torch ms", "speed", "torch+je", "speed", "limit ms", "of limit", "qkv peak", "torch pk", "t+je pk");
+              jemalloc.empty() ? " (not installed: left out)" : "", threads, roofs.sgemm_gflops, roofs.copy_gbs);
+  std::printf("%-9s %-6s %9s %9s %9s %7s %9s %7s %9s %8s %8s %8s %9s %9s %9s\n", "model", "mode", "params", "qkv ms",
+              "torch ms", "speed", "torch+je", "speed", "limit ms", "of limit", "here ms", "of here", "qkv peak",
+              "torch pk", "t+je pk");
   int status = 0;
   for (const std::string name : {"vnt", "vn-dgcnn"})
     for (const std::string mode : {"train", "infer"}) {
@@ -317,7 +368,8 @@ int bench_models(const char* self, int threads, int repeats) {
       }
       if (theirs.is_null()) status = 1;  // qkv's row is still printed, the twin's columns as "-"
       const double q_ms = ours["median_ms"];
-      const double limit = roofline_limit_ms(name, mode);
+      const RooflineLimit roofline = roofline_limit(name, mode);
+      const double limit = roofline.at_issue_roofs(), here = roofline.at(roofs.sgemm_gflops, roofs.copy_gbs);
       auto column = [](const nlohmann::json& run, const char* key) {
         return run.is_null() ? std::string("-") : std::to_string(std::lround(run[key].get<double>()));
       };
@@ -327,10 +379,11 @@ int bench_models(const char* self, int threads, int repeats) {
         std::snprintf(buf, sizeof buf, "%.2fx", run["median_ms"].get<double>() / q_ms);
         return std::string(buf);
       };
-      std::printf("%-9s %-6s %9lld %9.0f %9s %7s %9s %7s %9.0f %7.0f%% %9.0f %9s %9s\n", name.c_str(), mode.c_str(),
-                  static_cast<long long>(ours["params"].get<int64_t>()), q_ms, column(theirs, "median_ms").c_str(),
-                  speed(theirs).c_str(), column(with_jemalloc, "median_ms").c_str(), speed(with_jemalloc).c_str(),
-                  limit, 100 * limit / q_ms, ours["peak_rss_mib"].get<double>(),
+      std::printf("%-9s %-6s %9lld %9.0f %9s %7s %9s %7s %9.0f %7.0f%% %8.0f %7.0f%% %9.0f %9s %9s\n", name.c_str(),
+                  mode.c_str(), static_cast<long long>(ours["params"].get<int64_t>()), q_ms,
+                  column(theirs, "median_ms").c_str(), speed(theirs).c_str(),
+                  column(with_jemalloc, "median_ms").c_str(), speed(with_jemalloc).c_str(), limit, 100 * limit / q_ms,
+                  here, 100 * here / q_ms, ours["peak_rss_mib"].get<double>(),
                   column(theirs, "peak_rss_mib").c_str(), column(with_jemalloc, "peak_rss_mib").c_str());
       if (!theirs.is_null() && ours["params"] != theirs["params"]) {
         std::fprintf(stderr, "bench_pointcloud: %s has %s parameters in qkv but %s in the twin\n", name.c_str(),
