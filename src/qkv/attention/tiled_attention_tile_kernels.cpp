@@ -218,7 +218,7 @@ QKV_AVX512 inline void product_block(int64_t depth, float alpha, const float* a,
     }
 }
 
-// The rows left after the full blocks, one of R - 1 .. 1.
+// The rows left after the full blocks, one of R .. 1.
 template <int W, int R>
 QKV_AVX512 inline void product_rows_tail(int64_t rest, int64_t depth, float alpha, const float* a, int64_t rs,
                                          int64_t cs, const float* b, int64_t ldb, __mmask16 last, float* c,
@@ -229,8 +229,8 @@ QKV_AVX512 inline void product_rows_tail(int64_t rest, int64_t depth, float alph
   }
 }
 
-// Blocks of R rows: 24 accumulators (8 at W = 1) leave registers for B's row
-// and the broadcast.
+// Blocks of R rows: at most 24 accumulators (8 rows by 3 vectors, 6 by 4)
+// leave registers for B's row and the broadcast.
 template <int W>
 QKV_AVX512 void product_columns(int64_t rows, int64_t depth, float alpha, const float* a, int64_t rs, int64_t cs,
                                 const float* b, int64_t ldb, __mmask16 last, float* c, int64_t ldc) {
