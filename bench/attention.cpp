@@ -2,11 +2,13 @@
 // speed ratio and peak extra memory, at one thread and at all threads, with the
 // machine's single-thread sgemm as the ceiling. Not a test: prints a table.
 //
-//   bench_attention            the table (N in {256,1024,4096}, d in {16,48,64})
+//   bench_attention            the table (N in {256,1024,4096}, d in {16,48,64}), then the tiled
+//                              forward and backward each timed alone at N=1024, d=48 as fractions of sgemm
 //   bench_attention --sweep    also: tile sizes at N=4096 (one thread) and N=1024 (all cores), and the Auto crossover
 //   bench_attention --cold     leave glibc malloc as it is (see "Allocator" below)
 //   bench_attention --tile-ops the tiled kernel's work on one tile, op by op, one thread
-//                              (d = 48, the default tiles): what each GEMM and row pass costs alone
+//                              (d = 48, the default tiles): what each GEMM and row pass costs alone,
+//                              then the same tile through the AVX-512 tile kernels where the CPU has them
 //
 // Allocator: by default the bench keeps freed memory in the process
 // (mallopt M_MMAP_MAX = 0, M_TRIM_THRESHOLD = 1 GiB), so a run reuses pages that
@@ -295,7 +297,7 @@ void tile_ops() {
                [&] { tk::accumulate_product(n, d, m, alpha, dp, 1, n, q, d, dk, d); });
   own_us += op("dQ += alpha dS K (own)", false, false, gemm_flops,
                [&] { tk::accumulate_product(m, d, n, alpha, dp, n, 1, k, d, dq, d); });
-  std::printf("  forward: %.1f us a tile (keys packed once a forward) = %.1f GFLOP/s\n", own_forward_us,
+  std::printf("  forward: %.1f us a tile (keys packed once a head, not counted) = %.1f GFLOP/s\n", own_forward_us,
               2 * gemm_flops / own_forward_us / 1e3);
   std::printf("  backward: %.1f us a tile (packing shared by %lld query blocks of N = 1,024) = %.1f GFLOP/s executed, "
               "%.1f GFLOP/s as the table counts it\n",
