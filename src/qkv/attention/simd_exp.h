@@ -70,9 +70,11 @@ QKV_AVX512 inline __m512 exp16(__m512 x) {
   return _mm512_maskz_mov_ps(static_cast<__mmask16>(~underflow), _mm512_scalef_ps(p, n));
 }
 
-// Tails through masked loads and stores (lanes past n read nothing).
-QKV_AVX512 inline __mmask16 tail_mask(int64_t rest) {
-  return static_cast<__mmask16>((1u << rest) - 1u);
+// Lanes l < count of a 16-lane vector (none for count <= 0, all for >= 16):
+// tails and masked columns through masked loads and stores, which read and
+// write nothing in the other lanes.
+QKV_AVX512 inline __mmask16 lanes_below(int64_t count) {
+  return count <= 0 ? __mmask16(0) : count >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << count) - 1u);
 }
 
 QKV_AVX512_WARNINGS_ON

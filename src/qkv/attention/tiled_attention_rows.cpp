@@ -40,7 +40,7 @@ void scale_generic(T* x, int64_t n, T a) {
 #ifdef QKV_ATTN_X86
 using simd::exp16;
 using simd::exp8;
-using simd::tail_mask;
+using simd::lanes_below;
 
 QKV_AVX2 float hmax8(__m256 v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -126,7 +126,7 @@ QKV_AVX512 float row_max_avx512(const float* x, int64_t n) {
     m1 = _mm512_max_ps(m1, _mm512_loadu_ps(x + i + 16));
   }
   for (; i + 16 <= n; i += 16) m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + i));
-  if (i < n) m1 = _mm512_max_ps(m1, _mm512_mask_loadu_ps(neg_inf, tail_mask(n - i), x + i));
+  if (i < n) m1 = _mm512_max_ps(m1, _mm512_mask_loadu_ps(neg_inf, lanes_below(n - i), x + i));
   return _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
 }
 
@@ -148,7 +148,7 @@ QKV_AVX512 float exp_sum_avx512(float* x, int64_t n, float shift) {
     a0 = _mm512_add_ps(a0, e);
   }
   if (i < n) {
-    const __mmask16 k = tail_mask(n - i);
+    const __mmask16 k = lanes_below(n - i);
     const __m512 e = _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), s)));
     _mm512_mask_storeu_ps(x + i, k, e);
     a1 = _mm512_add_ps(a1, e);
@@ -162,7 +162,7 @@ QKV_AVX512 void dsoftmax_avx512(float* dp, const float* p, int64_t n, float D) {
   for (; i + 16 <= n; i += 16)
     _mm512_storeu_ps(dp + i, _mm512_mul_ps(_mm512_loadu_ps(p + i), _mm512_sub_ps(_mm512_loadu_ps(dp + i), d)));
   if (i < n) {
-    const __mmask16 k = tail_mask(n - i);
+    const __mmask16 k = lanes_below(n - i);
     _mm512_mask_storeu_ps(dp + i, k,
                           _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + i), _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + i), d)));
   }
@@ -173,7 +173,7 @@ QKV_AVX512 void scale_avx512(float* x, int64_t n, float a) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), s));
   if (i < n) {
-    const __mmask16 k = tail_mask(n - i);
+    const __mmask16 k = lanes_below(n - i);
     _mm512_mask_storeu_ps(x + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), s));
   }
 }

@@ -30,10 +30,7 @@ namespace {
 
 QKV_AVX512_WARNINGS_OFF
 
-// Lanes l < count of a 16-lane vector.
-QKV_AVX512 inline __mmask16 lanes_below(int64_t count) {
-  return count <= 0 ? __mmask16(0) : count >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << count) - 1u);
-}
+using simd::lanes_below;
 
 // acc[r][j] = the products of rows r of x (R rows of width w, row-major)
 // with the 16 keys of panel j (panels of w x 16, consecutive): a register
