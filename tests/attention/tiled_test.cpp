@@ -36,6 +36,15 @@ at::Tensor reference(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   return at::matmul(w, v);
 }
 
+// count standard-normal floats from rng (the tile kernels' tests work on raw
+// arrays, as the kernel does).
+std::vector<float> normal_floats(std::mt19937& rng, int64_t count) {
+  std::normal_distribution<float> normal;
+  std::vector<float> x(static_cast<size_t>(count));
+  for (float& e : x) e = normal(rng);
+  return x;
+}
+
 double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
 }
@@ -233,7 +242,6 @@ TEST(Tiled, ScoreTileKernelsEqualTheirDefinitions) {
   if (!st::available()) GTEST_SKIP() << "no AVX-512 F here: the backward composes GEMMs and the row kernels";
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   std::mt19937 rng(11);
-  std::normal_distribution<float> normal;
   int cases = 0;
   for (int64_t m : {1, 5, 6, 7, 12, 13, 40})
     for (int64_t n : {1, 15, 16, 17, 32, 33, 70})
@@ -243,11 +251,7 @@ TEST(Tiled, ScoreTileKernelsEqualTheirDefinitions) {
           const int64_t diagonal = causal ? static_cast<int64_t>(n % 7) - 3 : 0;
           SCOPED_TRACE(::testing::Message() << "m=" << m << " n=" << n << " d=" << d << " dv=" << dv
                                             << " causal=" << causal << " diagonal=" << diagonal << " pad=" << padding);
-          auto randoms = [&](int64_t count) {
-            std::vector<float> x(static_cast<size_t>(count));
-            for (float& e : x) e = normal(rng);
-            return x;
-          };
+          auto randoms = [&](int64_t count) { return normal_floats(rng, count); };
           const std::vector<float> q = randoms(m * d), k = randoms(n * d), dout = randoms(m * dv), v = randoms(n * dv),
                                    D = randoms(m);
           std::vector<float> bias(static_cast<size_t>(st::panel_floats(n, 1)), 0.0f);
@@ -344,12 +348,7 @@ TEST(Tiled, AccumulateProductEqualsItsDefinition) {
   namespace tk = qa::tile_kernels;
   if (!tk::available()) GTEST_SKIP() << "no AVX-512 F here: the backward uses BLAS for these products";
   std::mt19937 rng(12);
-  std::normal_distribution<float> normal;
-  auto randoms = [&](int64_t count) {
-    std::vector<float> x(static_cast<size_t>(count));
-    for (float& e : x) e = normal(rng);
-    return x;
-  };
+  auto randoms = [&](int64_t count) { return normal_floats(rng, count); };
   for (int64_t rows : {1, 5, 6, 7, 8, 9, 13, 40})
     for (int64_t w : {1, 15, 16, 17, 33, 48, 64, 65, 100, 130})
       for (int64_t depth : {1, 7, 33})
