@@ -28,11 +28,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "qkv/core/atomic_file.h"
@@ -41,6 +39,7 @@
 #include "qkv/pointcloud/transforms.h"
 #include "qkv/train/weights.h"
 #include "qkv/vn/vn_ops.h"
+#include "roofs.h"
 
 using namespace qkv;
 
@@ -248,39 +247,13 @@ RooflineLimit roofline_limit(const std::string& name, const std::string& mode) {
   return {};
 }
 
-// This machine's roofs on `threads` threads: sgemm (at::mm_out, 2048^3 float32,
-// best of 5) and memcpy of 256 MiB a thread (read + write bytes, best of 5).
+// This machine's roofs on `threads` threads (roofs.h): sgemm 2048^3 best of 5,
+// memcpy of 256 MiB a thread best of 5.
 struct Roofs {
   double sgemm_gflops = 0, copy_gbs = 0;
 };
 
-Roofs measure_roofs(int threads) {
-  Roofs r;
-  {
-    at::Tensor a = at::randn({2048, 2048}), b = at::randn({2048, 2048}), c = at::empty({2048, 2048});
-    at::mm_out(c, a, b);
-    double best = 1e30;
-    for (int i = 0; i < 5; ++i) {
-      const auto t0 = std::chrono::steady_clock::now();
-      at::mm_out(c, a, b);
-      best = std::min(best, elapsed_ms(t0) / 1e3);
-    }
-    r.sgemm_gflops = 2.0 * 2048 * 2048 * 2048 / best / 1e9;
-  }
-  const size_t per_thread = size_t(256) << 20, n = per_thread * static_cast<size_t>(threads);
-  std::vector<char> from(n, 1), to(n, 2);  // touched before timing
-  double best = 1e30;
-  for (int i = 0; i < 5; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::thread> copies;
-    for (int t = 0; t < threads; ++t)
-      copies.emplace_back([&, t] { std::memcpy(to.data() + t * per_thread, from.data() + t * per_thread, per_thread); });
-    for (auto& c : copies) c.join();
-    best = std::min(best, elapsed_ms(t0) / 1e3);
-  }
-  r.copy_gbs = 2.0 * static_cast<double>(n) / best / 1e9;
-  return r;
-}
+Roofs measure_roofs(int threads) { return {qkv::bench::sgemm_gflops(5, 0.0), qkv::bench::copy_gbs(threads)}; }
 
 int bench_kernels(int repeats) {
   const std::vector<Case> cases = {
