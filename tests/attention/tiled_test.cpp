@@ -16,6 +16,7 @@
 #include "qkv/attention/tiled_attention_tile_kernels.h"
 #include "qkv/core/blas.h"
 #include "qkv/core/errors.h"
+#include "support/tolerance.h"
 
 namespace qa = qkv::attention;
 
@@ -80,13 +81,11 @@ void compare(const Case& c, at::ScalarType dtype, double tol) {
              vd = v.detach().to(at::kDouble).requires_grad_();
   at::Tensor out_n = reference(qd, kd, vd, alpha, c.causal, pad);
   auto grads_n = torch::autograd::grad({out_n}, {qd, kd, vd}, {g.to(at::kDouble)});
-  auto rel = [](const at::Tensor& a, const at::Tensor& ref) {
-    return max_abs_diff(a, ref) / std::max(1.0, ref.abs().max().item<double>());
-  };
-  EXPECT_LT(rel(out_t, out_n), tol);
-  EXPECT_LT(rel(grads_t[0], grads_n[0]), tol) << "dq";
-  EXPECT_LT(rel(grads_t[1], grads_n[1]), tol) << "dk";
-  EXPECT_LT(rel(grads_t[2], grads_n[2]), tol) << "dv";
+  using qkv::testing::scaled_difference;
+  EXPECT_LT(scaled_difference(out_t, out_n), tol);
+  EXPECT_LT(scaled_difference(grads_t[0], grads_n[0]), tol) << "dq";
+  EXPECT_LT(scaled_difference(grads_t[1], grads_n[1]), tol) << "dk";
+  EXPECT_LT(scaled_difference(grads_t[2], grads_n[2]), tol) << "dv";
   for (const auto& t : grads_t) EXPECT_TRUE(at::isfinite(t).all().item<bool>());
   if (c.padding) {
     EXPECT_EQ(out_t[0].abs().max().item<double>(), 0.0);

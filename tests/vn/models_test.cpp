@@ -12,6 +12,7 @@
 #include "qkv/vn/edge_conv.h"
 #include "qkv/vn/vn_ops.h"
 #include "support/gradcheck.h"
+#include "support/tolerance.h"
 
 using namespace qkv;
 using qkv::testing::haar_rotation;
@@ -36,7 +37,8 @@ data::Batch rotated(const data::Batch& batch, const at::Tensor& r) {
   return out;
 }
 
-// Largest logit change over three rotations, with the model in eval mode.
+// Largest logit change over three rotations, with the model in eval mode:
+// absolute in float64, relative to the logits' scale in float32.
 double invariance_error(models::Model& model, torch::Dtype dtype, int64_t n = 48) {
   model.to(dtype);
   model.eval();
@@ -45,10 +47,8 @@ double invariance_error(models::Model& model, torch::Dtype dtype, int64_t n = 48
   const auto logits = model.forward(batch);
   double worst = 0;
   for (int64_t s = 1; s <= 3; ++s)
-    worst = std::max(worst, (model.forward(rotated(batch, haar_rotation(s, dtype))) - logits)
-                                .abs()
-                                .max()
-                                .item<double>());
+    worst = std::max(worst, qkv::testing::precision_difference(model.forward(rotated(batch, haar_rotation(s, dtype))),
+                                                               logits));
   EXPECT_GT(logits.abs().max().item<double>(), 1e-3);
   return worst;
 }
@@ -121,7 +121,7 @@ TEST(VNModels, FactorisedEdgeConvEqualsTheComposedOne) {
     ASSERT_EQ(outs[0].sizes(), outs[1].sizes());
     EXPECT_LE((outs[0] - outs[1]).abs().max().item<double>(), tolerance);
     for (size_t g = 0; g < 3; ++g)
-      EXPECT_LE((grads[0][g] - grads[1][g]).abs().max().item<double>(), tolerance * 10) << "gradient " << g;
+      EXPECT_LE(qkv::testing::precision_difference(grads[1][g], grads[0][g]), tolerance * 10) << "gradient " << g;
   }
   // Central differences, float64, without batch norm's batch coupling noise.
   vn::VNLinearLeakyReLU small(2 * 2, 3, false, 0.2, /*batch_norm=*/false);
@@ -177,7 +177,7 @@ TEST(VNModels, FactorisedEdgeConvMeanEqualsTheComposedOne) {
       EXPECT_LE((outs[0] - outs[1]).abs().max().item<double>(), tolerance);
       EXPECT_LE((running[0] - running[1]).abs().max().item<double>(), tolerance);
       for (size_t g = 0; g < grads[0].size(); ++g)
-        EXPECT_LE((grads[0][g] - grads[1][g]).abs().max().item<double>(), tolerance * 10) << "gradient " << g;
+        EXPECT_LE(qkv::testing::precision_difference(grads[1][g], grads[0][g]), tolerance * 10) << "gradient " << g;
     }
   vn::VNLinearLeakyReLU conv(2 * 2, 3);
   EXPECT_THROW(vn::factorised_edge_conv_mean(*conv, torch::randn({1, 3, 3, 6}), torch::zeros({1, 6, 2}, torch::kLong)),
@@ -225,12 +225,12 @@ TEST(VNModels, StdFeatureWithMeanEqualsTheConcatenatedInput) {
           for (const auto& p : layer->parameters()) grads[factorised].push_back(p.grad().clone());
         }
         ASSERT_EQ(outs[1].sizes(), outs[0].sizes());
-        EXPECT_LE((outs[0] - outs[1]).abs().max().item<double>(), tolerance);
+        EXPECT_LE(qkv::testing::precision_difference(outs[1], outs[0]), tolerance);
         EXPECT_LE((frames[0] - frames[1]).abs().max().item<double>(), tolerance);
         for (size_t i = 0; i < buffers[0].size(); ++i)
           EXPECT_LE((buffers[0][i] - buffers[1][i]).abs().max().item<double>(), tolerance) << "buffer " << i;
         for (size_t g = 0; g < grads[0].size(); ++g)
-          EXPECT_LE((grads[0][g] - grads[1][g]).abs().max().item<double>(), tolerance * 10) << "gradient " << g;
+          EXPECT_LE(qkv::testing::precision_difference(grads[1][g], grads[0][g]), tolerance * 10) << "gradient " << g;
       }
   vn::VNStdFeature layer(8);
   EXPECT_THROW(layer->forward_with_mean(torch::randn({1, 3, 3, 6})), UsageError);  // 2 * 3 != 8

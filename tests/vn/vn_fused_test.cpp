@@ -12,6 +12,7 @@
 #include "qkv/vn/vn_layers.h"
 #include "qkv/vn/vn_ops.h"
 #include "support/gradcheck.h"
+#include "support/tolerance.h"
 
 namespace qkv::testing {
 namespace {
@@ -41,7 +42,7 @@ TEST(VNFusedLeakyReLU, EqualsTheComposedVersion) {
           (ref * up).sum().backward();
           EXPECT_LT(max_diff(x.grad(), xr.grad()), tol) << dtype << " shared " << shared;
           // The shared direction's gradient sums over every channel.
-          EXPECT_LT(max_diff(d.grad(), dr.grad()), 10 * tol) << dtype << " shared " << shared;
+          EXPECT_LT(precision_difference(d.grad(), dr.grad()), 10 * tol) << dtype << " shared " << shared;
         }
       }
 }
@@ -79,12 +80,12 @@ TEST(VNFusedFrameCoordinates, EqualsTheComposedVersionAndPassesGradcheck) {
       const auto fast = vn::vn_frame_coordinates(x, f), ref = vn::vn_frame_coordinates_composed(xr, fr);
       ASSERT_EQ(fast.sizes(), ref.sizes());
       const double tol = tolerance(dtype);
-      EXPECT_LT(max_diff(fast, ref), tol) << dtype;
+      EXPECT_LT(precision_difference(fast, ref), tol) << dtype;
       const auto up = torch::randn_like(ref);
       (fast * up).sum().backward();
       (ref * up).sum().backward();
-      EXPECT_LT(max_diff(x.grad(), xr.grad()), tol) << dtype;
-      EXPECT_LT(max_diff(f.grad(), fr.grad()), 10 * tol) << dtype;  // summed over channels
+      EXPECT_LT(precision_difference(x.grad(), xr.grad()), tol) << dtype;
+      EXPECT_LT(precision_difference(f.grad(), fr.grad()), 10 * tol) << dtype;  // summed over channels
     }
   const auto f = [](const std::vector<at::Tensor>& in) { return vn::vn_frame_coordinates(in[0], in[1]); };
   EXPECT_LT(max_gradient_error(f, {torch::randn({2, 3, 3, 5}, torch::kDouble), torch::randn({2, 3, 3, 5}, torch::kDouble)}),
@@ -130,9 +131,10 @@ TEST(VNFusedBatchNorm, EqualsTheComposedVersionInTrainingAndEval) {
         const auto up = torch::randn_like(ref);
         (fast * up).sum().backward();
         (ref * up).sum().backward();
-        EXPECT_LT(max_diff(xf.grad(), xr.grad()), 10 * tol) << dtype << " training " << training;
-        EXPECT_LT(max_diff(sf.weight.grad(), sr.weight.grad()), 100 * tol) << dtype << " training " << training;
-        EXPECT_LT(max_diff(sf.bias.grad(), sr.bias.grad()), 100 * tol) << dtype << " training " << training;
+        EXPECT_LT(precision_difference(xf.grad(), xr.grad()), 10 * tol) << dtype << " training " << training;
+        EXPECT_LT(precision_difference(sf.weight.grad(), sr.weight.grad()), 100 * tol)
+            << dtype << " training " << training;
+        EXPECT_LT(precision_difference(sf.bias.grad(), sr.bias.grad()), 100 * tol) << dtype << " training " << training;
       }
 }
 
@@ -228,9 +230,10 @@ TEST(VNFusedEdgeConvMean, EqualsTheComposedVersionInTrainingAndEval) {
         const auto up = torch::randn_like(ref.out);
         (fast.out * up).sum().backward();
         (ref.out * up).sum().backward();
-        for (size_t i = 0; i < 4; ++i) EXPECT_LT(max_diff(fast.x[i].grad(), ref.x[i].grad()), 10 * tol) << trace << " input " << i;
-        EXPECT_LT(max_diff(fast.s.weight.grad(), ref.s.weight.grad()), 100 * tol) << trace;
-        EXPECT_LT(max_diff(fast.s.bias.grad(), ref.s.bias.grad()), 100 * tol) << trace;
+        for (size_t i = 0; i < 4; ++i)
+          EXPECT_LT(precision_difference(fast.x[i].grad(), ref.x[i].grad()), 10 * tol) << trace << " input " << i;
+        EXPECT_LT(precision_difference(fast.s.weight.grad(), ref.s.weight.grad()), 100 * tol) << trace;
+        EXPECT_LT(precision_difference(fast.s.bias.grad(), ref.s.bias.grad()), 100 * tol) << trace;
       }
 }
 

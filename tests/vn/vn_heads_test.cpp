@@ -10,13 +10,12 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/vn/vn_heads.h"
+#include "support/tolerance.h"
 
 using namespace qkv;
 using namespace qkv::vn;
 
 namespace {
-
-double max_abs(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
 
 // f(a, w) and its gradients for the upstream gradient `up`, as {value, da, dw}.
 template <typename Fn>
@@ -31,7 +30,7 @@ void expect_close(const std::vector<at::Tensor>& fused, const std::vector<at::Te
   const char* names[] = {"value", "input gradient", "weight gradient"};
   for (size_t i = 0; i < fused.size(); ++i) {
     ASSERT_EQ(fused[i].sizes(), composed[i].sizes()) << names[i];
-    EXPECT_LE(max_abs(fused[i], composed[i]), tol) << names[i];
+    EXPECT_LE(qkv::testing::precision_difference(fused[i], composed[i]), tol) << names[i];
   }
 }
 
