@@ -2,23 +2,36 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 DEMO_OUT ?= runs/demo
-CCACHE := $(shell command -v ccache)
 
-.PHONY: deps configure build demo demo-mhca test bench clean check-asan fuzz
+.PHONY: deps configure build cli demo demo-mhca test bench clean check-asan fuzz
 
 deps:
 	@scripts/install-deps
 
+# Ninja tracks each object's own command line, so adding a source file
+# compiles that file alone (the Makefile generator writes every file's
+# precompiled-header options into one flags.make that every object and the
+# header itself depend on: a new file rebuilt everything). A build folder
+# made by another generator is reconfigured (its objects are rebuilt, from
+# ccache where they are in it).
 configure: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@if [ -f $(BUILD)/CMakeCache.txt ] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$$' $(BUILD)/CMakeCache.txt; then \
+	  echo "make: $(BUILD)/ was configured for another generator; reconfiguring it for Ninja"; \
+	  rm -rf $(BUILD)/CMakeCache.txt $(BUILD)/CMakeFiles; fi
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
+# The qkv binary alone: what the demos run (the tests' objects are most of a
+# full build).
+cli: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target qkv
+
+demo: cli
 	@BUILD=$(BUILD) DEMO_OUT=$(DEMO_OUT) scripts/demo
 
-demo-mhca: build
+demo-mhca: cli
 	@BUILD=$(BUILD) DEMO_OUT=runs/demo-mhca scripts/mhca-demo
 
 test: build
@@ -30,8 +43,7 @@ bench: configure
 # AddressSanitizer + UBSan build of the tests in build-asan/ (docs/reliability.md).
 # LibTorch is not instrumented; scripts/lsan.supp names the leaks it owns.
 check-asan:
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Release -DQKV_SANITIZE=ON \
-	  -DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE) -DCMAKE_C_COMPILER_LAUNCHER=$(CCACHE) >/dev/null
+	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release -DQKV_SANITIZE=ON >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	@cd build-asan && ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=1} \
 	  LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan.supp:print_suppressions=0 \

@@ -43,6 +43,7 @@
 #include "qkv/attention/tiled_attention_rows.h"
 #include "qkv/attention/tiled_attention_tile_kernels.h"
 #include "qkv/core/blas.h"
+#include "qkv/core/openblas_core.h"
 #include "qkv/core/runtime.h"
 #include "roofs.h"
 
@@ -337,6 +338,7 @@ void sgemm_fractions(double one_thread_sgemm, int cores) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  qkv::blas::choose_openblas_core(argv);
   bool sweep = false, cold = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -364,7 +366,7 @@ int main(int argc, char** argv) {
   auto blas = qkv::blas_info();
   std::printf("bench_attention: naive (matmul, softmax, matmul) vs tiled (FlashAttention-style, tiles %lldx%lld at d=64)\n",
               (long long)qa::default_tile_sizes(64, 64).block_q, (long long)qa::default_tile_sizes(64, 64).block_k);
-  std::printf("BLAS: %s (%s); cores: %d\n", blas.value("name", "?").c_str(), blas.value("config", "").c_str(), all);
+  std::printf("BLAS: %s (%s); cores: %d\n", qkv::blas_summary().c_str(), blas.value("config", "").c_str(), all);
   std::printf("Allocator: %s\n", cold ? "cold (glibc default: large blocks are fresh mmaps, faulted in on first touch)"
                                       : "warm (freed memory kept and reused: mallopt M_MMAP_MAX=0, M_TRIM_THRESHOLD=1GiB)");
   std::printf("Ceiling: single-thread sgemm (at::mm_out 2048^3 float32, best of >= 5) = %.1f GFLOP/s\n", sgemm);

@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "qkv/attention/kv_cache.h"
+#include "qkv/core/openblas_core.h"
 #include "qkv/core/runtime.h"
 #include "qkv/models/transformer_lm.h"
 
@@ -52,7 +53,8 @@ double ms_per_token(qkv::models::TransformerLM& lm, int64_t context, bool cached
 
 }  // namespace
 
-int main() {
+int main(int, char** argv) {
+  qkv::blas::choose_openblas_core(argv);
   qkv::models::TransformerLMOptions o;
   o.d_model = 256;
   o.layers = 4;
@@ -64,7 +66,7 @@ int main() {
     qkv::set_threads(threads);
     std::printf("\nTransformerLM d_model %lld, %lld layers, %lld heads, float32; %d thread(s), %s; median of %lld x %lld steps\n",
                 static_cast<long long>(o.d_model), static_cast<long long>(o.layers), static_cast<long long>(o.heads),
-                at::get_num_threads(), qkv::blas_info().value("name", "?").c_str(), static_cast<long long>(kRepeats),
+                at::get_num_threads(), qkv::blas_summary().c_str(), static_cast<long long>(kRepeats),
                 static_cast<long long>(kSteps));
     std::printf("%8s | %12s %10s | %12s %10s | %8s\n", "context", "cache ms/tok", "tok/s", "recomp ms/tok", "tok/s",
                 "speed-up");

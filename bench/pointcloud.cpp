@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "qkv/core/atomic_file.h"
+#include "qkv/core/openblas_core.h"
 #include "qkv/core/runtime.h"
 #include "qkv/models/model.h"
 #include "qkv/pointcloud/transforms.h"
@@ -390,6 +391,7 @@ int bench_scale(const char* self, int threads, int repeats) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  qkv::blas::choose_openblas_core(argv);
   const std::string first = argc > 1 ? argv[1] : "";
   if (first == "--child" && argc == 8)
     return run_child(argv[2], argv[3], std::stoll(argv[4]), std::stoll(argv[5]), std::stoi(argv[6]),
@@ -403,7 +405,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   set_threads(threads);
-  std::printf("threads %d, BLAS %s\n", at::get_num_threads(), blas_info().value("name", "?").c_str());
+  std::printf("threads %d, BLAS %s\n", at::get_num_threads(), blas_summary().c_str());
   int status = 0;
   if (what == "all" || what == "kernels") status |= bench_kernels(repeats);
   if (what == "all" || what == "models") status |= bench_models(argv[0], at::get_num_threads(), repeats);

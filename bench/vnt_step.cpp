@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "qkv/core/openblas_core.h"
 #include "qkv/core/runtime.h"
 #include "qkv/models/cloud_head.h"
 #include "qkv/models/model.h"
@@ -225,6 +226,7 @@ void profile_inference(const std::function<at::Tensor()>& forward) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  qkv::blas::choose_openblas_core(argv);
   const std::string name = argc > 1 ? argv[1] : "vnt";
   const int64_t batch = argc > 2 ? std::stoll(argv[2]) : 16;
   const int64_t points = argc > 3 ? std::stoll(argv[3]) : 1024;
@@ -249,7 +251,7 @@ int main(int argc, char** argv) {
   b.target = torch::randint(0, 40, {batch});
   std::printf("%s: %lld parameters, batch %lld, %lld points, %d threads, %s\n", name.c_str(),
               static_cast<long long>(models::count_parameters(*model)), static_cast<long long>(batch),
-              static_cast<long long>(points), at::get_num_threads(), blas_info().value("name", "?").c_str());
+              static_cast<long long>(points), at::get_num_threads(), blas_summary().c_str());
   const int reps = 3;
   model->train();
   for (int r = 0; r <= reps; ++r) {

@@ -17,6 +17,7 @@
 
 #include "qkv/models/model.h"
 #include "support/cli_run.h"
+#include "support/paths.h"
 #include "support/test_files.h"
 
 namespace fs = std::filesystem;
@@ -269,8 +270,9 @@ TEST(Cli, CtrlCWritesACheckpointExits130AndResumes) {
   if (pid == 0) {
     freopen("/dev/null", "w", stderr);
     freopen("/dev/null", "w", stdout);
-    execl(QKV_BINARY, QKV_BINARY, "spirals", "train", "--epochs", "100000", "--points-per-arm", "2000", "--threads",
-          "1", "--out", dir.c_str(), static_cast<char*>(nullptr));
+    const char* qkv = qkv::testing::qkv_binary();
+    execl(qkv, qkv, "spirals", "train", "--epochs", "100000", "--points-per-arm", "2000", "--threads", "1", "--out",
+          dir.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   // Wait for the first finished epoch, then interrupt mid-run.

@@ -20,6 +20,7 @@
 #include "qkv/models/model.h"
 #include "qkv/train/checkpoint.h"
 #include "support/cli_run.h"
+#include "support/paths.h"
 #include "support/test_files.h"
 
 namespace fs = std::filesystem;
@@ -268,7 +269,7 @@ TEST(DistributedCliFailures, AKilledRankIsReportedAndCleanedUp) {
     const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(fd, 1);
     dup2(fd, 2);
-    const std::string cmd = std::string(QKV_BINARY) + " launch -n 2 -- " + kTrain +
+    const std::string cmd = std::string(qkv::testing::qkv_binary()) + " launch -n 2 -- " + kTrain +
                             "--epochs 1000 --batch-size 4 --out " + dir;
     execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
     _exit(127);

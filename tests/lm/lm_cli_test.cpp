@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "support/cli_run.h"
+#include "support/paths.h"
 #include "support/test_files.h"
 
 namespace fs = std::filesystem;
@@ -52,10 +53,10 @@ int run_piped(const std::vector<std::string>& args, std::string& out,
     dup2(fds[1], 1);
     close(fds[0]);
     close(fds[1]);
-    std::vector<char*> argv{const_cast<char*>(QKV_BINARY)};
+    std::vector<char*> argv{const_cast<char*>(qkv::testing::qkv_binary())};
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    execv(QKV_BINARY, argv.data());
+    execv(qkv::testing::qkv_binary(), argv.data());
     _exit(127);
   }
   close(fds[1]);

@@ -13,6 +13,7 @@
 #include "qkv/pointcloud/mesh_read.h"
 #include "qkv/pointcloud/shapenet_part.h"
 #include "support/bounded_child.h"
+#include "support/paths.h"
 #include "support/test_files.h"
 
 namespace qkv::testing {
@@ -70,7 +71,7 @@ TEST(HostileMesh, PlyDeclaringTwoToThe31ItemsIsRefusedByName) {
 TEST(HostileMesh, FuzzFindingsStayFixed) {
   // fuzz_ply: a second 'vertex' element with fewer properties was read with
   // the first one's property indices (a heap read past the item's values).
-  const std::string crash = std::string(QKV_SOURCE_DIR) +
+  const std::string crash = std::string(qkv::testing::source_dir()) +
                             "/fuzz/regressions/ply/crash-f040c4da78e135982181af58ff4406352d5c879e";
   expect_data_error([&] { read_ply(crash); }, crash, "element 'vertex' declared twice");
   const auto twice = write("twice.ply", "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n"

@@ -529,8 +529,8 @@ TEST(MeshWrite, PlyOfAPointCloudHasNoFaceElement) {
 // ---------------------------------------------------------------------------
 // The command, where the test build has the binary.
 
-#ifdef QKV_BINARY
 #include "support/cli_run.h"
+#include "support/paths.h"
 
 TEST(SynthShapesCli, ListWriteRefuseAndBadOptions) {
   using qkv::testing::expect_clean_failure;
@@ -560,4 +560,4 @@ TEST(SynthShapesCli, ListWriteRefuseAndBadOptions) {
   EXPECT_FALSE(fs::exists(dir + "_bad"));
   fs::remove_all(dir);
 }
-#endif
+

@@ -15,6 +15,7 @@
 #include "qkv/models/mlp.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/weights.h"
+#include "support/paths.h"
 #include "support/test_files.h"
 
 namespace fs = std::filesystem;
@@ -294,7 +295,7 @@ TEST(Checkpoint, FormatOneIsReadOnlyWhenTheUserTrustsIt) {
 //   user's consent. The second is never read here: it still crashes LibTorch.
 // - crash-adfc...: below.
 TEST(Checkpoint, FuzzFindingsStayFixed) {
-  const std::string dir = std::string(QKV_SOURCE_DIR) + "/fuzz/regressions/checkpoint/";
+  const std::string dir = std::string(qkv::testing::source_dir()) + "/fuzz/regressions/checkpoint/";
   auto m = mlp();
   for (const std::string name : {"crash-ac37314e5b59de7eeaba055d2069597387b4ded8-crc-fixed",
                                  "crash-710bd12e3115238cc3b93480db2d70f7299ca578-crc-fixed"}) {

@@ -12,12 +12,15 @@
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/weights.h"
 #include "support/bounded_child.h"
+#include "support/paths.h"
 #include "support/test_files.h"
 
 namespace qkv::testing {
 namespace {
 
-std::string fixture(const std::string& name) { return std::string(QKV_SOURCE_DIR) + "/tests/train/fixtures/" + name; }
+std::string fixture(const std::string& name) {
+  return std::string(qkv::testing::source_dir()) + "/tests/train/fixtures/" + name;
+}
 
 struct Foo : torch::nn::Module {
   Foo() { foo = register_parameter("foo", torch::full({3}, 7.0f)); }
@@ -61,7 +64,7 @@ TEST(WeightsInterop, NonFiniteWeightsAreRefusedNamingTheFileAndKey) {
 
 // An input fuzz_weights found, kept in fuzz/regressions/weights/.
 std::string weights_regression(const std::string& name) {
-  return std::string(QKV_SOURCE_DIR) + "/fuzz/regressions/weights/" + name;
+  return std::string(qkv::testing::source_dir()) + "/fuzz/regressions/weights/" + name;
 }
 
 TEST(WeightsInterop, FuzzFindingsStayFixed) {

@@ -21,5 +21,6 @@ void register_vnt(CLI::App& app, Action& action);
 void register_seg(CLI::App& app, Action& action);
 void register_launch(CLI::App& app, Action& action);
 void register_mhca(CLI::App& app, Action& action);
+void register_doctor(CLI::App& app, Action& action);
 
 }  // namespace qkv::cli

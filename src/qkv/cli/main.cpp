@@ -12,7 +12,9 @@
 
 #include "qkv/cli/commands.h"
 #include "qkv/cli/common.h"
+#include "qkv/core/cpu.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/openblas_core.h"
 #include "qkv/core/runtime.h"
 #include "qkv/core/text.h"
 
@@ -88,6 +90,11 @@ std::string option_suggestions(const CLI::App& command, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (const std::string cap = qkv::unknown_cpu_capability(); !cap.empty()) {
+    std::fprintf(stderr, "qkv: QKV_CPU_CAPABILITY=%s: expected default, avx2 or avx512\n", cap.c_str());
+    return 2;
+  }
+  qkv::blas::choose_openblas_core(argv);  // may re-execute qkv with OPENBLAS_CORETYPE set
   CLI::App app{"qkv " + qkv::qkv_version() +
                ": attention models in C++ (VNT-Net, MHCA, the transformer core) on LibTorch"};
   app.name("qkv");  // usage lines say "qkv", not the path it was started by
@@ -107,6 +114,7 @@ int main(int argc, char** argv) {
   qkv::cli::register_launch(app, action);
   qkv::cli::register_params(app, action);
   qkv::cli::register_export_weights(app, action);
+  qkv::cli::register_doctor(app, action);
   qkv::cli::section_remaining_options(app);
 
   // CLI11 would only say "a subcommand is required" for a mistyped command.

@@ -84,6 +84,11 @@ std::optional<std::string> openblas_config() {
   return std::nullopt;
 }
 
+std::optional<std::string> openblas_corename() {
+  if (auto name = find_symbol<char* (*)()>("openblas_get_corename")) return std::string(name());
+  return std::nullopt;
+}
+
 std::optional<int> openblas_threads() {
   if (auto threads = find_symbol<int (*)()>("openblas_get_num_threads")) return threads();
   return std::nullopt;

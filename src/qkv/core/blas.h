@@ -23,6 +23,10 @@ std::string library();
 // OpenBLAS's build configuration (openblas_get_config); nullopt for another BLAS.
 std::optional<std::string> openblas_config();
 
+// The kernels OpenBLAS runs (openblas_get_corename: "SkylakeX", "Prescott");
+// nullopt for another BLAS. Who chose them: core/openblas_core.h.
+std::optional<std::string> openblas_corename();
+
 // OpenBLAS's thread count; nullopt for another BLAS.
 std::optional<int> openblas_threads();
 

@@ -9,6 +9,7 @@
 
 #include "qkv/core/blas.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/openblas_core.h"
 
 namespace qkv {
 
@@ -35,11 +36,23 @@ nlohmann::json blas_info() {
     info["name"] = "OpenBLAS";
     info["config"] = *config;
     if (const auto threads = blas::openblas_threads()) info["threads"] = *threads;
+    const auto core = blas::openblas_core_choice();
+    info["core"] = core.core;
+    info["core_chosen_by"] = core.chosen_by;
+    if (!core.openblas_core.empty()) info["openblas_own_core"] = core.openblas_core;
+    if (!core.rejected.empty()) info["core_rejected"] = core.rejected;
+    info["reference_products"] = core.reference_ok ? "passed" : "failed";
+    info["summary"] = "OpenBLAS, " + core.summary();
   } else {
     info["name"] = library.find("openblas") != std::string::npos ? "OpenBLAS" : "reference or other";
   }
   info["torch_threads"] = at::get_num_threads();
   return info;
+}
+
+std::string blas_summary() {
+  const auto info = blas_info();
+  return info.value("summary", info.value("name", "unknown BLAS"));
 }
 
 c10::Device parse_device(const std::string& text) {

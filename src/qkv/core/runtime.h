@@ -11,9 +11,14 @@ namespace qkv {
 // at::set_num_threads). n <= 0 means one per core.
 void set_threads(int n);
 
-// The BLAS library that serves sgemm_ in this process, its configuration and
-// thread count, as recorded in config.json.
+// The BLAS library that serves sgemm_ in this process, its configuration,
+// thread count and, for OpenBLAS, its kernels and who chose them
+// (core/openblas_core.h), as recorded in config.json. "summary" is one line
+// for people ("OpenBLAS, SkylakeX kernels (qkv's choice; ...)").
 nlohmann::json blas_info();
+
+// blas_info()'s one line for people: its summary, or the library's name.
+std::string blas_summary();
 
 // "cpu", "cuda", "cuda:1". Throws UsageError when the build or machine has no CUDA.
 c10::Device parse_device(const std::string& text);

@@ -119,7 +119,7 @@ TrainResult execute_run(const RunRequest& r, const std::string& dir, bool resume
                  static_cast<long long>(splits.train->size()),
                  static_cast<long long>(splits.val ? splits.val->size() : 0),
                  static_cast<long long>(splits.test ? splits.test->size() : 0),
-                 counted(at::get_num_threads(), "thread").c_str(), blas_info().value("name", "unknown BLAS").c_str());
+                 counted(at::get_num_threads(), "thread").c_str(), blas_summary().c_str());
   if (group && writer)
     std::fprintf(stderr, "%s: %lld ranks joined at %s, batch %lld per rank (%lld global)\n", r.command.c_str(),
                  static_cast<long long>(config.parallel.world_size), config.parallel.master.c_str(),
