@@ -12,27 +12,14 @@
 #include "qkv/attention/multi_head_attention.h"
 #include "qkv/attention/scores.h"
 #include "qkv/core/errors.h"
+#include "support/test_files.h"
+#include "support/tolerance.h"
 
 namespace qa = qkv::attention;
 
-namespace {
-
-at::Tensor rnd(std::vector<int64_t> shape) { return at::randn(shape, at::TensorOptions().dtype(at::kDouble)); }
-
-double max_diff(const at::Tensor& a, const at::Tensor& b) {
-  return (a.detach().to(at::kDouble) - b.detach().to(at::kDouble)).abs().max().item<double>();
-}
-
-void expect_usage_error(const std::function<void()>& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "no UsageError; expected one mentioning '" << needle << "'";
-  } catch (const qkv::UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message: " << e.what();
-  }
-}
-
-}  // namespace
+using qkv::testing::expect_usage_error;
+using qkv::testing::max_abs_difference;
+using qkv::testing::rnd;
 
 // ----------------------------------------------------------------------------- scores
 
@@ -57,7 +44,7 @@ TEST(Scores, DotProductAndBilinearMatchLoops) {
         EXPECT_NEAR(bil[b][i][j].item<double>(), t, 1e-12);
       }
   // A = I reduces the bilinear form to the plain (unscaled) dot product.
-  EXPECT_LT(max_diff(qa::bilinear_scores(xq, xk, at::eye(D, at::kDouble)), qa::dot_product_scores(xq, xk, 1.0)), 1e-12);
+  EXPECT_LT(max_abs_difference(qa::bilinear_scores(xq, xk, at::eye(D, at::kDouble)), qa::dot_product_scores(xq, xk, 1.0)), 1e-12);
 }
 
 TEST(Scores, LowRankBilinearIsWqTransposeWk) {
@@ -77,7 +64,7 @@ TEST(Scores, LowRankBilinearIsWqTransposeWk) {
   EXPECT_EQ(at::linalg_matrix_rank(A).item<int64_t>(), 2);
   at::Tensor xq = rnd({2, 3, 6}), xk = rnd({2, 5, 4});
   at::Tensor s = f->forward(xq, xk);
-  EXPECT_LT(max_diff(s, qa::bilinear_scores(xq, xk, A)), 1e-12);
+  EXPECT_LT(max_abs_difference(s, qa::bilinear_scores(xq, xk, A)), 1e-12);
   s.sum().backward();
   EXPECT_TRUE(bilinear->W_q.grad().defined());
   EXPECT_EQ(f->parameters().size(), 2u);
@@ -156,14 +143,14 @@ TEST(MultiHeadAttention, HandComputedSingleHead) {
   // token 1: q = 1, scores (0, 1) -> weights (1, e)/(1+e) -> value (1 + 3e)/(1 + e)
   const double e = std::exp(1.0), val1 = (1 + 3 * e) / (1 + e);
   at::Tensor expect = at::tensor({2.0, 4.0, val1, 2 * val1}, at::kDouble).view({1, 2, 2});
-  EXPECT_LT(max_diff(r.output, expect), 1e-12);
+  EXPECT_LT(max_abs_difference(r.output, expect), 1e-12);
   ASSERT_EQ(r.weights.sizes(), (std::vector<int64_t>{1, 1, 2, 2}));
   EXPECT_NEAR(r.weights[0][0][1][1].item<double>(), e / (1 + e), 1e-12);
   // causal: token 0 sees only itself (value 1); token 1 unchanged
   o.causal = true;
   r = mha(x, x, x, o);
   expect = at::tensor({1.0, 2.0, val1, 2 * val1}, at::kDouble).view({1, 2, 2});
-  EXPECT_LT(max_diff(r.output, expect), 1e-12);
+  EXPECT_LT(max_abs_difference(r.output, expect), 1e-12);
 }
 
 TEST(MultiHeadAttention, IndependentWidthsAndCrossAttention) {
@@ -198,7 +185,7 @@ TEST(MultiHeadAttention, IndependentWidthsAndCrossAttention) {
     heads.push_back(at::matmul(at::softmax(s, -1), V));
   }
   at::Tensor expect = at::matmul(at::cat(heads, -1), mha->w_o.t()) + mha->b_o;
-  EXPECT_LT(max_diff(out.output, expect), 1e-12);
+  EXPECT_LT(max_abs_difference(out.output, expect), 1e-12);
   // Gradients reach every parameter.
   out.output.sum().backward();
   for (const auto& p : mha->named_parameters()) EXPECT_TRUE(p.value().grad().defined()) << p.key();
@@ -215,7 +202,7 @@ TEST(MultiHeadAttention, DropoutFollowsTrainingMode) {
   at::Tensor a = mha(x, x, x).output, b = mha(x, x, x).output;
   EXPECT_TRUE(a.equal(b));
   mha->train();
-  EXPECT_GT(max_diff(mha(x, x, x).output, a), 1e-4);
+  EXPECT_GT(max_abs_difference(mha(x, x, x).output, a), 1e-4);
 }
 
 // ----------------------------------------------------------------------------- KV cache
@@ -286,18 +273,18 @@ TEST(KVCache, CachedDecodingEqualsFullCausalAttention) {
     std::vector<at::Tensor> pieces;
     pieces.push_back(mha->forward_cached(x.narrow(1, 0, 4), cache, 1, o).output);  // prefill 4 positions at once
     for (int64_t t = 4; t < N; ++t) pieces.push_back(mha->forward_cached(x.narrow(1, t, 1), cache, 1, o).output);
-    EXPECT_LT(max_diff(at::cat(pieces, 1), full), 1e-12) << qa::backend_name(backend);
+    EXPECT_LT(max_abs_difference(at::cat(pieces, 1), full), 1e-12) << qa::backend_name(backend);
     EXPECT_EQ(cache.length(1), N);
     EXPECT_EQ(cache.length(), 0);  // layer 0 never appended: min over layers
     // The cache holds exactly the projected keys and values of the sequence.
-    EXPECT_LT(max_diff(cache.keys(1), mha->project_k(x)), 1e-12);
-    EXPECT_LT(max_diff(cache.values(1), mha->project_v(x)), 1e-12);
+    EXPECT_LT(max_abs_difference(cache.keys(1), mha->project_k(x)), 1e-12);
+    EXPECT_LT(max_abs_difference(cache.values(1), mha->project_v(x)), 1e-12);
     expect_usage_error([&] { mha->forward_cached(x.narrow(1, 0, 1), cache, 1, o); }, "S_max");
     // The pieces by hand: project, attend, merge.
     at::Tensor q = mha->project_q(x), k = mha->project_k(x), v = mha->project_v(x);
     EXPECT_EQ(q.sizes(), (std::vector<int64_t>{B, h, N, r}));
     EXPECT_EQ(v.sizes(), (std::vector<int64_t>{B, h, N, dv}));
     at::Tensor manual = mha->merge_heads_and_project(qa::scaled_dot_product_attention(q, k, v, o).output);
-    EXPECT_LT(max_diff(manual, full), 1e-12);
+    EXPECT_LT(max_abs_difference(manual, full), 1e-12);
   }
 }

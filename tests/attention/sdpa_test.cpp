@@ -13,9 +13,14 @@
 #include "qkv/attention/sdpa.h"
 #include "qkv/attention/tiled_attention.h"
 #include "qkv/core/errors.h"
+#include "support/test_files.h"
+#include "support/tolerance.h"
 
 namespace qa = qkv::attention;
 using qa::AttentionBackend;
+using qkv::testing::expect_usage_error;
+using qkv::testing::max_abs_difference;
+using qkv::testing::rnd;
 
 namespace {
 
@@ -66,14 +71,6 @@ LoopResult loop_attention(const at::Tensor& q_in, const at::Tensor& k_in, const 
   return r;
 }
 
-double max_diff(const at::Tensor& a, const at::Tensor& b) {
-  return (a.detach().to(at::kDouble) - b.detach().to(at::kDouble)).abs().max().item<double>();
-}
-
-at::Tensor rnd(std::vector<int64_t> shape, at::ScalarType dtype = at::kDouble) {
-  return at::randn(shape, at::TensorOptions().dtype(dtype));
-}
-
 // Runs both backends (where the tiled kernel supports the options) and checks
 // output (and weights on the naive path) against the loop.
 void check_against_loop(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, qa::SdpaOptions o,
@@ -83,12 +80,12 @@ void check_against_loop(const at::Tensor& q, const at::Tensor& k, const at::Tens
   o.backend = AttentionBackend::Naive;
   o.need_weights = true;
   qa::SdpaResult naive = qa::scaled_dot_product_attention(q, k, v, o);
-  EXPECT_LT(max_diff(naive.output, ref.output), tol) << "naive output";
-  EXPECT_LT(max_diff(naive.weights, ref.weights), tol) << "naive weights";
+  EXPECT_LT(max_abs_difference(naive.output, ref.output), tol) << "naive output";
+  EXPECT_LT(max_abs_difference(naive.weights, ref.weights), tol) << "naive weights";
   o.need_weights = false;
   if (qa::tiled_unsupported_reason(q, k, v, o).empty()) {
     o.backend = AttentionBackend::Tiled;
-    EXPECT_LT(max_diff(qa::scaled_dot_product_attention(q, k, v, o).output, ref.output), tol) << "tiled output";
+    EXPECT_LT(max_abs_difference(qa::scaled_dot_product_attention(q, k, v, o).output, ref.output), tol) << "tiled output";
   }
 }
 
@@ -219,7 +216,7 @@ TEST(Sdpa, TemperatureAndScale) {
   // logits = scale * q.k / tau: (scale 0.8, tau 0.25) == (scale 3.2, tau 1)
   qa::SdpaOptions o2;
   o2.scale = 3.2;
-  EXPECT_LT(max_diff(qa::scaled_dot_product_attention(q, k, v, o).output,
+  EXPECT_LT(max_abs_difference(qa::scaled_dot_product_attention(q, k, v, o).output,
                      qa::scaled_dot_product_attention(q, k, v, o2).output),
             1e-12);
   // A huge temperature flattens the softmax: the output is the mean of the values.
@@ -227,8 +224,8 @@ TEST(Sdpa, TemperatureAndScale) {
   hot.temperature = 1e12;
   hot.need_weights = true;
   qa::SdpaResult r = qa::scaled_dot_product_attention(q, k, v, hot);
-  EXPECT_LT(max_diff(r.weights, at::full_like(r.weights, 1.0 / 5)), 1e-9);
-  EXPECT_LT(max_diff(r.output, v.mean(2, true).expand({1, 2, 4, 2})), 1e-9);
+  EXPECT_LT(max_abs_difference(r.weights, at::full_like(r.weights, 1.0 / 5)), 1e-9);
+  EXPECT_LT(max_abs_difference(r.output, v.mean(2, true).expand({1, 2, 4, 2})), 1e-9);
   // A tiny temperature picks the argmax key.
   qa::SdpaOptions cold;
   cold.temperature = 1e-9;
@@ -245,10 +242,10 @@ TEST(Sdpa, DropoutOnlyWhenTraining) {
   qa::SdpaOptions o;
   o.dropout = 0.5;
   at::Tensor plain = qa::scaled_dot_product_attention(q, k, v, {}).output;
-  EXPECT_LT(max_diff(qa::scaled_dot_product_attention(q, k, v, o).output, plain), 1e-15);  // training = false
+  EXPECT_LT(max_abs_difference(qa::scaled_dot_product_attention(q, k, v, o).output, plain), 1e-15);  // training = false
   o.training = true;
   at::Tensor dropped = qa::scaled_dot_product_attention(q, k, v, o).output;
-  EXPECT_GT(max_diff(dropped, plain), 1e-3);
+  EXPECT_GT(max_abs_difference(dropped, plain), 1e-3);
   EXPECT_TRUE(at::isfinite(dropped).all().item<bool>());
   EXPECT_EQ(qa::resolve_backend(q, k, v, o), AttentionBackend::Naive);
   o.backend = AttentionBackend::Tiled;
@@ -266,7 +263,7 @@ TEST(Sdpa, AutoRuleAndTiledEqualsNaiveThroughTheApi) {
   EXPECT_EQ(qa::resolve_backend(q, k, v, o), AttentionBackend::Tiled);
   at::Tensor tiled = qa::scaled_dot_product_attention(q, k, v, o).output;
   o.backend = AttentionBackend::Naive;
-  EXPECT_LT(max_diff(tiled, qa::scaled_dot_product_attention(q, k, v, o).output), 1e-5);
+  EXPECT_LT(max_abs_difference(tiled, qa::scaled_dot_product_attention(q, k, v, o).output), 1e-5);
   o.backend = AttentionBackend::Auto;
   // Short key ranges, weights, arbitrary masks and other dtypes stay naive.
   EXPECT_EQ(qa::resolve_backend(q, k.narrow(2, 0, 100), v.narrow(2, 0, 100), {}), AttentionBackend::Naive);
@@ -286,22 +283,6 @@ TEST(Sdpa, AutoRuleAndTiledEqualsNaiveThroughTheApi) {
     EXPECT_NE(std::string(e.what()).find("bool_mask"), std::string::npos) << e.what();
   }
 }
-
-namespace {
-
-// Expects a qkv::UsageError whose one-line message contains `needle`.
-void expect_usage_error(const std::function<void()>& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "no UsageError; expected one mentioning '" << needle << "'";
-  } catch (const qkv::UsageError& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find(needle), std::string::npos) << "message: " << what;
-    EXPECT_EQ(what.find('\n'), std::string::npos) << "message is not one line: " << what;
-  }
-}
-
-}  // namespace
 
 TEST(Sdpa, BadInputNamesTheArgument) {
   at::Tensor q = rnd({2, 3, 4, 5}), k = rnd({2, 3, 6, 5}), v = rnd({2, 3, 6, 7});

@@ -17,7 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kSpirals = "spirals train --points-per-arm 60 --batch-size 16 --threads 1";
+const std::string kResumableSpirals = "spirals train --points-per-arm 60 --batch-size 16 --threads 1";
 
 // The command's stdout alone (stderr dropped) and its exit status.
 CliResult run_stdout(const std::string& args) { return qkv::testing::run_qkv_stderr_to(args, "/dev/null"); }
@@ -34,7 +34,7 @@ std::map<std::string, std::string> file_bytes(const std::string& root) {
 
 TEST(Resume, KeepsTheStoredSettingsAndRecordsEachResume) {
   const std::string dir = fresh_dir("resume_spirals");
-  const auto first = run_qkv(kSpirals + " --epochs 2 --out " + dir);
+  const auto first = run_qkv(kResumableSpirals + " --epochs 2 --out " + dir);
   ASSERT_EQ(first.status, 0) << first.output;
 
   // How the run trains cannot be changed on resume; the run is left as it was.
@@ -63,13 +63,13 @@ TEST(Resume, KeepsTheStoredSettingsAndRecordsEachResume) {
 
 TEST(Resume, ShortSummaryOrTheWholeJson) {
   const std::string dir = fresh_dir("resume_output");
-  const auto plain = run_stdout(kSpirals + " --epochs 1 --out " + dir + "/plain");
+  const auto plain = run_stdout(kResumableSpirals + " --epochs 1 --out " + dir + "/plain");
   ASSERT_EQ(plain.status, 0) << plain.output;
   EXPECT_GE(count_lines(plain.output), 1) << plain.output;
   EXPECT_LE(count_lines(plain.output), 8) << plain.output;
   EXPECT_EQ(plain.output.find('{'), std::string::npos) << plain.output;
 
-  const auto json = run_stdout(kSpirals + " --epochs 1 --json --out " + dir + "/json");
+  const auto json = run_stdout(kResumableSpirals + " --epochs 1 --json --out " + dir + "/json");
   ASSERT_EQ(json.status, 0) << json.output;
   nlohmann::json summary;
   ASSERT_NO_THROW(summary = nlohmann::json::parse(json.output)) << json.output;

@@ -23,7 +23,7 @@ using qkv::mhca::XGBoostParams;
 
 namespace {
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kMissingValue = std::numeric_limits<float>::quiet_NaN();
 
 // Row-major standard-normal features.
 struct Data {
@@ -272,15 +272,15 @@ TEST(XGBoostClassifier, MissingValuesAreAcceptedAndUsable) {
   for (Data* d : {&train, &test})
     for (int64_t r = 0; r < d->rows; ++r) {
       d->y[static_cast<size_t>(r)] = r % 2;
-      if (r % 2) d->at(r, 0) = kNaN;
-      if (r % 5 == 0) d->at(r, 3) = kNaN;  // scattered missing values elsewhere
+      if (r % 2) d->at(r, 0) = kMissingValue;
+      if (r % 5 == 0) d->at(r, 3) = kMissingValue;  // scattered missing values elsewhere
     }
   XGBoostClassifier clf(small_params(20));
   clf.fit(train.x.data(), train.rows, train.cols, train.y);
   const auto proba = clf.predict_proba(test.x.data(), test.rows, test.cols);
   for (double p : proba) EXPECT_TRUE(p >= 0 && p <= 1) << p;
   EXPECT_GT(accuracy(proba, test.y), 0.95);
-  const std::vector<float> all_missing(8, kNaN);
+  const std::vector<float> all_missing(8, kMissingValue);
   const double p = clf.predict_proba(all_missing.data(), 1, 8)[0];
   EXPECT_GT(p, 0.5);  // missing column 0 means class 1
 }
@@ -457,7 +457,7 @@ TEST(RecursiveFeatureElimination, BadArgumentsAndData) {
 
 TEST(RecursiveFeatureElimination, AcceptsMissingValuesAndCanBeAbortedFromProgress) {
   Data d = separable(100, 18);
-  for (int64_t r = 0; r < d.rows; r += 3) d.at(r, (r * 7) % 50) = kNaN;
+  for (int64_t r = 0; r < d.rows; r += 3) d.at(r, (r * 7) % 50) = kMissingValue;
   const RFEResult res =
       recursive_feature_elimination(d.x.data(), d.rows, d.cols, d.y, small_params(10), RFEParams{10, 10});
   check_rfe_result(res, 50, 10);

@@ -52,7 +52,7 @@ std::vector<int64_t> to_vector(const at::Tensor& t) {
 
 at::Generator generator(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
 
-double max_abs(const at::Tensor& t) { return t.abs().max().item<double>(); }
+double max_magnitude(const at::Tensor& t) { return t.abs().max().item<double>(); }
 
 }  // namespace
 
@@ -144,15 +144,15 @@ TEST(NormalizeUnitSphere, ZeroCentroidAndUnitRadius) {
   auto gen = generator(4);
   const auto cloud = torch::rand({100, 3}, gen, torch::kFloat) * 7 + 3;
   const auto x = normalize_unit_sphere(cloud);
-  EXPECT_LT(max_abs(x.mean(0)), 1e-6);
+  EXPECT_LT(max_magnitude(x.mean(0)), 1e-6);
   EXPECT_NEAR(x.norm(2, 1).max().item<double>(), 1.0, 1e-6);
   const auto batch = torch::stack({cloud, cloud * 0.01 - 5});
   const auto y = normalize_unit_sphere(batch);
   for (int64_t b = 0; b < 2; ++b) {
-    EXPECT_LT(max_abs(y[b].mean(0)), 1e-5);
+    EXPECT_LT(max_magnitude(y[b].mean(0)), 1e-5);
     EXPECT_NEAR(y[b].norm(2, 1).max().item<double>(), 1.0, 1e-6);
   }
-  EXPECT_LT(max_abs(y[0] - x), 1e-6);
+  EXPECT_LT(max_magnitude(y[0] - x), 1e-6);
   EXPECT_THROW(normalize_unit_sphere(torch::zeros({0, 3})), DataError);
   EXPECT_TRUE(torch::equal(normalize_unit_sphere(torch::ones({4, 3})), torch::zeros({4, 3})));
 }
@@ -161,7 +161,7 @@ TEST(RandomScaleShift, OneDrawPerCloudInRange) {
   const auto batch = torch::rand({64, 20, 3}) + 0.5;
   const auto scaled = random_scale(batch, 0.8, 1.25, generator(3));
   const auto ratio = scaled / batch;  // one factor per cloud
-  EXPECT_LT(max_abs(ratio - ratio.select(1, 0).unsqueeze(1)), 1e-5);
+  EXPECT_LT(max_magnitude(ratio - ratio.select(1, 0).unsqueeze(1)), 1e-5);
   EXPECT_GE(ratio.min().item<double>(), 0.8 - 1e-6);
   EXPECT_LT(ratio.max().item<double>(), 1.25 + 1e-6);
   EXPECT_GT(ratio.select(1, 0).select(1, 0).std().item<double>(), 0.05);  // clouds differ
@@ -169,9 +169,9 @@ TEST(RandomScaleShift, OneDrawPerCloudInRange) {
 
   const auto shifted = random_shift(batch, 0.1, generator(3));
   const auto offset = shifted - batch;
-  EXPECT_LT(max_abs(offset - offset.select(1, 0).unsqueeze(1)), 1e-6);
-  EXPECT_LE(max_abs(offset), 0.1 + 1e-6);
-  EXPECT_GT(max_abs(offset), 0.05);
+  EXPECT_LT(max_magnitude(offset - offset.select(1, 0).unsqueeze(1)), 1e-6);
+  EXPECT_LE(max_magnitude(offset), 0.1 + 1e-6);
+  EXPECT_GT(max_magnitude(offset), 0.05);
   EXPECT_EQ(random_shift(batch[0], 0.1).sizes(), batch[0].sizes());
 }
 
@@ -180,18 +180,18 @@ TEST(Rotations, AboutAxisKeepsThatCoordinateAndIsRightHanded) {
   for (int64_t axis = 0; axis < 3; ++axis) {
     const auto r = rotation_about_axis(0.7, axis);
     const auto x = rotate(pts, r);
-    EXPECT_LT(max_abs(x.select(1, axis) - pts.select(1, axis)), 1e-12);
-    EXPECT_LT(max_abs(x.norm(2, 1) - pts.norm(2, 1)), 1e-12);
-    EXPECT_LT(max_abs(r.t().mm(r) - torch::eye(3, torch::kDouble)), 1e-14);
+    EXPECT_LT(max_magnitude(x.select(1, axis) - pts.select(1, axis)), 1e-12);
+    EXPECT_LT(max_magnitude(x.norm(2, 1) - pts.norm(2, 1)), 1e-12);
+    EXPECT_LT(max_magnitude(r.t().mm(r) - torch::eye(3, torch::kDouble)), 1e-14);
     EXPECT_NEAR(torch::det(r).item<double>(), 1.0, 1e-14);
     const auto rr = random_rotation_about_axis(axis, generator(axis));
-    EXPECT_LT(max_abs(rotate(pts, rr).select(1, axis) - pts.select(1, axis)), 1e-12);
+    EXPECT_LT(max_magnitude(rotate(pts, rr).select(1, axis) - pts.select(1, axis)), 1e-12);
   }
   // A quarter turn about z takes x to y; about x takes y to z; about y takes z to x.
   const auto e = torch::eye(3, torch::kDouble);
   for (int64_t axis = 0; axis < 3; ++axis) {
     const auto turned = rotate(e[(axis + 1) % 3].unsqueeze(0), rotation_about_axis(kPi / 2, axis));
-    EXPECT_LT(max_abs(turned[0] - e[(axis + 2) % 3]), 1e-15) << "axis " << axis;
+    EXPECT_LT(max_magnitude(turned[0] - e[(axis + 2) % 3]), 1e-15) << "axis " << axis;
   }
   EXPECT_THROW(rotation_about_axis(1.0, 3), UsageError);
 }
@@ -205,18 +205,18 @@ TEST(Rotations, RandomSo3IsOrthonormalAndHaarUniform) {
   for (int i = 0; i < draws; ++i) {
     const auto r = random_so3(gen);
     ASSERT_EQ(r.scalar_type(), torch::kDouble);
-    max_orth = std::max(max_orth, max_abs(r.t().mm(r) - torch::eye(3, torch::kDouble)));
+    max_orth = std::max(max_orth, max_magnitude(r.t().mm(r) - torch::eye(3, torch::kDouble)));
     max_det = std::max(max_det, std::abs(torch::det(r).item<double>() - 1));
     sum += r;
     sum_sq += r * r;
   }
   EXPECT_LT(max_orth, 1e-12);
   EXPECT_LT(max_det, 1e-12);
-  EXPECT_LT(max_abs(sum / draws), 0.05);                  // E[R] = 0 under Haar measure
-  EXPECT_LT(max_abs(sum_sq / draws - 1.0 / 3), 0.03);     // E[R_ij^2] = 1/3
+  EXPECT_LT(max_magnitude(sum / draws), 0.05);                  // E[R] = 0 under Haar measure
+  EXPECT_LT(max_magnitude(sum_sq / draws - 1.0 / 3), 0.03);     // E[R_ij^2] = 1/3
   // Rotating float32 points keeps their norms.
   const auto pts = torch::randn({100, 3});
-  EXPECT_LT(max_abs(rotate(pts, random_so3(gen)).norm(2, 1) - pts.norm(2, 1)), 1e-5);
+  EXPECT_LT(max_magnitude(rotate(pts, random_so3(gen)).norm(2, 1) - pts.norm(2, 1)), 1e-5);
 }
 
 TEST(Rotations, RotateBatchedAndGlobalGeneratorConvention) {
@@ -230,6 +230,6 @@ TEST(Rotations, RotateBatchedAndGlobalGeneratorConvention) {
   const auto x = rotate(pts, rs);
   for (int64_t b = 0; b < 2; ++b) {
     const auto want = rs[b].to(torch::kFloat).mm(pts[b].t()).t();  // R p for every column vector p
-    EXPECT_LT(max_abs(x[b] - want), 1e-5);
+    EXPECT_LT(max_magnitude(x[b] - want), 1e-5);
   }
 }

@@ -44,6 +44,18 @@ inline void write_text_file(const std::filesystem::path& path, const std::string
   write_file_atomic(path.string(), contents);
 }
 
+// Expects a qkv::UsageError whose one-line message contains `needle`.
+inline void expect_usage_error(const std::function<void()>& fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "no UsageError; expected one mentioning '" << needle << "'";
+  } catch (const qkv::UsageError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(needle), std::string::npos) << "message: " << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << "message is not one line: " << what;
+  }
+}
+
 // f throws a DataError whose message holds both `names` (the file at fault)
 // and `what`.
 inline void expect_data_error(const std::function<void()>& f, const std::string& names, const std::string& what) {

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace qkv::testing {
 
@@ -22,6 +23,11 @@ namespace qkv::testing {
 inline double relative_to_scale(double difference, double scale) {
   if (std::isnan(difference) || !std::isfinite(scale)) return std::numeric_limits<double>::infinity();
   return difference / std::max(1.0, std::abs(scale));
+}
+
+// Standard-normal entries, float64 unless said: the numeric tests' inputs.
+inline at::Tensor rnd(std::vector<int64_t> shape, at::ScalarType dtype = at::kDouble) {
+  return at::randn(shape, at::TensorOptions().dtype(dtype));
 }
 
 // max |actual - expected|, in double whatever the tensors' dtype. Shapes must

@@ -35,7 +35,7 @@ double pairwise_auc(const std::vector<double>& s, const std::vector<int64_t>& y)
 
 // Enough of an XML check for an inline SVG: every tag closed in order, quotes
 // balanced inside tags, and every '&' in text starts one of the escapes used.
-std::string xml_problem(const std::string& s) {
+std::string svg_xml_problem(const std::string& s) {
   std::vector<std::string> open;
   size_t i = 0;
   while (i < s.size()) {
@@ -239,7 +239,7 @@ TEST(BinaryMetrics, RocSvgIsWellFormedAndLabelled) {
   const auto b = roc_curve({0.9, 0.2, 0.6, 0.3}, {1, 0, 1, 0});
   const std::string svg = qkv::train::roc_svg({{"MHCA <fused> & co", a, 0.75}, {"SPECT only", b, 1.0}});
   EXPECT_EQ(svg.rfind("<svg", 0), 0u) << svg.substr(0, 40);
-  EXPECT_EQ(xml_problem(svg), "") << svg;
+  EXPECT_EQ(svg_xml_problem(svg), "") << svg;
   EXPECT_EQ(svg.find("<script"), std::string::npos);
   EXPECT_NE(svg.find("MHCA &lt;fused&gt; &amp; co (AUC 0.750)"), std::string::npos) << svg;
   EXPECT_NE(svg.find("SPECT only (AUC 1.000)"), std::string::npos) << svg;
@@ -249,8 +249,8 @@ TEST(BinaryMetrics, RocSvgIsWellFormedAndLabelled) {
   EXPECT_NE(svg.find("stroke-dasharray"), std::string::npos);  // the chance diagonal
 
   // The checker itself must reject broken markup.
-  EXPECT_NE(xml_problem("<svg><g></svg>"), "");
-  EXPECT_NE(xml_problem("<svg><text>a & b</text></svg>"), "");
+  EXPECT_NE(svg_xml_problem("<svg><g></svg>"), "");
+  EXPECT_NE(svg_xml_problem("<svg><text>a & b</text></svg>"), "");
 }
 
 TEST(BinaryMetrics, RocSvgRejectsMismatchedCurves) {

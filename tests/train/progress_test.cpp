@@ -34,7 +34,7 @@ class Capture {
   std::FILE* file_;
 };
 
-int count(const std::string& text, const std::string& needle) {
+int occurrences(const std::string& text, const std::string& needle) {
   int n = 0;
   for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
   return n;
@@ -59,11 +59,11 @@ TEST(ProgressBar, DrawsTheLossOrANoteAndAlwaysTheLastStep) {
     EXPECT_NE(text.find("RFE [########################] 4/4 "), std::string::npos) << text;
     EXPECT_EQ(text.substr(text.size() - std::string(" 12 features left").size()), " 12 features left") << text;
     EXPECT_EQ(text.find("loss", text.rfind(kErase)), std::string::npos) << "a note replaces the loss: " << text;
-    EXPECT_EQ(count(text, kErase), 2);
+    EXPECT_EQ(occurrences(text, kErase), 2);
     bar.clear();
-    EXPECT_EQ(count(out.text(), kErase), 3);
+    EXPECT_EQ(occurrences(out.text(), kErase), 3);
   }
-  EXPECT_EQ(count(out.text(), kErase), 3) << "cleared once: the destructor has nothing left to erase";
+  EXPECT_EQ(occurrences(out.text(), kErase), 3) << "cleared once: the destructor has nothing left to erase";
 }
 
 TEST(ProgressBar, ADelayedBarThatEndsSoonerLeavesNoTrace) {
