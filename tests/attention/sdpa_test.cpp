@@ -85,7 +85,8 @@ void check_against_loop(const at::Tensor& q, const at::Tensor& k, const at::Tens
   o.need_weights = false;
   if (qa::tiled_unsupported_reason(q, k, v, o).empty()) {
     o.backend = AttentionBackend::Tiled;
-    EXPECT_LT(max_abs_difference(qa::scaled_dot_product_attention(q, k, v, o).output, ref.output), tol) << "tiled output";
+    EXPECT_LT(max_abs_difference(qa::scaled_dot_product_attention(q, k, v, o).output, ref.output), tol)
+        << "tiled output";
   }
 }
 

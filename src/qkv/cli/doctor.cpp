@@ -68,7 +68,8 @@ std::string kernels_line() {
   std::string s = cpu_has_avx512f() ? "AVX-512 (attention rows and tiles; edge features AVX2)"
                   : cpu_has_avx2_fma() ? "AVX2 (attention rows, edge features)"
                                        : "portable C++ only";
-  if (env && *env) s += std::string(" [QKV_CPU_CAPABILITY=") + env + (capped.empty() ? "]" : ": not a known value]");
+  if (env && *env)
+    s += std::string(" [QKV_CPU_CAPABILITY=") + env + (capped.empty() ? "]" : ": not a known value]");
   return s;
 }
 
@@ -82,7 +83,8 @@ void register_doctor(CLI::App& app, Action& action) {
     bool skip_speed = false;
   };
   auto o = std::make_shared<Options>();
-  cmd->add_option("--threads", o->threads, "threads for the sgemm measurement; 0 = OMP_NUM_THREADS if set, else one per core")
+  cmd->add_option("--threads", o->threads,
+                  "threads for the sgemm measurement; 0 = OMP_NUM_THREADS if set, else one per core")
       ->check(CLI::Range(0, 4096));
   cmd->add_flag("--json", o->json, "print one JSON object instead of lines");
   cmd->add_flag("--no-speed", o->skip_speed, "skip the sgemm measurement (about a second)");
@@ -99,7 +101,8 @@ void register_doctor(CLI::App& app, Action& action) {
                 {"vector_extensions", cpu_vector_extensions()},
                 {"qkv_kernels", kernels_line()}};
     d["blas"] = blas_info();
-    if (const auto best = blas::core_for_level(blas::cpu_blas_level()); !best.empty()) d["blas"]["cpu_best_core"] = best;
+    if (const auto best = blas::core_for_level(blas::cpu_blas_level()); !best.empty())
+      d["blas"]["cpu_best_core"] = best;
     d["threads"] = {{"libtorch", at::get_num_threads()}, {"openblas", blas::openblas_threads().value_or(0)}};
     if (!o->skip_speed) d["sgemm_gflops"] = sgemm_gflops();
     if (o->json) {
@@ -118,9 +121,9 @@ void register_doctor(CLI::App& app, Action& action) {
                 blas.value("library", "unknown").c_str());
     if (blas.contains("config")) std::printf("  %s\n", blas["config"].get<std::string>().c_str());
     if (blas.contains("reference_products"))
-      std::printf("  reference products: %s; best core for this CPU: %s\n",
+      std::printf("  reference products: %s; the core qkv asks for where OpenBLAS falls back here: %s\n",
                   blas["reference_products"].get<std::string>().c_str(),
-                  blas.value("cpu_best_core", std::string("(none better than the generic ones)")).c_str());
+                  blas.value("cpu_best_core", std::string("none (nothing wider than the generic kernels)")).c_str());
     std::printf("threads: LibTorch %d, OpenBLAS %d\n", at::get_num_threads(), blas::openblas_threads().value_or(0));
     if (d.contains("sgemm_gflops"))
       std::printf("sgemm 1024^3 float32 (at::mm, best of 5): %.1f GFLOP/s on %s\n", d["sgemm_gflops"].get<double>(),
