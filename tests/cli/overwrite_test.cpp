@@ -193,6 +193,42 @@ TEST(Overwrite, SpiralsTrainAndExportWeights) {
   fs::remove_all(root);
 }
 
+TEST(Overwrite, NothingIsWrittenOrDeletedThroughALink) {
+  // A run folder whose checkpoints/ is a link to a user's folder holding files
+  // of the names qkv writes there (and one named like a qkv temporary):
+  // --overwrite and --resume are refused naming the link, and the user's
+  // folder keeps every byte.
+  const std::string root = fresh_dir("ow_links");
+  const std::string run = root + "/run", mine = root + "/mine";
+  ASSERT_EQ(run_qkv(kSpirals + " --out " + run).status, 0);
+  for (const char* name : {"best.ckpt", "last.ckpt", ".notes.tmp.abc123"}) put_user_file(mine + "/" + name);
+  fs::remove_all(run + "/checkpoints");
+  fs::create_directory_symlink(mine, run + "/checkpoints");
+  const Tree before = snapshot(mine);
+  const auto overwrite = run_qkv(kSpirals + " --out " + run + " --overwrite");
+  EXPECT_NE(overwrite.status, 0) << overwrite.output;
+  EXPECT_NE(overwrite.output.find("checkpoints: is a symbolic link"), std::string::npos) << overwrite.output;
+  EXPECT_EQ(count_lines(overwrite.output), 1) << overwrite.output;
+  EXPECT_EQ(changes(before, snapshot(mine)), "");
+  const auto resume = run_qkv("spirals train --resume " + run + " --epochs 3 --threads 1");
+  EXPECT_NE(resume.status, 0) << resume.output;
+  EXPECT_NE(resume.output.find("checkpoints: is a symbolic link"), std::string::npos) << resume.output;
+  EXPECT_EQ(changes(before, snapshot(mine)), "");
+
+  // A synthetic-data class folder that is a link: regenerating is refused.
+  const std::string shapes = root + "/shapes", box = root + "/box";
+  const std::string synth = "data synth-shapes --classes box,torus --train-per-class 2 --test-per-class 1 --out " + shapes;
+  ASSERT_EQ(run_qkv(synth).status, 0);
+  fs::rename(shapes + "/box", box);
+  fs::create_directory_symlink(box, shapes + "/box");
+  const Tree box_before = snapshot(box);
+  const auto regenerate = run_qkv(synth + " --seed 7 --overwrite");
+  EXPECT_NE(regenerate.status, 0) << regenerate.output;
+  EXPECT_NE(regenerate.output.find("box: is a symbolic link"), std::string::npos) << regenerate.output;
+  EXPECT_EQ(changes(box_before, snapshot(box)), "");
+  fs::remove_all(root);
+}
+
 TEST(Overwrite, LmTrain) {
   const std::string run = fresh_dir("ow_lm");
   exercise_folder_output(kLm + " --out " + run, run, kRunFiles);

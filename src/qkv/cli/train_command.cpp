@@ -107,6 +107,7 @@ void register_train_command(CLI::App* parent, Action& action, TrainCommand spec)
       std::string dir;
       if (resume) {
         check_resume_options(*cmd, o->resume, common.out);
+        refuse_links_in_output(o->resume);  // before anything is read or written through one
         request = train::stored_request(o->resume, spec.command);
         if (cmd->count("--device")) request.device = common.device;
         dir = o->resume;

@@ -88,6 +88,8 @@ std::vector<std::string> remove_stale_temp_files(const std::string& dir) {
   namespace fs = std::filesystem;
   std::vector<std::string> removed;
   std::error_code ec;
+  // A folder that is a link is someone else's: its temporaries are not ours.
+  if (fs::is_symlink(fs::symlink_status(dir, ec))) return removed;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     // symlink_status: a link named like a temporary is not one of ours.
     if (!fs::is_regular_file(it->symlink_status()) || !is_atomic_temp_name(it->path().filename().string())) continue;

@@ -19,7 +19,7 @@ bool is_atomic_temp_name(const std::string& name);
 // Removes the temporaries a killed or crashed write_file_atomic left in `dir`
 // (regular files with exactly that name form; not recursive). Call it only on
 // a folder qkv owns, when no other process writes there. Returns what it
-// removed; a folder it cannot read is left alone.
+// removed; a folder it cannot read, or that is a symbolic link, is left alone.
 std::vector<std::string> remove_stale_temp_files(const std::string& dir);
 
 // Reads a whole file; throws DataError naming the file if it cannot.

@@ -81,7 +81,8 @@ Ledger read_ledger(const fs::path& dir) {
 }
 
 void append_line(const fs::path& file, const std::string& line) {
-  const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  // O_NOFOLLOW: a ledger replaced by a link would append to the link's target.
+  const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) throw DataError(file.string() + ": cannot write qkv's ledger: " + std::strerror(errno));
   const std::string text = line + "\n";
   const ssize_t n = ::write(fd, text.data(), text.size());
@@ -114,9 +115,43 @@ bool safe_relative(const fs::path& rel) {
   return true;
 }
 
+// The first of `root`/rel's components (the folders below `root`, then the
+// file) that is a symbolic link; empty if none is. qkv writes no links, so
+// one inside an output was put there by someone else, and writing or
+// deleting through it would touch files outside the output.
+fs::path link_below(const fs::path& root, const fs::path& rel) {
+  fs::path at = root;
+  for (const auto& part : rel) {
+    at /= part;
+    std::error_code ec;
+    if (fs::is_symlink(fs::symlink_status(at, ec))) return at;
+  }
+  return {};
+}
+
+std::string through_link(const fs::path& link) {
+  std::error_code ec;
+  const fs::path target = fs::read_symlink(link, ec);
+  return printable_path(link.string()) + ": is a symbolic link" +
+         (ec ? std::string() : " (to " + printable_path(target.string()) + ")") +
+         "; qkv neither writes nor deletes through links inside its outputs (nothing was changed there); replace "
+         "it by a folder or choose another output";
+}
+
+// A UsageError naming the first link on the way to a file the ledger lists.
+void refuse_links(const fs::path& dir, const Ledger& ledger) {
+  for (const auto& name : ledger.files) {
+    const fs::path rel(name);
+    if (!safe_relative(rel)) continue;
+    if (const fs::path link = link_below(dir, rel); !link.empty()) throw UsageError(through_link(link));
+  }
+}
+
 // Removes the files a ledger lists, then the folders that leaves empty
-// (never `dir` itself) and the ledger.
+// (never `dir` itself) and the ledger. A listed name reached through a link
+// is refused before anything is removed.
 void remove_ledger_files(const fs::path& dir, const Ledger& ledger) {
+  refuse_links(dir, ledger);
   std::set<fs::path, std::greater<>> parents;  // deepest first
   for (const auto& name : ledger.files) {
     const fs::path rel(name);
@@ -232,7 +267,13 @@ void adopt_output_dir(const std::string& dir, const std::string& option) {
   if (ledger.header.is_null())
     throw UsageError(quoted(option, dir) + ": has no " + kLedgerName +
                      " (not a folder this version of qkv wrote); qkv will not write into it");
+  refuse_links(root, ledger);
   register_root(root, ledger.files);
+}
+
+void refuse_links_in_output(const std::string& dir) {
+  const fs::path root = normal(dir);
+  refuse_links(root, read_ledger(root));
 }
 
 bool claim_synthetic_dir(const std::string& dir, const std::string& option, bool overwrite,
@@ -301,7 +342,9 @@ void check_and_record_write(const std::string& path) {
     if (!best || r.dir.string().size() > best->dir.string().size()) best = &r;
   }
   if (!best) return;
-  const std::string rel = file.lexically_relative(best->dir).generic_string();
+  const fs::path relative = file.lexically_relative(best->dir);
+  if (const fs::path link = link_below(best->dir, relative); !link.empty()) throw DataError(through_link(link));
+  const std::string rel = relative.generic_string();
   if (best->files.count(rel)) return;
   std::error_code ec;
   if (fs::exists(fs::symlink_status(file, ec)))

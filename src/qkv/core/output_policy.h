@@ -54,6 +54,13 @@ void check_output_file(const std::string& path, const std::string& option, bool 
 // folder has no ledger.
 void adopt_output_dir(const std::string& dir, const std::string& option);
 
+// UsageError naming the first symbolic link on the way to a file the ledger
+// of `dir` lists (a folder such as checkpoints/ replaced by a link): qkv
+// neither reads its own files, writes nor deletes through links inside its
+// outputs. claim_output_dir and adopt_output_dir check it too; a folder
+// without a ledger passes (the callers refuse it).
+void refuse_links_in_output(const std::string& dir);
+
 // A folder of built-in synthetic data, reused when qkv made it with the same
 // settings. Returns true if it must be (re)generated. Without `overwrite`, a
 // folder made with other settings is refused; any file in it that qkv did not
