@@ -229,6 +229,34 @@ TEST(Overwrite, NothingIsWrittenOrDeletedThroughALink) {
   fs::remove_all(root);
 }
 
+TEST(Overwrite, ALedgerThatCannotBeTrustedIsRefused) {
+  // An empty ledger, one listing a name outside its folder, and one replaced
+  // by a link: --overwrite refuses naming the ledger, and nothing changes
+  // (the run, the user's file outside it, the ledger itself).
+  const std::string root = fresh_dir("ow_ledgers");
+  const std::string run = root + "/run", ledger = run + "/.qkv-written";
+  ASSERT_EQ(run_qkv(kSpirals + " --out " + run).status, 0);
+  put_user_file(root + "/notes.txt");
+  const std::string original = read_text(ledger);
+  const auto refused = [&](const std::string& needle) {
+    const Tree before = snapshot(root);
+    const auto r = run_qkv(kSpirals + " --out " + run + " --overwrite");
+    EXPECT_NE(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << r.output;
+    EXPECT_EQ(count_lines(r.output), 1) << r.output;
+    EXPECT_EQ(changes(before, snapshot(root)), "");
+  };
+  write_text_file(ledger, "");
+  refused(".qkv-written: qkv's ledger is empty or damaged");
+  write_text_file(ledger, original + "\"../notes.txt\"\n");
+  refused("lists ../notes.txt, which is not a file below its folder");
+  fs::remove(ledger);
+  write_text_file(root + "/elsewhere.txt", original);
+  fs::create_symlink(root + "/elsewhere.txt", ledger);
+  refused(".qkv-written: is a symbolic link");
+  fs::remove_all(root);
+}
+
 TEST(Overwrite, LmTrain) {
   const std::string run = fresh_dir("ow_lm");
   exercise_folder_output(kLm + " --out " + run, run, kRunFiles);

@@ -151,7 +151,18 @@ TEST_F(OutputPolicy, LedgerEntriesCannotReachOutsideTheFolder) {
   const fs::path victim = fs::path(fresh_dir("policy_victim")) / "precious.txt";
   write_text_file(victim, "keep");
   const auto relative = victim.lexically_relative(dir).generic_string();  // "../qkv_test_policy_victim_N/precious.txt"
-  write_text_file(dir / qkv::kLedgerName, "{\"command\":\"x\"}\n\"" + relative + "\"\n\"" + victim.string() + "\"\n");
-  qkv::claim_output_dir(dir.string(), "--out", true, {"test", {}});
-  EXPECT_EQ(read(victim), "keep");
+  // An edited ledger is refused as a whole, naming it, before anything is
+  // removed or rewritten.
+  for (const std::string& entry : {relative, victim.string()}) {
+    const std::string ledger = "{\"command\":\"x\"}\n\"" + entry + "\"\n";
+    write_text_file(dir / qkv::kLedgerName, ledger);
+    try {
+      qkv::claim_output_dir(dir.string(), "--out", true, {"test", {}});
+      ADD_FAILURE() << "an entry outside the folder was accepted: " << entry;
+    } catch (const qkv::UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(".qkv-written: lists " + entry), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(read(victim), "keep");
+    EXPECT_EQ(read(dir / qkv::kLedgerName), ledger);
+  }
 }

@@ -45,68 +45,6 @@ fs::path normal(const std::string& path) {
   return p;
 }
 
-struct Ledger {
-  nlohmann::json header;  // null if there is no ledger
-  std::vector<std::string> files;
-  bool complete = false;
-};
-
-Ledger read_ledger(const fs::path& dir) {
-  Ledger ledger;
-  const fs::path file = dir / kLedgerName;
-  std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) return ledger;
-  std::ifstream in(file);
-  std::string line;
-  bool first = true;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception&) {
-      continue;  // a line torn by a crash lists nothing: its file counts as not qkv's
-    }
-    if (first) {
-      ledger.header = j.is_object() ? j : nlohmann::json::object();
-      first = false;
-    } else if (j.is_string()) {
-      ledger.files.push_back(j.get<std::string>());
-    } else if (j.is_object() && j.value("complete", false)) {
-      ledger.complete = true;
-    }
-  }
-  if (first) ledger.header = nlohmann::json::object();
-  return ledger;
-}
-
-void append_line(const fs::path& file, const std::string& line) {
-  // O_NOFOLLOW: a ledger replaced by a link would append to the link's target.
-  const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) throw DataError(file.string() + ": cannot write qkv's ledger: " + std::strerror(errno));
-  const std::string text = line + "\n";
-  const ssize_t n = ::write(fd, text.data(), text.size());
-  const int saved = errno;
-  ::close(fd);
-  if (n != static_cast<ssize_t>(text.size()))
-    throw DataError(file.string() + ": cannot write qkv's ledger: " + std::strerror(n < 0 ? saved : ENOSPC));
-}
-
-void write_new_ledger(const fs::path& dir, const OutputMarker& marker) {
-  const nlohmann::json header = {{"qkv_version", qkv_version()},
-                                 {"command", marker.command},
-                                 {"settings", marker.settings.is_null() ? nlohmann::json::object() : marker.settings}};
-  write_file_atomic((dir / kLedgerName).string(), json_text(header, -1) + "\n");
-}
-
-// Registers `dir` (replacing an earlier registration of the same folder).
-void register_root(const fs::path& dir, const std::vector<std::string>& files) {
-  std::lock_guard<std::mutex> lock(claims_mutex());
-  auto& roots = claimed_roots();
-  roots.erase(std::remove_if(roots.begin(), roots.end(), [&](const Root& r) { return r.dir == dir; }), roots.end());
-  roots.push_back({dir, std::set<std::string>(files.begin(), files.end())});
-}
-
 // A ledger entry may only name a file below its folder.
 bool safe_relative(const fs::path& rel) {
   if (rel.empty() || rel.is_absolute()) return false;
@@ -136,6 +74,86 @@ std::string through_link(const fs::path& link) {
          (ec ? std::string() : " (to " + printable_path(target.string()) + ")") +
          "; qkv neither writes nor deletes through links inside its outputs (nothing was changed there); replace "
          "it by a folder or choose another output";
+}
+
+struct Ledger {
+  nlohmann::json header;  // null if there is no ledger
+  std::vector<std::string> files;
+  bool complete = false;
+};
+
+// The ledger of `dir`; header null if there is none. A ledger qkv cannot
+// trust is an error naming it, raised before anything is written: a link, an
+// unreadable file, one without the header line qkv always writes first
+// (empty or damaged), or one listing a name outside the folder (edited).
+Ledger read_ledger(const fs::path& dir) {
+  Ledger ledger;
+  const fs::path file = dir / kLedgerName;
+  std::error_code ec;
+  const auto status = fs::symlink_status(file, ec);
+  if (!fs::exists(status)) return ledger;
+  if (fs::is_symlink(status)) throw UsageError(through_link(file));
+  if (!fs::is_regular_file(status))
+    throw UsageError(printable_path(file.string()) + ": qkv's ledger is not a file; qkv will not use this folder");
+  std::ifstream in(file);
+  if (!in)
+    throw DataError(printable_path(file.string()) + ": cannot read qkv's ledger: " + std::strerror(errno) +
+                    " (nothing was changed)");
+  std::string line;
+  bool first = true;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception&) {
+      continue;  // a line torn by a crash lists nothing: its file counts as not qkv's
+    }
+    if (first) {
+      ledger.header = j.is_object() ? j : nlohmann::json::object();
+      first = false;
+    } else if (j.is_string()) {
+      if (!safe_relative(fs::path(j.get<std::string>())))
+        throw UsageError(printable_path(file.string()) + ": lists " + printable_path(j.get<std::string>()) +
+                         ", which is not a file below its folder (the ledger was edited); qkv will not use it "
+                         "(nothing was changed)");
+      ledger.files.push_back(j.get<std::string>());
+    } else if (j.is_object() && j.value("complete", false)) {
+      ledger.complete = true;
+    }
+  }
+  if (first)
+    throw UsageError(printable_path(file.string()) +
+                     ": qkv's ledger is empty or damaged (no header line); qkv will not write into or delete from "
+                     "this folder (nothing was changed); move the folder away or choose another");
+  return ledger;
+}
+
+void append_line(const fs::path& file, const std::string& line) {
+  // O_NOFOLLOW: a ledger replaced by a link would append to the link's target.
+  const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) throw DataError(file.string() + ": cannot write qkv's ledger: " + std::strerror(errno));
+  const std::string text = line + "\n";
+  const ssize_t n = ::write(fd, text.data(), text.size());
+  const int saved = errno;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(text.size()))
+    throw DataError(file.string() + ": cannot write qkv's ledger: " + std::strerror(n < 0 ? saved : ENOSPC));
+}
+
+void write_new_ledger(const fs::path& dir, const OutputMarker& marker) {
+  const nlohmann::json header = {{"qkv_version", qkv_version()},
+                                 {"command", marker.command},
+                                 {"settings", marker.settings.is_null() ? nlohmann::json::object() : marker.settings}};
+  write_file_atomic((dir / kLedgerName).string(), json_text(header, -1) + "\n");
+}
+
+// Registers `dir` (replacing an earlier registration of the same folder).
+void register_root(const fs::path& dir, const std::vector<std::string>& files) {
+  std::lock_guard<std::mutex> lock(claims_mutex());
+  auto& roots = claimed_roots();
+  roots.erase(std::remove_if(roots.begin(), roots.end(), [&](const Root& r) { return r.dir == dir; }), roots.end());
+  roots.push_back({dir, std::set<std::string>(files.begin(), files.end())});
 }
 
 // A UsageError naming the first link on the way to a file the ledger lists.
