@@ -72,8 +72,8 @@ std::string through_link(const fs::path& link) {
   const fs::path target = fs::read_symlink(link, ec);
   return printable_path(link.string()) + ": is a symbolic link" +
          (ec ? std::string() : " (to " + printable_path(target.string()) + ")") +
-         "; qkv neither writes nor deletes through links inside its outputs (nothing was changed there); replace "
-         "it by a folder or choose another output";
+         "; qkv neither writes nor deletes through links inside its outputs (nothing was changed through it); "
+         "remove the link or choose another output";
 }
 
 struct Ledger {
