@@ -15,7 +15,8 @@ namespace qkv {
 
 namespace cpu_detail {
 // 0: no cap, 1: AVX2 at most ("avx2"), 2: plain x86-64 ("default");
-// -1: a value qkv does not know (check_cpu_capability_variable says so).
+// -1: a value qkv does not know (unknown_cpu_capability names it; qkv's
+// main() refuses it).
 inline int capability_cap() {
   static const int cap = [] {
     const char* env = std::getenv("QKV_CPU_CAPABILITY");

@@ -66,21 +66,23 @@ bool products_ok() {
   return true;
 }
 
-struct State {
-  bool chosen = false;  // choose_openblas_core ran in this process
-  CoreChoice choice;
-};
-
-State& state() {
-  static State s;
-  return s;
+// The choice choose_openblas_core made in this process, if it ran.
+std::optional<CoreChoice>& made_choice() {
+  static std::optional<CoreChoice> choice;
+  return choice;
 }
 
-// Who set OPENBLAS_CORETYPE, from the variables alone.
-std::string chooser_from_environment() {
+// What OpenBLAS runs and who chose it, read from OpenBLAS and the variables
+// (a value of OPENBLAS_CORETYPE equal to qkv's marker is qkv's); the
+// reference products are left to the caller.
+CoreChoice current_choice(const std::string& core) {
+  CoreChoice c;
+  c.core = core;
   const std::string user = env_or_empty(kCoreEnv), mine = env_or_empty(kQkvCoreEnv);
-  if (user.empty()) return "OpenBLAS";
-  return user == mine ? "qkv" : "OPENBLAS_CORETYPE";
+  c.chosen_by = user.empty() ? "OpenBLAS" : user == mine ? "qkv" : "OPENBLAS_CORETYPE";
+  if (c.chosen_by == "qkv") c.openblas_core = env_or_empty(kOwnCoreEnv);
+  c.rejected = env_or_empty(kRejectedEnv);
+  return c;
 }
 
 [[noreturn]] void reexecute(char** argv) {
@@ -166,58 +168,43 @@ std::string CoreChoice::summary() const {
 }
 
 void choose_openblas_core(char** argv) {
-  State& st = state();
-  st.chosen = true;
   const auto core = openblas_corename();
-  if (!core) return;  // another BLAS: nothing to choose
-  const std::string user = env_or_empty(kCoreEnv), mine = env_or_empty(kQkvCoreEnv);
-  const std::string rejected = env_or_empty(kRejectedEnv);
-  CoreChoice& c = st.choice;
-  c.core = *core;
-  c.reference_ok = reference_products_ok();
-  c.rejected = rejected;
-  if (!user.empty() && user == mine) {
-    if (!c.reference_ok && argv) {
-      setenv(kRejectedEnv, mine.c_str(), 1);
-      unsetenv(kCoreEnv);
-      unsetenv(kQkvCoreEnv);
-      unsetenv(kOwnCoreEnv);
-      reexecute(argv);
-    }
-    c.chosen_by = "qkv";
-    c.openblas_core = env_or_empty(kOwnCoreEnv);
+  if (!core) {  // another BLAS: nothing to choose
+    made_choice() = CoreChoice{};
     return;
   }
-  if (!user.empty()) {
-    c.chosen_by = "OPENBLAS_CORETYPE";  // the user's; never overridden
-    unsetenv(kQkvCoreEnv);              // stale, from a parent whose choice the user replaced
-    return;
-  }
-  c.chosen_by = "OpenBLAS";
-  if (rejected.empty() && argv)
+  CoreChoice c = current_choice(*core);
+  if (c.chosen_by == "OPENBLAS_CORETYPE") {
+    unsetenv(kQkvCoreEnv);  // the user's core type, never overridden; a marker left by a parent is stale
+  } else if (c.chosen_by == "OpenBLAS" && c.rejected.empty() && argv) {
     if (const auto better = stronger_core(*core, cpu_blas_level())) {
       setenv(kCoreEnv, better->c_str(), 1);
       setenv(kQkvCoreEnv, better->c_str(), 1);
       setenv(kOwnCoreEnv, core->c_str(), 1);
       reexecute(argv);
     }
-  if (!c.reference_ok)
+  }
+  c.reference_ok = reference_products_ok();
+  if (!c.reference_ok && c.chosen_by == "qkv" && argv) {  // qkv's core is wrong here: back to OpenBLAS's own
+    setenv(kRejectedEnv, env_or_empty(kQkvCoreEnv).c_str(), 1);
+    unsetenv(kCoreEnv);
+    unsetenv(kQkvCoreEnv);
+    unsetenv(kOwnCoreEnv);
+    reexecute(argv);
+  }
+  if (!c.reference_ok && c.chosen_by == "OpenBLAS")
     std::fprintf(stderr, "qkv: warning: OpenBLAS's %s kernels give wrong results on qkv's reference products; "
                          "set OPENBLAS_CORETYPE to another core (qkv doctor shows the CPU)\n", core->c_str());
+  made_choice() = c;
 }
 
 CoreChoice openblas_core_choice() {
-  State& st = state();
-  if (st.chosen) return st.choice;
-  CoreChoice c;
-  if (const auto core = openblas_corename()) {
-    c.core = *core;
-    c.chosen_by = chooser_from_environment();
-    if (c.chosen_by == "qkv") c.openblas_core = env_or_empty(kOwnCoreEnv);
-    c.rejected = env_or_empty(kRejectedEnv);
-    static const bool ok = reference_products_ok();
-    c.reference_ok = ok;
-  }
+  if (made_choice()) return *made_choice();
+  const auto core = openblas_corename();
+  if (!core) return {};
+  CoreChoice c = current_choice(*core);
+  static const bool ok = reference_products_ok();
+  c.reference_ok = ok;
   return c;
 }
 

@@ -156,13 +156,11 @@ void register_root(const fs::path& dir, const std::vector<std::string>& files) {
   roots.push_back({dir, std::set<std::string>(files.begin(), files.end())});
 }
 
-// A UsageError naming the first link on the way to a file the ledger lists.
+// A UsageError naming the first link on the way to a file the ledger lists
+// (read_ledger has refused names outside the folder).
 void refuse_links(const fs::path& dir, const Ledger& ledger) {
-  for (const auto& name : ledger.files) {
-    const fs::path rel(name);
-    if (!safe_relative(rel)) continue;
-    if (const fs::path link = link_below(dir, rel); !link.empty()) throw UsageError(through_link(link));
-  }
+  for (const auto& name : ledger.files)
+    if (const fs::path link = link_below(dir, fs::path(name)); !link.empty()) throw UsageError(through_link(link));
 }
 
 // Removes the files a ledger lists, then the folders that leaves empty
@@ -173,7 +171,6 @@ void remove_ledger_files(const fs::path& dir, const Ledger& ledger) {
   std::set<fs::path, std::greater<>> parents;  // deepest first
   for (const auto& name : ledger.files) {
     const fs::path rel(name);
-    if (!safe_relative(rel)) continue;
     const fs::path p = dir / rel;
     std::error_code ec;
     const auto status = fs::symlink_status(p, ec);
