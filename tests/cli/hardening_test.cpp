@@ -1,10 +1,27 @@
 // Careless and hostile options and data at the CLI: each gets exit 1 or 2 and
 // one line naming the option or file, before anything is written.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <torch/torch.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cmath>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
+#include "qkv/models/model.h"
+#include "qkv/train/checkpoint.h"
+#include "qkv/train/run.h"
 #include "support/cli_run.h"
 #include "support/test_files.h"
 
@@ -125,4 +142,187 @@ TEST(Hardening, PathsThatAreNotUtf8) {
   const auto r = run_qkv("vnt predict --checkpoint " + tiny_vnt_checkpoint() + " --input '" + bad_in + "' --json");
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("bad\xef\xbf\xbd.xyz"), std::string::npos) << r.output;  // U+FFFD
+}
+
+TEST(Hardening, ACheckpointWithNaNWeightsIsRefusedUnlessAsked) {
+  const std::string dir = fresh_dir("hard_nan");
+  ASSERT_EQ(run_qkv("spirals train --epochs 1 --points-per-arm 30 --batch-size 16 --threads 1 --out " + dir).status, 0);
+  nlohmann::json config;
+  auto model = qkv::train::load_model_from_checkpoint(dir + "/checkpoints/best.ckpt", &config);
+  auto state = qkv::train::read_checkpoint_state(dir + "/checkpoints/best.ckpt");
+  const auto first = model->named_parameters()[0];
+  {
+    torch::NoGradGuard no_grad;
+    first.value().view(-1)[0].fill_(NAN);
+  }
+  const std::string diverged = dir + "/diverged.ckpt";
+  qkv::train::save_checkpoint(diverged, *model, nullptr, state);
+  for (const std::string command : {"spirals eval", "export-weights"}) {
+    const std::string output = command == "export-weights" ? " --output " + dir + "/w.pt" : "";
+    expect_clean_failure(run_qkv(command + " --checkpoint " + diverged + output), 1,
+                         "diverged.ckpt: 'model/" + first.key() + "' holds 1 NaN or infinite value");
+  }
+  EXPECT_FALSE(fs::exists(dir + "/w.pt"));
+  const auto anyway = run_qkv("spirals eval --allow-non-finite --checkpoint " + diverged);
+  EXPECT_EQ(anyway.status, 0) << anyway.output;
+}
+
+TEST(Hardening, ModelOptionsAreTypedStrictlyAndShownShort) {
+  const std::string deep = std::string(60000, '[') + std::string(60000, ']');
+  const std::pair<std::string, std::string> cases[] = {
+      {"{\"k\":8.5}", "vnt option 'k' = 8.5: not a whole number"},
+      {"{\"k\":1e300}", "vnt option 'k' = 1e+300: not a whole number"},
+      {"{\"k\":9223372036854775808}", "vnt option 'k' = 9223372036854775808: not a whole number"},
+      {"{\"normals\":1}", "vnt option 'normals' = 1: not true or false"},
+      {"{\"head_hidden\":[8,2.5]}", "vnt option 'head_hidden' = [8,2.5]: item 1 is not a whole number"},
+      {"{\"pooling\":" + deep + "}", "... ("},
+  };
+  for (const auto& [options, needle] : cases) {
+    const auto r = run_qkv("params --model vnt --count --model-options '" + options + "'");
+    expect_clean_failure(r, 2, needle);
+    EXPECT_LT(r.output.size(), 300u) << r.output.substr(0, 300);
+  }
+}
+
+TEST(Hardening, AFlagAndAModelOptionForOneSettingMustAgree) {
+  const std::string out = fresh_dir("hard_conflict");
+  const std::string train = "vnt train --synth-classes box,sphere --synth-train-per-class 2 --synth-test-per-class 1 "
+                            "--points 32 --epochs 1 --threads 1 --out " + out + " --heads 2 --model-options ";
+  expect_clean_failure(run_qkv(train + "'{\"heads\":3}'"), 2,
+                       "--heads 2 and --model-options' \"heads\": 3 set the same option");
+  expect_clean_failure(run_qkv(train + "'{\"heads\":[2]}'"), 2, "set the same option");
+  EXPECT_FALSE(fs::exists(out + "/config.json"));
+}
+
+TEST(Hardening, RangesArePrintedAsPeopleWriteThem) {
+  const auto r = run_qkv("lm cache-size --layers -2 --heads 1 --dk 1 --dv 1 --seq 1");
+  expect_clean_failure(r, 2, "--layers");
+  EXPECT_NE(r.output.find("must be at least 1"), std::string::npos) << r.output;
+  EXPECT_LT(r.output.size(), 200u) << r.output;
+}
+
+TEST(Hardening, CtrlCDuringMhcaSynthExits130) {
+  const std::string out = fresh_dir("hard_synth_sigint");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    freopen("/dev/null", "w", stdout);
+    freopen("/dev/null", "w", stderr);
+    const char* qkv = qkv::testing::qkv_binary();
+    execl(qkv, qkv, "mhca", "synth", "--subjects", "3000", "--cpg", "50", "--shape", "24,28,24", "--atlas", "none",
+          "--threads", "1", "--out", out.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Interrupt once volumes are being written.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  auto started = [&] { return fs::exists(out + "/spect") && !fs::is_empty(out + "/spect"); };
+  while (!started() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(started());
+  kill(pid, SIGINT);
+  int raw = 0;
+  waitpid(pid, &raw, 0);
+  ASSERT_TRUE(WIFEXITED(raw)) << "killed by signal " << WTERMSIG(raw);
+  EXPECT_EQ(WEXITSTATUS(raw), 130);
+  EXPECT_FALSE(fs::exists(out + "/manifest.csv"));
+  fs::remove_all(out);
+}
+
+namespace {
+
+// Runs qkv with `args` (split on spaces; no quoting), its output dropped, and
+// returns its exit status and peak resident memory in KiB (wait4's rusage of
+// that one child).
+std::pair<int, long> status_and_peak_kib(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  const char* qkv = qkv::testing::qkv_binary();
+  argv.push_back(const_cast<char*>(qkv));
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, qkv, &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) return {-1, 0};
+  int raw = 0;
+  struct rusage usage {};
+  wait4(pid, &raw, 0, &usage);
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw), usage.ru_maxrss};
+}
+
+}  // namespace
+
+TEST(Hardening, HugeModelsAreRefusedBeforeTheyAreBuilt) {
+  // Each grew past 3.5 GB before it was killed; sized by arithmetic now, each
+  // is refused with LibTorch's own footprint (~180 MB) and nothing more.
+  const std::string out = fresh_dir("hard_huge");
+  for (const std::string options : {"{\"blocks\":100000000}", "{\"head_hidden\":[100000000,256]}",
+                                    "{\"ffn_hidden\":1000000000}", "{\"linear_dim\":4000000}"}) {
+    const std::string train = "vnt train --synth-classes box,sphere --points 32 --threads 1 --out " + out +
+                              " --model-options '" + options + "'";
+    expect_clean_failure(run_qkv(train), 2, "more than --max-params 268435456");
+    const auto [status, peak] = status_and_peak_kib({"vnt", "train", "--synth-classes", "box,sphere", "--points",
+                                                     "32", "--threads", "1", "--out", out, "--model-options", options});
+    EXPECT_EQ(status, 2) << options;
+    EXPECT_LT(peak, 300 * 1024) << options;
+    EXPECT_FALSE(fs::exists(out)) << options;
+  }
+  // One cloud whose neighbourhood graph alone would not fit in memory.
+  expect_clean_failure(run_qkv("vnt train --points 4096 --model-options '{\"k\":4096,\"linear_dim\":100000}' --out " +
+                               out + " --max-params 100000000000000"),
+                       2, "would need more memory for its activations than this machine has");
+  // Counted, never built, however large.
+  const auto count = run_qkv("params --model vnt --count --model-options '{\"blocks\":1000000}'");
+  EXPECT_EQ(count.status, 0) << count.output;
+  EXPECT_EQ(count.output, "1280129096143752\n");
+  const auto [status, peak] = status_and_peak_kib({"params", "--model", "vnt", "--count", "--model-options",
+                                                   "{\"blocks\":1000000}"});
+  EXPECT_EQ(status, 0);
+  EXPECT_LT(peak, 300 * 1024);
+}
+
+TEST(Hardening, CraftedCheckpointSettingsNameTheCheckpoint) {
+  // A checkpoint's stored settings edited (valid CRC: written by the library)
+  // are checked as a new run's options are, and the error names the file.
+  const std::string dir = fresh_dir("hard_crafted");
+  fs::create_directories(dir);
+  nlohmann::json config;
+  auto model = qkv::train::load_model_from_checkpoint(tiny_vnt_checkpoint(), &config);
+  const auto original = qkv::train::read_checkpoint_state(tiny_vnt_checkpoint());
+  const std::string input = dir + "/cloud.xyz";
+  std::string text;
+  for (int i = 0; i < 64; ++i) text += std::to_string(i % 4) + " " + std::to_string(i / 4 % 4) + " " + std::to_string(i / 16) + "\n";
+  write(input, text);
+  auto crafted = [&](const std::string& name, const std::function<void(nlohmann::json&)>& edit) {
+    auto state = original;
+    edit(state.run_config);
+    const std::string path = dir + "/" + name + ".ckpt";
+    qkv::train::save_checkpoint(path, *model, nullptr, state);
+    return path;
+  };
+  const std::pair<std::string, std::function<void(nlohmann::json&)>> cases[] = {
+      {"linear_dim", [](nlohmann::json& c) { c["model"]["options"]["linear_dim"] = 4000000; }},
+      {"points", [](nlohmann::json& c) { c["data"]["points"] = 200000000; }},
+      {"k", [](nlohmann::json& c) { c["model"]["options"]["k"] = 100000000; }},
+      {"classes", [](nlohmann::json& c) { c["data"]["class_names"] = {"box"}; }},
+      {"typed", [](nlohmann::json& c) { c["data"]["points"] = 32.5; }},
+  };
+  const std::map<std::string, std::string> expected = {
+      {"linear_dim", "linear_dim.ckpt: stored model: vnt: these options make a model of"},
+      {"points", "points.ckpt: stored run configuration:"},
+      {"k", "k.ckpt: stored run configuration: vnt option 'k' (100000000 neighbours)"},
+      {"classes", "classes.ckpt: stored run configuration: the model has 2 outputs but the run names 1 class"},
+      {"typed", "typed.ckpt: stored run configuration:"},
+  };
+  for (const auto& [name, edit] : cases) {
+    const std::string path = crafted(name, edit);
+    const auto r = run_qkv("vnt predict --checkpoint " + path + " --input " + input);
+    expect_clean_failure(r, 1, expected.at(name));
+    const auto [status, peak] = status_and_peak_kib({"vnt", "predict", "--checkpoint", path, "--input", input});
+    EXPECT_EQ(status, 1) << name;
+    EXPECT_LT(peak, 300 * 1024) << name;
+  }
 }

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "support/cli_run.h"
@@ -230,9 +231,10 @@ TEST(Overwrite, NothingIsWrittenOrDeletedThroughALink) {
 }
 
 TEST(Overwrite, ALedgerThatCannotBeTrustedIsRefused) {
-  // An empty ledger, one listing a name outside its folder, and one replaced
-  // by a link: --overwrite refuses naming the ledger, and nothing changes
-  // (the run, the user's file outside it, the ledger itself).
+  // An empty ledger, one listing a name outside its folder, one replaced by
+  // a link, one listing a user's file, and a file replaced since qkv wrote
+  // it: --overwrite refuses naming the ledger or the file, and nothing
+  // changes (the run, the user's files, the ledger itself).
   const std::string root = fresh_dir("ow_ledgers");
   const std::string run = root + "/run", ledger = run + "/.qkv-written";
   ASSERT_EQ(run_qkv(kSpirals + " --out " + run).status, 0);
@@ -254,6 +256,14 @@ TEST(Overwrite, ALedgerThatCannotBeTrustedIsRefused) {
   write_text_file(root + "/elsewhere.txt", original);
   fs::create_symlink(root + "/elsewhere.txt", ledger);
   refused(".qkv-written: is a symbolic link");
+  // A user's file added to the ledger, and a file of qkv's replaced since.
+  fs::remove(ledger);
+  write_text_file(ledger, original + "\"user_notes.txt\"\n");
+  put_user_file(run + "/user_notes.txt");
+  refused("user_notes.txt: listed in qkv's ledger without a record of what qkv wrote");
+  write_text_file(ledger, original);
+  write_text_file(run + "/summary.json", "{\"mine\": 1}");
+  refused("summary.json: changed since qkv wrote it");
   fs::remove_all(root);
 }
 
@@ -434,6 +444,50 @@ TEST_F(OverwriteMhca, SelectPredictExplain) {
   const std::string ex = root_ + "/explain";
   exercise_folder_output("mhca explain " + cohort_args() + " --checkpoint " + ckpt + " --all --threads 1 --out " + ex,
                          ex, {"explain.json", "cpg_attention.csv"});
+}
+
+TEST_F(OverwriteMhca, SynthNeverWritesThroughALinkedSpectFolder) {
+  const std::string out = root_ + "/linked_cohort", mine = root_ + "/my_spect";
+  const std::string synth = "mhca synth --subjects 4 --pd-fraction 0.5 --cpg 50 --shape 24,28,24 --atlas none "
+                            "--threads 1 --out " + out;
+  ASSERT_EQ(run_qkv(synth + " --seed 1").status, 0);
+  fs::rename(out + "/spect", mine);
+  fs::create_directory_symlink(mine, out + "/spect");
+  put_user_file(mine + "/notes.txt");
+  const Tree before = snapshot(mine);
+  const auto r = run_qkv(synth + " --seed 2 --overwrite");
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("spect: is a symbolic link"), std::string::npos) << r.output;
+  EXPECT_EQ(changes(before, snapshot(mine)), "");
+}
+
+TEST_F(OverwriteMhca, CrossValidationResumesOnlyItsOwnFolderWithItsOwnSettings) {
+  const std::string cv = root_ + "/cv_resume";
+  const std::string base =
+      "mhca cv " + cohort_args() + " " + kMhcaNet + " --select all --xgb-estimators 5 --threads 1 --runs 1";
+  ASSERT_EQ(run_qkv(base + " --model xgboost --folds 2 --out " + cv).status, 0);
+  const Tree cv_before = snapshot(cv), run_before = snapshot(run_);
+  // Another command's run, another model set, other folds, no folder at all.
+  expect_clean_failure(run_qkv(base + " --model xgboost --folds 2 --resume --out " + run_), 2,
+                       "made by 'qkv mhca train', not by 'qkv mhca cv'");
+  EXPECT_EQ(changes(run_before, snapshot(run_)), "");
+  // (These are found once the cohort is read, after its one-line summaries.)
+  for (const auto& [args, needle] : std::vector<std::pair<std::string, std::string>>{
+           {" --model spectnet --folds 2", "models: [\"xgboost\"] there, [\"spectnet\"] now"},
+           {" --model xgboost --folds 3", "folds: 2 there, 3 now"}}) {
+    const auto r = run_qkv(base + args + " --resume --out " + cv);
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_NE(r.output.find("qkv: --out " + cv + " holds a cross validation with other settings (" + needle),
+              std::string::npos)
+        << r.output;
+  }
+  EXPECT_EQ(changes(cv_before, snapshot(cv)), "");
+  expect_clean_failure(run_qkv(base + " --model xgboost --folds 2 --resume --out " + root_ + "/no_such_cv"), 2,
+                       "no_such_cv: no such folder");
+  EXPECT_FALSE(fs::exists(root_ + "/no_such_cv"));
+  // The same settings continue (all folds done: nothing trained again).
+  const auto same = run_qkv(base + " --model xgboost --folds 2 --resume --out " + cv);
+  EXPECT_EQ(same.status, 0) << same.output;
 }
 
 }  // namespace qkv::testing

@@ -3,12 +3,19 @@
 // original settings. And what a train command prints: a short summary, or the
 // whole summary JSON with --json.
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "qkv/core/output_policy.h"
+#include "qkv/models/model.h"
+#include "qkv/train/checkpoint.h"
+#include "qkv/train/optim.h"
+#include "qkv/train/trainer.h"
 #include "support/cli_run.h"
 #include "support/test_files.h"
 
@@ -75,6 +82,59 @@ TEST(Resume, ShortSummaryOrTheWholeJson) {
   ASSERT_NO_THROW(summary = nlohmann::json::parse(json.output)) << json.output;
   EXPECT_TRUE(summary.contains("test")) << json.output;
   EXPECT_EQ(summary, read_json(dir + "/json/summary.json"));
+  fs::remove_all(dir);
+}
+
+TEST(Resume, EpochsNotAboveThoseDoneChangeNothing) {
+  // --epochs is the run's total: fewer than done is refused, as many as done
+  // (or none given, on a finished run) says there is nothing to do; the run
+  // keeps every byte either way.
+  const std::string dir = fresh_dir("resume_done");
+  ASSERT_EQ(run_qkv(kResumableSpirals + " --epochs 2 --out " + dir).status, 0);
+  const auto before = file_bytes(dir);
+  expect_clean_failure(run_qkv("spirals train --resume " + dir + " --epochs 1 --threads 1"), 2,
+                       "--epochs 1: --resume " + dir + " has already trained 2 epochs");
+  EXPECT_EQ(file_bytes(dir), before);
+  for (const std::string epochs : {"", " --epochs 2"}) {
+    const auto r = run_qkv("spirals train --resume " + dir + epochs + " --threads 1");
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("nothing to do: " + dir + " has finished all 2 epochs"), std::string::npos) << r.output;
+    EXPECT_EQ(count_lines(r.output), 1) << r.output;
+    EXPECT_EQ(file_bytes(dir), before);
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Resume, ADivergedOptimizerStateIsRefusedByName) {
+  // A last checkpoint qkv itself wrote (the ledger records it) whose Adam
+  // moments hold NaN: resuming would diverge at once.
+  const std::string dir = fresh_dir("resume_nan");
+  ASSERT_EQ(run_qkv(kResumableSpirals + " --epochs 1 --out " + dir).status, 0);
+  const std::string last = dir + "/checkpoints/last.ckpt";
+  train::TrainState state = train::read_checkpoint_state(last);
+  const auto& stored = state.run_config.at("model");
+  auto model = models::find_model(stored.at("name")).make(stored.at("options"));
+  auto optimizer = train::make_optimizer(model->parameters(),
+                                         train::TrainConfig::from_json(state.run_config.at("train")).optim);
+  train::load_checkpoint(last, *model, optimizer.get());
+  int poisoned = 0;
+  for (auto& [key, param_state] : optimizer->state()) {
+    if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(param_state.get()))
+      adam->exp_avg_sq().view(-1)[0].fill_(NAN), ++poisoned;
+    else if (auto* adamw = dynamic_cast<torch::optim::AdamWParamState*>(param_state.get()))
+      adamw->exp_avg_sq().view(-1)[0].fill_(NAN), ++poisoned;
+  }
+  ASSERT_GT(poisoned, 0) << "the run's optimizer is neither Adam nor AdamW";
+  adopt_output_dir(dir, "--resume", "spirals train");  // written as qkv writes, so the ledger records it
+  train::save_checkpoint(last, *model, optimizer.get(), state);
+  reset_output_claims();
+  const auto before = file_bytes(dir);
+  const auto r = run_qkv("spirals train --resume " + dir + " --epochs 2 --threads 1");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("qkv: error: " + last + ": 'optimizer/"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("exp_avg_sq' holds 1 NaN or infinite value (the run diverged"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(file_bytes(dir), before);
   fs::remove_all(dir);
 }
 

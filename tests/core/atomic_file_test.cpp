@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 #include <fstream>
 
 #include "qkv/core/atomic_file.h"
@@ -85,20 +86,23 @@ TEST(AtomicFile, StaleTemporariesAreRemovedByExactNameOnly) {
   auto dir = make_fresh_dir("stale");
   const std::vector<std::string> ours = {".last.ckpt.tmp.Ab12cD", ".config.json.tmp.000000", ".a.tmp.zzzzzz"};
   // A user's files that only look alike: other lengths, no leading dot, other
-  // letters, an empty NAME, a folder and a link.
+  // letters, an empty NAME, a folder and a link; and a temporary's form for a
+  // file that is not a target.
   const std::vector<std::string> theirs = {".last.ckpt.tmp.Ab12c", ".last.ckpt.tmp.Ab12cDe", "last.ckpt.tmp.Ab12cD",
-                                           ".last.ckpt.tmp.Ab-2cD", ".tmp.Ab12cD", ".last.ckpt.TMP.Ab12cD", "notes.txt"};
+                                           ".last.ckpt.tmp.Ab-2cD", ".tmp.Ab12cD", ".last.ckpt.TMP.Ab12cD", "notes.txt",
+                                           ".notes.txt.tmp.Ab12cD"};
   for (const auto& n : ours) std::ofstream(dir / n) << "half";
   for (const auto& n : theirs) std::ofstream(dir / n) << "mine";
   fs::create_directories(dir / ".folder.tmp.Ab12cD");
   fs::create_symlink(dir / "notes.txt", dir / ".link.tmp.Ab12cD");
-  const auto removed = qkv::remove_stale_temp_files(dir.string());
+  const std::set<std::string> targets = {"last.ckpt", "config.json", "a", "link", "folder"};
+  const auto removed = qkv::remove_stale_temp_files(dir.string(), targets);
   EXPECT_EQ(removed.size(), ours.size());
   for (const auto& n : ours) EXPECT_FALSE(fs::exists(dir / n)) << n;
   for (const auto& n : theirs) EXPECT_TRUE(fs::exists(dir / n)) << n;
   EXPECT_TRUE(fs::is_directory(dir / ".folder.tmp.Ab12cD"));
   EXPECT_TRUE(fs::is_symlink(dir / ".link.tmp.Ab12cD"));
-  EXPECT_TRUE(qkv::remove_stale_temp_files((dir / "missing").string()).empty());
+  EXPECT_TRUE(qkv::remove_stale_temp_files((dir / "missing").string(), targets).empty());
 }
 
 // Not a test on its own: the child of SignalDuringAWriteLeavesNoTemporary,

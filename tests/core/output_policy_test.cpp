@@ -2,6 +2,7 @@
 // with it only what qkv wrote is removed; a file qkv did not write is never
 // replaced, even by a later write in a claimed folder.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 
@@ -11,6 +12,7 @@
 #include "support/test_files.h"
 
 namespace fs = std::filesystem;
+using qkv::testing::expect_usage_error;
 using qkv::testing::fresh_dir;
 using qkv::testing::write_text_file;
 
@@ -91,7 +93,7 @@ TEST_F(OutputPolicy, AWriteNeverReplacesAFileQkvDidNotWrite) {
   qkv::claim_output_dir(dir.string(), "--out", false, {"test", {}});
   qkv::reset_output_claims();
   write_text_file(dir / "report.html", "the user's");
-  qkv::adopt_output_dir(dir.string(), "--resume");
+  qkv::adopt_output_dir(dir.string(), "--resume", "test");
   const auto message = qkv::testing::data_error_of(
       [&] { qkv::write_file_atomic((dir / "report.html").string(), std::string("qkv's")); });
   EXPECT_NE(message.find("was not written by qkv"), std::string::npos) << message;
@@ -165,4 +167,112 @@ TEST_F(OutputPolicy, LedgerEntriesCannotReachOutsideTheFolder) {
     EXPECT_EQ(read(victim), "keep");
     EXPECT_EQ(read(dir / qkv::kLedgerName), ledger);
   }
+}
+
+namespace {
+
+// A run folder qkv wrote: config.json and checkpoints/last.ckpt.
+fs::path written_run(const std::string& name) {
+  const fs::path dir = fresh_dir(name);
+  qkv::claim_output_dir(dir.string(), "--out", false, {"test", {}});
+  qkv::make_directories((dir / "checkpoints").string());
+  qkv::write_file_atomic((dir / "config.json").string(), std::string("{\"a\": 1}"));
+  qkv::write_file_atomic((dir / "checkpoints/last.ckpt").string(), std::string("weights"));
+  qkv::reset_output_claims();
+  return dir;
+}
+
+// --overwrite and --resume are refused with a message containing `needle`,
+// and the folder keeps `file` with `contents`.
+void expect_untouched(const fs::path& dir, const std::string& needle, const fs::path& file,
+                      const std::string& contents) {
+  const std::string ledger = read(dir / qkv::kLedgerName);
+  for (int resume = 0; resume < 2; ++resume) {
+    const auto message = usage_error_of([&] {
+      if (resume)
+        qkv::adopt_output_dir(dir.string(), "--resume", "test");
+      else
+        qkv::claim_output_dir(dir.string(), "--out", true, {"test", {}});
+    });
+    EXPECT_NE(message.find(needle), std::string::npos) << message;
+    EXPECT_EQ(read(file), contents);
+    EXPECT_EQ(read(dir / qkv::kLedgerName), ledger);
+    EXPECT_TRUE(fs::exists(dir / "config.json"));
+  }
+}
+
+}  // namespace
+
+TEST_F(OutputPolicy, TheLedgerRecordsWhatQkvWroteAndAChangedFileIsNotQkvs) {
+  // Each write records the file's length and CRC-32: a file replaced or
+  // edited since is refused, naming it, and nothing is removed.
+  const fs::path dir = written_run("policy_changed");
+  EXPECT_NE(read(dir / qkv::kLedgerName).find("\"crc32\""), std::string::npos);
+  write_text_file(dir / "checkpoints/last.ckpt", "the user's own");
+  expect_untouched(dir, "last.ckpt: changed since qkv wrote it", dir / "checkpoints/last.ckpt", "the user's own");
+  write_text_file(dir / "checkpoints/last.ckpt", "weightz");  // same length, other bytes
+  expect_untouched(dir, "last.ckpt: changed since qkv wrote it", dir / "checkpoints/last.ckpt", "weightz");
+  // Put back as written: qkv's again.
+  write_text_file(dir / "checkpoints/last.ckpt", "weights");
+  EXPECT_EQ(qkv::claim_output_dir(dir.string(), "--out", true, {"test", {}}), qkv::ClaimResult::Replaced);
+  EXPECT_FALSE(fs::exists(dir / "checkpoints/last.ckpt"));
+}
+
+TEST_F(OutputPolicy, AUserFileAddedToTheLedgerIsNeverDeleted) {
+  // A name added by hand, without a record or with a made-up one.
+  const fs::path dir = written_run("policy_added");
+  write_text_file(dir / "user_notes.txt", "mine");
+  const std::string original = read(dir / qkv::kLedgerName);
+  write_text_file(dir / qkv::kLedgerName, original + "\"user_notes.txt\"\n");
+  expect_untouched(dir, "user_notes.txt: listed in qkv's ledger without a record", dir / "user_notes.txt", "mine");
+  write_text_file(dir / qkv::kLedgerName, original + "{\"file\":\"user_notes.txt\",\"bytes\":4,\"crc32\":\"00000000\"}\n");
+  expect_untouched(dir, "user_notes.txt: changed since qkv wrote it", dir / "user_notes.txt", "mine");
+}
+
+TEST_F(OutputPolicy, HardLinksAndNonFilesAreRefused) {
+  const fs::path dir = written_run("policy_links");
+  const fs::path elsewhere = fs::path(fresh_dir("policy_links_elsewhere")) / "same.ckpt";
+  fs::create_directories(elsewhere.parent_path());
+  fs::create_hard_link(dir / "checkpoints/last.ckpt", elsewhere);
+  expect_untouched(dir, "last.ckpt: has 2 hard links", elsewhere, "weights");
+  fs::remove(elsewhere);
+  fs::remove(dir / "checkpoints/last.ckpt");
+  ASSERT_EQ(::mkfifo((dir / "checkpoints/last.ckpt").c_str(), 0600), 0);
+  expect_untouched(dir, "last.ckpt: is a device, pipe or socket", dir / "config.json", "{\"a\": 1}");
+  EXPECT_TRUE(fs::is_fifo(dir / "checkpoints/last.ckpt"));
+}
+
+TEST_F(OutputPolicy, AWriteInterruptedBeforeItsRenameLeavesAFileTheLedgerRecords) {
+  // The record is appended before the rename: a crash between the two leaves
+  // the earlier contents, which an earlier line records.
+  const fs::path dir = written_run("policy_crash");
+  const std::string ledger = read(dir / qkv::kLedgerName);
+  write_text_file(dir / qkv::kLedgerName,
+                  ledger + "{\"file\":\"checkpoints/last.ckpt\",\"bytes\":3,\"crc32\":\"12345678\"}\n");
+  EXPECT_EQ(qkv::claim_output_dir(dir.string(), "--out", true, {"test", {}}), qkv::ClaimResult::Replaced);
+  EXPECT_FALSE(fs::exists(dir / "checkpoints/last.ckpt"));
+}
+
+TEST_F(OutputPolicy, ResumeNeedsTheFolderTheCommandMade) {
+  const fs::path dir = written_run("policy_resume");
+  expect_usage_error([&] { qkv::adopt_output_dir(dir.string(), "--resume", "other train"); },
+                     "made by 'qkv test', not by 'qkv other train'");
+  expect_usage_error([&] { qkv::adopt_output_dir((dir / "missing").string(), "--resume", "test"); },
+                     "missing: no such folder");
+  qkv::adopt_output_dir(dir.string(), "--resume", "test");
+  qkv::write_file_atomic((dir / "checkpoints/last.ckpt").string(), std::string("epoch 2"));  // listed, unchanged
+  EXPECT_EQ(read(dir / "checkpoints/last.ckpt"), "epoch 2");
+}
+
+TEST_F(OutputPolicy, TheTemporarySweepRemovesOnlyTemporariesOfListedFiles) {
+  const fs::path dir = written_run("policy_sweep");
+  for (const char* name : {"checkpoints/.last.ckpt.tmp.Ab12cD", "checkpoints/.notes.txt.tmp.Ab12cD",
+                           ".config.json.tmp.000000", ".mine.tmp.zzzzzz"})
+    write_text_file(dir / name, "x");
+  const auto removed = qkv::remove_stale_temps_of_ledger(dir.string());
+  EXPECT_EQ(removed.size(), 2u);
+  EXPECT_FALSE(fs::exists(dir / "checkpoints/.last.ckpt.tmp.Ab12cD"));
+  EXPECT_FALSE(fs::exists(dir / ".config.json.tmp.000000"));
+  EXPECT_TRUE(fs::exists(dir / "checkpoints/.notes.txt.tmp.Ab12cD"));
+  EXPECT_TRUE(fs::exists(dir / ".mine.tmp.zzzzzz"));
 }

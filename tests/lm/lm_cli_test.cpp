@@ -113,7 +113,9 @@ TEST_F(LmCli, TrainRemovesOnlyItsOwnStaleTemporaries) {
   const std::string ckpts = *dir_ + "/checkpoints";
   // What an interrupted write_file_atomic leaves, and files that only look alike.
   const std::vector<std::string> stale = {".last.ckpt.tmp.Ab12cD", ".best.ckpt.tmp.000000"};
-  const std::vector<std::string> kept = {".last.ckpt.tmp.keep", "last.ckpt.tmp.Ab12cD", ".notes.tmp.Ab12cD.txt"};
+  // The last: named like a temporary of a file qkv never wrote.
+  const std::vector<std::string> kept = {".last.ckpt.tmp.keep", "last.ckpt.tmp.Ab12cD", ".notes.tmp.Ab12cD.txt",
+                                         ".notes.tmp.Ab12cD"};
   for (const auto& name : stale) std::ofstream(ckpts + "/" + name) << "half";
   for (const auto& name : kept) std::ofstream(ckpts + "/" + name) << "mine";
   const auto r = run_qkv("lm train --resume " + *dir_ + " --epochs 2 --threads 1");
@@ -143,8 +145,9 @@ TEST(LmCacheSize, EverySizeMustBePositive) {
     const auto r = run_qkv(base + " " + option + " 0");
     EXPECT_EQ(r.status, 2) << option << ": " << r.output;
     EXPECT_NE(r.output.find(option), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("must be at least 1"), std::string::npos) << r.output;
   }
-  EXPECT_NE(run_qkv("lm cache-size --help").output.find("POSITIVE"), std::string::npos);
+  EXPECT_NE(run_qkv("lm cache-size --help").output.find("sequence length (>= 1)"), std::string::npos);
 }
 
 }  // namespace

@@ -181,5 +181,28 @@ TEST(HostileCohort, AFifoManifestIsRefused) {
   expect_bounded_data_error(64 * kMiB, [&] { data::read_methylation_table(path); }, path, "not a regular file");
 }
 
+TEST(HostileCohort, SubjectsMissingMostValuesAreNamedAndLeftOutOnRequest) {
+  const auto dir = scratch("sparse");
+  write_text_file(dir + "/manifest.csv", "subject_id,label,spect\ns1,0,a.nii.gz\ns2,1,b.nii.gz\ns3,1,c.nii.gz\n");
+  write_text_file(dir + "/meth.csv", "subject_id,cg1,cg2,cg3,cg4\ns1,0.1,0.2,0.3,0.4\ns2,NA,NA,NA,NA\ns3,0.5,NA,NA,0.6\n");
+  const std::string manifest = dir + "/manifest.csv", table = dir + "/meth.csv";
+  ::testing::internal::CaptureStderr();
+  const auto all = mhca::load_cohort(manifest, table, false, 1);
+  const std::string warned = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(all.size(), 3);
+  EXPECT_NE(warned.find("2 subjects have at least half their beta-values missing: s2 (100%), s3 (50%)"),
+            std::string::npos)
+      << warned;
+  ::testing::internal::CaptureStderr();
+  const auto kept = mhca::load_cohort(manifest, table, false, 1, false, {}, 0.5);
+  const std::string dropped = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(kept.subject_ids, (std::vector<std::string>{"s1", "s3"}));
+  EXPECT_EQ(kept.methylation.values.size(), 8u);
+  EXPECT_NE(dropped.find("left out 1 subject with more than 50% of their beta-values missing: s2 (100%)"),
+            std::string::npos)
+      << dropped;
+  expect_usage_error([&] { mhca::load_cohort(manifest, table, false, 1, true, {}, 0.25); }, "--max-missing 0.25");
+}
+
 }  // namespace
 }  // namespace qkv::testing

@@ -20,12 +20,13 @@
 
 namespace qkv::testing {
 
-// The process's virtual size in bytes (VmSize), 0 if unknown.
-inline int64_t virtual_size_bytes() {
+// A size line of /proc/self/status in bytes ("VmSize:", the virtual size;
+// "VmHWM:", the peak resident set), 0 if unknown.
+inline int64_t proc_status_bytes(const std::string& field) {
   std::ifstream in("/proc/self/status");
   std::string key;
   while (in >> key) {
-    if (key == "VmSize:") {
+    if (key == field) {
       int64_t kb = 0;
       in >> kb;
       return kb * 1024;
@@ -34,6 +35,8 @@ inline int64_t virtual_size_bytes() {
   }
   return 0;
 }
+
+inline int64_t virtual_size_bytes() { return proc_status_bytes("VmSize:"); }
 
 // What f did in a child allowed `budget` bytes of address space beyond its
 // size at fork and `seconds` of wall time: "DataError: MESSAGE", "ok",

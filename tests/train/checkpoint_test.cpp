@@ -228,14 +228,22 @@ TEST(Checkpoint, DamagedEntriesAreRefusedBeforeAnythingChanges) {
   changed["model/net.0.weight"] = torch::zeros({5, 5});
   expect_refused(changed, "shape mismatch net.0.weight [5, 5]");
 
-  // What a diverged run saved is restored as it was (a weights file's NaN is refused).
+  // What a diverged run saved is refused by name, weights and optimizer
+  // state alike; restored as it was only when asked (the trainer's own
+  // reload, --allow-non-finite).
+  changed = entries;
+  changed["model/net.0.weight"] = entries.at("model/net.0.weight").clone().fill_(INFINITY);
+  expect_refused(changed, "'model/net.0.weight' holds 32 NaN or infinite values");
+  changed = entries;
+  changed["optimizer/0/0/exp_avg_sq"] = entries.at("optimizer/0/0/exp_avg_sq").clone().fill_(NAN);
+  expect_refused(changed, "'optimizer/0/0/exp_avg_sq' holds 32 NaN or infinite values");
   changed = entries;
   changed["model/net.0.weight"] = entries.at("model/net.0.weight").clone().fill_(INFINITY);
   write_checkpoint_file(bad, "QKVCKPT2", train::tensor_dict_bytes(changed));
   {
     auto b = mlp();
     torch::optim::Adam opt_b(b->parameters(), 1e-3);
-    train::load_checkpoint(bad, *b, &opt_b);
+    train::load_checkpoint(bad, *b, &opt_b, /*accept_non_finite=*/true);
     EXPECT_TRUE(torch::isinf(b->named_parameters()["net.0.weight"]).all().item<bool>());
   }
 

@@ -18,6 +18,7 @@
 #include "qkv/models/presets.h"
 #include "qkv/core/runtime.h"
 #include "qkv/core/text.h"
+#include "qkv/train/checkpoint.h"
 
 namespace qkv::cli {
 
@@ -127,6 +128,14 @@ void add_common_options(CLI::App* cmd, CommonOptions& o, const std::string& out_
   }
 }
 
+void add_max_params_option(CLI::App* cmd) {
+  cmd->add_option_function<int64_t>(
+         "--max-params", [](const int64_t& limit) { models::set_max_parameters(limit); },
+         "the most parameters a model may be built with (default " + std::to_string(models::kDefaultMaxParameters) +
+             ", 1 GiB of float32); larger options are refused before anything is allocated")
+      ->check(range_check(1, 9e18));
+}
+
 c10::Device apply_common_options(const CommonOptions& o) {
   set_threads(o.threads);
   seed_everything(o.seed);
@@ -158,6 +167,10 @@ CLI::Option* add_checkpoint_option(CLI::App* cmd, std::string& checkpoint, const
         return "";
       },
       "FILE or RUN folder");
+  add_max_params_option(cmd);
+  cmd->add_flag_callback("--allow-non-finite", [] { train::allow_non_finite_checkpoints(true); },
+                         "read a checkpoint whose weights hold NaN or infinite values (a run that diverged); "
+                         "refused otherwise");
   return cmd->add_option("--checkpoint", checkpoint, help + "; a run folder means its checkpoints/best.ckpt")
       ->required()
       ->transform(file_or_run);
@@ -184,14 +197,14 @@ nlohmann::json parse_model_options(const std::string& text, const std::string& m
     if (const auto* preset = models::find_preset(model, text)) return preset->options;
     std::vector<std::string> known;
     for (const auto* p : models::presets_for(model)) known.push_back(p->name);
-    throw UsageError(flag + " " + text + ": neither a JSON object nor a preset of " + model +
+    throw UsageError(flag + " " + shortened(text) + ": neither a JSON object nor a preset of " + model +
                      (known.empty() ? " (it has none)" : " (" + join(known) + ")"));
   }
   nlohmann::json options;
   try {
     options = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception&) {
-    throw UsageError(flag + ": not valid JSON: " + text);
+    throw UsageError(flag + ": not valid JSON: " + shortened(text));
   }
   if (!options.is_object()) throw UsageError(flag + ": expected a JSON object");
   return options;

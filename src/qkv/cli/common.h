@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -27,6 +28,10 @@ struct CommonOptions {
 
 // --seed, --threads, --device; --out and --overwrite when out_help is non-empty.
 void add_common_options(CLI::App* cmd, CommonOptions& o, const std::string& out_help);
+
+// --max-params: the most parameters a model may be built with
+// (models::set_max_parameters), for commands that build one.
+void add_max_params_option(CLI::App* cmd);
 
 // --overwrite alone, for commands whose output is named otherwise.
 void add_overwrite_flag(CLI::App* cmd, bool& overwrite);
@@ -123,6 +128,9 @@ std::string range_help(const Field& f);
 // The same check for an option that is not a field.
 CLI::Validator range_check(double lo, double hi);
 inline std::string range_help(double lo, double hi) { return range_help(Field{"", ""}.range(lo, hi)); }
+
+// The `hi` of an option with no upper bound but its type's.
+inline constexpr double kNoMaximum = std::numeric_limits<double>::max();
 
 // A numeric option that is not a field, with its range checked and shown.
 template <typename T>

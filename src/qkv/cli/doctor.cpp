@@ -82,9 +82,8 @@ void register_doctor(CLI::App& app, Action& action) {
     bool skip_speed = false;
   };
   auto o = std::make_shared<Options>();
-  cmd->add_option("--threads", o->threads,
-                  "threads for the sgemm measurement; 0 = OMP_NUM_THREADS if set, else one per core")
-      ->check(CLI::Range(0, 4096));
+  add_ranged_option(cmd, "--threads", o->threads,
+                    "threads for the sgemm measurement; 0 = OMP_NUM_THREADS if set, else one per core", 0, 4096);
   cmd->add_flag("--json", o->json, "print one JSON object instead of lines");
   cmd->add_flag("--no-speed", o->skip_speed, "skip the sgemm measurement (about a second)");
   action = [o] {

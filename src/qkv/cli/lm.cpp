@@ -130,10 +130,9 @@ void register_generate(CLI::App* parent, Action& action) {
   auto o = std::make_shared<Opts>();
   add_checkpoint_option(cmd, o->checkpoint, "checkpoint file");
   cmd->add_option("--prompt", o->prompt, "the text to continue (UTF-8)")->required();
-  cmd->add_option("--max-new", o->gen.max_new,
-                  "bytes to generate at most; their keys and values must fit in this machine's memory")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+  add_ranged_option(cmd, "--max-new", o->gen.max_new,
+                    "bytes to generate at most; their keys and values must fit in this machine's memory", 0,
+                    kNoMaximum);
   add_ranged_option(cmd, "--temperature", o->gen.temperature, "sampling temperature; 0 = greedy", 0, 1000);
   add_ranged_option(cmd, "--top-k", o->gen.top_k, "sample among the k most likely bytes; 0 = all", 0, 256);
   cmd->add_flag("--no-cache", o->no_cache, "recompute the whole prefix at every step instead of using the KV cache");
@@ -195,12 +194,12 @@ void register_cache_size(CLI::App* parent, Action& action) {
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--layers", o->layers, "transformer layers")->required()->check(CLI::PositiveNumber);
-  cmd->add_option("--heads", o->heads, "attention heads per layer")->required()->check(CLI::PositiveNumber);
-  cmd->add_option("--dk", o->dk, "cached key width per head (r)")->required()->check(CLI::PositiveNumber);
-  cmd->add_option("--dv", o->dv, "cached value width per head")->required()->check(CLI::PositiveNumber);
-  cmd->add_option("--seq", o->seq, "sequence length")->required()->check(CLI::PositiveNumber);
-  cmd->add_option("--batch-size", o->batch, "sequences in the batch")->capture_default_str()->check(CLI::PositiveNumber);
+  add_ranged_option(cmd, "--layers", o->layers, "transformer layers", 1, kNoMaximum)->required();
+  add_ranged_option(cmd, "--heads", o->heads, "attention heads per layer", 1, kNoMaximum)->required();
+  add_ranged_option(cmd, "--dk", o->dk, "cached key width per head (r)", 1, kNoMaximum)->required();
+  add_ranged_option(cmd, "--dv", o->dv, "cached value width per head", 1, kNoMaximum)->required();
+  add_ranged_option(cmd, "--seq", o->seq, "sequence length", 1, kNoMaximum)->required();
+  add_ranged_option(cmd, "--batch-size", o->batch, "sequences in the batch", 1, kNoMaximum);
   add_old_spelling(cmd, "--batch", "--batch-size", o->batch);
   cmd->add_option("--dtype", o->dtype, "element type: f16, bf16, f32 or f64")
       ->capture_default_str()

@@ -14,6 +14,7 @@
 #include "qkv/cli/common.h"
 #include "qkv/core/cpu.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/interrupt.h"
 #include "qkv/core/openblas_core.h"
 #include "qkv/core/runtime.h"
 #include "qkv/core/text.h"
@@ -184,6 +185,9 @@ int main(int argc, char** argv) {
   } catch (const qkv::UsageError& e) {
     std::fprintf(stderr, "qkv: %s\n", qkv::first_line(e.what()).c_str());
     return 2;
+  } catch (const qkv::Interrupted& e) {
+    std::fprintf(stderr, "qkv: %s\n", qkv::first_line(e.what()).c_str());
+    return qkv::kExitInterrupted;
   } catch (const std::bad_alloc&) {
     // Readers turn this into a DataError naming their file; what is left is
     // an allocation sized by the options (model or batch sizes).

@@ -37,6 +37,7 @@ namespace fs = std::filesystem;
 
 struct CohortFiles {
   std::string manifest, methylation;
+  double max_missing = 1.0;
 };
 
 void add_cohort_options(CLI::App* cmd, CohortFiles& f) {
@@ -45,6 +46,7 @@ void add_cohort_options(CLI::App* cmd, CohortFiles& f) {
   cmd->add_option("--methylation", f.methylation,
                   "DNA-methylation table (CSV/TSV): subject_id, then one beta-value column per CpG site")
       ->required();
+  add_ranged_option(cmd, "--max-missing", f.max_missing, tasks::kMaxMissingHelp, 0, 1);
 }
 
 std::vector<int64_t> all_rows(const mhca::CohortData& c) {
@@ -95,8 +97,10 @@ void register_synth(CLI::App* parent, Action& action) {
       if (!o->shape.empty()) o->synth.shape = {o->shape[0], o->shape[1], o->shape[2]};
       install_interrupt_handler();
       const bool live = train::ProgressBar::stderr_is_terminal();
-      auto progress = [live](int64_t done, int64_t total) {
-        if (interrupt_requested()) throw DataError("interrupted; the folder is incomplete (no manifest.csv)");
+      auto progress = [live, o](int64_t done, int64_t total) {
+        if (interrupt_requested())
+          throw Interrupted("interrupted; " + o->out + " is incomplete (no manifest.csv): run the command again with "
+                            "--overwrite");
         if (live)
           std::fprintf(stderr, "\rsynth: %lld/%lld volumes", static_cast<long long>(done),
                        static_cast<long long>(total));
@@ -144,7 +148,7 @@ void register_select(CLI::App* parent, Action& action) {
       o->selection.xgboost.validate();
       check_output_file(o->out, "--output", o->overwrite);  // before the work, not after it
       set_threads(o->threads);
-      auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, false, 1);
+      auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, false, 1, false, {}, o->files.max_missing);
       mhca::FeatureSelection s = o->selection;
       s.xgboost.threads = at::get_num_threads();
       const auto ids = mhca::select_features(cohort, all_rows(cohort), s, s.n_features, false);
@@ -177,6 +181,7 @@ void register_cv(CLI::App* parent, Action& action) {
   tasks::set_mhca_paper_defaults(o->cv.train);
   option_section(cmd, "Run", [&] {
     add_common_options(cmd, o->common, "output folder: summary.json, predictions.csv, report.html, folds/");
+    add_max_params_option(cmd);
     cmd->add_flag("--resume", o->resume,
                   "continue an interrupted cross validation in --out (with the same options): finished folds are kept");
     add_recipe_option(cmd, o->recipe, "mhca cv");
@@ -226,21 +231,25 @@ void register_cv(CLI::App* parent, Action& action) {
       check_single_process(cv.train);
       cv.train.validate();
       if (o->resume && cmd->count("--overwrite")) throw UsageError("--resume continues --out; drop --overwrite");
-      if (!o->resume) check_output_dir(o->common.out, "--out", o->common.overwrite);
+      if (o->resume)  // the folder is checked before the cohort is read; its settings are compared after
+        verify_output_dir(o->common.out, "--out", "mhca cv");
+      else
+        check_output_dir(o->common.out, "--out", o->common.overwrite);
       const c10::Device device = apply_common_options(o->common);
       cv.seed = o->common.seed;
       cv.train.seed = o->common.seed;
       cv.selection.xgboost.threads = at::get_num_threads();
       bool need_volumes = false;
       for (const auto& m : cv.models) need_volumes = need_volumes || m != "xgboost";
-      auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, need_volumes, at::get_num_threads());
+      auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, need_volumes, at::get_num_threads(),
+                                      false, {}, o->files.max_missing);
       std::fprintf(stderr, "mhca cv: %lld subjects, %s; volume %s; %s x %s; %s\n",
                    static_cast<long long>(cohort.size()), cohort.match_summary.c_str(),
                    need_volumes ? nlohmann::json(cohort.volume_shape()).dump().c_str() : "not loaded",
                    counted(cv.runs, "run").c_str(), counted(cv.folds, "fold").c_str(),
                    counted(at::get_num_threads(), "thread").c_str());
       if (o->resume)
-        adopt_output_dir(o->common.out, "--out");
+        adopt_output_dir(o->common.out, "--out", "mhca cv");
       else
         claim_output_dir(o->common.out, "--out", o->common.overwrite, {"mhca cv", {}});
       install_interrupt_handler();
@@ -380,7 +389,7 @@ void register_predict(CLI::App* parent, Action& action) {
       const auto grid = model_json.contains("options") ? model_json.at("options").value("volume_shape", std::vector<int64_t>{})
                                                        : std::vector<int64_t>{};
       auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, name != "xgboost",
-                                      at::get_num_threads(), false, grid);
+                                      at::get_num_threads(), false, grid, o->files.max_missing);
       const auto rows = all_rows(cohort);
       std::vector<double> p;
       if (xgb) {
@@ -451,7 +460,7 @@ void register_explain(CLI::App* parent, Action& action) {
       }
       check_output_dir(o->common.out, "--out", o->common.overwrite);
       auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, true, at::get_num_threads(), false,
-                                      net->options().spect.volume_shape);
+                                      net->options().spect.volume_shape, o->files.max_missing);
       claim_output_dir(o->common.out, "--out", o->common.overwrite, {"mhca explain", {}});
       auto result = mhca::explain_subjects(*net, cohort, prep, ex, o->common.out, device);
       nlohmann::json brief = result;

@@ -104,7 +104,8 @@ void register_params(CLI::App& app, Action& action) {
       if (o->model.empty()) throw UsageError("params: --model is required (or --list)");
       const auto& entry = models::find_model(o->model);
       const nlohmann::json options = parse_model_options(o->options, o->model);
-      const auto parameters = models::count_parameters(*entry.make(options));
+      // By arithmetic: a size is said without building (or allocating) the model.
+      const auto parameters = entry.size(options, 1).parameters;
       if (o->count) {
         std::printf("%lld\n", static_cast<long long>(parameters));
         return 0;
@@ -117,7 +118,7 @@ void register_params(CLI::App& app, Action& action) {
         presets.push_back({{"name", p->name},
                            {"options", p->options},
                            {"summary", p->summary},
-                           {"parameters", models::count_parameters(*entry.make(p->options))}});
+                           {"parameters", entry.size(p->options, 1).parameters}});
       if (!presets.empty()) described["presets"] = presets;
       if (o->json) {
         std::printf("%s\n", json_text(described).c_str());

@@ -2,6 +2,7 @@
 
 #include "qkv/cli/common.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/text.h"
 #include "qkv/models/model.h"
 
 namespace qkv::cli {
@@ -30,12 +31,24 @@ nlohmann::json model_options_from_cli(const PointModelOptions& o) {
     if (value < 0) throw UsageError(std::string(flag) + " must be positive (0 = the model's default)");
     if (value == 0) return;
     if (!defaults.contains(key)) throw UsageError(std::string(flag) + " does not apply to " + o.model);
+    if (options.contains(key) && options.at(key) != nlohmann::json(value))
+      throw UsageError(std::string(flag) + " " + std::to_string(value) + " and --model-options' \"" + key +
+                       "\": " + shortened(options.at(key).dump()) + " set the same option; give it once");
     options[key] = value;
   };
   set("--linear-dim", "linear_dim", o.linear_dim);
   set("--head-dim", "head_dim", o.head_dim);
   set("--heads", "heads", o.heads);
   return options;
+}
+
+void check_point_model_fits(const std::string& model, const nlohmann::json& options, int64_t points) {
+  const auto& entry = models::find_model(model);
+  const auto resolved = entry.resolve(options);
+  if (resolved.contains("k") && resolved["k"].is_number_integer() && resolved["k"].get<int64_t>() > points)
+    throw UsageError(model + " option 'k' (" + resolved["k"].dump() + " neighbours) needs at least that many " +
+                     "points per shape; --points is " + std::to_string(points));
+  models::check_activation_memory(entry, options, points, 0);
 }
 
 }  // namespace qkv::cli

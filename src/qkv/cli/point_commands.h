@@ -5,9 +5,14 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "qkv/cli/train_command.h"
+#include "qkv/core/errors.h"
+#include "qkv/core/text.h"
+#include "qkv/models/model.h"
 #include "qkv/tasks/point_task.h"
 #include "qkv/train/run.h"
 
@@ -29,6 +34,17 @@ void add_point_model_options(CLI::App* cmd, PointModelOptions& o, const std::str
 // otherwise a UsageError names it.
 nlohmann::json model_options_from_cli(const PointModelOptions& o);
 
+// UsageError unless the model fits clouds of `points` points: neighbourhoods
+// of k points need k points per shape, and one cloud's activations must fit
+// in memory; found before any data are loaded or written.
+void check_point_model_fits(const std::string& model, const nlohmann::json& options, int64_t points);
+
+// Whether a data settings struct lists class names (classification).
+template <typename D, typename = void>
+struct has_class_names : std::false_type {};
+template <typename D>
+struct has_class_names<D, std::void_t<decltype(std::declval<D>().class_names)>> : std::true_type {};
+
 // A point-cloud task's data settings for a new run (Data: ClassificationData
 // or PartSegData): the run's seed, normals where the model reads them, the
 // synthetic folder inside the run folder unless --synth-dir says otherwise;
@@ -38,12 +54,7 @@ void prepare_point_data(Data d, train::RunRequest& r, const std::string& out) {
   d.view.seed = r.seed;
   const auto resolved = models::find_model(r.model_name).resolve(r.model_options);
   d.view.use_normals = resolved.value("normals", false);
-  // Neighbourhoods of k points need k points per shape; found now rather than
-  // in the first forward pass after the data are loaded.
-  if (resolved.contains("k") && resolved["k"].is_number_integer() &&
-      resolved["k"].template get<int64_t>() > d.view.num_points)
-    throw UsageError(r.model_name + " option 'k' (" + resolved["k"].dump() + " neighbours) needs at least that many " +
-                     "points per shape; --points is " + std::to_string(d.view.num_points));
+  check_point_model_fits(r.model_name, r.model_options, d.view.num_points);
   d.copy_view_settings();
   if (d.source == "synthetic" && d.synth_dir.empty()) d.synth_dir = out + "/synthetic";
   d.validate();
@@ -86,9 +97,25 @@ template <typename Data>
 LoadedPointRun<Data> load_point_run(const std::string& checkpoint, const c10::Device& device, const char* command) {
   LoadedPointRun<Data> r;
   r.model = train::load_model_from_checkpoint(checkpoint, &r.config, command);
+  // The stored settings pass the checks a new run's options pass, and a
+  // failure names the checkpoint (it was edited, or made by another version).
+  try {
+    r.data = Data::from_json(r.config.at("data"));
+    const auto& model = r.config.at("model");
+    check_point_model_fits(model.at("name"), model.at("options"), r.data.view.num_points);
+    if constexpr (has_class_names<Data>::value) {
+      const auto classes = models::find_model(model.at("name")).resolve(model.at("options")).value("classes", 0);
+      if (classes != static_cast<int64_t>(r.data.class_names.size()))
+        throw DataError("the model has " + std::to_string(classes) + " outputs but the run names " +
+                        counted(static_cast<int64_t>(r.data.class_names.size()), "class"));
+    }
+  } catch (const nlohmann::json::exception&) {
+    throw DataError(checkpoint + ": stored run configuration is incomplete");
+  } catch (const std::runtime_error& e) {  // UsageError, DataError
+    throw DataError(checkpoint + ": stored run configuration: " + first_line(e.what()));
+  }
   r.model->to(device);
   r.model->eval();
-  r.data = Data::from_json(r.config.at("data"));
   return r;
 }
 

@@ -13,7 +13,9 @@
 #include "qkv/core/interrupt.h"
 #include "qkv/core/output_policy.h"
 #include "qkv/core/runtime.h"
+#include "qkv/core/text.h"
 #include "qkv/distributed/process_group.h"
+#include "qkv/train/checkpoint.h"
 
 namespace qkv::cli {
 namespace {
@@ -21,8 +23,9 @@ namespace {
 // What --resume may be given with: where and how long the run goes on, never
 // how it trains.
 const std::set<std::string>& resume_compatible_options() {
-  static const std::set<std::string> names = {"--resume",     "--epochs", "--threads",      "--device", "--json",
-                                              "--world-size", "--rank",   "--dist-timeout", "--master", "--out"};
+  static const std::set<std::string> names = {"--resume", "--epochs",       "--threads", "--device",
+                                              "--json",   "--world-size",   "--rank",    "--dist-timeout",
+                                              "--master", "--out",          "--max-params"};
   return names;
 }
 
@@ -36,6 +39,23 @@ void check_resume_options(const CLI::App& cmd, const std::string& dir, const std
                        "--device and the data-parallel options may be given)");
   }
   if (cmd.count("--out") && out != dir) throw UsageError("--resume " + dir + " continues in that folder; drop --out");
+}
+
+// A resumed run whose epochs are all done: true after saying so (exit 0,
+// nothing written). --epochs below the epochs done is a usage error: the
+// total cannot shrink, and "3 more" is not what --epochs means.
+bool nothing_to_resume(const train::RunRequest& request, const std::string& dir, bool epochs_given) {
+  const train::TrainState done = train::read_checkpoint_state(train::RunPaths{dir}.last_checkpoint());
+  const int64_t target = train::effective_train_config(request).epochs;
+  if (epochs_given && target < done.epoch)
+    throw UsageError("--epochs " + std::to_string(target) + ": --resume " + dir + " has already trained " +
+                     counted(done.epoch, "epoch") + "; --epochs is the total, give more than " +
+                     std::to_string(done.epoch) + " to train further (nothing was changed)");
+  if (target > done.epoch || done.step_in_epoch > 0) return false;
+  std::fprintf(stderr, "%s: nothing to do: %s has finished all %s; give --epochs above %lld to train further\n",
+               request.command.c_str(), dir.c_str(), counted(done.epoch, "epoch").c_str(),
+               static_cast<long long>(done.epoch));
+  return true;
 }
 
 // Completes the data-parallel options from WORLD_SIZE, RANK, MASTER_ADDR,
@@ -88,6 +108,7 @@ void register_train_command(CLI::App* parent, Action& action, TrainCommand spec)
     spec.add_model_options(cmd);
     cmd->add_option("--init-weights", o->init_weights, "start from a name->tensor .pt dict (export-weights, torch.save)")
         ->check(CLI::ExistingFile);
+    add_max_params_option(cmd);
   });
   section("Training", [&] { add_field_options(cmd, o->train); });
   section("Data-parallel training (qkv launch, or one process per rank)",
@@ -107,7 +128,8 @@ void register_train_command(CLI::App* parent, Action& action, TrainCommand spec)
       std::string dir;
       if (resume) {
         check_resume_options(*cmd, o->resume, common.out);
-        refuse_links_in_output(o->resume);  // before anything is read or written through one
+        // Before anything is read or written through a link or a changed file.
+        verify_output_dir(o->resume, "--resume", spec.command);
         request = train::stored_request(o->resume, spec.command);
         if (cmd->count("--device")) request.device = common.device;
         dir = o->resume;
@@ -121,8 +143,12 @@ void register_train_command(CLI::App* parent, Action& action, TrainCommand spec)
         request.recipe = recipe;
         spec.prepare(*cmd, request, common.out);
         request.train.validate();
-        if (!spec.model_options_from_data && train::is_registered_model(request.model_name))
-          models::find_model(request.model_name).resolve(request.model_options);  // bad model options fail here
+        if (!spec.model_options_from_data && train::is_registered_model(request.model_name)) {
+          // Bad or huge model options fail here, before any data are read or written.
+          const auto& entry = models::find_model(request.model_name);
+          entry.resolve(request.model_options);
+          models::check_parameter_count(entry.name, entry.size(request.model_options, 1));
+        }
         dir = common.out;
       }
       request.train.parallel.rank = config.parallel.rank;  // where this process runs now
@@ -131,14 +157,15 @@ void register_train_command(CLI::App* parent, Action& action, TrainCommand spec)
       common.seed = request.seed;
       common.device = request.device;
       apply_common_options(common);
-      if (resume)
+      if (resume) {
         train::record_resume(request, dir, cmd->count("--epochs") ? config.epochs : 0, config.parallel.world_size);
-      else
+        if (nothing_to_resume(request, dir, cmd->count("--epochs") > 0)) return 0;
+      } else
         request.train.parallel.world_size = config.parallel.world_size;
       const bool writer = config.parallel.rank == 0;
       if (writer) {
         if (resume) {
-          adopt_output_dir(dir, "--resume");
+          adopt_output_dir(dir, "--resume", spec.command);
         } else {
           check_output_dir(dir, "--out", common.overwrite);
           if (spec.check_outputs) spec.check_outputs(request, common.overwrite);

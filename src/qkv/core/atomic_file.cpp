@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
@@ -23,7 +24,7 @@ std::string errno_text() { return std::strerror(errno); }
 
 void write_file_atomic(const std::string& path, const void* data, size_t size) {
   namespace fs = std::filesystem;
-  check_and_record_write(path);  // refuses to replace a file qkv did not write in a claimed folder
+  check_and_record_write(path, data, size);  // refuses to replace a file qkv did not write in a claimed folder
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::string tmp = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
@@ -84,7 +85,7 @@ bool is_atomic_temp_name(const std::string& name) {
   return true;
 }
 
-std::vector<std::string> remove_stale_temp_files(const std::string& dir) {
+std::vector<std::string> remove_stale_temp_files(const std::string& dir, const std::set<std::string>& targets) {
   namespace fs = std::filesystem;
   std::vector<std::string> removed;
   std::error_code ec;
@@ -92,7 +93,9 @@ std::vector<std::string> remove_stale_temp_files(const std::string& dir) {
   if (fs::is_symlink(fs::symlink_status(dir, ec))) return removed;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     // symlink_status: a link named like a temporary is not one of ours.
-    if (!fs::is_regular_file(it->symlink_status()) || !is_atomic_temp_name(it->path().filename().string())) continue;
+    const std::string name = it->path().filename().string();
+    if (!fs::is_regular_file(it->symlink_status()) || !is_atomic_temp_name(name)) continue;
+    if (!targets.count(name.substr(1, name.size() - 1 - 11))) continue;  // ".NAME.tmp.XXXXXX" -> NAME
     std::error_code gone;
     if (fs::remove(it->path(), gone)) removed.push_back(it->path().string());
   }

@@ -13,6 +13,8 @@
 #include <type_traits>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/strict_json.h"
+#include "qkv/core/text.h"
 
 namespace qkv {
 
@@ -86,11 +88,8 @@ S fields_from_json(const nlohmann::json& j, const std::string& what, S settings 
   visit_fields(settings, [&](const Field& f, auto& value) {
     if (!j.contains(f.key)) return;
     using T = std::decay_t<decltype(value)>;
-    try {
-      value = j.at(f.key).template get<T>();
-    } catch (const nlohmann::json::exception&) {
-      throw DataError(what + ": '" + f.key + "' has the wrong type (" + j.at(f.key).dump() + ")");
-    }
+    if (const std::string why = json_value_as(j.at(f.key), value); !why.empty())
+      throw DataError(what + ": '" + f.key + "' = " + shortened(j.at(f.key).dump()) + ": " + why);
     if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
       const std::string problem = field_range_problem(f, static_cast<double>(value));
       if (!problem.empty()) throw DataError(what + ": '" + f.key + "' " + problem + " (" + j.at(f.key).dump() + ")");

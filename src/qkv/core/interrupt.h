@@ -5,6 +5,7 @@
 // Signals that end the process (the second SIGINT, SIGTERM, SIGHUP) first
 // remove the half-written files registered below: an atomic write's temporary
 // would otherwise stay behind as a hidden .NAME.tmp.XXXXXX file.
+#include <stdexcept>
 #include <string>
 
 namespace qkv {
@@ -15,6 +16,13 @@ void clear_interrupt();
 
 // The conventional exit status of a process stopped by SIGINT.
 constexpr int kExitInterrupted = 130;
+
+// Thrown where work stops at a SIGINT and cannot end as a result; the CLI
+// prints its message and exits with kExitInterrupted. The message says what
+// was kept.
+struct Interrupted : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // Registers `path` for removal should a signal end the process before
 // forget_partial_file(slot). Returns the slot, or -1 when all slots are busy or

@@ -1,6 +1,7 @@
 #include "qkv/core/output_policy.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,10 +9,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 
 #include "qkv/core/atomic_file.h"
+#include "qkv/core/crc32.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/json_file.h"
 #include "qkv/core/runtime.h"
@@ -25,9 +28,19 @@ namespace fs = std::filesystem;
 // A line that is not a JSON string: the generator finished writing (synthetic data).
 const char* const kCompleteLine = "{\"complete\":true}";
 
+// What qkv wrote under one name: its length and CRC-32.
+struct Fingerprint {
+  uint64_t bytes = 0;
+  uint32_t crc = 0;
+  bool operator==(const Fingerprint& o) const { return bytes == o.bytes && crc == o.crc; }
+};
+using Fingerprints = std::map<std::string, std::vector<Fingerprint>>;
+
 struct Root {
   fs::path dir;  // absolute, normalised
-  std::set<std::string> files;
+  std::set<std::string> listed;  // in the ledger
+  Fingerprints written;          // what the ledger records of each listed file
+  std::set<std::string> known;   // written by this process, or checked against the ledger
 };
 
 std::mutex& claims_mutex() {
@@ -53,20 +66,6 @@ bool safe_relative(const fs::path& rel) {
   return true;
 }
 
-// The first of `root`/rel's components (the folders below `root`, then the
-// file) that is a symbolic link; empty if none is. qkv writes no links, so
-// one inside an output was put there by someone else, and writing or
-// deleting through it would touch files outside the output.
-fs::path link_below(const fs::path& root, const fs::path& rel) {
-  fs::path at = root;
-  for (const auto& part : rel) {
-    at /= part;
-    std::error_code ec;
-    if (fs::is_symlink(fs::symlink_status(at, ec))) return at;
-  }
-  return {};
-}
-
 std::string through_link(const fs::path& link) {
   std::error_code ec;
   const fs::path target = fs::read_symlink(link, ec);
@@ -76,11 +75,126 @@ std::string through_link(const fs::path& link) {
          "remove the link or choose another output";
 }
 
+// What lies at root/rel, walked one component at a time without following a
+// link. qkv writes plain files and folders only, on the output's own file
+// system, each with one name; anything else on the way (a symbolic link, a
+// mount point, a device, a second hard link) was put there by someone else,
+// and writing or deleting through it would reach files outside the output.
+struct Found {
+  enum Kind { Absent, File, Refused } kind = Absent;
+  std::string why;  // Refused: one line naming the component
+  struct stat st {};
+};
+
+// `folder`: rel names a folder qkv writes files into, not a file.
+Found inspect(const fs::path& root, const fs::path& rel, bool folder = false) {
+  Found found;
+  struct stat root_st {};
+  if (::stat(root.c_str(), &root_st) != 0) return found;
+  const auto refuse = [&](const fs::path& at, const std::string& what) {
+    found.kind = Found::Refused;
+    found.why = printable_path(at.string()) + ": " + what +
+                "; qkv writes and deletes only plain files it wrote inside its outputs (nothing was changed)";
+    return found;
+  };
+  fs::path at = root;
+  size_t left = static_cast<size_t>(std::distance(rel.begin(), rel.end()));
+  for (const auto& part : rel) {
+    at /= part;
+    --left;
+    if (::lstat(at.c_str(), &found.st) != 0) return found;  // Absent: nothing below it either
+    if (S_ISLNK(found.st.st_mode)) {
+      found.kind = Found::Refused;
+      found.why = through_link(at);
+      return found;
+    }
+    if (found.st.st_dev != root_st.st_dev) return refuse(at, "is a mount point (another file system)");
+    if (left > 0 || folder) {
+      if (!S_ISDIR(found.st.st_mode)) return refuse(at, "is not a folder");
+      continue;
+    }
+    if (S_ISDIR(found.st.st_mode)) return refuse(at, "is a folder where qkv wrote a file");
+    if (!S_ISREG(found.st.st_mode)) return refuse(at, "is a device, pipe or socket, not a file qkv wrote");
+    if (found.st.st_nlink != 1)
+      return refuse(at, "has " + std::to_string(found.st.st_nlink) + " hard links (qkv's files have one)");
+    found.kind = Found::File;
+  }
+  return found;
+}
+
+// Whether the regular file `path` of `size` bytes holds what one of
+// `written` records; read only when a length matches.
+bool holds_one_of(const fs::path& path, uint64_t size, const std::vector<Fingerprint>& written) {
+  if (std::none_of(written.begin(), written.end(), [&](const Fingerprint& f) { return f.bytes == size; }))
+    return false;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  std::vector<char> buffer(1 << 20);
+  uint32_t crc = 0;
+  uint64_t total = 0;
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      if (n < 0) return false;
+      break;
+    }
+    crc = crc32(buffer.data(), static_cast<size_t>(n), crc);
+    total += static_cast<uint64_t>(n);
+  }
+  const Fingerprint now{total, crc};
+  return std::find(written.begin(), written.end(), now) != written.end();
+}
+
+std::string not_as_written(const fs::path& path, bool recorded) {
+  return printable_path(path.string()) +
+         (recorded ? ": changed since qkv wrote it" : ": listed in qkv's ledger without a record of what qkv wrote") +
+         "; qkv will not replace or delete it (nothing was changed); move it away or choose another output";
+}
+
+// Refused, or a file that is not what the ledger records of `rel`: the one
+// line saying so; empty for a file qkv wrote or nothing at all.
+std::string unowned(const fs::path& root, const std::string& rel, const Fingerprints& written) {
+  const Found found = inspect(root, fs::path(rel));
+  if (found.kind == Found::Refused) return found.why;
+  if (found.kind == Found::Absent) return "";
+  const auto it = written.find(rel);
+  const bool recorded = it != written.end() && !it->second.empty();
+  if (recorded && holds_one_of(root / rel, static_cast<uint64_t>(found.st.st_size), it->second)) return "";
+  return not_as_written(root / rel, recorded);
+}
+
+// The ledger's lines: the header object first; then, per write, an object
+// {"file": relative path, "bytes": length, "crc32": 8 hex digits} appended
+// before the file is renamed into place (so a crash leaves either the old
+// file, recorded earlier, or the new one); {"complete": true} when a
+// synthetic-data generator finished. A plain string names a file without a
+// record of it (older ledgers): such a file is never replaced or deleted.
 struct Ledger {
   nlohmann::json header;  // null if there is no ledger
-  std::vector<std::string> files;
+  std::vector<std::string> files;  // each listed name once, in first-listed order
+  Fingerprints written;
   bool complete = false;
 };
+
+std::string entry_line(const std::string& rel, const Fingerprint& f) {
+  char crc[9];
+  std::snprintf(crc, sizeof crc, "%08x", f.crc);
+  return json_text(nlohmann::json{{"file", rel}, {"bytes", f.bytes}, {"crc32", crc}}, -1);
+}
+
+// The fingerprint an entry line records; false if it records none.
+bool fingerprint_of(const nlohmann::json& j, Fingerprint& f) {
+  const auto bytes = j.find("bytes");
+  const auto crc = j.find("crc32");
+  if (bytes == j.end() || !bytes->is_number_unsigned() || crc == j.end() || !crc->is_string()) return false;
+  const std::string hex = crc->get<std::string>();
+  if (hex.size() != 8 || hex.find_first_not_of("0123456789abcdef") != std::string::npos) return false;
+  f.bytes = bytes->get<uint64_t>();
+  f.crc = static_cast<uint32_t>(std::stoul(hex, nullptr, 16));
+  return true;
+}
 
 // The ledger of `dir`; header null if there is none. A ledger qkv cannot
 // trust is an error naming it, raised before anything is written: a link, an
@@ -101,6 +215,7 @@ Ledger read_ledger(const fs::path& dir) {
                     " (nothing was changed)");
   std::string line;
   bool first = true;
+  std::set<std::string> listed;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     nlohmann::json j;
@@ -112,12 +227,18 @@ Ledger read_ledger(const fs::path& dir) {
     if (first) {
       ledger.header = j.is_object() ? j : nlohmann::json::object();
       first = false;
-    } else if (j.is_string()) {
-      if (!safe_relative(fs::path(j.get<std::string>())))
-        throw UsageError(printable_path(file.string()) + ": lists " + printable_path(j.get<std::string>()) +
+    } else if (j.is_string() || (j.is_object() && j.contains("file") && j.at("file").is_string())) {
+      const std::string name = j.is_string() ? j.get<std::string>() : j.at("file").get<std::string>();
+      if (!safe_relative(fs::path(name)))
+        throw UsageError(printable_path(file.string()) + ": lists " + printable_path(name) +
                          ", which is not a file below its folder (the ledger was edited); qkv will not use it "
                          "(nothing was changed)");
-      ledger.files.push_back(j.get<std::string>());
+      if (!listed.count(name)) {
+        listed.insert(name);
+        ledger.files.push_back(name);
+      }
+      Fingerprint f;
+      if (j.is_object() && fingerprint_of(j, f)) ledger.written[name].push_back(f);
     } else if (j.is_object() && j.value("complete", false)) {
       ledger.complete = true;
     }
@@ -149,32 +270,32 @@ void write_new_ledger(const fs::path& dir, const OutputMarker& marker) {
 }
 
 // Registers `dir` (replacing an earlier registration of the same folder).
-void register_root(const fs::path& dir, const std::vector<std::string>& files) {
+void register_root(const fs::path& dir, const Ledger& ledger) {
   std::lock_guard<std::mutex> lock(claims_mutex());
   auto& roots = claimed_roots();
   roots.erase(std::remove_if(roots.begin(), roots.end(), [&](const Root& r) { return r.dir == dir; }), roots.end());
-  roots.push_back({dir, std::set<std::string>(files.begin(), files.end())});
+  roots.push_back({dir, std::set<std::string>(ledger.files.begin(), ledger.files.end()), ledger.written, {}});
 }
 
-// A UsageError naming the first link on the way to a file the ledger lists
-// (read_ledger has refused names outside the folder).
-void refuse_links(const fs::path& dir, const Ledger& ledger) {
+// A UsageError for the first file the ledger lists that qkv may not touch:
+// one reached through a link or mount point, one that is not a plain file
+// with one name, or one that no longer holds what qkv wrote there.
+void require_owned(const fs::path& dir, const Ledger& ledger) {
   for (const auto& name : ledger.files)
-    if (const fs::path link = link_below(dir, fs::path(name)); !link.empty()) throw UsageError(through_link(link));
+    if (const std::string why = unowned(dir, name, ledger.written); !why.empty()) throw UsageError(why);
 }
 
 // Removes the files a ledger lists, then the folders that leaves empty
-// (never `dir` itself) and the ledger. A listed name reached through a link
-// is refused before anything is removed.
+// (never `dir` itself) and the ledger. Every listed file is checked to be
+// what qkv wrote before any is removed.
 void remove_ledger_files(const fs::path& dir, const Ledger& ledger) {
-  refuse_links(dir, ledger);
+  require_owned(dir, ledger);
   std::set<fs::path, std::greater<>> parents;  // deepest first
   for (const auto& name : ledger.files) {
     const fs::path rel(name);
     const fs::path p = dir / rel;
+    if (inspect(dir, rel).kind != Found::File) continue;
     std::error_code ec;
-    const auto status = fs::symlink_status(p, ec);
-    if (ec || !(fs::is_regular_file(status) || fs::is_symlink(status))) continue;
     if (!fs::remove(p, ec) && ec) throw DataError(p.string() + ": cannot remove (written by qkv): " + ec.message());
     for (fs::path up = rel.parent_path(); !up.empty(); up = up.parent_path()) parents.insert(dir / up);
   }
@@ -241,7 +362,7 @@ ClaimResult claim_output_dir(const std::string& dir, const std::string& option, 
     result = ClaimResult::Replaced;
   }
   write_new_ledger(root, marker);
-  register_root(root, {});
+  register_root(root, Ledger{});
   return result;
 }
 
@@ -256,10 +377,12 @@ void check_output_file(const std::string& path, const std::string& option, bool 
   if (fs::exists(status)) {
     if (!overwrite)
       throw UsageError(quoted(option, path) + ": exists; add --overwrite to replace it, or choose another name");
-    const auto listed = read_ledger(dir).files;
-    if (std::find(listed.begin(), listed.end(), file.filename().string()) == listed.end())
+    const Ledger ledger = read_ledger(dir);
+    const std::string name = file.filename().string();
+    if (std::find(ledger.files.begin(), ledger.files.end(), name) == ledger.files.end())
       throw UsageError(quoted(option, path) +
                        ": exists and was not written by qkv; qkv will not replace it, even with --overwrite");
+    if (const std::string why = unowned(dir, name, ledger.written); !why.empty()) throw UsageError(why);
   }
   const auto dir_status = fs::status(dir, ec);
   if (fs::exists(dir_status) && !fs::is_directory(dir_status))
@@ -273,22 +396,53 @@ void claim_output_file(const std::string& path, const std::string& option, bool 
   make_directories(dir.string());
   const Ledger ledger = read_ledger(dir);
   if (ledger.header.is_null()) write_new_ledger(dir, marker);
-  register_root(dir, ledger.files);
+  register_root(dir, ledger);
 }
 
-void adopt_output_dir(const std::string& dir, const std::string& option) {
+namespace {
+
+// verify_output_dir's checks; returns the ledger.
+Ledger verified_ledger(const std::string& dir, const std::string& option, const std::string& command) {
   const fs::path root = normal(dir);
+  std::error_code ec;
+  if (!fs::exists(root, ec)) throw UsageError(quoted(option, dir) + ": no such folder (nothing to continue)");
+  if (!fs::is_directory(root, ec)) throw UsageError(quoted(option, dir) + ": is not a folder");
   const Ledger ledger = read_ledger(root);
   if (ledger.header.is_null())
     throw UsageError(quoted(option, dir) + ": has no " + kLedgerName +
-                     " (not a folder this version of qkv wrote); qkv will not write into it");
-  refuse_links(root, ledger);
-  register_root(root, ledger.files);
+                     " (not a folder qkv wrote); qkv will not write into it");
+  const std::string made_by = ledger.header.value("command", "");
+  if (!command.empty() && made_by != command)
+    throw UsageError(quoted(option, dir) + ": made by 'qkv " + (made_by.empty() ? "?" : made_by) + "', not by 'qkv " +
+                     command + "'; continue it with the command that made it, or choose another folder");
+  require_owned(root, ledger);
+  return ledger;
 }
 
-void refuse_links_in_output(const std::string& dir) {
+}  // namespace
+
+void adopt_output_dir(const std::string& dir, const std::string& option, const std::string& command) {
+  register_root(normal(dir), verified_ledger(dir, option, command));
+}
+
+void verify_output_dir(const std::string& dir, const std::string& option, const std::string& command) {
+  verified_ledger(dir, option, command);
+}
+
+std::vector<std::string> remove_stale_temps_of_ledger(const std::string& dir) {
   const fs::path root = normal(dir);
-  refuse_links(root, read_ledger(root));
+  std::map<fs::path, std::set<std::string>> by_folder;
+  for (const auto& name : read_ledger(root).files) {
+    const fs::path rel(name);
+    by_folder[rel.parent_path()].insert(rel.filename().string());
+  }
+  std::vector<std::string> removed;
+  for (const auto& [folder, names] : by_folder) {
+    // A folder reached through a link or mount point is not swept.
+    if (!folder.empty() && inspect(root, folder, /*folder=*/true).kind == Found::Refused) continue;
+    for (const auto& path : remove_stale_temp_files((root / folder).string(), names)) removed.push_back(path);
+  }
+  return removed;
 }
 
 bool claim_synthetic_dir(const std::string& dir, const std::string& option, bool overwrite,
@@ -326,7 +480,8 @@ bool claim_synthetic_dir(const std::string& dir, const std::string& option, bool
   const bool same = ledger.header.value("command", "") == marker.command &&
                     ledger.header.value("settings", nlohmann::json::object()) == settings;
   if (same && ledger.complete) {
-    if (!check_only) register_root(root, ledger.files);
+    require_owned(root, ledger);  // data read as it was generated, or not at all
+    if (!check_only) register_root(root, ledger);
     return false;
   }
   if (!same && !overwrite)
@@ -344,7 +499,7 @@ nlohmann::json read_output_marker(const std::string& dir) { return read_ledger(n
 
 std::vector<std::string> ledger_files(const std::string& dir) { return read_ledger(normal(dir)).files; }
 
-void check_and_record_write(const std::string& path) {
+void check_and_record_write(const std::string& path, const void* data, size_t size) {
   std::lock_guard<std::mutex> lock(claims_mutex());
   auto& roots = claimed_roots();
   if (roots.empty()) return;
@@ -357,15 +512,19 @@ void check_and_record_write(const std::string& path) {
     if (!best || r.dir.string().size() > best->dir.string().size()) best = &r;
   }
   if (!best) return;
-  const fs::path relative = file.lexically_relative(best->dir);
-  if (const fs::path link = link_below(best->dir, relative); !link.empty()) throw DataError(through_link(link));
-  const std::string rel = relative.generic_string();
-  if (best->files.count(rel)) return;
-  std::error_code ec;
-  if (fs::exists(fs::symlink_status(file, ec)))
-    throw DataError(file.string() + ": exists and was not written by qkv; not replacing it");
-  append_line(best->dir / kLedgerName, json_text(nlohmann::json(rel), -1));
-  best->files.insert(rel);
+  const std::string rel = file.lexically_relative(best->dir).generic_string();
+  const Found found = inspect(best->dir, fs::path(rel));
+  if (found.kind == Found::Refused) throw DataError(found.why);
+  if (found.kind == Found::File && !best->known.count(rel)) {
+    if (!best->listed.count(rel))
+      throw DataError(printable_path(file.string()) + ": exists and was not written by qkv; not replacing it");
+    if (const std::string why = unowned(best->dir, rel, best->written); !why.empty()) throw DataError(why);
+  }
+  const Fingerprint f{static_cast<uint64_t>(size), crc32(data, size)};
+  append_line(best->dir / kLedgerName, entry_line(rel, f));
+  best->listed.insert(rel);
+  best->written[rel].push_back(f);
+  best->known.insert(rel);
 }
 
 void reset_output_claims() {

@@ -5,7 +5,9 @@
 // qkv knows what it wrote through a ledger, `.qkv-written`, at the root of
 // each output it claims (a run folder, a data folder, or the folder of one
 // output file): a header line (qkv version, command, settings) and one line
-// per file written below that root. Once a command has claimed a root, every
+// per write below that root with the file's length and CRC-32, so that a file
+// replaced or edited since, or a name added to the ledger by hand, is never
+// taken for qkv's. Once a command has claimed a root, every
 // write_file_atomic below it is checked and recorded: replacing a file there
 // that the ledger does not list is refused. Library code run without a claim
 // (tests, other programs) writes as before.
@@ -50,16 +52,24 @@ void claim_output_file(const std::string& path, const std::string& option, bool 
 void check_output_file(const std::string& path, const std::string& option, bool overwrite);
 
 // Continues in a folder a command claimed before (--resume): registers it with
-// its existing ledger, removing nothing. UsageError naming `option` if the
-// folder has no ledger.
-void adopt_output_dir(const std::string& dir, const std::string& option);
+// its existing ledger, removing nothing, after verify_output_dir's checks.
+void adopt_output_dir(const std::string& dir, const std::string& option, const std::string& command);
 
-// UsageError naming the first symbolic link on the way to a file the ledger
-// of `dir` lists (a folder such as checkpoints/ replaced by a link): qkv
-// neither reads its own files, writes nor deletes through links inside its
-// outputs. claim_output_dir and adopt_output_dir check it too; a folder
-// without a ledger passes (the callers refuse it).
-void refuse_links_in_output(const std::string& dir);
+// Whether `dir` (named by `option`) may be continued by `command` (the name
+// its ledger's header records, e.g. "vnt train"; empty: any): UsageError if
+// it is missing, has no ledger, was made by another command, or lists a file
+// that is not what qkv wrote: reached through a symbolic link or a mount
+// point (a folder such as checkpoints/ replaced by a link), not a plain file
+// with one name, or holding other bytes than the ledger records (replaced or
+// edited since). qkv neither reads its own files, writes nor deletes through
+// any of these. claim_output_dir (with --overwrite) makes the same file checks.
+void verify_output_dir(const std::string& dir, const std::string& option, const std::string& command);
+
+// Removes the temporaries a killed write_file_atomic left next to the files
+// the ledger of `dir` lists (".NAME.tmp.XXXXXX" for a listed NAME), in folders
+// reached without a link; call it only when no other process writes there.
+// Returns what it removed.
+std::vector<std::string> remove_stale_temps_of_ledger(const std::string& dir);
 
 // A folder of built-in synthetic data, reused when qkv made it with the same
 // settings. Returns true if it must be (re)generated. Without `overwrite`, a
@@ -83,10 +93,13 @@ nlohmann::json read_output_marker(const std::string& dir);
 // The relative paths a folder's ledger lists (empty if there is none).
 std::vector<std::string> ledger_files(const std::string& dir);
 
-// For write_file_atomic: throws DataError if `path` lies in a claimed root and
-// exists without being listed; otherwise records it (before the rename, so a
-// crash leaves at worst a listed file that is not there).
-void check_and_record_write(const std::string& path);
+// For write_file_atomic, before it writes `size` bytes at `data` to `path`:
+// in a claimed root, throws DataError if the path goes through a link or
+// mount point, or an existing file there is not one qkv wrote (unlisted, or
+// changed since); otherwise records the new contents' length and CRC-32 in
+// the ledger (before the rename, so that after a crash the file holds either
+// contents the ledger records).
+void check_and_record_write(const std::string& path, const void* data, size_t size);
 
 // Forgets every claim (tests).
 void reset_output_claims();

@@ -1,6 +1,10 @@
 #include "qkv/core/runtime.h"
 
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -73,5 +77,13 @@ c10::Device parse_device(const std::string& text) {
 void seed_everything(uint64_t seed) { torch::manual_seed(seed); }
 
 std::string qkv_version() { return QKV_VERSION; }
+
+int64_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  int64_t bytes = 0;
+  if (pages <= 0 || page <= 0 || __builtin_mul_overflow(int64_t{pages}, int64_t{page}, &bytes))
+    return std::numeric_limits<int64_t>::max();
+  return bytes;
+}
 
 }  // namespace qkv

@@ -1,5 +1,6 @@
 #pragma once
 // What the process runs on: threads, the BLAS actually loaded, the device.
+#include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
@@ -27,5 +28,8 @@ c10::Device parse_device(const std::string& text);
 void seed_everything(uint64_t seed);
 
 std::string qkv_version();
+
+// This machine's memory in bytes (INT64_MAX if the system does not say).
+int64_t physical_memory_bytes();
 
 }  // namespace qkv

@@ -131,4 +131,11 @@ std::string binary_size(int64_t bytes) {
 
 std::string first_line(std::string_view text) { return std::string(text.substr(0, text.find('\n'))); }
 
+std::string shortened(std::string_view text, size_t max) {
+  if (text.size() <= max) return std::string(text);
+  size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+  return std::string(text.substr(0, cut)) + "... (" + std::to_string(text.size()) + " bytes)";
+}
+
 }  // namespace qkv

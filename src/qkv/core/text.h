@@ -28,6 +28,11 @@ std::string binary_size(int64_t bytes);
 // whose what() carries a backtrace or a detail paragraph.
 std::string first_line(std::string_view text);
 
+// A value shown in a message: the text when it has at most `max` bytes, else
+// its first bytes (cut at a UTF-8 character boundary) and "... (N bytes)", so
+// that an error line stays one readable line whatever the user gave.
+std::string shortened(std::string_view text, size_t max = 80);
+
 // The items with `separator` between them: {"a", "b"} -> "a, b".
 std::string join(const std::vector<std::string>& items, std::string_view separator = ", ");
 

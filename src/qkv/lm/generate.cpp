@@ -1,12 +1,12 @@
 #include "qkv/lm/generate.h"
 
 #include <torch/torch.h>
-#include <unistd.h>
 
 #include <limits>
 
 #include "qkv/attention/kv_cache.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/runtime.h"
 #include "qkv/data/lm_data.h"
 
 namespace qkv::lm {
@@ -20,14 +20,6 @@ int64_t pick_token(const at::Tensor& logits, const GenerateOptions& o, at::Gener
     scaled = scaled.masked_fill(scaled < kth, -std::numeric_limits<float>::infinity());
   }
   return at::multinomial(torch::softmax(scaled, 0), 1, false, gen).item<int64_t>();
-}
-
-int64_t physical_memory_bytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  int64_t bytes = 0;
-  if (pages <= 0 || page <= 0 || __builtin_mul_overflow(int64_t{pages}, int64_t{page}, &bytes))
-    return std::numeric_limits<int64_t>::max();
-  return bytes;
 }
 
 // Bytes of keys and values for `positions` positions, or -1 past int64.

@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -10,7 +11,9 @@
 
 #include "qkv/core/checked.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/fields.h"
 #include "qkv/core/parallel.h"
+#include "qkv/core/text.h"
 
 namespace qkv::mhca {
 
@@ -71,7 +74,7 @@ std::vector<int64_t> check_grids(const std::vector<std::string>& paths, const st
 }  // namespace
 
 CohortData load_cohort(const std::string& manifest_path, const std::string& methylation_path, bool load_volumes,
-                       int64_t threads, bool quiet, const std::vector<int64_t>& expected_grid) {
+                       int64_t threads, bool quiet, const std::vector<int64_t>& expected_grid, double max_missing) {
   auto manifest = data::read_manifest(manifest_path);
   auto table = data::read_methylation_table(methylation_path);
   auto match = data::match_cohort(manifest, table);
@@ -79,6 +82,42 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
   c.manifest_path = manifest_path;
   c.methylation_path = methylation_path;
   c.match_summary = match.describe();
+
+  // Subjects with most beta-values missing are named (their imputed values
+  // are mostly training means); those above max_missing are left out.
+  std::vector<std::string> sparse, dropped;
+  {
+    std::vector<size_t> kept;
+    const int64_t cols = table.cols();
+    for (size_t i = 0; i < match.manifest_rows.size(); ++i) {
+      const float* row = table.values.data() + match.methylation_rows[i] * cols;
+      const int64_t missing = std::count_if(row, row + cols, [](float v) { return std::isnan(v); });
+      const double share = cols > 0 ? static_cast<double>(missing) / static_cast<double>(cols) : 0.0;
+      const auto& id = manifest.subjects[match.manifest_rows[i]].id;
+      char text[32];
+      std::snprintf(text, sizeof text, " (%.0f%%)", 100 * share);
+      if (share > max_missing)
+        dropped.push_back(id + text);
+      else
+        kept.push_back(i);
+      if (share >= 0.5 && share <= max_missing) sparse.push_back(id + text);
+    }
+    if (kept.size() < 2)
+      throw UsageError("--max-missing " + range_number_text(max_missing) + ": leaves " +
+                       std::to_string(kept.size()) + " of " + std::to_string(match.manifest_rows.size()) +
+                       " subjects of " + methylation_path + "; allow a larger share of missing beta-values");
+    std::vector<int64_t> manifest_rows, methylation_rows;
+    for (size_t i : kept) {
+      manifest_rows.push_back(match.manifest_rows[i]);
+      methylation_rows.push_back(match.methylation_rows[i]);
+    }
+    match.manifest_rows = std::move(manifest_rows);
+    match.methylation_rows = std::move(methylation_rows);
+  }
+  auto some = [](const std::vector<std::string>& ids) {
+    std::vector<std::string> first(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(5, ids.size())));
+    return join(first) + (ids.size() > 5 ? ", ..." : "");
+  };
 
   const int64_t n = static_cast<int64_t>(match.manifest_rows.size());
   std::vector<std::string> ids;
@@ -107,6 +146,16 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
       std::fprintf(stderr, "cohort: %lld of %lld beta-values missing in %s; each is replaced by its CpG's training mean\n",
                    static_cast<long long>(missing), static_cast<long long>(c.methylation.values.size()),
                    methylation_path.c_str());
+    if (!sparse.empty())
+      std::fprintf(stderr,
+                   "cohort: warning: %s at least half their beta-values missing: %s (--max-missing leaves out "
+                   "subjects above a share)\n",
+                   sparse.size() == 1 ? "1 subject has" : (std::to_string(sparse.size()) + " subjects have").c_str(),
+                   some(sparse).c_str());
+    if (!dropped.empty())
+      std::fprintf(stderr, "cohort: left out %s with more than %s of their beta-values missing: %s\n",
+                   counted(static_cast<int64_t>(dropped.size()), "subject").c_str(),
+                   (range_number_text(100 * max_missing) + "%").c_str(), some(dropped).c_str());
   };
   if (!load_volumes) {
     report();

@@ -40,8 +40,12 @@ struct CohortData {
 // first, naming both files. With `expected_grid` (a checkpoint's {X, Y, Z}),
 // every volume's header is checked against it before any voxel is read, so a
 // file declaring a huge grid is refused by name instead of being stacked.
+// Subjects with at least half their beta-values missing are named in a
+// warning; those with a larger share than `max_missing` are left out (named
+// too), and fewer than 2 left is a UsageError naming --max-missing.
 CohortData load_cohort(const std::string& manifest, const std::string& methylation, bool load_volumes,
-                       int64_t threads, bool quiet = false, const std::vector<int64_t>& expected_grid = {});
+                       int64_t threads, bool quiet = false, const std::vector<int64_t>& expected_grid = {},
+                       double max_missing = 1.0);
 
 // How volumes become model input: "global" min-max over the training
 // subjects' voxels (the paper's [0, 1] normalisation; the same two numbers

@@ -5,6 +5,7 @@
 #include "qkv/core/errors.h"
 #include "qkv/core/shape.h"
 #include "qkv/distributed/sync_batch_norm.h"
+#include "qkv/models/size_arithmetic.h"
 
 namespace qkv::models {
 
@@ -14,13 +15,53 @@ void check_pooling(const std::string& model, const std::string& pooling) {
 }
 
 int64_t pooled_width(int64_t channels, const std::string& pooling) {
-  return pooling == "max+mean" ? 2 * channels : channels;
+  return pooling == "max+mean" ? sat_mul(2, channels) : channels;  // saturating: also sizes huge options
 }
 
 at::Tensor global_pool(const at::Tensor& x, const std::string& pooling) {
   if (pooling == "max") return std::get<0>(x.max(-1));
   if (pooling == "mean") return x.mean(-1);
   return torch::cat({std::get<0>(x.max(-1)), x.mean(-1)}, 1);
+}
+
+// Activations: the input, per hidden layer the Linear's, BatchNorm's,
+// LeakyReLU's and Dropout's outputs, the logits.
+ModelSize classification_head_size(int64_t in_features, const std::vector<int64_t>& hidden, int64_t classes,
+                                   double /*dropout: its layer is there at any rate*/) {
+  ModelSize s;
+  s.activation_floats = in_features;
+  int64_t width = in_features;
+  for (const int64_t h : hidden) {
+    s.parameters = sat_add(s.parameters, linear_parameters(width, h), norm_parameters(h));
+    s.activation_floats = sat_add(s.activation_floats, sat_mul(4, h));
+    width = h;
+  }
+  s.parameters = sat_add(s.parameters, linear_parameters(width, classes));
+  s.activation_floats = sat_add(s.activation_floats, classes);
+  return s;
+}
+
+// Activations: the category's one-hot and code (Linear, BatchNorm,
+// LeakyReLU), the concatenated per-point input, per hidden layer the
+// convolution's, BatchNorm's and activation's outputs (and Dropout's) at every
+// point, the part logits.
+ModelSize part_segmentation_head_size(int64_t point_features, int64_t global_features, int64_t categories,
+                                      int64_t category_dim, const std::vector<int64_t>& hidden, int64_t parts,
+                                      double dropout, int64_t points) {
+  ModelSize s;
+  s.parameters = sat_add(linear_parameters(categories, category_dim, /*bias=*/false), norm_parameters(category_dim));
+  int64_t width = sat_add(point_features, global_features, category_dim);
+  int64_t per_point = width;
+  for (size_t i = 0; i < hidden.size(); ++i) {
+    s.parameters = sat_add(s.parameters, linear_parameters(width, hidden[i], /*bias=*/false),
+                           norm_parameters(hidden[i]));
+    per_point = sat_add(per_point, sat_mul(dropout > 0 && i + 1 < hidden.size() ? 4 : 3, hidden[i]));
+    width = hidden[i];
+  }
+  s.parameters = sat_add(s.parameters, linear_parameters(width, parts, /*bias=*/false));
+  per_point = sat_add(per_point, parts);
+  s.activation_floats = sat_add(categories, sat_mul(3, category_dim), sat_mul(points, per_point));
+  return s;
 }
 
 ClassificationHeadImpl::ClassificationHeadImpl(int64_t in_features, const std::vector<int64_t>& hidden,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "qkv/data/dataset.h"
+#include "qkv/models/model.h"
 
 namespace qkv::models {
 
@@ -21,6 +22,11 @@ int64_t pooled_width(int64_t channels, const std::string& pooling);
 // x [B, F, N] -> [B, F] or [B, 2F].
 at::Tensor global_pool(const at::Tensor& x, const std::string& pooling);
 
+// The size of ClassificationHeadImpl(in_features, hidden, classes, dropout, ...)
+// for one sample.
+ModelSize classification_head_size(int64_t in_features, const std::vector<int64_t>& hidden, int64_t classes,
+                                   double dropout);
+
 class ClassificationHeadImpl : public torch::nn::Module {
  public:
   ClassificationHeadImpl(int64_t in_features, const std::vector<int64_t>& hidden, int64_t classes, double dropout,
@@ -29,6 +35,13 @@ class ClassificationHeadImpl : public torch::nn::Module {
   torch::nn::Sequential layers{nullptr};
 };
 TORCH_MODULE(ClassificationHead);
+
+// The size of PartSegmentationHeadImpl(point_features, global_features,
+// categories, category_dim, hidden, parts, dropout, ...) for one sample of
+// `points` points.
+ModelSize part_segmentation_head_size(int64_t point_features, int64_t global_features, int64_t categories,
+                                      int64_t category_dim, const std::vector<int64_t>& hidden, int64_t parts,
+                                      double dropout, int64_t points);
 
 // The part-segmentation head of DGCNN / Vector Neurons / VNT-Net: the object
 // category (one-hot) through a linear layer with BatchNorm and LeakyReLU; the

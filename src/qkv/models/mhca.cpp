@@ -1,5 +1,6 @@
 #include "qkv/models/mhca.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -7,6 +8,7 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/models/options.h"
+#include "qkv/models/size_arithmetic.h"
 
 namespace qkv::models {
 namespace {
@@ -163,6 +165,31 @@ double SpectEncoderOptions::token_offset() const {
 
 double SpectEncoderOptions::token_stride() const { return static_cast<double>(int64_t{1} << (channels.size() - 1)); }
 
+// Activations: the input volume; per convolution its output on the grid and,
+// for every convolution but the last, the ReLU's output and the 2x2x2 max
+// pool's output and int64 indices (3 floats per pooled value; the dropout
+// after the second block adds one more).
+ModelSize spect_encoder_size(const SpectEncoderOptions& o) {
+  ModelSize s;
+  std::array<int64_t, 3> n{o.volume_shape.at(0), o.volume_shape.at(1), o.volume_shape.at(2)};
+  s.activation_floats = sat_mul(n[0], n[1], n[2]);
+  int64_t in = 1;
+  for (size_t layer = 0; layer < o.channels.size(); ++layer) {
+    const int64_t c = o.channels[layer];
+    s.parameters = sat_add(s.parameters, sat_mul(in, c, 27), c);  // Conv3d(in, c, 3) and its bias
+    for (auto& axis : n) axis = std::max<int64_t>(axis + 2 * o.padding - 2, 0);
+    const int64_t voxels = sat_mul(n[0], n[1], n[2]);
+    s.activation_floats = sat_add(s.activation_floats, sat_mul(voxels, c));
+    if (layer + 1 < o.channels.size()) {
+      for (auto& axis : n) axis /= 2;
+      const int64_t pooled = sat_mul(n[0], n[1], n[2], c);
+      s.activation_floats = sat_add(s.activation_floats, sat_mul(voxels, c), sat_mul(layer == 1 ? 4 : 3, pooled));
+    }
+    in = c;
+  }
+  return s;
+}
+
 SpectEncoderImpl::SpectEncoderImpl(const SpectEncoderOptions& options) : options_(options) {
   int64_t in = 1;
   for (size_t i = 0; i < options.channels.size(); ++i) {
@@ -272,6 +299,28 @@ MHCANet::MHCANet(const MHCAOptions& o) : options_(o) {
   out_ = register_module("out", torch::nn::Linear(o.hidden, o.classes));
 }
 
+// Activations of one sample with N = features tokens of width W, H heads:
+// the SPECT encoder's (spect_encoder_size) and its tokens after the ReLU; the
+// methylation tokens (the embedding times the beta-values, the ReLU); the
+// co-attention's five projections before and after their ReLUs (10 N W), the
+// scores, both softmaxes and the scaling (4 H N N), v' and q' with their
+// merged heads (4 N W), the sum, ReLU and LayerNorm (3 N W); the classifier's
+// hidden layer (Linear, ReLU, Dropout) and the log-probabilities.
+ModelSize mhca_size(const MHCAOptions& o) {
+  const int64_t tokens = o.features, width = o.width, spect_width = o.spect.channels.back();
+  ModelSize s = spect_encoder_size(o.spect);
+  const int64_t co_attention = sat_add(sat_mul(2, linear_parameters(o.embedding, width)),  // q, res_k
+                                       sat_mul(3, linear_parameters(spect_width, width)),  // k, v, res_q
+                                       norm_parameters(width), 1);                         // norm, d_k
+  s.parameters = sat_add(s.parameters, sat_mul(o.features, o.embedding), co_attention,
+                         linear_parameters(sat_mul(o.features, width), o.hidden),
+                         linear_parameters(o.hidden, o.classes));
+  s.activation_floats = sat_add(s.activation_floats, sat_mul(tokens, spect_width),
+                                sat_add(o.features, sat_mul(2, o.features, o.embedding)), sat_mul(17, tokens, width),
+                                sat_mul(4, o.heads, tokens, tokens), sat_mul(3, o.hidden), sat_mul(2, o.classes));
+  return s;
+}
+
 MHCANet::Explained MHCANet::forward_explained(const data::Batch& batch) {
   auto m = torch::relu(methylation_->forward(methylation_input(batch, options_.features, "mhca")));
   auto s = torch::relu(grid_to_tokens(spect_->forward(spect_input(batch, options_.spect, "mhca"))));
@@ -317,6 +366,23 @@ ConcatNet::ConcatNet(const ConcatNetOptions& o) : options_(o) {
   out_ = register_module("out", torch::nn::Linear(o.hidden, o.classes));
 }
 
+// Activations: the SPECT encoder's and its tokens after the ReLU, the
+// methylation tokens and their ReLU, both projections, their concatenation,
+// the hidden layer (Linear, ReLU, Dropout), the log-probabilities.
+ModelSize concatnet_size(const ConcatNetOptions& o) {
+  const int64_t spect_tokens = o.spect.tokens(), spect_width = o.spect.channels.back();
+  const int64_t all_tokens = sat_add(o.features, spect_tokens);
+  ModelSize s = spect_encoder_size(o.spect);
+  s.parameters = sat_add(s.parameters, sat_mul(o.features, o.embedding), linear_parameters(o.embedding, o.width),
+                         linear_parameters(spect_width, o.width),
+                         linear_parameters(sat_mul(all_tokens, o.width), o.hidden),
+                         linear_parameters(o.hidden, o.classes));
+  s.activation_floats = sat_add(s.activation_floats, sat_mul(spect_tokens, spect_width),
+                                sat_add(o.features, sat_mul(2, o.features, o.embedding)),
+                                sat_mul(2, all_tokens, o.width), sat_mul(3, o.hidden), sat_mul(2, o.classes));
+  return s;
+}
+
 at::Tensor ConcatNet::forward(const data::Batch& batch) {
   auto m = torch::relu(methylation_->forward(methylation_input(batch, options_.features, "concatnet")));
   auto s = torch::relu(grid_to_tokens(spect_->forward(spect_input(batch, options_.spect, "concatnet"))));
@@ -348,6 +414,16 @@ SpectNet::SpectNet(const SpectNetOptions& o) : options_(o) {
   spect_ = register_module("spect_encoder", SpectEncoder(o.spect));
   h1_ = register_module("h1", torch::nn::Linear(o.spect.tokens() * o.spect.channels.back(), o.hidden));
   out_ = register_module("out", torch::nn::Linear(o.hidden, o.classes));
+}
+
+// Activations: the SPECT encoder's and its ReLU, the hidden layer (Linear,
+// ReLU), the log-probabilities.
+ModelSize spectnet_size(const SpectNetOptions& o) {
+  const int64_t flat = sat_mul(o.spect.tokens(), o.spect.channels.back());
+  ModelSize s = spect_encoder_size(o.spect);
+  s.parameters = sat_add(s.parameters, linear_parameters(flat, o.hidden), linear_parameters(o.hidden, o.classes));
+  s.activation_floats = sat_add(s.activation_floats, flat, sat_mul(2, o.hidden), sat_mul(2, o.classes));
+  return s;
 }
 
 at::Tensor SpectNet::forward(const data::Batch& batch) {

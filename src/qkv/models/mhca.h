@@ -45,6 +45,9 @@ struct SpectEncoderOptions {
   double token_stride() const;
 };
 
+// The SPECT encoder's size for one volume of the options' shape.
+ModelSize spect_encoder_size(const SpectEncoderOptions& options);
+
 class SpectEncoderImpl : public torch::nn::Module {
  public:
   explicit SpectEncoderImpl(const SpectEncoderOptions& options);
@@ -114,6 +117,9 @@ struct MHCAOptions {
   nlohmann::json to_json() const;
 };
 
+// The size for one sample (a volume of volume_shape and `features` CpG sites).
+ModelSize mhca_size(const MHCAOptions& options);
+
 class MHCANet : public Model {
  public:
   explicit MHCANet(const MHCAOptions& options);
@@ -148,6 +154,8 @@ struct ConcatNetOptions {
   nlohmann::json to_json() const;
 };
 
+ModelSize concatnet_size(const ConcatNetOptions& options);
+
 // Cross-modal baseline: each modality's tokens projected to `width`
 // separately, concatenated along the token axis, the same head as MHCA.
 class ConcatNet : public Model {
@@ -171,6 +179,8 @@ struct SpectNetOptions {
   static OptionHelpList option_help();  // a line per to_json() key
   nlohmann::json to_json() const;
 };
+
+ModelSize spectnet_size(const SpectNetOptions& options);
 
 // Unimodal baseline: the SPECT encoder with a ReLU, then Linear -> ReLU -> Linear.
 class SpectNet : public Model {

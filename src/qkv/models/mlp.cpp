@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "qkv/models/options.h"
+#include "qkv/models/size_arithmetic.h"
 
 namespace qkv::models {
 
@@ -29,6 +30,21 @@ OptionHelpList MLPOptions::option_help() {
           {"layers", "hidden layers, each Linear + ReLU (0: a linear classifier)"},
           {"classes", "output classes (3 spirals)"},
           {"dropout", "dropout after each hidden layer's ReLU"}};
+}
+
+// Activations: the input, per hidden layer the Linear's and the ReLU's outputs
+// (and the dropout's), the logits.
+ModelSize mlp_size(const MLPOptions& o) {
+  ModelSize s;
+  if (o.layers == 0) {
+    s.parameters = linear_parameters(o.in_features, o.classes);
+  } else {  // in -> hidden, layers - 1 times hidden -> hidden, hidden -> classes (no loop: layers may be huge)
+    s.parameters = sat_add(linear_parameters(o.in_features, o.hidden),
+                           sat_mul(o.layers - 1, linear_parameters(o.hidden, o.hidden)),
+                           linear_parameters(o.hidden, o.classes));
+  }
+  s.activation_floats = sat_add(o.in_features, sat_mul(o.layers, o.dropout > 0 ? 3 : 2, o.hidden), o.classes);
+  return s;
 }
 
 MLP::MLP(const MLPOptions& o) {

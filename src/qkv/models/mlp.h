@@ -20,6 +20,9 @@ struct MLPOptions {
   nlohmann::json to_json() const;
 };
 
+// The MLP's size; it ignores any point count (one sample is in_features numbers).
+ModelSize mlp_size(const MLPOptions& options);
+
 class MLP : public Model {
  public:
   explicit MLP(const MLPOptions& options);

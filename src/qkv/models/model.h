@@ -7,6 +7,7 @@
 // from it.
 #include <torch/nn/module.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -31,6 +32,12 @@ struct ModelOption {
   std::string source;            // where the default comes from, when it matters; may be empty
 };
 
+// What a model costs, from its options alone (no tensor is allocated).
+struct ModelSize {
+  int64_t parameters = 0;         // exactly count_parameters() of the built model
+  int64_t activation_floats = 0;  // estimate: float values one sample's forward pass keeps for backward
+};
+
 struct ModelEntry {
   std::string name;
   std::string description;
@@ -41,10 +48,18 @@ struct ModelEntry {
   // Every key resolve({}) returns, with its default and help, in help order.
   std::vector<ModelOption> options;
   // Builds the model; options missing from the JSON take their defaults.
-  // Unknown keys or bad values throw UsageError.
+  // Unknown keys or bad values throw UsageError, and so does a model with
+  // more parameters than max_parameters(), before anything is allocated.
   std::function<ModelPtr(const nlohmann::json& options)> make;
   // The options the model was built with, defaults filled in (for config.json).
   std::function<nlohmann::json(const nlohmann::json& options)> resolve;
+  // The size with these options for one sample of `points` points (point-cloud
+  // models; the LM takes it as its sequence length, the task's context, since
+  // its options have none; MHCA uses its volume_shape, the MLP its feature
+  // count). Overflow-checked: a count that does not fit in int64 saturates at
+  // INT64_MAX (std::numeric_limits<int64_t>::max()). Throws UsageError on bad
+  // options, as resolve, and on points < 1 for the models that use it.
+  std::function<ModelSize(const nlohmann::json& options, int64_t points)> size;
 
   // The inputs with these options: a model with a boolean "normals" option
   // reads inputs["normals"] exactly when it is true (vnt+n, or vnt-seg with
@@ -70,5 +85,25 @@ std::vector<std::string> models_for_task(const std::string& task);
 std::string model_help(const std::string& task);
 
 int64_t count_parameters(const torch::nn::Module& module);
+
+// The most parameters a model may have before it is built (--max-params):
+// 2^28 by default, 1 GiB of float32 weights (our choice: 4 GiB with Adam's
+// two moments and the gradient, a sixth of this 24 GiB class of machine).
+inline constexpr int64_t kDefaultMaxParameters = int64_t{1} << 28;
+void set_max_parameters(int64_t limit);
+int64_t max_parameters();
+
+// UsageError naming the model and --max-params when `size` has more
+// parameters than max_parameters().
+void check_parameter_count(const std::string& model, const ModelSize& size);
+
+// check_parameter_count, then a UsageError when one sample of `points`
+// points (tokens) would need more memory for its activations than this
+// machine has, naming the model and the options; a warning on stderr when a
+// batch of `batch_size` would. Estimates
+// (ModelSize::activation_floats) run high, up to ~4x for attention models,
+// so only a sample that cannot fit is refused.
+void check_activation_memory(const ModelEntry& entry, const nlohmann::json& options, int64_t points,
+                             int64_t batch_size);
 
 }  // namespace qkv::models

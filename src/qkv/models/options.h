@@ -12,8 +12,11 @@
 #include <vector>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/strict_json.h"
+#include "qkv/core/text.h"
 
 namespace qkv::models {
+
 
 class OptionReader {
  public:
@@ -21,15 +24,15 @@ class OptionReader {
     if (!j_.is_null() && !j_.is_object()) throw UsageError(model_ + " options: expected a JSON object");
   }
 
+  // Leaves `value` as it is when the key is absent; UsageError showing the
+  // value as given (shortened) when it is not a T.
   template <typename T>
   void get(const std::string& key, T& value) {
     seen_.insert(key);
     if (j_.is_null() || !j_.contains(key)) return;
-    try {
-      value = j_.at(key).get<T>();
-    } catch (const nlohmann::json::exception&) {
-      throw UsageError(model_ + " option '" + key + "': wrong type (" + j_.at(key).dump() + ")");
-    }
+    const auto& given = j_.at(key);
+    if (const std::string why = json_value_as(given, value); !why.empty())
+      throw UsageError(model_ + " option '" + key + "' = " + shortened(given.dump()) + ": " + why);
   }
 
   template <typename T>
@@ -37,8 +40,10 @@ class OptionReader {
            std::common_type_t<T> hi = std::numeric_limits<T>::max()) {
     get(key, value);
     if (!(value >= lo && value <= hi))
-      throw UsageError(model_ + " option '" + key + "' = " + nlohmann::json(value).dump() + " is out of range [" +
-                       nlohmann::json(lo).dump() + ", " + nlohmann::json(hi).dump() + "]");
+      throw UsageError(model_ + " option '" + key + "' = " + nlohmann::json(value).dump() +
+                       (hi == std::numeric_limits<T>::max()
+                            ? " is below its least value, " + nlohmann::json(lo).dump()
+                            : " is out of range [" + nlohmann::json(lo).dump() + ", " + nlohmann::json(hi).dump() + "]"));
   }
 
   const std::string& model() const { return model_; }

@@ -4,6 +4,7 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/models/options.h"
+#include "qkv/models/size_arithmetic.h"
 #include "qkv/models/vn_dgcnn.h"
 #include "qkv/vn/edge_conv.h"
 
@@ -57,6 +58,11 @@ PartSegmentationHead PartHeadOptions::make(int64_t point_features, int64_t globa
                               seg_negative_slope);
 }
 
+ModelSize PartHeadOptions::size(int64_t point_features, int64_t global_features, int64_t points) const {
+  return part_segmentation_head_size(point_features, global_features, categories, category_dim, seg_hidden, parts,
+                                     dropout, points);
+}
+
 // ---------------------------------------------------------------------------- vnt-seg
 
 VNTSegOptions::VNTSegOptions() {
@@ -98,6 +104,15 @@ nlohmann::json VNTSegOptions::to_json() const {
 VNTNetSeg::VNTNetSeg(const VNTSegOptions& o) : VNTBackbone(o.backbone) {
   head_ = register_module("head", o.head.make(point_feature_width(),
                                               pooled_width(point_feature_width(), o.backbone.pooling)));
+}
+
+// The backbone's size (vnt_backbone_size), then the head on the 6 L C
+// per-point features and their pooling.
+ModelSize vnt_seg_size(const VNTSegOptions& o, int64_t points) {
+  auto s = vnt_backbone_size(o.backbone, points);
+  const int64_t features = sat_mul(6, o.backbone.blocks, o.backbone.linear_dim);
+  accumulate(s, o.head.size(features, pooled_width(features, o.backbone.pooling), points));
+  return s;
 }
 
 at::Tensor VNTNetSeg::forward(const data::Batch& batch) {
@@ -156,6 +171,37 @@ VNDGCNNSeg::VNDGCNNSeg(const VNDGCNNSegOptions& o) : options_(o) {
   head_ = register_module("head", o.head.make(3 * 3 * kC, 3 * 2 * kWide));
 }
 
+// Activations of one cloud of N points, k neighbours (a VN channel is 3
+// floats; C = 21): per graph the kNN indices (2 N k floats); the first two
+// graphs' factorised edge conv (gathered and summed feature and direction
+// edges, batch norm, leaky ReLU: 6 C 3 N k) and second conv on the edges
+// (product, batch norm, leaky ReLU: 4 C 3 N k), then their pooling (mean:
+// C 3 N; max: the directions, 1 C 3 N k, and dot products, C N k); the third
+// graph's conv as vn_dgcnn_size's (fused mean: 5 C 3 N; max: 7 C 3 N k +
+// C N k); conv6's input, products and outputs; the invariant layer on 682
+// channels; the per-point frame coordinates (189 N); the head.
+ModelSize vn_dgcnn_seg_size(const VNDGCNNSegOptions& o, int64_t points) {
+  check_points("vn-dgcnn-seg", points);
+  const int64_t n = points, k = o.k;
+  const bool max = o.pooling == "max";
+  const int64_t in[] = {2, kC, 2 * kC, kC, 2 * kC};
+  ModelSize s;
+  for (int i = 0; i < 5; ++i) s.parameters = sat_add(s.parameters, vn_linear_leaky_relu_parameters(in[i], kC));
+  if (max) s.parameters = sat_add(s.parameters, 3 * kC * kC);
+  s.parameters = sat_add(s.parameters, vn_linear_leaky_relu_parameters(3 * kC, kWide, /*share=*/true),
+                         vn_std_feature_parameters(2 * kWide));
+  const int64_t pool = max ? sat_add(sat_mul(kC, 3, n, k), sat_mul(kC, n, k)) : sat_mul(kC, 3, n);
+  const int64_t edge_stage = sat_add(sat_mul(2, n, k), sat_mul(10, kC, 3, n, k), pool);
+  const int64_t last_stage =
+      sat_add(sat_mul(2, n, k), max ? sat_add(sat_mul(7, kC, 3, n, k), sat_mul(kC, n, k)) : sat_mul(5, kC, 3, n));
+  s.activation_floats = sat_add(sat_mul(2, edge_stage), last_stage,
+                                sat_mul(3, n, 3 * kC + (kWide + 1) + 2 * kWide),  // conv6
+                                sat_mul(4, 2 * kWide, 3, n), sat_mul(18, n),      // invariant
+                                sat_mul(3 * 3 * kC, n));                          // frame coordinates
+  accumulate(s, o.head.size(3 * 3 * kC, 3 * 2 * kWide, points));
+  return s;
+}
+
 at::Tensor VNDGCNNSeg::pool(size_t i, const at::Tensor& x) {
   return options_.pooling == "max" ? max_pools_[i]->forward(x) : vn::vn_mean_pool(x);
 }
@@ -210,6 +256,15 @@ nlohmann::json XYZTransformerSegOptions::to_json() const {
 XYZTransformerSeg::XYZTransformerSeg(const XYZTransformerSegOptions& o)
     : XYZTransformerBackbone(o.backbone) {
   head_ = register_module("head", o.head.make(o.backbone.d_model, pooled_width(o.backbone.d_model, o.backbone.pooling)));
+}
+
+// The encoder's size (xyz_transformer_backbone_size), then the head on its
+// d_model per-point features and their pooling.
+ModelSize xyz_transformer_seg_size(const XYZTransformerSegOptions& o, int64_t points) {
+  auto s = xyz_transformer_backbone_size(o.backbone, points);
+  accumulate(s, o.head.size(o.backbone.d_model, pooled_width(o.backbone.d_model, o.backbone.pooling),
+                            points));
+  return s;
 }
 
 at::Tensor XYZTransformerSeg::forward(const data::Batch& batch) {

@@ -36,6 +36,8 @@ struct PartHeadOptions {
   void write(nlohmann::json& j) const;
   static OptionHelpList option_help();  // a line per key write() sets
   PartSegmentationHead make(int64_t point_features, int64_t global_features) const;
+  // The size of make(point_features, global_features) on one cloud of `points` points.
+  ModelSize size(int64_t point_features, int64_t global_features, int64_t points) const;
 };
 
 struct VNTSegOptions {
@@ -46,6 +48,10 @@ struct VNTSegOptions {
   static OptionHelpList option_help();  // a line per to_json() key
   nlohmann::json to_json() const;
 };
+
+// The segmenters' sizes for one cloud of `points` points: the backbone and
+// the head. UsageError for points < 1.
+ModelSize vnt_seg_size(const VNTSegOptions& options, int64_t points);
 
 class VNTNetSeg : public VNTBackbone {
  public:
@@ -65,6 +71,8 @@ struct VNDGCNNSegOptions {
   static OptionHelpList option_help();  // a line per to_json() key
   nlohmann::json to_json() const;
 };
+
+ModelSize vn_dgcnn_seg_size(const VNDGCNNSegOptions& options, int64_t points);
 
 class VNDGCNNSeg : public Model {
  public:
@@ -90,6 +98,8 @@ struct XYZTransformerSegOptions {
   static OptionHelpList option_help();  // a line per to_json() key
   nlohmann::json to_json() const;
 };
+
+ModelSize xyz_transformer_seg_size(const XYZTransformerSegOptions& options, int64_t points);
 
 class XYZTransformerSeg : public XYZTransformerBackbone {
  public:

@@ -1,9 +1,14 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <limits>
 #include <stdexcept>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/runtime.h"
+#include "qkv/core/text.h"
 #include "qkv/models/mhca.h"
 #include "qkv/models/mlp.h"
 #include "qkv/models/model.h"
@@ -32,19 +37,35 @@ std::vector<ModelOption> describe_options(const nlohmann::json& defaults, const 
 
 ModelEntry entry(std::string name, std::string description, std::string task, std::vector<std::string> inputs,
                  std::function<ModelPtr(const nlohmann::json&)> make,
-                 std::function<nlohmann::json(const nlohmann::json&)> resolve, const OptionHelpList& help) {
+                 std::function<nlohmann::json(const nlohmann::json&)> resolve, const OptionHelpList& help,
+                 std::function<ModelSize(const nlohmann::json&, int64_t)> size) {
   auto options = describe_options(resolve(nlohmann::json::object()), help);
+  // Every build is sized first: options asking for billions of parameters
+  // fail in microseconds instead of growing until the kernel kills qkv.
+  auto checked_make = [name, make, size](const nlohmann::json& j) {
+    check_parameter_count(name, size(j, 1));
+    return make(j);
+  };
   return {std::move(name), std::move(description), std::move(task), std::move(inputs), std::move(options),
-          std::move(make), std::move(resolve)};
+          std::move(checked_make), std::move(resolve), std::move(size)};
 }
 
-// The usual entry: Options::from_json(j) builds a Net.
+// The usual entry: Options::from_json(j) builds a Net; size(Options, points)
+// is its size (the model family's size function).
 template <typename Net, typename Options>
-ModelEntry entry(std::string name, std::string description, std::string task, std::vector<std::string> inputs) {
+ModelEntry entry(std::string name, std::string description, std::string task, std::vector<std::string> inputs,
+                 std::function<ModelSize(const Options&, int64_t points)> size) {
   return entry(
       std::move(name), std::move(description), std::move(task), std::move(inputs),
       [](const nlohmann::json& j) -> ModelPtr { return std::make_shared<Net>(Options::from_json(j)); },
-      [](const nlohmann::json& j) { return Options::from_json(j).to_json(); }, Options::option_help());
+      [](const nlohmann::json& j) { return Options::from_json(j).to_json(); }, Options::option_help(),
+      [size](const nlohmann::json& j, int64_t points) { return size(Options::from_json(j), points); });
+}
+
+// A size function of a model that has no points: it ignores the count.
+template <typename Options>
+std::function<ModelSize(const Options&, int64_t)> without_points(ModelSize (*size)(const Options&)) {
+  return [size](const Options& o, int64_t /*points*/) { return size(o); };
 }
 
 // VNT-Net under the name that sets the default of "normals".
@@ -55,7 +76,10 @@ ModelEntry vnt_entry(const std::string& name, std::string description, std::vect
         return std::make_shared<VNTNet>(VNTNetOptions::from_json(j, name));
       },
       [name](const nlohmann::json& j) { return VNTNetOptions::from_json(j, name).to_json(); },
-      VNTNetOptions::option_help());
+      VNTNetOptions::option_help(),
+      [name](const nlohmann::json& j, int64_t points) {
+        return vnt_net_size(VNTNetOptions::from_json(j, name), points);
+      });
 }
 
 }  // namespace
@@ -88,27 +112,30 @@ const std::vector<ModelEntry>& model_registry() {
   // cannot drop an entry at link time. Inputs are the Batch inputs forward()
   // reads with the default options.
   static const std::vector<ModelEntry> registry = {
-      entry<MLP, MLPOptions>("mlp", "multilayer perceptron on flat features", "spirals", {"x"}),
+      entry<MLP, MLPOptions>("mlp", "multilayer perceptron on flat features", "spirals", {"x"},
+                             without_points(&mlp_size)),
       entry<TransformerLM, TransformerLMOptions>("transformer-lm", "decoder-only byte-level transformer", "lm",
-                                                 {"tokens"}),
+                                                 {"tokens"}, &transformer_lm_size),
       vnt_entry("vnt", "VNT-Net: rotation-invariant vector-neuron transformer on xyz", {"points"}),
       vnt_entry("vnt+n", "VNT-Net+N: VNT-Net on xyz and normals", {"points", "normals"}),
       entry<VNDGCNN, VNDGCNNOptions>("vn-dgcnn", "Vector Neurons' rotation-invariant DGCNN classifier",
-                                     "classification", {"points"}),
-      entry<XYZTransformer, XYZTransformerOptions>(
-          "xyz-transformer", "standard transformer on raw xyz, not rotation invariant", "classification", {"points"}),
+                                     "classification", {"points"}, &vn_dgcnn_size),
+      entry<XYZTransformer, XYZTransformerOptions>("xyz-transformer",
+                                                   "standard transformer on raw xyz, not rotation invariant",
+                                                   "classification", {"points"}, &xyz_transformer_size),
       entry<VNTNetSeg, VNTSegOptions>("vnt-seg", "VNT-Net part segmentation, rotation invariant per point",
-                                      "segmentation", {"points", "category"}),
+                                      "segmentation", {"points", "category"}, &vnt_seg_size),
       entry<VNDGCNNSeg, VNDGCNNSegOptions>("vn-dgcnn-seg", "Vector Neurons' part-segmentation DGCNN", "segmentation",
-                                           {"points", "category"}),
+                                           {"points", "category"}, &vn_dgcnn_seg_size),
       entry<XYZTransformerSeg, XYZTransformerSegOptions>(
           "xyz-transformer-seg", "transformer on raw xyz for part segmentation, not rotation invariant",
-          "segmentation", {"points", "category"}),
+          "segmentation", {"points", "category"}, &xyz_transformer_seg_size),
       entry<MHCANet, MHCAOptions>("mhca", "multi-head co-attention between SPECT and DNA methylation", "mhca",
-                                  {"spect", "methylation"}),
+                                  {"spect", "methylation"}, without_points(&mhca_size)),
       entry<ConcatNet, ConcatNetOptions>("concatnet", "SPECT and DNA-methylation features concatenated", "mhca",
-                                         {"spect", "methylation"}),
-      entry<SpectNet, SpectNetOptions>("spectnet", "SPECT encoder alone", "mhca", {"spect"}),
+                                         {"spect", "methylation"}, without_points(&concatnet_size)),
+      entry<SpectNet, SpectNetOptions>("spectnet", "SPECT encoder alone", "mhca", {"spect"},
+                                       without_points(&spectnet_size)),
   };
   return registry;
 }
@@ -142,6 +169,59 @@ std::string model_help(const std::string& task) {
     help += n + std::string(width + 2 - n.size(), ' ') + find_model(n).description;
   }
   return help;
+}
+
+namespace {
+std::atomic<int64_t> g_max_parameters{kDefaultMaxParameters};
+
+// "1,234,567": counts that people read at a glance.
+std::string grouped(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+}  // namespace
+
+void set_max_parameters(int64_t limit) {
+  if (limit < 1) throw UsageError("--max-params must be at least 1");
+  g_max_parameters = limit;
+}
+
+int64_t max_parameters() { return g_max_parameters; }
+
+void check_parameter_count(const std::string& model, const ModelSize& size) {
+  const int64_t limit = max_parameters();
+  if (size.parameters <= limit) return;
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const std::string count =
+      size.parameters == kMax
+          ? "more than 9.2e18 parameters"
+          : grouped(size.parameters) + " parameters (" +
+                (size.parameters > kMax / 4 ? "over 8 EiB" : binary_size(size.parameters * 4)) + " of float32)";
+  throw UsageError(model + ": these options make a model of " + count + ", more than --max-params " +
+                   std::to_string(limit) + "; make the model smaller, or raise --max-params if it is meant");
+}
+
+void check_activation_memory(const ModelEntry& entry, const nlohmann::json& options, int64_t points,
+                             int64_t batch_size) {
+  const ModelSize size = entry.size(options, points);
+  check_parameter_count(entry.name, size);  // the parameters first: their limit is the one a user sets
+  const int64_t memory = physical_memory_bytes();
+  const int64_t per_sample = size.activation_floats > memory / 4 ? memory : size.activation_floats * 4;
+  if (size.activation_floats > memory / 4)
+    throw UsageError(entry.name + ": one sample of " + std::to_string(points) +
+                     " points would need more memory for its activations than this machine has (" +
+                     binary_size(memory) + "); use fewer points or smaller model options (" +
+                     shortened(options.dump()) + ")");
+  if (batch_size > 0 && per_sample > memory / batch_size)
+    std::fprintf(stderr,
+                 "qkv: warning: %s: a batch of %lld may need more memory than this machine's %s (about %s a sample, "
+                 "an estimate that runs high); a smaller --batch-size would fit\n",
+                 entry.name.c_str(), static_cast<long long>(batch_size), binary_size(memory).c_str(),
+                 binary_size(per_sample).c_str());
 }
 
 int64_t count_parameters(const torch::nn::Module& module) {

@@ -7,6 +7,7 @@
 #include "qkv/attention/kv_cache.h"
 #include "qkv/core/errors.h"
 #include "qkv/models/options.h"
+#include "qkv/models/size_arithmetic.h"
 
 namespace qkv::models {
 
@@ -75,6 +76,40 @@ at::Tensor TransformerBlockImpl::forward(const at::Tensor& x, attention::KVCache
   auto hidden = torch::gelu(mlp_in->forward(ln_mlp->forward(y)));
   if (mlp_hidden) *mlp_hidden = hidden;
   return y + drop->forward(mlp_out->forward(hidden));
+}
+
+// Activations on T tokens: the two LayerNorms' outputs, q, k and v, the
+// h x T x T attention weights, the heads' output, W_O's output, the MLP's
+// hidden units before and after the GELU, its output and the two residual
+// sums. The weights are what the naive attention keeps (sdpa.h: off the CPU,
+// with attention dropout, under 128 keys); the CPU's tiled kernel keeps none,
+// so there long sequences are overestimated (the LM 1.5x at 256 tokens, 3.4x for
+// xyz-transformer at 1024 points, measured with the allocator's counters).
+ModelSize transformer_block_size(const TransformerLMOptions& o, int64_t tokens) {
+  const int64_t d = o.d_model, h = o.heads, r = o.head_dk(), dv = o.head_dv();
+  const int64_t hidden = o.mlp_hidden > 0 ? o.mlp_hidden : sat_mul(4, d);  // not o.hidden(): 4 * d may overflow
+  const int64_t attention = sat_add(sat_mul(2, h, r, d), sat_mul(2, h, dv, d),   // W_q, W_k, W_v, W_O
+                                    sat_mul(2, h, r), sat_mul(h, dv), d);        // their biases
+  ModelSize s;
+  s.parameters = sat_add(sat_mul(2, norm_parameters(d)), attention, linear_parameters(d, hidden),
+                         linear_parameters(hidden, d));
+  const int64_t per_token = sat_add(sat_mul(5, d), sat_mul(h, sat_add(sat_mul(2, r), sat_mul(2, dv))),
+                                    sat_mul(2, hidden));
+  s.activation_floats = sat_add(sat_mul(tokens, per_token), sat_mul(h, tokens, tokens));
+  return s;
+}
+
+// Activations: the embedding and its sum with the positions, every block,
+// the final LayerNorm, the logits and their log-softmax in the loss.
+ModelSize transformer_lm_size(const TransformerLMOptions& o, int64_t context) {
+  check_points("transformer-lm", context);
+  const auto block = transformer_block_size(o, context);
+  ModelSize s;
+  s.parameters = sat_add(sat_mul(o.vocab, o.d_model), sat_mul(o.layers, block.parameters),
+                         norm_parameters(o.d_model));
+  s.activation_floats = sat_add(sat_mul(o.layers, block.activation_floats),
+                                sat_mul(context, sat_add(sat_mul(3, o.d_model), sat_mul(2, o.vocab))));
+  return s;
 }
 
 TransformerLM::TransformerLM(const TransformerLMOptions& o) : options_(o) {

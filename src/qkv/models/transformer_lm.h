@@ -54,6 +54,13 @@ class TransformerBlockImpl : public torch::nn::Module {
 };
 TORCH_MODULE(TransformerBlock);
 
+// The size of one TransformerBlockImpl(options) on `tokens` positions of one
+// sample (also the point-cloud baseline's encoder block).
+ModelSize transformer_block_size(const TransformerLMOptions& options, int64_t tokens);
+// The LM's size for one sequence of `context` tokens (its options have no
+// context: the task's). UsageError for context < 1.
+ModelSize transformer_lm_size(const TransformerLMOptions& options, int64_t context);
+
 class TransformerLM : public Model {
  public:
   explicit TransformerLM(const TransformerLMOptions& options);

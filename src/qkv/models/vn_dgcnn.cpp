@@ -4,6 +4,7 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/models/options.h"
+#include "qkv/models/size_arithmetic.h"
 #include "qkv/models/vnt_net.h"
 #include "qkv/vn/edge_conv.h"
 
@@ -38,6 +39,35 @@ OptionHelpList VNDGCNNOptions::option_help() {
           {"pooling", "pooling over each point's neighbours: mean, or max (VNMaxPool, adds parameters)",
            "the reference code"},
           {"dropout", "dropout in the 512-256 classification head"}};
+}
+
+// Activations of one cloud of N points, k neighbours (a VN channel is 3
+// floats): per edge convolution of C_out channels the kNN indices (2 N k
+// floats for N k int64s) and, with mean pooling, the fused pass's four
+// per-point products and its output (5 C_out 3 N: it keeps nothing
+// edge-sized), with max pooling the gathered and summed feature and direction
+// edges, the batch norm, the leaky ReLU and the pool's directions
+// (7 C_out 3 N k) and its dot products (C_out N k); conv5's input, products
+// and outputs; the invariant layer on 682 channels; the head.
+ModelSize vn_dgcnn_size(const VNDGCNNOptions& o, int64_t points) {
+  check_points("vn-dgcnn", points);
+  const int64_t n = points, k = o.k;
+  const bool max = o.pooling == "max";
+  const int64_t in[] = {1, kC1, kC2, kC3}, out[] = {kC1, kC2, kC3, kC4};
+  ModelSize s;
+  for (int i = 0; i < 4; ++i) {
+    s.parameters = sat_add(s.parameters, vn_linear_leaky_relu_parameters(2 * in[i], out[i]),
+                           max ? out[i] * out[i] : 0);
+    const int64_t edges = max ? sat_add(sat_mul(7, out[i], 3, n, k), sat_mul(out[i], n, k)) : sat_mul(5, out[i], 3, n);
+    s.activation_floats = sat_add(s.activation_floats, sat_mul(2, n, k), edges);
+  }
+  const int64_t levels = kC1 + kC2 + kC3 + kC4;
+  s.parameters = sat_add(s.parameters, vn_linear_leaky_relu_parameters(levels, kC5, /*share=*/true),
+                         vn_std_feature_parameters(2 * kC5));
+  s.activation_floats = sat_add(s.activation_floats, sat_mul(3, n, levels + (kC5 + 1) + 2 * kC5),  // conv5
+                                sat_mul(4, 2 * kC5, 3, n), sat_mul(18, n));  // the invariant layer
+  accumulate(s, classification_head_size(2 * 3 * 2 * kC5, {512, 256}, o.classes, o.dropout));
+  return s;
 }
 
 VNDGCNN::VNDGCNN(const VNDGCNNOptions& o) : options_(o) {

@@ -25,6 +25,11 @@ struct VNDGCNNOptions {
   nlohmann::json to_json() const;
 };
 
+// VN-DGCNN's size for one cloud of `points` points (its widths are fixed; the
+// options change k, the pooling's parameters and the classes). UsageError for
+// points < 1.
+ModelSize vn_dgcnn_size(const VNDGCNNOptions& options, int64_t points);
+
 class VNDGCNN : public Model {
  public:
   explicit VNDGCNN(const VNDGCNNOptions& options);

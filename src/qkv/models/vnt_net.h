@@ -43,6 +43,12 @@ struct VNTNetOptions {
 // it last: it finishes the reader (unknown keys are errors).
 void read_vnt_backbone_options(OptionReader& reader, VNTNetOptions& options);
 
+// The backbone's size (edge conv, blocks, invariant layer) for one cloud of
+// `points` points, and the classifier's (the backbone and its head).
+// UsageError for points < 1.
+ModelSize vnt_backbone_size(const VNTNetOptions& options, int64_t points);
+ModelSize vnt_net_size(const VNTNetOptions& options, int64_t points);
+
 // What the classifier and the part segmenter share: the edge-conv input
 // block, the basic blocks and the invariant layer, registered as edge_conv,
 // blocks and invariant.

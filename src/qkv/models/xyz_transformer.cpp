@@ -4,9 +4,22 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/models/options.h"
+#include "qkv/models/size_arithmetic.h"
 #include "qkv/models/vnt_net.h"
 
 namespace qkv::models {
+namespace {
+
+// The options of the encoder's blocks (as the constructor sets them).
+TransformerLMOptions block_options(const XYZTransformerOptions& o) {
+  TransformerLMOptions block;
+  block.d_model = o.d_model;
+  block.heads = o.heads;
+  block.mlp_hidden = o.mlp_hidden;
+  return block;
+}
+
+}  // namespace
 
 XYZTransformerOptions XYZTransformerOptions::from_json(const nlohmann::json& j) {
   XYZTransformerOptions o;
@@ -53,10 +66,7 @@ OptionHelpList XYZTransformerOptions::option_help() {
 XYZTransformerBackbone::XYZTransformerBackbone(const XYZTransformerOptions& o) : options_(o) {
   embed_in_ = register_module("embed_in", torch::nn::Linear(3, o.embed_hidden));
   embed_out_ = register_module("embed_out", torch::nn::Linear(o.embed_hidden, o.d_model));
-  TransformerLMOptions block;
-  block.d_model = o.d_model;
-  block.heads = o.heads;
-  block.mlp_hidden = o.mlp_hidden;
+  const auto block = block_options(o);
   auto list = torch::nn::ModuleList();
   for (int64_t l = 0; l < o.layers; ++l) {
     blocks_.push_back(TransformerBlock(block, /*causal=*/false));
@@ -64,6 +74,28 @@ XYZTransformerBackbone::XYZTransformerBackbone(const XYZTransformerOptions& o) :
   }
   register_module("blocks", list);
   ln_final_ = register_module("ln_final", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model})));
+}
+
+// Activations of N points: the points, the embedding's hidden units before
+// and after the ReLU and its output, every block (transformer_block_size on N
+// tokens: its attention weights grow as N^2), the final LayerNorm.
+ModelSize xyz_transformer_backbone_size(const XYZTransformerOptions& o, int64_t points) {
+  check_points("xyz-transformer", points);
+  const auto block = transformer_block_size(block_options(o), points);
+  ModelSize s;
+  s.parameters = sat_add(linear_parameters(3, o.embed_hidden), linear_parameters(o.embed_hidden, o.d_model),
+                         sat_mul(o.layers, block.parameters), norm_parameters(o.d_model));
+  s.activation_floats = sat_add(sat_mul(points, sat_add(3, sat_mul(2, o.embed_hidden), sat_mul(2, o.d_model))),
+                                sat_mul(o.layers, block.activation_floats));
+  return s;
+}
+
+// The encoder, then the classification head on the pooled features.
+ModelSize xyz_transformer_size(const XYZTransformerOptions& o, int64_t points) {
+  auto s = xyz_transformer_backbone_size(o, points);
+  accumulate(s, classification_head_size(pooled_width(o.d_model, o.pooling), o.head_hidden, o.classes,
+                                         o.dropout));
+  return s;
 }
 
 at::Tensor XYZTransformerBackbone::point_features(const data::Batch& batch) {

@@ -37,6 +37,12 @@ struct XYZTransformerOptions {
 // it last: it finishes the reader (unknown keys are errors).
 void read_xyz_backbone_options(OptionReader& reader, XYZTransformerOptions& options);
 
+// The encoder's size (embed_in, embed_out, blocks, ln_final) for one cloud of
+// `points` points, and the classifier's (the encoder and its head).
+// UsageError for points < 1.
+ModelSize xyz_transformer_backbone_size(const XYZTransformerOptions& options, int64_t points);
+ModelSize xyz_transformer_size(const XYZTransformerOptions& options, int64_t points);
+
 // The encoder the classifier and the part segmenter share (embed_in,
 // embed_out, blocks, ln_final).
 class XYZTransformerBackbone : public Model {

@@ -7,11 +7,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
 #include "qkv/core/json_file.h"
+#include "qkv/core/text.h"
 #include "qkv/data/folds.h"
 #include "qkv/models/mhca.h"
 #include "qkv/models/options.h"
@@ -37,6 +39,22 @@ namespace {
 
 bool uses_volumes(const std::string& model) { return model != "xgboost"; }
 bool uses_methylation(const std::string& model) { return model != "spectnet"; }
+
+// The first setting that differs, as "folds: 2 there, 3 now" (values
+// shortened), for a resume refused because of it.
+std::string settings_difference(const nlohmann::json& stored, const nlohmann::json& now) {
+  auto shown = [](const nlohmann::json& j, const std::string& key) {
+    return j.contains(key) ? shortened(j.at(key).dump(), 60) : std::string("none");
+  };
+  std::set<std::string> keys;
+  for (const auto& item : stored.items()) keys.insert(item.key());
+  for (const auto& item : now.items()) keys.insert(item.key());
+  for (const auto& key : keys) {
+    const bool same = stored.contains(key) && now.contains(key) && stored.at(key) == now.at(key);
+    if (!same) return key + ": " + shown(stored, key) + " there, " + shown(now, key) + " now";
+  }
+  return "none";
+}
 
 nlohmann::json number_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
 
@@ -146,7 +164,8 @@ std::vector<std::string> select_features(const CohortData& cohort, const std::ve
   // One step per elimination round (one XGBoost fit), on a terminal only.
   train::ProgressBar bar("RFE", rfe_rounds(table.cols(), rfe), !quiet && train::ProgressBar::stderr_is_terminal());
   auto progress = [&](int64_t round, int64_t remaining) {
-    if (interrupt_requested()) throw DataError("interrupted during feature selection");
+    if (interrupt_requested())
+      throw Interrupted("interrupted during feature selection; finished folds are kept: add --resume to continue");
     bar.update(round, std::to_string(remaining) + " features left");
   };
   auto result = recursive_feature_elimination(x.data(), static_cast<int64_t>(rows.size()), table.cols(), labels,
@@ -419,10 +438,13 @@ nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& o
   const auto folds = data::repeated_stratified_folds(cohort.labels, options.runs, options.folds,
                                                      options.val_fraction, options.seed);
   make_directories(out_dir);
-  // Finished folds are reused only by a call with the same settings (the
-  // model list may differ: the folds and features are the same for all).
+  // Finished folds are reused only by a call with the same settings, the
+  // model list, folds and runs included, so that cv_settings.json describes
+  // every fold in the folder.
   const nlohmann::json settings = {
       {"models", options.models},
+      {"runs", options.runs},
+      {"folds", options.folds},
       {"val_fraction", options.val_fraction},
       {"selection", options.selection.mode},
       {"n_features", n_features},
@@ -445,13 +467,12 @@ nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& o
   if (fs::exists(settings_file)) {
     auto stored = read_json_file(settings_file);
     auto now = settings;
-    for (const char* key : {"models", "recipe"}) {  // a recipe's values are compared as the options they set
-      stored.erase(key);
-      now.erase(key);
-    }
+    stored.erase("recipe");  // a recipe's values are compared as the options they set
+    now.erase("recipe");
     if (stored != now)
-      throw UsageError("--out " + out_dir + " holds a cross validation with other settings (" + settings_file +
-                       "); use another --out, or the same options to continue it");
+      throw UsageError("--out " + out_dir + " holds a cross validation with other settings (" +
+                       settings_difference(stored, now) + "; " + settings_file +
+                       "); use another --out, or the same options to continue it (nothing was changed)");
   } else {
     write_file_atomic(settings_file, json_text(settings) + "\n");
   }

@@ -118,7 +118,7 @@ train::MetricFactory binary_metric_factory() {
 
 MhcaTrainRun prepare_mhca_train(MhcaTrainData& d, bool volumes, uint64_t seed) {
   MhcaTrainRun run;
-  run.cohort = mhca::load_cohort(d.manifest, d.methylation, volumes, at::get_num_threads());
+  run.cohort = mhca::load_cohort(d.manifest, d.methylation, volumes, at::get_num_threads(), false, {}, d.max_missing);
   // A stratified test part, then a stratified validation part of the rest.
   std::vector<int64_t> all(run.cohort.labels.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);

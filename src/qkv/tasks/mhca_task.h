@@ -75,10 +75,16 @@ void validate_augmentation(const mhca::Augmentation& a);
 void set_mhca_paper_defaults(train::TrainConfig& c);
 
 // config.json's "data" of `mhca train`.
+// The help of --max-missing, shared by every command that reads a cohort.
+inline constexpr const char* kMaxMissingHelp =
+    "leave out subjects with a larger share of missing beta-values (1 = keep all; those with half or more missing "
+    "are named either way)";
+
 struct MhcaTrainData {
   std::string manifest, methylation;
   double val_fraction = 0.15, test_fraction = 0.2;
   std::string normalisation = "global";
+  double max_missing = 1.0;  // subjects with a larger share of missing beta-values are left out
   mhca::FeatureSelection selection;
   mhca::Augmentation augmentation;
   nlohmann::json model_options = nlohmann::json::object();  // the user's network sizes
@@ -107,6 +113,7 @@ void visit_fields(MhcaTrainData& d, V&& visit) {
   visit(Field{"test_fraction", "share of subjects held out for the final test"}.range(0, 0.8), d.test_fraction);
   visit(Field{"normalisation", "volume intensities: global (min-max over training volumes, paper) or subject"},
         d.normalisation);
+  visit(Field{"max_missing", kMaxMissingHelp}.range(0, 1), d.max_missing);
   visit_fields(d.selection, visit);
   visit_fields(d.augmentation, visit);
   visit(Field{"model_options", "", ""}, d.model_options);  // --model-options, parsed

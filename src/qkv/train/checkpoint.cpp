@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -19,6 +20,23 @@
 
 namespace qkv::train {
 namespace {
+
+std::atomic<bool> g_non_finite_allowed{false};
+
+// The first model weight or optimizer entry holding NaN or an infinity, as a
+// DataError naming it: a checkpoint of a run that diverged predicts NaN and
+// resumes into NaN.
+void require_finite(const std::map<std::string, at::Tensor>& entries, const std::string& path, bool accept) {
+  if (accept || g_non_finite_allowed) return;
+  for (const auto& [name, t] : entries) {
+    const bool weights = name.compare(0, 6, "model/") == 0, optimizer = name.compare(0, 10, "optimizer/") == 0;
+    if (!(weights || optimizer) || !t.is_floating_point() || torch::isfinite(t).all().item<bool>()) continue;
+    const int64_t bad = t.numel() - torch::isfinite(t).sum().item<int64_t>();
+    throw DataError(path + ": '" + name + "' holds " + std::to_string(bad) + " NaN or infinite value" +
+                    (bad == 1 ? "" : "s") + " (the run diverged before this checkpoint); " +
+                    (weights ? "add --allow-non-finite to read it anyway" : "it cannot be resumed"));
+  }
+}
 
 // Format 2 (since 2026-12-02): the payload is a torch.save zip of a dict
 // name -> tensor, read through the weights file's checked reader. Format 1
@@ -287,12 +305,15 @@ std::string read_string(torch::serialize::InputArchive& a, const std::string& ke
 }
 
 TrainState load(const std::vector<char>& payload, const std::string& path, torch::nn::Module& model,
-                torch::optim::Optimizer* optimizer) {
+                torch::optim::Optimizer* optimizer, bool accept_non_finite) {
   auto archive = open_archive(payload, path);
   damaged_as_data_error(path, "checkpoint does not fit this model", [&] {
     torch::serialize::InputArchive model_archive;
     if (!archive.try_read("model", model_archive)) throw DataError(path + ": checkpoint has no model");
     model.load(model_archive);
+    std::map<std::string, at::Tensor> loaded;
+    for (const auto& p : model.named_parameters()) loaded["model/" + p.key()] = p.value();
+    require_finite(loaded, path, accept_non_finite);
     if (optimizer) {
       torch::serialize::InputArchive optim_archive;
       if (!archive.try_read("optimizer", optim_archive)) throw DataError(path + ": checkpoint has no optimizer state");
@@ -346,16 +367,18 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::o
   write_file_atomic(path, file);
 }
 
-TrainState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer* optimizer) {
+TrainState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer* optimizer,
+                           bool accept_non_finite) {
   regular_file_size(path);
-  return guard_memory(path, "a checkpoint",
-                      [&] { return load_checkpoint_bytes(read_file_bytes(path), path, model, optimizer); });
+  return guard_memory(path, "a checkpoint", [&] {
+    return load_checkpoint_bytes(read_file_bytes(path), path, model, optimizer, accept_non_finite);
+  });
 }
 
 TrainState load_checkpoint_bytes(const std::vector<char>& file, const std::string& path, torch::nn::Module& model,
-                                 torch::optim::Optimizer* optimizer) {
+                                 torch::optim::Optimizer* optimizer, bool accept_non_finite) {
   const std::vector<char> payload = read_payload(file, path);
-  if (format_of(file) == 1) return format1::load(payload, path, model, optimizer);
+  if (format_of(file) == 1) return format1::load(payload, path, model, optimizer, accept_non_finite);
   const auto entries = read_entries(payload, path);
   // Everything is read and checked before the model, the optimizer or the RNG change.
   TrainState s = train_state_of(text_entry(entries, "state", path), text_entry(entries, "config", path), path);
@@ -380,6 +403,7 @@ TrainState load_checkpoint_bytes(const std::vector<char>& file, const std::strin
     const at::Tensor t = generator_state("rng_rank_" + std::to_string(r));
     if (t.defined()) s.rank_rng.push_back(t);
   }
+  require_finite(entries, path, accept_non_finite);
   OptimizerStates optimizer_states;
   if (optimizer) optimizer_states = optimizer_states_of(*optimizer, entries, path);
   copy_into_module(model, weights, path, "checkpoint does not fit this model",  // checks all, then copies
@@ -394,6 +418,8 @@ TrainState load_checkpoint_bytes(const std::vector<char>& file, const std::strin
   return s;
 }
 
+void allow_non_finite_checkpoints(bool allowed) { g_non_finite_allowed = allowed; }
+
 at::Tensor global_rng_state() {
   at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the global one
   std::lock_guard<std::mutex> lock(generator.mutex());
@@ -404,6 +430,21 @@ void set_global_rng_state(const at::Tensor& state) {
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(generator.mutex());
   generator.set_state(state);
+}
+
+TrainState read_checkpoint_state(const std::string& path) {
+  regular_file_size(path);
+  return guard_memory(path, "a checkpoint", [&] {
+    const std::vector<char> file = read_file_bytes(path);
+    const std::vector<char> payload = read_payload(file, path);
+    if (format_of(file) == 1) {
+      auto archive = format1::open_archive(payload, path);
+      return train_state_of(format1::read_string(archive, "state", path), format1::read_string(archive, "config", path),
+                            path);
+    }
+    const auto entries = read_entries(payload, path);
+    return train_state_of(text_entry(entries, "state", path), text_entry(entries, "config", path), path);
+  });
 }
 
 nlohmann::json read_checkpoint_config(const std::string& path) {

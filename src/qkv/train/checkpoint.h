@@ -43,13 +43,21 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::o
 
 // Restores model (and optimizer, and the global RNG, when `optimizer` is given)
 // and returns the trainer state. Throws DataError naming the file when it is
-// missing, truncated, corrupt or from another model.
-TrainState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer* optimizer);
+// missing, truncated, corrupt or from another model, and naming the tensor
+// when a weight or optimizer entry holds NaN or an infinity (unless
+// allow_non_finite_checkpoints(true), or `accept_non_finite`: the trainer
+// reloading the best epoch of its own run to test it); nothing is changed then.
+TrainState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer* optimizer,
+                           bool accept_non_finite = false);
 
 // The same from a checkpoint file's bytes (read by rank 0 and broadcast);
 // `name` names the file in messages.
 TrainState load_checkpoint_bytes(const std::vector<char>& file, const std::string& name, torch::nn::Module& model,
-                                 torch::optim::Optimizer* optimizer);
+                                 torch::optim::Optimizer* optimizer, bool accept_non_finite = false);
+
+// Whether the loads below accept NaN and infinite weights and optimizer state
+// (--allow-non-finite, to inspect a run that diverged). Off by default.
+void allow_non_finite_checkpoints(bool allowed);
 
 // The state of LibTorch's global CPU generator (what checkpoints store), and
 // its restoration.
@@ -58,5 +66,9 @@ void set_global_rng_state(const at::Tensor& state);
 
 // Only the run configuration, to rebuild the model before loading weights.
 nlohmann::json read_checkpoint_config(const std::string& path);
+
+// Only the trainer's position (epochs done, history, configuration), with no
+// model: what a resume would continue from.
+TrainState read_checkpoint_state(const std::string& path);
 
 }  // namespace qkv::train

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -101,7 +102,14 @@ TrainResult execute_run(const RunRequest& r, const std::string& dir, bool resume
   config.seed = r.seed;
   config.validate();
   const c10::Device device = parse_device(r.device);
-  auto model = models::find_model(r.model_name).make(r.model_options);
+  const auto& entry = models::find_model(r.model_name);
+  // Points per cloud or tokens per window, where the task has them.
+  int64_t length = 1;
+  for (const char* key : {"points", "context"})
+    if (r.data.is_object() && r.data.contains(key) && r.data.at(key).is_number_integer())
+      length = std::max<int64_t>(1, r.data.at(key).get<int64_t>());
+  models::check_activation_memory(entry, r.model_options, length, config.batch_size);
+  auto model = entry.make(r.model_options);
   if (!r.init_weights.empty()) load_weights(*model, r.init_weights);
   const nlohmann::json config_json = run_config(r);
   hooks.live_progress = ProgressBar::stderr_is_terminal();
@@ -150,6 +158,8 @@ models::ModelPtr load_model_from_checkpoint(const std::string& checkpoint, nlohm
     model = models::find_model(config.at("model").at("name").get<std::string>()).make(config.at("model").at("options"));
   } catch (const nlohmann::json::exception&) {
     throw DataError(checkpoint + ": checkpoint does not name its model");
+  } catch (const UsageError& e) {  // options a new run could not have: edited, or another version's
+    throw DataError(checkpoint + ": stored model: " + first_line(e.what()));
   }
   load_checkpoint(checkpoint, *model, nullptr);
   if (run_config) *run_config = config;

@@ -10,6 +10,7 @@
 
 #include "qkv/core/allocator.h"
 #include "qkv/core/atomic_file.h"
+#include "qkv/core/output_policy.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
 #include "qkv/core/json_file.h"
@@ -204,8 +205,8 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
   if (writer) {
     make_directories(paths.dir + "/checkpoints");
     // A run killed mid-checkpoint left its temporary behind; nothing else
-    // writes into this run's checkpoints while it trains.
-    remove_stale_temp_files(paths.dir + "/checkpoints");
+    // writes into this run's folder while it trains.
+    remove_stale_temps_of_ledger(paths.dir);
   }
   model.to(device);
   auto optimizer = make_optimizer(model.parameters(), config.optim);
@@ -395,7 +396,8 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
   if (stopped_early) summary["stopped_early"] = true;
   const MetricFactory& final_metrics = hooks.final_metrics ? hooks.final_metrics : hooks.metrics;
   if (have_val && state.best_epoch > 0) {
-    if (writer) load_checkpoint(paths.best_checkpoint(), model, nullptr);
+    // The run's own best epoch, tested as it is even if its statistics diverged.
+    if (writer) load_checkpoint(paths.best_checkpoint(), model, nullptr, /*accept_non_finite=*/true);
     if (group) group->broadcast_module(model, 0);
     summary["selected_epoch"] = state.best_epoch;
     summary["selected_by"] = select_key + (minimise ? " (min)" : " (max)");

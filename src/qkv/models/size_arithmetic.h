@@ -1,0 +1,84 @@
+#pragma once
+// Saturating arithmetic for a model's size from its options (ModelSize,
+// model.h): the options may ask for a model whose counts do not fit in
+// int64, and a count that wraps around would pass every later size check.
+// Every operand is a non-negative count; a sum or product that does not fit
+// saturates at kSaturated and stays there (kSaturated * 0 is 0, as the true
+// product). Also the parameter counts of the layers several models share,
+// each next to the constructor it mirrors in a comment.
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "qkv/core/checked.h"
+#include "qkv/core/errors.h"
+#include "qkv/models/model.h"
+
+namespace qkv::models {
+
+constexpr int64_t kSaturated = std::numeric_limits<int64_t>::max();
+
+inline int64_t sat_add(int64_t a, int64_t b) {
+  int64_t out = 0;
+  return checked_add(a, b, out) ? out : kSaturated;
+}
+
+template <typename... Rest>
+int64_t sat_add(int64_t a, int64_t b, Rest... rest) {
+  return sat_add(sat_add(a, b), rest...);
+}
+
+inline int64_t sat_mul(int64_t a, int64_t b) {
+  if (a == 0 || b == 0) return 0;
+  int64_t out = 0;
+  return checked_mul(a, b, out) ? out : kSaturated;
+}
+
+template <typename... Rest>
+int64_t sat_mul(int64_t a, int64_t b, Rest... rest) {
+  return sat_mul(sat_mul(a, b), rest...);
+}
+
+inline int64_t sat_sum(const std::vector<int64_t>& values) {
+  int64_t total = 0;
+  for (const auto v : values) total = sat_add(total, v);
+  return total;
+}
+
+// total += part, both fields saturating.
+inline void accumulate(ModelSize& total, const ModelSize& part) {
+  total.parameters = sat_add(total.parameters, part.parameters);
+  total.activation_floats = sat_add(total.activation_floats, part.activation_floats);
+}
+
+// The sample's point (or token) count of a size() call, checked.
+inline void check_points(const std::string& model, int64_t points) {
+  if (points < 1)
+    throw UsageError(model + ": a size needs at least 1 point (or token) per sample, got " + std::to_string(points));
+}
+
+// torch::nn::Linear(in, out) (with or without bias), Conv1d(in, out, 1) the same.
+inline int64_t linear_parameters(int64_t in, int64_t out, bool bias = true) {
+  return sat_add(sat_mul(in, out), bias ? out : 0);
+}
+
+// torch::nn::LayerNorm({channels}), distributed::SyncBatchNorm(channels) and
+// vn::VNLayerNorm(channels): a weight and a bias per channel (the batch norms'
+// running statistics are buffers).
+inline int64_t norm_parameters(int64_t channels) { return sat_mul(2, channels); }
+
+// vn::VNLinearLeakyReLU(in, out, share, batch_norm = true): map_to_feat [out, in],
+// the batch norm's weight and bias, map_to_dir [share ? 1 : out, in].
+inline int64_t vn_linear_leaky_relu_parameters(int64_t in, int64_t out, bool share = false) {
+  return sat_add(sat_mul(in, out), norm_parameters(out), sat_mul(in, share ? 1 : out));
+}
+
+// vn::VNStdFeature(in, normalize_frame): vn1 in -> in/2, vn2 in/2 -> in/4 (one
+// direction per channel), vn_lin in/4 -> 2 or 3.
+inline int64_t vn_std_feature_parameters(int64_t in, bool normalize_frame = false) {
+  return sat_add(vn_linear_leaky_relu_parameters(in, in / 2), vn_linear_leaky_relu_parameters(in / 2, in / 4),
+                 sat_mul(in / 4, normalize_frame ? 2 : 3));
+}
+
+}  // namespace qkv::models
