@@ -194,8 +194,10 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
   const int64_t global_batch = config.batch_size * world;
   int64_t batches = config.drop_last && n_train >= global_batch ? n_train / global_batch
                                                                 : (n_train + global_batch - 1) / global_batch;
-  // A last partial batch too small to give every rank a sample is skipped.
-  if (world > 1 && batches > 1 && n_train % global_batch != 0 && n_train % global_batch < world) --batches;
+  // A last partial batch that would give a rank fewer than two samples is
+  // skipped: batch norm's statistics need two (PyTorch's BatchNorm raises on
+  // one; here the running variance would turn NaN and stay so).
+  if (batches > 1 && n_train % global_batch != 0 && n_train % global_batch < 2 * world) --batches;
   auto rank_slice = [&](int64_t b) {
     const int64_t begin = b * global_batch, size = std::min(n_train, begin + global_batch) - begin;
     return std::make_pair(begin + size * rank / world, begin + size * (rank + 1) / world);
