@@ -211,10 +211,13 @@ void check_activation_memory(const ModelEntry& entry, const nlohmann::json& opti
   check_parameter_count(entry.name, size);  // the parameters first: their limit is the one a user sets
   const int64_t memory = physical_memory_bytes();
   const int64_t per_sample = size.activation_floats > memory / 4 ? memory : size.activation_floats * 4;
+  const bool clouds = entry.task == "classification" || entry.task == "segmentation";
+  const std::string sample = clouds                 ? "one cloud of " + std::to_string(points) + " points"
+                             : entry.task == "lm" ? "one window of " + std::to_string(points) + " tokens"
+                                                  : std::string("one sample");
   if (size.activation_floats > memory / 4)
-    throw UsageError(entry.name + ": one sample of " + std::to_string(points) +
-                     " points would need more memory for its activations than this machine has (" +
-                     binary_size(memory) + "); use fewer points or smaller model options (" +
+    throw UsageError(entry.name + ": " + sample + " would need more memory for its activations than this machine has (" +
+                     binary_size(memory) + "); use " + (clouds ? "fewer points or " : "") + "smaller model options (" +
                      shortened(options.dump()) + ")");
   if (batch_size > 0 && per_sample > memory / batch_size)
     std::fprintf(stderr,
