@@ -217,7 +217,9 @@ void check_activation_memory(const ModelEntry& entry, const nlohmann::json& opti
                                                   : std::string("one sample");
   if (size.activation_floats > memory / 4)
     throw UsageError(entry.name + ": " + sample + " would need more memory for its activations than this machine has (" +
-                     binary_size(memory) + "); use " + (clouds ? "fewer points or " : "") + "smaller model options (" +
+                     binary_size(memory) + "); use " +
+                     (clouds ? "fewer points or " : entry.task == "lm" ? "a shorter --context or " : "") +
+                     "smaller model options (" +
                      shortened(options.dump()) + ")");
   if (batch_size > 0 && per_sample > memory / batch_size)
     std::fprintf(stderr,
