@@ -48,10 +48,9 @@ std::string json_value_as(const nlohmann::json& j, T& out) {
     out = static_cast<T>(v);
   } else if (j.is_number_float()) {
     const double v = j.get<double>();
-    // 2^63 as a double is one past int64's largest value.
-    if (!(v == std::floor(v) && v >= static_cast<double>(lo) && v < -2.0 * static_cast<double>(lo / 2)) ||
-        v > static_cast<double>(hi))
-      return "not " + range;
+    // One past the largest value, 2^digits, is exact as a double (hi is not).
+    const double end = std::ldexp(1.0, std::numeric_limits<T>::digits);
+    if (!(v == std::floor(v) && v >= static_cast<double>(lo) && v < end)) return "not " + range;
     out = static_cast<T>(v);
   } else {
     return "not a number";
@@ -75,6 +74,5 @@ std::string json_value_as(const nlohmann::json& j, std::vector<T>& out) {
   out = std::move(values);
   return "";
 }
-
 
 }  // namespace qkv
