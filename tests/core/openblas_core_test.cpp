@@ -20,10 +20,14 @@ using qkv::testing::run_shell;
 
 // qkv with the fake core library preloaded; the caller's own OpenBLAS
 // variables are cleared so that only those of `env` count. QKV_CPU_CAPABILITY
-// is kept: this process's expectations (cpu_blas_level) follow it too.
+// is kept: this process's expectations (cpu_blas_level) follow it too. In an
+// AddressSanitizer build (make check-asan) the preloaded library comes before
+// the ASan runtime, which ASan refuses unless told that this is meant (the
+// fake library allocates nothing); other builds ignore ASAN_OPTIONS.
 qkv::testing::CliResult run_faked(const std::string& env, const std::string& args) {
   return run_shell(std::string("env -u OPENBLAS_CORETYPE -u QKV_OPENBLAS_CORETYPE -u QKV_OPENBLAS_OWN_CORE "
-                               "-u QKV_OPENBLAS_REJECTED LD_PRELOAD=") +
+                               "-u QKV_OPENBLAS_REJECTED \"ASAN_OPTIONS=${ASAN_OPTIONS}:verify_asan_link_order=0\" "
+                               "LD_PRELOAD=") +
                    qkv::testing::fake_openblas_core_library() + " " + env + " " + qkv::testing::qkv_binary() + " " +
                    args + " 2>&1");
 }
