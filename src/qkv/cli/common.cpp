@@ -200,6 +200,9 @@ nlohmann::json parse_model_options(const std::string& text, const std::string& m
     throw UsageError(flag + " " + shortened(text) + ": neither a JSON object nor a preset of " + model +
                      (known.empty() ? " (it has none)" : " (" + join(known) + ")"));
   }
+  if (const int64_t depth = json_nesting_depth(text); depth > kMaxJsonDepth)
+    throw UsageError(flag + ": JSON nested " + std::to_string(depth) + " levels deep; at most " +
+                     std::to_string(kMaxJsonDepth));
   nlohmann::json options;
   try {
     options = nlohmann::json::parse(text);

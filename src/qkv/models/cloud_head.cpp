@@ -4,6 +4,7 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/core/shape.h"
+#include "qkv/core/text.h"
 #include "qkv/distributed/sync_batch_norm.h"
 #include "qkv/models/size_arithmetic.h"
 
@@ -11,7 +12,7 @@ namespace qkv::models {
 
 void check_pooling(const std::string& model, const std::string& pooling) {
   if (pooling != "max" && pooling != "mean" && pooling != "max+mean")
-    throw UsageError(model + " option 'pooling' = \"" + pooling + "\": expected max, mean or max+mean");
+    throw UsageError(model + " option 'pooling' = \"" + shortened(pooling) + "\": expected max, mean or max+mean");
 }
 
 int64_t pooled_width(int64_t channels, const std::string& pooling) {

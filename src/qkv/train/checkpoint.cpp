@@ -97,6 +97,9 @@ auto damaged_as_data_error(const std::string& path, const char* what, F&& f) {
 }
 
 nlohmann::json parse_json(const std::string& text, const std::string& key, const std::string& path) {
+  if (json_nesting_depth(text) > kMaxJsonDepth)
+    throw DataError(path + ": checkpoint field '" + key + "' nests deeper than " + std::to_string(kMaxJsonDepth) +
+                    " levels");
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception&) {
