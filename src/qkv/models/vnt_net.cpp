@@ -37,7 +37,7 @@ void read_vnt_backbone_options(OptionReader& r, VNTNetOptions& o) {
   r.get("negative_slope", o.negative_slope, 0.0, 1.0);
   r.finish();
   check_pooling(r.model(), o.pooling);
-  if (2 * o.blocks * o.linear_dim < 4)
+  if (sat_mul(2, o.blocks, o.linear_dim) < 4)  // saturating: blocks and linear_dim may be huge
     throw UsageError(r.model() + ": the invariant layer needs 2 * blocks * linear_dim >= 4");
 }
 
