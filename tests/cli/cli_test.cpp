@@ -265,16 +265,9 @@ TEST(Cli, BrokenCheckpointIsExit1NamingTheFile) {
 
 TEST(Cli, CtrlCWritesACheckpointExits130AndResumes) {
   const auto dir = fresh_dir("sigint");
-  const pid_t pid = fork();
+  const pid_t pid = qkv::testing::start_qkv_quietly(
+      {"spirals", "train", "--epochs", "100000", "--points-per-arm", "2000", "--threads", "1", "--out", dir});
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    freopen("/dev/null", "w", stderr);
-    freopen("/dev/null", "w", stdout);
-    const char* qkv = qkv::testing::qkv_binary();
-    execl(qkv, qkv, "spirals", "train", "--epochs", "100000", "--points-per-arm", "2000", "--threads", "1", "--out",
-          dir.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
   // Wait for the first finished epoch, then interrupt mid-run.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (!fs::exists(dir + "/metrics.jsonl") && std::chrono::steady_clock::now() < deadline)

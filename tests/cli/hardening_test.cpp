@@ -1,9 +1,7 @@
 // Careless and hostile options and data at the CLI: each gets exit 1 or 2 and
 // one line naming the option or file, before anything is written.
 #include <gtest/gtest.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <torch/torch.h>
@@ -204,16 +202,9 @@ TEST(Hardening, RangesArePrintedAsPeopleWriteThem) {
 
 TEST(Hardening, CtrlCDuringMhcaSynthExits130) {
   const std::string out = fresh_dir("hard_synth_sigint");
-  const pid_t pid = fork();
+  const pid_t pid = qkv::testing::start_qkv_quietly({"mhca", "synth", "--subjects", "3000", "--cpg", "50", "--shape",
+                                                     "24,28,24", "--atlas", "none", "--threads", "1", "--out", out});
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    freopen("/dev/null", "w", stdout);
-    freopen("/dev/null", "w", stderr);
-    const char* qkv = qkv::testing::qkv_binary();
-    execl(qkv, qkv, "mhca", "synth", "--subjects", "3000", "--cpg", "50", "--shape", "24,28,24", "--atlas", "none",
-          "--threads", "1", "--out", out.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
   // Interrupt once volumes are being written.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   auto started = [&] { return fs::exists(out + "/spect") && !fs::is_empty(out + "/spect"); };
@@ -231,30 +222,17 @@ TEST(Hardening, CtrlCDuringMhcaSynthExits130) {
 
 namespace {
 
-// Runs qkv with `args` (split on spaces; no quoting), its output dropped, and
+// Runs qkv with `args` (start_qkv_quietly), and
 // returns its exit status and peak resident memory in KiB (wait4's rusage of
 // that one child).
 std::pair<int, long> status_and_peak_kib(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  const char* qkv = qkv::testing::qkv_binary();
-  argv.push_back(const_cast<char*>(qkv));
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  pid_t pid = 0;
-  const int spawned = posix_spawn(&pid, qkv, &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (spawned != 0) return {-1, 0};
+  const pid_t pid = qkv::testing::start_qkv_quietly(args);
+  if (pid < 0) return {-1, 0};
   int raw = 0;
   struct rusage usage {};
   wait4(pid, &raw, 0, &usage);
   return {WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw), usage.ru_maxrss};
 }
-
-}  // namespace
 
 // The peak resident memory of qkv doing nothing much (LibTorch's own start-up,
 // and a sanitizer's shadow memory in make check-asan), in KiB.
@@ -262,6 +240,8 @@ long baseline_peak_kib() {
   static const long peak = status_and_peak_kib({"params", "--model", "vnt", "--count"}).second;
   return peak;
 }
+
+}  // namespace
 
 TEST(Hardening, HugeModelsAreRefusedBeforeTheyAreBuilt) {
   // Each grew past 3.5 GB before it was killed; sized by arithmetic now, each

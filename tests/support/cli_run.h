@@ -1,18 +1,41 @@
 #pragma once
 // Running the qkv binary from a test as a user would: exit status and the
 // combined output, and the check that a failure is one clean line.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "support/paths.h"
 
 namespace qkv::testing {
+
+// Starts qkv with `args` (no shell, no quoting), its output dropped, and
+// returns its pid (-1 if it could not start): for tests that signal it or
+// read its resource use.
+inline pid_t start_qkv_quietly(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  const char* qkv = qkv_binary();
+  argv.push_back(const_cast<char*>(qkv));
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = -1;
+  const int spawned = posix_spawn(&pid, qkv, &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  return spawned == 0 ? pid : -1;
+}
 
 struct CliResult {
   int status = -1;
