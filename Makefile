@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 DEMO_OUT ?= runs/demo
 
-.PHONY: deps configure build cli demo demo-mhca test bench clean check-asan fuzz
+.PHONY: deps configure build cli python demo demo-mhca test bench clean check-asan fuzz
 
 deps:
 	@scripts/install-deps
@@ -27,6 +27,10 @@ build: configure
 # full build).
 cli: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target qkv
+
+# The Python package into $(BUILD)/python: PYTHONPATH=$(BUILD)/python /usr/bin/python3 -c 'import qkv'
+python: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target qkv_python
 
 demo: cli
 	@BUILD=$(BUILD) DEMO_OUT=$(DEMO_OUT) scripts/demo

@@ -99,6 +99,6 @@ put("cohort", "methylation.tsv", b"\1" + b"subject_id\tcg1\tcg2\r\ns1\t0.1\t\r\n
 put("cohort", "cpgs.txt", b"\2" + b"# selected\ncg00000029\ncg00000108\n")
 
 # Weights: the torch.save fixtures of the tests (the target adds its own export).
-for name in ("one_entry.pt", "two_entries.pt", "nan_entry.pt"):
+for name in ("one_entry.pt", "two_entries.pt", "nan_entry.pt", "state_dict_one_entry.pt", "state_dict_nested.pt"):
     os.makedirs(os.path.join(ROOT, "weights"), exist_ok=True)
     shutil.copy(os.path.join("tests/train/fixtures", name), os.path.join(ROOT, "weights", name))

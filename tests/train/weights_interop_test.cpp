@@ -46,6 +46,28 @@ TEST(WeightsInterop, TorchSaveOfATwoEntryDictLoads) {
   EXPECT_TRUE(torch::equal(m.bar, torch::ones({2})));
 }
 
+// Python's torch.save(module.state_dict()): an OrderedDict with _metadata
+// (tests/train/fixtures/make_state_dict_fixtures.py).
+TEST(WeightsInterop, PythonStateDictOfOneEntryLoads) {
+  Foo m;
+  train::load_weights(m, fixture("state_dict_one_entry.pt"));
+  EXPECT_TRUE(torch::equal(m.foo, torch::full({3}, 2.0f)));
+}
+
+struct LinBn : torch::nn::Module {
+  torch::nn::Linear lin{register_module("lin", torch::nn::Linear(3, 2))};
+  torch::nn::BatchNorm1d bn{register_module("bn", torch::nn::BatchNorm1d(2))};
+};
+
+TEST(WeightsInterop, PythonStateDictOfNestedModulesLoads) {
+  LinBn m;
+  train::load_weights(m, fixture("state_dict_nested.pt"));
+  EXPECT_TRUE(torch::equal(m.lin->weight, torch::arange(6.0f).view({2, 3})));
+  EXPECT_TRUE(torch::equal(m.lin->bias, torch::full({2}, -1.0f)));
+  EXPECT_TRUE(torch::equal(m.bn->running_mean, torch::full({2}, 0.5f)));
+  EXPECT_EQ(m.bn->num_batches_tracked.item<int64_t>(), 7);
+}
+
 TEST(WeightsInterop, NonFiniteWeightsAreRefusedNamingTheFileAndKey) {
   Foo m;
   const auto path = fixture("nan_entry.pt");

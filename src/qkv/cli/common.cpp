@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -19,10 +18,9 @@
 #include "qkv/core/runtime.h"
 #include "qkv/core/text.h"
 #include "qkv/train/checkpoint.h"
+#include "qkv/train/run.h"
 
 namespace qkv::cli {
-
-namespace fs = std::filesystem;
 
 namespace {
 std::map<std::pair<const CLI::App*, std::string>, std::string>& key_flags() {
@@ -152,19 +150,12 @@ void add_votes_option(CLI::App* cmd, int64_t& votes) {
 CLI::Option* add_checkpoint_option(CLI::App* cmd, std::string& checkpoint, const std::string& help) {
   CLI::Validator file_or_run(
       [](std::string& path) -> std::string {
-        std::error_code ec;
-        const fs::path given(path);
-        if (fs::is_directory(given, ec)) {
-          for (const char* inside : {"checkpoints/best.ckpt", "xgboost.json"}) {
-            if (fs::is_regular_file(given / inside, ec)) {
-              path = (given / inside).string();
-              return "";
-            }
-          }
-          return path + " is a folder without checkpoints/best.ckpt (give a run folder or a checkpoint file)";
+        try {
+          path = train::resolve_checkpoint(path);
+          return "";
+        } catch (const UsageError& e) {
+          return e.what();
         }
-        if (!fs::exists(given, ec)) return path + ": no such file";
-        return "";
       },
       "FILE or RUN folder");
   add_max_params_option(cmd);

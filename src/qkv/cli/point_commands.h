@@ -68,20 +68,13 @@ void check_point_outputs(const train::RunRequest& r, bool overwrite) {
   d.check_synthetic_dir(d.synth_dir, overwrite);
 }
 
-// The data of request.data, loaded where this rank reads them (a rank > 0
-// makes its synthetic copy in a scratch folder); an up axis left at -1 is
-// set from the layout and printed; a points-per-shape of 0 (the layout's) is
-// set to what it came to, so the run records the number it used.
+// The data of request.data as tasks::load_point_data loads them, the up
+// axis it chose from the layout printed (at rank 0).
 template <typename Data>
 auto load_point_data(Data& d, const LoadContext& context) {
-  tasks::SyntheticDataDir synth_dir(d.source == "synthetic" ? d.synth_dir : "", context.rank);
-  auto loaded = d.load_data(synth_dir.path(), context.overwrite);
-  if (loaded.train.points.defined()) d.load.points_per_shape = loaded.train.points.size(1);
-  // The up axis is the layout's unless --up-axis chose one; the run records the axis it used.
-  if (d.view.up_axis < 0) {
-    const auto line = tasks::resolve_up_axis(d.view, d.source == "synthetic" ? "synthetic" : loaded.layout);
-    if (context.rank == 0) std::fprintf(stderr, "%s\n", line.c_str());
-  }
+  std::string up_axis_line;
+  auto loaded = tasks::load_point_data(d, context.rank, context.overwrite, &up_axis_line);
+  if (context.rank == 0 && !up_axis_line.empty()) std::fprintf(stderr, "%s\n", up_axis_line.c_str());
   return loaded;
 }
 

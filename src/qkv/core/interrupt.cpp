@@ -65,6 +65,21 @@ void install_interrupt_handler() {
 bool interrupt_requested() { return g_interrupted.load(); }
 void clear_interrupt() { g_interrupted.store(false); }
 
+void stop_if_interrupted(const std::string& what) {
+  if (interrupt_requested()) throw Interrupted("interrupted (Ctrl-C) while " + what);
+}
+
+InterruptScope::InterruptScope() : saved_(std::make_unique<struct sigaction>()), was_soft_(g_soft_sigint.load()) {
+  clear_interrupt();
+  sigaction(SIGINT, nullptr, saved_.get());
+  install_interrupt_handler();
+}
+
+InterruptScope::~InterruptScope() {
+  sigaction(SIGINT, saved_.get(), nullptr);
+  g_soft_sigint.store(was_soft_);
+}
+
 int remember_partial_file(const std::string& path) {
   if (path.size() >= kPathMax) return -1;
   install_cleanup_handlers();

@@ -5,14 +5,36 @@
 // Signals that end the process (the second SIGINT, SIGTERM, SIGHUP) first
 // remove the half-written files registered below: an atomic write's temporary
 // would otherwise stay behind as a hidden .NAME.tmp.XXXXXX file.
+#include <memory>
 #include <stdexcept>
 #include <string>
+
+struct sigaction;
 
 namespace qkv {
 
 void install_interrupt_handler();
 bool interrupt_requested();
 void clear_interrupt();
+
+// install_interrupt_handler() for a while, for a host that has a SIGINT
+// handler of its own (the Python module around a long call): clears the
+// flag, routes SIGINT to it, and on destruction puts back the handler it
+// found. Signals are the main thread's business: construct it there.
+class InterruptScope {
+ public:
+  InterruptScope();
+  ~InterruptScope();
+  InterruptScope(const InterruptScope&) = delete;
+  InterruptScope& operator=(const InterruptScope&) = delete;
+
+ private:
+  std::unique_ptr<struct sigaction> saved_;
+  bool was_soft_;
+};
+
+// Interrupted when a SIGINT has been requested: the poll of loops over files.
+void stop_if_interrupted(const std::string& what);
 
 // The conventional exit status of a process stopped by SIGINT.
 constexpr int kExitInterrupted = 130;

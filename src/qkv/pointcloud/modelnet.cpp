@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/interrupt.h"
 #include "qkv/core/text.h"
 #include "qkv/pointcloud/data_files.h"
 #include "qkv/pointcloud/mesh_read.h"
@@ -82,6 +83,7 @@ PointCloudSet load_items(const std::vector<Item>& items, std::vector<std::string
   at::parallel_for(0, s, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       try {
+        stop_if_interrupted("reading " + items[static_cast<size_t>(i)].path);
         load(items[static_cast<size_t>(i)], points + i * p * 3, normals ? normals + i * p * 3 : nullptr);
       } catch (...) {
         errors[static_cast<size_t>(i)] = std::current_exception();

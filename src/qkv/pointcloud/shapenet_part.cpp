@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/interrupt.h"
 #include "qkv/core/file_input.h"
 #include "qkv/core/json_file.h"
 #include "qkv/core/text.h"
@@ -152,6 +153,7 @@ ShapeNetPartData load_text(const fs::path& dir, const ShapeNetPartLoadOptions& o
     std::vector<std::exception_ptr> errors(static_cast<size_t>(s));
     at::parallel_for(0, s, 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) try {
+          stop_if_interrupted("reading " + items[static_cast<size_t>(i)].path);
           load_text_shape(items[static_cast<size_t>(i)], o, points + i * p * 3, normals ? normals + i * p * 3 : nullptr,
                           parts + i * p);
         } catch (...) {

@@ -12,6 +12,7 @@
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/interrupt.h"
 #include "qkv/core/text.h"
 #include "qkv/pointcloud/data_files.h"
 #include "qkv/pointcloud/sampling.h"
@@ -112,6 +113,7 @@ SynthPartsSummary write_synth_parts(const std::string& out_dir, const SynthParts
         char token[32];
         std::snprintf(token, sizeof token, "%016llx", static_cast<unsigned long long>(seed));
         const auto path = fs::path(out_dir) / cat.synset / (std::string(token) + ".txt");
+        stop_if_interrupted("writing " + path.string());
         write_file_atomic(path.string(),
                           shape_text(make_synth_shape(cls, seed), o.points_per_shape, seed, cat, path.string()));
         lists[split].push_back("shape_data/" + cat.synset + "/" + token);

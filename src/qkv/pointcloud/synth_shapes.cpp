@@ -11,6 +11,7 @@
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/interrupt.h"
 #include "qkv/pointcloud/data_files.h"
 #include "qkv/pointcloud/sampling.h"
 #include "qkv/pointcloud/mesh_write.h"
@@ -968,6 +969,7 @@ SynthShapesSummary write_synth_shapes(const std::string& out_dir, const SynthSha
     for (int64_t index = 1; index <= total; ++index) {
       const bool train = index <= options.train_per_class;
       const auto path = fs::path(out_dir) / cls / (train ? "train" : "test") / numbered_name(cls, index);
+      stop_if_interrupted("writing " + path.string());
       write_off(path.string(), make_synth_shape(cls, synth_shape_seed(options.seed, cls, index)));
       (train ? summary.train_files : summary.test_files) += 1;
     }

@@ -102,4 +102,21 @@ class SyntheticDataDir {
   bool scratch_ = false;
 };
 
+// A point-cloud task's data (Data: ClassificationData or PartSegData),
+// loaded where this rank reads them (a rank > 0 makes its synthetic copy in a
+// scratch folder); an up axis left at -1 is set from the layout, and
+// *up_axis_line (when given) says so; a points-per-shape of 0 (the layout's)
+// is set to what it came to, so that a run records the numbers it used.
+template <typename Data>
+auto load_point_data(Data& d, int64_t rank, bool overwrite, std::string* up_axis_line = nullptr) {
+  SyntheticDataDir synth_dir(d.source == "synthetic" ? d.synth_dir : "", rank);
+  auto loaded = d.load_data(synth_dir.path(), overwrite);
+  if (loaded.train.points.defined()) d.load.points_per_shape = loaded.train.points.size(1);
+  if (d.view.up_axis < 0) {
+    const auto line = resolve_up_axis(d.view, d.source == "synthetic" ? "synthetic" : loaded.layout);
+    if (up_axis_line) *up_axis_line = line;
+  }
+  return loaded;
+}
+
 }  // namespace qkv::tasks

@@ -22,6 +22,8 @@
 
 namespace qkv::train {
 
+namespace fs = std::filesystem;
+
 bool is_registered_model(const std::string& name) {
   for (const auto& entry : models::model_registry())
     if (entry.name == name) return true;
@@ -142,6 +144,18 @@ void write_fitted_run(const RunRequest& request, const std::string& dir, const n
   const RunPaths paths{dir};
   write_file_atomic(paths.config(), json_text(run_config(request)) + "\n");
   write_file_atomic(paths.summary(), json_text(summary) + "\n");
+}
+
+std::string resolve_checkpoint(const std::string& path) {
+  std::error_code ec;
+  const fs::path given(path);
+  if (fs::is_directory(given, ec)) {
+    for (const char* inside : {"checkpoints/best.ckpt", "xgboost.json"})
+      if (fs::is_regular_file(given / inside, ec)) return (given / inside).string();
+    throw UsageError(path + " is a folder without checkpoints/best.ckpt (give a run folder or a checkpoint file)");
+  }
+  if (!fs::exists(given, ec)) throw UsageError(path + ": no such file");
+  return path;
 }
 
 models::ModelPtr load_model_from_checkpoint(const std::string& checkpoint, nlohmann::json* run_config,

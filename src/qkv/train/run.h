@@ -63,6 +63,11 @@ TrainResult execute_run(const RunRequest& request, const std::string& dir, bool 
 // summary.json, written as a trained run's are.
 void write_fitted_run(const RunRequest& request, const std::string& dir, const nlohmann::json& summary);
 
+// What --checkpoint and qkv.load() take: a checkpoint file as it is, or a
+// run folder's checkpoints/best.ckpt (xgboost.json for an XGBoost run).
+// UsageError "PATH: no such file" or "PATH is a folder without ...".
+std::string resolve_checkpoint(const std::string& path);
+
 // Builds a registered model from a checkpoint's run configuration and loads
 // its weights. With expected_command, a checkpoint made by another command
 // is a DataError naming the file.

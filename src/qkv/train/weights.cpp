@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <set>
 #include <sstream>
 
 #include "qkv/core/atomic_file.h"
@@ -45,6 +47,207 @@ bool setitem_as_setitems(std::string& pickle) {
   if (after_dict > pickle.size() - 2) return false;
   pickle[pickle.size() - 2] = 'u';
   pickle.insert(after_dict, 1, '(');
+  return true;
+}
+
+// One opcode of a pickle: where it starts, its length, and for the memo
+// opcodes (BINPUT, LONG_BINPUT, BINGET, LONG_BINGET) the slot.
+struct PickleOp {
+  size_t at = 0, size = 1;
+  uint8_t op = 0;
+  uint64_t slot = 0;
+};
+
+// The opcodes of a protocol-2 pickle as Python's torch.save writes a state
+// dict; nullopt at any other opcode or an argument running past the end.
+std::optional<std::vector<PickleOp>> state_dict_pickle_ops(const std::string& pickle) {
+  std::vector<PickleOp> ops;
+  const size_t n = pickle.size();
+  auto little = [&](size_t from, int bytes) {
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(pickle[from + i])) << (8 * i);
+    return v;
+  };
+  for (size_t at = 0; at < n;) {
+    PickleOp o;
+    o.at = at;
+    o.op = static_cast<uint8_t>(pickle[at]);
+    size_t arg = 0;  // bytes of a fixed argument
+    int prefix = 0;  // bytes of a length prefix
+    switch (o.op) {
+      case 0x80: case 'K': case 'q': case 'h': arg = 1; break;  // PROTO BININT1 BINPUT BINGET
+      case 'M': arg = 2; break;                                 // BININT2
+      case 'J': case 'r': case 'j': arg = 4; break;             // BININT LONG_BINPUT LONG_BINGET
+      case 'G': arg = 8; break;                                 // BINFLOAT
+      case 'X': prefix = 4; break;                              // BINUNICODE
+      case 0x8c: case 0x8a: prefix = 1; break;                  // SHORT_BINUNICODE LONG1
+      case 'c': {                                               // GLOBAL: two lines
+        const auto first = pickle.find('\n', at + 1);
+        const auto second = first == std::string::npos ? first : pickle.find('\n', first + 1);
+        if (second == std::string::npos) return std::nullopt;
+        o.size = second + 1 - at;
+        break;
+      }
+      case '(': case ')': case '}': case ']': case 'N': case 0x88: case 0x89: case 'R': case 'b': case 'u':
+      case 's': case 'e': case 'a': case 't': case 0x85: case 0x86: case 0x87: case 'Q': case '.':
+        break;
+      default:
+        return std::nullopt;
+    }
+    if (prefix > 0) {
+      if (prefix > static_cast<int>(n - at - 1)) return std::nullopt;
+      const uint64_t length = little(at + 1, prefix);
+      if (length > n - at - 1 - static_cast<size_t>(prefix)) return std::nullopt;
+      o.size = 1 + static_cast<size_t>(prefix) + static_cast<size_t>(length);
+    } else if (arg > 0) {
+      if (arg > n - at - 1) return std::nullopt;
+      o.size = 1 + arg;
+      if (o.op == 'q' || o.op == 'h' || o.op == 'r' || o.op == 'j') o.slot = little(at + 1, static_cast<int>(arg));
+    }
+    ops.push_back(o);
+    at += o.size;
+    if (o.op == '.') break;
+  }
+  return ops;
+}
+
+// Python's torch.save(model.state_dict()) pickles an OrderedDict with a
+// _metadata attribute: `collections.OrderedDict()` (GLOBAL, or BINGET of
+// the memoized class, then EMPTY_TUPLE REDUCE), its items, and a BUILD with
+// the attribute's dict of OrderedDicts. LibTorch's Unpickler turns the
+// class into None and has no BUILD for a dict, nor the SETITEM that a dict
+// of one entry (each {"version": 1} of _metadata) is written with. Rewrites
+// such a pickle into the plain dict torch::pickle_save would write: each
+// OrderedDict() becomes EMPTY_DICT, each BUILD is dropped with its state (it
+// holds only module versions), each SETITEM becomes MARK ... SETITEMS, and
+// the memo slots left are renumbered densely. Returns false, changing
+// nothing, for a pickle of any other shape.
+bool ordered_dicts_as_dicts(std::string& pickle) {
+  static const std::string kOrderedDict = "ccollections\nOrderedDict\n";
+  if (pickle.find(kOrderedDict) == std::string::npos) return false;
+  const auto parsed = state_dict_pickle_ops(pickle);
+  if (!parsed) return false;
+  const auto& ops = *parsed;
+  const size_t count = ops.size();
+  std::vector<bool> drop(count, false), to_empty_dict(count, false);
+  std::vector<int> marks_before(count, 0);
+  std::set<uint64_t> class_slots;
+  std::vector<size_t> stack;                         // the op where each stack item starts
+  std::vector<std::pair<size_t, size_t>> marks;      // (stack size, op index) of each open MARK
+  auto pop = [&](size_t items) {
+    if (stack.size() < items + (marks.empty() ? 0 : marks.back().first)) return false;
+    stack.resize(stack.size() - items);
+    return true;
+  };
+  auto is = [&](size_t i, uint8_t op) { return i < count && ops[i].op == op; };
+  for (size_t i = 0; i < count; ++i) {
+    const auto& o = ops[i];
+    switch (o.op) {
+      case 'c':
+      case 'h':
+      case 'j': {
+        const bool is_class = o.op == 'c' ? pickle.compare(o.at, o.size, kOrderedDict) == 0 : class_slots.count(o.slot) > 0;
+        if (is_class) {  // OrderedDict [PUT] EMPTY_TUPLE REDUCE -> EMPTY_DICT
+          size_t next = i + 1;
+          if (o.op == 'c' && (is(next, 'q') || is(next, 'r'))) {
+            class_slots.insert(ops[next].slot);
+            drop[next++] = true;
+          }
+          if (!is(next, ')') || !is(next + 1, 'R')) return false;
+          to_empty_dict[i] = true;
+          drop[next] = drop[next + 1] = true;
+          stack.push_back(i);
+          i = next + 1;
+          continue;
+        }
+        stack.push_back(i);
+        break;
+      }
+      case 0x80: case 'q': case 'r': break;  // PROTO, and PUTs leave the top in place
+      case 'X': case 0x8c: case 0x8a: case 'K': case 'M': case 'J': case 'G':
+      case ')': case '}': case ']': case 'N': case 0x88: case 0x89:
+        stack.push_back(i);
+        break;
+      case '(': marks.emplace_back(stack.size(), i); break;
+      case 't': {  // TUPLE: the items above the MARK become one, starting at the MARK
+        if (marks.empty()) return false;
+        stack.resize(marks.back().first);
+        stack.push_back(marks.back().second);
+        marks.pop_back();
+        break;
+      }
+      case 'u': case 'e':  // SETITEMS APPENDS: the container stays
+        if (marks.empty()) return false;
+        stack.resize(marks.back().first);
+        marks.pop_back();
+        if (stack.empty()) return false;
+        break;
+      case 'Q': case 0x85: {  // BINPERSID TUPLE1, and below: a result starts where its deepest input did
+        if (stack.empty()) return false;
+        const size_t start = stack.back();
+        if (!pop(1)) return false;
+        stack.push_back(start);
+        break;
+      }
+      case 'R': case 0x86: {
+        if (stack.size() < 2) return false;
+        const size_t start = stack[stack.size() - 2];
+        if (!pop(2)) return false;
+        stack.push_back(start);
+        break;
+      }
+      case 0x87: {
+        if (stack.size() < 3) return false;
+        const size_t start = stack[stack.size() - 3];
+        if (!pop(3)) return false;
+        stack.push_back(start);
+        break;
+      }
+      case 'a': if (!pop(1)) return false; break;  // APPEND: the list stays
+      case 's': {                                  // SETITEM -> MARK key value SETITEMS
+        if (stack.size() < 3) return false;
+        ++marks_before[stack[stack.size() - 2]];
+        if (!pop(2)) return false;
+        break;
+      }
+      case 'b': {  // BUILD: drop it and its state
+        if (stack.size() < 2) return false;
+        for (size_t j = stack.back(); j <= i; ++j) drop[j] = true;
+        if (!pop(1)) return false;
+        break;
+      }
+      case '.': break;
+      default: return false;
+    }
+  }
+  // Renumber the memo slots that stay, in order; a fetch of a dropped slot
+  // from outside the dropped part would be a pickle of another shape.
+  std::map<uint64_t, uint64_t> renumbered;
+  std::string out;
+  out.reserve(pickle.size());
+  for (size_t i = 0; i < count; ++i) {
+    const auto& o = ops[i];
+    if (drop[i]) continue;
+    out.append(static_cast<size_t>(marks_before[i]), '(');
+    if (to_empty_dict[i]) {
+      out.push_back('}');
+    } else if (o.op == 'q' || o.op == 'r') {
+      const uint64_t slot = renumbered.size();
+      renumbered[o.slot] = slot;
+      out.push_back(static_cast<char>(o.op));
+      for (int b = 0; b < (o.op == 'q' ? 1 : 4); ++b) out.push_back(static_cast<char>((slot >> (8 * b)) & 0xff));
+    } else if (o.op == 'h' || o.op == 'j') {
+      const auto found = renumbered.find(o.slot);
+      if (found == renumbered.end()) return false;
+      out.push_back(static_cast<char>(o.op));
+      for (int b = 0; b < (o.op == 'h' ? 1 : 4); ++b) out.push_back(static_cast<char>((found->second >> (8 * b)) & 0xff));
+    } else if (o.op == 's') {
+      out.push_back('u');
+    } else {
+      out.append(pickle, o.at, o.size);
+    }
+  }
+  pickle = std::move(out);
   return true;
 }
 
@@ -181,7 +384,7 @@ c10::IValue load_torch_save_zip(const std::vector<char>& bytes, const std::strin
   caffe2::serialize::PyTorchStreamReader reader(&stream);
   const auto [data, size] = reader.getRecord("data.pkl");
   std::string pickle(static_cast<const char*>(data.get()), size);
-  setitem_as_setitems(pickle);
+  if (!ordered_dicts_as_dicts(pickle)) setitem_as_setitems(pickle);
   check_pickle(pickle, path, kind);  // as the Unpickler will read it
   size_t at = 0;
   auto read = [&](char* buffer, size_t n) {

@@ -1,0 +1,181 @@
+"""qkv's readers and data sets for PyTorch (docs/python.md).
+
+The point-cloud data sets take the settings a run's config.json records
+under "data" (points, sampling, protocol, up_axis, random_scale,
+random_shift, point_dropout, normals, seed, val_fraction, points_per_shape,
+max_per_class, ...), with the defaults of `qkv vnt train` / `qkv seg train`,
+and load exactly as those commands do: the same layouts, views, splits and
+rotations. An item is (inputs, target): inputs a dict of tensors named as
+the models read them ("points" [3, N], "normals" [3, N], "category" []),
+so that the default collate gives model(**inputs) its batch.
+"""
+import json
+
+import torch
+
+from . import _qkv
+
+_data = _qkv.data
+
+def read_shape(path):
+    """A shape file (.off, .ply, .txt, .xyz) -> {"vertices" [V, 3] float32, "faces" [F, 3] int64 or None,
+    "normals" [V, 3] or None}. A malformed file is a qkv.DataError naming it."""
+    return _data.read_shape(str(path))
+
+
+def read_nifti(path):
+    """A NIfTI-1/2 volume -> (voxels [X, Y, Z] float32 with scl_slope/inter applied, affine [4, 4] float64
+    voxel -> world (sform, else qform, else spacing), geometry dict)."""
+    return _data.read_nifti(str(path))
+
+
+synthetic_shape_classes = _data.synthetic_shape_classes
+synthetic_part_categories = _data.synthetic_part_categories
+
+
+def synthetic_shape(cls, seed=0):
+    """One procedural mesh of a synthetic class (as read_shape returns it)."""
+    return _data.synthetic_shape(cls, seed)
+
+
+class _Split(torch.utils.data.Dataset):
+    """One split of a qkv data set; items are (inputs dict, target)."""
+
+    def __init__(self, handle, info):
+        self._handle = handle
+        self.info = info
+
+    def __len__(self):
+        return len(self._handle)
+
+    def __getitem__(self, index):
+        if index < 0:
+            index += len(self)
+        inputs, target = self._handle.get([index])
+        return {k: v[0] for k, v in inputs.items()}, target[0]
+
+    def batch(self, indices):
+        """Several items at once, already batched: (inputs [B, ...], target [B, ...])."""
+        return self._handle.get(list(indices))
+
+
+def _splits(kind, what, root, settings):
+    settings = dict(settings)
+    if root is not None:
+        settings["source"] = str(root)
+    info = (_data.classification_splits if kind == "classification" else _data.part_segmentation_splits)(
+        what, json.dumps(settings))
+    meta = {k: v for k, v in info.items() if not isinstance(v, _data.Dataset)}
+    meta["settings"] = json.loads(meta["settings"])
+    return {k: _Split(v, meta) for k, v in info.items() if isinstance(v, _data.Dataset)}, meta
+
+
+class _PointSet(_Split):
+    _kind = "classification"
+    _splits = ("train", "val", "test")
+
+    def __init__(self, root, split, settings, what):
+        splits, meta = _splits(self._kind, what, root, settings)
+        if split not in splits:
+            raise _qkv.UsageError("%s: split '%s': expected one of %s" % (what, split, ", ".join(sorted(splits))))
+        super().__init__(splits[split]._handle, meta)
+        self.split = split
+        self.settings = meta["settings"]
+        self.layout = meta["layout"]
+
+    @classmethod
+    def splits(cls, root, **settings):
+        """Every split from one load: {"train", "val", "test", "test/<rotation>" ...}."""
+        what = cls.__name__
+        if cls._synthetic:
+            root, settings = None, dict(settings, source="synthetic", synth_dir=str(root))
+        return _splits(cls._kind, what, root, settings)[0]
+
+
+class ModelNet40(_PointSet):
+    """ModelNet40 in any of its layouts (ModelNet40 OFF tree, modelnet40_normal_resampled,
+    modelnet40_ply_hdf5_2048). split: train | val (cut from train by val_fraction) | test (under the
+    protocol's test rotation) | test/<rotation>. Targets are class ids; .classes names them."""
+    _synthetic = False
+
+    def __init__(self, root, split="train", **settings):
+        super().__init__(root, split, settings, "ModelNet40")
+        self.classes = self.info["classes"]
+
+
+class SyntheticShapes(ModelNet40):
+    """qkv's built-in synthetic shapes (what `qkv vnt train --data synthetic` trains on), written as an
+    OFF tree into `root` unless qkv already wrote them there with the same settings (a folder qkv did
+    not write is refused). Settings as ModelNet40's plus synth_train_per_class, synth_test_per_class,
+    synth_classes."""
+    _synthetic = True
+
+    def __init__(self, root, split="train", **settings):
+        _PointSet.__init__(self, None, split, dict(settings, source="synthetic", synth_dir=str(root)),
+                           "SyntheticShapes")
+        self.classes = self.info["classes"]
+
+
+class ShapeNetPart(_PointSet):
+    """ShapeNet-part (shapenetcore_partanno_segmentation_benchmark_v0_normal or hdf5_data): items are
+    ({"points" [3, N], "category" []}, part labels [N]). .categories lists the 16 categories with their
+    part ranges."""
+    _kind = "segmentation"
+    _synthetic = False
+
+    def __init__(self, root, split="train", **settings):
+        super().__init__(root, split, settings, "ShapeNetPart")
+        self.categories = self.info["categories"]
+
+
+class SyntheticParts(ShapeNetPart):
+    """qkv's built-in part-segmentation shapes (`qkv seg train --data synthetic`), written into `root`
+    as ShapeNetPart's text layout unless qkv already wrote them there with the same settings."""
+    _synthetic = True
+
+    def __init__(self, root, split="train", **settings):
+        _PointSet.__init__(self, None, split, dict(settings, source="synthetic", synth_dir=str(root)),
+                           "SyntheticParts")
+        self.categories = self.info["categories"]
+
+
+class Cohort(_Split):
+    """An MHCA cohort: a manifest (subject, label, SPECT file) and a methylation table, matched by
+    subject. Items are ({"spect" [1, X, Y, Z], "methylation" [F]}, label).
+
+    The normalisation (global min-max of the volumes) and the missing-value means are fitted on
+    `fit_rows`: pass your training rows there, or the other rows leak into them (default: all rows).
+    cpgs: the CpG ids to use, in model input order (default all columns)."""
+
+    def __init__(self, manifest, methylation, *, rows=None, fit_rows=None, cpgs=None, normalisation="global",
+                 max_missing=1.0):
+        self._select(_data.Cohort(str(manifest), str(methylation), max_missing), rows, fit_rows, cpgs,
+                     normalisation)
+
+    def _select(self, cohort, rows, fit_rows, cpgs, normalisation):
+        self._cohort = cohort
+        everyone = range(len(cohort))
+        self.rows = list(everyone if rows is None else rows)
+        self.fit_rows = list(everyone if fit_rows is None else fit_rows)
+        self.subject_ids = [cohort.subject_ids[i] for i in self.rows]
+        self.labels = [cohort.labels[i] for i in self.rows]
+        self.cpgs = list(cpgs) if cpgs else cohort.cpg_ids
+        self.normalisation = normalisation
+        self._handle = cohort.dataset(self.rows, self.fit_rows, self.cpgs, normalisation)
+        self.info = {}
+
+    def subset(self, rows, fit_rows=None):
+        """The same cohort restricted to `rows` (indices into the whole cohort), fitted on `fit_rows`
+        (default: this one's)."""
+        other = Cohort.__new__(Cohort)
+        other._select(self._cohort, rows, self.fit_rows if fit_rows is None else fit_rows, self.cpgs,
+                      self.normalisation)
+        return other
+
+    @property
+    def volume_shape(self):
+        return self._cohort.volume_shape
+
+
+__all__ = ["read_shape", "read_nifti", "synthetic_shape", "synthetic_shape_classes", "synthetic_part_categories",
+           "ModelNet40", "SyntheticShapes", "ShapeNetPart", "SyntheticParts", "Cohort"]

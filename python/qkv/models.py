@@ -1,0 +1,95 @@
+"""Every model of qkv's registry (`qkv params` lists them) as an nn.Module.
+
+    model = qkv.models.create("vnt", classes=40)          # the CLI's defaults
+    logits = model(points=x)                               # x [B, 3, N]
+    model, config = qkv.load("runs/vnt"), ...              # a run of the CLI
+
+Inputs are keyword tensors named as the model's `inputs` ("points" [B, 3, N],
+"normals", "category", "tokens", "spect", "methylation"); the output is the
+logits. Parameter names are those of qkv's checkpoints, so a state dict
+saved from Python (torch.save(model.state_dict(), path)) is read by the CLI's
+--init-weights, and load() reads the CLI's runs.
+"""
+import json
+
+from . import _qkv
+from ._modules import CppModule
+
+
+def _registry():
+    return json.loads(_qkv.model_registry())
+
+
+def names(task=None):
+    """The registered model names (of one task: classification, segmentation, lm, mhca, spirals)."""
+    return [e["name"] for e in _registry() if task is None or e["task"] == task]
+
+
+def describe(name):
+    """The registry's entry: description, task, inputs, options (key, default, help, source)."""
+    for e in _registry():
+        if e["name"] == name:
+            return e
+    _qkv.create_model(name, "{}")  # raises qkv.UsageError listing the known names
+
+
+class Model(CppModule):
+    """A registered qkv model. forward(**inputs) -> logits."""
+
+    def __init__(self, impl, name, options, config=None):
+        super().__init__(impl)
+        self.name = name
+        self.options = options  # every option, defaults filled in (as config.json records them)
+        self.inputs = _qkv.model_inputs(name, json.dumps(options))
+        self.config = config  # the run configuration of a loaded checkpoint, else None
+
+    def forward(self, batch=None, **inputs):
+        """model(points=x) or model({"points": x}) -> logits."""
+        if batch is not None:
+            inputs = dict(batch, **inputs)
+        missing = [k for k in self.inputs if k not in inputs]
+        if missing:
+            raise _qkv.UsageError("%s: missing input%s %s (it reads %s)" % (
+                self.name, "s" if len(missing) > 1 else "", ", ".join(missing), ", ".join(self.inputs)))
+        return self._impl.forward(inputs)
+
+    def extra_repr(self):
+        return "name=%s, options=%s" % (self.name, json.dumps(self.options))
+
+    def forward_tokens(self, tokens, cache=None):
+        """The LM only: logits of tokens [B, n], following (and extending) a KVCache when given."""
+        if not hasattr(self._impl, "forward_tokens"):
+            raise _qkv.UsageError("%s: forward_tokens is the language model's" % self.name)
+        return self._impl.forward_tokens(tokens, cache)
+
+
+def create(name, **options):
+    """A new model with qkv's initialisation; options and defaults as `qkv params NAME` lists them.
+    Seed it with torch.manual_seed (qkv draws from torch's generator)."""
+    text = json.dumps(options)
+    resolved = json.loads(_qkv.resolve_model_options(name, text))
+    return Model(_qkv.create_model(name, text), name, resolved)
+
+
+def load(path, allow_non_finite=False):
+    """The model of a checkpoint file or a run folder (its checkpoints/best.ckpt), with its weights,
+    in eval mode; model.config is the run's configuration (config.json)."""
+    impl, config_text = _qkv.load_checkpoint(str(path), allow_non_finite)
+    config = json.loads(config_text)
+    model = Model(impl, config["model"]["name"], config["model"]["options"], config)
+    return model.eval()
+
+
+def load_weights(model, path):
+    """Copies a weights file (torch.save of a state dict, `qkv export-weights`, a checkpoint) into model;
+    names and shapes are checked first, all mismatches named in one qkv.DataError."""
+    _qkv.load_weights(model._impl, str(path))
+    return model
+
+
+def parameter_count(name, points=1024, **options):
+    """(parameters, activation floats per sample) from the options alone, as `qkv params` computes them."""
+    return _qkv.model_size(name, json.dumps(options), points)
+
+
+__all__ = ["create", "load", "load_weights", "names", "describe", "parameter_count", "Model"]

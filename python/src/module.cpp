@@ -1,0 +1,66 @@
+// qkv._qkv: the module's entry point and how qkv's errors cross into Python.
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "qkv/core/errors.h"
+#include "qkv/core/openblas_core.h"
+#include "qkv/core/runtime.h"
+
+namespace qkv::python {
+
+bool on_main_thread() {
+  auto threading = py::module_::import("threading");
+  return threading.attr("current_thread")().is(threading.attr("main_thread")());
+}
+
+void raise_keyboard_interrupt() {
+  clear_interrupt();
+  PyErr_SetNone(PyExc_KeyboardInterrupt);
+  throw py::error_already_set();
+}
+
+// qkv.UsageError (a bad argument) and qkv.DataError (a bad file or bad data,
+// the message naming it) are ValueErrors, so code that catches ValueError
+// for bad input keeps working; the message is qkv's one line.
+void bind_errors(py::module_& m) {
+  static py::exception<UsageError> usage_error(m, "UsageError", PyExc_ValueError);
+  static py::exception<DataError> data_error(m, "DataError", PyExc_ValueError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const UsageError& e) {
+      usage_error(e.what());
+    } catch (const DataError& e) {
+      data_error(e.what());
+    } catch (const Interrupted& e) {
+      clear_interrupt();
+      PyErr_SetString(PyExc_KeyboardInterrupt, e.what());
+    }
+  });
+}
+
+}  // namespace qkv::python
+
+PYBIND11_MODULE(_qkv, m) {
+  namespace py = pybind11;
+  m.doc() = "qkv's C++ library (import the package qkv, not this module)";
+  m.attr("__version__") = qkv::qkv_version();
+  qkv::python::bind_errors(m);
+  qkv::python::bind_ops(m);
+  qkv::python::bind_modules(m);
+  qkv::python::bind_data(m);
+  m.def("set_threads", &qkv::set_threads, py::arg("n"),
+        "LibTorch's and OpenBLAS's threads (n <= 0: one per core); torch.set_num_threads leaves OpenBLAS alone");
+  m.def("blas_summary", &qkv::blas_summary, "the BLAS that serves sgemm_ in this process, in one line");
+  m.def("openblas_core_advice", [] {
+    // OpenBLAS picks its kernels when it loads, before Python runs any of
+    // qkv: the CLI re-executes itself with OPENBLAS_CORETYPE set, a module
+    // can only say what to set.
+    const auto loaded = qkv::blas::openblas_core_choice().core;
+    if (loaded.empty()) return std::string();
+    const auto better = qkv::blas::stronger_core(loaded, qkv::blas::cpu_blas_level());
+    return better ? "OpenBLAS runs its " + loaded + " kernels on a CPU that runs " + *better +
+                        "; start python with OPENBLAS_CORETYPE=" + *better + " for faster products"
+                  : std::string();
+  });
+}

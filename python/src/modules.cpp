@@ -1,0 +1,266 @@
+// qkv.nn and qkv.models: the library's modules as Python objects. The
+// package's nn.Module face (python/qkv/_modules.py) adopts each C++ module's
+// own parameter and buffer tensors, so there is one copy of every weight and
+// one forward, the library's.
+#include <pybind11/stl.h>
+
+#include <nlohmann/json.hpp>
+
+#include "bindings.h"
+#include "qkv/attention/kv_cache.h"
+#include "qkv/attention/multi_head_attention.h"
+#include "qkv/core/errors.h"
+#include "qkv/models/model.h"
+#include "qkv/models/transformer_lm.h"
+#include "qkv/train/checkpoint.h"
+#include "qkv/train/run.h"
+#include "qkv/train/weights.h"
+#include "qkv/vn/vn_layers.h"
+
+namespace qkv::python {
+namespace {
+
+using ModulePtr = std::shared_ptr<torch::nn::Module>;
+using Named = std::vector<std::pair<std::string, at::Tensor>>;
+
+nlohmann::json parse_options(const std::string& text, const std::string& model) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(model + " options: not JSON (" + std::string(e.what()) + ")");
+  }
+}
+
+template <typename Dict>
+Named named(const Dict& dict) {
+  Named out;
+  for (const auto& item : dict) out.emplace_back(item.key(), item.value());
+  return out;
+}
+
+py::object tensor_or_none(const at::Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }
+
+attention::SdpaOptions attention_options(bool causal, const c10::optional<at::Tensor>& key_padding_mask,
+                                         const c10::optional<at::Tensor>& attn_mask, bool need_weights) {
+  attention::SdpaOptions o;
+  o.causal = causal;
+  if (key_padding_mask) o.key_padding_mask = *key_padding_mask;
+  if (attn_mask) (attn_mask->scalar_type() == at::kBool ? o.bool_mask : o.float_mask) = *attn_mask;
+  o.need_weights = need_weights;
+  return o;
+}
+
+void bind_module_tree(py::module_& m) {
+  py::class_<torch::nn::Module, ModulePtr>(m, "Module", py::module_local())
+      .def("children",
+           [](torch::nn::Module& self) {
+             std::vector<std::pair<std::string, ModulePtr>> out;
+             for (const auto& item : self.named_children()) out.emplace_back(item.key(), item.value());
+             return out;
+           })
+      .def("parameters", [](torch::nn::Module& self) { return named(self.named_parameters(/*recurse=*/false)); })
+      .def("buffers", [](torch::nn::Module& self) { return named(self.named_buffers(/*recurse=*/false)); })
+      .def("train", [](torch::nn::Module& self, bool on) { self.train(on); })
+      .def_property_readonly("training", &torch::nn::Module::is_training)
+      .def_property_readonly("type_name", &torch::nn::Module::name);
+}
+
+void bind_vn_modules(py::module_& m) {
+  using namespace vn;
+  py::class_<VNLinearImpl, torch::nn::Module, std::shared_ptr<VNLinearImpl>>(m, "VNLinear")
+      .def(py::init<int64_t, int64_t>(), py::arg("in_channels"), py::arg("out_channels"))
+      .def("forward", &VNLinearImpl::forward);
+  py::class_<VNLeakyReLUImpl, torch::nn::Module, std::shared_ptr<VNLeakyReLUImpl>>(m, "VNLeakyReLU")
+      .def(py::init<int64_t, bool, double>(), py::arg("channels"), py::arg("share") = false,
+           py::arg("negative_slope") = 0.2)
+      .def("forward", &VNLeakyReLUImpl::forward);
+  py::class_<VNBatchNormImpl, torch::nn::Module, std::shared_ptr<VNBatchNormImpl>>(m, "VNBatchNorm")
+      .def(py::init<int64_t, double, double>(), py::arg("channels"), py::arg("momentum") = 0.1, py::arg("eps") = 1e-5)
+      .def("forward", &VNBatchNormImpl::forward);
+  py::class_<VNLayerNormImpl, torch::nn::Module, std::shared_ptr<VNLayerNormImpl>>(m, "VNLayerNorm")
+      .def(py::init<int64_t, double>(), py::arg("channels"), py::arg("eps") = 1e-5)
+      .def("forward", &VNLayerNormImpl::forward);
+  py::class_<VNLinearLeakyReLUImpl, torch::nn::Module, std::shared_ptr<VNLinearLeakyReLUImpl>>(m, "VNLinearLeakyReLU")
+      .def(py::init<int64_t, int64_t, bool, double, bool>(), py::arg("in_channels"), py::arg("out_channels"),
+           py::arg("share") = false, py::arg("negative_slope") = 0.2, py::arg("batch_norm") = true)
+      .def("forward", &VNLinearLeakyReLUImpl::forward);
+  py::class_<VNMaxPoolImpl, torch::nn::Module, std::shared_ptr<VNMaxPoolImpl>>(m, "VNMaxPool")
+      .def(py::init<int64_t>(), py::arg("channels"))
+      .def("forward", &VNMaxPoolImpl::forward);
+  py::class_<VNStdFeatureImpl, torch::nn::Module, std::shared_ptr<VNStdFeatureImpl>>(m, "VNStdFeature")
+      .def(py::init<int64_t, bool, bool, double>(), py::arg("in_channels"), py::arg("normalize_frame") = false,
+           py::arg("share") = false, py::arg("negative_slope") = 0.2)
+      .def("forward", &VNStdFeatureImpl::forward);
+  py::class_<VNEdgeConvImpl, torch::nn::Module, std::shared_ptr<VNEdgeConvImpl>>(m, "VNEdgeConv")
+      .def(py::init<int64_t, int64_t, int64_t, bool, double>(), py::arg("in_channels"), py::arg("out_channels"),
+           py::arg("k"), py::arg("with_cross") = false, py::arg("negative_slope") = 0.2)
+      .def("forward", &VNEdgeConvImpl::forward);
+  py::class_<VNMultiHeadAttentionImpl, torch::nn::Module, std::shared_ptr<VNMultiHeadAttentionImpl>>(
+      m, "VNMultiHeadAttention")
+      .def(py::init<int64_t, int64_t, int64_t>(), py::arg("channels"), py::arg("heads"), py::arg("head_dim"))
+      .def(
+          "forward",
+          [](VNMultiHeadAttentionImpl& self, const at::Tensor& x, bool need_weights) {
+            attention::SdpaOptions o;
+            o.need_weights = need_weights;
+            auto r = self.forward(x, o);
+            return py::make_tuple(r.output, tensor_or_none(r.weights));
+          },
+          py::arg("x"), py::arg("need_weights") = false);
+  py::class_<VNFeedForwardImpl, torch::nn::Module, std::shared_ptr<VNFeedForwardImpl>>(m, "VNFeedForward")
+      .def(py::init<int64_t, int64_t>(), py::arg("channels"), py::arg("hidden"))
+      .def("forward", &VNFeedForwardImpl::forward);
+  py::class_<VNTBlockImpl, torch::nn::Module, std::shared_ptr<VNTBlockImpl>>(m, "VNTBlock")
+      .def(py::init<int64_t, int64_t, int64_t, int64_t, bool>(), py::arg("channels"), py::arg("heads"),
+           py::arg("head_dim"), py::arg("ffn_hidden"), py::arg("layer_norm") = false)
+      .def("forward", [](VNTBlockImpl& self, const at::Tensor& x) { return self.forward(x); });
+}
+
+void bind_attention_modules(py::module_& m) {
+  using namespace attention;
+  py::class_<KVCache, std::shared_ptr<KVCache>>(m, "KVCache")
+      .def(py::init([](int64_t layers, int64_t batch, int64_t heads, int64_t max_len, int64_t dk, int64_t dv,
+                       py::object dtype, py::object device) {
+             auto options = at::TensorOptions().dtype(dtype.is_none() ? at::kFloat
+                                                                      : torch::python::detail::py_object_to_dtype(dtype));
+             if (!device.is_none()) options = options.device(torch::python::detail::py_object_to_device(device));
+             return std::make_shared<KVCache>(layers, batch, heads, max_len, dk, dv, options);
+           }),
+           py::arg("layers"), py::arg("batch"), py::arg("heads"), py::arg("max_len"), py::arg("key_dim"),
+           py::arg("value_dim"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none())
+      .def("append", &KVCache::append, py::arg("layer"), py::arg("keys"), py::arg("values"))
+      .def("keys", &KVCache::keys, py::arg("layer"))
+      .def("values", &KVCache::values, py::arg("layer"))
+      .def("length", py::overload_cast<int64_t>(&KVCache::length, py::const_), py::arg("layer"))
+      .def("__len__", py::overload_cast<>(&KVCache::length, py::const_))
+      .def("reset", &KVCache::reset)
+      .def_property_readonly("layers", &KVCache::layers)
+      .def_property_readonly("batch", &KVCache::batch)
+      .def_property_readonly("heads", &KVCache::heads)
+      .def_property_readonly("max_len", &KVCache::max_len)
+      .def_property_readonly("key_dim", &KVCache::key_dim)
+      .def_property_readonly("value_dim", &KVCache::value_dim)
+      .def_property_readonly("bytes", [](const KVCache& c) { return c.size_bytes().total_bytes; });
+  m.def("kv_cache_bytes", [](int64_t layers, int64_t heads, int64_t dk, int64_t dv, int64_t seq, int64_t batch,
+                             int64_t bytes_per_element) {
+    const auto s = kv_cache_bytes(layers, heads, dk, dv, seq, batch, bytes_per_element);
+    return py::dict(py::arg("key_bytes") = s.key_bytes, py::arg("value_bytes") = s.value_bytes,
+                    py::arg("total_bytes") = s.total_bytes);
+  });
+  // Cloneable derives from Module virtually: the Module inside is at an
+  // offset, which pybind11 applies only for classes it treats as having
+  // several bases.
+  py::class_<MultiHeadAttentionImpl, torch::nn::Module, std::shared_ptr<MultiHeadAttentionImpl>>(
+      m, "MultiHeadAttention", py::multiple_inheritance())
+      .def(py::init([](int64_t embed_dim, int64_t heads, int64_t qk_dim, int64_t v_dim, int64_t kv_dim, bool bias,
+                       double dropout) {
+             return std::make_shared<MultiHeadAttentionImpl>(MultiHeadAttentionOptions(embed_dim, heads)
+                                                                 .qk_dim(qk_dim)
+                                                                 .v_dim(v_dim)
+                                                                 .kv_dim(kv_dim)
+                                                                 .bias(bias)
+                                                                 .dropout(dropout));
+           }),
+           py::arg("embed_dim"), py::arg("heads"), py::arg("qk_dim") = 0, py::arg("v_dim") = 0, py::arg("kv_dim") = 0,
+           py::arg("bias") = true, py::arg("dropout") = 0.0)
+      .def(
+          "forward",
+          [](MultiHeadAttentionImpl& self, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+             bool causal, const c10::optional<at::Tensor>& key_padding_mask, const c10::optional<at::Tensor>& attn_mask,
+             bool need_weights) {
+            auto r = self.forward(query, key, value, attention_options(causal, key_padding_mask, attn_mask, need_weights));
+            return py::make_tuple(r.output, tensor_or_none(r.weights));
+          },
+          py::arg("query"), py::arg("key"), py::arg("value"), py::arg("causal") = false,
+          py::arg("key_padding_mask") = py::none(), py::arg("attn_mask") = py::none(), py::arg("need_weights") = false)
+      .def(
+          "forward_cached",
+          [](MultiHeadAttentionImpl& self, const at::Tensor& x, KVCache& cache, int64_t layer, bool causal) {
+            attention::SdpaOptions o;
+            o.causal = causal;
+            return self.forward_cached(x, cache, layer, o).output;
+          },
+          py::arg("x"), py::arg("cache"), py::arg("layer") = 0, py::arg("causal") = true)
+      .def_property_readonly("qk_dim", &MultiHeadAttentionImpl::qk_dim)
+      .def_property_readonly("v_dim", &MultiHeadAttentionImpl::v_dim);
+}
+
+nlohmann::json registry_entry_json(const models::ModelEntry& e) {
+  auto options = nlohmann::json::array();
+  for (const auto& o : e.options)
+    options.push_back({{"key", o.key}, {"default", o.default_value}, {"help", o.help}, {"source", o.source}});
+  return {{"name", e.name}, {"description", e.description}, {"task", e.task}, {"inputs", e.inputs},
+          {"options", options}};
+}
+
+void bind_models(py::module_& m) {
+  py::class_<models::Model, torch::nn::Module, models::ModelPtr>(m, "Model")
+      .def("forward", [](models::Model& self, const std::map<std::string, at::Tensor>& inputs) {
+        data::Batch batch;
+        batch.inputs = inputs;
+        return self.forward(batch);
+      });
+  py::class_<models::TransformerLM, models::Model, std::shared_ptr<models::TransformerLM>>(m, "TransformerLM")
+      .def(
+          "forward_tokens",
+          [](models::TransformerLM& self, const at::Tensor& tokens, attention::KVCache* cache) {
+            return self.forward_tokens(tokens, cache);
+          },
+          py::arg("tokens"), py::arg("cache") = nullptr);
+  // The registry as JSON text: the Python side reads it with json.loads.
+  m.def("model_registry", [] {
+    auto all = nlohmann::json::array();
+    for (const auto& e : models::model_registry()) all.push_back(registry_entry_json(e));
+    return all.dump();
+  });
+  m.def("create_model", [](const std::string& name, const std::string& options) {
+    const auto& entry = models::find_model(name);
+    return entry.make(parse_options(options, name));
+  });
+  m.def("resolve_model_options", [](const std::string& name, const std::string& options) {
+    return models::find_model(name).resolve(parse_options(options, name)).dump();
+  });
+  m.def("model_inputs", [](const std::string& name, const std::string& options) {
+    return models::find_model(name).inputs_with(parse_options(options, name));
+  });
+  m.def("model_size", [](const std::string& name, const std::string& options, int64_t points) {
+    const auto s = models::find_model(name).size(parse_options(options, name), points);
+    return py::make_tuple(s.parameters, s.activation_floats);
+  });
+  m.def("set_max_parameters", &models::set_max_parameters);
+  m.def("max_parameters", &models::max_parameters);
+  m.def("resolve_checkpoint", &train::resolve_checkpoint);
+  m.def("load_checkpoint", [](const std::string& path, bool allow_non_finite) {
+    return interruptible([&] {
+      const auto file = train::resolve_checkpoint(path);
+      train::allow_non_finite_checkpoints(allow_non_finite);
+      nlohmann::json config;
+      models::ModelPtr model;
+      try {
+        model = train::load_model_from_checkpoint(file, &config);
+      } catch (...) {
+        train::allow_non_finite_checkpoints(false);
+        throw;
+      }
+      train::allow_non_finite_checkpoints(false);
+      return std::make_pair(model, config.dump());
+    });
+  });
+  m.def("checkpoint_config", [](const std::string& path) {
+    return train::read_checkpoint_config(train::resolve_checkpoint(path)).dump();
+  });
+  m.def("load_weights", [](torch::nn::Module& module, const std::string& path) {
+    interruptible([&] { train::load_weights(module, path); });
+  });
+}
+
+}  // namespace
+
+void bind_modules(py::module_& m) {
+  bind_module_tree(m);
+  bind_vn_modules(m);
+  bind_attention_modules(m);
+  bind_models(m);
+}
+
+}  // namespace qkv::python

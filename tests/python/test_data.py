@@ -1,0 +1,121 @@
+"""qkv.data: the readers and data sets from Python, loading as the CLI does,
+refusing bad files with the file named, and keeping a user's files."""
+import os
+import subprocess
+
+import pytest
+import torch
+
+import qkv
+
+SMALL = dict(synth_classes=["box", "sphere", "cone"], synth_train_per_class=4, synth_test_per_class=2, points=64,
+             points_per_shape=128)
+
+
+def test_read_shape_off_ply_and_text(tmp_path):
+    off = tmp_path / "tri.off"
+    off.write_text("OFF\n4 2 0\n0 0 0\n1 0 0\n0 1 0\n0 0 1\n3 0 1 2\n3 0 1 3\n")
+    mesh = qkv.data.read_shape(off)
+    assert mesh["vertices"].shape == (4, 3) and mesh["faces"].tolist() == [[0, 1, 2], [0, 1, 3]]
+    xyz = tmp_path / "cloud.xyz"
+    xyz.write_text("0 0 0\n1 2 3\n4 5 6\n")
+    cloud = qkv.data.read_shape(xyz)
+    assert cloud["faces"] is None and torch.equal(cloud["vertices"][1], torch.tensor([1.0, 2.0, 3.0]))
+
+
+def test_read_shape_errors_name_the_file(tmp_path):
+    bad = tmp_path / "broken.off"
+    bad.write_text("OFF\n3 1 0\n0 0 0\n1 0 0\n")
+    with pytest.raises(qkv.DataError, match="broken.off"):
+        qkv.data.read_shape(bad)
+    with pytest.raises(qkv.UsageError, match="shape.obj"):
+        qkv.data.read_shape(tmp_path / "shape.obj")
+    with pytest.raises(ValueError, match="missing.off"):
+        qkv.data.read_shape(tmp_path / "missing.off")
+
+
+def test_synthetic_shapes_as_the_cli_loads_them(tmp_path):
+    root = tmp_path / "shapes"
+    train = qkv.data.SyntheticShapes(root, "train", **SMALL)
+    assert train.classes == ["box", "cone", "sphere"]  # the folders, sorted
+    assert len(train) + len(qkv.data.SyntheticShapes(root, "val", **SMALL)) == 12
+    inputs, target = train[0]
+    assert inputs["points"].shape == (3, 64) and inputs["points"].dtype == torch.float32
+    assert target.dtype == torch.int64 and 0 <= int(target) < 3
+    # Eval views are deterministic; training views draw anew (augmentation).
+    test = qkv.data.SyntheticShapes(root, "test", **SMALL)
+    assert len(test) == 6 and torch.equal(test[3][0]["points"], test[3][0]["points"])
+    # The default collate gives a model its batch.
+    loader = torch.utils.data.DataLoader(test, batch_size=4)
+    batch_inputs, batch_target = next(iter(loader))
+    assert batch_inputs["points"].shape == (4, 3, 64) and batch_target.shape == (4,)
+    # The same folder read as a ModelNet40 OFF tree.
+    assert qkv.data.ModelNet40(root, "test", points=64, points_per_shape=128).layout == "ModelNet40"
+    splits = qkv.data.SyntheticShapes.splits(root, **SMALL)
+    assert {"train", "val", "test", "test/so3"} <= set(splits)
+
+
+def test_data_settings_are_checked(tmp_path):
+    with pytest.raises(qkv.UsageError, match="unknown setting 'pionts'"):
+        qkv.data.SyntheticShapes(tmp_path / "s", pionts=64)
+    with pytest.raises(qkv.UsageError, match="protocol"):
+        qkv.data.SyntheticShapes(tmp_path / "s", protocol="z/x", **SMALL)
+    with pytest.raises(qkv.UsageError, match="split 'dev'"):
+        qkv.data.SyntheticShapes(tmp_path / "s", "dev", **SMALL)
+    with pytest.raises(qkv.UsageError):
+        qkv.data.SyntheticShapes(tmp_path / "s", **dict(SMALL, points="many"))
+    with pytest.raises(ValueError, match="nowhere"):
+        qkv.data.ModelNet40(tmp_path / "nowhere")
+
+
+def test_a_users_folder_is_not_written_into(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    with pytest.raises(qkv.UsageError):
+        qkv.data.SyntheticShapes(mine, **SMALL)
+    assert os.listdir(mine) == ["notes.txt"] and (mine / "notes.txt").read_text() == "keep me"
+
+
+def test_synthetic_parts_items_have_per_point_labels(tmp_path):
+    parts = qkv.data.SyntheticParts(tmp_path / "parts", "train", points=64, synth_train_per_category=2,
+                                    synth_val_per_category=1, synth_test_per_category=1)
+    inputs, target = parts[0]
+    assert inputs["points"].shape == (3, 64) and target.shape == (64,) and inputs["category"].dim() == 0
+    assert len(parts.categories) == 16
+
+
+@pytest.fixture(scope="module")
+def cohort_dir(tmp_path_factory):
+    from conftest import QKV_BINARY
+    out = tmp_path_factory.mktemp("cohort") / "c"
+    subprocess.run([QKV_BINARY, "mhca", "synth", "--subjects", "12", "--cpg", "60", "--shape", "12,14,12",
+                    "--threads", "1", "--out", str(out)], check=True, capture_output=True, timeout=300)
+    return out
+
+
+def test_read_nifti_and_the_cohort(cohort_dir):
+    voxels, affine, geometry = qkv.data.read_nifti(cohort_dir / "spect" / "sub-0001.nii.gz")
+    assert voxels.shape == (12, 14, 12) and voxels.dtype == torch.float32 and affine.shape == (4, 4)
+    assert geometry["spacing"][0] > 0
+    cohort = qkv.data.Cohort(cohort_dir / "manifest.csv", cohort_dir / "methylation.csv", fit_rows=range(8))
+    assert len(cohort) == 12 and cohort.volume_shape == [12, 14, 12]
+    inputs, label = cohort[0]
+    assert inputs["spect"].shape == (1, 12, 14, 12) and inputs["methylation"].shape == (60,)
+    assert int(label) == cohort.labels[0]
+    test = cohort.subset(range(8, 12))
+    assert len(test) == 4 and test.subject_ids == cohort.subject_ids[8:]
+    # The normalisation is fitted on the training rows only: the test rows may fall outside [0, 1].
+    train_max = max(float(cohort[i][0]["spect"].max()) for i in range(8))
+    assert train_max == pytest.approx(1.0, abs=1e-6)
+
+
+def test_bad_nifti_and_cohort_files(tmp_path, cohort_dir):
+    bad = tmp_path / "bad.nii"
+    bad.write_bytes(b"\0" * 100)
+    with pytest.raises(qkv.DataError, match="bad.nii"):
+        qkv.data.read_nifti(bad)
+    manifest = tmp_path / "manifest.csv"
+    manifest.write_text("subject_id,label,spect\ns1,maybe,x.nii\n")
+    with pytest.raises(ValueError, match="manifest.csv"):
+        qkv.data.Cohort(manifest, cohort_dir / "methylation.csv")

@@ -1,0 +1,121 @@
+"""qkv.models: every registered model from Python, with the CLI's options,
+parameter names and counts; runs of the CLI continue in Python and weights
+saved from Python are read by the CLI."""
+import json
+import os
+import subprocess
+
+import pytest
+import torch
+
+import qkv
+
+TINY = ["--synth-classes", "box,sphere", "--synth-train-per-class", "6", "--synth-test-per-class", "4",
+        "--points-per-shape", "64", "--points", "32", "--batch-size", "4", "--linear-dim", "4", "--heads", "2",
+        "--head-dim", "4", "--model-options", '{"k":4}', "--threads", "1", "--seed", "3"]
+TINY_OPTIONS = dict(linear_dim=4, heads=2, head_dim=4, k=4, classes=2)
+
+
+def run_cli(binary, *args):
+    r = subprocess.run([binary, *args], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    from conftest import QKV_BINARY
+    run = tmp_path_factory.mktemp("cli") / "run"
+    run_cli(QKV_BINARY, "vnt", "train", *TINY, "--epochs", "2", "--out", str(run))
+    return run
+
+
+def test_every_registered_model_is_created_with_its_exact_size():
+    names = qkv.models.names()
+    assert {"vnt", "vnt+n", "vn-dgcnn", "xyz-transformer", "mhca", "concatnet", "spectnet"} <= set(names)
+    for name in names:
+        model = qkv.models.create(name)
+        count = sum(p.numel() for p in model.parameters())
+        assert count == qkv.models.parameter_count(name)[0], name
+        assert isinstance(model, torch.nn.Module) and model.inputs, name
+        assert set(model.options) == {o["key"] for o in qkv.models.describe(name)["options"]}, name
+
+
+def test_options_are_checked_like_the_cli():
+    with pytest.raises(qkv.UsageError, match="unknown option 'bogus'"):
+        qkv.models.create("vnt", bogus=1)
+    with pytest.raises(qkv.UsageError, match="heads"):
+        qkv.models.create("vnt", heads=-2)
+    with pytest.raises(qkv.UsageError, match="known"):
+        qkv.models.create("no-such-model")
+    with pytest.raises(qkv.UsageError, match="max-params"):
+        qkv.models.create("vnt", linear_dim=1 << 20)
+    model = qkv.models.create("vnt", **TINY_OPTIONS)
+    with pytest.raises(qkv.UsageError, match="missing input points"):
+        model(normals=torch.zeros(1, 3, 8))
+
+
+def test_a_cli_run_continues_in_python(tiny_run, qkv_binary):
+    model = qkv.load(tiny_run)
+    assert not model.training and model.name == "vnt" and model.config["command"] == "vnt train"
+    # The CLI's evaluation of the test split without rotation ...
+    cli = json.loads(run_cli(qkv_binary, "vnt", "eval", "--checkpoint", str(tiny_run), "--rotate", "none",
+                             "--threads", "1").stdout)
+    # ... equals the same evaluation in Python, through qkv.data with the run's settings.
+    settings = dict(model.config["data"], protocol="none/none")
+    settings.pop("source")
+    test = qkv.data.SyntheticShapes(settings.pop("synth_dir"), "test", **settings)
+    inputs, target = test.batch(range(len(test)))
+    with torch.no_grad():
+        predicted = model(**inputs).argmax(-1)
+    assert len(test) == cli["size"] == 8
+    assert float((predicted == target).double().mean()) == pytest.approx(cli["accuracy"], abs=1e-12)
+    # float64: the same model in double precision agrees with float32 to its rounding
+    with torch.no_grad():
+        logits32 = model(**inputs)
+        logits64 = model.double()(points=inputs["points"].double())
+    assert torch.allclose(logits64, logits32.double(), rtol=0, atol=1e-4 * float(logits32.abs().max()))
+
+
+def test_python_weights_go_to_the_cli_and_back(tmp_path, tiny_run, qkv_binary):
+    model = qkv.models.create("vnt", **TINY_OPTIONS)
+    torch.save(model.state_dict(), tmp_path / "w.pt")
+    # The CLI starts a run from them (names and shapes checked before training) ...
+    run_cli(qkv_binary, "vnt", "train", *TINY, "--epochs", "1", "--lr", "1e-30", "--init-weights",
+            str(tmp_path / "w.pt"), "--synth-dir", str(tmp_path / "shapes"), "--out", str(tmp_path / "run"))
+    # ... and its checkpoint holds them (a learning rate of 1e-30 moves nothing).
+    trained = qkv.load(tmp_path / "run")
+    for name, p in model.named_parameters():
+        assert torch.allclose(dict(trained.named_parameters())[name], p, rtol=0, atol=1e-20), name
+    # A CLI export loads into a Python model by name.
+    run_cli(qkv_binary, "export-weights", "--checkpoint", str(tiny_run), "--output", str(tmp_path / "run.pt"))
+    fresh = qkv.models.load_weights(qkv.models.create("vnt", **TINY_OPTIONS), tmp_path / "run.pt")
+    reference = qkv.load(tiny_run)
+    for (name, a), (_, b) in zip(fresh.state_dict().items(), reference.state_dict().items()):
+        assert torch.equal(a, b), name
+
+
+def test_bad_checkpoints_raise_naming_the_file(tmp_path):
+    with pytest.raises(qkv.UsageError, match="no such file"):
+        qkv.load(tmp_path / "missing.ckpt")
+    bad = tmp_path / "bad.ckpt"
+    bad.write_bytes(b"not a checkpoint at all")
+    with pytest.raises(qkv.DataError, match="bad.ckpt"):
+        qkv.load(bad)
+    with pytest.raises(qkv.UsageError, match="without checkpoints/best.ckpt"):
+        qkv.load(tmp_path)
+    with pytest.raises(qkv.DataError, match="w.pt"):
+        (tmp_path / "w.pt").write_bytes(b"PK\x03\x04junk")
+        qkv.models.load_weights(qkv.models.create("vnt", **TINY_OPTIONS), tmp_path / "w.pt")
+
+
+def test_the_language_model_decodes_with_a_cache():
+    lm = qkv.models.create("transformer-lm", dk=8, dv=12).eval()
+    tokens = torch.randint(0, 256, (1, 12))
+    full = lm(tokens=tokens)
+    o = lm.options
+    heads = o["heads"]
+    cache = qkv.nn.KVCache(o["layers"], 1, heads, 16, o["dk"], o["dv"])
+    step = torch.cat([lm.forward_tokens(tokens[:, :8], cache)] +
+                     [lm.forward_tokens(tokens[:, t:t + 1], cache) for t in range(8, 12)], 1)
+    assert torch.allclose(step, full, rtol=0, atol=1e-4 * float(full.abs().max()))
