@@ -12,11 +12,14 @@ from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+# setuptools' own work folders go inside the CMake build folder, not the source tree.
+BUILD = os.environ.get("QKV_BUILD", os.path.join(ROOT, "build"))
+os.makedirs(os.path.join(BUILD, "setuptools"), exist_ok=True)
 
 
 class BuildModuleWithCMake(build_py):
     def run(self):
-        build_dir = os.environ.get("QKV_BUILD", os.path.join(ROOT, "build"))
+        build_dir = BUILD
         subprocess.check_call(["cmake", "-S", ROOT, "-B", build_dir, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release"],
                               stdout=subprocess.DEVNULL)
         subprocess.check_call(["cmake", "--build", build_dir, "--target", "qkv_python", "-j", str(os.cpu_count())])
@@ -34,4 +37,6 @@ class BinaryDistribution(Distribution):
         return True  # a platform wheel: the package holds a compiled module
 
 
-setup(cmdclass={"build_py": BuildModuleWithCMake}, distclass=BinaryDistribution)
+setup(cmdclass={"build_py": BuildModuleWithCMake}, distclass=BinaryDistribution,
+      options={"build": {"build_base": os.path.join(BUILD, "setuptools")},
+               "egg_info": {"egg_base": os.path.join(BUILD, "setuptools")}})
