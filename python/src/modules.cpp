@@ -233,6 +233,8 @@ void bind_models(py::module_& m) {
   m.def("load_checkpoint", [](const std::string& path, bool allow_non_finite) {
     return interruptible([&] {
       const auto file = train::resolve_checkpoint(path);
+      if (file.size() >= 12 && file.compare(file.size() - 12, 12, "xgboost.json") == 0)
+        throw UsageError(path + ": an XGBoost run (" + file + "), which has no torch model to load");
       train::allow_non_finite_checkpoints(allow_non_finite);
       nlohmann::json config;
       models::ModelPtr model;
