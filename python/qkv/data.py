@@ -72,34 +72,38 @@ def _splits(kind, what, root, settings):
 
 class _PointSet(_Split):
     _kind = "classification"
-    _splits = ("train", "val", "test")
+    _synthetic = False  # the built-in data, written into `root` by qkv
 
-    def __init__(self, root, split, settings, what):
-        splits, meta = _splits(self._kind, what, root, settings)
+    def __init__(self, root, split="train", **settings):
+        splits, meta = self._load(root, settings)
         if split not in splits:
-            raise _qkv.UsageError("%s: split '%s': expected one of %s" % (what, split, ", ".join(sorted(splits))))
+            raise _qkv.UsageError("%s: split '%s': expected one of %s" % (
+                type(self).__name__, split, ", ".join(sorted(splits))))
         super().__init__(splits[split]._handle, meta)
         self.split = split
         self.settings = meta["settings"]
         self.layout = meta["layout"]
 
     @classmethod
-    def splits(cls, root, **settings):
-        """Every split from one load: {"train", "val", "test", "test/<rotation>" ...}."""
-        what = cls.__name__
+    def _load(cls, root, settings):
         if cls._synthetic:
             root, settings = None, dict(settings, source="synthetic", synth_dir=str(root))
-        return _splits(cls._kind, what, root, settings)[0]
+        return _splits(cls._kind, cls.__name__, root, settings)
+
+    @classmethod
+    def splits(cls, root, **settings):
+        """Every split from one load: {"train", "val", "test", "test/<rotation>" ...}; .info holds the
+        classes (or categories), the layout and the settings."""
+        return cls._load(root, settings)[0]
 
 
 class ModelNet40(_PointSet):
     """ModelNet40 in any of its layouts (ModelNet40 OFF tree, modelnet40_normal_resampled,
     modelnet40_ply_hdf5_2048). split: train | val (cut from train by val_fraction) | test (under the
     protocol's test rotation) | test/<rotation>. Targets are class ids; .classes names them."""
-    _synthetic = False
 
     def __init__(self, root, split="train", **settings):
-        super().__init__(root, split, settings, "ModelNet40")
+        super().__init__(root, split, **settings)
         self.classes = self.info["classes"]
 
 
@@ -110,21 +114,15 @@ class SyntheticShapes(ModelNet40):
     synth_classes."""
     _synthetic = True
 
-    def __init__(self, root, split="train", **settings):
-        _PointSet.__init__(self, None, split, dict(settings, source="synthetic", synth_dir=str(root)),
-                           "SyntheticShapes")
-        self.classes = self.info["classes"]
-
 
 class ShapeNetPart(_PointSet):
     """ShapeNet-part (shapenetcore_partanno_segmentation_benchmark_v0_normal or hdf5_data): items are
     ({"points" [3, N], "category" []}, part labels [N]). .categories lists the 16 categories with their
     part ranges."""
     _kind = "segmentation"
-    _synthetic = False
 
     def __init__(self, root, split="train", **settings):
-        super().__init__(root, split, settings, "ShapeNetPart")
+        super().__init__(root, split, **settings)
         self.categories = self.info["categories"]
 
 
@@ -132,11 +130,6 @@ class SyntheticParts(ShapeNetPart):
     """qkv's built-in part-segmentation shapes (`qkv seg train --data synthetic`), written into `root`
     as ShapeNetPart's text layout unless qkv already wrote them there with the same settings."""
     _synthetic = True
-
-    def __init__(self, root, split="train", **settings):
-        _PointSet.__init__(self, None, split, dict(settings, source="synthetic", synth_dir=str(root)),
-                           "SyntheticParts")
-        self.categories = self.info["categories"]
 
 
 class Cohort(_Split):
