@@ -98,6 +98,20 @@ put("cohort", "methylation.csv", b"\1" + b"subject_id,cg00000029,cg00000108\ns1,
 put("cohort", "methylation.tsv", b"\1" + b"subject_id\tcg1\tcg2\r\ns1\t0.1\t\r\ns2\tnan\t0.9\r\n")
 put("cohort", "cpgs.txt", b"\2" + b"# selected\ncg00000029\ncg00000108\n")
 
+# OBJ (quads, texture/normal corners, negative indices, a bare cloud), STL
+# (binary and ASCII), PCD (ASCII with a NaN point and normals, binary).
+put("obj", "cube.obj", "# cube\no Cube\nv 1 1 -1\nv 1 -1 -1\nv 1 1 1\nv 1 -1 1\nv -1 1 -1\nv -1 -1 -1\n"
+    "v -1 1 1\nv -1 -1 1\nvt 0.5 0.5\nvn 0 1 0\nf 1/1/1 5/1/1 7/1/1 3/1/1\nf 4//1 3//1 7//1 8//1\nf -1 -2 -3\n")
+put("obj", "cloud.obj", "v 0 0 0 1 0 0\nv 1 2 3 0 1 0\n")
+put("stl", "two.stl", b"binary".ljust(80, b" ") + struct.pack("<I", 2) +
+    b"".join(struct.pack("<12fH", 0, 0, 1, 0, 0, t, 1, 0, t, 0, 1, t, 0) for t in range(2)))
+put("stl", "ascii.stl", "solid x\nfacet normal 0 0 1\nouter loop\nvertex 0 0 0\nvertex 1 0 0\nvertex 0 1 0\n"
+    "endloop\nendfacet\nendsolid x\n")
+put("pcd", "ascii.pcd", "VERSION 0.7\nFIELDS x y z normal_x normal_y normal_z\nSIZE 4 4 4 4 4 4\nTYPE F F F F F F\n"
+    "COUNT 1 1 1 1 1 1\nWIDTH 2\nHEIGHT 1\nPOINTS 2\nDATA ascii\n1 2 3 0 0 1\nnan nan nan nan nan nan\n")
+put("pcd", "binary.pcd", b"VERSION .7\nFIELDS x y z rgb\nSIZE 4 4 8 4\nTYPE F F F U\nCOUNT 1 1 1 1\nWIDTH 2\n"
+    b"HEIGHT 1\nPOINTS 2\nDATA binary\n" + b"".join(struct.pack("<ffdI", 1.5 + i, -2, 0.25 * i, 0xff0000) for i in range(2)))
+
 # Weights: the torch.save fixtures of the tests (the target adds its own export).
 for name in ("one_entry.pt", "two_entries.pt", "nan_entry.pt", "state_dict_one_entry.pt", "state_dict_nested.pt"):
     os.makedirs(os.path.join(ROOT, "weights"), exist_ok=True)

@@ -18,7 +18,7 @@ from . import _qkv
 _data = _qkv.data
 
 def read_shape(path):
-    """A shape file (.off, .ply, .txt, .xyz) -> {"vertices" [V, 3] float32, "faces" [F, 3] int64 or None,
+    """A shape file (.off .ply .obj .stl .pcd .txt .xyz .csv) -> {"vertices" [V, 3] float32, "faces" [F, 3] int64 or None,
     "normals" [V, 3] or None}. A malformed file is a qkv.DataError naming it."""
     return _data.read_shape(str(path))
 

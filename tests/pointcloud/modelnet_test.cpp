@@ -101,7 +101,7 @@ TEST(ModelNetOff, EmptySplitAndBadMeshNameTheFile) {
   const fs::path dir = make_off_tree();
   fs::remove_all(dir / "cube" / "test");
   make_directories((dir / "cube" / "test").string());
-  expect_data_error([&] { load_modelnet40(dir.string()); }, (dir / "cube" / "test").string(), "no .off files");
+  expect_data_error([&] { load_modelnet40(dir.string()); }, (dir / "cube" / "test").string(), "no shape files (.off .ply .obj");
   write_text_file(dir / "cube" / "test" / "cube_0009.off", "OFF\n3 1 0\n0 0 0\n1 0 0\n");
   expect_data_error([&] { load_modelnet40(dir.string()); }, "cube_0009.off", "truncated");
 }

@@ -257,11 +257,6 @@ TEST(ReadPly, MalformedFilesNameTheFile) {
     std::string bytes;
     const char* what;
   };
-  std::string big = "ply\nformat binary_big_endian 1.0\nelement vertex 1\nproperty float x\nproperty float y\n"
-                    "property float z\nend_header\n";
-  put<float>(big, 1.f);
-  put<float>(big, 1.f);
-  put<float>(big, 1.f);
   std::string nan_binary = "ply\nformat binary_little_endian 1.0\nelement vertex 1\nproperty float x\n"
                            "property float y\nproperty float z\nend_header\n";
   put<float>(nan_binary, 0.f);
@@ -269,7 +264,6 @@ TEST(ReadPly, MalformedFilesNameTheFile) {
   put<float>(nan_binary, 0.f);
   const Case cases[] = {
       {"magic.ply", "plx\nformat ascii 1.0\nend_header\n", "bad magic"},
-      {"big.ply", big, "binary_big_endian"},
       {"trunc_binary.ply", binary_ply(true), "truncated"},
       {"trunc_ascii.ply", head + "0 0 0\n1 0 0\n", "truncated"},
       {"range.ply", head + "0 0 0\n1 0 0\n0 1 0\n3 0 1 5\n", "out of range"},
@@ -331,7 +325,7 @@ TEST(ReadPointText, MalformedFilesNameTheFile) {
 }
 
 TEST(ReadShapeFile, UnknownExtensionIsAUsageError) {
-  const auto path = write("shape.obj", "v 0 0 0\n");
+  const auto path = write("shape.glb", "glTF");
   try {
     read_shape_file(path);
     FAIL() << "no UsageError";

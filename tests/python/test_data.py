@@ -23,13 +23,26 @@ def test_read_shape_off_ply_and_text(tmp_path):
     assert cloud["faces"] is None and torch.equal(cloud["vertices"][1], torch.tensor([1.0, 2.0, 3.0]))
 
 
+def test_read_shape_of_other_tools_formats(tmp_path):
+    obj = tmp_path / "quad.obj"
+    obj.write_text("v 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 0\nvn 0 0 1\nf 1//1 2//1 3//1 -1//1\n")
+    assert qkv.data.read_shape(obj)["faces"].tolist() == [[0, 1, 2], [0, 2, 3]]
+    stl = tmp_path / "tri.stl"
+    stl.write_text("solid t\nfacet normal 0 0 1\nouter loop\nvertex 0 0 0\nvertex 1 0 0\nvertex 0 1 0\n"
+                   "endloop\nendfacet\nendsolid t\n")
+    assert qkv.data.read_shape(stl)["vertices"].shape == (3, 3)
+    pcd = tmp_path / "cloud.pcd"
+    pcd.write_text("FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nCOUNT 1 1 1\nPOINTS 2\nDATA ascii\n1 2 3\nnan nan nan\n")
+    assert qkv.data.read_shape(pcd)["vertices"].tolist() == [[1.0, 2.0, 3.0]]
+
+
 def test_read_shape_errors_name_the_file(tmp_path):
     bad = tmp_path / "broken.off"
     bad.write_text("OFF\n3 1 0\n0 0 0\n1 0 0\n")
     with pytest.raises(qkv.DataError, match="broken.off"):
         qkv.data.read_shape(bad)
-    with pytest.raises(qkv.UsageError, match="shape.obj"):
-        qkv.data.read_shape(tmp_path / "shape.obj")
+    with pytest.raises(qkv.UsageError, match="shape.glb"):
+        qkv.data.read_shape(tmp_path / "shape.glb")
     with pytest.raises(ValueError, match="missing.off"):
         qkv.data.read_shape(tmp_path / "missing.off")
 

@@ -155,8 +155,8 @@ void register_predict(CLI::App* parent, Action& action) {
   add_checkpoint_option(cmd, o->checkpoint, "checkpoint file (RUN/checkpoints/best.ckpt)");
   cmd->add_option("--input", o->input,
                   "shape: a point cloud (x y z [nx ny nz] lines, or ShapeNet-part's 'x y z nx ny nz part' lines, "
-                  "whose labels are then scored) whose every point is labelled, or an OFF/PLY mesh, sampled to the "
-                  "run's --points")
+                  "whose labels are then scored; or .xyz .csv .ply .pcd) whose every point is labelled, or a mesh (.off "
+                  ".ply .obj .stl) sampled to the run's --points")
       ->required();
   cmd->add_option("--class", o->category,
                   "the object's class: a ShapeNet-part category name or synset, e.g. Table or 04379243 (REQUIRED)");

@@ -142,7 +142,8 @@ void register_predict(CLI::App* parent, Action& action) {
   };
   auto o = std::make_shared<Opts>();
   add_checkpoint_option(cmd, o->checkpoint, "checkpoint file (RUN/checkpoints/best.ckpt)");
-  cmd->add_option("--input", o->input, "shape file: OFF or PLY mesh, or x y z [nx ny nz] lines (.txt, .xyz)")
+  cmd->add_option("--input", o->input, "shape file: a mesh (.off .ply .obj .stl) or a point cloud (.ply .pcd, or x y z [nx ny nz] lines in .txt .xyz "
+                  ".csv)")
       ->required();
   cmd->add_option("--rotate", o->rotate, "rotate the shape first: none, z or so3 (seeded by --seed); none by default: the file as it is")
       ->capture_default_str();
@@ -192,7 +193,7 @@ void register_attention(CLI::App* parent, Action& action) {
   auto o = std::make_shared<Opts>();
   o->common.out = "runs/attention";
   add_checkpoint_option(cmd, o->checkpoint, "checkpoint of a vnt or vnt+n run");
-  cmd->add_option("--input", o->input, "shape file (.off .ply .txt .xyz)")->required();
+  cmd->add_option("--input", o->input, "shape file: a mesh (.off .ply .obj .stl) or a point cloud (.ply .pcd .txt .xyz .csv)")->required();
   add_ranged_option(cmd, "--query", o->query, "index of the query point whose attention row colours the cloud", 0,
                     1 << 20);
   add_ranged_option(cmd, "--block", o->block, "which basic block's attention (0-based), averaged over its heads", 0,

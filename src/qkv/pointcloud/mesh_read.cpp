@@ -1,6 +1,7 @@
 #include "qkv/pointcloud/mesh_read.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -228,26 +229,38 @@ struct PlyElement {
 // Thrown inside the binary decoder; turned into a message that says which element ran short.
 struct PlyOutOfData {};
 
+// A value of type T stored in `big_endian` or little-endian byte order,
+// whatever the host's.
 template <typename T>
-double load(const char* p) {
+T load_ordered(const char* p, bool big_endian) {
+  unsigned char b[sizeof(T)];
+  std::memcpy(b, p, sizeof(T));
+  const uint16_t probe = 1;
+  const bool host_big = *reinterpret_cast<const unsigned char*>(&probe) == 0;
+  if (host_big != big_endian) std::reverse(b, b + sizeof(T));
   T v;
-  std::memcpy(&v, p, sizeof(T));
-  return static_cast<double>(v);
+  std::memcpy(&v, b, sizeof(T));
+  return v;
 }
 
-double decode(PlyType t, const char*& p, const char* end) {
+template <typename T>
+double load(const char* p, bool big_endian) {
+  return static_cast<double>(load_ordered<T>(p, big_endian));
+}
+
+double decode(PlyType t, const char*& p, const char* end, bool big_endian) {
   const size_t n = ply_size(t);
   if (static_cast<size_t>(end - p) < n) throw PlyOutOfData{};
   double v = 0;
   switch (t) {
-    case PlyType::Int8: v = load<int8_t>(p); break;
-    case PlyType::UInt8: v = load<uint8_t>(p); break;
-    case PlyType::Int16: v = load<int16_t>(p); break;
-    case PlyType::UInt16: v = load<uint16_t>(p); break;
-    case PlyType::Int32: v = load<int32_t>(p); break;
-    case PlyType::UInt32: v = load<uint32_t>(p); break;
-    case PlyType::Float32: v = load<float>(p); break;
-    case PlyType::Float64: v = load<double>(p); break;
+    case PlyType::Int8: v = load<int8_t>(p, big_endian); break;
+    case PlyType::UInt8: v = load<uint8_t>(p, big_endian); break;
+    case PlyType::Int16: v = load<int16_t>(p, big_endian); break;
+    case PlyType::UInt16: v = load<uint16_t>(p, big_endian); break;
+    case PlyType::Int32: v = load<int32_t>(p, big_endian); break;
+    case PlyType::UInt32: v = load<uint32_t>(p, big_endian); break;
+    case PlyType::Float32: v = load<float>(p, big_endian); break;
+    case PlyType::Float64: v = load<double>(p, big_endian); break;
   }
   p += n;
   return v;
@@ -329,9 +342,7 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
     if (key == "format") {
       if (tok.size() != 3) fail_at(path, lines.line(), "bad format line " + show(line));
       format = std::string(tok[1]);
-      if (format == "binary_big_endian")
-        fail(path, "binary_big_endian PLY is not supported; convert it to binary_little_endian or ascii");
-      if (format != "ascii" && format != "binary_little_endian")
+      if (format != "ascii" && format != "binary_little_endian" && format != "binary_big_endian")
         fail_at(path, lines.line(), "unknown PLY format " + show(tok[1]));
     } else if (key == "element") {
       PlyElement e;
@@ -503,6 +514,7 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
     if (body.next_nonblank(line, false))
       fail_at(path, body.line(), "wrong counts: data after the last element the header declares");
   } else {
+    const bool big_endian = format == "binary_big_endian";
     const char* p = text.data() + header_end;
     const char* end = text.data() + text.size();
     for (const auto& e : elements) {
@@ -532,10 +544,10 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
           for (size_t pi = 0; pi < e.properties.size(); ++pi) {
             const auto& prop = e.properties[pi];
             if (!prop.is_list) {
-              values.push_back(decode(prop.type, p, end));
+              values.push_back(decode(prop.type, p, end, big_endian));
               continue;
             }
-            const auto n = static_cast<int64_t>(decode(prop.count_type, p, end));
+            const auto n = static_cast<int64_t>(decode(prop.count_type, p, end, big_endian));
             if (n < 0) fail(path, "negative list length in element '" + e.name + "' item " + std::to_string(item));
             const bool keep = is_face && static_cast<int>(pi) == layout.face_list;
             values.push_back(0);
@@ -545,7 +557,7 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
               p += skip;
               continue;
             }
-            for (int64_t j = 0; j < n; ++j) polygon.push_back(static_cast<int64_t>(decode(prop.type, p, end)));
+            for (int64_t j = 0; j < n; ++j) polygon.push_back(static_cast<int64_t>(decode(prop.type, p, end, big_endian)));
           }
           if (is_vertex) sink.vertex(values, 0);
           if (is_face && layout.face_list >= 0) sink.face(polygon, 0);
@@ -593,6 +605,284 @@ Mesh parse_point_text(const std::string& path, std::string_view text, int64_t ma
   return mesh;
 }
 
+// ---------------------------------------------------------------------------- OBJ
+
+// Wavefront OBJ: "v x y z [w | r g b]" vertices, "f" faces of any number of
+// corners "i", "i/t", "i//n" or "i/t/n", 1-based, negative = counted back
+// from the last vertex so far. Texture coordinates, normals (per corner, not
+// per vertex), groups, materials, lines and free-form statements carry no
+// geometry qkv samples and are skipped.
+Mesh parse_obj(const std::string& path, std::string_view text) {
+  Lines lines(text);
+  std::string_view line;
+  std::vector<std::string_view> tok;
+  std::vector<int64_t> polygon;
+  Mesh mesh;
+  while (lines.next_nonblank(line, true)) {
+    split(line, tok);
+    const auto key = tok[0];
+    const int64_t l = lines.line();
+    if (key == "v") {
+      if (tok.size() != 4 && tok.size() != 5 && tok.size() != 7 && tok.size() != 8)
+        fail_at(path, l, "a vertex has " + std::to_string(tok.size() - 1) +
+                             " values, expected x y z, x y z w or x y z r g b");
+      mesh.vertices.push_back({coordinate(path, l, tok[1]), coordinate(path, l, tok[2]), coordinate(path, l, tok[3])});
+    } else if (key == "f") {
+      if (tok.size() < 4) fail_at(path, l, "a face has " + std::to_string(tok.size() - 1) + " corners, need at least 3");
+      polygon.clear();
+      for (size_t c = 1; c < tok.size(); ++c) {
+        const auto corner = tok[c].substr(0, tok[c].find('/'));
+        int64_t i = 0;
+        if (!parse_int(corner, i) || i == 0) fail_at(path, l, "bad vertex index " + show(tok[c]));
+        const auto defined = static_cast<int64_t>(mesh.vertices.size());
+        if (i < 0) {
+          if (-i > defined)
+            fail_at(path, l, "relative index " + std::to_string(i) + " reaches before the first vertex (" +
+                                 std::to_string(defined) + " so far)");
+          i = defined + i;
+        } else {
+          i -= 1;  // forward references are checked at the end
+        }
+        polygon.push_back(i);
+      }
+      fan(mesh, polygon);
+    } else if (key.size() > 16 || !std::all_of(key.begin(), key.end(), [](char c) {
+                 return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+               })) {
+      fail_at(path, l, "not an OBJ statement: " + show(line));
+    }
+  }
+  if (mesh.vertices.empty()) fail(path, "no vertices ('v' lines)");
+  check_face_indices(path, mesh);
+  return mesh;
+}
+
+// ---------------------------------------------------------------------------- STL
+
+// Binary STL is an 80-byte header, a uint32 triangle count and 50 bytes per
+// triangle (a normal, three corners as float32 little endian, a uint16); a
+// file whose size is exactly that is binary (some begin with "solid" too),
+// one that starts with "solid" is ASCII. Corners are not shared in STL:
+// each triangle gets its own three vertices.
+Mesh parse_stl(const std::string& path, const std::string& text) {
+  Mesh mesh;
+  if (text.size() >= 84) {
+    const auto count = static_cast<int64_t>(load_ordered<uint32_t>(text.data() + 80, false));
+    int64_t bytes = 0;
+    if (checked_mul(count, int64_t{50}, bytes) && checked_add(bytes, int64_t{84}, bytes) &&
+        bytes == static_cast<int64_t>(text.size())) {
+      if (count == 0) fail(path, "binary STL with no triangles");
+      mesh.vertices.reserve(static_cast<size_t>(count) * 3);
+      for (int64_t t = 0; t < count; ++t) {
+        const char* p = text.data() + 84 + t * 50 + 12;  // past the facet normal
+        for (int64_t c = 0; c < 3; ++c) {
+          Vec3 v;
+          for (int k = 0; k < 3; ++k) {
+            v[static_cast<size_t>(k)] = load_ordered<float>(p + 4 * (3 * c + k), false);
+            if (!std::isfinite(v[static_cast<size_t>(k)]))
+              fail(path, "triangle " + std::to_string(t) + " has a coordinate that is not finite");
+          }
+          mesh.vertices.push_back(v);
+        }
+        mesh.faces.push_back({3 * t, 3 * t + 1, 3 * t + 2});
+      }
+      return mesh;
+    }
+  }
+  if (text.compare(0, 5, "solid") != 0)
+    fail(path, "neither ASCII STL (starting 'solid') nor binary STL (84 + 50 x triangles = " +
+                   std::to_string(text.size()) + " bytes, with the count its header gives)");
+  Lines lines(text);
+  std::string_view line;
+  std::vector<std::string_view> tok;
+  std::vector<int64_t> polygon;
+  bool in_loop = false;
+  while (lines.next_nonblank(line, false)) {
+    split(line, tok);
+    const auto key = tok[0];
+    const int64_t l = lines.line();
+    if (key == "vertex") {
+      if (!in_loop) fail_at(path, l, "'vertex' outside an 'outer loop'");
+      if (tok.size() != 4) fail_at(path, l, "a vertex needs x y z, found " + show(line));
+      polygon.push_back(static_cast<int64_t>(mesh.vertices.size()));
+      mesh.vertices.push_back({coordinate(path, l, tok[1]), coordinate(path, l, tok[2]), coordinate(path, l, tok[3])});
+    } else if (key == "outer") {
+      if (in_loop) fail_at(path, l, "'outer loop' inside another");
+      in_loop = true;
+      polygon.clear();
+    } else if (key == "endloop") {
+      if (!in_loop) fail_at(path, l, "'endloop' without 'outer loop'");
+      if (polygon.size() < 3) fail_at(path, l, "a facet has " + std::to_string(polygon.size()) + " vertices, need 3");
+      fan(mesh, polygon);
+      in_loop = false;
+    } else if (key != "solid" && key != "facet" && key != "endfacet" && key != "endsolid") {
+      fail_at(path, l, "not an ASCII STL line: " + show(line));
+    }
+  }
+  if (in_loop) fail(path, "truncated: the last facet has no 'endloop'");
+  if (mesh.faces.empty()) fail(path, "ASCII STL with no facets");
+  return mesh;
+}
+
+// ---------------------------------------------------------------------------- PCD
+
+// Point Cloud Library's PCD, DATA ascii or binary (binary_compressed is
+// refused, naming it): the fields x, y, z and, when all three are there,
+// normal_x, normal_y, normal_z; every other field is skipped. Points whose
+// x, y or z is NaN (how an organized cloud marks a pixel without a point)
+// are dropped, as PCL's removeNaNFromPointCloud does; an infinite value is
+// an error.
+Mesh parse_pcd(const std::string& path, const std::string& text) {
+  struct Field {
+    std::string name;
+    int64_t size = 4, count = 1;
+    char type = 'F';
+    int64_t offset = 0;  // bytes into a binary point; value index into an ascii line
+  };
+  std::vector<Field> fields;
+  std::vector<std::string_view> tok;
+  int64_t points = -1, width = -1, height = 1;
+  std::string data;
+  Lines lines(text);
+  std::string_view line;
+  auto count_of = [&](std::string_view t, int64_t l, const char* what) {
+    int64_t v = 0;
+    if (!parse_int(t, v) || v < 0) fail_at(path, l, std::string("bad ") + what + " " + show(t));
+    return v;
+  };
+  while (data.empty() && lines.next_nonblank(line, true)) {
+    split(line, tok);
+    const auto key = tok[0];
+    const int64_t l = lines.line();
+    auto per_field = [&](auto&& set) {
+      if (tok.size() - 1 != fields.size())
+        fail_at(path, l, std::string(key) + " lists " + std::to_string(tok.size() - 1) + " values for " +
+                             std::to_string(fields.size()) + " fields");
+      for (size_t i = 0; i < fields.size(); ++i) set(fields[i], tok[i + 1]);
+    };
+    if (key == "VERSION" || key == "VIEWPOINT") continue;
+    if (key == "FIELDS" || key == "COLUMNS") {
+      fields.clear();
+      for (size_t i = 1; i < tok.size(); ++i) fields.push_back({std::string(tok[i])});
+    } else if (key == "SIZE") {
+      per_field([&](Field& f, std::string_view t) {
+        f.size = count_of(t, l, "SIZE");
+        if (f.size != 1 && f.size != 2 && f.size != 4 && f.size != 8) fail_at(path, l, "SIZE " + show(t) + ": 1, 2, 4 or 8");
+      });
+    } else if (key == "TYPE") {
+      per_field([&](Field& f, std::string_view t) {
+        if (t != "F" && t != "I" && t != "U") fail_at(path, l, "TYPE " + show(t) + ": F, I or U");
+        f.type = t[0];
+      });
+    } else if (key == "COUNT") {
+      per_field([&](Field& f, std::string_view t) {
+        f.count = count_of(t, l, "COUNT");
+        if (f.count < 1 || f.count > 1 << 20) fail_at(path, l, "COUNT " + show(t) + " out of range");
+      });
+    } else if (key == "WIDTH" && tok.size() == 2) {
+      width = count_of(tok[1], l, "WIDTH");
+    } else if (key == "HEIGHT" && tok.size() == 2) {
+      height = count_of(tok[1], l, "HEIGHT");
+    } else if (key == "POINTS" && tok.size() == 2) {
+      points = count_of(tok[1], l, "POINTS");
+    } else if (key == "DATA" && tok.size() == 2) {
+      data = std::string(tok[1]);
+      if (data == "binary_compressed")
+        fail_at(path, l, "DATA binary_compressed (LZF) is not read; save the cloud as binary or ascii");
+      if (data != "ascii" && data != "binary") fail_at(path, l, "unknown DATA " + show(tok[1]));
+    } else {
+      fail_at(path, l, "not a PCD header line: " + show(line));
+    }
+  }
+  if (data.empty()) fail(path, "no DATA line: not a PCD file, or a truncated header");
+  if (points < 0) {
+    if (width < 0) fail(path, "the header gives neither POINTS nor WIDTH");
+    if (!checked_mul(width, height, points)) fail(path, "WIDTH x HEIGHT overflows");
+  }
+  int x = -1, y = -1, z = -1, nx = -1, ny = -1, nz = -1;
+  int64_t point_bytes = 0, values = 0;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    auto& f = fields[i];
+    f.offset = data == "binary" ? point_bytes : values;
+    int64_t bytes = 0;
+    if (!checked_mul(f.size, f.count, bytes) || !checked_add(point_bytes, bytes, point_bytes) ||
+        !checked_add(values, f.count, values))
+      fail(path, "the fields' sizes overflow");
+    int* slot = f.name == "x" ? &x : f.name == "y" ? &y : f.name == "z" ? &z : f.name == "normal_x" ? &nx
+              : f.name == "normal_y" ? &ny : f.name == "normal_z" ? &nz : nullptr;
+    if (slot && f.count == 1) *slot = static_cast<int>(i);
+  }
+  if (x < 0 || y < 0 || z < 0) fail(path, "no x, y and z fields (of COUNT 1)");
+  const bool normals = nx >= 0 && ny >= 0 && nz >= 0;
+  Mesh mesh;
+  int64_t dropped = 0;
+  auto add = [&](const std::array<double, 6>& v, int64_t where, bool is_line) {
+    auto bad = [&](const std::string& what) {
+      if (is_line) fail_at(path, where, what);
+      fail(path, "point " + std::to_string(where) + ": " + what);
+    };
+    if (std::isnan(v[0]) || std::isnan(v[1]) || std::isnan(v[2])) {
+      ++dropped;
+      return;
+    }
+    Vec3 p{static_cast<float>(v[0]), static_cast<float>(v[1]), static_cast<float>(v[2])};
+    if (!std::isfinite(p[0]) || !std::isfinite(p[1]) || !std::isfinite(p[2])) bad("a coordinate is not finite");
+    mesh.vertices.push_back(p);
+    if (normals) {
+      Vec3 n{static_cast<float>(v[3]), static_cast<float>(v[4]), static_cast<float>(v[5])};
+      if (!std::isfinite(n[0]) || !std::isfinite(n[1]) || !std::isfinite(n[2])) bad("a normal is not finite");
+      mesh.normals.push_back(n);
+    }
+  };
+  const int wanted[6] = {x, y, z, nx, ny, nz};
+  const size_t body = lines.consumed();
+  const auto available = static_cast<int64_t>(text.size() - body);
+  int64_t need = 0;
+  if (!checked_mul(points, data == "binary" ? point_bytes : 2 * values, need) || need > available)
+    fail(path, "truncated: the header declares " + std::to_string(points) + " points, more than the " +
+                   std::to_string(available) + " bytes after it can hold");
+  mesh.vertices.reserve(static_cast<size_t>(points));
+  std::array<double, 6> v{};
+  if (data == "binary") {
+    for (int64_t i = 0; i < points; ++i) {
+      const char* p = text.data() + body + i * point_bytes;
+      for (int k = 0; k < (normals ? 6 : 3); ++k) {
+        const auto& f = fields[static_cast<size_t>(wanted[k])];
+        const char* q = p + f.offset;
+        double& out = v[static_cast<size_t>(k)];
+        if (f.type == 'F') out = f.size == 8 ? load<double>(q, false) : f.size == 4 ? load<float>(q, false) : NAN;
+        else if (f.type == 'I')
+          out = f.size == 1 ? load<int8_t>(q, false) : f.size == 2 ? load<int16_t>(q, false)
+                : f.size == 4 ? load<int32_t>(q, false) : load<int64_t>(q, false);
+        else
+          out = f.size == 1 ? load<uint8_t>(q, false) : f.size == 2 ? load<uint16_t>(q, false)
+                : f.size == 4 ? load<uint32_t>(q, false) : load<uint64_t>(q, false);
+        if (f.type == 'F' && f.size != 4 && f.size != 8) fail(path, "field '" + f.name + "' is F of SIZE " + std::to_string(f.size));
+      }
+      add(v, i, false);
+    }
+  } else {
+    Lines rows(std::string_view(text).substr(body), lines.line() + 1);
+    for (int64_t i = 0; i < points; ++i) {
+      if (!rows.next_nonblank(line, false))
+        fail(path, "truncated: " + std::to_string(points) + " points declared, the file ends after " + std::to_string(i));
+      split(line, tok);
+      if (static_cast<int64_t>(tok.size()) != values)
+        fail_at(path, rows.line(), std::to_string(tok.size()) + " values, the fields take " + std::to_string(values));
+      for (int k = 0; k < (normals ? 6 : 3); ++k) {
+        const auto t = tok[static_cast<size_t>(fields[static_cast<size_t>(wanted[k])].offset)];
+        double& out = v[static_cast<size_t>(k)];
+        if (lower(std::string(t)) == "nan") out = NAN;
+        else if (!parse_double(t, out)) fail_at(path, rows.line(), "non-numeric value " + show(t));
+      }
+      add(v, rows.line(), true);
+    }
+  }
+  if (mesh.vertices.empty())
+    fail(path, dropped > 0 ? "no points: all " + std::to_string(dropped) + " are NaN" : "no points (empty cloud)");
+  return mesh;
+}
+
 }  // namespace
 
 Mesh read_off(const std::string& path) {
@@ -610,12 +900,44 @@ Mesh read_point_text(const std::string& path, int64_t max_points) {
   return guard_memory(path, "a point file", [&] { return parse_point_text(path, read_text_file(path), max_points); });
 }
 
+Mesh read_obj(const std::string& path) {
+  regular_file_size(path);
+  return guard_memory(path, "an OBJ mesh", [&] { return parse_obj(path, read_text_file(path)); });
+}
+
+Mesh read_stl(const std::string& path) {
+  regular_file_size(path);
+  return guard_memory(path, "an STL mesh", [&] { return parse_stl(path, read_text_file(path)); });
+}
+
+Mesh read_pcd(const std::string& path) {
+  regular_file_size(path);
+  return guard_memory(path, "a PCD cloud", [&] { return parse_pcd(path, read_text_file(path)); });
+}
+
+bool is_shape_file_extension(const std::string& ext) {
+  const auto e = lower(ext);
+  for (const char* known : kShapeFileExtensions)
+    if (e == known) return true;
+  return false;
+}
+
 Mesh read_shape_file(const std::string& path) {
   const auto ext = lower(std::filesystem::path(path).extension().string());
   if (ext == ".off") return read_off(path);
   if (ext == ".ply") return read_ply(path);
-  if (ext == ".txt" || ext == ".xyz") return read_point_text(path);
-  throw UsageError(path + ": unknown shape file type '" + ext + "': expected .off, .ply, .txt or .xyz");
+  if (ext == ".obj") return read_obj(path);
+  if (ext == ".stl") return read_stl(path);
+  if (ext == ".pcd") return read_pcd(path);
+  if (ext == ".txt" || ext == ".xyz" || ext == ".csv") return read_point_text(path);
+  throw UsageError(path + ": unknown shape file type '" + ext + "': expected " + shape_file_extensions_text());
+}
+
+std::string shape_file_extensions_text() {
+  std::string out;
+  const size_t n = sizeof(kShapeFileExtensions) / sizeof(kShapeFileExtensions[0]);
+  for (size_t i = 0; i < n; ++i) out += (i == 0 ? "" : i + 1 == n ? " or " : ", ") + std::string(kShapeFileExtensions[i]);
+  return out;
 }
 
 }  // namespace qkv::pointcloud

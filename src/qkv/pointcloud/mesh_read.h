@@ -1,6 +1,10 @@
 #pragma once
-// Readers for the shape files point-cloud data sets ship in: OFF (ModelNet40),
-// PLY (ascii and binary little endian) and plain point text (.txt / .xyz).
+// Readers for the shape files point-cloud data sets and 3-D tools write: OFF
+// (ModelNet40), PLY (ascii, binary of either byte order), Wavefront OBJ, STL
+// (ascii and binary), PCL's PCD (ascii and binary) and plain point text
+// (.txt / .xyz / .csv). Small readers of qkv's own rather than a library of
+// 40 formats (assimp): each is a few dozen lines that check every size
+// against the file before allocating, and each has a fuzz target.
 // Every malformation throws qkv::DataError with one line that names the file
 // and what is wrong; nothing is ever silently repaired.
 #include <cstdint>
@@ -15,11 +19,11 @@ namespace qkv::pointcloud {
 // '#' starts a comment. Polygons are fanned into triangles (i1, ij, ij+1).
 Mesh read_off(const std::string& path);
 
-// PLY, format ascii or binary_little_endian. Vertex x, y, z of any scalar type,
+// PLY, format ascii, binary_little_endian or binary_big_endian. Vertex x, y, z of any scalar type,
 // nx, ny, nz if all three are there, red, green, blue if all three are there;
 // faces from the list property vertex_indices (or vertex_index) with any count
 // and index types, fanned into triangles. Other properties and elements are
-// skipped. binary_big_endian is refused with a message saying so.
+// skipped.
 Mesh read_ply(const std::string& path);
 
 // One point per line: "x y z" or "x y z nx ny nz", separated by commas and/or
@@ -29,7 +33,24 @@ Mesh read_ply(const std::string& path);
 // 2048); lines past it are not checked.
 Mesh read_point_text(const std::string& path, int64_t max_points = 0);
 
-// By extension, case-insensitive: .off, .ply, .txt, .xyz; anything else is a
+// Wavefront OBJ: v and f lines (corners "i", "i/t", "i//n", "i/t/n"; negative
+// indices count back from the last vertex; polygons fanned); the rest skipped.
+Mesh read_obj(const std::string& path);
+
+// STL, binary (recognised by its exact size) or ASCII; each triangle keeps its
+// own three vertices.
+Mesh read_stl(const std::string& path);
+
+// PCD point clouds, DATA ascii or binary: x y z and normal_x normal_y normal_z
+// when present; NaN points (an organized cloud's holes) are dropped.
+Mesh read_pcd(const std::string& path);
+
+// The extensions read_shape_file reads, lower case with the dot.
+inline constexpr const char* kShapeFileExtensions[] = {".off", ".ply", ".obj", ".stl", ".pcd", ".txt", ".xyz", ".csv"};
+bool is_shape_file_extension(const std::string& ext);  // case-insensitive
+std::string shape_file_extensions_text();               // ".off, .ply, ... or .csv"
+
+// By extension, case-insensitive (kShapeFileExtensions); anything else is a
 // UsageError naming the file and the extensions understood.
 Mesh read_shape_file(const std::string& path);
 

@@ -107,12 +107,31 @@ void copy_rows(const at::Tensor& src, float* dst) {
 
 // ---------------------------------------------------------------------------- OFF meshes
 
+// A file of a ModelNet-style tree that is read as a shape: any format
+// read_shape_file reads except plain .txt, which in a folder of meshes is
+// far more often a note than a point list (a .xyz or .csv is read).
+bool is_tree_shape_file(const fs::path& f) {
+  const auto ext = lower(f.extension().string());
+  return ext != ".txt" && is_shape_file_extension(ext);
+}
+
+const std::string& tree_shape_extensions() {
+  static const std::string text = [] {
+    std::string out;
+    for (const char* e : kShapeFileExtensions)
+      if (std::string(e) != ".txt") out += (out.empty() ? "" : " ") + std::string(e);
+    return out;
+  }();
+  return text;
+}
+
 ModelNetData load_off_tree(const fs::path& dir, const ModelNetLoadOptions& o) {
   std::vector<std::string> class_names;
   std::vector<fs::path> class_dirs = sorted_entries(dir, true);
   for (const auto& d : class_dirs) class_names.push_back(d.filename().string());
   ModelNetData data;
   data.layout = kOffLayout;
+  std::map<std::string, int64_t> skipped;  // extension -> files that are not shapes
   for (int split = 0; split < 2; ++split) {
     std::vector<Item> items;
     for (size_t c = 0; c < class_dirs.size(); ++c) {
@@ -120,23 +139,38 @@ ModelNetData load_off_tree(const fs::path& dir, const ModelNetLoadOptions& o) {
       if (!is_dir(split_dir)) throw DataError(split_dir.string() + ": missing folder (class '" + class_names[c] + "')");
       int64_t taken = 0;
       for (const auto& f : sorted_entries(split_dir, false)) {
-        if (lower(f.extension().string()) != ".off") continue;
+        if (!is_tree_shape_file(f)) {
+          const auto ext = lower(f.extension().string());
+          ++skipped[ext.empty() ? "no extension" : ext];
+          continue;
+        }
         if (o.max_per_class > 0 && taken == o.max_per_class) break;
         ++taken;
         const auto relative = class_names[c] + "/" + kSplits[split] + "/" + f.filename().string();
         items.push_back({f.string(), static_cast<int64_t>(c), seed_mix(o.seed, fnv1a(relative))});
       }
-      if (taken == 0) throw DataError(split_dir.string() + ": no .off files (class '" + class_names[c] + "' is empty)");
+      if (taken == 0)
+        throw DataError(split_dir.string() + ": no shape files (" + tree_shape_extensions() + "; class '" +
+                        class_names[c] + "' is empty)");
     }
     ModelNetLoadOptions meshes = o;
     if (meshes.points_per_shape == 0) meshes.points_per_shape = kDefaultSurfaceSamples;
     auto set = load_items(items, class_names, meshes, [&](const Item& item, float* points, float* normals) {
-      const auto sampled = sample_surface(read_off(item.path), meshes.points_per_shape, item.seed, item.path);
+      const auto sampled = sample_surface(read_shape_file(item.path), meshes.points_per_shape, item.seed, item.path);
       copy_rows(sampled.points, points);
       if (normals) copy_rows(sampled.normals, normals);
     });
     (split == 0 ? data.train : data.test) = std::move(set);
   }
+  int64_t total = 0;
+  std::string kinds;
+  for (const auto& [ext, n] : skipped) {
+    total += n;
+    kinds += (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + ext;
+  }
+  if (total > 0)
+    data.skipped = "skipped " + std::to_string(total) + " file" + (total == 1 ? "" : "s") + " that qkv does not read as shapes (" +
+                   kinds + ")";
   return data;
 }
 
@@ -322,8 +356,8 @@ ModelNetData load_modelnet40(const std::string& dir_name, const ModelNetLoadOpti
   if (!found)
     throw DataError(dir_name +
                     ": not a ModelNet40 folder: looked for train_files.txt (modelnet40_ply_hdf5_2048), "
-                    "modelnet40_train.txt (modelnet40_normal_resampled) and <class>/train/*.off (ModelNet40), "
-                    "here and in subfolders of those names");
+                    "modelnet40_train.txt (modelnet40_normal_resampled) and <class>/train/ with shape files (" +
+                    tree_shape_extensions() + "; ModelNet40), here and in subfolders of those names");
   if (found->layout == kH5Layout) return load_h5(dir, o);
   if (found->layout == kResampledLayout) return load_resampled(dir, found->prefix, o);
   return load_off_tree(dir, o);

@@ -27,6 +27,10 @@ struct ModelNetData {
   // Which layout was found, by its distribution's folder name: "ModelNet40"
   // (OFF meshes), "modelnet40_normal_resampled" or "modelnet40_ply_hdf5_2048".
   std::string layout;
+  // The OFF-tree layout: files in the split folders that are not shape files,
+  // counted by extension ("skipped 3 files that qkv does not read as shapes
+  // (2 .mtl, 1 .png)"); empty when there were none.
+  std::string skipped;
 };
 
 struct ModelNetLoadOptions {
@@ -40,7 +44,9 @@ struct ModelNetLoadOptions {
 };
 
 // Loads `dir`, or the one of its subfolders named like a layout below:
-//  - "ModelNet40": <class>/{train,test}/*.off; classes are the sorted
+//  - "ModelNet40": <class>/{train,test}/<shape files> of any format
+//    read_shape_file reads but .txt (mixed formats allowed; other files are
+//    counted in `skipped`); classes are the sorted
 //    subfolder names; each mesh is sampled area-weighted to points_per_shape
 //    points, seeded by (seed, the file's path below dir) so that a shape's
 //    points do not depend on which other shapes are loaded. Files load in

@@ -297,6 +297,8 @@ PartText read_part_text(const std::string& path, const PartCategory* cat) {
 }
 
 bool looks_like_part_text(const std::string& path) {
+  // Only .txt: an OBJ line "v x y z r g b" has seven columns too.
+  if (lower(fs::path(path).extension().string()) != ".txt") return false;
   if (!is_file(path)) return false;  // a FIFO would block the open
   std::ifstream in(path);
   std::string line;

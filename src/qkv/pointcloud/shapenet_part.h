@@ -38,7 +38,7 @@ struct PartText {
 // value that is not a number or not finite, a part id that is not an integer,
 // or (with `category`) a part outside the category's range; also for no points.
 PartText read_part_text(const std::string& path, const PartCategory* category = nullptr);
-// Whether the first non-blank line of a text file has 7 columns (a shape
+// Whether a .txt file's first non-blank line has 7 columns (a shape
 // file of the text layout rather than x y z [nx ny nz]).
 bool looks_like_part_text(const std::string& path);
 

@@ -94,6 +94,7 @@ pc::ModelNetData ClassificationData::load_data(const std::string& synth_dir_now,
   std::fprintf(stderr, "%s (%s): %lld train / %lld test shapes, %zu classes\n", dir.c_str(), data.layout.c_str(),
                static_cast<long long>(data.train.size()), static_cast<long long>(data.test.size()),
                data.train.class_names.size());
+  if (!data.skipped.empty()) std::fprintf(stderr, "%s: %s\n", dir.c_str(), data.skipped.c_str());
   return data;
 }
 

@@ -1,0 +1,10 @@
+// Wavefront OBJ meshes.
+#include "fuzz/fuzz_input.h"
+#include "qkv/pointcloud/mesh_read.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const std::string path = qkv::fuzz::scratch_path("input", ".obj");
+  qkv::fuzz::write_input(path, data, size);
+  qkv::fuzz::expect_documented([&] { qkv::pointcloud::read_obj(path); });
+  return 0;
+}

@@ -1,0 +1,260 @@
+// The formats of other tools: Wavefront OBJ, STL (ASCII and binary), PCL's
+// PCD (ASCII and binary), big-endian PLY; written here as those tools write
+// them, read back, and their malformed variants refused naming the file.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "qkv/core/atomic_file.h"
+#include "qkv/core/errors.h"
+#include "qkv/pointcloud/mesh_read.h"
+#include "qkv/pointcloud/modelnet.h"
+#include "support/bounded_child.h"
+#include "support/test_files.h"
+
+namespace qkv::testing {
+namespace {
+
+using namespace qkv::pointcloud;
+
+std::string write_format_file(const std::string& name, const std::string& contents) {
+  const auto path = temp_path("formats_" + name);
+  write_file_atomic(path, contents);
+  return path;
+}
+
+// Little-endian bytes of a value, or big-endian ones.
+template <typename T>
+void put_bytes(std::string& out, T value, bool big_endian = false) {
+  char b[sizeof(T)];
+  std::memcpy(b, &value, sizeof(T));
+  if (big_endian) std::reverse(b, b + sizeof(T));
+  out.append(b, sizeof(T));
+}
+
+void expect_format_error(const std::string& path, const std::string& what, const std::function<void()>& f) {
+  const auto message = data_error_of(f);
+  EXPECT_NE(message.find(path), std::string::npos) << message;
+  EXPECT_NE(message.find(what), std::string::npos) << "expected '" << what << "' in: " << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+}
+
+// A unit cube's 8 corners and its 6 faces as quads, Blender's way.
+const char* const kCubeObj =
+    "# Blender v2.93 OBJ File\nmtllib cube.mtl\no Cube\n"
+    "v 1 1 -1\nv 1 -1 -1\nv 1 1 1\nv 1 -1 1\nv -1 1 -1\nv -1 -1 -1\nv -1 1 1\nv -1 -1 1\n"
+    "vt 0.625 0.5\nvn 0 1 0\nvn 0 0 1\nusemtl Material\ns off\n"
+    "f 1/1/1 5/1/1 7/1/1 3/1/1\nf 4//2 3//2 7//2 8//2\nf 8 7 5 6\nf 6 2 4 8\nf 2 1 3 4\nf 6 5 1 2\n";
+
+TEST(ReadObj, QuadsTexturesNormalsAndGroupsAsBlenderWritesThem) {
+  const auto mesh = read_shape_file(write_format_file("cube.obj", kCubeObj));
+  EXPECT_EQ(mesh.vertices.size(), 8u);
+  ASSERT_EQ(mesh.faces.size(), 12u);  // 6 quads fanned
+  EXPECT_EQ(mesh.faces[0], (std::array<int64_t, 3>{0, 4, 6}));
+  EXPECT_EQ(mesh.faces[1], (std::array<int64_t, 3>{0, 6, 2}));
+  EXPECT_TRUE(mesh.normals.empty());  // OBJ normals belong to corners, not vertices
+}
+
+TEST(ReadObj, NegativeIndicesCountBackFromTheLastVertex) {
+  const auto mesh = read_obj(write_format_file("rel.obj", "v 0 0 0\nv 1 0 0\nv 0 1 0\nf -3 -2 -1\n"
+                                                           "v 0 0 1\nf -4/1 -3/2 -1/3\n"));
+  ASSERT_EQ(mesh.faces.size(), 2u);
+  EXPECT_EQ(mesh.faces[0], (std::array<int64_t, 3>{0, 1, 2}));
+  EXPECT_EQ(mesh.faces[1], (std::array<int64_t, 3>{0, 1, 3}));
+  const auto cloud = read_obj(write_format_file("cloud.obj", "v 0 0 0 1 0 0\nv 1 2 3 0 1 0\n"));
+  EXPECT_TRUE(cloud.is_point_cloud());
+  EXPECT_EQ(cloud.vertices[1], (Vec3{1, 2, 3}));
+}
+
+TEST(ReadObj, MalformedFilesNameFileAndLine) {
+  const struct {
+    const char* name;
+    const char* text;
+    const char* what;
+  } cases[] = {
+      {"index.obj", "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 x\n", "line 4: bad vertex index 'x'"},
+      {"zero.obj", "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 0 1 2\n", "bad vertex index '0'"},
+      {"before.obj", "v 0 0 0\nv 1 0 0\nf -1 -2 -3\n", "reaches before the first vertex"},
+      {"forward.obj", "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 9\n", "out of range"},
+      {"two.obj", "v 0 0 0\nv 1 0 0\nf 1 2\n", "need at least 3"},
+      {"short.obj", "v 0 0\n", "expected x y z"},
+      {"nan.obj", "v 0 nan 0\n", "not finite"},
+      {"binary.obj", "v 0 0 0\n\x01\x02\x03\n", "not an OBJ statement"},
+      {"empty.obj", "# nothing\no thing\n", "no vertices"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto path = write_format_file(c.name, c.text);
+    expect_format_error(path, c.what, [&] { read_obj(path); });
+  }
+}
+
+std::string binary_stl(int32_t triangles, const std::string& header = "binary STL written by a test") {
+  std::string out = header;
+  out.resize(80, ' ');
+  put_bytes<uint32_t>(out, static_cast<uint32_t>(triangles));
+  for (int32_t t = 0; t < triangles; ++t) {
+    for (float v : {0.f, 0.f, 1.f}) put_bytes(out, v);  // facet normal
+    for (float v : {0.f, 0.f, float(t), 1.f, 0.f, float(t), 0.f, 1.f, float(t)}) put_bytes(out, v);
+    put_bytes<uint16_t>(out, 0);
+  }
+  return out;
+}
+
+TEST(ReadStl, BinaryAsciiAndBinaryWhoseHeaderSaysSolid) {
+  const auto binary = read_shape_file(write_format_file("two.stl", binary_stl(2)));
+  ASSERT_EQ(binary.faces.size(), 2u);
+  EXPECT_EQ(binary.vertices.size(), 6u);
+  EXPECT_EQ(binary.vertices[4], (Vec3{1, 0, 1}));
+  // Exporters that start a binary header with "solid" are read by size.
+  EXPECT_EQ(read_stl(write_format_file("solid.stl", binary_stl(3, "solid exported by a CAD tool"))).faces.size(), 3u);
+  const auto ascii = read_stl(write_format_file(
+      "ascii.stl", "solid part\n  facet normal 0 0 1\n    outer loop\n      vertex 0 0 0\n      vertex 1 0 0\n"
+                   "      vertex 0 1 0\n    endloop\n  endfacet\nendsolid part\n"));
+  ASSERT_EQ(ascii.faces.size(), 1u);
+  EXPECT_EQ(ascii.vertices[1], (Vec3{1, 0, 0}));
+}
+
+TEST(ReadStl, MalformedFilesAreRefused) {
+  auto nan = binary_stl(1);
+  const float not_a_number = std::nanf("");
+  std::memcpy(&nan[84 + 12 + 4], &not_a_number, 4);
+  auto cut = binary_stl(4);
+  cut.resize(cut.size() - 10);
+  const struct {
+    const char* name;
+    std::string bytes;
+    const char* what;
+  } cases[] = {
+      {"nan.stl", nan, "not finite"},
+      {"cut.stl", cut, "neither ASCII STL"},
+      {"none.stl", binary_stl(0), "no triangles"},
+      {"loop.stl", "solid x\nfacet normal 0 0 1\nouter loop\nvertex 0 0 0\nvertex 1 0 0\n", "no 'endloop'"},
+      {"two.stl", "solid x\nouter loop\nvertex 0 0 0\nvertex 1 0 0\nendloop\nendsolid\n", "need 3"},
+      {"word.stl", "solid x\nfacet normal 0 0 1\nouter loop\nvertex 0 0 zero\n", "non-numeric"},
+      {"empty.stl", "solid x\nendsolid x\n", "no facets"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto path = write_format_file(c.name, c.bytes);
+    expect_format_error(path, c.what, [&] { read_stl(path); });
+  }
+}
+
+const char* const kPcdHeader =
+    "# .PCD v0.7 - Point Cloud Data file format\nVERSION 0.7\n"
+    "FIELDS x y z normal_x normal_y normal_z curvature\nSIZE 4 4 4 4 4 4 4\nTYPE F F F F F F F\n"
+    "COUNT 1 1 1 1 1 1 1\nWIDTH 3\nHEIGHT 1\nVIEWPOINT 0 0 0 1 0 0 0\nPOINTS 3\n";
+
+TEST(ReadPcd, AsciiWithNormalsDropsTheNaNPointsOfAnOrganizedCloud) {
+  const auto cloud = read_shape_file(write_format_file(
+      "normals.pcd", std::string(kPcdHeader) + "DATA ascii\n1 2 3 0 0 1 0.5\nnan nan nan nan nan nan nan\n"
+                                               "4 5 6 0 1 0 0.1\n"));
+  ASSERT_EQ(cloud.vertices.size(), 2u);
+  EXPECT_EQ(cloud.vertices[1], (Vec3{4, 5, 6}));
+  ASSERT_EQ(cloud.normals.size(), 2u);
+  EXPECT_EQ(cloud.normals[1], (Vec3{0, 1, 0}));
+}
+
+TEST(ReadPcd, BinaryWithAPackedColourAndIntegerFields) {
+  std::string pcd = "VERSION .7\nFIELDS x y z rgb label\nSIZE 4 4 8 4 2\nTYPE F F F U I\nCOUNT 1 1 1 1 1\n"
+                    "WIDTH 2\nHEIGHT 1\nPOINTS 2\nDATA binary\n";
+  for (int i = 0; i < 2; ++i) {
+    put_bytes<float>(pcd, 1.5f + i);
+    put_bytes<float>(pcd, -2.f);
+    put_bytes<double>(pcd, 0.25 * i);
+    put_bytes<uint32_t>(pcd, 0xff0000);
+    put_bytes<int16_t>(pcd, -7);
+  }
+  const auto cloud = read_pcd(write_format_file("binary.pcd", pcd));
+  ASSERT_EQ(cloud.vertices.size(), 2u);
+  EXPECT_EQ(cloud.vertices[1], (Vec3{2.5f, -2.f, 0.25f}));
+  EXPECT_TRUE(cloud.normals.empty());
+}
+
+TEST(ReadPcd, MalformedFilesAreRefusedInBoundedMemory) {
+  const std::string xyz = "FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nCOUNT 1 1 1\nWIDTH 1\nHEIGHT 1\n";
+  const struct {
+    const char* name;
+    std::string bytes;
+    const char* what;
+  } cases[] = {
+      {"lzf.pcd", xyz + "POINTS 1\nDATA binary_compressed\n", "binary_compressed"},
+      {"short.pcd", xyz + "POINTS 2\nDATA binary\n" + std::string(12, '\0'), "truncated"},
+      {"noxyz.pcd", "FIELDS a b c\nSIZE 4 4 4\nTYPE F F F\nCOUNT 1 1 1\nPOINTS 1\nDATA ascii\n1 2 3\n", "no x, y and z"},
+      {"sizes.pcd", "FIELDS x y z\nSIZE 4 4\n", "lists 2 values for 3 fields"},
+      {"columns.pcd", xyz + "POINTS 1\nDATA ascii\n1 2          \n", "2 values, the fields take 3"},
+      {"inf.pcd", xyz + "POINTS 1\nDATA ascii\n1 inf 2\n", "not finite"},
+      {"allnan.pcd", xyz + "POINTS 1\nDATA ascii\nnan nan nan\n", "all 1 are NaN"},
+      {"nodata.pcd", xyz + "POINTS 1\n", "no DATA line"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto path = write_format_file(c.name, c.bytes);
+    expect_format_error(path, c.what, [&] { read_pcd(path); });
+  }
+  const auto huge = write_format_file("huge.pcd", xyz + "POINTS 4611686018427387904\nDATA binary\n" + std::string(12, '\0'));
+  expect_bounded_data_error(256 * kMiB, [&] { read_pcd(huge); }, huge, "truncated");
+}
+
+TEST(ReadPly, BigEndianReadsAsItsLittleEndianTwin) {
+  auto ply = [](bool big) {
+    std::string out = std::string("ply\nformat ") + (big ? "binary_big_endian" : "binary_little_endian") +
+                      " 1.0\nelement vertex 3\nproperty float x\nproperty float y\nproperty double z\n"
+                      "element face 1\nproperty list uchar int vertex_indices\nend_header\n";
+    for (int v = 0; v < 3; ++v) {
+      put_bytes<float>(out, 0.5f * v, big);
+      put_bytes<float>(out, -1.f, big);
+      put_bytes<double>(out, 3.0 + v, big);
+    }
+    put_bytes<uint8_t>(out, 3, big);
+    for (int32_t i : {2, 1, 0}) put_bytes<int32_t>(out, i, big);
+    return out;
+  };
+  const auto big = read_ply(write_format_file("big.ply", ply(true)));
+  const auto little = read_ply(write_format_file("little.ply", ply(false)));
+  EXPECT_EQ(big.vertices, little.vertices);
+  EXPECT_EQ(big.faces, little.faces);
+  EXPECT_EQ(big.vertices[2], (Vec3{1.f, -1.f, 5.f}));
+}
+
+TEST(ReadShapeFile, DispatchesByExtensionAndNamesTheOnesItReads) {
+  EXPECT_EQ(read_shape_file(write_format_file("points.CSV", "0,0,0\n1,2,3\n")).vertices.size(), 2u);
+  try {
+    read_shape_file(temp_path("mesh.glb"));
+    ADD_FAILURE() << "a .glb file was read";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(".obj, .stl, .pcd"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ModelNetTree, MixedFormatsLoadAndOtherFilesAreCounted) {
+  const auto root = fresh_dir("formats_tree");
+  const std::string tetra_off = "OFF\n4 4 0\n0 0 0\n1 0 0\n0 1 0\n0 0 1\n3 0 1 2\n3 0 1 3\n3 0 2 3\n3 1 2 3\n";
+  const std::string tetra_obj = "v 0 0 0\nv 2 0 0\nv 0 2 0\nv 0 0 2\nf 1 2 3\nf 1 2 4\nf 1 3 4\nf 2 3 4\n";
+  for (const char* cls : {"a", "b"})
+    for (const char* split : {"train", "test"}) {
+      const std::string dir = root + "/" + cls + "/" + split;
+      std::filesystem::create_directories(dir);
+      write_file_atomic(dir + "/one.off", tetra_off);
+      write_file_atomic(dir + "/two.obj", tetra_obj);
+      write_file_atomic(dir + "/three.stl", binary_stl(2));
+      write_file_atomic(dir + "/notes.md", "not a shape");
+    }
+  ModelNetLoadOptions o;
+  o.points_per_shape = 64;
+  const auto data = load_modelnet40(root, o);
+  EXPECT_EQ(data.train.size(), 6);
+  EXPECT_EQ(data.test.size(), 6);
+  EXPECT_EQ(data.skipped, "skipped 4 files that qkv does not read as shapes (4 .md)");
+  EXPECT_TRUE(torch::isfinite(data.train.points).all().item<bool>());
+}
+
+}  // namespace
+}  // namespace qkv::testing
