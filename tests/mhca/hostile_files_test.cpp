@@ -153,6 +153,32 @@ TEST(HostileCohort, AVolumeOffTheCheckpointsGridIsRefusedFromItsHeader) {
       "differs from");
 }
 
+TEST(HostileCohort, AVolumeFlippedOrShiftedOnTheSameGridIsRefusedNamingBoth) {
+  const auto dir = scratch("affine");
+  data::Volume v;
+  v.dims = {4, 4, 4};
+  v.voxels.assign(64, 1.0f);
+  v.geometry = data::mni_2mm_geometry();
+  auto flipped = v;
+  flipped.geometry.sform[0] = -flipped.geometry.sform[0];  // x mirrored: a left-right flip
+  flipped.geometry.sform[3] = -flipped.geometry.sform[3];
+  data::write_nifti(dir + "/b.nii.gz", flipped);
+  auto c = small_cohort(dir, "b.nii.gz");
+  data::write_nifti(dir + "/a.nii.gz", v);  // the first volume, in MNI orientation
+  const auto message = data_error_of([&] { mhca::load_cohort(c.manifest, c.methylation, true, 1, true); });
+  EXPECT_NE(message.find("b.nii.gz: its voxel axes"), std::string::npos) << message;
+  EXPECT_NE(message.find("a.nii.gz"), std::string::npos) << message;
+  auto shifted = v;
+  shifted.geometry.sform[7] += 4.0;  // 4 mm along y
+  data::write_nifti(dir + "/b.nii.gz", shifted);
+  EXPECT_NE(data_error_of([&] { mhca::load_cohort(c.manifest, c.methylation, true, 1, true); }).find("its origin"),
+            std::string::npos);
+  auto rounded = v;
+  rounded.geometry.sform[3] += 1e-5;  // a header written by another tool
+  data::write_nifti(dir + "/b.nii.gz", rounded);
+  EXPECT_EQ(mhca::load_cohort(c.manifest, c.methylation, true, 1, true).size(), 2);
+}
+
 TEST(HostileCohort, AMethylationHeaderLineOverTheLimitIsRefused) {
   // The 53 MB single header line: refused at that line, holding at most a few times the file.
   const auto path = scratch("long_header") + "/meth.csv";

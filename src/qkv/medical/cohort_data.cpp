@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -69,6 +70,32 @@ std::vector<int64_t> check_grids(const std::vector<std::string>& paths, const st
     }
   }
   return grid;
+}
+
+// Where two volumes of one grid disagree on where their voxels lie (the
+// voxel -> world affines, sform else qform else spacing), or "" when they
+// agree within 1e-3 mm per entry, scaled by the entry's size (our
+// tolerance: headers written by different tools round differently). A
+// flipped or permuted volume on the same grid would otherwise reach the
+// model as a mirrored or rotated brain.
+std::string affine_difference(const data::NiftiGeometry& a, const data::NiftiGeometry& b) {
+  const auto ma = a.affine(), mb = b.affine();
+  bool axes_differ = false, origin_differs = false;
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 4; ++c) {
+      const double x = ma[static_cast<size_t>(4 * r + c)], y = mb[static_cast<size_t>(4 * r + c)];
+      if (std::abs(x - y) > 1e-3 * std::max(1.0, std::max(std::abs(x), std::abs(y)))) (c < 3 ? axes_differ : origin_differs) = true;
+    }
+  if (!axes_differ && !origin_differs) return "";
+  auto row = [](const std::array<double, 16>& m, int r) {
+    char text[96];
+    std::snprintf(text, sizeof text, "(%g %g %g %g)", m[static_cast<size_t>(4 * r)], m[static_cast<size_t>(4 * r + 1)],
+                  m[static_cast<size_t>(4 * r + 2)], m[static_cast<size_t>(4 * r + 3)]);
+    return std::string(text);
+  };
+  return std::string(axes_differ ? "its voxel axes (orientation or spacing)" : "its origin") +
+         " differ from the first volume's: affine " + row(ma, 0) + " " + row(ma, 1) + " " + row(ma, 2) + " against " +
+         row(mb, 0) + " " + row(mb, 1) + " " + row(mb, 2);
 }
 
 }  // namespace
@@ -189,6 +216,9 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
                         "x" + std::to_string(v.dims[2]) + " differs from " + c.spect_paths[0] + "'s " +
                         std::to_string(dims[0]) + "x" + std::to_string(dims[1]) + "x" + std::to_string(dims[2]) +
                         " (every volume must be on one grid)");
+      if (const auto why = affine_difference(v.geometry, first.geometry); !why.empty())
+        throw DataError(c.spect_paths[i] + ": " + why + " (" + c.spect_paths[0] +
+                        "; every volume must lie the same way in space: resample it onto the first one's grid)");
       c.volumes[i].copy_(volume_to_tensor(v));
     });
   } catch (const std::exception& e) {
