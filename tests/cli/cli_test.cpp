@@ -48,6 +48,19 @@ TEST(Cli, TyposGetASuggestion) {
   EXPECT_EQ(far.output.find("did you mean"), std::string::npos) << far.output;
 }
 
+// What a newcomer types first: the launch command without --, a grid with
+// x's, a shape file where a data folder goes.
+TEST(Cli, CommonMistakesSayWhatToTypeInstead) {
+  expect_clean_failure(run("launch -n 2 vnt train --epochs 1"), 2,
+                       "the command to run goes after --, e.g. qkv launch -n 2 -- vnt train");
+  expect_clean_failure(run("mhca synth --shape 24x28x24 --out " + fresh_dir("xshape")), 2,
+                       "--shape: expected 3 values separated by commas, got '24x28x24'");
+  const auto shape = qkv::testing::temp_path("mug.off");
+  std::ofstream(shape) << "OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n";
+  expect_clean_failure(run("vnt train --data " + shape + " --out " + fresh_dir("file_as_data_run")), 1,
+                       "mug.off: a file, not a data folder");
+}
+
 TEST(Cli, UsageErrorsExit2WithOneLine) {
   expect_clean_failure(run(""), 2, "missing command");
   expect_clean_failure(run("spirals frob"), 2, "qkv spirals: unknown command 'frob' (known: train, eval)");

@@ -88,6 +88,23 @@ std::string option_suggestions(const CLI::App& command, int argc, char** argv) {
   return out.empty() ? "" : "; " + out + "?";
 }
 
+// CLI11's "--shape: At least 3 required but received 1" for an option of
+// several comma-separated values says what to type instead.
+std::string list_option_message(const CLI::App& command, const std::string& message, int argc, char** argv) {
+  if (message.rfind("--", 0) != 0 || message.find("required but received") == std::string::npos) return message;
+  const std::string name = message.substr(0, message.find(':'));
+  const auto* option = command.get_option_no_throw(name);
+  if (!option || option->get_items_expected_min() < 2) return message;
+  std::string given;
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == name && i + 1 < argc) given = argv[i + 1];
+    if (word.rfind(name + "=", 0) == 0) given = word.substr(name.size() + 1);
+  }
+  return name + ": expected " + std::to_string(option->get_items_expected_min()) + " values separated by commas" +
+         (given.empty() ? "" : ", got '" + given + "'");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -152,7 +169,13 @@ int main(int argc, char** argv) {
     // CLI11 names a hidden option (an old spelling) with "": its error starts
     // with ": ", and the validator has put the option's name after it.
     if (message.rfind(": ", 0) == 0) message.erase(0, 2);
-    if (dynamic_cast<const CLI::ExtrasError*>(&e)) message = unexpected_arguments(message, argc, argv);
+    if (dynamic_cast<const CLI::ExtrasError*>(&e)) {
+      message = unexpected_arguments(message, argc, argv);
+      // launch's own options end where the command it runs begins: at --.
+      if (path == "qkv launch")
+        message = "the command to run goes after --, e.g. qkv launch -n 2 -- vnt train --epochs 10 (" + message + ")";
+    }
+    message = list_option_message(*at, message, argc, argv);
     message += option_suggestions(*at, argc, argv);
     if (at->get_require_subcommand_min() > 0 && at->get_subcommands().empty()) {
       const auto names = subcommand_names(*at);

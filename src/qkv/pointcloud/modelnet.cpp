@@ -343,6 +343,9 @@ ModelNetData load_modelnet40(const std::string& dir_name, const ModelNetLoadOpti
                      std::to_string(o.points_per_shape) + ")");
   if (o.max_per_class < 0) throw UsageError("max per class must be >= 0 (got " + std::to_string(o.max_per_class) + ")");
   fs::path dir(dir_name);
+  if (is_file(dir))
+    throw DataError(dir_name + ": a file, not a data folder (give the folder of a data set; one shape file is read by "
+                               "the predict commands' --input)");
   if (!is_dir(dir)) throw DataError(dir_name + ": no such folder");
   auto found = detect(dir);
   if (!found) {
