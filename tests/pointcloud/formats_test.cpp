@@ -256,5 +256,51 @@ TEST(ModelNetTree, MixedFormatsLoadAndOtherFilesAreCounted) {
   EXPECT_TRUE(torch::isfinite(data.train.points).all().item<bool>());
 }
 
+// Ten tetrahedra per class in `dir/<class>/` (flat) or `dir/<split>/<class>/`.
+void write_tetra_folder(const std::string& dir, int count) {
+  std::filesystem::create_directories(dir);
+  for (int i = 0; i < count; ++i)
+    write_file_atomic(dir + "/t" + std::to_string(i) + ".obj",
+                      "v 0 0 0\nv 1 0 0\nv 0 1 0\nv 0 0 " + std::to_string(1 + i) + "\nf 1 2 3\nf 1 2 4\nf 1 3 4\nf 2 3 4\n");
+}
+
+TEST(ModelNetTree, AFlatFolderIsSplitPerClassTheSameWayForTheSameSeed) {
+  const auto root = fresh_dir("formats_flat");
+  write_tetra_folder(root + "/cone", 10);
+  write_tetra_folder(root + "/spike", 5);
+  ModelNetLoadOptions o;
+  o.points_per_shape = 32;
+  o.seed = 7;
+  const auto a = load_modelnet40(root, o);
+  EXPECT_EQ(a.layout, "flat");
+  EXPECT_EQ(a.test.size(), 2 + 1);  // 20 % of 10 and of 5, rounded
+  EXPECT_EQ(a.train.size(), 8 + 4);
+  EXPECT_EQ(a.train.class_names, (std::vector<std::string>{"cone", "spike"}));
+  const auto b = load_modelnet40(root, o);
+  EXPECT_EQ(a.test.sources, b.test.sources);
+  o.seed = 8;
+  o.test_fraction = 0.5;
+  const auto c = load_modelnet40(root, o);
+  EXPECT_EQ(c.test.size(), 5 + 3);  // half of 10, and of 5 rounded half away from zero
+  write_tetra_folder(root + "/lonely", 1);
+  expect_format_error(root + "/lonely", "needs at least 2 per class", [&] { load_modelnet40(root, o); });
+}
+
+TEST(ModelNetTree, ASplitFolderReadsTrainAndTestClasses) {
+  const auto root = fresh_dir("formats_split");
+  write_tetra_folder(root + "/train/cone", 3);
+  write_tetra_folder(root + "/train/spike", 2);
+  write_tetra_folder(root + "/test/cone", 1);
+  write_tetra_folder(root + "/test/spike", 1);
+  ModelNetLoadOptions o;
+  o.points_per_shape = 32;
+  const auto data = load_modelnet40(root, o);
+  EXPECT_EQ(data.layout, "split");
+  EXPECT_EQ(data.train.size(), 5);
+  EXPECT_EQ(data.test.size(), 2);
+  write_tetra_folder(root + "/test/blob", 1);
+  expect_format_error(root + "/test/blob", "a test class that train/ does not have", [&] { load_modelnet40(root, o); });
+}
+
 }  // namespace
 }  // namespace qkv::testing

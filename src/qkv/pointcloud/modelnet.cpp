@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <random>
 
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
@@ -26,6 +27,8 @@ namespace fs = std::filesystem;
 constexpr const char* kOffLayout = "ModelNet40";
 constexpr const char* kResampledLayout = "modelnet40_normal_resampled";
 constexpr const char* kH5Layout = "modelnet40_ply_hdf5_2048";
+constexpr const char* kSplitLayout = "split";  // {train,test}/<class>/*
+constexpr const char* kFlatLayout = "flat";    // <class>/*, split by test_fraction
 const char* const kSplits[2] = {"train", "test"};
 constexpr int64_t kDefaultSurfaceSamples = 2048;  // an OFF mesh's samples when points_per_shape is 0
 
@@ -125,37 +128,51 @@ const std::string& tree_shape_extensions() {
   return text;
 }
 
-ModelNetData load_off_tree(const fs::path& dir, const ModelNetLoadOptions& o) {
+// The shape files of one folder, sorted; the other files counted in `skipped` by extension.
+std::vector<fs::path> shape_files_in(const fs::path& folder, std::map<std::string, int64_t>& skipped) {
+  std::vector<fs::path> out;
+  for (const auto& f : sorted_entries(folder, false)) {
+    if (is_tree_shape_file(f)) {
+      out.push_back(f);
+    } else {
+      const auto ext = lower(f.extension().string());
+      ++skipped[ext.empty() ? "no extension" : ext];
+    }
+  }
+  return out;
+}
+
+// A tree of shape files by class and split, whatever its layout: the files
+// of class c in split s are files[s][c], found in folders[s][c].
+struct ClassFiles {
   std::vector<std::string> class_names;
-  std::vector<fs::path> class_dirs = sorted_entries(dir, true);
-  for (const auto& d : class_dirs) class_names.push_back(d.filename().string());
+  std::vector<std::vector<fs::path>> files[2];
+  std::vector<std::string> folders[2];
+  std::map<std::string, int64_t> skipped;
+};
+
+// Samples every file of a class tree (a shape's seed comes from its path below
+// `root`, so its points do not depend on which other shapes are loaded).
+ModelNetData load_class_files(const ClassFiles& tree, const fs::path& root, const std::string& layout,
+                              const ModelNetLoadOptions& o) {
   ModelNetData data;
-  data.layout = kOffLayout;
-  std::map<std::string, int64_t> skipped;  // extension -> files that are not shapes
+  data.layout = layout;
   for (int split = 0; split < 2; ++split) {
     std::vector<Item> items;
-    for (size_t c = 0; c < class_dirs.size(); ++c) {
-      const auto split_dir = class_dirs[c] / kSplits[split];
-      if (!is_dir(split_dir)) throw DataError(split_dir.string() + ": missing folder (class '" + class_names[c] + "')");
-      int64_t taken = 0;
-      for (const auto& f : sorted_entries(split_dir, false)) {
-        if (!is_tree_shape_file(f)) {
-          const auto ext = lower(f.extension().string());
-          ++skipped[ext.empty() ? "no extension" : ext];
-          continue;
-        }
-        if (o.max_per_class > 0 && taken == o.max_per_class) break;
-        ++taken;
-        const auto relative = class_names[c] + "/" + kSplits[split] + "/" + f.filename().string();
-        items.push_back({f.string(), static_cast<int64_t>(c), seed_mix(o.seed, fnv1a(relative))});
+    for (size_t c = 0; c < tree.class_names.size(); ++c) {
+      const auto& files = tree.files[split][c];
+      if (files.empty())
+        throw DataError(tree.folders[split][c] + ": no shape files (" + tree_shape_extensions() + "; class '" +
+                        tree.class_names[c] + "' is empty)");
+      const size_t take = o.max_per_class > 0 ? std::min(files.size(), static_cast<size_t>(o.max_per_class)) : files.size();
+      for (size_t i = 0; i < take; ++i) {
+        const auto relative = fs::relative(files[i], root).generic_string();
+        items.push_back({files[i].string(), static_cast<int64_t>(c), seed_mix(o.seed, fnv1a(relative))});
       }
-      if (taken == 0)
-        throw DataError(split_dir.string() + ": no shape files (" + tree_shape_extensions() + "; class '" +
-                        class_names[c] + "' is empty)");
     }
     ModelNetLoadOptions meshes = o;
     if (meshes.points_per_shape == 0) meshes.points_per_shape = kDefaultSurfaceSamples;
-    auto set = load_items(items, class_names, meshes, [&](const Item& item, float* points, float* normals) {
+    auto set = load_items(items, tree.class_names, meshes, [&](const Item& item, float* points, float* normals) {
       const auto sampled = sample_surface(read_shape_file(item.path), meshes.points_per_shape, item.seed, item.path);
       copy_rows(sampled.points, points);
       if (normals) copy_rows(sampled.normals, normals);
@@ -164,14 +181,72 @@ ModelNetData load_off_tree(const fs::path& dir, const ModelNetLoadOptions& o) {
   }
   int64_t total = 0;
   std::string kinds;
-  for (const auto& [ext, n] : skipped) {
+  for (const auto& [ext, n] : tree.skipped) {
     total += n;
     kinds += (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + ext;
   }
   if (total > 0)
-    data.skipped = "skipped " + std::to_string(total) + " file" + (total == 1 ? "" : "s") + " that qkv does not read as shapes (" +
-                   kinds + ")";
+    data.skipped = "skipped " + std::to_string(total) + " file" + (total == 1 ? "" : "s") +
+                   " that qkv does not read as shapes (" + kinds + ")";
   return data;
+}
+
+// ModelNet40's own tree: <class>/{train,test}/*.
+ModelNetData load_off_tree(const fs::path& dir, const ModelNetLoadOptions& o) {
+  ClassFiles tree;
+  const auto class_dirs = sorted_entries(dir, true);
+  for (const auto& d : class_dirs) tree.class_names.push_back(d.filename().string());
+  for (int split = 0; split < 2; ++split)
+    for (size_t c = 0; c < class_dirs.size(); ++c) {
+      const auto split_dir = class_dirs[c] / kSplits[split];
+      if (!is_dir(split_dir))
+        throw DataError(split_dir.string() + ": missing folder (class '" + tree.class_names[c] + "')");
+      tree.files[split].push_back(shape_files_in(split_dir, tree.skipped));
+      tree.folders[split].push_back(split_dir.string());
+    }
+  return load_class_files(tree, dir, kOffLayout, o);
+}
+
+// {train,test}/<class>/*: the classes are train's folders, and test has each.
+ModelNetData load_split_tree(const fs::path& dir, const ModelNetLoadOptions& o) {
+  ClassFiles tree;
+  for (const auto& d : sorted_entries(dir / "train", true)) tree.class_names.push_back(d.filename().string());
+  for (int split = 0; split < 2; ++split)
+    for (const auto& name : tree.class_names) {
+      const auto folder = dir / kSplits[split] / name;
+      if (!is_dir(folder)) throw DataError(folder.string() + ": missing folder (class '" + name + "' of train/)");
+      tree.files[split].push_back(shape_files_in(folder, tree.skipped));
+      tree.folders[split].push_back(folder.string());
+    }
+  for (const auto& d : sorted_entries(dir / "test", true))
+    if (std::find(tree.class_names.begin(), tree.class_names.end(), d.filename().string()) == tree.class_names.end())
+      throw DataError(d.string() + ": a test class that train/ does not have");
+  return load_class_files(tree, dir, kSplitLayout, o);
+}
+
+// <class>/*: each class's files shuffled with a seed of its own and cut into
+// test (test_fraction of them, rounded, at least one) and train.
+ModelNetData load_flat_tree(const fs::path& dir, const ModelNetLoadOptions& o) {
+  ClassFiles tree;
+  for (const auto& d : sorted_entries(dir, true)) {
+    const auto name = d.filename().string();
+    auto files = shape_files_in(d, tree.skipped);
+    if (files.size() < 2)
+      throw DataError(d.string() + ": " + std::to_string(files.size()) + " shape file" + (files.size() == 1 ? "" : "s") +
+                      "; a flat folder is split into train and test, which needs at least 2 per class");
+    std::mt19937_64 rng(seed_mix(o.seed, fnv1a(name)));
+    std::shuffle(files.begin(), files.end(), rng);
+    const auto n = static_cast<int64_t>(files.size());
+    const int64_t test = std::clamp<int64_t>(std::llround(o.test_fraction * static_cast<double>(n)), 1, n - 1);
+    tree.class_names.push_back(name);
+    tree.files[1].emplace_back(files.begin(), files.begin() + test);
+    tree.files[0].emplace_back(files.begin() + test, files.end());
+    std::sort(tree.files[0].back().begin(), tree.files[0].back().end());
+    std::sort(tree.files[1].back().begin(), tree.files[1].back().end());
+    tree.folders[0].push_back(d.string());
+    tree.folders[1].push_back(d.string());
+  }
+  return load_class_files(tree, dir, kFlatLayout, o);
 }
 
 // ---------------------------------------------------------------------------- normal_resampled
@@ -330,8 +405,14 @@ std::optional<Detected> detect(const fs::path& dir) {
     if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
       return Detected{kResampledLayout, name.substr(0, name.size() - suffix.size())};
   }
-  for (const auto& d : sorted_entries(dir, true))
+  const auto subfolders = sorted_entries(dir, true);
+  for (const auto& d : subfolders)
     if (is_dir(d / "train") || is_dir(d / "test")) return Detected{kOffLayout, ""};
+  if (is_dir(dir / "train") && is_dir(dir / "test") && !sorted_entries(dir / "train", true).empty())
+    return Detected{kSplitLayout, ""};
+  for (const auto& d : subfolders)
+    for (const auto& f : sorted_entries(d, false))
+      if (is_tree_shape_file(f)) return Detected{kFlatLayout, ""};
   return std::nullopt;
 }
 
@@ -342,6 +423,8 @@ ModelNetData load_modelnet40(const std::string& dir_name, const ModelNetLoadOpti
     throw UsageError("points per shape must be >= 0 (0 = every stored point; got " +
                      std::to_string(o.points_per_shape) + ")");
   if (o.max_per_class < 0) throw UsageError("max per class must be >= 0 (got " + std::to_string(o.max_per_class) + ")");
+  if (!(o.test_fraction > 0 && o.test_fraction < 1))
+    throw UsageError("test fraction must be in (0, 1) (got " + std::to_string(o.test_fraction) + ")");
   fs::path dir(dir_name);
   if (is_file(dir))
     throw DataError(dir_name + ": a file, not a data folder (give the folder of a data set; one shape file is read by "
@@ -360,9 +443,12 @@ ModelNetData load_modelnet40(const std::string& dir_name, const ModelNetLoadOpti
     throw DataError(dir_name +
                     ": not a ModelNet40 folder: looked for train_files.txt (modelnet40_ply_hdf5_2048), "
                     "modelnet40_train.txt (modelnet40_normal_resampled) and <class>/train/ with shape files (" +
-                    tree_shape_extensions() + "; ModelNet40), here and in subfolders of those names");
+                    tree_shape_extensions() + "; ModelNet40), train/<class>/ (split) and <class>/ with shape files (flat), "
+                    "here and in subfolders of those names");
   if (found->layout == kH5Layout) return load_h5(dir, o);
   if (found->layout == kResampledLayout) return load_resampled(dir, found->prefix, o);
+  if (found->layout == kSplitLayout) return load_split_tree(dir, o);
+  if (found->layout == kFlatLayout) return load_flat_tree(dir, o);
   return load_off_tree(dir, o);
 }
 

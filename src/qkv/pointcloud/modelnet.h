@@ -41,6 +41,10 @@ struct ModelNetLoadOptions {
   uint64_t seed = 0;          // surface sampling of OFF meshes only; the other layouts are pre-sampled
   bool with_normals = false;  // load normals too (face normals for OFF meshes); an error where there are none
   int64_t max_per_class = 0;  // keep at most this many shapes per class and split (the first ones); 0 = all
+  // The flat layout (<class>/*): the share of each class's files, drawn with
+  // the seed, that goes to the test split (rounded; at least one, and one
+  // left for training). 0.2: our choice.
+  double test_fraction = 0.2;
 };
 
 // Loads `dir`, or the one of its subfolders named like a layout below:
@@ -51,6 +55,10 @@ struct ModelNetLoadOptions {
 //    points, seeded by (seed, the file's path below dir) so that a shape's
 //    points do not depend on which other shapes are loaded. Files load in
 //    parallel (at::parallel_for).
+//  - "split": {train,test}/<class>/<shape files>; the classes are train's
+//    folders and test must have each of them.
+//  - "flat": <class>/<shape files>, split per class by test_fraction with a
+//    seeded shuffle (the same seed, the same split).
 //  - "modelnet40_normal_resampled": modelnet40_shape_names.txt (or
 //    shape_names.txt), modelnet40_{train,test}.txt listing ids such as
 //    airplane_0001 stored as <class>/<id>.txt with lines x,y,z,nx,ny,nz; the

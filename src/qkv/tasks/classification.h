@@ -76,6 +76,10 @@ void visit_fields(ClassificationData& d, V&& visit) {
             .range(0, 1 << 20),
         d.load.points_per_shape);
   visit(Field{"max_per_class", "keep at most this many shapes per class; 0 = all"}.at_least(0), d.load.max_per_class);
+  visit(Field{"test_fraction",
+              "a flat <class>/* folder: the share of each class's shapes (seeded shuffle) that is the test set"}
+            .range(0.01, 0.99),
+        d.load.test_fraction);
   visit_view_fields(d.view, visit, "how they are picked: fps (random start in training), random, first");
   visit(Field{"protocol", "train/test rotations: z/z, z/so3, so3/so3 (also none/...)"}, d.protocol);
   visit(Field{"val_fraction",

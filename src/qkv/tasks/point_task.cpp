@@ -101,6 +101,9 @@ int64_t default_up_axis(const std::string& layout) {
   // copies (HDF5 and text) and ShapeNet-part's point clouds stand on y, as
   // qkv's synthetic shapes do.
   if (layout == "ModelNet40") return 2;
+  // A folder of one's own shapes (flat or split): y, as OBJ and glTF exporters
+  // write by default (our choice; --up-axis sets it).
+  if (layout == "flat" || layout == "split") return 1;
   if (layout == "modelnet40_normal_resampled" || layout == "modelnet40_ply_hdf5_2048" || layout == "synthetic" ||
       layout == "shapenetcore_partanno_segmentation_benchmark_v0_normal" || layout == "hdf5_data")
     return 1;

@@ -46,7 +46,7 @@ void set_paper_training_defaults(train::TrainConfig& config, pointcloud::PointVi
 // The help of --up-axis, for both tasks.
 inline constexpr const char* kUpAxisHelp =
     "axis of the z rotations: 0 x, 1 y, 2 z; -1 = the data's own (ModelNet40 OFF meshes: z; resampled, HDF5, "
-    "ShapeNet-part, synthetic: y)";
+    "ShapeNet-part, synthetic, flat and split folders of your own: y)";
 
 // The view settings config.json records (the data settings of both tasks
 // list them): points, sampling, normalize, up_axis, random_scale,
@@ -74,7 +74,8 @@ void validate_view(const pointcloud::PointViewOptions& view);
 
 // The axis a data layout's shapes stand on: 2 (z) for ModelNet40's OFF meshes
 // ("ModelNet40"), 1 (y) for the resampled and HDF5 layouts, ShapeNet-part and
-// the synthetic shapes. std::invalid_argument for a layout it does not know.
+// the synthetic shapes, and a folder of one's own shapes (flat or split).
+// std::invalid_argument for a layout it does not know.
 int64_t default_up_axis(const std::string& layout);
 // Sets view.up_axis from the layout when it is -1 (the option's default) and
 // returns a line for the user saying which axis and why.
