@@ -81,8 +81,11 @@ Data settings_from(const std::string& what, const nlohmann::json& given) {
   merged.update(given);
   try {
     d = Data::from_json(merged);
-  } catch (const DataError& e) {
-    throw UsageError(what + ": " + std::string(e.what()).substr(std::string("the run's data settings: ").size()));
+  } catch (const DataError& e) {  // from_json words it for a stored run's file: say it as the caller's setting
+    std::string why = e.what();
+    const std::string stored = "the run's data settings: ";
+    if (why.rfind(stored, 0) == 0) why.erase(0, stored.size());
+    throw UsageError(what + ": " + why);
   }
   d.validate();
   return d;
