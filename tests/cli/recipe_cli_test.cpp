@@ -98,6 +98,16 @@ TEST(Recipe, GivenOptionsWinAndMismatchesAreRefused) {
   fs::remove_all(out);
 }
 
+TEST(Recipe, OnlyCommandsWithRecipesOfferTheOption) {
+  const auto lm = run_qkv("lm train --help");
+  ASSERT_EQ(lm.status, 0) << lm.output;
+  EXPECT_EQ(lm.output.find("--recipe"), std::string::npos) << lm.output;
+  const auto vnt = run_qkv("vnt train --help");
+  EXPECT_NE(vnt.output.find("(docs/reproduction.md):\n"), std::string::npos) << vnt.output;
+  EXPECT_NE(vnt.output.find("vnt-paper:"), std::string::npos) << vnt.output;
+  expect_clean_failure(run_qkv("spirals train --recipe x"), 2, "--recipe");
+}
+
 TEST(Recipe, VnnSegDecaysLearningRateAndBatchNormMomentum) {
   const std::string out = qkv::testing::fresh_dir("recipe_vnn_seg");
   const auto r = run_qkv(

@@ -23,6 +23,7 @@ void set_as_typed(CLI::Option* opt, const std::string& value) {
 }  // namespace
 
 void add_recipe_option(CLI::App* cmd, std::string& recipe, const std::string& command) {
+  if (tasks::recipes_for(command).empty()) return;  // a command without recipes offers no --recipe
   std::string help = "train with the settings of a paper or a reference code; options given here win (docs/reproduction.md):";
   for (const auto* r : tasks::recipes_for(command)) help += "\n" + r->name + ": " + r->summary;
   cmd->add_option("--recipe", recipe, help);

@@ -8,7 +8,8 @@
 
 namespace qkv::cli {
 
-// Adds --recipe to `cmd`, its help listing the recipes of `command`.
+// Adds --recipe to `cmd`, its help listing the recipes of `command`; nothing
+// when `command` has none.
 void add_recipe_option(CLI::App* cmd, std::string& recipe, const std::string& command);
 
 // Applies recipe `name` of `command` to the options of `cmd` not given on the
