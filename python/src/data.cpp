@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <cstring>
 #include <set>
+#include <type_traits>
 
 #include "bindings.h"
 #include "qkv/core/errors.h"
@@ -92,7 +93,7 @@ Data settings_from(const std::string& what, const nlohmann::json& given) {
 }
 
 template <typename Data, typename Splits>
-py::dict splits_dict(Data& d, const Splits& s, const std::string& layout) {
+py::dict splits_dict(const Data& d, const Splits& s, const std::string& layout) {
   py::dict out;
   out["train"] = DatasetHandle{s.splits.train};
   out["val"] = DatasetHandle{s.splits.val};
@@ -103,25 +104,27 @@ py::dict splits_dict(Data& d, const Splits& s, const std::string& layout) {
   return out;
 }
 
-py::dict classification_splits(const std::string& what, const std::string& settings) {
-  auto d = settings_from<tasks::ClassificationData>(what, nlohmann::json::parse(settings));
+// A task's data loaded as its train command loads them, with their splits
+// and the layout's name; `what` names the Python class in messages.
+template <typename Data>
+py::dict load_splits(const std::string& what, const std::string& settings) {
+  auto d = settings_from<Data>(what, nlohmann::json::parse(settings));
   auto [splits, layout] = interruptible([&] {
     const auto loaded = tasks::load_point_data(d, 0, /*overwrite=*/false);
     return std::make_pair(tasks::make_splits(d, loaded), d.source == "synthetic" ? "synthetic" : loaded.layout);
   });
-  d.class_names = splits.class_names;
+  if constexpr (std::is_same_v<Data, tasks::ClassificationData>) d.class_names = splits.class_names;
   auto out = splits_dict(d, splits, layout);
-  out["classes"] = splits.class_names;
+  if constexpr (std::is_same_v<Data, tasks::ClassificationData>) out["classes"] = splits.class_names;
   return out;
 }
 
+py::dict classification_splits(const std::string& what, const std::string& settings) {
+  return load_splits<tasks::ClassificationData>(what, settings);
+}
+
 py::dict part_segmentation_splits(const std::string& what, const std::string& settings) {
-  auto d = settings_from<tasks::PartSegData>(what, nlohmann::json::parse(settings));
-  auto [splits, layout] = interruptible([&] {
-    const auto loaded = tasks::load_point_data(d, 0, /*overwrite=*/false);
-    return std::make_pair(tasks::make_splits(d, loaded), d.source == "synthetic" ? "synthetic" : loaded.layout);
-  });
-  auto out = splits_dict(d, splits, layout);
+  auto out = load_splits<tasks::PartSegData>(what, settings);
   std::vector<py::dict> categories;
   for (const auto& c : pointcloud::shapenet_part_categories()) {
     py::dict one;

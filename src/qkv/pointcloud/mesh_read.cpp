@@ -885,34 +885,41 @@ Mesh parse_pcd(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-Mesh read_off(const std::string& path) {
+namespace {
+
+// Every reader's frame: a regular file (no FIFO or device), read whole, and
+// parsed with running out of memory reported as `kind` in `path`.
+template <typename Parse>
+Mesh read_whole(const std::string& path, const char* kind, Parse parse) {
   regular_file_size(path);
-  return guard_memory(path, "an OFF mesh", [&] { return parse_off(path, read_text_file(path)); });
+  return guard_memory(path, kind, [&] { return parse(read_text_file(path)); });
+}
+
+}  // namespace
+
+Mesh read_off(const std::string& path) {
+  return read_whole(path, "an OFF mesh", [&](const std::string& text) { return parse_off(path, text); });
 }
 
 Mesh read_ply(const std::string& path) {
-  regular_file_size(path);
-  return guard_memory(path, "a PLY mesh", [&] { return parse_ply(path, read_text_file(path)); });
+  return read_whole(path, "a PLY mesh", [&](const std::string& text) { return parse_ply(path, text); });
 }
 
 Mesh read_point_text(const std::string& path, int64_t max_points) {
-  regular_file_size(path);
-  return guard_memory(path, "a point file", [&] { return parse_point_text(path, read_text_file(path), max_points); });
+  return read_whole(path, "a point file",
+                    [&](const std::string& text) { return parse_point_text(path, text, max_points); });
 }
 
 Mesh read_obj(const std::string& path) {
-  regular_file_size(path);
-  return guard_memory(path, "an OBJ mesh", [&] { return parse_obj(path, read_text_file(path)); });
+  return read_whole(path, "an OBJ mesh", [&](const std::string& text) { return parse_obj(path, text); });
 }
 
 Mesh read_stl(const std::string& path) {
-  regular_file_size(path);
-  return guard_memory(path, "an STL mesh", [&] { return parse_stl(path, read_text_file(path)); });
+  return read_whole(path, "an STL mesh", [&](const std::string& text) { return parse_stl(path, text); });
 }
 
 Mesh read_pcd(const std::string& path) {
-  regular_file_size(path);
-  return guard_memory(path, "a PCD cloud", [&] { return parse_pcd(path, read_text_file(path)); });
+  return read_whole(path, "a PCD cloud", [&](const std::string& text) { return parse_pcd(path, text); });
 }
 
 bool is_shape_file_extension(const std::string& ext) {
