@@ -138,11 +138,12 @@ class Cohort(_Split):
 
     The normalisation (global min-max of the volumes) and the missing-value means are fitted on
     `fit_rows`: pass your training rows there, or the other rows leak into them (default: all rows).
-    cpgs: the CpG ids to use, in model input order (default all columns)."""
+    cpgs: the CpG ids to use, in model input order (default all columns).
+    reorient: turn every volume to RAS+ (axes permuted and flipped; no resampling), as `--reorient`."""
 
     def __init__(self, manifest, methylation, *, rows=None, fit_rows=None, cpgs=None, normalisation="global",
-                 max_missing=1.0):
-        self._select(_data.Cohort(str(manifest), str(methylation), max_missing), rows, fit_rows, cpgs,
+                 max_missing=1.0, reorient=False):
+        self._select(_data.Cohort(str(manifest), str(methylation), max_missing, reorient), rows, fit_rows, cpgs,
                      normalisation)
 
     def _select(self, cohort, rows, fit_rows, cpgs, normalisation):

@@ -200,13 +200,13 @@ void bind_data(py::module_& m) {
     return py::make_tuple(mhca::volume_to_tensor(volume), affine, geometry);
   }, py::arg("path"));
   py::class_<CohortHandle>(d, "Cohort")
-      .def(py::init([](const std::string& manifest, const std::string& methylation, double max_missing) {
+      .def(py::init([](const std::string& manifest, const std::string& methylation, double max_missing, bool reorient) {
              return CohortHandle{interruptible([&] {
-               return std::make_shared<mhca::CohortData>(
-                   mhca::load_cohort(manifest, methylation, /*load_volumes=*/true, 0, /*quiet=*/false, {}, max_missing));
+               return std::make_shared<mhca::CohortData>(mhca::load_cohort(
+                   manifest, methylation, /*load_volumes=*/true, 0, /*quiet=*/false, {}, max_missing, reorient));
              })};
            }),
-           py::arg("manifest"), py::arg("methylation"), py::arg("max_missing") = 1.0)
+           py::arg("manifest"), py::arg("methylation"), py::arg("max_missing") = 1.0, py::arg("reorient") = false)
       .def("__len__", [](const CohortHandle& self) { return self.cohort->size(); })
       .def_property_readonly("subject_ids", [](const CohortHandle& self) { return self.cohort->subject_ids; })
       .def_property_readonly("labels", [](const CohortHandle& self) { return self.cohort->labels; })

@@ -38,7 +38,7 @@ const char* kFast = " --threads 1 --points-per-arm 60 --batch-size 16";
 // A typo gets the word it most likely meant; a word far from every known one gets none.
 TEST(Cli, TyposGetASuggestion) {
   expect_clean_failure(run("vnx"), 2, "unknown command 'vnx'; did you mean 'vnt'?");
-  expect_clean_failure(run("vnt trian"), 2, "qkv vnt: unknown command 'trian'; did you mean 'train'?");
+  expect_clean_failure(run("vnt trian"), 2, "qkv vnt: error: unknown command 'trian'; did you mean 'train'?");
   expect_clean_failure(run("spirals train --epoch 2 --lr-schedule cos"), 2,
                        "not expected: --epoch 2 --lr-schedule cos; did you mean --epochs for --epoch, --schedule for "
                        "--lr-schedule?");
@@ -61,9 +61,30 @@ TEST(Cli, CommonMistakesSayWhatToTypeInstead) {
                        "mug.off: a file, not a data folder");
 }
 
+// Whatever failed (the parser, a setting's range, a missing file, an unknown
+// command), the line starts the same way: "qkv <command>: error: ".
+TEST(Cli, OneErrorPrefixEverywhere) {
+  const auto failed_run = fresh_dir("prefix_data");
+  const std::pair<std::string, std::string> cases[] = {
+      {"vnt train --batch-size 0", "qkv vnt train: error: --batch-size"},
+      {"vnt train --protocol q/z --out " + fresh_dir("prefix_protocol"), "qkv vnt train: error: --protocol q/z"},
+      {"vnt train --data /nonexistent-qkv-data --out " + failed_run,
+       "qkv vnt train: error: /nonexistent-qkv-data: no such folder"},
+      {"vnt eval --checkpoint /nonexistent-qkv.ckpt", "qkv vnt eval: error: "},
+      {"nonsense", "qkv: error: unknown command 'nonsense'"},
+      {"vnt train --up-axis w", "qkv vnt train: error: --up-axis: w: expected x, y, z, layout or auto"}};
+  for (const auto& [args, start] : cases) {
+    const auto r = run(args);
+    EXPECT_EQ(r.output.rfind(start, 0), 0u) << args << "\n" << r.output;
+    EXPECT_EQ(count_lines(r.output), 1) << r.output;
+  }
+  // A train command whose data cannot be read leaves no run folder behind.
+  EXPECT_FALSE(std::filesystem::exists(failed_run));
+}
+
 TEST(Cli, UsageErrorsExit2WithOneLine) {
   expect_clean_failure(run(""), 2, "missing command");
-  expect_clean_failure(run("spirals frob"), 2, "qkv spirals: unknown command 'frob' (known: train, eval)");
+  expect_clean_failure(run("spirals frob"), 2, "qkv spirals: error: unknown command 'frob' (known: train, eval)");
   expect_clean_failure(run("frobnicate"), 2, "frobnicate");
   expect_clean_failure(run("spirals train --epochs abc"), 2, "--epochs");
   expect_clean_failure(run("spirals train --no-such-flag"), 2, "--no-such-flag");

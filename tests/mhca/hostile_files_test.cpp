@@ -166,7 +166,8 @@ TEST(HostileCohort, AVolumeFlippedOrShiftedOnTheSameGridIsRefusedNamingBoth) {
   auto c = small_cohort(dir, "b.nii.gz");
   data::write_nifti(dir + "/a.nii.gz", v);  // the first volume, in MNI orientation
   const auto message = data_error_of([&] { mhca::load_cohort(c.manifest, c.methylation, true, 1, true); });
-  EXPECT_NE(message.find("b.nii.gz: its voxel axes"), std::string::npos) << message;
+  EXPECT_NE(message.find("b.nii.gz: its orientation (RAS against LAS)"), std::string::npos) << message;
+  EXPECT_NE(message.find("--reorient"), std::string::npos) << message;
   EXPECT_NE(message.find("a.nii.gz"), std::string::npos) << message;
   auto shifted = v;
   shifted.geometry.sform[7] += 4.0;  // 4 mm along y

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -285,6 +286,51 @@ TEST(ModelNetTree, ASplitFolderReadsTrainAndTestClasses) {
   EXPECT_EQ(data.test.size(), 2);
   write_tetra_folder(root + "/test/blob", 1);
   expect_format_error(root + "/test/blob", "a test class that train/ does not have", [&] { load_modelnet40(root, o); });
+}
+
+TEST(ModelNetTree, StrictRefusesTheFirstOtherFileByName) {
+  const auto root = fresh_dir("formats_strict");
+  write_tetra_folder(root + "/cone", 4);
+  write_tetra_folder(root + "/spike", 4);
+  write_text_file(root + "/spike/readme.md", "about the spikes");
+  ModelNetLoadOptions o;
+  o.points_per_shape = 16;
+  EXPECT_EQ(load_modelnet40(root, o).skipped, "skipped 1 file that qkv does not read as shapes (1 .md)");
+  o.strict = true;
+  expect_format_error(root + "/spike/readme.md", "in strict mode", [&] { load_modelnet40(root, o); });
+}
+
+TEST(ModelNetTree, ANamedLayoutIsReadAsSuchOrRefusedSayingWhatIsMissing) {
+  const auto root = fresh_dir("formats_named_layout");
+  write_tetra_folder(root + "/cone", 4);
+  write_tetra_folder(root + "/spike", 4);
+  // A class tree whose class folders also hold train/ and test/: auto takes
+  // the ModelNet40 layout, "flat" reads the files beside them.
+  write_tetra_folder(root + "/cone/train", 2);
+  write_tetra_folder(root + "/cone/test", 1);
+  write_tetra_folder(root + "/spike/train", 2);
+  write_tetra_folder(root + "/spike/test", 1);
+  ModelNetLoadOptions o;
+  o.points_per_shape = 16;
+  const auto detected = load_modelnet40(root, o);
+  EXPECT_EQ(detected.layout, "ModelNet40");
+  EXPECT_EQ(detected.train.size(), 4);
+  o.layout = "flat";
+  const auto flat = load_modelnet40(root, o);
+  EXPECT_EQ(flat.layout, "flat");
+  EXPECT_EQ(flat.train.size() + flat.test.size(), 8);
+  o.layout = "split";
+  expect_format_error(root + "/train", "missing folder (the split layout", [&] { load_modelnet40(root, o); });
+  o.layout = "hdf5";
+  expect_format_error(root, "it looks like the ModelNet40 layout", [&] { load_modelnet40(root, o); });
+  o.layout = "resampled";
+  expect_format_error(root, "not a modelnet40_normal_resampled folder", [&] { load_modelnet40(root, o); });
+  o.layout = "tree";
+  expect_usage_error([&] { load_modelnet40(root, o); }, "expected one of auto, modelnet, split, flat");
+  o.layout = "modelnet";
+  const auto empty = fresh_dir("formats_named_layout_empty");
+  std::filesystem::create_directories(empty);
+  expect_format_error(empty, "no class folders", [&] { load_modelnet40(empty, o); });
 }
 
 }  // namespace

@@ -183,3 +183,21 @@ TEST(Trainer, SelectionIgnoresTestData) {
   EXPECT_EQ(a.at("selected_epoch"), b.at("selected_epoch"));
   EXPECT_EQ(a.at("val"), b.at("val"));
 }
+
+TEST(EpochLine, AWideLineWrapsBeforeTheValidationMetrics) {
+  nlohmann::json row = {{"epoch", 3}, {"lr", 0.001}, {"train_loss", 0.5}, {"val_accuracy", 0.75}, {"val_shapes", 40},
+                        {"seconds", 1.25}};
+  const auto short_line = qkv::train::epoch_line_text(row, 20);
+  EXPECT_EQ(short_line, "epoch 3/20 lr 0.001 train_loss 0.5000 val_accuracy 0.7500 val_shapes 40 (1.2 s)");
+  for (const char* key : {"train_class_miou", "train_instance_miou", "train_accuracy", "val_class_miou",
+                          "val_instance_miou", "val_loss"})
+    row[key] = 0.123456;
+  const auto text = qkv::train::epoch_line_text(row, 20);
+  const auto newline = text.find('\n');
+  ASSERT_NE(newline, std::string::npos) << text;
+  EXPECT_EQ(text.find('\n', newline + 1), std::string::npos);
+  EXPECT_LE(newline, 150u);
+  EXPECT_LE(text.size() - newline - 1, 150u);
+  EXPECT_EQ(text.compare(newline, 9, "\n    val_"), 0) << text;
+  EXPECT_NE(text.find("(1.2 s)"), std::string::npos);
+}

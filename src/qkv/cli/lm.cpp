@@ -53,6 +53,8 @@ void register_train(CLI::App* parent, Action& action) {
   spec.defaults.optim.weight_decay = 0.01;
   spec.defaults.clip_grad_norm = 1.0;
   spec.defaults.select_metric = "loss";  // --task runs pick exact_match unless told (prepare, below)
+  spec.select_metric_shown = "exact_match (loss with --text)";
+  spec.batch_norm = false;
   spec.add_data_options = [s](CLI::App* cmd) {
     add_field_options(cmd, s->data);
     cmd->get_option("--text")->check(CLI::ExistingFile);

@@ -109,7 +109,7 @@ std::string list_option_message(const CLI::App& command, const std::string& mess
 
 int main(int argc, char** argv) {
   if (const std::string cap = qkv::unknown_cpu_capability(); !cap.empty()) {
-    std::fprintf(stderr, "qkv: QKV_CPU_CAPABILITY=%s: expected default, avx2 or avx512\n", cap.c_str());
+    std::fprintf(stderr, "qkv: error: QKV_CPU_CAPABILITY=%s: expected default, avx2 or avx512\n", cap.c_str());
     return 2;
   }
   qkv::blas::choose_openblas_core(argv);  // may re-execute qkv with OPENBLAS_CORETYPE set
@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
   }
   if (argc > 1 && argv[1][0] != '-' && !is_command) {
     const std::string guess = closest_word(argv[1], subcommand_names(app));
-    std::fprintf(stderr, "qkv: unknown command '%s'%s (known: %s)\n", argv[1],
+    std::fprintf(stderr, "qkv: error: unknown command '%s'%s (known: %s)\n", argv[1],
                  guess.empty() ? "" : ("; did you mean '" + guess + "'?").c_str(), known.c_str());
     return 2;
   }
@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
       message = (word.empty() ? "missing command" : "unknown command '" + word + "'") +
                 (guess.empty() ? "" : "; did you mean '" + guess + "'?") + " (known: " + qkv::join(names) + ")";
     }
-    std::fprintf(stderr, "%s: %s (see %s --help)\n", path.c_str(), message.c_str(), path.c_str());
+    std::fprintf(stderr, "%s: error: %s (see %s --help)\n", path.c_str(), message.c_str(), path.c_str());
     return 2;
   }
   const CLI::App* command = &app;  // the (sub)command that runs
@@ -198,37 +198,32 @@ int main(int argc, char** argv) {
     command = command->get_subcommands().front();
     command_path += " " + command->get_name();
   }
+  // Every failure is one line "qkv <command>: error: <what>".
+  auto fail = [&](int status, const std::string& what) {
+    std::fprintf(stderr, "%s: error: %s\n", command_path.c_str(), qkv::first_line(what).c_str());
+    return status;
+  };
   try {
     return action ? action() : 2;
   } catch (const qkv::ConfigError& e) {
     // The library names the setting's key; say it as the option that set it.
     const std::string flag = qkv::cli::flag_of_key(command, e.key);
-    std::fprintf(stderr, "qkv: %s\n", qkv::first_line((flag.empty() ? e.key : flag) + " " + e.problem).c_str());
-    return 2;
+    return fail(2, (flag.empty() ? e.key : flag) + " " + e.problem);
   } catch (const qkv::UsageError& e) {
-    std::fprintf(stderr, "qkv: %s\n", qkv::first_line(e.what()).c_str());
-    return 2;
+    return fail(2, e.what());
   } catch (const qkv::Interrupted& e) {
-    std::fprintf(stderr, "qkv: %s\n", qkv::first_line(e.what()).c_str());
-    return qkv::kExitInterrupted;
+    return fail(qkv::kExitInterrupted, e.what());
   } catch (const std::bad_alloc&) {
     // Readers turn this into a DataError naming their file; what is left is
     // an allocation sized by the options (model or batch sizes).
-    std::fprintf(stderr, "qkv: error: %s: out of memory (smaller sizes in the options, e.g. --batch-size, may fit)\n",
-                 command_path.c_str());
-    return 1;
+    return fail(1, "out of memory (smaller sizes in the options, e.g. --batch-size, may fit)");
   } catch (const c10::Error& e) {
     const std::string message = qkv::first_line(e.what_without_backtrace());
     const auto at = message.find("you tried to allocate ");
-    if (at != std::string::npos) {  // LibTorch's out-of-memory, worded for its own developers
-      std::fprintf(stderr, "qkv: error: %s: out of memory (LibTorch could not allocate %s)\n", command_path.c_str(),
-                   message.substr(at + 22).c_str());
-      return 1;
-    }
-    std::fprintf(stderr, "qkv: error: %s\n", message.c_str());
-    return 1;
+    if (at != std::string::npos)  // LibTorch's out-of-memory, worded for its own developers
+      return fail(1, "out of memory (LibTorch could not allocate " + message.substr(at + 22) + ")");
+    return fail(1, message);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "qkv: error: %s\n", qkv::first_line(e.what()).c_str());
-    return 1;
+    return fail(1, e.what());
   }
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <set>
 
 #include "qkv/cli/commands.h"
 #include "qkv/cli/common.h"
@@ -29,6 +30,7 @@
 #include "qkv/tasks/mhca_task.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/progress.h"
+#include "qkv/train/result_warnings.h"
 #include "qkv/train/run.h"
 
 namespace qkv::cli {
@@ -38,15 +40,18 @@ namespace fs = std::filesystem;
 struct CohortFiles {
   std::string manifest, methylation;
   double max_missing = 1.0;
+  bool reorient = false;
 };
 
-void add_cohort_options(CLI::App* cmd, CohortFiles& f) {
+// --reorient only where volumes are read.
+void add_cohort_options(CLI::App* cmd, CohortFiles& f, bool volumes = true) {
   cmd->add_option("--manifest", f.manifest, "cohort CSV: subject_id,label,spect[,covariates] (spect: NIfTI path)")
       ->required();
   cmd->add_option("--methylation", f.methylation,
                   "DNA-methylation table (CSV/TSV): subject_id, then one beta-value column per CpG site")
       ->required();
   add_ranged_option(cmd, "--max-missing", f.max_missing, tasks::kMaxMissingHelp, 0, 1);
+  if (volumes) cmd->add_flag("--reorient", f.reorient, tasks::kReorientHelp);
 }
 
 std::vector<int64_t> all_rows(const mhca::CohortData& c) {
@@ -130,7 +135,7 @@ void register_select(CLI::App* parent, Action& action) {
   };
   auto o = std::make_shared<Opts>();
   o->selection.n_features = 441;
-  add_cohort_options(cmd, o->files);
+  add_cohort_options(cmd, o->files, false);
   cmd->add_option("--output", o->out, "CpG list to write, one id per line (REQUIRED)");
   add_old_spelling(cmd, "--out", "--output", o->out);
   add_overwrite_flag(cmd, o->overwrite);
@@ -206,7 +211,7 @@ void register_cv(CLI::App* parent, Action& action) {
   option_section(cmd, "Feature selection (inside each fold)", [&] { add_field_options(cmd, o->cv.selection); });
   cmd->get_option("--cpg-list")->check(CLI::ExistingFile);
   option_section(cmd, "Augmentation", [&] { add_field_options(cmd, o->cv.augmentation); });
-  option_section(cmd, "Training (each network of each fold)", [&] { add_field_options(cmd, o->cv.train); });
+  option_section(cmd, "Training (each network of each fold)", [&] { add_field_options(cmd, o->cv.train, kBatchNormFields); });
   cmd->callback([o, cmd, &action] {
     action = [o, cmd] {
       const auto recipe = apply_recipe(cmd, "mhca cv", o->recipe);
@@ -242,7 +247,7 @@ void register_cv(CLI::App* parent, Action& action) {
       bool need_volumes = false;
       for (const auto& m : cv.models) need_volumes = need_volumes || m != "xgboost";
       auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, need_volumes, at::get_num_threads(),
-                                      false, {}, o->files.max_missing);
+                                      false, {}, o->files.max_missing, o->files.reorient);
       std::fprintf(stderr, "mhca cv: %lld subjects, %s; volume %s; %s x %s; %s\n",
                    static_cast<long long>(cohort.size()), cohort.match_summary.c_str(),
                    need_volumes ? nlohmann::json(cohort.volume_shape()).dump().c_str() : "not loaded",
@@ -283,6 +288,7 @@ void register_cv(CLI::App* parent, Action& action) {
                       show("auroc_hard", 1).c_str(), show("sensitivity", 1).c_str(), show("specificity", 1).c_str());
         }
       }
+      for (const auto& w : summary.value("warnings", std::vector<std::string>{})) std::printf("warning: %s\n", w.c_str());
       std::fprintf(stderr, "wrote %s/{summary.json,predictions.csv,report.html,folds/}\n", o->common.out.c_str());
       return 0;
     };
@@ -302,11 +308,13 @@ void register_train(CLI::App* parent, Action& action) {
   spec.default_out = "runs/mhca";
   tasks::set_mhca_paper_defaults(spec.defaults);
   spec.model_options_from_data = true;
+  spec.batch_norm = false;
   spec.add_data_options = [s](CLI::App* cmd) {
     add_field_options(cmd, s->data);
     cmd->get_option("--manifest")->required();
     cmd->get_option("--methylation")->required();
     cmd->get_option("--cpg-list")->check(CLI::ExistingFile);
+    cmd->add_flag("--reorient", s->data.reorient, tasks::kReorientHelp);
   };
   spec.add_model_options = [s](CLI::App* cmd) {
     cmd->add_option("--model", s->model, join(mhca::cv_model_names()))
@@ -348,6 +356,12 @@ void register_train(CLI::App* parent, Action& action) {
 }
 
 // The preprocessing a run recorded, and the cohort it applies to.
+// Whether the checkpoint's run turned its volumes to RAS+: a cohort it reads
+// is turned too (as is one given --reorient).
+bool recorded_reorient(const nlohmann::json& config) {
+  return config.contains("data") && config.at("data").is_object() && config.at("data").value("reorient", false);
+}
+
 mhca::Preprocessing recorded_preprocessing(const nlohmann::json& config, const std::string& file) {
   if (!config.contains("data") || !config.at("data").contains("preprocessing"))
     throw DataError(file + ": not made by 'qkv mhca train' or 'qkv mhca cv' (no preprocessing record)");
@@ -389,7 +403,8 @@ void register_predict(CLI::App* parent, Action& action) {
       const auto grid = model_json.contains("options") ? model_json.at("options").value("volume_shape", std::vector<int64_t>{})
                                                        : std::vector<int64_t>{};
       auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, name != "xgboost",
-                                      at::get_num_threads(), false, grid, o->files.max_missing);
+                                      at::get_num_threads(), false, grid, o->files.max_missing,
+                                      o->files.reorient || recorded_reorient(config));
       const auto rows = all_rows(cohort);
       std::vector<double> p;
       if (xgb) {
@@ -399,18 +414,42 @@ void register_predict(CLI::App* parent, Action& action) {
       } else {
         p = mhca::predict_probabilities(*model, *mhca::make_dataset(cohort, rows, prep), 16, device);
       }
-      std::string csv = "subject_id,label,p_pd,predicted\n";
+      // Subjects that trained or validated the checkpoint (config.json's
+      // fit_subjects) are scored apart: their predictions flatter the model.
+      std::set<std::string> fit;
+      if (config.contains("data") && config.at("data").contains("fit_subjects"))
+        for (const auto& id : config.at("data").at("fit_subjects")) fit.insert(id.get<std::string>());
+      std::string csv = "subject_id,label,p_pd,predicted,seen_in_training\n";
+      std::vector<double> unseen_p;
+      std::vector<int64_t> unseen_labels;
       for (int64_t i = 0; i < cohort.size(); ++i) {
         char prob[32];
         std::snprintf(prob, sizeof prob, "%.6f", p[i]);
+        const bool seen = fit.count(cohort.subject_ids[i]) > 0;
         csv += cohort.subject_ids[i] + "," + std::to_string(cohort.labels[i]) + "," + prob + "," +
-               (p[i] >= 0.5 ? "1" : "0") + "\n";
+               (p[i] >= 0.5 ? "1" : "0") + "," + (seen ? "1" : "0") + "\n";
+        if (!seen) {
+          unseen_p.push_back(p[i]);
+          unseen_labels.push_back(cohort.labels[i]);
+        }
       }
       claim_output_file(o->common.out, "--output", o->common.overwrite, {"mhca predict", {}});
       write_file_atomic(o->common.out, csv);
       auto metrics = mhca::binary_metrics(p, cohort.labels);
       metrics["model"] = name;
+      const auto seen = cohort.size() - static_cast<int64_t>(unseen_p.size());
+      metrics["seen_in_training"] = seen;
+      if (seen > 0) {
+        metrics["unseen"] = unseen_p.empty() ? nlohmann::json(nullptr) : mhca::binary_metrics(unseen_p, unseen_labels);
+        std::fprintf(stderr,
+                     "note: %lld of %lld subjects trained or validated this checkpoint; their predictions flatter it: "
+                     "\"unseen\" scores the other %lld alone\n",
+                     static_cast<long long>(seen), static_cast<long long>(cohort.size()),
+                     static_cast<long long>(unseen_p.size()));
+      }
       print_json(metrics);
+      for (const auto& w : train::degenerate_result_warnings(seen > 0 && !unseen_p.empty() ? metrics.at("unseen") : metrics))
+        std::fprintf(stderr, "warning: %s%s\n", seen > 0 ? "unseen subjects: " : "", w.c_str());
       std::fprintf(stderr, "wrote %s (%lld subjects)\n", o->common.out.c_str(), static_cast<long long>(cohort.size()));
       return 0;
     };
@@ -460,7 +499,8 @@ void register_explain(CLI::App* parent, Action& action) {
       }
       check_output_dir(o->common.out, "--out", o->common.overwrite);
       auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, true, at::get_num_threads(), false,
-                                      net->options().spect.volume_shape, o->files.max_missing);
+                                      net->options().spect.volume_shape, o->files.max_missing,
+                                      o->files.reorient || recorded_reorient(config));
       claim_output_dir(o->common.out, "--out", o->common.overwrite, {"mhca explain", {}});
       auto result = mhca::explain_subjects(*net, cohort, prep, ex, o->common.out, device);
       nlohmann::json brief = result;

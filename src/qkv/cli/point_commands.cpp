@@ -1,11 +1,33 @@
 #include "qkv/cli/point_commands.h"
 
+#include <cstdlib>
+#include <map>
+
 #include "qkv/cli/common.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/text.h"
 #include "qkv/models/model.h"
 
 namespace qkv::cli {
+
+void accept_axis_names(CLI::App* cmd) {
+  cmd->get_option("--up-axis")
+      ->transform(
+          [](std::string text) {
+            static const std::map<std::string, int64_t> names = {
+                {"x", 0}, {"y", 1}, {"z", 2}, {"layout", tasks::kUpAxisFromLayout}, {"auto", tasks::kUpAxisAuto}};
+            const auto it = names.find(lower(std::string(trim(text))));
+            if (it != names.end()) return std::to_string(it->second);
+            char* end = nullptr;
+            std::strtol(text.c_str(), &end, 10);
+            if (text.empty() || *end != '\0')
+              throw CLI::ValidationError(text + ": expected x, y, z, layout or auto (or 0, 1, 2, -1, -2)");
+            return text;
+          },
+          "", "axis")
+      ->type_name("AXIS")
+      ->default_str("layout");
+}
 
 void add_point_model_options(CLI::App* cmd, PointModelOptions& o, const std::string& task, int64_t paper_linear_dim,
                              int64_t paper_heads) {

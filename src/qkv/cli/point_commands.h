@@ -29,6 +29,9 @@ struct PointModelOptions {
 void add_point_model_options(CLI::App* cmd, PointModelOptions& o, const std::string& task, int64_t paper_linear_dim,
                              int64_t paper_heads);
 
+// --up-axis (added by the data fields) also takes x, y, z, layout and auto.
+void accept_axis_names(CLI::App* cmd);
+
 // --model-options as JSON plus the size flags that are set (> 0). A flag
 // applies where the model has that option (the registry's defaults say);
 // otherwise a UsageError names it.

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <numeric>
 
 #include "qkv/cli/commands.h"
@@ -46,6 +47,7 @@ void register_train(CLI::App* parent, Action& action) {
   spec.defaults.select_metric = "instance_miou";
   spec.add_data_options = [s](CLI::App* cmd) {
     add_field_options(cmd, s->data);
+    accept_axis_names(cmd);
     // ShapeNet-part calls its object classes categories; qkv says class
     // everywhere (vnt, seg, data), and keeps the old spellings for a release.
     add_old_spelling(cmd, "--max-per-category", "--max-per-class", s->data.load.max_per_category);
@@ -144,7 +146,7 @@ std::array<uint8_t, 3> part_colour(int64_t local_part) {
 
 void register_predict(CLI::App* parent, Action& action) {
   auto* cmd = parent->add_subcommand(
-      "predict", "label the parts of one shape (.txt .xyz .off .ply); writes a PLY and PNG coloured by part");
+      "predict", "label the parts of one shape (a point cloud or a mesh, --input); writes a PLY and PNG coloured by part");
   struct Opts {
     CommonOptions common;
     std::string checkpoint, input, category, rotate = "none";
@@ -312,6 +314,7 @@ void register_compare(CLI::App* parent, Action& action) {
     action = [o] {
       const c10::Device device = apply_common_options(o->common);
       nlohmann::json rows = nlohmann::json::array();
+      std::map<std::string, pc::ShapeNetPartData> data_of;  // runs on the same data load (and announce) it once
       for (const auto& dir : o->runs) {
         const auto summary = tasks::read_summary(dir);
         auto run = load_run(train::RunPaths{dir}.best_checkpoint(), device);
@@ -330,7 +333,9 @@ void register_compare(CLI::App* parent, Action& action) {
         }
         row["test"] = scores;
         if (o->shapes > 0) {
-          const auto loaded = run.data.load_data();
+          const auto key = run.data.to_json().dump();
+          if (!data_of.count(key)) data_of.emplace(key, run.data.load_data());
+          const auto& loaded = data_of.at(key);
           const auto view = tasks::view_of(std::make_shared<const pc::PointCloudSet>(loaded.test), run.data.view, false,
                                     pc::Rotation::None);
           row["invariance"] = tasks::measure_invariance(*run.model, *view, o->shapes, 4, o->common.seed, device);

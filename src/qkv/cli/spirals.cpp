@@ -23,6 +23,7 @@ void register_train(CLI::App* parent, Action& action) {
   spec.command = tasks::kSpiralsCommand;
   spec.description = "train an MLP on built-in spirals; writes the run folder --out";
   spec.default_out = "runs/spirals";
+  spec.batch_norm = false;
   spec.defaults.epochs = 40;
   spec.defaults.batch_size = 64;
   spec.defaults.optim.lr = 1e-2;

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <set>
 
@@ -110,7 +111,10 @@ void register_train_command(CLI::App* parent, Action& action, TrainCommand spec)
         ->check(CLI::ExistingFile);
     add_max_params_option(cmd);
   });
-  section("Training", [&] { add_field_options(cmd, o->train); });
+  section("Training", [&] {
+    add_field_options(cmd, o->train, spec.batch_norm ? std::set<std::string>{} : kBatchNormFields);
+    if (!spec.select_metric_shown.empty()) cmd->get_option("--select-metric")->default_str(spec.select_metric_shown);
+  });
   section("Data-parallel training (qkv launch, or one process per rank)",
           [&] { add_parallel_options(cmd, o->train.parallel); });
   auto shared = std::make_shared<TrainCommand>(std::move(spec));
@@ -163,16 +167,26 @@ void register_train_command(CLI::App* parent, Action& action, TrainCommand spec)
       } else
         request.train.parallel.world_size = config.parallel.world_size;
       const bool writer = config.parallel.rank == 0;
+      bool created_dir = false;
       if (writer) {
         if (resume) {
           adopt_output_dir(dir, "--resume", spec.command);
         } else {
           check_output_dir(dir, "--out", common.overwrite);
           if (spec.check_outputs) spec.check_outputs(request, common.overwrite);
+          std::error_code ec;
+          created_dir = !std::filesystem::exists(dir, ec);
           claim_output_dir(dir, "--out", common.overwrite, {spec.command, {}});
         }
       }
-      auto task = spec.load(request, {config.parallel.rank, common.overwrite, resume, dir});
+      TaskRun task;
+      try {
+        task = spec.load(request, {config.parallel.rank, common.overwrite, resume, dir});
+      } catch (...) {
+        // Data that cannot be loaded leave no run folder holding only a ledger.
+        if (writer && !resume) release_unused_output_dir(dir, created_dir);
+        throw;
+      }
       if (task.fit) {
         const auto summary = task.fit(dir);
         train::write_fitted_run(request, dir, summary);

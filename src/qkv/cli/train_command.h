@@ -6,6 +6,7 @@
 // (train/run.h); a short summary printed.
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <set>
 #include <string>
 
 #include "qkv/cli/commands.h"
@@ -39,6 +40,11 @@ struct TrainCommand {
   // The data decide part of the model's options (MHCA: volume shape, feature
   // count), so they are checked when the data are loaded, not before.
   bool model_options_from_data = false;
+  // The task's models have batch norm: --bn-momentum and its decay are offered.
+  bool batch_norm = true;
+  // What --help shows as --select-metric's default where the data decide it
+  // (empty: defaults.select_metric).
+  std::string select_metric_shown;
   // Add the task's own options to `cmd`, bound to state the other callbacks
   // share: its data, then its model (each a section of --help).
   std::function<void(CLI::App* cmd)> add_data_options;
@@ -53,6 +59,9 @@ struct TrainCommand {
   // complete request.data and model_options with what the data decide.
   std::function<TaskRun(train::RunRequest& request, const LoadContext& context)> load;
 };
+
+// TrainConfig's batch-norm fields, left out of --help for models without batch norm.
+inline const std::set<std::string> kBatchNormFields = {"bn_momentum", "bn_momentum_gamma", "bn_momentum_min"};
 
 void register_train_command(CLI::App* parent, Action& action, TrainCommand spec);
 

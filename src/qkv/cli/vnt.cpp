@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <numeric>
 #include <random>
 
@@ -25,6 +26,7 @@
 #include "qkv/pointcloud/transforms.h"
 #include "qkv/tasks/classification.h"
 #include "qkv/tasks/voting.h"
+#include "qkv/train/result_warnings.h"
 #include "qkv/train/run.h"
 
 namespace qkv::cli {
@@ -48,7 +50,12 @@ void register_train(CLI::App* parent, Action& action) {
   spec.description = "train a point-cloud classifier; writes the run folder --out";
   spec.default_out = "runs/vnt";
   tasks::set_paper_training_defaults(spec.defaults, s->data.view);
-  spec.add_data_options = [s](CLI::App* cmd) { add_field_options(cmd, s->data); };
+  spec.add_data_options = [s](CLI::App* cmd) {
+    add_field_options(cmd, s->data);
+    accept_axis_names(cmd);
+    cmd->add_flag("--strict", s->data.load.strict,
+                  "a file in a class folder that is not a shape file is an error (by default it is skipped and counted)");
+  };
   spec.add_model_options = [s](CLI::App* cmd) { add_point_model_options(cmd, s->model, "classification", 16, 24); };
   spec.prepare = [s](const CLI::App&, train::RunRequest& r, const std::string& out) {
     r.model_name = s->model.model;
@@ -125,6 +132,7 @@ void register_eval(CLI::App* parent, Action& action) {
       // For the reader, scikit-learn's layout on stderr; stdout stays JSON.
       if (metrics.contains("per_class"))
         std::fprintf(stderr, "%s", train::format_classification_report(metrics, metrics.at("accuracy")).c_str());
+      for (const auto& w : train::degenerate_result_warnings(metrics)) std::fprintf(stderr, "warning: %s\n", w.c_str());
       print_json(metrics);
       return 0;
     };
@@ -132,8 +140,8 @@ void register_eval(CLI::App* parent, Action& action) {
 }
 
 void register_predict(CLI::App* parent, Action& action) {
-  auto* cmd = parent->add_subcommand("predict", "classify one shape file (.off .ply .txt .xyz); prints class "
-                                                "probabilities");
+  auto* cmd = parent->add_subcommand("predict", "classify one shape file (a mesh or a point cloud, --input); "
+                                                "prints class probabilities");
   struct Opts {
     CommonOptions common;
     std::string checkpoint, input, rotate = "none";
@@ -262,9 +270,11 @@ void register_attention(CLI::App* parent, Action& action) {
                          "scale " + o->scale + ": " + compact_number(lo) + " .. " + compact_number(lo + span) +
                              (o->scale == "row" ? " (stretched to the row's range)" : "")};
         const std::string path = o->common.out + "/" + names[i];
+        const std::string png = path.substr(0, path.size() - 4) + ".png";
         pc::write_ply_sized(path, cloud);
-        pc::write_points_png(path.substr(0, path.size() - 4) + ".png", cloud, picture);
+        pc::write_points_png(png, cloud, picture);
         report[i == 0 ? "shape" : "rotated"] = path;
+        report[i == 0 ? "shape_png" : "rotated_png"] = png;
       }
       report["max_attention_difference"] = (rows[0] - rows[1]).abs().max().item<double>();
       report["max_attention"] = top;
@@ -297,6 +307,7 @@ void register_compare(CLI::App* parent, Action& action) {
     action = [o] {
       const c10::Device device = apply_common_options(o->common);
       nlohmann::json rows = nlohmann::json::array();
+      std::map<std::string, pc::ModelNetData> data_of;  // runs on the same data load (and announce) it once
       for (const auto& dir : o->runs) {
         const auto summary = tasks::read_summary(dir);
         auto run = load_run(train::RunPaths{dir}.best_checkpoint(), device);
@@ -311,7 +322,9 @@ void register_compare(CLI::App* parent, Action& action) {
           if (item.key().rfind("test_", 0) == 0) acc[item.key().substr(5)] = item.value().value("accuracy", 0.0);
         }
         row["test_accuracy"] = acc;
-        const auto loaded = run.data.load_data();
+        const auto key = run.data.to_json().dump();
+        if (!data_of.count(key)) data_of.emplace(key, run.data.load_data());
+        const auto& loaded = data_of.at(key);
         auto view = tasks::view_of(std::make_shared<const pc::PointCloudSet>(loaded.test), run.data.view, false,
                             pc::Rotation::None);
         row["invariance"] = tasks::measure_invariance(*run.model, *view, o->shapes, 4, o->common.seed, device);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -15,6 +16,7 @@
 #include "qkv/core/fields.h"
 #include "qkv/core/parallel.h"
 #include "qkv/core/text.h"
+#include "qkv/medical/orientation.h"
 
 namespace qkv::mhca {
 
@@ -55,7 +57,15 @@ std::string grid_text(const std::vector<int64_t>& d) {
 
 // Every volume's header against the grid (the checkpoint's, or else the
 // first volume's), before anything the size of a volume is read or allocated.
-std::vector<int64_t> check_grids(const std::vector<std::string>& paths, const std::vector<int64_t>& expected) {
+// When volumes are to be turned to RAS+ their axes may come in any order, so
+// only the sizes are compared here, as sets; the grids are compared again
+// once turned.
+std::vector<int64_t> check_grids(const std::vector<std::string>& paths, const std::vector<int64_t>& expected,
+                                 bool any_axis_order) {
+  auto comparable = [&](std::vector<int64_t> d) {
+    if (any_axis_order) std::sort(d.begin(), d.end());
+    return d;
+  };
   std::vector<int64_t> grid = expected;
   std::string grid_owner = "the checkpoint";
   for (const auto& path : paths) {
@@ -64,7 +74,7 @@ std::vector<int64_t> check_grids(const std::vector<std::string>& paths, const st
     if (grid.empty()) {
       grid = dims;
       grid_owner = path;
-    } else if (dims != grid) {
+    } else if (comparable(dims) != comparable(grid)) {
       throw DataError(path + ": grid " + grid_text(dims) + " differs from " + grid_owner + "'s " + grid_text(grid) +
                       " (every volume must be on one grid)");
     }
@@ -93,7 +103,13 @@ std::string affine_difference(const data::NiftiGeometry& a, const data::NiftiGeo
                   m[static_cast<size_t>(4 * r + 2)], m[static_cast<size_t>(4 * r + 3)]);
     return std::string(text);
   };
-  return std::string(axes_differ ? "its voxel axes (orientation or spacing)" : "its origin") +
+  std::string what = "its origin";
+  if (axes_differ) {
+    const auto code_a = data::orientation_code(a), code_b = data::orientation_code(b);
+    what = code_a != code_b ? "its orientation (" + code_a + " against " + code_b + ")"
+                            : "its voxel axes (spacing or an oblique turn)";
+  }
+  return what +
          " differ from the first volume's: affine " + row(ma, 0) + " " + row(ma, 1) + " " + row(ma, 2) + " against " +
          row(mb, 0) + " " + row(mb, 1) + " " + row(mb, 2);
 }
@@ -101,7 +117,8 @@ std::string affine_difference(const data::NiftiGeometry& a, const data::NiftiGeo
 }  // namespace
 
 CohortData load_cohort(const std::string& manifest_path, const std::string& methylation_path, bool load_volumes,
-                       int64_t threads, bool quiet, const std::vector<int64_t>& expected_grid, double max_missing) {
+                       int64_t threads, bool quiet, const std::vector<int64_t>& expected_grid, double max_missing,
+                       bool to_ras) {
   auto manifest = data::read_manifest(manifest_path);
   auto table = data::read_methylation_table(methylation_path);
   auto match = data::match_cohort(manifest, table);
@@ -170,7 +187,9 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
     if (!match.only_in_manifest.empty() || !match.only_in_methylation.empty())
       std::fprintf(stderr, "cohort: %s; only subjects in both are used\n", c.match_summary.c_str());
     if (missing > 0)
-      std::fprintf(stderr, "cohort: %lld of %lld beta-values missing in %s; each is replaced by its CpG's training mean\n",
+      std::fprintf(stderr,
+                   "cohort: %lld of %lld beta-values missing in %s; each is replaced by its CpG's mean over the "
+                   "training subjects (for a checkpoint, the means it recorded)\n",
                    static_cast<long long>(missing), static_cast<long long>(c.methylation.values.size()),
                    methylation_path.c_str());
     if (!sparse.empty())
@@ -190,15 +209,26 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
   }
 
   // Volumes are read in parallel; the first one fixes the grid.
-  const auto grid = check_grids(c.spect_paths, expected_grid);
+  const auto grid = check_grids(c.spect_paths, expected_grid, to_ras);
   int64_t total = n;
   for (auto d : grid)
     if (!checked_mul(total, d, total)) total = -1;
   if (total < 0)
     throw DataError(manifest_path + ": " + std::to_string(n) + " volumes of " + grid_text(grid) +
                     " voxels are too many to hold in memory");
-  auto first = data::read_nifti(c.spect_paths.at(0));
+  std::atomic<int64_t> turned{0};
+  auto read_volume = [&](const std::string& path) {
+    auto v = data::read_nifti(path);
+    if (!to_ras || data::orientation_code(v.geometry) == "RAS") return v;
+    ++turned;
+    return data::reorient_to_ras(v, path);
+  };
+  auto first = read_volume(c.spect_paths.at(0));
+  if (to_ras && !expected_grid.empty() && std::vector<int64_t>(first.dims.begin(), first.dims.end()) != expected_grid)
+    throw DataError(c.spect_paths[0] + ": grid " + grid_text({first.dims.begin(), first.dims.end()}) +
+                    " turned to RAS+ differs from the checkpoint's " + grid_text(expected_grid));
   c.geometry = first.geometry;
+  c.reoriented = to_ras;
   const auto dims = first.dims;
   try {
     c.volumes = torch::empty({n, dims[0], dims[1], dims[2]}, torch::kFloat32);
@@ -210,7 +240,7 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
   try {
     parallel_tasks(n - 1, parallel_workers(n - 1, threads > 0 ? threads : 2), [&](int64_t, int64_t task) {
       const int64_t i = task + 1;
-      auto v = data::read_nifti(c.spect_paths[i]);
+      auto v = read_volume(c.spect_paths[i]);
       if (v.dims != dims)
         throw DataError(c.spect_paths[i] + ": grid " + std::to_string(v.dims[0]) + "x" + std::to_string(v.dims[1]) +
                         "x" + std::to_string(v.dims[2]) + " differs from " + c.spect_paths[0] + "'s " +
@@ -218,12 +248,16 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
                         " (every volume must be on one grid)");
       if (const auto why = affine_difference(v.geometry, first.geometry); !why.empty())
         throw DataError(c.spect_paths[i] + ": " + why + " (" + c.spect_paths[0] +
-                        "; every volume must lie the same way in space: resample it onto the first one's grid)");
+                        "; every volume must lie the same way in space: resample it onto the first one's grid, "
+                        "or turn them all to RAS+ (--reorient) where they differ only in axis order and direction)");
       c.volumes[i].copy_(volume_to_tensor(v));
     });
   } catch (const std::exception& e) {
     throw DataError(e.what());
   }
+  if (to_ras && !quiet)
+    std::fprintf(stderr, "cohort: %lld of %lld volumes turned to RAS+ (axes permuted and flipped; no resampling)\n",
+                 static_cast<long long>(turned.load()), static_cast<long long>(n));
   report();
   return c;
 }

@@ -26,6 +26,7 @@ struct CohortData {
   at::Tensor volumes;                  // [N, X, Y, Z] float32 raw intensities (undefined if not loaded)
   data::NiftiGeometry geometry;        // the first volume's, for maps written on this grid
   std::string match_summary;           // CohortMatch::describe()
+  bool reoriented = false;             // volumes turned to RAS+ as they were read (load_cohort's to_ras)
   std::string manifest_path, methylation_path;
 
   int64_t size() const { return static_cast<int64_t>(subject_ids.size()); }
@@ -43,9 +44,14 @@ struct CohortData {
 // Subjects with at least half their beta-values missing are named in a
 // warning; those with a larger share than `max_missing` are left out (named
 // too), and fewer than 2 left is a UsageError naming --max-missing.
+// Every volume's affine is compared with the first's (1e-3 mm per entry);
+// a difference is a DataError naming both files and what differs (origin,
+// orientation code such as LPS against RAS, or spacing). With `to_ras`,
+// each volume is first turned to RAS+ (orientation.h), so that volumes that
+// differ only in axis order and direction are accepted, the same way round.
 CohortData load_cohort(const std::string& manifest, const std::string& methylation, bool load_volumes,
                        int64_t threads, bool quiet = false, const std::vector<int64_t>& expected_grid = {},
-                       double max_missing = 1.0);
+                       double max_missing = 1.0, bool to_ras = false);
 
 // How volumes become model input: "global" min-max over the training
 // subjects' voxels (the paper's [0, 1] normalisation; the same two numbers

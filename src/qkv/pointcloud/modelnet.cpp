@@ -24,11 +24,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kOffLayout = "ModelNet40";
-constexpr const char* kResampledLayout = "modelnet40_normal_resampled";
-constexpr const char* kH5Layout = "modelnet40_ply_hdf5_2048";
-constexpr const char* kSplitLayout = "split";  // {train,test}/<class>/*
-constexpr const char* kFlatLayout = "flat";    // <class>/*, split by test_fraction
+constexpr const char* kOffLayout = kModelNetOffLayout;
+constexpr const char* kResampledLayout = kModelNetResampledLayout;
+constexpr const char* kH5Layout = kModelNetH5Layout;
 const char* const kSplits[2] = {"train", "test"};
 constexpr int64_t kDefaultSurfaceSamples = 2048;  // an OFF mesh's samples when points_per_shape is 0
 
@@ -128,16 +126,38 @@ const std::string& tree_shape_extensions() {
   return text;
 }
 
-// The shape files of one folder, sorted; the other files counted in `skipped` by extension.
-std::vector<fs::path> shape_files_in(const fs::path& folder, std::map<std::string, int64_t>& skipped) {
+// Files of a class tree that are not shape files, by extension: how many,
+// and the first one met (for a message).
+struct SkippedFiles {
+  std::map<std::string, std::pair<int64_t, std::string>> by_extension;
+
+  void add(const fs::path& f) {
+    const auto ext = lower(f.extension().string());
+    auto& entry = by_extension[ext.empty() ? "no extension" : ext];
+    if (entry.first++ == 0) entry.second = f.string();
+  }
+  // "3 files that qkv does not read as shapes (2 .mtl, 1 .png)", or "".
+  std::string text() const {
+    int64_t total = 0;
+    std::string kinds;
+    for (const auto& [ext, entry] : by_extension) {
+      total += entry.first;
+      kinds += (kinds.empty() ? "" : ", ") + std::to_string(entry.first) + " " + ext;
+    }
+    if (total == 0) return "";
+    return std::to_string(total) + " file" + (total == 1 ? "" : "s") + " that qkv does not read as shapes (" + kinds +
+           ")";
+  }
+};
+
+// The shape files of one folder, sorted; the other files go to `skipped`.
+std::vector<fs::path> shape_files_in(const fs::path& folder, SkippedFiles& skipped) {
   std::vector<fs::path> out;
   for (const auto& f : sorted_entries(folder, false)) {
-    if (is_tree_shape_file(f)) {
+    if (is_tree_shape_file(f))
       out.push_back(f);
-    } else {
-      const auto ext = lower(f.extension().string());
-      ++skipped[ext.empty() ? "no extension" : ext];
-    }
+    else
+      skipped.add(f);
   }
   return out;
 }
@@ -148,7 +168,7 @@ struct ClassFiles {
   std::vector<std::string> class_names;
   std::vector<std::vector<fs::path>> files[2];
   std::vector<std::string> folders[2];
-  std::map<std::string, int64_t> skipped;
+  SkippedFiles skipped;
 };
 
 // Samples every file of a class tree (a shape's seed comes from its path below
@@ -157,6 +177,13 @@ ModelNetData load_class_files(const ClassFiles& tree, const fs::path& root, cons
                               const ModelNetLoadOptions& o) {
   ModelNetData data;
   data.layout = layout;
+  if (const auto skipped = tree.skipped.text(); !skipped.empty()) {
+    if (o.strict)
+      throw DataError(tree.skipped.by_extension.begin()->second.second + ": not a shape file (" +
+                      tree_shape_extensions() + " are read); in strict mode a tree holds none, and " + root.string() +
+                      " holds " + skipped);
+    data.skipped = "skipped " + skipped;
+  }
   for (int split = 0; split < 2; ++split) {
     std::vector<Item> items;
     for (size_t c = 0; c < tree.class_names.size(); ++c) {
@@ -179,15 +206,6 @@ ModelNetData load_class_files(const ClassFiles& tree, const fs::path& root, cons
     });
     (split == 0 ? data.train : data.test) = std::move(set);
   }
-  int64_t total = 0;
-  std::string kinds;
-  for (const auto& [ext, n] : tree.skipped) {
-    total += n;
-    kinds += (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + ext;
-  }
-  if (total > 0)
-    data.skipped = "skipped " + std::to_string(total) + " file" + (total == 1 ? "" : "s") +
-                   " that qkv does not read as shapes (" + kinds + ")";
   return data;
 }
 
@@ -195,6 +213,7 @@ ModelNetData load_class_files(const ClassFiles& tree, const fs::path& root, cons
 ModelNetData load_off_tree(const fs::path& dir, const ModelNetLoadOptions& o) {
   ClassFiles tree;
   const auto class_dirs = sorted_entries(dir, true);
+  if (class_dirs.empty()) throw DataError(dir.string() + ": no class folders (the ModelNet40 layout: <class>/{train,test}/*)");
   for (const auto& d : class_dirs) tree.class_names.push_back(d.filename().string());
   for (int split = 0; split < 2; ++split)
     for (size_t c = 0; c < class_dirs.size(); ++c) {
@@ -210,7 +229,10 @@ ModelNetData load_off_tree(const fs::path& dir, const ModelNetLoadOptions& o) {
 // {train,test}/<class>/*: the classes are train's folders, and test has each.
 ModelNetData load_split_tree(const fs::path& dir, const ModelNetLoadOptions& o) {
   ClassFiles tree;
+  for (const char* split : kSplits)
+    if (!is_dir(dir / split)) throw DataError((dir / split).string() + ": missing folder (the split layout: {train,test}/<class>/*)");
   for (const auto& d : sorted_entries(dir / "train", true)) tree.class_names.push_back(d.filename().string());
+  if (tree.class_names.empty()) throw DataError((dir / "train").string() + ": no class folders (the split layout: {train,test}/<class>/*)");
   for (int split = 0; split < 2; ++split)
     for (const auto& name : tree.class_names) {
       const auto folder = dir / kSplits[split] / name;
@@ -246,6 +268,7 @@ ModelNetData load_flat_tree(const fs::path& dir, const ModelNetLoadOptions& o) {
     tree.folders[0].push_back(d.string());
     tree.folders[1].push_back(d.string());
   }
+  if (tree.class_names.empty()) throw DataError(dir.string() + ": no class folders (the flat layout: <class>/*)");
   return load_class_files(tree, dir, kFlatLayout, o);
 }
 
@@ -425,11 +448,17 @@ ModelNetData load_modelnet40(const std::string& dir_name, const ModelNetLoadOpti
   if (o.max_per_class < 0) throw UsageError("max per class must be >= 0 (got " + std::to_string(o.max_per_class) + ")");
   if (!(o.test_fraction > 0 && o.test_fraction < 1))
     throw UsageError("test fraction must be in (0, 1) (got " + std::to_string(o.test_fraction) + ")");
+  if (!is_layout_choice(o.layout))
+    throw UsageError("layout '" + o.layout + "': expected one of auto, modelnet, split, flat, resampled, hdf5");
   fs::path dir(dir_name);
   if (is_file(dir))
     throw DataError(dir_name + ": a file, not a data folder (give the folder of a data set; one shape file is read by "
                                "the predict commands' --input)");
   if (!is_dir(dir)) throw DataError(dir_name + ": no such folder");
+  // A layout named by the caller is read as such, whatever else the folder holds.
+  if (o.layout == "modelnet") return load_off_tree(dir, o);
+  if (o.layout == "split") return load_split_tree(dir, o);
+  if (o.layout == "flat") return load_flat_tree(dir, o);
   auto found = detect(dir);
   if (!found) {
     // Also accept the folder that holds the unpacked download.
@@ -438,6 +467,14 @@ ModelNetData load_modelnet40(const std::string& dir_name, const ModelNetLoadOpti
         dir /= sub;
         break;
       }
+  }
+  if (o.layout != "auto") {
+    const char* wanted = o.layout == "hdf5" ? kH5Layout : kResampledLayout;
+    if (!found || found->layout != wanted)
+      throw DataError(dir_name + ": not a " + wanted + " folder" +
+                      (o.layout == "hdf5" ? " (no train_files.txt, test_files.txt or .h5 file)"
+                                          : " (no <name>_train.txt list)") +
+                      (found ? "; it looks like the " + std::string(found->layout) + " layout" : ""));
   }
   if (!found)
     throw DataError(dir_name +

@@ -22,6 +22,23 @@ struct PointCloudSet {
   int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
 };
 
+// The layouts load_modelnet40 reads, by the name ModelNetData::layout gives
+// them (their distribution's folder name, or what they look like).
+inline constexpr const char* kModelNetOffLayout = "ModelNet40";  // <class>/{train,test}/*
+inline constexpr const char* kModelNetResampledLayout = "modelnet40_normal_resampled";
+inline constexpr const char* kModelNetH5Layout = "modelnet40_ply_hdf5_2048";
+inline constexpr const char* kSplitLayout = "split";  // {train,test}/<class>/*
+inline constexpr const char* kFlatLayout = "flat";    // <class>/*, cut by test_fraction
+
+// The names ModelNetLoadOptions::layout takes: "auto" (detected), "modelnet"
+// (the OFF tree), "split", "flat", "resampled", "hdf5".
+inline constexpr const char* kLayoutChoices[] = {"auto", "modelnet", "split", "flat", "resampled", "hdf5"};
+inline bool is_layout_choice(const std::string& name) {
+  for (const char* c : kLayoutChoices)
+    if (name == c) return true;
+  return false;
+}
+
 struct ModelNetData {
   PointCloudSet train, test;
   // Which layout was found, by its distribution's folder name: "ModelNet40"
@@ -45,6 +62,13 @@ struct ModelNetLoadOptions {
   // the seed, that goes to the test split (rounded; at least one, and one
   // left for training). 0.2: our choice.
   double test_fraction = 0.2;
+  // Which layout to read (kLayoutChoices): "auto" detects it as described
+  // below; any other name reads the folder as that layout, and a folder that
+  // is not one is a DataError saying what is missing.
+  std::string layout = "auto";
+  // A class tree's files that are not shape files are a DataError listing
+  // them by extension, instead of being counted in `skipped`.
+  bool strict = false;
 };
 
 // Loads `dir`, or the one of its subfolders named like a layout below:
@@ -67,6 +91,11 @@ struct ModelNetLoadOptions {
 //    (found by base name inside dir), shape_names.txt, datasets "data"
 //    [S, 2048, 3], "label" [S, 1] or [S] of any integer type and optionally
 //    "normal" [S, 2048, 3]; the first points_per_shape points are kept.
+// With layout "auto" the first of these found decides: the HDF5 lists (or an
+// .h5 file), the resampled lists, <class>/train/, train/<class>/, then
+// <class>/ holding shape files; a folder of none of them is looked for in
+// subfolders named ModelNet40, modelnet40_normal_resampled,
+// modelnet40_ply_hdf5_2048.
 // Every problem is a DataError naming the file (or folder) at fault: a folder
 // of no known layout (the message lists what was looked for), a missing list
 // file, an unknown class, a label out of range, an empty split or class, a

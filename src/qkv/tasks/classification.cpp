@@ -43,7 +43,7 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> train_val_indices(const Cl
 }  // namespace
 
 ClassificationData::ClassificationData() {
-  view.up_axis = -1;          // the layout's (resolve_up_axis)
+  view.up_axis = kUpAxisFromLayout;          // the layout's (resolve_up_axis)
   load.points_per_shape = 0;  // every stored point: FPS chooses among all of them, as the paper's sampling does
 }
 
@@ -55,6 +55,10 @@ ClassificationData ClassificationData::from_json(const nlohmann::json& j) {
 
 void ClassificationData::validate() const {
   if (source.empty()) throw ConfigError("source", "must be 'synthetic' or a folder");
+  if (!pc::is_layout_choice(load.layout))
+    throw ConfigError("layout", load.layout + ": expected auto, modelnet, split, flat, resampled or hdf5");
+  if (source == "synthetic" && load.layout != "auto" && load.layout != "modelnet")
+    throw ConfigError("layout", load.layout + ": the synthetic shapes are written as a ModelNet40 tree (auto or modelnet)");
   if (synth.train_per_class < 1) throw ConfigError("synth_train_per_class", "must be at least 1");
   if (synth.test_per_class < 1) throw ConfigError("synth_test_per_class", "must be at least 1");
   if (load.points_per_shape < 0) throw ConfigError("points_per_shape", "must be >= 0 (0 = every stored point)");
@@ -91,7 +95,8 @@ pc::ModelNetData ClassificationData::load_data(const std::string& synth_dir_now,
     }
   }
   auto data = pc::load_modelnet40(dir, load);
-  std::fprintf(stderr, "%s (%s): %lld train / %lld test shapes, %zu classes\n", dir.c_str(), data.layout.c_str(),
+  std::fprintf(stderr, "%s (%s layout%s): %lld train / %lld test shapes, %zu classes\n", dir.c_str(),
+               data.layout.c_str(), load.layout == "auto" ? ", detected" : "",
                static_cast<long long>(data.train.size()), static_cast<long long>(data.test.size()),
                data.train.class_names.size());
   if (!data.skipped.empty()) std::fprintf(stderr, "%s: %s\n", dir.c_str(), data.skipped.c_str());

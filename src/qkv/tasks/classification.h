@@ -62,8 +62,8 @@ OutputMarker synth_shapes_marker(const pointcloud::SynthShapesOptions& options);
 template <typename V>
 void visit_fields(ClassificationData& d, V&& visit) {
   visit(Field{"source",
-              "'synthetic' (built-in shapes) or a ModelNet40 folder: OFF tree, modelnet40_normal_resampled or "
-              "modelnet40_ply_hdf5_2048",
+              "'synthetic' (built-in shapes), a ModelNet40 folder (OFF tree, modelnet40_normal_resampled, "
+              "modelnet40_ply_hdf5_2048) or a folder of your own shapes by class (see --layout)",
               "--data"},
         d.source);
   visit(Field{"synth_dir", "where --data synthetic writes its OFF tree; default OUT/synthetic"}, d.synth_dir);
@@ -76,6 +76,12 @@ void visit_fields(ClassificationData& d, V&& visit) {
             .range(0, 1 << 20),
         d.load.points_per_shape);
   visit(Field{"max_per_class", "keep at most this many shapes per class; 0 = all"}.at_least(0), d.load.max_per_class);
+  visit(Field{"layout",
+              "how the folder holds its shapes: auto (detected, printed), modelnet (<class>/{train,test}/*), split "
+              "({train,test}/<class>/*), flat (<class>/*, cut by --test-fraction), resampled "
+              "(modelnet40_normal_resampled), hdf5 (modelnet40_ply_hdf5_2048)"},
+        d.load.layout);
+  visit(Field{"strict", "", ""}, d.load.strict);  // --strict, a flag
   visit(Field{"test_fraction",
               "a flat <class>/* folder: the share of each class's shapes (seeded shuffle) that is the test set"}
             .range(0.01, 0.99),

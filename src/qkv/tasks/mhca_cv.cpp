@@ -20,6 +20,7 @@
 #include "qkv/train/binary_metrics.h"
 #include "qkv/train/progress.h"
 #include "qkv/train/report.h"
+#include "qkv/train/result_warnings.h"
 #include "qkv/train/run.h"
 
 namespace qkv::mhca {
@@ -400,6 +401,8 @@ std::string render_cv_report(const nlohmann::json& summary,
     }
     return t + "</tbody>\n</table>\n";
   };
+  if (summary.contains("warnings") && summary.at("warnings").is_array())
+    html += train::warnings_box(summary.at("warnings").get<std::vector<std::string>>());
   html += "<h2 id=\"results\">Results</h2>\n";
   html += table("Pooled",
                 "Each run's test predictions of all its folds scored together; mean &#177; sample std over runs.", "");
@@ -441,7 +444,7 @@ nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& o
   // Finished folds are reused only by a call with the same settings, the
   // model list, folds and runs included, so that cv_settings.json describes
   // every fold in the folder.
-  const nlohmann::json settings = {
+  nlohmann::json settings = {
       {"models", options.models},
       {"runs", options.runs},
       {"folds", options.folds},
@@ -463,6 +466,8 @@ nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& o
       {"recipe", options.recipe},
       {"cohort",
        {{"manifest", cohort.manifest_path}, {"methylation", cohort.methylation_path}, {"subjects", cohort.size()}}}};
+  // Recorded only when set, so that folders of earlier versions still resume.
+  if (cohort.reoriented) settings["cohort"]["reorient"] = true;
   const std::string settings_file = out_dir + "/cv_settings.json";
   if (fs::exists(settings_file)) {
     auto stored = read_json_file(settings_file);
@@ -597,6 +602,7 @@ nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& o
   summary["controls"] = cohort.size() - pd;
   summary["match"] = cohort.match_summary;
   summary["models"] = nlohmann::json::object();
+  summary["warnings"] = nlohmann::json::array();
   std::vector<std::tuple<std::string, train::RocCurve, double>> curves;
   for (const auto& m : options.models) {
     std::map<std::string, std::vector<double>> values;
@@ -630,6 +636,9 @@ nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& o
         ++counted;
       }
     if (counted > 0) entry["seconds_per_epoch"] = seconds / static_cast<double>(counted);
+    // Judged on every run's test predictions together.
+    for (const auto& w : train::degenerate_result_warnings(binary_metrics(pooled, pooled_labels)))
+      summary["warnings"].push_back(m + ": " + w);
     summary["models"][m] = entry;
     try {
       curves.emplace_back(m, train::roc_curve(pooled, pooled_labels), train::auroc(pooled, pooled_labels));

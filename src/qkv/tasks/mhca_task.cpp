@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <stdexcept>
@@ -118,7 +119,8 @@ train::MetricFactory binary_metric_factory() {
 
 MhcaTrainRun prepare_mhca_train(MhcaTrainData& d, bool volumes, uint64_t seed) {
   MhcaTrainRun run;
-  run.cohort = mhca::load_cohort(d.manifest, d.methylation, volumes, at::get_num_threads(), false, {}, d.max_missing);
+  run.cohort =
+      mhca::load_cohort(d.manifest, d.methylation, volumes, at::get_num_threads(), false, {}, d.max_missing, d.reorient);
   // A stratified test part, then a stratified validation part of the rest.
   std::vector<int64_t> all(run.cohort.labels.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
@@ -140,6 +142,9 @@ MhcaTrainRun prepare_mhca_train(MhcaTrainData& d, bool volumes, uint64_t seed) {
   d.preprocessing = run.prep.to_json();
   d.test_subjects.clear();
   for (auto r : run.test_rows) d.test_subjects.push_back(run.cohort.subject_ids[static_cast<size_t>(r)]);
+  d.fit_subjects.clear();
+  for (auto r : fit_rows) d.fit_subjects.push_back(run.cohort.subject_ids[static_cast<size_t>(r)]);
+  std::sort(d.fit_subjects.begin(), d.fit_subjects.end());
   return run;
 }
 

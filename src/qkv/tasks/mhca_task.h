@@ -80,18 +80,26 @@ inline constexpr const char* kMaxMissingHelp =
     "leave out subjects with a larger share of missing beta-values (1 = keep all; those with half or more missing "
     "are named either way)";
 
+// The help of --reorient, likewise.
+inline constexpr const char* kReorientHelp =
+    "turn every SPECT volume to RAS+ (axes permuted and flipped as its affine says; no resampling) before the "
+    "volumes' geometries are compared, so that scans stored in other axis orders are accepted the same way round";
+
 struct MhcaTrainData {
   std::string manifest, methylation;
   double val_fraction = 0.15, test_fraction = 0.2;
   std::string normalisation = "global";
   double max_missing = 1.0;  // subjects with a larger share of missing beta-values are left out
+  bool reorient = false;     // volumes turned to RAS+ as they are read (--reorient)
   mhca::FeatureSelection selection;
   mhca::Augmentation augmentation;
   nlohmann::json model_options = nlohmann::json::object();  // the user's network sizes
-  // Decided by the data: the preprocessing fitted on the training rows and
-  // the held-out test subjects.
+  // Decided by the data: the preprocessing fitted on the training rows, the
+  // held-out test subjects, and the subjects that trained or validated the
+  // model (predict reports them apart).
   nlohmann::json preprocessing;
   std::vector<std::string> test_subjects;
+  std::vector<std::string> fit_subjects;
 
   nlohmann::json to_json() const { return fields_to_json(*this); }
   static MhcaTrainData from_json(const nlohmann::json& j) {
@@ -114,11 +122,13 @@ void visit_fields(MhcaTrainData& d, V&& visit) {
   visit(Field{"normalisation", "volume intensities: global (min-max over training volumes, paper) or subject"},
         d.normalisation);
   visit(Field{"max_missing", kMaxMissingHelp}.range(0, 1), d.max_missing);
+  visit(Field{"reorient", "", ""}, d.reorient);  // --reorient, a flag
   visit_fields(d.selection, visit);
   visit_fields(d.augmentation, visit);
   visit(Field{"model_options", "", ""}, d.model_options);  // --model-options, parsed
   visit(Field{"preprocessing", "", ""}, d.preprocessing);
   visit(Field{"test_subjects", "", ""}, d.test_subjects);
+  visit(Field{"fit_subjects", "", ""}, d.fit_subjects);
 }
 
 // One `mhca train` run's data, made from the settings: the cohort, a

@@ -26,7 +26,7 @@ OutputMarker synth_parts_marker(const pc::SynthPartsOptions& o) {
 PartSegData::PartSegData() {
   view.num_points = 2048;
   view.sampling = "random";  // the reader's points are already a random sample: take them all, shuffled
-  view.up_axis = -1;         // the layout's (resolve_up_axis)
+  view.up_axis = kUpAxisFromLayout;         // the layout's (resolve_up_axis)
   load.points_per_shape = 0; // the layout's: more than a view takes, so each epoch draws anew
 }
 

@@ -10,6 +10,7 @@
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
+#include "qkv/pointcloud/up_axis.h"
 #include "qkv/core/json_file.h"
 #include "qkv/pointcloud/transforms.h"
 #include "qkv/train/trainer.h"
@@ -91,8 +92,8 @@ void validate_view(const pc::PointViewOptions& view) {
   if (view.num_points < 1) throw ConfigError("points", "must be at least 1 (got " + std::to_string(view.num_points) + ")");
   if (view.sampling != "fps" && view.sampling != "random" && view.sampling != "first")
     throw ConfigError("sampling", view.sampling + ": expected fps, random or first");
-  if (view.up_axis < -1 || view.up_axis > 2)
-    throw ConfigError("up_axis", "must be 0 (x), 1 (y), 2 (z) or -1 (the data's own)");
+  if (view.up_axis < kUpAxisAuto || view.up_axis > 2)
+    throw ConfigError("up_axis", "must be 0 (x), 1 (y), 2 (z), -1 (the layout's) or -2 (estimated from the shapes)");
   if (!(view.point_dropout >= 0 && view.point_dropout < 1)) throw ConfigError("point_dropout", "must be in [0, 1)");
 }
 
@@ -100,22 +101,43 @@ int64_t default_up_axis(const std::string& layout) {
   // ModelNet40's meshes stand on z; PointNet's and PointNet++'s resampled
   // copies (HDF5 and text) and ShapeNet-part's point clouds stand on y, as
   // qkv's synthetic shapes do.
-  if (layout == "ModelNet40") return 2;
+  if (layout == pc::kModelNetOffLayout) return 2;
   // A folder of one's own shapes (flat or split): y, as OBJ and glTF exporters
   // write by default (our choice; --up-axis sets it).
-  if (layout == "flat" || layout == "split") return 1;
-  if (layout == "modelnet40_normal_resampled" || layout == "modelnet40_ply_hdf5_2048" || layout == "synthetic" ||
+  if (layout == pc::kFlatLayout || layout == pc::kSplitLayout) return 1;
+  if (layout == pc::kModelNetResampledLayout || layout == pc::kModelNetH5Layout || layout == "synthetic" ||
       layout == "shapenetcore_partanno_segmentation_benchmark_v0_normal" || layout == "hdf5_data")
     return 1;
   throw std::invalid_argument("default_up_axis: unknown layout " + layout);
 }
 
-std::string resolve_up_axis(pc::PointViewOptions& view, const std::string& layout) {
+std::string resolve_up_axis(pc::PointViewOptions& view, const std::string& layout, const at::Tensor& train_points) {
   static const char* const names[] = {"x", "y", "z"};
   if (view.up_axis >= 0)
-    return std::string("up axis: ") + names[view.up_axis] + " (--up-axis " + std::to_string(view.up_axis) + ")";
-  view.up_axis = default_up_axis(layout);
-  return std::string("up axis: ") + names[view.up_axis] + " (the " + layout + " layout's; --up-axis to choose)";
+    return std::string("up axis: ") + names[view.up_axis] + " (--up-axis " + names[view.up_axis] + ")";
+  const int64_t convention = default_up_axis(layout);
+  if (view.up_axis != kUpAxisAuto) {
+    view.up_axis = convention;
+    return std::string("up axis: ") + names[view.up_axis] + " (the " + layout + " layout's; --up-axis to choose)";
+  }
+  const auto e = pc::estimate_up_axis(train_points);
+  view.up_axis = e.axis;
+  char numbers[160];
+  std::snprintf(numbers, sizeof numbers, "mirror asymmetry x %.3f, y %.3f, z %.3f over %lld training shapes",
+                e.asymmetry[0], e.asymmetry[1], e.asymmetry[2], static_cast<long long>(e.shapes));
+  std::string line = std::string("up axis: ") + names[e.axis] + " (--up-axis auto: the shapes are least mirror-symmetric across " +
+                     names[e.axis] + "; " + numbers + ")";
+  if (e.margin < kUpAxisWeakMargin) {
+    char margin[32];
+    std::snprintf(margin, sizeof margin, "%.2f", e.margin);
+    line += std::string("\nwarning: up axis: a weak estimate (") + names[e.axis] + " only " + margin +
+            "x the next axis's asymmetry); check the shapes and give --up-axis x, y or z";
+  }
+  if (e.axis != convention)
+    line += std::string("\nwarning: up axis: estimated ") + names[e.axis] + ", but the " + layout +
+            " layout's convention is " + names[convention] + "; rotations and the z/z protocol turn about " +
+            names[e.axis];
+  return line;
 }
 
 nlohmann::json read_summary(const std::string& run) { return read_json_file(train::RunPaths{run}.summary()); }

@@ -45,8 +45,16 @@ void set_paper_training_defaults(train::TrainConfig& config, pointcloud::PointVi
 
 // The help of --up-axis, for both tasks.
 inline constexpr const char* kUpAxisHelp =
-    "axis of the z rotations: 0 x, 1 y, 2 z; -1 = the data's own (ModelNet40 OFF meshes: z; resampled, HDF5, "
-    "ShapeNet-part, synthetic, flat and split folders of your own: y)";
+    "axis of the z rotations: x, y, z (or 0, 1, 2); layout (-1) = the layout's convention (ModelNet40 OFF meshes: z; "
+    "resampled, HDF5, ShapeNet-part, synthetic, flat and split folders of your own: y); auto (-2) = estimated from "
+    "the training shapes (the axis across which they are least mirror-symmetric), with a warning where it disagrees "
+    "with the layout's";
+// up_axis values that ask for a choice when the data are loaded.
+inline constexpr int64_t kUpAxisFromLayout = -1;
+inline constexpr int64_t kUpAxisAuto = -2;
+// Below this margin (pointcloud::UpAxisEstimate) an estimated axis is
+// reported as weak: our choice.
+inline constexpr double kUpAxisWeakMargin = 1.2;
 
 // The view settings config.json records (the data settings of both tasks
 // list them): points, sampling, normalize, up_axis, random_scale,
@@ -56,7 +64,7 @@ void visit_view_fields(pointcloud::PointViewOptions& view, V&& visit, const char
   visit(Field{"points", "points the model sees per shape"}.range(1, 1 << 20), view.num_points);
   visit(Field{"sampling", sampling_help}, view.sampling);
   visit(Field{"normalize", "", ""}, view.normalize);
-  visit(Field{"up_axis", kUpAxisHelp}.range(-1, 2), view.up_axis);
+  visit(Field{"up_axis", kUpAxisHelp}.range(-2, 2), view.up_axis);
   visit(Field{"random_scale", "training augmentation: scale by U[0.8, 1.25)"}, view.random_scale);
   visit(Field{"random_shift", "training augmentation: shift by U[-0.1, 0.1)^3"}, view.random_shift);
   visit(Field{"point_dropout",
@@ -69,7 +77,7 @@ void visit_view_fields(pointcloud::PointViewOptions& view, V&& visit, const char
 }
 
 // ConfigError unless the view settings are usable (points > 0, a known
-// sampling, up axis -1..2 where -1 is left for resolve_up_axis).
+// sampling, up axis -2..2 where -1 and -2 are left for resolve_up_axis).
 void validate_view(const pointcloud::PointViewOptions& view);
 
 // The axis a data layout's shapes stand on: 2 (z) for ModelNet40's OFF meshes
@@ -77,9 +85,13 @@ void validate_view(const pointcloud::PointViewOptions& view);
 // the synthetic shapes, and a folder of one's own shapes (flat or split).
 // std::invalid_argument for a layout it does not know.
 int64_t default_up_axis(const std::string& layout);
-// Sets view.up_axis from the layout when it is -1 (the option's default) and
-// returns a line for the user saying which axis and why.
-std::string resolve_up_axis(pointcloud::PointViewOptions& view, const std::string& layout);
+// Sets view.up_axis from the layout when it is kUpAxisFromLayout (the
+// option's default), or from pointcloud::estimate_up_axis of `train_points`
+// when it is kUpAxisAuto, and returns what to tell the user: which axis and
+// why, then (on lines of their own) warnings for a weak estimate and for one
+// that is not the layout's convention.
+std::string resolve_up_axis(pointcloud::PointViewOptions& view, const std::string& layout,
+                            const at::Tensor& train_points = {});
 
 
 // A finished run's summary.json; DataError naming the file.
@@ -105,7 +117,8 @@ class SyntheticDataDir {
 
 // A point-cloud task's data (Data: ClassificationData or PartSegData),
 // loaded where this rank reads them (a rank > 0 makes its synthetic copy in a
-// scratch folder); an up axis left at -1 is set from the layout, and
+// scratch folder); an up axis left at -1 is set from the layout (-2: from
+// the training shapes), and
 // *up_axis_line (when given) says so; a points-per-shape of 0 (the layout's)
 // is set to what it came to, so that a run records the numbers it used.
 template <typename Data>
@@ -114,7 +127,7 @@ auto load_point_data(Data& d, int64_t rank, bool overwrite, std::string* up_axis
   auto loaded = d.load_data(synth_dir.path(), overwrite);
   if (loaded.train.points.defined()) d.load.points_per_shape = loaded.train.points.size(1);
   if (d.view.up_axis < 0) {
-    const auto line = resolve_up_axis(d.view, d.source == "synthetic" ? "synthetic" : loaded.layout);
+    const auto line = resolve_up_axis(d.view, d.source == "synthetic" ? "synthetic" : loaded.layout, loaded.train.points);
     if (up_axis_line) *up_axis_line = line;
   }
   return loaded;

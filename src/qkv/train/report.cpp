@@ -12,6 +12,7 @@
 #include "qkv/core/json_file.h"
 #include "qkv/core/text.h"
 #include "qkv/train/metrics.h"
+#include "qkv/train/result_warnings.h"
 
 namespace qkv::train {
 namespace {
@@ -810,6 +811,8 @@ const char kStyle[] =
     "code{font:12px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#f6f8fa;padding:1px 4px;"
     "border-radius:4px;word-break:break-all}"
     "details summary{cursor:pointer;color:#59636e}"
+    ".warn{border-left:4px solid #bf8700;background:#fff8c5;padding:6px 12px;margin:12px 0;border-radius:4px}"
+    ".warn ul{margin:4px 0 2px;padding-left:20px}"
     "footer{margin-top:36px;padding-top:8px;border-top:1px solid #e6eaef;color:#8c959f;font-size:12px}";
 
 std::string fact(const std::string& label, const std::string& value_html, const std::string& after = "") {
@@ -831,6 +834,13 @@ std::string facts_line(const nlohmann::json& summary, const nlohmann::json& conf
   std::string data = text_at(config, "data", "source");
   if (data.empty()) data = text_at(config, "data", "task");
   if (!data.empty()) facts.push_back(fact("data", escape_html(data)));
+  const std::string protocol = text_at(config, "data", "protocol");
+  if (!protocol.empty()) facts.push_back(fact("protocol", escape_html(protocol)));
+  if (config.contains("data") && config.at("data").is_object() && config.at("data").contains("up_axis") &&
+      config.at("data").at("up_axis").is_number_integer()) {
+    const auto axis = config.at("data").at("up_axis").get<int64_t>();
+    if (axis >= 0 && axis <= 2) facts.push_back(fact("up axis", std::string(1, static_cast<char>('x' + axis))));
+  }
   auto number_at = [&](const char* key) {
     return summary.contains(key) && summary.at(key).is_number() ? summary.at(key) : nlohmann::json();
   };
@@ -949,6 +959,13 @@ std::string html_page_begin(const std::string& title) {
          escape_html(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n<main>\n";
 }
 
+std::string warnings_box(const std::vector<std::string>& warnings) {
+  if (warnings.empty()) return "";
+  std::string html = "<div class=\"warn\"><b>" + std::string(warnings.size() == 1 ? "Warning" : "Warnings") + "</b><ul>\n";
+  for (const auto& w : warnings) html += "<li>" + escape_html(w) + "</li>\n";
+  return html + "</ul></div>\n";
+}
+
 std::string html_page_end() { return "</main>\n</body>\n</html>\n"; }
 
 std::string settings_tables(const nlohmann::json& settings) {
@@ -1051,6 +1068,7 @@ std::string render_report_html(const std::string& title, const nlohmann::json& h
     << "<a href=\"#settings\">Settings</a></nav>\n"
     << "</header>\n";
 
+  o << warnings_box(summary_warnings(summary));
   o << "<h2 id=\"summary\">Summary</h2>\n";
   if (run.empty() && results.empty()) o << "<p class=\"muted\">No summary yet.</p>\n";
   if (!run.empty()) o << "<h3>Run</h3>\n" << run;

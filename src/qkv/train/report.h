@@ -47,6 +47,9 @@ std::string html_page_end();
 // other arrays in <code> as compact JSON.
 std::string settings_tables(const nlohmann::json& settings);
 
+// A highlighted box listing warnings (result_warnings.h), or "" for none.
+std::string warnings_box(const std::vector<std::string>& warnings);
+
 // Numbers as the tables print them. format_integer: thousands separated by
 // commas ("213,807"). format_number: at most 4 significant digits ("0.3971",
 // "2.096", "0.25", "1"), scientific below 0.001 ("5e-05"), a whole number

@@ -18,6 +18,7 @@
 #include "qkv/distributed/process_group.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/progress.h"
+#include "qkv/train/result_warnings.h"
 #include "qkv/train/weights.h"
 
 namespace qkv::train {
@@ -219,6 +220,7 @@ std::string run_summary_text(const nlohmann::json& s, const std::string& dir, co
     label.resize(std::max<size_t>(label.size(), 12), ' ');
     text += "  " + label + " " + headline(item.value()) + "\n";
   }
+  for (const auto& w : summary_warnings(s)) text += "warning: " + w + "\n";
   std::string files;
   for (const char* name : {"summary.json", "report.html", "checkpoints/best.ckpt", "xgboost.json"})
     if (std::filesystem::exists(std::filesystem::path(dir) / name)) files += (files.empty() ? "" : ", ") + std::string(name);

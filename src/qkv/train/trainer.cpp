@@ -46,20 +46,7 @@ void write_metrics_jsonl(const RunPaths& paths, const nlohmann::json& history) {
 }
 
 void print_epoch_line(const nlohmann::json& row, int64_t epochs) {
-  std::string line = "epoch " + std::to_string(row.at("epoch").get<int64_t>()) + "/" + std::to_string(epochs);
-  char buf[64];
-  for (const auto& item : row.items()) {
-    if (item.key() == "epoch" || item.key() == "seconds" || !item.value().is_number()) continue;
-    if (item.value().is_number_integer())  // counts (val_shapes, tokens) read as counts, not 4.0000
-      std::snprintf(buf, sizeof buf, " %s %lld", item.key().c_str(), item.value().get<long long>());
-    else
-      std::snprintf(buf, sizeof buf, item.key() == "lr" ? " %s %.3g" : " %s %.4f", item.key().c_str(),
-                    item.value().get<double>());
-    line += buf;
-  }
-  std::snprintf(buf, sizeof buf, " (%.1f s)", row.value("seconds", 0.0));
-  line += buf;
-  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fprintf(stderr, "%s\n", epoch_line_text(row, epochs).c_str());
 }
 
 // Sums an accumulator's counts over ranks (shorter vectors padded with zeros).
@@ -92,6 +79,37 @@ nlohmann::json prefixed(const std::string& prefix, const nlohmann::json& metrics
 }
 
 }  // namespace
+
+std::string epoch_line_text(const nlohmann::json& row, int64_t epochs, size_t width) {
+  std::string line = "epoch " + std::to_string(row.at("epoch").get<int64_t>()) + "/" + std::to_string(epochs);
+  std::vector<std::string> parts;
+  char buf[96];
+  for (const auto& item : row.items()) {
+    if (item.key() == "epoch" || item.key() == "seconds" || !item.value().is_number()) continue;
+    if (item.value().is_number_integer())  // counts (val_shapes, tokens) read as counts, not 4.0000
+      std::snprintf(buf, sizeof buf, " %s %lld", item.key().c_str(), item.value().get<long long>());
+    else
+      std::snprintf(buf, sizeof buf, item.key() == "lr" ? " %s %.3g" : " %s %.4f", item.key().c_str(),
+                    item.value().get<double>());
+    parts.push_back(buf);
+  }
+  std::snprintf(buf, sizeof buf, " (%.1f s)", row.value("seconds", 0.0));
+  parts.push_back(buf);
+  size_t total = line.size();
+  for (const auto& p : parts) total += p.size();
+  // Too wide for a terminal: the validation metrics (and what follows) go on
+  // a second line, indented.
+  const bool wrap = total > width;
+  bool wrapped = false;
+  for (const auto& p : parts) {
+    if (wrap && !wrapped && p.rfind(" val_", 0) == 0) {
+      line += "\n   ";
+      wrapped = true;
+    }
+    line += p;
+  }
+  return line;
+}
 
 void TrainConfig::validate() const {
   if (epochs < 1) throw ConfigError("epochs", "must be at least 1 (got " + std::to_string(epochs) + ")");

@@ -142,4 +142,10 @@ void check_resume_world_size(const std::string& dir, int64_t stored, int64_t now
 nlohmann::json evaluate(models::Model& model, const data::Dataset& dataset, int64_t batch_size, c10::Device device,
                         const MetricFactory& metrics = {}, distributed::ProcessGroup* group = nullptr);
 
+// The line a finished epoch prints on stderr: "epoch 3/20", then every
+// numeric entry of `row` ("lr 0.001 train_loss 0.4312 ...", counts as
+// integers), then "(12.3 s)"; longer than `width`, the validation entries
+// go on a second, indented line.
+std::string epoch_line_text(const nlohmann::json& row, int64_t epochs, size_t width = 150);
+
 }  // namespace qkv::train
