@@ -172,7 +172,7 @@ TEST(Cli, OldSpellingsStillWorkAndNameTheNewOne) {
   expect_clean_failure(run("lm cache-size --layers 2 --heads 2 --dk 4 --dv 4 --seq 8 --batch 0"), 2, "--batch: ");
   const auto parts = fresh_dir("old_spelling_parts");
   expect_clean_failure(run("data synth-parts --train-per-category 0 --out " + parts), 2,
-                       "qkv data synth-parts: --train-per-category: value 0 must be in [1, 100000]");
+                       "qkv data synth-parts: error: --train-per-category: value 0 must be in [1, 100000]");
   EXPECT_FALSE(std::filesystem::exists(parts));
   EXPECT_EQ(run("seg train --help").output.find("--max-per-category"), std::string::npos);
   EXPECT_NE(run("seg train --help").output.find("--max-per-class"), std::string::npos);

@@ -477,7 +477,7 @@ TEST_F(OverwriteMhca, CrossValidationResumesOnlyItsOwnFolderWithItsOwnSettings) 
            {" --model xgboost --folds 3", "folds: 2 there, 3 now"}}) {
     const auto r = run_qkv(base + args + " --resume --out " + cv);
     EXPECT_EQ(r.status, 2) << r.output;
-    EXPECT_NE(r.output.find("qkv: --out " + cv + " holds a cross validation with other settings (" + needle),
+    EXPECT_NE(r.output.find("qkv mhca cv: error: --out " + cv + " holds a cross validation with other settings (" + needle),
               std::string::npos)
         << r.output;
   }

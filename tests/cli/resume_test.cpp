@@ -131,7 +131,7 @@ TEST(Resume, ADivergedOptimizerStateIsRefusedByName) {
   const auto before = file_bytes(dir);
   const auto r = run_qkv("spirals train --resume " + dir + " --epochs 2 --threads 1");
   EXPECT_EQ(r.status, 1) << r.output;
-  EXPECT_NE(r.output.find("qkv: error: " + last + ": 'optimizer/"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("qkv spirals train: error: " + last + ": 'optimizer/"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("exp_avg_sq' holds 1 NaN or infinite value (the run diverged"), std::string::npos)
       << r.output;
   EXPECT_EQ(file_bytes(dir), before);

@@ -281,8 +281,12 @@ TEST_F(MhcaCli, CrossValidationShowsProgressOnStderr) {
   const auto r = run_qkv_stderr_to(args, err);
   const std::string log = read_text(err);
   ASSERT_EQ(r.status, 0) << r.output << log;
-  // Two tables, labelled: pooled per run, then the paper's fold average.
-  EXPECT_EQ(count_lines(r.output), 6) << r.output;
+  // Two tables, labelled: pooled per run, then the paper's fold average;
+  // then a line for each warning summary.json lists (2 epochs can leave a
+  // network predicting PD for everyone).
+  const auto warnings = read_json(out + "/summary.json").at("warnings");
+  EXPECT_EQ(count_lines(r.output), 6 + static_cast<int>(warnings.size())) << r.output;
+  for (const auto& w : warnings) EXPECT_NE(r.output.find("\nwarning: " + w.get<std::string>() + "\n"), std::string::npos);
   EXPECT_EQ(r.output.rfind("pooled per run", 0), 0u) << r.output;
   EXPECT_NE(r.output.find("\n  mhca "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("\n  xgboost "), std::string::npos) << r.output;
@@ -380,6 +384,45 @@ TEST_F(MhcaCli, TrainWritesARunFolder) {
   EXPECT_TRUE(summary.at("val").contains("auroc"));
   EXPECT_NE(r.output.find("auroc"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("specificity"), std::string::npos) << r.output;
+
+  // Predict on the whole cohort: the subjects that trained or validated the
+  // checkpoint are counted and the others scored apart.
+  const auto fit = read_json(out + "/config.json").at("data").at("fit_subjects");
+  EXPECT_EQ(fit.size() + subjects, 40u);
+  const auto p = run_qkv_stderr_to("mhca predict " + cohort_args() + " --checkpoint " + out +
+                                       "/checkpoints/best.ckpt --output " + root_ + "/train_pred.csv",
+                                   root_ + "/train_pred.err");
+  ASSERT_EQ(p.status, 0) << p.output;
+  const auto metrics = trailing_json(p.output);
+  EXPECT_EQ(metrics.at("seen_in_training"), fit.size());
+  EXPECT_EQ(metrics.at("unseen").at("n"), subjects);
+  EXPECT_EQ(metrics.at("n"), 40);
+  EXPECT_NE(read_text(root_ + "/train_pred.err").find("note: " + std::to_string(fit.size()) + " of 40 subjects trained or validated this checkpoint"),
+            std::string::npos)
+      << read_text(root_ + "/train_pred.err");
+  const auto csv = read_text(root_ + "/train_pred.csv");
+  EXPECT_EQ(csv.rfind("subject_id,label,p_pd,predicted,seen_in_training\n", 0), 0u);
+  size_t seen_rows = 0;
+  for (size_t at = csv.find(",1\n"); at != std::string::npos; at = csv.find(",1\n", at + 1)) ++seen_rows;
+  EXPECT_EQ(seen_rows, fit.size());
+}
+
+// A network that is not trained at all (learning rate 1e-12) puts every
+// subject of a fold on one side (the side can differ from fold to fold, so
+// the pooled predictions may look balanced): cross validation says so on the
+// terminal and in report.html.
+TEST_F(MhcaCli, CrossValidationWarnsWhereAModelPredictsOneClass) {
+  const std::string out = root_ + "/cv_untrained";
+  const auto r = run_qkv("mhca cv " + cohort_args() + " --out " + out + " " + kNetOptions +
+                         " --model concatnet --select all --runs 1 --folds 2 --epochs 1 --lr 1e-12 --threads 2");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto summary = read_json(out + "/summary.json");
+  ASSERT_FALSE(summary.at("warnings").empty()) << summary.dump();
+  const std::string warning = summary.at("warnings").back();
+  EXPECT_EQ(warning.rfind("concatnet: 2 of 2 folds are degenerate, e.g. run 1 fold 1 predicts the ", 0), 0u)
+      << warning;
+  EXPECT_NE(r.output.find("warning: " + warning), std::string::npos) << r.output;
+  EXPECT_NE(read_text(out + "/report.html").find("<div class=\"warn\">"), std::string::npos);
 }
 
 TEST_F(MhcaCli, PredictRefusesAVolumeOffTheCheckpointsGridFromItsHeader) {

@@ -636,9 +636,22 @@ nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& o
         ++counted;
       }
     if (counted > 0) entry["seconds_per_epoch"] = seconds / static_cast<double>(counted);
-    // Judged on every run's test predictions together.
+    // Judged on every run's test predictions together, and fold by fold (a
+    // network may put each fold's subjects all on one side, a different
+    // side in each fold, which pooling hides).
     for (const auto& w : train::degenerate_result_warnings(binary_metrics(pooled, pooled_labels)))
       summary["warnings"].push_back(m + ": " + w);
+    int64_t degenerate_folds = 0;
+    std::string first;
+    for (const auto& f : per_fold[m]) {
+      const auto w = train::degenerate_result_warnings(f, /*judge_auroc=*/false);
+      if (w.empty()) continue;
+      if (degenerate_folds++ == 0)
+        first = "run " + std::to_string(f.value("run", 0)) + " fold " + std::to_string(f.value("fold", 0)) + " " + w[0];
+    }
+    if (degenerate_folds > 0)
+      summary["warnings"].push_back(m + ": " + std::to_string(degenerate_folds) + " of " +
+                                    std::to_string(per_fold[m].size()) + " folds are degenerate, e.g. " + first);
     summary["models"][m] = entry;
     try {
       curves.emplace_back(m, train::roc_curve(pooled, pooled_labels), train::auroc(pooled, pooled_labels));

@@ -40,7 +40,7 @@ std::string one_class_text(const std::string& name, int64_t predicted, int64_t a
 
 }  // namespace
 
-std::vector<std::string> degenerate_result_warnings(const nlohmann::json& m) {
+std::vector<std::string> degenerate_result_warnings(const nlohmann::json& m, bool judge_auroc) {
   std::vector<std::string> out;
   if (!m.is_object()) return out;
   if (m.contains("confusion") && m.at("confusion").is_array()) {
@@ -82,7 +82,7 @@ std::vector<std::string> degenerate_result_warnings(const nlohmann::json& m) {
     if (sensitivity == 0) out.push_back("sensitivity 0: no positive case was predicted positive");
     if (specificity == 0) out.push_back("specificity 0: every negative case was predicted positive");
   }
-  const double auroc = metric_value(m, "auroc");
+  const double auroc = judge_auroc ? metric_value(m, "auroc") : NAN;
   if (auroc <= 0.5) {
     char text[96];
     std::snprintf(text, sizeof text, "AUROC %.3f <= 0.5: the scores rank no better than chance", auroc);

@@ -23,8 +23,9 @@ inline constexpr int64_t kOneClassMinSamples = 5;  // fewer say nothing
 // "confusion" (rows true, columns predicted) with "classes", from binary
 // counts "tp", "fp", "tn", "fn", and from "sensitivity", "specificity",
 // "auroc" (a number, or {"mean": ...} as cross validation reports them).
-// Keys that are missing or null are not judged.
-std::vector<std::string> degenerate_result_warnings(const nlohmann::json& metrics);
+// Keys that are missing or null are not judged; without `judge_auroc` AUROC
+// is not (a small part, such as one fold, can rank below chance by chance).
+std::vector<std::string> degenerate_result_warnings(const nlohmann::json& metrics, bool judge_auroc = true);
 
 // The warnings of every evaluated split of a run summary ("val", "test",
 // "test_*"), each as "<split>: <warning>".
