@@ -78,8 +78,16 @@ Data settings_from(const std::string& what, const nlohmann::json& given) {
   for (const auto& item : given.items())
     if (!known.count(item.key()))
       throw UsageError(what + ": unknown setting '" + item.key() + "' (known: " + join(std::vector<std::string>(known.begin(), known.end())) + ")");
-  auto merged = d.to_json();
+  nlohmann::json merged = d.to_json();
   merged.update(given);
+  // The up axis by name, as the CLI's --up-axis takes it.
+  if (merged.contains("up_axis") && merged.at("up_axis").is_string()) {
+    const auto axis = tasks::up_axis_of_name(merged.at("up_axis").get<std::string>());
+    if (!axis)
+      throw UsageError(what + ": up_axis '" + merged.at("up_axis").get<std::string>() +
+                       "': expected x, y, z, layout or auto (or -2..2)");
+    merged["up_axis"] = *axis;
+  }
   try {
     d = Data::from_json(merged);
   } catch (const DataError& e) {  // from_json words it for a stored run's file: say it as the caller's setting

@@ -62,8 +62,10 @@ def test_synthetic_shapes_as_the_cli_loads_them(tmp_path):
     loader = torch.utils.data.DataLoader(test, batch_size=4)
     batch_inputs, batch_target = next(iter(loader))
     assert batch_inputs["points"].shape == (4, 3, 64) and batch_target.shape == (4,)
-    # The same folder read as a ModelNet40 OFF tree.
-    assert qkv.data.ModelNet40(root, "test", points=64, points_per_shape=128).layout == "ModelNet40"
+    # The same folder read as a ModelNet40 OFF tree; the up axis by name
+    # (the synthetic shapes stand on y, as the estimate finds), the layout named.
+    tree = qkv.data.ModelNet40(root, "test", points=64, points_per_shape=128, up_axis="auto", layout="modelnet")
+    assert tree.layout == "ModelNet40" and tree.settings["up_axis"] == 1
     splits = qkv.data.SyntheticShapes.splits(root, **SMALL)
     assert {"train", "val", "test", "test/so3"} <= set(splits)
 
@@ -79,6 +81,8 @@ def test_data_settings_are_checked(tmp_path):
         qkv.data.SyntheticShapes(tmp_path / "s", **dict(SMALL, points="many"))
     with pytest.raises(ValueError, match="nowhere"):
         qkv.data.ModelNet40(tmp_path / "nowhere")
+    with pytest.raises(qkv.UsageError, match="up_axis 'w'"):
+        qkv.data.SyntheticShapes(tmp_path / "s", **dict(SMALL, up_axis="w"))
 
 
 def test_a_users_folder_is_not_written_into(tmp_path):

@@ -1,7 +1,6 @@
 #include "qkv/cli/point_commands.h"
 
 #include <cstdlib>
-#include <map>
 
 #include "qkv/cli/common.h"
 #include "qkv/core/errors.h"
@@ -14,10 +13,7 @@ void accept_axis_names(CLI::App* cmd) {
   cmd->get_option("--up-axis")
       ->transform(
           [](std::string text) {
-            static const std::map<std::string, int64_t> names = {
-                {"x", 0}, {"y", 1}, {"z", 2}, {"layout", tasks::kUpAxisFromLayout}, {"auto", tasks::kUpAxisAuto}};
-            const auto it = names.find(lower(std::string(trim(text))));
-            if (it != names.end()) return std::to_string(it->second);
+            if (const auto axis = tasks::up_axis_of_name(std::string(trim(text)))) return std::to_string(*axis);
             char* end = nullptr;
             std::strtol(text.c_str(), &end, 10);
             if (text.empty() || *end != '\0')

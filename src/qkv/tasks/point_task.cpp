@@ -10,6 +10,7 @@
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/text.h"
 #include "qkv/pointcloud/up_axis.h"
 #include "qkv/core/json_file.h"
 #include "qkv/pointcloud/transforms.h"
@@ -95,6 +96,14 @@ void validate_view(const pc::PointViewOptions& view) {
   if (view.up_axis < kUpAxisAuto || view.up_axis > 2)
     throw ConfigError("up_axis", "must be 0 (x), 1 (y), 2 (z), -1 (the layout's) or -2 (estimated from the shapes)");
   if (!(view.point_dropout >= 0 && view.point_dropout < 1)) throw ConfigError("point_dropout", "must be in [0, 1)");
+}
+
+std::optional<int64_t> up_axis_of_name(const std::string& name) {
+  const std::string n = lower(name);
+  if (n == "x" || n == "y" || n == "z") return n[0] - 'x';
+  if (n == "layout") return kUpAxisFromLayout;
+  if (n == "auto") return kUpAxisAuto;
+  return std::nullopt;
 }
 
 int64_t default_up_axis(const std::string& layout) {

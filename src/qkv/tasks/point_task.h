@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,6 +53,9 @@ inline constexpr const char* kUpAxisHelp =
 // up_axis values that ask for a choice when the data are loaded.
 inline constexpr int64_t kUpAxisFromLayout = -1;
 inline constexpr int64_t kUpAxisAuto = -2;
+// The up_axis value of a name: x, y, z, layout or auto, in any case;
+// nullopt for any other text.
+std::optional<int64_t> up_axis_of_name(const std::string& name);
 // Below this margin (pointcloud::UpAxisEstimate) an estimated axis is
 // reported as weak: our choice.
 inline constexpr double kUpAxisWeakMargin = 1.2;
