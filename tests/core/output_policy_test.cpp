@@ -276,3 +276,30 @@ TEST_F(OutputPolicy, TheTemporarySweepRemovesOnlyTemporariesOfListedFiles) {
   EXPECT_TRUE(fs::exists(dir / "checkpoints/.notes.txt.tmp.Ab12cD"));
   EXPECT_TRUE(fs::exists(dir / ".mine.tmp.zzzzzz"));
 }
+
+// A command that fails after its claim and before its first write leaves
+// nothing: the ledger goes, and the folder where the claim made it.
+TEST_F(OutputPolicy, AnUnusedClaimIsReleasedWithoutTouchingAnythingElse) {
+  const fs::path made = fresh_dir("policy_release_made");
+  qkv::claim_output_dir(made.string(), "--out", false, {"test", {}});
+  qkv::release_unused_output_dir(made.string(), true);
+  EXPECT_FALSE(fs::exists(made));
+  // A folder that existed (empty) stays, without a ledger.
+  const fs::path existed = fresh_dir("policy_release_existed");
+  fs::create_directories(existed);
+  qkv::claim_output_dir(existed.string(), "--out", false, {"test", {}});
+  qkv::release_unused_output_dir(existed.string(), false);
+  EXPECT_TRUE(fs::is_directory(existed));
+  EXPECT_TRUE(fs::is_empty(existed));
+  // Once something is written, or where a user's file lies, nothing is removed.
+  const fs::path used = fresh_dir("policy_release_used");
+  qkv::claim_output_dir(used.string(), "--out", false, {"test", {}});
+  qkv::write_file_atomic((used / "config.json").string(), std::string("{}"));
+  qkv::release_unused_output_dir(used.string(), true);
+  EXPECT_EQ(read(used / "config.json"), "{}");
+  EXPECT_EQ(qkv::ledger_files(used.string()), (std::vector<std::string>{"config.json"}));
+  const fs::path mine = fresh_dir("policy_release_mine");
+  write_text_file((mine / "notes.txt").string(), "mine");
+  qkv::release_unused_output_dir(mine.string(), true);
+  EXPECT_EQ(read(mine / "notes.txt"), "mine");
+}

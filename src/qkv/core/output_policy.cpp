@@ -366,17 +366,22 @@ ClaimResult claim_output_dir(const std::string& dir, const std::string& option, 
   return result;
 }
 
-void release_unused_output_dir(const std::string& dir, bool remove_folder) {
-  const fs::path root = normal(dir);
-  std::error_code ec;
-  if (!fs::is_directory(root, ec) || !fs::exists(root / kLedgerName, ec) || !is_empty_folder(root)) return;
-  {
-    std::lock_guard<std::mutex> lock(claims_mutex());
-    auto& roots = claimed_roots();
-    roots.erase(std::remove_if(roots.begin(), roots.end(), [&](const Root& r) { return r.dir == root; }), roots.end());
+void release_unused_output_dir(const std::string& dir, bool remove_folder) noexcept {
+  try {
+    const fs::path root = normal(dir);
+    std::error_code ec;
+    if (!fs::is_directory(root, ec) || !fs::exists(root / kLedgerName, ec) || !is_empty_folder(root)) return;
+    {
+      std::lock_guard<std::mutex> lock(claims_mutex());
+      auto& roots = claimed_roots();
+      roots.erase(std::remove_if(roots.begin(), roots.end(), [&](const Root& r) { return r.dir == root; }),
+                  roots.end());
+    }
+    fs::remove(root / kLedgerName, ec);
+    if (remove_folder) fs::remove(root, ec);  // only while empty
+  } catch (const std::exception&) {
+    // A ledger qkv cannot read, or no memory: everything stays as it is.
   }
-  fs::remove(root / kLedgerName, ec);
-  if (remove_folder) fs::remove(root, ec);  // only while empty
 }
 
 void check_output_file(const std::string& path, const std::string& option, bool overwrite) {

@@ -45,8 +45,9 @@ ClaimResult claim_output_dir(const std::string& dir, const std::string& option, 
 // After a command claimed `dir` and failed before writing anything into it:
 // when the folder holds nothing but its ledger (listing no file), the ledger
 // goes and, with `remove_folder` (the claim created the folder), the folder
-// too, so that a failed command leaves no trace. Anything else stays.
-void release_unused_output_dir(const std::string& dir, bool remove_folder);
+// too, so that a failed command leaves no trace. Anything else stays; never
+// throws (it runs while another error is on its way out).
+void release_unused_output_dir(const std::string& dir, bool remove_folder) noexcept;
 
 // The same for one output file: a missing file is fine (its parent folders
 // are created); an existing one is replaced only with `overwrite` and only if
