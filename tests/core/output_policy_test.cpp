@@ -23,14 +23,7 @@ std::string read(const fs::path& p) {
   return std::string(bytes.begin(), bytes.end());
 }
 
-std::string usage_error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const qkv::UsageError& e) {
-    return e.what();
-  }
-  return "(no UsageError)";
-}
+using qkv::testing::usage_error_of;
 
 struct OutputPolicy : ::testing::Test {
   void SetUp() override { qkv::reset_output_claims(); }

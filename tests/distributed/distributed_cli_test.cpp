@@ -298,7 +298,7 @@ TEST(DistributedCliFailures, AKilledRankIsReportedAndCleanedUp) {
   const std::string output = read_text(log);
   ASSERT_TRUE(WIFEXITED(raw)) << output;
   EXPECT_EQ(WEXITSTATUS(raw), 1) << output;
-  EXPECT_NE(output.find("qkv launch: rank 1 killed by signal 9 (SIGKILL)"), std::string::npos) << output;
+  EXPECT_NE(output.find("qkv launch: error: rank 1 killed by signal 9 (SIGKILL)"), std::string::npos) << output;
   // Rank 0 was stopped too, and only the launcher's own folder is gone.
   EXPECT_EQ(kill(ranks.at(0), 0), -1);
   std::vector<std::string> left;

@@ -448,14 +448,7 @@ TEST(SynthCohortAtlas, MissingAtlasFileIsADataErrorNamingIt) {
   fs::remove_all(dir);
 }
 
-std::string usage_error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const qkv::UsageError& e) {
-    return e.what();
-  }
-  return "(no UsageError)";
-}
+using qkv::testing::usage_error_of;
 
 TEST(SynthCohortOptionsTest, BadOptionsAreUsageErrorsNamingTheOption) {
   auto bad = [](auto change) {

@@ -133,14 +133,7 @@ std::vector<fs::path> files_under(const fs::path& dir) {
   return files;
 }
 
-std::string usage_error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const qkv::UsageError& e) {
-    return e.what();
-  }
-  return "(no UsageError)";
-}
+using qkv::testing::usage_error_of;
 
 }  // namespace
 

@@ -38,6 +38,16 @@ inline std::string data_error_of(const std::function<void()>& f) {
   return "(no DataError)";
 }
 
+// The message of the UsageError f throws, or "(no UsageError)".
+inline std::string usage_error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "(no UsageError)";
+}
+
 // Writes a text file, creating its folder (atomic, like the product's writes).
 inline void write_text_file(const std::filesystem::path& path, const std::string& contents) {
   make_directories(path.parent_path().string());

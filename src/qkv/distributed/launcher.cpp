@@ -1,0 +1,200 @@
+#include "qkv/distributed/launcher.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "qkv/core/errors.h"
+#include "qkv/core/interrupt.h"
+#include "qkv/distributed/process_group.h"
+
+namespace qkv::distributed {
+namespace {
+
+std::vector<pid_t> g_children;
+volatile sig_atomic_t g_received = 0;  // a SIGINT or SIGTERM sent to the launcher itself
+
+void on_launcher_signal(int sig) {
+  g_received = sig;
+  for (const pid_t pid : g_children)
+    if (pid > 0) kill(pid, sig);
+}
+
+void forward_signal(int sig) {
+  for (const pid_t pid : g_children)
+    if (pid > 0) kill(pid, sig);
+}
+
+int exit_status_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+// A private folder for the ranks' temporary files (TMPDIR), removed once
+// they have ended, however they ended: a killed rank cannot clean up its own
+// scratch folders, and only what is in here is ours to delete.
+class RankTempDir {
+ public:
+  RankTempDir() {
+    namespace fs = std::filesystem;
+    std::string pattern = (fs::temp_directory_path() / "qkv-launch-XXXXXX").string();
+    if (!mkdtemp(pattern.data()))
+      throw DataError("cannot make a scratch folder in " + fs::temp_directory_path().string() + ": " +
+                      std::strerror(errno));
+    path_ = pattern;
+  }
+  ~RankTempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  RankTempDir(const RankTempDir&) = delete;
+  RankTempDir& operator=(const RankTempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
+
+int free_local_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw DataError("cannot open a socket to find a free port");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    throw DataError("cannot find a free local port; name the rendezvous address (ADDR:PORT) yourself");
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+int run_local_ranks(const LocalRanks& plan) {
+  const auto [addr, port] = parse_master(plan.master, "launch: rendezvous");
+  const int64_t world = plan.procs * plan.nodes;
+  RankTempDir scratch;
+  // Ranks share this machine's cores unless the user says otherwise.
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::string threads = std::to_string(std::max<int64_t>(1, static_cast<int64_t>(cores) / plan.procs));
+
+  std::vector<std::string> args{"qkv"};
+  args.insert(args.end(), plan.command.begin(), plan.command.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  std::fprintf(stderr, "launch: %lld rank(s) here of %lld, master %s\n", static_cast<long long>(plan.procs),
+               static_cast<long long>(world), plan.master.c_str());
+  std::fflush(stderr);
+  struct sigaction forward {};
+  forward.sa_handler = on_launcher_signal;
+  sigemptyset(&forward.sa_mask);
+  sigaction(SIGINT, &forward, nullptr);
+  sigaction(SIGTERM, &forward, nullptr);
+  const pid_t parent = getpid();
+  g_children.reserve(static_cast<size_t>(plan.procs));  // no reallocation under the signal handler
+  for (int64_t local = 0; local < plan.procs; ++local) {
+    const pid_t pid = fork();
+    if (pid < 0) {
+      forward_signal(SIGTERM);
+      throw DataError("fork failed for local rank " + std::to_string(local));
+    }
+    if (pid == 0) {
+      // Own process group: a terminal's Ctrl-C reaches the launcher, which
+      // forwards it once (a second SIGINT would kill a rank mid-checkpoint).
+      setpgid(0, 0);
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != parent) _exit(1);
+      setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+      setenv("RANK", std::to_string(plan.node_rank * plan.procs + local).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
+      setenv("MASTER_ADDR", addr.c_str(), 1);
+      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      setenv("OMP_NUM_THREADS", threads.c_str(), 0);
+      setenv("TMPDIR", scratch.path().c_str(), 1);
+      execv("/proc/self/exe", argv.data());
+      std::fprintf(stderr, "launch: cannot run /proc/self/exe\n");
+      _exit(127);
+    }
+    g_children.push_back(pid);
+  }
+
+  // Wait for all. After the first failure the others get the peers'
+  // timeout to fail on their own, then SIGTERM, then SIGKILL. A rank
+  // killed by a signal will not answer its peers again: they are stopped
+  // at once instead of waiting out their timeout.
+  int status_out = 0;
+  std::string killed;  // how the first rank killed by a signal died
+  size_t running = g_children.size();
+  auto deadline = std::chrono::steady_clock::time_point::max();
+  bool terminated = false;
+  while (running > 0) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      for (size_t local = 0; local < g_children.size(); ++local) {
+        if (g_children[local] != pid) continue;
+        g_children[local] = -1;
+        --running;
+        const int code = exit_status_of(status);
+        if (code == 0) continue;
+        // A signal neither the user sent through the launcher (it ended
+        // every rank alike) nor the launcher's own stop: someone killed
+        // this rank. Its peers may fail first on the lost connection, so
+        // this is reported whatever came before.
+        if (WIFSIGNALED(status) && WTERMSIG(status) != g_received && !terminated && killed.empty()) {
+          const int sig = WTERMSIG(status);
+          killed = "rank " + std::to_string(plan.node_rank * plan.procs + static_cast<int64_t>(local)) +
+                   " killed by signal " + std::to_string(sig) + " (" + signal_name(sig) + ")";
+          deadline = std::chrono::steady_clock::now();
+        }
+        if (status_out != 0) continue;
+        status_out = code;
+        if (killed.empty()) deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      }
+      continue;
+    }
+    if (pid < 0 && errno != EINTR) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      forward_signal(terminated ? SIGKILL : SIGTERM);
+      terminated = true;
+      deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!killed.empty()) {
+    std::fprintf(stderr, "qkv launch: error: %s; the other ranks were stopped\n", killed.c_str());
+    return 1;
+  }
+  if (status_out == kExitInterrupted)
+    std::fprintf(stderr, "launch: interrupted; every rank stopped at the same step\n");
+  else if (status_out != 0)
+    std::fprintf(stderr, "launch: a rank failed (exit status %d); the others were stopped\n", status_out);
+  return status_out;
+}
+
+}  // namespace qkv::distributed

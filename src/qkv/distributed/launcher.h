@@ -1,0 +1,33 @@
+#pragma once
+// The process supervisor of a data-parallel run on one machine (`qkv
+// launch`, as torchrun for PyTorch): W ranks of this very binary, each with
+// WORLD_SIZE, RANK, LOCAL_RANK, MASTER_ADDR and MASTER_PORT set, watched
+// until they have all ended, however they end.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace qkv::distributed {
+
+struct LocalRanks {
+  int64_t procs = 2;      // ranks on this machine
+  int64_t nodes = 1;      // machines taking part
+  int64_t node_rank = 0;  // this machine's index; node 0 hosts rank 0
+  std::string master;     // ADDR:PORT of rank 0's rendezvous (free_local_port's on one machine)
+  std::vector<std::string> command;  // the qkv command each rank runs, e.g. {"vnt", "train", "--epochs", "10"}
+};
+
+// A TCP port that is free now on the loopback interface (the kernel's pick);
+// DataError when there is none.
+int free_local_port();
+
+// Starts the ranks (this binary again, /proc/self/exe, in a process group of
+// its own, with OMP_NUM_THREADS cores/procs unless set and a private TMPDIR
+// removed at the end), forwards SIGINT and SIGTERM to them once, and waits.
+// After the first failure the others get 30 s (the peers' timeout) to fail on
+// their own, then SIGTERM, then SIGKILL; a rank killed by a signal nobody sent
+// through the launcher stops the others at once. Returns the exit status: 0,
+// the first failing rank's, or 1 for a killed rank (said on stderr).
+int run_local_ranks(const LocalRanks& plan);
+
+}  // namespace qkv::distributed
