@@ -1,5 +1,4 @@
 #include "qkv/train/binary_metrics.h"
-#include "qkv/train/report.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,6 +8,7 @@
 #include <sstream>
 
 #include "qkv/core/errors.h"
+#include "qkv/train/html_kit.h"
 
 namespace qkv::train {
 namespace {
@@ -71,14 +71,8 @@ double ratio(int64_t num, int64_t den) {
 }
 
 
-// Fixed decimals keep the SVG small and its numbers in the plain syntax SVG
-// requires (no exponents).
-std::string fixed(double v, int decimals) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
-
+// Coordinates in fixed decimals (html_kit.h's fixed): the SVG stays small and
+// its numbers in the plain syntax SVG requires (no exponents).
 const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
 
 }  // namespace
