@@ -137,13 +137,6 @@ void register_eval(CLI::App* parent, Action& action) {
   });
 }
 
-// Distinct colours for the parts of one category (at most 6 in ShapeNet-part).
-std::array<uint8_t, 3> part_colour(int64_t local_part) {
-  static const std::array<uint8_t, 3> palette[] = {{228, 26, 28},  {55, 126, 184}, {77, 175, 74},  {152, 78, 163},
-                                                   {255, 127, 0},  {166, 86, 40},  {247, 129, 191}, {153, 153, 153}};
-  return palette[static_cast<size_t>(local_part) % (sizeof palette / sizeof palette[0])];
-}
-
 void register_predict(CLI::App* parent, Action& action) {
   auto* cmd = parent->add_subcommand(
       "predict", "label the parts of one shape (a point cloud or a mesh, --input); writes a PLY and PNG coloured by part");
@@ -176,7 +169,6 @@ void register_predict(CLI::App* parent, Action& action) {
       const auto rotation = pc::parse_rotation(o->rotate);
       const c10::Device device = apply_common_options(o->common);
       auto run = load_run(o->checkpoint, device);
-      const auto& view = run.data.view;
       const std::string dir = o->common.out;
       if (dir.size() > 4 && dir.substr(dir.size() - 4) == ".ply")
         throw UsageError("--out " + dir + ": --out is a folder (it receives <input name>.parts.ply and .png)");
@@ -185,97 +177,21 @@ void register_predict(CLI::App* parent, Action& action) {
       check_output_file(out, "--out", o->common.overwrite);
       check_output_file(png, "--out", o->common.overwrite);
 
-      const auto& cat = pc::shapenet_part_categories()[static_cast<size_t>(category)];
-      const auto& seen = run.data.trained_categories;
-      if (!seen.empty() && std::find(seen.begin(), seen.end(), cat.name) == seen.end()) {
-        std::string names;
-        for (const auto& name : seen) names += (names.empty() ? "" : ", ") + name;
-        throw UsageError("--class " + o->category + ": the run " + o->checkpoint + " was trained on " + names +
-                         " only");
-      }
-
-      // The points to label: every point of a cloud, or surface samples of a mesh.
-      pc::Mesh mesh;
-      std::vector<int64_t> truth;
-      if (pc::looks_like_part_text(o->input)) {
-        auto text = pc::read_part_text(o->input, &cat);
-        for (const auto& r : text.rows) {
-          mesh.vertices.push_back({r[0], r[1], r[2]});
-          mesh.normals.push_back({r[3], r[4], r[5]});
-        }
-        truth = std::move(text.parts);
-      } else {
-        mesh = pc::read_shape_file(o->input);
-      }
-      pc::PointViewOptions every = view;
-      every.rotation = rotation;
-      every.seed = o->common.seed;
-      at::Tensor normals;
-      const auto points = pc::prepare_every_point(mesh, every, view.use_normals ? &normals : nullptr, o->input);
-      const int64_t n = points.size(2);
-      data::Batch batch;
-      batch.inputs["points"] = points;
-      if (normals.defined()) batch.inputs["normals"] = normals;
-      batch.inputs["category"] = torch::full({1}, category, torch::kLong);
-      batch.target = torch::zeros({1, n}, torch::kLong);
-
-      torch::NoGradGuard no_grad;
-      const auto logits = run.model->forward(batch.to(device))[0].to(torch::kCPU);  // [N, 50]
-      const auto local = logits.slice(1, cat.first_part, cat.first_part + cat.parts).argmax(1);
-      const auto labels = local + cat.first_part;
-
-      // Part names are known for the built-in shapes; ShapeNet-part's files
-      // carry numbers only, so a real run's parts are named by their ids.
-      std::vector<std::string> part_names;
-      for (int64_t p = 0; p < cat.parts; ++p) part_names.push_back("part " + std::to_string(cat.first_part + p));
-      const auto synthetic = pc::synth_part_categories();
-      if (run.data.source == "synthetic" && std::find(synthetic.begin(), synthetic.end(), cat.name) != synthetic.end()) {
-        const auto known = pc::synth_part_names(cat.name);
-        if (static_cast<int64_t>(known.size()) == cat.parts) part_names = known;
-      }
-      std::vector<int64_t> per_part(static_cast<size_t>(cat.parts), 0);
-      pc::Mesh cloud;
-      const auto pts = points[0].t().contiguous();  // [N, 3]
-      pc::VertexProperty label{"label", true, {}}, true_label{"true_label", true, {}};
-      for (int64_t i = 0; i < n; ++i) {
-        cloud.vertices.push_back({pts[i][0].item<float>(), pts[i][1].item<float>(), pts[i][2].item<float>()});
-        const int64_t part = local[i].item<int64_t>();
-        cloud.colors.push_back(part_colour(part));
-        label.values.push_back(static_cast<double>(cat.first_part + part));
-        if (!truth.empty()) true_label.values.push_back(static_cast<double>(truth[static_cast<size_t>(i)]));
-        ++per_part[static_cast<size_t>(part)];
-      }
-      cloud.vertex_properties.push_back(std::move(label));
-      if (!truth.empty()) cloud.vertex_properties.push_back(std::move(true_label));
-      pc::PointPicture picture;
-      picture.title = cat.name + ": " + std::to_string(n) + " points, predicted parts";
-      for (int64_t p = 0; p < cat.parts; ++p)
-        picture.legend.push_back({part_names[static_cast<size_t>(p)] + " (" + std::to_string(per_part[static_cast<size_t>(p)]) + ")",
-                                  part_colour(p)});
+      auto prediction = tasks::predict_parts(*run.model, run.data, o->input, category, rotation, o->common.seed, device);
       claim_output_file(out, "--out", o->common.overwrite, {"seg predict", {}});
       claim_output_file(png, "--out", o->common.overwrite, {"seg predict", {}});
-      pc::write_ply_sized(out, cloud);
-      pc::write_points_png(png, cloud, picture);
-
-      nlohmann::json report = {{"input", o->input}, {"category", cat.name}, {"points", n}, {"rotate", o->rotate},
-                               {"ply", out}, {"png", png}};
-      nlohmann::json counts = nlohmann::json::object(), parts_json = nlohmann::json::array();
-      for (int64_t p = 0; p < cat.parts; ++p) {
-        const auto k = static_cast<size_t>(p);
-        counts[std::to_string(cat.first_part + p)] = per_part[k];
-        parts_json.push_back({{"part", cat.first_part + p}, {"name", part_names[k]}, {"points", per_part[k]}});
-      }
-      report["points_per_part"] = counts;
-      report["parts"] = parts_json;
-      if (!truth.empty()) {
-        const auto t = torch::tensor(truth, torch::kLong);
-        std::vector<int64_t> parts(static_cast<size_t>(cat.parts));
-        std::iota(parts.begin(), parts.end(), cat.first_part);
-        report["accuracy"] = (labels == t).to(torch::kDouble).mean().item<double>();
-        report["miou"] = train::shape_part_miou(labels, t, parts);
-      }
+      pc::write_ply_sized(out, prediction.cloud);
+      pc::write_points_png(png, prediction.cloud, prediction.picture);
+      auto& report = prediction.report;
+      report["rotate"] = o->rotate;
+      report["ply"] = out;
+      report["png"] = png;
+      const auto& cat = pc::shapenet_part_categories()[static_cast<size_t>(category)];
+      const auto& part_names = prediction.part_names;
+      const auto& per_part = prediction.per_part;
+      const int64_t n = report.at("points");
       if (o->json) {
-        report["labels"] = std::vector<int64_t>(labels.data_ptr<int64_t>(), labels.data_ptr<int64_t>() + n);
+        report["labels"] = prediction.labels;
         print_json(report);
       } else {
         std::printf("%s: %s, %lld points -> %s\n", o->input.c_str(), cat.name.c_str(), static_cast<long long>(n),

@@ -120,4 +120,10 @@ void write_points_png(const std::string& path, const Mesh& cloud, const PointPic
   write_file_atomic(path, png.data(), png.size());
 }
 
+Rgb part_colour(int64_t local_part) {
+  static const Rgb palette[] = {{228, 26, 28},  {55, 126, 184}, {77, 175, 74},   {152, 78, 163},
+                                {255, 127, 0},  {166, 86, 40},  {247, 129, 191}, {153, 153, 153}};
+  return palette[static_cast<size_t>(local_part) % (sizeof palette / sizeof palette[0])];
+}
+
 }  // namespace qkv::pointcloud

@@ -28,6 +28,10 @@ struct PointPicture {
   std::vector<std::string> notes;                   // small lines under the cloud
 };
 
+// Distinct colours for the parts of one object (at most 6 in ShapeNet-part;
+// more repeat): the colour of its local part index.
+Rgb part_colour(int64_t local_part);
+
 // PNG bytes of `cloud` (its vertex colours, or grey) on white; far points are
 // drawn first. DataError for an empty cloud or a marked point it lacks.
 std::vector<uint8_t> render_points_png(const Mesh& cloud, const PointPicture& picture = {});

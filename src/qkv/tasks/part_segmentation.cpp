@@ -2,11 +2,14 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <numeric>
 
 #include "qkv/core/errors.h"
 #include "qkv/core/output_policy.h"
+#include "qkv/core/text.h"
+#include "qkv/pointcloud/mesh_read.h"
 #include "qkv/train/part_iou.h"
 
 namespace qkv::tasks {
@@ -104,6 +107,94 @@ train::MetricFactory part_iou_metric() {
     }
     return std::make_unique<train::PartIoUMetric>(parts, pc::shapenet_part_category_names());
   };
+}
+
+PartPrediction predict_parts(models::Model& model, const PartSegData& data, const std::string& input,
+                             int64_t category, pc::Rotation rotation, uint64_t seed, const c10::Device& device) {
+  const auto& cat = pc::shapenet_part_categories().at(static_cast<size_t>(category));
+  const auto& seen = data.trained_categories;
+  if (!seen.empty() && std::find(seen.begin(), seen.end(), cat.name) == seen.end())
+    throw UsageError("class " + cat.name + ": the run was trained on " + join(seen) + " only");  // before any file is read
+
+  // The points to label: every point of a cloud, or surface samples of a mesh.
+  pc::Mesh mesh;
+  std::vector<int64_t> truth;
+  if (pc::looks_like_part_text(input)) {
+    auto text = pc::read_part_text(input, &cat);
+    for (const auto& r : text.rows) {
+      mesh.vertices.push_back({r[0], r[1], r[2]});
+      mesh.normals.push_back({r[3], r[4], r[5]});
+    }
+    truth = std::move(text.parts);
+  } else {
+    mesh = pc::read_shape_file(input);
+  }
+  pc::PointViewOptions every = data.view;
+  every.rotation = rotation;
+  every.seed = seed;
+  at::Tensor normals;
+  const auto points = pc::prepare_every_point(mesh, every, data.view.use_normals ? &normals : nullptr, input);
+  const int64_t n = points.size(2);
+  data::Batch batch;
+  batch.inputs["points"] = points;
+  if (normals.defined()) batch.inputs["normals"] = normals;
+  batch.inputs["category"] = torch::full({1}, category, torch::kLong);
+  batch.target = torch::zeros({1, n}, torch::kLong);
+
+  torch::NoGradGuard no_grad;
+  model.eval();
+  const auto logits = model.forward(batch.to(device))[0].to(torch::kCPU);  // [N, 50]
+  const auto local = logits.slice(1, cat.first_part, cat.first_part + cat.parts).argmax(1).contiguous();
+  const auto labels = local + cat.first_part;
+
+  PartPrediction out;
+  // Part names are known for the built-in shapes; ShapeNet-part's files
+  // carry numbers only, so a real run's parts are named by their ids.
+  for (int64_t p = 0; p < cat.parts; ++p) out.part_names.push_back("part " + std::to_string(cat.first_part + p));
+  const auto synthetic = pc::synth_part_categories();
+  if (data.source == "synthetic" && std::find(synthetic.begin(), synthetic.end(), cat.name) != synthetic.end()) {
+    const auto known = pc::synth_part_names(cat.name);
+    if (static_cast<int64_t>(known.size()) == cat.parts) out.part_names = known;
+  }
+  out.per_part.assign(static_cast<size_t>(cat.parts), 0);
+  const auto pts = points[0].t().contiguous();  // [N, 3]
+  const float* xyz = pts.data_ptr<float>();
+  const int64_t* part_of = local.data_ptr<int64_t>();
+  pc::VertexProperty label{"label", true, {}}, true_label{"true_label", true, {}};
+  for (int64_t i = 0; i < n; ++i) {
+    out.cloud.vertices.push_back({xyz[3 * i], xyz[3 * i + 1], xyz[3 * i + 2]});
+    const int64_t part = part_of[i];
+    out.cloud.colors.push_back(pc::part_colour(part));
+    label.values.push_back(static_cast<double>(cat.first_part + part));
+    if (!truth.empty()) true_label.values.push_back(static_cast<double>(truth[static_cast<size_t>(i)]));
+    ++out.per_part[static_cast<size_t>(part)];
+    out.labels.push_back(cat.first_part + part);
+  }
+  out.cloud.vertex_properties.push_back(std::move(label));
+  if (!truth.empty()) out.cloud.vertex_properties.push_back(std::move(true_label));
+  out.picture.title = cat.name + ": " + std::to_string(n) + " points, predicted parts";
+  for (int64_t p = 0; p < cat.parts; ++p)
+    out.picture.legend.push_back(
+        {out.part_names[static_cast<size_t>(p)] + " (" + std::to_string(out.per_part[static_cast<size_t>(p)]) + ")",
+         pc::part_colour(p)});
+
+  out.report = {{"input", input}, {"category", cat.name}, {"points", n}, {"rotate", pc::rotation_name(rotation)}};
+  nlohmann::json counts = nlohmann::json::object(), parts_json = nlohmann::json::array();
+  for (int64_t p = 0; p < cat.parts; ++p) {
+    const auto k = static_cast<size_t>(p);
+    counts[std::to_string(cat.first_part + p)] = out.per_part[k];
+    parts_json.push_back({{"part", cat.first_part + p}, {"name", out.part_names[k]}, {"points", out.per_part[k]}});
+  }
+  out.report["points_per_part"] = counts;
+  out.report["parts"] = parts_json;
+  if (!truth.empty()) {
+    const auto t = torch::tensor(truth, torch::kLong);
+    std::vector<int64_t> parts(static_cast<size_t>(cat.parts));
+    std::iota(parts.begin(), parts.end(), cat.first_part);
+    out.report["accuracy"] = (labels == t).to(torch::kDouble).mean().item<double>();
+    out.report["miou"] = train::shape_part_miou(labels, t, parts);
+  }
+  return out;
 }
 
 }  // namespace qkv::tasks

@@ -10,7 +10,9 @@
 #include "qkv/core/fields.h"
 #include "qkv/core/output_policy.h"
 #include "qkv/data/dataset.h"
+#include "qkv/models/model.h"
 #include "qkv/pointcloud/point_dataset.h"
+#include "qkv/pointcloud/render.h"
 #include "qkv/pointcloud/shapenet_part.h"
 #include "qkv/pointcloud/synth_parts.h"
 #include "qkv/tasks/point_task.h"
@@ -96,5 +98,28 @@ PartSegSplits make_splits(const PartSegData& d, const pointcloud::ShapeNetPartDa
 
 // The scores of ShapeNet-part: mIoU with each shape's category's parts.
 train::MetricFactory part_iou_metric();
+
+// One shape's parts as a run's model labels them (`qkv seg predict`).
+struct PartPrediction {
+  pointcloud::Mesh cloud;            // the points as the model saw them, coloured by part; per-point
+                                     // properties 'label' (and 'true_label' where the file had labels)
+  pointcloud::PointPicture picture;  // its title and the parts' legend
+  std::vector<int64_t> labels;       // per point, ShapeNet-part's global part id
+  // Input, category, points, parts [{part, name, points}], points_per_part,
+  // and accuracy and mIoU against the file's own labels when it had them.
+  nlohmann::json report;
+  std::vector<std::string> part_names;  // the category's parts, in order (names for the built-in shapes)
+  std::vector<int64_t> per_part;        // points per part, in the same order
+};
+
+// Labels every point of `input` with the model of a run whose settings are
+// `data` (config.json's, the up axis resolved): a ShapeNet-part text file, whose labels are
+// then scored, or any shape file read_shape_file reads: a cloud as it is, a
+// mesh sampled to the run's points) as object class `category` (an index
+// into shapenet_part_categories), prepared as the run's views are (rotated by
+// `rotation`, seeded by `seed`). UsageError when the run was trained on
+// other classes; DataError naming the file for an unreadable one.
+PartPrediction predict_parts(models::Model& model, const PartSegData& data, const std::string& input,
+                             int64_t category, pointcloud::Rotation rotation, uint64_t seed, const c10::Device& device);
 
 }  // namespace qkv::tasks
