@@ -217,70 +217,18 @@ void register_attention(CLI::App* parent, Action& action) {
     action = [o] {
       const c10::Device device = apply_common_options(o->common);
       auto run = load_run(o->checkpoint, device);
-      auto* vnt = dynamic_cast<models::VNTBackbone*>(run.model.get());
-      if (!vnt) throw UsageError("--checkpoint " + o->checkpoint + ": attention maps need a vnt or vnt+n model");
-      if (o->block < 0 || o->block >= vnt->options().blocks)
-        throw UsageError("--block " + std::to_string(o->block) + ": the model has " +
-                         std::to_string(vnt->options().blocks) + " blocks");
-      const auto batch = tasks::single_cloud_batch(run.data, o->input, pc::Rotation::None, o->common.seed);
-      const int64_t n = batch.input("points").size(2);
-      if (o->query < 0 || o->query >= n)
-        throw UsageError("--query " + std::to_string(o->query) + ": the cloud has " + std::to_string(n) + " points");
-      auto gen = at::make_generator<at::CPUGeneratorImpl>(o->common.seed + 1);
-      const auto turned = tasks::rotated(batch, pc::random_so3(gen).to(torch::kFloat));
-      torch::NoGradGuard no_grad;
+      auto pictures = tasks::attention_pictures(*run.model, run.data, o->input, o->query, o->block, o->scale,
+                                                o->common.seed, device);
       claim_output_dir(o->common.out, "--out", o->common.overwrite, {"vnt attention", {}});
-      nlohmann::json report = {{"input", o->input}, {"query", o->query}, {"block", o->block}};
-      std::vector<at::Tensor> rows;
-      for (const data::Batch* b : {&batch, &turned}) {
-        std::vector<at::Tensor> attention;
-        vnt->point_features(b->to(device), &attention);
-        rows.push_back(attention.at(static_cast<size_t>(o->block))[0].mean(0)[o->query].to(torch::kCPU));  // [N]
-      }
-      // Both clouds use the first one's scale, so equal weights get equal
-      // colours. A row of N weights sums to 1: uniform attention is 1/N
-      // everywhere, which the absolute scale shows as one colour.
-      const double top = rows[0].max().item<double>(), bottom = rows[0].min().item<double>();
-      const double lo = o->scale == "row" ? bottom : 0.0;
-      const double span = std::max(top - lo, 1e-30);
-      const double uniform = 1.0 / static_cast<double>(n);
-      const std::string names[] = {"shape.ply", "rotated.ply"};
+      auto& report = pictures.report;
+      const char* names[] = {"shape", "rotated"};
       for (size_t i = 0; i < 2; ++i) {
-        const auto pts = (i == 0 ? batch : turned).input("points")[0].t().contiguous();  // [N, 3]
-        pc::Mesh cloud;
-        pc::VertexProperty weight{"attention", false, {}};
-        for (int64_t p = 0; p < n; ++p) {
-          cloud.vertices.push_back({pts[p][0].item<float>(), pts[p][1].item<float>(), pts[p][2].item<float>()});
-          const double a = rows[i][p].item<double>();
-          cloud.colors.push_back(heat_colour((a - lo) / span));
-          weight.values.push_back(a);
-        }
-        cloud.vertex_properties.push_back(std::move(weight));
-        pc::PointPicture picture;
-        picture.title = std::string(i == 0 ? "Input" : "Rotated (random SO(3))") + ": attention of point " +
-                        std::to_string(o->query) + ", block " + std::to_string(o->block);
-        picture.marked_point = o->query;
-        picture.marked_label = "query";
-        picture.colourbar = true;
-        picture.bar_lo = lo;
-        picture.bar_hi = lo + span;
-        picture.bar_label = "attention";
-        picture.notes = {"mean over heads; " + std::to_string(n) + " points, uniform = 1/" + std::to_string(n) + " = " +
-                             compact_number(uniform),
-                         "scale " + o->scale + ": " + compact_number(lo) + " .. " + compact_number(lo + span) +
-                             (o->scale == "row" ? " (stretched to the row's range)" : "")};
-        const std::string path = o->common.out + "/" + names[i];
-        const std::string png = path.substr(0, path.size() - 4) + ".png";
-        pc::write_ply_sized(path, cloud);
-        pc::write_points_png(png, cloud, picture);
-        report[i == 0 ? "shape" : "rotated"] = path;
-        report[i == 0 ? "shape_png" : "rotated_png"] = png;
+        const std::string stem = o->common.out + "/" + names[i];
+        pc::write_ply_sized(stem + ".ply", pictures.clouds[i]);
+        pc::write_points_png(stem + ".png", pictures.clouds[i], pictures.pictures[i]);
+        report[names[i]] = stem + ".ply";
+        report[std::string(names[i]) + "_png"] = stem + ".png";
       }
-      report["max_attention_difference"] = (rows[0] - rows[1]).abs().max().item<double>();
-      report["max_attention"] = top;
-      report["min_attention"] = bottom;
-      report["uniform_attention"] = uniform;
-      report["scale"] = o->scale;
       print_json(report);
       return 0;
     };

@@ -1,5 +1,6 @@
 #include "qkv/tasks/classification.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -8,6 +9,8 @@
 #include <random>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/png.h"
+#include "qkv/models/vnt_net.h"
 #include "qkv/core/output_policy.h"
 #include "qkv/pointcloud/mesh_read.h"
 #include "qkv/pointcloud/transforms.h"
@@ -167,6 +170,74 @@ data::Batch single_cloud_batch(const ClassificationData& d, const std::string& p
   if (view.use_normals) batch.inputs["normals"] = torch::cat(normals, 0);
   batch.target = torch::zeros({1}, torch::kLong);
   return batch;
+}
+
+AttentionPictures attention_pictures(models::Model& model, const ClassificationData& data, const std::string& input,
+                                     int64_t query, int64_t block, const std::string& scale, uint64_t seed,
+                                     const c10::Device& device) {
+  auto* vnt = dynamic_cast<models::VNTBackbone*>(&model);
+  if (!vnt) throw UsageError("attention maps need a vnt or vnt+n model");
+  if (scale != "absolute" && scale != "row") throw UsageError("scale " + scale + ": expected absolute or row");
+  if (block < 0 || block >= vnt->options().blocks)
+    throw UsageError("block " + std::to_string(block) + ": the model has " + std::to_string(vnt->options().blocks) +
+                     " blocks");
+  const auto batch = single_cloud_batch(data, input, pc::Rotation::None, seed);
+  const int64_t n = batch.input("points").size(2);
+  if (query < 0 || query >= n)
+    throw UsageError("query " + std::to_string(query) + ": the cloud has " + std::to_string(n) + " points");
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed + 1);
+  const auto turned = rotated(batch, pc::random_so3(gen).to(torch::kFloat));
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> rows;
+  for (const data::Batch* b : {&batch, &turned}) {
+    std::vector<at::Tensor> attention;
+    vnt->point_features(b->to(device), &attention);
+    rows.push_back(attention.at(static_cast<size_t>(block))[0].mean(0)[query].to(torch::kCPU, torch::kDouble));  // [N]
+  }
+  // Both clouds use the first one's scale, so equal weights get equal
+  // colours. A row of N weights sums to 1: uniform attention is 1/N
+  // everywhere, which the absolute scale shows as one colour.
+  const double top = rows[0].max().item<double>(), bottom = rows[0].min().item<double>();
+  const double lo = scale == "row" ? bottom : 0.0;
+  const double span = std::max(top - lo, 1e-30);
+  const double uniform = 1.0 / static_cast<double>(n);
+  AttentionPictures out;
+  for (size_t i = 0; i < 2; ++i) {
+    const auto pts = (i == 0 ? batch : turned).input("points")[0].t().contiguous();  // [N, 3]
+    const float* xyz = pts.data_ptr<float>();
+    const auto row = rows[i].contiguous();
+    const double* weights = row.data_ptr<double>();
+    pc::Mesh& cloud = out.clouds[i];
+    pc::VertexProperty weight{"attention", false, {}};
+    for (int64_t p = 0; p < n; ++p) {
+      cloud.vertices.push_back({xyz[3 * p], xyz[3 * p + 1], xyz[3 * p + 2]});
+      cloud.colors.push_back(heat_colour((weights[p] - lo) / span));
+      weight.values.push_back(weights[p]);
+    }
+    cloud.vertex_properties.push_back(std::move(weight));
+    pc::PointPicture& picture = out.pictures[i];
+    picture.title = std::string(i == 0 ? "Input" : "Rotated (random SO(3))") + ": attention of point " +
+                    std::to_string(query) + ", block " + std::to_string(block);
+    picture.marked_point = query;
+    picture.marked_label = "query";
+    picture.colourbar = true;
+    picture.bar_lo = lo;
+    picture.bar_hi = lo + span;
+    picture.bar_label = "attention";
+    picture.notes = {"mean over heads; " + std::to_string(n) + " points, uniform = 1/" + std::to_string(n) + " = " +
+                         compact_number(uniform),
+                     "scale " + scale + ": " + compact_number(lo) + " .. " + compact_number(lo + span) +
+                         (scale == "row" ? " (stretched to the row's range)" : "")};
+  }
+  out.report = {{"input", input},
+                {"query", query},
+                {"block", block},
+                {"scale", scale},
+                {"max_attention_difference", (rows[0] - rows[1]).abs().max().item<double>()},
+                {"max_attention", top},
+                {"min_attention", bottom},
+                {"uniform_attention", uniform}};
+  return out;
 }
 
 }  // namespace qkv::tasks
