@@ -10,11 +10,11 @@
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
-#include "qkv/core/text.h"
-#include "qkv/pointcloud/up_axis.h"
 #include "qkv/core/json_file.h"
+#include "qkv/core/text.h"
 #include "qkv/pointcloud/transforms.h"
-#include "qkv/train/trainer.h"
+#include "qkv/pointcloud/up_axis.h"
+#include "qkv/train/run.h"
 
 namespace qkv::tasks {
 

@@ -14,6 +14,17 @@
 
 namespace qkv::train {
 
+// The files of a run folder.
+struct RunPaths {
+  std::string dir;
+  std::string config() const { return dir + "/config.json"; }
+  std::string metrics() const { return dir + "/metrics.jsonl"; }
+  std::string summary() const { return dir + "/summary.json"; }
+  std::string report() const { return dir + "/report.html"; }
+  std::string last_checkpoint() const { return dir + "/checkpoints/last.ckpt"; }
+  std::string best_checkpoint() const { return dir + "/checkpoints/best.ckpt"; }
+};
+
 struct RunRequest {
   std::string command;     // "vnt train": the command that made the run (checked on resume, eval, predict)
   std::string model_name;  // registry name

@@ -17,6 +17,7 @@
 #include "qkv/distributed/sync_batch_norm.h"
 #include "qkv/train/progress.h"
 #include "qkv/train/report.h"
+#include "qkv/train/run.h"
 
 namespace qkv::train {
 namespace {

@@ -102,16 +102,6 @@ struct TrainHooks {
   distributed::ProcessGroup* group = nullptr;
 };
 
-struct RunPaths {
-  std::string dir;
-  std::string config() const { return dir + "/config.json"; }
-  std::string metrics() const { return dir + "/metrics.jsonl"; }
-  std::string summary() const { return dir + "/summary.json"; }
-  std::string report() const { return dir + "/report.html"; }
-  std::string last_checkpoint() const { return dir + "/checkpoints/last.ckpt"; }
-  std::string best_checkpoint() const { return dir + "/checkpoints/best.ckpt"; }
-};
-
 struct TrainResult {
   bool interrupted = false;
   nlohmann::json summary;
