@@ -245,7 +245,7 @@ void register_cv(CLI::App* parent, Action& action) {
       cv.train.seed = o->common.seed;
       cv.selection.xgboost.threads = at::get_num_threads();
       bool need_volumes = false;
-      for (const auto& m : cv.models) need_volumes = need_volumes || m != "xgboost";
+      for (const auto& m : cv.models) need_volumes = need_volumes || mhca::model_reads_volumes(m);
       auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, need_volumes, at::get_num_threads(),
                                       false, {}, o->files.max_missing, o->files.reorient);
       std::fprintf(stderr, "mhca cv: %lld subjects, %s; volume %s; %s x %s; %s\n",
@@ -402,7 +402,7 @@ void register_predict(CLI::App* parent, Action& action) {
       const auto& model_json = config.at("model");
       const auto grid = model_json.contains("options") ? model_json.at("options").value("volume_shape", std::vector<int64_t>{})
                                                        : std::vector<int64_t>{};
-      auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, name != "xgboost",
+      auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, mhca::model_reads_volumes(name),
                                       at::get_num_threads(), false, grid, o->files.max_missing,
                                       o->files.reorient || recorded_reorient(config));
       const auto rows = all_rows(cohort);

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -38,8 +39,21 @@ const std::vector<std::string>& cv_model_names() {
 
 namespace {
 
-bool uses_volumes(const std::string& model) { return model != "xgboost"; }
-bool uses_methylation(const std::string& model) { return model != "spectnet"; }
+// The registry's entry of an MHCA network, or nullptr (XGBoost).
+const models::ModelEntry* network_entry(const std::string& model) {
+  for (const auto& name : models::models_for_task("mhca"))
+    if (name == model) return &models::find_model(name);
+  return nullptr;
+}
+
+bool entry_reads(const models::ModelEntry& entry, const std::string& input) {
+  return std::find(entry.inputs.begin(), entry.inputs.end(), input) != entry.inputs.end();
+}
+
+bool entry_has_option(const models::ModelEntry& entry, const std::string& key) {
+  return std::any_of(entry.options.begin(), entry.options.end(),
+                     [&](const models::ModelOption& o) { return o.key == key; });
+}
 
 // The first setting that differs, as "folds: 2 there, 3 now" (values
 // shortened), for a resume refused because of it.
@@ -111,6 +125,17 @@ class CVClock {
 
 }  // namespace
 
+bool model_reads_volumes(const std::string& model) {
+  const auto* entry = network_entry(model);
+  return entry && entry_reads(*entry, "spect");
+}
+
+bool model_reads_methylation(const std::string& model) {
+  const auto* entry = network_entry(model);
+  return !entry || entry_reads(*entry, "methylation");
+}
+
+
 int64_t spect_tokens(const nlohmann::json& user_options, const std::vector<int64_t>& volume_shape) {
   models::SpectEncoderOptions spect;
   spect.volume_shape = volume_shape;
@@ -125,16 +150,20 @@ int64_t spect_tokens(const nlohmann::json& user_options, const std::vector<int64
 
 nlohmann::json network_options(const std::string& model, const nlohmann::json& user_options,
                                const std::vector<int64_t>& volume_shape, int64_t features) {
+  const auto& entry = models::find_model(model);
   nlohmann::json j = nlohmann::json::object();
   j["volume_shape"] = volume_shape;
-  if (model != "spectnet") j["features"] = features;
+  if (entry_reads(entry, "methylation")) j["features"] = features;
   for (const auto& item : user_options.items()) {
-    // Options that only some networks have are passed to those only, so one
-    // --model-options serves a whole comparison.
-    if (model == "spectnet" && (item.key() == "features" || item.key() == "embedding" || item.key() == "width" ||
-                                item.key() == "heads" || item.key() == "dropout" || item.key() == "attention_dropout"))
-      continue;
-    if (model == "concatnet" && (item.key() == "heads" || item.key() == "attention_dropout")) continue;
+    // Options that only some networks have (the registry says which) are
+    // passed to those only, so one --model-options serves a whole
+    // comparison; a key no MHCA network has goes through, to be refused.
+    if (!entry_has_option(entry, item.key())) {
+      bool anyone = false;
+      for (const auto& name : models::models_for_task("mhca"))
+        anyone = anyone || entry_has_option(models::find_model(name), item.key());
+      if (anyone) continue;
+    }
     j[item.key()] = item.value();
   }
   return j;
@@ -392,7 +421,7 @@ std::string render_cv_report(const nlohmann::json& summary,
         return yes ? std::string("<td class=\"c yes\">&#10003;</td>") : std::string("<td class=\"c no\">&#10007;</td>");
       };
       const auto params = model.at("parameters");
-      t += "<tr><th>" + train::escape_html(name) + "</th>" + check(uses_methylation(name)) + check(uses_volumes(name)) +
+      t += "<tr><th>" + train::escape_html(name) + "</th>" + check(model_reads_methylation(name)) + check(model_reads_volumes(name)) +
            "<td class=\"n\">" + format_mean_std(ms("accuracy"), 100, 2) + "</td><td class=\"n\">" +
            format_mean_std(ms("auroc"), 1, 3) + "</td><td class=\"n\">" + format_mean_std(ms("auroc_hard"), 1, 3) +
            "</td><td class=\"n\">" + format_mean_std(ms("sensitivity"), 1, 3) + "</td><td class=\"n\">" +
@@ -427,7 +456,7 @@ nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& o
       for (const auto& n : cv_model_names()) list += (list.empty() ? "" : ", ") + n;
       throw UsageError("--model " + m + ": not one of " + list);
     }
-    if (uses_volumes(m) && !cohort.volumes.defined()) throw UsageError("--model " + m + " needs the SPECT volumes");
+    if (model_reads_volumes(m) && !cohort.volumes.defined()) throw UsageError("--model " + m + " needs the SPECT volumes");
   }
   options.train.validate();
   if (!(options.val_fraction > 0 && options.val_fraction < 0.5))

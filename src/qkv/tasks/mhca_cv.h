@@ -25,6 +25,12 @@ namespace qkv::mhca {
 // XGBoost baseline on the selected CpG sites.
 const std::vector<std::string>& cv_model_names();  // mhca, concatnet, spectnet, xgboost
 
+// What a model of cv_model_names() reads, from the registry's inputs
+// ("spect", "methylation"); XGBoost, not a registry network, reads the
+// methylation table only.
+bool model_reads_volumes(const std::string& model);
+bool model_reads_methylation(const std::string& model);
+
 // Where the CpG features come from: "rfe" (XGBoost RFE inside each training
 // fold), "all" (every column of the table), or "list" (a fixed list from a
 // file, e.g. written by `qkv mhca select`).
