@@ -3,6 +3,9 @@
 // and its size flags, turned into registry options.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <type_traits>
@@ -113,6 +116,44 @@ LoadedPointRun<Data> load_point_run(const std::string& checkpoint, const c10::De
   r.model->to(device);
   r.model->eval();
   return r;
+}
+
+// `vnt compare` and `seg compare`: one row per finished run of `command`
+// (run, model, protocol, parameters), the summary's test entries by rotation
+// under `scores_key` as `score` keeps them, and, with shapes > 0, the
+// invariance measured on that many test shapes ("invariance"). Runs on the
+// same data load (and announce) them once.
+template <typename Data>
+nlohmann::json compare_point_runs(const std::vector<std::string>& runs, int64_t shapes, uint64_t seed,
+                                  const c10::Device& device, const char* command, const char* scores_key,
+                                  const std::function<nlohmann::json(const nlohmann::json& split)>& score) {
+  nlohmann::json rows = nlohmann::json::array();
+  std::map<std::string, decltype(std::declval<const Data&>().load_data())> data_of;
+  for (const auto& dir : runs) {
+    const auto summary = tasks::read_summary(dir);
+    auto run = load_point_run<Data>(train::RunPaths{dir}.best_checkpoint(), device, command);
+    const auto test_rotation = tasks::parse_protocol(run.data.protocol).second;
+    nlohmann::json row = {{"run", dir},
+                          {"model", run.config.at("model").at("name")},
+                          {"protocol", run.data.protocol},
+                          {"parameters", summary.value("parameters", 0)}};
+    nlohmann::json scores = nlohmann::json::object();
+    for (const auto& item : summary.items()) {
+      const auto& key = item.key();
+      if (key == "test") scores[pointcloud::rotation_name(test_rotation)] = score(item.value());
+      if (key.rfind("test_", 0) == 0) scores[key.substr(5)] = score(item.value());
+    }
+    row[scores_key] = scores;
+    if (shapes > 0) {
+      const auto key = run.data.to_json().dump();
+      if (!data_of.count(key)) data_of.emplace(key, run.data.load_data());
+      const auto view = tasks::view_of(std::make_shared<const pointcloud::PointCloudSet>(data_of.at(key).test),
+                                       run.data.view, false, pointcloud::Rotation::None);
+      row["invariance"] = tasks::measure_invariance(*run.model, *view, shapes, 4, seed, device);
+    }
+    rows.push_back(row);
+  }
+  return rows;
 }
 
 }  // namespace qkv::cli

@@ -229,35 +229,12 @@ void register_compare(CLI::App* parent, Action& action) {
   cmd->callback([o, &action] {
     action = [o] {
       const c10::Device device = apply_common_options(o->common);
-      nlohmann::json rows = nlohmann::json::array();
-      std::map<std::string, pc::ShapeNetPartData> data_of;  // runs on the same data load (and announce) it once
-      for (const auto& dir : o->runs) {
-        const auto summary = tasks::read_summary(dir);
-        auto run = load_run(train::RunPaths{dir}.best_checkpoint(), device);
-        const auto test_rotation = tasks::parse_protocol(run.data.protocol).second;
-        nlohmann::json row = {{"run", dir},
-                              {"model", run.config.at("model").at("name")},
-                              {"protocol", run.data.protocol},
-                              {"parameters", summary.value("parameters", 0)}};
-        nlohmann::json scores = nlohmann::json::object();
-        for (const auto& item : summary.items()) {
-          const auto& key = item.key();
-          if (key != "test" && key.rfind("test_", 0) != 0) continue;
-          const auto rotation = key == "test" ? pc::rotation_name(test_rotation) : key.substr(5);
-          scores[rotation] = {{"instance_miou", item.value().value("instance_miou", 0.0)},
-                              {"class_miou", item.value().value("class_miou", 0.0)}};
-        }
-        row["test"] = scores;
-        if (o->shapes > 0) {
-          const auto key = run.data.to_json().dump();
-          if (!data_of.count(key)) data_of.emplace(key, run.data.load_data());
-          const auto& loaded = data_of.at(key);
-          const auto view = tasks::view_of(std::make_shared<const pc::PointCloudSet>(loaded.test), run.data.view, false,
-                                    pc::Rotation::None);
-          row["invariance"] = tasks::measure_invariance(*run.model, *view, o->shapes, 4, o->common.seed, device);
-        }
-        rows.push_back(row);
-      }
+      const auto rows = compare_point_runs<PartSegData>(
+          o->runs, o->shapes, o->common.seed, device, tasks::kPartSegmentationCommand, "test",
+          [](const nlohmann::json& split) {
+            return nlohmann::json{{"instance_miou", split.value("instance_miou", 0.0)},
+                                  {"class_miou", split.value("class_miou", 0.0)}};
+          });
       if (o->json) {
         print_json(rows);
         return 0;

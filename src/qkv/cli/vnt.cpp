@@ -254,30 +254,9 @@ void register_compare(CLI::App* parent, Action& action) {
   cmd->callback([o, &action] {
     action = [o] {
       const c10::Device device = apply_common_options(o->common);
-      nlohmann::json rows = nlohmann::json::array();
-      std::map<std::string, pc::ModelNetData> data_of;  // runs on the same data load (and announce) it once
-      for (const auto& dir : o->runs) {
-        const auto summary = tasks::read_summary(dir);
-        auto run = load_run(train::RunPaths{dir}.best_checkpoint(), device);
-        const auto [train_rotation, test_rotation] = tasks::parse_protocol(run.data.protocol);
-        nlohmann::json row = {{"run", dir},
-                              {"model", run.config.at("model").at("name")},
-                              {"protocol", run.data.protocol},
-                              {"parameters", summary.value("parameters", 0)}};
-        nlohmann::json acc = nlohmann::json::object();
-        for (const auto& item : summary.items()) {
-          if (item.key() == "test") acc[pc::rotation_name(test_rotation)] = item.value().value("accuracy", 0.0);
-          if (item.key().rfind("test_", 0) == 0) acc[item.key().substr(5)] = item.value().value("accuracy", 0.0);
-        }
-        row["test_accuracy"] = acc;
-        const auto key = run.data.to_json().dump();
-        if (!data_of.count(key)) data_of.emplace(key, run.data.load_data());
-        const auto& loaded = data_of.at(key);
-        auto view = tasks::view_of(std::make_shared<const pc::PointCloudSet>(loaded.test), run.data.view, false,
-                            pc::Rotation::None);
-        row["invariance"] = tasks::measure_invariance(*run.model, *view, o->shapes, 4, o->common.seed, device);
-        rows.push_back(row);
-      }
+      const auto rows = compare_point_runs<ClassificationData>(
+          o->runs, o->shapes, o->common.seed, device, tasks::kClassificationCommand, "test_accuracy",
+          [](const nlohmann::json& split) { return split.value("accuracy", 0.0); });
       if (o->json) {
         print_json(rows);
         return 0;
@@ -290,18 +269,20 @@ void register_compare(CLI::App* parent, Action& action) {
       };
       std::vector<std::vector<std::string>> table;
       for (const auto& r : rows) {
-        char invariance[32];
-        std::snprintf(invariance, sizeof invariance, "%.3g",
-                      r.at("invariance").at("float32").at("max_abs_logit_change").get<double>());
+        char invariance[32] = "-";
+        if (r.contains("invariance"))
+          std::snprintf(invariance, sizeof invariance, "%.3g",
+                        r.at("invariance").at("float32").at("max_abs_logit_change").get<double>());
         table.push_back({r.at("run").get<std::string>(), r.at("model").get<std::string>(),
                          r.at("protocol").get<std::string>(), std::to_string(r.at("parameters").get<long long>()),
                          cell(r.at("test_accuracy"), "z"), cell(r.at("test_accuracy"), "so3"),
                          cell(r.at("test_accuracy"), "none"), invariance});
       }
       print_table({"run", "model", "protocol", "params", "test z", "test so3", "test none", "max |dlogit|"}, table);
-      std::printf("(max |dlogit|: largest change of any logit over %lld test shapes under 4 random SO(3) rotations, "
-                  "float32; float64 in --json)\n",
-                  static_cast<long long>(o->shapes));
+      if (o->shapes > 0)
+        std::printf("(max |dlogit|: largest change of any logit over %lld test shapes under 4 random SO(3) rotations, "
+                    "float32; float64 in --json)\n",
+                    static_cast<long long>(o->shapes));
       return 0;
     };
   });
