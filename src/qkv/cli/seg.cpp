@@ -6,11 +6,8 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <array>
 #include <cstdio>
 #include <filesystem>
-#include <map>
-#include <numeric>
 
 #include "qkv/cli/commands.h"
 #include "qkv/cli/common.h"
@@ -18,12 +15,9 @@
 #include "qkv/cli/train_command.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/output_policy.h"
-#include "qkv/pointcloud/mesh_read.h"
 #include "qkv/pointcloud/mesh_write.h"
 #include "qkv/pointcloud/render.h"
-#include "qkv/pointcloud/synth_parts.h"
 #include "qkv/tasks/part_segmentation.h"
-#include "qkv/train/part_iou.h"
 #include "qkv/train/run.h"
 
 namespace qkv::cli {

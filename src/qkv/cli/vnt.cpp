@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <map>
 #include <numeric>
 #include <random>
 
@@ -20,7 +19,6 @@
 #include "qkv/cli/train_command.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/output_policy.h"
-#include "qkv/models/vnt_net.h"
 #include "qkv/pointcloud/mesh_write.h"
 #include "qkv/pointcloud/render.h"
 #include "qkv/pointcloud/transforms.h"

@@ -269,12 +269,17 @@ void write_new_ledger(const fs::path& dir, const OutputMarker& marker) {
   write_file_atomic((dir / kLedgerName).string(), json_text(header, -1) + "\n");
 }
 
+// Drops the registration of `dir`, if any (the caller holds claims_mutex).
+void forget_root_locked(const fs::path& dir) {
+  auto& roots = claimed_roots();
+  roots.erase(std::remove_if(roots.begin(), roots.end(), [&](const Root& r) { return r.dir == dir; }), roots.end());
+}
+
 // Registers `dir` (replacing an earlier registration of the same folder).
 void register_root(const fs::path& dir, const Ledger& ledger) {
   std::lock_guard<std::mutex> lock(claims_mutex());
-  auto& roots = claimed_roots();
-  roots.erase(std::remove_if(roots.begin(), roots.end(), [&](const Root& r) { return r.dir == dir; }), roots.end());
-  roots.push_back({dir, std::set<std::string>(ledger.files.begin(), ledger.files.end()), ledger.written, {}});
+  forget_root_locked(dir);
+  claimed_roots().push_back({dir, std::set<std::string>(ledger.files.begin(), ledger.files.end()), ledger.written, {}});
 }
 
 // A UsageError for the first file the ledger lists that qkv may not touch:
@@ -373,9 +378,7 @@ void release_unused_output_dir(const std::string& dir, bool remove_folder) noexc
     if (!fs::is_directory(root, ec) || !fs::exists(root / kLedgerName, ec) || !is_empty_folder(root)) return;
     {
       std::lock_guard<std::mutex> lock(claims_mutex());
-      auto& roots = claimed_roots();
-      roots.erase(std::remove_if(roots.begin(), roots.end(), [&](const Root& r) { return r.dir == root; }),
-                  roots.end());
+      forget_root_locked(root);
     }
     fs::remove(root / kLedgerName, ec);
     if (remove_folder) fs::remove(root, ec);  // only while empty

@@ -12,6 +12,7 @@ namespace qkv {
 // extensions, keywords and region names.
 std::string lower(std::string_view text);
 
+bool starts_with(std::string_view text, std::string_view prefix);
 bool ends_with(std::string_view text, std::string_view suffix);
 
 // text without leading and trailing whitespace (std::isspace).

@@ -668,8 +668,8 @@ nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& o
     // Judged on every run's test predictions together, and fold by fold (a
     // network may put each fold's subjects all on one side, a different
     // side in each fold, which pooling hides).
-    for (const auto& w : train::degenerate_result_warnings(binary_metrics(pooled, pooled_labels)))
-      summary["warnings"].push_back(m + ": " + w);
+    const auto pooled_metrics = binary_metrics(pooled, pooled_labels);
+    for (const auto& w : train::degenerate_result_warnings(pooled_metrics)) summary["warnings"].push_back(m + ": " + w);
     int64_t degenerate_folds = 0;
     std::string first;
     for (const auto& f : per_fold[m]) {
@@ -682,10 +682,9 @@ nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& o
       summary["warnings"].push_back(m + ": " + std::to_string(degenerate_folds) + " of " +
                                     std::to_string(per_fold[m].size()) + " folds are degenerate, e.g. " + first);
     summary["models"][m] = entry;
-    try {
-      curves.emplace_back(m, train::roc_curve(pooled, pooled_labels), train::auroc(pooled, pooled_labels));
-    } catch (const DataError&) {
-    }
+    // AUROC is null where it is undefined (one class), and so is the curve.
+    if (pooled_metrics.at("auroc").is_number())
+      curves.emplace_back(m, train::roc_curve(pooled, pooled_labels), pooled_metrics.at("auroc").get<double>());
   }
   summary["settings"] = settings;
   write_file_atomic(out_dir + "/predictions.csv", predictions_csv);

@@ -18,8 +18,6 @@ const char* const kPalette[] = {"#2f6fdf", "#e8710a", "#1e8e3e", "#8e44ad", "#c0
 
 constexpr double kCharWidth = 0.62;  // a generous average glyph width, in font sizes, for laying out SVG text
 
-bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
-
 std::string printf_double(const char* format, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, format, v);

@@ -39,8 +39,6 @@ bool own_section(const std::string& key) {
   return false;
 }
 
-bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
-
 std::string chart_family(const std::string& key) {
   for (const char* prefix : {"train_", "val_", "test_"}) {
     const std::string p(prefix);
