@@ -93,6 +93,10 @@ void register_synth(CLI::App* parent, Action& action) {
   add_ranged_option(cmd, "--planted-interaction-sites", o->synth.planted_interaction_sites,
                     "CpG sites whose PD shift follows one striatal region's uptake (the cross-modal benchmark)", 0,
                     10000000);
+  add_ranged_option(cmd, "--cross-modal-sites", o->synth.cross_modal_sites,
+                    "CpG sites coupled to one of four cortical regions' uptake with the sign flipped between PD and "
+                    "controls: each modality alone carries nothing, only reading both does (prints an oracle check)",
+                    0, 10000000);
   add_ranged_option(cmd, "--missing-fraction", o->synth.missing_fraction, "share of beta-values left missing", 0, 0.5);
   add_ranged_option(cmd, "--seed", o->synth.seed, "random seed; the same seed writes the same files", 0, kMaxSeed);
   add_ranged_option(cmd, "--threads", o->synth.threads, "volumes generated in parallel; 0 = one per core", 0,
@@ -118,6 +122,7 @@ void register_synth(CLI::App* parent, Action& action) {
                   static_cast<long long>(summary.subjects), static_cast<long long>(summary.pd),
                   static_cast<long long>(summary.controls), static_cast<long long>(summary.cpg),
                   summary.atlas_used.c_str(), o->out.c_str());
+      if (!summary.oracle_check.empty()) std::printf("synth: %s\n", summary.oracle_check.c_str());
       return 0;
     };
   });

@@ -413,9 +413,11 @@ GridPlan make_plan(const std::array<int64_t, 3>& shape, const Anatomy& anatomy) 
 }
 
 void sample_anatomy(const Anatomy& anatomy, const GridPlan& plan, const std::array<double, 3>& shift_mm,
-                    std::vector<uint8_t>& tissue, std::vector<float>& position) {
+                    std::vector<uint8_t>& tissue, std::vector<float>& position, std::vector<uint8_t>* regions) {
   tissue.assign(plan.fine_size(), kOutside);
   position.assign(plan.fine_size(), 0.0f);
+  const bool with_regions = regions != nullptr && !anatomy.cross_modal.empty();
+  if (regions) regions->assign(with_regions ? plan.fine_size() : 0, 0);
   const Mat4& m = plan.fine_to_anatomy;
   const Mat4& w = plan.world_to_anatomy;
   // Moving the anatomy by +shift samples it at world point p - shift.
@@ -433,8 +435,10 @@ void sample_anatomy(const Anatomy& anatomy, const GridPlan& plan, const std::arr
         const int64_t aj = static_cast<int64_t>(std::floor(y + 0.5));
         const int64_t ak = static_cast<int64_t>(std::floor(z + 0.5));
         if (ai < 0 || aj < 0 || ak < 0 || ai >= ad[0] || aj >= ad[1] || ak >= ad[2]) continue;
-        const uint8_t t = anatomy.tissue[anatomy.index(ai, aj, ak)];
+        const int64_t a = anatomy.index(ai, aj, ak);
+        const uint8_t t = anatomy.tissue[a];
         tissue[v] = t;
+        if (with_regions) (*regions)[v] = anatomy.cross_modal[a];
         if (t == kPutamenLeft || t == kPutamenRight) {
           const double world_y = apply(anatomy.affine, ai, aj, ak)[1];
           position[v] = static_cast<float>(anatomy.putamen_position(t == kPutamenLeft ? 0 : 1, world_y));
@@ -443,29 +447,76 @@ void sample_anatomy(const Anatomy& anatomy, const GridPlan& plan, const std::arr
     }
 }
 
-data::Volume striatum_mask(const Anatomy& anatomy, const GridPlan& plan) {
-  std::vector<uint8_t> tissue;
-  std::vector<float> position;
-  sample_anatomy(anatomy, plan, {0, 0, 0}, tissue, position);
+namespace {
+
+// Each output voxel's majority label among its sub-grid block's `labels`
+// (values < classes); ties go to the lower label.
+data::Volume majority_labels(const std::vector<uint8_t>& labels, int classes, const GridPlan& plan,
+                             const std::string& description) {
   data::Volume mask;
   mask.dims = plan.dims;
   mask.geometry = plan.geometry;
-  mask.geometry.description = "qkv striatum mask: 1 L caudate 2 R caudate 3 L putamen 4 R putamen";
+  mask.geometry.description = description;
   mask.voxels.assign(plan.size(), 0.0f);
   const auto& fd = plan.fine_dims;
+  std::vector<int64_t> votes(static_cast<size_t>(classes));
   for (int64_t k = 0; k < plan.dims[2]; ++k)
     for (int64_t j = 0; j < plan.dims[1]; ++j)
       for (int64_t i = 0; i < plan.dims[0]; ++i) {
-        std::array<int64_t, 5> votes{};
+        std::fill(votes.begin(), votes.end(), 0);
         for (int64_t c = 0; c < plan.factor[2]; ++c)
           for (int64_t b = 0; b < plan.factor[1]; ++b)
             for (int64_t a = 0; a < plan.factor[0]; ++a) {
               const int64_t fi = i * plan.factor[0] + a, fj = j * plan.factor[1] + b, fk = k * plan.factor[2] + c;
-              ++votes[mask_label(tissue[fi + fd[0] * (fj + fd[1] * fk)])];
+              ++votes[labels[fi + fd[0] * (fj + fd[1] * fk)]];
             }
         mask.at(i, j, k) = static_cast<float>(std::max_element(votes.begin(), votes.end()) - votes.begin());
       }
   return mask;
+}
+
+}  // namespace
+
+data::Volume striatum_mask(const Anatomy& anatomy, const GridPlan& plan) {
+  std::vector<uint8_t> tissue;
+  std::vector<float> position;
+  sample_anatomy(anatomy, plan, {0, 0, 0}, tissue, position);
+  for (auto& t : tissue) t = static_cast<uint8_t>(mask_label(t));
+  return majority_labels(tissue, 5, plan, "qkv striatum mask: 1 L caudate 2 R caudate 3 L putamen 4 R putamen");
+}
+
+data::Volume cross_modal_mask(const Anatomy& anatomy, const GridPlan& plan) {
+  std::vector<uint8_t> tissue, regions;
+  std::vector<float> position;
+  sample_anatomy(anatomy, plan, {0, 0, 0}, tissue, position, &regions);
+  if (regions.empty()) regions.assign(plan.fine_size(), 0);
+  return majority_labels(regions, kCrossModalRegions + 1, plan,
+                         "qkv cross-modal regions: 1 L frontal 2 R frontal 3 L parietal 4 R parietal");
+}
+
+void mark_cross_modal_regions(Anatomy& a) {
+  a.cross_modal.assign(a.tissue.size(), 0);
+  std::array<int64_t, kCrossModalRegions> counts{};
+  for (int64_t k = 0; k < a.dims[2]; ++k)
+    for (int64_t j = 0; j < a.dims[1]; ++j)
+      for (int64_t i = 0; i < a.dims[0]; ++i) {
+        const int64_t v = a.index(i, j, k);
+        const uint8_t t = a.tissue[v];
+        if (t != kGrey && t != kWhite && t != kCsf) continue;
+        const auto p = apply(a.affine, static_cast<double>(i), static_cast<double>(j), static_cast<double>(k));
+        for (int r = 0; r < kCrossModalRegions; ++r) {
+          const auto& c = kCrossModalRegionList[r].centre_mm;
+          const double d2 = (p[0] - c[0]) * (p[0] - c[0]) + (p[1] - c[1]) * (p[1] - c[1]) + (p[2] - c[2]) * (p[2] - c[2]);
+          if (d2 <= kCrossModalRadiusMm * kCrossModalRadiusMm) {
+            a.cross_modal[v] = static_cast<uint8_t>(r + 1);
+            ++counts[r];
+          }
+        }
+      }
+  for (int r = 0; r < kCrossModalRegions; ++r)
+    if (counts[r] == 0)
+      throw DataError(a.source + ": no brain tissue within " + std::to_string(static_cast<int>(kCrossModalRadiusMm)) +
+                      " mm of the " + kCrossModalRegionList[r].name + " cross-modal region's centre");
 }
 
 }  // namespace qkv::mhca::synth

@@ -47,6 +47,9 @@ struct Anatomy {
   std::array<std::vector<double>, 2> putamen_t;
   std::string source;  // atlas path or "ellipsoids"
   nlohmann::json regions = nlohmann::json::array();
+  // Cross-modal region (1 .. kCrossModalRegions) of every template voxel, 0
+  // outside them; empty unless the cohort has cross-modal sites.
+  std::vector<uint8_t> cross_modal;
 
   int64_t index(int64_t i, int64_t j, int64_t k) const { return i + dims[0] * (j + dims[1] * k); }
 
@@ -57,6 +60,29 @@ struct Anatomy {
     return std::clamp((putamen_front[side] - world_y) / span, 0.0, 1.0);
   }
 };
+
+// The cross-modal benchmark's regions (`mhca synth --cross-modal-sites`):
+// spheres of brain tissue, one per lobe and side, whose uptake is scaled per
+// subject by a factor that has the same distribution in PD and controls (our
+// choice of places: two lobes, each side, so that a model resolving ~30 mm
+// tells all four apart; synth_cohort.h documents the model).
+constexpr int kCrossModalRegions = 4;
+struct CrossModalRegion {
+  const char* name;
+  std::array<double, 3> centre_mm;  // MNI world
+};
+constexpr std::array<CrossModalRegion, kCrossModalRegions> kCrossModalRegionList{{
+    {"left frontal", {-30, 40, 20}},
+    {"right frontal", {30, 40, 20}},
+    {"left parietal", {-30, -55, 35}},
+    {"right parietal", {30, -55, 35}},
+}};
+constexpr double kCrossModalRadiusMm = 12;
+
+// Fills anatomy.cross_modal: brain tissue (grey, white, CSF) within
+// kCrossModalRadiusMm of each region's centre. DataError naming the region
+// when the anatomy has no brain tissue there.
+void mark_cross_modal_regions(Anatomy& anatomy);
 
 // "none": ellipsoids; "auto": MRIcron's AICHAmc atlas when it is installed,
 // else ellipsoids; anything else: a label NIfTI (see "Anatomy" in
@@ -81,12 +107,19 @@ GridPlan make_plan(const std::array<int64_t, 3>& shape, const Anatomy& anatomy);
 
 // Tissue and putamen position of every sub-grid voxel, with the anatomy moved
 // by shift_mm (nearest neighbour: labels cannot be interpolated).
+// With `regions`, also each sub-grid voxel's cross-modal region (0 none), when
+// the anatomy has them.
 void sample_anatomy(const Anatomy& anatomy, const GridPlan& plan, const std::array<double, 3>& shift_mm,
-                    std::vector<uint8_t>& tissue, std::vector<float>& position);
+                    std::vector<uint8_t>& tissue, std::vector<float>& position,
+                    std::vector<uint8_t>* regions = nullptr);
 
 // Majority label of each output voxel's sub-grid block; ties go to the lower
 // label, so a voxel half striatum, half not, stays 0.
 data::Volume striatum_mask(const Anatomy& anatomy, const GridPlan& plan);
+
+// The same for the cross-modal regions: 1 .. kCrossModalRegions in
+// kCrossModalRegionList's order, 0 elsewhere (cross_modal_mask.nii.gz).
+data::Volume cross_modal_mask(const Anatomy& anatomy, const GridPlan& plan);
 
 // Separable Gaussian with zeros beyond the grid (no activity outside the field
 // of view). The y and z passes add whole shifted rows / slices, which keeps

@@ -13,6 +13,7 @@
 #include "qkv/medical/nifti.h"
 #include "qkv/medical/synth_anatomy.h"
 #include "qkv/medical/synth_methylation.h"
+#include "qkv/medical/synth_oracle.h"
 #include "qkv/medical/synth_random.h"
 #include "qkv/medical/synth_subjects.h"
 
@@ -28,7 +29,7 @@ using namespace synth;
 json side_pair(const std::array<double, 2>& v) { return {{"left", v[0]}, {"right", v[1]}}; }
 
 json ground_truth(const SynthCohortOptions& o, const Anatomy& anatomy, const GridPlan& plan,
-                  const std::vector<Subject>& subjects, const MethylationPlan& meth) {
+                  const std::vector<Subject>& subjects, const MethylationPlan& meth, const json& oracle) {
   json truth;
   truth["generator"] = "qkv mhca synth";
   truth["seed"] = o.seed;
@@ -114,6 +115,15 @@ json ground_truth(const SynthCohortOptions& o, const Anatomy& anatomy, const Gri
         entry["nominal_correlation_in_pd"] = site.effect;
         informative.push_back(entry);
         break;
+      case SiteKind::kCrossModal:
+        entry["reference_beta"] = sigmoid(site.mu);
+        entry["region"] = kCrossModalRegionList[static_cast<size_t>(site.cross_region)].name;
+        entry["cross_modal_mask_label"] = site.cross_region + 1;
+        entry["logit_slope_per_z"] = site.cross_modal_slope;
+        entry["sign"] = "+ in PD, - in controls";
+        entry["nominal_correlation_within_class"] = site.effect;
+        informative.push_back(entry);
+        break;
       case SiteKind::kAge:
         entry["reference_beta"] = sigmoid(site.mu);
         entry["logit_slope_per_year"] = site.age_slope;
@@ -126,6 +136,20 @@ json ground_truth(const SynthCohortOptions& o, const Anatomy& anatomy, const Gri
         break;
       default: break;
     }
+  }
+  if (o.cross_modal_sites > 0) {
+    json regions = json::array();
+    for (int r = 0; r < kCrossModalRegions; ++r)
+      regions.push_back({{"label", r + 1},
+                         {"region", kCrossModalRegionList[r].name},
+                         {"centre_mm", kCrossModalRegionList[r].centre_mm},
+                         {"radius_mm", kCrossModalRadiusMm}});
+    truth["cross_modal_regions"] = regions;
+    truth["cross_modal_model"] = {
+        {"uptake_factor", "exp(0.25 z), z ~ N(0, 1) per subject and region in PD and controls alike"},
+        {"sites", "logit += (+1 in PD, -1 in controls) * slope * z of the site's region, slope for a within-class "
+                  "correlation rho ~ U(0.4, 0.7)"}};
+    truth["oracle_check"] = oracle;
   }
   truth["informative_sites"] = informative;
   truth["nuisance_sites"] = nuisance;
@@ -148,6 +172,7 @@ json ground_truth(const SynthCohortOptions& o, const Anatomy& anatomy, const Gri
         {"calibration", s.calibration},
         {"count_level", s.count_level},
     });
+    if (o.cross_modal_sites > 0) people.back()["cross_modal_z"] = s.cross_modal;
   }
   truth["subjects"] = people;
   return truth;
@@ -180,7 +205,8 @@ void SynthCohortOptions::validate() const {
   if (planted_interaction_sites < 0) {
     fail("--planted-interaction-sites must be >= 0, got " + std::to_string(planted_interaction_sites));
   }
-  const int64_t planted = planted_class_sites + planted_putamen_sites + planted_interaction_sites;
+  if (cross_modal_sites < 0) fail("--cross-modal-sites must be >= 0, got " + std::to_string(cross_modal_sites));
+  const int64_t planted = planted_class_sites + planted_putamen_sites + planted_interaction_sites + cross_modal_sites;
   if (cpg <= planted) {
     fail("--cpg must exceed the planted sites (" + std::to_string(planted) + "), got " + std::to_string(cpg));
   }
@@ -205,21 +231,26 @@ void SynthCohortOptions::validate() const {
 }
 
 json SynthCohortOptions::to_json() const {
-  return {{"subjects", subjects},
-          {"pd_fraction", pd_fraction},
-          {"cpg", cpg},
-          {"shape", shape},
-          {"atlas", atlas},
-          {"planted_class_sites", planted_class_sites},
-          {"planted_putamen_sites", planted_putamen_sites},
-          {"planted_interaction_sites", planted_interaction_sites},
-          {"missing_fraction", missing_fraction},
-          {"seed", seed}};
+  json j = {{"subjects", subjects},
+            {"pd_fraction", pd_fraction},
+            {"cpg", cpg},
+            {"shape", shape},
+            {"atlas", atlas},
+            {"planted_class_sites", planted_class_sites},
+            {"planted_putamen_sites", planted_putamen_sites},
+            {"planted_interaction_sites", planted_interaction_sites},
+            {"missing_fraction", missing_fraction},
+            {"seed", seed}};
+  // Only when used, so that the records of earlier cohorts stay as they were.
+  if (cross_modal_sites > 0) j["cross_modal_sites"] = cross_modal_sites;
+  return j;
 }
 
 json SynthCohortSummary::to_json() const {
-  return {{"subjects", subjects},     {"pd", pd},      {"controls", controls}, {"cpg", cpg},
-          {"atlas_used", atlas_used}, {"files", files}};
+  json j = {{"subjects", subjects},     {"pd", pd},      {"controls", controls}, {"cpg", cpg},
+            {"atlas_used", atlas_used}, {"files", files}};
+  if (!oracle.is_null()) j["oracle_check"] = oracle;
+  return j;
 }
 
 SynthCohortSummary write_synth_cohort(const std::string& out_dir, const SynthCohortOptions& options,
@@ -235,7 +266,8 @@ SynthCohortSummary write_synth_cohort(const std::string& out_dir, const SynthCoh
       throw UsageError("--out " + out_dir + " exists and is not a folder");
   }
 
-  const Anatomy anatomy = load_anatomy(options.atlas);
+  Anatomy anatomy = load_anatomy(options.atlas);
+  if (options.cross_modal_sites > 0) mark_cross_modal_regions(anatomy);
   const GridPlan plan = make_plan(options.shape, anatomy);
   const std::vector<Subject> subjects = draw_subjects(options, anatomy);
   const MethylationPlan meth = plan_methylation(options, subjects);
@@ -279,12 +311,21 @@ SynthCohortSummary write_synth_cohort(const std::string& out_dir, const SynthCoh
   data::write_nifti(mask_path, striatum_mask(anatomy, plan));
   summary.files.push_back(mask_path);
 
+  if (options.cross_modal_sites > 0) {
+    const std::string cross_path = join(out_dir, "cross_modal_mask.nii.gz");
+    data::write_nifti(cross_path, cross_modal_mask(anatomy, plan));
+    summary.files.push_back(cross_path);
+    const auto check = cross_modal_oracle(subjects, meth, table, options.seed);
+    summary.oracle = check.to_json();
+    summary.oracle_check = check.describe();
+  }
+
   const std::string methylation_path = join(out_dir, "methylation.csv");
   data::write_methylation_table(methylation_path, table);
   summary.files.push_back(methylation_path);
 
   const std::string truth_path = join(out_dir, "ground_truth.json");
-  write_file_atomic(truth_path, json_text(ground_truth(options, anatomy, plan, subjects, meth)) + "\n");
+  write_file_atomic(truth_path, json_text(ground_truth(options, anatomy, plan, subjects, meth, summary.oracle)) + "\n");
   summary.files.push_back(truth_path);
 
   data::Manifest manifest;

@@ -12,6 +12,8 @@
 //   methylation.csv       subject_id, then one column per CpG ("cg" + 8 digits)
 //   striatum_mask.nii.gz  1 left caudate, 2 right caudate, 3 left putamen,
 //                         4 right putamen, 0 elsewhere (same grid)
+//   cross_modal_mask.nii.gz  with cross-modal sites only: 1 left frontal,
+//                         2 right frontal, 3 left parietal, 4 right parietal
 //   ground_truth.json     options, seed, atlas, grid, model constants, planted
 //                         and nuisance CpG sites, and every subject's truth
 //
@@ -95,6 +97,23 @@
 //   near-normal uptake has the site shifted, a control with the same uptake
 //   does not). Its only marginal trace is a larger spread in PD (sd / sqrt(1 -
 //   rho^2)). ground_truth.json names each site's region and mask label.
+//   cross-modal sites (cross_modal_sites, 0 by default; the benchmark that
+//   only cross-modal reading can solve): intermediate sites, each tied to one
+//   of four cross-modal regions (in turn left frontal, right frontal, left
+//   parietal, right parietal: spheres of 12 mm radius of brain tissue centred
+//   at (-+30, 40, 20) and (-+30, -55, 35) mm, cross_modal_mask.nii.gz labels
+//   1-4). Every subject has a z ~ N(0, 1) per region, in PD and controls
+//   alike, and the region's uptake (all tissue in it) is scaled by
+//   exp(0.25 z). A site's logit is mu + sd * noise + sign * slope * z with
+//   sign +1 in PD and -1 in controls, the slope set for a within-class
+//   correlation rho ~ U(0.4, 0.7) (sign random). Since z is symmetric, the
+//   site's distribution and the region's uptake are each the same in PD and
+//   controls: neither modality alone says anything, only their product does.
+//   write_synth_cohort measures this (the oracle check, ground_truth.json
+//   "oracle_check"): cross-validated logistic regression on the true
+//   striatal binding ratios and region z's, then with the sites added, then
+//   with each site times its region's z; the additive gain is ~0, the
+//   product gain several points.
 //   nuisance sites (not informative about PD by construction, listed apart in
 //   ground_truth.json): up to 8 age sites (logit slope +-U(0.02, 0.05) per
 //   year) and up to 8 X-linked sex sites (beta ~0.45 in women, ~0.05 in men);
@@ -129,6 +148,7 @@ struct SynthCohortOptions {
   int64_t planted_class_sites = 30;    // CpG sites whose beta shifts with PD status
   int64_t planted_putamen_sites = 15;  // CpG sites whose beta follows the mean putamen BR
   int64_t planted_interaction_sites = 0;  // CpG sites whose PD shift follows one region's BR
+  int64_t cross_modal_sites = 0;  // CpG sites coupled to a cross-modal region's uptake, sign flipped by class
   double missing_fraction = 0.001;     // beta cells left empty
   uint64_t seed = 0;
   // Volumes generated at once, on LibTorch's threads (so at most
@@ -146,6 +166,9 @@ struct SynthCohortSummary {
   int64_t subjects = 0, pd = 0, controls = 0, cpg = 0;
   std::string atlas_used;          // the atlas path, or "ellipsoids"
   std::vector<std::string> files;  // every file written (out_dir joined), manifest.csv last
+  // With cross-modal sites: the oracle check's line and record (else empty / null).
+  std::string oracle_check;
+  nlohmann::json oracle;
   nlohmann::json to_json() const;
 };
 

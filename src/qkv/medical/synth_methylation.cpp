@@ -12,6 +12,11 @@ namespace qkv::mhca::synth {
 namespace {
 
 constexpr double kPutamenCohortSd = 0.45;    // nominal sd of mean putamen BR over a cohort
+// Within-class correlation of a cross-modal site's logit with its region's z
+// (our choice: strong enough that a handful of sites per region carry
+// several points of accuracy in the oracle check, weak enough that no single
+// site decides a subject).
+constexpr double kCrossModalRhoMin = 0.5, kCrossModalRhoMax = 0.8;
 
 }  // namespace
 
@@ -104,7 +109,19 @@ MethylationPlan plan_methylation(const SynthCohortOptions& o, const std::vector<
     site.region_pd_sd = pd_sd[site.region];
     site.interaction_slope = site.effect / std::sqrt(1 - rho * rho) * site.sd / site.region_pd_sd;
   }
-  const int64_t background = n - o.planted_class_sites - o.planted_putamen_sites - o.planted_interaction_sites;
+  // Cross-modal sites last, for the same reason.
+  for (int64_t c = 0; c < o.cross_modal_sites; ++c) {
+    Site& site = plan.sites[take()];
+    site.kind = SiteKind::kCrossModal;
+    site.mu = logit(rng.uniform(0.2, 0.75));
+    site.sd = intermediate_sd();
+    site.cross_region = static_cast<int>(c % kCrossModalRegions);
+    const double rho = rng.uniform(kCrossModalRhoMin, kCrossModalRhoMax);
+    site.effect = (rng.bernoulli(0.5) ? 1 : -1) * rho;
+    site.cross_modal_slope = site.effect / std::sqrt(1 - rho * rho) * site.sd;
+  }
+  const int64_t background =
+      n - o.planted_class_sites - o.planted_putamen_sites - o.planted_interaction_sites - o.cross_modal_sites;
   const int64_t per_nuisance = std::min<int64_t>(8, background / 20);
   for (int64_t c = 0; c < per_nuisance; ++c) {
     Site& site = plan.sites[take()];
@@ -136,6 +153,8 @@ void fill_methylation_row(const MethylationPlan& plan, const Subject& s, int64_t
     double x = site.mu + site.sd * rng.normal() + site.composition * composition;
     if (s.label == 1) x += site.class_shift;
     if (s.label == 1 && site.region >= 0) x += site.interaction_slope * (s.region_br(site.region) - site.region_reference);
+    if (site.cross_region >= 0)
+      x += (s.label == 1 ? 1 : -1) * site.cross_modal_slope * s.cross_modal[static_cast<size_t>(site.cross_region)];
     x += site.putamen_slope * putamen + site.age_slope * age;
     if (s.female) x += site.female_shift;
     // Four decimals, as array exports write beta-values.
@@ -150,6 +169,7 @@ const char* kind_name(SiteKind k) {
     case SiteKind::kClass: return "class";
     case SiteKind::kPutamen: return "putamen";
     case SiteKind::kInteraction: return "interaction";
+    case SiteKind::kCrossModal: return "cross_modal";
     case SiteKind::kAge: return "age";
     case SiteKind::kSex: return "sex";
     default: return "background";

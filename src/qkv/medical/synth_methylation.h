@@ -14,7 +14,7 @@ namespace qkv::mhca::synth {
 
 constexpr double kPutamenReferenceBr = 2.2;  // centre of the putamen-site regression
 
-enum class SiteKind { kBackground, kClass, kPutamen, kInteraction, kAge, kSex };
+enum class SiteKind { kBackground, kClass, kPutamen, kInteraction, kCrossModal, kAge, kSex };
 
 struct Site {
   SiteKind kind = SiteKind::kBackground;
@@ -32,6 +32,12 @@ struct Site {
   int region = -1;
   double interaction_slope = 0;
   double region_reference = 0, region_pd_sd = 0;
+  // Cross-modal sites: logit += cross_modal_slope * z of cross-modal region
+  // `cross_region` in PD and -= it in controls. z ~ N(0, 1) in both classes,
+  // so the site's distribution, like the region's uptake, is the same in PD
+  // and controls: only the sign of their coupling tells the classes apart.
+  int cross_region = -1;
+  double cross_modal_slope = 0;
 };
 
 struct MethylationPlan {
@@ -48,7 +54,7 @@ MethylationPlan plan_methylation(const SynthCohortOptions& o, const std::vector<
 void fill_methylation_row(const MethylationPlan& plan, const Subject& s, int64_t row, const SynthCohortOptions& o,
                           float* out);
 
-// "class", "putamen", "interaction", "age", "sex" or "background", as
+// "class", "putamen", "interaction", "cross_modal", "age", "sex" or "background", as
 // ground_truth.json says.
 const char* kind_name(SiteKind k);
 

@@ -21,7 +21,7 @@ inline uint64_t splitmix64(uint64_t& x) {
 }
 
 // Streams, so that adding a draw to one purpose does not shift another's.
-enum class Stream : uint64_t { kCohort = 1, kSubject, kVolume, kSites, kMethylation };
+enum class Stream : uint64_t { kCohort = 1, kSubject, kVolume, kSites, kMethylation, kCrossModal };
 
 class Rng {
  public:

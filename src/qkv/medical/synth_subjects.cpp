@@ -56,6 +56,12 @@ std::vector<Subject> draw_subjects(const SynthCohortOptions& o, const Anatomy& a
       s.side_severity[affected] = severity;
       s.side_severity[1 - affected] = severity * other;
     }
+    // Its own stream, so that a cohort without cross-modal sites draws exactly
+    // what it drew before they existed.
+    if (o.cross_modal_sites > 0) {
+      Rng regions(o.seed, Stream::kCrossModal, idx);
+      for (auto& z : s.cross_modal) z = regions.normal();
+    }
     for (int side = 0; side < 2; ++side) {
       s.caudate_br[side] = s.caudate_level(side);
       double sum = 0;
@@ -68,7 +74,7 @@ std::vector<Subject> draw_subjects(const SynthCohortOptions& o, const Anatomy& a
 
 data::Volume render_subject(const Subject& s, int64_t index, const Anatomy& anatomy, const GridPlan& plan,
                             uint64_t seed, Workspace& ws) {
-  sample_anatomy(anatomy, plan, s.shift_mm, ws.tissue, ws.position);
+  sample_anatomy(anatomy, plan, s.shift_mm, ws.tissue, ws.position, &ws.regions);
   const double counts_per_unit = kCountsPer8mm3 * plan.fine_voxel_mm3 / 8 * s.count_level;
   Rng rng(seed, Stream::kVolume, index);
   const int64_t n = plan.fine_size();
@@ -83,6 +89,7 @@ data::Volume render_subject(const Subject& s, int64_t index, const Anatomy& anat
       case kPutamenRight: level = s.putamen_level(1, ws.position[v]); break;
       default: level = kBaseUptake[t];
     }
+    if (!ws.regions.empty() && ws.regions[v] > 0) level *= s.cross_modal_factor(ws.regions[v] - 1);
     ws.counts[v] = static_cast<float>(rng.poisson(level * counts_per_unit));
   }
   blur(ws.counts, plan.fine_dims, plan.blur_sigma, ws.scratch);

@@ -5,6 +5,7 @@
 // public face and documents the model).
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -32,6 +33,11 @@ constexpr double kCountsPer8mm3 = 2.0;
 // shrinks the volumes ~3x instead of ~1.4x.
 constexpr double kStoredSteps = 256;
 
+// A cross-modal region's uptake is scaled by exp(kCrossModalUptakeSd * z),
+// z ~ N(0, 1) per subject and region in PD and controls alike (our choice:
+// ~25 %, well above the count noise of a ~7 cm^3 region at 8 mm FWHM).
+constexpr double kCrossModalUptakeSd = 0.25;
+
 constexpr int kStriatalRegions = 4;
 constexpr std::array<const char*, kStriatalRegions> kStriatalRegionNames{"left caudate", "right caudate",
                                                                          "left putamen", "right putamen"};
@@ -48,6 +54,8 @@ struct Subject {
   std::array<double, 2> putamen_tilt{};
   std::array<double, 3> shift_mm{};
   double calibration = 1, count_level = 1;
+  // Cross-modal benchmark: each region's z (all 0 without cross-modal sites).
+  std::array<double, kCrossModalRegions> cross_modal{};
   // Truth: region means of the unblurred binding ratio.
   std::array<double, 2> caudate_br{}, putamen_br{};
 
@@ -55,6 +63,7 @@ struct Subject {
   // Striatal region r's binding ratio, r as striatum_mask.nii.gz labels it
   // minus one: 0 left caudate, 1 right caudate, 2 left putamen, 3 right putamen.
   double region_br(int region) const { return region < 2 ? caudate_br[region] : putamen_br[region - 2]; }
+  double cross_modal_factor(int region) const { return std::exp(kCrossModalUptakeSd * cross_modal[region]); }
   double caudate_level(int side) const {
     return 1 + caudate_specific[side] * (1 - kCaudateLossPerSeverity * side_severity[side]);
   }
@@ -71,7 +80,7 @@ std::vector<Subject> draw_subjects(const SynthCohortOptions& o, const Anatomy& a
 
 // Per-thread buffers, reused across subjects.
 struct Workspace {
-  std::vector<uint8_t> tissue;
+  std::vector<uint8_t> tissue, regions;
   std::vector<float> position, counts, scratch;
 };
 
