@@ -491,10 +491,10 @@ void register_explain(CLI::App* parent, Action& action) {
       const c10::Device device = apply_common_options(o->common);
       nlohmann::json config;
       auto model = train::load_model_from_checkpoint(o->checkpoint, &config);
-      auto* net = dynamic_cast<models::MHCANet*>(model.get());
+      auto* net = dynamic_cast<models::CoAttentionModel*>(model.get());
       if (!net)
-        throw UsageError("--checkpoint " + o->checkpoint + ": explain needs an mhca model, this one is " +
-                         config.at("model").at("name").get<std::string>());
+        throw UsageError("--checkpoint " + o->checkpoint + ": explain needs a co-attention model (mhca, mhca-x), " +
+                         "this one is " + config.at("model").at("name").get<std::string>());
       const auto prep = recorded_preprocessing(config, o->checkpoint);
       mhca::ExplainOptions ex = o->explain;
       ex.subjects = o->subjects;
@@ -504,7 +504,7 @@ void register_explain(CLI::App* parent, Action& action) {
       }
       check_output_dir(o->common.out, "--out", o->common.overwrite);
       auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, true, at::get_num_threads(), false,
-                                      net->options().spect.volume_shape, o->files.max_missing,
+                                      net->spect_options().volume_shape, o->files.max_missing,
                                       o->files.reorient || recorded_reorient(config));
       claim_output_dir(o->common.out, "--out", o->common.overwrite, {"mhca explain", {}});
       auto result = mhca::explain_subjects(*net, cohort, prep, ex, o->common.out, device);

@@ -19,30 +19,6 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s;
 }
 
-// The batch's SPECT input as [B, 1, X, Y, Z], checked against the options.
-at::Tensor spect_input(const data::Batch& batch, const SpectEncoderOptions& o, const std::string& model) {
-  auto x = batch.input("spect");
-  if (x.dim() == 4) x = x.unsqueeze(1);
-  const auto& s = o.volume_shape;
-  if (x.dim() != 5 || x.size(1) != 1 || x.size(2) != s[0] || x.size(3) != s[1] || x.size(4) != s[2])
-    throw UsageError(model + ": spect input has shape " + shape_text(x.sizes().vec()) + ", expected [B, 1, " +
-                     shape_text(s) + "] (set the model option volume_shape)");
-  return x;
-}
-
-at::Tensor methylation_input(const data::Batch& batch, int64_t features, const std::string& model) {
-  const auto& x = batch.input("methylation");
-  if (x.dim() != 2 || x.size(1) != features)
-    throw UsageError(model + ": methylation input has shape " + shape_text(x.sizes().vec()) + ", expected [B, " +
-                     std::to_string(features) + "] (set the model option features)");
-  return x;
-}
-
-// [B, C, gx, gy, gz] -> [B, gx*gy*gz, C]: tokens in x-major grid order.
-at::Tensor grid_to_tokens(const at::Tensor& grid) {
-  return grid.flatten(2).transpose(1, 2);
-}
-
 void check_classifier(OptionReader& r, int64_t& hidden, int64_t& classes) {
   r.get("hidden", hidden, 1);
   r.get("classes", classes, 2);
@@ -72,6 +48,28 @@ OptionHelpList classifier_help(const std::set<std::string>& keys) {
 }
 
 }  // namespace
+
+at::Tensor spect_input(const data::Batch& batch, const SpectEncoderOptions& o, const std::string& model) {
+  auto x = batch.input("spect");
+  if (x.dim() == 4) x = x.unsqueeze(1);
+  const auto& s = o.volume_shape;
+  if (x.dim() != 5 || x.size(1) != 1 || x.size(2) != s[0] || x.size(3) != s[1] || x.size(4) != s[2])
+    throw UsageError(model + ": spect input has shape " + shape_text(x.sizes().vec()) + ", expected [B, 1, " +
+                     shape_text(s) + "] (set the model option volume_shape)");
+  return x;
+}
+
+at::Tensor methylation_input(const data::Batch& batch, int64_t features, const std::string& model) {
+  const auto& x = batch.input("methylation");
+  if (x.dim() != 2 || x.size(1) != features)
+    throw UsageError(model + ": methylation input has shape " + shape_text(x.sizes().vec()) + ", expected [B, " +
+                     std::to_string(features) + "] (set the model option features)");
+  return x;
+}
+
+at::Tensor grid_to_tokens(const at::Tensor& grid) {
+  return grid.flatten(2).transpose(1, 2);
+}
 
 void SpectEncoderOptions::read(OptionReader& r) {
   r.get("volume_shape", volume_shape);

@@ -45,6 +45,14 @@ struct SpectEncoderOptions {
   double token_stride() const;
 };
 
+// The batch's inputs checked against a model's options (UsageError naming the
+// model and the option to set): "spect" as [B, 1, X, Y, Z], "methylation" [B, F].
+at::Tensor spect_input(const data::Batch& batch, const SpectEncoderOptions& options, const std::string& model);
+at::Tensor methylation_input(const data::Batch& batch, int64_t features, const std::string& model);
+
+// [B, C, gx, gy, gz] -> [B, gx*gy*gz, C]: tokens in x-major grid order.
+at::Tensor grid_to_tokens(const at::Tensor& grid);
+
 // The SPECT encoder's size for one volume of the options' shape.
 ModelSize spect_encoder_size(const SpectEncoderOptions& options);
 
@@ -98,6 +106,18 @@ class MultiHeadCoAttentionImpl : public torch::nn::Module {
 };
 TORCH_MODULE(MultiHeadCoAttention);
 
+// A model whose forward pass holds co-attention between CpG-site queries and
+// SPECT tokens (mhca, mhca-x): what `qkv mhca explain` reads.
+class CoAttentionModel : public Model {
+ public:
+  struct Explained {
+    at::Tensor log_probs;
+    attention::CoAttentionResult attention;  // scores, alpha_v, alpha_q [B, H, F, T]
+  };
+  virtual Explained forward_explained(const data::Batch& batch) = 0;
+  virtual const SpectEncoderOptions& spect_options() const = 0;
+};
+
 struct MHCAOptions {
   SpectEncoderOptions spect;
   int64_t features = 441;  // CpG sites; must equal spect.tokens()
@@ -120,16 +140,13 @@ struct MHCAOptions {
 // The size for one sample (a volume of volume_shape and `features` CpG sites).
 ModelSize mhca_size(const MHCAOptions& options);
 
-class MHCANet : public Model {
+class MHCANet : public CoAttentionModel {
  public:
   explicit MHCANet(const MHCAOptions& options);
   at::Tensor forward(const data::Batch& batch) override;
   // The forward pass with its co-attention maps (for `qkv mhca explain`).
-  struct Explained {
-    at::Tensor log_probs;
-    attention::CoAttentionResult attention;
-  };
-  Explained forward_explained(const data::Batch& batch);
+  Explained forward_explained(const data::Batch& batch) override;
+  const SpectEncoderOptions& spect_options() const override { return options_.spect; }
   const MHCAOptions& options() const { return options_; }
 
  private:

@@ -10,6 +10,7 @@
 #include "qkv/core/runtime.h"
 #include "qkv/core/text.h"
 #include "qkv/models/mhca.h"
+#include "qkv/models/mhca_x.h"
 #include "qkv/models/mlp.h"
 #include "qkv/models/model.h"
 #include "qkv/models/part_seg.h"
@@ -82,6 +83,18 @@ ModelEntry vnt_entry(const std::string& name, std::string description, std::vect
       });
 }
 
+// mhca-x under a name that sets the defaults of its ablation options.
+ModelEntry mhca_x_entry(const std::string& name, std::string description) {
+  return entry(
+      name, std::move(description), "mhca", {"spect", "methylation"},
+      [name](const nlohmann::json& j) -> ModelPtr {
+        return std::make_shared<MHCAXNet>(MHCAXOptions::from_json(j, name));
+      },
+      [name](const nlohmann::json& j) { return MHCAXOptions::from_json(j, name).to_json(); },
+      MHCAXOptions::option_help(),
+      [name](const nlohmann::json& j, int64_t /*points*/) { return mhca_x_size(MHCAXOptions::from_json(j, name)); });
+}
+
 }  // namespace
 
 std::vector<std::string> ModelEntry::inputs_with(const nlohmann::json& options) const {
@@ -136,6 +149,10 @@ const std::vector<ModelEntry>& model_registry() {
                                          {"spect", "methylation"}, without_points(&concatnet_size)),
       entry<SpectNet, SpectNetOptions>("spectnet", "SPECT encoder alone", "mhca", {"spect"},
                                        without_points(&spectnet_size)),
+      mhca_x_entry("mhca-x", "co-attention as the only path from a CpG site to the volume (no bypass, cosine scores, "
+                             "token positions; our design)"),
+      mhca_x_entry("mhca-x-uniform", "mhca-x with its attention frozen to uniform (ablation)"),
+      mhca_x_entry("mhca-x-no-values", "mhca-x with the attended values zeroed (ablation)"),
   };
   return registry;
 }

@@ -28,9 +28,13 @@ GroundTruth read_ground_truth(const std::string& path) {
   try {
     for (const auto& site : j.at("informative_sites")) truth.informative_cpgs.push_back(site.at("id").get<std::string>());
     for (const auto& site : j.at("informative_sites")) {
-      if (site.value("kind", "") != "interaction") continue;
-      truth.interactions.push_back({site.at("id").get<std::string>(), site.at("region").get<std::string>(),
-                                    site.at("striatum_mask_label").get<int64_t>()});
+      const auto kind = site.value("kind", "");
+      if (kind == "interaction")
+        truth.interactions.push_back({site.at("id").get<std::string>(), site.at("region").get<std::string>(),
+                                      site.at("striatum_mask_label").get<int64_t>()});
+      if (kind == "cross_modal")
+        truth.cross_modal.push_back({site.at("id").get<std::string>(), site.at("region").get<std::string>(),
+                                     site.at("cross_modal_mask_label").get<int64_t>()});
     }
   } catch (const nlohmann::json::exception&) {
     throw DataError(path + ": not a ground-truth file of 'qkv mhca synth' (no informative_sites with ids, or an "
@@ -38,6 +42,8 @@ GroundTruth read_ground_truth(const std::string& path) {
   }
   const auto mask = fs::path(path).parent_path() / "striatum_mask.nii.gz";
   if (fs::exists(mask)) truth.striatum_mask = mask.string();
+  const auto cross = fs::path(path).parent_path() / "cross_modal_mask.nii.gz";
+  if (!truth.cross_modal.empty() && fs::exists(cross)) truth.cross_modal_mask = cross.string();
   return truth;
 }
 
@@ -219,7 +225,161 @@ data::NiftiGeometry described(data::NiftiGeometry geometry) {
 
 }  // namespace
 
-nlohmann::json explain_subjects(models::MHCANet& model, const CohortData& cohort, const Preprocessing& prep,
+at::Tensor brain_mask(const at::Tensor& anatomy) {
+  const auto a = anatomy.to(torch::kFloat32);
+  const auto above = a.masked_select(a > a.mean());
+  if (above.numel() == 0) return torch::ones_like(a, torch::kBool);
+  return a > above.mean() * 0.5;
+}
+
+std::array<int64_t, 3> peak_voxel_in(const at::Tensor& map, const at::Tensor& mask) {
+  auto masked = mask.any().item<bool>() ? map.masked_fill(mask.logical_not(), -1e30) : map;
+  const int64_t peak = masked.argmax().item<int64_t>();
+  return {peak / (map.size(1) * map.size(2)), (peak / map.size(2)) % map.size(1), peak % map.size(2)};
+}
+
+namespace {
+
+// Planted (site, region) pairs scored at the model's token resolution
+// (explain_subjects' "token_resolution").
+class TokenResolutionScore {
+ public:
+  TokenResolutionScore(const std::vector<GroundTruth::Interaction>& sites, const at::Tensor& labels,
+                       const models::SpectEncoderOptions& encoder, const std::vector<std::string>& cpg_ids,
+                       std::string mask_path)
+      : mask_path_(std::move(mask_path)), features_(static_cast<int64_t>(cpg_ids.size())), tokens_(encoder.tokens()) {
+    std::unordered_map<std::string, int64_t> feature_of;
+    for (size_t f = 0; f < cpg_ids.size(); ++f) feature_of.emplace(cpg_ids[f], static_cast<int64_t>(f));
+    std::map<int64_t, std::vector<int64_t>> tokens_of;  // label -> own tokens
+    for (const auto& site : sites) {
+      auto it = feature_of.find(site.cpg);
+      if (it == feature_of.end()) continue;
+      for (int64_t label : {site.mask_label, mirror(site.mask_label)}) {
+        if (tokens_of.count(label)) continue;
+        auto w = region_token_weights((labels == static_cast<double>(label)).to(torch::kFloat32), encoder);
+        const double total = w.sum().item<double>();
+        std::vector<int64_t> own;
+        if (total > 0) {
+          w = w / total;
+          for (int64_t t = 0; t < w.size(0); ++t)
+            if (w[t].item<double>() >= 0.2) own.push_back(t);
+          if (own.empty()) own.push_back(w.argmax().item<int64_t>());
+        }
+        tokens_of[label] = own;
+      }
+      Site s;
+      s.truth = site;
+      s.feature = it->second;
+      s.own = tokens_of[site.mask_label];
+      s.mirror = tokens_of[mirror(site.mask_label)];
+      s.row_sum = torch::zeros({tokens_}, torch::kDouble);
+      sites_.push_back(std::move(s));
+    }
+    planted_ = static_cast<int64_t>(sites.size());
+  }
+
+  bool empty() const { return sites_.empty(); }
+
+  // One subject's maps, [H, F, T] each.
+  void add(const at::Tensor& alpha_v, const at::Tensor& alpha_q) {
+    const auto v = alpha_v.mean(0).to(torch::kDouble), q = alpha_q.mean(0).to(torch::kDouble);  // [F, T]
+    for (auto& s : sites_) {
+      const auto row = v[s.feature];
+      s.row_sum += row;
+      s.own_mass += mass(row, s.own);
+      s.mirror_mass += mass(row, s.mirror);
+      if (!s.own.empty()) s.query_share += mass(q[s.feature], s.own) / static_cast<double>(s.own.size());
+    }
+    ++subjects_;
+  }
+
+  // The subjects' mean alpha_v rows of the sites of `label`, averaged [T].
+  at::Tensor mean_row(int64_t label) const {
+    auto sum = torch::zeros({tokens_}, torch::kDouble);
+    int64_t count = 0;
+    for (const auto& s : sites_)
+      if (s.truth.mask_label == label) {
+        sum += s.row_sum;
+        ++count;
+      }
+    return count > 0 ? (sum / static_cast<double>(count * std::max<int64_t>(1, subjects_))).to(torch::kFloat32)
+                     : at::Tensor();
+  }
+
+  nlohmann::json result() const {
+    const double n = static_cast<double>(std::max<int64_t>(1, subjects_));
+    const double T = static_cast<double>(tokens_), F = static_cast<double>(features_);
+    nlohmann::json list = nlohmann::json::array();
+    double own_sum = 0, mirror_sum = 0, query_sum = 0;
+    int64_t scored = 0, left_right = 0;
+    for (const auto& s : sites_) {
+      if (s.own.empty() || s.mirror.empty()) continue;
+      const double own = s.own_mass / n, mirror_mass = s.mirror_mass / n, query = s.query_share / n;
+      const double own_chance = static_cast<double>(s.own.size()) / T;
+      const double mirror_chance = static_cast<double>(s.mirror.size()) / T;
+      list.push_back({{"cpg", s.truth.cpg},
+                      {"region", s.truth.region},
+                      {"own_tokens", s.own},
+                      {"alpha_v_own", own},
+                      {"alpha_v_own_chance", own_chance},
+                      {"alpha_v_own_enrichment", own / own_chance},
+                      {"alpha_v_mirror", mirror_mass},
+                      {"alpha_v_mirror_enrichment", mirror_mass / mirror_chance},
+                      {"alpha_q_enrichment", query * F}});
+      own_sum += own / own_chance;
+      mirror_sum += mirror_mass / mirror_chance;
+      query_sum += query * F;
+      left_right += own / own_chance > mirror_mass / mirror_chance ? 1 : 0;
+      ++scored;
+    }
+    auto mean = [&](double x) { return scored > 0 ? nlohmann::json(x / static_cast<double>(scored)) : nlohmann::json(); };
+    return {{"mask", mask_path_},
+            {"planted_sites", planted_},
+            {"sites_scored", scored},
+            {"tokens", tokens_},
+            {"mean_alpha_v_own_enrichment", mean(own_sum)},
+            {"mean_alpha_v_mirror_enrichment", mean(mirror_sum)},
+            {"mean_alpha_q_enrichment", mean(query_sum)},
+            {"own_above_mirror", mean(static_cast<double>(left_right))},
+            {"sites", list}};
+  }
+
+ private:
+  struct Site {
+    GroundTruth::Interaction truth;
+    int64_t feature = 0;
+    std::vector<int64_t> own, mirror;
+    double own_mass = 0, mirror_mass = 0, query_share = 0;  // summed over subjects
+    at::Tensor row_sum;
+  };
+  // Left and right regions alternate in both masks: 1 <-> 2, 3 <-> 4.
+  static int64_t mirror(int64_t label) { return label % 2 == 1 ? label + 1 : label - 1; }
+  static double mass(const at::Tensor& row, const std::vector<int64_t>& tokens) {
+    double m = 0;
+    for (auto t : tokens) m += row[t].item<double>();
+    return m;
+  }
+  std::string mask_path_;
+  int64_t features_, tokens_, planted_ = 0, subjects_ = 0;
+  std::vector<Site> sites_;
+};
+
+at::Tensor read_label_mask(const std::string& path, const std::vector<int64_t>& shape) {
+  auto labels = volume_to_tensor(data::read_nifti(path));
+  if (labels.size(0) != shape[0] || labels.size(1) != shape[1] || labels.size(2) != shape[2])
+    throw DataError(path + ": label mask is not on the volumes' grid");
+  return labels;
+}
+
+std::string file_name_of(std::string region) {
+  for (auto& c : region)
+    if (c == ' ') c = '_';
+  return region;
+}
+
+}  // namespace
+
+nlohmann::json explain_subjects(models::CoAttentionModel& model, const CohortData& cohort, const Preprocessing& prep,
                                 const ExplainOptions& options, const std::string& out_dir, const c10::Device& device) {
   if (!cohort.volumes.defined()) throw UsageError("explain needs the SPECT volumes");
   std::unordered_map<std::string, int64_t> row_of;
@@ -268,7 +428,7 @@ nlohmann::json explain_subjects(models::MHCANet& model, const CohortData& cohort
       auto it = feature_of.find(pair.cpg);
       if (it != feature_of.end()) pairs.push_back({&pair, it->second});
     }
-    const auto& encoder = model.options().spect;
+    const auto& encoder = model.spect_options();
     all_tokens = region_token_weights(torch::ones_like(mask_labels), encoder);
     for (int64_t label = 1; label <= 4; ++label) {
       const auto region = (mask_labels == static_cast<double>(label)).to(torch::kFloat32);
@@ -277,11 +437,24 @@ nlohmann::json explain_subjects(models::MHCANet& model, const CohortData& cohort
     }
   }
 
+  // The planted sites with a region, scored at the model's resolution.
+  std::vector<std::pair<std::string, TokenResolutionScore>> token_scores;
+  if (!truth.interactions.empty() && mask_labels.defined())
+    token_scores.emplace_back("interaction", TokenResolutionScore(truth.interactions, mask_labels,
+                                                                  model.spect_options(), prep.cpg_ids, mask_path));
+  at::Tensor cross_labels;
+  if (!truth.cross_modal.empty() && !truth.cross_modal_mask.empty()) {
+    cross_labels = read_label_mask(truth.cross_modal_mask, cohort.volume_shape());
+    token_scores.emplace_back("cross_modal", TokenResolutionScore(truth.cross_modal, cross_labels,
+                                                                  model.spect_options(), prep.cpg_ids,
+                                                                  truth.cross_modal_mask));
+  }
+
   make_directories(out_dir);
   torch::NoGradGuard no_grad;
   model.eval();
   model.to(device);
-  const auto& encoder = model.options().spect;
+  const auto& encoder = model.spect_options();
   auto dataset = make_dataset(cohort, rows, prep);
   const int64_t F = static_cast<int64_t>(prep.cpg_ids.size());
   auto cpg_sum = torch::zeros({F}, torch::kDouble);
@@ -305,9 +478,8 @@ nlohmann::json explain_subjects(models::MHCANet& model, const CohortData& cohort
     cpg_sum += cpg_attention.to(torch::kDouble);
     map_sum += map;
     const double p_pd = ex.log_probs[0][1].exp().item<double>();
-    const int64_t peak = map.argmax().item<int64_t>();
-    const std::array<int64_t, 3> peak_voxel{peak / (map.size(1) * map.size(2)), (peak / map.size(2)) % map.size(1),
-                                    peak % map.size(2)};
+    for (auto& [kind, score] : token_scores) score.add(alpha_v, alpha_q);
+    const auto peak_voxel = peak_voxel_in(map, brain_mask(cohort.volumes[r]));
     nlohmann::json s = {{"subject_id", id}, {"label", cohort.labels[r]}, {"p_pd", p_pd}, {"peak_voxel", peak_voxel}};
     if (!pairs.empty()) {
       auto per_site = alpha_v.mean(0).to(torch::kDouble);  // [F, T]
@@ -351,10 +523,8 @@ nlohmann::json explain_subjects(models::MHCANet& model, const CohortData& cohort
   auto map_mean = map_sum / n;
   write_cpg_ranking(out_dir + "/cpg_attention.csv", prep.cpg_ids, cpg_mean, planted);
   data::write_nifti(out_dir + "/spect_attention_mean.nii.gz", tensor_to_volume(map_mean, described(cohort.geometry)));
-  const int64_t peak = map_mean.argmax().item<int64_t>();
-  const std::array<int64_t, 3> peak_voxel{peak / (map_mean.size(1) * map_mean.size(2)),
-                                  (peak / map_mean.size(2)) % map_mean.size(1), peak % map_mean.size(2)};
   auto anatomy_mean = cohort.volumes.index_select(0, torch::tensor(rows, torch::kLong)).mean(0);
+  const auto peak_voxel = peak_voxel_in(map_mean, brain_mask(anatomy_mean));
   write_overlay_slices(out_dir + "/spect_attention_mean", anatomy_mean, map_mean, peak_voxel, cohort.geometry,
                        {options.png_scale, options.overlay_threshold,
                         "Mean of " + std::to_string(rows.size()) + " subject" + (rows.size() == 1 ? "" : "s")});
@@ -438,6 +608,30 @@ nlohmann::json explain_subjects(models::MHCANet& model, const CohortData& cohort
         {"precision_at_pairs", k > 0 ? nlohmann::json(static_cast<double>(hits) / static_cast<double>(k))
                                      : nlohmann::json(nullptr)},
         {"chance_precision", static_cast<double>(k) / static_cast<double>(std::max<int64_t>(1, F))}};
+  }
+  if (!token_scores.empty()) {
+    result["token_resolution"] = nlohmann::json::object();
+    for (const auto& [kind, score] : token_scores) result["token_resolution"][kind] = score.result();
+  }
+  // Where each cross-modal region's sites look, on the mean anatomy, through
+  // the region's centre.
+  for (const auto& [kind, score] : token_scores) {
+    if (kind != "cross_modal") continue;
+    std::set<std::pair<int64_t, std::string>> regions;
+    for (const auto& site : truth.cross_modal) regions.insert({site.mask_label, site.region});
+    for (const auto& [label, name] : regions) {
+      const auto row = score.mean_row(label);
+      if (!row.defined()) continue;
+      const auto voxels = (cross_labels == static_cast<double>(label)).nonzero();
+      if (voxels.size(0) == 0) continue;
+      const auto centre = voxels.to(torch::kDouble).mean(0).round().to(torch::kLong);
+      const std::array<int64_t, 3> through{centre[0].item<int64_t>(), centre[1].item<int64_t>(),
+                                           centre[2].item<int64_t>()};
+      write_overlay_slices(out_dir + "/planted_" + file_name_of(name), anatomy_mean,
+                           token_map_to_volume(row, encoder), through, cohort.geometry,
+                           {options.png_scale, options.overlay_threshold,
+                            name + " sites' alpha_v, mean of " + std::to_string(rows.size())});
+    }
   }
   write_file_atomic(out_dir + "/explain.json", json_text(result) + "\n");
   return result;

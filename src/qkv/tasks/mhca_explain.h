@@ -41,6 +41,10 @@ struct GroundTruth {
   };
   std::vector<Interaction> interactions;
   std::string striatum_mask;  // NIfTI path; empty if unknown
+  // Cross-modal sites (`mhca synth --cross-modal-sites`) and the label of
+  // their region in cross_modal_mask.nii.gz.
+  std::vector<Interaction> cross_modal;
+  std::string cross_modal_mask;  // NIfTI path; empty if unknown
 };
 // DataError naming the file if it is not a ground-truth file of `mhca synth`.
 GroundTruth read_ground_truth(const std::string& path);
@@ -59,6 +63,14 @@ struct OverlayStyle {
   double threshold = 0.5;  // in [0, 1]: share of the heat map's range below which nothing is painted
   std::string title;       // "Subject 003": each picture's title adds the view and slice
 };
+
+// The voxels of an anatomy volume [X, Y, Z] that are brain: above half the
+// mean of the voxels above the volume's mean (our choice: background and
+// scalp fall below it, white matter does not). A bool tensor [X, Y, Z].
+at::Tensor brain_mask(const at::Tensor& anatomy);
+
+// The voxel of `map`'s largest value inside `mask` (anywhere if the mask is empty).
+std::array<int64_t, 3> peak_voxel_in(const at::Tensor& map, const at::Tensor& mask);
 
 // token weights [gx, gy, gz] -> [X, Y, Z] on the encoder's input grid.
 at::Tensor token_map_to_volume(const at::Tensor& token_weights, const models::SpectEncoderOptions& encoder);
@@ -81,7 +93,17 @@ void write_overlay_slices(const std::string& prefix, const at::Tensor& anatomy, 
 // the region's share of the volume (enrichment 1 = chance), and the same for
 // the other three striatal regions (does it find its own region, or just the
 // striatum?).
-nlohmann::json explain_subjects(models::MHCANet& model, const CohortData& cohort, const Preprocessing& prep,
+// "token_resolution" scores the planted sites with a region (interaction and
+// cross-modal) at the resolution the model has: a region's own tokens are
+// those holding at least 20 % of its voxels' (interpolation) weight; per site,
+// its alpha_v mass on them against their share of the tokens (enrichment, 1 =
+// chance), the same on the mirror region's tokens (left against right), and
+// the region tokens' alpha_q share on the site against 1 / F. With
+// cross-modal sites, planted_<region>_{axial,coronal,sagittal}.png show the
+// mean alpha_v of each region's sites, through the region's centre.
+// The PNG slices go through the map's peak inside the brain (voxels above
+// half the mean of the anatomy's above-mean voxels; brain_mask()).
+nlohmann::json explain_subjects(models::CoAttentionModel& model, const CohortData& cohort, const Preprocessing& prep,
                                 const ExplainOptions& options, const std::string& out_dir, const c10::Device& device);
 
 }  // namespace qkv::mhca
