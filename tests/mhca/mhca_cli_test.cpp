@@ -201,7 +201,7 @@ TEST_F(MhcaCli, CrossValidationThenExplainEndToEnd) {
   // explain needs an MHCA model.
   expect_clean_failure(run_qkv("mhca explain " + cohort_args() + " --checkpoint " + out +
                                "/folds/run1_fold1/spectnet/checkpoints/best.ckpt --all --out " + root_ + "/ex2"),
-                       2, "needs an mhca model");
+                       2, "needs a co-attention model");
 }
 
 // The cross-modal benchmark's scoring: explain.json's share of each planted

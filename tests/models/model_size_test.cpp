@@ -85,6 +85,14 @@ const std::map<std::string, std::vector<json>>& option_sets() {
   static const json mhca =
       merged(spect, {{"features", 64}, {"embedding", 8}, {"heads", 2}, {"width", 4}, {"hidden", 8}});
   static const json concatnet = merged(spect, {{"features", 64}, {"embedding", 8}, {"width", 4}, {"hidden", 8}});
+  static const json mhca_x = merged(spect, {{"features", 10}, {"embedding", 6}, {"heads", 2}, {"width", 4}, {"hidden", 8}});
+  static const std::vector<json> mhca_x_variants = {
+      mhca_x,
+      merged(mhca_x, {{"scores", "relu_dot"}, {"positions", false}, {"value_dim", 3}, {"classes", 3}}),
+      merged(mhca_x, {{"readout", "mlp"}, {"readout_hidden", 5}, {"standardise", true}}),
+      merged(mhca_x, {{"site_linear", true}, {"site_dropout", 0.3}, {"attention", "uniform"}, {"values", "zero"}}),
+      merged(mhca_x, {{"volume_shape", {12, 12, 12}}, {"padding", 0}, {"channels", {2, 3}}, {"features", 300}}),
+  };
   auto each = [](const json& base, const std::vector<json>& changes) {
     std::vector<json> out;
     for (const auto& c : changes) out.push_back(merged(base, c));
@@ -136,6 +144,9 @@ const std::map<std::string, std::vector<json>>& option_sets() {
        {concatnet,
         merged(concatnet, {{"features", 10}, {"embedding", 3}, {"width", 5}, {"hidden", 6}, {"classes", 4}}),
         merged(concatnet, {{"volume_shape", {12, 12, 12}}, {"padding", 0}, {"channels", {2, 3}}})}},
+      {"mhca-x", mhca_x_variants},
+      {"mhca-x-uniform", mhca_x_variants},
+      {"mhca-x-no-values", mhca_x_variants},
       {"spectnet",
        {merged(spect, {{"hidden", 8}}),
         merged(spect, {{"hidden", 3}, {"classes", 5}, {"channels", {2, 3, 5}}}),
@@ -202,6 +213,7 @@ TEST(ModelSize, HugeOptionsAreSizedWithoutBuilding) {
       // 3 convolutions on a padded 8^3 volume: 2 x 2 x 2 tokens.
       {"mhca", {{"channels", {4096, 4096, 4096}}, {"volume_shape", {8, 8, 8}}, {"padding", 1}, {"features", 8}}},
       {"concatnet", {{"features", 1000000000}}},
+      {"mhca-x", {{"features", 1000000}, {"embedding", 4096}}},
       {"spectnet", {{"channels", {4096, 4096, 4096}}, {"volume_shape", {8, 8, 8}}, {"padding", 1}}},
   };
   const int64_t peak_before = qkv::testing::proc_status_bytes("VmHWM:");

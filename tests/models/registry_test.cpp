@@ -48,6 +48,9 @@ const std::map<std::string, nlohmann::json>& small_options() {
       {"mhca", with(spect, {{"features", 64}, {"embedding", 8}, {"heads", 2}, {"width", 4}, {"hidden", 8}})},
       {"concatnet", with(spect, {{"features", 64}, {"embedding", 8}, {"width", 4}, {"hidden", 8}})},
       {"spectnet", with(spect, {{"hidden", 8}})},
+      {"mhca-x", with(spect, {{"features", 64}, {"embedding", 8}, {"heads", 2}, {"width", 4}, {"hidden", 8}})},
+      {"mhca-x-uniform", with(spect, {{"features", 64}, {"heads", 2}, {"width", 4}, {"hidden", 8}})},
+      {"mhca-x-no-values", with(spect, {{"features", 64}, {"heads", 2}, {"width", 4}, {"hidden", 8}})},
   };
   return table;
 }
@@ -186,7 +189,8 @@ TEST(Registry, ModelsForTask) {
             (std::vector<std::string>{"vnt", "vnt+n", "vn-dgcnn", "xyz-transformer"}));
   EXPECT_EQ(models::models_for_task("segmentation"),
             (std::vector<std::string>{"vnt-seg", "vn-dgcnn-seg", "xyz-transformer-seg"}));
-  EXPECT_EQ(models::models_for_task("mhca"), (std::vector<std::string>{"mhca", "concatnet", "spectnet"}));
+  EXPECT_EQ(models::models_for_task("mhca"), (std::vector<std::string>{"mhca", "concatnet", "spectnet", "mhca-x",
+                                                                       "mhca-x-uniform", "mhca-x-no-values"}));
   EXPECT_EQ(models::models_for_task("lm"), std::vector<std::string>{"transformer-lm"});
   EXPECT_EQ(models::models_for_task("spirals"), std::vector<std::string>{"mlp"});
   EXPECT_THROW(models::models_for_task("regression"), std::invalid_argument);

@@ -182,7 +182,7 @@ void register_cv(CLI::App* parent, Action& action) {
     CohortFiles files;
     CommonOptions common;
     mhca::CVOptions cv;
-    std::vector<std::string> models{"all"};
+    std::vector<std::string> models{"paper"};
     std::string model_options = "{}", recipe;
     bool resume = false;
   };
@@ -198,7 +198,9 @@ void register_cv(CLI::App* parent, Action& action) {
   });
   option_section(cmd, "Cohort", [&] { add_cohort_options(cmd, o->files); });
   option_section(cmd, "Cross validation and models", [&] {
-    cmd->add_option("--model", o->models, join(mhca::cv_model_names()) + ", or all (comma-separated)")
+    cmd->add_option("--model", o->models,
+                    join(mhca::cv_model_names()) + "; paper (" + join(mhca::CVOptions{}.models) +
+                        ": the paper's comparison) or all (comma-separated)")
         ->delimiter(',')
         ->capture_default_str();
     add_ranged_option(cmd, "--runs", o->cv.runs, "repetitions of the k-fold split (paper: 3)", 1, 1000);
@@ -224,8 +226,8 @@ void register_cv(CLI::App* parent, Action& action) {
       cv.recipe = recipe;
       cv.models.clear();
       for (const auto& m : o->models) {
-        if (m == "all") {
-          cv.models = mhca::cv_model_names();
+        if (m == "all" || m == "paper") {
+          cv.models = m == "all" ? mhca::cv_model_names() : mhca::CVOptions{}.models;
           break;
         }
         cv.models.push_back(m);
@@ -233,7 +235,7 @@ void register_cv(CLI::App* parent, Action& action) {
       const auto& known = mhca::cv_model_names();
       for (const auto& m : cv.models)
         if (std::find(known.begin(), known.end(), m) == known.end())
-          throw UsageError("--model " + m + ": not one of " + join(known) + ", all");
+          throw UsageError("--model " + m + ": not one of " + join(known) + ", paper, all");
       if (!cv.selection.list_path.empty()) cv.selection.mode = "list";
       tasks::validate_selection(cv.selection);
       tasks::validate_augmentation(cv.augmentation);

@@ -450,9 +450,11 @@ void sample_anatomy(const Anatomy& anatomy, const GridPlan& plan, const std::arr
 namespace {
 
 // Each output voxel's majority label among its sub-grid block's `labels`
-// (values < classes); ties go to the lower label.
+// (values < classes); ties go to the lower label. With min_share > 0, the
+// most frequent non-zero label instead, when it fills at least that share of
+// the block (regions smaller than a coarse voxel still get one).
 data::Volume majority_labels(const std::vector<uint8_t>& labels, int classes, const GridPlan& plan,
-                             const std::string& description) {
+                             const std::string& description, double min_share = 0) {
   data::Volume mask;
   mask.dims = plan.dims;
   mask.geometry = plan.geometry;
@@ -470,7 +472,13 @@ data::Volume majority_labels(const std::vector<uint8_t>& labels, int classes, co
               const int64_t fi = i * plan.factor[0] + a, fj = j * plan.factor[1] + b, fk = k * plan.factor[2] + c;
               ++votes[labels[fi + fd[0] * (fj + fd[1] * fk)]];
             }
-        mask.at(i, j, k) = static_cast<float>(std::max_element(votes.begin(), votes.end()) - votes.begin());
+        int64_t label = std::max_element(votes.begin(), votes.end()) - votes.begin();
+        if (min_share > 0) {
+          label = std::max_element(votes.begin() + 1, votes.end()) - votes.begin();
+          const double block = static_cast<double>(plan.factor[0] * plan.factor[1] * plan.factor[2]);
+          if (static_cast<double>(votes[label]) < min_share * block) label = 0;
+        }
+        mask.at(i, j, k) = static_cast<float>(label);
       }
   return mask;
 }
@@ -491,7 +499,7 @@ data::Volume cross_modal_mask(const Anatomy& anatomy, const GridPlan& plan) {
   sample_anatomy(anatomy, plan, {0, 0, 0}, tissue, position, &regions);
   if (regions.empty()) regions.assign(plan.fine_size(), 0);
   return majority_labels(regions, kCrossModalRegions + 1, plan,
-                         "qkv cross-modal regions: 1 L frontal 2 R frontal 3 L parietal 4 R parietal");
+                         "qkv cross-modal regions: 1 L frontal 2 R frontal 3 L parietal 4 R parietal", 0.25);
 }
 
 void mark_cross_modal_regions(Anatomy& a) {

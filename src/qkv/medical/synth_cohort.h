@@ -14,6 +14,7 @@
 //                         4 right putamen, 0 elsewhere (same grid)
 //   cross_modal_mask.nii.gz  with cross-modal sites only: 1 left frontal,
 //                         2 right frontal, 3 left parietal, 4 right parietal
+//                         (a voxel takes the region filling >= 25 % of it)
 //   ground_truth.json     options, seed, atlas, grid, model constants, planted
 //                         and nuisance CpG sites, and every subject's truth
 //
