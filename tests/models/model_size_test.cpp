@@ -90,6 +90,7 @@ const std::map<std::string, std::vector<json>>& option_sets() {
       mhca_x,
       merged(mhca_x, {{"scores", "relu_dot"}, {"positions", false}, {"value_dim", 3}, {"classes", 3}}),
       merged(mhca_x, {{"readout", "mlp"}, {"readout_hidden", 5}, {"standardise", true}}),
+      merged(mhca_x, {{"value_source", "intensity"}, {"heads", 4}}),
       merged(mhca_x, {{"site_linear", true}, {"site_dropout", 0.3}, {"attention", "uniform"}, {"values", "zero"}}),
       merged(mhca_x, {{"volume_shape", {12, 12, 12}}, {"padding", 0}, {"channels", {2, 3}}, {"features", 300}}),
   };

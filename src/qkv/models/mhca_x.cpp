@@ -42,6 +42,7 @@ MHCAXOptions MHCAXOptions::from_json(const nlohmann::json& j, const std::string&
   r.get("heads", o.heads, 1, 64);
   r.get("width", o.width, 1, 4096);
   r.get("value_dim", o.value_dim, 1, 4096);
+  r.get("value_source", o.value_source);
   r.get("readout_hidden", o.readout_hidden, 1, 4096);
   r.get("hidden", o.hidden, 1, 65536);
   r.get("classes", o.classes, 2, 1000);
@@ -58,6 +59,9 @@ MHCAXOptions MHCAXOptions::from_json(const nlohmann::json& j, const std::string&
   r.finish();
   check_choice(name, "scores", o.scores, {"cosine", "relu_dot"});
   check_choice(name, "readout", o.readout, {"bilinear", "mlp"});
+  check_choice(name, "value_source", o.value_source, {"content", "intensity"});
+  if (o.value_source == "intensity" && o.value_dim != 1)
+    throw UsageError(name + " option 'value_source' = \"intensity\" gives one value per token: set 'value_dim' to 1");
   check_choice(name, "attention", o.attention, {"learned", "uniform"});
   check_choice(name, "values", o.values, {"attended", "zero"});
   if (o.width % o.heads != 0)
@@ -75,6 +79,10 @@ OptionHelpList MHCAXOptions::option_help() {
        {"heads", "attention heads", "the paper (4)"},
        {"width", "query and key width, all heads together", ours},
        {"value_dim", "numbers a head gathers from the SPECT tokens for each site", ours},
+       {"value_source",
+        "content (a learned projection of the encoder's token) or intensity (the input's mean over the token's "
+        "cell, no parameters)",
+        ours},
        {"readout_hidden", "hidden units of the mlp readout", ours},
        {"hidden", "hidden units of the SPECT head (its additive logit)", ours},
        {"classes", "output classes (control, PD)"},
@@ -97,6 +105,7 @@ nlohmann::json MHCAXOptions::to_json() const {
                       {"heads", heads},
                       {"width", width},
                       {"value_dim", value_dim},
+                      {"value_source", value_source},
                       {"readout_hidden", readout_hidden},
                       {"hidden", hidden},
                       {"classes", classes},
@@ -128,7 +137,9 @@ ModelSize mhca_x_size(const MHCAXOptions& o) {
   ModelSize s = spect_encoder_size(o.spect);
   s.parameters = sat_add(s.parameters, sat_mul(2, F, E), linear_parameters(channels, W),
                          o.positions ? sat_mul(tokens, W) : int64_t{0}, norm_parameters(W), linear_parameters(E, W),
-                         linear_parameters(W, W), linear_parameters(W, V, false), o.scores == "cosine" ? o.heads : int64_t{0},
+                         linear_parameters(W, W),
+                         o.value_source == "content" ? linear_parameters(W, V, false) : int64_t{0},
+                         o.scores == "cosine" ? o.heads : int64_t{0},
                          readout, C, norm_parameters(sat_mul(tokens, channels)),
                          linear_parameters(sat_mul(tokens, channels), o.hidden), linear_parameters(o.hidden, C));
   s.activation_floats = sat_add(s.activation_floats, sat_mul(tokens, channels), sat_mul(5, tokens, W),
@@ -156,7 +167,8 @@ MHCAXNet::MHCAXNet(const MHCAXOptions& o) : options_(o) {
   token_norm_ = register_module("token_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.width})));
   q_ = register_module("q", torch::nn::Linear(o.embedding, o.width));
   k_ = register_module("k", torch::nn::Linear(o.width, o.width));
-  v_ = register_module("v", torch::nn::Linear(torch::nn::LinearOptions(o.width, V).bias(false)));
+  if (o.value_source == "content")
+    v_ = register_module("v", torch::nn::Linear(torch::nn::LinearOptions(o.width, V).bias(false)));
   if (o.scores == "cosine")
     log_temperature_ = register_parameter("log_temperature", torch::full({o.heads}, std::log(o.temperature_init)));
   // The sites' weights start at zero: the first logits are the SPECT head's
@@ -207,7 +219,16 @@ MHCAXNet::Explained MHCAXNet::forward_explained(const data::Batch& batch) {
   const auto content = token_norm_->forward(token_proj_->forward(s));  // [B, T, W]
   const auto tokens = o.positions ? content + positions_ : content;
   const auto value = o.standardise ? standardised(beta, beta_mean_, beta_var_) : beta;  // [B, F]
-  const auto token_values = standardised(v_->forward(content), value_mean_, value_var_);  // [B, T, V]
+  // "intensity": the input volume's mean over each token's cell, the same
+  // number for every head.
+  const auto raw_values =
+      o.value_source == "content"
+          ? v_->forward(content)
+          : torch::adaptive_avg_pool3d(spect_input(batch, o.spect, "mhca-x"), o.spect.token_grid())
+                .flatten(2)
+                .transpose(1, 2)
+                .repeat({1, 1, o.heads});
+  const auto token_values = standardised(raw_values, value_mean_, value_var_);  // [B, T, V]
   if (is_training()) {
     torch::NoGradGuard no_grad;
     batches_.add_(1);

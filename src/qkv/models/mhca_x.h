@@ -58,6 +58,7 @@ struct MHCAXOptions {
   int64_t heads = 4;
   int64_t width = 32;     // query and key width, all heads together
   int64_t value_dim = 1;  // attended values per head
+  std::string value_source = "content";  // content | intensity
   int64_t readout_hidden = 32;  // "mlp" readout only
   int64_t hidden = 64;          // hidden units of the SPECT head
   int64_t classes = 2;
