@@ -627,10 +627,14 @@ nlohmann::json explain_subjects(models::CoAttentionModel& model, const CohortDat
       const auto centre = voxels.to(torch::kDouble).mean(0).round().to(torch::kLong);
       const std::array<int64_t, 3> through{centre[0].item<int64_t>(), centre[1].item<int64_t>(),
                                            centre[2].item<int64_t>()};
-      write_overlay_slices(out_dir + "/planted_" + file_name_of(name), anatomy_mean,
-                           token_map_to_volume(row, encoder), through, cohort.geometry,
+      // The region itself drawn white on the anatomy, so the picture shows
+      // both where the sites should look and where they do.
+      const auto marked = anatomy_mean.masked_fill(cross_labels == static_cast<double>(label),
+                                                   anatomy_mean.max().item<double>() * 1.5);
+      write_overlay_slices(out_dir + "/planted_" + file_name_of(name), marked, token_map_to_volume(row, encoder),
+                           through, cohort.geometry,
                            {options.png_scale, options.overlay_threshold,
-                            name + " sites' alpha_v, mean of " + std::to_string(rows.size())});
+                            name + " sites' alpha_v, region white"});
     }
   }
   write_file_atomic(out_dir + "/explain.json", json_text(result) + "\n");
