@@ -11,11 +11,11 @@
 //     uncentred 8,064-wide input can push every hidden unit below zero, which
 //     left such heads predicting the prior on some seeds).
 //   - a bilinear readout ("readout": "bilinear"): site i adds
-//     b_i * u_i . v_i to the logits, b_i its standardised beta-value, v_i
+//     b_i * u_i . v_i to the logits, b_i its beta-value (below), v_i
 //     the value it attended to (value_dim numbers per head, 1 by default),
 //     u_i its own weights, zero at the start; "site_linear" adds b_i * a_i,
-//     the site's evidence alone (off by default: F free weights on
-//     standardised values are a logistic regression on every CpG site, which
+//     the site's evidence alone (off by default: F free weights are a
+//     logistic regression on every CpG site, which with standardised values
 //     fitted the cross-modal cohort's training set within a few epochs). Few
 //     parameters per site, and from the first step the gradient on a token's
 //     weight carries the correlation of (site value x token value) with the
@@ -32,11 +32,14 @@
 //     ("positions"), so left and right differ to the attention. Values are
 //     the tokens' content alone, standardised per token.
 //   - any CpG count: queries and keys are never added token-wise.
-//   - a CpG token is its beta-value, standardised per site ("standardise":
-//     by the mean and variance of the training batches seen, not the current
-//     batch's), times a learned embedding plus a second learned embedding of
-//     the site itself; the query is made from the site embedding alone, so
-//     where a site looks does not move with its value.
+//   - b_i is the raw beta-value; "standardise" scales it per site by the
+//     mean and variance of the training batches seen (not the current
+//     batch's). Off by default: at unit variance the 252 sites' terms fitted
+//     the cross-modal cohort's training set before anything else was learnt,
+//     while raw beta-values (sd ~0.05-0.1) keep the sites' term slow next to
+//     the SPECT head. The query is made from a learned embedding of the site
+//     alone, so where a site looks does not move with its value (the mlp
+//     readout's CpG token is b_i times a second embedding plus that one).
 // Ablations ("attention": "uniform" weights every token 1/T; "values":
 // "zero" replaces the attended values by zeros), registered as mhca-x-uniform
 // and mhca-x-no-values so that one `mhca cv` runs all three: the model uses
