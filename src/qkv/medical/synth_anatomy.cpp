@@ -462,6 +462,7 @@ data::Volume majority_labels(const std::vector<uint8_t>& labels, int classes, co
   mask.voxels.assign(plan.size(), 0.0f);
   const auto& fd = plan.fine_dims;
   std::vector<int64_t> votes(static_cast<size_t>(classes));
+  const double block = static_cast<double>(plan.factor[0] * plan.factor[1] * plan.factor[2]);
   for (int64_t k = 0; k < plan.dims[2]; ++k)
     for (int64_t j = 0; j < plan.dims[1]; ++j)
       for (int64_t i = 0; i < plan.dims[0]; ++i) {
@@ -472,11 +473,12 @@ data::Volume majority_labels(const std::vector<uint8_t>& labels, int classes, co
               const int64_t fi = i * plan.factor[0] + a, fj = j * plan.factor[1] + b, fk = k * plan.factor[2] + c;
               ++votes[labels[fi + fd[0] * (fj + fd[1] * fk)]];
             }
-        int64_t label = std::max_element(votes.begin(), votes.end()) - votes.begin();
+        int64_t label;
         if (min_share > 0) {
           label = std::max_element(votes.begin() + 1, votes.end()) - votes.begin();
-          const double block = static_cast<double>(plan.factor[0] * plan.factor[1] * plan.factor[2]);
           if (static_cast<double>(votes[label]) < min_share * block) label = 0;
+        } else {
+          label = std::max_element(votes.begin(), votes.end()) - votes.begin();
         }
         mask.at(i, j, k) = static_cast<float>(label);
       }

@@ -207,7 +207,8 @@ at::Tensor MHCAXNet::standardised(const at::Tensor& x, at::Tensor& mean, at::Ten
 MHCAXNet::Explained MHCAXNet::forward_explained(const data::Batch& batch) {
   const auto& o = options_;
   const auto beta = methylation_input(batch, o.features, "mhca-x");
-  const auto s = torch::relu(grid_to_tokens(spect_->forward(spect_input(batch, o.spect, "mhca-x"))));  // [B, T, C]
+  const auto volume = spect_input(batch, o.spect, "mhca-x");               // [B, 1, X, Y, Z]
+  const auto s = torch::relu(grid_to_tokens(spect_->forward(volume)));  // [B, T, C]
   const auto spect_logits = spect_out_->forward(torch::dropout(
       torch::relu(spect_h1_->forward(spect_norm_->forward(s.flatten(1)))), o.dropout, is_training()));
 
@@ -224,7 +225,7 @@ MHCAXNet::Explained MHCAXNet::forward_explained(const data::Batch& batch) {
   const auto raw_values =
       o.value_source == "content"
           ? v_->forward(content)
-          : torch::adaptive_avg_pool3d(spect_input(batch, o.spect, "mhca-x"), o.spect.token_grid())
+          : torch::adaptive_avg_pool3d(volume, o.spect.token_grid())
                 .flatten(2)
                 .transpose(1, 2)
                 .repeat({1, 1, o.heads});
@@ -233,7 +234,6 @@ MHCAXNet::Explained MHCAXNet::forward_explained(const data::Batch& batch) {
     torch::NoGradGuard no_grad;
     batches_.add_(1);
   }
-  const auto cpg = value.unsqueeze(2) * value_embedding_ + site_embedding_;       // [B, F, E]
   // Where a site looks is a property of the site, not of its value: a query
   // that moved with the value let the attention of every noise site follow
   // its values, and the model fitted the training set before it found the
@@ -269,6 +269,7 @@ MHCAXNet::Explained MHCAXNet::forward_explained(const data::Batch& batch) {
     site_logits = torch::einsum("bf,bfv,fvc->bc", {kept, a.values_out, site_bilinear_});
     if (o.site_linear) site_logits = site_logits + torch::einsum("bf,fc->bc", {value, site_linear_});
   } else {
+    const auto cpg = value.unsqueeze(2) * value_embedding_ + site_embedding_;                 // [B, F, E]
     const auto hidden = torch::relu(readout_->forward(torch::cat({cpg, a.values_out}, -1)));  // [B, F, R]
     site_logits = torch::einsum("bfr,frc->bc", {hidden, site_out_});
   }

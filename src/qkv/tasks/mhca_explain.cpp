@@ -364,10 +364,12 @@ class TokenResolutionScore {
   std::vector<Site> sites_;
 };
 
-at::Tensor read_label_mask(const std::string& path, const std::vector<int64_t>& shape) {
+// A label NIfTI ([X, Y, Z]); DataError naming the file and `what` when it is
+// not on the volumes' grid.
+at::Tensor read_label_mask(const std::string& path, const std::vector<int64_t>& shape, const std::string& what) {
   auto labels = volume_to_tensor(data::read_nifti(path));
   if (labels.size(0) != shape[0] || labels.size(1) != shape[1] || labels.size(2) != shape[2])
-    throw DataError(path + ": label mask is not on the volumes' grid");
+    throw DataError(path + ": " + what + " is not on the volumes' grid");
   return labels;
 }
 
@@ -402,12 +404,8 @@ nlohmann::json explain_subjects(models::CoAttentionModel& model, const CohortDat
   const std::string mask_path = !options.striatum_mask.empty() ? options.striatum_mask : truth.striatum_mask;
   at::Tensor mask, mask_labels;
   if (!mask_path.empty()) {
-    auto m = data::read_nifti(mask_path);
-    mask_labels = volume_to_tensor(m);
+    mask_labels = read_label_mask(mask_path, cohort.volume_shape(), "striatum mask");
     mask = (mask_labels > 0).to(torch::kFloat32);
-    const auto shape = cohort.volume_shape();
-    if (mask.size(0) != shape[0] || mask.size(1) != shape[1] || mask.size(2) != shape[2])
-      throw DataError(mask_path + ": striatum mask is not on the volumes' grid");
   }
   const std::set<std::string> planted(truth.informative_cpgs.begin(), truth.informative_cpgs.end());
   // The interaction pairs among the model's features, and per striatal label
@@ -444,7 +442,7 @@ nlohmann::json explain_subjects(models::CoAttentionModel& model, const CohortDat
                                                                   model.spect_options(), prep.cpg_ids, mask_path));
   at::Tensor cross_labels;
   if (!truth.cross_modal.empty() && !truth.cross_modal_mask.empty()) {
-    cross_labels = read_label_mask(truth.cross_modal_mask, cohort.volume_shape());
+    cross_labels = read_label_mask(truth.cross_modal_mask, cohort.volume_shape(), "cross-modal mask");
     token_scores.emplace_back("cross_modal", TokenResolutionScore(truth.cross_modal, cross_labels,
                                                                   model.spect_options(), prep.cpg_ids,
                                                                   truth.cross_modal_mask));
