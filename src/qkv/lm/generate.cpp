@@ -12,16 +12,6 @@
 namespace qkv::lm {
 namespace {
 
-int64_t pick_token(const at::Tensor& logits, const GenerateOptions& o, at::Generator& gen) {
-  if (o.temperature == 0) return logits.argmax().item<int64_t>();
-  auto scaled = logits.to(torch::kFloat) / o.temperature;
-  if (o.top_k > 0 && o.top_k < scaled.size(0)) {
-    const auto kth = std::get<0>(scaled.topk(o.top_k)).min();
-    scaled = scaled.masked_fill(scaled < kth, -std::numeric_limits<float>::infinity());
-  }
-  return at::multinomial(torch::softmax(scaled, 0), 1, false, gen).item<int64_t>();
-}
-
 // Bytes of keys and values for `positions` positions, or -1 past int64.
 int64_t context_bytes(const models::TransformerLMOptions& mo, int64_t positions, int64_t element) {
   try {
@@ -48,6 +38,16 @@ void check_max_new(const models::TransformerLMOptions& mo, int64_t prompt, const
 }
 
 }  // namespace
+
+int64_t pick_token(const at::Tensor& logits, const GenerateOptions& o, at::Generator& gen) {
+  if (o.temperature == 0) return logits.argmax().item<int64_t>();
+  auto scaled = logits.to(torch::kFloat) / o.temperature;
+  if (o.top_k > 0 && o.top_k < scaled.size(0)) {
+    const auto kth = std::get<0>(scaled.topk(o.top_k)).min();
+    scaled = scaled.masked_fill(scaled < kth, -std::numeric_limits<float>::infinity());
+  }
+  return at::multinomial(torch::softmax(scaled, 0), 1, false, gen).item<int64_t>();
+}
 
 Generation generate(models::TransformerLM& model, const std::vector<int64_t>& prompt, const GenerateOptions& o) {
   if (prompt.empty()) throw UsageError("generate: the prompt is empty");

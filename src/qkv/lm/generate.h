@@ -3,6 +3,7 @@
 // sampled with temperature and top-k, either with the KV cache (each step runs
 // one position) or recomputing the whole prefix each step (--no-cache). Both
 // paths draw from the same seeded generator, so they give the same tokens.
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -35,6 +36,12 @@ struct Generation {
   std::vector<at::Tensor> logits;  // per step [vocab] (float32 CPU) when keep_logits
   bool stopped_by_caller = false;  // on_token returned false
 };
+
+// The next token from one step's logits [vocab]: the arg-max at temperature 0,
+// else a draw from softmax(logits / temperature) over the top_k most likely
+// (all when top_k is 0), using `gen`. Every decoder here picks through it, so
+// that one seed gives one continuation whatever the model.
+int64_t pick_token(const at::Tensor& logits, const GenerateOptions& options, at::Generator& gen);
 
 // prompt: at least one token. Throws UsageError for bad options, naming
 // --max-new with the largest value that fits when prompt + max_new positions
