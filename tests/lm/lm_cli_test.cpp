@@ -150,5 +150,72 @@ TEST(LmCacheSize, EverySizeMustBePositive) {
   EXPECT_NE(run_qkv("lm cache-size --help").output.find("sequence length (>= 1)"), std::string::npos);
 }
 
+
+TEST_F(LmCli, CacheSizeReadsTheCheckpointAndKnowsEverySpelling) {
+  ASSERT_EQ(train_->status, 0) << train_->output;
+  // The fixture's model: 1 layer, 2 heads of width 8, float32.
+  const auto r = run_qkv("lm cache-size --checkpoint " + checkpoint() + " --seq 100 --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(nlohmann::json::parse(r.output).at("total_bytes").get<int64_t>(), 1 * 2 * 100 * (8 + 8) * 4);
+  const auto int8 = run_qkv("lm cache-size --checkpoint " + checkpoint() + " --seq 100 --dtype int8 --json");
+  ASSERT_EQ(int8.status, 0) << int8.output;
+  EXPECT_EQ(nlohmann::json::parse(int8.output).at("total_bytes").get<int64_t>(), 1 * 2 * 100 * 2 * (8 + 2));
+  expect_clean_failure(run_qkv("lm cache-size --checkpoint " + checkpoint() + " --seq 10 --heads 4"), 2, "--heads");
+  // --head-dim for both widths, fp16 for f16, windows and kv heads.
+  const auto spelled = run_qkv("lm cache-size --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --seq 4096 --window 1000 "
+                               "--sinks 24 --dtype fp16 --json");
+  ASSERT_EQ(spelled.status, 0) << spelled.output;
+  EXPECT_EQ(nlohmann::json::parse(spelled.output).at("total_bytes").get<int64_t>(), 2LL * 2 * 1024 * 2 * 64 * 2);
+  // A mistyped option is named, not hidden behind a required one.
+  const auto typo = run_qkv("lm cache-size --layers 2 --heads 2 --head-dims 64 --seq 8");
+  expect_clean_failure(typo, 2, "--head-dims");
+  EXPECT_NE(typo.output.find("did you mean --head-dim"), std::string::npos) << typo.output;
+  const auto hidden = run_qkv("lm generate --checkpoint " + checkpoint() + " --promt hi");
+  expect_clean_failure(hidden, 2, "unknown option --promt");
+  EXPECT_NE(hidden.output.find("did you mean --prompt"), std::string::npos) << hidden.output;
+  expect_clean_failure(run_qkv("lm cache-size --layers 2 --heads 3 --kv-heads 2 --head-dim 4 --seq 8"), 2, "--kv-heads 2");
+  expect_clean_failure(run_qkv("lm cache-size --layers 2 --heads 2 --head-dim 4 --seq 8 --dtype int3"), 2, "--dtype 'int3'");
+  // The article's example, shrunk step by step.
+  const auto article = run_qkv("lm cache-size --article --json");
+  ASSERT_EQ(article.status, 0) << article.output;
+  const auto rows = nlohmann::json::parse(article.output);
+  ASSERT_EQ(rows.size(), 6u);
+  EXPECT_EQ(rows[0].at("key_bytes").get<int64_t>(), 10'000'000'000LL);
+  EXPECT_EQ(rows[1].at("key_bytes").get<int64_t>(), 2'000'000'000LL);
+  EXPECT_EQ(rows[2].at("key_bytes").get<int64_t>(), 400'000'000LL);
+}
+
+TEST_F(LmCli, GenerateSavesAndResumesAPromptCache) {
+  ASSERT_EQ(train_->status, 0) << train_->output;
+  const std::string file = *dir_ + "/prompt.kvc";
+  const std::string base = "lm generate --checkpoint " + checkpoint() +
+                           " --prompt 'abc|' --temperature 1 --max-new 30 --seed 3 --threads 1 --json --cache-dtype int8";
+  const auto first = run_qkv(base + " --save-cache " + file);
+  ASSERT_EQ(first.status, 0) << first.output;
+  const auto again = run_qkv(base + " --load-cache " + file);
+  ASSERT_EQ(again.status, 0) << again.output;
+  const auto a = nlohmann::json::parse(first.output), b = nlohmann::json::parse(again.output);
+  EXPECT_EQ(a.at("tokens"), b.at("tokens"));
+  EXPECT_EQ(b.at("resumed_positions").get<int64_t>(), 4);
+  // qkv's own file is replaced only with --overwrite; a user's never.
+  expect_clean_failure(run_qkv(base + " --save-cache " + file), 2, "--overwrite");
+  EXPECT_EQ(run_qkv(base + " --save-cache " + file + " --overwrite").status, 0);
+  const std::string mine = *dir_ + "/mine.kvc";
+  std::ofstream(mine) << "a user's file";
+  expect_clean_failure(run_qkv(base + " --save-cache " + mine + " --overwrite"), 2, mine);
+  expect_clean_failure(run_qkv(base + " --load-cache " + mine), 1, "not a qkv prompt cache");
+  expect_clean_failure(run_qkv(base + " --load-cache " + file + " --no-cache"), 2, "--no-cache");
+}
+
+TEST_F(LmCli, TaskModelAnswersGreedilyByDefault) {
+  ASSERT_EQ(train_->status, 0) << train_->output;
+  // Without --temperature: greedy, stopping at the terminator, so two seeds agree.
+  const std::string base = "lm generate --checkpoint " + checkpoint() + " --prompt 'abc|' --max-new 40 --json --seed ";
+  const auto one = run_qkv(base + "1"), two = run_qkv(base + "2");
+  ASSERT_EQ(one.status, 0) << one.output;
+  EXPECT_EQ(nlohmann::json::parse(one.output).at("tokens"), nlohmann::json::parse(two.output).at("tokens"));
+  for (const auto& t : nlohmann::json::parse(one.output).at("tokens")) EXPECT_NE(t.get<int>(), '\n');
+}
+
 }  // namespace
 }  // namespace qkv::testing

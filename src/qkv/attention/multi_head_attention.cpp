@@ -32,6 +32,9 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
          "; set qk_dim and v_dim explicitly");
   if (!(options_.dropout() >= 0 && options_.dropout() < 1))
     fail("dropout must be in [0, 1), got " + std::to_string(options_.dropout()));
+  if (options_.kv_heads() < 0 || (options_.kv_heads() > 0 && h % options_.kv_heads() != 0))
+    fail("kv_heads must divide heads " + std::to_string(h) + " (0 = heads), got " + std::to_string(options_.kv_heads()));
+  kv_heads_ = options_.kv_heads() > 0 ? options_.kv_heads() : h;
   r_ = options_.qk_dim() > 0 ? options_.qk_dim() : D / h;
   dv_ = options_.v_dim() > 0 ? options_.v_dim() : D / h;
   kv_dim_ = options_.kv_dim() > 0 ? options_.kv_dim() : D;
@@ -45,13 +48,13 @@ void MultiHeadAttentionImpl::reset() {
     return at::empty({out, in}).uniform_(-a, a);
   };
   w_q = register_parameter("w_q", xavier(h * r_, D));
-  w_k = register_parameter("w_k", xavier(h * r_, kv_dim_));
-  w_v = register_parameter("w_v", xavier(h * dv_, kv_dim_));
+  w_k = register_parameter("w_k", xavier(kv_heads_ * r_, kv_dim_));
+  w_v = register_parameter("w_v", xavier(kv_heads_ * dv_, kv_dim_));
   w_o = register_parameter("w_o", xavier(D, h * dv_));
   if (options_.bias()) {
     b_q = register_parameter("b_q", at::zeros({h * r_}));
-    b_k = register_parameter("b_k", at::zeros({h * r_}));
-    b_v = register_parameter("b_v", at::zeros({h * dv_}));
+    b_k = register_parameter("b_k", at::zeros({kv_heads_ * r_}));
+    b_v = register_parameter("b_v", at::zeros({kv_heads_ * dv_}));
     b_o = register_parameter("b_o", at::zeros({D}));
   } else {
     b_q = b_k = b_v = b_o = at::Tensor();
@@ -60,27 +63,27 @@ void MultiHeadAttentionImpl::reset() {
 
 void MultiHeadAttentionImpl::pretty_print(std::ostream& stream) const {
   stream << "qkv::attention::MultiHeadAttention(embed_dim=" << options_.embed_dim() << ", heads=" << options_.heads()
-         << ", qk_dim=" << r_ << ", v_dim=" << dv_ << ", kv_dim=" << kv_dim_ << ", bias=" << options_.bias()
+         << ", kv_heads=" << kv_heads_ << ", qk_dim=" << r_ << ", v_dim=" << dv_ << ", kv_dim=" << kv_dim_ << ", bias=" << options_.bias()
          << ", dropout=" << options_.dropout() << ")";
 }
 
-at::Tensor MultiHeadAttentionImpl::split_heads(const at::Tensor& x, int64_t width) const {
-  return x.view({x.size(0), x.size(1), options_.heads(), width}).transpose(1, 2);
+at::Tensor MultiHeadAttentionImpl::split_heads(const at::Tensor& x, int64_t heads, int64_t width) const {
+  return x.view({x.size(0), x.size(1), heads, width}).transpose(1, 2);
 }
 
 at::Tensor MultiHeadAttentionImpl::project_q(const at::Tensor& x) const {
   check_input("project_q", "x", x, options_.embed_dim(), "D");
-  return split_heads(at::linear(x, w_q, b_q), r_);
+  return split_heads(at::linear(x, w_q, b_q), options_.heads(), r_);
 }
 
 at::Tensor MultiHeadAttentionImpl::project_k(const at::Tensor& x) const {
   check_input("project_k", "x", x, kv_dim_, "kv_dim");
-  return split_heads(at::linear(x, w_k, b_k), r_);
+  return split_heads(at::linear(x, w_k, b_k), kv_heads_, r_);
 }
 
 at::Tensor MultiHeadAttentionImpl::project_v(const at::Tensor& x) const {
   check_input("project_v", "x", x, kv_dim_, "kv_dim");
-  return split_heads(at::linear(x, w_v, b_v), dv_);
+  return split_heads(at::linear(x, w_v, b_v), kv_heads_, dv_);
 }
 
 at::Tensor MultiHeadAttentionImpl::merge_heads_and_project(const at::Tensor& heads) const {
@@ -109,7 +112,12 @@ MultiHeadAttentionOutput MultiHeadAttentionImpl::forward(const at::Tensor& query
   if (key.size(1) != value.size(1))
     throw UsageError("MultiHeadAttention::forward: key has " + std::to_string(key.size(1)) +
                      " positions but value has " + std::to_string(value.size(1)));
-  SdpaResult r = scaled_dot_product_attention(project_q(query), project_k(key), project_v(value), effective(options));
+  at::Tensor k = project_k(key), v = project_v(value);
+  if (kv_heads_ < options_.heads()) {  // each kv head serves h / g query heads
+    k = k.repeat_interleave(options_.heads() / kv_heads_, 1);
+    v = v.repeat_interleave(options_.heads() / kv_heads_, 1);
+  }
+  SdpaResult r = scaled_dot_product_attention(project_q(query), k, v, effective(options));
   return {merge_heads_and_project(r.output), r.weights};
 }
 
@@ -118,18 +126,21 @@ MultiHeadAttentionOutput MultiHeadAttentionImpl::forward_cached(const at::Tensor
   check_input("forward_cached", "x", x, options_.embed_dim(), "D");
   if (kv_dim_ != options_.embed_dim())
     throw UsageError("MultiHeadAttention::forward_cached: the cached (self-attention) form needs kv_dim == embed_dim");
-  if (cache.heads() != options_.heads() || cache.key_dim() != r_ || cache.value_dim() != dv_ ||
-      cache.batch() != x.size(0))
+  if (cache.heads() != kv_heads_ || cache.key_dim() != r_ || cache.value_dim() != dv_ || cache.batch() != x.size(0))
     throw UsageError("MultiHeadAttention::forward_cached: cache is [B=" + std::to_string(cache.batch()) +
                      ", H=" + std::to_string(cache.heads()) + ", dk=" + std::to_string(cache.key_dim()) +
                      ", dv=" + std::to_string(cache.value_dim()) + "] but this module needs [B=" +
-                     std::to_string(x.size(0)) + ", H=" + std::to_string(options_.heads()) +
+                     std::to_string(x.size(0)) + ", H=" + std::to_string(kv_heads_) +
                      ", dk=" + std::to_string(r_) + ", dv=" + std::to_string(dv_) + "]");
-  at::Tensor q = project_q(x);
-  cache.append(layer, project_k(x), project_v(x));
-  at::Tensor k = cache.keys(layer), v = cache.values(layer);
-  SdpaResult r = scaled_dot_product_attention(q, k.to(q.scalar_type()), v.to(q.scalar_type()), effective(options));
-  return {merge_heads_and_project(r.output), r.weights};
+  if (options.bool_mask.defined() || options.float_mask.defined() || options.key_padding_mask.defined() ||
+      options.need_weights)
+    throw UsageError("MultiHeadAttention::forward_cached: masks and attention weights are not available with a cache");
+  if (!(options.temperature > 0) || (options.scale && !(*options.scale > 0)))
+    throw UsageError("MultiHeadAttention::forward_cached: scale and temperature must be > 0");
+  const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(r_));
+  at::Tensor out = cache.append_and_attend(layer, project_q(x), project_k(x), project_v(x),
+                                           scale / options.temperature, options.causal);
+  return {merge_heads_and_project(out), at::Tensor()};
 }
 
 }  // namespace qkv::attention

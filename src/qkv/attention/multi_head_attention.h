@@ -8,7 +8,10 @@
 //   k_j = W_k,j x_k    [r]     W_k [h*r, kv_dim]
 //   v_j = W_v,j x_v    [d_v]   W_v [h*d_v, kv_dim]
 //   out = W_O concat_j(attention_j) + b_O,  W_O [D, h*d_v]
-// (each projection has a bias when options.bias). Attention itself is
+// (each projection has a bias when options.bias). With kv_heads g < h
+// (grouped-query attention; multi-query when g = 1, Shazeer 2019; Ainslie et
+// al. 2023) W_k and W_v have g heads and query head j reads key/value head
+// j / (h / g): the cache stores g heads instead of h. Attention itself is
 // scaled_dot_product_attention, so masks, temperature, scale and backend are
 // the SdpaOptions of sdpa.h; the module's own dropout and training mode replace
 // the options' dropout/training.
@@ -27,6 +30,7 @@ struct MultiHeadAttentionOptions {
   TORCH_ARG(int64_t, heads);      // h
   TORCH_ARG(int64_t, qk_dim) = 0;  // r per head; 0 = D / h
   TORCH_ARG(int64_t, v_dim) = 0;   // d_v per head; 0 = D / h
+  TORCH_ARG(int64_t, kv_heads) = 0;  // key/value heads g, a divisor of h; 0 = h
   TORCH_ARG(int64_t, kv_dim) = 0;  // width of the key/value sources (cross-attention); 0 = D
   TORCH_ARG(bool, bias) = true;
   TORCH_ARG(double, dropout) = 0.0;  // attention dropout, active in training mode
@@ -57,13 +61,16 @@ class MultiHeadAttentionImpl : public torch::nn::Cloneable<MultiHeadAttentionImp
   // appends its keys/values to `layer` of the cache (cache.append), and attends the
   // n queries over all cached positions. Set options.causal for a decoder (the
   // end-aligned rule then lets new query t see cached keys up to its own position).
-  // The cache needs heads = h, dk = r, dv = d_v.
+  // The cache needs heads = kv_heads, dk = r, dv = d_v, and takes the
+  // attention options' scale, temperature and causal; masks and weights are
+  // not available with a cache (UsageError). The new positions attend their
+  // keys as the cache stores them (KVCache::append_and_attend).
   // (A separate name, not a forward overload: ModuleHolder::operator() needs a
   // single forward.)
   MultiHeadAttentionOutput forward_cached(const at::Tensor& x, KVCache& cache, int64_t layer,
                                           const SdpaOptions& options = {});
 
-  // The pieces: [B,N,D] -> [B,h,N,r]; [B,N,kv_dim] -> [B,h,N,r] / [B,h,N,d_v];
+  // The pieces: [B,N,D] -> [B,h,N,r]; [B,N,kv_dim] -> [B,g,N,r] / [B,g,N,d_v];
   // [B,h,N,d_v] -> [B,N,D] (concatenate heads, apply W_O).
   at::Tensor project_q(const at::Tensor& x) const;
   at::Tensor project_k(const at::Tensor& x) const;
@@ -74,17 +81,18 @@ class MultiHeadAttentionImpl : public torch::nn::Cloneable<MultiHeadAttentionImp
   int64_t qk_dim() const { return r_; }
   int64_t v_dim() const { return dv_; }
   int64_t kv_dim() const { return kv_dim_; }
+  int64_t kv_heads() const { return kv_heads_; }
 
   // Parameters (registered as w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o).
   at::Tensor w_q, w_k, w_v, w_o;
   at::Tensor b_q, b_k, b_v, b_o;  // undefined without bias
 
  private:
-  at::Tensor split_heads(const at::Tensor& x, int64_t width) const;  // [B,N,h*w] -> [B,h,N,w]
+  at::Tensor split_heads(const at::Tensor& x, int64_t heads, int64_t width) const;  // [B,N,heads*w] -> [B,heads,N,w]
   SdpaOptions effective(const SdpaOptions& o) const;
 
   MultiHeadAttentionOptions options_;
-  int64_t r_ = 0, dv_ = 0, kv_dim_ = 0;
+  int64_t r_ = 0, dv_ = 0, kv_dim_ = 0, kv_heads_ = 0;
 };
 TORCH_MODULE(MultiHeadAttention);
 

@@ -14,6 +14,7 @@
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
+#include "qkv/core/output_policy.h"
 #include "qkv/core/runtime.h"
 #include "qkv/data/lm_data.h"
 #include "qkv/lm/exact_match.h"
@@ -63,10 +64,17 @@ void register_train(CLI::App* parent, Action& action) {
     add_ranged_option(cmd, "--d-model", s->model.d_model, "model width D", 1, 65536);
     add_ranged_option(cmd, "--layers", s->model.layers, "transformer blocks L", 1, 1024);
     add_ranged_option(cmd, "--heads", s->model.heads, "attention heads h", 1, 1024);
+    add_ranged_option(cmd, "--kv-heads", s->model.kv_heads,
+                      "key/value heads, a divisor of h (1 = multi-query); 0 = h", 0, 1024);
     add_ranged_option(cmd, "--dk", s->model.dk, "per-head query/key width r; 0 = D/h", 0, 65536);
     add_ranged_option(cmd, "--dv", s->model.dv, "per-head value width; 0 = D/h", 0, 65536);
     add_ranged_option(cmd, "--mlp-hidden", s->model.mlp_hidden, "MLP hidden units; 0 = 4 D", 0, 1 << 20);
     add_ranged_option(cmd, "--dropout", s->model.dropout, "dropout on attention and MLP outputs", 0, 0.99);
+    add_ranged_option(cmd, "--window", s->model.window,
+                      "sliding window: each position attends the last W positions (as the cache decodes); 0 = all", 0,
+                      1 << 30);
+    add_ranged_option(cmd, "--sinks", s->model.sinks, "with --window: first positions every position still attends",
+                      0, 1 << 30);
   };
   spec.prepare = [s](const CLI::App& cmd, train::RunRequest& r, const std::string&) {
     LmData data = s->data;
@@ -125,7 +133,7 @@ void register_generate(CLI::App* parent, Action& action) {
   auto* cmd = parent->add_subcommand("generate", "continue a prompt with a trained model (KV cache by default)");
   struct Opts {
     CommonOptions common;
-    std::string checkpoint, prompt;
+    std::string checkpoint, prompt, cache_dtype;
     lm::GenerateOptions gen;
     bool no_cache = false, json = false, stop_at_newline = false;
   };
@@ -135,24 +143,47 @@ void register_generate(CLI::App* parent, Action& action) {
   add_ranged_option(cmd, "--max-new", o->gen.max_new,
                     "bytes to generate at most; their keys and values must fit in this machine's memory", 0,
                     kNoMaximum);
-  add_ranged_option(cmd, "--temperature", o->gen.temperature, "sampling temperature; 0 = greedy", 0, 1000);
+  add_ranged_option(cmd, "--temperature", o->gen.temperature,
+                    "sampling temperature; 0 = greedy. Default: greedy up to the terminator for a model trained on a task, 1 for text", 0,
+                    1000);
   add_ranged_option(cmd, "--top-k", o->gen.top_k, "sample among the k most likely bytes; 0 = all", 0, 256);
   cmd->add_flag("--no-cache", o->no_cache, "recompute the whole prefix at every step instead of using the KV cache");
-  cmd->add_flag("--stop-at-newline", o->stop_at_newline, "stop after a newline (the built-in tasks' terminator)");
+  cmd->add_option("--cache-dtype", o->cache_dtype,
+                  "KV cache element type: f32, f16, bf16, int8 or int4 (blocks of 32 with a float16 scale); default "
+                  "the model's");
+  cmd->add_option("--save-cache", o->gen.save_cache,
+                  "write the prompt's KV cache to this file (resume with --load-cache); --max-new 0 writes it alone");
+  cmd->add_option("--load-cache", o->gen.load_cache, "start from a cache --save-cache wrote; the prompt must begin with its text")
+      ->check(CLI::ExistingFile);
+  add_overwrite_flag(cmd, o->common.overwrite);
+  cmd->add_flag("--stop-at-newline", o->stop_at_newline,
+                "stop after a newline (the built-in tasks' terminator; the default for a model trained on a task)");
   cmd->add_flag("--json", o->json, "print {prompt, text, tokens} as JSON");
   add_common_options(cmd, o->common, "");
-  cmd->callback([o, &action] {
-    action = [o] {
+  cmd->callback([o, cmd, &action] {
+    const bool temperature_given = cmd->count("--temperature") > 0;
+    action = [o, temperature_given] {
       const c10::Device device = apply_common_options(o->common);
       if (o->prompt.empty()) throw UsageError("--prompt must not be empty");
       data::check_utf8(o->prompt, "--prompt");
+      auto gen = o->gen;
+      if (!o->cache_dtype.empty()) gen.cache_dtype = attention::parse_cache_dtype(o->cache_dtype, "--cache-dtype");
+      gen.use_cache = !o->no_cache;
+      if (!gen.save_cache.empty()) {
+        if (gen.save_cache == gen.load_cache) throw UsageError("--save-cache and --load-cache name the same file");
+        check_output_file(gen.save_cache, "--save-cache", o->common.overwrite);
+      }
       nlohmann::json config;
       auto model = load_lm(o->checkpoint, &config);
       model->to(device);
-      auto gen = o->gen;
-      gen.use_cache = !o->no_cache;
+      // A model trained on a task answers it greedily and ends with the
+      // terminator: that answer is what a user should see first (our choice).
+      const bool task_default = LmData::from_json(config.at("data")).is_task() && !temperature_given;
+      if (task_default) gen.temperature = 0;
       gen.seed = o->common.seed;
-      if (o->stop_at_newline) gen.stop_token = '\n';
+      if (o->stop_at_newline || task_default) gen.stop_token = '\n';
+      if (!gen.save_cache.empty())
+        claim_output_file(gen.save_cache, "--save-cache", o->common.overwrite, OutputMarker{"lm generate"});
       const auto prompt = data::bytes_to_tokens(o->prompt);
       std::vector<int64_t> tokens(prompt.data_ptr<int64_t>(), prompt.data_ptr<int64_t>() + prompt.numel());
       // Text goes out byte by byte as it is made, so a pipe or a terminal sees
@@ -173,6 +204,10 @@ void register_generate(CLI::App* parent, Action& action) {
         std::string shown;
         for (int64_t t : result.tokens) shown += t < 128 ? std::string(1, static_cast<char>(t)) : lm::printable_byte(t);
         nlohmann::json doc{{"prompt", o->prompt}, {"text", shown}, {"tokens", result.tokens}, {"cache", gen.use_cache}};
+        if (gen.use_cache) {
+          doc["cache_bytes"] = result.cache_bytes.total_bytes;
+          doc["resumed_positions"] = result.resumed;
+        }
         if (interrupted) doc["interrupted"] = true;
         std::printf("%s\n", doc.dump().c_str());
       } else {
@@ -189,51 +224,138 @@ void register_generate(CLI::App* parent, Action& action) {
 }
 
 void register_cache_size(CLI::App* parent, Action& action) {
-  auto* cmd = parent->add_subcommand("cache-size", "bytes of a KV cache: keys, values and total");
+  auto* cmd = parent->add_subcommand(
+      "cache-size", "bytes of a KV cache: keys, values and total, for a model's sizes or a trained checkpoint");
   struct Opts {
-    int64_t layers = 0, heads = 0, dk = 0, dv = 0, seq = 0, batch = 1;
-    std::string dtype = "f16";
-    bool json = false;
+    int64_t layers = 0, heads = 0, kv_heads = 0, dk = 0, dv = 0, head_dim = 0, seq = 0, batch = 1, window = 0,
+            sinks = 0;
+    std::string dtype = "f16", checkpoint;
+    bool json = false, article = false;
   };
   auto o = std::make_shared<Opts>();
-  add_ranged_option(cmd, "--layers", o->layers, "transformer layers", 1, kNoMaximum)->required();
-  add_ranged_option(cmd, "--heads", o->heads, "attention heads per layer", 1, kNoMaximum)->required();
-  add_ranged_option(cmd, "--dk", o->dk, "cached key width per head (r)", 1, kNoMaximum)->required();
-  add_ranged_option(cmd, "--dv", o->dv, "cached value width per head", 1, kNoMaximum)->required();
-  add_ranged_option(cmd, "--seq", o->seq, "sequence length", 1, kNoMaximum)->required();
+  add_checkpoint_option(cmd, o->checkpoint, "read layers, heads, kv heads, widths and window from this checkpoint")
+      ->required(false);
+  add_ranged_option(cmd, "--layers", o->layers, "transformer layers", 1, kNoMaximum);
+  add_ranged_option(cmd, "--heads", o->heads, "attention (query) heads per layer", 1, kNoMaximum);
+  add_ranged_option(cmd, "--kv-heads", o->kv_heads, "key/value heads stored (1 = multi-query); 0 = --heads", 0,
+                    kNoMaximum);
+  add_ranged_option(cmd, "--dk", o->dk, "cached key width per head (r)", 1, kNoMaximum);
+  add_ranged_option(cmd, "--dv", o->dv, "cached value width per head", 1, kNoMaximum);
+  add_ranged_option(cmd, "--head-dim", o->head_dim, "both widths at once (--dk and --dv)", 1, kNoMaximum);
+  add_ranged_option(cmd, "--seq", o->seq, "sequence length", 1, kNoMaximum);
   add_ranged_option(cmd, "--batch-size", o->batch, "sequences in the batch", 1, kNoMaximum);
   add_old_spelling(cmd, "--batch", "--batch-size", o->batch);
-  cmd->add_option("--dtype", o->dtype, "element type: f16, bf16, f32 or f64")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"f16", "bf16", "f32", "f64"}));
-  cmd->add_flag("--json", o->json, "print {key_bytes, value_bytes, total_bytes}");
-  cmd->callback([o, &action] {
-    action = [o] {
-      const int64_t element = o->dtype == "f64" ? 8 : o->dtype == "f32" ? 4 : 2;
-      attention::KVCacheSize size;
-      try {
-        size = attention::kv_cache_bytes(o->layers, o->heads, o->dk, o->dv, o->seq, o->batch, element);
-      } catch (const UsageError&) {
-        throw UsageError("--layers " + std::to_string(o->layers) + " --heads " + std::to_string(o->heads) + " --dk " +
-                         std::to_string(o->dk) + " --dv " + std::to_string(o->dv) + " --seq " +
-                         std::to_string(o->seq) + " --batch-size " + std::to_string(o->batch) + " --dtype " + o->dtype +
-                         ": the cache would be more than " + std::to_string(std::numeric_limits<int64_t>::max()) +
-                         " bytes (8 EiB), too large to count");
-      }
-      if (o->json) {
-        std::printf("%s\n", nlohmann::json({{"key_bytes", size.key_bytes},
-                                            {"value_bytes", size.value_bytes},
-                                            {"total_bytes", size.total_bytes}})
-                                .dump()
-                                .c_str());
+  add_ranged_option(cmd, "--window", o->window, "sliding window: positions kept; 0 = all", 0, kNoMaximum);
+  add_ranged_option(cmd, "--sinks", o->sinks, "with a window: first positions kept besides it", 0, kNoMaximum);
+  cmd->add_option("--dtype", o->dtype, "element type: f16, bf16, f32, f64, int8 or int4 (fp16, float16... accepted)")
+      ->capture_default_str();
+  cmd->add_flag("--article", o->article,
+                "the article's example, then each way of shrinking it: r = 200, 4 kv heads, int8, int4, a 1024 window");
+  cmd->add_flag("--json", o->json, "print {key_bytes, value_bytes, total_bytes} (a list with --article)");
+  cmd->callback([o, cmd, &action] {
+    const bool dtype_given = cmd->count("--dtype") > 0;
+    action = [o, dtype_given] {
+      attention::KVCacheShape shape;
+      shape.dtype = attention::parse_cache_dtype(o->dtype, "--dtype");
+      std::vector<std::pair<std::string, attention::KVCacheShape>> rows;
+      if (o->article) {
+        if (!o->checkpoint.empty()) throw UsageError("--article and --checkpoint exclude each other");
+        // "Keys, queries, values": 50 layers, 20 heads, width 1000, 5000 positions, 2-byte numbers.
+        attention::KVCacheShape a{50, 1, 20, 1000, 1000, 5000, attention::CacheDtype::kFloat16};
+        rows.emplace_back("the article: 50 layers, 20 heads, r = 1000, 5000 positions, f16", a);
+        a.dk = a.dv = 200;
+        rows.emplace_back("r = 200", a);
+        a.kv_heads = 4;
+        rows.emplace_back("r = 200, 4 kv heads", a);
+        a.dtype = attention::CacheDtype::kInt8;
+        rows.emplace_back("r = 200, 4 kv heads, int8", a);
+        a.dtype = attention::CacheDtype::kInt4;
+        rows.emplace_back("r = 200, 4 kv heads, int4", a);
+        a.dtype = attention::CacheDtype::kInt8;
+        a.window = 1024;
+        rows.emplace_back("r = 200, 4 kv heads, int8, window 1024", a);
       } else {
-        auto line = [](const char* what, int64_t bytes) {
-          std::printf("%-12s %20lld bytes  (%s)\n", what, static_cast<long long>(bytes), binary_size(bytes).c_str());
-        };
-        line("key cache", size.key_bytes);
-        line("value cache", size.value_bytes);
-        line("total", size.total_bytes);
+        if (o->head_dim > 0) {
+          if (o->dk > 0 || o->dv > 0) throw UsageError("--head-dim sets --dk and --dv: give one or the others");
+          o->dk = o->dv = o->head_dim;
+        }
+        if (!o->checkpoint.empty()) {
+          for (const auto& [flag, given] : {std::pair<const char*, bool>{"--layers", o->layers > 0}, {"--heads", o->heads > 0},
+                                            {"--kv-heads", o->kv_heads > 0}, {"--dk", o->dk > 0}, {"--dv", o->dv > 0}})
+            if (given) throw UsageError(std::string(flag) + ": the checkpoint gives it; leave it out with --checkpoint");
+          const auto model = load_lm(o->checkpoint, nullptr);
+          const auto& mo = model->options();
+          o->layers = mo.layers;
+          o->heads = mo.heads;
+          o->kv_heads = mo.head_kv();
+          o->dk = mo.head_dk();
+          o->dv = mo.head_dv();
+          if (o->window == 0) o->window = mo.window;
+          if (o->sinks == 0) o->sinks = mo.sinks;
+          if (!dtype_given) shape.dtype = attention::cache_dtype_of(model->embedding()->weight.scalar_type());
+        }
+        for (const auto& [flag, value] : {std::pair<const char*, int64_t>{"--layers", o->layers}, {"--heads", o->heads},
+                                          {"--dk", o->dk}, {"--dv", o->dv}, {"--seq", o->seq}})
+          if (value < 1) throw UsageError(std::string(flag) + " is required (or --checkpoint for a trained model's sizes)");
+        const int64_t kv = o->kv_heads > 0 ? o->kv_heads : o->heads;
+        if (o->heads % kv != 0)
+          throw UsageError("--kv-heads " + std::to_string(kv) + " must divide --heads " + std::to_string(o->heads));
+        if (o->sinks > 0 && o->window == 0) throw UsageError("--sinks needs --window");
+        shape.layers = o->layers;
+        shape.batch = o->batch;
+        shape.kv_heads = kv;
+        shape.dk = o->dk;
+        shape.dv = o->dv;
+        shape.seq = o->seq;
+        shape.window = o->window;
+        shape.sinks = o->sinks;
+        rows.emplace_back("", shape);
       }
+      std::vector<attention::KVCacheSize> sizes;
+      for (const auto& [label, s] : rows) {
+        try {
+          sizes.push_back(attention::kv_cache_bytes(s));
+        } catch (const UsageError&) {
+          throw UsageError("--layers " + std::to_string(s.layers) + " --heads " + std::to_string(o->heads) +
+                           " --kv-heads " + std::to_string(s.kv_heads) +
+                           " --dk " + std::to_string(s.dk) + " --dv " + std::to_string(s.dv) + " --seq " +
+                           std::to_string(s.seq) + " --batch-size " + std::to_string(s.batch) + " --dtype " +
+                           attention::cache_dtype_name(s.dtype) + ": the cache would be more than " +
+                           std::to_string(std::numeric_limits<int64_t>::max()) + " bytes (8 EiB), too large to count");
+        }
+      }
+      auto as_json = [](const attention::KVCacheSize& z) {
+        return nlohmann::json{{"key_bytes", z.key_bytes}, {"value_bytes", z.value_bytes}, {"total_bytes", z.total_bytes}};
+      };
+      if (o->json) {
+        if (!o->article) {
+          std::printf("%s\n", as_json(sizes.front()).dump().c_str());
+        } else {
+          auto list = nlohmann::json::array();
+          for (size_t i = 0; i < rows.size(); ++i) {
+            auto row = as_json(sizes[i]);
+            row["setting"] = rows[i].first;
+            list.push_back(row);
+          }
+          std::printf("%s\n", list.dump(2).c_str());
+        }
+        return 0;
+      }
+      if (o->article) {
+        // Decimal GB, as the article counts.
+        std::printf("%-64s %12s %12s %9s\n", "", "keys", "keys+values", "of first");
+        for (size_t i = 0; i < rows.size(); ++i)
+          std::printf("%-64s %9.3f GB %9.3f GB %8.4fx\n", rows[i].first.c_str(), sizes[i].key_bytes / 1e9,
+                      sizes[i].total_bytes / 1e9,
+                      static_cast<double>(sizes[i].total_bytes) / static_cast<double>(sizes[0].total_bytes));
+        return 0;
+      }
+      auto line = [](const char* what, int64_t bytes) {
+        std::printf("%-12s %20lld bytes  (%s)\n", what, static_cast<long long>(bytes), binary_size(bytes).c_str());
+      };
+      line("key cache", sizes[0].key_bytes);
+      line("value cache", sizes[0].value_bytes);
+      line("total", sizes[0].total_bytes);
       return 0;
     };
   });

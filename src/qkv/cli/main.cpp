@@ -88,6 +88,21 @@ std::string option_suggestions(const CLI::App& command, int argc, char** argv) {
   return out.empty() ? "" : "; " + out + "?";
 }
 
+// The --options on the command line that `command` does not know (up to a
+// lone "--"), space-separated: CLI11 reports a missing required option first,
+// which hides the mistyped one that was meant to give it.
+std::string unknown_options(const CLI::App& command, int argc, char** argv) {
+  std::string out;
+  for (int i = 1; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word == "--") break;
+    if (word.rfind("--", 0) != 0) continue;
+    word = word.substr(0, word.find('='));
+    if (!command.get_option_no_throw(word)) out += (out.empty() ? "" : " ") + word;
+  }
+  return out;
+}
+
 // CLI11's "--shape: At least 3 required but received 1" for an option of
 // several comma-separated values says what to type instead.
 std::string list_option_message(const CLI::App& command, const std::string& message, int argc, char** argv) {
@@ -174,6 +189,10 @@ int main(int argc, char** argv) {
       // launch's own options end where the command it runs begins: at --.
       if (path == "qkv launch")
         message = "the command to run goes after --, e.g. qkv launch -n 2 -- vnt train --epochs 10 (" + message + ")";
+    }
+    if (dynamic_cast<const CLI::RequiredError*>(&e)) {
+      const std::string unknown = unknown_options(*at, argc, argv);
+      if (!unknown.empty()) message = "unknown option " + unknown + " (and " + message + ")";
     }
     message = list_option_message(*at, message, argc, argv);
     message += option_suggestions(*at, argc, argv);

@@ -8,14 +8,20 @@
 #include "qkv/core/errors.h"
 #include "qkv/core/runtime.h"
 #include "qkv/data/lm_data.h"
+#include "qkv/lm/prompt_cache.h"
 
 namespace qkv::lm {
 namespace {
 
+attention::KVCacheShape cache_shape(const models::TransformerLMOptions& mo, attention::CacheDtype dtype,
+                                    int64_t positions) {
+  return {mo.layers, 1, mo.head_kv(), mo.head_dk(), mo.head_dv(), positions, dtype, mo.window, mo.sinks};
+}
+
 // Bytes of keys and values for `positions` positions, or -1 past int64.
-int64_t context_bytes(const models::TransformerLMOptions& mo, int64_t positions, int64_t element) {
+int64_t context_bytes(const models::TransformerLMOptions& mo, attention::CacheDtype dtype, int64_t positions) {
   try {
-    return attention::kv_cache_bytes(mo.layers, mo.heads, mo.head_dk(), mo.head_dv(), positions, 1, element).total_bytes;
+    return attention::kv_cache_bytes(cache_shape(mo, dtype, positions)).total_bytes;
   } catch (const UsageError&) {
     return -1;
   }
@@ -23,12 +29,13 @@ int64_t context_bytes(const models::TransformerLMOptions& mo, int64_t positions,
 
 // Before anything is allocated: a cache sized for a max_new of 1e12 asks the
 // allocator for terabytes, and even --no-cache would run for ever.
-void check_max_new(const models::TransformerLMOptions& mo, int64_t prompt, const GenerateOptions& o, int64_t element) {
+void check_max_new(const models::TransformerLMOptions& mo, int64_t prompt, const GenerateOptions& o,
+                   attention::CacheDtype dtype) {
   const int64_t limit = o.memory_limit_bytes > 0 ? o.memory_limit_bytes : physical_memory_bytes();
   int64_t positions = 0;
-  const int64_t bytes = __builtin_add_overflow(prompt, o.max_new, &positions) ? -1 : context_bytes(mo, positions, element);
+  const int64_t bytes = __builtin_add_overflow(prompt, o.max_new, &positions) ? -1 : context_bytes(mo, dtype, positions);
   if (bytes >= 0 && bytes <= limit) return;
-  const int64_t per_position = context_bytes(mo, 1, element);
+  const int64_t per_position = context_bytes(mo, dtype, 1);
   const int64_t most = per_position > 0 ? std::max<int64_t>(0, limit / per_position - prompt) : 0;
   throw UsageError("--max-new " + std::to_string(o.max_new) + ": keys and values for the prompt and that many bytes need " +
                    (bytes < 0 ? std::string("more than 2^63") : std::to_string(bytes)) + " bytes, more than the " +
@@ -58,7 +65,10 @@ Generation generate(models::TransformerLM& model, const std::vector<int64_t>& pr
   for (int64_t t : prompt)
     if (t < 0 || t >= mo.vocab) throw UsageError("generate: token " + std::to_string(t) + " is outside the vocabulary");
   const auto param = model.embedding()->weight;
-  check_max_new(mo, static_cast<int64_t>(prompt.size()), o, static_cast<int64_t>(param.element_size()));
+  const auto dtype = o.cache_dtype ? *o.cache_dtype : attention::cache_dtype_of(param.scalar_type());
+  if (!o.use_cache && (!o.load_cache.empty() || !o.save_cache.empty() || o.cache_dtype))
+    throw UsageError("--no-cache: --load-cache, --save-cache and --cache-dtype need the KV cache");
+  check_max_new(mo, static_cast<int64_t>(prompt.size()), o, dtype);
   torch::NoGradGuard no_grad;
   model.eval();
   const auto device = param.device();
@@ -67,17 +77,37 @@ Generation generate(models::TransformerLM& model, const std::vector<int64_t>& pr
   Generation out;
   std::vector<int64_t> sequence = prompt;
   std::unique_ptr<attention::KVCache> cache;
-  if (o.use_cache) {
-    const auto total = static_cast<int64_t>(prompt.size()) + o.max_new;
-    cache = std::make_unique<attention::KVCache>(mo.layers, 1, mo.heads, std::max<int64_t>(total, 1), mo.head_dk(),
-                                                 mo.head_dv(), param.options());
+  at::Tensor first;  // the logits after the prompt, when the cache has read it
+  size_t fed = 0;
+  if (o.use_cache && !o.load_cache.empty()) {
+    auto loaded = load_prompt_cache(o.load_cache, model, o.cache_dtype, o.memory_limit_bytes);
+    if (loaded.tokens.size() > prompt.size() || !std::equal(loaded.tokens.begin(), loaded.tokens.end(), prompt.begin()))
+      throw UsageError("--load-cache " + o.load_cache + ": the prompt does not begin with the " +
+                       std::to_string(loaded.tokens.size()) + " tokens it holds");
+    cache = std::move(loaded.cache);
+    fed = loaded.tokens.size();
+    out.resumed = static_cast<int64_t>(fed);
+    if (fed == prompt.size()) first = loaded.next_logits;
+  } else if (o.use_cache) {
+    attention::KVCacheSettings s;
+    s.layers = mo.layers;
+    s.kv_heads = mo.head_kv();
+    s.dk = mo.head_dk();
+    s.dv = mo.head_dv();
+    s.dtype = dtype;
+    s.device = device;
+    s.window = mo.window;
+    s.sinks = mo.sinks;
+    s.initial_length = static_cast<int64_t>(prompt.size()) + 1;  // then doubling: no max_new-sized buffer
+    s.memory_limit_bytes = o.memory_limit_bytes;
+    cache = std::make_unique<attention::KVCache>(s);
   }
   auto as_tensor = [&](std::vector<int64_t>::const_iterator from, std::vector<int64_t>::const_iterator to) {
     return torch::tensor(std::vector<int64_t>(from, to), torch::kLong).unsqueeze(0).to(device);
   };
-  // With the cache, the first step feeds the whole prompt, then one token a step.
-  size_t fed = 0;
-  for (int64_t step = 0; step < o.max_new; ++step) {
+  // With the cache, the first step feeds the prompt (what a loaded cache does
+  // not hold of it), then one token a step.
+  auto next_logits = [&]() {
     at::Tensor logits;
     if (cache) {
       logits = model.forward_tokens(as_tensor(sequence.begin() + static_cast<long>(fed), sequence.end()), cache.get());
@@ -85,7 +115,12 @@ Generation generate(models::TransformerLM& model, const std::vector<int64_t>& pr
     } else {
       logits = model.forward_tokens(as_tensor(sequence.begin(), sequence.end()));
     }
-    const auto last = logits[0][logits.size(1) - 1].to(torch::kCPU, torch::kFloat);
+    return logits[0][logits.size(1) - 1].to(torch::kCPU, torch::kFloat);
+  };
+  if (cache && !first.defined()) first = next_logits();
+  if (cache && !o.save_cache.empty()) save_prompt_cache(o.save_cache, model, *cache, sequence, first);
+  for (int64_t step = 0; step < o.max_new; ++step) {
+    const auto last = step == 0 && first.defined() ? first : next_logits();
     if (o.keep_logits) out.logits.push_back(last.clone());
     const int64_t token = pick_token(last, o, gen);
     if (token == o.stop_token) break;
@@ -96,6 +131,7 @@ Generation generate(models::TransformerLM& model, const std::vector<int64_t>& pr
       break;
     }
   }
+  if (cache) out.cache_bytes = cache->size_bytes();
   return out;
 }
 

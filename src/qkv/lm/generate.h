@@ -8,7 +8,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <string>
 #include <vector>
+
+#include "qkv/attention/kv_cache.h"
 
 #include "qkv/models/transformer_lm.h"
 
@@ -26,15 +30,23 @@ struct GenerateOptions {
   // excluded), so a caller can show text while the rest is computed; returning
   // false ends generation after that token.
   std::function<bool(int64_t token)> on_token;
-  // Bound on the keys and values of prompt + max_new positions, the memory a
-  // cached run allocates up front; 0 = this machine's physical memory.
+  // Bound on the keys and values of prompt + max_new positions (the cache
+  // grows as they arrive and never past it); 0 = this machine's physical memory.
   int64_t memory_limit_bytes = 0;
+  // The cache's element type; default the model's parameter type.
+  std::optional<attention::CacheDtype> cache_dtype;
+  // A prompt cache (prompt_cache.h): load_cache is resumed when the prompt
+  // begins with its tokens; save_cache is written once the prompt is read
+  // (max_new 0 just writes it). Both need use_cache.
+  std::string load_cache, save_cache;
 };
 
 struct Generation {
   std::vector<int64_t> tokens;     // the new tokens
   std::vector<at::Tensor> logits;  // per step [vocab] (float32 CPU) when keep_logits
   bool stopped_by_caller = false;  // on_token returned false
+  int64_t resumed = 0;             // prompt positions taken from load_cache
+  attention::KVCacheSize cache_bytes;  // what the cache held at the end
 };
 
 // The next token from one step's logits [vocab]: the arg-max at temperature 0,
@@ -45,7 +57,9 @@ int64_t pick_token(const at::Tensor& logits, const GenerateOptions& options, at:
 
 // prompt: at least one token. Throws UsageError for bad options, naming
 // --max-new with the largest value that fits when prompt + max_new positions
-// of keys and values exceed the memory limit.
+// of keys and values exceed the memory limit; DataError for a cache file that
+// is damaged or not this model's, UsageError for a prompt that does not begin
+// with the cached one.
 Generation generate(models::TransformerLM& model, const std::vector<int64_t>& prompt, const GenerateOptions& options);
 
 // Greedy answers for the built-in tasks: generate until the terminator.

@@ -18,11 +18,17 @@ TransformerLMOptions TransformerLMOptions::from_json(const nlohmann::json& j) {
   r.get("d_model", o.d_model, 1);
   r.get("layers", o.layers, 1);
   r.get("heads", o.heads, 1);
+  r.get("kv_heads", o.kv_heads, 0);
   r.get("dk", o.dk, 0);
   r.get("dv", o.dv, 0);
   r.get("mlp_hidden", o.mlp_hidden, 0);
   r.get("dropout", o.dropout, 0.0, 0.99);
+  r.get("window", o.window, 0);
+  r.get("sinks", o.sinks, 0);
   r.finish();
+  if (o.kv_heads > 0 && o.heads % o.kv_heads != 0)
+    throw ConfigError("kv_heads", "must divide heads " + std::to_string(o.heads) + ", got " + std::to_string(o.kv_heads));
+  if (o.sinks > 0 && o.window == 0) throw ConfigError("sinks", "needs a window (sinks are kept besides the window)");
   if ((o.dk == 0 || o.dv == 0) && o.d_model % o.heads != 0)
     throw UsageError("transformer-lm: d_model " + std::to_string(o.d_model) + " is not divisible by heads " +
                      std::to_string(o.heads) + " (or set dk and dv)");
@@ -31,8 +37,9 @@ TransformerLMOptions TransformerLMOptions::from_json(const nlohmann::json& j) {
 }
 
 nlohmann::json TransformerLMOptions::to_json() const {
-  return {{"vocab", vocab}, {"d_model", d_model},       {"layers", layers},  {"heads", heads},
-          {"dk", dk},       {"dv", dv},                 {"mlp_hidden", mlp_hidden}, {"dropout", dropout}};
+  return {{"vocab", vocab}, {"d_model", d_model}, {"layers", layers},         {"heads", heads},
+          {"kv_heads", kv_heads}, {"dk", dk},      {"dv", dv},                 {"mlp_hidden", mlp_hidden},
+          {"dropout", dropout},   {"window", window}, {"sinks", sinks}};
 }
 
 OptionHelpList TransformerLMOptions::option_help() {
@@ -40,10 +47,14 @@ OptionHelpList TransformerLMOptions::option_help() {
           {"d_model", "model width"},
           {"layers", "transformer blocks"},
           {"heads", "attention heads per block"},
+          {"kv_heads", "key/value heads, a divisor of heads (1 = multi-query, heads = multi-head); 0 = heads",
+           "Shazeer 2019, Ainslie et al. 2023"},
           {"dk", "per-head query/key width r; 0 = d_model / heads"},
           {"dv", "per-head value width; 0 = d_model / heads"},
           {"mlp_hidden", "hidden units of each block's MLP; 0 = 4 * d_model", "Vaswani et al.'s ratio"},
-          {"dropout", "dropout on the attention weights and on each block's two residual branches"}};
+          {"dropout", "dropout on the attention weights and on each block's two residual branches"},
+          {"window", "sliding window: each position attends the last `window` positions; 0 = all", "our choice"},
+          {"sinks", "with a window: the first positions every position may still attend", "Xiao et al. 2023"}};
 }
 
 at::Tensor sinusoidal_positions(int64_t offset, int64_t n, int64_t d, const at::TensorOptions& options) {
@@ -54,9 +65,11 @@ at::Tensor sinusoidal_positions(int64_t offset, int64_t n, int64_t d, const at::
   return torch::stack({torch::sin(angle), torch::cos(angle)}, 2).reshape({n, d}).to(options.dtype());
 }
 
-TransformerBlockImpl::TransformerBlockImpl(const TransformerLMOptions& o, bool causal) : causal(causal) {
+TransformerBlockImpl::TransformerBlockImpl(const TransformerLMOptions& o, bool causal)
+    : causal(causal), window(o.window), sinks(o.sinks) {
   ln_attn = register_module("ln_attn", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model})));
   attn = register_module("attn", attention::MultiHeadAttention(attention::MultiHeadAttentionOptions(o.d_model, o.heads)
+                                                                   .kv_heads(o.kv_heads)
                                                                    .qk_dim(o.head_dk())
                                                                    .v_dim(o.head_dv())
                                                                    .dropout(o.dropout)));
@@ -70,6 +83,8 @@ at::Tensor TransformerBlockImpl::forward(const at::Tensor& x, attention::KVCache
                                          at::Tensor* mlp_hidden) {
   attention::SdpaOptions mask;
   mask.causal = causal;
+  // The cache applies the window itself; a whole sequence needs the mask.
+  if (window > 0 && !cache) mask.bool_mask = attention::window_attend_mask(x.size(1), window, sinks, x.device());
   const auto h = ln_attn->forward(x);
   const auto a = cache ? attn->forward_cached(h, *cache, layer, mask).output : attn->forward(h, h, h, mask).output;
   auto y = x + drop->forward(a);
@@ -86,10 +101,11 @@ at::Tensor TransformerBlockImpl::forward(const at::Tensor& x, attention::KVCache
 // so there long sequences are overestimated (the LM 1.5x at 256 tokens, 3.4x for
 // xyz-transformer at 1024 points, measured with the allocator's counters).
 ModelSize transformer_block_size(const TransformerLMOptions& o, int64_t tokens) {
-  const int64_t d = o.d_model, h = o.heads, r = o.head_dk(), dv = o.head_dv();
+  const int64_t d = o.d_model, h = o.heads, g = o.head_kv(), r = o.head_dk(), dv = o.head_dv();
   const int64_t hidden = o.mlp_hidden > 0 ? o.mlp_hidden : sat_mul(4, d);  // not o.hidden(): 4 * d may overflow
-  const int64_t attention = sat_add(sat_mul(2, h, r, d), sat_mul(2, h, dv, d),   // W_q, W_k, W_v, W_O
-                                    sat_mul(2, h, r), sat_mul(h, dv), d);        // their biases
+  const int64_t attention = sat_add(sat_mul(h, r, d), sat_mul(g, r, d), sat_mul(g, dv, d),  // W_q, W_k, W_v
+                                    sat_mul(h, dv, d),                                        // W_O
+                                    sat_mul(h, r), sat_mul(g, r), sat_mul(g, dv), d);         // their biases
   ModelSize s;
   s.parameters = sat_add(sat_mul(2, norm_parameters(d)), attention, linear_parameters(d, hidden),
                          linear_parameters(hidden, d));

@@ -24,10 +24,13 @@ struct TransformerLMOptions {
   int64_t d_model = 128;
   int64_t layers = 2;
   int64_t heads = 4;
+  int64_t kv_heads = 0;    // key/value heads, a divisor of heads (1 = multi-query); 0 = heads
   int64_t dk = 0;          // per-head query/key width r; 0 = d_model / heads
   int64_t dv = 0;          // per-head value width; 0 = d_model / heads
   int64_t mlp_hidden = 0;  // 0 = 4 * d_model
   double dropout = 0.0;
+  int64_t window = 0;  // each position attends the last `window` positions only; 0 = all before it
+  int64_t sinks = 0;   // with a window: the first positions every position may attend
 
   static TransformerLMOptions from_json(const nlohmann::json& j);
   static OptionHelpList option_help();  // a line per to_json() key
@@ -35,6 +38,7 @@ struct TransformerLMOptions {
   int64_t head_dk() const { return dk > 0 ? dk : d_model / heads; }
   int64_t head_dv() const { return dv > 0 ? dv : d_model / heads; }
   int64_t hidden() const { return mlp_hidden > 0 ? mlp_hidden : 4 * d_model; }
+  int64_t head_kv() const { return kv_heads > 0 ? kv_heads : heads; }
 };
 
 class TransformerBlockImpl : public torch::nn::Module {
@@ -51,6 +55,7 @@ class TransformerBlockImpl : public torch::nn::Module {
   torch::nn::Linear mlp_in{nullptr}, mlp_out{nullptr};  // W1 [hidden, D], W2 [D, hidden]
   torch::nn::Dropout drop{nullptr};
   bool causal;
+  int64_t window = 0, sinks = 0;
 };
 TORCH_MODULE(TransformerBlock);
 
