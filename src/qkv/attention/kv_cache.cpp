@@ -10,6 +10,7 @@
 #include <limits>
 #include <sstream>
 
+#include "qkv/attention/cache_decode.h"
 #include "qkv/attention/sdpa.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/runtime.h"
@@ -178,6 +179,20 @@ at::Tensor window_attend_mask(int64_t n, int64_t window, int64_t sinks, const at
 }
 
 // ---------------------------------------------------------------------------- KVCache
+
+namespace {
+// The address of row `row` of stored rows r.
+const void* advance(const decode::StoredRows& r, int64_t row) {
+  const int64_t elements = row * r.row_elems;
+  switch (r.dtype) {
+    case CacheDtype::kFloat64: return static_cast<const double*>(r.data) + elements;
+    case CacheDtype::kFloat32: return static_cast<const float*>(r.data) + elements;
+    case CacheDtype::kFloat16:
+    case CacheDtype::kBFloat16: return static_cast<const uint16_t*>(r.data) + elements;
+    default: return static_cast<const uint8_t*>(r.data) + elements;  // int8 and int4: bytes
+  }
+}
+}  // namespace
 
 KVCache::KVCache(const KVCacheSettings& s) : settings_(s) {
   const char* fn = "KVCache";
@@ -494,175 +509,48 @@ void KVCache::restore(int64_t layer, int64_t length, const Storage& rows) {
 
 // ---------------------------------------------------------------------------- attention over the cache
 
-namespace {
-
-// One stored row (a position of one head) read as floats: the decode kernel's
-// only view of the element type.
-struct RowReader {
-  CacheDtype dtype;
-  const void* data;
-  const c10::Half* scales;
-  int64_t width, block, row_elems, row_scales;  // elements (or bytes for int4) and scales per row
-
-  // sum_e q[e] * row[e]
-  float dot(int64_t row, const float* q) const {
-    float acc = 0;
-    switch (dtype) {
-      case CacheDtype::kFloat32: {
-        const float* k = static_cast<const float*>(data) + row * row_elems;
-        for (int64_t e = 0; e < width; ++e) acc += q[e] * k[e];
-        break;
-      }
-      case CacheDtype::kFloat64: {
-        const double* k = static_cast<const double*>(data) + row * row_elems;
-        for (int64_t e = 0; e < width; ++e) acc += q[e] * static_cast<float>(k[e]);
-        break;
-      }
-      case CacheDtype::kFloat16: {
-        const c10::Half* k = static_cast<const c10::Half*>(data) + row * row_elems;
-        for (int64_t e = 0; e < width; ++e) acc += q[e] * static_cast<float>(k[e]);
-        break;
-      }
-      case CacheDtype::kBFloat16: {
-        const c10::BFloat16* k = static_cast<const c10::BFloat16*>(data) + row * row_elems;
-        for (int64_t e = 0; e < width; ++e) acc += q[e] * static_cast<float>(k[e]);
-        break;
-      }
-      case CacheDtype::kInt8: {
-        const int8_t* k = static_cast<const int8_t*>(data) + row * row_elems;
-        const c10::Half* s = scales + row * row_scales;
-        for (int64_t b = 0; b < row_scales; ++b) {
-          float part = 0;
-          for (int64_t e = b * block; e < (b + 1) * block; ++e) part += q[e] * static_cast<float>(k[e]);
-          acc += static_cast<float>(s[b]) * part;
-        }
-        break;
-      }
-      case CacheDtype::kInt4: {
-        const uint8_t* k = static_cast<const uint8_t*>(data) + row * row_elems;
-        const c10::Half* s = scales + row * row_scales;
-        for (int64_t b = 0; b < row_scales; ++b) {
-          float part = 0;
-          for (int64_t e = b * block; e < (b + 1) * block; e += 2) {
-            const uint8_t byte = k[e / 2];
-            part += q[e] * static_cast<float>((byte & 15) - 8) + q[e + 1] * static_cast<float>((byte >> 4) - 8);
-          }
-          acc += static_cast<float>(s[b]) * part;
-        }
-        break;
-      }
-    }
-    return acc;
-  }
-
-  // out[e] += w * row[e]
-  void add_scaled(int64_t row, float w, float* out) const {
-    switch (dtype) {
-      case CacheDtype::kFloat32: {
-        const float* v = static_cast<const float*>(data) + row * row_elems;
-        for (int64_t e = 0; e < width; ++e) out[e] += w * v[e];
-        break;
-      }
-      case CacheDtype::kFloat64: {
-        const double* v = static_cast<const double*>(data) + row * row_elems;
-        for (int64_t e = 0; e < width; ++e) out[e] += w * static_cast<float>(v[e]);
-        break;
-      }
-      case CacheDtype::kFloat16: {
-        const c10::Half* v = static_cast<const c10::Half*>(data) + row * row_elems;
-        for (int64_t e = 0; e < width; ++e) out[e] += w * static_cast<float>(v[e]);
-        break;
-      }
-      case CacheDtype::kBFloat16: {
-        const c10::BFloat16* v = static_cast<const c10::BFloat16*>(data) + row * row_elems;
-        for (int64_t e = 0; e < width; ++e) out[e] += w * static_cast<float>(v[e]);
-        break;
-      }
-      case CacheDtype::kInt8: {
-        const int8_t* v = static_cast<const int8_t*>(data) + row * row_elems;
-        const c10::Half* s = scales + row * row_scales;
-        for (int64_t b = 0; b < row_scales; ++b) {
-          const float ws = w * static_cast<float>(s[b]);
-          for (int64_t e = b * block; e < (b + 1) * block; ++e) out[e] += ws * static_cast<float>(v[e]);
-        }
-        break;
-      }
-      case CacheDtype::kInt4: {
-        const uint8_t* v = static_cast<const uint8_t*>(data) + row * row_elems;
-        const c10::Half* s = scales + row * row_scales;
-        for (int64_t b = 0; b < row_scales; ++b) {
-          const float ws = w * static_cast<float>(s[b]);
-          for (int64_t e = b * block; e < (b + 1) * block; e += 2) {
-            const uint8_t byte = v[e / 2];
-            out[e] += ws * static_cast<float>((byte & 15) - 8);
-            out[e + 1] += ws * static_cast<float>((byte >> 4) - 8);
-          }
-        }
-        break;
-      }
-    }
-  }
-};
-
-RowReader reader_of(CacheDtype dtype, const at::Tensor& data, const at::Tensor& scales, int64_t width) {
-  const int64_t block = quant_block(width);
-  return {dtype,
-          data.data_ptr(),
-          scales.defined() ? scales.data_ptr<c10::Half>() : nullptr,
-          width,
-          block,
-          data.size(3),
-          scales.defined() ? scales.size(3) : 0};
-}
-
-}  // namespace
-
-// One new position per sequence: q [B,Hq,1,dk] over the held rows. Float32
-// and float64 caches go to scaled_dot_product_attention on views of the
-// storage (the query heads of one kv head as a block of queries, so shared
-// heads are read once); the other types, on the CPU, to the loop below, which
-// reads each stored row (and its block scales) once per kv head.
+// One new position per sequence: q [B,Hq,1,dk] over the held rows. On the
+// CPU each (sequence, kv head) goes to decode::attend, which reads the stored
+// rows (and block scales) in place for all the query heads that share them;
+// float64 caches (exact references) and other devices: the rows are converted and handed to scaled_dot_product_attention
+// with those query heads as a block of queries.
 at::Tensor KVCache::attend_one(int64_t layer, const at::Tensor& q, double softmax_scale) const {
   const int64_t m = held(layer), B = batch(), H = heads(), Hq = q.size(1), group = Hq / H;
+  const int64_t dk = key_dim(), dv = value_dim();
   const Storage& st = storage_[static_cast<size_t>(layer)];
-  const bool plain = settings_.dtype == CacheDtype::kFloat32 || settings_.dtype == CacheDtype::kFloat64;
-  if (plain || !st.keys.device().is_cpu()) {
-    auto k = keys(layer), v = values(layer);
-    if (k.scalar_type() != q.scalar_type()) {
-      k = k.to(q.scalar_type());
-      v = v.to(q.scalar_type());
-    }
+  if (!st.keys.device().is_cpu() || settings_.dtype == CacheDtype::kFloat64) {  // the kernel sums in float32
+    const auto type = q.scalar_type();
     SdpaOptions o;
     o.scale = softmax_scale;
-    auto out = scaled_dot_product_attention(q.reshape({B, H, group, key_dim()}), k, v, o).output;
-    return out.reshape({B, Hq, 1, value_dim()});
+    auto out = scaled_dot_product_attention(q.reshape({B, H, group, dk}), keys(layer).to(type), values(layer).to(type), o);
+    return out.output.reshape({B, Hq, 1, dv});
   }
-  const auto qf = q.to(at::kFloat).reshape({B, H, group, key_dim()}).contiguous();
-  auto out = at::zeros({B, H, group, value_dim()}, at::kFloat);
-  const RowReader kr = reader_of(settings_.dtype, st.keys, st.key_scales, key_dim());
-  const RowReader vr = reader_of(settings_.dtype, st.values, st.value_scales, value_dim());
+  const auto qf = q.to(at::kFloat).reshape({B, H, group, dk}).contiguous();
+  auto out = at::empty({B, H, group, dv}, at::kFloat);
+  auto rows_of = [&](const at::Tensor& data, const at::Tensor& scales, int64_t width) {
+    decode::StoredRows r;
+    r.dtype = settings_.dtype;
+    r.data = data.data_ptr();
+    r.scales = scales.defined() ? scales.data_ptr<c10::Half>() : nullptr;
+    r.width = width;
+    r.row_elems = data.size(3);
+    r.row_scales = scales.defined() ? scales.size(3) : 0;
+    r.block = quant_block(width);
+    return r;
+  };
+  const decode::StoredRows k = rows_of(st.keys, st.key_scales, dk), v = rows_of(st.values, st.value_scales, dv);
   const float* qp = qf.data_ptr<float>();
   float* op = out.data_ptr<float>();
-  const int64_t cap = capacity_, dk = key_dim(), dv = value_dim();
-  const float scale = static_cast<float>(softmax_scale);
+  const int64_t cap = capacity_;
   at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(static_cast<size_t>(group * m));
     for (int64_t bh = begin; bh < end; ++bh) {
-      const int64_t row0 = bh * cap;  // storage is [B,H,cap,...]: rows of (b,h) are contiguous
-      const float* qh = qp + bh * group * dk;
-      for (int64_t j = 0; j < m; ++j)
-        for (int64_t g = 0; g < group; ++g)
-          scores[static_cast<size_t>(g * m + j)] = scale * kr.dot(row0 + j, qh + g * dk);
-      for (int64_t g = 0; g < group; ++g) {
-        float* s = scores.data() + g * m;
-        const float top = m > 0 ? *std::max_element(s, s + m) : 0.f;
-        float sum = 0;
-        for (int64_t j = 0; j < m; ++j) sum += (s[j] = std::exp(s[j] - top));
-        for (int64_t j = 0; j < m; ++j) s[j] /= sum;
-      }
-      float* oh = op + bh * group * dv;
-      for (int64_t j = 0; j < m; ++j)
-        for (int64_t g = 0; g < group; ++g) vr.add_scaled(row0 + j, scores[static_cast<size_t>(g * m + j)], oh + g * dv);
+      // Storage is [B,H,capacity,...]: the rows of (b, h) start at bh * capacity.
+      decode::StoredRows kh = k, vh = v;
+      kh.data = advance(k, bh * cap);
+      vh.data = advance(v, bh * cap);
+      if (k.scales) kh.scales = k.scales + bh * cap * k.row_scales;
+      if (v.scales) vh.scales = v.scales + bh * cap * v.row_scales;
+      decode::attend(qp + bh * group * dk, group, kh, vh, m, static_cast<float>(softmax_scale), op + bh * group * dv);
     }
   });
   return out.reshape({B, Hq, 1, dv}).to(q.scalar_type());

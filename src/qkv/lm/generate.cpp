@@ -13,6 +13,10 @@
 namespace qkv::lm {
 namespace {
 
+// Prompt positions read per forward pass with the cache (our choice: square
+// score blocks of 512 x 512 floats, 1 MiB a head).
+constexpr size_t kPrefillBlock = 512;
+
 attention::KVCacheShape cache_shape(const models::TransformerLMOptions& mo, attention::CacheDtype dtype,
                                     int64_t positions) {
   return {mo.layers, 1, mo.head_kv(), mo.head_dk(), mo.head_dv(), positions, dtype, mo.window, mo.sinks};
@@ -110,8 +114,15 @@ Generation generate(models::TransformerLM& model, const std::vector<int64_t>& pr
   auto next_logits = [&]() {
     at::Tensor logits;
     if (cache) {
-      logits = model.forward_tokens(as_tensor(sequence.begin() + static_cast<long>(fed), sequence.end()), cache.get());
-      fed = sequence.size();
+      // A long prompt in blocks: a block attends its own positions and the
+      // cache's, so a windowed or quantised cache never needs a square
+      // score matrix of the whole prompt.
+      while (fed < sequence.size()) {
+        const size_t n = std::min(sequence.size() - fed, kPrefillBlock);
+        const auto from = sequence.begin() + static_cast<long>(fed);
+        logits = model.forward_tokens(as_tensor(from, from + static_cast<long>(n)), cache.get());
+        fed += n;
+      }
     } else {
       logits = model.forward_tokens(as_tensor(sequence.begin(), sequence.end()));
     }
