@@ -146,8 +146,10 @@ Generation generate(models::TransformerLM& model, const std::vector<int64_t>& pr
   return out;
 }
 
-std::string complete(models::TransformerLM& model, const std::string& prompt, int64_t max_new) {
+std::string complete(models::TransformerLM& model, const std::string& prompt, int64_t max_new,
+                     std::optional<attention::CacheDtype> cache_dtype) {
   GenerateOptions o;
+  o.cache_dtype = cache_dtype;
   o.max_new = max_new;
   o.temperature = 0;
   o.stop_token = data::kLmTerminator;
@@ -156,6 +158,42 @@ std::string complete(models::TransformerLM& model, const std::string& prompt, in
   std::string text;
   for (int64_t t : result.tokens) text += static_cast<char>(t);
   return text;
+}
+
+namespace {
+
+class DecodingWithCache : public models::Model {
+ public:
+  DecodingWithCache(std::shared_ptr<models::TransformerLM> lm, attention::CacheDtype dtype)
+      : lm_(register_module("lm", std::move(lm))), dtype_(dtype) {}
+
+  at::Tensor forward(const data::Batch& batch) override {
+    const auto tokens = batch.input("tokens");
+    const auto& mo = lm_->options();
+    attention::KVCacheSettings s;
+    s.layers = mo.layers;
+    s.batch = tokens.size(0);
+    s.kv_heads = mo.head_kv();
+    s.dk = mo.head_dk();
+    s.dv = mo.head_dv();
+    s.dtype = dtype_;
+    s.device = tokens.device();
+    s.window = mo.window;
+    s.sinks = mo.sinks;
+    s.initial_length = tokens.size(1);
+    attention::KVCache cache(s);
+    return lm_->forward_tokens(tokens, &cache);
+  }
+
+ private:
+  std::shared_ptr<models::TransformerLM> lm_;
+  attention::CacheDtype dtype_;
+};
+
+}  // namespace
+
+models::ModelPtr decoding_with_cache(std::shared_ptr<models::TransformerLM> model, attention::CacheDtype dtype) {
+  return std::make_shared<DecodingWithCache>(std::move(model), dtype);
 }
 
 }  // namespace qkv::lm

@@ -62,7 +62,16 @@ int64_t pick_token(const at::Tensor& logits, const GenerateOptions& options, at:
 // with the cached one.
 Generation generate(models::TransformerLM& model, const std::vector<int64_t>& prompt, const GenerateOptions& options);
 
-// Greedy answers for the built-in tasks: generate until the terminator.
-std::string complete(models::TransformerLM& model, const std::string& prompt, int64_t max_new);
+// Greedy answers for the built-in tasks: generate until the terminator, with
+// a cache of `cache_dtype` (default the model's parameter type).
+std::string complete(models::TransformerLM& model, const std::string& prompt, int64_t max_new,
+                     std::optional<attention::CacheDtype> cache_dtype = std::nullopt);
+
+// The model as a decoder with a cache of `dtype` computes it: forward(batch)
+// reads each sequence through a fresh cache in one pass, every position
+// attending the keys and values as that cache stores them (what decoding
+// with it sees), so that the trainer's evaluation measures the cache's
+// quality cost (loss, bits per byte, teacher-forced exact match).
+models::ModelPtr decoding_with_cache(std::shared_ptr<models::TransformerLM> model, attention::CacheDtype dtype);
 
 }  // namespace qkv::lm
