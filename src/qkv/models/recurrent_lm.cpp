@@ -72,6 +72,7 @@ int64_t recurrent_hidden_for_parameters(RecurrentLMOptions o, int64_t target) {
   int64_t fits = 1, exceeds = 2;
   while (parameters(exceeds) <= target) {
     fits = exceeds;
+    if (exceeds > kSaturated / 2) return fits;  // a target no count reaches (a saturated one)
     exceeds *= 2;
   }
   while (exceeds - fits > 1) {
