@@ -31,10 +31,11 @@ nlohmann::json RecurrentLMOptions::to_json() const {
 
 OptionHelpList RecurrentLMOptions::option_help() {
   return {{"vocab", "vocabulary size (256: one token per byte)"},
-          {"embed", "embedding width, the first recurrent layer's input"},
-          {"hidden", "state size of each recurrent layer"},
-          {"layers", "stacked recurrent layers"},
-          {"cell", "lstm (Hochreiter and Schmidhuber) or gru (Cho et al.)"},
+          {"embed", "embedding width, the first recurrent layer's input", "our choice: lm train's --d-model"},
+          {"hidden", "state size of each recurrent layer",
+           "our choice; lm train picks the largest within the transformer's parameter count"},
+          {"layers", "stacked recurrent layers", "our choice: lm train's --layers"},
+          {"cell", "lstm (Hochreiter and Schmidhuber) or gru (Cho et al.)", "the registry name: gru-lm a GRU"},
           {"dropout", "dropout between recurrent layers and on the top layer's output"}};
 }
 
