@@ -140,7 +140,8 @@ json finding(const std::vector<Row>& rows) {
   int64_t lstm_fails = 0, transformer_holds = 0;
   for (const auto& r : rows) {
     if (r.task != "copy") continue;
-    if (r.model == "lstm-lm" && r.exact_match < 0.5 && (lstm_fails == 0 || r.length < lstm_fails)) lstm_fails = r.length;
+    if (r.model == "lstm-lm" && r.exact_match < 0.5 && (lstm_fails == 0 || r.length < lstm_fails))
+      lstm_fails = r.length;
     if (r.model == "transformer-lm" && r.exact_match >= 0.95) transformer_holds = std::max(transformer_holds, r.length);
   }
   json f = {{"lstm_below_50_percent_from_length", lstm_fails > 0 ? json(lstm_fails) : json()},
@@ -322,7 +323,9 @@ void write_outputs(const std::string& out, const std::vector<Row>& rows, const j
 }
 
 int usage(const std::string& why) {
-  std::fprintf(stderr, "bench_lm_memory_sweep: error: %s\nusage: bench_lm_memory_sweep OUT [--overwrite] [--threads N] [--quick]\n",
+  std::fprintf(stderr,
+               "bench_lm_memory_sweep: error: %s\n"
+               "usage: bench_lm_memory_sweep OUT [--overwrite] [--threads N] [--quick]\n",
                why.c_str());
   return 2;
 }

@@ -112,7 +112,8 @@ TEST(RecurrentGenerate, StopTokenAndBadOptions) {
   o.stop_token = all.tokens[3];
   const auto stopped = lm::generate_recurrent(*lm, {'a', 'b'}, o);
   EXPECT_LE(stopped.tokens.size(), 3u);
-  EXPECT_EQ(stopped.tokens, std::vector<int64_t>(all.tokens.begin(), all.tokens.begin() + static_cast<long>(stopped.tokens.size())));
+  EXPECT_EQ(stopped.tokens,
+            std::vector<int64_t>(all.tokens.begin(), all.tokens.begin() + static_cast<long>(stopped.tokens.size())));
   o = {};
   EXPECT_THROW(lm::generate_recurrent(*lm, {}, o), UsageError);
   EXPECT_THROW(lm::generate_recurrent(*lm, {300}, o), UsageError);
@@ -184,7 +185,8 @@ TEST(RecurrentLM, BadOptionsAreUsageErrorsNamingTheKey) {
   auto refused = [&](const nlohmann::json& j, const std::string& model = "lstm-lm") {
     return usage_error_of([&] { RecurrentLMOptions::from_json(j, model); });
   };
-  EXPECT_NE(refused({{"cell", "rnn"}}).find("lstm-lm option 'cell' = \"rnn\": expected lstm or gru"), std::string::npos);
+  EXPECT_NE(refused({{"cell", "rnn"}}).find("lstm-lm option 'cell' = \"rnn\": expected lstm or gru"),
+            std::string::npos);
   for (const char* key : {"hidden", "embed", "layers", "vocab"}) {
     SCOPED_TRACE(key);
     EXPECT_NE(refused({{key, -1}}).find(std::string("option '") + key + "'"), std::string::npos);

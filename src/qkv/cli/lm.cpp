@@ -106,8 +106,8 @@ void register_train(CLI::App* parent, Action& action) {
     r.model_name = model.name;
     r.model_options = model.options;
     if (model.name != "transformer-lm" && r.train.parallel.rank == 0)
-      std::fprintf(stderr, "%s: %s with hidden %lld: %s parameters; the transformer-lm of these options: %s\n",
-                   tasks::kLmCommand, model.name.c_str(), static_cast<long long>(model.options.at("hidden").get<int64_t>()),
+      std::fprintf(stderr, "%s: %s with hidden %s: %s parameters; the transformer-lm of these options: %s\n",
+                   tasks::kLmCommand, model.name.c_str(), model.options.at("hidden").dump().c_str(),
                    train::format_integer(model.parameters).c_str(), train::format_integer(model.budget).c_str());
     r.data = data.to_json();
   };
@@ -321,7 +321,8 @@ void register_inspect_mlp(CLI::App* parent, Action& action) {
 }  // namespace
 
 void register_lm(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("lm", "the autoregressive transformer (and its LSTM/GRU baseline): train, eval, generate, cache-size, inspect-mlp");
+  auto* cmd = app.add_subcommand(
+      "lm", "the autoregressive transformer (and its LSTM/GRU baseline): train, eval, generate, cache-size, inspect-mlp");
   cmd->require_subcommand(1);
   register_train(cmd, action);
   register_eval(cmd, action);

@@ -88,11 +88,15 @@ RecurrentLM::RecurrentLM(const RecurrentLMOptions& o) : options_(o) {
   // LibTorch warns about dropout between layers when there is one layer.
   const double between = o.layers > 1 ? o.dropout : 0.0;
   if (o.cell == "gru")
-    gru_ = register_module(
-        "rnn", torch::nn::GRU(torch::nn::GRUOptions(o.embed, o.hidden).num_layers(o.layers).batch_first(true).dropout(between)));
+    gru_ = register_module("rnn", torch::nn::GRU(torch::nn::GRUOptions(o.embed, o.hidden)
+                                                     .num_layers(o.layers)
+                                                     .batch_first(true)
+                                                     .dropout(between)));
   else
-    lstm_ = register_module(
-        "rnn", torch::nn::LSTM(torch::nn::LSTMOptions(o.embed, o.hidden).num_layers(o.layers).batch_first(true).dropout(between)));
+    lstm_ = register_module("rnn", torch::nn::LSTM(torch::nn::LSTMOptions(o.embed, o.hidden)
+                                                       .num_layers(o.layers)
+                                                       .batch_first(true)
+                                                       .dropout(between)));
   drop_ = register_module("drop", torch::nn::Dropout(o.dropout));
   out_ = register_module("out", torch::nn::Linear(o.hidden, o.vocab));
 }
