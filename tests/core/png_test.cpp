@@ -402,3 +402,33 @@ TEST(RgbImage, WrittenAsPngReadsBackBitEqual) {
 }
 
 }  // namespace
+
+TEST(RgbImage, LinesAndDiscsCoverTheirOutlineOnly) {
+  RgbImage image(40, 20);
+  draw_line(image, 5, 10.25, 35, 10.25, kBlack, 3);
+  // On the line: full colour; a pixel off it: untouched; the rim: in between.
+  EXPECT_EQ(image.at(20, 10), kBlack);
+  EXPECT_EQ(image.at(20, 9), kBlack);
+  EXPECT_EQ(image.at(20, 5), kWhite);
+  EXPECT_EQ(image.at(38, 10), kWhite);
+  const Rgb rim = image.at(20, 8);
+  EXPECT_GT(rim[0], 0);
+  EXPECT_LT(rim[0], 255);
+  // A diagonal reaches both ends; NaN draws nothing; far outside is clipped.
+  RgbImage diagonal(20, 20);
+  draw_line(diagonal, 0.5, 0.5, 19.5, 19.5, kBlack);
+  EXPECT_EQ(diagonal.at(0, 0), kBlack);
+  EXPECT_EQ(diagonal.at(19, 19), kBlack);
+  EXPECT_EQ(diagonal.at(19, 0), kWhite);
+  const auto before = diagonal.pixels;
+  draw_line(diagonal, NAN, 0, 5, 5, kBlack);
+  draw_line(diagonal, -1e12, -1e12, -1e12 + 1, -1e12, kBlack, 1e6);
+  fill_disc(diagonal, INFINITY, 3, 2, kBlack);
+  EXPECT_EQ(diagonal.pixels, before);
+  RgbImage disc(20, 20);
+  fill_disc(disc, 10, 10, 4, kBlack);
+  EXPECT_EQ(disc.at(10, 10), kBlack);
+  EXPECT_EQ(disc.at(9, 9), kBlack);
+  EXPECT_EQ(disc.at(10, 16), kWhite);
+  EXPECT_EQ(disc.at(16, 10), kWhite);
+}

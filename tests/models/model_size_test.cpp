@@ -94,6 +94,13 @@ const std::map<std::string, std::vector<json>>& option_sets() {
       merged(mhca_x, {{"site_linear", true}, {"site_dropout", 0.3}, {"attention", "uniform"}, {"values", "zero"}}),
       merged(mhca_x, {{"volume_shape", {12, 12, 12}}, {"padding", 0}, {"channels", {2, 3}}, {"features", 300}}),
   };
+  // Both cells under both names, one layer and several, a vocabulary of its own.
+  static const std::vector<json> recurrent_variants = {
+      {{"embed", 8}, {"hidden", 8}},
+      {{"embed", 5}, {"hidden", 7}, {"layers", 1}, {"cell", "lstm"}},
+      {{"embed", 5}, {"hidden", 7}, {"layers", 3}, {"cell", "gru"}, {"dropout", 0.1}},
+      {{"embed", 3}, {"hidden", 4}, {"vocab", 11}},
+  };
   auto each = [](const json& base, const std::vector<json>& changes) {
     std::vector<json> out;
     for (const auto& c : changes) out.push_back(merged(base, c));
@@ -110,6 +117,8 @@ const std::map<std::string, std::vector<json>>& option_sets() {
         {{"d_model", 16}, {"layers", 2}, {"heads", 2}, {"dk", 3}, {"dv", 5}, {"mlp_hidden", 7}, {"vocab", 11}},
         {{"d_model", 12}, {"heads", 3}, {"layers", 1}, {"dropout", 0.1}},
         {{"d_model", 6}, {"heads", 4}, {"dk", 2}, {"dv", 3}, {"layers", 1}}}},
+      {"lstm-lm", recurrent_variants},
+      {"gru-lm", recurrent_variants},
       {"vnt", each(vnt, vnt_variants)},
       {"vnt+n", each(vnt, vnt_variants)},
       {"vn-dgcnn", {{{"k", 4}}, {{"pooling", "max"}}, {{"classes", 10}, {"dropout", 0.0}}}},
@@ -210,6 +219,8 @@ TEST(ModelSize, HugeOptionsAreSizedWithoutBuilding) {
       {"xyz-transformer-seg", {{"layers", 100000000}}},
       {"transformer-lm", {{"d_model", 10000000000}}},
       {"transformer-lm", {{"layers", 100000000}}},
+      {"lstm-lm", {{"hidden", 100000000}}},
+      {"gru-lm", {{"layers", 100000000}}},
       {"mlp", {{"hidden", 100000000}}},
       // 3 convolutions on a padded 8^3 volume: 2 x 2 x 2 tokens.
       {"mhca", {{"channels", {4096, 4096, 4096}}, {"volume_shape", {8, 8, 8}}, {"padding", 1}, {"features", 8}}},
@@ -253,6 +264,8 @@ TEST(ModelSize, CountsThatDoNotFitSaturate) {
       {"xyz-transformer", {{"d_model", 4000000000}}},
       {"transformer-lm", {{"d_model", int64_t{1} << 40}}},
       {"transformer-lm", {{"layers", kMax}}},
+      {"lstm-lm", {{"hidden", int64_t{1} << 40}}},
+      {"gru-lm", {{"layers", kMax}}},
       {"mlp", {{"hidden", 4000000000}}},
       {"mlp", {{"layers", kMax}}},
       {"concatnet", {{"features", kMax}}},

@@ -38,6 +38,8 @@ const std::map<std::string, nlohmann::json>& small_options() {
   static const std::map<std::string, nlohmann::json> table = {
       {"mlp", {{"hidden", 8}}},
       {"transformer-lm", {{"d_model", 16}, {"layers", 1}}},
+      {"lstm-lm", {{"embed", 8}, {"hidden", 8}}},
+      {"gru-lm", {{"embed", 8}, {"hidden", 8}}},
       {"vnt", vnt},
       {"vnt+n", vnt},
       {"vn-dgcnn", {{"k", 4}}},
@@ -191,7 +193,7 @@ TEST(Registry, ModelsForTask) {
             (std::vector<std::string>{"vnt-seg", "vn-dgcnn-seg", "xyz-transformer-seg"}));
   EXPECT_EQ(models::models_for_task("mhca"), (std::vector<std::string>{"mhca", "concatnet", "spectnet", "mhca-x",
                                                                        "mhca-x-uniform", "mhca-x-no-values"}));
-  EXPECT_EQ(models::models_for_task("lm"), std::vector<std::string>{"transformer-lm"});
+  EXPECT_EQ(models::models_for_task("lm"), (std::vector<std::string>{"transformer-lm", "lstm-lm", "gru-lm"}));
   EXPECT_EQ(models::models_for_task("spirals"), std::vector<std::string>{"mlp"});
   EXPECT_THROW(models::models_for_task("regression"), std::invalid_argument);
   // Every model belongs to exactly one listed task.

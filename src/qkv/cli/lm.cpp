@@ -1,5 +1,6 @@
 // qkv lm train|eval|generate|cache-size|inspect-mlp: the decoder-only
-// transformer of the attention core, on byte-level built-in tasks or text.
+// transformer of the attention core, on byte-level built-in tasks or text;
+// train and eval also take its recurrent baseline (--model lstm|gru).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <limits>
@@ -20,8 +21,11 @@
 #include "qkv/lm/exact_match.h"
 #include "qkv/lm/generate.h"
 #include "qkv/lm/mlp_memory.h"
+#include "qkv/lm/recurrent_generate.h"
+#include "qkv/models/recurrent_lm.h"
 #include "qkv/models/transformer_lm.h"
 #include "qkv/tasks/lm_task.h"
+#include "qkv/train/html_kit.h"
 #include "qkv/train/run.h"
 
 namespace qkv::cli {
@@ -29,23 +33,38 @@ namespace {
 
 using tasks::LmData;
 
+// Any model `lm train` makes: the transformer or a recurrent baseline.
+models::ModelPtr load_lm_model(const std::string& checkpoint, nlohmann::json* config) {
+  return train::load_model_from_checkpoint(checkpoint, config, tasks::kLmCommand);
+}
+
 std::shared_ptr<models::TransformerLM> load_lm(const std::string& checkpoint, nlohmann::json* config) {
-  auto model = std::dynamic_pointer_cast<models::TransformerLM>(
-      train::load_model_from_checkpoint(checkpoint, config, tasks::kLmCommand));
-  if (!model) throw DataError(checkpoint + ": not a language-model checkpoint");
+  auto model = std::dynamic_pointer_cast<models::TransformerLM>(load_lm_model(checkpoint, config));
+  if (!model)
+    throw UsageError(checkpoint + ": its model is " + config->at("model").at("name").get<std::string>() +
+                     "; this command reads transformer-lm checkpoints only");
   return model;
+}
+
+// A task's answer by greedy decoding, through the KV cache or the recurrent state.
+std::string complete_answer(models::Model& model, const std::string& prompt, int64_t max_new) {
+  if (auto* recurrent = dynamic_cast<models::RecurrentLM*>(&model))
+    return lm::complete_recurrent(*recurrent, prompt, max_new);
+  return lm::complete(dynamic_cast<models::TransformerLM&>(model), prompt, max_new);
 }
 
 void register_train(CLI::App* parent, Action& action) {
   struct State {
     LmData data;
-    models::TransformerLMOptions model;
+    models::TransformerLMOptions model;  // the transformer, or the budget of a recurrent model
+    std::string kind = "transformer";
+    int64_t hidden = 0;
   };
   auto s = std::make_shared<State>();
   s->model.d_model = 64;
   TrainCommand spec;
   spec.command = tasks::kLmCommand;
-  spec.description = "train the byte-level transformer on a built-in task or a text file";
+  spec.description = "train the byte-level transformer (or an LSTM/GRU baseline) on a built-in task or a text file";
   spec.default_out = "runs/lm";
   // Defaults that learn `copy` to ~99% exact match in about 20 s on one core (our choice).
   spec.defaults.epochs = 20;
@@ -61,8 +80,17 @@ void register_train(CLI::App* parent, Action& action) {
     cmd->get_option("--text")->check(CLI::ExistingFile);
   };
   spec.add_model_options = [s](CLI::App* cmd) {
-    add_ranged_option(cmd, "--d-model", s->model.d_model, "model width D", 1, 65536);
-    add_ranged_option(cmd, "--layers", s->model.layers, "transformer blocks L", 1, 1024);
+    cmd->add_option("--model", s->kind,
+                    "transformer, or a recurrent baseline with the transformer's parameter count: lstm or gru")
+        ->capture_default_str();
+    remember_flag(cmd, "model", "--model");
+    add_ranged_option(cmd, "--hidden", s->hidden,
+                      "lstm/gru: state size per layer; 0 = the largest within the parameter count of the transformer "
+                      "that the other model options describe",
+                      0, 1 << 20);
+    remember_flag(cmd, "hidden", "--hidden");
+    add_ranged_option(cmd, "--d-model", s->model.d_model, "model width D (lstm/gru: embedding width)", 1, 65536);
+    add_ranged_option(cmd, "--layers", s->model.layers, "transformer blocks L (lstm/gru: recurrent layers)", 1, 1024);
     add_ranged_option(cmd, "--heads", s->model.heads, "attention heads h", 1, 1024);
     add_ranged_option(cmd, "--kv-heads", s->model.kv_heads,
                       "key/value heads, a divisor of h (1 = multi-query); 0 = h", 0, 1024);
@@ -82,8 +110,13 @@ void register_train(CLI::App* parent, Action& action) {
     data.seed = r.seed;
     data.validate();
     if (data.is_task() && !cmd.count("--select-metric")) r.train.select_metric = "exact_match";
-    r.model_name = "transformer-lm";
-    r.model_options = s->model.to_json();
+    const auto model = tasks::lm_model(s->kind, s->model, s->hidden);
+    r.model_name = model.name;
+    r.model_options = model.options;
+    if (model.name != "transformer-lm" && r.train.parallel.rank == 0)
+      std::fprintf(stderr, "%s: %s with hidden %s: %s parameters; the transformer-lm of these options: %s\n",
+                   tasks::kLmCommand, model.name.c_str(), model.options.at("hidden").dump().c_str(),
+                   train::format_integer(model.parameters).c_str(), train::format_integer(model.budget).c_str());
     r.data = data.to_json();
   };
   spec.load = [](train::RunRequest& r, const LoadContext&) {
@@ -104,7 +137,7 @@ void register_eval(CLI::App* parent, Action& action) {
     action = [o] {
       const c10::Device device = apply_common_options(o->common);
       nlohmann::json config;
-      auto model = load_lm(o->checkpoint, &config);
+      auto model = load_lm_model(o->checkpoint, &config);
       model->to(device);
       const auto data = LmData::from_json(config.at("data"));
       // Tasks: the instances themselves are needed below for greedy decoding.
@@ -115,10 +148,10 @@ void register_eval(CLI::App* parent, Action& action) {
       auto metrics = train::evaluate(*model, *part, config.at("train").at("batch_size"), device, data.metrics());
       metrics["bits_per_byte"] = metrics.at("loss").get<double>() / std::log(2.0);
       if (data.is_task()) {
-        // Exact match again, by real greedy decoding with the KV cache.
+        // Exact match again, by real greedy decoding (KV cache or recurrent state).
         const auto& list = o->split == "train" ? examples.train : o->split == "val" ? examples.val : examples.test;
         int64_t right = 0;
-        for (const auto& e : list) right += lm::complete(*model, e.prompt, static_cast<int64_t>(e.answer.size()) + 1) == e.answer;
+        for (const auto& e : list) right += complete_answer(*model, e.prompt, static_cast<int64_t>(e.answer.size()) + 1) == e.answer;
         metrics["generated_exact_match"] = list.empty() ? 0.0 : static_cast<double>(right) / static_cast<double>(list.size());
       }
       metrics["split"] = o->split;
@@ -410,7 +443,8 @@ void register_inspect_mlp(CLI::App* parent, Action& action) {
 }  // namespace
 
 void register_lm(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("lm", "the autoregressive transformer: train, eval, generate, cache-size, inspect-mlp");
+  auto* cmd = app.add_subcommand(
+      "lm", "the autoregressive transformer (and its LSTM/GRU baseline): train, eval, generate, cache-size, inspect-mlp");
   cmd->require_subcommand(1);
   register_train(cmd, action);
   register_eval(cmd, action);

@@ -369,6 +369,43 @@ void draw_rect_outline(RgbImage& image, int64_t x, int64_t y, int64_t w, int64_t
   fill_rect(image, right, y, 1, h, colour);
 }
 
+namespace {
+
+// Blends every pixel whose centre is within reach of the shape into `colour`,
+// by the coverage that `covered(cx, cy)` gives its centre; the box [x0, x1] x
+// [y0, y1] (image coordinates) bounds the shape and is clipped to the image.
+template <typename Coverage>
+void blend_shape(RgbImage& image, double x0, double y0, double x1, double y1, Rgb colour, Coverage covered) {
+  const auto lo = [](double v) { return static_cast<int64_t>(std::floor(std::max(v, -1.0))); };
+  const auto hi = [](double v, int64_t size) { return static_cast<int64_t>(std::ceil(std::min(v, static_cast<double>(size)))); };
+  for (int64_t y = lo(y0); y <= hi(y1, image.height); ++y)
+    for (int64_t x = lo(x0); x <= hi(x1, image.width); ++x) {
+      const double coverage = covered(static_cast<double>(x) + 0.5, static_cast<double>(y) + 0.5);
+      if (coverage > 0) image.blend(x, y, colour, coverage);
+    }
+}
+
+}  // namespace
+
+void draw_line(RgbImage& image, double x0, double y0, double x1, double y1, Rgb colour, double width) {
+  if (!std::isfinite(x0) || !std::isfinite(y0) || !std::isfinite(x1) || !std::isfinite(y1)) return;
+  const double half = std::max(width, 1.0) / 2, reach = half + 1;
+  const double dx = x1 - x0, dy = y1 - y0, length2 = dx * dx + dy * dy;
+  blend_shape(image, std::min(x0, x1) - reach, std::min(y0, y1) - reach, std::max(x0, x1) + reach,
+              std::max(y0, y1) + reach, colour, [&](double cx, double cy) {
+                // Distance from the centre to the nearest point of the segment.
+                const double t = length2 > 0 ? std::clamp(((cx - x0) * dx + (cy - y0) * dy) / length2, 0.0, 1.0) : 0.0;
+                const double d = std::hypot(cx - (x0 + t * dx), cy - (y0 + t * dy));
+                return std::clamp(half + 0.5 - d, 0.0, 1.0);
+              });
+}
+
+void fill_disc(RgbImage& image, double x, double y, double radius, Rgb colour) {
+  if (!std::isfinite(x) || !std::isfinite(y) || !(radius > 0)) return;
+  blend_shape(image, x - radius - 1, y - radius - 1, x + radius + 1, y + radius + 1, colour,
+              [&](double cx, double cy) { return std::clamp(radius + 0.5 - std::hypot(cx - x, cy - y), 0.0, 1.0); });
+}
+
 void paste(RgbImage& dst, const RgbImage& src, int64_t x, int64_t y) {
   const auto [x0, x1] = clip(x, src.width, dst.width);
   const auto [y0, y1] = clip(y, src.height, dst.height);

@@ -84,6 +84,16 @@ void draw_text(RgbImage& image, int64_t x, int64_t y, const std::string& text, R
 void fill_rect(RgbImage& image, int64_t x, int64_t y, int64_t w, int64_t h, Rgb colour);
 // The 1-pixel border of that rectangle (its outermost rows and columns).
 void draw_rect_outline(RgbImage& image, int64_t x, int64_t y, int64_t w, int64_t h, Rgb colour);
+// A straight line `width` pixels wide (at least 1) from (x0, y0) to (x1, y1),
+// in continuous coordinates (pixel (x, y) covers [x, x+1) x [y, y+1), its
+// centre at (x + 0.5, y + 0.5)), anti-aliased: each pixel is blended by how
+// far its centre lies inside the line's outline, with round caps, so that
+// the segments of a polyline join without gaps. Nothing for a NaN or
+// infinite end.
+void draw_line(RgbImage& image, double x0, double y0, double x1, double y1, Rgb colour, double width = 1.0);
+// A filled disc of `radius` pixels around (x, y), anti-aliased at its rim
+// (coordinates as draw_line's). Nothing for a NaN or infinite centre.
+void fill_disc(RgbImage& image, double x, double y, double radius, Rgb colour);
 // Copies src into dst with src's top-left corner at (x, y).
 void paste(RgbImage& dst, const RgbImage& src, int64_t x, int64_t y);
 

@@ -14,6 +14,7 @@
 #include "qkv/models/mlp.h"
 #include "qkv/models/model.h"
 #include "qkv/models/part_seg.h"
+#include "qkv/models/recurrent_lm.h"
 #include "qkv/models/transformer_lm.h"
 #include "qkv/models/vn_dgcnn.h"
 #include "qkv/models/vnt_net.h"
@@ -95,6 +96,20 @@ ModelEntry mhca_x_entry(const std::string& name, std::string description) {
       [name](const nlohmann::json& j, int64_t /*points*/) { return mhca_x_size(MHCAXOptions::from_json(j, name)); });
 }
 
+// The recurrent LM under the name that sets the default of "cell".
+ModelEntry recurrent_lm_entry(const std::string& name, std::string description) {
+  return entry(
+      name, std::move(description), "lm", {"tokens"},
+      [name](const nlohmann::json& j) -> ModelPtr {
+        return std::make_shared<RecurrentLM>(RecurrentLMOptions::from_json(j, name));
+      },
+      [name](const nlohmann::json& j) { return RecurrentLMOptions::from_json(j, name).to_json(); },
+      RecurrentLMOptions::option_help(),
+      [name](const nlohmann::json& j, int64_t points) {
+        return recurrent_lm_size(RecurrentLMOptions::from_json(j, name), points);
+      });
+}
+
 }  // namespace
 
 std::vector<std::string> ModelEntry::inputs_with(const nlohmann::json& options) const {
@@ -129,6 +144,8 @@ const std::vector<ModelEntry>& model_registry() {
                              without_points(&mlp_size)),
       entry<TransformerLM, TransformerLMOptions>("transformer-lm", "decoder-only byte-level transformer", "lm",
                                                  {"tokens"}, &transformer_lm_size),
+      recurrent_lm_entry("lstm-lm", "byte-level LSTM: the fixed-memory baseline of transformer-lm"),
+      recurrent_lm_entry("gru-lm", "byte-level GRU: the fixed-memory baseline of transformer-lm"),
       vnt_entry("vnt", "VNT-Net: rotation-invariant vector-neuron transformer on xyz", {"points"}),
       vnt_entry("vnt+n", "VNT-Net+N: VNT-Net on xyz and normals", {"points", "normals"}),
       entry<VNDGCNN, VNDGCNNOptions>("vn-dgcnn", "Vector Neurons' rotation-invariant DGCNN classifier",

@@ -2,8 +2,11 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+
 #include "qkv/core/errors.h"
 #include "qkv/lm/exact_match.h"
+#include "qkv/models/recurrent_lm.h"
 
 namespace qkv::tasks {
 
@@ -23,6 +26,39 @@ data::Splits LmData::make() const {
 train::MetricFactory LmData::metrics() const {
   if (!is_task()) return {};
   return [] { return std::make_unique<lm::ExactMatchMetric>(); };
+}
+
+const std::vector<std::string>& lm_model_kinds() {
+  static const std::vector<std::string> kinds = {"transformer", "lstm", "gru"};
+  return kinds;
+}
+
+LmModel lm_model(const std::string& kind, const models::TransformerLMOptions& transformer, int64_t hidden) {
+  if (std::find(lm_model_kinds().begin(), lm_model_kinds().end(), kind) == lm_model_kinds().end())
+    throw ConfigError("model", kind + ": expected transformer, lstm or gru");
+  if (hidden < 0) throw ConfigError("hidden", "must be at least 0 (0: the transformer's parameter count)");
+  // From JSON, so that the registry's checks apply as to any run's options.
+  const auto transformer_json = models::TransformerLMOptions::from_json(transformer.to_json()).to_json();
+  LmModel m;
+  m.budget = models::transformer_lm_size(transformer, 1).parameters;
+  if (kind == "transformer") {
+    if (hidden != 0) throw ConfigError("hidden", "sets the recurrent models' state; the transformer has none");
+    m.name = "transformer-lm";
+    m.options = transformer_json;
+    m.parameters = m.budget;
+    return m;
+  }
+  m.name = kind + "-lm";
+  models::RecurrentLMOptions r;
+  r.cell = kind;
+  r.vocab = transformer.vocab;
+  r.embed = transformer.d_model;
+  r.layers = transformer.layers;
+  r.dropout = transformer.dropout;
+  r.hidden = hidden > 0 ? hidden : models::recurrent_hidden_for_parameters(r, m.budget);
+  m.options = models::RecurrentLMOptions::from_json(r.to_json(), m.name).to_json();
+  m.parameters = models::recurrent_lm_size(r, 1).parameters;
+  return m;
 }
 
 }  // namespace qkv::tasks

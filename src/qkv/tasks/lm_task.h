@@ -8,6 +8,7 @@
 #include "qkv/core/fields.h"
 #include "qkv/data/dataset.h"
 #include "qkv/data/lm_data.h"
+#include "qkv/models/transformer_lm.h"
 #include "qkv/train/metrics.h"
 
 namespace qkv::tasks {
@@ -41,5 +42,25 @@ void visit_fields(LmData& d, V&& visit) {
   visit(Field{"context", "text: training window in bytes"}.range(1, 1 << 20), d.context);
   visit(Field{"seed", "", ""}, d.seed);  // --seed
 }
+
+// The model an LM run trains, from `lm train --model`: the transformer, or a
+// recurrent baseline on the transformer's parameter budget.
+struct LmModel {
+  std::string name;  // registry name: transformer-lm, lstm-lm, gru-lm
+  nlohmann::json options;  // its options, defaults filled in
+  int64_t parameters = 0;
+  int64_t budget = 0;  // parameters of the transformer-lm the options describe
+};
+
+// The kinds lm_model takes: transformer, lstm, gru.
+const std::vector<std::string>& lm_model_kinds();
+
+// kind "transformer" gives `transformer` itself (hidden must be 0). "lstm"
+// and "gru" give a recurrent LM with the transformer's d_model as embedding
+// width, its layers as recurrent layers and its dropout, and a hidden state of
+// `hidden`, or for hidden 0 the largest one whose model has at most the
+// transformer's parameters. ConfigError naming "model" (an unknown kind) or
+// "hidden"; UsageError for bad model options.
+LmModel lm_model(const std::string& kind, const models::TransformerLMOptions& transformer, int64_t hidden = 0);
 
 }  // namespace qkv::tasks

@@ -261,7 +261,7 @@ int series_rank(const std::string& name) {
 }
 
 std::string svg_chart(const std::string& title, const std::vector<Series>& series, double x0, double x1,
-                      const Marker& marker, const ChartSize& size) {
+                      const Marker& marker, const ChartSize& size, const std::string& x_label) {
   const double W = size.width, H = size.height, R = 16, B = 44;
   // The legend sits on the title's line, right-aligned, and wraps onto lines
   // of its own below when it does not fit there.
@@ -331,7 +331,7 @@ std::string svg_chart(const std::string& title, const std::vector<Series>& serie
       << " text-anchor=\"middle\">" << fixed(x, 0) << "</text>\n";
   }
   o << "<text x=\"" << coord((L + W - R) / 2) << "\" y=\"" << coord(H - 6)
-    << "\" font-size=\"12\" fill=\"#57606a\" text-anchor=\"middle\">epoch</text>\n";
+    << "\" font-size=\"12\" fill=\"#57606a\" text-anchor=\"middle\">" << escape_html(x_label) << "</text>\n";
   const std::string mid = coord((T + H - B) / 2);
   o << "<text x=\"14\" y=\"" << mid
     << "\" font-size=\"12\" fill=\"#57606a\" text-anchor=\"middle\" transform=\"rotate(-90 14 " << mid << ")\">"

@@ -89,8 +89,8 @@ inline constexpr ChartSize kSmallChart{500, 230, 8, 5};
 int series_rank(const std::string& name);
 
 // An SVG line chart over epochs [x0, x1] with a title, a legend, nice axes
-// and the marker.
+// and the marker; x_label names the x axis (another quantity than epochs).
 std::string svg_chart(const std::string& title, const std::vector<Series>& series, double x0, double x1,
-                      const Marker& marker, const ChartSize& size);
+                      const Marker& marker, const ChartSize& size, const std::string& x_label = "epoch");
 
 }  // namespace qkv::train
