@@ -99,12 +99,14 @@ class MultiHeadAttention(CppModule):
     forward(query, key, value, causal=False, key_padding_mask=None,
             attn_mask=None, need_weights=False) -> (out [B, Nq, D], weights or None)
     forward_cached(x, cache, layer=0, causal=True) -> out: self-attention of the
-    new positions x [B, n, D] over a KVCache(layers, B, heads, max_len, qk_dim, v_dim),
-    whose keys and values it appends.
+    new positions x [B, n, D] over a KVCache(layers, B, kv_heads, max_len, qk_dim,
+    v_dim, cache_dtype="int8", window=W), whose keys and values it appends.
+    kv_heads < heads (a divisor; 1 = multi-query) shares each key/value head
+    among heads / kv_heads query heads.
     """
 
-    def __init__(self, embed_dim, heads, qk_dim=0, v_dim=0, kv_dim=0, bias=True, dropout=0.0):
-        super().__init__(_qkv.MultiHeadAttention(embed_dim, heads, qk_dim, v_dim, kv_dim, bias, dropout))
+    def __init__(self, embed_dim, heads, qk_dim=0, v_dim=0, kv_dim=0, bias=True, dropout=0.0, kv_heads=0):
+        super().__init__(_qkv.MultiHeadAttention(embed_dim, heads, qk_dim, v_dim, kv_dim, bias, dropout, kv_heads))
 
     def forward(self, query, key=None, value=None, causal=False, key_padding_mask=None, attn_mask=None,
                 need_weights=False):

@@ -120,14 +120,30 @@ void bind_attention_modules(py::module_& m) {
   using namespace attention;
   py::class_<KVCache, std::shared_ptr<KVCache>>(m, "KVCache")
       .def(py::init([](int64_t layers, int64_t batch, int64_t heads, int64_t max_len, int64_t dk, int64_t dv,
-                       py::object dtype, py::object device) {
+                       py::object dtype, py::object device, const std::string& cache_dtype, int64_t window,
+                       int64_t sinks) {
              auto options = at::TensorOptions().dtype(dtype.is_none() ? at::kFloat
                                                                       : torch::python::detail::py_object_to_dtype(dtype));
              if (!device.is_none()) options = options.device(torch::python::detail::py_object_to_device(device));
-             return std::make_shared<KVCache>(layers, batch, heads, max_len, dk, dv, options);
+             if (cache_dtype.empty() && window == 0) return std::make_shared<KVCache>(layers, batch, heads, max_len, dk, dv, options);
+             KVCacheSettings s;
+             s.layers = layers;
+             s.batch = batch;
+             s.kv_heads = heads;
+             s.dk = dk;
+             s.dv = dv;
+             s.dtype = cache_dtype.empty() ? cache_dtype_of(c10::typeMetaToScalarType(options.dtype()))
+                                           : parse_cache_dtype(cache_dtype, "cache_dtype");
+             s.device = options.device();
+             s.window = window;
+             s.sinks = sinks;
+             s.initial_length = max_len;
+             s.max_length = max_len;
+             return std::make_shared<KVCache>(s);
            }),
            py::arg("layers"), py::arg("batch"), py::arg("heads"), py::arg("max_len"), py::arg("key_dim"),
-           py::arg("value_dim"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none())
+           py::arg("value_dim"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
+           py::arg("cache_dtype") = "", py::arg("window") = 0, py::arg("sinks") = 0)
       .def("append", &KVCache::append, py::arg("layer"), py::arg("keys"), py::arg("values"))
       .def("keys", &KVCache::keys, py::arg("layer"))
       .def("values", &KVCache::values, py::arg("layer"))
@@ -139,6 +155,7 @@ void bind_attention_modules(py::module_& m) {
       .def_property_readonly("heads", &KVCache::heads)
       .def_property_readonly("max_len", &KVCache::max_len)
       .def_property_readonly("key_dim", &KVCache::key_dim)
+      .def_property_readonly("cache_dtype", [](const KVCache& c) { return std::string(cache_dtype_name(c.dtype())); })
       .def_property_readonly("value_dim", &KVCache::value_dim)
       .def_property_readonly("bytes", [](const KVCache& c) { return c.size_bytes().total_bytes; });
   m.def("kv_cache_bytes", [](int64_t layers, int64_t heads, int64_t dk, int64_t dv, int64_t seq, int64_t batch,
@@ -153,8 +170,9 @@ void bind_attention_modules(py::module_& m) {
   py::class_<MultiHeadAttentionImpl, torch::nn::Module, std::shared_ptr<MultiHeadAttentionImpl>>(
       m, "MultiHeadAttention", py::multiple_inheritance())
       .def(py::init([](int64_t embed_dim, int64_t heads, int64_t qk_dim, int64_t v_dim, int64_t kv_dim, bool bias,
-                       double dropout) {
+                       double dropout, int64_t kv_heads) {
              return std::make_shared<MultiHeadAttentionImpl>(MultiHeadAttentionOptions(embed_dim, heads)
+                                                                 .kv_heads(kv_heads)
                                                                  .qk_dim(qk_dim)
                                                                  .v_dim(v_dim)
                                                                  .kv_dim(kv_dim)
@@ -162,7 +180,7 @@ void bind_attention_modules(py::module_& m) {
                                                                  .dropout(dropout));
            }),
            py::arg("embed_dim"), py::arg("heads"), py::arg("qk_dim") = 0, py::arg("v_dim") = 0, py::arg("kv_dim") = 0,
-           py::arg("bias") = true, py::arg("dropout") = 0.0)
+           py::arg("bias") = true, py::arg("dropout") = 0.0, py::arg("kv_heads") = 0)
       .def(
           "forward",
           [](MultiHeadAttentionImpl& self, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,

@@ -254,8 +254,14 @@ TEST(RecurrentCli, TrainThenEvalAnLstm) {
     EXPECT_TRUE(metrics.contains(key)) << key << " in " << eval.output;
   // Teacher-forced and decoded exact match are the same event.
   EXPECT_NEAR(metrics.at("exact_match").get<double>(), metrics.at("generated_exact_match").get<double>(), 1e-9);
-  // Commands that need the transformer's internals say so.
-  expect_clean_failure(run_qkv("lm generate --checkpoint " + dir + "/checkpoints/best.ckpt --prompt a"), 2,
+  // generate continues a prompt through the state; what needs a KV cache says why it has none.
+  const auto generated = run_qkv("lm generate --checkpoint " + dir + "/checkpoints/best.ckpt --prompt 'ab|' --json");
+  ASSERT_EQ(generated.status, 0) << generated.output;
+  EXPECT_FALSE(nlohmann::json::parse(generated.output).at("tokens").empty());
+  expect_clean_failure(
+      run_qkv("lm generate --checkpoint " + dir + "/checkpoints/best.ckpt --prompt a --cache-dtype int8"), 2,
+      "is a recurrent model, whose fixed state is all its memory");
+  expect_clean_failure(run_qkv("lm cache-size --checkpoint " + dir + "/checkpoints/best.ckpt --seq 8"), 2,
                        "its model is lstm-lm; this command reads transformer-lm checkpoints only");
   fs::remove_all(dir);
 }

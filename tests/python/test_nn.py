@@ -126,6 +126,21 @@ def test_multi_head_attention_with_cache_matches_full_causal():
         mha.forward_cached(torch.randn(2, 7, 16, dtype=torch.float64), cache)  # past max_len 16
 
 
+def test_shared_heads_and_an_int8_window_cache_from_python():
+    mha = qkv.nn.MultiHeadAttention(16, 4, kv_heads=1).eval()
+    assert dict(mha.named_parameters())["w_k"].shape == (4, 16)  # one key head of width 16 / 4
+    x = torch.randn(2, 12, 16)
+    mask = torch.ones(12, 12, dtype=torch.bool).tril() & ~torch.ones(12, 12, dtype=torch.bool).tril(-4)
+    full, _ = mha(x, causal=True, attn_mask=mask)  # each position sees itself and the 3 before
+    cache = qkv.nn.KVCache(1, 2, 1, 12, 4, 4, cache_dtype="int8", window=4)
+    assert cache.cache_dtype == "int8" and cache.heads == 1
+    steps = [mha.forward_cached(x[:, :5], cache)] + [mha.forward_cached(x[:, t:t + 1], cache) for t in range(5, 12)]
+    # int8 keys and values: within a few quantisation steps of the float result.
+    assert torch.allclose(torch.cat(steps, 1), full, rtol=0, atol=0.05 * float(full.abs().max()))
+    with pytest.raises(qkv.UsageError, match="cache_dtype 'int3'"):
+        qkv.nn.KVCache(1, 2, 1, 12, 4, 4, cache_dtype="int3")
+
+
 def test_multi_head_attention_weights_and_masks():
     mha = qkv.nn.MultiHeadAttention(8, 2)
     x = torch.randn(1, 5, 8)

@@ -39,6 +39,8 @@ models::ModelPtr load_lm_model(const std::string& checkpoint, nlohmann::json* co
 }
 
 std::shared_ptr<models::TransformerLM> load_lm(const std::string& checkpoint, nlohmann::json* config) {
+  nlohmann::json own;
+  if (!config) config = &own;
   auto model = std::dynamic_pointer_cast<models::TransformerLM>(load_lm_model(checkpoint, config));
   if (!model)
     throw UsageError(checkpoint + ": its model is " + config->at("model").at("name").get<std::string>() +
@@ -47,10 +49,11 @@ std::shared_ptr<models::TransformerLM> load_lm(const std::string& checkpoint, nl
 }
 
 // A task's answer by greedy decoding, through the KV cache or the recurrent state.
-std::string complete_answer(models::Model& model, const std::string& prompt, int64_t max_new) {
+std::string complete_answer(models::Model& model, const std::string& prompt, int64_t max_new,
+                            std::optional<attention::CacheDtype> cache_dtype) {
   if (auto* recurrent = dynamic_cast<models::RecurrentLM*>(&model))
     return lm::complete_recurrent(*recurrent, prompt, max_new);
-  return lm::complete(dynamic_cast<models::TransformerLM&>(model), prompt, max_new);
+  return lm::complete(dynamic_cast<models::TransformerLM&>(model), prompt, max_new, cache_dtype);
 }
 
 void register_train(CLI::App* parent, Action& action) {
@@ -133,29 +136,42 @@ void register_eval(CLI::App* parent, Action& action) {
   auto* cmd = parent->add_subcommand("eval", "loss, accuracy and (tasks) exact match of a checkpoint; prints JSON");
   auto o = std::make_shared<EvalOptions>();
   add_eval_options(cmd, *o);
-  cmd->callback([o, &action] {
-    action = [o] {
+  auto cache_dtype = std::make_shared<std::string>();
+  cmd->add_option("--cache-dtype", *cache_dtype,
+                  "measure through a KV cache of this type (f32, f16, bf16, int8, int4): every position attends "
+                  "keys and values as that cache stores them, and the tasks are decoded with it");
+  cmd->callback([o, cache_dtype, &action] {
+    action = [o, cache_dtype] {
       const c10::Device device = apply_common_options(o->common);
+      std::optional<attention::CacheDtype> dtype;
+      if (!cache_dtype->empty()) dtype = attention::parse_cache_dtype(*cache_dtype, "--cache-dtype");
       nlohmann::json config;
       auto model = load_lm_model(o->checkpoint, &config);
       model->to(device);
+      auto measured = model;
+      if (dtype) {
+        auto transformer = std::dynamic_pointer_cast<models::TransformerLM>(model);
+        if (!transformer) throw UsageError("--cache-dtype: " + o->checkpoint + " is a recurrent model, which keeps no cache");
+        measured = lm::decoding_with_cache(transformer, *dtype);
+      }
       const auto data = LmData::from_json(config.at("data"));
       // Tasks: the instances themselves are needed below for greedy decoding.
       data::LmTaskSplits examples;
       if (data.is_task()) examples = data::make_lm_task(data.task, data.seed);
       const auto splits = data.is_task() ? data::lm_task_datasets(examples) : data.make();
       const auto& part = pick_split(splits, o->split);
-      auto metrics = train::evaluate(*model, *part, config.at("train").at("batch_size"), device, data.metrics());
+      auto metrics = train::evaluate(*measured, *part, config.at("train").at("batch_size"), device, data.metrics());
       metrics["bits_per_byte"] = metrics.at("loss").get<double>() / std::log(2.0);
       if (data.is_task()) {
         // Exact match again, by real greedy decoding (KV cache or recurrent state).
         const auto& list = o->split == "train" ? examples.train : o->split == "val" ? examples.val : examples.test;
         int64_t right = 0;
-        for (const auto& e : list) right += complete_answer(*model, e.prompt, static_cast<int64_t>(e.answer.size()) + 1) == e.answer;
+        for (const auto& e : list) right += complete_answer(*model, e.prompt, static_cast<int64_t>(e.answer.size()) + 1, dtype) == e.answer;
         metrics["generated_exact_match"] = list.empty() ? 0.0 : static_cast<double>(right) / static_cast<double>(list.size());
       }
       metrics["split"] = o->split;
       metrics["size"] = part->size();
+      if (dtype) metrics["cache_dtype"] = attention::cache_dtype_name(*dtype);
       print_json(metrics);
       return 0;
     };
@@ -207,8 +223,12 @@ void register_generate(CLI::App* parent, Action& action) {
         check_output_file(gen.save_cache, "--save-cache", o->common.overwrite);
       }
       nlohmann::json config;
-      auto model = load_lm(o->checkpoint, &config);
+      auto model = load_lm_model(o->checkpoint, &config);
       model->to(device);
+      auto* recurrent = dynamic_cast<models::RecurrentLM*>(model.get());
+      if (recurrent && (gen.cache_dtype || !gen.save_cache.empty() || !gen.load_cache.empty()))
+        throw UsageError("--cache-dtype, --save-cache and --load-cache: " + o->checkpoint +
+                         " is a recurrent model, whose fixed state is all its memory (no KV cache)");
       // A model trained on a task answers it greedily and ends with the
       // terminator: that answer is what a user should see first (our choice).
       const bool task_default = LmData::from_json(config.at("data")).is_task() && !temperature_given;
@@ -230,14 +250,15 @@ void register_generate(CLI::App* parent, Action& action) {
         }
         return !interrupt_requested();
       };
-      const auto result = lm::generate(*model, tokens, gen);
+      const auto result = recurrent ? lm::generate_recurrent(*recurrent, tokens, gen)
+                                    : lm::generate(dynamic_cast<models::TransformerLM&>(*model), tokens, gen);
       const bool interrupted = interrupt_requested();
       if (o->json) {
         // Bytes that do not form UTF-8 on their own are shown escaped.
         std::string shown;
         for (int64_t t : result.tokens) shown += t < 128 ? std::string(1, static_cast<char>(t)) : lm::printable_byte(t);
         nlohmann::json doc{{"prompt", o->prompt}, {"text", shown}, {"tokens", result.tokens}, {"cache", gen.use_cache}};
-        if (gen.use_cache) {
+        if (gen.use_cache && !recurrent) {
           doc["cache_bytes"] = result.cache_bytes.total_bytes;
           doc["resumed_positions"] = result.resumed;
         }
