@@ -23,7 +23,7 @@ namespace qa = qkv::attention;
 namespace {
 
 constexpr int64_t kSteps = 32;    // decoded tokens per measurement
-constexpr int64_t kRepeats = 3;   // measurements per cell; the median is printed
+constexpr int64_t kRepeats = 5;   // measurements per cell; the median is printed
 constexpr int64_t kChunk = 512;   // prefill block
 constexpr int64_t kContexts[] = {1024, 8192};
 

@@ -542,15 +542,21 @@ at::Tensor KVCache::attend_one(int64_t layer, const at::Tensor& q, double softma
   const float* qp = qf.data_ptr<float>();
   float* op = out.data_ptr<float>();
   const int64_t cap = capacity_;
-  at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t bh = begin; bh < end; ++bh) {
+  // One task per kv head reads its rows once for all its query heads; with
+  // fewer kv heads than threads (multi-query decoding of one sequence), one
+  // task per query head keeps every thread busy instead.
+  const int64_t per_task = B * H < at::get_num_threads() ? 1 : group;
+  at::parallel_for(0, B * H * (group / per_task), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t bh = task / (group / per_task), first = (task % (group / per_task)) * per_task;
       // Storage is [B,H,capacity,...]: the rows of (b, h) start at bh * capacity.
       decode::StoredRows kh = k, vh = v;
       kh.data = advance(k, bh * cap);
       vh.data = advance(v, bh * cap);
       if (k.scales) kh.scales = k.scales + bh * cap * k.row_scales;
       if (v.scales) vh.scales = v.scales + bh * cap * v.row_scales;
-      decode::attend(qp + bh * group * dk, group, kh, vh, m, static_cast<float>(softmax_scale), op + bh * group * dv);
+      decode::attend(qp + (bh * group + first) * dk, per_task, kh, vh, m, static_cast<float>(softmax_scale),
+                     op + (bh * group + first) * dv);
     }
   });
   return out.reshape({B, Hq, 1, dv}).to(q.scalar_type());
