@@ -121,7 +121,11 @@ PromptCache load_prompt_cache(const std::string& path, models::TransformerLM& mo
     s.dv = mo.head_dv();
     s.window = mo.window;
     s.sinks = mo.sinks;
-    s.dtype = attention::parse_cache_dtype(c.at("dtype").get<std::string>(), path);
+    try {
+      s.dtype = attention::parse_cache_dtype(c.at("dtype").get<std::string>(), "its cache type");
+    } catch (const UsageError& e) {
+      throw bad(e.what());
+    }
     if (c != cache_settings_json(s)) throw bad("its cache layout does not match this model's");
     if (dtype && *dtype != s.dtype)
       throw UsageError("--cache-dtype " + std::string(attention::cache_dtype_name(*dtype)) + ": " + path + " holds an " +
