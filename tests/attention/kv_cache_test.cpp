@@ -119,7 +119,9 @@ TEST(QuantizedCache, RowsWithinOneStepOfTheFloats) {
 
 TEST(QuantizedCache, DecodeKernelEqualsAttentionOverTheStoredRows) {
   torch::manual_seed(7);
-  const int64_t B = 2, h = 6, g = 3, dk = 16, dv = 8, prompt = 40;
+  const int64_t B = 2, h = 6, g = 3, prompt = 70;  // more than one 64-row chunk
+  // Widths of one block of 16 / 8 and of whole 32-blocks (the AVX2 int4 path).
+  for (auto [dk, dv] : {std::pair<int64_t, int64_t>{16, 8}, {64, 32}})
   for (auto dtype : {qa::CacheDtype::kInt8, qa::CacheDtype::kInt4, qa::CacheDtype::kFloat16,
                      qa::CacheDtype::kBFloat16, qa::CacheDtype::kFloat32}) {
     qa::KVCache cache(settings(g, dk, dv, dtype));
@@ -132,7 +134,7 @@ TEST(QuantizedCache, DecodeKernelEqualsAttentionOverTheStoredRows) {
     const auto v = cache.values(0).to(at::kDouble).repeat_interleave(h / g, 1);
     const auto p = at::softmax(at::matmul(q.to(at::kDouble), k.transpose(2, 3)) * 0.25, -1);
     const auto expected = at::matmul(p, v);
-    EXPECT_LT(max_abs_difference(out, expected), 1e-5) << qa::cache_dtype_name(dtype);
+    EXPECT_LT(max_abs_difference(out, expected), 1e-5) << qa::cache_dtype_name(dtype) << " dk " << dk;
     EXPECT_EQ(out.scalar_type(), at::kFloat);
   }
 }

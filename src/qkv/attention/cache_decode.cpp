@@ -41,6 +41,62 @@ QKV_AVX2 inline __m256 int8x8_to_float(const int8_t* x) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x))));
 }
 
+// 16 bytes of int4 pairs (element 2i in byte i's low nibble, 2i + 1 in its
+// high one, each stored as q + 8) as 32 int8 values q, in element order.
+QKV_AVX2 inline void int4x32_to_int8(const uint8_t* x, __m128i& first, __m128i& second) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
+  const __m128i nibble = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
+  const __m128i lo = _mm_and_si128(bytes, nibble), hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), nibble);
+  first = _mm_sub_epi8(_mm_unpacklo_epi8(lo, hi), eight);
+  second = _mm_sub_epi8(_mm_unpackhi_epi8(lo, hi), eight);
+}
+
+QKV_AVX2 inline __m256 int8_lanes_to_float(__m128i v, int part) {  // values 8 part .. 8 part + 7 of v
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part == 0 ? v : _mm_srli_si128(v, 8)));
+}
+
+// int4 rows with blocks of 32: 16 bytes a block, unpacked in registers.
+QKV_AVX2 void int4_scores_avx2(const float* q, const uint8_t* rows, const float* scales, int64_t count,
+                               int64_t row_bytes, int64_t blocks, float scale, float* scores) {
+  for (int64_t j = 0; j < count; ++j) {
+    const uint8_t* k = rows + j * row_bytes;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < blocks; ++b) {
+      __m128i v0, v1;
+      int4x32_to_int8(k + 16 * b, v0, v1);
+      const float* qb = q + 32 * b;
+      __m256 part = _mm256_mul_ps(_mm256_loadu_ps(qb), int8_lanes_to_float(v0, 0));
+      part = _mm256_fmadd_ps(_mm256_loadu_ps(qb + 8), int8_lanes_to_float(v0, 1), part);
+      part = _mm256_fmadd_ps(_mm256_loadu_ps(qb + 16), int8_lanes_to_float(v1, 0), part);
+      part = _mm256_fmadd_ps(_mm256_loadu_ps(qb + 24), int8_lanes_to_float(v1, 1), part);
+      acc = _mm256_fmadd_ps(part, _mm256_set1_ps(scales[j * blocks + b]), acc);
+    }
+    scores[j] = scale * horizontal_sum(acc);
+  }
+}
+
+QKV_AVX2 void int4_accumulate_avx2(const float* p, const uint8_t* rows, const float* scales, int64_t count,
+                                   int64_t row_bytes, int64_t blocks, float* out) {
+  for (int64_t b = 0; b < blocks; ++b) {
+    float* o = out + 32 * b;
+    __m256 a0 = _mm256_loadu_ps(o), a1 = _mm256_loadu_ps(o + 8), a2 = _mm256_loadu_ps(o + 16),
+           a3 = _mm256_loadu_ps(o + 24);
+    for (int64_t j = 0; j < count; ++j) {
+      __m128i v0, v1;
+      int4x32_to_int8(rows + j * row_bytes + 16 * b, v0, v1);
+      const __m256 w = _mm256_set1_ps(p[j] * scales[j * blocks + b]);
+      a0 = _mm256_fmadd_ps(w, int8_lanes_to_float(v0, 0), a0);
+      a1 = _mm256_fmadd_ps(w, int8_lanes_to_float(v0, 1), a1);
+      a2 = _mm256_fmadd_ps(w, int8_lanes_to_float(v1, 0), a2);
+      a3 = _mm256_fmadd_ps(w, int8_lanes_to_float(v1, 1), a3);
+    }
+    _mm256_storeu_ps(o, a0);
+    _mm256_storeu_ps(o + 8, a1);
+    _mm256_storeu_ps(o + 16, a2);
+    _mm256_storeu_ps(o + 24, a3);
+  }
+}
+
 // int8 rows with blocks of 8, 16 or 32, read without a float copy: each
 // score is q . row summed per block and scaled once per block; each value
 // row is added into `out` eight lanes at a time, `out` held in a register
@@ -75,7 +131,8 @@ QKV_AVX2 void int8_accumulate_avx2(const float* p, const int8_t* rows, const flo
 #endif
 
 // Rows [first, first + count) as floats, count x width, into `to`; float32
-// rows are read in place (the returned pointer) and not copied.
+// rows are read in place (the returned pointer) and not copied. (int8, and
+// int4 in blocks of 32, skip this on AVX2: the *_avx2 functions above.)
 // The block scales of rows [first, first + count) as floats, into `to`.
 template <bool kAvx2>
 [[gnu::always_inline]] inline const float* load_scales(const StoredRows& r, int64_t first, int64_t count, float* to) {
@@ -171,8 +228,9 @@ template <bool kAvx2>
   std::vector<float> p(static_cast<size_t>(group * rows));
 #ifdef QKV_ATTN_X86
   const bool fused = kAvx2 && keys.dtype == CacheDtype::kInt8 && keys.block % 8 == 0 && values.block % 8 == 0;
+  const bool fused4 = kAvx2 && keys.dtype == CacheDtype::kInt4 && keys.block == 32 && values.block == 32;
 #else
-  const bool fused = false;
+  const bool fused = false, fused4 = false;
 #endif
   for (int64_t first = 0; first < rows; first += kChunk) {
     const int64_t count = std::min(kChunk, rows - first);
@@ -183,6 +241,13 @@ template <bool kAvx2>
         for (int64_t g = 0; g < group; ++g)
           int8_scores_avx2(q + g * dk, static_cast<const int8_t*>(keys.data) + first * keys.row_elems, s, count, dk,
                            keys.block, scale, p.data() + g * rows + first);
+        continue;
+      }
+      if (fused4) {
+        const float* s = load_scales<kAvx2>(keys, first, count, scales.data());
+        for (int64_t g = 0; g < group; ++g)
+          int4_scores_avx2(q + g * dk, static_cast<const uint8_t*>(keys.data) + first * keys.row_elems, s, count,
+                           keys.row_elems, keys.row_scales, scale, p.data() + g * rows + first);
         continue;
       }
     }
@@ -217,6 +282,14 @@ template <bool kAvx2>
         for (int64_t g = 0; g < group; ++g)
           int8_accumulate_avx2(p.data() + g * rows + first, static_cast<const int8_t*>(values.data) + first * values.row_elems,
                                s, count, dv, values.block, out + g * dv);
+        continue;
+      }
+      if (fused4) {
+        const float* s = load_scales<kAvx2>(values, first, count, scales.data());
+        for (int64_t g = 0; g < group; ++g)
+          int4_accumulate_avx2(p.data() + g * rows + first,
+                               static_cast<const uint8_t*>(values.data) + first * values.row_elems, s, count,
+                               values.row_elems, values.row_scales, out + g * dv);
         continue;
       }
     }
