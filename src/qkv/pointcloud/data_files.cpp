@@ -101,6 +101,18 @@ hid_t H5File::open(const std::string& path) {
   return id;
 }
 
+std::vector<std::string> listed_h5_files(const std::filesystem::path& dir, const std::filesystem::path& list_path) {
+  std::vector<std::string> files;
+  for (const auto& l : read_list(list_path)) {
+    const auto file = (dir / std::filesystem::path(l.text).filename()).string();
+    if (!is_file(file))
+      throw DataError(list_path.string() + ": line " + std::to_string(l.line) + ": lists '" + l.text +
+                      "', which is not at " + file);
+    files.push_back(file);
+  }
+  return files;
+}
+
 H5Clouds read_h5_clouds(const H5File& h5, const std::string& file, int64_t min_points) {
   H5Clouds c;
   c.points = h5.read("data", torch::kFloat, false);

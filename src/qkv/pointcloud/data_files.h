@@ -72,4 +72,11 @@ struct H5Clouds {
 };
 H5Clouds read_h5_clouds(const H5File& h5, const std::string& file, int64_t min_points);
 
+// The HDF5 files a layout's list file names (ModelNet40's train_files.txt,
+// ShapeNet-part's train_hdf5_file_list.txt): the lists give paths under the
+// authors' own root (data/modelnet40_ply_hdf5_2048/ply_data_train0.h5), so
+// each line's file name is looked up in `dir`. DataError naming the list and
+// the line for a file that is not there.
+std::vector<std::string> listed_h5_files(const std::filesystem::path& dir, const std::filesystem::path& list_path);
+
 }  // namespace qkv::pointcloud

@@ -352,12 +352,7 @@ ModelNetData load_h5(const fs::path& dir, const ModelNetLoadOptions& o) {
     std::vector<int64_t> labels;
     std::vector<std::string> sources;
     std::vector<int64_t> per_class(class_names.size(), 0);
-    for (const auto& l : read_list(list_path)) {
-      // Listed as e.g. data/modelnet40_ply_hdf5_2048/ply_data_train0.h5, relative to some other root.
-      const auto file = (dir / fs::path(l.text).filename()).string();
-      if (!is_file(file))
-        throw DataError(list_path.string() + ": line " + std::to_string(l.line) + ": lists '" + l.text +
-                        "', which is not at " + file);
+    for (const auto& file : listed_h5_files(dir, list_path)) {
       H5File h5(file);
       const auto [x, y] = read_h5_clouds(h5, file, p);
       if (p == 0) p = x.size(1);

@@ -185,11 +185,7 @@ ShapeNetPartData load_h5(const fs::path& dir, const ShapeNetPartLoadOptions& o) 
     std::vector<int64_t> labels;
     std::vector<std::string> sources;
     std::vector<int64_t> per_category(cats.size(), 0);
-    for (const auto& l : read_list(list_path)) {
-      const auto file = (dir / fs::path(l.text).filename()).string();
-      if (!is_file(file))
-        throw DataError(list_path.string() + ": line " + std::to_string(l.line) + ": lists '" + l.text +
-                        "', which is not at " + file);
+    for (const auto& file : listed_h5_files(dir, list_path)) {
       H5File h5(file);
       const auto [x, y] = read_h5_clouds(h5, file, p);
       const auto s = x.size(0);
