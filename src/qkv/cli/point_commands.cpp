@@ -9,6 +9,16 @@
 
 namespace qkv::cli {
 
+void add_compare_options(CLI::App* cmd, CompareOptions& o, const std::string& train_command, int64_t default_shapes) {
+  o.shapes = default_shapes;
+  cmd->add_option("runs", o.runs, "run folders of `qkv " + train_command + "`")->required()->check(CLI::ExistingDirectory);
+  add_ranged_option(cmd, "--invariance", o.shapes, "test shapes for the invariance measurement (0: skip it)", 0,
+                    100000);
+  add_old_spelling(cmd, "--shapes", "--invariance", o.shapes);
+  cmd->add_flag("--json", o.json, "print JSON instead of a table");
+  add_common_options(cmd, o.common, "");
+}
+
 void accept_axis_names(CLI::App* cmd) {
   cmd->get_option("--up-axis")
       ->transform(

@@ -118,6 +118,16 @@ LoadedPointRun<Data> load_point_run(const std::string& checkpoint, const c10::De
   return r;
 }
 
+// The options of `vnt compare` and `seg compare`: the run folders, the test
+// shapes of the invariance measurement, --json and the common options.
+struct CompareOptions {
+  CommonOptions common;
+  std::vector<std::string> runs;
+  int64_t shapes = 0;
+  bool json = false;
+};
+void add_compare_options(CLI::App* cmd, CompareOptions& o, const std::string& train_command, int64_t default_shapes);
+
 // `vnt compare` and `seg compare`: one row per finished run of `command`
 // (run, model, protocol, parameters), the summary's test entries by rotation
 // under `scores_key` as `score` keeps them, and, with shapes > 0, the

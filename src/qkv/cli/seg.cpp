@@ -207,19 +207,8 @@ void register_predict(CLI::App* parent, Action& action) {
 void register_compare(CLI::App* parent, Action& action) {
   auto* cmd = parent->add_subcommand(
       "compare", "table of finished seg runs: instance and class mIoU under each test rotation, invariance error");
-  struct Opts {
-    CommonOptions common;
-    std::vector<std::string> runs;
-    int64_t shapes = 16;
-    bool json = false;
-  };
-  auto o = std::make_shared<Opts>();
-  cmd->add_option("runs", o->runs, "run folders of `qkv seg train`")->required()->check(CLI::ExistingDirectory);
-  add_ranged_option(cmd, "--invariance", o->shapes, "test shapes for the invariance measurement (0: skip it)", 0,
-                    100000);
-  add_old_spelling(cmd, "--shapes", "--invariance", o->shapes);
-  cmd->add_flag("--json", o->json, "print JSON instead of a table");
-  add_common_options(cmd, o->common, "");
+  auto o = std::make_shared<CompareOptions>();
+  add_compare_options(cmd, *o, "seg train", 16);
   cmd->callback([o, &action] {
     action = [o] {
       const c10::Device device = apply_common_options(o->common);
