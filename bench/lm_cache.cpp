@@ -39,23 +39,13 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-qa::KVCacheSettings settings_for(const qkv::models::TransformerLMOptions& o, const Variant& v) {
-  qa::KVCacheSettings s;
-  s.layers = o.layers;
-  s.kv_heads = o.head_kv();
-  s.dk = o.head_dk();
-  s.dv = o.head_dv();
-  s.dtype = v.dtype;
-  s.window = v.window;
-  return s;
-}
 
 double ms_per_token(qkv::models::TransformerLM& lm, const Variant& v, int64_t context) {
   torch::NoGradGuard no_grad;
   const auto& o = lm.options();
   std::vector<double> runs;
   for (int64_t r = 0; r < kRepeats; ++r) {
-    qa::KVCache cache(settings_for(o, v));
+    qa::KVCache cache(qkv::models::kv_cache_settings(o, v.dtype, 1, c10::kCPU));
     const auto prompt = torch::randint(0, o.vocab, {1, context}, torch::kLong);
     for (int64_t at = 0; at < context; at += kChunk)
       lm.forward_tokens(prompt.narrow(1, at, std::min(kChunk, context - at)), &cache);

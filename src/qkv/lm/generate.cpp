@@ -93,15 +93,7 @@ Generation generate(models::TransformerLM& model, const std::vector<int64_t>& pr
     out.resumed = static_cast<int64_t>(fed);
     if (fed == prompt.size()) first = loaded.next_logits;
   } else if (o.use_cache) {
-    attention::KVCacheSettings s;
-    s.layers = mo.layers;
-    s.kv_heads = mo.head_kv();
-    s.dk = mo.head_dk();
-    s.dv = mo.head_dv();
-    s.dtype = dtype;
-    s.device = device;
-    s.window = mo.window;
-    s.sinks = mo.sinks;
+    auto s = models::kv_cache_settings(mo, dtype, 1, device);
     s.initial_length = static_cast<int64_t>(prompt.size()) + 1;  // then doubling: no max_new-sized buffer
     s.memory_limit_bytes = o.memory_limit_bytes;
     cache = std::make_unique<attention::KVCache>(s);
@@ -169,17 +161,7 @@ class DecodingWithCache : public models::Model {
 
   at::Tensor forward(const data::Batch& batch) override {
     const auto tokens = batch.input("tokens");
-    const auto& mo = lm_->options();
-    attention::KVCacheSettings s;
-    s.layers = mo.layers;
-    s.batch = tokens.size(0);
-    s.kv_heads = mo.head_kv();
-    s.dk = mo.head_dk();
-    s.dv = mo.head_dv();
-    s.dtype = dtype_;
-    s.device = tokens.device();
-    s.window = mo.window;
-    s.sinks = mo.sinks;
+    auto s = models::kv_cache_settings(lm_->options(), dtype_, tokens.size(0), tokens.device());
     s.initial_length = tokens.size(1);
     attention::KVCache cache(s);
     return lm_->forward_tokens(tokens, &cache);

@@ -113,19 +113,13 @@ PromptCache load_prompt_cache(const std::string& path, models::TransformerLM& mo
         header.at("model").at("parameters_crc32").get<uint32_t>() != parameters_crc32(model))
       throw bad("made by another model (its options or parameters differ from this checkpoint's)");
     const auto& c = header.at("cache");
-    attention::KVCacheSettings s;
-    s.layers = mo.layers;
-    s.batch = 1;
-    s.kv_heads = mo.head_kv();
-    s.dk = mo.head_dk();
-    s.dv = mo.head_dv();
-    s.window = mo.window;
-    s.sinks = mo.sinks;
+    attention::CacheDtype stored;
     try {
-      s.dtype = attention::parse_cache_dtype(c.at("dtype").get<std::string>(), "its cache type");
+      stored = attention::parse_cache_dtype(c.at("dtype").get<std::string>(), "its cache type");
     } catch (const UsageError& e) {
       throw bad(e.what());
     }
+    auto s = models::kv_cache_settings(mo, stored, 1, model.embedding()->weight.device());
     if (c != cache_settings_json(s)) throw bad("its cache layout does not match this model's");
     if (dtype && *dtype != s.dtype)
       throw UsageError("--cache-dtype " + std::string(attention::cache_dtype_name(*dtype)) + ": " + path + " holds an " +
@@ -140,7 +134,6 @@ PromptCache load_prompt_cache(const std::string& path, models::TransformerLM& mo
       throw bad("it holds no prompt, or not one length per layer");
     for (const int64_t len : lengths)
       if (len != static_cast<int64_t>(out.tokens.size())) throw bad("its layers' lengths differ from its tokens");
-    s.device = model.embedding()->weight.device();
     s.memory_limit_bytes = memory_limit_bytes;
     s.initial_length = attention::held_positions(lengths[0], s.window, s.sinks);
     // Every section's size is checked against the file before it is read.

@@ -57,6 +57,21 @@ OptionHelpList TransformerLMOptions::option_help() {
           {"sinks", "with a window: the first positions every position may still attend", "Xiao et al. 2023"}};
 }
 
+attention::KVCacheSettings kv_cache_settings(const TransformerLMOptions& o, attention::CacheDtype dtype,
+                                             int64_t batch, c10::Device device) {
+  attention::KVCacheSettings s;
+  s.layers = o.layers;
+  s.batch = batch;
+  s.kv_heads = o.head_kv();
+  s.dk = o.head_dk();
+  s.dv = o.head_dv();
+  s.dtype = dtype;
+  s.device = device;
+  s.window = o.window;
+  s.sinks = o.sinks;
+  return s;
+}
+
 at::Tensor sinusoidal_positions(int64_t offset, int64_t n, int64_t d, const at::TensorOptions& options) {
   auto pos = torch::arange(offset, offset + n, options.dtype(torch::kDouble)).unsqueeze(1);  // [n,1]
   auto i = torch::arange(0, d / 2, options.dtype(torch::kDouble));                            // [d/2]

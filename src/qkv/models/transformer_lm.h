@@ -91,6 +91,12 @@ class TransformerLM : public Model {
   torch::nn::LayerNorm ln_final_{nullptr};
 };
 
+// The KV cache this model decodes with: its layers, kv heads, widths and
+// window, `batch` sequences of `dtype` on `device` (sizes and limits left at
+// the settings' defaults for the caller).
+attention::KVCacheSettings kv_cache_settings(const TransformerLMOptions& options, attention::CacheDtype dtype,
+                                             int64_t batch, c10::Device device);
+
 // sin/cos positions [n, d] for positions offset .. offset+n-1 (Vaswani et al.).
 at::Tensor sinusoidal_positions(int64_t offset, int64_t n, int64_t d, const at::TensorOptions& options);
 
