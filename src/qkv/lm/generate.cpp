@@ -60,14 +60,34 @@ int64_t pick_token(const at::Tensor& logits, const GenerateOptions& o, at::Gener
   return at::multinomial(torch::softmax(scaled, 0), 1, false, gen).item<int64_t>();
 }
 
-Generation generate(models::TransformerLM& model, const std::vector<int64_t>& prompt, const GenerateOptions& o) {
+void check_generate_options(const std::vector<int64_t>& prompt, const GenerateOptions& o, int64_t vocab) {
   if (prompt.empty()) throw UsageError("generate: the prompt is empty");
   if (o.max_new < 0) throw UsageError("--max-new must be >= 0");
   if (!(o.temperature >= 0)) throw UsageError("--temperature must be >= 0");
   if (o.top_k < 0) throw UsageError("--top-k must be >= 0");
-  const auto& mo = model.options();
   for (int64_t t : prompt)
-    if (t < 0 || t >= mo.vocab) throw UsageError("generate: token " + std::to_string(t) + " is outside the vocabulary");
+    if (t < 0 || t >= vocab) throw UsageError("generate: token " + std::to_string(t) + " is outside the vocabulary");
+}
+
+void sample_tokens(const GenerateOptions& o, at::Generator& gen, std::vector<int64_t>& sequence,
+                   const std::function<at::Tensor()>& next_logits, const at::Tensor& first, Generation& out) {
+  for (int64_t step = 0; step < o.max_new; ++step) {
+    const auto last = step == 0 && first.defined() ? first : next_logits();
+    if (o.keep_logits) out.logits.push_back(last.clone());
+    const int64_t token = pick_token(last, o, gen);
+    if (token == o.stop_token) break;
+    out.tokens.push_back(token);
+    sequence.push_back(token);
+    if (o.on_token && !o.on_token(token)) {
+      out.stopped_by_caller = true;
+      break;
+    }
+  }
+}
+
+Generation generate(models::TransformerLM& model, const std::vector<int64_t>& prompt, const GenerateOptions& o) {
+  const auto& mo = model.options();
+  check_generate_options(prompt, o, mo.vocab);
   const auto param = model.embedding()->weight;
   const auto dtype = o.cache_dtype ? *o.cache_dtype : attention::cache_dtype_of(param.scalar_type());
   if (!o.use_cache && (!o.load_cache.empty() || !o.save_cache.empty() || o.cache_dtype))
@@ -122,18 +142,7 @@ Generation generate(models::TransformerLM& model, const std::vector<int64_t>& pr
   };
   if (cache && !first.defined()) first = next_logits();
   if (cache && !o.save_cache.empty()) save_prompt_cache(o.save_cache, model, *cache, sequence, first);
-  for (int64_t step = 0; step < o.max_new; ++step) {
-    const auto last = step == 0 && first.defined() ? first : next_logits();
-    if (o.keep_logits) out.logits.push_back(last.clone());
-    const int64_t token = pick_token(last, o, gen);
-    if (token == o.stop_token) break;
-    out.tokens.push_back(token);
-    sequence.push_back(token);
-    if (o.on_token && !o.on_token(token)) {
-      out.stopped_by_caller = true;
-      break;
-    }
-  }
+  sample_tokens(o, gen, sequence, next_logits, first, out);
   if (cache) out.cache_bytes = cache->size_bytes();
   return out;
 }

@@ -55,6 +55,17 @@ struct Generation {
 // that one seed gives one continuation whatever the model.
 int64_t pick_token(const at::Tensor& logits, const GenerateOptions& options, at::Generator& gen);
 
+// What every decoder checks before it starts: a non-empty prompt of tokens
+// below `vocab`, max_new, temperature and top_k >= 0 (UsageError).
+void check_generate_options(const std::vector<int64_t>& prompt, const GenerateOptions& options, int64_t vocab);
+
+// The sampling loop every decoder shares: up to max_new steps of
+// next_logits() (the logits [vocab] after `sequence`; `first`, when defined,
+// serves step 0), pick_token, the stop token, then the token appended to
+// `sequence` and `out.tokens` and passed to on_token.
+void sample_tokens(const GenerateOptions& options, at::Generator& gen, std::vector<int64_t>& sequence,
+                   const std::function<at::Tensor()>& next_logits, const at::Tensor& first, Generation& out);
+
 // prompt: at least one token. Throws UsageError for bad options, naming
 // --max-new with the largest value that fits when prompt + max_new positions
 // of keys and values exceed the memory limit; DataError for a cache file that

@@ -9,13 +9,7 @@ namespace qkv::lm {
 
 Generation generate_recurrent(models::RecurrentLM& model, const std::vector<int64_t>& prompt,
                               const GenerateOptions& o) {
-  if (prompt.empty()) throw UsageError("generate: the prompt is empty");
-  if (o.max_new < 0) throw UsageError("--max-new must be >= 0");
-  if (!(o.temperature >= 0)) throw UsageError("--temperature must be >= 0");
-  if (o.top_k < 0) throw UsageError("--top-k must be >= 0");
-  const auto& mo = model.options();
-  for (int64_t t : prompt)
-    if (t < 0 || t >= mo.vocab) throw UsageError("generate: token " + std::to_string(t) + " is outside the vocabulary");
+  check_generate_options(prompt, o, model.options().vocab);
   torch::NoGradGuard no_grad;
   model.eval();
   const auto device = model.embedding()->weight.device();
@@ -29,7 +23,7 @@ Generation generate_recurrent(models::RecurrentLM& model, const std::vector<int6
   };
   // With the state, the first step reads the whole prompt, then one token a step.
   size_t fed = 0;
-  for (int64_t step = 0; step < o.max_new; ++step) {
+  auto next_logits = [&]() {
     at::Tensor logits;
     if (o.use_cache) {
       logits = model.forward_tokens(as_tensor(sequence.begin() + static_cast<long>(fed), sequence.end()), &state);
@@ -37,17 +31,9 @@ Generation generate_recurrent(models::RecurrentLM& model, const std::vector<int6
     } else {
       logits = model.forward_tokens(as_tensor(sequence.begin(), sequence.end()));
     }
-    const auto last = logits[0][logits.size(1) - 1].to(torch::kCPU, torch::kFloat);
-    if (o.keep_logits) out.logits.push_back(last.clone());
-    const int64_t token = pick_token(last, o, gen);
-    if (token == o.stop_token) break;
-    out.tokens.push_back(token);
-    sequence.push_back(token);
-    if (o.on_token && !o.on_token(token)) {
-      out.stopped_by_caller = true;
-      break;
-    }
-  }
+    return logits[0][logits.size(1) - 1].to(torch::kCPU, torch::kFloat);
+  };
+  sample_tokens(o, gen, sequence, next_logits, at::Tensor(), out);
   return out;
 }
 
