@@ -125,20 +125,11 @@ void bind_attention_modules(py::module_& m) {
              auto options = at::TensorOptions().dtype(dtype.is_none() ? at::kFloat
                                                                       : torch::python::detail::py_object_to_dtype(dtype));
              if (!device.is_none()) options = options.device(torch::python::detail::py_object_to_device(device));
-             if (cache_dtype.empty() && window == 0) return std::make_shared<KVCache>(layers, batch, heads, max_len, dk, dv, options);
-             KVCacheSettings s;
-             s.layers = layers;
-             s.batch = batch;
-             s.kv_heads = heads;
-             s.dk = dk;
-             s.dv = dv;
-             s.dtype = cache_dtype.empty() ? cache_dtype_of(c10::typeMetaToScalarType(options.dtype()))
-                                           : parse_cache_dtype(cache_dtype, "cache_dtype");
-             s.device = options.device();
+             // The fixed-size cache of the positional arguments, in the element type and window asked for.
+             auto s = fixed_cache_settings(layers, batch, heads, max_len, dk, dv, options);
+             if (!cache_dtype.empty()) s.dtype = parse_cache_dtype(cache_dtype, "cache_dtype");
              s.window = window;
              s.sinks = sinks;
-             s.initial_length = max_len;
-             s.max_length = max_len;
              return std::make_shared<KVCache>(s);
            }),
            py::arg("layers"), py::arg("batch"), py::arg("heads"), py::arg("max_len"), py::arg("key_dim"),

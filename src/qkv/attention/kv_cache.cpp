@@ -181,6 +181,16 @@ at::Tensor window_attend_mask(int64_t n, int64_t window, int64_t sinks, const at
 // ---------------------------------------------------------------------------- KVCache
 
 namespace {
+// Slots [src_slot, +count) of every tensor of src into [dst_slot, +count) of dst.
+void copy_rows(KVCache::Storage& dst, int64_t dst_slot, const KVCache::Storage& src, int64_t src_slot, int64_t count) {
+  dst.keys.narrow(2, dst_slot, count).copy_(src.keys.narrow(2, src_slot, count));
+  dst.values.narrow(2, dst_slot, count).copy_(src.values.narrow(2, src_slot, count));
+  if (src.key_scales.defined()) {
+    dst.key_scales.narrow(2, dst_slot, count).copy_(src.key_scales.narrow(2, src_slot, count));
+    dst.value_scales.narrow(2, dst_slot, count).copy_(src.value_scales.narrow(2, src_slot, count));
+  }
+}
+
 // The address of row `row` of stored rows r.
 const void* advance(const decode::StoredRows& r, int64_t row) {
   const int64_t elements = row * r.row_elems;
@@ -213,9 +223,8 @@ KVCache::KVCache(const KVCacheSettings& s) : settings_(s) {
   reserve(s.initial_length > 0 ? s.initial_length : kDefaultInitialSlots);
 }
 
-namespace {
-KVCacheSettings fixed_settings(int64_t layers, int64_t batch, int64_t heads, int64_t max_len, int64_t dk, int64_t dv,
-                               const at::TensorOptions& options) {
+KVCacheSettings fixed_cache_settings(int64_t layers, int64_t batch, int64_t heads, int64_t max_len, int64_t dk,
+                                     int64_t dv, const at::TensorOptions& options) {
   require_positive("KVCache", "S_max (max_len)", max_len);
   KVCacheSettings s;
   s.layers = layers;
@@ -229,11 +238,10 @@ KVCacheSettings fixed_settings(int64_t layers, int64_t batch, int64_t heads, int
   s.max_length = max_len;
   return s;
 }
-}  // namespace
 
 KVCache::KVCache(int64_t layers, int64_t batch, int64_t heads, int64_t max_len, int64_t dk, int64_t dv,
                  at::TensorOptions options)
-    : KVCache(fixed_settings(layers, batch, heads, max_len, dk, dv, options)) {}
+    : KVCache(fixed_cache_settings(layers, batch, heads, max_len, dk, dv, options)) {}
 
 void KVCache::check_layer(int64_t layer, const char* fn) const {
   if (layer < 0 || layer >= layers())
@@ -302,15 +310,7 @@ void KVCache::reserve(int64_t slots) {
     alloc(s.dk, fresh.keys, fresh.key_scales);
     alloc(s.dv, fresh.values, fresh.value_scales);
     const int64_t keep = capacity_ > 0 ? held_positions(lengths_[l], s.window, s.sinks) : 0;
-    if (keep > 0) {
-      Storage& old = storage_[l];
-      fresh.keys.narrow(2, 0, keep).copy_(old.keys.narrow(2, 0, keep));
-      fresh.values.narrow(2, 0, keep).copy_(old.values.narrow(2, 0, keep));
-      if (old.key_scales.defined()) {
-        fresh.key_scales.narrow(2, 0, keep).copy_(old.key_scales.narrow(2, 0, keep));
-        fresh.value_scales.narrow(2, 0, keep).copy_(old.value_scales.narrow(2, 0, keep));
-      }
-    }
+    if (keep > 0) copy_rows(fresh, 0, storage_[l], 0, keep);
     storage_[l] = std::move(fresh);
   }
   capacity_ = target;
@@ -388,28 +388,25 @@ at::Tensor KVCache::dequantise(const at::Tensor& data, const at::Tensor& scales,
       .reshape({q.size(0), q.size(1), q.size(2), width});
 }
 
-void KVCache::append(int64_t layer, const at::Tensor& k_new, const at::Tensor& v_new) {
-  check_layer(layer, "append");
-  check_new(k_new, v_new, "append");
-  const int64_t n = k_new.size(2);
-  const int64_t len = lengths_[static_cast<size_t>(layer)];
+KVCache::Storage KVCache::rows_to_append(int64_t layer, const at::Tensor& k_new, const at::Tensor& v_new,
+                                         const char* fn) const {
+  check_layer(layer, fn);
+  check_new(k_new, v_new, fn);
+  const int64_t n = k_new.size(2), len = lengths_[static_cast<size_t>(layer)];
   if (settings_.max_length > 0 && len + n > settings_.max_length)
-    throw UsageError("KVCache::append: layer " + std::to_string(layer) + " holds " + std::to_string(len) +
-                     " positions; appending " + std::to_string(n) +
+    throw UsageError(std::string("KVCache::") + fn + ": layer " + std::to_string(layer) + " holds " +
+                     std::to_string(len) + " positions; appending " + std::to_string(n) +
                      " would exceed S_max = " + std::to_string(settings_.max_length));
+  return quantise(k_new, v_new);
+}
+
+void KVCache::write(int64_t layer, const Storage& rows) {
+  const int64_t n = rows.keys.size(2);
   if (n == 0) return;
-  const Storage rows = quantise(k_new, v_new);  // throws before anything is written
+  const int64_t len = lengths_[static_cast<size_t>(layer)];
   reserve(len + n);
   at::NoGradGuard no_grad;
   Storage& st = storage_[static_cast<size_t>(layer)];
-  auto write = [&](int64_t from, int64_t count, int64_t slot) {
-    st.keys.narrow(2, slot, count).copy_(rows.keys.narrow(2, from, count));
-    st.values.narrow(2, slot, count).copy_(rows.values.narrow(2, from, count));
-    if (rows.key_scales.defined()) {
-      st.key_scales.narrow(2, slot, count).copy_(rows.key_scales.narrow(2, from, count));
-      st.value_scales.narrow(2, slot, count).copy_(rows.value_scales.narrow(2, from, count));
-    }
-  };
   // Positions that a later one of the same block overwrites in the ring are
   // skipped; the rest go in runs of consecutive slots.
   const int64_t W = settings_.window, S = settings_.sinks;
@@ -417,16 +414,20 @@ void KVCache::append(int64_t layer, const at::Tensor& k_new, const at::Tensor& v
   while (i < n) {
     const int64_t p = len + i;
     if (W > 0 && p >= S && p < len + n - W) {
-      i = std::max(i + 1, len + n - W - len);
+      i = std::max(i + 1, n - W);
       continue;
     }
     const int64_t slot = slot_of(p);
     int64_t run = 1;
     while (i + run < n && slot_of(p + run) == slot + run) ++run;
-    write(i, run, slot);
+    copy_rows(st, slot, rows, i, run);
     i += run;
   }
   lengths_[static_cast<size_t>(layer)] = len + n;
+}
+
+void KVCache::append(int64_t layer, const at::Tensor& k_new, const at::Tensor& v_new) {
+  write(layer, rows_to_append(layer, k_new, v_new, "append"));  // throws before anything is written
 }
 
 at::Tensor KVCache::keys(int64_t layer) const {
@@ -497,13 +498,7 @@ void KVCache::restore(int64_t layer, int64_t length, const Storage& rows) {
                      " held positions");
   reserve(m);
   at::NoGradGuard no_grad;
-  Storage& dst = storage_[static_cast<size_t>(layer)];
-  dst.keys.narrow(2, 0, m).copy_(rows.keys);
-  dst.values.narrow(2, 0, m).copy_(rows.values);
-  if (rows.key_scales.defined()) {
-    dst.key_scales.narrow(2, 0, m).copy_(rows.key_scales);
-    dst.value_scales.narrow(2, 0, m).copy_(rows.value_scales);
-  }
+  copy_rows(storage_[static_cast<size_t>(layer)], 0, rows, 0, m);
   lengths_[static_cast<size_t>(layer)] = length;
 }
 
@@ -564,8 +559,7 @@ at::Tensor KVCache::attend_one(int64_t layer, const at::Tensor& q, double softma
 
 at::Tensor KVCache::append_and_attend(int64_t layer, const at::Tensor& q, const at::Tensor& k_new,
                                       const at::Tensor& v_new, double softmax_scale, bool causal) {
-  check_layer(layer, "append_and_attend");
-  check_new(k_new, v_new, "append_and_attend");
+  const Storage rows = rows_to_append(layer, k_new, v_new, "append_and_attend");
   const int64_t n = k_new.size(2);
   if (!q.defined() || q.dim() != 4 || q.size(0) != batch() || q.size(1) % heads() != 0 || q.size(2) != n ||
       q.size(3) != key_dim())
@@ -575,7 +569,7 @@ at::Tensor KVCache::append_and_attend(int64_t layer, const at::Tensor& q, const 
   if (!(softmax_scale > 0)) throw UsageError("KVCache::append_and_attend: softmax_scale must be > 0");
   at::NoGradGuard no_grad;
   if (n <= 1) {
-    append(layer, k_new, v_new);
+    write(layer, rows);
     if (n == 0) return at::zeros({batch(), q.size(1), 0, value_dim()}, q.options());
     return attend_one(layer, q, softmax_scale);
   }
@@ -583,7 +577,6 @@ at::Tensor KVCache::append_and_attend(int64_t layer, const at::Tensor& q, const 
   // they will be stored, masked by position (the ring is not in position
   // order, and a block longer than the window overwrites its own start).
   const int64_t len = length(layer), group = q.size(1) / heads();
-  const Storage rows = quantise(k_new, v_new);
   auto k = at::cat({keys(layer), dequantise(rows.keys, rows.key_scales, key_dim())}, 2);
   auto v = at::cat({values(layer), dequantise(rows.values, rows.value_scales, value_dim())}, 2);
   if (group > 1) {
@@ -601,7 +594,7 @@ at::Tensor KVCache::append_and_attend(int64_t layer, const at::Tensor& q, const 
                       .to(q.device());
   }
   auto out = scaled_dot_product_attention(q, k.to(q.scalar_type()), v.to(q.scalar_type()), o).output;
-  append(layer, k_new, v_new);
+  write(layer, rows);
   return out;
 }
 

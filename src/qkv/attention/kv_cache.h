@@ -101,12 +101,16 @@ struct KVCacheSettings {
   int64_t memory_limit_bytes = 0;
 };
 
+// A float cache of exactly max_len slots that never grows, of options' dtype
+// and device (default float32, CPU); UsageError for max_len < 1.
+KVCacheSettings fixed_cache_settings(int64_t layers, int64_t batch, int64_t heads, int64_t max_len, int64_t dk,
+                                     int64_t dv, const at::TensorOptions& options = {});
+
 class KVCache {
  public:
   // UsageError naming the bad setting.
   explicit KVCache(const KVCacheSettings& settings);
-  // A float cache of exactly max_len slots that never grows, of options' dtype
-  // and device (default float32, CPU): the fixed-size cache of earlier code.
+  // KVCache(fixed_cache_settings(...)).
   KVCache(int64_t layers, int64_t batch, int64_t heads, int64_t max_len, int64_t dk, int64_t dv,
           at::TensorOptions options = {});
 
@@ -167,6 +171,9 @@ class KVCache {
   void check_layer(int64_t layer, const char* fn) const;
   void check_new(const at::Tensor& k_new, const at::Tensor& v_new, const char* fn) const;
   void reserve(int64_t slots);  // grows every layer to at least `slots` (bounded)
+  // The checks of append (layer, shapes, S_max) and the rows as stored; no state changes.
+  Storage rows_to_append(int64_t layer, const at::Tensor& k_new, const at::Tensor& v_new, const char* fn) const;
+  void write(int64_t layer, const Storage& rows);  // rows_to_append's rows at the layer's next positions
   int64_t slot_of(int64_t position) const;
   Storage quantise(const at::Tensor& k_new, const at::Tensor& v_new) const;
   at::Tensor dequantise(const at::Tensor& data, const at::Tensor& scales, int64_t width) const;

@@ -148,14 +148,15 @@ PromptCache load_prompt_cache(const std::string& path, models::TransformerLM& mo
       uint64_t end = 0;
       if (expect != bytes || __builtin_add_overflow(offset, bytes, &end) || end > payload_size)
         throw bad("truncated (a tensor runs past the end of the file)");
+      // A view of the file's bytes: restore() below copies it into the cache
+      // while `file` is alive; only the logits, which outlive it, are cloned.
       const auto t = torch::from_blob(const_cast<char*>(file.data() + payload_at + offset), shape,
-                                      torch::TensorOptions().dtype(type))
-                         .clone();
+                                      torch::TensorOptions().dtype(type));
       const auto layer = sec.at("layer").get<int64_t>();
       const auto role = sec.at("role").get<std::string>();
       if (layer == -1 && role == "next_logits") {
         if (t.dim() != 1 || t.size(0) != mo.vocab || type != at::kFloat) throw bad("its logits are not [vocab] float32");
-        out.next_logits = t;
+        out.next_logits = t.clone();
         continue;
       }
       if (layer < 0 || layer >= s.layers) throw bad("a tensor names layer " + std::to_string(layer));
