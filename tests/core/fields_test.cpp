@@ -19,7 +19,7 @@ template <typename V>
 void visit_fields(Settings& s, V&& visit) {
   visit(qkv::Field{"count", "how many"}.at_least(1), s.count);
   visit(qkv::Field{"rate", "how fast"}.range(0, 1), s.rate);
-  visit(qkv::Field{"name", "what", "--called"}, s.name);
+  visit(qkv::Field{"name", "what", "called"}, s.name);
   visit(qkv::Field{"tags", "labels"}, s.tags);
   visit(qkv::Field{"seed", "", ""}, s.seed);
 }
@@ -58,8 +58,8 @@ TEST(Fields, WrongTypeNamesTheKey) {
 }
 
 TEST(Fields, FlagsFollowKeysUnlessNamed) {
-  EXPECT_EQ(qkv::option_flag({"points_per_shape", ""}), "--points-per-shape");
-  EXPECT_EQ(qkv::option_flag({"source", "", "--data"}), "--data");
+  EXPECT_EQ(qkv::option_name({"points_per_shape", ""}), "points-per-shape");
+  EXPECT_EQ(qkv::option_name({"source", "", "data"}), "data");
 }
 
 TEST(Fields, RangesAreCheckedWhenReadBack) {
@@ -83,4 +83,36 @@ TEST(Fields, RangeProblemsNameTheBound) {
   EXPECT_EQ(qkv::field_range_problem(qkv::Field{"k", "h"}, -1e300), "");  // no range: any finite value
   EXPECT_FALSE((qkv::Field{"k", "h"}.has_range()));
   EXPECT_TRUE((qkv::Field{"k", "h"}.at_least(1).has_range()));
+}
+
+TEST(Fields, RangesAreCheckedOnAStructFilledInCode) {
+  demo::Settings s;
+  EXPECT_NO_THROW(qkv::check_field_ranges(s));
+  s.rate = 1.5;
+  try {
+    qkv::check_field_ranges(s);
+    FAIL() << "rate 1.5 accepted";
+  } catch (const qkv::ConfigError& e) {
+    EXPECT_EQ(e.key, "rate");
+    EXPECT_EQ(std::string(e.what()), "rate must be in [0, 1], got 1.5");
+  }
+  s.rate = std::nan("");
+  EXPECT_THROW(qkv::check_field_ranges(s), qkv::ConfigError);
+}
+
+// The library names settings by key, other settings in a problem as {key};
+// each front end names them its own way (the CLI by flag).
+TEST(ConfigErrors, KeysAreNamedByTheFrontEnd) {
+  const qkv::ConfigError e("no_cache", ": {load_cache} and {cache_dtype} need the KV cache");
+  EXPECT_EQ(std::string(e.what()), "no_cache: load_cache and cache_dtype need the KV cache");
+  auto flag = [](std::string key) {
+    for (auto& c : key)
+      if (c == '_') c = '-';
+    return "--" + key;
+  };
+  EXPECT_EQ(qkv::setting_message(e.key, e.problem, flag), "--no-cache: --load-cache and --cache-dtype need the KV cache");
+  EXPECT_EQ(qkv::setting_message("max_new", "must be >= 0", flag), "--max-new must be >= 0");
+  // Braces that are not a key (JSON, paths, empty) are left as they are.
+  const std::string text = "{\"a\": 1} {Bad} {x-y} {} {open";
+  EXPECT_EQ(qkv::name_keys(text, flag), text);
 }

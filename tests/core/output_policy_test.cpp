@@ -51,7 +51,7 @@ TEST_F(OutputPolicy, ExistingFolderIsRefusedWithoutOverwriteAndNothingChanges) {
   qkv::reset_output_claims();
   const auto message = usage_error_of([&] { qkv::claim_output_dir(dir.string(), "--out", false, {"test", {}}); });
   EXPECT_NE(message.find("--out " + dir.string()), std::string::npos) << message;
-  EXPECT_NE(message.find("--overwrite"), std::string::npos) << message;
+  EXPECT_NE(message.find("add overwrite"), std::string::npos) << message;
   EXPECT_EQ(read(dir / "result.txt"), "first");
 }
 
@@ -99,7 +99,7 @@ TEST_F(OutputPolicy, OneOutputFileIsReplacedOnlyIfQkvWroteIt) {
   qkv::claim_output_file(mine, "--out", false, {"test", {}});
   qkv::write_file_atomic(mine, std::string("a,b\n"));
   qkv::reset_output_claims();
-  EXPECT_NE(usage_error_of([&] { qkv::claim_output_file(mine, "--out", false, {"test", {}}); }).find("--overwrite"),
+  EXPECT_NE(usage_error_of([&] { qkv::claim_output_file(mine, "--out", false, {"test", {}}); }).find("add overwrite"),
             std::string::npos);
   qkv::claim_output_file(mine, "--out", true, {"test", {}});
   qkv::write_file_atomic(mine, std::string("c,d\n"));

@@ -217,7 +217,7 @@ TEST(Generate, MaxNewBeyondTheMemoryLimitIsRefusedByName) {
     lm::generate(*lm, {1, 2}, o);
     FAIL() << "no UsageError";
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("--max-new 99"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("max_new 99"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("at most 98"), std::string::npos) << e.what();
   }
   o.memory_limit_bytes = 0;

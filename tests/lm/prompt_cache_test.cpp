@@ -170,7 +170,7 @@ TEST_F(PromptCacheFile, PromptOrDtypeThatDoesNotMatchIsAUsageError) {
   lm::GenerateOptions o;
   o.use_cache = false;
   o.save_cache = dir_ + "/q.kvc";
-  EXPECT_NE(usage_error_of([&] { lm::generate(*lm_, tokens_of("x"), o); }).find("--no-cache"), std::string::npos);
+  EXPECT_NE(usage_error_of([&] { lm::generate(*lm_, tokens_of("x"), o); }).find("no_cache"), std::string::npos);
   EXPECT_FALSE(fs::exists(dir_ + "/q.kvc"));
 }
 

@@ -80,7 +80,7 @@ TEST(StratifiedFolds, FewerThanTwoFoldsIsAUsageError) {
     stratified_kfold(labels, 1, 0);
     FAIL() << "expected UsageError";
   } catch (const qkv::UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("--folds"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("folds"), std::string::npos) << e.what();
   }
   EXPECT_THROW(repeated_stratified_folds(labels, 2, 0, 0.1, 0), qkv::UsageError);
   EXPECT_THROW(repeated_stratified_folds(labels, 0, 5, 0.1, 0), qkv::UsageError);

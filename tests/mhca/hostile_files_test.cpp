@@ -228,7 +228,7 @@ TEST(HostileCohort, SubjectsMissingMostValuesAreNamedAndLeftOutOnRequest) {
   EXPECT_NE(dropped.find("left out 1 subject with more than 50% of their beta-values missing: s2 (100%)"),
             std::string::npos)
       << dropped;
-  expect_usage_error([&] { mhca::load_cohort(manifest, table, false, 1, true, {}, 0.25); }, "--max-missing 0.25");
+  expect_usage_error([&] { mhca::load_cohort(manifest, table, false, 1, true, {}, 0.25); }, "max_missing 0.25");
 }
 
 }  // namespace

@@ -456,24 +456,24 @@ TEST(SynthCohortOptionsTest, BadOptionsAreUsageErrorsNamingTheOption) {
     change(o);
     return usage_error_of([&] { o.validate(); });
   };
-  EXPECT_NE(bad([](auto& o) { o.pd_fraction = 1.5; }).find("--pd-fraction"), std::string::npos);
-  EXPECT_NE(bad([](auto& o) { o.pd_fraction = 0; }).find("--pd-fraction"), std::string::npos);
-  EXPECT_NE(bad([](auto& o) { o.pd_fraction = 0.01; }).find("--pd-fraction"), std::string::npos);  // 0 PD of 40
-  EXPECT_NE(bad([](auto& o) { o.subjects = 1; }).find("--subjects"), std::string::npos);
-  EXPECT_NE(bad([](auto& o) { o.cpg = 45; }).find("--cpg"), std::string::npos);  // all planted
-  EXPECT_NE(bad([](auto& o) { o.shape = {4, 27, 23}; }).find("--shape"), std::string::npos);
-  EXPECT_NE(bad([](auto& o) { o.missing_fraction = -0.1; }).find("--missing-fraction"), std::string::npos);
-  EXPECT_NE(bad([](auto& o) { o.planted_class_sites = -1; }).find("--planted-class-sites"), std::string::npos);
-  EXPECT_NE(bad([](auto& o) { o.planted_interaction_sites = -1; }).find("--planted-interaction-sites"),
+  EXPECT_NE(bad([](auto& o) { o.pd_fraction = 1.5; }).find("pd_fraction"), std::string::npos);
+  EXPECT_NE(bad([](auto& o) { o.pd_fraction = 0; }).find("pd_fraction"), std::string::npos);
+  EXPECT_NE(bad([](auto& o) { o.pd_fraction = 0.01; }).find("pd_fraction"), std::string::npos);  // 0 PD of 40
+  EXPECT_NE(bad([](auto& o) { o.subjects = 1; }).find("subjects"), std::string::npos);
+  EXPECT_NE(bad([](auto& o) { o.cpg = 45; }).find("cpg"), std::string::npos);  // all planted
+  EXPECT_NE(bad([](auto& o) { o.shape = {4, 27, 23}; }).find("shape"), std::string::npos);
+  EXPECT_NE(bad([](auto& o) { o.missing_fraction = -0.1; }).find("missing_fraction"), std::string::npos);
+  EXPECT_NE(bad([](auto& o) { o.planted_class_sites = -1; }).find("planted_class_sites"), std::string::npos);
+  EXPECT_NE(bad([](auto& o) { o.planted_interaction_sites = -1; }).find("planted_interaction_sites"),
             std::string::npos);
-  EXPECT_NE(bad([](auto& o) { o.threads = -1; }).find("--threads"), std::string::npos);
+  EXPECT_NE(bad([](auto& o) { o.threads = -1; }).find("threads"), std::string::npos);
   EXPECT_EQ(bad([](auto&) {}), "(no UsageError)");
 
   // write_synth_cohort validates before touching the disk.
   const std::string dir = qkv::testing::fresh_dir("synth_cohort_bad_option");
   auto o = small_options();
   o.subjects = 1;
-  EXPECT_NE(usage_error_of([&] { write_synth_cohort(dir, o); }).find("--subjects"), std::string::npos);
+  EXPECT_NE(usage_error_of([&] { write_synth_cohort(dir, o); }).find("subjects"), std::string::npos);
   EXPECT_FALSE(fs::exists(dir));
 }
 

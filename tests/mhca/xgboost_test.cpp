@@ -101,21 +101,21 @@ TEST(XGBoostParams, InvalidValuesNameTheOption) {
     std::string option;
   };
   const std::vector<Case> cases = {
-      {[](XGBoostParams& p) { p.learning_rate = 0; }, "--xgb-learning-rate"},
-      {[](XGBoostParams& p) { p.learning_rate = 1.5; }, "--xgb-learning-rate"},
-      {[&](XGBoostParams& p) { p.learning_rate = nan; }, "--xgb-learning-rate"},
-      {[](XGBoostParams& p) { p.n_estimators = 0; }, "--xgb-estimators"},
-      {[](XGBoostParams& p) { p.max_depth = 0; }, "--xgb-max-depth"},
-      {[](XGBoostParams& p) { p.min_child_weight = -1; }, "--xgb-min-child-weight"},
-      {[](XGBoostParams& p) { p.gamma = -0.5; }, "--xgb-gamma"},
-      {[&](XGBoostParams& p) { p.gamma = nan; }, "--xgb-gamma"},
-      {[](XGBoostParams& p) { p.subsample = 0; }, "--xgb-subsample"},
-      {[](XGBoostParams& p) { p.colsample_bytree = 1.01; }, "--xgb-colsample"},
-      {[](XGBoostParams& p) { p.scale_pos_weight = 0; }, "--xgb-scale-pos-weight"},
-      {[](XGBoostParams& p) { p.tree_method = "gpu_hist"; }, "--xgb-tree-method"},
-      {[](XGBoostParams& p) { p.max_bin = 1; }, "--xgb-max-bin"},
-      {[](XGBoostParams& p) { p.threads = -1; }, "--threads"},
-      {[](XGBoostParams& p) { p.seed = std::numeric_limits<uint64_t>::max(); }, "--seed"},
+      {[](XGBoostParams& p) { p.learning_rate = 0; }, "xgb_learning_rate"},
+      {[](XGBoostParams& p) { p.learning_rate = 1.5; }, "xgb_learning_rate"},
+      {[&](XGBoostParams& p) { p.learning_rate = nan; }, "xgb_learning_rate"},
+      {[](XGBoostParams& p) { p.n_estimators = 0; }, "xgb_estimators"},
+      {[](XGBoostParams& p) { p.max_depth = 0; }, "xgb_max_depth"},
+      {[](XGBoostParams& p) { p.min_child_weight = -1; }, "xgb_min_child_weight"},
+      {[](XGBoostParams& p) { p.gamma = -0.5; }, "xgb_gamma"},
+      {[&](XGBoostParams& p) { p.gamma = nan; }, "xgb_gamma"},
+      {[](XGBoostParams& p) { p.subsample = 0; }, "xgb_subsample"},
+      {[](XGBoostParams& p) { p.colsample_bytree = 1.01; }, "xgb_colsample"},
+      {[](XGBoostParams& p) { p.scale_pos_weight = 0; }, "xgb_scale_pos_weight"},
+      {[](XGBoostParams& p) { p.tree_method = "gpu_hist"; }, "xgb_tree_method"},
+      {[](XGBoostParams& p) { p.max_bin = 1; }, "xgb_max_bin"},
+      {[](XGBoostParams& p) { p.threads = -1; }, "threads"},
+      {[](XGBoostParams& p) { p.seed = std::numeric_limits<uint64_t>::max(); }, "seed"},
   };
   for (const auto& c : cases) {
     XGBoostParams p;
@@ -148,7 +148,7 @@ TEST(XGBoostParams, JsonRoundTripAndStrictReading) {
   expect_throw_naming<DataError>([] { XGBoostParams::from_json({{"max_depth", 2.5}}); }, "max_depth");
   expect_throw_naming<DataError>([] { XGBoostParams::from_json({{"gamma", "0"}}); }, "gamma");
   expect_throw_naming<DataError>([] { XGBoostParams::from_json({{"seed", -1}}); }, "seed");
-  expect_throw_naming<DataError>([] { XGBoostParams::from_json({{"subsample", 0}}); }, "--xgb-subsample");
+  expect_throw_naming<DataError>([] { XGBoostParams::from_json({{"subsample", 0}}); }, "xgb_subsample");
   expect_throw_naming<DataError>([] { XGBoostParams::from_json(nlohmann::json::array()); }, "object");
 }
 
@@ -436,14 +436,14 @@ TEST(RecursiveFeatureElimination, BadArgumentsAndData) {
   const auto run = [&](const RFEParams& rfe, const XGBoostParams& p = small_params(5)) {
     return recursive_feature_elimination(d.x.data(), d.rows, d.cols, d.y, p, rfe);
   };
-  expect_throw_naming<UsageError>([&] { run({0, 0.1}); }, "--n-features");
-  expect_throw_naming<UsageError>([&] { run({51, 0.1}); }, "--n-features");
-  expect_throw_naming<UsageError>([&] { run({5, 0}); }, "--rfe-step");
-  expect_throw_naming<UsageError>([&] { run({5, -2}); }, "--rfe-step");
-  expect_throw_naming<UsageError>([&] { run({5, std::numeric_limits<double>::quiet_NaN()}); }, "--rfe-step");
+  expect_throw_naming<UsageError>([&] { run({0, 0.1}); }, "n_features");
+  expect_throw_naming<UsageError>([&] { run({51, 0.1}); }, "n_features");
+  expect_throw_naming<UsageError>([&] { run({5, 0}); }, "rfe_step");
+  expect_throw_naming<UsageError>([&] { run({5, -2}); }, "rfe_step");
+  expect_throw_naming<UsageError>([&] { run({5, std::numeric_limits<double>::quiet_NaN()}); }, "rfe_step");
   XGBoostParams bad = small_params(5);
   bad.max_depth = -3;
-  expect_throw_naming<UsageError>([&] { run({5, 0.1}, bad); }, "--xgb-max-depth");
+  expect_throw_naming<UsageError>([&] { run({5, 0.1}, bad); }, "xgb_max_depth");
 
   std::vector<int64_t> zeros(60, 0);
   expect_throw_naming<DataError>(

@@ -348,12 +348,12 @@ TEST(SynthShapesTree, BadOptionsAreUsageErrorsNamingTheOption) {
     change(o);
     return usage_error_of([&] { write_synth_shapes(dir, o); });
   };
-  EXPECT_NE(with([](auto& o) { o.train_per_class = -1; }).find("--train-per-class"), std::string::npos);
-  EXPECT_NE(with([](auto& o) { o.test_per_class = -2; }).find("--test-per-class"), std::string::npos);
+  EXPECT_NE(with([](auto& o) { o.train_per_class = -1; }).find("train_per_class"), std::string::npos);
+  EXPECT_NE(with([](auto& o) { o.test_per_class = -2; }).find("test_per_class"), std::string::npos);
   EXPECT_NE(with([](auto& o) { o.train_per_class = o.test_per_class = 0; }).find("nothing to write"),
             std::string::npos);
   const std::string unknown = with([](auto& o) { o.classes = {"box", "teapot"}; });
-  EXPECT_NE(unknown.find("--classes: unknown synthetic shape class 'teapot'"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("classes: unknown synthetic shape class 'teapot'"), std::string::npos) << unknown;
   EXPECT_NE(with([](auto& o) { o.classes = {"box", "box"}; }).find("listed twice"), std::string::npos);
   EXPECT_FALSE(fs::exists(dir)) << "nothing is written before the options are checked";
 }

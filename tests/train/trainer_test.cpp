@@ -164,7 +164,7 @@ TEST(Trainer, BadConfigIsAUsageErrorNamingTheOption) {
     train::train(*model, spirals(), c, torch::kCPU, fresh_dir("metric"), {}, false, quiet());
     FAIL();
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("--select-metric"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("select_metric"), std::string::npos);
   }
 }
 

@@ -34,11 +34,23 @@ void remember_flag(const CLI::App* cmd, const std::string& key, const std::strin
 }
 
 std::string flag_of_key(const CLI::App* cmd, const std::string& key) {
-  for (; cmd; cmd = cmd->get_parent()) {
-    const auto it = key_flags().find({cmd, key});
+  if (key.rfind("--", 0) == 0) return key;  // a message about an option the CLI itself named
+  std::string dashed = "--" + key;
+  std::replace(dashed.begin(), dashed.end(), '_', '-');
+  for (const CLI::App* c = cmd; c; c = c->get_parent()) {
+    const auto it = key_flags().find({c, key});
     if (it != key_flags().end()) return it->second;
   }
+  for (const CLI::App* c = cmd; c; c = c->get_parent())
+    if (c->get_option_no_throw(dashed)) return dashed;
   return "";
+}
+
+std::string config_error_text(const CLI::App* cmd, const ConfigError& e) {
+  return setting_message(e.key, e.problem, [cmd](const std::string& key) {
+    const std::string flag = flag_of_key(cmd, key);
+    return flag.empty() ? key : flag;
+  });
 }
 
 CLI::Validator range_check(const Field& f) {

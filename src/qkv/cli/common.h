@@ -47,9 +47,14 @@ template <typename S>
 void add_field_options(CLI::App* cmd, S& settings, const std::set<std::string>& skip = {});
 
 // The flag that sets `key` ("lr" -> "--lr") in command `cmd` (or the
-// commands above it), as add_field_options registered it; "" if none did.
-// Per command, since two commands may spell one key differently.
+// commands above it): as add_field_options registered it, else the option
+// spelled like the key ("max_new" -> "--max-new") if the command has one;
+// "" otherwise. Per command, since two commands may spell one key differently.
 std::string flag_of_key(const CLI::App* cmd, const std::string& key);
+
+// A ConfigError's one line as `cmd` says it: the setting and every "{key}"
+// in the problem named by its flag.
+std::string config_error_text(const CLI::App* cmd, const ConfigError& e);
 void remember_flag(const CLI::App* cmd, const std::string& key, const std::string& flag);
 
 // --help in sections: the options `add` adds are listed under `heading`
@@ -153,7 +158,7 @@ void print_json(const nlohmann::json& j);
 namespace detail {
 template <typename T>
 void add_bound_option(CLI::App* cmd, const Field& f, T& value) {
-  const std::string flag = option_flag(f);
+  const std::string flag = "--" + option_name(f);
   if constexpr (std::is_same_v<T, nlohmann::json>) {
     // A JSON-valued field is recorded, never an option of its own.
   } else if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
@@ -168,8 +173,8 @@ void add_bound_option(CLI::App* cmd, const Field& f, T& value) {
 template <typename S>
 void add_field_options(CLI::App* cmd, S& settings, const std::set<std::string>& skip) {
   visit_fields(settings, [&](const Field& f, auto& value) {
-    if ((f.flag && *f.flag == '\0') || skip.count(f.key)) return;
-    remember_flag(cmd, f.key, option_flag(f));
+    if ((f.option && *f.option == '\0') || skip.count(f.key)) return;
+    remember_flag(cmd, f.key, "--" + option_name(f));
     detail::add_bound_option(cmd, f, value);
   });
 }

@@ -218,16 +218,20 @@ int main(int argc, char** argv) {
     command_path += " " + command->get_name();
   }
   // Every failure is one line "qkv <command>: error: <what>".
+  // A setting the library mentions as "{key}" is named by its flag.
   auto fail = [&](int status, const std::string& what) {
-    std::fprintf(stderr, "%s: error: %s\n", command_path.c_str(), qkv::first_line(what).c_str());
+    const std::string line = qkv::name_keys(qkv::first_line(what), [&](const std::string& key) {
+      const std::string flag = qkv::cli::flag_of_key(command, key);
+      return flag.empty() ? "{" + key + "}" : flag;
+    });
+    std::fprintf(stderr, "%s: error: %s\n", command_path.c_str(), line.c_str());
     return status;
   };
   try {
     return action ? action() : 2;
   } catch (const qkv::ConfigError& e) {
     // The library names the setting's key; say it as the option that set it.
-    const std::string flag = qkv::cli::flag_of_key(command, e.key);
-    return fail(2, (flag.empty() ? e.key : flag) + " " + e.problem);
+    return fail(2, qkv::cli::config_error_text(command, e));
   } catch (const qkv::UsageError& e) {
     return fail(2, e.what());
   } catch (const qkv::Interrupted& e) {

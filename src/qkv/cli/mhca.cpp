@@ -77,28 +77,11 @@ void register_synth(CLI::App* parent, Action& action) {
   cmd->add_option("--out", o->out, "folder to write (missing or empty; --overwrite replaces what qkv wrote there)")
       ->required();
   add_overwrite_flag(cmd, o->overwrite);
-  add_ranged_option(cmd, "--subjects", o->synth.subjects, "subjects (PPMI: 408)", 2, 1000000);
-  add_ranged_option(cmd, "--pd-fraction", o->synth.pd_fraction, "share of Parkinson's patients (PPMI: 0.70)", 0, 1);
-  add_ranged_option(cmd, "--cpg", o->synth.cpg, "CpG sites in the methylation table", 1, 10000000);
+  add_field_options(cmd, o->synth);
   cmd->add_option("--shape", o->shape, "volume grid X,Y,Z (default 91,109,91, MNI 2 mm); e.g. 24,28,24 for CPU runs")
       ->delimiter(',')
       ->expected(3)
       ->check(range_check(1, 4096));
-  cmd->add_option("--atlas", o->synth.atlas,
-                  "striatum anatomy: auto (MRIcron's AICHAmc atlas if installed), none (ellipsoids), or a label NIfTI")
-      ->capture_default_str();
-  add_ranged_option(cmd, "--planted-class-sites", o->synth.planted_class_sites, "CpG sites shifted in PD", 0, 10000000);
-  add_ranged_option(cmd, "--planted-putamen-sites", o->synth.planted_putamen_sites, "CpG sites tied to putamen uptake",
-                    0, 10000000);
-  add_ranged_option(cmd, "--planted-interaction-sites", o->synth.planted_interaction_sites,
-                    "CpG sites whose PD shift follows one striatal region's uptake (the cross-modal benchmark)", 0,
-                    10000000);
-  add_ranged_option(cmd, "--cross-modal-sites", o->synth.cross_modal_sites,
-                    "CpG sites coupled to one of four cortical regions' uptake with the sign flipped between PD and "
-                    "controls: each modality alone carries nothing, only reading both does (prints an oracle check)",
-                    0, 10000000);
-  add_ranged_option(cmd, "--missing-fraction", o->synth.missing_fraction, "share of beta-values left missing", 0, 0.5);
-  add_ranged_option(cmd, "--seed", o->synth.seed, "random seed; the same seed writes the same files", 0, kMaxSeed);
   add_ranged_option(cmd, "--threads", o->synth.threads, "volumes generated in parallel; 0 = one per core", 0,
                     max_threads_option());
   cmd->callback([o, &action] {

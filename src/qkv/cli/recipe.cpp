@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "qkv/cli/common.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/text.h"
 #include "qkv/tasks/recipes.h"
@@ -46,14 +47,15 @@ nlohmann::json apply_recipe(CLI::App* cmd, const std::string& command, const std
     }
   }
   for (const auto& s : recipe.settings) {
-    auto* opt = cmd->get_option_no_throw(s.flag);
-    if (!opt) continue;  // e.g. --folds on 'mhca train'
+    const std::string flag = flag_of_key(cmd, s.key);
+    if (flag.empty()) continue;  // e.g. folds on 'mhca train'
+    auto* opt = cmd->get_option(flag);
     if (opt->count() > 0) {
-      kept.push_back(s.flag);
+      kept.push_back(flag);
       continue;
     }
     set_as_typed(opt, s.value);
-    set[s.flag] = {{"value", s.value}, {"source", s.source}};
+    set[flag] = {{"value", s.value}, {"source", s.source}};
   }
   return {{"name", recipe.name}, {"source", recipe.source}, {"set", set}, {"kept_from_command_line", kept}};
 }

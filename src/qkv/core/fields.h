@@ -21,9 +21,10 @@ namespace qkv {
 struct Field {
   const char* key;
   const char* help;
-  // The command-line option: nullptr = "--" + key with '_' as '-'; "" = not
-  // an option (recorded in config.json only, e.g. a value the data decide).
-  const char* flag = nullptr;
+  // The command-line name where it is not the key's ("arms" for "classes"):
+  // nullptr = the key with '_' as '-'; "" = not an option (recorded in
+  // config.json only, e.g. a value the data decide). The CLI adds the dashes.
+  const char* option = nullptr;
   // The values a numeric field accepts (inclusive); NaN and infinities are
   // never accepted. The CLI checks them on the option's text and shows them
   // in --help; reading config.json back checks them too.
@@ -63,13 +64,30 @@ inline std::string field_range_problem(const Field& f, double value) {
   return "";
 }
 
-// "train.batch_size" style messages name the key; the CLI maps keys to flags.
-inline std::string option_flag(const Field& f) {
-  if (f.flag) return f.flag;
-  std::string flag = std::string("--") + f.key;
-  for (auto& c : flag)
+// The command-line name of a field ("points-per-shape", "arms"), without the
+// dashes the CLI puts before it; messages of the library name the key.
+inline std::string option_name(const Field& f) {
+  if (f.option) return f.option;
+  std::string name = f.key;
+  for (auto& c : name)
     if (c == '_') c = '-';
-  return flag;
+  return name;
+}
+
+// ConfigError naming the key of the first numeric field of `settings`
+// outside its range, so a struct filled in code (Python, tests) is held to the
+// ranges the CLI checks on the typed text. validate() calls it, then checks
+// what involves several fields.
+template <typename S>
+void check_field_ranges(const S& settings) {
+  S copy = settings;
+  visit_fields(copy, [&](const Field& f, auto& value) {
+    using T = std::decay_t<decltype(value)>;
+    if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+      const std::string problem = field_range_problem(f, static_cast<double>(value));
+      if (!problem.empty()) throw ConfigError(f.key, problem + ", got " + range_number_text(static_cast<double>(value)));
+    }
+  });
 }
 
 template <typename S>

@@ -322,36 +322,39 @@ bool is_empty_folder(const fs::path& dir) {
   return !ec && read_ledger(dir).files.empty();
 }
 
-std::string quoted(const std::string& option, const std::string& path) {
-  return option.empty() ? printable_path(path) : option + " " + printable_path(path);
+// A refusal about the output a setting names (`key`, e.g. "out"; the CLI
+// says --out); without a key, about the path alone.
+[[noreturn]] void refuse(const std::string& key, const std::string& problem) {
+  if (key.empty()) throw UsageError(name_keys(problem, [](const std::string& k) { return k; }));
+  throw ConfigError(key, problem);
 }
 
 // The ledger and the run records are JSON, which holds UTF-8 only: a folder
 // whose name is not would be recorded under another name.
 void require_utf8_name(const std::string& path, const std::string& option) {
   if (!is_valid_utf8(path))
-    throw UsageError(quoted(option, path) + ": the name is not valid UTF-8 (qkv records its outputs in JSON); "
+    refuse(option, printable_path(path) + ": the name is not valid UTF-8 (qkv records its outputs in JSON); "
                      "choose a UTF-8 name");
 }
 
 }  // namespace
 
 void check_output_dir(const std::string& dir, const std::string& option, bool overwrite) {
-  if (dir.empty()) throw UsageError(option + ": must name a folder");
+  if (dir.empty()) refuse(option, ": must name a folder");
   require_utf8_name(dir, option);
   const fs::path root = normal(dir);
   std::error_code ec;
   const auto status = fs::status(root, ec);
   if (!fs::exists(status)) return;
-  if (!fs::is_directory(status)) throw UsageError(quoted(option, dir) + ": exists and is not a folder");
+  if (!fs::is_directory(status)) refuse(option, printable_path(dir) + ": exists and is not a folder");
   if (is_empty_folder(root)) return;
   if (!overwrite)
-    throw UsageError(quoted(option, dir) +
-                     ": exists and is not empty; add --overwrite to replace what qkv wrote there (other files are "
+    refuse(option, printable_path(dir) +
+                     ": exists and is not empty; add {overwrite} to replace what qkv wrote there (other files are "
                      "kept), or choose another folder");
   if (read_ledger(root).header.is_null())
-    throw UsageError(quoted(option, dir) + ": not empty and holds nothing qkv wrote (no " + kLedgerName +
-                     "); qkv will not write into it, even with --overwrite; choose another folder");
+    refuse(option, printable_path(dir) + ": not empty and holds nothing qkv wrote (no " + kLedgerName +
+                     "); qkv will not write into it, even with {overwrite}; choose another folder");
 }
 
 ClaimResult claim_output_dir(const std::string& dir, const std::string& option, bool overwrite,
@@ -388,26 +391,26 @@ void release_unused_output_dir(const std::string& dir, bool remove_folder) noexc
 }
 
 void check_output_file(const std::string& path, const std::string& option, bool overwrite) {
-  if (path.empty()) throw UsageError(option + ": must name a file");
+  if (path.empty()) refuse(option, ": must name a file");
   require_utf8_name(path, option);
   const fs::path file = normal(path);
   const fs::path dir = file.parent_path();
   std::error_code ec;
   const auto status = fs::status(file, ec);
-  if (fs::is_directory(status)) throw UsageError(quoted(option, path) + ": is a folder; name a file");
+  if (fs::is_directory(status)) refuse(option, printable_path(path) + ": is a folder; name a file");
   if (fs::exists(status)) {
     if (!overwrite)
-      throw UsageError(quoted(option, path) + ": exists; add --overwrite to replace it, or choose another name");
+      refuse(option, printable_path(path) + ": exists; add {overwrite} to replace it, or choose another name");
     const Ledger ledger = read_ledger(dir);
     const std::string name = file.filename().string();
     if (std::find(ledger.files.begin(), ledger.files.end(), name) == ledger.files.end())
-      throw UsageError(quoted(option, path) +
-                       ": exists and was not written by qkv; qkv will not replace it, even with --overwrite");
+      refuse(option, printable_path(path) +
+                       ": exists and was not written by qkv; qkv will not replace it, even with {overwrite}");
     if (const std::string why = unowned(dir, name, ledger.written); !why.empty()) throw UsageError(why);
   }
   const auto dir_status = fs::status(dir, ec);
   if (fs::exists(dir_status) && !fs::is_directory(dir_status))
-    throw UsageError(quoted(option, path) + ": " + dir.string() + " is not a folder");
+    refuse(option, printable_path(path) + ": " + dir.string() + " is not a folder");
 }
 
 void claim_output_file(const std::string& path, const std::string& option, bool overwrite,
@@ -426,15 +429,15 @@ namespace {
 Ledger verified_ledger(const std::string& dir, const std::string& option, const std::string& command) {
   const fs::path root = normal(dir);
   std::error_code ec;
-  if (!fs::exists(root, ec)) throw UsageError(quoted(option, dir) + ": no such folder (nothing to continue)");
-  if (!fs::is_directory(root, ec)) throw UsageError(quoted(option, dir) + ": is not a folder");
+  if (!fs::exists(root, ec)) refuse(option, printable_path(dir) + ": no such folder (nothing to continue)");
+  if (!fs::is_directory(root, ec)) refuse(option, printable_path(dir) + ": is not a folder");
   const Ledger ledger = read_ledger(root);
   if (ledger.header.is_null())
-    throw UsageError(quoted(option, dir) + ": has no " + kLedgerName +
+    refuse(option, printable_path(dir) + ": has no " + kLedgerName +
                      " (not a folder qkv wrote); qkv will not write into it");
   const std::string made_by = ledger.header.value("command", "");
   if (!command.empty() && made_by != command)
-    throw UsageError(quoted(option, dir) + ": made by 'qkv " + (made_by.empty() ? "?" : made_by) + "', not by 'qkv " +
+    refuse(option, printable_path(dir) + ": made by 'qkv " + (made_by.empty() ? "?" : made_by) + "', not by 'qkv " +
                      command + "'; continue it with the command that made it, or choose another folder");
   require_owned(root, ledger);
   return ledger;
@@ -468,7 +471,7 @@ std::vector<std::string> remove_stale_temps_of_ledger(const std::string& dir) {
 
 bool claim_synthetic_dir(const std::string& dir, const std::string& option, bool overwrite,
                          const OutputMarker& marker, bool check_only) {
-  if (dir.empty()) throw UsageError(option + ": must name a folder");
+  if (dir.empty()) refuse(option, ": must name a folder");
   require_utf8_name(dir, option);
   const fs::path root = normal(dir);
   std::error_code ec;
@@ -477,10 +480,10 @@ bool claim_synthetic_dir(const std::string& dir, const std::string& option, bool
     if (!check_only) claim_output_dir(dir, option, false, marker);
     return true;
   }
-  if (!fs::is_directory(status)) throw UsageError(quoted(option, dir) + ": exists and is not a folder");
+  if (!fs::is_directory(status)) refuse(option, printable_path(dir) + ": exists and is not a folder");
   const Ledger ledger = read_ledger(root);
   if (ledger.header.is_null())
-    throw UsageError(quoted(option, dir) + ": not empty and not written by qkv; choose another folder");
+    refuse(option, printable_path(dir) + ": not empty and not written by qkv; choose another folder");
   // Anything qkv did not write would be read as data (a notes file, an extra
   // class folder): refuse rather than load or delete it.
   std::set<fs::path> listed, listed_dirs;
@@ -494,7 +497,7 @@ bool claim_synthetic_dir(const std::string& dir, const std::string& option, bool
     if (rel == kLedgerName) continue;
     const bool known = it->is_directory() ? listed_dirs.count(rel) > 0 : listed.count(rel) > 0;
     if (!known)
-      throw UsageError(quoted(option, dir) + ": holds " + rel.string() +
+      refuse(option, printable_path(dir) + ": holds " + rel.string() +
                        ", which qkv did not write; move it away or choose another folder (nothing was deleted)");
   }
   const auto settings = marker.settings.is_null() ? nlohmann::json::object() : marker.settings;
@@ -506,8 +509,8 @@ bool claim_synthetic_dir(const std::string& dir, const std::string& option, bool
     return false;
   }
   if (!same && !overwrite)
-    throw UsageError(quoted(option, dir) +
-                     ": holds synthetic data made with other settings; add --overwrite to regenerate it, or choose "
+    refuse(option, printable_path(dir) +
+                     ": holds synthetic data made with other settings; add {overwrite} to regenerate it, or choose "
                      "another folder");
   // Same settings but unfinished (interrupted), or --overwrite: regenerate.
   if (!check_only) claim_output_dir(dir, option, true, marker);

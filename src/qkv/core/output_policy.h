@@ -32,7 +32,7 @@ enum class ClaimResult {
 };
 
 // Before a command writes into the folder `dir` (named by `option` in
-// messages, e.g. "--out"):
+// messages: a setting's key, "out", which the CLI names by its flag):
 //  - missing or empty: created (with its parents);
 //  - holding files, without `overwrite`: UsageError naming it and the way out;
 //  - holding files, with `overwrite`: the files its ledger lists are removed

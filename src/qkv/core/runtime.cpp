@@ -63,15 +63,15 @@ c10::Device parse_device(const std::string& text) {
   if (text == "cpu") return c10::Device(c10::kCPU);
   if (text.rfind("cuda", 0) == 0) {
     if (!torch::cuda::is_available())
-      throw UsageError("--device " + text +
+      throw ConfigError("device", text +
                        ": this LibTorch build has no CUDA support or no GPU is visible; use --device cpu");
     try {
       return c10::Device(text);
     } catch (const std::exception&) {
-      throw UsageError("--device " + text + ": expected cuda or cuda:N");
+      throw ConfigError("device", text + ": expected cuda or cuda:N");
     }
   }
-  throw UsageError("--device " + text + ": expected cpu or cuda");
+  throw ConfigError("device", text + ": expected cpu or cuda");
 }
 
 void seed_everything(uint64_t seed) { torch::manual_seed(seed); }

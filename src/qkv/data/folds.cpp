@@ -48,7 +48,7 @@ std::map<int64_t, std::vector<int64_t>> by_class(const std::vector<int64_t>& ind
 }  // namespace
 
 std::vector<std::vector<int64_t>> stratified_kfold(const std::vector<int64_t>& labels, int64_t k, uint64_t seed) {
-  if (k < 2) throw UsageError("--folds must be at least 2, got " + std::to_string(k));
+  if (k < 2) throw ConfigError("folds", "must be at least 2, got " + std::to_string(k));
   if (labels.empty()) throw DataError("stratified k-fold: no subjects");
   std::vector<int64_t> all(labels.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
@@ -78,7 +78,7 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> stratified_split(const std
   {
     char shown[32];
     std::snprintf(shown, sizeof shown, "%g", fraction);
-    throw UsageError(std::string("--val-fraction must be in [0, 1), got ") + shown);
+    throw ConfigError("val_fraction", std::string("must be in [0, 1), got ") + shown);
   }
   std::vector<int64_t> sorted = indices;
   std::sort(sorted.begin(), sorted.end());
@@ -107,7 +107,7 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> stratified_split(const std
 
 std::vector<CVFold> repeated_stratified_folds(const std::vector<int64_t>& labels, int64_t runs, int64_t k,
                                               double val_fraction, uint64_t seed) {
-  if (runs < 1) throw UsageError("--runs must be at least 1, got " + std::to_string(runs));
+  if (runs < 1) throw ConfigError("runs", "must be at least 1, got " + std::to_string(runs));
   std::vector<CVFold> out;
   for (int64_t r = 0; r < runs; ++r) {
     const uint64_t run_seed = seed + static_cast<uint64_t>(r);

@@ -27,7 +27,7 @@ std::vector<std::vector<int64_t>> stratified_kfold(const std::vector<int64_t>& l
 // second, at least 1 when fraction > 0 and the class has >= 2 members, and at
 // most size - 1 so that first keeps every class it was given. Members are
 // chosen by a shuffle with the seed; both parts are sorted ascending.
-// UsageError "--val-fraction" unless 0 <= fraction < 1; DataError for an index
+// ConfigError "val_fraction" unless 0 <= fraction < 1; DataError for an index
 // outside labels or a repeated index.
 std::pair<std::vector<int64_t>, std::vector<int64_t>> stratified_split(const std::vector<int64_t>& indices,
                                                                        const std::vector<int64_t>& labels,
@@ -43,7 +43,7 @@ struct CVFold {
 // runs x k folds, run-major. Run r's test folds are stratified_kfold(labels, k,
 // seed + r); val is carved from the rest with stratified_split(val_fraction),
 // seeded from (seed + r, fold) so that every fold draws a different val set.
-// val_fraction = 0 leaves val empty. UsageError "--runs" if runs < 1.
+// val_fraction = 0 leaves val empty. ConfigError "runs" if runs < 1.
 std::vector<CVFold> repeated_stratified_folds(const std::vector<int64_t>& labels, int64_t runs, int64_t k,
                                               double val_fraction, uint64_t seed);
 

@@ -9,10 +9,10 @@
 namespace qkv::data {
 
 DatasetPtr make_spirals(const SpiralsOptions& o, uint64_t seed) {
-  if (o.classes < 2) throw UsageError("--classes must be at least 2 (got " + std::to_string(o.classes) + ")");
+  if (o.classes < 2) throw ConfigError("classes", "must be at least 2 (got " + std::to_string(o.classes) + ")");
   if (o.points_per_class < 1)
-    throw UsageError("--points-per-arm must be positive (got " + std::to_string(o.points_per_class) + ")");
-  if (!(o.noise >= 0)) throw UsageError("--noise must be >= 0");
+    throw ConfigError("points_per_class", "must be positive (got " + std::to_string(o.points_per_class) + ")");
+  if (!(o.noise >= 0)) throw ConfigError("noise", "must be >= 0");
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   const int64_t n = o.points_per_class;
   std::vector<torch::Tensor> xs, ys;

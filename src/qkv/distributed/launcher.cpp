@@ -94,7 +94,7 @@ int free_local_port() {
 }
 
 int run_local_ranks(const LocalRanks& plan) {
-  const auto [addr, port] = parse_master(plan.master, "launch: rendezvous");
+  const auto [addr, port] = parse_master(plan.master, "master");
   const int64_t world = plan.procs * plan.nodes;
   RankTempDir scratch;
   // Ranks share this machine's cores unless the user says otherwise.

@@ -49,12 +49,17 @@ bool is_loopback(const std::string& host) {
 
 }  // namespace
 
-std::pair<std::string, int> parse_master(const std::string& text, const std::string& option) {
+std::pair<std::string, int> parse_master(const std::string& text, const std::string& key) {
   const auto colon = text.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())
-    throw UsageError(option + " " + text + ": expected ADDR:PORT (e.g. 10.0.0.1:29500)");
-  const int64_t port = parse_int(text.substr(colon + 1), option + " " + text);
-  if (port < 1 || port > 65535) throw UsageError(option + " " + text + ": port must be in 1..65535");
+    throw ConfigError(key, text + ": expected ADDR:PORT (e.g. 10.0.0.1:29500)");
+  int64_t port = 0;
+  try {
+    port = parse_int(text.substr(colon + 1), "port");
+  } catch (const UsageError& e) {
+    throw ConfigError(key, text + ": " + e.what());
+  }
+  if (port < 1 || port > 65535) throw ConfigError(key, text + ": port must be in 1..65535");
   return {text.substr(0, colon), static_cast<int>(port)};
 }
 
@@ -67,12 +72,12 @@ ParallelOptions resolve_parallel_options(ParallelOptions o, const std::vector<st
   if (!on_cli("rank") && std::getenv("RANK")) o.rank = parse_int(env_or("RANK", "0"), "RANK");
   if (!on_cli("master") || o.master.empty())
     o.master = env_or("MASTER_ADDR", "127.0.0.1") + ":" + env_or("MASTER_PORT", "29500");
-  if (o.world_size < 1) throw UsageError("--world-size must be at least 1 (got " + std::to_string(o.world_size) + ")");
+  if (o.world_size < 1) throw ConfigError("world_size", "must be at least 1 (got " + std::to_string(o.world_size) + ")");
   if (o.rank < 0 || o.rank >= o.world_size)
-    throw UsageError("--rank " + std::to_string(o.rank) + " is outside 0.." + std::to_string(o.world_size - 1) +
-                     " for --world-size " + std::to_string(o.world_size));
-  if (!(o.timeout_seconds > 0)) throw UsageError("--dist-timeout must be positive (seconds)");
-  parse_master(o.master, "--master");
+    throw ConfigError("rank", std::to_string(o.rank) + " is outside 0.." + std::to_string(o.world_size - 1) +
+                     " for {world_size} " + std::to_string(o.world_size));
+  if (!(o.timeout_seconds > 0)) throw ConfigError("dist_timeout", "must be positive (seconds)");
+  parse_master(o.master, "master");
   return o;
 }
 
@@ -83,7 +88,7 @@ struct ProcessGroup::Impl {
 
   [[noreturn]] void fail(const std::string& what, const std::exception& e, double timeout) const {
     throw DataError("distributed " + what + " failed on " + where + ": " + first_line(e.what()) +
-                    " (a peer died, stopped answering within --dist-timeout " + std::to_string(int64_t(timeout)) +
+                    " (a peer died, stopped answering within {dist_timeout} " + std::to_string(int64_t(timeout)) +
                     " s, or never joined)");
   }
 
@@ -114,7 +119,7 @@ ProcessGroup::ProcessGroup(const ParallelOptions& options) : impl_(std::make_uni
   // throwing; the exception becomes our one-line error. GLOG_minloglevel=0
   // in the environment brings the log back for debugging.
   if (!std::getenv("GLOG_minloglevel")) fLI::FLAGS_minloglevel = 3;
-  const auto [host, port] = parse_master(options.master, "--master");
+  const auto [host, port] = parse_master(options.master, "master");
   impl_->where = "rank " + std::to_string(options.rank) + " of " + std::to_string(options.world_size) + " (master " +
                  options.master + ")";
   // One deadline for the whole rendezvous: connecting to the store, waiting
@@ -127,7 +132,7 @@ ProcessGroup::ProcessGroup(const ParallelOptions& options) : impl_(std::make_uni
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     return std::max(left, std::chrono::milliseconds(1));
   };
-  const std::string timeout_text = "--dist-timeout " + std::to_string(int64_t(options.timeout_seconds)) + " s";
+  const std::string timeout_text = "{dist_timeout} " + std::to_string(int64_t(options.timeout_seconds)) + " s";
   try {
     c10d::TCPStoreOptions so;
     so.port = static_cast<uint16_t>(port);

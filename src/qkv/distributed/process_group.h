@@ -35,8 +35,8 @@ struct ParallelOptions {
 // "master" came from the command line (those win).
 ParallelOptions resolve_parallel_options(ParallelOptions cli, const std::vector<std::string>& set_on_cli);
 
-// "host:port" -> (host, port); UsageError naming `option` when malformed.
-std::pair<std::string, int> parse_master(const std::string& text, const std::string& option);
+// "host:port" -> (host, port); ConfigError naming `key` when malformed.
+std::pair<std::string, int> parse_master(const std::string& text, const std::string& key);
 
 class ProcessGroup {
  public:

@@ -41,7 +41,7 @@ void check_max_new(const models::TransformerLMOptions& mo, int64_t prompt, const
   if (bytes >= 0 && bytes <= limit) return;
   const int64_t per_position = context_bytes(mo, dtype, 1);
   const int64_t most = per_position > 0 ? std::max<int64_t>(0, limit / per_position - prompt) : 0;
-  throw UsageError("--max-new " + std::to_string(o.max_new) + ": keys and values for the prompt and that many bytes need " +
+  throw ConfigError("max_new", std::to_string(o.max_new) + ": keys and values for the prompt and that many bytes need " +
                    (bytes < 0 ? std::string("more than 2^63") : std::to_string(bytes)) + " bytes, more than the " +
                    std::to_string(limit) + " bytes of " +
                    (o.memory_limit_bytes > 0 ? "the limit" : "this machine's memory") + "; at most " +
@@ -62,9 +62,9 @@ int64_t pick_token(const at::Tensor& logits, const GenerateOptions& o, at::Gener
 
 void check_generate_options(const std::vector<int64_t>& prompt, const GenerateOptions& o, int64_t vocab) {
   if (prompt.empty()) throw UsageError("generate: the prompt is empty");
-  if (o.max_new < 0) throw UsageError("--max-new must be >= 0");
-  if (!(o.temperature >= 0)) throw UsageError("--temperature must be >= 0");
-  if (o.top_k < 0) throw UsageError("--top-k must be >= 0");
+  if (o.max_new < 0) throw ConfigError("max_new", "must be >= 0");
+  if (!(o.temperature >= 0)) throw ConfigError("temperature", "must be >= 0");
+  if (o.top_k < 0) throw ConfigError("top_k", "must be >= 0");
   for (int64_t t : prompt)
     if (t < 0 || t >= vocab) throw UsageError("generate: token " + std::to_string(t) + " is outside the vocabulary");
 }
@@ -91,7 +91,7 @@ Generation generate(models::TransformerLM& model, const std::vector<int64_t>& pr
   const auto param = model.embedding()->weight;
   const auto dtype = o.cache_dtype ? *o.cache_dtype : attention::cache_dtype_of(param.scalar_type());
   if (!o.use_cache && (!o.load_cache.empty() || !o.save_cache.empty() || o.cache_dtype))
-    throw UsageError("--no-cache: --load-cache, --save-cache and --cache-dtype need the KV cache");
+    throw ConfigError("no_cache", ": {load_cache}, {save_cache} and {cache_dtype} need the KV cache");
   check_max_new(mo, static_cast<int64_t>(prompt.size()), o, dtype);
   torch::NoGradGuard no_grad;
   model.eval();
@@ -106,7 +106,7 @@ Generation generate(models::TransformerLM& model, const std::vector<int64_t>& pr
   if (o.use_cache && !o.load_cache.empty()) {
     auto loaded = load_prompt_cache(o.load_cache, model, o.cache_dtype, o.memory_limit_bytes);
     if (loaded.tokens.size() > prompt.size() || !std::equal(loaded.tokens.begin(), loaded.tokens.end(), prompt.begin()))
-      throw UsageError("--load-cache " + o.load_cache + ": the prompt does not begin with the " +
+      throw ConfigError("load_cache", o.load_cache + ": the prompt does not begin with the " +
                        std::to_string(loaded.tokens.size()) + " tokens it holds");
     cache = std::move(loaded.cache);
     fed = loaded.tokens.size();

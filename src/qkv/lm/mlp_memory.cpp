@@ -22,10 +22,10 @@ std::string printable_byte(int64_t b) {
 std::vector<MemoryUnit> inspect_mlp(models::TransformerLM& model, const std::string& text, const MemoryOptions& o) {
   const auto& mo = model.options();
   if (o.layer < 0 || o.layer >= mo.layers)
-    throw UsageError("--block " + std::to_string(o.layer) + ": the model has blocks 0.." + std::to_string(mo.layers - 1));
+    throw ConfigError("block", std::to_string(o.layer) + ": the model has blocks 0.." + std::to_string(mo.layers - 1));
   if (text.empty()) throw DataError("inspect-mlp: the text is empty");
   if (o.units < 1 || o.contexts < 1 || o.tokens < 1 || o.window < 2)
-    throw UsageError("--units, --contexts and --tokens must be positive");
+    throw ConfigError("units", ", {contexts} and {tokens} must be positive");
   torch::NoGradGuard no_grad;
   model.eval();
   const auto device = model.embedding()->weight.device();

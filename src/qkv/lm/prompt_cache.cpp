@@ -122,7 +122,7 @@ PromptCache load_prompt_cache(const std::string& path, models::TransformerLM& mo
     auto s = models::kv_cache_settings(mo, stored, 1, model.embedding()->weight.device());
     if (c != cache_settings_json(s)) throw bad("its cache layout does not match this model's");
     if (dtype && *dtype != s.dtype)
-      throw UsageError("--cache-dtype " + std::string(attention::cache_dtype_name(*dtype)) + ": " + path + " holds an " +
+      throw ConfigError("cache_dtype", std::string(attention::cache_dtype_name(*dtype)) + ": " + path + " holds an " +
                        attention::cache_dtype_name(s.dtype) + " cache; give --cache-dtype " +
                        attention::cache_dtype_name(s.dtype) + " or leave it out");
     PromptCache out;

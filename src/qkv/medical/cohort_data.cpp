@@ -147,7 +147,7 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
       if (share >= 0.5 && share <= max_missing) sparse.push_back(id + text);
     }
     if (kept.size() < 2)
-      throw UsageError("--max-missing " + range_number_text(max_missing) + ": leaves " +
+      throw ConfigError("max_missing", range_number_text(max_missing) + ": leaves " +
                        std::to_string(kept.size()) + " of " + std::to_string(match.manifest_rows.size()) +
                        " subjects of " + methylation_path + "; allow a larger share of missing beta-values");
     std::vector<int64_t> manifest_rows, methylation_rows;
@@ -324,7 +324,7 @@ at::Tensor normalised_volumes(const CohortData& cohort, const std::vector<int64_
 Preprocessing fit_preprocessing(const CohortData& cohort, const std::vector<int64_t>& train_rows,
                                 const std::vector<std::string>& cpg_ids, const std::string& normalisation) {
   if (normalisation != "global" && normalisation != "subject")
-    throw UsageError("--normalisation must be global or subject (got '" + normalisation + "')");
+    throw ConfigError("normalisation", "must be global or subject (got '" + normalisation + "')");
   if (train_rows.empty()) throw DataError("no training subjects to fit the preprocessing on");
   Preprocessing p;
   p.normalisation = normalisation;

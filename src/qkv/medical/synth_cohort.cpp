@@ -183,51 +183,25 @@ std::string join(const std::string& dir, const std::string& name) { return (fs::
 }  // namespace
 
 void SynthCohortOptions::validate() const {
-  auto fail = [](const std::string& message) { throw UsageError(message); };
-  if (subjects < 2) fail("--subjects must be at least 2, got " + std::to_string(subjects));
-  if (subjects > 1000000) fail("--subjects must be at most 1000000, got " + std::to_string(subjects));
-  if (!(pd_fraction > 0 && pd_fraction < 1)) {
-    std::ostringstream s;
-    s << "--pd-fraction must be in (0, 1), got " << pd_fraction;
-    fail(s.str());
-  }
+  check_field_ranges(*this);
   const int64_t pd = std::llround(static_cast<double>(subjects) * pd_fraction);
   if (pd < 1 || pd > subjects - 1) {
     std::ostringstream s;
-    s << "--pd-fraction " << pd_fraction << " of " << subjects << " subjects leaves "
-      << (pd < 1 ? "no PD" : "no control") << " subject";
-    fail(s.str());
+    s << pd_fraction << " of " << subjects << " subjects leaves " << (pd < 1 ? "no PD" : "no control") << " subject";
+    throw ConfigError("pd_fraction", s.str());
   }
-  if (planted_class_sites < 0) fail("--planted-class-sites must be >= 0, got " + std::to_string(planted_class_sites));
-  if (planted_putamen_sites < 0) {
-    fail("--planted-putamen-sites must be >= 0, got " + std::to_string(planted_putamen_sites));
-  }
-  if (planted_interaction_sites < 0) {
-    fail("--planted-interaction-sites must be >= 0, got " + std::to_string(planted_interaction_sites));
-  }
-  if (cross_modal_sites < 0) fail("--cross-modal-sites must be >= 0, got " + std::to_string(cross_modal_sites));
   const int64_t planted = planted_class_sites + planted_putamen_sites + planted_interaction_sites + cross_modal_sites;
-  if (cpg <= planted) {
-    fail("--cpg must exceed the planted sites (" + std::to_string(planted) + "), got " + std::to_string(cpg));
-  }
-  if (cpg > 10000000) fail("--cpg must be at most 10000000, got " + std::to_string(cpg));
-  if (static_cast<double>(cpg) * static_cast<double>(subjects) > 1e9) {
-    fail("--cpg " + std::to_string(cpg) + " x --subjects " + std::to_string(subjects) +
-         " is over 1e9 methylation cells");
-  }
-  for (int64_t d : shape) {
-    if (d < 8 || d > 256) {
-      fail("--shape sizes must be in [8, 256], got " + std::to_string(shape[0]) + "x" + std::to_string(shape[1]) + "x" +
-           std::to_string(shape[2]));
-    }
-  }
-  if (atlas.empty()) fail("--atlas must be auto, none or the path of a label NIfTI");
-  if (!(missing_fraction >= 0 && missing_fraction <= 0.5)) {
-    std::ostringstream s;
-    s << "--missing-fraction must be in [0, 0.5], got " << missing_fraction;
-    fail(s.str());
-  }
-  if (threads < 0) fail("--threads must be >= 0, got " + std::to_string(threads));
+  if (cpg <= planted)
+    throw ConfigError("cpg", "must exceed the planted sites (" + std::to_string(planted) + "), got " + std::to_string(cpg));
+  if (static_cast<double>(cpg) * static_cast<double>(subjects) > 1e9)
+    throw ConfigError("cpg", std::to_string(cpg) + " x {subjects} " + std::to_string(subjects) +
+                                 " is over 1e9 methylation cells");
+  for (int64_t d : shape)
+    if (d < 8 || d > 256)
+      throw ConfigError("shape", "sizes must be in [8, 256], got " + std::to_string(shape[0]) + "x" +
+                                     std::to_string(shape[1]) + "x" + std::to_string(shape[2]));
+  if (atlas.empty()) throw ConfigError("atlas", "must be auto, none or the path of a label NIfTI");
+  if (threads < 0) throw ConfigError("threads", "must be >= 0, got " + std::to_string(threads));
 }
 
 json SynthCohortOptions::to_json() const {
@@ -256,14 +230,14 @@ json SynthCohortSummary::to_json() const {
 SynthCohortSummary write_synth_cohort(const std::string& out_dir, const SynthCohortOptions& options,
                                       const std::function<void(int64_t done, int64_t total)>& progress) {
   options.validate();
-  if (out_dir.empty()) throw UsageError("--out must name a folder");
+  if (out_dir.empty()) throw ConfigError("out", ": must name a folder");
   {
     std::error_code ec;
     const auto status = fs::status(out_dir, ec);
     // Whether an existing folder may be written into is the caller's policy
     // (core/output_policy.h); files of the same name are replaced.
     if (fs::exists(status) && !fs::is_directory(status))
-      throw UsageError("--out " + out_dir + " exists and is not a folder");
+      throw ConfigError("out", out_dir + " exists and is not a folder");
   }
 
   Anatomy anatomy = load_anatomy(options.atlas);

@@ -136,6 +136,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "qkv/core/fields.h"
+
 namespace qkv::mhca {
 
 struct SynthCohortOptions {
@@ -156,12 +158,39 @@ struct SynthCohortOptions {
   // at::get_num_threads()); 0 = as many as LibTorch has.
   int64_t threads = 0;
 
-  // UsageError naming the option (as the CLI spells it), e.g.
-  // "--pd-fraction must be in (0, 1), got 1.5". Checks only the values; an
-  // atlas path is read (and a bad one is a DataError) by write_synth_cohort.
+  // ConfigError naming the key, e.g. "pd_fraction must be in [0, 1], got
+  // 1.5": each field's range (visit_fields), then what involves several.
+  // Checks only the values; an atlas path is read (and a bad one is a
+  // DataError) by write_synth_cohort.
   void validate() const;
   nlohmann::json to_json() const;
 };
+
+// The options' keys, help and ranges (core/fields.h); `shape` and `threads`
+// are checked by validate() (a shape is three numbers, threads depend on
+// the machine). Sources: PPMI's numbers where said, else our choice.
+template <typename V>
+void visit_fields(SynthCohortOptions& o, V&& visit) {
+  visit(Field{"subjects", "subjects (PPMI: 408)"}.range(2, 1000000), o.subjects);
+  visit(Field{"pd_fraction", "share of Parkinson's patients (PPMI: 0.70)"}.range(0, 1), o.pd_fraction);
+  visit(Field{"cpg", "CpG sites in the methylation table"}.range(1, 10000000), o.cpg);
+  visit(Field{"atlas", "striatum anatomy: auto (MRIcron's AICHAmc atlas if installed), none (ellipsoids), or a label "
+                       "NIfTI"},
+        o.atlas);
+  visit(Field{"planted_class_sites", "CpG sites shifted in PD"}.range(0, 10000000), o.planted_class_sites);
+  visit(Field{"planted_putamen_sites", "CpG sites tied to putamen uptake"}.range(0, 10000000), o.planted_putamen_sites);
+  visit(Field{"planted_interaction_sites",
+              "CpG sites whose PD shift follows one striatal region's uptake (the cross-modal benchmark)"}
+            .range(0, 10000000),
+        o.planted_interaction_sites);
+  visit(Field{"cross_modal_sites",
+              "CpG sites coupled to one of four cortical regions' uptake with the sign flipped between PD and "
+              "controls: each modality alone carries nothing, only reading both does (prints an oracle check)"}
+            .range(0, 10000000),
+        o.cross_modal_sites);
+  visit(Field{"missing_fraction", "share of beta-values left missing"}.range(0, 0.5), o.missing_fraction);
+  visit(Field{"seed", "random seed; the same seed writes the same files"}.range(0, 9.2e18), o.seed);
+}
 
 struct SynthCohortSummary {
   int64_t subjects = 0, pd = 0, controls = 0, cpg = 0;

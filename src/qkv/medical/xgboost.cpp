@@ -114,27 +114,27 @@ int64_t rfe_removed_per_round(int64_t cols, const RFEParams& rfe) {
 }  // namespace
 
 void XGBoostParams::validate() const {
-  auto fail = [](const std::string& option, const std::string& rule, const std::string& got) {
-    throw UsageError("--" + option + " must be " + rule + ", got " + got);
+  auto fail = [](const std::string& key, const std::string& rule, const std::string& got) {
+    throw ConfigError(key, "must be " + rule + ", got " + got);
   };
   // Written as !(ok) so that NaN fails too.
-  if (!(learning_rate > 0 && learning_rate <= 1)) fail("xgb-learning-rate", "in (0, 1]", num(learning_rate));
+  if (!(learning_rate > 0 && learning_rate <= 1)) fail("xgb_learning_rate", "in (0, 1]", num(learning_rate));
   if (!(n_estimators >= 1 && n_estimators <= INT_MAX))
-    fail("xgb-estimators", "in [1, " + std::to_string(INT_MAX) + "]", std::to_string(n_estimators));
+    fail("xgb_estimators", "in [1, " + std::to_string(INT_MAX) + "]", std::to_string(n_estimators));
   if (!(max_depth >= 1 && max_depth <= INT_MAX))
-    fail("xgb-max-depth", "in [1, " + std::to_string(INT_MAX) + "]", std::to_string(max_depth));
+    fail("xgb_max_depth", "in [1, " + std::to_string(INT_MAX) + "]", std::to_string(max_depth));
   if (!(min_child_weight >= 0 && std::isfinite(min_child_weight)))
-    fail("xgb-min-child-weight", "finite and >= 0", num(min_child_weight));
-  if (!(gamma >= 0 && std::isfinite(gamma))) fail("xgb-gamma", "finite and >= 0", num(gamma));
-  if (!(subsample > 0 && subsample <= 1)) fail("xgb-subsample", "in (0, 1]", num(subsample));
+    fail("xgb_min_child_weight", "finite and >= 0", num(min_child_weight));
+  if (!(gamma >= 0 && std::isfinite(gamma))) fail("xgb_gamma", "finite and >= 0", num(gamma));
+  if (!(subsample > 0 && subsample <= 1)) fail("xgb_subsample", "in (0, 1]", num(subsample));
   if (!(colsample_bytree > 0 && colsample_bytree <= 1))
-    fail("xgb-colsample", "in (0, 1]", num(colsample_bytree));
+    fail("xgb_colsample", "in (0, 1]", num(colsample_bytree));
   if (!(scale_pos_weight > 0 && std::isfinite(scale_pos_weight)))
-    fail("xgb-scale-pos-weight", "finite and > 0", num(scale_pos_weight));
+    fail("xgb_scale_pos_weight", "finite and > 0", num(scale_pos_weight));
   if (tree_method != "exact" && tree_method != "approx" && tree_method != "hist")
-    fail("xgb-tree-method", "exact, approx or hist", "\"" + tree_method + "\"");
+    fail("xgb_tree_method", "exact, approx or hist", "\"" + tree_method + "\"");
   if (!(max_bin >= 2 && max_bin <= INT_MAX))  // XGBoost's own lower bound
-    fail("xgb-max-bin", "in [2, " + std::to_string(INT_MAX) + "]", std::to_string(max_bin));
+    fail("xgb_max_bin", "in [2, " + std::to_string(INT_MAX) + "]", std::to_string(max_bin));
   if (!(threads >= 0 && threads <= INT_MAX))
     fail("threads", "in [0, " + std::to_string(INT_MAX) + "]", std::to_string(threads));
   if (seed > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
@@ -369,9 +369,9 @@ RFEResult recursive_feature_elimination(
     const XGBoostParams& params, const RFEParams& rfe,
     const std::function<void(int64_t round, int64_t remaining)>& progress) {
   params.validate();
-  if (!(rfe.step > 0)) throw UsageError("--rfe-step must be > 0, got " + num(rfe.step));
+  if (!(rfe.step > 0)) throw ConfigError("rfe_step", "must be > 0, got " + num(rfe.step));
   if (cols >= 1 && (rfe.n_features_to_select < 1 || rfe.n_features_to_select > cols))
-    throw UsageError("--n-features must be in [1, " + std::to_string(cols) + "] (the column count), got " +
+    throw ConfigError("n_features", "must be in [1, " + std::to_string(cols) + "] (the column count), got " +
                      std::to_string(rfe.n_features_to_select));
   // Checked once here rather than only inside each fit, so that a zero-round
   // selection (n_features_to_select == cols) rejects bad data as well.

@@ -34,7 +34,7 @@ struct XGBoostParams {
   int64_t threads = 0;                // 0 = XGBoost's default
   uint64_t seed = 0;                  // at most INT64_MAX: XGBoost's seed is signed
 
-  // UsageError naming the option, e.g. "--learning-rate must be in (0, 1], got 0".
+  // ConfigError naming the key, e.g. "xgb_learning_rate must be in (0, 1], got 0".
   void validate() const;
   nlohmann::json to_json() const;
   // Missing keys keep their defaults; unknown keys, wrong types or invalid

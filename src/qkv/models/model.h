@@ -80,7 +80,7 @@ const ModelEntry& find_model(const std::string& name);
 // The names of the task's models, in registry order. std::invalid_argument
 // for a task model_tasks() does not name (a wiring mistake, not a user's).
 std::vector<std::string> models_for_task(const std::string& task);
-// The help of a "--model" option for the task: one line per model, its name
+// The help of a model option for the task: one line per model, its name
 // padded to a column and its description.
 std::string model_help(const std::string& task);
 

@@ -220,7 +220,7 @@ std::string grouped(int64_t n) {
 }  // namespace
 
 void set_max_parameters(int64_t limit) {
-  if (limit < 1) throw UsageError("--max-params must be at least 1");
+  if (limit < 1) throw ConfigError("max_params", "must be at least 1");
   g_max_parameters = limit;
 }
 

@@ -39,7 +39,7 @@ std::string part_range(const PartCategory& c) {
 std::vector<bool> wanted_categories(const ShapeNetPartLoadOptions& o) {
   const auto n = shapenet_part_categories().size();
   std::vector<bool> keep(n, o.categories.empty());
-  for (const auto& c : o.categories) keep[static_cast<size_t>(find_part_category(c, "--classes"))] = true;
+  for (const auto& c : o.categories) keep[static_cast<size_t>(find_part_category(c, "classes"))] = true;
   return keep;
 }
 
@@ -326,14 +326,14 @@ std::vector<std::string> shapenet_part_category_names() {
   return names;
 }
 
-int64_t find_part_category(const std::string& name_or_synset, const std::string& what) {
+int64_t find_part_category(const std::string& name_or_synset, const std::string& key) {
   const auto& cats = shapenet_part_categories();
   for (size_t i = 0; i < cats.size(); ++i)
     if (lower(cats[i].name) == lower(name_or_synset) || cats[i].synset == name_or_synset)
       return static_cast<int64_t>(i);
   std::string known;
   for (const auto& c : cats) known += (known.empty() ? "" : ", ") + c.name;
-  throw UsageError(what + " " + name_or_synset + ": not a ShapeNet-part category (known: " + known + ")");
+  throw ConfigError(key, name_or_synset + ": not a ShapeNet-part category (known: " + known + ")");
 }
 
 ShapeNetPartData load_shapenet_part(const std::string& dir_name, const ShapeNetPartLoadOptions& o) {

@@ -25,9 +25,9 @@ constexpr int64_t kShapeNetPartCount = 50;
 const std::vector<PartCategory>& shapenet_part_categories();
 // The category names in that order.
 std::vector<std::string> shapenet_part_category_names();
-// The index of a category by name (any case) or synset; UsageError listing the
-// names otherwise. `what` starts the message ("--category").
-int64_t find_part_category(const std::string& name_or_synset, const std::string& what = "category");
+// The index of a category by name (any case) or synset; ConfigError naming
+// `key` (the setting that gave the name) and listing the names otherwise.
+int64_t find_part_category(const std::string& name_or_synset, const std::string& key = "category");
 
 // One shape file of the text layout: lines "x y z nx ny nz part".
 struct PartText {

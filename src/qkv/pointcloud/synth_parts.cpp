@@ -72,21 +72,21 @@ std::vector<std::string> synth_part_names(const std::string& category) {
 }
 
 std::vector<std::string> check_synth_parts_options(const SynthPartsOptions& o) {
-  const std::pair<const char*, int64_t> counts[3] = {{"--train-per-class", o.train_per_category},
-                                                     {"--val-per-class", o.val_per_category},
-                                                     {"--test-per-class", o.test_per_category}};
-  for (const auto& [name, value] : counts)
-    if (value < 0) throw UsageError(std::string(name) + " " + std::to_string(value) + ": must be 0 or more");
+  const std::pair<const char*, int64_t> counts[3] = {{"train_per_class", o.train_per_category},
+                                                     {"val_per_class", o.val_per_category},
+                                                     {"test_per_class", o.test_per_category}};
+  for (const auto& [key, value] : counts)
+    if (value < 0) throw ConfigError(key, std::to_string(value) + ": must be 0 or more");
   if (o.train_per_category + o.val_per_category + o.test_per_category == 0)
-    throw UsageError("--train-per-class, --val-per-class and --test-per-class are all 0: nothing to write");
+    throw ConfigError("train_per_class", ", {val_per_class} and {test_per_class} are all 0: nothing to write");
   if (o.points_per_shape < 1)
-    throw UsageError("--points-per-shape " + std::to_string(o.points_per_shape) + ": must be at least 1");
+    throw ConfigError("points_per_shape", std::to_string(o.points_per_shape) + ": must be at least 1");
   std::vector<std::string> names;
   std::set<std::string> seen;
   for (const auto& c : o.categories.empty() ? synth_part_categories() : o.categories) {
     synth_part_names(c);  // throws for a category without synthetic shapes
-    const auto name = shapenet_part_categories()[static_cast<size_t>(find_part_category(c, "--classes"))].name;
-    if (!seen.insert(name).second) throw UsageError("--classes: '" + c + "' is listed twice");
+    const auto name = shapenet_part_categories()[static_cast<size_t>(find_part_category(c, "classes"))].name;
+    if (!seen.insert(name).second) throw ConfigError("classes", ": '" + c + "' is listed twice");
     names.push_back(name);
   }
   return names;

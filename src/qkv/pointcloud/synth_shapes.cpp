@@ -833,13 +833,15 @@ const std::vector<ShapeClass>& shape_classes() {
   return classes;
 }
 
-// `what` says where the name came from ("--classes: ") for the message.
-const ShapeClass& find_class(const std::string& cls, const std::string& what = "") {
+// `key` names the setting the name came from ("classes"), if any.
+const ShapeClass& find_class(const std::string& cls, const std::string& key = "") {
   for (const auto& c : shape_classes())
     if (cls == c.name) return c;
   std::string known;
   for (const auto& c : shape_classes()) known += (known.empty() ? "" : ", ") + std::string(c.name);
-  throw UsageError(what + "unknown synthetic shape class '" + cls + "' (known: " + known + ")");
+  const std::string problem = "unknown synthetic shape class '" + cls + "' (known: " + known + ")";
+  if (key.empty()) throw UsageError(problem);
+  throw ConfigError(key, ": " + problem);
 }
 
 // Splits every triangle in four at its edge midpoints (shared between the two
@@ -941,15 +943,15 @@ uint64_t synth_shape_seed(uint64_t seed, const std::string& cls, int64_t index) 
 
 void check_synth_shapes_options(const SynthShapesOptions& options) {
   if (options.train_per_class < 0)
-    throw UsageError("--train-per-class " + std::to_string(options.train_per_class) + ": must be 0 or more");
+    throw ConfigError("train_per_class", std::to_string(options.train_per_class) + ": must be 0 or more");
   if (options.test_per_class < 0)
-    throw UsageError("--test-per-class " + std::to_string(options.test_per_class) + ": must be 0 or more");
+    throw ConfigError("test_per_class", std::to_string(options.test_per_class) + ": must be 0 or more");
   if (options.train_per_class + options.test_per_class == 0)
-    throw UsageError("--train-per-class and --test-per-class are both 0: nothing to write");
+    throw ConfigError("train_per_class", "and {test_per_class} are both 0: nothing to write");
   std::set<std::string> seen;
   for (const auto& cls : options.classes.empty() ? synth_shape_classes() : options.classes) {
-    find_class(cls, "--classes: ");
-    if (!seen.insert(cls).second) throw UsageError("--classes: '" + cls + "' is listed twice");
+    find_class(cls, "classes");
+    if (!seen.insert(cls).second) throw ConfigError("classes", ": '" + cls + "' is listed twice");
   }
 }
 

@@ -81,14 +81,14 @@ void ClassificationData::copy_view_settings() {
 }
 
 void ClassificationData::check_synthetic_dir(const std::string& dir, bool overwrite) const {
-  if (source == "synthetic") claim_synthetic_dir(dir, "--synth-dir", overwrite, synth_shapes_marker(synth), true);
+  if (source == "synthetic") claim_synthetic_dir(dir, "synth_dir", overwrite, synth_shapes_marker(synth), true);
 }
 
 pc::ModelNetData ClassificationData::load_data(const std::string& synth_dir_now, bool overwrite) const {
   std::string dir = source;
   if (source == "synthetic") {
     dir = synth_dir_now;
-    if (claim_synthetic_dir(dir, "--synth-dir", overwrite, synth_shapes_marker(synth))) {
+    if (claim_synthetic_dir(dir, "synth_dir", overwrite, synth_shapes_marker(synth))) {
       pc::SynthShapesOptions o = synth;
       o.overwrite = true;  // the claim above decided what may be replaced
       const auto summary = pc::write_synth_shapes(dir, o);

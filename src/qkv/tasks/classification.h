@@ -66,7 +66,7 @@ void visit_fields(ClassificationData& d, V&& visit) {
   visit(Field{"source",
               "'synthetic' (built-in shapes), a ModelNet40 folder (OFF tree, modelnet40_normal_resampled, "
               "modelnet40_ply_hdf5_2048) or a folder of your own shapes by class (see --layout)",
-              "--data"},
+              "data"},
         d.source);
   visit(Field{"synth_dir", "where --data synthetic writes its OFF tree; default OUT/synthetic"}, d.synth_dir);
   visit(Field{"synth_train_per_class", "synthetic shapes per class for training"}.range(1, 100000), d.synth.train_per_class);

@@ -178,9 +178,9 @@ std::vector<std::string> select_features(const CohortData& cohort, const std::ve
   const auto& table = cohort.methylation;
   if (selection.mode == "all") return table.cpg_ids;
   if (selection.mode == "list") return data::read_cpg_list(selection.list_path);
-  if (selection.mode != "rfe") throw UsageError("--select must be rfe, all or list (got '" + selection.mode + "')");
+  if (selection.mode != "rfe") throw ConfigError("select", "must be rfe, all or list (got '" + selection.mode + "')");
   if (n_features > table.cols())
-    throw UsageError("--n-features " + std::to_string(n_features) + " exceeds the " + std::to_string(table.cols()) +
+    throw ConfigError("n_features", std::to_string(n_features) + " exceeds the " + std::to_string(table.cols()) +
                      " CpG sites of " + table.path);
   Preprocessing all;
   all.cpg_ids = table.cpg_ids;
@@ -454,13 +454,13 @@ nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& o
     if (!known) {
       std::string list;
       for (const auto& n : cv_model_names()) list += (list.empty() ? "" : ", ") + n;
-      throw UsageError("--model " + m + ": not one of " + list);
+      throw ConfigError("model", m + ": not one of " + list);
     }
-    if (model_reads_volumes(m) && !cohort.volumes.defined()) throw UsageError("--model " + m + " needs the SPECT volumes");
+    if (model_reads_volumes(m) && !cohort.volumes.defined()) throw ConfigError("model", m + " needs the SPECT volumes");
   }
   options.train.validate();
   if (!(options.val_fraction > 0 && options.val_fraction < 0.5))
-    throw UsageError("--val-fraction must be in (0, 0.5)");
+    throw ConfigError("val_fraction", "must be in (0, 0.5)");
   const bool any_network = cohort.volumes.defined();
   const int64_t n_features =
       options.selection.n_features > 0
@@ -504,7 +504,7 @@ nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& o
     stored.erase("recipe");  // a recipe's values are compared as the options they set
     now.erase("recipe");
     if (stored != now)
-      throw UsageError("--out " + out_dir + " holds a cross validation with other settings (" +
+      throw ConfigError("out", out_dir + " holds a cross validation with other settings (" +
                        settings_difference(stored, now) + "; " + settings_file +
                        "); use another --out, or the same options to continue it (nothing was changed)");
   } else {

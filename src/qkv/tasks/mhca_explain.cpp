@@ -394,7 +394,7 @@ nlohmann::json explain_subjects(models::CoAttentionModel& model, const CohortDat
     for (const auto& id : options.subjects) {
       auto it = row_of.find(id);
       if (it == row_of.end())
-        throw UsageError("--subject " + id + ": not among the cohort's subjects with both modalities (" +
+        throw ConfigError("subject", id + ": not among the cohort's subjects with both modalities (" +
                          cohort.match_summary + ")");
       rows.push_back(it->second);
     }

@@ -60,14 +60,14 @@ void PartSegData::copy_view_settings() {
 }
 
 void PartSegData::check_synthetic_dir(const std::string& dir, bool overwrite) const {
-  if (source == "synthetic") claim_synthetic_dir(dir, "--synth-dir", overwrite, synth_parts_marker(synth), true);
+  if (source == "synthetic") claim_synthetic_dir(dir, "synth_dir", overwrite, synth_parts_marker(synth), true);
 }
 
 pc::ShapeNetPartData PartSegData::load_data(const std::string& synth_dir_now, bool overwrite) const {
   std::string dir = source;
   if (source == "synthetic") {
     dir = synth_dir_now;
-    if (claim_synthetic_dir(dir, "--synth-dir", overwrite, synth_parts_marker(synth))) {
+    if (claim_synthetic_dir(dir, "synth_dir", overwrite, synth_parts_marker(synth))) {
       pc::SynthPartsOptions o = synth;
       o.overwrite = true;  // the claim above decided what may be replaced
       const auto summary = pc::write_synth_parts(dir, o);

@@ -55,16 +55,16 @@ void visit_fields(PartSegData& d, V&& visit) {
   visit(Field{"source",
               "'synthetic' (built-in part shapes) or a ShapeNet-part folder: "
               "shapenetcore_partanno_segmentation_benchmark_v0_normal or hdf5_data",
-              "--data"},
+              "data"},
         d.source);
   visit(Field{"synth_dir", "where --data synthetic writes its shapes; default OUT/synthetic"}, d.synth_dir);
-  visit(Field{"synth_train_per_category", "synthetic training shapes per category (object class)", "--synth-train-per-class"}.range(1, 100000), d.synth.train_per_category);
-  visit(Field{"synth_val_per_category", "synthetic validation shapes per category", "--synth-val-per-class"}.range(0, 100000), d.synth.val_per_category);
-  visit(Field{"synth_test_per_category", "synthetic test shapes per category", "--synth-test-per-class"}.range(1, 100000), d.synth.test_per_category);
+  visit(Field{"synth_train_per_category", "synthetic training shapes per category (object class)", "synth-train-per-class"}.range(1, 100000), d.synth.train_per_category);
+  visit(Field{"synth_val_per_category", "synthetic validation shapes per category", "synth-val-per-class"}.range(0, 100000), d.synth.val_per_category);
+  visit(Field{"synth_test_per_category", "synthetic test shapes per category", "synth-test-per-class"}.range(1, 100000), d.synth.test_per_category);
   visit(Field{"synth_points_per_shape", "surface points written per synthetic shape"}.range(1, 1 << 20), d.synth.points_per_shape);
   visit(Field{"synth_categories",
               "synthetic categories to write (comma-separated; qkv data synth-parts --list); default all",
-              "--synth-classes"},
+              "synth-classes"},
         d.synth.categories);
   visit(Field{"points_per_shape",
               "points each shape is resampled to when loaded, among which views draw; 0 = 2,500 for the text layout "
@@ -72,11 +72,11 @@ void visit_fields(PartSegData& d, V&& visit) {
             .range(0, 1 << 20),
         d.load.points_per_shape);
   visit(Field{"max_per_category", "keep at most this many shapes per category (object class) and split; 0 = all",
-              "--max-per-class"}
+              "max-per-class"}
             .at_least(0),
         d.load.max_per_category);
   visit(Field{"categories", "load only these categories (names or synsets, comma-separated); default all",
-              "--classes"},
+              "classes"},
         d.load.categories);
   visit_view_fields(d.view, visit, "how they are picked: random (a fresh subset each epoch), fps, first");
   visit(Field{"protocol",

@@ -1,8 +1,9 @@
 #pragma once
 // Training recipes: the settings of a paper or of a reference code, one table
-// each, so that `--recipe NAME` reproduces them and config.json says where
-// every value came from. A recipe sets command-line options (by flag, as a
-// user would type them); options given on the command line win. The sources
+// each, so that a run can reproduce them and config.json says where every
+// value came from. A recipe names settings by key with their values as text,
+// as a user would type them; the front end (the CLI's --recipe) applies them
+// through its own checks, and settings the user gave win. The sources
 // and the rows that differ from qkv's defaults are in docs/reproduction.md.
 #include <string>
 #include <vector>
@@ -10,7 +11,7 @@
 namespace qkv::tasks {
 
 struct RecipeSetting {
-  std::string flag;    // "--lr"
+  std::string key;     // "lr", "batch_size"
   std::string value;   // as typed: "0.1"
   std::string source;  // "the paper", "the reference code (train_cls.py)", "our choice (...)"
 };

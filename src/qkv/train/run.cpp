@@ -66,10 +66,10 @@ TrainConfig effective_train_config(const RunRequest& r) {
 
 RunRequest stored_request(const std::string& dir, const std::string& command) {
   const std::string ckpt = RunPaths{dir}.last_checkpoint();
-  if (!std::filesystem::exists(ckpt)) throw UsageError("--resume " + dir + ": no checkpoint at " + ckpt);
+  if (!std::filesystem::exists(ckpt)) throw ConfigError("resume", dir + ": no checkpoint at " + ckpt);
   const auto stored = read_checkpoint_config(ckpt);
   if (stored.value("command", "") != command)
-    throw UsageError("--resume " + dir + ": that run was made by '" + stored.value("command", "?") + "', not '" +
+    throw ConfigError("resume", dir + ": that run was made by '" + stored.value("command", "?") + "', not '" +
                      command + "'");
   RunRequest r;
   try {

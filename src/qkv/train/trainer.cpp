@@ -187,7 +187,7 @@ nlohmann::json evaluate(models::Model& model, const data::Dataset& dataset, int6
 
 void check_resume_world_size(const std::string& dir, int64_t stored, int64_t now) {
   if (stored != now)
-    throw UsageError("--resume " + dir + ": the run was trained by " + std::to_string(stored) +
+    throw ConfigError("resume", dir + ": the run was trained by " + std::to_string(stored) +
                      " rank(s); resume it with --world-size " + std::to_string(stored) + ", not " +
                      std::to_string(now));
 }
@@ -373,7 +373,7 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
     if (have_val) {
       row.update(prefixed("val_", evaluate(model, *splits.val, eval_batch, device, hooks.metrics, group)));
       if (!row.contains(select_key))
-        throw UsageError("--select-metric " + config.select_metric + ": the validation metrics have no '" +
+        throw ConfigError("select_metric", config.select_metric + ": the validation metrics have no '" +
                          config.select_metric + "'");
     }
     row["seconds"] = seconds;
