@@ -98,9 +98,9 @@ TEST(Hardening, MhcaNetworkSizesThatCannotFitAreUsageErrors) {
 
 TEST(Hardening, NeighbourhoodsLargerThanTheCloudAreUsageErrors) {
   const std::string out = fresh_dir("hard_k");
-  expect_clean_failure(run_qkv("seg train --points 16 --out " + out), 2, "option 'k' (20 neighbours)");
+  expect_clean_failure(run_qkv("seg train --points 16 --out " + out), 2, "--points 16: vnt-seg's option 'k' takes 20 neighbours");
   expect_clean_failure(run_qkv("vnt train --model-options '{\"k\":1000000000}' --out " + out), 2,
-                       "--points is 1024");
+                       "--points 1024: vnt's option 'k' takes 1000000000 neighbours");
   EXPECT_FALSE(fs::exists(out));  // refused before the synthetic data were written
 }
 
@@ -301,7 +301,7 @@ TEST(Hardening, CraftedCheckpointSettingsNameTheCheckpoint) {
   const std::map<std::string, std::string> expected = {
       {"linear_dim", "linear_dim.ckpt: stored model: vnt: these options make a model of"},
       {"points", "points.ckpt: stored run configuration:"},
-      {"k", "k.ckpt: stored run configuration: vnt option 'k' (100000000 neighbours)"},
+      {"k", "k.ckpt: stored run configuration: points 32: vnt's option 'k' takes 100000000 neighbours"},
       {"classes", "classes.ckpt: stored run configuration: the model has 2 outputs but the run names 1 class"},
       {"typed", "typed.ckpt: stored run configuration:"},
   };

@@ -18,15 +18,12 @@
 namespace qkv::cli {
 namespace {
 
-// Groups whose `train` takes --world-size only to refuse anything but 1.
-bool single_process_group(const std::string& name) { return name == "mhca"; }
-
 // "vnt train", "lm train", ...: the commands whose ranks split the batches
-// among them; anything else would just run W times.
+// among them (those with the data-parallel options); anything else would just
+// run W times.
 std::vector<std::string> launchable_commands(const CLI::App& app) {
   std::vector<std::string> names;
   for (const auto* group : app.get_subcommands([](const CLI::App*) { return true; })) {
-    if (single_process_group(group->get_name())) continue;
     for (const auto* sub : group->get_subcommands([](const CLI::App*) { return true; }))
       if (sub->get_name() == "train" && sub->get_option_no_throw("--world-size"))
         names.push_back(group->get_name() + " train");

@@ -24,6 +24,7 @@
 #include "qkv/lm/recurrent_generate.h"
 #include "qkv/models/recurrent_lm.h"
 #include "qkv/models/transformer_lm.h"
+#include "qkv/tasks/lm_cache_size.h"
 #include "qkv/tasks/lm_task.h"
 #include "qkv/train/html_kit.h"
 #include "qkv/train/run.h"
@@ -33,28 +34,8 @@ namespace {
 
 using tasks::LmData;
 
-// Any model `lm train` makes: the transformer or a recurrent baseline.
-models::ModelPtr load_lm_model(const std::string& checkpoint, nlohmann::json* config) {
-  return train::load_model_from_checkpoint(checkpoint, config, tasks::kLmCommand);
-}
-
-std::shared_ptr<models::TransformerLM> load_lm(const std::string& checkpoint, nlohmann::json* config) {
-  nlohmann::json own;
-  if (!config) config = &own;
-  auto model = std::dynamic_pointer_cast<models::TransformerLM>(load_lm_model(checkpoint, config));
-  if (!model)
-    throw UsageError(checkpoint + ": its model is " + config->at("model").at("name").get<std::string>() +
-                     "; this command reads transformer-lm checkpoints only");
-  return model;
-}
-
-// A task's answer by greedy decoding, through the KV cache or the recurrent state.
-std::string complete_answer(models::Model& model, const std::string& prompt, int64_t max_new,
-                            std::optional<attention::CacheDtype> cache_dtype) {
-  if (auto* recurrent = dynamic_cast<models::RecurrentLM*>(&model))
-    return lm::complete_recurrent(*recurrent, prompt, max_new);
-  return lm::complete(dynamic_cast<models::TransformerLM&>(model), prompt, max_new, cache_dtype);
-}
+using tasks::complete_answer;
+using tasks::load_lm_model;
 
 void register_train(CLI::App* parent, Action& action) {
   struct State {
@@ -281,103 +262,43 @@ void register_cache_size(CLI::App* parent, Action& action) {
   auto* cmd = parent->add_subcommand(
       "cache-size", "bytes of a KV cache: keys, values and total, for a model's sizes or a trained checkpoint");
   struct Opts {
-    int64_t layers = 0, heads = 0, kv_heads = 0, dk = 0, dv = 0, head_dim = 0, seq = 0, batch = 1, window = 0,
-            sinks = 0;
-    std::string dtype = "f16", checkpoint;
+    tasks::CacheSizeSettings settings;
     bool json = false, article = false;
   };
   auto o = std::make_shared<Opts>();
-  add_checkpoint_option(cmd, o->checkpoint, "read layers, heads, kv heads, widths and window from this checkpoint")
+  auto& c = o->settings;
+  add_checkpoint_option(cmd, c.checkpoint, "read layers, heads, kv heads, widths and window from this checkpoint")
       ->required(false);
-  add_ranged_option(cmd, "--layers", o->layers, "transformer layers", 1, kNoMaximum);
-  add_ranged_option(cmd, "--heads", o->heads, "attention (query) heads per layer", 1, kNoMaximum);
-  add_ranged_option(cmd, "--kv-heads", o->kv_heads, "key/value heads stored (1 = multi-query); 0 = --heads", 0,
+  add_ranged_option(cmd, "--layers", c.layers, "transformer layers", 1, kNoMaximum);
+  add_ranged_option(cmd, "--heads", c.heads, "attention (query) heads per layer", 1, kNoMaximum);
+  add_ranged_option(cmd, "--kv-heads", c.kv_heads, "key/value heads stored (1 = multi-query); 0 = --heads", 0,
                     kNoMaximum);
-  add_ranged_option(cmd, "--dk", o->dk, "cached key width per head (r)", 1, kNoMaximum);
-  add_ranged_option(cmd, "--dv", o->dv, "cached value width per head", 1, kNoMaximum);
-  add_ranged_option(cmd, "--head-dim", o->head_dim, "both widths at once (--dk and --dv)", 1, kNoMaximum);
-  add_ranged_option(cmd, "--seq", o->seq, "sequence length", 1, kNoMaximum);
-  add_ranged_option(cmd, "--batch-size", o->batch, "sequences in the batch", 1, kNoMaximum);
-  add_old_spelling(cmd, "--batch", "--batch-size", o->batch);
-  add_ranged_option(cmd, "--window", o->window, "sliding window: positions kept; 0 = all", 0, kNoMaximum);
-  add_ranged_option(cmd, "--sinks", o->sinks, "with a window: first positions kept besides it", 0, kNoMaximum);
-  cmd->add_option("--dtype", o->dtype, "element type: f16, bf16, f32, f64, int8 or int4 (fp16, float16... accepted)")
+  add_ranged_option(cmd, "--dk", c.dk, "cached key width per head (r)", 1, kNoMaximum);
+  add_ranged_option(cmd, "--dv", c.dv, "cached value width per head", 1, kNoMaximum);
+  add_ranged_option(cmd, "--head-dim", c.head_dim, "both widths at once (--dk and --dv)", 1, kNoMaximum);
+  add_ranged_option(cmd, "--seq", c.seq, "sequence length", 1, kNoMaximum);
+  add_ranged_option(cmd, "--batch-size", c.batch_size, "sequences in the batch", 1, kNoMaximum);
+  add_old_spelling(cmd, "--batch", "--batch-size", c.batch_size);
+  add_ranged_option(cmd, "--window", c.window, "sliding window: positions kept; 0 = all", 0, kNoMaximum);
+  add_ranged_option(cmd, "--sinks", c.sinks, "with a window: first positions kept besides it", 0, kNoMaximum);
+  cmd->add_option("--dtype", c.dtype, "element type: f16, bf16, f32, f64, int8 or int4 (fp16, float16... accepted)")
       ->capture_default_str();
   cmd->add_flag("--article", o->article,
                 "the article's example, then each way of shrinking it: r = 200, 4 kv heads, int8, int4, a 1024 window");
   cmd->add_flag("--json", o->json, "print {key_bytes, value_bytes, total_bytes} (a list with --article)");
   cmd->callback([o, cmd, &action] {
-    const bool dtype_given = cmd->count("--dtype") > 0;
-    action = [o, dtype_given] {
-      attention::KVCacheShape shape;
-      shape.dtype = attention::parse_cache_dtype(o->dtype, "--dtype");
+    o->settings.dtype_given = cmd->count("--dtype") > 0;
+    action = [o] {
       std::vector<std::pair<std::string, attention::KVCacheShape>> rows;
       if (o->article) {
-        if (!o->checkpoint.empty()) throw UsageError("--article and --checkpoint exclude each other");
-        // "Keys, queries, values": 50 layers, 20 heads, width 1000, 5000 positions, 2-byte numbers.
-        attention::KVCacheShape a{50, 1, 20, 1000, 1000, 5000, attention::CacheDtype::kFloat16};
-        rows.emplace_back("the article: 50 layers, 20 heads, r = 1000, 5000 positions, f16", a);
-        a.dk = a.dv = 200;
-        rows.emplace_back("r = 200", a);
-        a.kv_heads = 4;
-        rows.emplace_back("r = 200, 4 kv heads", a);
-        a.dtype = attention::CacheDtype::kInt8;
-        rows.emplace_back("r = 200, 4 kv heads, int8", a);
-        a.dtype = attention::CacheDtype::kInt4;
-        rows.emplace_back("r = 200, 4 kv heads, int4", a);
-        a.dtype = attention::CacheDtype::kInt8;
-        a.window = 1024;
-        rows.emplace_back("r = 200, 4 kv heads, int8, window 1024", a);
+        if (!o->settings.checkpoint.empty()) throw UsageError("--article and --checkpoint exclude each other");
+        attention::parse_cache_dtype(o->settings.dtype, "--dtype");
+        rows = tasks::article_cache_shapes();
       } else {
-        if (o->head_dim > 0) {
-          if (o->dk > 0 || o->dv > 0) throw UsageError("--head-dim sets --dk and --dv: give one or the others");
-          o->dk = o->dv = o->head_dim;
-        }
-        if (!o->checkpoint.empty()) {
-          for (const auto& [flag, given] : {std::pair<const char*, bool>{"--layers", o->layers > 0}, {"--heads", o->heads > 0},
-                                            {"--kv-heads", o->kv_heads > 0}, {"--dk", o->dk > 0}, {"--dv", o->dv > 0}})
-            if (given) throw UsageError(std::string(flag) + ": the checkpoint gives it; leave it out with --checkpoint");
-          const auto model = load_lm(o->checkpoint, nullptr);
-          const auto& mo = model->options();
-          o->layers = mo.layers;
-          o->heads = mo.heads;
-          o->kv_heads = mo.head_kv();
-          o->dk = mo.head_dk();
-          o->dv = mo.head_dv();
-          if (o->window == 0) o->window = mo.window;
-          if (o->sinks == 0) o->sinks = mo.sinks;
-          if (!dtype_given) shape.dtype = attention::cache_dtype_of(model->embedding()->weight.scalar_type());
-        }
-        for (const auto& [flag, value] : {std::pair<const char*, int64_t>{"--layers", o->layers}, {"--heads", o->heads},
-                                          {"--dk", o->dk}, {"--dv", o->dv}, {"--seq", o->seq}})
-          if (value < 1) throw UsageError(std::string(flag) + " is required (or --checkpoint for a trained model's sizes)");
-        const int64_t kv = o->kv_heads > 0 ? o->kv_heads : o->heads;
-        if (o->heads % kv != 0)
-          throw UsageError("--kv-heads " + std::to_string(kv) + " must divide --heads " + std::to_string(o->heads));
-        if (o->sinks > 0 && o->window == 0) throw UsageError("--sinks needs --window");
-        shape.layers = o->layers;
-        shape.batch = o->batch;
-        shape.kv_heads = kv;
-        shape.dk = o->dk;
-        shape.dv = o->dv;
-        shape.seq = o->seq;
-        shape.window = o->window;
-        shape.sinks = o->sinks;
-        rows.emplace_back("", shape);
+        rows.emplace_back("", tasks::cache_shape(o->settings));
       }
       std::vector<attention::KVCacheSize> sizes;
-      for (const auto& [label, s] : rows) {
-        try {
-          sizes.push_back(attention::kv_cache_bytes(s));
-        } catch (const UsageError&) {
-          throw UsageError("--layers " + std::to_string(s.layers) + " --heads " + std::to_string(o->heads) +
-                           " --kv-heads " + std::to_string(s.kv_heads) +
-                           " --dk " + std::to_string(s.dk) + " --dv " + std::to_string(s.dv) + " --seq " +
-                           std::to_string(s.seq) + " --batch-size " + std::to_string(s.batch) + " --dtype " +
-                           attention::cache_dtype_name(s.dtype) + ": the cache would be more than " +
-                           std::to_string(std::numeric_limits<int64_t>::max()) + " bytes (8 EiB), too large to count");
-        }
-      }
+      for (const auto& row : rows) sizes.push_back(attention::kv_cache_bytes(row.second));
       auto as_json = [](const attention::KVCacheSize& z) {
         return nlohmann::json{{"key_bytes", z.key_bytes}, {"value_bytes", z.value_bytes}, {"total_bytes", z.total_bytes}};
       };
@@ -442,7 +363,7 @@ void register_inspect_mlp(CLI::App* parent, Action& action) {
       if (text.empty()) throw DataError(o->text + ": the text file is empty");
       data::check_utf8(text, o->text);
       nlohmann::json config;
-      auto model = load_lm(o->checkpoint, &config);
+      auto model = tasks::load_transformer_lm(o->checkpoint, &config);
       model->to(device);
       const auto units = lm::inspect_mlp(*model, text, o->memory);
       if (o->json) {

@@ -60,10 +60,6 @@ std::vector<int64_t> all_rows(const mhca::CohortData& c) {
   return rows;
 }
 
-void check_single_process(const train::TrainConfig& c) {
-  if (c.parallel.world_size != 1) throw UsageError("--world-size: qkv mhca trains in one process");
-}
-
 void register_synth(CLI::App* parent, Action& action) {
   auto* cmd = parent->add_subcommand(
       "synth", "write the built-in synthetic cohort: NIfTI SPECT volumes, manifest, methylation table, ground truth");
@@ -223,13 +219,10 @@ void register_cv(CLI::App* parent, Action& action) {
       tasks::validate_selection(cv.selection);
       tasks::validate_augmentation(cv.augmentation);
       cv.model_options = parse_model_options(o->model_options);
-      check_single_process(cv.train);
       cv.train.validate();
-      if (o->resume && cmd->count("--overwrite")) throw UsageError("--resume continues --out; drop --overwrite");
-      if (o->resume)  // the folder is checked before the cohort is read; its settings are compared after
-        verify_output_dir(o->common.out, "--out", "mhca cv");
-      else
-        check_output_dir(o->common.out, "--out", o->common.overwrite);
+      // The folder is checked before the cohort is read; a resumed one's settings are compared after.
+      const auto mode = train::run_folder_mode(o->resume, cmd->count("--overwrite") > 0);
+      train::RunFolder::check(o->common.out, mode, "mhca cv");
       const c10::Device device = apply_common_options(o->common);
       cv.seed = o->common.seed;
       cv.train.seed = o->common.seed;
@@ -243,10 +236,7 @@ void register_cv(CLI::App* parent, Action& action) {
                    need_volumes ? nlohmann::json(cohort.volume_shape()).dump().c_str() : "not loaded",
                    counted(cv.runs, "run").c_str(), counted(cv.folds, "fold").c_str(),
                    counted(at::get_num_threads(), "thread").c_str());
-      if (o->resume)
-        adopt_output_dir(o->common.out, "--out", "mhca cv");
-      else
-        claim_output_dir(o->common.out, "--out", o->common.overwrite, {"mhca cv", {}});
+      train::RunFolder::open(o->common.out, mode, "mhca cv");
       install_interrupt_handler();
       auto summary = mhca::run_cross_validation(cohort, cv, o->common.out, device);
       if (summary.value("interrupted", false)) {
@@ -299,6 +289,7 @@ void register_train(CLI::App* parent, Action& action) {
   tasks::set_mhca_paper_defaults(spec.defaults);
   spec.model_options_from_data = true;
   spec.batch_norm = false;
+  spec.data_parallel = false;
   spec.add_data_options = [s](CLI::App* cmd) {
     add_field_options(cmd, s->data);
     cmd->get_option("--manifest")->required();
@@ -313,7 +304,6 @@ void register_train(CLI::App* parent, Action& action) {
     cmd->add_option("--model-options", s->model_options, "network sizes as JSON")->capture_default_str();
   };
   spec.prepare = [s](const CLI::App&, train::RunRequest& r, const std::string&) {
-    check_single_process(r.train);
     tasks::MhcaTrainData d = s->data;
     if (!d.selection.list_path.empty()) d.selection.mode = "list";
     d.model_options = parse_model_options(s->model_options);

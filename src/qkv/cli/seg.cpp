@@ -62,9 +62,9 @@ void register_train(CLI::App* parent, Action& action) {
                          "' is fixed by ShapeNet-part (16 categories, 50 parts)");
     r.model_options["categories"] = static_cast<int64_t>(pc::shapenet_part_categories().size());
     r.model_options["parts"] = pc::kShapeNetPartCount;
-    prepare_point_data(s->data, r, out);
+    tasks::prepare_point_data(s->data, r, out);
   };
-  spec.check_outputs = check_point_outputs<PartSegData>;
+  spec.check_outputs = tasks::check_point_outputs<PartSegData>;
   spec.load = [](train::RunRequest& r, const LoadContext& context) {
     auto d = PartSegData::from_json(r.data);
     const auto loaded = load_point_data(d, context);
@@ -89,7 +89,7 @@ void register_train(CLI::App* parent, Action& action) {
 }
 
 auto load_run(const std::string& checkpoint, const c10::Device& device) {
-  return load_point_run<PartSegData>(checkpoint, device, tasks::kPartSegmentationCommand);
+  return tasks::load_point_run<PartSegData>(checkpoint, device, tasks::kPartSegmentationCommand);
 }
 
 void register_eval(CLI::App* parent, Action& action) {
@@ -212,7 +212,7 @@ void register_compare(CLI::App* parent, Action& action) {
   cmd->callback([o, &action] {
     action = [o] {
       const c10::Device device = apply_common_options(o->common);
-      const auto rows = compare_point_runs<PartSegData>(
+      const auto rows = tasks::compare_point_runs<PartSegData>(
           o->runs, o->shapes, o->common.seed, device, tasks::kPartSegmentationCommand, "test",
           [](const nlohmann::json& split) {
             return nlohmann::json{{"instance_miou", split.value("instance_miou", 0.0)},
@@ -223,36 +223,32 @@ void register_compare(CLI::App* parent, Action& action) {
         return 0;
       }
       // Protocol names as the papers write them: I/I, I/SO(3), ...
-      auto paper = [](std::string r) { return r == "none" ? std::string("I") : r == "so3" ? std::string("SO(3)") : r; };
-      std::vector<std::vector<std::string>> table;
-      for (const auto& r : rows) {
-        const auto protocol = r.at("protocol").get<std::string>();
-        const auto slash = protocol.find('/');
-        const auto train_name = paper(pc::rotation_name(pc::parse_rotation(protocol.substr(0, slash))));
-        std::vector<std::string> cells = {
-            r.at("run").get<std::string>(), r.at("model").get<std::string>(),
-            train_name + "/" + paper(pc::rotation_name(pc::parse_rotation(protocol.substr(slash + 1)))),
-            std::to_string(r.at("parameters").get<long long>())};
-        for (const char* rotation : {"none", "z", "so3"}) {
-          char buf[64] = "-";
-          if (r.at("test").contains(rotation))
-            std::snprintf(buf, sizeof buf, "%.4f / %.4f", r.at("test").at(rotation).at("instance_miou").get<double>(),
-                          r.at("test").at(rotation).at("class_miou").get<double>());
-          cells.push_back(buf);
-        }
-        char inv[32] = "-";
-        if (r.contains("invariance"))
-          std::snprintf(inv, sizeof inv, "%.3g", r.at("invariance").at("float32").at("max_abs_logit_change").get<double>());
-        cells.push_back(inv);
-        table.push_back(cells);
-      }
-      print_table({"run", "model", "protocol", "params", "test I: inst / class", "test z: inst / class",
-                   "test SO(3): inst / class", "max |dlogit|"},
-                  table);
-      std::printf("(inst / class: instance and class mIoU on the test set rotated as the column says; max |dlogit|: "
-                  "largest change of any per-point logit over %lld test shapes under 4 random SO(3) rotations, "
-                  "float32; float64 in --json)\n",
-                  static_cast<long long>(o->shapes));
+      auto paper = [](const std::string& r) {
+        const auto name = pc::rotation_name(pc::parse_rotation(r));
+        return name == "none" ? std::string("I") : name == "so3" ? std::string("SO(3)") : name;
+      };
+      print_compare_table(
+          rows, "test",
+          [&](const nlohmann::json& r) {
+            const auto protocol = r.at("protocol").get<std::string>();
+            const auto slash = protocol.find('/');
+            return paper(protocol.substr(0, slash)) + "/" + paper(protocol.substr(slash + 1));
+          },
+          {"test I: inst / class", "test z: inst / class", "test SO(3): inst / class"},
+          [](const nlohmann::json& test) {
+            std::vector<std::string> cells;
+            for (const char* rotation : {"none", "z", "so3"}) {
+              char buf[64] = "-";
+              if (test.contains(rotation))
+                std::snprintf(buf, sizeof buf, "%.4f / %.4f", test.at(rotation).at("instance_miou").get<double>(),
+                              test.at(rotation).at("class_miou").get<double>());
+              cells.push_back(buf);
+            }
+            return cells;
+          },
+          "(inst / class: instance and class mIoU on the test set rotated as the column says; max |dlogit|: largest "
+          "change of any per-point logit over " + std::to_string(o->shapes) +
+              " test shapes under 4 random SO(3) rotations, float32; float64 in --json)");
       return 0;
     };
   });

@@ -1,5 +1,7 @@
 #include "qkv/cli/train_command.h"
 
+#include <optional>
+
 #include <functional>
 
 #include <torch/torch.h>
@@ -115,8 +117,9 @@ void register_train_command(CLI::App* parent, Action& action, TrainCommand spec)
     add_field_options(cmd, o->train, spec.batch_norm ? std::set<std::string>{} : kBatchNormFields);
     if (!spec.select_metric_shown.empty()) cmd->get_option("--select-metric")->default_str(spec.select_metric_shown);
   });
-  section("Data-parallel training (qkv launch, or one process per rank)",
-          [&] { add_parallel_options(cmd, o->train.parallel); });
+  if (spec.data_parallel)
+    section("Data-parallel training (qkv launch, or one process per rank)",
+            [&] { add_parallel_options(cmd, o->train.parallel); });
   auto shared = std::make_shared<TrainCommand>(std::move(spec));
   cmd->callback([o, cmd, shared, &action] {
     action = [o, cmd, shared] {
@@ -126,14 +129,14 @@ void register_train_command(CLI::App* parent, Action& action, TrainCommand spec)
       // resumed run keeps its stored settings (check_resume_options refuses --recipe).
       const auto recipe = resume ? nlohmann::json() : apply_recipe(cmd, spec.command, o->recipe);
       train::TrainConfig config = o->train;
-      resolve_parallel(*cmd, config);
+      if (shared->data_parallel) resolve_parallel(*cmd, config);
       CommonOptions common = o->common;
       train::RunRequest request;
       std::string dir;
       if (resume) {
         check_resume_options(*cmd, o->resume, common.out);
         // Before anything is read or written through a link or a changed file.
-        verify_output_dir(o->resume, "--resume", spec.command);
+        train::RunFolder::check(o->resume, train::RunFolderMode::Resume, spec.command, "resume");
         request = train::stored_request(o->resume, spec.command);
         if (cmd->count("--device")) request.device = common.device;
         dir = o->resume;
@@ -167,24 +170,21 @@ void register_train_command(CLI::App* parent, Action& action, TrainCommand spec)
       } else
         request.train.parallel.world_size = config.parallel.world_size;
       const bool writer = config.parallel.rank == 0;
-      bool created_dir = false;
+      std::optional<train::RunFolder> folder;
       if (writer) {
-        if (resume) {
-          adopt_output_dir(dir, "--resume", spec.command);
-        } else {
-          check_output_dir(dir, "--out", common.overwrite);
+        const auto mode = train::run_folder_mode(resume, common.overwrite);
+        if (!resume) {
+          train::RunFolder::check(dir, mode, spec.command);
           if (spec.check_outputs) spec.check_outputs(request, common.overwrite);
-          std::error_code ec;
-          created_dir = !std::filesystem::exists(dir, ec);
-          claim_output_dir(dir, "--out", common.overwrite, {spec.command, {}});
         }
+        folder = train::RunFolder::open(dir, mode, spec.command, resume ? "resume" : "out");
       }
       TaskRun task;
       try {
         task = spec.load(request, {config.parallel.rank, common.overwrite, resume, dir});
       } catch (...) {
         // Data that cannot be loaded leave no run folder holding only a ledger.
-        if (writer && !resume) release_unused_output_dir(dir, created_dir);
+        if (folder) folder->release_if_unused();
         throw;
       }
       if (task.fit) {

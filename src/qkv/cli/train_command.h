@@ -11,26 +11,13 @@
 
 #include "qkv/cli/commands.h"
 #include "qkv/cli/common.h"
+#include "qkv/tasks/task_run.h"
 #include "qkv/train/run.h"
 
 namespace qkv::cli {
 
-// What a task's load gives the skeleton.
-struct TaskRun {
-  data::Splits splits;
-  train::TrainHooks hooks;
-  std::string test_label;  // how the summary names the "test" metrics (e.g. the protocol's test rotation)
-  // A model fitted without the trainer (XGBoost): fits into the run folder and
-  // returns the summary; the skeleton records config.json and summary.json.
-  std::function<nlohmann::json(const std::string& dir)> fit;
-};
-
-struct LoadContext {
-  int64_t rank = 0;
-  bool overwrite = false;
-  bool resume = false;
-  std::string run_dir;
-};
+using tasks::LoadContext;
+using tasks::TaskRun;
 
 struct TrainCommand {
   std::string command;      // "vnt train"
@@ -42,6 +29,9 @@ struct TrainCommand {
   bool model_options_from_data = false;
   // The task's models have batch norm: --bn-momentum and its decay are offered.
   bool batch_norm = true;
+  // Ranks may split its batches (qkv launch): the data-parallel options are
+  // offered and read from the environment. false: one process (mhca).
+  bool data_parallel = true;
   // What --help shows as --select-metric's default where the data decide it
   // (empty: defaults.select_metric).
   std::string select_metric_shown;

@@ -58,9 +58,9 @@ void register_train(CLI::App* parent, Action& action) {
   spec.prepare = [s](const CLI::App&, train::RunRequest& r, const std::string& out) {
     r.model_name = s->model.model;
     r.model_options = model_options_from_cli(s->model);
-    prepare_point_data(s->data, r, out);
+    tasks::prepare_point_data(s->data, r, out);
   };
-  spec.check_outputs = check_point_outputs<ClassificationData>;
+  spec.check_outputs = tasks::check_point_outputs<ClassificationData>;
   spec.load = [](train::RunRequest& r, const LoadContext& context) {
     auto d = ClassificationData::from_json(r.data);
     const auto loaded = load_point_data(d, context);
@@ -83,7 +83,7 @@ void register_train(CLI::App* parent, Action& action) {
 }
 
 auto load_run(const std::string& checkpoint, const c10::Device& device) {
-  return load_point_run<ClassificationData>(checkpoint, device, tasks::kClassificationCommand);
+  return tasks::load_point_run<ClassificationData>(checkpoint, device, tasks::kClassificationCommand);
 }
 
 void register_eval(CLI::App* parent, Action& action) {
@@ -241,35 +241,30 @@ void register_compare(CLI::App* parent, Action& action) {
   cmd->callback([o, &action] {
     action = [o] {
       const c10::Device device = apply_common_options(o->common);
-      const auto rows = compare_point_runs<ClassificationData>(
+      const auto rows = tasks::compare_point_runs<ClassificationData>(
           o->runs, o->shapes, o->common.seed, device, tasks::kClassificationCommand, "test_accuracy",
           [](const nlohmann::json& split) { return split.value("accuracy", 0.0); });
       if (o->json) {
         print_json(rows);
         return 0;
       }
-      auto cell = [](const nlohmann::json& acc, const char* k) {
-        char buf[32];
-        if (!acc.contains(k)) return std::string("-");
-        std::snprintf(buf, sizeof buf, "%.4f", acc.at(k).get<double>());
-        return std::string(buf);
-      };
-      std::vector<std::vector<std::string>> table;
-      for (const auto& r : rows) {
-        char invariance[32] = "-";
-        if (r.contains("invariance"))
-          std::snprintf(invariance, sizeof invariance, "%.3g",
-                        r.at("invariance").at("float32").at("max_abs_logit_change").get<double>());
-        table.push_back({r.at("run").get<std::string>(), r.at("model").get<std::string>(),
-                         r.at("protocol").get<std::string>(), std::to_string(r.at("parameters").get<long long>()),
-                         cell(r.at("test_accuracy"), "z"), cell(r.at("test_accuracy"), "so3"),
-                         cell(r.at("test_accuracy"), "none"), invariance});
-      }
-      print_table({"run", "model", "protocol", "params", "test z", "test so3", "test none", "max |dlogit|"}, table);
-      if (o->shapes > 0)
-        std::printf("(max |dlogit|: largest change of any logit over %lld test shapes under 4 random SO(3) rotations, "
-                    "float32; float64 in --json)\n",
-                    static_cast<long long>(o->shapes));
+      const std::string note =
+          o->shapes > 0 ? "(max |dlogit|: largest change of any logit over " + std::to_string(o->shapes) +
+                              " test shapes under 4 random SO(3) rotations, float32; float64 in --json)"
+                        : "";
+      print_compare_table(
+          rows, "test_accuracy", [](const nlohmann::json& r) { return r.at("protocol").get<std::string>(); },
+          {"test z", "test so3", "test none"},
+          [](const nlohmann::json& accuracy) {
+            std::vector<std::string> cells;
+            for (const char* rotation : {"z", "so3", "none"}) {
+              char buf[32] = "-";
+              if (accuracy.contains(rotation)) std::snprintf(buf, sizeof buf, "%.4f", accuracy.at(rotation).get<double>());
+              cells.push_back(buf);
+            }
+            return cells;
+          },
+          note);
       return 0;
     };
   });

@@ -6,6 +6,9 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/lm/exact_match.h"
+#include "qkv/lm/recurrent_generate.h"
+#include "qkv/lm/generate.h"
+#include "qkv/train/run.h"
 #include "qkv/models/recurrent_lm.h"
 
 namespace qkv::tasks {
@@ -59,6 +62,27 @@ LmModel lm_model(const std::string& kind, const models::TransformerLMOptions& tr
   m.options = models::RecurrentLMOptions::from_json(r.to_json(), m.name).to_json();
   m.parameters = models::recurrent_lm_size(r, 1).parameters;
   return m;
+}
+
+models::ModelPtr load_lm_model(const std::string& checkpoint, nlohmann::json* config) {
+  return train::load_model_from_checkpoint(checkpoint, config, kLmCommand);
+}
+
+std::shared_ptr<models::TransformerLM> load_transformer_lm(const std::string& checkpoint, nlohmann::json* config) {
+  nlohmann::json own;
+  if (!config) config = &own;
+  auto model = std::dynamic_pointer_cast<models::TransformerLM>(load_lm_model(checkpoint, config));
+  if (!model)
+    throw UsageError(checkpoint + ": its model is " + config->at("model").at("name").get<std::string>() +
+                     "; this command reads transformer-lm checkpoints only");
+  return model;
+}
+
+std::string complete_answer(models::Model& model, const std::string& prompt, int64_t max_new,
+                            std::optional<attention::CacheDtype> cache_dtype) {
+  if (auto* recurrent = dynamic_cast<models::RecurrentLM*>(&model))
+    return lm::complete_recurrent(*recurrent, prompt, max_new);
+  return lm::complete(dynamic_cast<models::TransformerLM&>(model), prompt, max_new, cache_dtype);
 }
 
 }  // namespace qkv::tasks

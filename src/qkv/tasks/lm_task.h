@@ -2,9 +2,12 @@
 // The language-model tasks: the built-in byte-level tasks (copy, reverse,
 // addition, induction) or a text file, as config.json records them, the
 // splits and the metric. `qkv lm` is its CLI.
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
+#include "qkv/attention/kv_cache.h"
 #include "qkv/core/fields.h"
 #include "qkv/data/dataset.h"
 #include "qkv/data/lm_data.h"
@@ -62,5 +65,19 @@ const std::vector<std::string>& lm_model_kinds();
 // transformer's parameters. ConfigError naming "model" (an unknown kind) or
 // "hidden"; UsageError for bad model options.
 LmModel lm_model(const std::string& kind, const models::TransformerLMOptions& transformer, int64_t hidden = 0);
+
+// The model of an `lm train` checkpoint (the transformer or a recurrent
+// baseline), its run record in *config when given.
+models::ModelPtr load_lm_model(const std::string& checkpoint, nlohmann::json* config = nullptr);
+// The same for commands that read transformers only (the KV cache, the MLP
+// as memory): UsageError naming the checkpoint's model otherwise.
+std::shared_ptr<models::TransformerLM> load_transformer_lm(const std::string& checkpoint,
+                                                           nlohmann::json* config = nullptr);
+
+// A task's answer to `prompt` by greedy decoding (at most max_new bytes, up
+// to the newline), through the KV cache (of `cache_dtype`, or the model's
+// type) or the recurrent state.
+std::string complete_answer(models::Model& model, const std::string& prompt, int64_t max_new,
+                            std::optional<attention::CacheDtype> cache_dtype);
 
 }  // namespace qkv::tasks

@@ -1,5 +1,7 @@
 #include "qkv/train/run.h"
 
+#include "qkv/core/output_policy.h"
+
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -226,6 +228,38 @@ std::string run_summary_text(const nlohmann::json& s, const std::string& dir, co
     if (std::filesystem::exists(std::filesystem::path(dir) / name)) files += (files.empty() ? "" : ", ") + std::string(name);
   text += "run folder " + dir + (files.empty() ? "" : " (" + files + ")") + "\n";
   return text;
+}
+
+RunFolderMode run_folder_mode(bool resume, bool overwrite) {
+  if (resume && overwrite) throw ConfigError("resume", "continues {out}; drop {overwrite}");
+  return resume ? RunFolderMode::Resume : overwrite ? RunFolderMode::Overwrite : RunFolderMode::New;
+}
+
+void RunFolder::check(const std::string& dir, RunFolderMode mode, const std::string& command, const std::string& key) {
+  if (mode == RunFolderMode::Resume)
+    verify_output_dir(dir, key, command);
+  else
+    check_output_dir(dir, key, mode == RunFolderMode::Overwrite);
+}
+
+RunFolder RunFolder::open(const std::string& dir, RunFolderMode mode, const std::string& command,
+                          const std::string& key) {
+  RunFolder folder;
+  folder.paths_.dir = dir;
+  folder.mode_ = mode;
+  if (mode == RunFolderMode::Resume) {
+    adopt_output_dir(dir, key, command);
+  } else {
+    check_output_dir(dir, key, mode == RunFolderMode::Overwrite);
+    std::error_code ec;
+    folder.created_ = !std::filesystem::exists(dir, ec);
+    claim_output_dir(dir, key, mode == RunFolderMode::Overwrite, {command, {}});
+  }
+  return folder;
+}
+
+void RunFolder::release_if_unused() const noexcept {
+  if (mode_ != RunFolderMode::Resume) release_unused_output_dir(paths_.dir, created_);
 }
 
 }  // namespace qkv::train

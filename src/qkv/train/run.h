@@ -25,6 +25,38 @@ struct RunPaths {
   std::string best_checkpoint() const { return dir + "/checkpoints/best.ckpt"; }
 };
 
+// Who may write in a run folder, decided in one place. New: the folder must
+// be missing or empty (created); Overwrite: files qkv wrote there before are
+// removed first, a user's files stay; Resume: a folder `command` made,
+// continued with its ledger (core/output_policy.h). Messages name `key`
+// ("out", "resume"), which the CLI says as its flag.
+enum class RunFolderMode { New, Overwrite, Resume };
+RunFolderMode run_folder_mode(bool resume, bool overwrite);
+
+class RunFolder {
+ public:
+  // open()'s refusals without its effects, for a command that reads its data
+  // between checking its outputs and writing them.
+  static void check(const std::string& dir, RunFolderMode mode, const std::string& command,
+                    const std::string& key = "out");
+  // Checks and claims the folder; from then on every write below it is
+  // recorded, and replacing a file qkv did not write there is refused.
+  static RunFolder open(const std::string& dir, RunFolderMode mode, const std::string& command,
+                        const std::string& key = "out");
+
+  const RunPaths& paths() const { return paths_; }
+  const std::string& dir() const { return paths_.dir; }
+  // After a failure before the run wrote anything (data that cannot be
+  // loaded): a new folder holding only its ledger goes, with the folder
+  // itself when open() created it. A resumed folder is left as it is.
+  void release_if_unused() const noexcept;
+
+ private:
+  RunPaths paths_;
+  RunFolderMode mode_ = RunFolderMode::New;
+  bool created_ = false;
+};
+
 struct RunRequest {
   std::string command;     // "vnt train": the command that made the run (checked on resume, eval, predict)
   std::string model_name;  // registry name

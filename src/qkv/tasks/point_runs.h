@@ -1,0 +1,130 @@
+#pragma once
+// What the point-cloud tasks (classification, part segmentation) share about
+// runs: a new run's data settings, a finished run's model and settings read
+// back from its checkpoint, and the comparison of finished runs.
+#include <torch/types.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "qkv/core/errors.h"
+#include "qkv/core/text.h"
+#include "qkv/models/model.h"
+#include "qkv/tasks/point_task.h"
+#include "qkv/train/run.h"
+
+namespace qkv::tasks {
+
+// ConfigError ("points") unless the model fits clouds of `points` points: neighbourhoods
+// of k points need k points per shape, and one cloud's activations must fit
+// in memory; found before any data are loaded or written.
+void check_point_model_fits(const std::string& model, const nlohmann::json& options, int64_t points);
+
+// Whether a data settings struct lists class names (classification).
+template <typename D, typename = void>
+struct has_class_names : std::false_type {};
+template <typename D>
+struct has_class_names<D, std::void_t<decltype(std::declval<D>().class_names)>> : std::true_type {};
+
+// A point-cloud task's data settings for a new run (Data: ClassificationData
+// or PartSegData): the run's seed, normals where the model reads them, the
+// synthetic folder inside the run folder unless synth_dir says otherwise;
+// validated and stored as request.data.
+template <typename Data>
+void prepare_point_data(Data d, train::RunRequest& r, const std::string& out) {
+  d.view.seed = r.seed;
+  const auto resolved = models::find_model(r.model_name).resolve(r.model_options);
+  d.view.use_normals = resolved.value("normals", false);
+  check_point_model_fits(r.model_name, r.model_options, d.view.num_points);
+  d.copy_view_settings();
+  if (d.source == "synthetic" && d.synth_dir.empty()) d.synth_dir = out + "/synthetic";
+  d.validate();
+  r.data = d.to_json();
+}
+
+// The synthetic folder of request.data checked without writing (TrainCommand::check_outputs).
+template <typename Data>
+void check_point_outputs(const train::RunRequest& r, bool overwrite) {
+  const auto d = Data::from_json(r.data);
+  d.check_synthetic_dir(d.synth_dir, overwrite);
+}
+
+// Model (in eval mode on `device`), run configuration and data settings of a
+// checkpoint made by `command`.
+template <typename Data>
+struct LoadedPointRun {
+  models::ModelPtr model;
+  nlohmann::json config;
+  Data data;
+};
+template <typename Data>
+LoadedPointRun<Data> load_point_run(const std::string& checkpoint, const c10::Device& device, const char* command) {
+  LoadedPointRun<Data> r;
+  r.model = train::load_model_from_checkpoint(checkpoint, &r.config, command);
+  // The stored settings pass the checks a new run's options pass, and a
+  // failure names the checkpoint (it was edited, or made by another version).
+  try {
+    r.data = Data::from_json(r.config.at("data"));
+    const auto& model = r.config.at("model");
+    check_point_model_fits(model.at("name"), model.at("options"), r.data.view.num_points);
+    if constexpr (has_class_names<Data>::value) {
+      const auto classes = models::find_model(model.at("name")).resolve(model.at("options")).value("classes", 0);
+      if (classes != static_cast<int64_t>(r.data.class_names.size()))
+        throw DataError("the model has " + std::to_string(classes) + " outputs but the run names " +
+                        counted(static_cast<int64_t>(r.data.class_names.size()), "class"));
+    }
+  } catch (const nlohmann::json::exception&) {
+    throw DataError(checkpoint + ": stored run configuration is incomplete");
+  } catch (const std::runtime_error& e) {  // UsageError, DataError
+    throw DataError(checkpoint + ": stored run configuration: " + first_line(e.what()));
+  }
+  r.model->to(device);
+  r.model->eval();
+  return r;
+}
+
+// `vnt compare` and `seg compare`: one row per finished run of `command`
+// (run, model, protocol, parameters), the summary's test entries by rotation
+// under `scores_key` as `score` keeps them, and, with shapes > 0, the
+// invariance measured on that many test shapes ("invariance"). Runs on the
+// same data load (and announce) them once.
+template <typename Data>
+nlohmann::json compare_point_runs(const std::vector<std::string>& runs, int64_t shapes, uint64_t seed,
+                                  const c10::Device& device, const char* command, const char* scores_key,
+                                  const std::function<nlohmann::json(const nlohmann::json& split)>& score) {
+  nlohmann::json rows = nlohmann::json::array();
+  std::map<std::string, decltype(std::declval<const Data&>().load_data())> data_of;
+  for (const auto& dir : runs) {
+    const auto summary = read_summary(dir);
+    auto run = load_point_run<Data>(train::RunPaths{dir}.best_checkpoint(), device, command);
+    const auto test_rotation = parse_protocol(run.data.protocol).second;
+    nlohmann::json row = {{"run", dir},
+                          {"model", run.config.at("model").at("name")},
+                          {"protocol", run.data.protocol},
+                          {"parameters", summary.value("parameters", 0)}};
+    nlohmann::json scores = nlohmann::json::object();
+    for (const auto& item : summary.items()) {
+      const auto& key = item.key();
+      if (key == "test") scores[pointcloud::rotation_name(test_rotation)] = score(item.value());
+      if (key.rfind("test_", 0) == 0) scores[key.substr(5)] = score(item.value());
+    }
+    row[scores_key] = scores;
+    if (shapes > 0) {
+      const auto key = run.data.to_json().dump();
+      if (!data_of.count(key)) data_of.emplace(key, run.data.load_data());
+      const auto view = view_of(std::make_shared<const pointcloud::PointCloudSet>(data_of.at(key).test),
+                                       run.data.view, false, pointcloud::Rotation::None);
+      row["invariance"] = measure_invariance(*run.model, *view, shapes, 4, seed, device);
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+}  // namespace qkv::tasks
