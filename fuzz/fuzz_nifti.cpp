@@ -9,7 +9,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool gzipped = size >= 2 && data[0] == 0x1f && data[1] == 0x8b;
   const std::string& path = gzipped ? gz : plain;
   qkv::fuzz::write_input(path, data, size);
-  qkv::fuzz::expect_documented([&] { qkv::data::read_nifti(path); });
-  qkv::fuzz::expect_documented([&] { qkv::data::read_nifti_grid(path); });
+  qkv::fuzz::expect_documented([&] { qkv::medical::read_nifti(path); });
+  qkv::fuzz::expect_documented([&] { qkv::medical::read_nifti_grid(path); });
   return 0;
 }

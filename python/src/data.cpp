@@ -148,7 +148,7 @@ py::dict part_segmentation_splits(const std::string& what, const std::string& se
 
 // A cohort (manifest + methylation table) and the views of it a model reads.
 struct CohortHandle {
-  std::shared_ptr<mhca::CohortData> cohort;
+  std::shared_ptr<medical::CohortData> cohort;
 };
 
 DatasetHandle cohort_dataset(const CohortHandle& self, const std::vector<int64_t>& rows,
@@ -161,8 +161,8 @@ DatasetHandle cohort_dataset(const CohortHandle& self, const std::vector<int64_t
         throw UsageError("row " + std::to_string(i) + " is outside a cohort of " + std::to_string(n) + " subjects");
   if (fit_rows.empty()) throw UsageError("fit_rows: empty (the normalisation is fitted on them)");
   if (cpgs.empty()) cpgs = self.cohort->methylation.cpg_ids;
-  const auto prep = mhca::fit_preprocessing(*self.cohort, fit_rows, cpgs, normalisation);
-  return DatasetHandle{mhca::make_dataset(*self.cohort, rows, prep)};
+  const auto prep = medical::fit_preprocessing(*self.cohort, fit_rows, cpgs, normalisation);
+  return DatasetHandle{medical::make_dataset(*self.cohort, rows, prep)};
 }
 
 }  // namespace
@@ -197,7 +197,7 @@ void bind_data(py::module_& m) {
   }, py::arg("cls"), py::arg("seed") = 0);
   d.def("synthetic_part_categories", &pointcloud::synth_part_categories);
   d.def("read_nifti", [](const std::string& path) {
-    const auto volume = interruptible([&] { return data::read_nifti(path); });
+    const auto volume = interruptible([&] { return medical::read_nifti(path); });
     const auto a = volume.geometry.affine();
     auto affine = torch::empty({4, 4}, torch::kDouble);
     std::copy(a.begin(), a.end(), affine.data_ptr<double>());
@@ -205,12 +205,12 @@ void bind_data(py::module_& m) {
     geometry["spacing"] = volume.geometry.spacing;
     geometry["qform_code"] = volume.geometry.qform_code;
     geometry["sform_code"] = volume.geometry.sform_code;
-    return py::make_tuple(mhca::volume_to_tensor(volume), affine, geometry);
+    return py::make_tuple(medical::volume_to_tensor(volume), affine, geometry);
   }, py::arg("path"));
   py::class_<CohortHandle>(d, "Cohort")
       .def(py::init([](const std::string& manifest, const std::string& methylation, double max_missing, bool reorient) {
              return CohortHandle{interruptible([&] {
-               return std::make_shared<mhca::CohortData>(mhca::load_cohort(
+               return std::make_shared<medical::CohortData>(medical::load_cohort(
                    manifest, methylation, /*load_volumes=*/true, 0, /*quiet=*/false, {}, max_missing, reorient));
              })};
            }),

@@ -13,8 +13,8 @@
 namespace qkv::testing {
 namespace {
 
-mhca::CohortData small_cohort() {
-  mhca::CohortData c;
+medical::CohortData small_cohort() {
+  medical::CohortData c;
   c.subject_ids = {"a", "b", "c", "d"};
   c.labels = {0, 1, 0, 1};
   c.methylation.subject_ids = c.subject_ids;
@@ -34,13 +34,13 @@ mhca::CohortData small_cohort() {
 TEST(CohortData, PreprocessingSeesTrainingRowsOnly) {
   const auto c = small_cohort();
   const std::vector<int64_t> train{0, 1, 2};
-  const auto prep = mhca::fit_preprocessing(c, train, {"cg2", "cg1"}, "global");
+  const auto prep = medical::fit_preprocessing(c, train, {"cg2", "cg1"}, "global");
   EXPECT_DOUBLE_EQ(prep.volume_min, 0);
   EXPECT_DOUBLE_EQ(prep.volume_max, 2);
   ASSERT_EQ(prep.cpg_means.size(), 2u);
   EXPECT_FLOAT_EQ(prep.cpg_means[0], 0.6f);                 // cg2 over a, c (b missing)
   EXPECT_FLOAT_EQ(prep.cpg_means[1], (0.1f + 0.3f + 0.9f) / 3);  // cg1 over a, b, c
-  auto ds = mhca::make_dataset(c, {1, 3}, prep);
+  auto ds = medical::make_dataset(c, {1, 3}, prep);
   auto batch = ds->get({0, 1});
   auto m = batch.input("methylation");
   EXPECT_FLOAT_EQ(m[0][0].item<float>(), 0.6f);  // b's missing cg2 -> the training mean
@@ -49,20 +49,20 @@ TEST(CohortData, PreprocessingSeesTrainingRowsOnly) {
   EXPECT_FLOAT_EQ(batch.input("spect")[0][0][1][1][1].item<float>(), 0.5f);  // (1 - 0) / (2 - 0)
   EXPECT_EQ(batch.target[1].item<int64_t>(), 1);
   // Per-subject normalisation scales each volume by its own range.
-  auto subject = mhca::make_dataset(c, {3}, mhca::fit_preprocessing(c, train, {"cg1"}, "subject"))->get({0});
+  auto subject = medical::make_dataset(c, {3}, medical::fit_preprocessing(c, train, {"cg1"}, "subject"))->get({0});
   EXPECT_FLOAT_EQ(subject.input("spect").max().item<float>(), 1.0f);
-  EXPECT_THROW(mhca::fit_preprocessing(c, train, {"cg1"}, "zscore"), UsageError);
-  EXPECT_THROW(mhca::fit_preprocessing(c, train, {"cg9"}, "global"), DataError);
+  EXPECT_THROW(medical::fit_preprocessing(c, train, {"cg1"}, "zscore"), UsageError);
+  EXPECT_THROW(medical::fit_preprocessing(c, train, {"cg9"}, "global"), DataError);
 }
 
 TEST(CohortData, PreprocessingRoundTripsThroughJson) {
   const auto c = small_cohort();
-  const auto prep = mhca::fit_preprocessing(c, {0, 2}, {"cg1", "cg2"}, "global");
-  const auto back = mhca::Preprocessing::from_json(prep.to_json());
+  const auto prep = medical::fit_preprocessing(c, {0, 2}, {"cg1", "cg2"}, "global");
+  const auto back = medical::Preprocessing::from_json(prep.to_json());
   EXPECT_EQ(back.cpg_ids, prep.cpg_ids);
   EXPECT_EQ(back.cpg_means, prep.cpg_means);
   EXPECT_DOUBLE_EQ(back.volume_max, prep.volume_max);
-  EXPECT_THROW(mhca::Preprocessing::from_json({{"normalisation", "global"}}), DataError);
+  EXPECT_THROW(medical::Preprocessing::from_json({{"normalisation", "global"}}), DataError);
 }
 
 TEST(CohortData, AugmentationTouchesOnlyChosenSamples) {
@@ -70,11 +70,11 @@ TEST(CohortData, AugmentationTouchesOnlyChosenSamples) {
   auto spect = torch::rand({32, 1, 8, 9, 10});
   auto meth = torch::rand({32, 5});
   data::Batch batch{{{"spect", spect}, {"methylation", meth}}, torch::zeros({32}, torch::kLong)};
-  mhca::Augmentation none;
+  medical::Augmentation none;
   none.fraction = 0;
   auto same = none(batch);
   EXPECT_TRUE(torch::equal(same.input("spect"), spect));
-  mhca::Augmentation all;
+  medical::Augmentation all;
   all.fraction = 1;
   all.cpg_std = torch::full({5}, 0.1);
   auto changed = all(batch);
@@ -87,7 +87,7 @@ TEST(CohortData, AugmentationTouchesOnlyChosenSamples) {
   EXPECT_GE(changed.input("methylation").min().item<double>(), 0);
   EXPECT_LE(changed.input("methylation").max().item<double>(), 1);
   // A rotation by 0 degrees is the identity up to resampling round-off.
-  mhca::Augmentation still;
+  medical::Augmentation still;
   still.fraction = 1;
   still.max_degrees = 0;
   still.noise = 0;
@@ -101,21 +101,21 @@ TEST(CohortData, EnlargeAppendsAugmentedCopiesOnceAsTheAuthorsCodeDoes) {
   auto labels = torch::arange(25, torch::kLong) % 2;
   auto train = std::make_shared<data::TensorDataset>(
       std::map<std::string, at::Tensor>{{"spect", spect}, {"methylation", meth}}, labels);
-  mhca::Augmentation a;
+  medical::Augmentation a;
   a.mode = "enlarge";
   a.fraction = 0.1;
   a.noise = 2.0;  // large: unclamped noise leaves [0, 1]
   a.cpg_std = torch::full({5}, 0.5);
-  const auto enlarged = mhca::enlarge_training_set(train, a, 7);
+  const auto enlarged = medical::enlarge_training_set(train, a, 7);
   ASSERT_EQ(enlarged->size(), 27);  // floor(25 x 0.1) copies
   // The original rows come first, untouched; the same seed gives the same copies.
   const auto head = enlarged->get({0, 3, 24});
   EXPECT_TRUE(torch::equal(head.input("spect"), spect.index_select(0, torch::tensor({0, 3, 24}))));
   const auto copies = enlarged->get({25, 26});
   EXPECT_TRUE(torch::equal(copies.input("methylation"),
-                           mhca::enlarge_training_set(train, a, 7)->get({25, 26}).input("methylation")));
+                           medical::enlarge_training_set(train, a, 7)->get({25, 26}).input("methylation")));
   EXPECT_FALSE(torch::equal(copies.input("methylation"),
-                            mhca::enlarge_training_set(train, a, 8)->get({25, 26}).input("methylation")));
+                            medical::enlarge_training_set(train, a, 8)->get({25, 26}).input("methylation")));
   const auto m = copies.input("methylation");
   EXPECT_TRUE((m < 0).any().item<bool>() || (m > 1).any().item<bool>()) << m;
   // Each copy is a rotated original with that original's label: a copy's
@@ -131,19 +131,19 @@ TEST(CohortData, EnlargeAppendsAugmentedCopiesOnceAsTheAuthorsCodeDoes) {
   EXPECT_TRUE(torch::equal(mixed.input("methylation")[2], copies.input("methylation")[0]));
   // Mode "batch" leaves the set alone and augments batches instead.
   a.mode = "batch";
-  const auto batch_mode = mhca::augmented_training(train, a, 7);
+  const auto batch_mode = medical::augmented_training(train, a, 7);
   EXPECT_EQ(batch_mode.train->size(), 25);
   EXPECT_TRUE(static_cast<bool>(batch_mode.augment));
   a.mode = "enlarge";
-  EXPECT_FALSE(static_cast<bool>(mhca::augmented_training(train, a, 7).augment));
+  EXPECT_FALSE(static_cast<bool>(medical::augmented_training(train, a, 7).augment));
 }
 
 TEST(CohortData, BinaryMetricsSayWhyAurocIsMissing) {
-  auto j = mhca::binary_metrics({0.9, 0.8, 0.7}, {1, 1, 1});
+  auto j = tasks::binary_metrics({0.9, 0.8, 0.7}, {1, 1, 1});
   EXPECT_TRUE(j.at("auroc").is_null());
   EXPECT_NE(j.at("note").get<std::string>().find("all 3 samples are class 1"), std::string::npos) << j.dump();
   EXPECT_DOUBLE_EQ(j.at("accuracy").get<double>(), 1.0);
-  auto k = mhca::binary_metrics({0.9, 0.2, 0.6, 0.4}, {1, 0, 0, 1});
+  auto k = tasks::binary_metrics({0.9, 0.2, 0.6, 0.4}, {1, 0, 0, 1});
   EXPECT_DOUBLE_EQ(k.at("auroc").get<double>(), 0.75);
   EXPECT_DOUBLE_EQ(k.at("sensitivity").get<double>(), 0.5);
   EXPECT_DOUBLE_EQ(k.at("specificity").get<double>(), 0.5);

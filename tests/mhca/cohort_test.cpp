@@ -22,6 +22,7 @@
 
 using namespace qkv;
 using namespace qkv::data;
+using namespace qkv::medical;
 using qkv::testing::data_error_of;
 using qkv::testing::fresh_dir;
 using qkv::testing::temp_path;

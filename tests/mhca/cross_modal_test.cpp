@@ -63,7 +63,7 @@ class CrossModalCohort : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new std::string(fresh_dir("cross_modal_cohort"));
-    mhca::SynthCohortOptions o;
+    medical::SynthCohortOptions o;
     o.subjects = 400;
     o.cpg = 60;
     o.shape = {12, 14, 12};
@@ -74,7 +74,7 @@ class CrossModalCohort : public ::testing::Test {
     o.missing_fraction = 0;
     o.seed = 3;
     o.threads = 2;
-    summary_ = new mhca::SynthCohortSummary(mhca::write_synth_cohort(*dir_, o));
+    summary_ = new medical::SynthCohortSummary(medical::write_synth_cohort(*dir_, o));
     truth_ = new nlohmann::json(read_json_file(*dir_ + "/ground_truth.json"));
   }
   static void TearDownTestSuite() {
@@ -83,15 +83,15 @@ class CrossModalCohort : public ::testing::Test {
     delete dir_;
   }
   static std::string* dir_;
-  static mhca::SynthCohortSummary* summary_;
+  static medical::SynthCohortSummary* summary_;
   static nlohmann::json* truth_;
 };
 std::string* CrossModalCohort::dir_ = nullptr;
-mhca::SynthCohortSummary* CrossModalCohort::summary_ = nullptr;
+medical::SynthCohortSummary* CrossModalCohort::summary_ = nullptr;
 nlohmann::json* CrossModalCohort::truth_ = nullptr;
 
 TEST_F(CrossModalCohort, EachModalityAloneIsTheSameInPdAndControlsButTheirProductIsNot) {
-  const auto table = data::read_methylation_table(*dir_ + "/methylation.csv");
+  const auto table = medical::read_methylation_table(*dir_ + "/methylation.csv");
   const auto& subjects = truth_->at("subjects");
   int sites = 0;
   for (const auto& site : truth_->at("informative_sites")) {
@@ -134,7 +134,7 @@ TEST_F(CrossModalCohort, TheOracleCheckShowsTheGainIsInTheProductsAlone) {
 }
 
 TEST_F(CrossModalCohort, RegionsAreBrainTissueLeftAndRightOfTheMidline) {
-  const auto mask = data::read_nifti(*dir_ + "/cross_modal_mask.nii.gz");
+  const auto mask = medical::read_nifti(*dir_ + "/cross_modal_mask.nii.gz");
   const auto affine = mask.geometry.affine();
   for (int label = 1; label <= 4; ++label) {
     double x_sum = 0;
@@ -272,9 +272,9 @@ TEST(MhcaExplain, TheSliceGoesThroughThePeakInsideTheBrain) {
   auto map = torch::zeros({10, 10, 10});
   map[0][0][0] = 5.0;
   map[5][4][6] = 2.0;
-  const auto mask = mhca::brain_mask(anatomy);
+  const auto mask = tasks::brain_mask(anatomy);
   EXPECT_EQ(mask.sum().item<int64_t>(), 64);
-  EXPECT_EQ(mhca::peak_voxel_in(map, mask), (std::array<int64_t, 3>{5, 4, 6}));
+  EXPECT_EQ(tasks::peak_voxel_in(map, mask), (std::array<int64_t, 3>{5, 4, 6}));
 }
 
 // The whole path from the command line: synth with cross-modal sites, mhca-x
@@ -311,11 +311,11 @@ TEST(MhcaXCli, ExplainScoresCrossModalSitesAtTokenResolution) {
   for (const char* region : {"left_frontal", "right_frontal", "left_parietal", "right_parietal"})
     EXPECT_TRUE(std::filesystem::exists(root + "/explain/planted_" + std::string(region) + "_axial.png")) << region;
   // Every subject's slices go through a voxel inside its brain.
-  const auto subjects = data::read_manifest(cohort + "/manifest.csv").subjects;
+  const auto subjects = medical::read_manifest(cohort + "/manifest.csv").subjects;
   for (size_t s = 0; s < 4; ++s) {
-    const auto volume = mhca::volume_to_tensor(data::read_nifti(subjects[s].spect_path));
+    const auto volume = medical::volume_to_tensor(medical::read_nifti(subjects[s].spect_path));
     const auto peak = j.at("subjects").at(s).at("peak_voxel").get<std::array<int64_t, 3>>();
-    EXPECT_TRUE(mhca::brain_mask(volume)[peak[0]][peak[1]][peak[2]].item<bool>()) << subjects[s].id;
+    EXPECT_TRUE(tasks::brain_mask(volume)[peak[0]][peak[1]][peak[2]].item<bool>()) << subjects[s].id;
   }
 }
 

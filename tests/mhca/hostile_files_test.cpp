@@ -62,7 +62,7 @@ TEST(HostileNifti, AHugeDeclaredGridIsRefusedFromTheHeader) {
   auto bytes = nifti1_header(30000, 30000, 30000, NIFTI_TYPE_UINT8, 8);
   bytes.resize(416, 0);
   write_file_atomic(path, bytes);
-  expect_bounded_data_error(64 * kMiB, [&] { data::read_nifti(path); }, path, "30000x30000x30000");
+  expect_bounded_data_error(64 * kMiB, [&] { medical::read_nifti(path); }, path, "30000x30000x30000");
 }
 
 TEST(HostileNifti, APlainFileHoldingFewerVoxelsThanDeclaredIsRefusedBeforeAllocating) {
@@ -71,7 +71,7 @@ TEST(HostileNifti, APlainFileHoldingFewerVoxelsThanDeclaredIsRefusedBeforeAlloca
   auto bytes = nifti1_header(512, 512, 1024, NIFTI_TYPE_INT16, 16);
   bytes.resize(1300, 0);
   write_file_atomic(path, bytes);
-  expect_bounded_data_error(128 * kMiB, [&] { data::read_nifti(path); }, path, "truncated");
+  expect_bounded_data_error(128 * kMiB, [&] { medical::read_nifti(path); }, path, "truncated");
 }
 
 TEST(HostileNifti, AShortGzipStreamCostsOnlyWhatItHolds) {
@@ -79,16 +79,16 @@ TEST(HostileNifti, AShortGzipStreamCostsOnlyWhatItHolds) {
   auto bytes = nifti1_header(512, 512, 1024, NIFTI_TYPE_INT16, 16);
   bytes.resize(4096, 0);
   write_gz(path, bytes);
-  expect_bounded_data_error(256 * kMiB, [&] { data::read_nifti(path); }, path, "truncated");
+  expect_bounded_data_error(256 * kMiB, [&] { medical::read_nifti(path); }, path, "truncated");
 }
 
 TEST(HostileNifti, ACorruptGzipStreamIsAGzipError) {
   const auto dir = scratch("corrupt_gz");
   const auto good = dir + "/good.nii.gz";
-  data::Volume v;
+  medical::Volume v;
   v.dims = {4, 4, 4};
   v.voxels.assign(64, 1.0f);
-  data::write_nifti(good, v);
+  medical::write_nifti(good, v);
   const auto bytes = read_file_bytes(good);
   // The case, reported as "truncated: 0 bytes": the first deflate
   // block has the reserved type 11, so nothing decompresses at all.
@@ -96,13 +96,13 @@ TEST(HostileNifti, ACorruptGzipStreamIsAGzipError) {
   bad_block[10] = static_cast<char>(0xff);
   const auto path = dir + "/corrupt.nii.gz";
   write_file_atomic(path, bad_block);
-  expect_data_error([&] { data::read_nifti(path); }, path, "corrupt gzip stream");
+  expect_data_error([&] { medical::read_nifti(path); }, path, "corrupt gzip stream");
   // The data decompresses but its CRC (the trailer's first 4 bytes) does not match.
   auto bad_crc = bytes;
   bad_crc[bytes.size() - 8] = static_cast<char>(bad_crc[bytes.size() - 8] ^ 0x5a);
   const auto crc = dir + "/crc.nii.gz";
   write_file_atomic(crc, bad_crc);
-  expect_data_error([&] { data::read_nifti(crc); }, crc, "corrupt gzip stream");
+  expect_data_error([&] { medical::read_nifti(crc); }, crc, "corrupt gzip stream");
 }
 
 TEST(HostileNifti, AVoxOffsetBeyondTheFileIsRefused) {
@@ -111,16 +111,16 @@ TEST(HostileNifti, AVoxOffsetBeyondTheFileIsRefused) {
   auto bytes = nifti1_header(2, 2, 2, NIFTI_TYPE_UINT8, 8, 3.0e9f);  // above INT_MAX: nifticlib would clamp it
   bytes.resize(352 + 8, 1);
   write_file_atomic(path, bytes);
-  expect_data_error([&] { data::read_nifti(path); }, path, "vox_offset");
+  expect_data_error([&] { medical::read_nifti(path); }, path, "vox_offset");
   const auto gz = dir + "/far.nii.gz";
   write_gz(gz, bytes);
-  expect_data_error([&] { data::read_nifti(gz); }, gz, "vox_offset");
+  expect_data_error([&] { medical::read_nifti(gz); }, gz, "vox_offset");
 }
 
 TEST(HostileNifti, AFifoIsRefusedWithoutOpeningIt) {
   const auto path = scratch("fifo") + "/volume.nii";
   ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
-  expect_bounded_data_error(64 * kMiB, [&] { data::read_nifti(path); }, path, "not a regular file");
+  expect_bounded_data_error(64 * kMiB, [&] { medical::read_nifti(path); }, path, "not a regular file");
 }
 
 // A cohort of two subjects on a 4x4x4 grid, the second volume replaced by `second`.
@@ -129,10 +129,10 @@ struct SmallCohort {
 };
 
 SmallCohort small_cohort(const std::string& dir, const std::string& second) {
-  data::Volume v;
+  medical::Volume v;
   v.dims = {4, 4, 4};
   v.voxels.assign(64, 1.0f);
-  data::write_nifti(dir + "/a.nii.gz", v);
+  medical::write_nifti(dir + "/a.nii.gz", v);
   write_text_file(dir + "/manifest.csv", "subject_id,label,spect\ns1,0,a.nii.gz\ns2,1," + second + "\n");
   write_text_file(dir + "/meth.csv", "subject_id,cg1,cg2\ns1,0.1,0.2\ns2,0.3,0.4\n");
   return {dir + "/manifest.csv", dir + "/meth.csv"};
@@ -145,39 +145,39 @@ TEST(HostileCohort, AVolumeOffTheCheckpointsGridIsRefusedFromItsHeader) {
   write_gz(dir + "/big.nii.gz", big);
   const auto c = small_cohort(dir, "big.nii.gz");
   expect_bounded_data_error(
-      256 * kMiB, [&] { mhca::load_cohort(c.manifest, c.methylation, true, 1, true, {4, 4, 4}); }, "big.nii.gz",
+      256 * kMiB, [&] { medical::load_cohort(c.manifest, c.methylation, true, 1, true, {4, 4, 4}); }, "big.nii.gz",
       "grid 1024x1024x256 differs from the checkpoint's 4x4x4");
   // Without a checkpoint the first volume's grid is the reference, still checked before reading voxels.
   expect_bounded_data_error(
-      256 * kMiB, [&] { mhca::load_cohort(c.manifest, c.methylation, true, 1, true); }, "big.nii.gz",
+      256 * kMiB, [&] { medical::load_cohort(c.manifest, c.methylation, true, 1, true); }, "big.nii.gz",
       "differs from");
 }
 
 TEST(HostileCohort, AVolumeFlippedOrShiftedOnTheSameGridIsRefusedNamingBoth) {
   const auto dir = scratch("affine");
-  data::Volume v;
+  medical::Volume v;
   v.dims = {4, 4, 4};
   v.voxels.assign(64, 1.0f);
-  v.geometry = data::mni_2mm_geometry();
+  v.geometry = medical::mni_2mm_geometry();
   auto flipped = v;
   flipped.geometry.sform[0] = -flipped.geometry.sform[0];  // x mirrored: a left-right flip
   flipped.geometry.sform[3] = -flipped.geometry.sform[3];
-  data::write_nifti(dir + "/b.nii.gz", flipped);
+  medical::write_nifti(dir + "/b.nii.gz", flipped);
   auto c = small_cohort(dir, "b.nii.gz");
-  data::write_nifti(dir + "/a.nii.gz", v);  // the first volume, in MNI orientation
-  const auto message = data_error_of([&] { mhca::load_cohort(c.manifest, c.methylation, true, 1, true); });
+  medical::write_nifti(dir + "/a.nii.gz", v);  // the first volume, in MNI orientation
+  const auto message = data_error_of([&] { medical::load_cohort(c.manifest, c.methylation, true, 1, true); });
   EXPECT_NE(message.find("b.nii.gz: its orientation (RAS against LAS)"), std::string::npos) << message;
   EXPECT_NE(message.find("--reorient"), std::string::npos) << message;
   EXPECT_NE(message.find("a.nii.gz"), std::string::npos) << message;
   auto shifted = v;
   shifted.geometry.sform[7] += 4.0;  // 4 mm along y
-  data::write_nifti(dir + "/b.nii.gz", shifted);
-  EXPECT_NE(data_error_of([&] { mhca::load_cohort(c.manifest, c.methylation, true, 1, true); }).find("its origin"),
+  medical::write_nifti(dir + "/b.nii.gz", shifted);
+  EXPECT_NE(data_error_of([&] { medical::load_cohort(c.manifest, c.methylation, true, 1, true); }).find("its origin"),
             std::string::npos);
   auto rounded = v;
   rounded.geometry.sform[3] += 1e-5;  // a header written by another tool
-  data::write_nifti(dir + "/b.nii.gz", rounded);
-  EXPECT_EQ(mhca::load_cohort(c.manifest, c.methylation, true, 1, true).size(), 2);
+  medical::write_nifti(dir + "/b.nii.gz", rounded);
+  EXPECT_EQ(medical::load_cohort(c.manifest, c.methylation, true, 1, true).size(), 2);
 }
 
 TEST(HostileCohort, AMethylationHeaderLineOverTheLimitIsRefused) {
@@ -187,7 +187,7 @@ TEST(HostileCohort, AMethylationHeaderLineOverTheLimitIsRefused) {
   header.reserve(40u << 20);
   for (int c = 0; header.size() < (40u << 20); ++c) header += ",cg" + std::to_string(10000000 + c);
   write_file_atomic(path, header + "\n");
-  expect_bounded_data_error(300 * kMiB, [&] { data::read_methylation_table(path); }, path, "longer than 32 MiB");
+  expect_bounded_data_error(300 * kMiB, [&] { medical::read_methylation_table(path); }, path, "longer than 32 MiB");
 }
 
 TEST(HostileCohort, ManyColumnsTimesManyLinesIsNotReservedUpFront) {
@@ -198,14 +198,14 @@ TEST(HostileCohort, ManyColumnsTimesManyLinesIsNotReservedUpFront) {
   text += "\n";
   for (int r = 0; r < 200000; ++r) text += "x\n";
   write_file_atomic(path, text);
-  expect_bounded_data_error(256 * kMiB, [&] { data::read_methylation_table(path); }, path, "fields");
+  expect_bounded_data_error(256 * kMiB, [&] { medical::read_methylation_table(path); }, path, "fields");
 }
 
 TEST(HostileCohort, AFifoManifestIsRefused) {
   const auto path = scratch("fifo_manifest") + "/manifest.csv";
   ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
-  expect_bounded_data_error(64 * kMiB, [&] { data::read_manifest(path); }, path, "not a regular file");
-  expect_bounded_data_error(64 * kMiB, [&] { data::read_methylation_table(path); }, path, "not a regular file");
+  expect_bounded_data_error(64 * kMiB, [&] { medical::read_manifest(path); }, path, "not a regular file");
+  expect_bounded_data_error(64 * kMiB, [&] { medical::read_methylation_table(path); }, path, "not a regular file");
 }
 
 TEST(HostileCohort, SubjectsMissingMostValuesAreNamedAndLeftOutOnRequest) {
@@ -214,21 +214,21 @@ TEST(HostileCohort, SubjectsMissingMostValuesAreNamedAndLeftOutOnRequest) {
   write_text_file(dir + "/meth.csv", "subject_id,cg1,cg2,cg3,cg4\ns1,0.1,0.2,0.3,0.4\ns2,NA,NA,NA,NA\ns3,0.5,NA,NA,0.6\n");
   const std::string manifest = dir + "/manifest.csv", table = dir + "/meth.csv";
   ::testing::internal::CaptureStderr();
-  const auto all = mhca::load_cohort(manifest, table, false, 1);
+  const auto all = medical::load_cohort(manifest, table, false, 1);
   const std::string warned = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(all.size(), 3);
   EXPECT_NE(warned.find("2 subjects have at least half their beta-values missing: s2 (100%), s3 (50%)"),
             std::string::npos)
       << warned;
   ::testing::internal::CaptureStderr();
-  const auto kept = mhca::load_cohort(manifest, table, false, 1, false, {}, 0.5);
+  const auto kept = medical::load_cohort(manifest, table, false, 1, false, {}, 0.5);
   const std::string dropped = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(kept.subject_ids, (std::vector<std::string>{"s1", "s3"}));
   EXPECT_EQ(kept.methylation.values.size(), 8u);
   EXPECT_NE(dropped.find("left out 1 subject with more than 50% of their beta-values missing: s2 (100%)"),
             std::string::npos)
       << dropped;
-  expect_usage_error([&] { mhca::load_cohort(manifest, table, false, 1, true, {}, 0.25); }, "max_missing 0.25");
+  expect_usage_error([&] { medical::load_cohort(manifest, table, false, 1, true, {}, 0.25); }, "max_missing 0.25");
 }
 
 }  // namespace

@@ -79,14 +79,14 @@ TEST(MhcaParams, PrintsThePapersCounts) {
 }
 
 TEST_F(MhcaCli, SynthWritesTheCohortInPublicFormats) {
-  const auto m = data::read_manifest(manifest());
+  const auto m = medical::read_manifest(manifest());
   EXPECT_EQ(m.subjects.size(), 40u);
   int pd = 0;
   for (const auto& s : m.subjects) pd += static_cast<int>(s.label);
   EXPECT_EQ(pd, 24);
-  const auto v = data::read_nifti(m.subjects[0].spect_path);
+  const auto v = medical::read_nifti(m.subjects[0].spect_path);
   EXPECT_EQ(v.dims, (std::array<int64_t, 3>{24, 28, 24}));
-  EXPECT_EQ(data::read_methylation_table(methylation()).cols(), 300);
+  EXPECT_EQ(medical::read_methylation_table(methylation()).cols(), 300);
   // Writing into a non-empty folder is refused rather than mixing cohorts.
   expect_clean_failure(run_qkv("mhca synth --out " + cohort_ + " --subjects 10"), 2, "--out");
 }
@@ -97,9 +97,9 @@ TEST_F(MhcaCli, SelectKeepsExactlyNFeatures) {
   const auto r = run_qkv("mhca select " + cohort_args() + " --out " + out + " --n-features 20 --xgb-estimators 20");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("--out is now spelled --output"), std::string::npos) << r.output;
-  const auto ids = data::read_cpg_list(out);
+  const auto ids = medical::read_cpg_list(out);
   EXPECT_EQ(ids.size(), 20u);
-  const auto table = data::read_methylation_table(methylation());
+  const auto table = medical::read_methylation_table(methylation());
   const std::set<std::string> known(table.cpg_ids.begin(), table.cpg_ids.end());
   for (const auto& id : ids) EXPECT_TRUE(known.count(id)) << id;
   // RFE prefers the planted informative sites: at least twice their share of the table.
@@ -135,7 +135,7 @@ TEST_F(MhcaCli, CrossValidationThenExplainEndToEnd) {
   EXPECT_NE(report.find("<svg"), std::string::npos);
   EXPECT_NE(report.find("AUROC"), std::string::npos);
   // The folds' selected CpG lists differ from each other's test subjects by construction; each holds 27 ids.
-  EXPECT_EQ(data::read_cpg_list(out + "/folds/run1_fold1/selected_cpgs.txt").size(), 27u);
+  EXPECT_EQ(medical::read_cpg_list(out + "/folds/run1_fold1/selected_cpgs.txt").size(), 27u);
 
   // Run again (--resume): finished folds are read back, the summary is the same.
   const auto again = run_qkv("mhca cv " + cohort_args() + " --out " + out + " " + kNetOptions +
@@ -163,9 +163,9 @@ TEST_F(MhcaCli, CrossValidationThenExplainEndToEnd) {
   const double fraction = j.at("spect").at("striatal_attention_fraction");
   EXPECT_GT(fraction, 0.0);
   EXPECT_LT(fraction, 1.0);
-  const auto subject = data::read_manifest(manifest()).subjects[0];
-  const auto map = data::read_nifti(ex + "/" + subject.id + "/spect_attention.nii.gz");
-  const auto input = data::read_nifti(subject.spect_path);
+  const auto subject = medical::read_manifest(manifest()).subjects[0];
+  const auto map = medical::read_nifti(ex + "/" + subject.id + "/spect_attention.nii.gz");
+  const auto input = medical::read_nifti(subject.spect_path);
   EXPECT_EQ(map.dims, input.dims);
   for (int i = 0; i < 16; ++i) EXPECT_NEAR(map.geometry.affine()[i], input.geometry.affine()[i], 1e-5);
   int64_t w = 0, h = 0;
@@ -219,7 +219,7 @@ TEST(MhcaExplainInteractions, EachPlantedPairIsScoredFromTheMapsItWrote) {
   for (const auto& site : truth.at("informative_sites"))
     if (site.at("kind") == "interaction") ids.push_back(site.at("id"));
   ASSERT_EQ(ids.size(), 6u);
-  const auto table = data::read_methylation_table(cohort + "/methylation.csv");
+  const auto table = medical::read_methylation_table(cohort + "/methylation.csv");
   for (const auto& id : table.cpg_ids)
     if (ids.size() < 27 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
   std::string list;
@@ -239,9 +239,9 @@ TEST(MhcaExplainInteractions, EachPlantedPairIsScoredFromTheMapsItWrote) {
   const auto config = read_json(root + "/run/config.json");
   const auto encoder = models::MHCAOptions::from_json(config.at("model").at("options")).spect;
   const auto features = config.at("data").at("preprocessing").at("cpg_ids").get<std::vector<std::string>>();
-  const auto mask = data::read_nifti(cohort + "/striatum_mask.nii.gz");
-  const auto labels = mhca::volume_to_tensor(mask);  // [X, Y, Z]
-  const auto subjects = data::read_manifest(cohort + "/manifest.csv").subjects;
+  const auto mask = medical::read_nifti(cohort + "/striatum_mask.nii.gz");
+  const auto labels = medical::volume_to_tensor(mask);  // [X, Y, Z]
+  const auto subjects = medical::read_manifest(cohort + "/manifest.csv").subjects;
   double enrichment_sum = 0;
   for (const auto& pair : j.at("pairs")) {
     const std::string id = pair.at("cpg");
@@ -257,7 +257,7 @@ TEST(MhcaExplainInteractions, EachPlantedPairIsScoredFromTheMapsItWrote) {
       auto values = read_npy_float32(root + "/explain/" + subject.id + "/alpha_v.npy", shape);
       ASSERT_EQ(shape, (std::vector<int64_t>{4, 27, 27}));
       auto alpha_v = torch::from_blob(values.data(), {4, 27, 27}, torch::kFloat32);
-      const auto map = mhca::token_map_to_volume(alpha_v.mean(0)[f], encoder);
+      const auto map = tasks::token_map_to_volume(alpha_v.mean(0)[f], encoder);
       share += (map * region).sum().item<double>() / map.sum().item<double>();
     }
     share /= static_cast<double>(subjects.size());
@@ -449,9 +449,9 @@ TEST_F(MhcaCli, PredictRefusesAVolumeOffTheCheckpointsGridFromItsHeader) {
   std::memcpy(header.data() + 344, "n+1", 4);
   const std::string hostile = dir + "/hostile.nii";
   write_file_atomic(hostile, header);
-  auto m = data::read_manifest(manifest());
+  auto m = medical::read_manifest(manifest());
   m.subjects[3].spect_path = hostile;
-  data::write_manifest(dir + "/manifest.csv", m);
+  medical::write_manifest(dir + "/manifest.csv", m);
   const auto p = run_qkv("mhca predict --manifest " + dir + "/manifest.csv --methylation " + methylation() +
                          " --checkpoint " + out + "/checkpoints/best.ckpt --output " + dir + "/pred.csv");
   expect_clean_failure(p, 1, "hostile.nii: grid 1024x1024x512 differs from the checkpoint's 24x28x24");
@@ -460,11 +460,11 @@ TEST_F(MhcaCli, PredictRefusesAVolumeOffTheCheckpointsGridFromItsHeader) {
 TEST_F(MhcaCli, BadCohortsGetOneLineErrors) {
   const std::string dir = root_ + "/bad";
   make_directories(dir);
-  const auto good = data::read_manifest(manifest());  // spect paths resolved, so they work from any folder
+  const auto good = medical::read_manifest(manifest());  // spect paths resolved, so they work from any folder
   auto with_first_volume = [&](const std::string& name, const std::string& path) {
     auto m = good;
     m.subjects[0].spect_path = path;
-    data::write_manifest(dir + "/" + name, m);
+    medical::write_manifest(dir + "/" + name, m);
     return "--manifest " + dir + "/" + name + " --methylation " + methylation();
   };
   // A volume that is not there, and a truncated one, are named.
@@ -485,7 +485,7 @@ TEST_F(MhcaCli, BadCohortsGetOneLineErrors) {
   auto extra = good;
   extra.subjects.push_back(good.subjects[0]);
   extra.subjects.back().id = "sub-9999";
-  data::write_manifest(dir + "/extra.csv", extra);
+  medical::write_manifest(dir + "/extra.csv", extra);
   const auto s = run_qkv("mhca select --manifest " + dir + "/extra.csv --methylation " + methylation() + " --out " +
                          dir + "/sel.txt --n-features 5 --xgb-estimators 5");
   EXPECT_EQ(s.status, 0) << s.output;

@@ -177,7 +177,7 @@ TEST(MhcaModels, TokenMapPeaksAtTheTokensCentre) {
   models::SpectEncoderOptions o;
   auto w = torch::zeros({441});
   w[(3 * 9 + 4) * 7 + 2] = 1;  // token (3, 4, 2)
-  auto map = mhca::token_map_to_volume(w, o);
+  auto map = tasks::token_map_to_volume(w, o);
   EXPECT_EQ(map.sizes(), (std::vector<int64_t>{91, 109, 91}));
   const double c = o.token_offset(), s = o.token_stride();
   // The centre lies between voxels (x.5): the two voxels beside it hold the

@@ -20,8 +20,8 @@
 #include "support/test_files.h"
 
 namespace fs = std::filesystem;
-using qkv::data::NiftiGeometry;
-using qkv::data::Volume;
+using qkv::medical::NiftiGeometry;
+using qkv::medical::Volume;
 using qkv::testing::expect_data_error;
 
 namespace {
@@ -134,8 +134,8 @@ TEST(Nifti, RoundTripsThroughNiiAndNiiGz) {
   for (const std::string name : {"v.nii", "v.nii.gz"}) {
     SCOPED_TRACE(name);
     const auto path = dir + "/" + name;
-    qkv::data::write_nifti(path, written);
-    expect_same_volume(qkv::data::read_nifti(path), written);
+    qkv::medical::write_nifti(path, written);
+    expect_same_volume(qkv::medical::read_nifti(path), written);
   }
   const auto plain = file_bytes(dir + "/v.nii");
   EXPECT_EQ(plain.size(), 352 + 4 * written.voxels.size());
@@ -150,7 +150,7 @@ TEST(Nifti, RoundTripsThroughNiiAndNiiGz) {
 TEST(Nifti, WrittenHeaderIsWhatNifticlibExpects) {
   const auto path = scratch_dir("header") + "/h.nii";
   const Volume v = test_volume();
-  qkv::data::write_nifti(path, v);
+  qkv::medical::write_nifti(path, v);
   nifti_image* nim = nifti_image_read(path.c_str(), 1);
   ASSERT_NE(nim, nullptr);
   EXPECT_EQ(nim->nifti_type, NIFTI_FTYPE_NIFTI1_1);
@@ -185,7 +185,7 @@ TEST(Nifti, ReadsEveryScalarDatatypeWrittenByNifticlibWithScaling) {
     const bool is_signed = c.is_signed;
     write_with_nifticlib(path, {3, 4, 3, 2}, c.datatype, NIFTI_FTYPE_NIFTI1_1,
                          c.fill([is_signed](int64_t n) { return int_value(n, is_signed); }), 2.0, -1.0);
-    const Volume v = qkv::data::read_nifti(path);
+    const Volume v = qkv::medical::read_nifti(path);
     EXPECT_EQ(v.dims, (std::array<int64_t, 3>{4, 3, 2}));
     ASSERT_EQ(v.voxels.size(), 24u);
     for (int64_t n = 0; n < 24; ++n) EXPECT_EQ(v.voxels[n], int_value(n, is_signed) * 2 - 1) << "voxel " << n;
@@ -196,7 +196,7 @@ TEST(Nifti, ZeroSlopeMeansUnscaled) {
   const auto path = scratch_dir("noscale") + "/s.nii";
   write_with_nifticlib(path, {3, 2, 2, 2}, NIFTI_TYPE_INT16, NIFTI_FTYPE_NIFTI1_1,
                        fill_with<int16_t>([](int64_t n) { return 3.0 * n; }), 0.0, 5.0);
-  const Volume v = qkv::data::read_nifti(path);
+  const Volume v = qkv::medical::read_nifti(path);
   for (int64_t n = 0; n < 8; ++n) EXPECT_EQ(v.voxels[n], 3.0f * n);
 }
 
@@ -204,7 +204,7 @@ TEST(Nifti, VoxelOrderIsIFastest) {
   const auto path = scratch_dir("order") + "/o.nii";
   write_with_nifticlib(path, {3, 4, 3, 2}, NIFTI_TYPE_INT16, NIFTI_FTYPE_NIFTI1_1,
                        fill_with<int16_t>([](int64_t n) { return static_cast<double>(n); }));
-  const Volume v = qkv::data::read_nifti(path);
+  const Volume v = qkv::medical::read_nifti(path);
   EXPECT_EQ(v.at(3, 0, 0), 3.0f);
   EXPECT_EQ(v.at(0, 1, 0), 4.0f);
   EXPECT_EQ(v.at(0, 0, 1), 12.0f);
@@ -223,7 +223,7 @@ TEST(Nifti, ReadsNifti2WithNifticlibHeaders) {
   nim->scl_slope = 4.0;
   nim->scl_inter = 0.5;
   nim->sform_code = NIFTI_XFORM_MNI_152;
-  const auto mni = qkv::data::mni_2mm_geometry().sform;
+  const auto mni = qkv::medical::mni_2mm_geometry().sform;
   for (int r = 0; r < 4; ++r)
     for (int c = 0; c < 4; ++c) nim->sto_xyz.m[r][c] = mni[4 * r + c];
   const std::vector<char> data(static_cast<char*>(nim->data),
@@ -257,7 +257,7 @@ TEST(Nifti, ReadsNifti2WithNifticlibHeaders) {
 
   for (const std::string name : {"n2.nii", "n2.nii.gz", "pair.hdr"}) {
     SCOPED_TRACE(name);
-    const Volume v = qkv::data::read_nifti(dir + "/" + name);
+    const Volume v = qkv::medical::read_nifti(dir + "/" + name);
     EXPECT_EQ(v.dims, (std::array<int64_t, 3>{6, 5, 4}));
     ASSERT_EQ(v.voxels.size(), 120u);
     for (int64_t n = 0; n < v.size(); ++n) EXPECT_EQ(v.voxels[n], (0.25f * n - 3) * 4 + 0.5f) << "voxel " << n;
@@ -267,13 +267,13 @@ TEST(Nifti, ReadsNifti2WithNifticlibHeaders) {
 
   // The voxels of a header/image pair live in the .img: a short one is named.
   put_bytes(dir + "/pair.img", std::vector<char>(data.begin(), data.end() - 8));
-  expect_data_error([&] { qkv::data::read_nifti(dir + "/pair.hdr"); }, dir + "/pair.img", "truncated");
+  expect_data_error([&] { qkv::medical::read_nifti(dir + "/pair.hdr"); }, dir + "/pair.img", "truncated");
 }
 
 TEST(Nifti, ReadsByteSwappedFiles) {
   const auto dir = scratch_dir("swapped");
   const Volume v = test_volume();
-  qkv::data::write_nifti(dir + "/native.nii", v);
+  qkv::medical::write_nifti(dir + "/native.nii", v);
   auto bytes = file_bytes(dir + "/native.nii");
   nifti_1_header h;
   std::memcpy(&h, bytes.data(), sizeof h);
@@ -282,42 +282,42 @@ TEST(Nifti, ReadsByteSwappedFiles) {
   nifti_swap_4bytes(static_cast<int64_t>(v.voxels.size()), bytes.data() + 352);
   put_bytes(dir + "/swapped.nii", bytes);
   ASSERT_NE(std::memcmp(bytes.data(), file_bytes(dir + "/native.nii").data(), 4), 0);
-  expect_same_volume(qkv::data::read_nifti(dir + "/swapped.nii"), v);
+  expect_same_volume(qkv::medical::read_nifti(dir + "/swapped.nii"), v);
 }
 
 TEST(Nifti, FourDimensionalFileWithOneFrameIsAVolume) {
   const auto path = scratch_dir("oneframe") + "/f.nii";
   write_with_nifticlib(path, {4, 3, 3, 2, 1}, NIFTI_TYPE_UINT8, NIFTI_FTYPE_NIFTI1_1,
                        fill_with<uint8_t>([](int64_t n) { return static_cast<double>(n); }));
-  const Volume v = qkv::data::read_nifti(path);
+  const Volume v = qkv::medical::read_nifti(path);
   EXPECT_EQ(v.dims, (std::array<int64_t, 3>{3, 3, 2}));
   EXPECT_EQ(v.voxels.back(), 17.0f);
 }
 
 TEST(Nifti, MissingFileIsADataErrorNamingIt) {
   const auto path = scratch_dir("missing") + "/absent.nii.gz";
-  expect_data_error([&] { qkv::data::read_nifti(path); }, path, "not found");
+  expect_data_error([&] { qkv::medical::read_nifti(path); }, path, "not found");
 }
 
 TEST(Nifti, TruncatedFilesAreDataErrors) {
   const auto dir = scratch_dir("truncated");
   const Volume v = test_volume();
-  qkv::data::write_nifti(dir + "/whole.nii", v);
-  qkv::data::write_nifti(dir + "/whole.nii.gz", v);
+  qkv::medical::write_nifti(dir + "/whole.nii", v);
+  qkv::medical::write_nifti(dir + "/whole.nii.gz", v);
   auto plain = file_bytes(dir + "/whole.nii");
   auto gz = file_bytes(dir + "/whole.nii.gz");
 
   const auto cut_data = dir + "/cut_data.nii";
   put_bytes(cut_data, std::vector<char>(plain.begin(), plain.end() - 10));
-  expect_data_error([&] { qkv::data::read_nifti(cut_data); }, cut_data, "truncated");
+  expect_data_error([&] { qkv::medical::read_nifti(cut_data); }, cut_data, "truncated");
 
   const auto cut_header = dir + "/cut_header.nii";
   put_bytes(cut_header, std::vector<char>(plain.begin(), plain.begin() + 200));
-  expect_data_error([&] { qkv::data::read_nifti(cut_header); }, cut_header, "truncated");
+  expect_data_error([&] { qkv::medical::read_nifti(cut_header); }, cut_header, "truncated");
 
   const auto cut_gz = dir + "/cut.nii.gz";
   put_bytes(cut_gz, std::vector<char>(gz.begin(), gz.begin() + static_cast<std::ptrdiff_t>(gz.size() * 3 / 4)));
-  expect_data_error([&] { qkv::data::read_nifti(cut_gz); }, cut_gz, "truncated");
+  expect_data_error([&] { qkv::medical::read_nifti(cut_gz); }, cut_gz, "truncated");
 
   // A gzip stream holding a whole header but too few voxels.
   const auto short_gz = dir + "/short.nii.gz";
@@ -328,59 +328,59 @@ TEST(Nifti, TruncatedFilesAreDataErrors) {
     ASSERT_EQ(gzwrite(f, raw.data(), static_cast<unsigned>(raw.size())), static_cast<int>(raw.size()));
     gzclose(f);
   }
-  expect_data_error([&] { qkv::data::read_nifti(short_gz); }, short_gz, "truncated");
+  expect_data_error([&] { qkv::medical::read_nifti(short_gz); }, short_gz, "truncated");
 }
 
 TEST(Nifti, MalformedHeadersAreDataErrors) {
   const auto dir = scratch_dir("malformed");
-  qkv::data::write_nifti(dir + "/good.nii", test_volume());
+  qkv::medical::write_nifti(dir + "/good.nii", test_volume());
   const auto good = file_bytes(dir + "/good.nii");
 
   auto bad_size = good;
   patch<int32_t>(bad_size, 0, 100);
   put_bytes(dir + "/sizeof.nii", bad_size);
-  expect_data_error([&] { qkv::data::read_nifti(dir + "/sizeof.nii"); }, dir + "/sizeof.nii", "sizeof_hdr 100");
+  expect_data_error([&] { qkv::medical::read_nifti(dir + "/sizeof.nii"); }, dir + "/sizeof.nii", "sizeof_hdr 100");
 
   auto no_magic = good;
   std::memcpy(no_magic.data() + 344, "\0\0\0\0", 4);
   put_bytes(dir + "/magic.nii", no_magic);
-  expect_data_error([&] { qkv::data::read_nifti(dir + "/magic.nii"); }, dir + "/magic.nii", "magic");
+  expect_data_error([&] { qkv::medical::read_nifti(dir + "/magic.nii"); }, dir + "/magic.nii", "magic");
 
   auto two_d = good;
   patch<int16_t>(two_d, 40, 2);  // dim[0]
   put_bytes(dir + "/2d.nii", two_d);
-  expect_data_error([&] { qkv::data::read_nifti(dir + "/2d.nii"); }, dir + "/2d.nii", "need a 3-D volume");
+  expect_data_error([&] { qkv::medical::read_nifti(dir + "/2d.nii"); }, dir + "/2d.nii", "need a 3-D volume");
 
   auto eight_d = good;
   patch<int16_t>(eight_d, 40, 8);
   put_bytes(dir + "/8d.nii", eight_d);
-  expect_data_error([&] { qkv::data::read_nifti(dir + "/8d.nii"); }, dir + "/8d.nii", "dim[0] = 8");
+  expect_data_error([&] { qkv::medical::read_nifti(dir + "/8d.nii"); }, dir + "/8d.nii", "dim[0] = 8");
 
   auto zero_size = good;
   patch<int16_t>(zero_size, 44, 0);  // dim[2]
   put_bytes(dir + "/zero.nii", zero_size);
-  expect_data_error([&] { qkv::data::read_nifti(dir + "/zero.nii"); }, dir + "/zero.nii", "dim[2] = 0");
+  expect_data_error([&] { qkv::medical::read_nifti(dir + "/zero.nii"); }, dir + "/zero.nii", "dim[2] = 0");
 
   const auto empty = dir + "/empty.nii";
   put_bytes(empty, {});
-  expect_data_error([&] { qkv::data::read_nifti(empty); }, empty, "truncated");
+  expect_data_error([&] { qkv::medical::read_nifti(empty); }, empty, "truncated");
 }
 
 TEST(Nifti, SeveralFramesAreADataError) {
   const auto path = scratch_dir("frames") + "/series.nii";
   write_with_nifticlib(path, {4, 3, 3, 2, 3}, NIFTI_TYPE_FLOAT32, NIFTI_FTYPE_NIFTI1_1,
                        fill_with<float>([](int64_t n) { return 1.0; }));
-  expect_data_error([&] { qkv::data::read_nifti(path); }, path, "3 frames");
+  expect_data_error([&] { qkv::medical::read_nifti(path); }, path, "3 frames");
 }
 
 TEST(Nifti, NonScalarDatatypesAreDataErrors) {
   const auto dir = scratch_dir("nonscalar");
   write_with_nifticlib(dir + "/c.nii", {3, 2, 2, 2}, NIFTI_TYPE_COMPLEX64, NIFTI_FTYPE_NIFTI1_1,
                        [](nifti_image*, int64_t) {});
-  expect_data_error([&] { qkv::data::read_nifti(dir + "/c.nii"); }, dir + "/c.nii", "COMPLEX64");
+  expect_data_error([&] { qkv::medical::read_nifti(dir + "/c.nii"); }, dir + "/c.nii", "COMPLEX64");
   write_with_nifticlib(dir + "/rgb.nii", {3, 2, 2, 2}, NIFTI_TYPE_RGB24, NIFTI_FTYPE_NIFTI1_1,
                        [](nifti_image*, int64_t) {});
-  expect_data_error([&] { qkv::data::read_nifti(dir + "/rgb.nii"); }, dir + "/rgb.nii", "RGB24");
+  expect_data_error([&] { qkv::medical::read_nifti(dir + "/rgb.nii"); }, dir + "/rgb.nii", "RGB24");
 }
 
 TEST(Nifti, NonFiniteVoxelsAreDataErrorsNamingTheVoxel) {
@@ -389,31 +389,31 @@ TEST(Nifti, NonFiniteVoxelsAreDataErrorsNamingTheVoxel) {
   v.at(1, 2, 0) = 1.0f;  // a finite value at an index easily confused with the bad one
   v.at(1, 2, 2) = std::numeric_limits<float>::quiet_NaN();
   v.at(4, 3, 2) = std::numeric_limits<float>::quiet_NaN();
-  qkv::data::write_nifti(dir + "/nan.nii", v);
-  expect_data_error([&] { qkv::data::read_nifti(dir + "/nan.nii"); }, dir + "/nan.nii", "voxel (1, 2, 2) is NaN");
+  qkv::medical::write_nifti(dir + "/nan.nii", v);
+  expect_data_error([&] { qkv::medical::read_nifti(dir + "/nan.nii"); }, dir + "/nan.nii", "voxel (1, 2, 2) is NaN");
 
   // Finite as int16, infinite as float once scaled.
   write_with_nifticlib(dir + "/inf.nii", {3, 3, 3, 3}, NIFTI_TYPE_INT16, NIFTI_FTYPE_NIFTI1_1,
                        fill_with<int16_t>([](int64_t n) { return n == 1 + 3 * (2 + 3 * 1) ? 30000.0 : 1.0; }),
                        1e36, 0.0);
-  expect_data_error([&] { qkv::data::read_nifti(dir + "/inf.nii"); }, dir + "/inf.nii", "voxel (1, 2, 1) is infinite");
+  expect_data_error([&] { qkv::medical::read_nifti(dir + "/inf.nii"); }, dir + "/inf.nii", "voxel (1, 2, 1) is infinite");
 }
 
 TEST(Nifti, WriteRejectsBadPathsAndShapesAsUsageErrors) {
   const auto dir = scratch_dir("usage");
   Volume v = test_volume();
-  EXPECT_THROW(qkv::data::write_nifti(dir + "/v.txt", v), qkv::UsageError);
-  EXPECT_THROW(qkv::data::write_nifti(dir + "/v.gz", v), qkv::UsageError);
+  EXPECT_THROW(qkv::medical::write_nifti(dir + "/v.txt", v), qkv::UsageError);
+  EXPECT_THROW(qkv::medical::write_nifti(dir + "/v.gz", v), qkv::UsageError);
   v.voxels.pop_back();
-  EXPECT_THROW(qkv::data::write_nifti(dir + "/v.nii", v), qkv::UsageError);
+  EXPECT_THROW(qkv::medical::write_nifti(dir + "/v.nii", v), qkv::UsageError);
   Volume empty;
-  EXPECT_THROW(qkv::data::write_nifti(dir + "/e.nii", empty), qkv::UsageError);
+  EXPECT_THROW(qkv::medical::write_nifti(dir + "/e.nii", empty), qkv::UsageError);
   EXPECT_TRUE(fs::is_empty(dir));
 }
 
 TEST(Nifti, WriteIntoMissingFolderIsADataErrorNamingThePath) {
   const auto path = scratch_dir("nofolder") + "/not/there/v.nii.gz";
-  expect_data_error([&] { qkv::data::write_nifti(path, test_volume()); }, path, "");
+  expect_data_error([&] { qkv::medical::write_nifti(path, test_volume()); }, path, "");
   EXPECT_FALSE(fs::exists(fs::path(path).parent_path()));
 }
 
@@ -427,7 +427,7 @@ TEST(Nifti, AffinePrefersSformThenQformThenSpacing) {
 }
 
 TEST(Nifti, MniGeometryPutsTheOriginVoxelAtWorldZero) {
-  const NiftiGeometry g = qkv::data::mni_2mm_geometry();
+  const NiftiGeometry g = qkv::medical::mni_2mm_geometry();
   EXPECT_EQ(g.qform_code, NIFTI_XFORM_MNI_152);
   EXPECT_EQ(g.sform_code, NIFTI_XFORM_MNI_152);
   const auto a = g.affine();
@@ -443,14 +443,14 @@ TEST(Nifti, MniGeometryPutsTheOriginVoxelAtWorldZero) {
   v.voxels.assign(static_cast<size_t>(v.size()), 0.5f);
   v.geometry = g;
   const auto path = scratch_dir("mni") + "/mni.nii.gz";
-  qkv::data::write_nifti(path, v);
-  expect_same_volume(qkv::data::read_nifti(path), v);
+  qkv::medical::write_nifti(path, v);
+  expect_same_volume(qkv::medical::read_nifti(path), v);
 }
 
 TEST(Nifti, ReadsTheAichaAtlasOnTheMniGrid) {
   const std::string path = "/usr/share/mricron/templates/AICHAmc.nii.gz";
   if (!fs::exists(path)) GTEST_SKIP() << path << " is not installed";
-  const Volume v = qkv::data::read_nifti(path);
+  const Volume v = qkv::medical::read_nifti(path);
   EXPECT_EQ(v.dims, (std::array<int64_t, 3>{91, 109, 91}));
-  expect_matrix_near(v.geometry.affine(), qkv::data::mni_2mm_geometry().affine(), 1e-3, "affine");
+  expect_matrix_near(v.geometry.affine(), qkv::medical::mni_2mm_geometry().affine(), 1e-3, "affine");
 }

@@ -21,8 +21,8 @@ namespace {
 
 // 3 x 4 x 5 voxels of distinct values whose i axis runs towards posterior
 // (-y), j towards superior (+z), k towards left (-x): "PSL", 2 x 3 x 4 mm.
-data::Volume psl_volume() {
-  data::Volume v;
+medical::Volume psl_volume() {
+  medical::Volume v;
   v.dims = {3, 4, 5};
   for (int64_t n = 0; n < 60; ++n) v.voxels.push_back(static_cast<float>(n) * 0.5f + 1.0f);
   v.geometry.spacing = {2, 3, 4};
@@ -45,15 +45,15 @@ std::array<double, 3> world_of(const std::array<double, 16>& m, int64_t i, int64
 }
 
 TEST(Orientation, CodesNameWhereEachVoxelAxisRuns) {
-  EXPECT_EQ(data::orientation_code(psl_volume().geometry), "PSL");
-  EXPECT_EQ(data::orientation_code(data::mni_2mm_geometry()), "LAS");  // MNI's sform: x runs right to left
-  EXPECT_EQ(data::orientation_code(data::NiftiGeometry{}), "RAS");     // spacing alone
+  EXPECT_EQ(medical::orientation_code(psl_volume().geometry), "PSL");
+  EXPECT_EQ(medical::orientation_code(medical::mni_2mm_geometry()), "LAS");  // MNI's sform: x runs right to left
+  EXPECT_EQ(medical::orientation_code(medical::NiftiGeometry{}), "RAS");     // spacing alone
 }
 
 TEST(Orientation, TurningToRasKeepsEveryVoxelWhereItWas) {
   const auto v = psl_volume();
-  const auto r = data::reorient_to_ras(v, "psl.nii");
-  EXPECT_EQ(data::orientation_code(r.geometry), "RAS");
+  const auto r = medical::reorient_to_ras(v, "psl.nii");
+  EXPECT_EQ(medical::orientation_code(r.geometry), "RAS");
   EXPECT_EQ(r.dims, (std::array<int64_t, 3>{5, 3, 4}));
   EXPECT_EQ(r.geometry.spacing, (std::array<double, 3>{4, 2, 3}));
   // The old voxel at world w is found in the new volume at the index whose
@@ -77,14 +77,14 @@ TEST(Orientation, TurningToRasKeepsEveryVoxelWhereItWas) {
   EXPECT_EQ(r.geometry.qform, r.geometry.sform);  // both rewritten the same way
   // A file of the turned volume reads back as RAS, through the qform too.
   const auto path = temp_path("orientation_ras.nii.gz");
-  data::write_nifti(path, r);
-  auto back = data::read_nifti(path);
-  EXPECT_EQ(data::orientation_code(back.geometry), "RAS");
+  medical::write_nifti(path, r);
+  auto back = medical::read_nifti(path);
+  EXPECT_EQ(medical::orientation_code(back.geometry), "RAS");
   back.geometry.sform_code = 0;
-  EXPECT_EQ(data::orientation_code(back.geometry), "RAS");
+  EXPECT_EQ(medical::orientation_code(back.geometry), "RAS");
   EXPECT_EQ(back.voxels, r.voxels);
   // Turning twice changes nothing more.
-  const auto again = data::reorient_to_ras(r, path);
+  const auto again = medical::reorient_to_ras(r, path);
   EXPECT_EQ(again.voxels, r.voxels);
   EXPECT_EQ(again.geometry.sform, r.geometry.sform);
 }
@@ -92,28 +92,28 @@ TEST(Orientation, TurningToRasKeepsEveryVoxelWhereItWas) {
 TEST(Orientation, ASingularAffineIsRefusedNamingTheFile) {
   auto v = psl_volume();
   for (int r = 0; r < 3; ++r) v.geometry.sform[4 * r + 1] = 0;  // voxel axis j goes nowhere
-  expect_data_error([&] { data::reorient_to_ras(v, "flat.nii"); }, "flat.nii", "cannot be turned to RAS+");
+  expect_data_error([&] { medical::reorient_to_ras(v, "flat.nii"); }, "flat.nii", "cannot be turned to RAS+");
 }
 
 TEST(Orientation, ACohortStoredInTwoAxisOrdersLoadsTheSameWayRoundWithReorient) {
   const auto dir = fresh_dir("orientation_cohort");
   make_directories(dir);
   const auto psl = psl_volume();
-  data::write_nifti(dir + "/a.nii.gz", psl);
-  data::write_nifti(dir + "/b.nii.gz", data::reorient_to_ras(psl, "a"));  // the same scan, stored RAS
+  medical::write_nifti(dir + "/a.nii.gz", psl);
+  medical::write_nifti(dir + "/b.nii.gz", medical::reorient_to_ras(psl, "a"));  // the same scan, stored RAS
   write_text_file(dir + "/manifest.csv", "subject_id,label,spect\ns1,0,a.nii.gz\ns2,1,b.nii.gz\n");
   write_text_file(dir + "/meth.csv", "subject_id,cg1,cg2\ns1,0.1,0.2\ns2,0.3,0.4\n");
   const auto manifest = dir + "/manifest.csv", table = dir + "/meth.csv";
-  expect_data_error([&] { mhca::load_cohort(manifest, table, true, 1, true); }, "b.nii.gz", "grid 5x3x4 differs from");
-  const auto c = mhca::load_cohort(manifest, table, true, 1, true, {}, 1.0, /*to_ras=*/true);
+  expect_data_error([&] { medical::load_cohort(manifest, table, true, 1, true); }, "b.nii.gz", "grid 5x3x4 differs from");
+  const auto c = medical::load_cohort(manifest, table, true, 1, true, {}, 1.0, /*to_ras=*/true);
   EXPECT_TRUE(c.reoriented);
   EXPECT_EQ(c.volume_shape(), (std::vector<int64_t>{5, 3, 4}));
   EXPECT_TRUE(torch::equal(c.volumes[0], c.volumes[1]));
-  EXPECT_EQ(data::orientation_code(c.geometry), "RAS");
+  EXPECT_EQ(medical::orientation_code(c.geometry), "RAS");
   // A checkpoint's grid is compared with the turned one.
-  expect_data_error([&] { mhca::load_cohort(manifest, table, true, 1, true, {3, 4, 5}, 1.0, true); }, "a.nii.gz",
+  expect_data_error([&] { medical::load_cohort(manifest, table, true, 1, true, {3, 4, 5}, 1.0, true); }, "a.nii.gz",
                     "turned to RAS+ differs from the checkpoint's 3x4x5");
-  EXPECT_EQ(mhca::load_cohort(manifest, table, true, 1, true, {5, 3, 4}, 1.0, true).size(), 2);
+  EXPECT_EQ(medical::load_cohort(manifest, table, true, 1, true, {5, 3, 4}, 1.0, true).size(), 2);
 }
 
 }  // namespace

@@ -22,9 +22,9 @@
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-using qkv::mhca::SynthCohortOptions;
-using qkv::mhca::SynthCohortSummary;
-using qkv::mhca::write_synth_cohort;
+using qkv::medical::SynthCohortOptions;
+using qkv::medical::SynthCohortSummary;
+using qkv::medical::write_synth_cohort;
 
 namespace {
 
@@ -47,14 +47,14 @@ json read_json(const std::string& path) {
   return json::parse(in);
 }
 
-std::array<double, 3> world(const qkv::data::Volume& v, double i, double j, double k) {
+std::array<double, 3> world(const qkv::medical::Volume& v, double i, double j, double k) {
   const auto a = v.geometry.affine();
   return {a[0] * i + a[1] * j + a[2] * k + a[3], a[4] * i + a[5] * j + a[6] * k + a[7],
           a[8] * i + a[9] * j + a[10] * k + a[11]};
 }
 
 // Mean of the volume over each striatum mask label 1..4 (index 0 unused).
-std::array<double, 5> region_means(const qkv::data::Volume& volume, const qkv::data::Volume& mask) {
+std::array<double, 5> region_means(const qkv::medical::Volume& volume, const qkv::medical::Volume& mask) {
   std::array<double, 5> sum{}, count{};
   for (int64_t v = 0; v < mask.size(); ++v) {
     const int label = static_cast<int>(mask.voxels[v]);
@@ -97,7 +97,7 @@ std::vector<std::pair<int64_t, int64_t>>* SynthCohortTest::progress_ = nullptr;
 SynthCohortSummary* SynthCohortTest::summary_ = nullptr;
 
 TEST_F(SynthCohortTest, FilesReadBackWithTheCohortReaders) {
-  const auto manifest = qkv::data::read_manifest(file("manifest.csv"));
+  const auto manifest = qkv::medical::read_manifest(file("manifest.csv"));
   ASSERT_EQ(manifest.subjects.size(), 40u);
   int64_t pd = 0;
   for (const auto& s : manifest.subjects) {
@@ -119,7 +119,7 @@ TEST_F(SynthCohortTest, FilesReadBackWithTheCohortReaders) {
   EXPECT_EQ(summary_->files.back(), file("manifest.csv"));
   for (const auto& f : summary_->files) EXPECT_TRUE(fs::is_regular_file(f)) << f;
 
-  const auto table = qkv::data::read_methylation_table(file("methylation.csv"));
+  const auto table = qkv::medical::read_methylation_table(file("methylation.csv"));
   ASSERT_EQ(table.rows(), 40);
   ASSERT_EQ(table.cols(), 500);
   for (int64_t r = 0; r < table.rows(); ++r) EXPECT_EQ(table.subject_ids[r], manifest.subjects[r].id);
@@ -144,7 +144,7 @@ TEST_F(SynthCohortTest, FilesReadBackWithTheCohortReaders) {
   EXPECT_GT(missing, 0);
   EXPECT_LT(missing, 100);
 
-  const auto volume = qkv::data::read_nifti(manifest.subjects[0].spect_path);
+  const auto volume = qkv::medical::read_nifti(manifest.subjects[0].spect_path);
   EXPECT_EQ(volume.dims, (std::array<int64_t, 3>{45, 54, 45}));
   EXPECT_TRUE(std::all_of(volume.voxels.begin(), volume.voxels.end(), [](float v) { return v >= 0; }));
   EXPECT_GT(*std::max_element(volume.voxels.begin(), volume.voxels.end()), 0.5f);
@@ -158,9 +158,9 @@ TEST_F(SynthCohortTest, ProgressCountsEveryVolumeOnce) {
 
 // Voxel edges (-1/2 and n - 1/2) of a coarse grid land on those of the MNI
 // 2 mm grid, so the coarse volume overlays the same brain.
-void expect_mni_field_of_view(const qkv::data::Volume& volume) {
-  const auto mni = qkv::data::mni_2mm_geometry();
-  qkv::data::Volume reference;
+void expect_mni_field_of_view(const qkv::medical::Volume& volume) {
+  const auto mni = qkv::medical::mni_2mm_geometry();
+  qkv::medical::Volume reference;
   reference.geometry = mni;
   const auto& n = volume.dims;
   const auto low = world(volume, -0.5, -0.5, -0.5), low_ref = world(reference, -0.5, -0.5, -0.5);
@@ -174,15 +174,15 @@ void expect_mni_field_of_view(const qkv::data::Volume& volume) {
 }
 
 TEST_F(SynthCohortTest, CoarseGridsCoverTheMniFieldOfView) {
-  expect_mni_field_of_view(qkv::data::read_nifti(file("spect/sub-0001.nii.gz")));
-  expect_mni_field_of_view(qkv::data::read_nifti(file("striatum_mask.nii.gz")));
+  expect_mni_field_of_view(qkv::medical::read_nifti(file("spect/sub-0001.nii.gz")));
+  expect_mni_field_of_view(qkv::medical::read_nifti(file("striatum_mask.nii.gz")));
 
   auto options = small_options();
   options.subjects = 3;
   options.shape = {23, 27, 23};
   const std::string dir = qkv::testing::fresh_dir("synth_cohort_8mm");
   write_synth_cohort(dir, options);
-  const auto volume = qkv::data::read_nifti((fs::path(dir) / "spect/sub-0001.nii.gz").string());
+  const auto volume = qkv::medical::read_nifti((fs::path(dir) / "spect/sub-0001.nii.gz").string());
   ASSERT_EQ(volume.dims, (std::array<int64_t, 3>{23, 27, 23}));
   expect_mni_field_of_view(volume);
   fs::remove_all(dir);
@@ -213,15 +213,15 @@ TEST(SynthCohortGrid, FullSizeGridIsTheMniGrid) {
   options.shape = {91, 109, 91};
   const std::string dir = qkv::testing::fresh_dir("synth_cohort_2mm");
   write_synth_cohort(dir, options);
-  const auto volume = qkv::data::read_nifti((fs::path(dir) / "spect/sub-0001.nii.gz").string());
-  const auto mni = qkv::data::mni_2mm_geometry();
+  const auto volume = qkv::medical::read_nifti((fs::path(dir) / "spect/sub-0001.nii.gz").string());
+  const auto mni = qkv::medical::mni_2mm_geometry();
   EXPECT_EQ(volume.dims, (std::array<int64_t, 3>{91, 109, 91}));
   for (int e = 0; e < 16; ++e) EXPECT_NEAR(volume.geometry.sform[e], mni.sform[e], 1e-6) << e;
   fs::remove_all(dir);
 }
 
 TEST_F(SynthCohortTest, StriatumMaskLabelsSitWhereTheyAreNamed) {
-  const auto mask = qkv::data::read_nifti(file("striatum_mask.nii.gz"));
+  const auto mask = qkv::medical::read_nifti(file("striatum_mask.nii.gz"));
   ASSERT_EQ(mask.dims, (std::array<int64_t, 3>{45, 54, 45}));
   std::array<std::array<double, 3>, 5> centroid{};
   std::array<int64_t, 5> count{};
@@ -256,12 +256,12 @@ struct Measured {
 };
 
 std::vector<Measured> measure(const std::string& dir) {
-  const auto manifest = qkv::data::read_manifest((fs::path(dir) / "manifest.csv").string());
-  const auto mask = qkv::data::read_nifti((fs::path(dir) / "striatum_mask.nii.gz").string());
+  const auto manifest = qkv::medical::read_manifest((fs::path(dir) / "manifest.csv").string());
+  const auto mask = qkv::medical::read_nifti((fs::path(dir) / "striatum_mask.nii.gz").string());
   const auto truth = read_json((fs::path(dir) / "ground_truth.json").string());
   std::vector<Measured> out;
   for (size_t i = 0; i < manifest.subjects.size(); ++i) {
-    const auto means = region_means(qkv::data::read_nifti(manifest.subjects[i].spect_path), mask);
+    const auto means = region_means(qkv::medical::read_nifti(manifest.subjects[i].spect_path), mask);
     out.push_back({manifest.subjects[i].label, means[1], means[2], means[3], means[4], truth["subjects"][i]});
   }
   return out;
@@ -307,7 +307,7 @@ TEST_F(SynthCohortTest, PdPutamenUptakeIsLowerAndMoreAsymmetric) {
 
 TEST_F(SynthCohortTest, GroundTruthListsThePlantedSitesAndTheyCarrySignal) {
   const auto truth = read_json(file("ground_truth.json"));
-  const auto table = qkv::data::read_methylation_table(file("methylation.csv"));
+  const auto table = qkv::medical::read_methylation_table(file("methylation.csv"));
   std::map<std::string, int64_t> column;
   for (int64_t c = 0; c < table.cols(); ++c) column[table.cpg_ids[c]] = c;
 
@@ -326,7 +326,7 @@ TEST_F(SynthCohortTest, GroundTruthListsThePlantedSitesAndTheyCarrySignal) {
   EXPECT_GT(*planted.rbegin(), 44);  // not simply the first columns
   for (const auto& site : truth["nuisance_sites"]) EXPECT_EQ(planted.count(site["column"].get<int64_t>()), 0u);
 
-  const auto manifest = qkv::data::read_manifest(file("manifest.csv"));
+  const auto manifest = qkv::medical::read_manifest(file("manifest.csv"));
   auto class_difference = [&](int64_t c) {
     std::array<double, 2> sum{}, n{};
     for (int64_t r = 0; r < table.rows(); ++r) {
@@ -418,7 +418,7 @@ TEST(SynthCohortAtlas, AichaStriatumGivesTheSameDiseasePattern) {
   }
   EXPECT_EQ(structures, (std::set<std::string>{"caudate", "putamen"}));
 
-  const auto mask = qkv::data::read_nifti((fs::path(dir) / "striatum_mask.nii.gz").string());
+  const auto mask = qkv::medical::read_nifti((fs::path(dir) / "striatum_mask.nii.gz").string());
   std::array<int64_t, 5> count{};
   for (int64_t k = 0; k < mask.dims[2]; ++k)
     for (int64_t j = 0; j < mask.dims[1]; ++j)
@@ -516,8 +516,8 @@ TEST(SynthCohortInteraction, SitesFollowTheirRegionInPdOnlyAndTheRestOfTheCohort
 
   const auto truth = read_json(in(crossed, "ground_truth.json"));
   const auto plain_truth = read_json(in(plain, "ground_truth.json"));
-  const auto table = qkv::data::read_methylation_table(in(crossed, "methylation.csv"));
-  const auto plain_table = qkv::data::read_methylation_table(in(plain, "methylation.csv"));
+  const auto table = qkv::medical::read_methylation_table(in(crossed, "methylation.csv"));
+  const auto plain_table = qkv::medical::read_methylation_table(in(plain, "methylation.csv"));
   ASSERT_EQ(table.cpg_ids, plain_table.cpg_ids);
   EXPECT_EQ(truth["options"]["planted_interaction_sites"], 8);
   // Class and putamen sites: the same columns with the same values.

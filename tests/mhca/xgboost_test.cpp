@@ -14,12 +14,12 @@
 
 using qkv::DataError;
 using qkv::UsageError;
-using qkv::mhca::recursive_feature_elimination;
-using qkv::mhca::rfe_rounds;
-using qkv::mhca::RFEParams;
-using qkv::mhca::RFEResult;
-using qkv::mhca::XGBoostClassifier;
-using qkv::mhca::XGBoostParams;
+using qkv::medical::recursive_feature_elimination;
+using qkv::medical::rfe_rounds;
+using qkv::medical::RFEParams;
+using qkv::medical::RFEResult;
+using qkv::medical::XGBoostClassifier;
+using qkv::medical::XGBoostParams;
 
 namespace {
 

@@ -54,7 +54,7 @@ void add_cohort_options(CLI::App* cmd, CohortFiles& f, bool volumes = true) {
   if (volumes) cmd->add_flag("--reorient", f.reorient, tasks::kReorientHelp);
 }
 
-std::vector<int64_t> all_rows(const mhca::CohortData& c) {
+std::vector<int64_t> all_rows(const medical::CohortData& c) {
   std::vector<int64_t> rows(static_cast<size_t>(c.size()));
   for (int64_t i = 0; i < c.size(); ++i) rows[i] = i;
   return rows;
@@ -64,7 +64,7 @@ void register_synth(CLI::App* parent, Action& action) {
   auto* cmd = parent->add_subcommand(
       "synth", "write the built-in synthetic cohort: NIfTI SPECT volumes, manifest, methylation table, ground truth");
   struct Opts {
-    mhca::SynthCohortOptions synth;
+    medical::SynthCohortOptions synth;
     std::string out;
     std::vector<int64_t> shape;
     bool overwrite = false;
@@ -95,7 +95,7 @@ void register_synth(CLI::App* parent, Action& action) {
       };
       o->synth.validate();
       claim_output_dir(o->out, "--out", o->overwrite, {"qkv mhca synth", {}});
-      const auto summary = mhca::write_synth_cohort(o->out, o->synth, progress);
+      const auto summary = medical::write_synth_cohort(o->out, o->synth, progress);
       if (live) std::fprintf(stderr, "\n");
       std::printf("synth: %lld subjects (%lld PD, %lld controls), %lld CpG sites, anatomy %s, in %s\n",
                   static_cast<long long>(summary.subjects), static_cast<long long>(summary.pd),
@@ -112,7 +112,7 @@ void register_select(CLI::App* parent, Action& action) {
       "select", "XGBoost recursive feature elimination on the methylation table; writes the selected CpG list");
   struct Opts {
     CohortFiles files;
-    mhca::FeatureSelection selection;
+    tasks::FeatureSelection selection;
     std::string out;
     int threads = 0;
     bool overwrite = false;
@@ -137,12 +137,12 @@ void register_select(CLI::App* parent, Action& action) {
       o->selection.xgboost.validate();
       check_output_file(o->out, "--output", o->overwrite);  // before the work, not after it
       set_threads(o->threads);
-      auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, false, 1, false, {}, o->files.max_missing);
-      mhca::FeatureSelection s = o->selection;
+      auto cohort = medical::load_cohort(o->files.manifest, o->files.methylation, false, 1, false, {}, o->files.max_missing);
+      tasks::FeatureSelection s = o->selection;
       s.xgboost.threads = at::get_num_threads();
-      const auto ids = mhca::select_features(cohort, all_rows(cohort), s, s.n_features, false);
+      const auto ids = tasks::select_features(cohort, all_rows(cohort), s, s.n_features, false);
       claim_output_file(o->out, "--output", o->overwrite, {"qkv mhca select", {}});
-      data::write_cpg_list(o->out, ids,
+      medical::write_cpg_list(o->out, ids,
                            "qkv mhca select: " + std::to_string(ids.size()) + " of " +
                                std::to_string(cohort.methylation.cols()) + " CpG sites of " + o->files.methylation +
                                " by XGBoost RFE on all " + std::to_string(cohort.size()) +
@@ -160,7 +160,7 @@ void register_cv(CLI::App* parent, Action& action) {
   struct Opts {
     CohortFiles files;
     CommonOptions common;
-    mhca::CVOptions cv;
+    tasks::CVOptions cv;
     std::vector<std::string> models{"paper"};
     std::string model_options = "{}", recipe;
     bool resume = false;
@@ -178,7 +178,7 @@ void register_cv(CLI::App* parent, Action& action) {
   option_section(cmd, "Cohort", [&] { add_cohort_options(cmd, o->files); });
   option_section(cmd, "Cross validation and models", [&] {
     cmd->add_option("--model", o->models,
-                    join(mhca::cv_model_names()) + "; paper (" + join(mhca::CVOptions{}.models) +
+                    join(tasks::cv_model_names()) + "; paper (" + join(tasks::CVOptions{}.models) +
                         ": the paper's comparison) or all (comma-separated)")
         ->delimiter(',')
         ->capture_default_str();
@@ -201,17 +201,17 @@ void register_cv(CLI::App* parent, Action& action) {
   cmd->callback([o, cmd, &action] {
     action = [o, cmd] {
       const auto recipe = apply_recipe(cmd, "mhca cv", o->recipe);
-      mhca::CVOptions cv = o->cv;
+      tasks::CVOptions cv = o->cv;
       cv.recipe = recipe;
       cv.models.clear();
       for (const auto& m : o->models) {
         if (m == "all" || m == "paper") {
-          cv.models = m == "all" ? mhca::cv_model_names() : mhca::CVOptions{}.models;
+          cv.models = m == "all" ? tasks::cv_model_names() : tasks::CVOptions{}.models;
           break;
         }
         cv.models.push_back(m);
       }
-      const auto& known = mhca::cv_model_names();
+      const auto& known = tasks::cv_model_names();
       for (const auto& m : cv.models)
         if (std::find(known.begin(), known.end(), m) == known.end())
           throw UsageError("--model " + m + ": not one of " + join(known) + ", paper, all");
@@ -228,8 +228,8 @@ void register_cv(CLI::App* parent, Action& action) {
       cv.train.seed = o->common.seed;
       cv.selection.xgboost.threads = at::get_num_threads();
       bool need_volumes = false;
-      for (const auto& m : cv.models) need_volumes = need_volumes || mhca::model_reads_volumes(m);
-      auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, need_volumes, at::get_num_threads(),
+      for (const auto& m : cv.models) need_volumes = need_volumes || tasks::model_reads_volumes(m);
+      auto cohort = medical::load_cohort(o->files.manifest, o->files.methylation, need_volumes, at::get_num_threads(),
                                       false, {}, o->files.max_missing, o->files.reorient);
       std::fprintf(stderr, "mhca cv: %lld subjects, %s; volume %s; %s x %s; %s\n",
                    static_cast<long long>(cohort.size()), cohort.match_summary.c_str(),
@@ -238,7 +238,7 @@ void register_cv(CLI::App* parent, Action& action) {
                    counted(at::get_num_threads(), "thread").c_str());
       train::RunFolder::open(o->common.out, mode, "mhca cv");
       install_interrupt_handler();
-      auto summary = mhca::run_cross_validation(cohort, cv, o->common.out, device);
+      auto summary = tasks::run_cross_validation(cohort, cv, o->common.out, device);
       if (summary.value("interrupted", false)) {
         std::fprintf(stderr, "interrupted: finished folds are kept; add --resume to the same command to continue in %s\n",
                      o->common.out.c_str());
@@ -298,9 +298,9 @@ void register_train(CLI::App* parent, Action& action) {
     cmd->add_flag("--reorient", s->data.reorient, tasks::kReorientHelp);
   };
   spec.add_model_options = [s](CLI::App* cmd) {
-    cmd->add_option("--model", s->model, join(mhca::cv_model_names()))
+    cmd->add_option("--model", s->model, join(tasks::cv_model_names()))
         ->capture_default_str()
-        ->check(CLI::IsMember(mhca::cv_model_names()));
+        ->check(CLI::IsMember(tasks::cv_model_names()));
     cmd->add_option("--model-options", s->model_options, "network sizes as JSON")->capture_default_str();
   };
   spec.prepare = [s](const CLI::App&, train::RunRequest& r, const std::string&) {
@@ -319,14 +319,14 @@ void register_train(CLI::App* parent, Action& action) {
     r.data = d.to_json();
     TaskRun run;
     if (xgboost) {
-      mhca::XGBoostParams params = d.selection.xgboost;
+      medical::XGBoostParams params = d.selection.xgboost;
       params.threads = at::get_num_threads();
       run.fit = [prepared, params](const std::string& dir) { return prepared->fit_xgboost(params, dir); };
       return run;
     }
     r.model_options = prepared->network_options(r.model_name, d.model_options);
     run.splits = prepared->splits();
-    auto training = mhca::augmented_training(run.splits.train, prepared->augmentation(d.augmentation), r.seed);
+    auto training = medical::augmented_training(run.splits.train, prepared->augmentation(d.augmentation), r.seed);
     run.splits.train = training.train;
     run.hooks.augment = training.augment;
     run.hooks.final_metrics = tasks::binary_metric_factory();
@@ -342,10 +342,10 @@ bool recorded_reorient(const nlohmann::json& config) {
   return config.contains("data") && config.at("data").is_object() && config.at("data").value("reorient", false);
 }
 
-mhca::Preprocessing recorded_preprocessing(const nlohmann::json& config, const std::string& file) {
+medical::Preprocessing recorded_preprocessing(const nlohmann::json& config, const std::string& file) {
   if (!config.contains("data") || !config.at("data").contains("preprocessing"))
     throw DataError(file + ": not made by 'qkv mhca train' or 'qkv mhca cv' (no preprocessing record)");
-  return mhca::Preprocessing::from_json(config.at("data").at("preprocessing"));
+  return medical::Preprocessing::from_json(config.at("data").at("preprocessing"));
 }
 
 void register_predict(CLI::App* parent, Action& action) {
@@ -382,17 +382,17 @@ void register_predict(CLI::App* parent, Action& action) {
       const auto& model_json = config.at("model");
       const auto grid = model_json.contains("options") ? model_json.at("options").value("volume_shape", std::vector<int64_t>{})
                                                        : std::vector<int64_t>{};
-      auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, mhca::model_reads_volumes(name),
+      auto cohort = medical::load_cohort(o->files.manifest, o->files.methylation, tasks::model_reads_volumes(name),
                                       at::get_num_threads(), false, grid, o->files.max_missing,
                                       o->files.reorient || recorded_reorient(config));
       const auto rows = all_rows(cohort);
       std::vector<double> p;
       if (xgb) {
-        auto classifier = mhca::XGBoostClassifier::load(read_file_bytes(o->checkpoint));
-        const auto x = mhca::methylation_matrix(cohort, rows, prep);
+        auto classifier = medical::XGBoostClassifier::load(read_file_bytes(o->checkpoint));
+        const auto x = medical::methylation_matrix(cohort, rows, prep);
         p = classifier.predict_proba(x.data(), cohort.size(), static_cast<int64_t>(prep.cpg_ids.size()));
       } else {
-        p = mhca::predict_probabilities(*model, *mhca::make_dataset(cohort, rows, prep), 16, device);
+        p = tasks::predict_probabilities(*model, *medical::make_dataset(cohort, rows, prep), 16, device);
       }
       // Subjects that trained or validated the checkpoint (config.json's
       // fit_subjects) are scored apart: their predictions flatter the model.
@@ -415,12 +415,12 @@ void register_predict(CLI::App* parent, Action& action) {
       }
       claim_output_file(o->common.out, "--output", o->common.overwrite, {"mhca predict", {}});
       write_file_atomic(o->common.out, csv);
-      auto metrics = mhca::binary_metrics(p, cohort.labels);
+      auto metrics = tasks::binary_metrics(p, cohort.labels);
       metrics["model"] = name;
       const auto seen = cohort.size() - static_cast<int64_t>(unseen_p.size());
       metrics["seen_in_training"] = seen;
       if (seen > 0) {
-        metrics["unseen"] = unseen_p.empty() ? nlohmann::json(nullptr) : mhca::binary_metrics(unseen_p, unseen_labels);
+        metrics["unseen"] = unseen_p.empty() ? nlohmann::json(nullptr) : tasks::binary_metrics(unseen_p, unseen_labels);
         std::fprintf(stderr,
                      "note: %lld of %lld subjects trained or validated this checkpoint; their predictions flatter it: "
                      "\"unseen\" scores the other %lld alone\n",
@@ -445,7 +445,7 @@ void register_explain(CLI::App* parent, Action& action) {
     std::string checkpoint;
     std::vector<std::string> subjects;
     bool all = false;
-    mhca::ExplainOptions explain;
+    tasks::ExplainOptions explain;
   };
   auto o = std::make_shared<Opts>();
   o->common.out = "runs/mhca-explain";
@@ -471,18 +471,18 @@ void register_explain(CLI::App* parent, Action& action) {
         throw UsageError("--checkpoint " + o->checkpoint + ": explain needs a co-attention model (mhca, mhca-x), " +
                          "this one is " + config.at("model").at("name").get<std::string>());
       const auto prep = recorded_preprocessing(config, o->checkpoint);
-      mhca::ExplainOptions ex = o->explain;
+      tasks::ExplainOptions ex = o->explain;
       ex.subjects = o->subjects;
       if (ex.ground_truth.empty()) {
         const auto next_to = fs::path(o->files.manifest).parent_path() / "ground_truth.json";
         if (fs::exists(next_to)) ex.ground_truth = next_to.string();
       }
       check_output_dir(o->common.out, "--out", o->common.overwrite);
-      auto cohort = mhca::load_cohort(o->files.manifest, o->files.methylation, true, at::get_num_threads(), false,
+      auto cohort = medical::load_cohort(o->files.manifest, o->files.methylation, true, at::get_num_threads(), false,
                                       net->spect_options().volume_shape, o->files.max_missing,
                                       o->files.reorient || recorded_reorient(config));
       claim_output_dir(o->common.out, "--out", o->common.overwrite, {"mhca explain", {}});
-      auto result = mhca::explain_subjects(*net, cohort, prep, ex, o->common.out, device);
+      auto result = tasks::explain_subjects(*net, cohort, prep, ex, o->common.out, device);
       nlohmann::json brief = result;
       brief.erase("subjects");
       brief["subjects_explained"] = result.at("subjects").size();

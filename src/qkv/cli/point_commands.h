@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "qkv/cli/common.h"
 #include "qkv/cli/train_command.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/text.h"
@@ -60,6 +61,31 @@ struct CompareOptions {
   bool json = false;
 };
 void add_compare_options(CLI::App* cmd, CompareOptions& o, const std::string& train_command, int64_t default_shapes);
+
+// `vnt compare` / `seg compare` for the runs of `train_command`: the
+// options, one row per run (tasks::compare_point_runs, each test entry as
+// `score` keeps it under `scores_key`), then --json or `print(rows, shapes)`.
+template <typename Data>
+void register_point_compare(CLI::App* parent, Action& action, const std::string& description,
+                            const char* train_command, int64_t default_shapes, const char* scores_key,
+                            std::function<nlohmann::json(const nlohmann::json& split)> score,
+                            std::function<void(const nlohmann::json& rows, int64_t shapes)> print) {
+  auto* cmd = parent->add_subcommand("compare", description);
+  auto o = std::make_shared<CompareOptions>();
+  add_compare_options(cmd, *o, train_command, default_shapes);
+  cmd->callback([o, train_command, scores_key, score, print, &action] {
+    action = [o, train_command, scores_key, score, print] {
+      const c10::Device device = apply_common_options(o->common);
+      const auto rows = tasks::compare_point_runs<Data>(o->runs, o->shapes, o->common.seed, device, train_command,
+                                                        scores_key, score);
+      if (o->json)
+        print_json(rows);
+      else
+        print(rows, o->shapes);
+      return 0;
+    };
+  });
+}
 
 // The table of `vnt compare` and `seg compare` (rows of
 // tasks::compare_point_runs): run, model, `protocol(row)`, parameters, the

@@ -205,53 +205,43 @@ void register_predict(CLI::App* parent, Action& action) {
 }
 
 void register_compare(CLI::App* parent, Action& action) {
-  auto* cmd = parent->add_subcommand(
-      "compare", "table of finished seg runs: instance and class mIoU under each test rotation, invariance error");
-  auto o = std::make_shared<CompareOptions>();
-  add_compare_options(cmd, *o, "seg train", 16);
-  cmd->callback([o, &action] {
-    action = [o] {
-      const c10::Device device = apply_common_options(o->common);
-      const auto rows = tasks::compare_point_runs<PartSegData>(
-          o->runs, o->shapes, o->common.seed, device, tasks::kPartSegmentationCommand, "test",
-          [](const nlohmann::json& split) {
-            return nlohmann::json{{"instance_miou", split.value("instance_miou", 0.0)},
-                                  {"class_miou", split.value("class_miou", 0.0)}};
-          });
-      if (o->json) {
-        print_json(rows);
-        return 0;
-      }
-      // Protocol names as the papers write them: I/I, I/SO(3), ...
-      auto paper = [](const std::string& r) {
-        const auto name = pc::rotation_name(pc::parse_rotation(r));
-        return name == "none" ? std::string("I") : name == "so3" ? std::string("SO(3)") : name;
-      };
-      print_compare_table(
-          rows, "test",
-          [&](const nlohmann::json& r) {
-            const auto protocol = r.at("protocol").get<std::string>();
-            const auto slash = protocol.find('/');
-            return paper(protocol.substr(0, slash)) + "/" + paper(protocol.substr(slash + 1));
-          },
-          {"test I: inst / class", "test z: inst / class", "test SO(3): inst / class"},
-          [](const nlohmann::json& test) {
-            std::vector<std::string> cells;
-            for (const char* rotation : {"none", "z", "so3"}) {
-              char buf[64] = "-";
-              if (test.contains(rotation))
-                std::snprintf(buf, sizeof buf, "%.4f / %.4f", test.at(rotation).at("instance_miou").get<double>(),
-                              test.at(rotation).at("class_miou").get<double>());
-              cells.push_back(buf);
-            }
-            return cells;
-          },
-          "(inst / class: instance and class mIoU on the test set rotated as the column says; max |dlogit|: largest "
-          "change of any per-point logit over " + std::to_string(o->shapes) +
-              " test shapes under 4 random SO(3) rotations, float32; float64 in --json)");
-      return 0;
-    };
-  });
+  register_point_compare<PartSegData>(
+      parent, action,
+      "table of finished seg runs: instance and class mIoU under each test rotation, invariance error",
+      tasks::kPartSegmentationCommand, 16, "test",
+      [](const nlohmann::json& split) {
+        return nlohmann::json{{"instance_miou", split.value("instance_miou", 0.0)},
+                              {"class_miou", split.value("class_miou", 0.0)}};
+      },
+      [](const nlohmann::json& rows, int64_t shapes) {
+        // Protocol names as the papers write them: I/I, I/SO(3), ...
+        auto paper = [](const std::string& r) {
+          const auto name = pc::rotation_name(pc::parse_rotation(r));
+          return name == "none" ? std::string("I") : name == "so3" ? std::string("SO(3)") : name;
+        };
+        print_compare_table(
+            rows, "test",
+            [&](const nlohmann::json& r) {
+              const auto protocol = r.at("protocol").get<std::string>();
+              const auto slash = protocol.find('/');
+              return paper(protocol.substr(0, slash)) + "/" + paper(protocol.substr(slash + 1));
+            },
+            {"test I: inst / class", "test z: inst / class", "test SO(3): inst / class"},
+            [](const nlohmann::json& test) {
+              std::vector<std::string> cells;
+              for (const char* rotation : {"none", "z", "so3"}) {
+                char buf[64] = "-";
+                if (test.contains(rotation))
+                  std::snprintf(buf, sizeof buf, "%.4f / %.4f", test.at(rotation).at("instance_miou").get<double>(),
+                                test.at(rotation).at("class_miou").get<double>());
+                cells.push_back(buf);
+              }
+              return cells;
+            },
+            "(inst / class: instance and class mIoU on the test set rotated as the column says; max |dlogit|: "
+            "largest change of any per-point logit over " +
+                std::to_string(shapes) + " test shapes under 4 random SO(3) rotations, float32; float64 in --json)");
+      });
 }
 
 }  // namespace

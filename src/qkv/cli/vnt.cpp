@@ -234,40 +234,31 @@ void register_attention(CLI::App* parent, Action& action) {
 }
 
 void register_compare(CLI::App* parent, Action& action) {
-  auto* cmd = parent->add_subcommand(
-      "compare", "table of finished vnt runs: accuracy under each test rotation and the measured invariance error");
-  auto o = std::make_shared<CompareOptions>();
-  add_compare_options(cmd, *o, "vnt train", 32);
-  cmd->callback([o, &action] {
-    action = [o] {
-      const c10::Device device = apply_common_options(o->common);
-      const auto rows = tasks::compare_point_runs<ClassificationData>(
-          o->runs, o->shapes, o->common.seed, device, tasks::kClassificationCommand, "test_accuracy",
-          [](const nlohmann::json& split) { return split.value("accuracy", 0.0); });
-      if (o->json) {
-        print_json(rows);
-        return 0;
-      }
-      const std::string note =
-          o->shapes > 0 ? "(max |dlogit|: largest change of any logit over " + std::to_string(o->shapes) +
-                              " test shapes under 4 random SO(3) rotations, float32; float64 in --json)"
-                        : "";
-      print_compare_table(
-          rows, "test_accuracy", [](const nlohmann::json& r) { return r.at("protocol").get<std::string>(); },
-          {"test z", "test so3", "test none"},
-          [](const nlohmann::json& accuracy) {
-            std::vector<std::string> cells;
-            for (const char* rotation : {"z", "so3", "none"}) {
-              char buf[32] = "-";
-              if (accuracy.contains(rotation)) std::snprintf(buf, sizeof buf, "%.4f", accuracy.at(rotation).get<double>());
-              cells.push_back(buf);
-            }
-            return cells;
-          },
-          note);
-      return 0;
-    };
-  });
+  register_point_compare<ClassificationData>(
+      parent, action,
+      "table of finished vnt runs: accuracy under each test rotation and the measured invariance error",
+      tasks::kClassificationCommand, 32, "test_accuracy",
+      [](const nlohmann::json& split) { return split.value("accuracy", 0.0); },
+      [](const nlohmann::json& rows, int64_t shapes) {
+        const std::string note =
+            shapes > 0 ? "(max |dlogit|: largest change of any logit over " + std::to_string(shapes) +
+                             " test shapes under 4 random SO(3) rotations, float32; float64 in --json)"
+                       : "";
+        print_compare_table(
+            rows, "test_accuracy", [](const nlohmann::json& r) { return r.at("protocol").get<std::string>(); },
+            {"test z", "test so3", "test none"},
+            [](const nlohmann::json& accuracy) {
+              std::vector<std::string> cells;
+              for (const char* rotation : {"z", "so3", "none"}) {
+                char buf[32] = "-";
+                if (accuracy.contains(rotation))
+                  std::snprintf(buf, sizeof buf, "%.4f", accuracy.at(rotation).get<double>());
+                cells.push_back(buf);
+              }
+              return cells;
+            },
+            note);
+      });
 }
 
 }  // namespace

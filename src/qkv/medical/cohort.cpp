@@ -18,7 +18,7 @@
 #include "qkv/core/parse_errors.h"
 #include "qkv/core/text.h"
 
-namespace qkv::data {
+namespace qkv::medical {
 namespace {
 
 namespace fs = std::filesystem;
@@ -662,4 +662,4 @@ void impute_missing(MethylationTable& table, const std::vector<float>& means) {
     if (std::isnan(table.values[i])) table.values[i] = means[i % cols];
 }
 
-}  // namespace qkv::data
+}  // namespace qkv::medical

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-namespace qkv::data {
+namespace qkv::medical {
 
 struct CohortSubject {
   std::string id;
@@ -126,4 +126,4 @@ CohortMatch match_cohort(const Manifest& manifest, const MethylationTable& table
 std::vector<float> column_means(const MethylationTable& table, const std::vector<int64_t>& rows);
 void impute_missing(MethylationTable& table, const std::vector<float>& means);
 
-}  // namespace qkv::data
+}  // namespace qkv::medical

@@ -18,7 +18,7 @@
 #include "qkv/core/text.h"
 #include "qkv/medical/orientation.h"
 
-namespace qkv::mhca {
+namespace qkv::medical {
 
 std::vector<int64_t> CohortData::volume_shape() const {
   if (!volumes.defined()) return {};
@@ -32,14 +32,14 @@ std::vector<int64_t> CohortData::labels_of(const std::vector<int64_t>& rows) con
   return out;
 }
 
-at::Tensor volume_to_tensor(const data::Volume& volume) {
+at::Tensor volume_to_tensor(const medical::Volume& volume) {
   const auto& d = volume.dims;
   auto flat = torch::from_blob(const_cast<float*>(volume.voxels.data()), {d[2], d[1], d[0]}, torch::kFloat32);
   return flat.permute({2, 1, 0}).contiguous();
 }
 
-data::Volume tensor_to_volume(const at::Tensor& xyz, const data::NiftiGeometry& geometry) {
-  data::Volume v;
+medical::Volume tensor_to_volume(const at::Tensor& xyz, const medical::NiftiGeometry& geometry) {
+  medical::Volume v;
   v.dims = {xyz.size(0), xyz.size(1), xyz.size(2)};
   v.geometry = geometry;
   auto kji = xyz.to(torch::kCPU, torch::kFloat32).permute({2, 1, 0}).contiguous();
@@ -69,7 +69,7 @@ std::vector<int64_t> check_grids(const std::vector<std::string>& paths, const st
   std::vector<int64_t> grid = expected;
   std::string grid_owner = "the checkpoint";
   for (const auto& path : paths) {
-    const auto d = data::read_nifti_grid(path);
+    const auto d = medical::read_nifti_grid(path);
     const std::vector<int64_t> dims(d.begin(), d.end());
     if (grid.empty()) {
       grid = dims;
@@ -88,7 +88,7 @@ std::vector<int64_t> check_grids(const std::vector<std::string>& paths, const st
 // tolerance: headers written by different tools round differently). A
 // flipped or permuted volume on the same grid would otherwise reach the
 // model as a mirrored or rotated brain.
-std::string affine_difference(const data::NiftiGeometry& a, const data::NiftiGeometry& b) {
+std::string affine_difference(const medical::NiftiGeometry& a, const medical::NiftiGeometry& b) {
   const auto ma = a.affine(), mb = b.affine();
   bool axes_differ = false, origin_differs = false;
   for (int r = 0; r < 3; ++r)
@@ -105,7 +105,7 @@ std::string affine_difference(const data::NiftiGeometry& a, const data::NiftiGeo
   };
   std::string what = "its origin";
   if (axes_differ) {
-    const auto code_a = data::orientation_code(a), code_b = data::orientation_code(b);
+    const auto code_a = medical::orientation_code(a), code_b = medical::orientation_code(b);
     what = code_a != code_b ? "its orientation (" + code_a + " against " + code_b + ")"
                             : "its voxel axes (spacing or an oblique turn)";
   }
@@ -119,9 +119,9 @@ std::string affine_difference(const data::NiftiGeometry& a, const data::NiftiGeo
 CohortData load_cohort(const std::string& manifest_path, const std::string& methylation_path, bool load_volumes,
                        int64_t threads, bool quiet, const std::vector<int64_t>& expected_grid, double max_missing,
                        bool to_ras) {
-  auto manifest = data::read_manifest(manifest_path);
-  auto table = data::read_methylation_table(methylation_path);
-  auto match = data::match_cohort(manifest, table);
+  auto manifest = medical::read_manifest(manifest_path);
+  auto table = medical::read_methylation_table(methylation_path);
+  auto match = medical::match_cohort(manifest, table);
   CohortData c;
   c.manifest_path = manifest_path;
   c.methylation_path = methylation_path;
@@ -218,10 +218,10 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
                     " voxels are too many to hold in memory");
   std::atomic<int64_t> turned{0};
   auto read_volume = [&](const std::string& path) {
-    auto v = data::read_nifti(path);
-    if (!to_ras || data::orientation_code(v.geometry) == "RAS") return v;
+    auto v = medical::read_nifti(path);
+    if (!to_ras || medical::orientation_code(v.geometry) == "RAS") return v;
     ++turned;
-    return data::reorient_to_ras(v, path);
+    return medical::reorient_to_ras(v, path);
   };
   auto first = read_volume(c.spect_paths.at(0));
   if (to_ras && !expected_grid.empty() && std::vector<int64_t>(first.dims.begin(), first.dims.end()) != expected_grid)
@@ -286,7 +286,7 @@ Preprocessing Preprocessing::from_json(const nlohmann::json& j) {
 
 namespace {
 
-std::vector<int64_t> column_indices(const data::MethylationTable& table, const std::vector<std::string>& ids) {
+std::vector<int64_t> column_indices(const medical::MethylationTable& table, const std::vector<std::string>& ids) {
   std::unordered_map<std::string, int64_t> where;
   for (int64_t c = 0; c < table.cols(); ++c) where.emplace(table.cpg_ids[c], c);
   std::vector<int64_t> cols;
@@ -340,8 +340,8 @@ Preprocessing fit_preprocessing(const CohortData& cohort, const std::vector<int6
                       std::to_string(p.volume_min) + "; nothing to normalise");
   }
   p.cpg_ids = cpg_ids;
-  auto selected = data::select_cpgs(cohort.methylation, cpg_ids);
-  p.cpg_means = data::column_means(selected, train_rows);
+  auto selected = medical::select_cpgs(cohort.methylation, cpg_ids);
+  p.cpg_means = medical::column_means(selected, train_rows);
   return p;
 }
 
@@ -490,4 +490,4 @@ AugmentedTraining augmented_training(const data::DatasetPtr& train, const Augmen
   return {train, a};
 }
 
-}  // namespace qkv::mhca
+}  // namespace qkv::medical

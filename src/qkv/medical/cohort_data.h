@@ -12,19 +12,20 @@
 #include <string>
 #include <vector>
 
+#include "qkv/core/fields.h"
 #include "qkv/medical/cohort.h"
 #include "qkv/data/dataset.h"
 #include "qkv/medical/nifti.h"
 
-namespace qkv::mhca {
+namespace qkv::medical {
 
 struct CohortData {
   std::vector<std::string> subject_ids;  // matched subjects, manifest order
   std::vector<int64_t> labels;           // 0 control, 1 PD
   std::vector<std::string> spect_paths;
-  data::MethylationTable methylation;  // rows aligned with subject_ids, all CpG columns
+  medical::MethylationTable methylation;  // rows aligned with subject_ids, all CpG columns
   at::Tensor volumes;                  // [N, X, Y, Z] float32 raw intensities (undefined if not loaded)
-  data::NiftiGeometry geometry;        // the first volume's, for maps written on this grid
+  medical::NiftiGeometry geometry;        // the first volume's, for maps written on this grid
   std::string match_summary;           // CohortMatch::describe()
   bool reoriented = false;             // volumes turned to RAS+ as they were read (load_cohort's to_ras)
   std::string manifest_path, methylation_path;
@@ -105,6 +106,22 @@ struct Augmentation {
   data::Batch operator()(const data::Batch& batch) const;
 };
 
+// Its options and config.json keys (core/fields.h).
+template <typename V>
+void visit_fields(Augmentation& a, V&& visit) {
+  visit(Field{"augment", "share of training samples augmented (paper: 10%): per batch, or added once (--augment-mode)"}
+            .range(0, 1),
+        a.fraction);
+  visit(Field{"augment_degrees", "largest random rotation of a volume about each axis, degrees"}.range(0, 180), a.max_degrees);
+  visit(Field{"augment_noise", "Gaussian noise on beta-values, in units of each CpG's std"}.range(0, 100), a.noise);
+  visit(Field{"augment_mode",
+              "batch (each batch's samples augmented with probability --augment, noise clamped to [0, 1]) or enlarge "
+              "(the authors' code: --augment x n augmented copies added once, turned about random axes, noise "
+              "unclamped)"},
+        a.mode);
+}
+
+
 // The training set of mode "enlarge": `train` followed by its augmented
 // copies, drawn from a generator seeded with `seed`.
 data::DatasetPtr enlarge_training_set(const data::DatasetPtr& train, const Augmentation& a, uint64_t seed);
@@ -118,7 +135,7 @@ struct AugmentedTraining {
 AugmentedTraining augmented_training(const data::DatasetPtr& train, const Augmentation& a, uint64_t seed);
 
 // A float volume tensor [X, Y, Z] <-> NIfTI voxel order (i fastest).
-at::Tensor volume_to_tensor(const data::Volume& volume);
-data::Volume tensor_to_volume(const at::Tensor& xyz, const data::NiftiGeometry& geometry);
+at::Tensor volume_to_tensor(const medical::Volume& volume);
+medical::Volume tensor_to_volume(const at::Tensor& xyz, const medical::NiftiGeometry& geometry);
 
-}  // namespace qkv::mhca
+}  // namespace qkv::medical

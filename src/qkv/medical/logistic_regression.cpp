@@ -6,7 +6,7 @@
 #include "qkv/core/errors.h"
 #include "qkv/data/folds.h"
 
-namespace qkv::mhca {
+namespace qkv::medical {
 namespace {
 
 // Solves a x = b for a symmetric positive definite `a` [n, n] (Cholesky);
@@ -129,4 +129,4 @@ double cross_validated_logistic_accuracy(const std::vector<double>& x, int64_t r
   return total > 0 ? static_cast<double>(right) / static_cast<double>(total) : 0;
 }
 
-}  // namespace qkv::mhca
+}  // namespace qkv::medical

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace qkv::mhca {
+namespace qkv::medical {
 
 struct LogisticModel {
   std::vector<double> mean, scale;  // per column, fitted on the training rows (columns are standardised)
@@ -28,4 +28,4 @@ double cross_validated_logistic_accuracy(const std::vector<double>& x, int64_t r
                                          const std::vector<int64_t>& labels, int64_t folds, int64_t runs,
                                          uint64_t seed, double ridge = 1.0);
 
-}  // namespace qkv::mhca
+}  // namespace qkv::medical

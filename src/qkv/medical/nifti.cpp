@@ -24,7 +24,7 @@
 #include "qkv/core/file_input.h"
 #include "qkv/core/text.h"
 
-namespace qkv::data {
+namespace qkv::medical {
 namespace {
 
 constexpr int kNifti1HeaderSize = 348;
@@ -571,4 +571,4 @@ NiftiGeometry mni_2mm_geometry() {
   return g;
 }
 
-}  // namespace qkv::data
+}  // namespace qkv::medical

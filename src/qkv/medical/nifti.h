@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace qkv::data {
+namespace qkv::medical {
 
 // Everything needed to place a voxel grid in world space, as NIfTI stores it.
 struct NiftiGeometry {
@@ -61,4 +61,4 @@ void write_nifti(const std::string& path, const Volume& volume);
 // voxel (45, 63, 36), with the standard sform/qform (code 4, MNI).
 NiftiGeometry mni_2mm_geometry();
 
-}  // namespace qkv::data
+}  // namespace qkv::medical

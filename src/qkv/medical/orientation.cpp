@@ -5,7 +5,7 @@
 
 #include "qkv/core/errors.h"
 
-namespace qkv::data {
+namespace qkv::medical {
 namespace {
 
 using Mat4 = std::array<double, 16>;  // row-major, world = M * (i, j, k, 1)
@@ -101,4 +101,4 @@ Volume reorient_to_ras(const Volume& v, const std::string& path) {
   return out;
 }
 
-}  // namespace qkv::data
+}  // namespace qkv::medical

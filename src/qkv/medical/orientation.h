@@ -10,7 +10,7 @@
 
 #include "qkv/medical/nifti.h"
 
-namespace qkv::data {
+namespace qkv::medical {
 
 // The axis codes of a geometry's affine (sform, else qform, else spacing):
 // for each voxel axis the world direction it runs most along, "R"/"L",
@@ -25,4 +25,4 @@ std::string orientation_code(const NiftiGeometry& geometry);
 // whose 3x3 part is singular.
 Volume reorient_to_ras(const Volume& volume, const std::string& path);
 
-}  // namespace qkv::data
+}  // namespace qkv::medical

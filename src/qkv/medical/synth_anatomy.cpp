@@ -10,7 +10,7 @@
 #include "qkv/core/errors.h"
 #include "qkv/core/text.h"
 
-namespace qkv::mhca::synth {
+namespace qkv::medical::synth {
 namespace {
 
 namespace fs = std::filesystem;
@@ -168,7 +168,7 @@ struct Ellipsoid {
 Anatomy ellipsoid_anatomy() {
   Anatomy a;
   a.dims = kMniDims;
-  a.affine = data::mni_2mm_geometry().sform;
+  a.affine = medical::mni_2mm_geometry().sform;
   a.source = "ellipsoids";
   const Ellipsoid brain{{0, -17, 12}, {68, 87, 62}};
   const Ellipsoid head{{0, -17, 12}, {80, 99, 74}};
@@ -255,7 +255,7 @@ std::map<int64_t, std::string> read_label_list(const std::string& path) {
 }
 
 Anatomy atlas_anatomy(const std::string& path) {
-  const data::Volume atlas = data::read_nifti(path);
+  const medical::Volume atlas = medical::read_nifti(path);
   const std::string list_path = label_list_path(path);
   const auto names = read_label_list(list_path);
   std::map<int64_t, uint8_t> striatal;  // label -> 0 caudate, 1 putamen
@@ -370,7 +370,7 @@ Anatomy load_anatomy(const std::string& atlas) {
 GridPlan make_plan(const std::array<int64_t, 3>& shape, const Anatomy& anatomy) {
   GridPlan plan;
   plan.dims = shape;
-  const data::NiftiGeometry mni = data::mni_2mm_geometry();
+  const medical::NiftiGeometry mni = medical::mni_2mm_geometry();
   const Mat4& a = mni.sform;
   // Output voxel i covers MNI-grid voxels [f i - 1/2, f (i + 1) - 1/2], f = 91 / nx:
   // the same field of view, voxel edges included.
@@ -453,9 +453,9 @@ namespace {
 // (values < classes); ties go to the lower label. With min_share > 0, the
 // most frequent non-zero label instead, when it fills at least that share of
 // the block (regions smaller than a coarse voxel still get one).
-data::Volume majority_labels(const std::vector<uint8_t>& labels, int classes, const GridPlan& plan,
+medical::Volume majority_labels(const std::vector<uint8_t>& labels, int classes, const GridPlan& plan,
                              const std::string& description, double min_share = 0) {
-  data::Volume mask;
+  medical::Volume mask;
   mask.dims = plan.dims;
   mask.geometry = plan.geometry;
   mask.geometry.description = description;
@@ -487,7 +487,7 @@ data::Volume majority_labels(const std::vector<uint8_t>& labels, int classes, co
 
 }  // namespace
 
-data::Volume striatum_mask(const Anatomy& anatomy, const GridPlan& plan) {
+medical::Volume striatum_mask(const Anatomy& anatomy, const GridPlan& plan) {
   std::vector<uint8_t> tissue;
   std::vector<float> position;
   sample_anatomy(anatomy, plan, {0, 0, 0}, tissue, position);
@@ -495,7 +495,7 @@ data::Volume striatum_mask(const Anatomy& anatomy, const GridPlan& plan) {
   return majority_labels(tissue, 5, plan, "qkv striatum mask: 1 L caudate 2 R caudate 3 L putamen 4 R putamen");
 }
 
-data::Volume cross_modal_mask(const Anatomy& anatomy, const GridPlan& plan) {
+medical::Volume cross_modal_mask(const Anatomy& anatomy, const GridPlan& plan) {
   std::vector<uint8_t> tissue, regions;
   std::vector<float> position;
   sample_anatomy(anatomy, plan, {0, 0, 0}, tissue, position, &regions);
@@ -529,4 +529,4 @@ void mark_cross_modal_regions(Anatomy& a) {
                       " mm of the " + kCrossModalRegionList[r].name + " cross-modal region's centre");
 }
 
-}  // namespace qkv::mhca::synth
+}  // namespace qkv::medical::synth

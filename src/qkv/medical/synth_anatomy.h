@@ -14,7 +14,7 @@
 
 #include "qkv/medical/nifti.h"
 
-namespace qkv::mhca::synth {
+namespace qkv::medical::synth {
 
 using Mat4 = std::array<double, 16>;  // row-major affine, last row 0 0 0 1
 
@@ -93,7 +93,7 @@ Anatomy load_anatomy(const std::string& atlas);
 // averaging down to it.
 struct GridPlan {
   std::array<int64_t, 3> dims{}, factor{}, fine_dims{};
-  data::NiftiGeometry geometry;
+  medical::NiftiGeometry geometry;
   Mat4 fine_to_anatomy{};  // sub-grid voxel -> anatomy voxel
   Mat4 world_to_anatomy{};
   std::array<double, 3> blur_sigma{};  // in sub-grid voxels
@@ -115,11 +115,11 @@ void sample_anatomy(const Anatomy& anatomy, const GridPlan& plan, const std::arr
 
 // Majority label of each output voxel's sub-grid block; ties go to the lower
 // label, so a voxel half striatum, half not, stays 0.
-data::Volume striatum_mask(const Anatomy& anatomy, const GridPlan& plan);
+medical::Volume striatum_mask(const Anatomy& anatomy, const GridPlan& plan);
 
 // The same for the cross-modal regions: 1 .. kCrossModalRegions in
 // kCrossModalRegionList's order, 0 elsewhere (cross_modal_mask.nii.gz).
-data::Volume cross_modal_mask(const Anatomy& anatomy, const GridPlan& plan);
+medical::Volume cross_modal_mask(const Anatomy& anatomy, const GridPlan& plan);
 
 // Separable Gaussian with zeros beyond the grid (no activity outside the field
 // of view). The y and z passes add whole shifted rows / slices, which keeps
@@ -127,4 +127,4 @@ data::Volume cross_modal_mask(const Anatomy& anatomy, const GridPlan& plan);
 void blur(std::vector<float>& data, const std::array<int64_t, 3>& dims, const std::array<double, 3>& sigma,
           std::vector<float>& scratch);
 
-}  // namespace qkv::mhca::synth
+}  // namespace qkv::medical::synth

@@ -17,7 +17,7 @@
 #include "qkv/medical/synth_random.h"
 #include "qkv/medical/synth_subjects.h"
 
-namespace qkv::mhca {
+namespace qkv::medical {
 namespace {
 
 namespace fs = std::filesystem;
@@ -247,7 +247,7 @@ SynthCohortSummary write_synth_cohort(const std::string& out_dir, const SynthCoh
   const MethylationPlan meth = plan_methylation(options, subjects);
   const int64_t workers = parallel_workers(options.subjects, options.threads);
 
-  data::MethylationTable table;
+  medical::MethylationTable table;
   for (const auto& s : subjects) table.subject_ids.push_back(s.id);
   table.cpg_ids = meth.ids;
   table.values.resize(static_cast<size_t>(options.subjects * options.cpg));
@@ -274,7 +274,7 @@ SynthCohortSummary write_synth_cohort(const std::string& out_dir, const SynthCoh
   };
   if (progress) progress(0, options.subjects);
   parallel_tasks(options.subjects, workers, [&](int64_t worker, int64_t i) {
-    data::write_nifti(spect_files[i], render_subject(subjects[i], i, anatomy, plan, options.seed, workspaces[worker]));
+    medical::write_nifti(spect_files[i], render_subject(subjects[i], i, anatomy, plan, options.seed, workspaces[worker]));
     ++done;
     if (worker == 0 && progress) report();
   });
@@ -282,12 +282,12 @@ SynthCohortSummary write_synth_cohort(const std::string& out_dir, const SynthCoh
   summary.files = spect_files;
 
   const std::string mask_path = join(out_dir, "striatum_mask.nii.gz");
-  data::write_nifti(mask_path, striatum_mask(anatomy, plan));
+  medical::write_nifti(mask_path, striatum_mask(anatomy, plan));
   summary.files.push_back(mask_path);
 
   if (options.cross_modal_sites > 0) {
     const std::string cross_path = join(out_dir, "cross_modal_mask.nii.gz");
-    data::write_nifti(cross_path, cross_modal_mask(anatomy, plan));
+    medical::write_nifti(cross_path, cross_modal_mask(anatomy, plan));
     summary.files.push_back(cross_path);
     const auto check = cross_modal_oracle(subjects, meth, table, options.seed);
     summary.oracle = check.to_json();
@@ -295,16 +295,16 @@ SynthCohortSummary write_synth_cohort(const std::string& out_dir, const SynthCoh
   }
 
   const std::string methylation_path = join(out_dir, "methylation.csv");
-  data::write_methylation_table(methylation_path, table);
+  medical::write_methylation_table(methylation_path, table);
   summary.files.push_back(methylation_path);
 
   const std::string truth_path = join(out_dir, "ground_truth.json");
   write_file_atomic(truth_path, json_text(ground_truth(options, anatomy, plan, subjects, meth, summary.oracle)) + "\n");
   summary.files.push_back(truth_path);
 
-  data::Manifest manifest;
+  medical::Manifest manifest;
   for (const auto& s : subjects) {
-    data::CohortSubject row;
+    medical::CohortSubject row;
     row.id = s.id;
     row.label = s.label;
     row.spect_path = "spect/" + s.id + ".nii.gz";
@@ -312,9 +312,9 @@ SynthCohortSummary write_synth_cohort(const std::string& out_dir, const SynthCoh
     manifest.subjects.push_back(row);
   }
   const std::string manifest_path = join(out_dir, "manifest.csv");
-  data::write_manifest(manifest_path, manifest);
+  medical::write_manifest(manifest_path, manifest);
   summary.files.push_back(manifest_path);
   return summary;
 }
 
-}  // namespace qkv::mhca
+}  // namespace qkv::medical

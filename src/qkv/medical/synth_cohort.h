@@ -138,7 +138,7 @@
 
 #include "qkv/core/fields.h"
 
-namespace qkv::mhca {
+namespace qkv::medical {
 
 struct SynthCohortOptions {
   int64_t subjects = 408;
@@ -214,4 +214,4 @@ struct SynthCohortSummary {
 SynthCohortSummary write_synth_cohort(const std::string& out_dir, const SynthCohortOptions& options,
                                       const std::function<void(int64_t done, int64_t total)>& progress = {});
 
-}  // namespace qkv::mhca
+}  // namespace qkv::medical

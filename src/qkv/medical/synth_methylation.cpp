@@ -8,7 +8,7 @@
 
 #include "qkv/medical/synth_random.h"
 
-namespace qkv::mhca::synth {
+namespace qkv::medical::synth {
 namespace {
 
 constexpr double kPutamenCohortSd = 0.45;    // nominal sd of mean putamen BR over a cohort
@@ -176,4 +176,4 @@ const char* kind_name(SiteKind k) {
   }
 }
 
-}  // namespace qkv::mhca::synth
+}  // namespace qkv::medical::synth

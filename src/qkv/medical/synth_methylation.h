@@ -10,7 +10,7 @@
 #include "qkv/medical/synth_cohort.h"
 #include "qkv/medical/synth_subjects.h"
 
-namespace qkv::mhca::synth {
+namespace qkv::medical::synth {
 
 constexpr double kPutamenReferenceBr = 2.2;  // centre of the putamen-site regression
 
@@ -58,4 +58,4 @@ void fill_methylation_row(const MethylationPlan& plan, const Subject& s, int64_t
 // ground_truth.json says.
 const char* kind_name(SiteKind k);
 
-}  // namespace qkv::mhca::synth
+}  // namespace qkv::medical::synth

@@ -6,7 +6,7 @@
 
 #include "qkv/medical/logistic_regression.h"
 
-namespace qkv::mhca::synth {
+namespace qkv::medical::synth {
 
 nlohmann::json OracleCheck::to_json() const {
   return {{"model", "L2 logistic regression (ridge 1 on standardised columns), stratified CV"},
@@ -34,7 +34,7 @@ std::string OracleCheck::describe() const {
 }
 
 OracleCheck cross_modal_oracle(const std::vector<Subject>& subjects, const MethylationPlan& plan,
-                               const data::MethylationTable& table, uint64_t seed) {
+                               const medical::MethylationTable& table, uint64_t seed) {
   std::vector<int64_t> columns;
   for (size_t j = 0; j < plan.sites.size(); ++j)
     if (plan.sites[j].kind == SiteKind::kCrossModal) columns.push_back(static_cast<int64_t>(j));
@@ -89,4 +89,4 @@ OracleCheck cross_modal_oracle(const std::vector<Subject>& subjects, const Methy
   return check;
 }
 
-}  // namespace qkv::mhca::synth
+}  // namespace qkv::medical::synth

@@ -14,7 +14,7 @@
 #include "qkv/medical/synth_methylation.h"
 #include "qkv/medical/synth_subjects.h"
 
-namespace qkv::mhca::synth {
+namespace qkv::medical::synth {
 
 // Accuracies of logistic regression, 3 x 5-fold stratified CV pooled, on:
 struct OracleCheck {
@@ -33,6 +33,6 @@ struct OracleCheck {
 // The check on the cohort's subjects and methylation table (missing
 // beta-values take their column's mean).
 OracleCheck cross_modal_oracle(const std::vector<Subject>& subjects, const MethylationPlan& plan,
-                               const data::MethylationTable& table, uint64_t seed);
+                               const medical::MethylationTable& table, uint64_t seed);
 
-}  // namespace qkv::mhca::synth
+}  // namespace qkv::medical::synth

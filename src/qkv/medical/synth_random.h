@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <limits>
 
-namespace qkv::mhca::synth {
+namespace qkv::medical::synth {
 
 // xoshiro256** seeded through splitmix64, with its own distributions: the
 // standard library's are implementation-defined, and the files must be the
@@ -99,4 +99,4 @@ class Rng {
 inline double logit(double p) { return std::log(p / (1 - p)); }
 inline double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
 
-}  // namespace qkv::mhca::synth
+}  // namespace qkv::medical::synth

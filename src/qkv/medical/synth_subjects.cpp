@@ -4,7 +4,7 @@
 
 #include "qkv/medical/synth_random.h"
 
-namespace qkv::mhca::synth {
+namespace qkv::medical::synth {
 namespace {
 
 std::string subject_id(int64_t index, int64_t count) {
@@ -72,7 +72,7 @@ std::vector<Subject> draw_subjects(const SynthCohortOptions& o, const Anatomy& a
   return subjects;
 }
 
-data::Volume render_subject(const Subject& s, int64_t index, const Anatomy& anatomy, const GridPlan& plan,
+medical::Volume render_subject(const Subject& s, int64_t index, const Anatomy& anatomy, const GridPlan& plan,
                             uint64_t seed, Workspace& ws) {
   sample_anatomy(anatomy, plan, s.shift_mm, ws.tissue, ws.position, &ws.regions);
   const double counts_per_unit = kCountsPer8mm3 * plan.fine_voxel_mm3 / 8 * s.count_level;
@@ -94,7 +94,7 @@ data::Volume render_subject(const Subject& s, int64_t index, const Anatomy& anat
   }
   blur(ws.counts, plan.fine_dims, plan.blur_sigma, ws.scratch);
 
-  data::Volume out;
+  medical::Volume out;
   out.dims = plan.dims;
   out.geometry = plan.geometry;
   out.voxels.assign(plan.size(), 0.0f);
@@ -115,4 +115,4 @@ data::Volume render_subject(const Subject& s, int64_t index, const Anatomy& anat
   return out;
 }
 
-}  // namespace qkv::mhca::synth
+}  // namespace qkv::medical::synth

@@ -14,7 +14,7 @@
 #include "qkv/medical/synth_anatomy.h"
 #include "qkv/medical/synth_cohort.h"
 
-namespace qkv::mhca::synth {
+namespace qkv::medical::synth {
 
 constexpr double kCaudateSpecific = 2.0;  // BR 3.0
 constexpr double kPutamenSpecific = 1.6;  // BR 2.6
@@ -85,7 +85,7 @@ struct Workspace {
 };
 
 // The SPECT volume of subject `index` on the output grid.
-data::Volume render_subject(const Subject& s, int64_t index, const Anatomy& anatomy, const GridPlan& plan,
+medical::Volume render_subject(const Subject& s, int64_t index, const Anatomy& anatomy, const GridPlan& plan,
                             uint64_t seed, Workspace& ws);
 
-}  // namespace qkv::mhca::synth
+}  // namespace qkv::medical::synth

@@ -16,7 +16,7 @@
 
 #include "qkv/core/errors.h"
 
-namespace qkv::mhca {
+namespace qkv::medical {
 namespace {
 
 // XGBoost's last error carries a timestamp, source location and often a stack
@@ -424,4 +424,4 @@ RFEResult recursive_feature_elimination(
   return result;
 }
 
-}  // namespace qkv::mhca
+}  // namespace qkv::medical

@@ -9,7 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-namespace qkv::mhca {
+#include "qkv/core/fields.h"
+
+namespace qkv::medical {
 
 // The paper's Table A.1 as defaults (its nthreads 15 excepted: 0 lets XGBoost
 // pick, one thread per core).
@@ -41,6 +43,18 @@ struct XGBoostParams {
   // values throw DataError (the JSON comes from a file, not the command line).
   static XGBoostParams from_json(const nlohmann::json& j);
 };
+
+// XGBoost's settings as options and config.json keys (core/fields.h).
+template <typename V>
+void visit_fields(XGBoostParams& p, V&& visit) {
+  visit(Field{"xgb_learning_rate", "XGBoost learning rate (paper Table A.1)"}.range(1e-9, 1), p.learning_rate);
+  visit(Field{"xgb_estimators", "XGBoost boosting rounds"}.range(1, 100000), p.n_estimators);
+  visit(Field{"xgb_max_depth", "XGBoost tree depth"}.range(1, 30), p.max_depth);
+  visit(Field{"xgb_min_child_weight", "XGBoost min_child_weight"}.at_least(0), p.min_child_weight);
+  visit(Field{"xgb_gamma", "XGBoost gamma (min split loss)"}.at_least(0), p.gamma);
+  visit(Field{"xgb_subsample", "XGBoost row subsample per tree"}.range(1e-6, 1), p.subsample);
+  visit(Field{"xgb_colsample", "XGBoost column subsample per tree"}.range(1e-6, 1), p.colsample_bytree);
+}
 
 // A binary classifier: objective binary:logistic, eval_metric logloss. Features
 // are row-major float, NaN for missing; +-inf is a DataError. Training is
@@ -117,4 +131,4 @@ RFEResult recursive_feature_elimination(
     const XGBoostParams& params, const RFEParams& rfe,
     const std::function<void(int64_t round, int64_t remaining)>& progress = {});
 
-}  // namespace qkv::mhca
+}  // namespace qkv::medical

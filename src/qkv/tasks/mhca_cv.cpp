@@ -24,7 +24,7 @@
 #include "qkv/train/result_warnings.h"
 #include "qkv/train/run.h"
 
-namespace qkv::mhca {
+namespace qkv::tasks {
 namespace fs = std::filesystem;
 
 const std::vector<std::string>& cv_model_names() {
@@ -173,32 +173,32 @@ int64_t xgboost_threads(int64_t rows, int64_t cols, int64_t requested) {
   return rows * cols < 4'000'000 ? 1 : requested;
 }
 
-std::vector<std::string> select_features(const CohortData& cohort, const std::vector<int64_t>& rows,
+std::vector<std::string> select_features(const medical::CohortData& cohort, const std::vector<int64_t>& rows,
                                          const FeatureSelection& selection, int64_t n_features, bool quiet) {
   const auto& table = cohort.methylation;
   if (selection.mode == "all") return table.cpg_ids;
-  if (selection.mode == "list") return data::read_cpg_list(selection.list_path);
+  if (selection.mode == "list") return medical::read_cpg_list(selection.list_path);
   if (selection.mode != "rfe") throw ConfigError("select", "must be rfe, all or list (got '" + selection.mode + "')");
   if (n_features > table.cols())
     throw ConfigError("n_features", std::to_string(n_features) + " exceeds the " + std::to_string(table.cols()) +
                      " CpG sites of " + table.path);
-  Preprocessing all;
+  medical::Preprocessing all;
   all.cpg_ids = table.cpg_ids;
-  all.cpg_means = data::column_means(table, rows);
-  const auto x = methylation_matrix(cohort, rows, all);
+  all.cpg_means = medical::column_means(table, rows);
+  const auto x = medical::methylation_matrix(cohort, rows, all);
   const auto labels = cohort.labels_of(rows);
-  RFEParams rfe = selection.rfe;
+  medical::RFEParams rfe = selection.rfe;
   rfe.n_features_to_select = n_features;
-  XGBoostParams xgb = selection.xgboost;
+  medical::XGBoostParams xgb = selection.xgboost;
   xgb.threads = xgboost_threads(static_cast<int64_t>(rows.size()), table.cols(), xgb.threads);
   // One step per elimination round (one XGBoost fit), on a terminal only.
-  train::ProgressBar bar("RFE", rfe_rounds(table.cols(), rfe), !quiet && train::ProgressBar::stderr_is_terminal());
+  train::ProgressBar bar("RFE", medical::rfe_rounds(table.cols(), rfe), !quiet && train::ProgressBar::stderr_is_terminal());
   auto progress = [&](int64_t round, int64_t remaining) {
     if (interrupt_requested())
       throw Interrupted("interrupted during feature selection; finished folds are kept: add --resume to continue");
     bar.update(round, std::to_string(remaining) + " features left");
   };
-  auto result = recursive_feature_elimination(x.data(), static_cast<int64_t>(rows.size()), table.cols(), labels,
+  auto result = medical::recursive_feature_elimination(x.data(), static_cast<int64_t>(rows.size()), table.cols(), labels,
                                               xgb, rfe, progress);
   bar.clear();
   std::vector<std::string> ids;
@@ -206,12 +206,12 @@ std::vector<std::string> select_features(const CohortData& cohort, const std::ve
   return ids;
 }
 
-XGBoostClassifier fit_xgboost(const CohortData& cohort, const std::vector<int64_t>& rows, const Preprocessing& prep,
-                              XGBoostParams params) {
+medical::XGBoostClassifier fit_xgboost(const medical::CohortData& cohort, const std::vector<int64_t>& rows, const medical::Preprocessing& prep,
+                              medical::XGBoostParams params) {
   const auto features = static_cast<int64_t>(prep.cpg_ids.size()), n = static_cast<int64_t>(rows.size());
   params.threads = xgboost_threads(n, features, params.threads);
-  XGBoostClassifier classifier(params);
-  const auto x = methylation_matrix(cohort, rows, prep);
+  medical::XGBoostClassifier classifier(params);
+  const auto x = medical::methylation_matrix(cohort, rows, prep);
   classifier.fit(x.data(), n, features, cohort.labels_of(rows));
   return classifier;
 }
@@ -282,12 +282,12 @@ struct FoldPredictions {
   nlohmann::json info;                // parameters, seconds per epoch, selected epoch, ...
 };
 
-FoldPredictions train_network_fold(const CohortData& cohort, const data::CVFold& fold, const std::string& model_name,
-                                   const Preprocessing& prep, const CVOptions& options, const std::string& dir,
+FoldPredictions train_network_fold(const medical::CohortData& cohort, const data::CVFold& fold, const std::string& model_name,
+                                   const medical::Preprocessing& prep, const CVOptions& options, const std::string& dir,
                                    const c10::Device& device) {
-  auto train_set = make_dataset(cohort, fold.train, prep);
-  auto val_set = make_dataset(cohort, fold.val, prep);
-  auto test_set = make_dataset(cohort, fold.test, prep);
+  auto train_set = medical::make_dataset(cohort, fold.train, prep);
+  auto val_set = medical::make_dataset(cohort, fold.val, prep);
+  auto test_set = medical::make_dataset(cohort, fold.test, prep);
   data::Splits splits{train_set, val_set, test_set};
   const auto model_options = network_options(model_name, options.model_options, cohort.volume_shape(),
                                              static_cast<int64_t>(prep.cpg_ids.size()));
@@ -307,9 +307,9 @@ FoldPredictions train_network_fold(const CohortData& cohort, const data::CVFold&
   torch::manual_seed(request.seed);  // the initial weights depend on the fold, not on what ran before
 
   train::TrainHooks hooks;
-  Augmentation augmentation = options.augmentation;
-  augmentation.cpg_std = cpg_std(cohort, fold.train, prep);
-  auto training = augmented_training(splits.train, augmentation, request.seed);
+  medical::Augmentation augmentation = options.augmentation;
+  augmentation.cpg_std = medical::cpg_std(cohort, fold.train, prep);
+  auto training = medical::augmented_training(splits.train, augmentation, request.seed);
   splits.train = training.train;
   hooks.augment = training.augment;
   hooks.quiet = options.quiet;  // the trainer's line per epoch, under run_cross_validation's fold line
@@ -331,11 +331,11 @@ FoldPredictions train_network_fold(const CohortData& cohort, const data::CVFold&
   return out;
 }
 
-FoldPredictions train_xgboost_fold(const CohortData& cohort, const data::CVFold& fold, const Preprocessing& prep,
+FoldPredictions train_xgboost_fold(const medical::CohortData& cohort, const data::CVFold& fold, const medical::Preprocessing& prep,
                                    const CVOptions& options, const std::string& dir) {
   std::vector<int64_t> rows = fold.train;
   rows.insert(rows.end(), fold.val.begin(), fold.val.end());  // no early stopping: the validation rows train too
-  XGBoostParams params = options.selection.xgboost;
+  medical::XGBoostParams params = options.selection.xgboost;
   params.seed = (options.seed + static_cast<uint64_t>(fold.run * options.folds + fold.fold)) & 0x7fffffffffffffffULL;
   const auto start = std::chrono::steady_clock::now();
   const auto classifier = fit_xgboost(cohort, rows, prep, params);
@@ -355,7 +355,7 @@ FoldPredictions train_xgboost_fold(const CohortData& cohort, const data::CVFold&
                   {"preprocessing", prep.to_json()}};
   request.seed = params.seed;
   write_file_atomic(train::RunPaths{dir}.config(), json_text(train::run_config(request)) + "\n");
-  const auto test_x = methylation_matrix(cohort, fold.test, prep);
+  const auto test_x = medical::methylation_matrix(cohort, fold.test, prep);
   FoldPredictions out;
   out.probabilities = classifier.predict_proba(test_x.data(), static_cast<int64_t>(fold.test.size()), f);
   out.info = {{"parameters", nullptr}, {"fit_seconds", seconds}};
@@ -446,7 +446,7 @@ std::string render_cv_report(const nlohmann::json& summary,
 
 }  // namespace
 
-nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& options, const std::string& out_dir,
+nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVOptions& options, const std::string& out_dir,
                                     const c10::Device& device) {
   for (const auto& m : options.models) {
     bool known = false;
@@ -554,7 +554,7 @@ nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& o
     // Feature selection sees the fold's training part (train + val) only.
     std::vector<std::string> cpgs;
     if (fs::exists(cpg_file(fold))) {
-      cpgs = data::read_cpg_list(cpg_file(fold));
+      cpgs = medical::read_cpg_list(cpg_file(fold));
     } else {
       if (!options.quiet)
         std::fprintf(stderr, "%s: selecting %lld CpG sites (%s) on %zu training subjects\n", label.c_str(),
@@ -562,9 +562,9 @@ nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& o
       const auto start = std::chrono::steady_clock::now();
       cpgs = select_features(cohort, fit_rows, options.selection, n_features, options.quiet);
       clock.trained(kSelection, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      data::write_cpg_list(cpg_file(fold), cpgs, "CpG sites selected on " + fold_name(fold) + "'s training part");
+      medical::write_cpg_list(cpg_file(fold), cpgs, "CpG sites selected on " + fold_name(fold) + "'s training part");
     }
-    const auto prep = fit_preprocessing(cohort, fold.train, cpgs, options.normalisation);
+    const auto prep = medical::fit_preprocessing(cohort, fold.train, cpgs, options.normalisation);
     for (const auto& m : options.models) {
       const std::string model_dir = dir + "/" + m;
       // XGBoost trains on train + val (no early stopping) and gets one line, once it is fitted.
@@ -693,4 +693,4 @@ nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& o
   return summary;
 }
 
-}  // namespace qkv::mhca
+}  // namespace qkv::tasks

@@ -19,7 +19,7 @@
 #include "qkv/models/model.h"
 #include "qkv/train/trainer.h"
 
-namespace qkv::mhca {
+namespace qkv::tasks {
 
 // The models `cv` knows: the three networks of the model registry and the
 // XGBoost baseline on the selected CpG sites.
@@ -38,8 +38,8 @@ struct FeatureSelection {
   std::string mode = "rfe";
   std::string list_path;
   int64_t n_features = 0;  // RFE target; 0 = the SPECT token count (441 at 91x109x91)
-  RFEParams rfe;
-  XGBoostParams xgboost;
+  medical::RFEParams rfe;
+  medical::XGBoostParams xgboost;
 };
 
 struct CVOptions {
@@ -48,7 +48,7 @@ struct CVOptions {
   double val_fraction = 0.2;
   FeatureSelection selection;
   std::string normalisation = "global";
-  Augmentation augmentation;
+  medical::Augmentation augmentation;
   train::TrainConfig train;                     // epochs, batch, optimiser, patience; seed = options seed
   nlohmann::json model_options = nlohmann::json::object();  // sizes shared by the networks (channels, padding, ...)
   uint64_t seed = 0;
@@ -65,7 +65,7 @@ nlohmann::json network_options(const std::string& model, const nlohmann::json& u
 int64_t spect_tokens(const nlohmann::json& user_options, const std::vector<int64_t>& volume_shape);
 
 // The CpG ids of one training part: RFE on its rows, the whole table, or the list.
-std::vector<std::string> select_features(const CohortData& cohort, const std::vector<int64_t>& rows,
+std::vector<std::string> select_features(const medical::CohortData& cohort, const std::vector<int64_t>& rows,
                                          const FeatureSelection& selection, int64_t n_features, bool quiet);
 
 // XGBoost threads for a rows x cols problem: `requested`, but 1 below a few
@@ -75,8 +75,8 @@ std::vector<std::string> select_features(const CohortData& cohort, const std::ve
 int64_t xgboost_threads(int64_t rows, int64_t cols, int64_t requested);
 
 // XGBoost fitted on the rows' selected CpG sites (threads as xgboost_threads says).
-XGBoostClassifier fit_xgboost(const CohortData& cohort, const std::vector<int64_t>& rows, const Preprocessing& prep,
-                              XGBoostParams params);
+medical::XGBoostClassifier fit_xgboost(const medical::CohortData& cohort, const std::vector<int64_t>& rows, const medical::Preprocessing& prep,
+                              medical::XGBoostParams params);
 
 // P(class 1) for every sample of the data set, in eval mode.
 std::vector<double> predict_probabilities(models::Model& model, const data::Dataset& dataset, int64_t batch_size,
@@ -86,11 +86,11 @@ std::vector<double> predict_probabilities(models::Model& model, const data::Data
 // folds/run<r>_fold<k>/...). Folds already finished there (a previous,
 // interrupted call with the same options) are read back, not recomputed.
 // Returns the summary; summary["interrupted"] is true after Ctrl-C.
-nlohmann::json run_cross_validation(const CohortData& cohort, const CVOptions& options, const std::string& out_dir,
+nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVOptions& options, const std::string& out_dir,
                                     const c10::Device& device);
 
 // Accuracy, AUROC (from probabilities), sensitivity, specificity at 0.5.
 // AUROC is null with a "note" when the labels hold one class.
 nlohmann::json binary_metrics(const std::vector<double>& probabilities, const std::vector<int64_t>& labels);
 
-}  // namespace qkv::mhca
+}  // namespace qkv::tasks

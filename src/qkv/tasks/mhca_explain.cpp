@@ -19,7 +19,7 @@
 #include "qkv/medical/nifti.h"
 #include "qkv/train/progress.h"
 
-namespace qkv::mhca {
+namespace qkv::tasks {
 namespace fs = std::filesystem;
 
 GroundTruth read_ground_truth(const std::string& path) {
@@ -133,7 +133,7 @@ std::pair<std::string, std::string> axis_letters(const std::array<double, 16>& a
 }  // namespace
 
 void write_overlay_slices(const std::string& prefix, const at::Tensor& anatomy, const at::Tensor& heat,
-                          const std::array<int64_t, 3>& through, const data::NiftiGeometry& geometry,
+                          const std::array<int64_t, 3>& through, const medical::NiftiGeometry& geometry,
                           const OverlayStyle& style) {
   auto a = anatomy.to(torch::kCPU, torch::kFloat32).contiguous();
   const double lo = a.min().item<double>(), hi = a.max().item<double>();
@@ -218,7 +218,7 @@ namespace {
 
 // The attention map's NIfTI header says what it holds (a viewer shows it),
 // not the input scan's description. NIfTI keeps 79 characters.
-data::NiftiGeometry described(data::NiftiGeometry geometry) {
+medical::NiftiGeometry described(medical::NiftiGeometry geometry) {
   geometry.description = "qkv mhca explain: SPECT attention (alpha_v, mean of heads and CpG queries)";
   return geometry;
 }
@@ -367,7 +367,7 @@ class TokenResolutionScore {
 // A label NIfTI ([X, Y, Z]); DataError naming the file and `what` when it is
 // not on the volumes' grid.
 at::Tensor read_label_mask(const std::string& path, const std::vector<int64_t>& shape, const std::string& what) {
-  auto labels = volume_to_tensor(data::read_nifti(path));
+  auto labels = medical::volume_to_tensor(medical::read_nifti(path));
   if (labels.size(0) != shape[0] || labels.size(1) != shape[1] || labels.size(2) != shape[2])
     throw DataError(path + ": " + what + " is not on the volumes' grid");
   return labels;
@@ -381,7 +381,7 @@ std::string file_name_of(std::string region) {
 
 }  // namespace
 
-nlohmann::json explain_subjects(models::CoAttentionModel& model, const CohortData& cohort, const Preprocessing& prep,
+nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::CohortData& cohort, const medical::Preprocessing& prep,
                                 const ExplainOptions& options, const std::string& out_dir, const c10::Device& device) {
   if (!cohort.volumes.defined()) throw UsageError("explain needs the SPECT volumes");
   std::unordered_map<std::string, int64_t> row_of;
@@ -453,7 +453,7 @@ nlohmann::json explain_subjects(models::CoAttentionModel& model, const CohortDat
   model.eval();
   model.to(device);
   const auto& encoder = model.spect_options();
-  auto dataset = make_dataset(cohort, rows, prep);
+  auto dataset = medical::make_dataset(cohort, rows, prep);
   const int64_t F = static_cast<int64_t>(prep.cpg_ids.size());
   auto cpg_sum = torch::zeros({F}, torch::kDouble);
   auto map_sum = torch::zeros({encoder.volume_shape[0], encoder.volume_shape[1], encoder.volume_shape[2]});
@@ -505,8 +505,8 @@ nlohmann::json explain_subjects(models::CoAttentionModel& model, const CohortDat
       write_npy_float32(dir + "/scores.npy", shape, scores.data_ptr<float>());
       write_npy_float32(dir + "/alpha_v.npy", shape, alpha_v.data_ptr<float>());
       write_npy_float32(dir + "/alpha_q.npy", shape, alpha_q.data_ptr<float>());
-      const auto header = data::read_nifti(cohort.spect_paths[r]);  // the subject's own affine
-      data::write_nifti(dir + "/spect_attention.nii.gz", tensor_to_volume(map, described(header.geometry)));
+      const auto header = medical::read_nifti(cohort.spect_paths[r]);  // the subject's own affine
+      medical::write_nifti(dir + "/spect_attention.nii.gz", medical::tensor_to_volume(map, described(header.geometry)));
       write_overlay_slices(dir + "/spect_attention", cohort.volumes[r], map, peak_voxel, header.geometry,
                            {options.png_scale, options.overlay_threshold, "Subject " + id});
       write_cpg_ranking(dir + "/cpg_attention.csv", prep.cpg_ids, cpg_attention, planted);
@@ -520,7 +520,7 @@ nlohmann::json explain_subjects(models::CoAttentionModel& model, const CohortDat
   auto cpg_mean = (cpg_sum / n).to(torch::kFloat32);
   auto map_mean = map_sum / n;
   write_cpg_ranking(out_dir + "/cpg_attention.csv", prep.cpg_ids, cpg_mean, planted);
-  data::write_nifti(out_dir + "/spect_attention_mean.nii.gz", tensor_to_volume(map_mean, described(cohort.geometry)));
+  medical::write_nifti(out_dir + "/spect_attention_mean.nii.gz", medical::tensor_to_volume(map_mean, described(cohort.geometry)));
   auto anatomy_mean = cohort.volumes.index_select(0, torch::tensor(rows, torch::kLong)).mean(0);
   const auto peak_voxel = peak_voxel_in(map_mean, brain_mask(anatomy_mean));
   write_overlay_slices(out_dir + "/spect_attention_mean", anatomy_mean, map_mean, peak_voxel, cohort.geometry,
@@ -639,4 +639,4 @@ nlohmann::json explain_subjects(models::CoAttentionModel& model, const CohortDat
   return result;
 }
 
-}  // namespace qkv::mhca
+}  // namespace qkv::tasks

@@ -27,7 +27,7 @@
 #include "qkv/medical/cohort_data.h"
 #include "qkv/models/mhca.h"
 
-namespace qkv::mhca {
+namespace qkv::tasks {
 
 // What the synthetic cohort planted (ground_truth.json of `qkv mhca synth`),
 // for scoring an explanation.
@@ -81,7 +81,7 @@ at::Tensor token_map_to_volume(const at::Tensor& token_weights, const models::Sp
 // with +j (axial) or +k up; each with a title, the anatomical direction at each
 // edge (from `geometry`'s affine), a colour bar in heat's units and a legend line.
 void write_overlay_slices(const std::string& prefix, const at::Tensor& anatomy, const at::Tensor& heat,
-                          const std::array<int64_t, 3>& through, const data::NiftiGeometry& geometry,
+                          const std::array<int64_t, 3>& through, const medical::NiftiGeometry& geometry,
                           const OverlayStyle& style);
 
 // Runs the model on each subject and writes the files above; returns
@@ -103,7 +103,7 @@ void write_overlay_slices(const std::string& prefix, const at::Tensor& anatomy, 
 // mean alpha_v of each region's sites, through the region's centre.
 // The PNG slices go through the map's peak inside the brain (voxels above
 // half the mean of the anatomy's above-mean voxels; brain_mask()).
-nlohmann::json explain_subjects(models::CoAttentionModel& model, const CohortData& cohort, const Preprocessing& prep,
+nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::CohortData& cohort, const medical::Preprocessing& prep,
                                 const ExplainOptions& options, const std::string& out_dir, const c10::Device& device);
 
-}  // namespace qkv::mhca
+}  // namespace qkv::tasks

@@ -13,7 +13,7 @@
 
 namespace qkv::tasks {
 
-void validate_selection(const mhca::FeatureSelection& s) {
+void validate_selection(const tasks::FeatureSelection& s) {
   if (s.mode != "rfe" && s.mode != "all" && s.mode != "list")
     throw ConfigError("select", s.mode + ": expected rfe, all or list");
   if (s.mode == "list" && s.list_path.empty()) throw ConfigError("select", "list needs --cpg-list FILE");
@@ -22,7 +22,7 @@ void validate_selection(const mhca::FeatureSelection& s) {
   s.xgboost.validate();
 }
 
-void validate_augmentation(const mhca::Augmentation& a) {
+void validate_augmentation(const medical::Augmentation& a) {
   if (!(a.fraction >= 0 && a.fraction <= 1)) throw ConfigError("augment", "must be in [0, 1]");
   if (!(a.max_degrees >= 0 && a.max_degrees <= 180)) throw ConfigError("augment_degrees", "must be in [0, 180]");
   if (!(a.noise >= 0) || !std::isfinite(a.noise)) throw ConfigError("augment_noise", "must be a finite number >= 0");
@@ -50,27 +50,27 @@ void MhcaTrainData::validate() const {
 }
 
 data::Splits MhcaTrainRun::splits() const {
-  return {mhca::make_dataset(cohort, train_rows, prep), mhca::make_dataset(cohort, val_rows, prep),
-          mhca::make_dataset(cohort, test_rows, prep)};
+  return {medical::make_dataset(cohort, train_rows, prep), medical::make_dataset(cohort, val_rows, prep),
+          medical::make_dataset(cohort, test_rows, prep)};
 }
 
 nlohmann::json MhcaTrainRun::network_options(const std::string& model, const nlohmann::json& user_options) const {
-  return mhca::network_options(model, user_options, cohort.volume_shape(), static_cast<int64_t>(cpgs.size()));
+  return tasks::network_options(model, user_options, cohort.volume_shape(), static_cast<int64_t>(cpgs.size()));
 }
 
-mhca::Augmentation MhcaTrainRun::augmentation(const mhca::Augmentation& settings) const {
-  mhca::Augmentation a = settings;
-  a.cpg_std = mhca::cpg_std(cohort, train_rows, prep);
+medical::Augmentation MhcaTrainRun::augmentation(const medical::Augmentation& settings) const {
+  medical::Augmentation a = settings;
+  a.cpg_std = medical::cpg_std(cohort, train_rows, prep);
   return a;
 }
 
-nlohmann::json MhcaTrainRun::fit_xgboost(const mhca::XGBoostParams& params, const std::string& dir) const {
+nlohmann::json MhcaTrainRun::fit_xgboost(const medical::XGBoostParams& params, const std::string& dir) const {
   std::vector<int64_t> fit_rows = train_rows;
   fit_rows.insert(fit_rows.end(), val_rows.begin(), val_rows.end());  // no early stopping: validation rows train too
-  const auto classifier = mhca::fit_xgboost(cohort, fit_rows, prep, params);
+  const auto classifier = tasks::fit_xgboost(cohort, fit_rows, prep, params);
   write_file_atomic(dir + "/xgboost.json", classifier.save());
-  const auto tx = mhca::methylation_matrix(cohort, test_rows, prep);
-  const auto metrics = mhca::binary_metrics(
+  const auto tx = medical::methylation_matrix(cohort, test_rows, prep);
+  const auto metrics = tasks::binary_metrics(
       classifier.predict_proba(tx.data(), static_cast<int64_t>(test_rows.size()), static_cast<int64_t>(cpgs.size())),
       cohort.labels_of(test_rows));
   return {{"test", metrics}, {"features", cpgs.size()}};
@@ -93,7 +93,7 @@ class BinaryMetric : public train::MetricAccumulator {
   nlohmann::json result() const override {
     nlohmann::json j = accuracy_.result();
     if (labels_.empty()) return j;
-    const nlohmann::json binary = mhca::binary_metrics(probabilities_, labels_);
+    const nlohmann::json binary = tasks::binary_metrics(probabilities_, labels_);
     for (const auto& item : binary.items())
       if (item.key() != "accuracy") j[item.key()] = item.value();
     return j;
@@ -120,7 +120,7 @@ train::MetricFactory binary_metric_factory() {
 MhcaTrainRun prepare_mhca_train(MhcaTrainData& d, bool volumes, uint64_t seed) {
   MhcaTrainRun run;
   run.cohort =
-      mhca::load_cohort(d.manifest, d.methylation, volumes, at::get_num_threads(), false, {}, d.max_missing, d.reorient);
+      medical::load_cohort(d.manifest, d.methylation, volumes, at::get_num_threads(), false, {}, d.max_missing, d.reorient);
   // A stratified test part, then a stratified validation part of the rest.
   std::vector<int64_t> all(run.cohort.labels.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
@@ -132,13 +132,13 @@ MhcaTrainRun prepare_mhca_train(MhcaTrainData& d, bool volumes, uint64_t seed) {
   run.test_rows = test_rows;
   std::vector<int64_t> fit_rows = run.train_rows;
   fit_rows.insert(fit_rows.end(), run.val_rows.begin(), run.val_rows.end());
-  mhca::FeatureSelection selection = d.selection;
+  tasks::FeatureSelection selection = d.selection;
   selection.xgboost.threads = at::get_num_threads();
   const int64_t n_features = selection.n_features > 0 ? selection.n_features
-                             : volumes ? mhca::spect_tokens(d.model_options, run.cohort.volume_shape())
+                             : volumes ? tasks::spect_tokens(d.model_options, run.cohort.volume_shape())
                                        : 441;
-  run.cpgs = mhca::select_features(run.cohort, fit_rows, selection, n_features, false);
-  run.prep = mhca::fit_preprocessing(run.cohort, run.train_rows, run.cpgs, d.normalisation);
+  run.cpgs = tasks::select_features(run.cohort, fit_rows, selection, n_features, false);
+  run.prep = medical::fit_preprocessing(run.cohort, run.train_rows, run.cpgs, d.normalisation);
   d.preprocessing = run.prep.to_json();
   d.test_subjects.clear();
   for (auto r : run.test_rows) d.test_subjects.push_back(run.cohort.subject_ids[static_cast<size_t>(r)]);

@@ -15,21 +15,10 @@
 #include "qkv/tasks/mhca_cv.h"
 #include "qkv/train/trainer.h"
 
-namespace qkv::mhca {
+namespace qkv::tasks {
 
 // The field lists of the MHCA settings (found by argument-dependent lookup,
-// so they live in the structs' namespace).
-template <typename V>
-void visit_fields(XGBoostParams& p, V&& visit) {
-  visit(Field{"xgb_learning_rate", "XGBoost learning rate (paper Table A.1)"}.range(1e-9, 1), p.learning_rate);
-  visit(Field{"xgb_estimators", "XGBoost boosting rounds"}.range(1, 100000), p.n_estimators);
-  visit(Field{"xgb_max_depth", "XGBoost tree depth"}.range(1, 30), p.max_depth);
-  visit(Field{"xgb_min_child_weight", "XGBoost min_child_weight"}.at_least(0), p.min_child_weight);
-  visit(Field{"xgb_gamma", "XGBoost gamma (min split loss)"}.at_least(0), p.gamma);
-  visit(Field{"xgb_subsample", "XGBoost row subsample per tree"}.range(1e-6, 1), p.subsample);
-  visit(Field{"xgb_colsample", "XGBoost column subsample per tree"}.range(1e-6, 1), p.colsample_bytree);
-}
-
+// so they live in the structs' namespace; XGBoost's is in medical/xgboost.h).
 template <typename V>
 void visit_fields(FeatureSelection& s, V&& visit) {
   visit(Field{"select", "CpG features: rfe (XGBoost RFE on each training part), all (every column), list (--cpg-list)"},
@@ -43,21 +32,7 @@ void visit_fields(FeatureSelection& s, V&& visit) {
   visit_fields(s.xgboost, visit);
 }
 
-template <typename V>
-void visit_fields(Augmentation& a, V&& visit) {
-  visit(Field{"augment", "share of training samples augmented (paper: 10%): per batch, or added once (--augment-mode)"}
-            .range(0, 1),
-        a.fraction);
-  visit(Field{"augment_degrees", "largest random rotation of a volume about each axis, degrees"}.range(0, 180), a.max_degrees);
-  visit(Field{"augment_noise", "Gaussian noise on beta-values, in units of each CpG's std"}.range(0, 100), a.noise);
-  visit(Field{"augment_mode",
-              "batch (each batch's samples augmented with probability --augment, noise clamped to [0, 1]) or enlarge "
-              "(the authors' code: --augment x n augmented copies added once, turned about random axes, noise "
-              "unclamped)"},
-        a.mode);
-}
-
-}  // namespace qkv::mhca
+}  // namespace qkv::tasks
 
 namespace qkv::tasks {
 
@@ -65,8 +40,8 @@ inline constexpr const char* kMhcaTrainCommand = "mhca train";
 
 // ConfigError naming the key: a usable selection (a list file for "list")
 // and augmentation (fraction in [0, 1], finite degrees in [0, 180], noise >= 0).
-void validate_selection(const mhca::FeatureSelection& s);
-void validate_augmentation(const mhca::Augmentation& a);
+void validate_selection(const tasks::FeatureSelection& s);
+void validate_augmentation(const medical::Augmentation& a);
 
 // The defaults: the paper's 200 epochs, batch 16, Adam 3e-5; our choices: the
 // best validation loss picks the weights, 20 epochs without improvement stop,
@@ -91,8 +66,8 @@ struct MhcaTrainData {
   std::string normalisation = "global";
   double max_missing = 1.0;  // subjects with a larger share of missing beta-values are left out
   bool reorient = false;     // volumes turned to RAS+ as they are read (--reorient)
-  mhca::FeatureSelection selection;
-  mhca::Augmentation augmentation;
+  tasks::FeatureSelection selection;
+  medical::Augmentation augmentation;
   nlohmann::json model_options = nlohmann::json::object();  // the user's network sizes
   // Decided by the data: the preprocessing fitted on the training rows, the
   // held-out test subjects, and the subjects that trained or validated the
@@ -135,19 +110,19 @@ void visit_fields(MhcaTrainData& d, V&& visit) {
 // stratified test part and a stratified validation part of the rest, the CpG
 // sites selected and the preprocessing fitted on the training rows only.
 struct MhcaTrainRun {
-  mhca::CohortData cohort;
+  medical::CohortData cohort;
   std::vector<int64_t> train_rows, val_rows, test_rows;
   std::vector<std::string> cpgs;
-  mhca::Preprocessing prep;
+  medical::Preprocessing prep;
 
   data::Splits splits() const;
   // The network's options on this cohort: volume shape and feature count from
   // the data, then the user's sizes.
   nlohmann::json network_options(const std::string& model, const nlohmann::json& user_options) const;
   // The training batches' augmentation with each CpG's std on the training rows.
-  mhca::Augmentation augmentation(const mhca::Augmentation& settings) const;
+  medical::Augmentation augmentation(const medical::Augmentation& settings) const;
   // XGBoost on train + val rows, scored on the test rows: the summary.
-  nlohmann::json fit_xgboost(const mhca::XGBoostParams& params, const std::string& dir) const;
+  nlohmann::json fit_xgboost(const medical::XGBoostParams& params, const std::string& dir) const;
 };
 
 // The validation and test metrics of `mhca train`'s summary: accuracy and
