@@ -144,9 +144,6 @@ CLI::Option* add_ranged_option(CLI::App* cmd, const std::string& flag, T& value,
   return cmd->add_option(flag, value, help + range_help(lo, hi))->capture_default_str()->check(range_check(lo, hi));
 }
 
-// Seeds are 64-bit and never negative (CLI11 would read "-1" into an
-// unsigned as 2^64 - 1).
-inline constexpr double kMaxSeed = 9.2e18;
 // --threads above this many per core only adds contention.
 int max_threads_option();
 

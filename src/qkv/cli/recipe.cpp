@@ -48,8 +48,8 @@ nlohmann::json apply_recipe(CLI::App* cmd, const std::string& command, const std
   }
   for (const auto& s : recipe.settings) {
     const std::string flag = flag_of_key(cmd, s.key);
-    if (flag.empty()) continue;  // e.g. folds on 'mhca train'
-    auto* opt = cmd->get_option(flag);
+    auto* opt = flag.empty() ? nullptr : cmd->get_option_no_throw(flag);
+    if (!opt) continue;  // e.g. folds on 'mhca train'
     if (opt->count() > 0) {
       kept.push_back(flag);
       continue;

@@ -18,6 +18,10 @@
 
 namespace qkv {
 
+// The largest seed an option or field takes. Seeds are 64-bit and never
+// negative (CLI11 would read "-1" into an unsigned as 2^64 - 1).
+inline constexpr double kMaxSeed = 9.2e18;
+
 struct Field {
   const char* key;
   const char* help;

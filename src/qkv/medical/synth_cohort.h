@@ -189,7 +189,7 @@ void visit_fields(SynthCohortOptions& o, V&& visit) {
             .range(0, 10000000),
         o.cross_modal_sites);
   visit(Field{"missing_fraction", "share of beta-values left missing"}.range(0, 0.5), o.missing_fraction);
-  visit(Field{"seed", "random seed; the same seed writes the same files"}.range(0, 9.2e18), o.seed);
+  visit(Field{"seed", "random seed; the same seed writes the same files"}.range(0, kMaxSeed), o.seed);
 }
 
 struct SynthCohortSummary {

@@ -250,8 +250,7 @@ RunFolder RunFolder::open(const std::string& dir, RunFolderMode mode, const std:
   if (mode == RunFolderMode::Resume) {
     adopt_output_dir(dir, key, command);
   } else {
-    check_output_dir(dir, key, mode == RunFolderMode::Overwrite);
-    std::error_code ec;
+    std::error_code ec;  // claim_output_dir makes check()'s refusals before it creates anything
     folder.created_ = !std::filesystem::exists(dir, ec);
     claim_output_dir(dir, key, mode == RunFolderMode::Overwrite, {command, {}});
   }
