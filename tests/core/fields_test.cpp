@@ -116,3 +116,33 @@ TEST(ConfigErrors, KeysAreNamedByTheFrontEnd) {
   const std::string text = "{\"a\": 1} {Bad} {x-y} {} {open";
   EXPECT_EQ(qkv::name_keys(text, flag), text);
 }
+
+namespace demo {
+struct Mode {
+  std::string scale = "absolute";
+};
+template <typename V>
+void visit_fields(Mode& m, V&& visit) {
+  visit(qkv::Field{"scale", "colour scale"}.one_of("absolute|row"), m.scale);
+}
+}  // namespace demo
+
+// A text field with choices refuses other words by key, in code and in config.json alike.
+TEST(Fields, ChoicesAreCheckedLikeRanges) {
+  EXPECT_EQ(qkv::field_choices(qkv::Field{"k", "h"}.one_of("a|bc|d")), (std::vector<std::string>{"a", "bc", "d"}));
+  EXPECT_TRUE(qkv::field_choices(qkv::Field{"k", "h"}).empty());
+  demo::Mode m;
+  EXPECT_NO_THROW(qkv::check_field_ranges(m));
+  m.scale = "Row";
+  try {
+    qkv::check_field_ranges(m);
+    FAIL() << "scale Row accepted";
+  } catch (const qkv::ConfigError& e) {
+    EXPECT_EQ(e.key, "scale");
+    EXPECT_EQ(std::string(e.what()), "scale must be one of absolute, row, got 'Row'");
+  }
+  const auto message = qkv::testing::data_error_of(
+      [] { qkv::fields_from_json<demo::Mode>({{"scale", "log"}}, "config.json"); });
+  EXPECT_EQ(message, "config.json: 'scale' must be one of absolute, row, got 'log'");
+  EXPECT_EQ(qkv::fields_from_json<demo::Mode>({{"scale", "row"}}, "config.json").scale, "row");
+}

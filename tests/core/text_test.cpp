@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "qkv/core/text.h"
 
@@ -44,4 +45,27 @@ TEST(Wording, CountsAndSizesReadAsAPersonWritesThem) {
   EXPECT_EQ(qkv::first_line("one\ntwo"), "one");
   EXPECT_EQ(qkv::first_line("only"), "only");
   EXPECT_EQ(qkv::first_line(""), "");
+}
+
+// The "did you mean" of mistyped commands and options: one typo away (a swap
+// counts as one), at most a third of the word's letters, else nothing.
+TEST(ClosestWord, OneTypoAwayOrNothing) {
+  const std::vector<std::string> known = {"--epochs", "--batch-size", "--lr", "train", "eval"};
+  EXPECT_EQ(qkv::closest_word("--epoch", known), "--epochs");
+  EXPECT_EQ(qkv::closest_word("--batch-szie", known), "--batch-size");  // two letters swapped
+  EXPECT_EQ(qkv::closest_word("trian", known), "train");
+  EXPECT_EQ(qkv::closest_word("predict", known), "");
+  EXPECT_EQ(qkv::closest_word("--lr", known), "--lr");
+  EXPECT_EQ(qkv::closest_word("x", {}), "");
+}
+
+// Tables as the compare commands print them: numbers right-aligned, words
+// left-aligned, "-" counts as a number, two spaces between columns.
+TEST(FormatTable, AlignsNumbersRightAndWordsLeft) {
+  const auto text = qkv::format_table({"run", "params", "acc"}, {{"runs/a", "1234", "0.5"}, {"b", "7", "-"}});
+  EXPECT_EQ(text,
+            "run     params  acc\n"
+            "runs/a    1234  0.5\n"
+            "b            7    -\n");
+  EXPECT_EQ(qkv::format_table({"only"}, {}), "only\n");
 }

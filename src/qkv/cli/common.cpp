@@ -53,6 +53,13 @@ std::string config_error_text(const CLI::App* cmd, const ConfigError& e) {
   });
 }
 
+std::string with_flags(const CLI::App* cmd, const std::string& text) {
+  return name_keys(text, [cmd](const std::string& key) {
+    const std::string flag = flag_of_key(cmd, key);
+    return flag.empty() ? "{" + key + "}" : flag;
+  });
+}
+
 CLI::Validator range_check(const Field& f) {
   return CLI::Validator(
       [f](std::string& text) -> std::string {
@@ -187,65 +194,6 @@ void add_eval_options(CLI::App* cmd, EvalOptions& o) {
   add_common_options(cmd, o.common, "");
 }
 
-const data::DatasetPtr& pick_split(const data::Splits& splits, const std::string& name) {
-  if (name == "train") return splits.train;
-  if (name == "val") return splits.val;
-  if (name == "test") return splits.test;
-  throw UsageError("--split " + name + ": expected train, val or test");
-}
-
-nlohmann::json parse_model_options(const std::string& text, const std::string& model, const std::string& flag) {
-  const auto first = text.find_first_not_of(" \t\n\r");
-  if (!model.empty() && first != std::string::npos && text[first] != '{') {
-    if (const auto* preset = models::find_preset(model, text)) return preset->options;
-    std::vector<std::string> known;
-    for (const auto* p : models::presets_for(model)) known.push_back(p->name);
-    throw UsageError(flag + " " + shortened(text) + ": neither a JSON object nor a preset of " + model +
-                     (known.empty() ? " (it has none)" : " (" + join(known) + ")"));
-  }
-  if (const int64_t depth = json_nesting_depth(text); depth > kMaxJsonDepth)
-    throw UsageError(flag + ": JSON nested " + std::to_string(depth) + " levels deep; at most " +
-                     std::to_string(kMaxJsonDepth));
-  nlohmann::json options;
-  try {
-    options = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception&) {
-    throw UsageError(flag + ": not valid JSON: " + shortened(text));
-  }
-  if (!options.is_object()) throw UsageError(flag + ": expected a JSON object");
-  return options;
-}
-
 void print_json(const nlohmann::json& j) { std::printf("%s\n", json_text(j).c_str()); }
-
-void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
-  const size_t columns = header.size();
-  std::vector<size_t> width(columns);
-  std::vector<bool> numeric(columns, !rows.empty());
-  auto is_number = [](const std::string& cell) {
-    if (cell == "-") return true;
-    char* end = nullptr;
-    std::strtod(cell.c_str(), &end);
-    return !cell.empty() && end == cell.c_str() + cell.size();
-  };
-  for (size_t c = 0; c < columns; ++c) width[c] = header[c].size();
-  for (const auto& row : rows)
-    for (size_t c = 0; c < columns && c < row.size(); ++c) {
-      width[c] = std::max(width[c], row[c].size());
-      if (!is_number(row[c])) numeric[c] = false;
-    }
-  auto print_row = [&](const std::vector<std::string>& cells) {
-    std::string line;
-    for (size_t c = 0; c < columns; ++c) {
-      const std::string cell = c < cells.size() ? cells[c] : "";
-      const std::string pad(width[c] - cell.size(), ' ');
-      if (c > 0) line += "  ";
-      line += numeric[c] ? pad + cell : cell + (c + 1 < columns ? pad : "");
-    }
-    std::printf("%s\n", line.c_str());
-  };
-  print_row(header);
-  for (const auto& row : rows) print_row(row);
-}
 
 }  // namespace qkv::cli

@@ -56,6 +56,8 @@ std::string flag_of_key(const CLI::App* cmd, const std::string& key);
 // in the problem named by its flag.
 std::string config_error_text(const CLI::App* cmd, const ConfigError& e);
 void remember_flag(const CLI::App* cmd, const std::string& key, const std::string& flag);
+// A line of the library's for the user: each "{key}" named by its flag.
+std::string with_flags(const CLI::App* cmd, const std::string& text);
 
 // --help in sections: the options `add` adds are listed under `heading`
 // (CLI11 orders sections by first use); hidden ones (group "") stay hidden.
@@ -109,19 +111,8 @@ struct EvalOptions {
   std::string split = "test";
 };
 void add_eval_options(CLI::App* cmd, EvalOptions& o);
-const data::DatasetPtr& pick_split(const data::Splits& splits, const std::string& name);
 // --votes of a point-cloud classifier's eval and predict; 0 = the run's.
 void add_votes_option(CLI::App* cmd, int64_t& votes);
-
-// A table on stdout, each column as wide as its widest cell, two spaces
-// between columns: a column whose body cells are all numbers (or "-") is
-// right-aligned, any other left-aligned.
-void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
-
-// --model-options TEXT as a JSON object, or, given the model, the name of
-// one of its presets (models/presets.h). UsageError naming the option.
-nlohmann::json parse_model_options(const std::string& text, const std::string& model = "",
-                                   const std::string& flag = "--model-options");
 
 // The check of a numeric option's text against a field's range: NaN,
 // infinities and values outside [f.min, f.max] are refused with a message
@@ -158,22 +149,35 @@ void add_bound_option(CLI::App* cmd, const Field& f, T& value) {
   const std::string flag = "--" + option_name(f);
   if constexpr (std::is_same_v<T, nlohmann::json>) {
     // A JSON-valued field is recorded, never an option of its own.
-  } else if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+  } else if constexpr (std::is_same_v<T, bool>) {
+    // A flag turns a setting on; one that is on by default takes a value
+    // (--drop-last false).
+    if (value)
+      cmd->add_option(flag, value, f.help)->capture_default_str();
+    else
+      cmd->add_flag(flag, value, f.help);
+  } else if constexpr (std::is_arithmetic_v<T>) {
     cmd->add_option(flag, value, f.help + range_help(f))->capture_default_str()->check(range_check(f));
   } else {
     auto* opt = cmd->add_option(flag, value, f.help)->capture_default_str();
     if constexpr (std::is_same_v<T, std::vector<std::string>>) opt->delimiter(',');
+    if (f.choices) opt->check(CLI::IsMember(field_choices(f)));
   }
 }
 }  // namespace detail
 
-template <typename S>
-void add_field_options(CLI::App* cmd, S& settings, const std::set<std::string>& skip) {
-  visit_fields(settings, [&](const Field& f, auto& value) {
+// The visitor of add_field_options, for a field list of another name.
+inline auto field_option_adder(CLI::App* cmd, const std::set<std::string>& skip = {}) {
+  return [cmd, skip](const Field& f, auto& value) {
     if ((f.option && *f.option == '\0') || skip.count(f.key)) return;
     remember_flag(cmd, f.key, "--" + option_name(f));
     detail::add_bound_option(cmd, f, value);
-  });
+  };
+}
+
+template <typename S>
+void add_field_options(CLI::App* cmd, S& settings, const std::set<std::string>& skip) {
+  visit_fields(settings, field_option_adder(cmd, skip));
 }
 
 }  // namespace qkv::cli

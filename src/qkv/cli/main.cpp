@@ -21,31 +21,6 @@
 
 namespace {
 
-// Edits (insert, delete, replace, swap two neighbours) from a to b.
-size_t typo_distance(const std::string& a, const std::string& b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i)
-    for (size_t j = 1; j <= b.size(); ++j) {
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  return d[a.size()][b.size()];
-}
-
-// The candidate a mistyped word most likely meant: the nearest, if it is at
-// most a third of the word's letters away (at least one); else "".
-std::string closest_word(const std::string& word, const std::vector<std::string>& candidates) {
-  std::string best;
-  size_t best_distance = std::max<size_t>(1, word.size() / 3) + 1;
-  for (const auto& c : candidates) {
-    const size_t distance = typo_distance(word, c);
-    if (distance < best_distance) best = c, best_distance = distance;
-  }
-  return best;
-}
-
 // CLI11 lists unexpected arguments last first ("... not expected: cos
 // --lr-schedule 2 --epoch"); say them in the order they were typed.
 std::string unexpected_arguments(const std::string& message, int argc, char** argv) {
@@ -82,7 +57,7 @@ std::string option_suggestions(const CLI::App& command, int argc, char** argv) {
     if (word.rfind("--", 0) != 0 || word.size() < 3) continue;
     word = word.substr(0, word.find('='));
     if (std::find(known.begin(), known.end(), word) != known.end()) continue;
-    const std::string guess = closest_word(word, known);
+    const std::string guess = qkv::closest_word(word, known);
     if (!guess.empty()) out += (out.empty() ? "did you mean " : ", ") + guess + " for " + word;
   }
   return out.empty() ? "" : "; " + out + "?";
@@ -158,7 +133,7 @@ int main(int argc, char** argv) {
     is_command = is_command || (argc > 1 && sub->get_name() == argv[1]);
   }
   if (argc > 1 && argv[1][0] != '-' && !is_command) {
-    const std::string guess = closest_word(argv[1], subcommand_names(app));
+    const std::string guess = qkv::closest_word(argv[1], subcommand_names(app));
     std::fprintf(stderr, "qkv: error: unknown command '%s'%s (known: %s)\n", argv[1],
                  guess.empty() ? "" : ("; did you mean '" + guess + "'?").c_str(), known.c_str());
     return 2;
@@ -204,7 +179,7 @@ int main(int argc, char** argv) {
         if (argv[i][0] == '-') continue;
         if (++depth > static_cast<int>(std::count(path.begin(), path.end(), ' '))) word = argv[i];
       }
-      const std::string guess = word.empty() ? "" : closest_word(word, names);
+      const std::string guess = word.empty() ? "" : qkv::closest_word(word, names);
       message = (word.empty() ? "missing command" : "unknown command '" + word + "'") +
                 (guess.empty() ? "" : "; did you mean '" + guess + "'?") + " (known: " + qkv::join(names) + ")";
     }
@@ -220,10 +195,7 @@ int main(int argc, char** argv) {
   // Every failure is one line "qkv <command>: error: <what>".
   // A setting the library mentions as "{key}" is named by its flag.
   auto fail = [&](int status, const std::string& what) {
-    const std::string line = qkv::name_keys(qkv::first_line(what), [&](const std::string& key) {
-      const std::string flag = qkv::cli::flag_of_key(command, key);
-      return flag.empty() ? "{" + key + "}" : flag;
-    });
+    const std::string line = qkv::cli::with_flags(command, qkv::first_line(what));
     std::fprintf(stderr, "%s: error: %s\n", command_path.c_str(), line.c_str());
     return status;
   };

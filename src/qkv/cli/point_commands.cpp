@@ -1,13 +1,22 @@
 #include "qkv/cli/point_commands.h"
 
+#include <cstdio>
 #include <cstdlib>
 
-#include "qkv/cli/common.h"
-#include "qkv/core/errors.h"
 #include "qkv/core/text.h"
 #include "qkv/models/model.h"
 
 namespace qkv::cli {
+namespace {
+
+// The run folders, the test shapes of the invariance measurement, --json
+// and the common options.
+struct CompareOptions {
+  CommonOptions common;
+  std::vector<std::string> runs;
+  int64_t shapes = 0;
+  bool json = false;
+};
 
 void add_compare_options(CLI::App* cmd, CompareOptions& o, const std::string& train_command, int64_t default_shapes) {
   o.shapes = default_shapes;
@@ -17,6 +26,39 @@ void add_compare_options(CLI::App* cmd, CompareOptions& o, const std::string& tr
   add_old_spelling(cmd, "--shapes", "--invariance", o.shapes);
   cmd->add_flag("--json", o.json, "print JSON instead of a table");
   add_common_options(cmd, o.common, "");
+}
+
+}  // namespace
+
+
+void add_point_eval_options(CLI::App* cmd, tasks::PointEvalSettings& s, const std::string& none,
+                            const std::string& logit) {
+  cmd->add_option("--data", s.data, "data folder or 'synthetic'; default: the run's own data");
+  cmd->add_option("--rotate", s.rotate,
+                  "rotations of the evaluated clouds: " + none +
+                      ", z or so3 (so3 by default: eval tests invariance; predict takes the file as it is)")
+      ->capture_default_str();
+  add_ranged_option(cmd, "--invariance", s.invariance_shapes,
+                    "also measure the largest " + logit + " change under 4 random rotations on this many shapes", 0,
+                    100000);
+}
+
+void register_point_compare(CLI::App* parent, Action& action, const std::string& description,
+                            const char* train_command, int64_t default_shapes, ComparePointRuns compare,
+                            CompareText text) {
+  auto* cmd = parent->add_subcommand("compare", description);
+  auto o = std::make_shared<CompareOptions>();
+  add_compare_options(cmd, *o, train_command, default_shapes);
+  cmd->callback([o, compare, text, &action] {
+    action = [o, compare, text] {
+      const auto rows = compare(o->runs, o->shapes, o->common.seed, apply_common_options(o->common));
+      if (o->json)
+        print_json(rows);
+      else
+        std::printf("%s", text(rows, o->shapes).c_str());
+      return 0;
+    };
+  });
 }
 
 void accept_axis_names(CLI::App* cmd) {
@@ -35,7 +77,7 @@ void accept_axis_names(CLI::App* cmd) {
       ->default_str("layout");
 }
 
-void add_point_model_options(CLI::App* cmd, PointModelOptions& o, const std::string& task, int64_t paper_linear_dim,
+void add_point_model_options(CLI::App* cmd, tasks::PointModelSettings& o, const std::string& task, int64_t paper_linear_dim,
                              int64_t paper_heads) {
   const auto names = models::models_for_task(task);
   cmd->add_option("--model", o.model, models::model_help(task))->capture_default_str()->check(CLI::IsMember(names));
@@ -50,48 +92,6 @@ void add_point_model_options(CLI::App* cmd, PointModelOptions& o, const std::str
                   "any other model option as JSON, e.g. '{\"k\":16,\"pooling\":\"max\"}', or a preset such as "
                   "vnt-1.37m (qkv params --model M lists both)")
       ->capture_default_str();
-}
-
-nlohmann::json model_options_from_cli(const PointModelOptions& o) {
-  nlohmann::json options = parse_model_options(o.model_options, o.model);
-  const nlohmann::json defaults = models::find_model(o.model).resolve({});
-  auto set = [&](const char* flag, const char* key, int64_t value) {
-    if (value < 0) throw UsageError(std::string(flag) + " must be positive (0 = the model's default)");
-    if (value == 0) return;
-    if (!defaults.contains(key)) throw UsageError(std::string(flag) + " does not apply to " + o.model);
-    if (options.contains(key) && options.at(key) != nlohmann::json(value))
-      throw UsageError(std::string(flag) + " " + std::to_string(value) + " and --model-options' \"" + key +
-                       "\": " + shortened(options.at(key).dump()) + " set the same option; give it once");
-    options[key] = value;
-  };
-  set("--linear-dim", "linear_dim", o.linear_dim);
-  set("--head-dim", "head_dim", o.head_dim);
-  set("--heads", "heads", o.heads);
-  return options;
-}
-
-void print_compare_table(const nlohmann::json& rows, const char* scores_key,
-                         const std::function<std::string(const nlohmann::json& row)>& protocol,
-                         const std::vector<std::string>& score_headers,
-                         const std::function<std::vector<std::string>(const nlohmann::json& scores)>& scores,
-                         const std::string& note) {
-  std::vector<std::vector<std::string>> table;
-  for (const auto& r : rows) {
-    std::vector<std::string> cells = {r.at("run").get<std::string>(), r.at("model").get<std::string>(), protocol(r),
-                                      std::to_string(r.at("parameters").get<long long>())};
-    for (auto& cell : scores(r.at(scores_key))) cells.push_back(std::move(cell));
-    char invariance[32] = "-";
-    if (r.contains("invariance"))
-      std::snprintf(invariance, sizeof invariance, "%.3g",
-                    r.at("invariance").at("float32").at("max_abs_logit_change").get<double>());
-    cells.push_back(invariance);
-    table.push_back(cells);
-  }
-  std::vector<std::string> header = {"run", "model", "protocol", "params"};
-  header.insert(header.end(), score_headers.begin(), score_headers.end());
-  header.push_back("max |dlogit|");
-  print_table(header, table);
-  if (!note.empty()) std::printf("%s\n", note.c_str());
 }
 
 }  // namespace qkv::cli

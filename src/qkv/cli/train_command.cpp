@@ -1,24 +1,14 @@
 #include "qkv/cli/train_command.h"
 
-#include <optional>
-
-#include <functional>
-
-#include <torch/torch.h>
-
 #include <cstdio>
-#include <filesystem>
+#include <functional>
 #include <memory>
 #include <set>
 
 #include "qkv/cli/recipe.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
-#include "qkv/core/output_policy.h"
-#include "qkv/core/runtime.h"
-#include "qkv/core/text.h"
 #include "qkv/distributed/process_group.h"
-#include "qkv/train/checkpoint.h"
 
 namespace qkv::cli {
 namespace {
@@ -44,23 +34,6 @@ void check_resume_options(const CLI::App& cmd, const std::string& dir, const std
   if (cmd.count("--out") && out != dir) throw UsageError("--resume " + dir + " continues in that folder; drop --out");
 }
 
-// A resumed run whose epochs are all done: true after saying so (exit 0,
-// nothing written). --epochs below the epochs done is a usage error: the
-// total cannot shrink, and "3 more" is not what --epochs means.
-bool nothing_to_resume(const train::RunRequest& request, const std::string& dir, bool epochs_given) {
-  const train::TrainState done = train::read_checkpoint_state(train::RunPaths{dir}.last_checkpoint());
-  const int64_t target = train::effective_train_config(request).epochs;
-  if (epochs_given && target < done.epoch)
-    throw UsageError("--epochs " + std::to_string(target) + ": --resume " + dir + " has already trained " +
-                     counted(done.epoch, "epoch") + "; --epochs is the total, give more than " +
-                     std::to_string(done.epoch) + " to train further (nothing was changed)");
-  if (target > done.epoch || done.step_in_epoch > 0) return false;
-  std::fprintf(stderr, "%s: nothing to do: %s has finished all %s; give --epochs above %lld to train further\n",
-               request.command.c_str(), dir.c_str(), counted(done.epoch, "epoch").c_str(),
-               static_cast<long long>(done.epoch));
-  return true;
-}
-
 // Completes the data-parallel options from WORLD_SIZE, RANK, MASTER_ADDR,
 // MASTER_PORT where the command line is silent, and checks them.
 void resolve_parallel(const CLI::App& cmd, train::TrainConfig& config) {
@@ -84,8 +57,17 @@ void add_parallel_options(CLI::App* cmd, distributed::ParallelOptions& p) {
 
 }  // namespace
 
-void register_train_command(CLI::App* parent, Action& action, TrainCommand spec) {
-  auto* cmd = parent->add_subcommand("train", spec.description);
+tasks::GivenSetting given_on(const CLI::App& cmd) {
+  return [&cmd](const std::string& key) {
+    const std::string flag = flag_of_key(&cmd, key);
+    return !flag.empty() && cmd.count(flag) > 0;
+  };
+}
+
+void register_train_command(CLI::App* parent, Action& action, TrainTask task,
+                            const std::function<void(CLI::App* cmd)>& add_data_options,
+                            const std::function<void(CLI::App* cmd)>& add_model_options) {
+  auto* cmd = parent->add_subcommand("train", task.description);
   struct Opts {
     CommonOptions common;
     train::TrainConfig train;
@@ -93,71 +75,59 @@ void register_train_command(CLI::App* parent, Action& action, TrainCommand spec)
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
-  o->common.out = spec.default_out;
-  o->train = spec.defaults;
-  // --help in sections, in this order (CLI11 lists groups by first use).
-  auto section = [cmd](const std::string& heading, const std::function<void()>& add) { option_section(cmd, heading, add); };
-  section("Run", [&] {
+  o->common.out = task.default_out;
+  o->train = task.defaults;
+  option_section(cmd, "Run", [&] {
     add_common_options(cmd, o->common, "run folder: config.json, metrics.jsonl, summary.json, report.html, checkpoints/");
-    add_recipe_option(cmd, o->recipe, spec.command);
+    add_recipe_option(cmd, o->recipe, task.command);
     cmd->add_option("--resume", o->resume,
                     "continue the run in this folder from its last checkpoint (only --epochs, --threads, --device and "
                     "the data-parallel options may be given with it)")
         ->check(CLI::ExistingDirectory);
     cmd->add_flag("--json", o->json, "print the whole summary.json at the end instead of a short summary");
   });
-  section("Data", [&] { spec.add_data_options(cmd); });
-  section("Model", [&] {
-    spec.add_model_options(cmd);
+  option_section(cmd, "Data", [&] { add_data_options(cmd); });
+  option_section(cmd, "Model", [&] {
+    add_model_options(cmd);
     cmd->add_option("--init-weights", o->init_weights, "start from a name->tensor .pt dict (export-weights, torch.save)")
         ->check(CLI::ExistingFile);
     add_max_params_option(cmd);
   });
-  section("Training", [&] {
-    add_field_options(cmd, o->train, spec.batch_norm ? std::set<std::string>{} : kBatchNormFields);
-    if (!spec.select_metric_shown.empty()) cmd->get_option("--select-metric")->default_str(spec.select_metric_shown);
+  option_section(cmd, "Training", [&] {
+    add_field_options(cmd, o->train, task.batch_norm ? std::set<std::string>{} : kBatchNormFields);
+    if (!task.select_metric_shown.empty()) cmd->get_option("--select-metric")->default_str(task.select_metric_shown);
   });
-  if (spec.data_parallel)
-    section("Data-parallel training (qkv launch, or one process per rank)",
-            [&] { add_parallel_options(cmd, o->train.parallel); });
-  auto shared = std::make_shared<TrainCommand>(std::move(spec));
+  if (task.data_parallel)
+    option_section(cmd, "Data-parallel training (qkv launch, or one process per rank)",
+                   [&] { add_parallel_options(cmd, o->train.parallel); });
+  auto shared = std::make_shared<TrainTask>(std::move(task));
   cmd->callback([o, cmd, shared, &action] {
     action = [o, cmd, shared] {
-      const TrainCommand& spec = *shared;
+      const TrainTask& task = *shared;
       const bool resume = !o->resume.empty();
       // A recipe fills the options left unset before anything reads them; a
       // resumed run keeps its stored settings (check_resume_options refuses --recipe).
-      const auto recipe = resume ? nlohmann::json() : apply_recipe(cmd, spec.command, o->recipe);
+      const auto recipe = resume ? nlohmann::json() : apply_recipe(cmd, task.command, o->recipe);
       train::TrainConfig config = o->train;
-      if (shared->data_parallel) resolve_parallel(*cmd, config);
+      if (task.data_parallel) resolve_parallel(*cmd, config);
       CommonOptions common = o->common;
       train::RunRequest request;
-      std::string dir;
       if (resume) {
         check_resume_options(*cmd, o->resume, common.out);
         // Before anything is read or written through a link or a changed file.
-        train::RunFolder::check(o->resume, train::RunFolderMode::Resume, spec.command, "resume");
-        request = train::stored_request(o->resume, spec.command);
+        train::RunFolder::check(o->resume, train::RunFolderMode::Resume, task.command, "resume");
+        request = train::stored_request(o->resume, task.command);
         if (cmd->count("--device")) request.device = common.device;
-        dir = o->resume;
       } else {
-        request.command = spec.command;
         request.seed = common.seed;
         request.device = common.device;
         request.init_weights = o->init_weights;
         request.train = config;
         request.train.seed = common.seed;
         request.recipe = recipe;
-        spec.prepare(*cmd, request, common.out);
-        request.train.validate();
-        if (!spec.model_options_from_data && train::is_registered_model(request.model_name)) {
-          // Bad or huge model options fail here, before any data are read or written.
-          const auto& entry = models::find_model(request.model_name);
-          entry.resolve(request.model_options);
-          models::check_parameter_count(entry.name, entry.size(request.model_options, 1));
-        }
-        dir = common.out;
+        request = tasks::new_train_request(task, given_on(*cmd), request, common.out);
       }
+      const std::string dir = resume ? o->resume : common.out;
       request.train.parallel.rank = config.parallel.rank;  // where this process runs now
       request.train.parallel.master = config.parallel.master;
       request.train.parallel.timeout_seconds = config.parallel.timeout_seconds;
@@ -166,43 +136,21 @@ void register_train_command(CLI::App* parent, Action& action, TrainCommand spec)
       apply_common_options(common);
       if (resume) {
         train::record_resume(request, dir, cmd->count("--epochs") ? config.epochs : 0, config.parallel.world_size);
-        if (nothing_to_resume(request, dir, cmd->count("--epochs") > 0)) return 0;
-      } else
-        request.train.parallel.world_size = config.parallel.world_size;
-      const bool writer = config.parallel.rank == 0;
-      std::optional<train::RunFolder> folder;
-      if (writer) {
-        const auto mode = train::run_folder_mode(resume, common.overwrite);
-        if (!resume) {
-          train::RunFolder::check(dir, mode, spec.command);
-          if (spec.check_outputs) spec.check_outputs(request, common.overwrite);
+        const auto note = tasks::finished_run_note(request, dir, cmd->count("--epochs") > 0);
+        if (!note.empty()) {
+          std::fprintf(stderr, "%s\n", with_flags(cmd, note).c_str());
+          return 0;
         }
-        folder = train::RunFolder::open(dir, mode, spec.command, resume ? "resume" : "out");
+      } else {
+        request.train.parallel.world_size = config.parallel.world_size;
       }
-      TaskRun task;
-      try {
-        task = spec.load(request, {config.parallel.rank, common.overwrite, resume, dir});
-      } catch (...) {
-        // Data that cannot be loaded leave no run folder holding only a ledger.
-        if (folder) folder->release_if_unused();
-        throw;
-      }
-      if (task.fit) {
-        const auto summary = task.fit(dir);
-        train::write_fitted_run(request, dir, summary);
-        if (o->json)
-          print_json(summary);
-        else
-          std::printf("%s", train::run_summary_text(summary, dir, task.test_label).c_str());
-        return 0;
-      }
-      const auto result = train::execute_run(request, dir, resume, task.splits, task.hooks);
-      if (result.interrupted) return kExitInterrupted;
-      if (!writer) return 0;
+      const auto outcome = tasks::run_train_task(task, request, dir, resume, common.overwrite);
+      if (outcome.interrupted) return kExitInterrupted;
+      if (config.parallel.rank != 0) return 0;
       if (o->json)
-        print_json(result.summary);
+        print_json(outcome.summary);
       else
-        std::printf("%s", train::run_summary_text(result.summary, dir, task.test_label).c_str());
+        std::printf("%s", train::run_summary_text(outcome.summary, dir, outcome.test_label).c_str());
       return 0;
     };
   });

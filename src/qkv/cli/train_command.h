@@ -12,6 +12,7 @@
 #include "qkv/cli/commands.h"
 #include "qkv/cli/common.h"
 #include "qkv/tasks/task_run.h"
+#include "qkv/tasks/train_task.h"
 #include "qkv/train/run.h"
 
 namespace qkv::cli {
@@ -19,40 +20,20 @@ namespace qkv::cli {
 using tasks::LoadContext;
 using tasks::TaskRun;
 
-struct TrainCommand {
-  std::string command;      // "vnt train"
-  std::string description;  // the subcommand's help line
-  std::string default_out;  // "runs/vnt"
-  train::TrainConfig defaults;
-  // The data decide part of the model's options (MHCA: volume shape, feature
-  // count), so they are checked when the data are loaded, not before.
-  bool model_options_from_data = false;
-  // The task's models have batch norm: --bn-momentum and its decay are offered.
-  bool batch_norm = true;
-  // Ranks may split its batches (qkv launch): the data-parallel options are
-  // offered and read from the environment. false: one process (mhca).
-  bool data_parallel = true;
-  // What --help shows as --select-metric's default where the data decide it
-  // (empty: defaults.select_metric).
-  std::string select_metric_shown;
-  // Add the task's own options to `cmd`, bound to state the other callbacks
-  // share: its data, then its model (each a section of --help).
-  std::function<void(CLI::App* cmd)> add_data_options;
-  std::function<void(CLI::App* cmd)> add_model_options;
-  // A new run: fills request.model_name, model_options and data from the
-  // task's options, and validates them (ConfigError / UsageError). Touches no file.
-  std::function<void(const CLI::App& cmd, train::RunRequest& request, const std::string& out)> prepare;
-  // Optional: the task's own outputs (a synthetic-data folder) checked
-  // without writing, before the run folder is claimed.
-  std::function<void(const train::RunRequest& request, bool overwrite)> check_outputs;
-  // Loads the data from request.data (a new or a resumed run alike); may
-  // complete request.data and model_options with what the data decide.
-  std::function<TaskRun(train::RunRequest& request, const LoadContext& context)> load;
-};
+using tasks::TrainTask;
 
 // TrainConfig's batch-norm fields, left out of --help for models without batch norm.
 inline const std::set<std::string> kBatchNormFields = {"bn_momentum", "bn_momentum_gamma", "bn_momentum_min"};
 
-void register_train_command(CLI::App* parent, Action& action, TrainCommand spec);
+// `train` for `task`: the run, data, model, training and data-parallel
+// options (the task adds its data and model options, each a section of
+// --help), then tasks::new_train_request (or the stored request with
+// --resume) and tasks::run_train_task, and a short summary.
+void register_train_command(CLI::App* parent, Action& action, TrainTask task,
+                            const std::function<void(CLI::App* cmd)>& add_data_options,
+                            const std::function<void(CLI::App* cmd)>& add_model_options);
+
+// Whether the option that sets `key` was given on `cmd`'s command line.
+tasks::GivenSetting given_on(const CLI::App& cmd);
 
 }  // namespace qkv::cli

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "qkv/core/errors.h"
 #include "qkv/core/strict_json.h"
@@ -34,6 +35,10 @@ struct Field {
   // in --help; reading config.json back checks them too.
   double min = -std::numeric_limits<double>::max();
   double max = std::numeric_limits<double>::max();
+  // The words a text field accepts, '|'-separated ("absolute|row"); nullptr
+  // = any text. Checked like the ranges (the CLI on the text, --help lists
+  // them, check_field_ranges and config.json's reading).
+  const char* choices = nullptr;
 
   Field range(double lo, double hi) const {
     Field f = *this;
@@ -42,6 +47,11 @@ struct Field {
     return f;
   }
   Field at_least(double lo) const { return range(lo, max); }
+  Field one_of(const char* words) const {
+    Field f = *this;
+    f.choices = words;
+    return f;
+  }
   bool has_range() const { return min != -std::numeric_limits<double>::max() || max != std::numeric_limits<double>::max(); }
 };
 
@@ -68,6 +78,32 @@ inline std::string field_range_problem(const Field& f, double value) {
   return "";
 }
 
+// The words of f.choices ({} without them).
+inline std::vector<std::string> field_choices(const Field& f) {
+  std::vector<std::string> words;
+  if (!f.choices) return words;
+  std::string word;
+  for (const char* c = f.choices;; ++c) {
+    if (*c == '|' || *c == '\0') {
+      words.push_back(word);
+      word.clear();
+      if (*c == '\0') break;
+    } else {
+      word += *c;
+    }
+  }
+  return words;
+}
+
+// "" when `value` is one of f's choices (or f has none), else what is wrong.
+inline std::string field_choice_problem(const Field& f, const std::string& value) {
+  const auto words = field_choices(f);
+  if (words.empty()) return "";
+  for (const auto& w : words)
+    if (w == value) return "";
+  return "must be one of " + join(words) + ", got '" + value + "'";
+}
+
 // The command-line name of a field ("points-per-shape", "arms"), without the
 // dashes the CLI puts before it; messages of the library name the key.
 inline std::string option_name(const Field& f) {
@@ -90,6 +126,8 @@ void check_field_ranges(const S& settings) {
     if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
       const std::string problem = field_range_problem(f, static_cast<double>(value));
       if (!problem.empty()) throw ConfigError(f.key, problem + ", got " + range_number_text(static_cast<double>(value)));
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      if (const std::string problem = field_choice_problem(f, value); !problem.empty()) throw ConfigError(f.key, problem);
     }
   });
 }
@@ -115,6 +153,9 @@ S fields_from_json(const nlohmann::json& j, const std::string& what, S settings 
     if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
       const std::string problem = field_range_problem(f, static_cast<double>(value));
       if (!problem.empty()) throw DataError(what + ": '" + f.key + "' " + problem + " (" + j.at(f.key).dump() + ")");
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      if (const std::string problem = field_choice_problem(f, value); !problem.empty())
+        throw DataError(what + ": '" + f.key + "' " + problem);
     }
   });
   return settings;

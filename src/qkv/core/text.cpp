@@ -1,6 +1,8 @@
 #include "qkv/core/text.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -140,6 +142,64 @@ std::string shortened(std::string_view text, size_t max) {
   size_t cut = max;
   while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
   return std::string(text.substr(0, cut)) + "... (" + std::to_string(text.size()) + " bytes)";
+}
+
+namespace {
+// Edits (insert, delete, replace, swap two neighbours) from a to b.
+size_t typo_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+}  // namespace
+
+std::string closest_word(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = std::max<size_t>(1, word.size() / 3) + 1;
+  for (const auto& c : candidates) {
+    const size_t distance = typo_distance(word, c);
+    if (distance < best_distance) best = c, best_distance = distance;
+  }
+  return best;
+}
+
+std::string format_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+  const size_t columns = header.size();
+  std::vector<size_t> width(columns);
+  std::vector<bool> numeric(columns, !rows.empty());
+  auto is_number = [](const std::string& cell) {
+    if (cell == "-") return true;
+    char* end = nullptr;
+    std::strtod(cell.c_str(), &end);
+    return !cell.empty() && end == cell.c_str() + cell.size();
+  };
+  for (size_t c = 0; c < columns; ++c) width[c] = header[c].size();
+  for (const auto& row : rows)
+    for (size_t c = 0; c < columns && c < row.size(); ++c) {
+      width[c] = std::max(width[c], row[c].size());
+      if (!is_number(row[c])) numeric[c] = false;
+    }
+  std::string text;
+  auto print_row = [&](const std::vector<std::string>& cells) {
+    std::string line;
+    for (size_t c = 0; c < columns; ++c) {
+      const std::string cell = c < cells.size() ? cells[c] : "";
+      const std::string pad(width[c] - cell.size(), ' ');
+      if (c > 0) line += "  ";
+      line += numeric[c] ? pad + cell : cell + (c + 1 < columns ? pad : "");
+    }
+    text += line + "\n";
+  };
+  print_row(header);
+  for (const auto& row : rows) print_row(row);
+  return text;
 }
 
 }  // namespace qkv

@@ -47,6 +47,16 @@ inline bool is_valid_utf8(std::string_view text) { return first_invalid_utf8(tex
 // \xHH, for messages that name a file whose name is not UTF-8.
 std::string printable_path(std::string_view text);
 
+// The candidate a mistyped word most likely meant: the nearest by edits
+// (insert, delete, replace, swap two neighbours), if it is at most a third
+// of the word's letters away (at least one); else "".
+std::string closest_word(const std::string& word, const std::vector<std::string>& candidates);
+
+// A text table, one line per row after the header, each column as wide as
+// its widest cell, two spaces between columns: a column whose body cells are
+// all numbers (or "-") is right-aligned, any other left-aligned.
+std::string format_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
+
 // The whole file (a pipe too). DataError "PATH: no such file", "PATH: is a
 // folder, not a file", "PATH: cannot open: REASON" or "PATH: read failed".
 std::string read_text_file(const std::string& path);

@@ -9,6 +9,13 @@
 
 namespace qkv::data {
 
+const DatasetPtr& split_named(const Splits& splits, const std::string& name) {
+  if (name == "train") return splits.train;
+  if (name == "val") return splits.val;
+  if (name == "test") return splits.test;
+  throw ConfigError("split", name + ": expected train, val or test");
+}
+
 const at::Tensor& Batch::input(const std::string& name) const {
   auto it = inputs.find(name);
   if (it == inputs.end()) throw std::out_of_range("batch has no input named '" + name + "'");

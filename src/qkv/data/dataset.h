@@ -59,6 +59,9 @@ struct Splits {
   DatasetPtr train, val, test;  // val and test may be empty (size 0) but never null
 };
 
+// The split called `name` (train, val or test); ConfigError naming "split" otherwise.
+const DatasetPtr& split_named(const Splits& splits, const std::string& name);
+
 // Shuffles 0..n-1 with `seed` and cuts it into train / val / test by the given
 // fractions (each in [0, 1), summing below 1). Same seed, same split.
 Splits random_split(DatasetPtr all, double val_fraction, double test_fraction, uint64_t seed);

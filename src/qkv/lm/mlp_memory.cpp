@@ -74,6 +74,27 @@ std::vector<MemoryUnit> inspect_mlp(models::TransformerLM& model, const std::str
   return out;
 }
 
+std::string memory_units_text(const std::vector<MemoryUnit>& units) {
+  std::string text;
+  char line[512];
+  for (const auto& u : units) {
+    std::snprintf(line, sizeof line, "unit %lld  mean %.3f  max %.3f\n", static_cast<long long>(u.unit),
+                  u.mean_activation, u.max_activation);
+    text += line;
+    for (const auto& [ctx, a] : u.top_contexts) {
+      std::snprintf(line, sizeof line, "  key   %8.3f  ...", a);
+      text += line + ctx + "\n";
+    }
+    text += "  value";
+    for (const auto& [tok, l] : u.top_tokens) {
+      std::snprintf(line, sizeof line, "  '%s' %.2f", tok.c_str(), l);
+      text += line;
+    }
+    text += "\n";
+  }
+  return text;
+}
+
 nlohmann::json memory_units_to_json(const std::vector<MemoryUnit>& units) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& u : units) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "qkv/core/fields.h"
 #include "qkv/models/transformer_lm.h"
 
 namespace qkv::lm {
@@ -29,10 +30,21 @@ struct MemoryOptions {
   int64_t window = 256;        // the text is read in windows of this many bytes
 };
 
+template <typename V>
+void visit_fields(MemoryOptions& o, V&& visit) {
+  visit(Field{"layer", "block whose MLP to inspect (0-based)", "block"}.range(0, 1023), o.layer);
+  visit(Field{"units", "how many of the most active units"}.range(1, 1 << 20), o.units);
+  visit(Field{"contexts", "top contexts (keys) per unit"}.range(1, 100000), o.contexts);
+  visit(Field{"tokens", "top promoted tokens (values) per unit"}.range(1, 256), o.tokens);
+}
+
 // Units ranked by their mean activation over the text.
 std::vector<MemoryUnit> inspect_mlp(models::TransformerLM& model, const std::string& text, const MemoryOptions& options);
 
 nlohmann::json memory_units_to_json(const std::vector<MemoryUnit>& units);
+// Each unit as lines for people: its activations, the contexts that fire it
+// (keys) and the tokens it promotes (values).
+std::string memory_units_text(const std::vector<MemoryUnit>& units);
 // A byte as shown to a person: printable ASCII as is, others as \n, \x0a, ...
 std::string printable_byte(int64_t byte);
 

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 
+#include "qkv/core/errors.h"
+#include "qkv/core/json_file.h"
+#include "qkv/core/text.h"
+
 namespace qkv::models {
 
 const std::vector<ModelPreset>& model_presets() {
@@ -30,5 +34,28 @@ const ModelPreset* find_preset(const std::string& model, const std::string& name
     if (p->name == name) return p;
   return nullptr;
 }
+
+nlohmann::json parse_model_options(const std::string& text, const std::string& model) {
+  const auto first = text.find_first_not_of(" \t\n\r");
+  if (!model.empty() && first != std::string::npos && text[first] != '{') {
+    if (const auto* preset = find_preset(model, text)) return preset->options;
+    std::vector<std::string> known;
+    for (const auto* p : presets_for(model)) known.push_back(p->name);
+    throw ConfigError("model_options", shortened(text) + ": neither a JSON object nor a preset of " + model +
+                     (known.empty() ? " (it has none)" : " (" + join(known) + ")"));
+  }
+  if (const int64_t depth = json_nesting_depth(text); depth > kMaxJsonDepth)
+    throw ConfigError("model_options", ": JSON nested " + std::to_string(depth) + " levels deep; at most " +
+                     std::to_string(kMaxJsonDepth));
+  nlohmann::json options;
+  try {
+    options = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception&) {
+    throw ConfigError("model_options", ": not valid JSON: " + shortened(text));
+  }
+  if (!options.is_object()) throw ConfigError("model_options", ": expected a JSON object");
+  return options;
+}
+
 
 }  // namespace qkv::models

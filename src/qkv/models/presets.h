@@ -21,4 +21,8 @@ std::vector<const ModelPreset*> presets_for(const std::string& model);
 // The preset `name` of `model`, or nullptr.
 const ModelPreset* find_preset(const std::string& model, const std::string& name);
 
+// A model's options as the user gives them: a JSON object, or, given the
+// model, the name of one of its presets. ConfigError naming "model_options".
+nlohmann::json parse_model_options(const std::string& text, const std::string& model = "");
+
 }  // namespace qkv::models

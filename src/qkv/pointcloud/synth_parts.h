@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "qkv/core/fields.h"
+
 namespace qkv::pointcloud {
 
 // The ShapeNet-part categories the generator can write, in its order.
@@ -26,6 +28,19 @@ struct SynthPartsOptions {
   std::vector<std::string> categories;  // empty = all synth_part_categories()
   bool overwrite = false;               // write into an out folder that already holds files
 };
+
+// ShapeNet-part's categories are classes here, as in every qkv command.
+template <typename V>
+void visit_fields(SynthPartsOptions& o, V&& visit) {
+  visit(Field{"train_per_category", "training shapes per class", "train-per-class"}.range(1, 100000),
+        o.train_per_category);
+  visit(Field{"val_per_category", "validation shapes per class", "val-per-class"}.range(0, 100000),
+        o.val_per_category);
+  visit(Field{"test_per_category", "test shapes per class", "test-per-class"}.range(1, 100000), o.test_per_category);
+  visit(Field{"points_per_shape", "surface points written per shape"}.range(1, 1 << 20), o.points_per_shape);
+  visit(Field{"seed", "random seed; the same seed writes the same files"}.range(0, kMaxSeed), o.seed);
+  visit(Field{"categories", "comma-separated classes (default: all, see --list)", "classes"}, o.categories);
+}
 
 struct SynthPartsSummary {
   std::vector<std::string> categories;

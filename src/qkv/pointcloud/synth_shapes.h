@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "qkv/core/fields.h"
 #include "qkv/pointcloud/mesh.h"
 
 namespace qkv::pointcloud {
@@ -49,6 +50,14 @@ struct SynthShapesOptions {
   std::vector<std::string> classes;  // empty = all, in synth_shape_classes() order
   bool overwrite = false;            // write into an out folder that already holds files
 };
+
+template <typename V>
+void visit_fields(SynthShapesOptions& o, V&& visit) {
+  visit(Field{"train_per_class", "training shapes per class"}.range(1, 100000), o.train_per_class);
+  visit(Field{"test_per_class", "test shapes per class"}.range(1, 100000), o.test_per_class);
+  visit(Field{"seed", "random seed; the same seed writes the same files"}.range(0, kMaxSeed), o.seed);
+  visit(Field{"classes", "comma-separated classes to write (default: all, see --list)"}, o.classes);
+}
 
 struct SynthShapesSummary {
   std::string out_dir;

@@ -13,12 +13,33 @@
 #include "qkv/models/vnt_net.h"
 #include "qkv/core/output_policy.h"
 #include "qkv/pointcloud/mesh_read.h"
+#include "qkv/pointcloud/mesh_write.h"
 #include "qkv/pointcloud/transforms.h"
+#include "qkv/tasks/point_runs.h"
 #include "qkv/tasks/voting.h"
+#include "qkv/train/metrics.h"
 
 namespace qkv::tasks {
 
 namespace pc = qkv::pointcloud;
+
+std::string write_synth_shapes_to(const std::string& out, pc::SynthShapesOptions options, bool overwrite) {
+  const auto summary = write_synthetic_set(out, options, overwrite, synth_shapes_marker(options),
+                                           pc::check_synth_shapes_options, pc::write_synth_shapes);
+  return "synth-shapes: " + std::to_string(summary.classes.size()) + " classes, " + std::to_string(summary.files()) +
+         " files (" + std::to_string(summary.train_files) + " train, " + std::to_string(summary.test_files) +
+         " test) in " + summary.out_dir + "\n";
+}
+
+std::string synth_shapes_list_text() {
+  std::string text;
+  for (const auto& cls : pc::synth_shape_classes()) {
+    char line[512];
+    std::snprintf(line, sizeof line, "%-10s %s\n", cls.c_str(), pc::synth_shape_description(cls).c_str());
+    text += line;
+  }
+  return text;
+}
 
 OutputMarker synth_shapes_marker(const pc::SynthShapesOptions& o) {
   return {"qkv data synth-shapes",
@@ -238,6 +259,129 @@ AttentionPictures attention_pictures(models::Model& model, const ClassificationD
                 {"min_attention", bottom},
                 {"uniform_attention", uniform}};
   return out;
+}
+
+TrainTask classification_train_task(std::shared_ptr<ClassificationTrainSettings> settings) {
+  return point_train_task(
+      settings, kClassificationCommand, "train a point-cloud classifier; writes the run folder --out", "runs/vnt",
+      [](nlohmann::json&) {},
+      [](train::RunRequest& r, ClassificationData& d, const pc::ModelNetData&, const ClassificationSplits& s,
+         const LoadContext& context, TaskRun& run) {
+        if (context.resume && s.class_names != d.class_names)
+          throw DataError("{resume} " + context.run_dir + ": the data's classes differ from the stored run's");
+        d.class_names = s.class_names;
+        r.model_options["classes"] = static_cast<int64_t>(s.class_names.size());
+        run.hooks.test_model = voted_test_model(d.votes);
+        const auto names = s.class_names;
+        run.hooks.final_metrics = [names] { return std::make_unique<train::AccuracyMetric>(names); };
+      });
+}
+
+namespace {
+auto load_classifier_run(const std::string& checkpoint, const c10::Device& device) {
+  return load_point_run<ClassificationData>(checkpoint, device, kClassificationCommand);
+}
+}  // namespace
+
+nlohmann::json write_attention_pictures(const std::string& checkpoint, const AttentionSettings& s, uint64_t seed,
+                                        const std::string& out, bool overwrite, const c10::Device& device) {
+  auto run = load_classifier_run(checkpoint, device);
+  auto pictures = attention_pictures(*run.model, run.data, s.input, s.query, s.block, s.scale, seed, device);
+  claim_output_dir(out, "{out}", overwrite, {"vnt attention", {}});
+  auto& report = pictures.report;
+  const char* names[] = {"shape", "rotated"};
+  for (size_t i = 0; i < 2; ++i) {
+    const std::string stem = out + "/" + names[i];
+    pc::write_ply_sized(stem + ".ply", pictures.clouds[i]);
+    pc::write_points_png(stem + ".png", pictures.clouds[i], pictures.pictures[i]);
+    report[names[i]] = stem + ".ply";
+    report[std::string(names[i]) + "_png"] = stem + ".png";
+  }
+  return report;
+}
+
+nlohmann::json evaluate_classifier_run(const PointEvalSettings& s, const c10::Device& device) {
+  const auto rotation = pc::parse_rotation(s.rotate);
+  auto run = load_classifier_run(s.checkpoint, device);
+  ClassificationData d = run.data;
+  if (!s.data.empty()) d.source = s.data;
+  const auto loaded = d.load_data();
+  if (loaded.train.class_names != run.data.class_names)
+    throw DataError(d.source + ": its classes differ from those the checkpoint was trained on");
+  const int64_t votes = s.votes > 0 ? s.votes : run.data.votes;
+  const auto part = eval_split(d, loaded, s.split, rotation, votes);
+  const auto names = run.data.class_names;
+  VoteAveraged voted(*run.model, votes);
+  auto metrics = train::evaluate(voted, *part, run.config.at("train").at("batch_size").get<int64_t>(), device,
+                                 [names] { return std::make_unique<train::AccuracyMetric>(names); });
+  metrics["split"] = s.split;
+  metrics["rotate"] = pc::rotation_name(rotation);
+  metrics["votes"] = votes;
+  metrics["size"] = part->size();
+  if (s.invariance_shapes > 0)
+    metrics["invariance"] = measure_invariance(*run.model, *part, s.invariance_shapes, 4, s.seed, device);
+  return metrics;
+}
+
+nlohmann::json ShapeClassification::to_json(const std::string& input, const std::string& rotate) const {
+  nlohmann::json p = nlohmann::json::object();
+  for (const auto& [name, probability] : ranked) p[name] = probability;
+  return {{"input", input}, {"rotate", rotate}, {"votes", votes}, {"prediction", ranked.front().first},
+          {"probabilities", p}};
+}
+
+std::string ShapeClassification::text(const std::string& input, int64_t top) const {
+  std::string out = input + ": " + ranked.front().first + "\n";
+  for (size_t i = 0; i < std::min<size_t>(static_cast<size_t>(top), ranked.size()); ++i) {
+    char line[256];
+    std::snprintf(line, sizeof line, "  %-16s %.4f\n", ranked[i].first.c_str(), ranked[i].second);
+    out += line;
+  }
+  return out;
+}
+
+ShapeClassification classify_shape_file(const std::string& checkpoint, const std::string& input,
+                                        const std::string& rotate, uint64_t seed, int64_t votes,
+                                        const c10::Device& device) {
+  const auto rotation = pc::parse_rotation(rotate);
+  auto run = load_classifier_run(checkpoint, device);
+  ShapeClassification result;
+  result.votes = votes > 0 ? votes : run.data.votes;
+  const auto batch = single_cloud_batch(run.data, input, rotation, seed, result.votes);
+  torch::NoGradGuard no_grad;
+  const auto probs = average_votes(run.model->forward(batch.to(device)), result.votes).exp()[0].to(torch::kCPU);
+  const auto order = std::get<1>(probs.sort(0, /*descending=*/true));
+  for (int64_t i = 0; i < order.numel(); ++i) {
+    const int64_t c = order[i].item<int64_t>();
+    result.ranked.emplace_back(run.data.class_names.at(static_cast<size_t>(c)), probs[c].item<double>());
+  }
+  return result;
+}
+
+nlohmann::json compare_classifier_runs(const std::vector<std::string>& runs, int64_t shapes, uint64_t seed,
+                                       const c10::Device& device) {
+  return compare_point_runs<ClassificationData>(
+      runs, shapes, seed, device, kClassificationCommand, "test_accuracy",
+      [](const nlohmann::json& split) { return split.value("accuracy", 0.0); });
+}
+
+std::string classifier_compare_text(const nlohmann::json& rows, int64_t shapes) {
+  const std::string note = shapes > 0 ? "(max |dlogit|: largest change of any logit over " + std::to_string(shapes) +
+                                            " test shapes under 4 random SO(3) rotations, float32; float64 in --json)"
+                                      : "";
+  return compare_table_text(
+      rows, "test_accuracy", [](const nlohmann::json& r) { return r.at("protocol").get<std::string>(); },
+      {"test z", "test so3", "test none"},
+      [](const nlohmann::json& accuracy) {
+        std::vector<std::string> cells;
+        for (const char* rotation : {"z", "so3", "none"}) {
+          char buf[32] = "-";
+          if (accuracy.contains(rotation)) std::snprintf(buf, sizeof buf, "%.4f", accuracy.at(rotation).get<double>());
+          cells.push_back(buf);
+        }
+        return cells;
+      },
+      note);
 }
 
 }  // namespace qkv::tasks

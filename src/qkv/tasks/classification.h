@@ -18,6 +18,7 @@
 #include "qkv/pointcloud/render.h"
 #include "qkv/pointcloud/synth_shapes.h"
 #include "qkv/tasks/point_task.h"
+#include "qkv/tasks/train_task.h"
 
 namespace qkv::tasks {
 
@@ -61,6 +62,12 @@ struct ClassificationData {
 // when made with the same settings.
 OutputMarker synth_shapes_marker(const pointcloud::SynthShapesOptions& options);
 
+// `data synth-shapes`: the shapes written into `out` (claimed as
+// core/output_policy.h allows, marked complete at the end); returns the line
+// it prints. synth_shapes_list_text: the classes and what varies in each.
+std::string write_synth_shapes_to(const std::string& out, pointcloud::SynthShapesOptions options, bool overwrite);
+std::string synth_shapes_list_text();
+
 template <typename V>
 void visit_fields(ClassificationData& d, V&& visit) {
   visit(Field{"source",
@@ -83,7 +90,9 @@ void visit_fields(ClassificationData& d, V&& visit) {
               "({train,test}/<class>/*), flat (<class>/*, cut by --test-fraction), resampled "
               "(modelnet40_normal_resampled), hdf5 (modelnet40_ply_hdf5_2048)"},
         d.load.layout);
-  visit(Field{"strict", "", ""}, d.load.strict);  // --strict, a flag
+  visit(Field{"strict",
+              "a file in a class folder that is not a shape file is an error (by default it is skipped and counted)"},
+        d.load.strict);
   visit(Field{"test_fraction",
               "a flat <class>/* folder: the share of each class's shapes (seeded shuffle) that is the test set"}
             .range(0.01, 0.99),
@@ -156,5 +165,65 @@ struct AttentionPictures {
 AttentionPictures attention_pictures(models::Model& model, const ClassificationData& data, const std::string& input,
                                      int64_t query, int64_t block, const std::string& scale, uint64_t seed,
                                      const c10::Device& device);
+
+// `vnt attention`: the shape, the query point and block, the colour scale.
+struct AttentionSettings {
+  std::string input;
+  int64_t query = 0, block = 0;
+  std::string scale = "absolute";
+};
+
+template <typename V>
+void visit_fields(AttentionSettings& s, V&& visit) {
+  visit(Field{"input", "shape file: a mesh (.off .ply .obj .stl) or a point cloud (.ply .pcd .txt .xyz .csv)"}, s.input);
+  visit(Field{"query", "index of the query point whose attention row colours the cloud"}.range(0, 1 << 20), s.query);
+  visit(Field{"block", "which basic block's attention (0-based), averaged over its heads"}.range(0, 1024), s.block);
+  visit(Field{"scale",
+              "colour scale: absolute (0 to the row's largest weight, so a near-uniform row looks uniform) or row (the "
+              "row's smallest to largest weight: contrast stretched)"}
+            .one_of("absolute|row"),
+        s.scale);
+}
+
+// attention_pictures for the run of `checkpoint`, written to
+// <out>/{shape,rotated}.{ply,png} (out claimed as core/output_policy.h
+// allows); returns the report with the four file names.
+nlohmann::json write_attention_pictures(const std::string& checkpoint, const AttentionSettings& s, uint64_t seed,
+                                        const std::string& out, bool overwrite, const c10::Device& device);
+
+// `vnt train`: the data and the model (vnt unless set).
+struct ClassificationTrainSettings {
+  ClassificationData data;
+  PointModelSettings model{"vnt"};
+};
+// The task on `settings`, which the front end fills before a run; the
+// paper's view defaults are set into settings->data here.
+TrainTask classification_train_task(std::shared_ptr<ClassificationTrainSettings> settings);
+
+// `vnt eval`: accuracy, mean class accuracy, per-class scores and confusion
+// matrix (train::AccuracyMetric) of s.checkpoint on s.split, with the split,
+// rotation, votes and size, and with s.invariance_shapes > 0 the invariance
+// measurement. DataError when the data's classes are not the run's.
+nlohmann::json evaluate_classifier_run(const PointEvalSettings& s, const c10::Device& device);
+
+// `vnt predict`: one shape file's class probabilities under a run's model,
+// most likely first; `votes` 0 = the run's.
+struct ShapeClassification {
+  std::vector<std::pair<std::string, double>> ranked;  // class, probability
+  int64_t votes = 0;
+  // {input, rotate, votes, prediction, probabilities: {class: p}}
+  nlohmann::json to_json(const std::string& input, const std::string& rotate) const;
+  // "INPUT: best" and the `top` most likely classes with their probabilities.
+  std::string text(const std::string& input, int64_t top) const;
+};
+ShapeClassification classify_shape_file(const std::string& checkpoint, const std::string& input,
+                                        const std::string& rotate, uint64_t seed, int64_t votes,
+                                        const c10::Device& device);
+
+// `vnt compare`: one row per finished run (compare_point_runs) with each test
+// rotation's accuracy under "test_accuracy"; and the table of those rows.
+nlohmann::json compare_classifier_runs(const std::vector<std::string>& runs, int64_t shapes, uint64_t seed,
+                                       const c10::Device& device);
+std::string classifier_compare_text(const nlohmann::json& rows, int64_t shapes);
 
 }  // namespace qkv::tasks

@@ -1,8 +1,11 @@
 #include "qkv/tasks/lm_cache_size.h"
 
+#include <cstdio>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/text.h"
 #include "qkv/tasks/lm_task.h"
 
 namespace qkv::tasks {
@@ -74,6 +77,54 @@ std::vector<std::pair<std::string, attention::KVCacheShape>> article_cache_shape
   a.window = 1024;
   rows.emplace_back("r = 200, 4 kv heads, int8, window 1024", a);
   return rows;
+}
+
+std::string cache_size_report(const CacheSizeSettings& s, bool article, bool json) {
+  std::vector<std::pair<std::string, attention::KVCacheShape>> rows;
+  if (article) {
+    if (!s.checkpoint.empty()) throw ConfigError("article", "and {checkpoint} exclude each other");
+    attention::parse_cache_dtype(s.dtype, "{dtype}");
+    rows = article_cache_shapes();
+  } else {
+    rows.emplace_back("", cache_shape(s));
+  }
+  std::vector<attention::KVCacheSize> sizes;
+  for (const auto& row : rows) sizes.push_back(attention::kv_cache_bytes(row.second));
+  auto as_json = [](const attention::KVCacheSize& z) {
+    return nlohmann::json{{"key_bytes", z.key_bytes}, {"value_bytes", z.value_bytes}, {"total_bytes", z.total_bytes}};
+  };
+  if (json && !article) return as_json(sizes.front()).dump() + "\n";
+  if (json) {
+    auto list = nlohmann::json::array();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      auto row = as_json(sizes[i]);
+      row["setting"] = rows[i].first;
+      list.push_back(row);
+    }
+    return list.dump(2) + "\n";
+  }
+  char line[256];
+  std::string text;
+  if (article) {
+    // Decimal GB, as the article counts.
+    std::snprintf(line, sizeof line, "%-64s %12s %12s %9s\n", "", "keys", "keys+values", "of first");
+    text += line;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      std::snprintf(line, sizeof line, "%-64s %9.3f GB %9.3f GB %8.4fx\n", rows[i].first.c_str(),
+                    sizes[i].key_bytes / 1e9, sizes[i].total_bytes / 1e9,
+                    static_cast<double>(sizes[i].total_bytes) / static_cast<double>(sizes[0].total_bytes));
+      text += line;
+    }
+    return text;
+  }
+  for (const auto& [what, bytes] : {std::pair<const char*, int64_t>{"key cache", sizes[0].key_bytes},
+                                    {"value cache", sizes[0].value_bytes},
+                                    {"total", sizes[0].total_bytes}}) {
+    std::snprintf(line, sizeof line, "%-12s %20lld bytes  (%s)\n", what, static_cast<long long>(bytes),
+                  binary_size(bytes).c_str());
+    text += line;
+  }
+  return text;
 }
 
 }  // namespace qkv::tasks

@@ -3,12 +3,19 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/output_policy.h"
+#include "qkv/core/text.h"
+#include "qkv/lm/mlp_memory.h"
 #include "qkv/lm/exact_match.h"
 #include "qkv/lm/recurrent_generate.h"
 #include "qkv/lm/generate.h"
+#include "qkv/train/html_kit.h"
 #include "qkv/train/run.h"
+#include "qkv/train/trainer.h"
 #include "qkv/models/recurrent_lm.h"
 
 namespace qkv::tasks {
@@ -83,6 +90,132 @@ std::string complete_answer(models::Model& model, const std::string& prompt, int
   if (auto* recurrent = dynamic_cast<models::RecurrentLM*>(&model))
     return lm::complete_recurrent(*recurrent, prompt, max_new);
   return lm::complete(dynamic_cast<models::TransformerLM&>(model), prompt, max_new, cache_dtype);
+}
+
+TrainTask lm_train_task(std::shared_ptr<const LmTrainSettings> s) {
+  TrainTask task;
+  task.command = kLmCommand;
+  task.description = "train the byte-level transformer (or an LSTM/GRU baseline) on a built-in task or a text file";
+  task.default_out = "runs/lm";
+  task.defaults.epochs = 20;
+  task.defaults.batch_size = 32;
+  task.defaults.optim.lr = 5e-3;
+  task.defaults.optim.weight_decay = 0.01;
+  task.defaults.clip_grad_norm = 1.0;
+  task.defaults.select_metric = "loss";  // task runs pick exact_match unless told (prepare, below)
+  task.select_metric_shown = "exact_match (loss with --text)";
+  task.batch_norm = false;
+  task.prepare = [s](const GivenSetting& given, train::RunRequest& r, const std::string&) {
+    LmData data = s->data;
+    if (given("task") && !data.text.empty()) throw ConfigError("task", "and {text} exclude each other");
+    data.seed = r.seed;
+    data.validate();
+    if (data.is_task() && !given("select_metric")) r.train.select_metric = "exact_match";
+    const auto model = lm_model(s->model.kind, s->model.transformer, s->model.hidden);
+    r.model_name = model.name;
+    r.model_options = model.options;
+    if (model.name != "transformer-lm" && r.train.parallel.rank == 0)
+      std::fprintf(stderr, "%s: %s with hidden %s: %s parameters; the transformer-lm of these options: %s\n",
+                   kLmCommand, model.name.c_str(), model.options.at("hidden").dump().c_str(),
+                   train::format_integer(model.parameters).c_str(), train::format_integer(model.budget).c_str());
+    r.data = data.to_json();
+  };
+  task.load = [](train::RunRequest& r, const LoadContext&) {
+    const auto data = LmData::from_json(r.data);
+    TaskRun run;
+    run.splits = data.make();
+    run.hooks.metrics = data.metrics();
+    return run;
+  };
+  return task;
+}
+
+nlohmann::json evaluate_lm_run(const std::string& checkpoint, const std::string& split, const std::string& cache_dtype,
+                               const c10::Device& device) {
+  std::optional<attention::CacheDtype> dtype;
+  if (!cache_dtype.empty()) dtype = attention::parse_cache_dtype(cache_dtype, "{cache_dtype}");
+  nlohmann::json config;
+  auto model = load_lm_model(checkpoint, &config);
+  model->to(device);
+  auto measured = model;
+  if (dtype) {
+    auto transformer = std::dynamic_pointer_cast<models::TransformerLM>(model);
+    if (!transformer) throw UsageError("{cache_dtype}: " + checkpoint + " is a recurrent model, which keeps no cache");
+    measured = lm::decoding_with_cache(transformer, *dtype);
+  }
+  const auto data = LmData::from_json(config.at("data"));
+  // Tasks: the instances themselves are needed below for greedy decoding.
+  data::LmTaskSplits examples;
+  if (data.is_task()) examples = data::make_lm_task(data.task, data.seed);
+  const auto splits = data.is_task() ? data::lm_task_datasets(examples) : data.make();
+  const auto& part = data::split_named(splits, split);
+  auto metrics = train::evaluate(*measured, *part, config.at("train").at("batch_size").get<int64_t>(), device,
+                                 data.metrics());
+  metrics["bits_per_byte"] = metrics.at("loss").get<double>() / std::log(2.0);
+  if (data.is_task()) {
+    // Exact match again, by real greedy decoding (KV cache or recurrent state).
+    const auto& list = split == "train" ? examples.train : split == "val" ? examples.val : examples.test;
+    int64_t right = 0;
+    for (const auto& e : list)
+      right += complete_answer(*model, e.prompt, static_cast<int64_t>(e.answer.size()) + 1, dtype) == e.answer;
+    metrics["generated_exact_match"] =
+        list.empty() ? 0.0 : static_cast<double>(right) / static_cast<double>(list.size());
+  }
+  metrics["split"] = split;
+  metrics["size"] = part->size();
+  if (dtype) metrics["cache_dtype"] = attention::cache_dtype_name(*dtype);
+  return metrics;
+}
+
+nlohmann::json generate_text(const GenerateSettings& s, uint64_t seed, const c10::Device& device,
+                             const std::function<bool(int64_t token)>& on_token) {
+  if (s.prompt.empty()) throw ConfigError("prompt", "must not be empty");
+  data::check_utf8(s.prompt, "{prompt}");
+  auto gen = s.gen;
+  if (!s.cache_dtype.empty()) gen.cache_dtype = attention::parse_cache_dtype(s.cache_dtype, "{cache_dtype}");
+  gen.use_cache = !s.no_cache;
+  if (!gen.save_cache.empty()) {
+    if (gen.save_cache == gen.load_cache) throw ConfigError("save_cache", "and {load_cache} name the same file");
+    check_output_file(gen.save_cache, "{save_cache}", s.overwrite);
+  }
+  nlohmann::json config;
+  auto model = load_lm_model(s.checkpoint, &config);
+  model->to(device);
+  auto* recurrent = dynamic_cast<models::RecurrentLM*>(model.get());
+  if (recurrent && (gen.cache_dtype || !gen.save_cache.empty() || !gen.load_cache.empty()))
+    throw UsageError("{cache_dtype}, {save_cache} and {load_cache}: " + s.checkpoint +
+                     " is a recurrent model, whose fixed state is all its memory (no KV cache)");
+  // A model trained on a task answers it greedily and ends with the
+  // terminator: that answer is what a user should see first (our choice).
+  const bool task_default = LmData::from_json(config.at("data")).is_task() && !s.temperature_given;
+  if (task_default) gen.temperature = 0;
+  gen.seed = seed;
+  if (s.stop_at_newline || task_default) gen.stop_token = '\n';
+  if (!gen.save_cache.empty()) claim_output_file(gen.save_cache, "{save_cache}", s.overwrite, OutputMarker{"lm generate"});
+  const auto prompt = data::bytes_to_tokens(s.prompt);
+  std::vector<int64_t> tokens(prompt.data_ptr<int64_t>(), prompt.data_ptr<int64_t>() + prompt.numel());
+  gen.on_token = on_token;
+  const auto result = recurrent ? lm::generate_recurrent(*recurrent, tokens, gen)
+                                : lm::generate(dynamic_cast<models::TransformerLM&>(*model), tokens, gen);
+  // Bytes that do not form UTF-8 on their own are shown escaped.
+  std::string shown;
+  for (int64_t t : result.tokens) shown += t < 128 ? std::string(1, static_cast<char>(t)) : lm::printable_byte(t);
+  nlohmann::json doc{{"prompt", s.prompt}, {"text", shown}, {"tokens", result.tokens}, {"cache", gen.use_cache}};
+  if (gen.use_cache && !recurrent) {
+    doc["cache_bytes"] = result.cache_bytes.total_bytes;
+    doc["resumed_positions"] = result.resumed;
+  }
+  return doc;
+}
+
+std::vector<lm::MemoryUnit> inspect_mlp_file(const std::string& checkpoint, const std::string& text_file,
+                                             const lm::MemoryOptions& options, const c10::Device& device) {
+  const std::string text = read_text_file(text_file);
+  if (text.empty()) throw DataError(text_file + ": the text file is empty");
+  data::check_utf8(text, text_file);
+  auto model = load_transformer_lm(checkpoint);
+  model->to(device);
+  return lm::inspect_mlp(*model, text, options);
 }
 
 }  // namespace qkv::tasks

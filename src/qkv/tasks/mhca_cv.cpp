@@ -693,4 +693,47 @@ nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVO
   return summary;
 }
 
+std::vector<std::string> resolve_cv_models(const std::vector<std::string>& requested) {
+  std::vector<std::string> models;
+  for (const auto& m : requested) {
+    if (m == "all" || m == "paper") return m == "all" ? cv_model_names() : CVOptions{}.models;
+    models.push_back(m);
+  }
+  const auto& known = cv_model_names();
+  for (const auto& m : models)
+    if (std::find(known.begin(), known.end(), m) == known.end())
+      throw ConfigError("model", m + ": not one of " + join(known) + ", paper, all");
+  return models;
+}
+
+std::string cv_summary_text(const nlohmann::json& summary, const std::vector<std::string>& models) {
+  std::string text;
+  for (const char* section : {"", "fold_mean"}) {
+    text += *section ? "fold-averaged, population std (the paper's Table 1):\n" : "pooled per run, sample std over runs:\n";
+    for (const auto& name : models) {
+      const auto& model = summary.at("models").at(name);
+      const auto& m = *section ? model.at(section) : model;
+      auto show = [&](const char* key, double scale) {
+        if (!m.contains(key) || m.at(key).at("mean").is_null()) return std::string("n/a");
+        const auto& v = m.at(key);
+        char buf[64];
+        if (v.value("n", 0) == 1 || v.at("std").is_null())  // one run: no spread to show
+          std::snprintf(buf, sizeof buf, "%.3f", v.at("mean").get<double>() * scale);
+        else
+          std::snprintf(buf, sizeof buf, "%.3f +- %.3f", v.at("mean").get<double>() * scale,
+                        v.at("std").get<double>() * scale);
+        return std::string(buf);
+      };
+      char line[512];
+      std::snprintf(line, sizeof line,
+                    "  %-10s accuracy %s %%  AUROC %s  AUROC(labels) %s  sensitivity %s  specificity %s\n",
+                    name.c_str(), show("accuracy", 100).c_str(), show("auroc", 1).c_str(),
+                    show("auroc_hard", 1).c_str(), show("sensitivity", 1).c_str(), show("specificity", 1).c_str());
+      text += line;
+    }
+  }
+  for (const auto& w : summary.value("warnings", std::vector<std::string>{})) text += "warning: " + w + "\n";
+  return text;
+}
+
 }  // namespace qkv::tasks

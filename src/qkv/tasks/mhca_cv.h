@@ -25,6 +25,10 @@ namespace qkv::tasks {
 // XGBoost baseline on the selected CpG sites.
 const std::vector<std::string>& cv_model_names();  // mhca, concatnet, spectnet, xgboost
 
+// The models of `mhca cv --model`: names of cv_model_names(), or "paper"
+// (CVOptions' default four) or "all"; ConfigError naming "model" otherwise.
+std::vector<std::string> resolve_cv_models(const std::vector<std::string>& requested);
+
 // What a model of cv_model_names() reads, from the registry's inputs
 // ("spect", "methylation"); XGBoost, not a registry network, reads the
 // methylation table only.
@@ -91,6 +95,11 @@ nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVO
 
 // Accuracy, AUROC (from probabilities), sensitivity, specificity at 0.5.
 // AUROC is null with a "note" when the labels hold one class.
+// The table `mhca cv` prints from run_cross_validation's summary: each of
+// `models` pooled per run (mean +- sample std over runs), then fold-averaged
+// with the population std (the paper's Table 1), then the warnings.
+std::string cv_summary_text(const nlohmann::json& summary, const std::vector<std::string>& models);
+
 nlohmann::json binary_metrics(const std::vector<double>& probabilities, const std::vector<int64_t>& labels);
 
 }  // namespace qkv::tasks

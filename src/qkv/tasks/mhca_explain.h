@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "qkv/core/fields.h"
 #include "qkv/medical/cohort_data.h"
 #include "qkv/models/mhca.h"
 
@@ -57,6 +58,20 @@ struct ExplainOptions {
   int64_t png_scale = 3;              // least pixels per voxel in the PNG slices (at least 360 px a side)
   double overlay_threshold = 0.5;     // share of the map's range below which the PNGs paint nothing
 };
+
+template <typename V>
+void visit_fields(ExplainOptions& o, V&& visit) {
+  visit(Field{"subjects", "subject id(s) to explain (comma-separated)", "subject"}, o.subjects);
+  visit(Field{"ground_truth",
+              "ground_truth.json of 'qkv mhca synth' to score the explanation (default: next to the manifest)"},
+        o.ground_truth);
+  visit(Field{"overlay_threshold",
+              "PNG overlays paint attention from this share of the map's range up (0 paints everything)"}
+            .range(0, 1),
+        o.overlay_threshold);
+  visit(Field{"striatum_mask", "label NIfTI on the volumes' grid, non-zero = striatum (default: the ground truth's)"},
+        o.striatum_mask);
+}
 
 struct OverlayStyle {
   int64_t min_scale = 3;   // least pixels per voxel; the longer side is at least 360 px

@@ -10,6 +10,7 @@
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
 #include "qkv/data/folds.h"
+#include "qkv/models/presets.h"
 
 namespace qkv::tasks {
 
@@ -146,6 +147,47 @@ MhcaTrainRun prepare_mhca_train(MhcaTrainData& d, bool volumes, uint64_t seed) {
   for (auto r : fit_rows) d.fit_subjects.push_back(run.cohort.subject_ids[static_cast<size_t>(r)]);
   std::sort(d.fit_subjects.begin(), d.fit_subjects.end());
   return run;
+}
+
+TrainTask mhca_train_task(std::shared_ptr<const MhcaTrainSettings> s) {
+  TrainTask task;
+  task.command = kMhcaTrainCommand;
+  task.description = "train one model (or XGBoost) on a cohort; writes the run folder --out";
+  task.default_out = "runs/mhca";
+  set_mhca_paper_defaults(task.defaults);
+  task.model_options_from_data = true;
+  task.batch_norm = false;
+  task.data_parallel = false;
+  task.prepare = [s](const GivenSetting&, train::RunRequest& r, const std::string&) {
+    MhcaTrainData d = s->data;
+    if (!d.selection.list_path.empty()) d.selection.mode = "list";
+    d.model_options = models::parse_model_options(s->model_options);
+    d.validate();
+    r.model_name = s->model;
+    r.model_options = s->model == "xgboost" ? d.selection.xgboost.to_json() : d.model_options;
+    r.data = d.to_json();
+  };
+  task.load = [](train::RunRequest& r, const LoadContext&) {
+    auto d = MhcaTrainData::from_json(r.data);
+    const bool xgboost = r.model_name == "xgboost";
+    auto prepared = std::make_shared<MhcaTrainRun>(prepare_mhca_train(d, !xgboost, r.seed));
+    r.data = d.to_json();
+    TaskRun run;
+    if (xgboost) {
+      medical::XGBoostParams params = d.selection.xgboost;
+      params.threads = at::get_num_threads();
+      run.fit = [prepared, params](const std::string& dir) { return prepared->fit_xgboost(params, dir); };
+      return run;
+    }
+    r.model_options = prepared->network_options(r.model_name, d.model_options);
+    run.splits = prepared->splits();
+    auto training = medical::augmented_training(run.splits.train, prepared->augmentation(d.augmentation), r.seed);
+    run.splits.train = training.train;
+    run.hooks.augment = training.augment;
+    run.hooks.final_metrics = binary_metric_factory();
+    return run;
+  };
+  return task;
 }
 
 }  // namespace qkv::tasks

@@ -13,6 +13,7 @@
 #include "qkv/data/dataset.h"
 #include "qkv/medical/cohort_data.h"
 #include "qkv/tasks/mhca_cv.h"
+#include "qkv/tasks/train_task.h"
 #include "qkv/train/trainer.h"
 
 namespace qkv::tasks {
@@ -97,7 +98,7 @@ void visit_fields(MhcaTrainData& d, V&& visit) {
   visit(Field{"normalisation", "volume intensities: global (min-max over training volumes, paper) or subject"},
         d.normalisation);
   visit(Field{"max_missing", kMaxMissingHelp}.range(0, 1), d.max_missing);
-  visit(Field{"reorient", "", ""}, d.reorient);  // --reorient, a flag
+  visit(Field{"reorient", kReorientHelp}, d.reorient);
   visit_fields(d.selection, visit);
   visit_fields(d.augmentation, visit);
   visit(Field{"model_options", "", ""}, d.model_options);  // --model-options, parsed
@@ -133,5 +134,16 @@ train::MetricFactory binary_metric_factory();
 
 // Loads and prepares; records the preprocessing and test subjects in `data`.
 MhcaTrainRun prepare_mhca_train(MhcaTrainData& data, bool volumes, uint64_t seed);
+
+// `mhca train`: the cohort and its preprocessing, the model (a network of
+// cv_model_names() or xgboost) and the networks' sizes as JSON.
+struct MhcaTrainSettings {
+  MhcaTrainData data;
+  std::string model = "mhca";
+  std::string model_options = "{}";
+};
+
+// `mhca train` on `settings`, which the front end fills before a run.
+TrainTask mhca_train_task(std::shared_ptr<const MhcaTrainSettings> settings);
 
 }  // namespace qkv::tasks

@@ -4,17 +4,43 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <numeric>
 
 #include "qkv/core/errors.h"
 #include "qkv/core/output_policy.h"
 #include "qkv/core/text.h"
 #include "qkv/pointcloud/mesh_read.h"
+#include "qkv/pointcloud/mesh_write.h"
+#include "qkv/tasks/point_runs.h"
 #include "qkv/train/part_iou.h"
 
 namespace qkv::tasks {
 
 namespace pc = qkv::pointcloud;
+
+std::string write_synth_parts_to(const std::string& out, pc::SynthPartsOptions options, bool overwrite) {
+  const auto summary = write_synthetic_set(out, options, overwrite, synth_parts_marker(options),
+                                           pc::check_synth_parts_options, pc::write_synth_parts);
+  return "synth-parts: " + std::to_string(summary.categories.size()) + " categories, " +
+         std::to_string(summary.files()) + " shapes (" + std::to_string(summary.shapes[0]) + " train, " +
+         std::to_string(summary.shapes[1]) + " val, " + std::to_string(summary.shapes[2]) + " test) in " + out + "\n";
+}
+
+std::string synth_parts_list_text() {
+  std::string text;
+  for (const auto& name : pc::synth_part_categories()) {
+    const auto& cat = pc::shapenet_part_categories()[static_cast<size_t>(pc::find_part_category(name))];
+    char line[256];
+    std::snprintf(line, sizeof line, "%-10s %s ", cat.name.c_str(), cat.synset.c_str());
+    text += line;
+    const auto parts = pc::synth_part_names(name);
+    for (size_t i = 0; i < parts.size(); ++i)
+      text += " " + std::to_string(cat.first_part + static_cast<int64_t>(i)) + " " + parts[i];
+    text += "\n";
+  }
+  return text;
+}
 
 OutputMarker synth_parts_marker(const pc::SynthPartsOptions& o) {
   return {"qkv data synth-parts",
@@ -195,6 +221,133 @@ PartPrediction predict_parts(models::Model& model, const PartSegData& data, cons
     out.report["miou"] = train::shape_part_miou(labels, t, parts);
   }
   return out;
+}
+
+TrainTask part_segmentation_train_task(std::shared_ptr<PartSegTrainSettings> settings) {
+  auto task = point_train_task(
+      settings, kPartSegmentationCommand, "train a part segmenter; writes the run folder --out", "runs/seg",
+      [](nlohmann::json& options) {
+        // The model's shape is fixed by the data set: 16 categories, 50 parts.
+        for (const char* key : {"categories", "parts"})
+          if (options.contains(key))
+            throw ConfigError("model_options", std::string(": '") + key +
+                                                   "' is fixed by ShapeNet-part (16 categories, 50 parts)");
+        options["categories"] = static_cast<int64_t>(pc::shapenet_part_categories().size());
+        options["parts"] = pc::kShapeNetPartCount;
+      },
+      [](train::RunRequest& r, PartSegData& d, const pc::ShapeNetPartData& loaded, const PartSegSplits&,
+         const LoadContext&, TaskRun& run) {
+        d.trained_categories.clear();
+        if (loaded.train.size() > 0) {
+          const auto present = std::get<0>(torch::_unique(loaded.train.labels));
+          for (int64_t i = 0; i < present.numel(); ++i)
+            d.trained_categories.push_back(
+                pc::shapenet_part_categories().at(static_cast<size_t>(present[i].item<int64_t>())).name);
+        }
+        run.hooks.metrics = part_iou_metric();
+        run.hooks.title = "qkv seg train: " + r.model_name;
+      });
+  task.defaults.select_metric = "instance_miou";
+  return task;
+}
+
+nlohmann::json evaluate_segmenter_run(const PointEvalSettings& s, const c10::Device& device) {
+  const auto rotation = pc::parse_rotation(s.rotate);
+  auto run = load_point_run<PartSegData>(s.checkpoint, device, kPartSegmentationCommand);
+  PartSegData d = run.data;
+  if (!s.data.empty()) d.source = s.data;
+  const auto loaded = d.load_data();
+  const auto& set = s.split == "train" ? loaded.train : s.split == "val" ? loaded.val : loaded.test;
+  const auto part = view_of(std::make_shared<const pc::PointCloudSet>(set), d.view, false, rotation);
+  auto metrics = train::evaluate(*run.model, *part, run.config.at("train").at("batch_size").get<int64_t>(), device,
+                                 part_iou_metric());
+  metrics["split"] = s.split;
+  metrics["rotate"] = pc::rotation_name(rotation);
+  metrics["size"] = part->size();
+  if (s.invariance_shapes > 0)
+    metrics["invariance"] = measure_invariance(*run.model, *part, s.invariance_shapes, 4, s.seed, device);
+  return metrics;
+}
+
+PartPredictResult predict_parts_to_files(const PartPredictSettings& s, const c10::Device& device) {
+  if (s.category.empty()) throw ConfigError("category", "is required (the object's ShapeNet-part category)");
+  const int64_t category = pc::find_part_category(s.category, "category");
+  const auto rotation = pc::parse_rotation(s.rotate);
+  auto run = load_point_run<PartSegData>(s.checkpoint, device, kPartSegmentationCommand);
+  if (ends_with(s.out, ".ply"))
+    throw ConfigError("out", "is a folder (it receives <input name>.parts.ply and .png), got " + s.out);
+  const std::string stem = (std::filesystem::path(s.out) / std::filesystem::path(s.input).stem()).string();
+  const std::string ply = stem + ".parts.ply", png = stem + ".parts.png";
+  check_output_file(ply, "{out}", s.overwrite);
+  check_output_file(png, "{out}", s.overwrite);
+  auto prediction = predict_parts(*run.model, run.data, s.input, category, rotation, s.seed, device);
+  claim_output_file(ply, "{out}", s.overwrite, {"seg predict", {}});
+  claim_output_file(png, "{out}", s.overwrite, {"seg predict", {}});
+  pc::write_ply_sized(ply, prediction.cloud);
+  pc::write_points_png(png, prediction.cloud, prediction.picture);
+  PartPredictResult result;
+  result.report = prediction.report;
+  result.report["rotate"] = s.rotate;
+  result.report["ply"] = ply;
+  result.report["png"] = png;
+  result.labels = prediction.labels;
+  const auto& cat = pc::shapenet_part_categories()[static_cast<size_t>(category)];
+  char line[256];
+  std::snprintf(line, sizeof line, "%s: %s, %lld points -> ", s.input.c_str(), cat.name.c_str(),
+                static_cast<long long>(result.report.at("points").get<int64_t>()));
+  result.text = line + ply + "\n";
+  size_t width = 0;
+  for (const auto& name : prediction.part_names) width = std::max(width, name.size());
+  for (int64_t p = 0; p < cat.parts; ++p) {
+    std::snprintf(line, sizeof line, "  %2lld %-*s %6lld points\n", static_cast<long long>(cat.first_part + p),
+                  static_cast<int>(width), prediction.part_names[static_cast<size_t>(p)].c_str(),
+                  static_cast<long long>(prediction.per_part[static_cast<size_t>(p)]));
+    result.text += line;
+  }
+  if (result.report.contains("miou")) {
+    std::snprintf(line, sizeof line, "  against the file's labels: accuracy %.4f, mIoU %.4f\n",
+                  result.report["accuracy"].get<double>(), result.report["miou"].get<double>());
+    result.text += line;
+  }
+  return result;
+}
+
+nlohmann::json compare_segmenter_runs(const std::vector<std::string>& runs, int64_t shapes, uint64_t seed,
+                                      const c10::Device& device) {
+  return compare_point_runs<PartSegData>(runs, shapes, seed, device, kPartSegmentationCommand, "test",
+                                         [](const nlohmann::json& split) {
+                                           return nlohmann::json{{"instance_miou", split.value("instance_miou", 0.0)},
+                                                                 {"class_miou", split.value("class_miou", 0.0)}};
+                                         });
+}
+
+std::string segmenter_compare_text(const nlohmann::json& rows, int64_t shapes) {
+  auto paper = [](const std::string& r) {
+    const auto name = pc::rotation_name(pc::parse_rotation(r));
+    return name == "none" ? std::string("I") : name == "so3" ? std::string("SO(3)") : name;
+  };
+  return compare_table_text(
+      rows, "test",
+      [&](const nlohmann::json& r) {
+        const auto protocol = r.at("protocol").get<std::string>();
+        const auto slash = protocol.find('/');
+        return paper(protocol.substr(0, slash)) + "/" + paper(protocol.substr(slash + 1));
+      },
+      {"test I: inst / class", "test z: inst / class", "test SO(3): inst / class"},
+      [](const nlohmann::json& test) {
+        std::vector<std::string> cells;
+        for (const char* rotation : {"none", "z", "so3"}) {
+          char buf[64] = "-";
+          if (test.contains(rotation))
+            std::snprintf(buf, sizeof buf, "%.4f / %.4f", test.at(rotation).at("instance_miou").get<double>(),
+                          test.at(rotation).at("class_miou").get<double>());
+          cells.push_back(buf);
+        }
+        return cells;
+      },
+      "(inst / class: instance and class mIoU on the test set rotated as the column says; max |dlogit|: largest "
+      "change of any per-point logit over " +
+          std::to_string(shapes) + " test shapes under 4 random SO(3) rotations, float32; float64 in --json)");
 }
 
 }  // namespace qkv::tasks

@@ -16,6 +16,7 @@
 #include "qkv/pointcloud/shapenet_part.h"
 #include "qkv/pointcloud/synth_parts.h"
 #include "qkv/tasks/point_task.h"
+#include "qkv/tasks/train_task.h"
 #include "qkv/train/metrics.h"
 
 namespace qkv::tasks {
@@ -49,6 +50,12 @@ struct PartSegData {
 // it wrote and a train command's synthetic folder are reused by each other
 // when made with the same settings.
 OutputMarker synth_parts_marker(const pointcloud::SynthPartsOptions& options);
+
+// `data synth-parts`: the shapes written into `out` (claimed as
+// core/output_policy.h allows, marked complete at the end); returns the line
+// it prints. synth_parts_list_text: the classes, their synsets and part ids.
+std::string write_synth_parts_to(const std::string& out, pointcloud::SynthPartsOptions options, bool overwrite);
+std::string synth_parts_list_text();
 
 template <typename V>
 void visit_fields(PartSegData& d, V&& visit) {
@@ -121,5 +128,57 @@ struct PartPrediction {
 // other classes; DataError naming the file for an unreadable one.
 PartPrediction predict_parts(models::Model& model, const PartSegData& data, const std::string& input,
                              int64_t category, pointcloud::Rotation rotation, uint64_t seed, const c10::Device& device);
+
+// `seg train`: the data and the model (vnt-seg unless set).
+struct PartSegTrainSettings {
+  PartSegData data;
+  PointModelSettings model{"vnt-seg"};
+};
+// The task on `settings`, which the front end fills before a run; the
+// paper's view defaults are set into settings->data here.
+TrainTask part_segmentation_train_task(std::shared_ptr<PartSegTrainSettings> settings);
+
+// `seg eval`: instance and class mIoU, per-category mIoU and point accuracy
+// of s.checkpoint on s.split (s.votes unused), with the invariance
+// measurement for s.invariance_shapes > 0.
+nlohmann::json evaluate_segmenter_run(const PointEvalSettings& s, const c10::Device& device);
+
+// `seg predict`: the parts of `input` as object class `category` (a
+// ShapeNet-part name or synset) written to <out>/<input stem>.parts.ply
+// (per-point 'label') and .parts.png; both are checked before any work and
+// replaced only when qkv wrote them and `overwrite` is set.
+struct PartPredictSettings {
+  std::string checkpoint, input, category, rotate = "none";
+  std::string out = "runs/seg-predict";
+  uint64_t seed = 0;
+  bool overwrite = false;
+};
+template <typename V>
+void visit_fields(PartPredictSettings& s, V&& visit) {
+  visit(Field{"input",
+              "shape: a point cloud (x y z [nx ny nz] lines, or ShapeNet-part's 'x y z nx ny nz part' lines, whose "
+              "labels are then scored; or .xyz .csv .ply .pcd) whose every point is labelled, or a mesh (.off .ply "
+              ".obj .stl) sampled to the run's --points"},
+        s.input);
+  visit(Field{"category", "the object's class: a ShapeNet-part category name or synset, e.g. Table or 04379243 (REQUIRED)",
+              "class"},
+        s.category);
+  visit(Field{"rotate", "rotate the shape first: none, z or so3 (seeded by --seed); none by default: the file as it is"},
+        s.rotate);
+}
+
+struct PartPredictResult {
+  nlohmann::json report;        // PartPrediction::report with rotate, ply and png
+  std::vector<int64_t> labels;  // per point
+  std::string text;             // the class, the points per part, the score against the file's labels
+};
+PartPredictResult predict_parts_to_files(const PartPredictSettings& s, const c10::Device& device);
+
+// `seg compare`: one row per finished run (compare_point_runs) with each test
+// rotation's instance and class mIoU under "test"; and the table of those
+// rows, protocols written as the papers write them (I/SO(3)).
+nlohmann::json compare_segmenter_runs(const std::vector<std::string>& runs, int64_t shapes, uint64_t seed,
+                                      const c10::Device& device);
+std::string segmenter_compare_text(const nlohmann::json& rows, int64_t shapes);
 
 }  // namespace qkv::tasks

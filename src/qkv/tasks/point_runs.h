@@ -4,6 +4,7 @@
 // back from its checkpoint, and the comparison of finished runs.
 #include <torch/types.h>
 
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
@@ -17,6 +18,8 @@
 #include "qkv/core/text.h"
 #include "qkv/models/model.h"
 #include "qkv/tasks/point_task.h"
+#include "qkv/tasks/task_run.h"
+#include "qkv/tasks/train_task.h"
 #include "qkv/train/run.h"
 
 namespace qkv::tasks {
@@ -25,6 +28,16 @@ namespace qkv::tasks {
 // of k points need k points per shape, and one cloud's activations must fit
 // in memory; found before any data are loaded or written.
 void check_point_model_fits(const std::string& model, const nlohmann::json& options, int64_t points);
+
+// tasks::load_point_data for a train task: the up axis it chose from the
+// layout said on stderr at rank 0.
+template <typename Data>
+auto load_point_data_said(Data& d, const LoadContext& context) {
+  std::string up_axis_line;
+  auto loaded = load_point_data(d, context.rank, context.overwrite, &up_axis_line);
+  if (context.rank == 0 && !up_axis_line.empty()) std::fprintf(stderr, "%s\n", up_axis_line.c_str());
+  return loaded;
+}
 
 // Whether a data settings struct lists class names (classification).
 template <typename D, typename = void>
@@ -125,6 +138,53 @@ nlohmann::json compare_point_runs(const std::vector<std::string>& runs, int64_t 
     rows.push_back(row);
   }
   return rows;
+}
+
+// The table of `vnt compare` and `seg compare` (rows of compare_point_runs):
+// run, model, `protocol(row)`, parameters, the `score_headers` columns
+// `scores(row[scores_key])` fills, the largest logit change ("-" without the
+// invariance measurement); then `note` unless empty.
+std::string compare_table_text(const nlohmann::json& rows, const char* scores_key,
+                               const std::function<std::string(const nlohmann::json& row)>& protocol,
+                               const std::vector<std::string>& score_headers,
+                               const std::function<std::vector<std::string>(const nlohmann::json& scores)>& scores,
+                               const std::string& note);
+
+// The train task both point-cloud tasks are (Settings: {data, model}): the
+// paper's training defaults (the view's set into settings->data), the model
+// from its settings with `fix_model(options)` adding what the data set fixes,
+// the data prepared, checked and loaded (the up axis said), the splits with
+// their extra test rotations; finish(request, data, loaded, splits, context,
+// run) completes the data record and the run's hooks.
+template <typename Settings, typename FixModel, typename Finish>
+TrainTask point_train_task(std::shared_ptr<Settings> s, const char* command, const std::string& description,
+                           const std::string& default_out, FixModel fix_model, Finish finish) {
+  using Data = std::decay_t<decltype(s->data)>;
+  TrainTask task;
+  task.command = command;
+  task.description = description;
+  task.default_out = default_out;
+  set_paper_training_defaults(task.defaults, s->data.view);
+  task.prepare = [s, fix_model](const GivenSetting&, train::RunRequest& r, const std::string& out) {
+    r.model_name = s->model.model;
+    r.model_options = point_model_options(s->model);
+    fix_model(r.model_options);
+    prepare_point_data(s->data, r, out);
+  };
+  task.check_outputs = check_point_outputs<Data>;
+  task.load = [finish](train::RunRequest& r, const LoadContext& context) {
+    auto d = Data::from_json(r.data);
+    const auto loaded = load_point_data_said(d, context);
+    const auto splits = make_splits(d, loaded);
+    TaskRun run;
+    run.splits = splits.splits;
+    run.hooks.extra_tests = splits.extra_tests;
+    run.test_label = pointcloud::rotation_name(parse_protocol(d.protocol).second);
+    finish(r, d, loaded, splits, context, run);
+    r.data = d.to_json();
+    return run;
+  };
+  return task;
 }
 
 }  // namespace qkv::tasks

@@ -12,6 +12,7 @@
 #include "qkv/core/errors.h"
 #include "qkv/core/json_file.h"
 #include "qkv/core/text.h"
+#include "qkv/models/presets.h"
 #include "qkv/pointcloud/transforms.h"
 #include "qkv/pointcloud/up_axis.h"
 #include "qkv/train/run.h"
@@ -166,6 +167,23 @@ SyntheticDataDir::~SyntheticDataDir() {
   if (!scratch_) return;
   std::error_code ignored;
   std::filesystem::remove_all(std::filesystem::path(path_).parent_path(), ignored);
+}
+
+nlohmann::json point_model_options(const PointModelSettings& s) {
+  nlohmann::json options = models::parse_model_options(s.model_options, s.model);
+  const nlohmann::json defaults = models::find_model(s.model).resolve({});
+  for (const auto& [key, value] : {std::pair<const char*, int64_t>{"linear_dim", s.linear_dim},
+                                   {"head_dim", s.head_dim},
+                                   {"heads", s.heads}}) {
+    if (value < 0) throw ConfigError(key, "must be positive (0 = the model's default)");
+    if (value == 0) continue;
+    if (!defaults.contains(key)) throw ConfigError(key, "does not apply to " + s.model);
+    if (options.contains(key) && options.at(key) != nlohmann::json(value))
+      throw ConfigError(key, std::to_string(value) + " and {model_options}' \"" + key +
+                                 "\": " + shortened(options.at(key).dump()) + " set the same option; give it once");
+    options[key] = value;
+  }
+  return options;
 }
 
 }  // namespace qkv::tasks

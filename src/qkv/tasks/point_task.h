@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "qkv/core/fields.h"
+#include "qkv/core/output_policy.h"
 #include "qkv/data/dataset.h"
 #include "qkv/models/model.h"
 #include "qkv/pointcloud/point_dataset.h"
@@ -97,6 +98,48 @@ int64_t default_up_axis(const std::string& layout);
 std::string resolve_up_axis(pointcloud::PointViewOptions& view, const std::string& layout,
                             const at::Tensor& train_points = {});
 
+
+// `vnt eval` / `seg eval`: a run's checkpoint scored on one split of its
+// data, or of another folder with the same classes, under a rotation.
+struct PointEvalSettings {
+  std::string checkpoint;
+  std::string split = "test";  // train and val as the run cut them
+  std::string data;            // a data folder or "synthetic"; "" = the run's own
+  std::string rotate = "so3";
+  int64_t invariance_shapes = 0;  // > 0: the largest logit change under 4 rotations on that many shapes
+  int64_t votes = 0;              // classification's test-time votes; 0 = the run's
+  uint64_t seed = 0;
+};
+
+// The model of a point-cloud train command: a registry name, its options as
+// JSON or a preset's name, and the paper's size settings (0 = the model's
+// default).
+struct PointModelSettings {
+  std::string model;
+  std::string model_options = "{}";
+  int64_t linear_dim = 0, heads = 0, head_dim = 0;
+};
+
+// The registry options of `s`: model_options plus each size setting that is
+// set (> 0). ConfigError naming the size's key where the model has no such
+// option or model_options sets it to another value.
+nlohmann::json point_model_options(const PointModelSettings& s);
+
+// `data synth-shapes` / `data synth-parts`: a built-in set checked by
+// check(options), then written into `out` by write(out, options) (claimed
+// as core/output_policy.h allows, with `marker`; marked complete at the end).
+// Returns write's summary.
+template <typename Options, typename Check, typename Write>
+auto write_synthetic_set(const std::string& out, Options options, bool overwrite, const OutputMarker& marker,
+                         Check check, Write write) {
+  if (out.empty()) throw ConfigError("out", "is required (or {list})");
+  check(options);
+  claim_output_dir(out, "{out}", overwrite, marker);
+  options.overwrite = true;  // the claim decided what may be replaced
+  auto summary = write(out, options);
+  mark_output_complete(out);
+  return summary;
+}
 
 // A finished run's summary.json; DataError naming the file.
 nlohmann::json read_summary(const std::string& run);

@@ -1,11 +1,15 @@
 #pragma once
 // The trainer's own end-to-end task: K interleaved 2-D spirals, split into
 // train / val / test. `qkv spirals` is its CLI.
+#include <torch/types.h>
+
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "qkv/core/fields.h"
 #include "qkv/data/dataset.h"
 #include "qkv/data/spirals.h"
+#include "qkv/tasks/train_task.h"
 
 namespace qkv::tasks {
 
@@ -35,5 +39,30 @@ void visit_fields(SpiralsData& d, V&& visit) {
   visit(Field{"test_fraction", "share of points held out for the final test"}.range(0, 0.99), d.test_fraction);
   visit(Field{"split_seed", "", ""}, d.split_seed);
 }
+
+// `spirals train`'s MLP sizes (its classes are the arms).
+struct SpiralsModelSettings {
+  int64_t hidden = 64, layers = 2;
+  double dropout = 0;
+};
+
+template <typename V>
+void visit_fields(SpiralsModelSettings& s, V&& visit) {
+  visit(Field{"hidden", "hidden width"}.range(1, 65536), s.hidden);
+  visit(Field{"layers", "hidden layers"}.range(0, 1024), s.layers);
+  visit(Field{"dropout", "dropout after each hidden layer"}.range(0, 0.99), s.dropout);
+}
+
+struct SpiralsTrainSettings {
+  SpiralsData data;
+  SpiralsModelSettings model;
+};
+
+// The train task on `settings`, which the front end fills before a run.
+TrainTask spirals_train_task(std::shared_ptr<const SpiralsTrainSettings> settings);
+
+// `spirals eval`: loss and accuracy of a checkpoint on its run's `split`
+// (train, val or test, as the run cut them), with the split and its size.
+nlohmann::json evaluate_spirals_run(const std::string& checkpoint, const std::string& split, const c10::Device& device);
 
 }  // namespace qkv::tasks

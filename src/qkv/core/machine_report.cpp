@@ -1,0 +1,121 @@
+#include "qkv/core/machine_report.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/Version.h>
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "qkv/core/blas.h"
+#include "qkv/core/cpu.h"
+#include "qkv/core/openblas_core.h"
+#include "qkv/core/runtime.h"
+#include "qkv/core/text.h"
+
+namespace qkv {
+namespace {
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos && colon + 2 <= line.size()) return line.substr(colon + 2);
+    }
+  return "unknown";
+}
+
+// The line of at::show_config() that starts with `prefix`, without it.
+std::string config_line(const std::string& prefix) {
+  std::istringstream lines(at::show_config());
+  for (std::string line; std::getline(lines, line);) {
+    const auto at = line.find(prefix);
+    if (at != std::string::npos) return line.substr(at + prefix.size());
+  }
+  return "unknown";
+}
+
+// float32 sgemm as LibTorch runs it (at::mm), 1024^3, best of 5 after a
+// warm-up: about 2 GFLOP a run, well under a second in all.
+double sgemm_gflops() {
+  const int64_t n = 1024;
+  const auto a = torch::randn({n, n}), b = torch::randn({n, n});
+  auto c = torch::empty({n, n});
+  at::mm_out(c, a, b);
+  double best = 1e30;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    at::mm_out(c, a, b);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return 2.0 * n * n * n / best / 1e9;
+}
+
+// (main() has refused a QKV_CPU_CAPABILITY it does not know.)
+std::string kernels_line() {
+  const char* env = std::getenv("QKV_CPU_CAPABILITY");
+  std::string s = cpu_has_avx512f()    ? "AVX-512 (attention rows and tiles; edge features AVX2)"
+                  : cpu_has_avx2_fma() ? "AVX2 (attention rows, edge features)"
+                                       : "portable C++ only";
+  if (env && *env) s += std::string(" [QKV_CPU_CAPABILITY=") + env + "]";
+  return s;
+}
+
+}  // namespace
+
+nlohmann::json machine_report(bool measure_sgemm) {
+  nlohmann::json d;
+  d["qkv"] = qkv_version();
+  d["libtorch"] = {{"version", TORCH_VERSION},
+                   {"cuda", torch::cuda::is_available()},
+                   {"cpu_capability", config_line("CPU capability usage: ")},
+                   {"parallel", at::get_parallel_info()}};
+  d["cpu"] = {{"model", cpu_model_name()},
+              {"logical_cores", std::thread::hardware_concurrency()},
+              {"vector_extensions", cpu_vector_extensions()},
+              {"qkv_kernels", kernels_line()}};
+  d["blas"] = blas_info();
+  if (const auto best = blas::core_for_level(blas::cpu_blas_level()); !best.empty()) d["blas"]["cpu_best_core"] = best;
+  d["threads"] = {{"libtorch", at::get_num_threads()}, {"openblas", blas::openblas_threads().value_or(0)}};
+  if (measure_sgemm) d["sgemm_gflops"] = sgemm_gflops();
+  return d;
+}
+
+std::string machine_report_text(const nlohmann::json& d) {
+  std::string out;
+  auto append = [&out](const char* format, auto... args) {
+    char line[1024];
+    std::snprintf(line, sizeof line, format, args...);
+    out += line;
+  };
+  append("qkv %s on LibTorch %s (%s; ATen kernels: %s)\n", qkv_version().c_str(), TORCH_VERSION,
+         d["libtorch"]["cuda"].get<bool>() ? "CUDA available" : "CPU only",
+         d["libtorch"]["cpu_capability"].get<std::string>().c_str());
+  append("CPU: %s, %u logical cores\n", d["cpu"]["model"].get<std::string>().c_str(),
+         d["cpu"]["logical_cores"].get<unsigned>());
+  append("vector extensions: %s\n", d["cpu"]["vector_extensions"].get<std::string>().c_str());
+  append("qkv's kernels: %s\n", d["cpu"]["qkv_kernels"].get<std::string>().c_str());
+  const auto& blas = d["blas"];
+  append("BLAS: %s (%s)\n", blas.value("summary", blas.value("name", "unknown")).c_str(),
+         blas.value("library", "unknown").c_str());
+  if (blas.contains("config")) append("  %s\n", blas["config"].get<std::string>().c_str());
+  if (blas.contains("reference_products"))
+    append("  reference products: %s; the core qkv asks for where OpenBLAS falls back here: %s\n",
+           blas["reference_products"].get<std::string>().c_str(),
+           blas.value("cpu_best_core", std::string("none (nothing wider than the generic kernels)")).c_str());
+  append("threads: LibTorch %d, OpenBLAS %d\n", d["threads"]["libtorch"].get<int>(),
+         d["threads"]["openblas"].get<int>());
+  if (d.contains("sgemm_gflops"))
+    append("sgemm 1024^3 float32 (at::mm, best of 5): %.1f GFLOP/s on %s\n", d["sgemm_gflops"].get<double>(),
+           counted(d["threads"]["libtorch"].get<int64_t>(), "thread").c_str());
+  return out;
+}
+
+}  // namespace qkv

@@ -1,0 +1,24 @@
+#pragma once
+// What `qkv params` says about a registered model: its task, inputs, options
+// with defaults, help and sources, parameter count and presets.
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "qkv/models/model.h"
+
+namespace qkv::models {
+
+// The registered models by task, one line each.
+std::string model_list_text();
+
+// {model, description, task, inputs, options: {key: {value, default, help[,
+// source]}}, parameters, presets: [{name, options, summary, parameters}]}
+// with `options` (a JSON object; unset keys take their defaults) applied;
+// sizes by arithmetic, nothing built. `with_size` false leaves out
+// parameters and presets.
+nlohmann::json model_card(const ModelEntry& entry, const nlohmann::json& options, bool with_size = true);
+
+// model_card as lines for people.
+std::string model_card_text(const nlohmann::json& card);
+
+}  // namespace qkv::models

@@ -1,0 +1,203 @@
+#include "qkv/tasks/mhca_commands.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+#include "qkv/core/atomic_file.h"
+#include "qkv/core/errors.h"
+#include "qkv/core/interrupt.h"
+#include "qkv/core/json_file.h"
+#include "qkv/core/output_policy.h"
+#include "qkv/core/text.h"
+#include "qkv/models/presets.h"
+#include "qkv/medical/cohort.h"
+#include "qkv/medical/xgboost.h"
+#include "qkv/train/progress.h"
+#include "qkv/train/result_warnings.h"
+#include "qkv/train/run.h"
+
+namespace qkv::tasks {
+namespace fs = std::filesystem;
+
+namespace {
+// Whether the checkpoint's run turned its volumes to RAS+: a cohort it reads
+// is turned too (as is one given reorient).
+bool recorded_reorient(const nlohmann::json& config) {
+  return config.contains("data") && config.at("data").is_object() && config.at("data").value("reorient", false);
+}
+}  // namespace
+
+std::string write_synth_cohort_to(const std::string& out, medical::SynthCohortOptions options, bool overwrite) {
+  install_interrupt_handler();
+  const bool live = train::ProgressBar::stderr_is_terminal();
+  auto progress = [live, &out](int64_t done, int64_t total) {
+    if (interrupt_requested())
+      throw Interrupted("interrupted; " + out + " is incomplete (no manifest.csv): run the command again with {overwrite}");
+    if (live)
+      std::fprintf(stderr, "\rsynth: %lld/%lld volumes", static_cast<long long>(done), static_cast<long long>(total));
+  };
+  options.validate();
+  claim_output_dir(out, "{out}", overwrite, {"qkv mhca synth", {}});
+  const auto summary = medical::write_synth_cohort(out, options, progress);
+  if (live) std::fprintf(stderr, "\n");
+  char line[512];
+  std::snprintf(line, sizeof line, "synth: %lld subjects (%lld PD, %lld controls), %lld CpG sites, anatomy %s, in ",
+                static_cast<long long>(summary.subjects), static_cast<long long>(summary.pd),
+                static_cast<long long>(summary.controls), static_cast<long long>(summary.cpg),
+                summary.atlas_used.c_str());
+  std::string text = line + out + "\n";
+  if (!summary.oracle_check.empty()) text += "synth: " + summary.oracle_check + "\n";
+  return text;
+}
+
+void prepare_cv_options(CVOptions& cv, const std::vector<std::string>& models, const std::string& model_options) {
+  cv.models = resolve_cv_models(models);
+  if (!cv.selection.list_path.empty()) cv.selection.mode = "list";
+  validate_selection(cv.selection);
+  validate_augmentation(cv.augmentation);
+  cv.model_options = models::parse_model_options(model_options);
+  cv.train.validate();
+}
+
+nlohmann::json cross_validate(const CohortFiles& files, CVOptions cv, const std::string& out,
+                              train::RunFolderMode mode, const c10::Device& device) {
+  cv.selection.xgboost.threads = at::get_num_threads();
+  bool need_volumes = false;
+  for (const auto& m : cv.models) need_volumes = need_volumes || model_reads_volumes(m);
+  auto cohort = medical::load_cohort(files.manifest, files.methylation, need_volumes, at::get_num_threads(), false, {},
+                                     files.max_missing, files.reorient);
+  std::fprintf(stderr, "mhca cv: %lld subjects, %s; volume %s; %s x %s; %s\n", static_cast<long long>(cohort.size()),
+               cohort.match_summary.c_str(),
+               need_volumes ? nlohmann::json(cohort.volume_shape()).dump().c_str() : "not loaded",
+               counted(cv.runs, "run").c_str(), counted(cv.folds, "fold").c_str(),
+               counted(at::get_num_threads(), "thread").c_str());
+  train::RunFolder::open(out, mode, "mhca cv");
+  install_interrupt_handler();
+  return run_cross_validation(cohort, cv, out, device);
+}
+
+std::vector<int64_t> all_rows(const medical::CohortData& cohort) {
+  std::vector<int64_t> rows(static_cast<size_t>(cohort.size()));
+  for (int64_t i = 0; i < cohort.size(); ++i) rows[static_cast<size_t>(i)] = i;
+  return rows;
+}
+
+medical::Preprocessing recorded_preprocessing(const nlohmann::json& config, const std::string& file) {
+  if (!config.contains("data") || !config.at("data").contains("preprocessing"))
+    throw DataError(file + ": not made by 'qkv mhca train' or 'qkv mhca cv' (no preprocessing record)");
+  return medical::Preprocessing::from_json(config.at("data").at("preprocessing"));
+}
+
+CohortPrediction predict_cohort(const CohortFiles& files, const std::string& checkpoint, const std::string& output,
+                                bool overwrite, const c10::Device& device) {
+  const bool xgb = fs::path(checkpoint).extension() == ".json";
+  nlohmann::json config;
+  models::ModelPtr model;
+  if (xgb)
+    config = read_json_file((fs::path(checkpoint).parent_path() / "config.json").string());
+  else
+    model = train::load_model_from_checkpoint(checkpoint, &config);
+  const auto prep = recorded_preprocessing(config, checkpoint);
+  check_output_file(output, "{output}", overwrite);
+  const std::string name = config.at("model").at("name");
+  // The checkpoint's grid, so that a volume on another grid is refused from its header.
+  const auto& model_json = config.at("model");
+  const auto grid = model_json.contains("options") ? model_json.at("options").value("volume_shape", std::vector<int64_t>{})
+                                                   : std::vector<int64_t>{};
+  auto cohort = medical::load_cohort(files.manifest, files.methylation, model_reads_volumes(name), at::get_num_threads(),
+                                     false, grid, files.max_missing, files.reorient || recorded_reorient(config));
+  const auto rows = all_rows(cohort);
+  std::vector<double> p;
+  if (xgb) {
+    auto classifier = medical::XGBoostClassifier::load(read_file_bytes(checkpoint));
+    const auto x = medical::methylation_matrix(cohort, rows, prep);
+    p = classifier.predict_proba(x.data(), cohort.size(), static_cast<int64_t>(prep.cpg_ids.size()));
+  } else {
+    p = predict_probabilities(*model, *medical::make_dataset(cohort, rows, prep), 16, device);
+  }
+  // Subjects that trained or validated the checkpoint are scored apart:
+  // their predictions flatter the model.
+  std::set<std::string> fit;
+  if (config.contains("data") && config.at("data").contains("fit_subjects"))
+    for (const auto& id : config.at("data").at("fit_subjects")) fit.insert(id.get<std::string>());
+  std::string csv = "subject_id,label,p_pd,predicted,seen_in_training\n";
+  std::vector<double> unseen_p;
+  std::vector<int64_t> unseen_labels;
+  for (int64_t i = 0; i < cohort.size(); ++i) {
+    char prob[32];
+    std::snprintf(prob, sizeof prob, "%.6f", p[i]);
+    const bool seen = fit.count(cohort.subject_ids[i]) > 0;
+    csv += cohort.subject_ids[i] + "," + std::to_string(cohort.labels[i]) + "," + prob + "," +
+           (p[i] >= 0.5 ? "1" : "0") + "," + (seen ? "1" : "0") + "\n";
+    if (!seen) {
+      unseen_p.push_back(p[i]);
+      unseen_labels.push_back(cohort.labels[i]);
+    }
+  }
+  claim_output_file(output, "{output}", overwrite, {"mhca predict", {}});
+  write_file_atomic(output, csv);
+  CohortPrediction result;
+  result.subjects = cohort.size();
+  result.seen = cohort.size() - static_cast<int64_t>(unseen_p.size());
+  result.metrics = binary_metrics(p, cohort.labels);
+  result.metrics["model"] = name;
+  result.metrics["seen_in_training"] = result.seen;
+  if (result.seen > 0)
+    result.metrics["unseen"] = unseen_p.empty() ? nlohmann::json(nullptr) : binary_metrics(unseen_p, unseen_labels);
+  if (result.seen > 0)
+    result.note = "note: " + std::to_string(result.seen) + " of " + std::to_string(result.subjects) +
+                  " subjects trained or validated this checkpoint; their predictions flatter it: \"unseen\" scores "
+                  "the other " + std::to_string(unseen_p.size()) + " alone";
+  const bool by_unseen = result.seen > 0 && !unseen_p.empty();
+  for (const auto& w : train::degenerate_result_warnings(by_unseen ? result.metrics.at("unseen") : result.metrics))
+    result.warnings.push_back((result.seen > 0 ? "unseen subjects: " : "") + w);
+  return result;
+}
+
+nlohmann::json explain_checkpoint(const CohortFiles& files, const std::string& checkpoint, ExplainOptions options,
+                                  const std::string& out, bool overwrite, const c10::Device& device) {
+  nlohmann::json config;
+  auto model = train::load_model_from_checkpoint(checkpoint, &config);
+  auto* net = dynamic_cast<models::CoAttentionModel*>(model.get());
+  if (!net)
+    throw ConfigError("checkpoint", checkpoint + ": explain needs a co-attention model (mhca, mhca-x), this one is " +
+                                        config.at("model").at("name").get<std::string>());
+  const auto prep = recorded_preprocessing(config, checkpoint);
+  if (options.ground_truth.empty()) {
+    const auto next_to = fs::path(files.manifest).parent_path() / "ground_truth.json";
+    if (fs::exists(next_to)) options.ground_truth = next_to.string();
+  }
+  check_output_dir(out, "{out}", overwrite);
+  auto cohort = medical::load_cohort(files.manifest, files.methylation, true, at::get_num_threads(), false,
+                                     net->spect_options().volume_shape, files.max_missing,
+                                     files.reorient || recorded_reorient(config));
+  claim_output_dir(out, "{out}", overwrite, {"mhca explain", {}});
+  return explain_subjects(*net, cohort, prep, options, out, device);
+}
+
+std::string select_to_file(const CohortFiles& files, FeatureSelection selection, const std::string& output,
+                           bool overwrite) {
+  if (output.empty()) throw ConfigError("output", "is required (the CpG list to write)");
+  if (selection.n_features < 1) throw ConfigError("n_features", "must be at least 1");
+  if (!(selection.rfe.step > 0) || !std::isfinite(selection.rfe.step))
+    throw ConfigError("rfe_step", "must be a positive number");
+  selection.xgboost.validate();
+  check_output_file(output, "{output}", overwrite);  // before the work, not after it
+  auto cohort = medical::load_cohort(files.manifest, files.methylation, false, 1, false, {}, files.max_missing);
+  selection.xgboost.threads = at::get_num_threads();
+  const auto ids = select_features(cohort, all_rows(cohort), selection, selection.n_features, false);
+  claim_output_file(output, "{output}", overwrite, {"qkv mhca select", {}});
+  medical::write_cpg_list(output, ids,
+                          "qkv mhca select: " + std::to_string(ids.size()) + " of " +
+                              std::to_string(cohort.methylation.cols()) + " CpG sites of " + files.methylation +
+                              " by XGBoost RFE on all " + std::to_string(cohort.size()) +
+                              " subjects (use inside cross validation with 'qkv mhca cv --select rfe')");
+  return "select: kept " + std::to_string(ids.size()) + " of " + std::to_string(cohort.methylation.cols()) +
+         " CpG sites (" + cohort.match_summary + "); wrote " + output;
+}
+
+}  // namespace qkv::tasks

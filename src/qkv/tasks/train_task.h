@@ -1,0 +1,68 @@
+#pragma once
+// A task's train command without its front end: its defaults, how a new
+// run's request is made from the task's settings, and how the data are loaded
+// (TaskRun). new_train_request and run_train_task do the rest; the CLI
+// (cli/train_command.h) adds options and printing.
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "qkv/tasks/task_run.h"
+#include "qkv/train/run.h"
+
+namespace qkv::tasks {
+
+// Whether the user set the setting `key` (else its default stands).
+using GivenSetting = std::function<bool(const std::string& key)>;
+
+struct TrainTask {
+  std::string command;      // "vnt train"
+  std::string description;  // one line
+  std::string default_out;  // "runs/vnt"
+  train::TrainConfig defaults;
+  // The data decide part of the model's options (MHCA: volume shape, feature
+  // count), so they are checked when the data are loaded, not before.
+  bool model_options_from_data = false;
+  // The task's models have batch norm (its momentum settings apply).
+  bool batch_norm = true;
+  // Ranks may split its batches (qkv launch); false: one process (mhca).
+  bool data_parallel = true;
+  // What help shows as select_metric's default where the data decide it
+  // (empty: defaults.select_metric).
+  std::string select_metric_shown;
+  // A new run: fills request.model_name, model_options and data from the
+  // task's settings, and validates them (ConfigError / UsageError). Touches no file.
+  std::function<void(const GivenSetting& given, train::RunRequest& request, const std::string& out)> prepare;
+  // Optional: the task's own outputs (a synthetic-data folder) checked
+  // without writing, before the run folder is claimed.
+  std::function<void(const train::RunRequest& request, bool overwrite)> check_outputs;
+  // Loads the data from request.data (a new or a resumed run alike); may
+  // complete request.data and model_options with what the data decide.
+  std::function<TaskRun(train::RunRequest& request, const LoadContext& context)> load;
+};
+
+// A new run's request: `base` (command, seed, device, init weights, training
+// settings, recipe) completed by task.prepare and validated; the model's
+// options and size are checked here unless the data decide them.
+train::RunRequest new_train_request(const TrainTask& task, const GivenSetting& given, train::RunRequest base,
+                                    const std::string& out);
+
+// For a resumed run: "" when epochs remain, else the line saying that all are
+// done (nothing to do). ConfigError naming "epochs" when `epochs_given` asks
+// for fewer than are done (the total cannot shrink).
+std::string finished_run_note(const train::RunRequest& request, const std::string& dir, bool epochs_given);
+
+struct TrainOutcome {
+  nlohmann::json summary;  // summary.json's content (rank 0)
+  bool interrupted = false;
+  std::string test_label;
+};
+
+// The run of `request` into `dir`: at rank 0 the folder checked and opened
+// (train::RunFolder; new, overwrite or resume), the task's outputs checked;
+// the data loaded (a folder the load failed to fill is taken back); the model
+// fitted (TaskRun::fit) or trained (train::execute_run).
+TrainOutcome run_train_task(const TrainTask& task, train::RunRequest& request, const std::string& dir, bool resume,
+                            bool overwrite);
+
+}  // namespace qkv::tasks

@@ -1,0 +1,109 @@
+// A task's train command through the library alone (what `qkv spirals train`
+// and `spirals eval` do, with no CLI): the request made from settings, the run
+// folder written, the model learns, eval scores the checkpoint as the run did;
+// a finished run has nothing to resume; bad settings are refused by key.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "qkv/tasks/lm_task.h"
+#include "qkv/tasks/spirals_task.h"
+#include "qkv/tasks/train_task.h"
+#include "qkv/train/run.h"
+#include "support/test_files.h"
+
+namespace qkv::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+tasks::GivenSetting none_given() {
+  return [](const std::string&) { return false; };
+}
+
+train::RunRequest spirals_base(int64_t epochs) {
+  train::RunRequest base;
+  base.seed = 3;
+  base.train = tasks::spirals_train_task(std::make_shared<tasks::SpiralsTrainSettings>()).defaults;
+  base.train.epochs = epochs;
+  base.train.seed = 3;
+  return base;
+}
+
+TEST(TrainTask, SpiralsTrainsEvaluatesAndHasNothingToResume) {
+  auto settings = std::make_shared<tasks::SpiralsTrainSettings>();
+  settings->data.spirals.points_per_class = 200;
+  const auto task = tasks::spirals_train_task(settings);
+  const std::string dir = fresh_dir("train_task_spirals");
+  auto request = tasks::new_train_request(task, none_given(), spirals_base(30), dir);
+  EXPECT_EQ(request.command, "spirals train");
+  EXPECT_EQ(request.model_name, "mlp");
+  EXPECT_EQ(request.model_options.at("classes"), 3);  // the arms
+  EXPECT_EQ(request.data.at("split_seed"), 3);        // the run's seed cuts the split
+  const auto outcome = tasks::run_train_task(task, request, dir, false, false);
+  ASSERT_FALSE(outcome.interrupted);
+  EXPECT_TRUE(fs::exists(train::RunPaths{dir}.best_checkpoint()));
+  const double test_accuracy = outcome.summary.at("test").at("accuracy");
+  EXPECT_GT(test_accuracy, 0.8);  // three arms: chance is 1/3
+
+  // eval of the selected checkpoint on the run's own test split is the run's test score.
+  const auto metrics = tasks::evaluate_spirals_run(train::RunPaths{dir}.best_checkpoint(), "test", torch::kCPU);
+  EXPECT_NEAR(metrics.at("accuracy").get<double>(), test_accuracy, 1e-9);
+  EXPECT_EQ(metrics.at("split"), "test");
+  EXPECT_EQ(metrics.at("size"), 90);  // 15 % of 3 arms x 200 points
+  expect_usage_error([&] { tasks::evaluate_spirals_run(train::RunPaths{dir}.best_checkpoint(), "dev", torch::kCPU); },
+                     "split dev: expected train, val or test");
+
+  // Resumed with all epochs done: a note, nothing else; fewer epochs than done is refused by key.
+  auto stored = train::stored_request(dir, task.command);
+  EXPECT_NE(tasks::finished_run_note(stored, dir, false).find("nothing to do"), std::string::npos);
+  train::record_resume(stored, dir, 10, 1);
+  try {
+    tasks::finished_run_note(stored, dir, true);
+    FAIL() << "fewer epochs than done accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key, "epochs");
+  }
+  fs::remove_all(dir);
+}
+
+TEST(TrainTask, BadSettingsAreRefusedByKeyBeforeAnyFile) {
+  auto settings = std::make_shared<tasks::SpiralsTrainSettings>();
+  settings->data.spirals.classes = 1;
+  const std::string dir = fresh_dir("train_task_refused");
+  try {
+    tasks::new_train_request(tasks::spirals_train_task(settings), none_given(), spirals_base(1), dir);
+    FAIL() << "one arm accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key, "classes");
+  }
+  EXPECT_FALSE(fs::exists(dir));
+
+  // lm: a task given beside a text file is refused by the key the user set.
+  auto lm = std::make_shared<tasks::LmTrainSettings>();
+  lm->data.text = temp_path("train_task_corpus.txt");
+  write_text_file(lm->data.text, "some text to learn from\n");
+  const std::set<std::string> given = {"task"};
+  try {
+    tasks::new_train_request(tasks::lm_train_task(lm), [&](const std::string& k) { return given.count(k) > 0; }, {},
+                             dir);
+    FAIL() << "task and text accepted together";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key, "task");
+    EXPECT_EQ(e.problem, "and {text} exclude each other");
+  }
+  // Without the task given, the text run is prepared and selects by loss.
+  train::RunRequest lm_base;
+  lm_base.train = tasks::lm_train_task(lm).defaults;
+  const auto request = tasks::new_train_request(tasks::lm_train_task(lm), none_given(), lm_base, dir);
+  EXPECT_EQ(request.model_name, "transformer-lm");
+  EXPECT_EQ(request.train.select_metric, "loss");
+  EXPECT_FALSE(fs::exists(dir));
+}
+
+}  // namespace
+}  // namespace qkv::testing
