@@ -20,6 +20,16 @@ def _registry():
     return json.loads(_qkv.model_registry())
 
 
+def set_max_parameters(limit):
+    """The most parameters a model may be built with (the CLI's --max-params); larger options are refused
+    before anything is allocated."""
+    _qkv.set_max_parameters(int(limit))
+
+
+def max_parameters():
+    return _qkv.max_parameters()
+
+
 def names(task=None):
     """The registered model names (of one task: classification, segmentation, lm, mhca, spirals)."""
     return [e["name"] for e in _registry() if task is None or e["task"] == task]
@@ -92,4 +102,5 @@ def parameter_count(name, points=1024, **options):
     return _qkv.model_size(name, json.dumps(options), points)
 
 
-__all__ = ["create", "load", "load_weights", "names", "describe", "parameter_count", "Model"]
+__all__ = ["create", "load", "load_weights", "names", "describe", "parameter_count", "set_max_parameters",
+           "max_parameters", "Model"]

@@ -2,6 +2,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
+#include "qkv/core/messages.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/openblas_core.h"
 #include "qkv/core/runtime.h"
@@ -23,15 +24,20 @@ void raise_keyboard_interrupt() {
 // the message naming it) are ValueErrors, so code that catches ValueError
 // for bad input keeps working; the message is qkv's one line.
 void bind_errors(py::module_& m) {
+  // Settings are named by the keyword arguments, which are the keys; the
+  // parameter bound is a function of its own here.
+  set_setting_namer([](const std::string& key) {
+    return key == "max_params" ? std::string("qkv.models.set_max_parameters()") : key;
+  });
   static py::exception<UsageError> usage_error(m, "UsageError", PyExc_ValueError);
   static py::exception<DataError> data_error(m, "DataError", PyExc_ValueError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const UsageError& e) {
-      usage_error(e.what());
+      usage_error(with_setting_names(e.what()).c_str());
     } catch (const DataError& e) {
-      data_error(e.what());
+      data_error(with_setting_names(e.what()).c_str());
     } catch (const Interrupted& e) {
       clear_interrupt();
       PyErr_SetString(PyExc_KeyboardInterrupt, e.what());

@@ -48,8 +48,15 @@ def test_options_are_checked_like_the_cli():
         qkv.models.create("vnt", heads=-2)
     with pytest.raises(qkv.UsageError, match="known"):
         qkv.models.create("no-such-model")
-    with pytest.raises(qkv.UsageError, match="max-params"):
+    with pytest.raises(qkv.UsageError, match=r"raise qkv\.models\.set_max_parameters\(\)"):
         qkv.models.create("vnt", linear_dim=1 << 20)
+    limit = qkv.models.max_parameters()
+    qkv.models.set_max_parameters(100)
+    try:
+        with pytest.raises(qkv.UsageError, match=r"more than qkv\.models\.set_max_parameters\(\) 100"):
+            qkv.models.create("vnt", **TINY_OPTIONS)
+    finally:
+        qkv.models.set_max_parameters(limit)
     model = qkv.models.create("vnt", **TINY_OPTIONS)
     with pytest.raises(qkv.UsageError, match="missing input points"):
         model(normals=torch.zeros(1, 3, 8))

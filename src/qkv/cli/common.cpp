@@ -53,13 +53,6 @@ std::string config_error_text(const CLI::App* cmd, const ConfigError& e) {
   });
 }
 
-std::string with_flags(const CLI::App* cmd, const std::string& text) {
-  return name_keys(text, [cmd](const std::string& key) {
-    const std::string flag = flag_of_key(cmd, key);
-    return flag.empty() ? "{" + key + "}" : flag;
-  });
-}
-
 CLI::Validator range_check(const Field& f) {
   return CLI::Validator(
       [f](std::string& text) -> std::string {

@@ -56,8 +56,6 @@ std::string flag_of_key(const CLI::App* cmd, const std::string& key);
 // in the problem named by its flag.
 std::string config_error_text(const CLI::App* cmd, const ConfigError& e);
 void remember_flag(const CLI::App* cmd, const std::string& key, const std::string& flag);
-// A line of the library's for the user: each "{key}" named by its flag.
-std::string with_flags(const CLI::App* cmd, const std::string& text);
 
 // --help in sections: the options `add` adds are listed under `heading`
 // (CLI11 orders sections by first use); hidden ones (group "") stay hidden.
@@ -172,6 +170,8 @@ inline auto field_option_adder(CLI::App* cmd, const std::set<std::string>& skip 
     if ((f.option && *f.option == '\0') || skip.count(f.key)) return;
     remember_flag(cmd, f.key, "--" + option_name(f));
     detail::add_bound_option(cmd, f, value);
+    if constexpr (!std::is_same_v<std::decay_t<decltype(value)>, nlohmann::json>)
+      if (f.old_option) add_old_spelling(cmd, std::string("--") + f.old_option, "--" + option_name(f), value);
   };
 }
 

@@ -18,8 +18,7 @@ namespace {
 template <typename Options>
 void register_synth(CLI::App* parent, Action& action, const std::string& name, const std::string& description,
                     const std::string& out_help, const std::string& list_help,
-                    std::string (*write)(const std::string&, Options, bool), std::string (*list)(),
-                    void (*old_spellings)(CLI::App*, Options&) = nullptr) {
+                    std::string (*write)(const std::string&, Options, bool), std::string (*list)()) {
   auto* cmd = parent->add_subcommand(name, description);
   struct Opts {
     Options options;
@@ -29,7 +28,6 @@ void register_synth(CLI::App* parent, Action& action, const std::string& name, c
   auto o = std::make_shared<Opts>();
   cmd->add_option("--out", o->out, out_help);
   add_field_options(cmd, o->options);
-  if (old_spellings) old_spellings(cmd, o->options);
   add_overwrite_flag(cmd, o->overwrite);
   cmd->add_flag("--list", o->list, list_help);
   cmd->callback([o, write, list, &action] {
@@ -54,13 +52,7 @@ void register_data(CLI::App& app, Action& action) {
       cmd, action, "synth-parts",
       "write procedural shapes with labelled parts in ShapeNet-part's text layout (--list: classes and parts)",
       "folder to write <synset>/<token>.txt, train_test_split/ and README.txt into",
-      "list the classes and their part ids", tasks::write_synth_parts_to, tasks::synth_parts_list_text,
-      [](CLI::App* sub, pointcloud::SynthPartsOptions& o) {
-        add_old_spelling(sub, "--train-per-category", "--train-per-class", o.train_per_category);
-        add_old_spelling(sub, "--val-per-category", "--val-per-class", o.val_per_category);
-        add_old_spelling(sub, "--test-per-category", "--test-per-class", o.test_per_category);
-        add_old_spelling(sub, "--categories", "--classes", o.categories);
-      });
+      "list the classes and their part ids", tasks::write_synth_parts_to, tasks::synth_parts_list_text);
 }
 
 }  // namespace qkv::cli

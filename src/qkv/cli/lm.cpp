@@ -96,7 +96,6 @@ void register_cache_size(CLI::App* parent, Action& action) {
   add_checkpoint_option(cmd, c.checkpoint, "read layers, heads, kv heads, widths and window from this checkpoint")
       ->required(false);
   add_field_options(cmd, c);
-  add_old_spelling(cmd, "--batch", "--batch-size", c.batch_size);
   cmd->add_flag("--article", o->article,
                 "the article's example, then each way of shrinking it: r = 200, 4 kv heads, int8, int4, a 1024 window");
   cmd->add_flag("--json", o->json, "print {key_bytes, value_bytes, total_bytes} (a list with --article)");
@@ -121,7 +120,6 @@ void register_inspect_mlp(CLI::App* parent, Action& action) {
   auto o = std::make_shared<Opts>();
   add_checkpoint_option(cmd, o->checkpoint, "checkpoint file");
   add_field_options(cmd, o->memory);
-  add_old_spelling(cmd, "--layer", "--block", o->memory.layer);
   cmd->add_option("--text", o->text, "UTF-8 text to run through the model")->required()->check(CLI::ExistingFile);
   cmd->add_flag("--json", o->json, "print JSON");
   add_common_options(cmd, o->common, "");

@@ -15,6 +15,7 @@
 #include "qkv/core/cpu.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
+#include "qkv/core/messages.h"
 #include "qkv/core/openblas_core.h"
 #include "qkv/core/runtime.h"
 #include "qkv/core/text.h"
@@ -192,10 +193,15 @@ int main(int argc, char** argv) {
     command = command->get_subcommands().front();
     command_path += " " + command->get_name();
   }
+  // The library names settings by key; this command names them by flag.
+  qkv::set_setting_namer([command](const std::string& key) {
+    const std::string flag = qkv::cli::flag_of_key(command, key);
+    return flag.empty() ? "{" + key + "}" : flag;
+  });
   // Every failure is one line "qkv <command>: error: <what>".
   // A setting the library mentions as "{key}" is named by its flag.
   auto fail = [&](int status, const std::string& what) {
-    const std::string line = qkv::cli::with_flags(command, qkv::first_line(what));
+    const std::string line = qkv::with_setting_names(qkv::first_line(what));
     std::fprintf(stderr, "%s: error: %s\n", command_path.c_str(), line.c_str());
     return status;
   };

@@ -4,6 +4,7 @@
 
 #include "qkv/cli/commands.h"
 #include "qkv/cli/common.h"
+#include "qkv/core/messages.h"
 #include "qkv/core/errors.h"
 #include "qkv/models/model.h"
 #include "qkv/models/model_card.h"
@@ -50,7 +51,7 @@ void register_params(CLI::App& app, Action& action) {
       else if (o->json)
         print_json(card);
       else
-        std::printf("%s", models::model_card_text(card).c_str());
+        std::printf("%s", with_setting_names(models::model_card_text(card)).c_str());
       return 0;
     };
   });

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "qkv/core/messages.h"
 #include "qkv/core/text.h"
 #include "qkv/models/model.h"
 
@@ -55,7 +56,7 @@ void register_point_compare(CLI::App* parent, Action& action, const std::string&
       if (o->json)
         print_json(rows);
       else
-        std::printf("%s", text(rows, o->shapes).c_str());
+        std::printf("%s", with_setting_names(text(rows, o->shapes)).c_str());
       return 0;
     };
   });

@@ -21,14 +21,6 @@ void register_train(CLI::App* parent, Action& action) {
       [s](CLI::App* cmd) {
         add_field_options(cmd, s->data);
         accept_axis_names(cmd);
-        // ShapeNet-part calls its object classes categories; qkv says class
-        // everywhere (vnt, seg, data), and keeps the old spellings for a release.
-        add_old_spelling(cmd, "--max-per-category", "--max-per-class", s->data.load.max_per_category);
-        add_old_spelling(cmd, "--categories", "--classes", s->data.load.categories);
-        add_old_spelling(cmd, "--synth-categories", "--synth-classes", s->data.synth.categories);
-        add_old_spelling(cmd, "--synth-train-per-category", "--synth-train-per-class", s->data.synth.train_per_category);
-        add_old_spelling(cmd, "--synth-val-per-category", "--synth-val-per-class", s->data.synth.val_per_category);
-        add_old_spelling(cmd, "--synth-test-per-category", "--synth-test-per-class", s->data.synth.test_per_category);
       },
       [s](CLI::App* cmd) { add_point_model_options(cmd, s->model, "segmentation", 128, 14); });
 }
@@ -69,7 +61,6 @@ void register_predict(CLI::App* parent, Action& action) {
   add_checkpoint_option(cmd, s.checkpoint, "checkpoint file (RUN/checkpoints/best.ckpt)");
   add_field_options(cmd, s);
   cmd->get_option("--input")->required();
-  add_old_spelling(cmd, "--category", "--class", s.category);
   cmd->add_flag("--json", o->json, "print the per-point part labels as JSON");
   add_common_options(cmd, o->common,
                      "folder for <input name>.parts.ply (per-point 'label' property) and <input name>.parts.png; "

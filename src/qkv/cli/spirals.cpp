@@ -16,12 +16,7 @@ void register_train(CLI::App* parent, Action& action) {
   auto s = std::make_shared<tasks::SpiralsTrainSettings>();
   register_train_command(
       parent, action, tasks::spirals_train_task(s),
-      [s](CLI::App* cmd) {
-        add_field_options(cmd, s->data);
-        // --classes is a list of class names elsewhere (data synth-shapes, seg train).
-        add_old_spelling(cmd, "--classes", "--arms", s->data.spirals.classes);
-        add_old_spelling(cmd, "--points-per-class", "--points-per-arm", s->data.spirals.points_per_class);
-      },
+      [s](CLI::App* cmd) { add_field_options(cmd, s->data); },
       [s](CLI::App* cmd) { add_field_options(cmd, s->model); });
 }
 

@@ -8,6 +8,7 @@
 #include "qkv/cli/recipe.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
+#include "qkv/core/messages.h"
 #include "qkv/distributed/process_group.h"
 
 namespace qkv::cli {
@@ -138,7 +139,7 @@ void register_train_command(CLI::App* parent, Action& action, TrainTask task,
         train::record_resume(request, dir, cmd->count("--epochs") ? config.epochs : 0, config.parallel.world_size);
         const auto note = tasks::finished_run_note(request, dir, cmd->count("--epochs") > 0);
         if (!note.empty()) {
-          std::fprintf(stderr, "%s\n", with_flags(cmd, note).c_str());
+          say(note);
           return 0;
         }
       } else {

@@ -39,6 +39,9 @@ struct Field {
   // = any text. Checked like the ranges (the CLI on the text, --help lists
   // them, check_field_ranges and config.json's reading).
   const char* choices = nullptr;
+  // An earlier command-line name (without dashes) still accepted, hidden,
+  // for one release; nullptr = none.
+  const char* old_option = nullptr;
 
   Field range(double lo, double hi) const {
     Field f = *this;
@@ -47,6 +50,11 @@ struct Field {
     return f;
   }
   Field at_least(double lo) const { return range(lo, max); }
+  Field was(const char* old_name) const {
+    Field f = *this;
+    f.old_option = old_name;
+    return f;
+  }
   Field one_of(const char* words) const {
     Field f = *this;
     f.choices = words;

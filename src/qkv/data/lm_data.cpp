@@ -138,9 +138,9 @@ Splits load_text_corpus(const std::string& path, int64_t context) {
   const auto size = static_cast<int64_t>(text.size());
   if (size < kMinWindows * context + 1)
     throw DataError(path + ": " + std::to_string(size) + " bytes hold " + std::to_string(std::max<int64_t>(0, (size - 1) / context)) +
-                    " windows of --context " + std::to_string(context) + "; training with held-out text needs " +
+                    " windows of {context} " + std::to_string(context) + "; training with held-out text needs " +
                     std::to_string(kMinWindows) + " (" + std::to_string(kMinWindows * context + 1) +
-                    " bytes): give more text or a smaller --context");
+                    " bytes): give more text or a smaller {context}");
   const int64_t window = context + 1;
   std::vector<at::Tensor> inputs, targets;
   for (int64_t start = 0; start + window <= static_cast<int64_t>(text.size()); start += window - 1) {

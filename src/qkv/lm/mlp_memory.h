@@ -32,7 +32,7 @@ struct MemoryOptions {
 
 template <typename V>
 void visit_fields(MemoryOptions& o, V&& visit) {
-  visit(Field{"layer", "block whose MLP to inspect (0-based)", "block"}.range(0, 1023), o.layer);
+  visit(Field{"layer", "block whose MLP to inspect (0-based)", "block"}.range(0, 1023).was("layer"), o.layer);
   visit(Field{"units", "how many of the most active units"}.range(1, 1 << 20), o.units);
   visit(Field{"contexts", "top contexts (keys) per unit"}.range(1, 100000), o.contexts);
   visit(Field{"tokens", "top promoted tokens (values) per unit"}.range(1, 256), o.tokens);

@@ -89,7 +89,7 @@ PromptCache load_prompt_cache(const std::string& path, models::TransformerLM& mo
   const std::vector<char> file = read_file_bytes(path);
   auto bad = [&](const std::string& what) { return DataError(path + ": " + what); };
   if (file.size() < kFixed + 4 || std::memcmp(file.data(), kMagic, sizeof(kMagic)) != 0)
-    throw bad("not a qkv prompt cache (lm generate --save-cache writes them)");
+    throw bad("not a qkv prompt cache (lm generate {save_cache} writes them)");
   uint64_t header_length = 0;
   for (int i = 0; i < 8; ++i)
     header_length |= static_cast<uint64_t>(static_cast<unsigned char>(file[sizeof(kMagic) + i])) << (8 * i);
@@ -123,7 +123,7 @@ PromptCache load_prompt_cache(const std::string& path, models::TransformerLM& mo
     if (c != cache_settings_json(s)) throw bad("its cache layout does not match this model's");
     if (dtype && *dtype != s.dtype)
       throw ConfigError("cache_dtype", std::string(attention::cache_dtype_name(*dtype)) + ": " + path + " holds an " +
-                       attention::cache_dtype_name(s.dtype) + " cache; give --cache-dtype " +
+                       attention::cache_dtype_name(s.dtype) + " cache; give {cache_dtype} " +
                        attention::cache_dtype_name(s.dtype) + " or leave it out");
     PromptCache out;
     out.tokens = header.at("tokens").get<std::vector<int64_t>>();

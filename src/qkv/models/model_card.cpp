@@ -72,7 +72,7 @@ std::string model_card_text(const nlohmann::json& card) {
   std::string text = line_of("model       %s: %s\n", e.name.c_str(), e.description.c_str());
   text += line_of("task        %s: %s\n", e.task.c_str(), task_of(e.task).description.c_str());
   text += line_of("inputs      %s\n", join(card.at("inputs").get<std::vector<std::string>>(), ", ").c_str());
-  text += "options     (--model-options '{\"key\": value}')\n";
+  text += "options     ({model_options} '{\"key\": value}')\n";
   // key, value (and the default where it differs), help [where the default comes from]
   size_t key_width = 0, value_width = 0;
   std::vector<std::string> values;
@@ -92,7 +92,7 @@ std::string model_card_text(const nlohmann::json& card) {
   }
   text += line_of("parameters  %lld\n", static_cast<long long>(card.at("parameters").get<int64_t>()));
   if (!card.contains("presets")) return text;
-  text += "presets     (--model-options NAME)\n";
+  text += "presets     ({model_options} NAME)\n";
   for (const auto& p : card.at("presets"))
     text += line_of("  %-12s %-10lld %s %s\n", p.at("name").get<std::string>().c_str(),
                     static_cast<long long>(p.at("parameters").get<int64_t>()), p.at("options").dump().c_str(),

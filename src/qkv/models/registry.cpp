@@ -6,6 +6,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "qkv/core/messages.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/runtime.h"
 #include "qkv/core/text.h"
@@ -235,8 +236,8 @@ void check_parameter_count(const std::string& model, const ModelSize& size) {
           ? "more than 9.2e18 parameters"
           : grouped(size.parameters) + " parameters (" +
                 (size.parameters > kMax / 4 ? "over 8 EiB" : binary_size(size.parameters * 4)) + " of float32)";
-  throw UsageError(model + ": these options make a model of " + count + ", more than --max-params " +
-                   std::to_string(limit) + "; make the model smaller, or raise --max-params if it is meant");
+  throw UsageError(model + ": these options make a model of " + count + ", more than {max_params} " +
+                   std::to_string(limit) + "; make the model smaller, or raise {max_params} if it is meant");
 }
 
 void check_activation_memory(const ModelEntry& entry, const nlohmann::json& options, int64_t points,
@@ -252,15 +253,13 @@ void check_activation_memory(const ModelEntry& entry, const nlohmann::json& opti
   if (size.activation_floats > memory / 4)
     throw UsageError(entry.name + ": " + sample + " would need more memory for its activations than this machine has (" +
                      binary_size(memory) + "); use " +
-                     (clouds ? "fewer points or " : entry.task == "lm" ? "a shorter --context or " : "") +
+                     (clouds ? "fewer points or " : entry.task == "lm" ? "a shorter {context} or " : "") +
                      "smaller model options (" +
                      shortened(options.dump()) + ")");
   if (batch_size > 0 && per_sample > memory / batch_size)
-    std::fprintf(stderr,
-                 "qkv: warning: %s: a batch of %lld may need more memory than this machine's %s (about %s a sample, "
-                 "an estimate that runs high); a smaller --batch-size would fit\n",
-                 entry.name.c_str(), static_cast<long long>(batch_size), binary_size(memory).c_str(),
-                 binary_size(per_sample).c_str());
+    say("qkv: warning: " + entry.name + ": a batch of " + std::to_string(batch_size) +
+        " may need more memory than this machine's " + binary_size(memory) + " (about " + binary_size(per_sample) +
+        " a sample, an estimate that runs high); a smaller {batch_size} would fit");
 }
 
 int64_t count_parameters(const torch::nn::Module& module) {

@@ -263,7 +263,7 @@ AttentionPictures attention_pictures(models::Model& model, const ClassificationD
 
 TrainTask classification_train_task(std::shared_ptr<ClassificationTrainSettings> settings) {
   return point_train_task(
-      settings, kClassificationCommand, "train a point-cloud classifier; writes the run folder --out", "runs/vnt",
+      settings, kClassificationCommand, "train a point-cloud classifier; writes a run folder", "runs/vnt",
       [](nlohmann::json&) {},
       [](train::RunRequest& r, ClassificationData& d, const pc::ModelNetData&, const ClassificationSplits& s,
          const LoadContext& context, TaskRun& run) {
@@ -367,7 +367,7 @@ nlohmann::json compare_classifier_runs(const std::vector<std::string>& runs, int
 
 std::string classifier_compare_text(const nlohmann::json& rows, int64_t shapes) {
   const std::string note = shapes > 0 ? "(max |dlogit|: largest change of any logit over " + std::to_string(shapes) +
-                                            " test shapes under 4 random SO(3) rotations, float32; float64 in --json)"
+                                            " test shapes under 4 random SO(3) rotations, float32; float64 in {json})"
                                       : "";
   return compare_table_text(
       rows, "test_accuracy", [](const nlohmann::json& r) { return r.at("protocol").get<std::string>(); },

@@ -31,7 +31,7 @@ void visit_fields(CacheSizeSettings& c, V&& visit) {
   visit(Field{"dv", "cached value width per head"}.range(1, kAny), c.dv);
   visit(Field{"head_dim", "both widths at once (--dk and --dv)"}.range(1, kAny), c.head_dim);
   visit(Field{"seq", "sequence length"}.range(1, kAny), c.seq);
-  visit(Field{"batch_size", "sequences in the batch"}.range(1, kAny), c.batch_size);
+  visit(Field{"batch_size", "sequences in the batch"}.range(1, kAny).was("batch"), c.batch_size);
   visit(Field{"window", "sliding window: positions kept; 0 = all"}.range(0, kAny), c.window);
   visit(Field{"sinks", "with a window: first positions kept besides it"}.range(0, kAny), c.sinks);
   visit(Field{"dtype", "element type: f16, bf16, f32, f64, int8 or int4 (fp16, float16... accepted)"}, c.dtype);

@@ -103,7 +103,7 @@ TrainTask lm_train_task(std::shared_ptr<const LmTrainSettings> s) {
   task.defaults.optim.weight_decay = 0.01;
   task.defaults.clip_grad_norm = 1.0;
   task.defaults.select_metric = "loss";  // task runs pick exact_match unless told (prepare, below)
-  task.select_metric_shown = "exact_match (loss with --text)";
+  task.select_metric_shown = "exact_match (loss on a text file)";
   task.batch_norm = false;
   task.prepare = [s](const GivenSetting& given, train::RunRequest& r, const std::string&) {
     LmData data = s->data;

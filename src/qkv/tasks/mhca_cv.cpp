@@ -195,7 +195,7 @@ std::vector<std::string> select_features(const medical::CohortData& cohort, cons
   train::ProgressBar bar("RFE", medical::rfe_rounds(table.cols(), rfe), !quiet && train::ProgressBar::stderr_is_terminal());
   auto progress = [&](int64_t round, int64_t remaining) {
     if (interrupt_requested())
-      throw Interrupted("interrupted during feature selection; finished folds are kept: add --resume to continue");
+      throw Interrupted("interrupted during feature selection; finished folds are kept: add {resume} to continue");
     bar.update(round, std::to_string(remaining) + " features left");
   };
   auto result = medical::recursive_feature_elimination(x.data(), static_cast<int64_t>(rows.size()), table.cols(), labels,
@@ -506,7 +506,7 @@ nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVO
     if (stored != now)
       throw ConfigError("out", out_dir + " holds a cross validation with other settings (" +
                        settings_difference(stored, now) + "; " + settings_file +
-                       "); use another --out, or the same options to continue it (nothing was changed)");
+                       "); use another {out}, or the same options to continue it (nothing was changed)");
   } else {
     write_file_atomic(settings_file, json_text(settings) + "\n");
   }

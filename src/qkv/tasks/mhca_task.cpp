@@ -17,7 +17,7 @@ namespace qkv::tasks {
 void validate_selection(const tasks::FeatureSelection& s) {
   if (s.mode != "rfe" && s.mode != "all" && s.mode != "list")
     throw ConfigError("select", s.mode + ": expected rfe, all or list");
-  if (s.mode == "list" && s.list_path.empty()) throw ConfigError("select", "list needs --cpg-list FILE");
+  if (s.mode == "list" && s.list_path.empty()) throw ConfigError("select", "list needs {cpg_list} FILE");
   if (s.n_features < 0) throw ConfigError("n_features", "must be >= 0 (0 = the SPECT token count)");
   if (!(s.rfe.step > 0) || !std::isfinite(s.rfe.step)) throw ConfigError("rfe_step", "must be a positive number");
   s.xgboost.validate();
@@ -152,7 +152,7 @@ MhcaTrainRun prepare_mhca_train(MhcaTrainData& d, bool volumes, uint64_t seed) {
 TrainTask mhca_train_task(std::shared_ptr<const MhcaTrainSettings> s) {
   TrainTask task;
   task.command = kMhcaTrainCommand;
-  task.description = "train one model (or XGBoost) on a cohort; writes the run folder --out";
+  task.description = "train one model (or XGBoost) on a cohort; writes a run folder";
   task.default_out = "runs/mhca";
   set_mhca_paper_defaults(task.defaults);
   task.model_options_from_data = true;

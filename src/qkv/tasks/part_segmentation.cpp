@@ -225,7 +225,7 @@ PartPrediction predict_parts(models::Model& model, const PartSegData& data, cons
 
 TrainTask part_segmentation_train_task(std::shared_ptr<PartSegTrainSettings> settings) {
   auto task = point_train_task(
-      settings, kPartSegmentationCommand, "train a part segmenter; writes the run folder --out", "runs/seg",
+      settings, kPartSegmentationCommand, "train a part segmenter; writes a run folder", "runs/seg",
       [](nlohmann::json& options) {
         // The model's shape is fixed by the data set: 16 categories, 50 parts.
         for (const char* key : {"categories", "parts"})
@@ -347,7 +347,7 @@ std::string segmenter_compare_text(const nlohmann::json& rows, int64_t shapes) {
       },
       "(inst / class: instance and class mIoU on the test set rotated as the column says; max |dlogit|: largest "
       "change of any per-point logit over " +
-          std::to_string(shapes) + " test shapes under 4 random SO(3) rotations, float32; float64 in --json)");
+          std::to_string(shapes) + " test shapes under 4 random SO(3) rotations, float32; float64 in {json})");
 }
 
 }  // namespace qkv::tasks

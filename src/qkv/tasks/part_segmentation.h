@@ -65,13 +65,14 @@ void visit_fields(PartSegData& d, V&& visit) {
               "data"},
         d.source);
   visit(Field{"synth_dir", "where --data synthetic writes its shapes; default OUT/synthetic"}, d.synth_dir);
-  visit(Field{"synth_train_per_category", "synthetic training shapes per category (object class)", "synth-train-per-class"}.range(1, 100000), d.synth.train_per_category);
-  visit(Field{"synth_val_per_category", "synthetic validation shapes per category", "synth-val-per-class"}.range(0, 100000), d.synth.val_per_category);
-  visit(Field{"synth_test_per_category", "synthetic test shapes per category", "synth-test-per-class"}.range(1, 100000), d.synth.test_per_category);
+  visit(Field{"synth_train_per_category", "synthetic training shapes per category (object class)", "synth-train-per-class"}.range(1, 100000).was("synth-train-per-category"), d.synth.train_per_category);
+  visit(Field{"synth_val_per_category", "synthetic validation shapes per category", "synth-val-per-class"}.range(0, 100000).was("synth-val-per-category"), d.synth.val_per_category);
+  visit(Field{"synth_test_per_category", "synthetic test shapes per category", "synth-test-per-class"}.range(1, 100000).was("synth-test-per-category"), d.synth.test_per_category);
   visit(Field{"synth_points_per_shape", "surface points written per synthetic shape"}.range(1, 1 << 20), d.synth.points_per_shape);
   visit(Field{"synth_categories",
               "synthetic categories to write (comma-separated; qkv data synth-parts --list); default all",
-              "synth-classes"},
+              "synth-classes"}
+            .was("synth-categories"),
         d.synth.categories);
   visit(Field{"points_per_shape",
               "points each shape is resampled to when loaded, among which views draw; 0 = 2,500 for the text layout "
@@ -80,10 +81,12 @@ void visit_fields(PartSegData& d, V&& visit) {
         d.load.points_per_shape);
   visit(Field{"max_per_category", "keep at most this many shapes per category (object class) and split; 0 = all",
               "max-per-class"}
-            .at_least(0),
+            .at_least(0)
+            .was("max-per-category"),
         d.load.max_per_category);
   visit(Field{"categories", "load only these categories (names or synsets, comma-separated); default all",
-              "classes"},
+              "classes"}
+            .was("categories"),
         d.load.categories);
   visit_view_fields(d.view, visit, "how they are picked: random (a fresh subset each epoch), fps, first");
   visit(Field{"protocol",
@@ -161,7 +164,8 @@ void visit_fields(PartPredictSettings& s, V&& visit) {
               ".obj .stl) sampled to the run's --points"},
         s.input);
   visit(Field{"category", "the object's class: a ShapeNet-part category name or synset, e.g. Table or 04379243 (REQUIRED)",
-              "class"},
+              "class"}
+            .was("category"),
         s.category);
   visit(Field{"rotate", "rotate the shape first: none, z or so3 (seeded by --seed); none by default: the file as it is"},
         s.rotate);

@@ -4,7 +4,6 @@
 // back from its checkpoint, and the comparison of finished runs.
 #include <torch/types.h>
 
-#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/messages.h"
 #include "qkv/core/text.h"
 #include "qkv/models/model.h"
 #include "qkv/tasks/point_task.h"
@@ -35,7 +35,7 @@ template <typename Data>
 auto load_point_data_said(Data& d, const LoadContext& context) {
   std::string up_axis_line;
   auto loaded = load_point_data(d, context.rank, context.overwrite, &up_axis_line);
-  if (context.rank == 0 && !up_axis_line.empty()) std::fprintf(stderr, "%s\n", up_axis_line.c_str());
+  if (context.rank == 0 && !up_axis_line.empty()) say(up_axis_line);
   return loaded;
 }
 

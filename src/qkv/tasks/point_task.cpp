@@ -124,24 +124,24 @@ int64_t default_up_axis(const std::string& layout) {
 std::string resolve_up_axis(pc::PointViewOptions& view, const std::string& layout, const at::Tensor& train_points) {
   static const char* const names[] = {"x", "y", "z"};
   if (view.up_axis >= 0)
-    return std::string("up axis: ") + names[view.up_axis] + " (--up-axis " + names[view.up_axis] + ")";
+    return std::string("up axis: ") + names[view.up_axis] + " ({up_axis} " + names[view.up_axis] + ")";
   const int64_t convention = default_up_axis(layout);
   if (view.up_axis != kUpAxisAuto) {
     view.up_axis = convention;
-    return std::string("up axis: ") + names[view.up_axis] + " (the " + layout + " layout's; --up-axis to choose)";
+    return std::string("up axis: ") + names[view.up_axis] + " (the " + layout + " layout's; {up_axis} to choose)";
   }
   const auto e = pc::estimate_up_axis(train_points);
   view.up_axis = e.axis;
   char numbers[160];
   std::snprintf(numbers, sizeof numbers, "mirror asymmetry x %.3f, y %.3f, z %.3f over %lld training shapes",
                 e.asymmetry[0], e.asymmetry[1], e.asymmetry[2], static_cast<long long>(e.shapes));
-  std::string line = std::string("up axis: ") + names[e.axis] + " (--up-axis auto: the shapes are least mirror-symmetric across " +
+  std::string line = std::string("up axis: ") + names[e.axis] + " ({up_axis} auto: the shapes are least mirror-symmetric across " +
                      names[e.axis] + "; " + numbers + ")";
   if (e.margin < kUpAxisWeakMargin) {
     char margin[32];
     std::snprintf(margin, sizeof margin, "%.2f", e.margin);
     line += std::string("\nwarning: up axis: a weak estimate (") + names[e.axis] + " only " + margin +
-            "x the next axis's asymmetry); check the shapes and give --up-axis x, y or z";
+            "x the next axis's asymmetry); check the shapes and give {up_axis} x, y or z";
   }
   if (e.axis != convention)
     line += std::string("\nwarning: up axis: estimated ") + names[e.axis] + ", but the " + layout +

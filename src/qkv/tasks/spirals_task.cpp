@@ -28,7 +28,7 @@ data::Splits SpiralsData::make() const {
 TrainTask spirals_train_task(std::shared_ptr<const SpiralsTrainSettings> s) {
   TrainTask task;
   task.command = kSpiralsCommand;
-  task.description = "train an MLP on built-in spirals; writes the run folder --out";
+  task.description = "train an MLP on built-in spirals; writes a run folder";
   task.default_out = "runs/spirals";
   task.batch_norm = false;
   task.defaults.epochs = 40;

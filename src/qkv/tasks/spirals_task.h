@@ -31,8 +31,9 @@ struct SpiralsData {
 
 template <typename V>
 void visit_fields(SpiralsData& d, V&& visit) {
-  visit(Field{"classes", "number of spiral arms (classes)", "arms"}.range(2, 1000), d.spirals.classes);
-  visit(Field{"points_per_class", "points on each arm", "points-per-arm"}.range(1, 1e7), d.spirals.points_per_class);
+  visit(Field{"classes", "number of spiral arms (classes)", "arms"}.range(2, 1000).was("classes"), d.spirals.classes);
+  visit(Field{"points_per_class", "points on each arm", "points-per-arm"}.range(1, 1e7).was("points-per-class"),
+        d.spirals.points_per_class);
   visit(Field{"noise", "angular jitter (radians, std)"}.range(0, 100), d.spirals.noise);
   visit(Field{"turns", "full turns of each arm"}.range(1e-6, 1000), d.spirals.turns);
   visit(Field{"val_fraction", "share of points held out for model selection"}.range(0, 0.99), d.val_fraction);

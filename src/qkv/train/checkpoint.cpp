@@ -34,7 +34,7 @@ void require_finite(const std::map<std::string, at::Tensor>& entries, const std:
     const int64_t bad = t.numel() - torch::isfinite(t).sum().item<int64_t>();
     throw DataError(path + ": '" + name + "' holds " + std::to_string(bad) + " NaN or infinite value" +
                     (bad == 1 ? "" : "s") + " (the run diverged before this checkpoint); " +
-                    (weights ? "add --allow-non-finite to read it anyway" : "it cannot be resumed"));
+                    (weights ? "add {allow_non_finite} to read it anyway" : "it cannot be resumed"));
   }
 }
 

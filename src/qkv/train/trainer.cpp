@@ -12,6 +12,7 @@
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/output_policy.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/messages.h"
 #include "qkv/core/interrupt.h"
 #include "qkv/core/json_file.h"
 #include "qkv/distributed/sync_batch_norm.h"
@@ -188,7 +189,7 @@ nlohmann::json evaluate(models::Model& model, const data::Dataset& dataset, int6
 void check_resume_world_size(const std::string& dir, int64_t stored, int64_t now) {
   if (stored != now)
     throw ConfigError("resume", dir + ": the run was trained by " + std::to_string(stored) +
-                     " rank(s); resume it with --world-size " + std::to_string(stored) + ", not " +
+                     " rank(s); resume it with {world_size} " + std::to_string(stored) + ", not " +
                      std::to_string(now));
 }
 
@@ -329,7 +330,7 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
       if (!std::isfinite(loss_value))
         throw DataError("training diverged: loss is " + std::to_string(loss_value) + " at epoch " +
                         std::to_string(epoch + 1) + ", step " + std::to_string(b + 1) +
-                        " (check the input data for NaN, or lower --lr)");
+                        " (check the input data for NaN, or lower {lr})");
       optimizer->zero_grad();
       if (group) {
         // Sum over ranks of (share x local mean) = the mean over the global batch.
@@ -357,8 +358,8 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
         state.train_seconds += std::chrono::duration<double>(Clock::now() - epoch_start).count();
         save_progress({{"interrupted", true}, {"epoch", epoch + 1}, {"step_in_epoch", state.step_in_epoch}});
         if (!quiet)
-          std::fprintf(stderr, "interrupted: checkpoint written to %s (resume with --resume %s)\n",
-                       paths.last_checkpoint().c_str(), paths.dir.c_str());
+          say("interrupted: checkpoint written to " + paths.last_checkpoint() + " (resume with {resume} " + paths.dir +
+              ")");
         return {true, nlohmann::json{{"interrupted", true}}};
       }
     }
@@ -402,8 +403,7 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
     }
     if (interrupted(interrupt_requested())) {
       if (!quiet)
-        std::fprintf(stderr, "interrupted: checkpoint written to %s (resume with --resume %s)\n",
-                     paths.last_checkpoint().c_str(), paths.dir.c_str());
+        say("interrupted: checkpoint written to " + paths.last_checkpoint() + " (resume with {resume} " + paths.dir + ")");
       return {true, nlohmann::json{{"interrupted", true}}};
     }
   }
