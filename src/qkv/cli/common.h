@@ -6,7 +6,6 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <functional>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -122,9 +121,6 @@ std::string range_help(const Field& f);
 // The same check for an option that is not a field.
 CLI::Validator range_check(double lo, double hi);
 inline std::string range_help(double lo, double hi) { return range_help(Field{"", ""}.range(lo, hi)); }
-
-// The `hi` of an option with no upper bound but its type's.
-inline constexpr double kNoMaximum = std::numeric_limits<double>::max();
 
 // A numeric option that is not a field, with its range checked and shown.
 template <typename T>

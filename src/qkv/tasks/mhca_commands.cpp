@@ -2,7 +2,6 @@
 
 #include <torch/torch.h>
 
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -183,9 +182,7 @@ std::string select_to_file(const CohortFiles& files, FeatureSelection selection,
                            bool overwrite) {
   if (output.empty()) throw ConfigError("output", "is required (the CpG list to write)");
   if (selection.n_features < 1) throw ConfigError("n_features", "must be at least 1");
-  if (!(selection.rfe.step > 0) || !std::isfinite(selection.rfe.step))
-    throw ConfigError("rfe_step", "must be a positive number");
-  selection.xgboost.validate();
+  validate_selection(selection);
   check_output_file(output, "{output}", overwrite);  // before the work, not after it
   auto cohort = medical::load_cohort(files.manifest, files.methylation, false, 1, false, {}, files.max_missing);
   selection.xgboost.threads = at::get_num_threads();

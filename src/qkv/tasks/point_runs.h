@@ -29,16 +29,6 @@ namespace qkv::tasks {
 // in memory; found before any data are loaded or written.
 void check_point_model_fits(const std::string& model, const nlohmann::json& options, int64_t points);
 
-// tasks::load_point_data for a train task: the up axis it chose from the
-// layout said on stderr at rank 0.
-template <typename Data>
-auto load_point_data_said(Data& d, const LoadContext& context) {
-  std::string up_axis_line;
-  auto loaded = load_point_data(d, context.rank, context.overwrite, &up_axis_line);
-  if (context.rank == 0 && !up_axis_line.empty()) say(up_axis_line);
-  return loaded;
-}
-
 // Whether a data settings struct lists class names (classification).
 template <typename D, typename = void>
 struct has_class_names : std::false_type {};
@@ -153,8 +143,8 @@ std::string compare_table_text(const nlohmann::json& rows, const char* scores_ke
 // The train task both point-cloud tasks are (Settings: {data, model}): the
 // paper's training defaults (the view's set into settings->data), the model
 // from its settings with `fix_model(options)` adding what the data set fixes,
-// the data prepared, checked and loaded (the up axis said), the splits with
-// their extra test rotations; finish(request, data, loaded, splits, context,
+// the data prepared, checked and loaded (the up axis it chose said at rank
+// 0), the splits with their extra test rotations; finish(request, data, loaded, splits, context,
 // run) completes the data record and the run's hooks.
 template <typename Settings, typename FixModel, typename Finish>
 TrainTask point_train_task(std::shared_ptr<Settings> s, const char* command, const std::string& description,
@@ -174,7 +164,9 @@ TrainTask point_train_task(std::shared_ptr<Settings> s, const char* command, con
   task.check_outputs = check_point_outputs<Data>;
   task.load = [finish](train::RunRequest& r, const LoadContext& context) {
     auto d = Data::from_json(r.data);
-    const auto loaded = load_point_data_said(d, context);
+    std::string up_axis_line;
+    const auto loaded = load_point_data(d, context.rank, context.overwrite, &up_axis_line);
+    if (context.rank == 0 && !up_axis_line.empty()) say(up_axis_line);
     const auto splits = make_splits(d, loaded);
     TaskRun run;
     run.splits = splits.splits;
