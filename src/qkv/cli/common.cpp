@@ -46,6 +46,20 @@ std::string flag_of_key(const CLI::App* cmd, const std::string& key) {
   return "";
 }
 
+std::vector<std::string> given_keys(const CLI::App& cmd) {
+  std::vector<std::string> keys;
+  for (const auto* opt : cmd.get_options()) {
+    if (opt->count() == 0) continue;
+    std::string key = opt->get_name();
+    if (key.rfind("--", 0) == 0) key.erase(0, 2);
+    std::replace(key.begin(), key.end(), '-', '_');
+    for (const auto& [at, flag] : key_flags())
+      if (at.first == &cmd && opt->check_name(flag)) key = at.second;
+    keys.push_back(key);
+  }
+  return keys;
+}
+
 std::string config_error_text(const CLI::App* cmd, const ConfigError& e) {
   return setting_message(e.key, e.problem, [cmd](const std::string& key) {
     const std::string flag = flag_of_key(cmd, key);

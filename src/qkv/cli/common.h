@@ -55,6 +55,8 @@ std::string flag_of_key(const CLI::App* cmd, const std::string& key);
 // in the problem named by its flag.
 std::string config_error_text(const CLI::App* cmd, const ConfigError& e);
 void remember_flag(const CLI::App* cmd, const std::string& key, const std::string& flag);
+// The keys of the options given on `cmd`'s command line (flag_of_key's inverse).
+std::vector<std::string> given_keys(const CLI::App& cmd);
 
 // --help in sections: the options `add` adds are listed under `heading`
 // (CLI11 orders sections by first use); hidden ones (group "") stay hidden.

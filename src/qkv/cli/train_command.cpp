@@ -1,49 +1,15 @@
 #include "qkv/cli/train_command.h"
 
 #include <cstdio>
-#include <functional>
 #include <memory>
 #include <set>
 
 #include "qkv/cli/recipe.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
-#include "qkv/core/messages.h"
-#include "qkv/distributed/process_group.h"
 
 namespace qkv::cli {
 namespace {
-
-// What --resume may be given with: where and how long the run goes on, never
-// how it trains.
-const std::set<std::string>& resume_compatible_options() {
-  static const std::set<std::string> names = {"--resume", "--epochs",       "--threads", "--device",
-                                              "--json",   "--world-size",   "--rank",    "--dist-timeout",
-                                              "--master", "--out",          "--max-params"};
-  return names;
-}
-
-void check_resume_options(const CLI::App& cmd, const std::string& dir, const std::string& out) {
-  for (const auto* opt : cmd.get_options()) {
-    if (opt->count() == 0) continue;
-    const std::string name = opt->get_name();
-    if (!resume_compatible_options().count(name))
-      throw UsageError("--resume " + dir + ": " + name +
-                       " cannot be changed on a resumed run (it keeps its stored settings; only --epochs, --threads, "
-                       "--device and the data-parallel options may be given)");
-  }
-  if (cmd.count("--out") && out != dir) throw UsageError("--resume " + dir + " continues in that folder; drop --out");
-}
-
-// Completes the data-parallel options from WORLD_SIZE, RANK, MASTER_ADDR,
-// MASTER_PORT where the command line is silent, and checks them.
-void resolve_parallel(const CLI::App& cmd, train::TrainConfig& config) {
-  std::vector<std::string> on_cli;
-  if (cmd.count("--world-size")) on_cli.push_back("world_size");
-  if (cmd.count("--rank")) on_cli.push_back("rank");
-  if (cmd.count("--master")) on_cli.push_back("master");
-  config.parallel = distributed::resolve_parallel_options(config.parallel, on_cli);
-}
 
 void add_parallel_options(CLI::App* cmd, distributed::ParallelOptions& p) {
   add_ranged_option(cmd, "--world-size", p.world_size,
@@ -57,13 +23,6 @@ void add_parallel_options(CLI::App* cmd, distributed::ParallelOptions& p) {
 }
 
 }  // namespace
-
-tasks::GivenSetting given_on(const CLI::App& cmd) {
-  return [&cmd](const std::string& key) {
-    const std::string flag = flag_of_key(&cmd, key);
-    return !flag.empty() && cmd.count(flag) > 0;
-  };
-}
 
 void register_train_command(CLI::App* parent, Action& action, TrainTask task,
                             const std::function<void(CLI::App* cmd)>& add_data_options,
@@ -104,54 +63,26 @@ void register_train_command(CLI::App* parent, Action& action, TrainTask task,
   auto shared = std::make_shared<TrainTask>(std::move(task));
   cmd->callback([o, cmd, shared, &action] {
     action = [o, cmd, shared] {
-      const TrainTask& task = *shared;
-      const bool resume = !o->resume.empty();
+      tasks::TrainCall call;
       // A recipe fills the options left unset before anything reads them; a
-      // resumed run keeps its stored settings (check_resume_options refuses --recipe).
-      const auto recipe = resume ? nlohmann::json() : apply_recipe(cmd, task.command, o->recipe);
-      train::TrainConfig config = o->train;
-      if (task.data_parallel) resolve_parallel(*cmd, config);
-      CommonOptions common = o->common;
-      train::RunRequest request;
-      if (resume) {
-        check_resume_options(*cmd, o->resume, common.out);
-        // Before anything is read or written through a link or a changed file.
-        train::RunFolder::check(o->resume, train::RunFolderMode::Resume, task.command, "resume");
-        request = train::stored_request(o->resume, task.command);
-        if (cmd->count("--device")) request.device = common.device;
-      } else {
-        request.seed = common.seed;
-        request.device = common.device;
-        request.init_weights = o->init_weights;
-        request.train = config;
-        request.train.seed = common.seed;
-        request.recipe = recipe;
-        request = tasks::new_train_request(task, given_on(*cmd), request, common.out);
-      }
-      const std::string dir = resume ? o->resume : common.out;
-      request.train.parallel.rank = config.parallel.rank;  // where this process runs now
-      request.train.parallel.master = config.parallel.master;
-      request.train.parallel.timeout_seconds = config.parallel.timeout_seconds;
-      common.seed = request.seed;
-      common.device = request.device;
-      apply_common_options(common);
-      if (resume) {
-        train::record_resume(request, dir, cmd->count("--epochs") ? config.epochs : 0, config.parallel.world_size);
-        const auto note = tasks::finished_run_note(request, dir, cmd->count("--epochs") > 0);
-        if (!note.empty()) {
-          say(note);
-          return 0;
-        }
-      } else {
-        request.train.parallel.world_size = config.parallel.world_size;
-      }
-      const auto outcome = tasks::run_train_task(task, request, dir, resume, common.overwrite);
+      // resumed run keeps its stored settings (train_command refuses --recipe).
+      if (o->resume.empty()) call.recipe = apply_recipe(cmd, shared->command, o->recipe);
+      call.seed = o->common.seed;
+      call.threads = o->common.threads;
+      call.device = o->common.device;
+      call.out = o->common.out;
+      call.overwrite = o->common.overwrite;
+      call.resume = o->resume;
+      call.init_weights = o->init_weights;
+      call.train = o->train;
+      call.given = given_keys(*cmd);
+      const auto outcome = tasks::train_command(*shared, call);
       if (outcome.interrupted) return kExitInterrupted;
-      if (config.parallel.rank != 0) return 0;
+      if (outcome.nothing_to_do || outcome.rank != 0) return 0;
       if (o->json)
         print_json(outcome.summary);
       else
-        std::printf("%s", train::run_summary_text(outcome.summary, dir, outcome.test_label).c_str());
+        std::printf("%s", train::run_summary_text(outcome.summary, outcome.dir, outcome.test_label).c_str());
       return 0;
     };
   });

@@ -27,13 +27,9 @@ inline const std::set<std::string> kBatchNormFields = {"bn_momentum", "bn_moment
 
 // `train` for `task`: the run, data, model, training and data-parallel
 // options (the task adds its data and model options, each a section of
-// --help), then tasks::new_train_request (or the stored request with
-// --resume) and tasks::run_train_task, and a short summary.
+// --help), then tasks::train_command and a short summary.
 void register_train_command(CLI::App* parent, Action& action, TrainTask task,
                             const std::function<void(CLI::App* cmd)>& add_data_options,
                             const std::function<void(CLI::App* cmd)>& add_model_options);
-
-// Whether the option that sets `key` was given on `cmd`'s command line.
-tasks::GivenSetting given_on(const CLI::App& cmd);
 
 }  // namespace qkv::cli

@@ -1,8 +1,12 @@
 #include "qkv/tasks/train_task.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/messages.h"
+#include "qkv/core/runtime.h"
+#include "qkv/distributed/process_group.h"
 #include "qkv/core/text.h"
 #include "qkv/models/model.h"
 #include "qkv/train/checkpoint.h"
@@ -65,6 +69,75 @@ TrainOutcome run_train_task(const TrainTask& task, train::RunRequest& request, c
   auto result = train::execute_run(request, dir, resume, run.splits, run.hooks);
   outcome.interrupted = result.interrupted;
   outcome.summary = std::move(result.summary);
+  return outcome;
+}
+
+const std::vector<std::string>& resume_keys() {
+  static const std::vector<std::string> keys = {"resume",     "epochs", "threads",      "device", "json",
+                                                "world_size", "rank",   "dist_timeout", "master", "out",
+                                                "max_params"};
+  return keys;
+}
+
+TrainOutcome train_command(const TrainTask& task, const TrainCall& call) {
+  const auto given = [&call](const std::string& key) {
+    return std::find(call.given.begin(), call.given.end(), key) != call.given.end();
+  };
+  const bool resume = !call.resume.empty();
+  train::TrainConfig config = call.train;
+  if (task.data_parallel) {
+    std::vector<std::string> on_command_line;
+    for (const char* key : {"world_size", "rank", "master"})
+      if (given(key)) on_command_line.push_back(key);
+    config.parallel = distributed::resolve_parallel_options(config.parallel, on_command_line);
+  }
+  train::RunRequest request;
+  if (resume) {
+    for (const auto& key : call.given)
+      if (std::find(resume_keys().begin(), resume_keys().end(), key) == resume_keys().end())
+        throw ConfigError(key, "cannot be changed on a resumed run: {resume} " + call.resume +
+                                   " keeps its stored settings; only {epochs}, {threads}, {device} and the "
+                                   "data-parallel options may be given with it");
+    if (given("out") && call.out != call.resume)
+      throw ConfigError("out", "differs from {resume} " + call.resume + ", which continues in that folder; drop it");
+    // Before anything is read or written through a link or a changed file.
+    train::RunFolder::check(call.resume, train::RunFolderMode::Resume, task.command, "resume");
+    request = train::stored_request(call.resume, task.command);
+    if (given("device")) request.device = call.device;
+  } else {
+    request.seed = call.seed;
+    request.device = call.device;
+    request.init_weights = call.init_weights;
+    request.train = config;
+    request.train.seed = call.seed;
+    request.recipe = call.recipe;
+    request = new_train_request(task, given, request, call.out);
+  }
+  const std::string dir = resume ? call.resume : call.out;
+  request.train.parallel.rank = config.parallel.rank;  // where this process runs now
+  request.train.parallel.master = config.parallel.master;
+  request.train.parallel.timeout_seconds = config.parallel.timeout_seconds;
+  set_threads(call.threads);
+  seed_everything(request.seed);
+  parse_device(request.device);
+  TrainOutcome outcome;
+  outcome.dir = dir;
+  outcome.rank = config.parallel.rank;
+  if (resume) {
+    train::record_resume(request, dir, given("epochs") ? config.epochs : 0, config.parallel.world_size);
+    const auto note = finished_run_note(request, dir, given("epochs"));
+    if (!note.empty()) {
+      say(note);
+      outcome.nothing_to_do = true;
+      return outcome;
+    }
+  } else {
+    request.train.parallel.world_size = config.parallel.world_size;
+  }
+  const int64_t rank = outcome.rank;
+  outcome = run_train_task(task, request, dir, resume, call.overwrite);
+  outcome.dir = dir;
+  outcome.rank = rank;
   return outcome;
 }
 

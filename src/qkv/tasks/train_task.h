@@ -6,6 +6,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "qkv/tasks/task_run.h"
 #include "qkv/train/run.h"
@@ -56,6 +57,9 @@ struct TrainOutcome {
   nlohmann::json summary;  // summary.json's content (rank 0)
   bool interrupted = false;
   std::string test_label;
+  std::string dir;            // the run folder
+  bool nothing_to_do = false;  // a resumed run whose epochs were all done (said on stderr)
+  int64_t rank = 0;            // this process's data-parallel rank (rank 0 reports)
 };
 
 // The run of `request` into `dir`: at rank 0 the folder checked and opened
@@ -64,5 +68,32 @@ struct TrainOutcome {
 // fitted (TaskRun::fit) or trained (train::execute_run).
 TrainOutcome run_train_task(const TrainTask& task, train::RunRequest& request, const std::string& dir, bool resume,
                             bool overwrite);
+
+// A train command as a front end hands it over: the run's options and the
+// training settings as parsed (a recipe's already applied), and the keys of
+// the settings the user gave.
+struct TrainCall {
+  uint64_t seed = 0;
+  int threads = 0;  // 0: OMP_NUM_THREADS if set, else one per core
+  std::string device = "cpu";
+  std::string out;     // a new run's folder
+  std::string resume;  // a run folder to continue; "" = a new run
+  std::string init_weights;
+  bool overwrite = false;
+  train::TrainConfig train;
+  nlohmann::json recipe;  // what the recipe set (null: none)
+  std::vector<std::string> given;
+};
+
+// What a resumed run may be given: where and how long it goes on, never how
+// it trains. Any other key in call.given is a ConfigError naming it.
+const std::vector<std::string>& resume_keys();
+
+// A train command end to end: the data-parallel options completed from the
+// environment (for keys not given); a new run's request
+// (new_train_request) or a resumed run's stored one, its folder checked
+// before anything is read; threads, seed and device applied; then
+// run_train_task. A resumed run with no epochs left says so and does nothing.
+TrainOutcome train_command(const TrainTask& task, const TrainCall& call);
 
 }  // namespace qkv::tasks
