@@ -359,7 +359,7 @@ TEST_F(MhcaCli, RecipeMhcaCodeIsTheAuthorsTraining) {
   EXPECT_DOUBLE_EQ(d.at("augment_degrees").get<double>(), 5);
   EXPECT_DOUBLE_EQ(d.at("augment_noise").get<double>(), 0.05);
   EXPECT_EQ(config.at("recipe").at("name"), "mhca-code");
-  EXPECT_FALSE(config.at("recipe").at("set").contains("--folds"));  // an option 'mhca train' does not have
+  EXPECT_FALSE(config.at("recipe").at("set").contains("folds"));  // an option 'mhca train' does not have
 }
 
 TEST_F(MhcaCli, TrainWritesARunFolder) {

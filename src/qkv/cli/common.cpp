@@ -17,6 +17,7 @@
 #include "qkv/models/presets.h"
 #include "qkv/core/runtime.h"
 #include "qkv/core/text.h"
+#include "qkv/tasks/recipes.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/run.h"
 
@@ -58,6 +59,12 @@ std::vector<std::string> given_keys(const CLI::App& cmd) {
     keys.push_back(key);
   }
   return keys;
+}
+
+std::function<bool(const std::string& key)> given_setting(const CLI::App& cmd) {
+  return [keys = given_keys(cmd)](const std::string& key) {
+    return std::find(keys.begin(), keys.end(), key) != keys.end();
+  };
 }
 
 std::string config_error_text(const CLI::App* cmd, const ConfigError& e) {
@@ -132,6 +139,14 @@ void section_remaining_options(CLI::App& app) {
       opt->group(run ? "Run" : heading);
     }
   }
+}
+
+void add_recipe_option(CLI::App* cmd, std::string& recipe, const std::string& command) {
+  if (tasks::recipes_for(command).empty()) return;
+  std::string help =
+      "train with the settings of a paper or a reference code; options given here win (docs/reproduction.md):";
+  for (const auto* r : tasks::recipes_for(command)) help += "\n" + r->name + ": " + r->summary;
+  cmd->add_option("--recipe", recipe, help);
 }
 
 void add_overwrite_flag(CLI::App* cmd, bool& overwrite) {

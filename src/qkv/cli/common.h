@@ -32,6 +32,10 @@ void add_common_options(CLI::App* cmd, CommonOptions& o, const std::string& out_
 // (models::set_max_parameters), for commands that build one.
 void add_max_params_option(CLI::App* cmd);
 
+// --recipe NAME (tasks/recipes.h), its help listing the recipes of
+// `command`; nothing when `command` has none. The library applies it.
+void add_recipe_option(CLI::App* cmd, std::string& recipe, const std::string& command);
+
 // --overwrite alone, for commands whose output is named otherwise.
 void add_overwrite_flag(CLI::App* cmd, bool& overwrite);
 
@@ -55,8 +59,10 @@ std::string flag_of_key(const CLI::App* cmd, const std::string& key);
 // in the problem named by its flag.
 std::string config_error_text(const CLI::App* cmd, const ConfigError& e);
 void remember_flag(const CLI::App* cmd, const std::string& key, const std::string& flag);
-// The keys of the options given on `cmd`'s command line (flag_of_key's inverse).
+// The keys of the options given on `cmd`'s command line (flag_of_key's
+// inverse), as a list and as a question.
 std::vector<std::string> given_keys(const CLI::App& cmd);
+std::function<bool(const std::string& key)> given_setting(const CLI::App& cmd);
 
 // --help in sections: the options `add` adds are listed under `heading`
 // (CLI11 orders sections by first use); hidden ones (group "") stay hidden.

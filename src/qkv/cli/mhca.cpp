@@ -7,7 +7,6 @@
 
 #include "qkv/cli/commands.h"
 #include "qkv/cli/common.h"
-#include "qkv/cli/recipe.h"
 #include "qkv/cli/train_command.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
@@ -126,10 +125,8 @@ void register_cv(CLI::App* parent, Action& action) {
   option_section(cmd, "Training (each network of each fold)", [&] { add_field_options(cmd, o->cv.train, kBatchNormFields); });
   cmd->callback([o, cmd, &action] {
     action = [o, cmd] {
-      const auto recipe = apply_recipe(cmd, "mhca cv", o->recipe);
       tasks::CVOptions cv = o->cv;
-      cv.recipe = recipe;
-      tasks::prepare_cv_options(cv, o->models, o->model_options);
+      tasks::prepare_cv_options(cv, o->models, o->model_options, o->recipe, given_setting(*cmd));
       // The folder is checked before the cohort is read; a resumed one's settings are compared after.
       const auto mode = train::run_folder_mode(o->resume, o->common.overwrite);
       train::RunFolder::check(o->common.out, mode, "mhca cv");

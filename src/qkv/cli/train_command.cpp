@@ -4,7 +4,6 @@
 #include <memory>
 #include <set>
 
-#include "qkv/cli/recipe.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
 
@@ -64,9 +63,7 @@ void register_train_command(CLI::App* parent, Action& action, TrainTask task,
   cmd->callback([o, cmd, shared, &action] {
     action = [o, cmd, shared] {
       tasks::TrainCall call;
-      // A recipe fills the options left unset before anything reads them; a
-      // resumed run keeps its stored settings (train_command refuses --recipe).
-      if (o->resume.empty()) call.recipe = apply_recipe(cmd, shared->command, o->recipe);
+      call.recipe = o->recipe;
       call.seed = o->common.seed;
       call.threads = o->common.threads;
       call.device = o->common.device;

@@ -148,25 +148,65 @@ nlohmann::json fields_to_json(const S& settings) {
   return j;
 }
 
+// Field `f`'s `member` read from JSON value `j`, checked as the field says;
+// DataError naming `what` and the key.
+template <typename T>
+void read_field(const Field& f, T& member, const nlohmann::json& j, const std::string& what) {
+  if (const std::string why = json_value_as(j, member); !why.empty())
+    throw DataError(what + ": '" + f.key + "' = " + shortened(j.dump()) + ": " + why);
+  if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+    const std::string problem = field_range_problem(f, static_cast<double>(member));
+    if (!problem.empty()) throw DataError(what + ": '" + f.key + "' " + problem + " (" + j.dump() + ")");
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (const std::string problem = field_choice_problem(f, member); !problem.empty())
+      throw DataError(what + ": '" + f.key + "' " + problem);
+  }
+}
+
 // Keys missing from `j` keep their defaults (older runs); a key of the wrong
 // type is a DataError naming `what` and the key.
 template <typename S>
 S fields_from_json(const nlohmann::json& j, const std::string& what, S settings = S{}) {
   if (!j.is_object()) throw DataError(what + ": expected a JSON object");
   visit_fields(settings, [&](const Field& f, auto& value) {
-    if (!j.contains(f.key)) return;
-    using T = std::decay_t<decltype(value)>;
-    if (const std::string why = json_value_as(j.at(f.key), value); !why.empty())
-      throw DataError(what + ": '" + f.key + "' = " + shortened(j.at(f.key).dump()) + ": " + why);
-    if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
-      const std::string problem = field_range_problem(f, static_cast<double>(value));
-      if (!problem.empty()) throw DataError(what + ": '" + f.key + "' " + problem + " (" + j.at(f.key).dump() + ")");
-    } else if constexpr (std::is_same_v<T, std::string>) {
-      if (const std::string problem = field_choice_problem(f, value); !problem.empty())
-        throw DataError(what + ": '" + f.key + "' " + problem);
-    }
+    if (j.contains(f.key)) read_field(f, value, j.at(f.key), what);
   });
   return settings;
+}
+
+// A visitor that sets the field `key` from its text as a user would type it
+// (numbers, true/false, a word, a comma-separated list), checked by
+// read_field, and counts it in `found`: for any field list,
+// visit_fields(s, field_text_setter(...)) or a list of another name.
+inline auto field_text_setter(const std::string& key, const std::string& text, const std::string& what, bool& found) {
+  return [&key, &text, &what, &found](const Field& f, auto& member) {
+    using T = std::decay_t<decltype(member)>;
+    if (key != f.key) return;
+    nlohmann::json value;
+    if constexpr (std::is_same_v<T, std::string>) {
+      value = text;
+    } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+      value = nlohmann::json::array();
+      size_t start = 0;
+      for (size_t comma; (comma = text.find(',', start)) != std::string::npos; start = comma + 1)
+        value.push_back(text.substr(start, comma - start));
+      value.push_back(text.substr(start));
+    } else {
+      value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+      if (value.is_discarded()) throw DataError(what + ": '" + key + "' = '" + text + "' is not a value");
+    }
+    read_field(f, member, value, what);
+    found = true;
+  };
+}
+
+// set the field `key` of `settings` from its text (field_text_setter); false
+// when `settings` has no field `key`.
+template <typename S>
+bool set_field_from_text(S& settings, const std::string& key, const std::string& text, const std::string& what) {
+  bool found = false;
+  visit_fields(settings, field_text_setter(key, text, what, found));
+  return found;
 }
 
 }  // namespace qkv

@@ -17,6 +17,7 @@
 #include "qkv/medical/xgboost.h"
 #include "qkv/train/progress.h"
 #include "qkv/train/result_warnings.h"
+#include "qkv/tasks/recipes.h"
 #include "qkv/train/run.h"
 
 namespace qkv::tasks {
@@ -53,7 +54,26 @@ std::string write_synth_cohort_to(const std::string& out, medical::SynthCohortOp
   return text;
 }
 
-void prepare_cv_options(CVOptions& cv, const std::vector<std::string>& models, const std::string& model_options) {
+void prepare_cv_options(CVOptions& cv, std::vector<std::string> models, const std::string& model_options,
+                        const std::string& recipe_name, const GivenSetting& given) {
+  const Recipe* recipe = recipe_name.empty() ? nullptr : &find_recipe(kMhcaCvCommand, recipe_name);
+  if (recipe) {
+    const std::string what = "recipe " + recipe->name;
+    cv.recipe = apply_recipe(*recipe, {given, [&](const std::string& key, const std::string& value) {
+                                         if (key == "model") {
+                                           models = {value};
+                                           return true;
+                                         }
+                                         bool found = false;
+                                         const auto set = field_text_setter(key, value, what, found);
+                                         visit_cv_fields(cv, set);
+                                         visit_fields(cv.selection, set);
+                                         visit_fields(cv.augmentation, set);
+                                         visit_fields(cv.train, set);
+                                         return found;
+                                       }});
+    check_recipe_models(*recipe, models);
+  }
   cv.models = resolve_cv_models(models);
   if (!cv.selection.list_path.empty()) cv.selection.mode = "list";
   validate_selection(cv.selection);

@@ -64,9 +64,12 @@ void visit_cv_fields(CVOptions& cv, V&& visit) {
 }
 
 // `mhca cv`'s settings completed and checked before any file is touched:
-// the models (resolve_cv_models), a list file meaning select = list, the
-// selection, augmentation and training settings, `model_options` (JSON).
-void prepare_cv_options(CVOptions& cv, const std::vector<std::string>& models, const std::string& model_options);
+// recipe `recipe` (if not "") filling the settings not `given` (cv.recipe
+// records it), the models (resolve_cv_models), a list file meaning select =
+// list, the selection, augmentation and training settings, `model_options`
+// (JSON).
+void prepare_cv_options(CVOptions& cv, std::vector<std::string> models, const std::string& model_options,
+                        const std::string& recipe, const GivenSetting& given);
 
 // `mhca cv` after prepare_cv_options and the folder's check: the cohort read
 // (volumes only when a model reads them, said on stderr), `out` opened, the

@@ -57,7 +57,7 @@ struct CVOptions {
   nlohmann::json model_options = nlohmann::json::object();  // sizes shared by the networks (channels, padding, ...)
   uint64_t seed = 0;
   bool quiet = false;
-  nlohmann::json recipe;  // the --recipe record (cli/recipe.h), or null
+  nlohmann::json recipe;  // what the recipe set (tasks/recipes.h apply_recipe), or null
 };
 
 // The model options a network gets on this cohort: the volume shape from the

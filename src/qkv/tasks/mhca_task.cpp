@@ -149,7 +149,7 @@ MhcaTrainRun prepare_mhca_train(MhcaTrainData& d, bool volumes, uint64_t seed) {
   return run;
 }
 
-TrainTask mhca_train_task(std::shared_ptr<const MhcaTrainSettings> s) {
+TrainTask mhca_train_task(std::shared_ptr<MhcaTrainSettings> s) {
   TrainTask task;
   task.command = kMhcaTrainCommand;
   task.description = "train one model (or XGBoost) on a cohort; writes a run folder";
@@ -166,6 +166,11 @@ TrainTask mhca_train_task(std::shared_ptr<const MhcaTrainSettings> s) {
     r.model_name = s->model;
     r.model_options = s->model == "xgboost" ? d.selection.xgboost.to_json() : d.model_options;
     r.data = d.to_json();
+  };
+  task.set_setting = [s](const std::string& key, const std::string& value, const std::string& what) {
+    if (key != "model") return set_field_from_text(s->data, key, value, what);
+    s->model = value;
+    return true;
   };
   task.load = [](train::RunRequest& r, const LoadContext&) {
     auto d = MhcaTrainData::from_json(r.data);

@@ -38,6 +38,7 @@ void visit_fields(FeatureSelection& s, V&& visit) {
 namespace qkv::tasks {
 
 inline constexpr const char* kMhcaTrainCommand = "mhca train";
+inline constexpr const char* kMhcaCvCommand = "mhca cv";
 
 // ConfigError naming the key: a usable selection (a list file for "list")
 // and augmentation (fraction in [0, 1], finite degrees in [0, 180], noise >= 0).
@@ -144,6 +145,6 @@ struct MhcaTrainSettings {
 };
 
 // `mhca train` on `settings`, which the front end fills before a run.
-TrainTask mhca_train_task(std::shared_ptr<const MhcaTrainSettings> settings);
+TrainTask mhca_train_task(std::shared_ptr<MhcaTrainSettings> settings);
 
 }  // namespace qkv::tasks

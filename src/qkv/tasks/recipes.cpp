@@ -1,5 +1,7 @@
 #include "qkv/tasks/recipes.h"
 
+#include <algorithm>
+
 #include "qkv/core/errors.h"
 #include "qkv/core/text.h"
 
@@ -166,6 +168,26 @@ const Recipe& find_recipe(const std::string& command, const std::string& name) {
     known.push_back(r->name);
   }
   throw ConfigError("recipe", name + ": '" + command + "' knows " + (known.empty() ? "no recipes" : join(known)));
+}
+
+nlohmann::json apply_recipe(const Recipe& recipe, const RecipeTarget& target) {
+  nlohmann::json set = nlohmann::json::object(), kept = nlohmann::json::array();
+  const auto apply = [&](const std::string& key, const std::string& value, const std::string& source) {
+    if (target.given(key))
+      kept.push_back(key);
+    else if (target.set(key, value))
+      set[key] = {{"value", value}, {"source", source}};
+  };
+  if (!recipe.models.empty()) apply("model", recipe.models.front(), recipe.source);
+  for (const auto& s : recipe.settings) apply(s.key, s.value, s.source);
+  return {{"name", recipe.name}, {"source", recipe.source}, {"set", set}, {"kept_from_command_line", kept}};
+}
+
+void check_recipe_models(const Recipe& recipe, const std::vector<std::string>& models) {
+  if (recipe.models.empty()) return;
+  for (const auto& m : models)
+    if (std::find(recipe.models.begin(), recipe.models.end(), m) == recipe.models.end())
+      throw ConfigError("recipe", recipe.name + " is for {model} " + join(recipe.models) + ", not " + m);
 }
 
 }  // namespace qkv::tasks

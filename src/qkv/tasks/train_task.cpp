@@ -4,9 +4,11 @@
 #include <optional>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/fields.h"
 #include "qkv/core/messages.h"
 #include "qkv/core/runtime.h"
 #include "qkv/distributed/process_group.h"
+#include "qkv/tasks/recipes.h"
 #include "qkv/core/text.h"
 #include "qkv/models/model.h"
 #include "qkv/train/checkpoint.h"
@@ -80,8 +82,9 @@ const std::vector<std::string>& resume_keys() {
 }
 
 TrainOutcome train_command(const TrainTask& task, const TrainCall& call) {
-  const auto given = [&call](const std::string& key) {
-    return std::find(call.given.begin(), call.given.end(), key) != call.given.end();
+  std::vector<std::string> given_keys = call.given;
+  const auto given = [&given_keys](const std::string& key) {
+    return std::find(given_keys.begin(), given_keys.end(), key) != given_keys.end();
   };
   const bool resume = !call.resume.empty();
   train::TrainConfig config = call.train;
@@ -93,7 +96,8 @@ TrainOutcome train_command(const TrainTask& task, const TrainCall& call) {
   }
   train::RunRequest request;
   if (resume) {
-    for (const auto& key : call.given)
+    if (!call.recipe.empty()) given_keys.push_back("recipe");
+    for (const auto& key : given_keys)
       if (std::find(resume_keys().begin(), resume_keys().end(), key) == resume_keys().end())
         throw ConfigError(key, "cannot be changed on a resumed run: {resume} " + call.resume +
                                    " keeps its stored settings; only {epochs}, {threads}, {device} and the "
@@ -110,8 +114,19 @@ TrainOutcome train_command(const TrainTask& task, const TrainCall& call) {
     request.init_weights = call.init_weights;
     request.train = config;
     request.train.seed = call.seed;
-    request.recipe = call.recipe;
+    const Recipe* recipe = call.recipe.empty() ? nullptr : &find_recipe(task.command, call.recipe);
+    if (recipe) {
+      // Keys the recipe sets count as given from here on, as if typed.
+      const std::string what = "recipe " + recipe->name;
+      request.recipe = apply_recipe(*recipe, {given, [&](const std::string& key, const std::string& value) {
+                                                const bool has = set_field_from_text(request.train, key, value, what) ||
+                                                                 (task.set_setting && task.set_setting(key, value, what));
+                                                if (has) given_keys.push_back(key);
+                                                return has;
+                                              }});
+    }
     request = new_train_request(task, given, request, call.out);
+    if (recipe) check_recipe_models(*recipe, {request.model_name});
   }
   const std::string dir = resume ? call.resume : call.out;
   request.train.parallel.rank = config.parallel.rank;  // where this process runs now

@@ -37,6 +37,9 @@ struct TrainTask {
   // Optional: the task's own outputs (a synthetic-data folder) checked
   // without writing, before the run folder is claimed.
   std::function<void(const train::RunRequest& request, bool overwrite)> check_outputs;
+  // Sets the task's own setting `key` (data or model) from its text, for a
+  // recipe; false where the task has no such setting. DataError naming `what`.
+  std::function<bool(const std::string& key, const std::string& value, const std::string& what)> set_setting;
   // Loads the data from request.data (a new or a resumed run alike); may
   // complete request.data and model_options with what the data decide.
   std::function<TaskRun(train::RunRequest& request, const LoadContext& context)> load;
@@ -70,8 +73,8 @@ TrainOutcome run_train_task(const TrainTask& task, train::RunRequest& request, c
                             bool overwrite);
 
 // A train command as a front end hands it over: the run's options and the
-// training settings as parsed (a recipe's already applied), and the keys of
-// the settings the user gave.
+// training settings as parsed, the recipe to fill the settings left unset
+// (tasks/recipes.h), and the keys of the settings the user gave.
 struct TrainCall {
   uint64_t seed = 0;
   int threads = 0;  // 0: OMP_NUM_THREADS if set, else one per core
@@ -81,7 +84,7 @@ struct TrainCall {
   std::string init_weights;
   bool overwrite = false;
   train::TrainConfig train;
-  nlohmann::json recipe;  // what the recipe set (null: none)
+  std::string recipe;  // a recipe's name; "" = none
   std::vector<std::string> given;
 };
 
@@ -90,8 +93,8 @@ struct TrainCall {
 const std::vector<std::string>& resume_keys();
 
 // A train command end to end: the data-parallel options completed from the
-// environment (for keys not given); a new run's request
-// (new_train_request) or a resumed run's stored one, its folder checked
+// environment (for keys not given); a new run's request (the recipe
+// applied, new_train_request) or a resumed run's stored one, its folder checked
 // before anything is read; threads, seed and device applied; then
 // run_train_task. A resumed run with no epochs left says so and does nothing.
 TrainOutcome train_command(const TrainTask& task, const TrainCall& call);
