@@ -300,6 +300,8 @@ TEST(MhcaXCli, ExplainScoresCrossModalSitesAtTokenResolution) {
   const auto& t = j.at("token_resolution").at("cross_modal");
   EXPECT_EQ(t.at("planted_sites"), 8);
   EXPECT_EQ(t.at("sites_scored"), 8);
+  EXPECT_EQ(t.at("unplanted_sites"), 40 - 8);
+  EXPECT_GT(t.at("unplanted_alpha_v_region_enrichment").get<double>(), 0);
   for (const auto& site : t.at("sites")) {
     EXPECT_GE(site.at("own_tokens").size(), 1u);
     const double own = site.at("alpha_v_own");

@@ -276,6 +276,12 @@ class TokenResolutionScore {
       sites_.push_back(std::move(s));
     }
     planted_ = static_cast<int64_t>(sites.size());
+    // The control: every other CpG site's attention on the planted regions' tokens.
+    std::set<int64_t> regions;
+    for (const auto& [label, own] : tokens_of) regions.insert(own.begin(), own.end());
+    region_tokens_.assign(regions.begin(), regions.end());
+    unplanted_ = torch::ones({features_}, torch::kDouble);
+    for (const auto& s : sites_) unplanted_[s.feature] = 0;
   }
 
   bool empty() const { return sites_.empty(); }
@@ -290,6 +296,8 @@ class TokenResolutionScore {
       s.mirror_mass += mass(row, s.mirror);
       if (!s.own.empty()) s.query_share += mass(q[s.feature], s.own) / static_cast<double>(s.own.size());
     }
+    if (!region_tokens_.empty())
+      unplanted_mass_ += (v.index_select(1, torch::tensor(region_tokens_)).sum(1) * unplanted_).sum().item<double>();
     ++subjects_;
   }
 
@@ -333,6 +341,8 @@ class TokenResolutionScore {
       ++scored;
     }
     auto mean = [&](double x) { return scored > 0 ? nlohmann::json(x / static_cast<double>(scored)) : nlohmann::json(); };
+    const double unplanted = unplanted_.defined() ? unplanted_.sum().item<double>() : 0;
+    const double region_chance = static_cast<double>(region_tokens_.size()) / T;
     return {{"mask", mask_path_},
             {"planted_sites", planted_},
             {"sites_scored", scored},
@@ -341,6 +351,10 @@ class TokenResolutionScore {
             {"mean_alpha_v_mirror_enrichment", mean(mirror_sum)},
             {"mean_alpha_q_enrichment", mean(query_sum)},
             {"own_above_mirror", mean(static_cast<double>(left_right))},
+            {"unplanted_sites", unplanted},
+            {"unplanted_alpha_v_region_enrichment",
+             unplanted > 0 && region_chance > 0 ? nlohmann::json(unplanted_mass_ / (n * unplanted) / region_chance)
+                                                : nlohmann::json()},
             {"sites", list}};
   }
 
@@ -362,6 +376,9 @@ class TokenResolutionScore {
   std::string mask_path_;
   int64_t features_, tokens_, planted_ = 0, subjects_ = 0;
   std::vector<Site> sites_;
+  std::vector<int64_t> region_tokens_;  // every planted region's own tokens
+  at::Tensor unplanted_;                // [F]: 1 for a site not planted here
+  double unplanted_mass_ = 0;           // their alpha_v on region_tokens_, summed over sites and subjects
 };
 
 // A label NIfTI ([X, Y, Z]); DataError naming the file and `what` when it is

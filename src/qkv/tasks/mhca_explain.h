@@ -113,7 +113,9 @@ void write_overlay_slices(const std::string& prefix, const at::Tensor& anatomy, 
 // those holding at least 20 % of its voxels' (interpolation) weight; per site,
 // its alpha_v mass on them against their share of the tokens (enrichment, 1 =
 // chance), the same on the mirror region's tokens (left against right), and
-// the region tokens' alpha_q share on the site against 1 / F. With
+// the region tokens' alpha_q share on the site against 1 / F; as the control,
+// the other sites' alpha_v mass on all the planted regions' tokens against
+// chance ("unplanted_alpha_v_region_enrichment", 1 = no preference). With
 // cross-modal sites, planted_<region>_{axial,coronal,sagittal}.png show the
 // mean alpha_v of each region's sites, through the region's centre.
 // The PNG slices go through the map's peak inside the brain (voxels above
