@@ -36,7 +36,7 @@
 #include "qkv/core/json_file.h"
 #include "qkv/core/openblas_core.h"
 #include "qkv/core/output_policy.h"
-#include "qkv/core/png.h"
+#include "qkv/picture/raster.h"
 #include "qkv/core/runtime.h"
 #include "qkv/models/recurrent_lm.h"
 #include "qkv/tasks/lm_task.h"
@@ -46,6 +46,7 @@
 namespace {
 
 using namespace qkv;
+using namespace qkv::picture;
 using nlohmann::json;
 
 // One task of the sweep: its lengths and how much it trains (the same for

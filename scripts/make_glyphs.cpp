@@ -1,5 +1,5 @@
 // Renders printable ASCII (32..126) of a TrueType font at two pixel sizes into
-// the C++ source of src/qkv/core/glyphs.inc (on stdout): 8-bit anti-aliased
+// the C++ source of src/qkv/picture/glyphs.inc (on stdout): 8-bit anti-aliased
 // coverage bitmaps, their placement, advances and kerning pairs. Built and run
 // by scripts/make-glyphs; not part of the CMake build (it needs FreeType, qkv
 // does not).
@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
   std::printf(
       "//\n"
       "// Printable ASCII %d..%d at two sizes, hinted by the font, with 8-bit anti-aliased coverage (0 none, 255\n"
-      "// full), rows top first. Included by qkv/core/png.cpp inside its own anonymous namespace; needs <cstdint>.\n\n",
+      "// full), rows top first. Included by qkv/picture/raster.cpp inside its own anonymous namespace; needs <cstdint>.\n\n",
       kFirst, kLast);
   std::printf(
       "struct GlyphBitmap {\n"

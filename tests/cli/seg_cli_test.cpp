@@ -10,7 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "qkv/core/png.h"
+#include "qkv/picture/png.h"
 #include "qkv/pointcloud/mesh_read.h"
 #include "support/cli_run.h"
 #include "support/test_files.h"
@@ -149,7 +149,7 @@ TEST_F(SegCli, PredictLabelsEveryPointOfAFileAndWritesThemColoured) {
   EXPECT_EQ(j.at("parts")[0].at("name"), "top");
   const auto png = out + "/" + fs::path(table_file()).stem().string() + ".parts.png";
   int64_t width = 0, height = 0;
-  const auto pixels = qkv::read_png_rgb(png, width, height);  // libpng reads it
+  const auto pixels = qkv::picture::read_png_rgb(png, width, height);  // libpng reads it
   EXPECT_EQ(pixels.size(), static_cast<size_t>(width * height * 3));
   EXPECT_GT(width, height);  // the legend beside the cloud
   // A mesh is sampled to the run's 128 points.

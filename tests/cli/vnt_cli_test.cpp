@@ -9,7 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "qkv/core/png.h"
+#include "qkv/picture/png.h"
 #include "qkv/pointcloud/mesh_read.h"
 #include "support/cli_run.h"
 #include "support/test_files.h"
@@ -138,7 +138,7 @@ TEST_F(VntCli, PredictAndAttentionOnAShapeFile) {
   EXPECT_EQ(a.at("scale"), "absolute");
   for (const char* png : {"/shape.png", "/rotated.png"}) {
     int64_t width = 0, height = 0;
-    const auto rgb = qkv::read_png_rgb(out + png, width, height);  // libpng reads it
+    const auto rgb = qkv::picture::read_png_rgb(out + png, width, height);  // libpng reads it
     EXPECT_EQ(rgb.size(), static_cast<size_t>(width * height * 3)) << png;
     EXPECT_GT(width, height) << png;  // the colour bar beside the cloud
   }

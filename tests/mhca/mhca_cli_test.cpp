@@ -14,7 +14,7 @@
 #include <torch/torch.h>
 
 #include "qkv/core/npy.h"
-#include "qkv/core/png.h"
+#include "qkv/picture/png.h"
 #include "qkv/medical/cohort.h"
 #include "qkv/medical/nifti.h"
 #include "qkv/models/mhca.h"
@@ -170,7 +170,7 @@ TEST_F(MhcaCli, CrossValidationThenExplainEndToEnd) {
   for (int i = 0; i < 16; ++i) EXPECT_NEAR(map.geometry.affine()[i], input.geometry.affine()[i], 1e-5);
   int64_t w = 0, h = 0;
   EXPECT_EQ(map.geometry.description.rfind("qkv mhca explain: SPECT attention", 0), 0u) << map.geometry.description;
-  const auto png = read_png_rgb(ex + "/" + subject.id + "/spect_attention_axial.png", w, h);
+  const auto png = picture::read_png_rgb(ex + "/" + subject.id + "/spect_attention_axial.png", w, h);
   EXPECT_EQ(png.size(), static_cast<size_t>(w * h * 3));
   // 13 px per voxel brings the 28-voxel side to 364 >= 360; title, letters,
   // colour bar and notes around the slice.

@@ -9,7 +9,7 @@
 
 #include "qkv/core/crc32.h"
 #include "qkv/core/errors.h"
-#include "qkv/core/png.h"
+#include "qkv/picture/png.h"
 #include "qkv/pointcloud/render.h"
 
 using namespace qkv::pointcloud;
@@ -23,7 +23,7 @@ TEST(RenderPng, IsACompressedPngShowingTheColours) {
   plain.size = size;
   const auto png = render_points_png(cloud, plain);
   int64_t w = 0, h = 0;
-  const auto rgb = qkv::decode_png_rgb(png.data(), png.size(), w, h, "test picture");
+  const auto rgb = qkv::picture::decode_png_rgb(png.data(), png.size(), w, h, "test picture");
   ASSERT_EQ(w, size);
   ASSERT_EQ(h, size);
   // Mostly white: deflate makes it a small fraction of the 691 KB the raw pixels take.
@@ -46,7 +46,7 @@ TEST(RenderPng, TitleColourbarLegendAndMarkedPoint) {
   for (int i = 0; i < 50; ++i) {
     cloud.vertices.push_back({static_cast<float>(std::cos(i * 0.4)), static_cast<float>(i) / 50.f,
                               static_cast<float>(std::sin(i * 0.4))});
-    cloud.colors.push_back(qkv::heat_colour(i / 49.0));
+    cloud.colors.push_back(qkv::picture::heat_colour(i / 49.0));
   }
   PointPicture picture;
   picture.size = 300;
@@ -61,7 +61,7 @@ TEST(RenderPng, TitleColourbarLegendAndMarkedPoint) {
   picture.notes = {"a note"};
   const auto png = render_points_png(cloud, picture);
   int64_t w = 0, h = 0;
-  const auto rgb = qkv::decode_png_rgb(png.data(), png.size(), w, h, "test picture");
+  const auto rgb = qkv::picture::decode_png_rgb(png.data(), png.size(), w, h, "test picture");
   EXPECT_GT(w, 300);  // the panel beside the square
   EXPECT_GT(h, 300);  // title band and notes
   auto count = [&](std::array<uint8_t, 3> c, int64_t x0, int64_t x1, int tolerance = 0) {
@@ -77,7 +77,7 @@ TEST(RenderPng, TitleColourbarLegendAndMarkedPoint) {
   };
   EXPECT_GT(count({0, 200, 255}, 0, 300), 20);   // the ring, inside the cloud's square
   EXPECT_GT(count({228, 26, 28}, 300, w), 20);   // the legend's swatch, in the panel
-  EXPECT_GT(count(qkv::heat_colour(0.5), 300, w, 4), 1);  // the bar's middle
+  EXPECT_GT(count(qkv::picture::heat_colour(0.5), 300, w, 4), 1);  // the bar's middle
   picture.marked_point = 50;
   EXPECT_THROW(render_points_png(cloud, picture), qkv::DataError);
 }

@@ -9,6 +9,7 @@
 #include "qkv/core/errors.h"
 
 namespace qkv::pointcloud {
+using namespace picture;  // the drawing of the pictures
 namespace {
 
 constexpr int64_t kMargin = 12;

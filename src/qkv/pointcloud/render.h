@@ -1,6 +1,6 @@
 #pragma once
 // A point cloud drawn as discs in a fixed three-quarter orthographic view and
-// written as a PNG (through libpng, core/png.h), with what a reader needs to
+// written as a PNG (through libpng, picture/png.h), with what a reader needs to
 // interpret the colours: a title, a colour bar with its values or a legend,
 // a marked point. Enough to look at attention and part colourings without a
 // 3-D viewer (the PLY files carry the values themselves).
@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "qkv/core/png.h"
+#include "qkv/picture/raster.h"
 #include "qkv/pointcloud/mesh.h"
 
 namespace qkv::pointcloud {
@@ -24,13 +24,13 @@ struct PointPicture {
   bool colourbar = false;
   double bar_lo = 0, bar_hi = 1;
   std::string bar_label;
-  std::vector<std::pair<std::string, Rgb>> legend;  // beside the cloud (under the bar if both)
+  std::vector<std::pair<std::string, picture::Rgb>> legend;  // beside the cloud (under the bar if both)
   std::vector<std::string> notes;                   // small lines under the cloud
 };
 
 // Distinct colours for the parts of one object (at most 6 in ShapeNet-part;
 // more repeat): the colour of its local part index.
-Rgb part_colour(int64_t local_part);
+picture::Rgb part_colour(int64_t local_part);
 
 // PNG bytes of `cloud` (its vertex colours, or grey) on white; far points are
 // drawn first. DataError for an empty cloud or a marked point it lacks.

@@ -9,7 +9,7 @@
 #include <random>
 
 #include "qkv/core/errors.h"
-#include "qkv/core/png.h"
+#include "qkv/picture/raster.h"
 #include "qkv/models/vnt_net.h"
 #include "qkv/core/output_policy.h"
 #include "qkv/pointcloud/mesh_read.h"
@@ -22,6 +22,8 @@
 namespace qkv::tasks {
 
 namespace pc = qkv::pointcloud;
+using picture::compact_number;
+using picture::heat_colour;
 
 std::string write_synth_shapes_to(const std::string& out, pc::SynthShapesOptions options, bool overwrite) {
   const auto summary = write_synthetic_set(out, options, overwrite, synth_shapes_marker(options),

@@ -15,12 +15,13 @@
 #include "qkv/core/errors.h"
 #include "qkv/core/json_file.h"
 #include "qkv/core/npy.h"
-#include "qkv/core/png.h"
+#include "qkv/picture/raster.h"
 #include "qkv/medical/nifti.h"
 #include "qkv/train/progress.h"
 
 namespace qkv::tasks {
 namespace fs = std::filesystem;
+using namespace picture;  // the drawing of the explain pictures
 
 GroundTruth read_ground_truth(const std::string& path) {
   const auto j = read_json_file(path);

@@ -1,4 +1,5 @@
-#include "qkv/core/png.h"
+#include "qkv/picture/png.h"
+#include "qkv/picture/raster.h"
 
 #include <gtest/gtest.h>
 
@@ -31,12 +32,12 @@ TEST(PngFile, WriteThenReadBackIsBitEqual) {
   for (auto [w, h] : {std::pair<int64_t, int64_t>{7, 5}, {1, 1}, {64, 3}}) {
     const auto path = qkv::testing::temp_path("png_roundtrip_" + std::to_string(w) + "x" + std::to_string(h) + ".png");
     const auto rgb = random_rgb(w, h, static_cast<uint64_t>(w * 100 + h));
-    qkv::write_png_rgb(path, w, h, rgb);
+    qkv::picture::write_png_rgb(path, w, h, rgb);
     const auto bytes = qkv::read_file_bytes(path);
     ASSERT_GE(bytes.size(), 8u);
     EXPECT_EQ(std::string(bytes.data() + 1, 3), "PNG");
     int64_t rw = 0, rh = 0;
-    const auto back = qkv::read_png_rgb(path, rw, rh);
+    const auto back = qkv::picture::read_png_rgb(path, rw, rh);
     EXPECT_EQ(rw, w);
     EXPECT_EQ(rh, h);
     EXPECT_EQ(back, rgb);
@@ -45,32 +46,32 @@ TEST(PngFile, WriteThenReadBackIsBitEqual) {
 
 TEST(PngFile, WriteIntoAMissingFolderNamesThePath) {
   const auto path = qkv::testing::fresh_dir("png_missing") + "/sub/heat.png";
-  qkv::testing::expect_data_error([&] { qkv::write_png_rgb(path, 2, 2, random_rgb(2, 2, 1)); }, path, "");
+  qkv::testing::expect_data_error([&] { qkv::picture::write_png_rgb(path, 2, 2, random_rgb(2, 2, 1)); }, path, "");
   EXPECT_FALSE(std::filesystem::exists(path));
 }
 
 TEST(PngFile, WrongPixelCountIsADataError) {
   const auto path = qkv::testing::temp_path("png_wrong_size.png");
-  qkv::testing::expect_data_error([&] { qkv::write_png_rgb(path, 3, 2, std::vector<uint8_t>(17)); }, path,
+  qkv::testing::expect_data_error([&] { qkv::picture::write_png_rgb(path, 3, 2, std::vector<uint8_t>(17)); }, path,
                                   "17 bytes of pixels for a 3x2 RGB image, expected 18");
-  qkv::testing::expect_data_error([&] { qkv::write_png_rgb(path, 0, 2, {}); }, path, "0x2");
+  qkv::testing::expect_data_error([&] { qkv::picture::write_png_rgb(path, 0, 2, {}); }, path, "0x2");
 }
 
 TEST(PngFile, ReadingBrokenFilesIsADataError) {
   const auto text = qkv::testing::temp_path("png_not_really.png");
   qkv::write_file_atomic(text, std::string("hello, not a picture"));
   int64_t w = 0, h = 0;
-  qkv::testing::expect_data_error([&] { qkv::read_png_rgb(text, w, h); }, text, "not a PNG file");
+  qkv::testing::expect_data_error([&] { qkv::picture::read_png_rgb(text, w, h); }, text, "not a PNG file");
 
   const auto good = qkv::testing::temp_path("png_whole.png");
-  qkv::write_png_rgb(good, 16, 16, random_rgb(16, 16, 3));
+  qkv::picture::write_png_rgb(good, 16, 16, random_rgb(16, 16, 3));
   auto bytes = qkv::read_file_bytes(good);
   bytes.resize(bytes.size() / 2);
   const auto cut = qkv::testing::temp_path("png_cut.png");
   qkv::write_file_atomic(cut, bytes);
-  qkv::testing::expect_data_error([&] { qkv::read_png_rgb(cut, w, h); }, cut, "truncated");
+  qkv::testing::expect_data_error([&] { qkv::picture::read_png_rgb(cut, w, h); }, cut, "truncated");
 
-  qkv::testing::expect_data_error([&] { qkv::read_png_rgb(cut + ".absent", w, h); }, cut + ".absent", "cannot open");
+  qkv::testing::expect_data_error([&] { qkv::picture::read_png_rgb(cut + ".absent", w, h); }, cut + ".absent", "cannot open");
 }
 
 double luma(const std::array<uint8_t, 3>& c) { return 0.299 * c[0] + 0.587 * c[1] + 0.114 * c[2]; }
@@ -78,23 +79,23 @@ double luma(const std::array<uint8_t, 3>& c) { return 0.299 * c[0] + 0.587 * c[1
 TEST(HeatColour, BrightnessRisesFromZeroToOne) {
   double previous = -1;
   for (int i = 0; i <= 100; ++i) {
-    const double y = luma(qkv::heat_colour(i / 100.0));
+    const double y = luma(qkv::picture::heat_colour(i / 100.0));
     EXPECT_GT(y, previous) << "t = " << i / 100.0;
     previous = y;
   }
   // inferno's ends: near black and pale yellow.
-  EXPECT_EQ(qkv::heat_colour(0), (std::array<uint8_t, 3>{0, 0, 4}));
-  EXPECT_EQ(qkv::heat_colour(1), (std::array<uint8_t, 3>{252, 255, 164}));
-  EXPECT_EQ(qkv::heat_colour(-3), qkv::heat_colour(0));
-  EXPECT_EQ(qkv::heat_colour(7), qkv::heat_colour(1));
-  EXPECT_EQ(qkv::heat_colour(NAN), qkv::heat_colour(0));
+  EXPECT_EQ(qkv::picture::heat_colour(0), (std::array<uint8_t, 3>{0, 0, 4}));
+  EXPECT_EQ(qkv::picture::heat_colour(1), (std::array<uint8_t, 3>{252, 255, 164}));
+  EXPECT_EQ(qkv::picture::heat_colour(-3), qkv::picture::heat_colour(0));
+  EXPECT_EQ(qkv::picture::heat_colour(7), qkv::picture::heat_colour(1));
+  EXPECT_EQ(qkv::picture::heat_colour(NAN), qkv::picture::heat_colour(0));
 }
 
 // ---- Drawing ------------------------------------------------------------------
 
-using qkv::Rgb;
-using qkv::RgbImage;
-using qkv::TextSize;
+using qkv::picture::Rgb;
+using qkv::picture::RgbImage;
+using qkv::picture::TextSize;
 
 constexpr Rgb kWhite = {255, 255, 255}, kBlack = {0, 0, 0};
 constexpr TextSize kSizes[] = {TextSize::Small, TextSize::Large};
@@ -127,20 +128,20 @@ std::array<int64_t, 4> changed_box(const RgbImage& image, const Rgb& background)
 
 TEST(Text, WidthGrowsWithTheTextAndIsZeroForNothing) {
   for (const TextSize size : kSizes) {
-    EXPECT_EQ(qkv::text_width("", size), 0);
+    EXPECT_EQ(qkv::picture::text_width("", size), 0);
     int64_t previous = 0;
     std::string text;
     for (const char c : std::string("attention 12.5%")) {
       text += c;
-      const int64_t w = qkv::text_width(text, size);
+      const int64_t w = qkv::picture::text_width(text, size);
       EXPECT_GT(w, previous) << "'" << text << "'";
       previous = w;
     }
-    EXPECT_GT(qkv::text_width("W", size), qkv::text_width("i", size));  // proportional, not monospaced
+    EXPECT_GT(qkv::picture::text_width("W", size), qkv::picture::text_width("i", size));  // proportional, not monospaced
   }
-  EXPECT_GT(qkv::text_width("attention", TextSize::Large), qkv::text_width("attention", TextSize::Small));
-  EXPECT_GE(qkv::text_height(TextSize::Small), 10);
-  EXPECT_GT(qkv::text_height(TextSize::Large), qkv::text_height(TextSize::Small) + 3);
+  EXPECT_GT(qkv::picture::text_width("attention", TextSize::Large), qkv::picture::text_width("attention", TextSize::Small));
+  EXPECT_GE(qkv::picture::text_height(TextSize::Small), 10);
+  EXPECT_GT(qkv::picture::text_height(TextSize::Large), qkv::picture::text_height(TextSize::Small) + 3);
 }
 
 TEST(Text, DrawsOnlyInsideItsBox) {
@@ -148,7 +149,7 @@ TEST(Text, DrawsOnlyInsideItsBox) {
     for (const auto& text : awkward_texts()) {
       RgbImage image(120, 50);
       const int64_t x = 20, y = 10;
-      qkv::draw_text(image, x, y, text, kBlack, size);
+      qkv::picture::draw_text(image, x, y, text, kBlack, size);
       const auto box = changed_box(image, kWhite);
       if (text.find_first_not_of(' ') == std::string::npos) {
         EXPECT_EQ(box[0], -1) << "a space drew something";
@@ -157,15 +158,15 @@ TEST(Text, DrawsOnlyInsideItsBox) {
       ASSERT_GE(box[0], 0) << "'" << text << "' drew nothing";
       EXPECT_GE(box[0], x) << "'" << text << "'";
       EXPECT_GE(box[1], y) << "'" << text << "'";
-      EXPECT_LT(box[2], x + qkv::text_width(text, size)) << "'" << text << "'";
-      EXPECT_LT(box[3], y + qkv::text_height(size)) << "'" << text << "'";
+      EXPECT_LT(box[2], x + qkv::picture::text_width(text, size)) << "'" << text << "'";
+      EXPECT_LT(box[3], y + qkv::picture::text_height(size)) << "'" << text << "'";
     }
 }
 
 TEST(Text, AnEightIsDarkInkOnWhite) {
   for (const TextSize size : kSizes) {
     RgbImage image(40, 30);
-    qkv::draw_text(image, 5, 5, "8", kBlack, size);
+    qkv::picture::draw_text(image, 5, 5, "8", kBlack, size);
     int dark = 0;
     for (int64_t y = 0; y < image.height; ++y)
       for (int64_t x = 0; x < image.width; ++x) {
@@ -174,7 +175,7 @@ TEST(Text, AnEightIsDarkInkOnWhite) {
         if (c[0] < 64) ++dark;
       }
     // An 8's strokes: at least two full columns' worth of solid pixels.
-    EXPECT_GE(dark, 2 * (qkv::text_height(size) / 2)) << "size " << static_cast<int>(size);
+    EXPECT_GE(dark, 2 * (qkv::picture::text_height(size) / 2)) << "size " << static_cast<int>(size);
   }
 }
 
@@ -184,24 +185,24 @@ TEST(Text, IsClippedAtTheEdges) {
   for (const TextSize size : kSizes)
     for (const auto& [x, y] : {std::pair<int64_t, int64_t>{-7, -5}, {10, 4}, {-40, 8}}) {
       RgbImage whole(200, 60), part(24, 12);
-      qkv::draw_text(whole, 100 + x, 20 + y, text, {200, 30, 30}, size);
-      qkv::draw_text(part, x, y, text, {200, 30, 30}, size);
+      qkv::picture::draw_text(whole, 100 + x, 20 + y, text, {200, 30, 30}, size);
+      qkv::picture::draw_text(part, x, y, text, {200, 30, 30}, size);
       for (int64_t py = 0; py < part.height; ++py)
         for (int64_t px = 0; px < part.width; ++px)
           ASSERT_EQ(part.at(px, py), whole.at(100 + px, 20 + py)) << "at " << px << "," << py;
     }
   RgbImage image(10, 10);
   for (const int64_t far : {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), int64_t{-30}})
-    qkv::draw_text(image, far, far, text, kBlack);
+    qkv::picture::draw_text(image, far, far, text, kBlack);
   EXPECT_EQ(changed_box(image, kWhite)[0], -1);
 }
 
 TEST(Text, OtherBytesAreDrawnAsQuestionMarks) {
   RgbImage a(80, 20), b(80, 20);
-  qkv::draw_text(a, 2, 2, "caf\xc3\xa9\n\t", kBlack);
-  qkv::draw_text(b, 2, 2, "caf????", kBlack);
+  qkv::picture::draw_text(a, 2, 2, "caf\xc3\xa9\n\t", kBlack);
+  qkv::picture::draw_text(b, 2, 2, "caf????", kBlack);
   EXPECT_EQ(a.pixels, b.pixels);
-  EXPECT_EQ(qkv::text_width("\x7f", TextSize::Small), qkv::text_width("?", TextSize::Small));
+  EXPECT_EQ(qkv::picture::text_width("\x7f", TextSize::Small), qkv::picture::text_width("?", TextSize::Small));
 }
 
 TEST(CompactNumber, KeepsThreeSignificantDigitsWithoutTrailingZeros) {
@@ -210,34 +211,34 @@ TEST(CompactNumber, KeepsThreeSignificantDigitsWithoutTrailingZeros) {
       {0.0078125, "0.00781"}, {0.0078, "0.0078"}, {0.001, "0.001"}, {-2.5, "-2.5"},   {999.4, "999"},
       {1234.5, "1234"},  {99999, "99999"},   {99999.7, "1e+05"},    {123456, "1.23e+05"}, {1.2e-05, "1.2e-05"},
       {0.000999, "9.99e-04"}, {-3e-7, "-3e-07"}, {0.1 + 0.2, "0.3"}, {9.996, "10"}};
-  for (const auto& [value, text] : cases) EXPECT_EQ(qkv::compact_number(value), text) << value;
-  EXPECT_EQ(qkv::compact_number(NAN), "nan");
-  EXPECT_EQ(qkv::compact_number(-INFINITY), "-inf");
+  for (const auto& [value, text] : cases) EXPECT_EQ(qkv::picture::compact_number(value), text) << value;
+  EXPECT_EQ(qkv::picture::compact_number(NAN), "nan");
+  EXPECT_EQ(qkv::picture::compact_number(-INFINITY), "-inf");
 }
 
 // A narrow range far from 0 still gets distinct tick labels (more digits,
 // so a wider column of numbers); the digits are the caller's to choose too.
 TEST(CompactNumber, MoreDigitsOnRequestAndOnNarrowColourbars) {
-  EXPECT_EQ(qkv::compact_number(0.0370512, 5), "0.037051");
-  EXPECT_EQ(qkv::compact_number(123456.0, 4), "1.235e+05");
-  qkv::RgbImage image(300, 300);
-  const int64_t wide_range = qkv::draw_colourbar(image, 10, 30, 20, 200, 0.0370, 0.0470, "");
-  const int64_t narrow_range = qkv::draw_colourbar(image, 10, 30, 20, 200, 0.0370, 0.0371, "");
+  EXPECT_EQ(qkv::picture::compact_number(0.0370512, 5), "0.037051");
+  EXPECT_EQ(qkv::picture::compact_number(123456.0, 4), "1.235e+05");
+  qkv::picture::RgbImage image(300, 300);
+  const int64_t wide_range = qkv::picture::draw_colourbar(image, 10, 30, 20, 200, 0.0370, 0.0470, "");
+  const int64_t narrow_range = qkv::picture::draw_colourbar(image, 10, 30, 20, 200, 0.0370, 0.0371, "");
   EXPECT_GT(narrow_range, wide_range);
   // What a caller sizes a picture by is what the bar then takes.
-  EXPECT_EQ(qkv::colourbar_width(20, 200, 0.0370, 0.0371, ""), narrow_range);
-  EXPECT_EQ(qkv::colourbar_width(20, 200, 0.0370, 0.0470, ""), wide_range);
-  EXPECT_GT(qkv::draw_colourbar(image, 10, 30, 20, 200, 0.037, 0.037, ""), 0);  // lo == hi ends
+  EXPECT_EQ(qkv::picture::colourbar_width(20, 200, 0.0370, 0.0371, ""), narrow_range);
+  EXPECT_EQ(qkv::picture::colourbar_width(20, 200, 0.0370, 0.0470, ""), wide_range);
+  EXPECT_GT(qkv::picture::draw_colourbar(image, 10, 30, 20, 200, 0.037, 0.037, ""), 0);  // lo == hi ends
 }
 
 TEST(Colourbar, RunsFromInfernoOneAtTheTopToZeroAtTheBottom) {
   RgbImage image(200, 220);
   const int64_t x = 20, y = 40, w = 14, h = 150;
-  const int64_t used = qkv::draw_colourbar(image, x, y, w, h, 0, 0.03125, "attention");
+  const int64_t used = qkv::picture::draw_colourbar(image, x, y, w, h, 0, 0.03125, "attention");
   for (int64_t px = x + 1; px < x + w - 1; ++px) {
-    EXPECT_LE(max_channel_gap(image.at(px, y + 1), qkv::heat_colour(1)), 2) << px;
-    EXPECT_LE(max_channel_gap(image.at(px, y + h - 2), qkv::heat_colour(0)), 2) << px;
-    EXPECT_LE(max_channel_gap(image.at(px, y + h / 2), qkv::heat_colour(0.5)), 8) << px;
+    EXPECT_LE(max_channel_gap(image.at(px, y + 1), qkv::picture::heat_colour(1)), 2) << px;
+    EXPECT_LE(max_channel_gap(image.at(px, y + h - 2), qkv::picture::heat_colour(0)), 2) << px;
+    EXPECT_LE(max_channel_gap(image.at(px, y + h / 2), qkv::picture::heat_colour(0.5)), 8) << px;
   }
   double previous = 1e9;  // brightness falls row by row
   for (int64_t py = y + 1; py < y + h - 1; ++py) {
@@ -250,14 +251,14 @@ TEST(Colourbar, RunsFromInfernoOneAtTheTopToZeroAtTheBottom) {
   EXPECT_NE(image.at(x, y + h / 2), kWhite);
   EXPECT_NE(image.at(x, y + h / 2), image.at(x + 1, y + h / 2));
   // Numbers to the right of the bar, within the width it reports; the label above it.
-  EXPECT_GE(used, w + qkv::text_width("0.00781", TextSize::Small));
+  EXPECT_GE(used, w + qkv::picture::text_width("0.00781", TextSize::Small));
   const auto box = changed_box(image, kWhite);
   EXPECT_EQ(box[0], x);
   EXPECT_LT(box[2], x + used);
   EXPECT_GT(box[2], x + used - 4);  // the last column of "0.00781" (less the 1's side bearing)
-  EXPECT_GE(box[1], y - qkv::text_height(TextSize::Small) * 3 / 2 - 1);
-  EXPECT_LT(box[1], y - qkv::text_height(TextSize::Small));  // the label, above the top number
-  EXPECT_LE(box[3], y + h - 1 + qkv::text_height(TextSize::Small) / 2);
+  EXPECT_GE(box[1], y - qkv::picture::text_height(TextSize::Small) * 3 / 2 - 1);
+  EXPECT_LT(box[1], y - qkv::picture::text_height(TextSize::Small));  // the label, above the top number
+  EXPECT_LE(box[3], y + h - 1 + qkv::picture::text_height(TextSize::Small) / 2);
   // The label and the numbers are drawn in dark ink: the five numbers' rows and the label's.
   auto dark_rows = [&](int64_t from_x, int64_t to_x) {
     int rows = 0;
@@ -271,10 +272,10 @@ TEST(Colourbar, RunsFromInfernoOneAtTheTopToZeroAtTheBottom) {
   };
   EXPECT_GE(dark_rows(x + w + 4, x + used), 5 * 7);
   RgbImage with_label(200, 220), without_label(200, 220);
-  qkv::draw_colourbar(with_label, x, y, w, h, 0, 1, "attention");
-  qkv::draw_colourbar(without_label, x, y, w, h, 0, 1, "");
+  qkv::picture::draw_colourbar(with_label, x, y, w, h, 0, 1, "attention");
+  qkv::picture::draw_colourbar(without_label, x, y, w, h, 0, 1, "");
   EXPECT_NE(with_label.pixels, without_label.pixels);
-  for (int64_t py = y - qkv::text_height(TextSize::Small) / 2 + 1; py < image.height; ++py)
+  for (int64_t py = y - qkv::picture::text_height(TextSize::Small) / 2 + 1; py < image.height; ++py)
     for (int64_t px = 0; px < image.width; ++px)
       ASSERT_EQ(with_label.at(px, py), without_label.at(px, py)) << "the label reaches row " << py;
 }
@@ -282,7 +283,7 @@ TEST(Colourbar, RunsFromInfernoOneAtTheTopToZeroAtTheBottom) {
 TEST(Colourbar, ShortBarsShowFewerNumbers) {
   auto numbers_drawn = [](int64_t h) {
     RgbImage image(100, 120);
-    qkv::draw_colourbar(image, 10, 30, 10, h, 1, 5, "");
+    qkv::picture::draw_colourbar(image, 10, 30, 10, h, 1, 5, "");
     int runs = 0;  // separate runs of rows with ink right of the ticks
     bool inside = false;
     for (int64_t py = 0; py < image.height; ++py) {
@@ -297,7 +298,7 @@ TEST(Colourbar, ShortBarsShowFewerNumbers) {
   EXPECT_EQ(numbers_drawn(40), 3);
   EXPECT_EQ(numbers_drawn(20), 2);
   RgbImage image(10, 10);
-  EXPECT_EQ(qkv::draw_colourbar(image, 1, 1, 2, 8, 0, 1, "x"), 0);
+  EXPECT_EQ(qkv::picture::draw_colourbar(image, 1, 1, 2, 8, 0, 1, "x"), 0);
   EXPECT_EQ(changed_box(image, kWhite)[0], -1);
 }
 
@@ -305,9 +306,9 @@ TEST(Legend, ShowsEachColourAndNameWithinTheSizeItReports) {
   const std::vector<std::pair<std::string, Rgb>> parts = {
       {"wing", {31, 119, 180}}, {"body", {255, 127, 14}}, {"engine", {44, 160, 44}}, {"tail", {214, 39, 40}}};
   RgbImage image(150, 120);
-  const auto [w, h] = qkv::draw_legend(image, 10, 20, parts);
-  EXPECT_EQ(w, qkv::text_height(TextSize::Small) + 3 + qkv::text_width("engine", TextSize::Small));
-  EXPECT_GE(h, 4 * qkv::text_height(TextSize::Small));
+  const auto [w, h] = qkv::picture::draw_legend(image, 10, 20, parts);
+  EXPECT_EQ(w, qkv::picture::text_height(TextSize::Small) + 3 + qkv::picture::text_width("engine", TextSize::Small));
+  EXPECT_GE(h, 4 * qkv::picture::text_height(TextSize::Small));
   const auto box = changed_box(image, kWhite);
   EXPECT_EQ(box[0], 10);
   EXPECT_GE(box[1], 20);
@@ -322,7 +323,7 @@ TEST(Legend, ShowsEachColourAndNameWithinTheSizeItReports) {
   // Each row's swatch sits above the next one's.
   EXPECT_EQ(image.at(13, 20 + h / 8), parts[0].second);
   EXPECT_EQ(image.at(13, 20 + h - h / 8), parts[3].second);
-  EXPECT_EQ(qkv::draw_legend(image, 0, 0, {}), (std::pair<int64_t, int64_t>{0, 0}));
+  EXPECT_EQ(qkv::picture::draw_legend(image, 0, 0, {}), (std::pair<int64_t, int64_t>{0, 0}));
 }
 
 TEST(RgbImage, PixelsAreSetBlendedAndClipped) {
@@ -356,49 +357,49 @@ TEST(RgbImage, SidesOutsideOneToOneHundredThousandAreADataError) {
 
 TEST(RgbImage, RectanglesAndPastesAreClipped) {
   RgbImage image(8, 6);
-  qkv::fill_rect(image, 6, 4, std::numeric_limits<int64_t>::max(), 100, {1, 1, 1});
+  qkv::picture::fill_rect(image, 6, 4, std::numeric_limits<int64_t>::max(), 100, {1, 1, 1});
   EXPECT_EQ(changed_box(image, kWhite), (std::array<int64_t, 4>{6, 4, 7, 5}));
-  qkv::fill_rect(image, -3, -3, 0, 10, kBlack);  // empty
+  qkv::picture::fill_rect(image, -3, -3, 0, 10, kBlack);  // empty
   EXPECT_EQ(changed_box(image, kWhite), (std::array<int64_t, 4>{6, 4, 7, 5}));
 
   RgbImage outline(8, 6);
-  qkv::draw_rect_outline(outline, 1, 1, 5, 4, kBlack);
+  qkv::picture::draw_rect_outline(outline, 1, 1, 5, 4, kBlack);
   EXPECT_EQ(changed_box(outline, kWhite), (std::array<int64_t, 4>{1, 1, 5, 4}));
   EXPECT_EQ(outline.at(3, 2), kWhite);  // hollow
   EXPECT_EQ(outline.at(5, 3), kBlack);
-  qkv::draw_rect_outline(outline, -2, -2, std::numeric_limits<int64_t>::max(), 4, {9, 9, 9});
+  qkv::picture::draw_rect_outline(outline, -2, -2, std::numeric_limits<int64_t>::max(), 4, {9, 9, 9});
   EXPECT_EQ(outline.at(0, 1), (Rgb{9, 9, 9}));
 
   RgbImage src(3, 3, {50, 60, 70});
   src.set(0, 0, {1, 2, 3});
   src.set(2, 2, {4, 5, 6});
   RgbImage dst(5, 4);
-  qkv::paste(dst, src, -2, 2);  // only src's right column, top two rows, lands
+  qkv::picture::paste(dst, src, -2, 2);  // only src's right column, top two rows, lands
   EXPECT_EQ(changed_box(dst, kWhite), (std::array<int64_t, 4>{0, 2, 0, 3}));
-  qkv::paste(dst, src, 2, 1);
+  qkv::picture::paste(dst, src, 2, 1);
   EXPECT_EQ(dst.at(2, 1), (Rgb{1, 2, 3}));
   EXPECT_EQ(dst.at(4, 3), (Rgb{4, 5, 6}));
-  qkv::paste(dst, src, 100, std::numeric_limits<int64_t>::min());
+  qkv::picture::paste(dst, src, 100, std::numeric_limits<int64_t>::min());
 }
 
 TEST(RgbImage, WrittenAsPngReadsBackBitEqual) {
   RgbImage image(37, 21);
   const auto noise = random_rgb(37, 21, 9);
   image.pixels = noise;
-  qkv::draw_text(image, 1, 1, "qkv", {255, 0, 0}, TextSize::Large);
-  qkv::draw_colourbar(image, 28, 2, 5, 17, 0, 1, "");
+  qkv::picture::draw_text(image, 1, 1, "qkv", {255, 0, 0}, TextSize::Large);
+  qkv::picture::draw_colourbar(image, 28, 2, 5, 17, 0, 1, "");
   const auto path = qkv::testing::temp_path("png_canvas.png");
-  qkv::write_png(path, image);
+  qkv::picture::write_png(path, image);
   int64_t w = 0, h = 0;
-  const auto back = qkv::read_png_rgb(path, w, h);
+  const auto back = qkv::picture::read_png_rgb(path, w, h);
   EXPECT_EQ(w, 37);
   EXPECT_EQ(h, 21);
   EXPECT_EQ(back, image.pixels);
   EXPECT_NE(back, noise);
-  const auto bytes = qkv::encode_png(image, "canvas");
-  EXPECT_EQ(bytes, qkv::encode_png_rgb(37, 21, image.pixels, "canvas"));
+  const auto bytes = qkv::picture::encode_png(image, "canvas");
+  EXPECT_EQ(bytes, qkv::picture::encode_png_rgb(37, 21, image.pixels, "canvas"));
   image.pixels.pop_back();
-  qkv::testing::expect_data_error([&] { qkv::encode_png(image, "canvas"); }, "canvas", "bytes of pixels");
+  qkv::testing::expect_data_error([&] { qkv::picture::encode_png(image, "canvas"); }, "canvas", "bytes of pixels");
 }
 
 }  // namespace
