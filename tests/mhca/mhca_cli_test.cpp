@@ -478,6 +478,18 @@ TEST_F(MhcaCli, BadCohortsGetOneLineErrors) {
                        1, "cut.nii.gz");
   // An unknown model is a usage error naming it.
   expect_clean_failure(run_qkv("mhca cv " + cohort_args() + " --model resnet --out " + dir + "/cv2"), 2, "resnet");
+  // A network that cannot take this cohort (mhca needs as many CpG sites as
+  // SPECT tokens) is refused before any fold trains and before the folder is made.
+  // (The cohort reader's note on missing beta-values comes first.)
+  const auto mismatch = run_qkv("mhca cv " + cohort_args() +
+                                " --model spectnet,mhca --select all --model-options "
+                                "'{\"channels\":[8,16,32],\"padding\":1}' --out " + dir + "/cv3");
+  EXPECT_EQ(mismatch.status, 2) << mismatch.output;
+  EXPECT_NE(mismatch.output.find("qkv mhca cv: error: mhca: features = 300 must equal the SPECT token count 252"),
+            std::string::npos)
+      << mismatch.output;
+  EXPECT_EQ(mismatch.output.find("mhca cv: 40 subjects"), std::string::npos) << mismatch.output;
+  EXPECT_FALSE(fs::exists(dir + "/cv3"));
   expect_clean_failure(run_qkv("mhca explain " + cohort_args() + " --checkpoint " + manifest() + " --out " + dir +
                                "/ex"),
                        2, "--subject");

@@ -446,8 +446,7 @@ std::string render_cv_report(const nlohmann::json& summary,
 
 }  // namespace
 
-nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVOptions& options, const std::string& out_dir,
-                                    const c10::Device& device) {
+int64_t check_cv_options(const medical::CohortData& cohort, const CVOptions& options) {
   for (const auto& m : options.models) {
     bool known = false;
     for (const auto& n : cv_model_names()) known = known || n == m;
@@ -466,13 +465,25 @@ nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVO
       options.selection.n_features > 0
           ? options.selection.n_features
           : (any_network ? spect_tokens(options.model_options, cohort.volume_shape()) : int64_t{441});
+  // Every network is sized for the CpG count its folds will see, so one that
+  // cannot take this cohort (mhca needs as many CpG sites as SPECT tokens) is
+  // refused before the first fold, not after the others have trained.
+  const int64_t fold_features =
+      options.selection.mode == "all"    ? cohort.methylation.cols()
+      : options.selection.mode == "list" ? static_cast<int64_t>(medical::read_cpg_list(options.selection.list_path).size())
+                                         : n_features;
+  for (const auto& m : options.models)
+    if (model_reads_volumes(m))
+      models::find_model(m).size(network_options(m, options.model_options, cohort.volume_shape(), fold_features), 1);
+  return n_features;
+}
 
-  const auto folds = data::repeated_stratified_folds(cohort.labels, options.runs, options.folds,
-                                                     options.val_fraction, options.seed);
-  make_directories(out_dir);
-  // Finished folds are reused only by a call with the same settings, the
-  // model list, folds and runs included, so that cv_settings.json describes
-  // every fold in the folder.
+namespace {
+
+// What a cross validation's folder is for: finished folds are reused only by
+// a call with the same settings, the model list, folds and runs included, so
+// that cv_settings.json describes every fold in the folder.
+nlohmann::json cv_settings(const medical::CohortData& cohort, const CVOptions& options, int64_t n_features) {
   nlohmann::json settings = {
       {"models", options.models},
       {"runs", options.runs},
@@ -497,6 +508,12 @@ nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVO
        {{"manifest", cohort.manifest_path}, {"methylation", cohort.methylation_path}, {"subjects", cohort.size()}}}};
   // Recorded only when set, so that folders of earlier versions still resume.
   if (cohort.reoriented) settings["cohort"]["reorient"] = true;
+  return settings;
+}
+
+// cv_settings.json written into a new folder, or compared with the one there
+// (ConfigError naming "out" for other settings; nothing is changed).
+void claim_cv_settings(const std::string& out_dir, const nlohmann::json& settings) {
   const std::string settings_file = out_dir + "/cv_settings.json";
   if (fs::exists(settings_file)) {
     auto stored = read_json_file(settings_file);
@@ -510,7 +527,106 @@ nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVO
   } else {
     write_file_atomic(settings_file, json_text(settings) + "\n");
   }
-  std::map<std::string, std::vector<std::vector<double>>> run_probs;  // model -> run -> per subject
+}
+
+using RunProbabilities = std::map<std::string, std::vector<std::vector<double>>>;  // model -> run -> per subject
+
+// summary.json's content (without its settings) from every fold's test
+// predictions, and each model's pooled ROC curve where AUROC is defined.
+nlohmann::json summarise_cv(const medical::CohortData& cohort, const CVOptions& options,
+                            const RunProbabilities& run_probs, const std::map<std::string, nlohmann::json>& per_fold,
+                            const std::map<std::string, nlohmann::json>& model_info,
+                            std::vector<std::tuple<std::string, train::RocCurve, double>>& curves) {
+  nlohmann::json summary = {{"cohort", cohort.manifest_path},
+                            {"subjects", cohort.size()},
+                            {"runs", options.runs},
+                            {"folds", options.folds}};
+  int64_t pd = 0;
+  for (auto l : cohort.labels) pd += l;
+  summary["pd"] = pd;
+  summary["controls"] = cohort.size() - pd;
+  summary["match"] = cohort.match_summary;
+  summary["models"] = nlohmann::json::object();
+  summary["warnings"] = nlohmann::json::array();
+  for (const auto& m : options.models) {
+    std::map<std::string, std::vector<double>> values;
+    nlohmann::json per_run = nlohmann::json::array();
+    std::vector<double> pooled;
+    std::vector<int64_t> pooled_labels;
+    for (int64_t r = 0; r < options.runs; ++r) {
+      const auto& p = run_probs.at(m)[r];
+      auto metrics = binary_metrics(p, cohort.labels);
+      metrics["run"] = r + 1;
+      per_run.push_back(metrics);
+      for (const char* key : kSummaryMetrics)
+        values[key].push_back(metrics[key].is_null() ? NAN : metrics[key].get<double>());
+      pooled.insert(pooled.end(), p.begin(), p.end());
+      pooled_labels.insert(pooled_labels.end(), cohort.labels.begin(), cohort.labels.end());
+    }
+    nlohmann::json entry = {{"per_run", per_run}, {"per_fold", per_fold.at(m)}};
+    // Pooled: each run's test predictions of all its folds scored together,
+    // then mean and sample std (n - 1) over the runs.
+    for (const auto& [key, v] : values) {
+      const auto ms = train::mean_std(v);
+      entry[key] = {{"mean", number_or_null(ms.mean)}, {"std", number_or_null(ms.std)}, {"n", ms.n}};
+    }
+    entry["fold_mean"] = fold_mean_metrics(per_fold.at(m), options.runs);
+    entry["parameters"] = model_info.at(m).value("parameters", nlohmann::json(nullptr));
+    double seconds = 0;
+    int64_t counted = 0;
+    for (const auto& f : per_fold.at(m))
+      if (f.contains("seconds_per_epoch")) {
+        seconds += f.at("seconds_per_epoch").get<double>();
+        ++counted;
+      }
+    if (counted > 0) entry["seconds_per_epoch"] = seconds / static_cast<double>(counted);
+    // Judged on every run's test predictions together, and fold by fold (a
+    // network may put each fold's subjects all on one side, a different
+    // side in each fold, which pooling hides).
+    const auto pooled_metrics = binary_metrics(pooled, pooled_labels);
+    for (const auto& w : train::degenerate_result_warnings(pooled_metrics)) summary["warnings"].push_back(m + ": " + w);
+    int64_t degenerate_folds = 0;
+    std::string first;
+    for (const auto& f : per_fold.at(m)) {
+      const auto w = train::degenerate_result_warnings(f, /*judge_auroc=*/false);
+      if (w.empty()) continue;
+      if (degenerate_folds++ == 0)
+        first = "run " + std::to_string(f.value("run", 0)) + " fold " + std::to_string(f.value("fold", 0)) + " " + w[0];
+    }
+    if (degenerate_folds > 0)
+      summary["warnings"].push_back(m + ": " + std::to_string(degenerate_folds) + " of " +
+                                    std::to_string(per_fold.at(m).size()) + " folds are degenerate, e.g. " + first);
+    summary["models"][m] = entry;
+    // AUROC is null where it is undefined (one class), and so is the curve.
+    if (pooled_metrics.at("auroc").is_number())
+      curves.emplace_back(m, train::roc_curve(pooled, pooled_labels), pooled_metrics.at("auroc").get<double>());
+  }
+  return summary;
+}
+
+// "fold 3/15 (run 1, fold 3) mhca: test accuracy 0.812  AUROC 0.873  in 1:02:03; ETA 14:31:00"
+std::string fold_result_line(const std::string& label, const std::string& model, const std::string& sizes,
+                             const nlohmann::json& metrics, double seconds, const std::string& eta) {
+  char auroc[16] = "n/a", result[96];
+  if (!metrics["auroc"].is_null()) std::snprintf(auroc, sizeof auroc, "%.3f", metrics["auroc"].get<double>());
+  std::snprintf(result, sizeof result, "test accuracy %.3f  AUROC %s  in %s", metrics.value("accuracy", 0.0), auroc,
+                short_duration(seconds).c_str());
+  std::string line = label + " " + model + ": " + (sizes.empty() ? "" : sizes + ", ") + result;
+  return eta.empty() ? line : line + "; " + eta;
+}
+
+}  // namespace
+
+nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVOptions& options, const std::string& out_dir,
+                                    const c10::Device& device) {
+  const int64_t n_features = check_cv_options(cohort, options);
+
+  const auto folds = data::repeated_stratified_folds(cohort.labels, options.runs, options.folds,
+                                                     options.val_fraction, options.seed);
+  make_directories(out_dir);
+  const auto settings = cv_settings(cohort, options, n_features);
+  claim_cv_settings(out_dir, settings);
+  RunProbabilities run_probs;
   std::map<std::string, nlohmann::json> per_fold;
   std::map<std::string, nlohmann::json> model_info;
   std::string predictions_csv = "run,fold,model,subject_id,label,p_pd\n";
@@ -593,17 +709,9 @@ nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVO
         clock.trained(m, seconds);
       }
       auto metrics = binary_metrics(fp.probabilities, cohort.labels_of(fold.test));
-      if (!options.quiet && seconds >= 0) {
-        // "fold 3/15 (run 1, fold 3) mhca: test accuracy 0.812  AUROC 0.873  in 1:02:03; ETA 14:31:00"
-        char auroc[16] = "n/a", result[96];
-        if (!metrics["auroc"].is_null()) std::snprintf(auroc, sizeof auroc, "%.3f", metrics["auroc"].get<double>());
-        std::snprintf(result, sizeof result, "test accuracy %.3f  AUROC %s  in %s", metrics.value("accuracy", 0.0),
-                      auroc, short_duration(seconds).c_str());
-        std::string line = label + " " + m + ": " + (m == "xgboost" ? std::string(sizes) + ", " : "") + result;
-        const std::string eta = clock.eta();
-        if (!eta.empty()) line += "; " + eta;
-        std::fprintf(stderr, "%s\n", line.c_str());
-      }
+      if (!options.quiet && seconds >= 0)
+        std::fprintf(stderr, "%s\n",
+                     fold_result_line(label, m, m == "xgboost" ? sizes : "", metrics, seconds, clock.eta()).c_str());
       for (size_t i = 0; i < fold.test.size(); ++i) {
         const int64_t r = fold.test[i];
         run_probs[m][fold.run][r] = fp.probabilities.at(i);
@@ -621,71 +729,8 @@ nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVO
     }
   }
 
-  nlohmann::json summary = {{"cohort", cohort.manifest_path},
-                            {"subjects", cohort.size()},
-                            {"runs", options.runs},
-                            {"folds", options.folds}};
-  int64_t pd = 0;
-  for (auto l : cohort.labels) pd += l;
-  summary["pd"] = pd;
-  summary["controls"] = cohort.size() - pd;
-  summary["match"] = cohort.match_summary;
-  summary["models"] = nlohmann::json::object();
-  summary["warnings"] = nlohmann::json::array();
   std::vector<std::tuple<std::string, train::RocCurve, double>> curves;
-  for (const auto& m : options.models) {
-    std::map<std::string, std::vector<double>> values;
-    nlohmann::json per_run = nlohmann::json::array();
-    std::vector<double> pooled;
-    std::vector<int64_t> pooled_labels;
-    for (int64_t r = 0; r < options.runs; ++r) {
-      const auto& p = run_probs[m][r];
-      auto metrics = binary_metrics(p, cohort.labels);
-      metrics["run"] = r + 1;
-      per_run.push_back(metrics);
-      for (const char* key : kSummaryMetrics)
-        values[key].push_back(metrics[key].is_null() ? NAN : metrics[key].get<double>());
-      pooled.insert(pooled.end(), p.begin(), p.end());
-      pooled_labels.insert(pooled_labels.end(), cohort.labels.begin(), cohort.labels.end());
-    }
-    nlohmann::json entry = {{"per_run", per_run}, {"per_fold", per_fold[m]}};
-    // Pooled: each run's test predictions of all its folds scored together,
-    // then mean and sample std (n - 1) over the runs.
-    for (const auto& [key, v] : values) {
-      const auto ms = train::mean_std(v);
-      entry[key] = {{"mean", number_or_null(ms.mean)}, {"std", number_or_null(ms.std)}, {"n", ms.n}};
-    }
-    entry["fold_mean"] = fold_mean_metrics(per_fold[m], options.runs);
-    entry["parameters"] = model_info[m].value("parameters", nlohmann::json(nullptr));
-    double seconds = 0;
-    int64_t counted = 0;
-    for (const auto& f : per_fold[m])
-      if (f.contains("seconds_per_epoch")) {
-        seconds += f.at("seconds_per_epoch").get<double>();
-        ++counted;
-      }
-    if (counted > 0) entry["seconds_per_epoch"] = seconds / static_cast<double>(counted);
-    // Judged on every run's test predictions together, and fold by fold (a
-    // network may put each fold's subjects all on one side, a different
-    // side in each fold, which pooling hides).
-    const auto pooled_metrics = binary_metrics(pooled, pooled_labels);
-    for (const auto& w : train::degenerate_result_warnings(pooled_metrics)) summary["warnings"].push_back(m + ": " + w);
-    int64_t degenerate_folds = 0;
-    std::string first;
-    for (const auto& f : per_fold[m]) {
-      const auto w = train::degenerate_result_warnings(f, /*judge_auroc=*/false);
-      if (w.empty()) continue;
-      if (degenerate_folds++ == 0)
-        first = "run " + std::to_string(f.value("run", 0)) + " fold " + std::to_string(f.value("fold", 0)) + " " + w[0];
-    }
-    if (degenerate_folds > 0)
-      summary["warnings"].push_back(m + ": " + std::to_string(degenerate_folds) + " of " +
-                                    std::to_string(per_fold[m].size()) + " folds are degenerate, e.g. " + first);
-    summary["models"][m] = entry;
-    // AUROC is null where it is undefined (one class), and so is the curve.
-    if (pooled_metrics.at("auroc").is_number())
-      curves.emplace_back(m, train::roc_curve(pooled, pooled_labels), pooled_metrics.at("auroc").get<double>());
-  }
+  auto summary = summarise_cv(cohort, options, run_probs, per_fold, model_info, curves);
   summary["settings"] = settings;
   write_file_atomic(out_dir + "/predictions.csv", predictions_csv);
   write_file_atomic(out_dir + "/summary.json", json_text(summary) + "\n");

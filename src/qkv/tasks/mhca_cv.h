@@ -86,6 +86,12 @@ medical::XGBoostClassifier fit_xgboost(const medical::CohortData& cohort, const 
 std::vector<double> predict_probabilities(models::Model& model, const data::Dataset& dataset, int64_t batch_size,
                                           const c10::Device& device);
 
+// The settings checked against the cohort before anything is written: known
+// models with the inputs they read, training settings, and each network built
+// (on paper: sizes only) for the CpG count its folds will see. Returns the
+// CpG count RFE keeps.
+int64_t check_cv_options(const medical::CohortData& cohort, const CVOptions& options);
+
 // Runs the protocol into out_dir (summary.json, predictions.csv, report.html,
 // folds/run<r>_fold<k>/...). Folds already finished there (a previous,
 // interrupted call with the same options) are read back, not recomputed.
