@@ -146,3 +146,27 @@ TEST(Fields, ChoicesAreCheckedLikeRanges) {
   EXPECT_EQ(message, "config.json: 'scale' must be one of absolute, row, got 'log'");
   EXPECT_EQ(qkv::fields_from_json<demo::Mode>({{"scale", "row"}}, "config.json").scale, "row");
 }
+
+// A setting given as text, as a recipe gives it: parsed by the field's type
+// and checked like config.json's values; unknown keys are not set.
+TEST(Fields, SetFromTextParsesByTypeAndChecks) {
+  demo::Settings s;
+  EXPECT_TRUE(qkv::set_field_from_text(s, "count", "7", "recipe r"));
+  EXPECT_TRUE(qkv::set_field_from_text(s, "rate", "0.25", "recipe r"));
+  EXPECT_TRUE(qkv::set_field_from_text(s, "name", "plain words", "recipe r"));
+  EXPECT_TRUE(qkv::set_field_from_text(s, "tags", "a,b", "recipe r"));
+  EXPECT_EQ(s.count, 7);
+  EXPECT_DOUBLE_EQ(s.rate, 0.25);
+  EXPECT_EQ(s.name, "plain words");
+  EXPECT_EQ(s.tags, (std::vector<std::string>{"a", "b"}));
+  EXPECT_FALSE(qkv::set_field_from_text(s, "speed", "1", "recipe r"));
+  EXPECT_EQ(qkv::testing::data_error_of([&] { qkv::set_field_from_text(s, "rate", "2", "recipe r"); }),
+            "recipe r: 'rate' must be in [0, 1] (2)");
+  EXPECT_NE(qkv::testing::data_error_of([&] { qkv::set_field_from_text(s, "count", "many", "recipe r"); })
+                .find("recipe r: 'count'"),
+            std::string::npos);
+  demo::Mode m;
+  EXPECT_NE(qkv::testing::data_error_of([&] { qkv::set_field_from_text(m, "scale", "log", "recipe r"); })
+                .find("must be one of absolute, row"),
+            std::string::npos);
+}

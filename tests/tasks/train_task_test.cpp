@@ -10,7 +10,9 @@
 #include <set>
 #include <string>
 
+#include "qkv/core/fields.h"
 #include "qkv/tasks/lm_task.h"
+#include "qkv/tasks/recipes.h"
 #include "qkv/tasks/spirals_task.h"
 #include "qkv/tasks/train_task.h"
 #include "qkv/train/run.h"
@@ -103,6 +105,65 @@ TEST(TrainTask, BadSettingsAreRefusedByKeyBeforeAnyFile) {
   EXPECT_EQ(request.model_name, "transformer-lm");
   EXPECT_EQ(request.train.select_metric, "loss");
   EXPECT_FALSE(fs::exists(dir));
+}
+
+// The whole command through tasks::train_command: a new run, then a resume
+// that may only say where and how long it goes on (refused by key), and a
+// recipe set by key on the settings the caller did not give.
+TEST(TrainTask, TrainCommandResumesByKeyAndAppliesRecipesToSettings) {
+  auto settings = std::make_shared<tasks::SpiralsTrainSettings>();
+  settings->data.spirals.points_per_class = 50;
+  const auto task = tasks::spirals_train_task(settings);
+  const std::string dir = fresh_dir("train_command_spirals");
+  tasks::TrainCall call;
+  call.seed = 3;
+  call.threads = 1;
+  call.out = dir;
+  call.train = spirals_base(2).train;
+  const auto first = tasks::train_command(task, call);
+  EXPECT_EQ(first.dir, dir);
+  EXPECT_EQ(first.rank, 0);
+  EXPECT_EQ(first.summary.at("epochs"), 2);
+
+  tasks::TrainCall resume;
+  resume.resume = dir;
+  resume.threads = 1;
+  resume.train = call.train;
+  resume.given = {"resume", "lr"};
+  try {
+    tasks::train_command(task, resume);
+    FAIL() << "a new lr accepted on resume";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key, "lr");
+  }
+  resume.given = {"resume", "epochs"};
+  resume.train.epochs = 3;
+  EXPECT_EQ(tasks::train_command(task, resume).summary.at("epochs"), 3);
+  resume.given = {"resume"};
+  EXPECT_TRUE(tasks::train_command(task, resume).nothing_to_do);
+  fs::remove_all(dir);
+
+  // A recipe fills by key what the caller left unset; given keys win; the
+  // record names keys. (vnn is vnt train's: SGD, lr 0.1, StepLR.)
+  const auto& vnn = tasks::find_recipe("vnt train", "vnn");
+  train::TrainConfig config;
+  config.optim.lr = 0.05;
+  const auto record = tasks::apply_recipe(
+      vnn, {[](const std::string& key) { return key == "lr"; },
+            [&](const std::string& key, const std::string& value) {
+              return set_field_from_text(config, key, value, "recipe vnn");
+            }});
+  EXPECT_EQ(config.optim.optimizer, "sgd");
+  EXPECT_DOUBLE_EQ(config.optim.lr, 0.05);
+  EXPECT_TRUE(record.at("set").contains("optimizer"));
+  EXPECT_FALSE(record.at("set").contains("points"));  // not a TrainConfig setting: skipped
+  EXPECT_EQ(record.at("kept_from_command_line"), nlohmann::json::array({"lr"}));
+  try {
+    tasks::check_recipe_models(vnn, {"vnt"});
+    FAIL() << "vnn accepted for vnt";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key, "recipe");
+  }
 }
 
 }  // namespace
