@@ -83,10 +83,6 @@ void register_predict(CLI::App* parent, Action& action) {
   });
 }
 
-void register_compare(CLI::App* parent, Action& action) {
-  register_point_compare(parent, action, "table of finished seg runs: instance and class mIoU under each test rotation, invariance error", tasks::kPartSegmentationCommand, 16, tasks::compare_segmenter_runs, tasks::segmenter_compare_text);
-}
-
 }  // namespace
 
 void register_seg(CLI::App& app, Action& action) {
@@ -96,7 +92,9 @@ void register_seg(CLI::App& app, Action& action) {
   register_train(cmd, action);
   register_eval(cmd, action);
   register_predict(cmd, action);
-  register_compare(cmd, action);
+  register_point_compare(
+      cmd, action, "table of finished seg runs: instance and class mIoU under each test rotation, invariance error",
+      tasks::kPartSegmentationCommand, 16, tasks::compare_segmenter_runs, tasks::segmenter_compare_text);
 }
 
 }  // namespace qkv::cli

@@ -114,10 +114,6 @@ void register_attention(CLI::App* parent, Action& action) {
   });
 }
 
-void register_compare(CLI::App* parent, Action& action) {
-  register_point_compare(parent, action, "table of finished vnt runs: accuracy under each test rotation and the measured invariance error", tasks::kClassificationCommand, 32, tasks::compare_classifier_runs, tasks::classifier_compare_text);
-}
-
 }  // namespace
 
 void register_vnt(CLI::App& app, Action& action) {
@@ -128,7 +124,9 @@ void register_vnt(CLI::App& app, Action& action) {
   register_eval(cmd, action);
   register_predict(cmd, action);
   register_attention(cmd, action);
-  register_compare(cmd, action);
+  register_point_compare(
+      cmd, action, "table of finished vnt runs: accuracy under each test rotation and the measured invariance error",
+      tasks::kClassificationCommand, 32, tasks::compare_classifier_runs, tasks::classifier_compare_text);
 }
 
 }  // namespace qkv::cli
