@@ -310,6 +310,20 @@ TEST(MhcaXCli, ExplainScoresCrossModalSitesAtTokenResolution) {
     EXPECT_NEAR(site.at("alpha_v_own_enrichment").get<double>(), own / site.at("alpha_v_own_chance").get<double>(),
                 1e-9);
   }
+  // Uniform attention is chance by construction: every enrichment is 1, the
+  // unplanted sites' control included.
+  const auto uniform = run_qkv("mhca train " + args +
+                               " --model mhca-x-uniform --select all --model-options "
+                               "'{\"channels\":[4,8,8],\"padding\":1}' --epochs 1 --threads 2 --out " + root + "/uniform");
+  ASSERT_EQ(uniform.status, 0) << uniform.output;
+  ASSERT_EQ(run_qkv("mhca explain " + args + " --checkpoint " + root + "/uniform --all --out " + root + "/ex_uniform")
+                .status,
+            0);
+  const auto uniform_explained = read_json(root + "/ex_uniform/explain.json");
+  const auto& u = uniform_explained.at("token_resolution").at("cross_modal");
+  EXPECT_NEAR(u.at("mean_alpha_v_own_enrichment").get<double>(), 1, 1e-5);
+  EXPECT_NEAR(u.at("mean_alpha_v_mirror_enrichment").get<double>(), 1, 1e-5);
+  EXPECT_NEAR(u.at("unplanted_alpha_v_region_enrichment").get<double>(), 1, 1e-5);
   for (const char* region : {"left_frontal", "right_frontal", "left_parietal", "right_parietal"})
     EXPECT_TRUE(std::filesystem::exists(root + "/explain/planted_" + std::string(region) + "_axial.png")) << region;
   // Every subject's slices go through a voxel inside its brain.
