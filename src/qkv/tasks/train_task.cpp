@@ -7,10 +7,10 @@
 #include "qkv/core/fields.h"
 #include "qkv/core/messages.h"
 #include "qkv/core/runtime.h"
-#include "qkv/distributed/process_group.h"
-#include "qkv/tasks/recipes.h"
 #include "qkv/core/text.h"
+#include "qkv/distributed/process_group.h"
 #include "qkv/models/model.h"
+#include "qkv/tasks/recipes.h"
 #include "qkv/train/checkpoint.h"
 
 namespace qkv::tasks {
