@@ -15,9 +15,9 @@
 #include "qkv/models/presets.h"
 #include "qkv/medical/cohort.h"
 #include "qkv/medical/xgboost.h"
+#include "qkv/tasks/recipes.h"
 #include "qkv/train/progress.h"
 #include "qkv/train/result_warnings.h"
-#include "qkv/tasks/recipes.h"
 #include "qkv/train/run.h"
 
 namespace qkv::tasks {
