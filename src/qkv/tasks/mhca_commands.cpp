@@ -89,7 +89,7 @@ nlohmann::json cross_validate(const CohortFiles& files, CVOptions cv, const std:
   for (const auto& m : cv.models) need_volumes = need_volumes || model_reads_volumes(m);
   auto cohort = medical::load_cohort(files.manifest, files.methylation, need_volumes, at::get_num_threads(), false, {},
                                      files.max_missing, files.reorient);
-  check_cv_options(cohort, cv);
+  const int64_t n_features = check_cv_options(cohort, cv);
   std::fprintf(stderr, "mhca cv: %lld subjects, %s; volume %s; %s x %s; %s\n", static_cast<long long>(cohort.size()),
                cohort.match_summary.c_str(),
                need_volumes ? nlohmann::json(cohort.volume_shape()).dump().c_str() : "not loaded",
@@ -97,7 +97,7 @@ nlohmann::json cross_validate(const CohortFiles& files, CVOptions cv, const std:
                counted(at::get_num_threads(), "thread").c_str());
   train::RunFolder::open(out, mode, "mhca cv");
   install_interrupt_handler();
-  return run_cross_validation(cohort, cv, out, device);
+  return run_cross_validation(cohort, cv, n_features, out, device);
 }
 
 std::vector<int64_t> all_rows(const medical::CohortData& cohort) {

@@ -617,10 +617,8 @@ std::string fold_result_line(const std::string& label, const std::string& model,
 
 }  // namespace
 
-nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVOptions& options, const std::string& out_dir,
-                                    const c10::Device& device) {
-  const int64_t n_features = check_cv_options(cohort, options);
-
+nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVOptions& options, int64_t n_features,
+                                    const std::string& out_dir, const c10::Device& device) {
   const auto folds = data::repeated_stratified_folds(cohort.labels, options.runs, options.folds,
                                                      options.val_fraction, options.seed);
   make_directories(out_dir);

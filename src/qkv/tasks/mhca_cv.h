@@ -93,11 +93,12 @@ std::vector<double> predict_probabilities(models::Model& model, const data::Data
 int64_t check_cv_options(const medical::CohortData& cohort, const CVOptions& options);
 
 // Runs the protocol into out_dir (summary.json, predictions.csv, report.html,
-// folds/run<r>_fold<k>/...). Folds already finished there (a previous,
-// interrupted call with the same options) are read back, not recomputed.
-// Returns the summary; summary["interrupted"] is true after Ctrl-C.
-nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVOptions& options, const std::string& out_dir,
-                                    const c10::Device& device);
+// folds/run<r>_fold<k>/...), after check_cv_options, whose CpG count it takes
+// as `n_features`. Folds already finished there (a previous, interrupted call
+// with the same options) are read back, not recomputed. Returns the summary;
+// summary["interrupted"] is true after Ctrl-C.
+nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVOptions& options, int64_t n_features,
+                                    const std::string& out_dir, const c10::Device& device);
 
 // Accuracy, AUROC (from probabilities), sensitivity, specificity at 0.5.
 // AUROC is null with a "note" when the labels hold one class.

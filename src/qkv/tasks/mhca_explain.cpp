@@ -280,7 +280,7 @@ class TokenResolutionScore {
     // The control: every other CpG site's attention on the planted regions' tokens.
     std::set<int64_t> regions;
     for (const auto& [label, own] : tokens_of) regions.insert(own.begin(), own.end());
-    region_tokens_.assign(regions.begin(), regions.end());
+    region_tokens_ = torch::tensor(std::vector<int64_t>(regions.begin(), regions.end()), torch::kLong);
     unplanted_ = torch::ones({features_}, torch::kDouble);
     for (const auto& s : sites_) unplanted_[s.feature] = 0;
   }
@@ -297,8 +297,8 @@ class TokenResolutionScore {
       s.mirror_mass += mass(row, s.mirror);
       if (!s.own.empty()) s.query_share += mass(q[s.feature], s.own) / static_cast<double>(s.own.size());
     }
-    if (!region_tokens_.empty())
-      unplanted_mass_ += (v.index_select(1, torch::tensor(region_tokens_)).sum(1) * unplanted_).sum().item<double>();
+    if (region_tokens_.numel() > 0)
+      unplanted_mass_ += (v.index_select(1, region_tokens_).sum(1) * unplanted_).sum().item<double>();
     ++subjects_;
   }
 
@@ -342,8 +342,8 @@ class TokenResolutionScore {
       ++scored;
     }
     auto mean = [&](double x) { return scored > 0 ? nlohmann::json(x / static_cast<double>(scored)) : nlohmann::json(); };
-    const double unplanted = unplanted_.defined() ? unplanted_.sum().item<double>() : 0;
-    const double region_chance = static_cast<double>(region_tokens_.size()) / T;
+    const double unplanted = unplanted_.sum().item<double>();
+    const double region_chance = static_cast<double>(region_tokens_.numel()) / T;
     return {{"mask", mask_path_},
             {"planted_sites", planted_},
             {"sites_scored", scored},
@@ -377,7 +377,7 @@ class TokenResolutionScore {
   std::string mask_path_;
   int64_t features_, tokens_, planted_ = 0, subjects_ = 0;
   std::vector<Site> sites_;
-  std::vector<int64_t> region_tokens_;  // every planted region's own tokens
+  at::Tensor region_tokens_;            // every planted region's own tokens (indices, made once)
   at::Tensor unplanted_;                // [F]: 1 for a site not planted here
   double unplanted_mass_ = 0;           // their alpha_v on region_tokens_, summed over sites and subjects
 };
