@@ -89,10 +89,6 @@ CLI::Validator range_check(const Field& f) {
       "", "range");
 }
 
-int max_threads_option() {
-  return 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
 CLI::Validator range_check(double lo, double hi) { return range_check(Field{"", ""}.range(lo, hi)); }
 
 std::string range_help(const Field& f) {
@@ -149,22 +145,25 @@ void add_recipe_option(CLI::App* cmd, std::string& recipe, const std::string& co
   cmd->add_option("--recipe", recipe, help);
 }
 
-void add_overwrite_flag(CLI::App* cmd, bool& overwrite) {
-  cmd->add_flag("--overwrite", overwrite,
-                "replace what qkv itself wrote at the output (never a file qkv did not write); without it an "
-                "existing output is refused");
+void on_run(CLI::App* cmd, Action& action, Action run) {
+  cmd->callback([&action, run = std::move(run)] { action = run; });
 }
 
-void add_common_options(CLI::App* cmd, CommonOptions& o, const std::string& out_help) {
-  add_ranged_option(cmd, "--seed", o.seed, "random seed (data, initialisation, order)", 0, kMaxSeed);
-  add_ranged_option(cmd, "--threads", o.threads,
-                    "intra-op threads for LibTorch and OpenBLAS; 0 = OMP_NUM_THREADS if set, else one per core", 0,
-                    max_threads_option());
-  cmd->add_option("--device", o.device, "cpu, or cuda[:N] where LibTorch was built with CUDA")->capture_default_str();
-  if (!out_help.empty()) {
-    cmd->add_option("--out", o.out, out_help)->capture_default_str();
-    add_overwrite_flag(cmd, o.overwrite);
-  }
+CLI::App* add_command_group(CLI::App& app, Action& action, const std::string& name, const std::string& description,
+                            std::initializer_list<RegisterCommand> commands) {
+  auto* group = app.add_subcommand(name, description);
+  group->require_subcommand(1);
+  for (const auto add : commands) add(group, action);
+  return group;
+}
+
+void add_overwrite_flag(CLI::App* cmd, bool& overwrite) {
+  cmd->add_flag("--overwrite", overwrite, kOverwriteHelp);
+}
+
+void add_common_options(CLI::App* cmd, RunOptions& o, const std::string& out_help) {
+  add_field_options(cmd, o, out_help.empty() ? std::set<std::string>{"out", "overwrite"} : std::set<std::string>{});
+  if (!out_help.empty()) cmd->get_option("--out")->description(out_help);
 }
 
 void add_max_params_option(CLI::App* cmd) {
@@ -173,19 +172,6 @@ void add_max_params_option(CLI::App* cmd) {
          "the most parameters a model may be built with (default " + std::to_string(models::kDefaultMaxParameters) +
              ", 1 GiB of float32); larger options are refused before anything is allocated")
       ->check(range_check(1, 9e18));
-}
-
-c10::Device apply_common_options(const CommonOptions& o) {
-  set_threads(o.threads);
-  seed_everything(o.seed);
-  return parse_device(o.device);
-}
-
-void add_votes_option(CLI::App* cmd, int64_t& votes) {
-  add_ranged_option(cmd, "--votes", votes,
-                    "test-time votes: average the class probabilities of this many samplings of each shape (same "
-                    "pose); 0 = the run's (its --votes, default 1)",
-                    0, 64);
 }
 
 CLI::Option* add_checkpoint_option(CLI::App* cmd, std::string& checkpoint, const std::string& help) {
@@ -208,12 +194,14 @@ CLI::Option* add_checkpoint_option(CLI::App* cmd, std::string& checkpoint, const
       ->transform(file_or_run);
 }
 
-void add_eval_options(CLI::App* cmd, EvalOptions& o) {
-  add_checkpoint_option(cmd, o.checkpoint, "checkpoint file (RUN/checkpoints/best.ckpt)");
-  cmd->add_option("--split", o.split, "train, val or test")
+void add_eval_options(CLI::App* cmd, EvalOptions& o) { add_eval_options(cmd, o.checkpoint, o.split, o.common); }
+
+void add_eval_options(CLI::App* cmd, std::string& checkpoint, std::string& split, RunOptions& run) {
+  add_checkpoint_option(cmd, checkpoint, "checkpoint file (RUN/checkpoints/best.ckpt)");
+  cmd->add_option("--split", split, "train, val or test")
       ->capture_default_str()
       ->check(CLI::IsMember({"train", "val", "test"}));
-  add_common_options(cmd, o.common, "");
+  add_common_options(cmd, run, "");
 }
 
 void print_json(const nlohmann::json& j) { std::printf("%s\n", json_text(j).c_str()); }

@@ -11,22 +11,26 @@
 #include <string>
 #include <vector>
 
+#include "qkv/cli/commands.h"
 #include "qkv/core/fields.h"
+#include "qkv/core/run_options.h"
 #include "qkv/data/dataset.h"
 #include "qkv/models/model.h"
 
 namespace qkv::cli {
 
-struct CommonOptions {
-  uint64_t seed = 0;
-  int threads = 0;  // 0: one per core
-  std::string out;
-  std::string device = "cpu";
-  bool overwrite = false;
-};
+// What `cmd` does once its options are parsed: main() runs it.
+void on_run(CLI::App* cmd, Action& action, Action run);
 
-// --seed, --threads, --device; --out and --overwrite when out_help is non-empty.
-void add_common_options(CLI::App* cmd, CommonOptions& o, const std::string& out_help);
+// A command group ("qkv vnt ..."): one of its commands is required; each of
+// `commands` adds one. Returns the group.
+using RegisterCommand = void (*)(CLI::App* group, Action& action);
+CLI::App* add_command_group(CLI::App& app, Action& action, const std::string& name, const std::string& description,
+                            std::initializer_list<RegisterCommand> commands);
+
+// The run options' fields (core/run_options.h): --seed, --threads,
+// --device; --out (with out_help) and --overwrite when out_help is non-empty.
+void add_common_options(CLI::App* cmd, RunOptions& o, const std::string& out_help);
 
 // --max-params: the most parameters a model may be built with
 // (models::set_max_parameters), for commands that build one.
@@ -38,9 +42,6 @@ void add_recipe_option(CLI::App* cmd, std::string& recipe, const std::string& co
 
 // --overwrite alone, for commands whose output is named otherwise.
 void add_overwrite_flag(CLI::App* cmd, bool& overwrite);
-
-// Applies --threads and --seed, returns the device (UsageError if unavailable).
-c10::Device apply_common_options(const CommonOptions& o);
 
 // One option per field of `settings` that has a flag (Field::flag != ""),
 // bound to the field, with the field's help and its current value as the
@@ -111,13 +112,12 @@ CLI::Option* add_checkpoint_option(CLI::App* cmd, std::string& checkpoint, const
 
 // The options of every `eval` command: --checkpoint, --split, and the common ones.
 struct EvalOptions {
-  CommonOptions common;
+  RunOptions common;
   std::string checkpoint;
   std::string split = "test";
 };
 void add_eval_options(CLI::App* cmd, EvalOptions& o);
-// --votes of a point-cloud classifier's eval and predict; 0 = the run's.
-void add_votes_option(CLI::App* cmd, int64_t& votes);
+void add_eval_options(CLI::App* cmd, std::string& checkpoint, std::string& split, RunOptions& run);
 
 // The check of a numeric option's text against a field's range: NaN,
 // infinities and values outside [f.min, f.max] are refused with a message
@@ -136,9 +136,6 @@ CLI::Option* add_ranged_option(CLI::App* cmd, const std::string& flag, T& value,
                                double hi) {
   return cmd->add_option(flag, value, help + range_help(lo, hi))->capture_default_str()->check(range_check(lo, hi));
 }
-
-// --threads above this many per core only adds contention.
-int max_threads_option();
 
 // --json TEXT style output: the JSON with 2-space indent and a newline.
 void print_json(const nlohmann::json& j);
@@ -164,6 +161,8 @@ void add_bound_option(CLI::App* cmd, const Field& f, T& value) {
     auto* opt = cmd->add_option(flag, value, f.help)->capture_default_str();
     if constexpr (std::is_same_v<T, std::vector<std::string>>) opt->delimiter(',');
     if (f.choices) opt->check(CLI::IsMember(field_choices(f)));
+    if (f.existing) opt->check(CLI::ExistingFile);
+    if (f.required) opt->required();
   }
 }
 }  // namespace detail

@@ -30,19 +30,16 @@ void register_synth(CLI::App* parent, Action& action, const std::string& name, c
   add_field_options(cmd, o->options);
   add_overwrite_flag(cmd, o->overwrite);
   cmd->add_flag("--list", o->list, list_help);
-  cmd->callback([o, write, list, &action] {
-    action = [o, write, list] {
-      std::printf("%s", o->list ? list().c_str() : write(o->out, o->options, o->overwrite).c_str());
-      return 0;
-    };
+  on_run(cmd, action, [o, write, list] {
+    std::printf("%s", o->list ? list().c_str() : write(o->out, o->options, o->overwrite).c_str());
+    return 0;
   });
 }
 
 }  // namespace
 
 void register_data(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("data", "write built-in data sets to disk: synth-shapes, synth-parts");
-  cmd->require_subcommand(1);
+  auto* cmd = add_command_group(app, action, "data", "write built-in data sets to disk: synth-shapes, synth-parts", {});
   register_synth<pointcloud::SynthShapesOptions>(
       cmd, action, "synth-shapes",
       "write procedural meshes of everyday classes as a ModelNet40-style OFF tree (--list: the classes)",

@@ -23,27 +23,25 @@ void register_export_weights(CLI::App& app, Action& action) {
   // The positional form of earlier releases (export-weights CKPT OUT) is
   // still read, from the extra arguments, so that --help does not show it.
   cmd->allow_extras();
-  cmd->callback([=, &action] {
-    action = [=] {
-      auto extras = cmd->remaining();
-      if (!extras.empty()) {
-        if (extras.size() != 2 || !ckpt->empty() || !out->empty())
-          throw UsageError("export-weights: arguments were not expected: " + join(extras, " ") +
-                           " (use --checkpoint CKPT --output FILE)");
-        std::fprintf(stderr, "qkv: export-weights CKPT OUT is now spelled --checkpoint CKPT --output OUT (the old "
-                             "spelling goes in the next release)\n");
-        *ckpt = extras[0];
-        *out = extras[1];
-      }
-      if (ckpt->empty()) throw UsageError("export-weights: --checkpoint is required");
-      if (out->empty()) throw UsageError("export-weights: --output is required (the .pt file to write)");
-      check_output_file(*out, "--output", *overwrite);
-      auto model = train::load_model_from_checkpoint(*ckpt);
-      claim_output_file(*out, "--output", *overwrite, {"export-weights", {}});
-      train::export_weights(*model, *out);
-      std::fprintf(stderr, "wrote %s\n", out->c_str());
-      return 0;
-    };
+  on_run(cmd, action, [=] {
+    auto extras = cmd->remaining();
+    if (!extras.empty()) {
+      if (extras.size() != 2 || !ckpt->empty() || !out->empty())
+        throw UsageError("export-weights: arguments were not expected: " + join(extras, " ") +
+                         " (use --checkpoint CKPT --output FILE)");
+      std::fprintf(stderr, "qkv: export-weights CKPT OUT is now spelled --checkpoint CKPT --output OUT (the old "
+                           "spelling goes in the next release)\n");
+      *ckpt = extras[0];
+      *out = extras[1];
+    }
+    if (ckpt->empty()) throw UsageError("export-weights: --checkpoint is required");
+    if (out->empty()) throw UsageError("export-weights: --output is required (the .pt file to write)");
+    check_output_file(*out, "--output", *overwrite);
+    auto model = train::load_model_from_checkpoint(*ckpt);
+    claim_output_file(*out, "--output", *overwrite, {"export-weights", {}});
+    train::export_weights(*model, *out);
+    std::fprintf(stderr, "wrote %s\n", out->c_str());
+    return 0;
   });
 }
 

@@ -82,14 +82,7 @@ void check_child_options(const std::vector<std::string>& args, int64_t world, co
 void register_launch(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
       "launch", "run a train command as W data-parallel processes on this machine: qkv launch -n 2 -- vnt train ...");
-  struct Opts {
-    int64_t procs = 2;
-    int64_t nodes = 1;
-    int64_t node_rank = 0;
-    std::string master;
-    std::vector<std::string> command;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<distributed::LocalRanks>();
   add_ranged_option(cmd, "-n,--procs", o->procs, "processes (ranks) on this machine", 1, 1024);
   add_ranged_option(cmd, "--nodes", o->nodes, "machines taking part, each running this launch", 1, 65536);
   add_ranged_option(cmd, "--node-rank", o->node_rank, "this machine's index, 0..nodes-1; node 0 hosts rank 0", 0,
@@ -98,29 +91,18 @@ void register_launch(CLI::App& app, Action& action) {
                   "ADDR:PORT of rank 0's rendezvous; default a free loopback port (one machine only)");
   cmd->add_option("command", o->command, "the qkv command to run after --, e.g. -- vnt train --epochs 10")
       ->required();
-  cmd->callback([o, &action, &app] {
-    action = [o, &app] {
-      if (o->procs < 1) throw UsageError("-n must be at least 1");
-      if (o->nodes < 1) throw UsageError("--nodes must be at least 1");
-      if (o->node_rank < 0 || o->node_rank >= o->nodes)
-        throw UsageError("--node-rank must be in 0.." + std::to_string(o->nodes - 1));
-      if (o->nodes > 1 && o->master.empty())
-        throw UsageError("--nodes " + std::to_string(o->nodes) +
-                         " needs --master ADDR:PORT, an address of node 0 the others can reach");
-      std::string master = o->master;
-      if (master.empty()) master = "127.0.0.1:" + std::to_string(distributed::free_local_port());
-      distributed::parse_master(master, "--master");  // a bad address is refused before the command
-      const int64_t world = o->procs * o->nodes;
-      check_launchable(app, o->command);
-      check_child_options(o->command, world, master, !o->master.empty());
-      distributed::LocalRanks plan;
-      plan.procs = o->procs;
-      plan.nodes = o->nodes;
-      plan.node_rank = o->node_rank;
-      plan.master = master;
-      plan.command = o->command;
-      return distributed::run_local_ranks(plan);
-    };
+  on_run(cmd, action, [o, &app] {
+    if (o->node_rank >= o->nodes)  // the ranges are the options' own
+      throw UsageError("--node-rank must be in 0.." + std::to_string(o->nodes - 1));
+    if (o->nodes > 1 && o->master.empty())
+      throw UsageError("--nodes " + std::to_string(o->nodes) +
+                       " needs --master ADDR:PORT, an address of node 0 the others can reach");
+    distributed::LocalRanks plan = *o;
+    if (plan.master.empty()) plan.master = "127.0.0.1:" + std::to_string(distributed::free_local_port());
+    distributed::parse_master(plan.master, "--master");  // a bad address is refused before the command
+    check_launchable(app, plan.command);
+    check_child_options(plan.command, plan.procs * plan.nodes, plan.master, !o->master.empty());
+    return distributed::run_local_ranks(plan);
   });
 }
 

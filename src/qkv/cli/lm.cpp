@@ -20,10 +20,7 @@ void register_train(CLI::App* parent, Action& action) {
   auto s = std::make_shared<tasks::LmTrainSettings>();
   register_train_command(
       parent, action, tasks::lm_train_task(s),
-      [s](CLI::App* cmd) {
-        add_field_options(cmd, s->data);
-        cmd->get_option("--text")->check(CLI::ExistingFile);
-      },
+      [s](CLI::App* cmd) { add_field_options(cmd, s->data); },
       [s](CLI::App* cmd) { add_field_options(cmd, s->model); });
 }
 
@@ -35,52 +32,46 @@ void register_eval(CLI::App* parent, Action& action) {
   cmd->add_option("--cache-dtype", *cache_dtype,
                   "measure through a KV cache of this type (f32, f16, bf16, int8, int4): every position attends "
                   "keys and values as that cache stores them, and the tasks are decoded with it");
-  cmd->callback([o, cache_dtype, &action] {
-    action = [o, cache_dtype] {
-      print_json(tasks::evaluate_lm_run(o->checkpoint, o->split, *cache_dtype, apply_common_options(o->common)));
-      return 0;
-    };
+  on_run(cmd, action, [o, cache_dtype] {
+    print_json(tasks::evaluate_lm_run(o->checkpoint, o->split, *cache_dtype, apply_run_options(o->common)));
+    return 0;
   });
 }
 
 void register_generate(CLI::App* parent, Action& action) {
   auto* cmd = parent->add_subcommand("generate", "continue a prompt with a trained model (KV cache by default)");
   struct Opts {
-    CommonOptions common;
+    RunOptions common;
     tasks::GenerateSettings settings;
   };
   auto o = std::make_shared<Opts>();
   add_checkpoint_option(cmd, o->settings.checkpoint, "checkpoint file");
   add_field_options(cmd, o->settings);
-  cmd->get_option("--prompt")->required();
-  cmd->get_option("--load-cache")->check(CLI::ExistingFile);
   add_overwrite_flag(cmd, o->common.overwrite);
   add_common_options(cmd, o->common, "");
-  cmd->callback([o, cmd, &action] {
-    o->settings.temperature_given = cmd->count("--temperature") > 0;
-    action = [o] {
-      auto s = o->settings;
-      s.overwrite = o->common.overwrite;
-      const c10::Device device = apply_common_options(o->common);
-      // Text goes out byte by byte as it is made, so a pipe or a terminal sees
-      // it at once and Ctrl-C keeps what was shown (tokens are bytes; the
-      // terminal reassembles UTF-8). JSON is one document, printed at the end.
-      install_interrupt_handler();
-      auto doc = tasks::generate_text(s, o->common.seed, device, [&s](int64_t t) {
-        if (!s.json) {
-          std::fputc(static_cast<int>(t), stdout);
-          std::fflush(stdout);
-        }
-        return !interrupt_requested();
-      });
-      const bool interrupted = interrupt_requested();
-      if (interrupted) doc["interrupted"] = true;
-      std::printf("%s\n", s.json ? doc.dump().c_str() : "");
-      std::fflush(stdout);
-      if (!interrupted) return 0;
-      std::fprintf(stderr, "lm generate: interrupted after %zu bytes\n", doc.at("tokens").size());
-      return kExitInterrupted;
-    };
+  on_run(cmd, action, [o, cmd] {
+    auto s = o->settings;
+    s.temperature_given = cmd->count("--temperature") > 0;
+    s.overwrite = o->common.overwrite;
+    const c10::Device device = apply_run_options(o->common);
+    // Text goes out byte by byte as it is made, so a pipe or a terminal sees
+    // it at once and Ctrl-C keeps what was shown (tokens are bytes; the
+    // terminal reassembles UTF-8). JSON is one document, printed at the end.
+    install_interrupt_handler();
+    auto doc = tasks::generate_text(s, o->common.seed, device, [&s](int64_t t) {
+      if (!s.json) {
+        std::fputc(static_cast<int>(t), stdout);
+        std::fflush(stdout);
+      }
+      return !interrupt_requested();
+    });
+    const bool interrupted = interrupt_requested();
+    if (interrupted) doc["interrupted"] = true;
+    std::printf("%s\n", s.json ? doc.dump().c_str() : "");
+    std::fflush(stdout);
+    if (!interrupted) return 0;
+    std::fprintf(stderr, "lm generate: interrupted after %zu bytes\n", doc.at("tokens").size());
+    return kExitInterrupted;
   });
 }
 
@@ -99,12 +90,11 @@ void register_cache_size(CLI::App* parent, Action& action) {
   cmd->add_flag("--article", o->article,
                 "the article's example, then each way of shrinking it: r = 200, 4 kv heads, int8, int4, a 1024 window");
   cmd->add_flag("--json", o->json, "print {key_bytes, value_bytes, total_bytes} (a list with --article)");
-  cmd->callback([o, cmd, &action] {
-    o->settings.dtype_given = cmd->count("--dtype") > 0;
-    action = [o] {
-      std::printf("%s", tasks::cache_size_report(o->settings, o->article, o->json).c_str());
-      return 0;
-    };
+  on_run(cmd, action, [o, cmd] {
+    auto s = o->settings;
+    s.dtype_given = cmd->count("--dtype") > 0;
+    std::printf("%s", tasks::cache_size_report(s, o->article, o->json).c_str());
+    return 0;
   });
 }
 
@@ -112,7 +102,7 @@ void register_inspect_mlp(CLI::App* parent, Action& action) {
   auto* cmd = parent->add_subcommand(
       "inspect-mlp", "the MLP as a key-value memory: contexts that fire the most active units, tokens they promote");
   struct Opts {
-    CommonOptions common;
+    RunOptions common;
     std::string checkpoint, text;
     lm::MemoryOptions memory;
     bool json = false;
@@ -123,28 +113,22 @@ void register_inspect_mlp(CLI::App* parent, Action& action) {
   cmd->add_option("--text", o->text, "UTF-8 text to run through the model")->required()->check(CLI::ExistingFile);
   cmd->add_flag("--json", o->json, "print JSON");
   add_common_options(cmd, o->common, "");
-  cmd->callback([o, &action] {
-    action = [o] {
-      const c10::Device device = apply_common_options(o->common);
-      const auto units = tasks::inspect_mlp_file(o->checkpoint, o->text, o->memory, device);
-      std::printf("%s", o->json ? (lm::memory_units_to_json(units).dump(2) + "\n").c_str()
-                                : lm::memory_units_text(units).c_str());
-      return 0;
-    };
+  on_run(cmd, action, [o] {
+    const c10::Device device = apply_run_options(o->common);
+    const auto units = tasks::inspect_mlp_file(o->checkpoint, o->text, o->memory, device);
+    std::printf("%s", o->json ? (lm::memory_units_to_json(units).dump(2) + "\n").c_str()
+                              : lm::memory_units_text(units).c_str());
+    return 0;
   });
 }
 
 }  // namespace
 
 void register_lm(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand(
-      "lm", "the autoregressive transformer (and its LSTM/GRU baseline): train, eval, generate, cache-size, inspect-mlp");
-  cmd->require_subcommand(1);
-  register_train(cmd, action);
-  register_eval(cmd, action);
-  register_generate(cmd, action);
-  register_cache_size(cmd, action);
-  register_inspect_mlp(cmd, action);
+  add_command_group(app, action, "lm",
+                    "the autoregressive transformer (and its LSTM/GRU baseline): train, eval, generate, cache-size, "
+                    "inspect-mlp",
+                    {register_train, register_eval, register_generate, register_cache_size, register_inspect_mlp});
 }
 
 }  // namespace qkv::cli

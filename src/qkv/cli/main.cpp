@@ -46,6 +46,13 @@ std::vector<std::string> subcommand_names(const CLI::App& app) {
   return names;
 }
 
+// The (sub)command the command line chose, and its words ("qkv vnt train").
+const CLI::App* chosen_command(const CLI::App& app, std::string* path) {
+  const CLI::App* at = &app;
+  for (*path = "qkv"; !at->get_subcommands().empty(); *path += " " + at->get_name()) at = at->get_subcommands().front();
+  return at;
+}
+
 // " (did you mean --epochs?)" for each --option on the command line that
 // `command` does not know and that is one typo from one it does.
 std::string option_suggestions(const CLI::App& command, int argc, char** argv) {
@@ -127,16 +134,11 @@ int main(int argc, char** argv) {
   qkv::cli::section_remaining_options(app);
 
   // CLI11 would only say "a subcommand is required" for a mistyped command.
-  std::string known;
-  bool is_command = false;
-  for (const auto* sub : app.get_subcommands({})) {
-    known += (known.empty() ? "" : ", ") + sub->get_name();
-    is_command = is_command || (argc > 1 && sub->get_name() == argv[1]);
-  }
-  if (argc > 1 && argv[1][0] != '-' && !is_command) {
-    const std::string guess = qkv::closest_word(argv[1], subcommand_names(app));
+  const auto commands = subcommand_names(app);
+  if (argc > 1 && argv[1][0] != '-' && std::find(commands.begin(), commands.end(), argv[1]) == commands.end()) {
+    const std::string guess = qkv::closest_word(argv[1], commands);
     std::fprintf(stderr, "qkv: error: unknown command '%s'%s (known: %s)\n", argv[1],
-                 guess.empty() ? "" : ("; did you mean '" + guess + "'?").c_str(), known.c_str());
+                 guess.empty() ? "" : ("; did you mean '" + guess + "'?").c_str(), qkv::join(commands).c_str());
     return 2;
   }
   try {
@@ -150,12 +152,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // Name the (sub)command that was being parsed and, when its own command
     // word is missing or mistyped, the words it knows.
-    std::string path = "qkv";
-    const CLI::App* at = &app;
-    while (!at->get_subcommands().empty()) {
-      at = at->get_subcommands().front();
-      path += " " + at->get_name();
-    }
+    std::string path;
+    const CLI::App* at = chosen_command(app, &path);
     std::string message = qkv::first_line(e.what());
     // CLI11 names a hidden option (an old spelling) with "": its error starts
     // with ": ", and the validator has put the option's name after it.
@@ -187,12 +185,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s: error: %s (see %s --help)\n", path.c_str(), message.c_str(), path.c_str());
     return 2;
   }
-  const CLI::App* command = &app;  // the (sub)command that runs
-  std::string command_path = "qkv";
-  while (!command->get_subcommands().empty()) {
-    command = command->get_subcommands().front();
-    command_path += " " + command->get_name();
-  }
+  std::string command_path;
+  const CLI::App* command = chosen_command(app, &command_path);
   // The library names settings by key; this command names them by flag.
   qkv::set_setting_namer([command](const std::string& key) {
     const std::string flag = qkv::cli::flag_of_key(command, key);

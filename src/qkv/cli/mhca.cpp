@@ -20,13 +20,6 @@ namespace qkv::cli {
 namespace {
 using tasks::CohortFiles;
 
-// --reorient only where volumes are read.
-void add_cohort_options(CLI::App* cmd, CohortFiles& f, bool volumes = true) {
-  add_field_options(cmd, f, volumes ? std::set<std::string>{} : std::set<std::string>{"reorient"});
-  cmd->get_option("--manifest")->required();
-  cmd->get_option("--methylation")->required();
-}
-
 void register_synth(CLI::App* parent, Action& action) {
   auto* cmd = parent->add_subcommand(
       "synth", "write the built-in synthetic cohort: NIfTI SPECT volumes, manifest, methylation table, ground truth");
@@ -46,13 +39,11 @@ void register_synth(CLI::App* parent, Action& action) {
       ->expected(3)
       ->check(range_check(1, 4096));
   add_ranged_option(cmd, "--threads", o->synth.threads, "volumes generated in parallel; 0 = one per core", 0,
-                    max_threads_option());
-  cmd->callback([o, &action] {
-    action = [o] {
-      if (!o->shape.empty()) o->synth.shape = {o->shape[0], o->shape[1], o->shape[2]};
-      std::printf("%s", tasks::write_synth_cohort_to(o->out, o->synth, o->overwrite).c_str());
-      return 0;
-    };
+                    max_useful_threads());
+  on_run(cmd, action, [o] {
+    if (!o->shape.empty()) o->synth.shape = {o->shape[0], o->shape[1], o->shape[2]};
+    std::printf("%s", tasks::write_synth_cohort_to(o->out, o->synth, o->overwrite).c_str());
+    return 0;
   });
 }
 
@@ -68,21 +59,17 @@ void register_select(CLI::App* parent, Action& action) {
   };
   auto o = std::make_shared<Opts>();
   o->selection.n_features = 441;
-  add_cohort_options(cmd, o->files, false);
+  add_field_options(cmd, o->files, {"reorient"});  // no volumes read
   cmd->add_option("--output", o->out, "CpG list to write, one id per line (REQUIRED)");
   add_old_spelling(cmd, "--out", "--output", o->out);
   add_overwrite_flag(cmd, o->overwrite);
   add_ranged_option(cmd, "--n-features", o->selection.n_features, "CpG sites to keep (paper: 441)", 1, 10000000);
-  add_ranged_option(cmd, "--rfe-step", o->selection.rfe.step,
-                    "share of the features removed per round (< 1) or a count", 1e-6, 10000000);
-  add_field_options(cmd, o->selection.xgboost);
-  add_ranged_option(cmd, "--threads", o->threads, "XGBoost threads; 0 = one per core", 0, max_threads_option());
-  cmd->callback([o, &action] {
-    action = [o] {
-      set_threads(o->threads);
-      std::printf("%s\n", tasks::select_to_file(o->files, o->selection, o->out, o->overwrite).c_str());
-      return 0;
-    };
+  add_field_options(cmd, o->selection, {"select", "cpg_list", "n_features"});
+  add_ranged_option(cmd, "--threads", o->threads, "XGBoost threads; 0 = one per core", 0, max_useful_threads());
+  on_run(cmd, action, [o] {
+    set_threads(o->threads);
+    std::printf("%s\n", tasks::select_to_file(o->files, o->selection, o->out, o->overwrite).c_str());
+    return 0;
   });
 }
 
@@ -91,7 +78,7 @@ void register_cv(CLI::App* parent, Action& action) {
       "cv", "repeated stratified k-fold cross validation of MHCA and its baselines; writes summary.json, report.html");
   struct Opts {
     CohortFiles files;
-    CommonOptions common;
+    RunOptions common;
     tasks::CVOptions cv;
     std::vector<std::string> models{"paper"};
     std::string model_options = "{}", recipe;
@@ -107,7 +94,7 @@ void register_cv(CLI::App* parent, Action& action) {
                   "continue an interrupted cross validation in --out (with the same options): finished folds are kept");
     add_recipe_option(cmd, o->recipe, "mhca cv");
   });
-  option_section(cmd, "Cohort", [&] { add_cohort_options(cmd, o->files); });
+  option_section(cmd, "Cohort", [&] { add_field_options(cmd, o->files); });
   option_section(cmd, "Cross validation and models", [&] {
     cmd->add_option("--model", o->models,
                     join(tasks::cv_model_names()) + "; paper (" + join(tasks::CVOptions{}.models) +
@@ -120,29 +107,26 @@ void register_cv(CLI::App* parent, Action& action) {
         ->capture_default_str();
   });
   option_section(cmd, "Feature selection (inside each fold)", [&] { add_field_options(cmd, o->cv.selection); });
-  cmd->get_option("--cpg-list")->check(CLI::ExistingFile);
   option_section(cmd, "Augmentation", [&] { add_field_options(cmd, o->cv.augmentation); });
   option_section(cmd, "Training (each network of each fold)", [&] { add_field_options(cmd, o->cv.train, kBatchNormFields); });
-  cmd->callback([o, cmd, &action] {
-    action = [o, cmd] {
-      tasks::CVOptions cv = o->cv;
-      tasks::prepare_cv_options(cv, o->models, o->model_options, o->recipe, given_setting(*cmd));
-      // The folder is checked before the cohort is read; a resumed one's settings are compared after.
-      const auto mode = train::run_folder_mode(o->resume, o->common.overwrite);
-      train::RunFolder::check(o->common.out, mode, "mhca cv");
-      const c10::Device device = apply_common_options(o->common);
-      cv.seed = o->common.seed;
-      cv.train.seed = o->common.seed;
-      const auto summary = tasks::cross_validate(o->files, cv, o->common.out, mode, device);
-      if (summary.value("interrupted", false)) {
-        std::fprintf(stderr, "interrupted: finished folds are kept; add --resume to the same command to continue in %s\n",
-                     o->common.out.c_str());
-        return kExitInterrupted;
-      }
-      std::printf("%s", tasks::cv_summary_text(summary, cv.models).c_str());
-      std::fprintf(stderr, "wrote %s/{summary.json,predictions.csv,report.html,folds/}\n", o->common.out.c_str());
-      return 0;
-    };
+  on_run(cmd, action, [o, cmd] {
+    tasks::CVOptions cv = o->cv;
+    tasks::prepare_cv_options(cv, o->models, o->model_options, o->recipe, given_setting(*cmd));
+    // The folder is checked before the cohort is read; a resumed one's settings are compared after.
+    const auto mode = train::run_folder_mode(o->resume, o->common.overwrite);
+    train::RunFolder::check(o->common.out, mode, "mhca cv");
+    const c10::Device device = apply_run_options(o->common);
+    cv.seed = o->common.seed;
+    cv.train.seed = o->common.seed;
+    const auto summary = tasks::cross_validate(o->files, cv, o->common.out, mode, device);
+    if (summary.value("interrupted", false)) {
+      std::fprintf(stderr, "interrupted: finished folds are kept; add --resume to the same command to continue in %s\n",
+                   o->common.out.c_str());
+      return kExitInterrupted;
+    }
+    std::printf("%s", tasks::cv_summary_text(summary, cv.models).c_str());
+    std::fprintf(stderr, "wrote %s/{summary.json,predictions.csv,report.html,folds/}\n", o->common.out.c_str());
+    return 0;
   });
 }
 
@@ -150,12 +134,7 @@ void register_train(CLI::App* parent, Action& action) {
   auto s = std::make_shared<tasks::MhcaTrainSettings>();
   register_train_command(
       parent, action, tasks::mhca_train_task(s),
-      [s](CLI::App* cmd) {
-        add_field_options(cmd, s->data);
-        cmd->get_option("--manifest")->required();
-        cmd->get_option("--methylation")->required();
-        cmd->get_option("--cpg-list")->check(CLI::ExistingFile);
-      },
+      [s](CLI::App* cmd) { add_field_options(cmd, s->data); },
       [s](CLI::App* cmd) {
         cmd->add_option("--model", s->model, join(tasks::cv_model_names()))
             ->capture_default_str()
@@ -169,27 +148,25 @@ void register_predict(CLI::App* parent, Action& action) {
       "predict", "P(PD) for every subject of a cohort from a trained model; writes a CSV (and metrics if labelled)");
   struct Opts {
     CohortFiles files;
-    CommonOptions common;
+    RunOptions common;
     std::string checkpoint;
   };
   auto o = std::make_shared<Opts>();
   o->common.out = "predictions.csv";
-  add_cohort_options(cmd, o->files);
+  add_field_options(cmd, o->files);
   add_checkpoint_option(cmd, o->checkpoint, "RUN/checkpoints/best.ckpt of a network, or RUN/xgboost.json of an XGBoost run");
   add_common_options(cmd, o->common, "");
   cmd->add_option("--output", o->common.out, "CSV to write: subject_id,label,p_pd,predicted")->capture_default_str();
   add_old_spelling(cmd, "--out", "--output", o->common.out);
   add_overwrite_flag(cmd, o->common.overwrite);
-  cmd->callback([o, &action] {
-    action = [o] {
-      const c10::Device device = apply_common_options(o->common);
-      const auto result = tasks::predict_cohort(o->files, o->checkpoint, o->common.out, o->common.overwrite, device);
-      if (!result.note.empty()) std::fprintf(stderr, "%s\n", result.note.c_str());
-      print_json(result.metrics);
-      for (const auto& w : result.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-      std::fprintf(stderr, "wrote %s (%lld subjects)\n", o->common.out.c_str(), static_cast<long long>(result.subjects));
-      return 0;
-    };
+  on_run(cmd, action, [o] {
+    const c10::Device device = apply_run_options(o->common);
+    const auto result = tasks::predict_cohort(o->files, o->checkpoint, o->common.out, o->common.overwrite, device);
+    if (!result.note.empty()) std::fprintf(stderr, "%s\n", result.note.c_str());
+    print_json(result.metrics);
+    for (const auto& w : result.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    std::fprintf(stderr, "wrote %s (%lld subjects)\n", o->common.out.c_str(), static_cast<long long>(result.subjects));
+    return 0;
   });
 }
 
@@ -198,47 +175,39 @@ void register_explain(CLI::App* parent, Action& action) {
       "explain", "MHCA attention maps: per-head scores and softmax maps, SPECT maps as NIfTI + PNG, ranked CpG sites");
   struct Opts {
     CohortFiles files;
-    CommonOptions common;
+    RunOptions common;
     std::string checkpoint;
     bool all = false;
     tasks::ExplainOptions explain;
   };
   auto o = std::make_shared<Opts>();
   o->common.out = "runs/mhca-explain";
-  add_cohort_options(cmd, o->files);
+  add_field_options(cmd, o->files);
   add_checkpoint_option(cmd, o->checkpoint, "an MHCA checkpoint (RUN/checkpoints/best.ckpt, or a cv fold's)");
   add_field_options(cmd, o->explain);
   cmd->add_flag("--all", o->all, "explain every subject (also writes the cohort-level ranking and mean map)");
   add_common_options(cmd, o->common, "output folder");
-  cmd->callback([o, &action] {
-    action = [o] {
-      if (o->all == !o->explain.subjects.empty()) throw UsageError("explain: give --subject ID or --all (one of them)");
-      const c10::Device device = apply_common_options(o->common);
-      const auto result =
-          tasks::explain_checkpoint(o->files, o->checkpoint, o->explain, o->common.out, o->common.overwrite, device);
-      nlohmann::json brief = result;
-      brief.erase("subjects");
-      brief["subjects_explained"] = result.at("subjects").size();
-      print_json(brief);
-      std::fprintf(stderr, "wrote %s/{explain.json,cpg_attention.csv,spect_attention_mean.*,<subject>/}\n",
-                   o->common.out.c_str());
-      return 0;
-    };
+  on_run(cmd, action, [o] {
+    if (o->all == !o->explain.subjects.empty()) throw UsageError("explain: give --subject ID or --all (one of them)");
+    const c10::Device device = apply_run_options(o->common);
+    const auto result =
+        tasks::explain_checkpoint(o->files, o->checkpoint, o->explain, o->common.out, o->common.overwrite, device);
+    nlohmann::json brief = result;
+    brief.erase("subjects");
+    brief["subjects_explained"] = result.at("subjects").size();
+    print_json(brief);
+    std::fprintf(stderr, "wrote %s/{explain.json,cpg_attention.csv,spect_attention_mean.*,<subject>/}\n",
+                 o->common.out.c_str());
+    return 0;
   });
 }
 
 }  // namespace
 
 void register_mhca(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand(
-      "mhca", "MHCA: co-attention between SPECT volumes and DNA methylation (Parkinson's disease vs controls)");
-  cmd->require_subcommand(1);
-  register_synth(cmd, action);
-  register_select(cmd, action);
-  register_cv(cmd, action);
-  register_train(cmd, action);
-  register_predict(cmd, action);
-  register_explain(cmd, action);
+  add_command_group(app, action, "mhca",
+                    "MHCA: co-attention between SPECT volumes and DNA methylation (Parkinson's disease vs controls)",
+                    {register_synth, register_select, register_cv, register_train, register_predict, register_explain});
 }
 
 }  // namespace qkv::cli

@@ -1,6 +1,6 @@
 #pragma once
-// What `qkv vnt` and `qkv seg` share on the command line: the model choice
-// and its size flags, the eval options, the up axis's names, compare.
+// What `qkv vnt` and `qkv seg` share on the command line: the model choice,
+// the up axis's names, compare.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -12,15 +12,8 @@
 
 namespace qkv::cli {
 
-// --model (one of the registry's models for `task`), --linear-dim, --heads,
-// --head-dim (the paper's values in the help), --model-options.
-void add_point_model_options(CLI::App* cmd, tasks::PointModelSettings& o, const std::string& task, int64_t paper_linear_dim,
-                             int64_t paper_heads);
-
-// --data, --rotate and --invariance of `vnt eval` and `seg eval`: `none`
-// is how the help names no rotation, `logit` what the invariance measures.
-void add_point_eval_options(CLI::App* cmd, tasks::PointEvalSettings& s, const std::string& none,
-                            const std::string& logit);
+// --model (one of the registry's models for `task`) and the model's fields.
+void add_point_model_options(CLI::App* cmd, tasks::PointModelSettings& o, const std::string& task);
 
 // --up-axis (added by the data fields) also takes x, y, z, layout and auto.
 void accept_axis_names(CLI::App* cmd);

@@ -22,28 +22,24 @@ void register_train(CLI::App* parent, Action& action) {
         add_field_options(cmd, s->data);
         accept_axis_names(cmd);
       },
-      [s](CLI::App* cmd) { add_point_model_options(cmd, s->model, "segmentation", 128, 14); });
+      [s](CLI::App* cmd) { add_point_model_options(cmd, s->model, "segmentation"); });
 }
 
 void register_eval(CLI::App* parent, Action& action) {
   auto* cmd = parent->add_subcommand(
       "eval", "evaluate a seg checkpoint; prints JSON (instance and class mIoU, per-category mIoU, point accuracy)");
   struct Opts {
-    EvalOptions eval;
+    RunOptions run;
     tasks::PointEvalSettings settings;
   };
   auto o = std::make_shared<Opts>();
-  add_eval_options(cmd, o->eval);
-  add_point_eval_options(cmd, o->settings, "none (i)", "per-point logit");
-  cmd->callback([o, &action] {
-    action = [o] {
-      auto s = o->settings;
-      s.checkpoint = o->eval.checkpoint;
-      s.split = o->eval.split;
-      s.seed = o->eval.common.seed;
-      print_json(tasks::evaluate_segmenter_run(s, apply_common_options(o->eval.common)));
-      return 0;
-    };
+  add_eval_options(cmd, o->settings.checkpoint, o->settings.split, o->run);
+  add_field_options(cmd, o->settings, {"votes"});
+  on_run(cmd, action, [o] {
+    auto s = o->settings;
+    s.seed = o->run.seed;
+    print_json(tasks::evaluate_segmenter_run(s, apply_run_options(o->run)));
+    return 0;
   });
 }
 
@@ -51,7 +47,7 @@ void register_predict(CLI::App* parent, Action& action) {
   auto* cmd = parent->add_subcommand(
       "predict", "label the parts of one shape (a point cloud or a mesh, --input); writes a PLY and PNG coloured by part");
   struct Opts {
-    CommonOptions common;
+    RunOptions common;
     tasks::PartPredictSettings settings;
     bool json = false;
   };
@@ -60,41 +56,38 @@ void register_predict(CLI::App* parent, Action& action) {
   o->common.out = s.out;
   add_checkpoint_option(cmd, s.checkpoint, "checkpoint file (RUN/checkpoints/best.ckpt)");
   add_field_options(cmd, s);
-  cmd->get_option("--input")->required();
   cmd->add_flag("--json", o->json, "print the per-point part labels as JSON");
   add_common_options(cmd, o->common,
                      "folder for <input name>.parts.ply (per-point 'label' property) and <input name>.parts.png; "
                      "predictions of several shapes can share it");
-  cmd->callback([o, &action] {
-    action = [o] {
-      auto s = o->settings;
-      s.out = o->common.out;
-      s.overwrite = o->common.overwrite;
-      s.seed = o->common.seed;
-      auto result = tasks::predict_parts_to_files(s, apply_common_options(o->common));
-      if (o->json) {
-        result.report["labels"] = result.labels;
-        print_json(result.report);
-      } else {
-        std::printf("%s", result.text.c_str());
-      }
-      return 0;
-    };
+  on_run(cmd, action, [o] {
+    auto s = o->settings;
+    s.out = o->common.out;
+    s.overwrite = o->common.overwrite;
+    s.seed = o->common.seed;
+    auto result = tasks::predict_parts_to_files(s, apply_run_options(o->common));
+    if (o->json) {
+      result.report["labels"] = result.labels;
+      print_json(result.report);
+    } else {
+      std::printf("%s", result.text.c_str());
+    }
+    return 0;
   });
+}
+
+void register_compare(CLI::App* parent, Action& action) {
+  register_point_compare(
+      parent, action, "table of finished seg runs: instance and class mIoU under each test rotation, invariance error",
+      tasks::kPartSegmentationCommand, 16, tasks::compare_segmenter_runs, tasks::segmenter_compare_text);
 }
 
 }  // namespace
 
 void register_seg(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand(
-      "seg", "rotation-invariant part segmentation: VNT-Net, VN-DGCNN and an xyz baseline on ShapeNet-part");
-  cmd->require_subcommand(1);
-  register_train(cmd, action);
-  register_eval(cmd, action);
-  register_predict(cmd, action);
-  register_point_compare(
-      cmd, action, "table of finished seg runs: instance and class mIoU under each test rotation, invariance error",
-      tasks::kPartSegmentationCommand, 16, tasks::compare_segmenter_runs, tasks::segmenter_compare_text);
+  add_command_group(app, action, "seg",
+                    "rotation-invariant part segmentation: VNT-Net, VN-DGCNN and an xyz baseline on ShapeNet-part",
+                    {register_train, register_eval, register_predict, register_compare});
 }
 
 }  // namespace qkv::cli

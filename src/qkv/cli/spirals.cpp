@@ -24,21 +24,18 @@ void register_eval(CLI::App* parent, Action& action) {
   auto* cmd = parent->add_subcommand("eval", "evaluate a spirals checkpoint on its run's split; prints JSON");
   auto o = std::make_shared<EvalOptions>();
   add_eval_options(cmd, *o);
-  cmd->callback([o, &action] {
-    action = [o] {
-      print_json(tasks::evaluate_spirals_run(o->checkpoint, o->split, apply_common_options(o->common)));
-      return 0;
-    };
+  on_run(cmd, action, [o] {
+    print_json(tasks::evaluate_spirals_run(o->checkpoint, o->split, apply_run_options(o->common)));
+    return 0;
   });
 }
 
 }  // namespace
 
 void register_spirals(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("spirals", "the trainer's end-to-end demo: an MLP on built-in 2-D spirals");
-  cmd->require_subcommand(1);
-  register_train(cmd, action);
-  register_eval(cmd, action);
+  add_command_group(app, action, "spirals",
+                    "the trainer's end-to-end demo: an MLP on built-in 2-D spirals",
+                    {register_train, register_eval});
 }
 
 }  // namespace qkv::cli

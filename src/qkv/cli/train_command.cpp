@@ -8,27 +8,12 @@
 #include "qkv/core/interrupt.h"
 
 namespace qkv::cli {
-namespace {
-
-void add_parallel_options(CLI::App* cmd, distributed::ParallelOptions& p) {
-  add_ranged_option(cmd, "--world-size", p.world_size,
-                    "data-parallel ranks in all (env WORLD_SIZE); --batch-size is per rank", 1, 65536);
-  add_ranged_option(cmd, "--rank", p.rank,
-                    "this process's rank, 0..world-size-1 (env RANK); rank 0 writes the run folder", 0, 65535);
-  cmd->add_option("--master", p.master, "ADDR:PORT where rank 0 serves the rendezvous (env MASTER_ADDR, MASTER_PORT; "
-                                        "default 127.0.0.1:29500)");
-  add_ranged_option(cmd, "--dist-timeout", p.timeout_seconds,
-                    "seconds to wait for peers at rendezvous and in each collective before failing", 0.1, 86400);
-}
-
-}  // namespace
-
 void register_train_command(CLI::App* parent, Action& action, TrainTask task,
                             const std::function<void(CLI::App* cmd)>& add_data_options,
                             const std::function<void(CLI::App* cmd)>& add_model_options) {
   auto* cmd = parent->add_subcommand("train", task.description);
   struct Opts {
-    CommonOptions common;
+    RunOptions common;
     train::TrainConfig train;
     std::string init_weights, resume, recipe;
     bool json = false;
@@ -58,30 +43,28 @@ void register_train_command(CLI::App* parent, Action& action, TrainTask task,
   });
   if (task.data_parallel)
     option_section(cmd, "Data-parallel training (qkv launch, or one process per rank)",
-                   [&] { add_parallel_options(cmd, o->train.parallel); });
+                   [&] { add_field_options(cmd, o->train.parallel); });
   auto shared = std::make_shared<TrainTask>(std::move(task));
-  cmd->callback([o, cmd, shared, &action] {
-    action = [o, cmd, shared] {
-      tasks::TrainCall call;
-      call.recipe = o->recipe;
-      call.seed = o->common.seed;
-      call.threads = o->common.threads;
-      call.device = o->common.device;
-      call.out = o->common.out;
-      call.overwrite = o->common.overwrite;
-      call.resume = o->resume;
-      call.init_weights = o->init_weights;
-      call.train = o->train;
-      call.given = given_keys(*cmd);
-      const auto outcome = tasks::train_command(*shared, call);
-      if (outcome.interrupted) return kExitInterrupted;
-      if (outcome.nothing_to_do || outcome.rank != 0) return 0;
-      if (o->json)
-        print_json(outcome.summary);
-      else
-        std::printf("%s", train::run_summary_text(outcome.summary, outcome.dir, outcome.test_label).c_str());
-      return 0;
-    };
+  on_run(cmd, action, [o, cmd, shared] {
+    tasks::TrainCall call;
+    call.recipe = o->recipe;
+    call.seed = o->common.seed;
+    call.threads = o->common.threads;
+    call.device = o->common.device;
+    call.out = o->common.out;
+    call.overwrite = o->common.overwrite;
+    call.resume = o->resume;
+    call.init_weights = o->init_weights;
+    call.train = o->train;
+    call.given = given_keys(*cmd);
+    const auto outcome = tasks::train_command(*shared, call);
+    if (outcome.interrupted) return kExitInterrupted;
+    if (outcome.nothing_to_do || outcome.rank != 0) return 0;
+    if (o->json)
+      print_json(outcome.summary);
+    else
+      std::printf("%s", train::run_summary_text(outcome.summary, outcome.dir, outcome.test_label).c_str());
+    return 0;
   });
 }
 

@@ -25,34 +25,29 @@ void register_train(CLI::App* parent, Action& action) {
         add_field_options(cmd, s->data);
         accept_axis_names(cmd);
       },
-      [s](CLI::App* cmd) { add_point_model_options(cmd, s->model, "classification", 16, 24); });
+      [s](CLI::App* cmd) { add_point_model_options(cmd, s->model, "classification"); });
 }
 
 void register_eval(CLI::App* parent, Action& action) {
   auto* cmd = parent->add_subcommand("eval", "evaluate a vnt checkpoint; prints JSON (accuracy, mean class accuracy, "
                                              "confusion matrix)");
   struct Opts {
-    EvalOptions eval;
+    RunOptions run;
     tasks::PointEvalSettings settings;
   };
   auto o = std::make_shared<Opts>();
-  add_eval_options(cmd, o->eval);
-  add_votes_option(cmd, o->settings.votes);
-  add_point_eval_options(cmd, o->settings, "none", "logit");
-  cmd->callback([o, &action] {
-    action = [o] {
-      auto s = o->settings;
-      s.checkpoint = o->eval.checkpoint;
-      s.split = o->eval.split;
-      s.seed = o->eval.common.seed;
-      const auto metrics = tasks::evaluate_classifier_run(s, apply_common_options(o->eval.common));
-      // For the reader, scikit-learn's layout on stderr; stdout stays JSON.
-      if (metrics.contains("per_class"))
-        std::fprintf(stderr, "%s", train::format_classification_report(metrics, metrics.at("accuracy")).c_str());
-      for (const auto& w : train::degenerate_result_warnings(metrics)) std::fprintf(stderr, "warning: %s\n", w.c_str());
-      print_json(metrics);
-      return 0;
-    };
+  add_eval_options(cmd, o->settings.checkpoint, o->settings.split, o->run);
+  add_field_options(cmd, o->settings);
+  on_run(cmd, action, [o] {
+    auto s = o->settings;
+    s.seed = o->run.seed;
+    const auto metrics = tasks::evaluate_classifier_run(s, apply_run_options(o->run));
+    // For the reader, scikit-learn's layout on stderr; stdout stays JSON.
+    if (metrics.contains("per_class"))
+      std::fprintf(stderr, "%s", train::format_classification_report(metrics, metrics.at("accuracy")).c_str());
+    for (const auto& w : train::degenerate_result_warnings(metrics)) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    print_json(metrics);
+    return 0;
   });
 }
 
@@ -60,32 +55,25 @@ void register_predict(CLI::App* parent, Action& action) {
   auto* cmd = parent->add_subcommand("predict", "classify one shape file (a mesh or a point cloud, --input); "
                                                 "prints class probabilities");
   struct Opts {
-    CommonOptions common;
-    std::string checkpoint, input, rotate = "none";
-    int64_t top = 5, votes = 0;
+    RunOptions common;
+    std::string checkpoint;
+    tasks::ShapePredictSettings s;
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
   add_checkpoint_option(cmd, o->checkpoint, "checkpoint file (RUN/checkpoints/best.ckpt)");
-  cmd->add_option("--input", o->input, "shape file: a mesh (.off .ply .obj .stl) or a point cloud (.ply .pcd, or x y z [nx ny nz] lines in .txt .xyz "
-                  ".csv)")
-      ->required();
-  cmd->add_option("--rotate", o->rotate, "rotate the shape first: none, z or so3 (seeded by --seed); none by default: the file as it is")
-      ->capture_default_str();
-  add_ranged_option(cmd, "--top", o->top, "classes to print (text output)", 1, 100000);
+  add_field_options(cmd, o->s);
   cmd->add_flag("--json", o->json, "print all class probabilities as JSON");
-  add_votes_option(cmd, o->votes);
   add_common_options(cmd, o->common, "");
-  cmd->callback([o, &action] {
-    action = [o] {
-      const c10::Device device = apply_common_options(o->common);
-      const auto result = tasks::classify_shape_file(o->checkpoint, o->input, o->rotate, o->common.seed, o->votes, device);
-      if (o->json)
-        print_json(result.to_json(o->input, o->rotate));
-      else
-        std::printf("%s", result.text(o->input, o->top).c_str());
-      return 0;
-    };
+  on_run(cmd, action, [o] {
+    const auto& s = o->s;
+    const auto result = tasks::classify_shape_file(o->checkpoint, s.input, s.rotate, o->common.seed, s.votes,
+                                                   apply_run_options(o->common));
+    if (o->json)
+      print_json(result.to_json(s.input, s.rotate));
+    else
+      std::printf("%s", result.text(s.input, s.top).c_str());
+    return 0;
   });
 }
 
@@ -93,7 +81,7 @@ void register_attention(CLI::App* parent, Action& action) {
   auto* cmd = parent->add_subcommand(
       "attention", "write the shape and a rotated copy as PLY point clouds and PNG pictures coloured by one attention row (Figure 1)");
   struct Opts {
-    CommonOptions common;
+    RunOptions common;
     std::string checkpoint;
     tasks::AttentionSettings settings;
   };
@@ -101,32 +89,28 @@ void register_attention(CLI::App* parent, Action& action) {
   o->common.out = "runs/attention";
   add_checkpoint_option(cmd, o->checkpoint, "checkpoint of a vnt or vnt+n run");
   add_field_options(cmd, o->settings);
-  cmd->get_option("--input")->required();
   add_common_options(cmd, o->common,
                      "folder for shape.ply/.png and rotated.ply/.png (PLY: per-point 'attention' property)");
-  cmd->callback([o, &action] {
-    action = [o] {
-      const c10::Device device = apply_common_options(o->common);
-      print_json(tasks::write_attention_pictures(o->checkpoint, o->settings, o->common.seed, o->common.out,
-                                                 o->common.overwrite, device));
-      return 0;
-    };
+  on_run(cmd, action, [o] {
+    const c10::Device device = apply_run_options(o->common);
+    print_json(tasks::write_attention_pictures(o->checkpoint, o->settings, o->common.seed, o->common.out,
+                                               o->common.overwrite, device));
+    return 0;
   });
+}
+
+void register_compare(CLI::App* parent, Action& action) {
+  register_point_compare(
+      parent, action, "table of finished vnt runs: accuracy under each test rotation and the measured invariance error",
+      tasks::kClassificationCommand, 32, tasks::compare_classifier_runs, tasks::classifier_compare_text);
 }
 
 }  // namespace
 
 void register_vnt(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand(
-      "vnt", "rotation-invariant point-cloud classification: VNT-Net, VN-DGCNN and an xyz baseline");
-  cmd->require_subcommand(1);
-  register_train(cmd, action);
-  register_eval(cmd, action);
-  register_predict(cmd, action);
-  register_attention(cmd, action);
-  register_point_compare(
-      cmd, action, "table of finished vnt runs: accuracy under each test rotation and the measured invariance error",
-      tasks::kClassificationCommand, 32, tasks::compare_classifier_runs, tasks::classifier_compare_text);
+  add_command_group(app, action, "vnt",
+                    "rotation-invariant point-cloud classification: VNT-Net, VN-DGCNN and an xyz baseline",
+                    {register_train, register_eval, register_predict, register_attention, register_compare});
 }
 
 }  // namespace qkv::cli

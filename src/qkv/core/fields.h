@@ -43,6 +43,11 @@ struct Field {
   // for one release; nullptr = none.
   const char* old_option = nullptr;
 
+  // A front end must give it (the CLI makes the option required).
+  bool required = false;
+  // A text field naming a file that must exist (the CLI checks it when the
+  // option is parsed; readers say so again, naming the file).
+  bool existing = false;
   Field range(double lo, double hi) const {
     Field f = *this;
     f.min = lo;
@@ -53,6 +58,16 @@ struct Field {
   Field was(const char* old_name) const {
     Field f = *this;
     f.old_option = old_name;
+    return f;
+  }
+  Field needed() const {
+    Field f = *this;
+    f.required = true;
+    return f;
+  }
+  Field existing_file() const {
+    Field f = *this;
+    f.existing = true;
     return f;
   }
   Field one_of(const char* words) const {

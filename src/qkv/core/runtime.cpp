@@ -1,7 +1,9 @@
 #include "qkv/core/runtime.h"
+#include "qkv/core/run_options.h"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
@@ -77,6 +79,14 @@ c10::Device parse_device(const std::string& text) {
 void seed_everything(uint64_t seed) { torch::manual_seed(seed); }
 
 std::string qkv_version() { return QKV_VERSION; }
+
+int max_useful_threads() { return 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+c10::Device apply_run_options(const RunOptions& o) {
+  set_threads(o.threads);
+  seed_everything(o.seed);
+  return parse_device(o.device);
+}
 
 int64_t physical_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "qkv/core/fields.h"
+
 namespace torch::nn {
 class Module;
 }
@@ -28,6 +30,21 @@ struct ParallelOptions {
 
   bool distributed() const { return world_size > 1; }
 };
+
+// Options of a run, not settings: config.json does not record them.
+template <typename V>
+void visit_fields(ParallelOptions& p, V&& visit) {
+  visit(Field{"world_size", "data-parallel ranks in all (env WORLD_SIZE); --batch-size is per rank"}.range(1, 65536),
+        p.world_size);
+  visit(Field{"rank", "this process's rank, 0..world-size-1 (env RANK); rank 0 writes the run folder"}.range(0, 65535),
+        p.rank);
+  visit(Field{"master",
+              "ADDR:PORT where rank 0 serves the rendezvous (env MASTER_ADDR, MASTER_PORT; default 127.0.0.1:29500)"},
+        p.master);
+  visit(Field{"dist_timeout", "seconds to wait for peers at rendezvous and in each collective before failing"}.range(
+            0.1, 86400),
+        p.timeout_seconds);
+}
 
 // Fills what the command line left unset from WORLD_SIZE, RANK, MASTER_ADDR and
 // MASTER_PORT (torchrun's names), then checks it: UsageError naming the option

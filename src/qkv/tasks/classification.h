@@ -175,7 +175,7 @@ struct AttentionSettings {
 
 template <typename V>
 void visit_fields(AttentionSettings& s, V&& visit) {
-  visit(Field{"input", "shape file: a mesh (.off .ply .obj .stl) or a point cloud (.ply .pcd .txt .xyz .csv)"}, s.input);
+  visit(Field{"input", "shape file: a mesh (.off .ply .obj .stl) or a point cloud (.ply .pcd .txt .xyz .csv)"}.needed(), s.input);
   visit(Field{"query", "index of the query point whose attention row colours the cloud"}.range(0, 1 << 20), s.query);
   visit(Field{"block", "which basic block's attention (0-based), averaged over its heads"}.range(0, 1024), s.block);
   visit(Field{"scale",
@@ -205,6 +205,24 @@ TrainTask classification_train_task(std::shared_ptr<ClassificationTrainSettings>
 // rotation, votes and size, and with s.invariance_shapes > 0 the invariance
 // measurement. DataError when the data's classes are not the run's.
 nlohmann::json evaluate_classifier_run(const PointEvalSettings& s, const c10::Device& device);
+
+// `vnt predict`'s options beyond the checkpoint and the run options.
+struct ShapePredictSettings {
+  std::string input, rotate = "none";
+  int64_t top = 5, votes = 0;
+};
+template <typename V>
+void visit_fields(ShapePredictSettings& s, V&& visit) {
+  visit(Field{"input",
+              "shape file: a mesh (.off .ply .obj .stl) or a point cloud (.ply .pcd, or x y z [nx ny nz] lines in "
+              ".txt .xyz .csv)"}
+            .needed(),
+        s.input);
+  visit(Field{"rotate", "rotate the shape first: none, z or so3 (seeded by --seed); none by default: the file as it is"},
+        s.rotate);
+  visit(Field{"top", "classes to print (text output)"}.range(1, 100000), s.top);
+  visit(Field{"votes", kVotesHelp}.range(0, 64), s.votes);
+}
 
 // `vnt predict`: one shape file's class probabilities under a run's model,
 // most likely first; `votes` 0 = the run's.

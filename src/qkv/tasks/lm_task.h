@@ -40,7 +40,7 @@ struct LmData {
 template <typename V>
 void visit_fields(LmData& d, V&& visit) {
   visit(Field{"task", "built-in task: copy, reverse, addition, induction"}, d.task.task);
-  visit(Field{"text", "train on this UTF-8 text file instead of a task"}, d.text);
+  visit(Field{"text", "train on this UTF-8 text file instead of a task"}.existing_file(), d.text);
   visit(Field{"samples", "task instances (80/10/10 train/val/test)"}.range(10, 1e8), d.task.samples);
   visit(Field{"min_length", "task string length, smallest"}.range(1, 1e5), d.task.min_length);
   visit(Field{"max_length", "task string length, largest"}.range(1, 1e5), d.task.max_length);
@@ -145,7 +145,7 @@ struct GenerateSettings {
 
 template <typename V>
 void visit_fields(GenerateSettings& s, V&& visit) {
-  visit(Field{"prompt", "the text to continue (UTF-8)"}, s.prompt);
+  visit(Field{"prompt", "the text to continue (UTF-8)"}.needed(), s.prompt);
   visit(Field{"max_new", "bytes to generate at most; their keys and values must fit in this machine's memory"}.at_least(0),
         s.gen.max_new);
   visit(Field{"temperature",
@@ -162,7 +162,7 @@ void visit_fields(GenerateSettings& s, V&& visit) {
   visit(Field{"save_cache",
               "write the prompt's KV cache to this file (resume with --load-cache); --max-new 0 writes it alone"},
         s.gen.save_cache);
-  visit(Field{"load_cache", "start from a cache --save-cache wrote; the prompt must begin with its text"},
+  visit(Field{"load_cache", "start from a cache --save-cache wrote; the prompt must begin with its text"}.existing_file(),
         s.gen.load_cache);
   visit(Field{"stop_at_newline",
               "stop after a newline (the built-in tasks' terminator; the default for a model trained on a task)"},

@@ -31,8 +31,8 @@ struct CohortFiles {
 
 template <typename V>
 void visit_fields(CohortFiles& f, V&& visit) {
-  visit(Field{"manifest", "cohort CSV: subject_id,label,spect[,covariates] (spect: NIfTI path)"}, f.manifest);
-  visit(Field{"methylation", "DNA-methylation table (CSV/TSV): subject_id, then one beta-value column per CpG site"},
+  visit(Field{"manifest", "cohort CSV: subject_id,label,spect[,covariates] (spect: NIfTI path)"}.needed(), f.manifest);
+  visit(Field{"methylation", "DNA-methylation table (CSV/TSV): subject_id, then one beta-value column per CpG site"}.needed(),
         f.methylation);
   visit(Field{"max_missing", kMaxMissingHelp}.range(0, 1), f.max_missing);
   visit(Field{"reorient", kReorientHelp}, f.reorient);

@@ -161,7 +161,8 @@ void visit_fields(PartPredictSettings& s, V&& visit) {
   visit(Field{"input",
               "shape: a point cloud (x y z [nx ny nz] lines, or ShapeNet-part's 'x y z nx ny nz part' lines, whose "
               "labels are then scored; or .xyz .csv .ply .pcd) whose every point is labelled, or a mesh (.off .ply "
-              ".obj .stl) sampled to the run's --points"},
+              ".obj .stl) sampled to the run's --points"}
+            .needed(),
         s.input);
   visit(Field{"category", "the object's class: a ShapeNet-part category name or synset, e.g. Table or 04379243 (REQUIRED)",
               "class"}

@@ -162,9 +162,7 @@ TrainTask point_train_task(std::shared_ptr<Settings> s, const char* command, con
     prepare_point_data(s->data, r, out);
   };
   task.set_setting = [s](const std::string& key, const std::string& value, const std::string& what) {
-    if (key != "model") return set_field_from_text(s->data, key, value, what);
-    s->model.model = value;
-    return true;
+    return set_field_from_text(s->data, key, value, what) || set_field_from_text(s->model, key, value, what);
   };
   task.check_outputs = check_point_outputs<Data>;
   task.load = [finish](train::RunRequest& r, const LoadContext& context) {

@@ -99,6 +99,11 @@ std::string resolve_up_axis(pointcloud::PointViewOptions& view, const std::strin
                             const at::Tensor& train_points = {});
 
 
+// The help of eval's and predict's votes.
+inline constexpr const char* kVotesHelp =
+    "test-time votes: average the class probabilities of this many samplings of each shape (same pose); 0 = the "
+    "run's (its --votes, default 1)";
+
 // `vnt eval` / `seg eval`: a run's checkpoint scored on one split of its
 // data, or of another folder with the same classes, under a rotation.
 struct PointEvalSettings {
@@ -111,6 +116,24 @@ struct PointEvalSettings {
   uint64_t seed = 0;
 };
 
+// The settings eval adds to the checkpoint, split and seed every eval
+// command takes (segmentation has no votes).
+template <typename V>
+void visit_fields(PointEvalSettings& s, V&& visit) {
+  visit(Field{"votes", kVotesHelp}.range(0, 64), s.votes);
+  visit(Field{"data", "data folder or 'synthetic'; default: the run's own data"}, s.data);
+  visit(Field{"rotate",
+              "rotations of the evaluated clouds: none, z or so3 (so3 by default: eval tests invariance; predict "
+              "takes the file as it is)"},
+        s.rotate);
+  visit(Field{"invariance_shapes",
+              "also measure the largest change of the logits (per point for segmentation) under 4 random rotations "
+              "on this many shapes",
+              "invariance"}
+            .range(0, 100000),
+        s.invariance_shapes);
+}
+
 // The model of a point-cloud train command: a registry name, its options as
 // JSON or a preset's name, and the paper's size settings (0 = the model's
 // default).
@@ -119,6 +142,27 @@ struct PointModelSettings {
   std::string model_options = "{}";
   int64_t linear_dim = 0, heads = 0, head_dim = 0;
 };
+
+// The model's name is an option of its own: its choices are the task's models.
+template <typename V>
+void visit_fields(PointModelSettings& s, V&& visit) {
+  visit(Field{"model", "registry name (qkv params --list)", ""}, s.model);
+  visit(Field{"linear_dim",
+              "VNT-Net: linear dimension C (the paper: 16 for classification, 128 for segmentation); 0 = model "
+              "default"}
+            .range(0, 4096),
+        s.linear_dim);
+  visit(Field{"heads",
+              "models with attention: heads (the VNT paper: 24 for classification, 14 for segmentation); 0 = model "
+              "default"}
+            .range(0, 1024),
+        s.heads);
+  visit(Field{"head_dim", "VNT-Net: head size (the paper: 16); 0 = model default"}.range(0, 4096), s.head_dim);
+  visit(Field{"model_options",
+              "any other model option as JSON, e.g. '{\"k\":16,\"pooling\":\"max\"}', or a preset such as "
+              "vnt-1.37m (qkv params --model M lists both)"},
+        s.model_options);
+}
 
 // The registry options of `s`: model_options plus each size setting that is
 // set (> 0). ConfigError naming the size's key where the model has no such
