@@ -36,7 +36,8 @@ def names(task=None):
 
 
 def describe(name):
-    """The registry's entry: description, task, inputs, options (key, default, help, source)."""
+    """The registry's entry: description, task, inputs, options (key, default, help, source), and whether
+    it is a network (XGBoost is not: create() refuses it)."""
     for e in _registry():
         if e["name"] == name:
             return e

@@ -199,7 +199,7 @@ nlohmann::json registry_entry_json(const models::ModelEntry& e) {
   for (const auto& o : e.options)
     options.push_back({{"key", o.key}, {"default", o.default_value}, {"help", o.help}, {"source", o.source}});
   return {{"name", e.name}, {"description", e.description}, {"task", e.task}, {"inputs", e.inputs},
-          {"options", options}};
+          {"options", options}, {"network", e.network}};
 }
 
 void bind_models(py::module_& m) {

@@ -248,6 +248,20 @@ TEST(Cli, ParamsJsonAndList) {
     EXPECT_TRUE(at > classification && at < segmentation) << m << " in\n" << list.output;
   }
   expect_clean_failure(run("params --model vnt --count --json"), 2, "--json");
+
+  // XGBoost is an entry of the mhca task: its options, no parameter count.
+  EXPECT_NE(list.output.find("\n  xgboost "), std::string::npos) << list.output;
+  const auto xgboost = run("params --model xgboost --json");
+  ASSERT_EQ(xgboost.status, 0) << xgboost.output;
+  const auto card = nlohmann::json::parse(xgboost.output);
+  EXPECT_EQ(card.at("task"), "mhca");
+  EXPECT_EQ(card.at("inputs"), nlohmann::json::array({"methylation"}));
+  EXPECT_EQ(card.at("options").at("max_depth").at("default"), 6);
+  EXPECT_EQ(card.at("options").at("max_depth").at("source"), "the paper");
+  EXPECT_TRUE(card.at("parameters").is_null());
+  EXPECT_NE(run("params --model xgboost").output.find("parameters  none: not a network"), std::string::npos);
+  expect_clean_failure(run("params --model xgboost --count"), 2, "xgboost is not a network");
+  expect_clean_failure(run("params --model xgboost --model-options '{\"max_depth\": 0}'"), 2, "max_depth");
 }
 
 TEST(Cli, TrainEvalExportAndInitWeights) {

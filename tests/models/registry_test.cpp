@@ -132,8 +132,21 @@ TEST(Registry, ForwardReadsExactlyTheDeclaredInputs) {
   std::set<std::string> covered;
   for (const auto& [name, options] : small_options()) covered.insert(name);
   std::set<std::string> registered;
-  for (const auto& e : models::model_registry()) registered.insert(e.name);
-  EXPECT_EQ(covered, registered) << "small_options() needs a line per registered model";
+  for (const auto& e : models::model_registry()) {
+    if (e.network) {
+      registered.insert(e.name);
+      continue;
+    }
+    // A model that is not a network says so instead of building, and counts nothing.
+    try {
+      e.make(nlohmann::json::object());
+      ADD_FAILURE() << e.name << " built a module";
+    } catch (const UsageError& err) {
+      EXPECT_NE(std::string(err.what()).find("not a network"), std::string::npos) << err.what();
+    }
+    EXPECT_EQ(e.size(nlohmann::json::object(), 1).parameters, 0) << e.name;
+  }
+  EXPECT_EQ(covered, registered) << "small_options() needs a line per registered network";
 
   torch::NoGradGuard no_grad;
   auto check = [](const models::ModelEntry& e, const nlohmann::json& options) {
@@ -192,7 +205,9 @@ TEST(Registry, ModelsForTask) {
   EXPECT_EQ(models::models_for_task("segmentation"),
             (std::vector<std::string>{"vnt-seg", "vn-dgcnn-seg", "xyz-transformer-seg"}));
   EXPECT_EQ(models::models_for_task("mhca"), (std::vector<std::string>{"mhca", "concatnet", "spectnet", "mhca-x",
-                                                                       "mhca-x-uniform", "mhca-x-no-values"}));
+                                                                       "mhca-x-uniform", "mhca-x-no-values",
+                                                                       "xgboost"}));
+  EXPECT_FALSE(models::find_model("xgboost").network);
   EXPECT_EQ(models::models_for_task("lm"), (std::vector<std::string>{"transformer-lm", "lstm-lm", "gru-lm"}));
   EXPECT_EQ(models::models_for_task("spirals"), std::vector<std::string>{"mlp"});
   EXPECT_THROW(models::models_for_task("regression"), std::invalid_argument);

@@ -31,29 +31,29 @@ void register_params(CLI::App& app, Action& action) {
   cmd->add_flag("--list", o->list, "list the registered models by task");
   auto* count = cmd->add_flag("--count", o->count, "print only the parameter count");
   cmd->add_flag("--json", o->json, "print it all as JSON")->excludes(count);
-  cmd->callback([o, &action] {
-    action = [o] {
-      if (o->list) {
-        if (!o->json) {
-          std::printf("%s", models::model_list_text().c_str());
-          return 0;
-        }
-        auto list = nlohmann::json::array();
-        for (const auto& e : models::model_registry()) list.push_back(models::model_card(e, nlohmann::json::object(), false));
-        print_json(list);
+  on_run(cmd, action, [o] {
+    if (o->list) {
+      if (!o->json) {
+        std::printf("%s", models::model_list_text().c_str());
         return 0;
       }
-      if (o->model.empty()) throw UsageError("params: --model is required (or --list)");
-      const auto& entry = models::find_model(o->model);
-      const auto card = models::model_card(entry, models::parse_model_options(o->options, o->model));
-      if (o->count)
-        std::printf("%lld\n", static_cast<long long>(card.at("parameters").get<int64_t>()));
-      else if (o->json)
-        print_json(card);
-      else
-        std::printf("%s", with_setting_names(models::model_card_text(card)).c_str());
+      auto list = nlohmann::json::array();
+      for (const auto& e : models::model_registry()) list.push_back(models::model_card(e, nlohmann::json::object(), false));
+      print_json(list);
       return 0;
-    };
+    }
+    if (o->model.empty()) throw UsageError("params: --model is required (or --list)");
+    const auto& entry = models::find_model(o->model);
+    const auto card = models::model_card(entry, models::parse_model_options(o->options, o->model));
+    if (o->count && card.at("parameters").is_null())
+      throw UsageError("params: --count: " + o->model + " is not a network; it has no parameters to count");
+    if (o->count)
+      std::printf("%lld\n", static_cast<long long>(card.at("parameters").get<int64_t>()));
+    else if (o->json)
+      print_json(card);
+    else
+      std::printf("%s", with_setting_names(models::model_card_text(card)).c_str());
+    return 0;
   });
 }
 

@@ -60,6 +60,9 @@ struct ModelEntry {
   // INT64_MAX (std::numeric_limits<int64_t>::max()). Throws UsageError on bad
   // options, as resolve, and on points < 1 for the models that use it.
   std::function<ModelSize(const nlohmann::json& options, int64_t points)> size;
+  // False for a model that is not a torch module (the XGBoost baseline): its
+  // task trains it by its own code, make() refuses, size() counts nothing.
+  bool network = true;
 
   // The inputs with these options: a model with a boolean "normals" option
   // reads inputs["normals"] exactly when it is true (vnt+n, or vnt-seg with

@@ -55,6 +55,10 @@ nlohmann::json model_card(const ModelEntry& e, const nlohmann::json& options, bo
                          {"inputs", e.inputs_with(options)},
                          {"options", opts}};
   if (!with_size) return card;
+  if (!e.network) {  // trees: no parameters to count (null, as mhca cv's summary says)
+    card["parameters"] = nullptr;
+    return card;
+  }
   card["parameters"] = e.size(options, 1).parameters;
   // Each preset with the count it gives, so a paper's size is one look away.
   auto presets = nlohmann::json::array();
@@ -90,7 +94,10 @@ std::string model_card_text(const nlohmann::json& card) {
     text += line_of("  %-*s  %-*s  %s%s\n", static_cast<int>(key_width), o.key.c_str(), static_cast<int>(value_width),
                     values[i].c_str(), o.help.c_str(), source.c_str());
   }
-  text += line_of("parameters  %lld\n", static_cast<long long>(card.at("parameters").get<int64_t>()));
+  if (card.at("parameters").is_null())
+    text += "parameters  none: not a network\n";
+  else
+    text += line_of("parameters  %lld\n", static_cast<long long>(card.at("parameters").get<int64_t>()));
   if (!card.contains("presets")) return text;
   text += "presets     ({model_options} NAME)\n";
   for (const auto& p : card.at("presets"))

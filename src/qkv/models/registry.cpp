@@ -10,6 +10,7 @@
 #include "qkv/core/errors.h"
 #include "qkv/core/runtime.h"
 #include "qkv/core/text.h"
+#include "qkv/medical/xgboost.h"
 #include "qkv/models/mhca.h"
 #include "qkv/models/mhca_x.h"
 #include "qkv/models/mlp.h"
@@ -111,6 +112,51 @@ ModelEntry recurrent_lm_entry(const std::string& name, std::string description) 
       });
 }
 
+// The MHCA paper's methylation baseline, gradient-boosted trees: in the
+// registry for what the registry tells (task, inputs, options), trained by
+// the mhca task's own code. Its options are config.json's keys; the command
+// line sets them as --xgb-* (medical/xgboost.h).
+ModelEntry xgboost_entry() {
+  auto resolve = [](const nlohmann::json& j) {
+    try {
+      const auto params = medical::XGBoostParams::from_json(j);
+      params.validate();
+      return params.to_json();
+    } catch (const DataError& e) {  // the options come from the caller here, not from a file
+      throw UsageError(first_line(e.what()));
+    }
+  };
+  const OptionHelpList help = {
+      {"learning_rate", "shrinkage of each tree's contribution (eta)", "the paper"},
+      {"n_estimators", "boosting rounds", "the paper"},
+      {"max_depth", "tree depth", "the paper"},
+      {"min_child_weight", "least hessian weight in a leaf", "the paper"},
+      {"gamma", "least loss reduction a split must make", "the paper"},
+      {"subsample", "share of the rows each tree sees", "the paper"},
+      {"colsample_bytree", "share of the columns each tree sees", "the paper"},
+      {"scale_pos_weight", "weight of the positive class", "the paper"},
+      {"tree_method", "exact, approx or hist", "our choice"},
+      {"max_bin", "histogram bins (hist and approx)"},
+      {"threads", "XGBoost's threads; 0 = one per core", "our choice"},
+      {"seed", "XGBoost's seed"}};
+  ModelEntry e{"xgboost",
+               "gradient-boosted trees on the CpG features (XGBoost; the paper's baseline, not a network)",
+               "mhca",
+               {"methylation"},
+               describe_options(resolve(nlohmann::json::object()), help),
+               [](const nlohmann::json&) -> ModelPtr {
+                 throw UsageError("xgboost is gradient-boosted trees, not a network: 'qkv mhca train --model xgboost' "
+                                  "and 'qkv mhca cv' train it");
+               },
+               resolve,
+               [resolve](const nlohmann::json& j, int64_t) {
+                 resolve(j);
+                 return ModelSize{};
+               }};
+  e.network = false;
+  return e;
+}
+
 }  // namespace
 
 std::vector<std::string> ModelEntry::inputs_with(const nlohmann::json& options) const {
@@ -171,6 +217,7 @@ const std::vector<ModelEntry>& model_registry() {
                              "token positions; our design)"),
       mhca_x_entry("mhca-x-uniform", "mhca-x with its attention frozen to uniform (ablation)"),
       mhca_x_entry("mhca-x-no-values", "mhca-x with the attended values zeroed (ablation)"),
+      xgboost_entry(),
   };
   return registry;
 }

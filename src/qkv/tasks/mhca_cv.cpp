@@ -28,23 +28,13 @@ namespace qkv::tasks {
 namespace fs = std::filesystem;
 
 const std::vector<std::string>& cv_model_names() {
-  // The registry's MHCA-task networks, then the XGBoost baseline.
-  static const std::vector<std::string> names = [] {
-    auto n = models::models_for_task("mhca");
-    n.push_back("xgboost");
-    return n;
-  }();
+  static const std::vector<std::string> names = models::models_for_task("mhca");
   return names;
 }
 
 namespace {
 
-// The registry's entry of an MHCA network, or nullptr (XGBoost).
-const models::ModelEntry* network_entry(const std::string& model) {
-  for (const auto& name : models::models_for_task("mhca"))
-    if (name == model) return &models::find_model(name);
-  return nullptr;
-}
+bool is_network(const std::string& model) { return models::find_model(model).network; }
 
 bool entry_reads(const models::ModelEntry& entry, const std::string& input) {
   return std::find(entry.inputs.begin(), entry.inputs.end(), input) != entry.inputs.end();
@@ -125,14 +115,10 @@ class CVClock {
 
 }  // namespace
 
-bool model_reads_volumes(const std::string& model) {
-  const auto* entry = network_entry(model);
-  return entry && entry_reads(*entry, "spect");
-}
+bool model_reads_volumes(const std::string& model) { return entry_reads(models::find_model(model), "spect"); }
 
 bool model_reads_methylation(const std::string& model) {
-  const auto* entry = network_entry(model);
-  return !entry || entry_reads(*entry, "methylation");
+  return entry_reads(models::find_model(model), "methylation");
 }
 
 
@@ -161,7 +147,7 @@ nlohmann::json network_options(const std::string& model, const nlohmann::json& u
     if (!entry_has_option(entry, item.key())) {
       bool anyone = false;
       for (const auto& name : models::models_for_task("mhca"))
-        anyone = anyone || entry_has_option(models::find_model(name), item.key());
+        anyone = anyone || (is_network(name) && entry_has_option(models::find_model(name), item.key()));
       if (anyone) continue;
     }
     j[item.key()] = item.value();
@@ -683,7 +669,7 @@ nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVO
       const std::string model_dir = dir + "/" + m;
       // XGBoost trains on train + val (no early stopping) and gets one line, once it is fitted.
       char sizes[96];
-      if (m == "xgboost")
+      if (!is_network(m))
         std::snprintf(sizes, sizeof sizes, "%zu train / %zu test", fold.train.size() + fold.val.size(),
                       fold.test.size());
       else
@@ -696,9 +682,9 @@ nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVO
         fp.probabilities = j.at("probabilities").get<std::vector<double>>();
         fp.info = j.at("info");
       } else {
-        if (!options.quiet && m != "xgboost") std::fprintf(stderr, "%s %s: %s\n", label.c_str(), m.c_str(), sizes);
+        if (!options.quiet && is_network(m)) std::fprintf(stderr, "%s %s: %s\n", label.c_str(), m.c_str(), sizes);
         const auto start = std::chrono::steady_clock::now();
-        fp = m == "xgboost" ? train_xgboost_fold(cohort, fold, prep, options, model_dir)
+        fp = !is_network(m) ? train_xgboost_fold(cohort, fold, prep, options, model_dir)
                             : train_network_fold(cohort, fold, m, prep, options, model_dir, device);
         if (fp.probabilities.empty() || interrupt_requested()) return {{"interrupted", true}};
         nlohmann::json j = {{"probabilities", fp.probabilities}, {"info", fp.info}};
@@ -709,7 +695,7 @@ nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVO
       auto metrics = binary_metrics(fp.probabilities, cohort.labels_of(fold.test));
       if (!options.quiet && seconds >= 0)
         std::fprintf(stderr, "%s\n",
-                     fold_result_line(label, m, m == "xgboost" ? sizes : "", metrics, seconds, clock.eta()).c_str());
+                     fold_result_line(label, m, is_network(m) ? "" : sizes, metrics, seconds, clock.eta()).c_str());
       for (size_t i = 0; i < fold.test.size(); ++i) {
         const int64_t r = fold.test[i];
         run_probs[m][fold.run][r] = fp.probabilities.at(i);

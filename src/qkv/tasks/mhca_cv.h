@@ -21,17 +21,16 @@
 
 namespace qkv::tasks {
 
-// The models `cv` knows: the three networks of the model registry and the
-// XGBoost baseline on the selected CpG sites.
-const std::vector<std::string>& cv_model_names();  // mhca, concatnet, spectnet, xgboost
+// The models `cv` knows: the registry's models of the mhca task, its
+// networks and the XGBoost baseline on the selected CpG sites.
+const std::vector<std::string>& cv_model_names();
 
 // The models of `mhca cv --model`: names of cv_model_names(), or "paper"
 // (CVOptions' default four) or "all"; ConfigError naming "model" otherwise.
 std::vector<std::string> resolve_cv_models(const std::vector<std::string>& requested);
 
 // What a model of cv_model_names() reads, from the registry's inputs
-// ("spect", "methylation"); XGBoost, not a registry network, reads the
-// methylation table only.
+// ("spect", "methylation").
 bool model_reads_volumes(const std::string& model);
 bool model_reads_methylation(const std::string& model);
 

@@ -164,7 +164,8 @@ TrainTask mhca_train_task(std::shared_ptr<MhcaTrainSettings> s) {
     d.model_options = models::parse_model_options(s->model_options);
     d.validate();
     r.model_name = s->model;
-    r.model_options = s->model == "xgboost" ? d.selection.xgboost.to_json() : d.model_options;
+    // XGBoost's options are its --xgb-* settings; a network's, --model-options.
+    r.model_options = models::find_model(s->model).network ? d.model_options : d.selection.xgboost.to_json();
     r.data = d.to_json();
   };
   task.set_setting = [s](const std::string& key, const std::string& value, const std::string& what) {
@@ -174,7 +175,7 @@ TrainTask mhca_train_task(std::shared_ptr<MhcaTrainSettings> s) {
   };
   task.load = [](train::RunRequest& r, const LoadContext&) {
     auto d = MhcaTrainData::from_json(r.data);
-    const bool xgboost = r.model_name == "xgboost";
+    const bool xgboost = !models::find_model(r.model_name).network;
     auto prepared = std::make_shared<MhcaTrainRun>(prepare_mhca_train(d, !xgboost, r.seed));
     r.data = d.to_json();
     TaskRun run;

@@ -26,7 +26,8 @@ void visit_fields(FeatureSelection& s, V&& visit) {
         s.mode);
   visit(Field{"cpg_list",
               "fixed CpG list (one id per line, e.g. from 'qkv mhca select'); selecting on the whole cohort before "
-              "cross validation lets the test folds leak into the features"},
+              "cross validation lets the test folds leak into the features"}
+            .existing_file(),
         s.list_path);
   visit(Field{"n_features", "CpG sites RFE keeps; 0 = the SPECT token count (441 at 91x109x91)"}.range(0, 10000000), s.n_features);
   visit(Field{"rfe_step", "RFE: share of the features removed per round (< 1) or a count (>= 1)"}.range(1e-6, 10000000), s.rfe.step);
@@ -87,8 +88,8 @@ struct MhcaTrainData {
 
 template <typename V>
 void visit_fields(MhcaTrainData& d, V&& visit) {
-  visit(Field{"manifest", "cohort CSV: subject_id,label,spect[,covariates] (spect: NIfTI path)"}, d.manifest);
-  visit(Field{"methylation", "DNA-methylation table (CSV/TSV): subject_id, then one beta-value column per CpG site"},
+  visit(Field{"manifest", "cohort CSV: subject_id,label,spect[,covariates] (spect: NIfTI path)"}.needed(), d.manifest);
+  visit(Field{"methylation", "DNA-methylation table (CSV/TSV): subject_id, then one beta-value column per CpG site"}.needed(),
         d.methylation);
   visit(Field{"val_fraction",
               "share of subjects for early stopping and model selection (with --test-fraction 0.2: a 65/15/20 split; "
@@ -136,8 +137,8 @@ train::MetricFactory binary_metric_factory();
 // Loads and prepares; records the preprocessing and test subjects in `data`.
 MhcaTrainRun prepare_mhca_train(MhcaTrainData& data, bool volumes, uint64_t seed);
 
-// `mhca train`: the cohort and its preprocessing, the model (a network of
-// cv_model_names() or xgboost) and the networks' sizes as JSON.
+// `mhca train`: the cohort and its preprocessing, the model (one of
+// cv_model_names()) and the networks' sizes as JSON.
 struct MhcaTrainSettings {
   MhcaTrainData data;
   std::string model = "mhca";

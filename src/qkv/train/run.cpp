@@ -35,8 +35,8 @@ bool is_registered_model(const std::string& name) {
 
 namespace {
 
-// Registered models record their options with the defaults filled in; a model
-// outside the registry (XGBoost) records them as given.
+// Registered models record their options with the defaults filled in; a
+// name outside the registry (a run of another version) keeps them as given.
 nlohmann::json resolved_options(const RunRequest& r) {
   return is_registered_model(r.model_name) ? models::find_model(r.model_name).resolve(r.model_options)
                                            : r.model_options;
