@@ -194,7 +194,20 @@ CLI::Option* add_checkpoint_option(CLI::App* cmd, std::string& checkpoint, const
       ->transform(file_or_run);
 }
 
-void add_eval_options(CLI::App* cmd, EvalOptions& o) { add_eval_options(cmd, o.checkpoint, o.split, o.common); }
+CLI::App* add_eval_command(CLI::App* parent, Action& action, const std::string& description, Evaluate evaluate) {
+  struct Opts {
+    RunOptions run;
+    std::string checkpoint, split = "test";
+  };
+  auto* cmd = parent->add_subcommand("eval", description);
+  auto o = std::make_shared<Opts>();
+  add_eval_options(cmd, o->checkpoint, o->split, o->run);
+  on_run(cmd, action, [o, evaluate = std::move(evaluate)] {
+    print_json(evaluate(o->checkpoint, o->split, apply_run_options(o->run)));
+    return 0;
+  });
+  return cmd;
+}
 
 void add_eval_options(CLI::App* cmd, std::string& checkpoint, std::string& split, RunOptions& run) {
   add_checkpoint_option(cmd, checkpoint, "checkpoint file (RUN/checkpoints/best.ckpt)");

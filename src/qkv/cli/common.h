@@ -110,14 +110,13 @@ CLI::Option* add_old_spelling(CLI::App* cmd, const std::string& old_flag, const 
 // xgboost.json). A usage error names what is missing.
 CLI::Option* add_checkpoint_option(CLI::App* cmd, std::string& checkpoint, const std::string& help);
 
-// The options of every `eval` command: --checkpoint, --split, and the common ones.
-struct EvalOptions {
-  RunOptions common;
-  std::string checkpoint;
-  std::string split = "test";
-};
-void add_eval_options(CLI::App* cmd, EvalOptions& o);
+// The options of every `eval` command: --checkpoint, --split, and the run options.
 void add_eval_options(CLI::App* cmd, std::string& checkpoint, std::string& split, RunOptions& run);
+// An `eval` that prints `evaluate(checkpoint, split, device)`'s JSON and
+// has no options of its own beyond those the caller adds to the command it returns.
+using Evaluate = std::function<nlohmann::json(const std::string& checkpoint, const std::string& split,
+                                              const c10::Device& device)>;
+CLI::App* add_eval_command(CLI::App* parent, Action& action, const std::string& description, Evaluate evaluate);
 
 // The check of a numeric option's text against a field's range: NaN,
 // infinities and values outside [f.min, f.max] are refused with a message

@@ -16,26 +16,17 @@
 namespace qkv::cli {
 namespace {
 
-void register_train(CLI::App* parent, Action& action) {
-  auto s = std::make_shared<tasks::LmTrainSettings>();
-  register_train_command(
-      parent, action, tasks::lm_train_task(s),
-      [s](CLI::App* cmd) { add_field_options(cmd, s->data); },
-      [s](CLI::App* cmd) { add_field_options(cmd, s->model); });
-}
+void register_train(CLI::App* parent, Action& action) { register_train_command(parent, action, tasks::lm_train_task); }
 
 void register_eval(CLI::App* parent, Action& action) {
-  auto* cmd = parent->add_subcommand("eval", "loss, accuracy and (tasks) exact match of a checkpoint; prints JSON");
-  auto o = std::make_shared<EvalOptions>();
-  add_eval_options(cmd, *o);
   auto cache_dtype = std::make_shared<std::string>();
-  cmd->add_option("--cache-dtype", *cache_dtype,
-                  "measure through a KV cache of this type (f32, f16, bf16, int8, int4): every position attends "
-                  "keys and values as that cache stores them, and the tasks are decoded with it");
-  on_run(cmd, action, [o, cache_dtype] {
-    print_json(tasks::evaluate_lm_run(o->checkpoint, o->split, *cache_dtype, apply_run_options(o->common)));
-    return 0;
-  });
+  add_eval_command(parent, action, "loss, accuracy and (tasks) exact match of a checkpoint; prints JSON",
+                   [cache_dtype](const std::string& checkpoint, const std::string& split, const c10::Device& device) {
+                     return tasks::evaluate_lm_run(checkpoint, split, *cache_dtype, device);
+                   })
+      ->add_option("--cache-dtype", *cache_dtype,
+                   "measure through a KV cache of this type (f32, f16, bf16, int8, int4): every position attends "
+                   "keys and values as that cache stores them, and the tasks are decoded with it");
 }
 
 void register_generate(CLI::App* parent, Action& action) {

@@ -15,14 +15,7 @@ namespace qkv::cli {
 namespace {
 
 void register_train(CLI::App* parent, Action& action) {
-  auto s = std::make_shared<tasks::PartSegTrainSettings>();
-  register_train_command(
-      parent, action, tasks::part_segmentation_train_task(s),
-      [s](CLI::App* cmd) {
-        add_field_options(cmd, s->data);
-        accept_axis_names(cmd);
-      },
-      [s](CLI::App* cmd) { add_point_model_options(cmd, s->model, "segmentation"); });
+  register_point_train(parent, action, tasks::part_segmentation_train_task, "segmentation");
 }
 
 void register_eval(CLI::App* parent, Action& action) {

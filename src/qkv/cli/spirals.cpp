@@ -12,22 +12,11 @@
 namespace qkv::cli {
 namespace {
 
-void register_train(CLI::App* parent, Action& action) {
-  auto s = std::make_shared<tasks::SpiralsTrainSettings>();
-  register_train_command(
-      parent, action, tasks::spirals_train_task(s),
-      [s](CLI::App* cmd) { add_field_options(cmd, s->data); },
-      [s](CLI::App* cmd) { add_field_options(cmd, s->model); });
-}
+void register_train(CLI::App* parent, Action& action) { register_train_command(parent, action, tasks::spirals_train_task); }
 
 void register_eval(CLI::App* parent, Action& action) {
-  auto* cmd = parent->add_subcommand("eval", "evaluate a spirals checkpoint on its run's split; prints JSON");
-  auto o = std::make_shared<EvalOptions>();
-  add_eval_options(cmd, *o);
-  on_run(cmd, action, [o] {
-    print_json(tasks::evaluate_spirals_run(o->checkpoint, o->split, apply_run_options(o->common)));
-    return 0;
-  });
+  add_eval_command(parent, action, "evaluate a spirals checkpoint on its run's split; prints JSON",
+                   tasks::evaluate_spirals_run);
 }
 
 }  // namespace

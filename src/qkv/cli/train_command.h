@@ -6,6 +6,7 @@
 // (train/run.h); a short summary printed.
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <memory>
 #include <set>
 #include <string>
 
@@ -31,5 +32,15 @@ inline const std::set<std::string> kBatchNormFields = {"bn_momentum", "bn_moment
 void register_train_command(CLI::App* parent, Action& action, TrainTask task,
                             const std::function<void(CLI::App* cmd)>& add_data_options,
                             const std::function<void(CLI::App* cmd)>& add_model_options);
+
+// The same for a task made by `make_task(settings)` whose settings' `data`
+// and `model` are field lists (lm, spirals).
+template <typename Settings>
+void register_train_command(CLI::App* parent, Action& action, TrainTask (*make_task)(std::shared_ptr<const Settings>)) {
+  auto s = std::make_shared<Settings>();
+  register_train_command(
+      parent, action, make_task(s), [s](CLI::App* cmd) { add_field_options(cmd, s->data); },
+      [s](CLI::App* cmd) { add_field_options(cmd, s->model); });
+}
 
 }  // namespace qkv::cli

@@ -18,14 +18,7 @@ namespace qkv::cli {
 namespace {
 
 void register_train(CLI::App* parent, Action& action) {
-  auto s = std::make_shared<tasks::ClassificationTrainSettings>();
-  register_train_command(
-      parent, action, tasks::classification_train_task(s),
-      [s](CLI::App* cmd) {
-        add_field_options(cmd, s->data);
-        accept_axis_names(cmd);
-      },
-      [s](CLI::App* cmd) { add_point_model_options(cmd, s->model, "classification"); });
+  register_point_train(parent, action, tasks::classification_train_task, "classification");
 }
 
 void register_eval(CLI::App* parent, Action& action) {
