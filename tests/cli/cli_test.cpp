@@ -96,6 +96,22 @@ TEST(Cli, UsageErrorsExit2WithOneLine) {
   expect_clean_failure(run("params --model mlp --model-options '{\"hiden\": 3}'"), 2, "unknown option 'hiden'");
 }
 
+// What the settings' field lists mark as required, or as a file that must
+// exist, is refused by the option's name before anything is read.
+TEST(Cli, FieldsMarkedRequiredOrExistingAreCheckedAsOptions) {
+  const auto file = qkv::testing::temp_path("marked.ckpt");  // exists; never read: the checks come first
+  { std::ofstream(file) << "x"; }
+  for (const char* command : {"vnt predict", "seg predict", "vnt attention"})
+    expect_clean_failure(run(std::string(command) + " --checkpoint " + file), 2, "--input is required");
+  expect_clean_failure(run("lm generate --checkpoint " + file), 2, "--prompt is required");
+  expect_clean_failure(run("lm generate --prompt a --load-cache /no/such.cache --checkpoint " + file), 2,
+                       "--load-cache: File does not exist: /no/such.cache");
+  expect_clean_failure(run("lm train --text /no/such.txt"), 2, "--text: File does not exist");
+  expect_clean_failure(run("mhca select --methylation m.csv"), 2, "--manifest is required");
+  expect_clean_failure(run("mhca train --manifest a --methylation b --cpg-list /no/list"), 2,
+                       "--cpg-list: File does not exist");
+}
+
 TEST(Cli, HelpExplainsCommandsAndDefaults) {
   auto top = run("--help");
   EXPECT_EQ(top.status, 0);
