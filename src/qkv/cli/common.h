@@ -43,7 +43,7 @@ void add_recipe_option(CLI::App* cmd, std::string& recipe, const std::string& co
 // --overwrite alone, for commands whose output is named otherwise.
 void add_overwrite_flag(CLI::App* cmd, bool& overwrite);
 
-// One option per field of `settings` that has a flag (Field::flag != ""),
+// One option per field of `settings` that is one (Field::option is not ""),
 // bound to the field, with the field's help and its current value as the
 // default shown; fields named in `skip` are left out. The flag of each key is
 // remembered, so a ConfigError about the key names the flag.

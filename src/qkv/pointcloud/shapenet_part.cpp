@@ -27,8 +27,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kTextLayout = "shapenetcore_partanno_segmentation_benchmark_v0_normal";
-constexpr const char* kH5Layout = "hdf5_data";
 const char* const kSplits[3] = {"train", "val", "test"};
 
 std::string part_range(const PartCategory& c) {
@@ -119,7 +117,7 @@ ShapeNetPartData load_text(const fs::path& dir, const ShapeNetPartLoadOptions& o
   }
   const auto keep = wanted_categories(o);
   ShapeNetPartData data;
-  data.layout = kTextLayout;
+  data.layout = kShapeNetPartTextLayout;
   for (int split = 0; split < 3; ++split) {
     const auto list_path = dir / "train_test_split" / ("shuffled_" + std::string(kSplits[split]) + "_file_list.json");
     std::vector<TextItem> items;
@@ -178,7 +176,7 @@ ShapeNetPartData load_h5(const fs::path& dir, const ShapeNetPartLoadOptions& o) 
   const auto keep = wanted_categories(o);
   const int64_t p = o.points_per_shape;
   ShapeNetPartData data;
-  data.layout = kH5Layout;
+  data.layout = kShapeNetPartH5Layout;
   for (int split = 0; split < 3; ++split) {
     const auto list_path = dir / (std::string(kSplits[split]) + "_hdf5_file_list.txt");
     std::vector<at::Tensor> points, parts;
@@ -347,22 +345,22 @@ ShapeNetPartData load_shapenet_part(const std::string& dir_name, const ShapeNetP
                                "the predict commands' --input)");
   if (!is_dir(dir)) throw DataError(dir_name + ": no such folder");
   auto layout_of = [](const fs::path& d) -> std::string {
-    if (is_file(d / "synsetoffset2category.txt")) return kTextLayout;
-    if (is_file(d / "train_hdf5_file_list.txt") || is_file(d / "test_hdf5_file_list.txt")) return kH5Layout;
+    if (is_file(d / "synsetoffset2category.txt")) return kShapeNetPartTextLayout;
+    if (is_file(d / "train_hdf5_file_list.txt") || is_file(d / "test_hdf5_file_list.txt")) return kShapeNetPartH5Layout;
     return "";
   };
   std::string layout = layout_of(dir);
-  for (const char* sub : {kTextLayout, kH5Layout})
+  for (const char* sub : {kShapeNetPartTextLayout, kShapeNetPartH5Layout})
     if (layout.empty() && is_dir(dir / sub) && !(layout = layout_of(dir / sub)).empty()) dir /= sub;
   if (layout.empty())
-    throw DataError(dir_name + ": not a ShapeNet-part folder: looked for synsetoffset2category.txt (" + kTextLayout +
-                    ") and train_hdf5_file_list.txt (" + kH5Layout + "), here and in subfolders of those names");
+    throw DataError(dir_name + ": not a ShapeNet-part folder: looked for synsetoffset2category.txt (" + kShapeNetPartTextLayout +
+                    ") and train_hdf5_file_list.txt (" + kShapeNetPartH5Layout + "), here and in subfolders of those names");
   // 0: more points than a view takes, so that views redraw among them each
   // epoch: 2,500 per text-layout shape (the files hold ~2,600), all 2,048 of
   // the HDF5 layout.
   ShapeNetPartLoadOptions resolved = o;
-  if (resolved.points_per_shape == 0) resolved.points_per_shape = layout == kTextLayout ? 2500 : 2048;
-  return layout == kTextLayout ? load_text(dir, resolved) : load_h5(dir, resolved);
+  if (resolved.points_per_shape == 0) resolved.points_per_shape = layout == kShapeNetPartTextLayout ? 2500 : 2048;
+  return layout == kShapeNetPartTextLayout ? load_text(dir, resolved) : load_h5(dir, resolved);
 }
 
 }  // namespace qkv::pointcloud

@@ -42,12 +42,15 @@ PartText read_part_text(const std::string& path, const PartCategory* category = 
 // file of the text layout rather than x y z [nx ny nz]).
 bool looks_like_part_text(const std::string& path);
 
+// The two public layouts, by the folder names they are published under.
+inline constexpr const char* kShapeNetPartTextLayout = "shapenetcore_partanno_segmentation_benchmark_v0_normal";
+inline constexpr const char* kShapeNetPartH5Layout = "hdf5_data";
+
 struct ShapeNetPartData {
   // labels: category index into shapenet_part_categories(); point_labels:
   // global part ids; class_names: the 16 category names.
   PointCloudSet train, val, test;
-  // "shapenetcore_partanno_segmentation_benchmark_v0_normal" or "hdf5_data".
-  std::string layout;
+  std::string layout;  // kShapeNetPartTextLayout or kShapeNetPartH5Layout
 };
 
 struct ShapeNetPartLoadOptions {

@@ -13,6 +13,7 @@
 #include "qkv/core/json_file.h"
 #include "qkv/core/text.h"
 #include "qkv/models/presets.h"
+#include "qkv/pointcloud/shapenet_part.h"
 #include "qkv/pointcloud/transforms.h"
 #include "qkv/pointcloud/up_axis.h"
 #include "qkv/train/run.h"
@@ -116,7 +117,7 @@ int64_t default_up_axis(const std::string& layout) {
   // write by default (our choice; --up-axis sets it).
   if (layout == pc::kFlatLayout || layout == pc::kSplitLayout) return 1;
   if (layout == pc::kModelNetResampledLayout || layout == pc::kModelNetH5Layout || layout == "synthetic" ||
-      layout == "shapenetcore_partanno_segmentation_benchmark_v0_normal" || layout == "hdf5_data")
+      layout == pc::kShapeNetPartTextLayout || layout == pc::kShapeNetPartH5Layout)
     return 1;
   throw std::invalid_argument("default_up_axis: unknown layout " + layout);
 }
