@@ -316,29 +316,6 @@ TEST(SynthShapesTree, SameSeedByteIdenticalFilesOtherSeedOtherFiles) {
   for (const auto& dir : {a, b, c, d}) fs::remove_all(dir);
 }
 
-TEST(SynthShapesTree, RefusesAFolderThatHoldsFilesUnlessOverwrite) {
-  const std::string dir = fresh_dir("synth_refuse");
-  SynthShapesOptions o;
-  o.train_per_class = 1;
-  o.test_per_class = 1;
-  o.classes = {"cone"};
-  fs::create_directories(dir);
-  write_synth_shapes(dir, o);  // an existing empty folder is fine
-  const std::string message = usage_error_of([&] { write_synth_shapes(dir, o); });
-  EXPECT_NE(message.find(dir), std::string::npos) << message;
-  EXPECT_NE(message.find("overwrite"), std::string::npos) << message;
-
-  { std::ofstream(fs::path(dir) / "cone" / "train" / "cone_0001.off") << "stale"; }
-  o.overwrite = true;
-  write_synth_shapes(dir, o);
-  EXPECT_NE(slurp(fs::path(dir) / "cone" / "train" / "cone_0001.off"), "stale");
-
-  const std::string file = temp_path("synth_not_a_folder");
-  { std::ofstream(file) << "x"; }
-  EXPECT_NE(usage_error_of([&] { write_synth_shapes(file, o); }).find(file), std::string::npos);
-  fs::remove_all(dir);
-}
-
 TEST(SynthShapesTree, BadOptionsAreUsageErrorsNamingTheOption) {
   const std::string dir = fresh_dir("synth_bad");
   auto with = [&](auto change) {

@@ -25,15 +25,6 @@ bool is_dir(const fs::path& p) {
   return fs::is_directory(p, ec);
 }
 
-void check_out_dir(const std::string& dir, bool overwrite) {
-  std::error_code ec;
-  const auto status = fs::status(dir, ec);
-  if (!fs::exists(status)) return;
-  if (!fs::is_directory(status)) throw UsageError(dir + ": exists and is not a folder");
-  if (!overwrite && !fs::is_empty(dir, ec))
-    throw UsageError(dir + ": the folder already holds files (use --overwrite to write into it)");
-}
-
 std::vector<ListLine> read_list(const fs::path& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw DataError(path.string() + ": missing list file");

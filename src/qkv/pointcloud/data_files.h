@@ -15,10 +15,6 @@ namespace qkv::pointcloud {
 bool is_file(const std::filesystem::path& p);
 bool is_dir(const std::filesystem::path& p);
 
-// Before a generator writes into `dir`: UsageError if it exists and is not a
-// folder, or holds files while `overwrite` is not set.
-void check_out_dir(const std::string& dir, bool overwrite);
-
 struct ListLine {
   std::string text;
   int64_t line;  // 1-based, for messages

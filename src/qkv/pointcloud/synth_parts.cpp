@@ -97,7 +97,6 @@ SynthPartsSummary write_synth_parts(const std::string& out_dir, const SynthParts
   SynthPartsSummary summary;
   summary.categories = check_synth_parts_options(o);
   const int64_t counts[3] = {o.train_per_category, o.val_per_category, o.test_per_category};
-  check_out_dir(out_dir, o.overwrite);
 
   nlohmann::json lists[3] = {nlohmann::json::array(), nlohmann::json::array(), nlohmann::json::array()};
   std::string offsets;

@@ -26,7 +26,6 @@ struct SynthPartsOptions {
   int64_t points_per_shape = 2600;  // surface samples written per shape (ShapeNet-part files hold ~2,600)
   uint64_t seed = 0;
   std::vector<std::string> categories;  // empty = all synth_part_categories()
-  bool overwrite = false;               // write into an out folder that already holds files
 };
 
 // ShapeNet-part's categories are classes here, as in every qkv command.
@@ -57,10 +56,10 @@ std::vector<std::string> check_synth_parts_options(const SynthPartsOptions& opti
 // Writes synsetoffset2category.txt, <synset>/<token>.txt ("x y z nx ny nz
 // part" lines: surface points, unit face normals, global part ids),
 // train_test_split/shuffled_{train,val,test}_file_list.json and README.txt.
-// The same options give byte-identical files. UsageError (naming the folder or
-// option) for negative counts, nothing to write, an unknown or repeated
-// category, or an out folder that already holds files while `overwrite` is
-// not set.
+// The same options give byte-identical files. UsageError (naming the option)
+// for negative counts, nothing to write, an unknown or repeated category.
+// Whether `out_dir` may be written is the caller's to decide (tasks claim it,
+// core/output_policy.h).
 SynthPartsSummary write_synth_parts(const std::string& out_dir, const SynthPartsOptions& options);
 
 }  // namespace qkv::pointcloud

@@ -963,8 +963,6 @@ SynthShapesSummary write_synth_shapes(const std::string& out_dir, const SynthSha
   summary.out_dir = out_dir;
   summary.classes = options.classes.empty() ? synth_shape_classes() : options.classes;
 
-  check_out_dir(out_dir, options.overwrite);
-
   for (const auto& cls : summary.classes) {
     const int64_t total = options.train_per_class + options.test_per_class;
     for (const char* split : {"train", "test"}) make_directories((fs::path(out_dir) / cls / split).string());

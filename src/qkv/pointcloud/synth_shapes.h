@@ -48,7 +48,6 @@ struct SynthShapesOptions {
   int64_t test_per_class = 10;
   uint64_t seed = 0;
   std::vector<std::string> classes;  // empty = all, in synth_shape_classes() order
-  bool overwrite = false;            // write into an out folder that already holds files
 };
 
 template <typename V>
@@ -76,9 +75,9 @@ void check_synth_shapes_options(const SynthShapesOptions& options);
 // <out>/<class>/test/<class>_<train+1>.off ... (ModelNet40's OFF tree: the
 // numbering continues from train into test), plus <out>/README.txt saying what
 // the tree is, the seed and the counts. The same options give byte-identical
-// files. UsageError (naming the folder or the option) for negative counts, no
-// files at all, an unknown or repeated class, or an out folder that already
-// holds files while `overwrite` is not set.
+// files. UsageError (naming the option) for negative counts, no files at all,
+// an unknown or repeated class. Whether `out_dir` may be written is the
+// caller's to decide (tasks claim it, core/output_policy.h).
 SynthShapesSummary write_synth_shapes(const std::string& out_dir, const SynthShapesOptions& options);
 
 }  // namespace qkv::pointcloud

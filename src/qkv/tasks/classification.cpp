@@ -112,9 +112,7 @@ pc::ModelNetData ClassificationData::load_data(const std::string& synth_dir_now,
   if (source == "synthetic") {
     dir = synth_dir_now;
     if (claim_synthetic_dir(dir, "synth_dir", overwrite, synth_shapes_marker(synth))) {
-      pc::SynthShapesOptions o = synth;
-      o.overwrite = true;  // the claim above decided what may be replaced
-      const auto summary = pc::write_synth_shapes(dir, o);
+      const auto summary = pc::write_synth_shapes(dir, synth);
       mark_output_complete(dir);
       std::fprintf(stderr, "synthetic shapes: %zu classes, %lld files in %s\n", summary.classes.size(),
                    static_cast<long long>(summary.files()), dir.c_str());

@@ -94,9 +94,7 @@ pc::ShapeNetPartData PartSegData::load_data(const std::string& synth_dir_now, bo
   if (source == "synthetic") {
     dir = synth_dir_now;
     if (claim_synthetic_dir(dir, "synth_dir", overwrite, synth_parts_marker(synth))) {
-      pc::SynthPartsOptions o = synth;
-      o.overwrite = true;  // the claim above decided what may be replaced
-      const auto summary = pc::write_synth_parts(dir, o);
+      const auto summary = pc::write_synth_parts(dir, synth);
       mark_output_complete(dir);
       std::fprintf(stderr, "synthetic parts: %zu categories, %lld shapes in %s\n", summary.categories.size(),
                    static_cast<long long>(summary.files()), dir.c_str());

@@ -174,12 +174,11 @@ nlohmann::json point_model_options(const PointModelSettings& s);
 // as core/output_policy.h allows, with `marker`; marked complete at the end).
 // Returns write's summary.
 template <typename Options, typename Check, typename Write>
-auto write_synthetic_set(const std::string& out, Options options, bool overwrite, const OutputMarker& marker,
+auto write_synthetic_set(const std::string& out, const Options& options, bool overwrite, const OutputMarker& marker,
                          Check check, Write write) {
   if (out.empty()) throw ConfigError("out", "is required (or {list})");
   check(options);
   claim_output_dir(out, "{out}", overwrite, marker);
-  options.overwrite = true;  // the claim decided what may be replaced
   auto summary = write(out, options);
   mark_output_complete(out);
   return summary;
