@@ -9,7 +9,6 @@
 #include <limits>
 #include <map>
 #include <sstream>
-#include <thread>
 #include <algorithm>
 
 #include "qkv/core/json_file.h"
