@@ -8,6 +8,7 @@
 #include <string>
 
 #include "qkv/core/fields.h"
+#include "qkv/core/runtime.h"
 
 namespace qkv {
 
@@ -18,9 +19,6 @@ struct RunOptions {
   std::string out;  // a folder or a file, as the command says
   bool overwrite = false;
 };
-
-// More threads than this per core only add contention.
-int max_useful_threads();
 
 inline constexpr const char* kOverwriteHelp =
     "replace what qkv itself wrote at the output (never a file qkv did not write); without it an existing output is "

@@ -12,6 +12,9 @@ namespace qkv {
 // at::set_num_threads). n <= 0 means one per core.
 void set_threads(int n);
 
+// The most threads worth asking for: more than 4 per core only add contention.
+int max_useful_threads();
+
 // The BLAS library that serves sgemm_ in this process, its configuration,
 // thread count and, for OpenBLAS, its kernels and who chose them
 // (core/openblas_core.h), as recorded in config.json. "summary" is one line

@@ -667,9 +667,10 @@ nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVO
     const auto prep = medical::fit_preprocessing(cohort, fold.train, cpgs, options.normalisation);
     for (const auto& m : options.models) {
       const std::string model_dir = dir + "/" + m;
+      const bool network = is_network(m);
       // XGBoost trains on train + val (no early stopping) and gets one line, once it is fitted.
       char sizes[96];
-      if (!is_network(m))
+      if (!network)
         std::snprintf(sizes, sizeof sizes, "%zu train / %zu test", fold.train.size() + fold.val.size(),
                       fold.test.size());
       else
@@ -682,10 +683,10 @@ nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVO
         fp.probabilities = j.at("probabilities").get<std::vector<double>>();
         fp.info = j.at("info");
       } else {
-        if (!options.quiet && is_network(m)) std::fprintf(stderr, "%s %s: %s\n", label.c_str(), m.c_str(), sizes);
+        if (!options.quiet && network) std::fprintf(stderr, "%s %s: %s\n", label.c_str(), m.c_str(), sizes);
         const auto start = std::chrono::steady_clock::now();
-        fp = !is_network(m) ? train_xgboost_fold(cohort, fold, prep, options, model_dir)
-                            : train_network_fold(cohort, fold, m, prep, options, model_dir, device);
+        fp = network ? train_network_fold(cohort, fold, m, prep, options, model_dir, device)
+                     : train_xgboost_fold(cohort, fold, prep, options, model_dir);
         if (fp.probabilities.empty() || interrupt_requested()) return {{"interrupted", true}};
         nlohmann::json j = {{"probabilities", fp.probabilities}, {"info", fp.info}};
         write_file_atomic(done_file(fold, m), j.dump() + "\n");
@@ -695,7 +696,7 @@ nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVO
       auto metrics = binary_metrics(fp.probabilities, cohort.labels_of(fold.test));
       if (!options.quiet && seconds >= 0)
         std::fprintf(stderr, "%s\n",
-                     fold_result_line(label, m, is_network(m) ? "" : sizes, metrics, seconds, clock.eta()).c_str());
+                     fold_result_line(label, m, network ? "" : sizes, metrics, seconds, clock.eta()).c_str());
       for (size_t i = 0; i < fold.test.size(); ++i) {
         const int64_t r = fold.test[i];
         run_probs[m][fold.run][r] = fp.probabilities.at(i);
