@@ -76,6 +76,52 @@ class RankTempDir {
 
 }  // namespace
 
+namespace {
+
+// An argument of the command that is an option: its name as typed, its key
+// ("--world-size=3" -> "world_size") and its value (after = or the next word).
+struct ChildOption {
+  std::string name, key, value;
+};
+
+std::vector<ChildOption> child_options(const std::vector<std::string>& args) {
+  std::vector<ChildOption> options;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& word = args[i];
+    if (word.size() < 3 || word[0] != '-' || word[1] != '-') continue;
+    const auto equals = word.find('=');
+    ChildOption o{word.substr(0, equals), word.substr(2, equals == std::string::npos ? equals : equals - 2), ""};
+    std::replace(o.key.begin(), o.key.end(), '-', '_');
+    o.value = equals != std::string::npos ? word.substr(equals + 1) : i + 1 < args.size() ? args[i + 1] : "";
+    options.push_back(o);
+  }
+  return options;
+}
+
+}  // namespace
+
+LocalRanks checked_launch_plan(LocalRanks plan) {
+  if (plan.node_rank >= plan.nodes)  // the ranges are the options' own
+    throw ConfigError("node_rank", "must be in 0.." + std::to_string(plan.nodes - 1));
+  if (plan.nodes > 1 && plan.master.empty())
+    throw ConfigError("nodes", std::to_string(plan.nodes) +
+                                   " needs {master} ADDR:PORT, an address of node 0 the others can reach");
+  const bool master_given = !plan.master.empty();
+  if (!master_given) plan.master = "127.0.0.1:" + std::to_string(free_local_port());
+  parse_master(plan.master, "master");
+  const int64_t world = plan.procs * plan.nodes;
+  for (const auto& o : child_options(plan.command)) {
+    const std::string typed = o.name + " " + o.value;
+    if (o.key == "world_size" && o.value != std::to_string(world))
+      throw UsageError(typed + " in the command contradicts {procs}/{nodes} (" + std::to_string(world) +
+                       " ranks); drop it, launch sets it");
+    if (o.key == "rank") throw UsageError(typed + " in the command: launch gives each rank its own; drop it");
+    if (o.key.rfind("master", 0) == 0 && !(master_given && o.key == "master" && o.value == plan.master))
+      throw UsageError(typed + " in the command: give the rendezvous to launch (qkv launch {master} ADDR:PORT -- ...)");
+  }
+  return plan;
+}
+
 int free_local_port() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) throw DataError("cannot open a socket to find a free port");

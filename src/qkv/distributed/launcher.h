@@ -17,6 +17,16 @@ struct LocalRanks {
   std::vector<std::string> command;  // the qkv command each rank runs, e.g. vnt train --epochs 10
 };
 
+// `plan` checked before anything starts, as run_local_ranks needs it: node
+// 0..nodes-1, a master for several nodes, the master's form (ConfigError
+// naming "procs", "nodes", "node_rank" or "master"), an empty master made a
+// free loopback port. The command's own world-size, rank and master
+// arguments would win over the environment the launcher sets (a world size
+// other than the plan's waits for a rank that never comes; a rank gives every
+// process the same one): they are refused, named as typed (UsageError), but
+// a master equal to the launch's own.
+LocalRanks checked_launch_plan(LocalRanks plan);
+
 // A TCP port that is free now on the loopback interface (the kernel's pick);
 // DataError when there is none.
 int free_local_port();
