@@ -53,37 +53,28 @@ const CLI::App* chosen_command(const CLI::App& app, std::string* path) {
   return at;
 }
 
-// " (did you mean --epochs?)" for each --option on the command line that
-// `command` does not know and that is one typo from one it does.
-std::string option_suggestions(const CLI::App& command, int argc, char** argv) {
+// The --options on the command line (up to a lone "--", without "=value")
+// that `command` does not know.
+std::vector<std::string> unknown_options(const CLI::App& command, int argc, char** argv) {
+  std::vector<std::string> unknown;
+  for (int i = 1; i < argc && std::string(argv[i]) != "--"; ++i) {
+    const std::string word = std::string(argv[i]).substr(0, std::string(argv[i]).find('='));
+    if (word.rfind("--", 0) == 0 && word.size() > 2 && !command.get_option_no_throw(word)) unknown.push_back(word);
+  }
+  return unknown;
+}
+
+// " (did you mean --epochs for --epoch?)" for each unknown option one typo
+// from one `command` knows.
+std::string option_suggestions(const CLI::App& command, const std::vector<std::string>& unknown) {
   std::vector<std::string> known;
   for (const auto* option : command.get_options())
     for (const auto& name : option->get_lnames()) known.push_back("--" + name);
   std::string out;
-  for (int i = 1; i < argc; ++i) {
-    std::string word = argv[i];
-    if (word.rfind("--", 0) != 0 || word.size() < 3) continue;
-    word = word.substr(0, word.find('='));
-    if (std::find(known.begin(), known.end(), word) != known.end()) continue;
-    const std::string guess = qkv::closest_word(word, known);
-    if (!guess.empty()) out += (out.empty() ? "did you mean " : ", ") + guess + " for " + word;
-  }
+  for (const auto& word : unknown)
+    if (const std::string guess = qkv::closest_word(word, known); !guess.empty())
+      out += (out.empty() ? "did you mean " : ", ") + guess + " for " + word;
   return out.empty() ? "" : "; " + out + "?";
-}
-
-// The --options on the command line that `command` does not know (up to a
-// lone "--"), space-separated: CLI11 reports a missing required option first,
-// which hides the mistyped one that was meant to give it.
-std::string unknown_options(const CLI::App& command, int argc, char** argv) {
-  std::string out;
-  for (int i = 1; i < argc; ++i) {
-    std::string word = argv[i];
-    if (word == "--") break;
-    if (word.rfind("--", 0) != 0) continue;
-    word = word.substr(0, word.find('='));
-    if (!command.get_option_no_throw(word)) out += (out.empty() ? "" : " ") + word;
-  }
-  return out;
 }
 
 // CLI11's "--shape: At least 3 required but received 1" for an option of
@@ -164,12 +155,12 @@ int main(int argc, char** argv) {
       if (path == "qkv launch")
         message = "the command to run goes after --, e.g. qkv launch -n 2 -- vnt train --epochs 10 (" + message + ")";
     }
-    if (dynamic_cast<const CLI::RequiredError*>(&e)) {
-      const std::string unknown = unknown_options(*at, argc, argv);
-      if (!unknown.empty()) message = "unknown option " + unknown + " (and " + message + ")";
-    }
-    message = list_option_message(*at, message, argc, argv);
-    message += option_suggestions(*at, argc, argv);
+    const auto unknown = unknown_options(*at, argc, argv);
+    // CLI11 reports a missing required option first, which hides the
+    // mistyped one that was meant to give it.
+    if (dynamic_cast<const CLI::RequiredError*>(&e) && !unknown.empty())
+      message = "unknown option " + qkv::join(unknown, " ") + " (and " + message + ")";
+    message = list_option_message(*at, message, argc, argv) + option_suggestions(*at, unknown);
     if (at->get_require_subcommand_min() > 0 && at->get_subcommands().empty()) {
       const auto names = subcommand_names(*at);
       // The word after the command path, if any, is the mistyped command.
