@@ -116,9 +116,9 @@ TEST(TrainTask, TrainCommandResumesByKeyAndAppliesRecipesToSettings) {
   const auto task = tasks::spirals_train_task(settings);
   const std::string dir = fresh_dir("train_command_spirals");
   tasks::TrainCall call;
-  call.seed = 3;
-  call.threads = 1;
-  call.out = dir;
+  call.run.seed = 3;
+  call.run.threads = 1;
+  call.run.out = dir;
   call.train = spirals_base(2).train;
   const auto first = tasks::train_command(task, call);
   EXPECT_EQ(first.dir, dir);
@@ -127,7 +127,7 @@ TEST(TrainTask, TrainCommandResumesByKeyAndAppliesRecipesToSettings) {
 
   tasks::TrainCall resume;
   resume.resume = dir;
-  resume.threads = 1;
+  resume.run.threads = 1;
   resume.train = call.train;
   resume.given = {"resume", "lr"};
   try {

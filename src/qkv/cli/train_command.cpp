@@ -48,11 +48,7 @@ void register_train_command(CLI::App* parent, Action& action, TrainTask task,
   on_run(cmd, action, [o, cmd, shared] {
     tasks::TrainCall call;
     call.recipe = o->recipe;
-    call.seed = o->common.seed;
-    call.threads = o->common.threads;
-    call.device = o->common.device;
-    call.out = o->common.out;
-    call.overwrite = o->common.overwrite;
+    call.run = o->common;
     call.resume = o->resume;
     call.init_weights = o->init_weights;
     call.train = o->train;

@@ -102,18 +102,18 @@ TrainOutcome train_command(const TrainTask& task, const TrainCall& call) {
         throw ConfigError(key, "cannot be changed on a resumed run: {resume} " + call.resume +
                                    " keeps its stored settings; only {epochs}, {threads}, {device} and the "
                                    "data-parallel options may be given with it");
-    if (given("out") && call.out != call.resume)
+    if (given("out") && call.run.out != call.resume)
       throw ConfigError("out", "differs from {resume} " + call.resume + ", which continues in that folder; drop it");
     // Before anything is read or written through a link or a changed file.
     train::RunFolder::check(call.resume, train::RunFolderMode::Resume, task.command, "resume");
     request = train::stored_request(call.resume, task.command);
-    if (given("device")) request.device = call.device;
+    if (given("device")) request.device = call.run.device;
   } else {
-    request.seed = call.seed;
-    request.device = call.device;
+    request.seed = call.run.seed;
+    request.device = call.run.device;
     request.init_weights = call.init_weights;
     request.train = config;
-    request.train.seed = call.seed;
+    request.train.seed = call.run.seed;
     const Recipe* recipe = call.recipe.empty() ? nullptr : &find_recipe(task.command, call.recipe);
     if (recipe) {
       // Keys the recipe sets count as given from here on, as if typed.
@@ -125,14 +125,14 @@ TrainOutcome train_command(const TrainTask& task, const TrainCall& call) {
                                                 return has;
                                               }});
     }
-    request = new_train_request(task, given, request, call.out);
+    request = new_train_request(task, given, request, call.run.out);
     if (recipe) check_recipe_models(*recipe, {request.model_name});
   }
-  const std::string dir = resume ? call.resume : call.out;
+  const std::string dir = resume ? call.resume : call.run.out;
   request.train.parallel.rank = config.parallel.rank;  // where this process runs now
   request.train.parallel.master = config.parallel.master;
   request.train.parallel.timeout_seconds = config.parallel.timeout_seconds;
-  set_threads(call.threads);
+  set_threads(call.run.threads);
   seed_everything(request.seed);
   parse_device(request.device);
   TrainOutcome outcome;
@@ -150,7 +150,7 @@ TrainOutcome train_command(const TrainTask& task, const TrainCall& call) {
     request.train.parallel.world_size = config.parallel.world_size;
   }
   const int64_t rank = outcome.rank;
-  outcome = run_train_task(task, request, dir, resume, call.overwrite);
+  outcome = run_train_task(task, request, dir, resume, call.run.overwrite);
   outcome.dir = dir;
   outcome.rank = rank;
   return outcome;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "qkv/core/run_options.h"
 #include "qkv/tasks/task_run.h"
 #include "qkv/train/run.h"
 
@@ -76,13 +77,9 @@ TrainOutcome run_train_task(const TrainTask& task, train::RunRequest& request, c
 // training settings as parsed, the recipe to fill the settings left unset
 // (tasks/recipes.h), and the keys of the settings the user gave.
 struct TrainCall {
-  uint64_t seed = 0;
-  int threads = 0;  // 0: OMP_NUM_THREADS if set, else one per core
-  std::string device = "cpu";
-  std::string out;     // a new run's folder
+  RunOptions run;      // its out: a new run's folder
   std::string resume;  // a run folder to continue; "" = a new run
   std::string init_weights;
-  bool overwrite = false;
   train::TrainConfig train;
   std::string recipe;  // a recipe's name; "" = none
   std::vector<std::string> given;
