@@ -171,19 +171,23 @@ SyntheticDataDir::~SyntheticDataDir() {
 }
 
 nlohmann::json point_model_options(const PointModelSettings& s) {
+  check_field_ranges(s);
   nlohmann::json options = models::parse_model_options(s.model_options, s.model);
   const nlohmann::json defaults = models::find_model(s.model).resolve({});
-  for (const auto& [key, value] : {std::pair<const char*, int64_t>{"linear_dim", s.linear_dim},
-                                   {"head_dim", s.head_dim},
-                                   {"heads", s.heads}}) {
-    if (value < 0) throw ConfigError(key, "must be positive (0 = the model's default)");
-    if (value == 0) continue;
-    if (!defaults.contains(key)) throw ConfigError(key, "does not apply to " + s.model);
-    if (options.contains(key) && options.at(key) != nlohmann::json(value))
-      throw ConfigError(key, std::to_string(value) + " and {model_options}' \"" + key +
-                                 "\": " + shortened(options.at(key).dump()) + " set the same option; give it once");
-    options[key] = value;
-  }
+  // The numeric fields are the paper's size options, each the model option of
+  // its key; 0 leaves it to the model.
+  PointModelSettings sizes = s;
+  visit_fields(sizes, [&](const Field& f, auto& value) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, int64_t>) {
+      if (value == 0) return;
+      const std::string key = f.key;
+      if (!defaults.contains(key)) throw ConfigError(key, "does not apply to " + s.model);
+      if (options.contains(key) && options.at(key) != nlohmann::json(value))
+        throw ConfigError(key, std::to_string(value) + " and {model_options}' \"" + key +
+                                   "\": " + shortened(options.at(key).dump()) + " set the same option; give it once");
+      options[key] = value;
+    }
+  });
   return options;
 }
 
