@@ -152,7 +152,7 @@ CLI::App* add_command_group(CLI::App& app, Action& action, const std::string& na
                             std::initializer_list<RegisterCommand> commands) {
   auto* group = app.add_subcommand(name, description);
   group->require_subcommand(1);
-  for (const auto add : commands) add(group, action);
+  for (const auto& add : commands) add(group, action);
   return group;
 }
 
@@ -193,27 +193,30 @@ CLI::Option* add_checkpoint_option(CLI::App* cmd, std::string& checkpoint, const
       ->transform(file_or_run);
 }
 
+namespace {
+// An eval's one setting, --split, which add_split_option adds (vnt and seg
+// eval add it to settings of their own).
+struct EvalSplit {
+  std::string split = "test";
+};
+template <typename V>
+void visit_fields(EvalSplit&, V&&) {}
+}  // namespace
+
 CLI::App* add_eval_command(CLI::App* parent, Action& action, const std::string& description, Evaluate evaluate) {
-  struct Opts {
-    RunOptions run;
-    std::string checkpoint, split = "test";
-  };
-  auto* cmd = parent->add_subcommand("eval", description);
-  auto o = std::make_shared<Opts>();
-  add_eval_options(cmd, o->checkpoint, o->split, o->run);
-  on_run(cmd, action, [o, evaluate = std::move(evaluate)] {
-    print_json(evaluate(o->checkpoint, o->split, apply_run_options(o->run)));
-    return 0;
-  });
-  return cmd;
+  return add_settings_command<EvalSplit>(
+      parent, action, CommandText("eval", description).checkpoint(kEvalCheckpointHelp),
+      [evaluate = std::move(evaluate)](const auto& o, const c10::Device& device) {
+        print_json(evaluate(o.checkpoint, o.settings.split, device));
+        return 0;
+      },
+      [](CLI::App* cmd, auto& o) { add_split_option(cmd, o.settings.split); });
 }
 
-void add_eval_options(CLI::App* cmd, std::string& checkpoint, std::string& split, RunOptions& run) {
-  add_checkpoint_option(cmd, checkpoint, "checkpoint file (RUN/checkpoints/best.ckpt)");
+void add_split_option(CLI::App* cmd, std::string& split) {
   cmd->add_option("--split", split, "train, val or test")
       ->capture_default_str()
       ->check(CLI::IsMember({"train", "val", "test"}));
-  add_common_options(cmd, run, "");
 }
 
 void print_json(const nlohmann::json& j) { std::printf("%s\n", json_text(j).c_str()); }

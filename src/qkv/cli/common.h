@@ -1,8 +1,8 @@
 #pragma once
 // What the commands share: the common options (--seed, --threads, --device,
 // --out, --overwrite), options derived from a settings struct's field list
-// (core/fields.h), and the eval options. The train-command skeleton is in
-// train_command.h.
+// (core/fields.h), the command of a settings struct (add_settings_command)
+// and the eval command. The train-command skeleton is in train_command.h.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <functional>
@@ -24,7 +24,7 @@ void on_run(CLI::App* cmd, Action& action, Action run);
 
 // A command group ("qkv vnt ..."): one of its commands is required; each of
 // `commands` adds one. Returns the group.
-using RegisterCommand = void (*)(CLI::App* group, Action& action);
+using RegisterCommand = std::function<void(CLI::App* group, Action& action)>;
 CLI::App* add_command_group(CLI::App& app, Action& action, const std::string& name, const std::string& description,
                             std::initializer_list<RegisterCommand> commands);
 
@@ -110,13 +110,74 @@ CLI::Option* add_old_spelling(CLI::App* cmd, const std::string& old_flag, const 
 // xgboost.json). A usage error names what is missing.
 CLI::Option* add_checkpoint_option(CLI::App* cmd, std::string& checkpoint, const std::string& help);
 
-// The options of every `eval` command: --checkpoint, --split, and the run options.
-void add_eval_options(CLI::App* cmd, std::string& checkpoint, std::string& split, RunOptions& run);
-// An `eval` that prints `evaluate(checkpoint, split, device)`'s JSON and
-// has no options of its own beyond those the caller adds to the command it returns.
+// --split train|val|test: the part of a run's data an eval reads.
+void add_split_option(CLI::App* cmd, std::string& split);
+inline const std::string kEvalCheckpointHelp = "checkpoint file (RUN/checkpoints/best.ckpt)";
+
+// An `eval` (--checkpoint, --split and the run options) that prints
+// `evaluate(checkpoint, split, device)`'s JSON; the caller may add options
+// to the command it returns.
 using Evaluate = std::function<nlohmann::json(const std::string& checkpoint, const std::string& split,
                                               const c10::Device& device)>;
 CLI::App* add_eval_command(CLI::App* parent, Action& action, const std::string& description, Evaluate evaluate);
+
+// What a command shows besides its fields: its name and description and,
+// where it has them, the help of --checkpoint, of --json, and of --out (with
+// --overwrite) and --out's default. CommandText("eval", "...").checkpoint("...").
+struct CommandText {
+  CommandText(std::string name, std::string description) : name(std::move(name)), description(std::move(description)) {}
+  CommandText checkpoint(std::string help) const {
+    CommandText t = *this;
+    t.checkpoint_help = std::move(help);
+    return t;
+  }
+  CommandText json(std::string help) const {
+    CommandText t = *this;
+    t.json_help = std::move(help);
+    return t;
+  }
+  CommandText out(std::string help, std::string default_out = "") const {
+    CommandText t = *this;
+    t.out_help = std::move(help);
+    t.default_out = std::move(default_out);
+    return t;
+  }
+  std::string name, description, checkpoint_help, json_help, out_help, default_out;
+};
+
+// The parsed options of a command of settings S (add_settings_command).
+template <typename S>
+struct CommandOptions {
+  S settings;
+  RunOptions run;
+  std::string checkpoint;
+  bool json = false;
+  std::function<bool(const std::string& key)> given;  // was the option of `key` on the command line?
+};
+template <typename S>
+using RunCommand = std::function<int(const CommandOptions<S>& options, const c10::Device& device)>;
+
+// A command whose options are --checkpoint, S's fields (less `skip`), those
+// `more` adds, --json and the run options, as `text` says; once they are
+// parsed, the run options are applied and `run` is its action.
+template <typename S>
+CLI::App* add_settings_command(CLI::App* parent, Action& action, const CommandText& text, RunCommand<S> run,
+                               const std::function<void(CLI::App*, CommandOptions<S>&)>& more = {},
+                               const std::set<std::string>& skip = {}) {
+  auto* cmd = parent->add_subcommand(text.name, text.description);
+  auto o = std::make_shared<CommandOptions<S>>();
+  if (!text.default_out.empty()) o->run.out = text.default_out;
+  if (!text.checkpoint_help.empty()) add_checkpoint_option(cmd, o->checkpoint, text.checkpoint_help);
+  add_field_options(cmd, o->settings, skip);
+  if (more) more(cmd, *o);
+  if (!text.json_help.empty()) cmd->add_flag("--json", o->json, text.json_help);
+  add_common_options(cmd, o->run, text.out_help);
+  on_run(cmd, action, [o, cmd, run = std::move(run)] {
+    o->given = given_setting(*cmd);
+    return run(*o, apply_run_options(o->run));
+  });
+  return cmd;
+}
 
 // The check of a numeric option's text against a field's range: NaN,
 // infinities and values outside [f.min, f.max] are refused with a message

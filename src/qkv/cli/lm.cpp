@@ -16,8 +16,6 @@
 namespace qkv::cli {
 namespace {
 
-void register_train(CLI::App* parent, Action& action) { register_train_command(parent, action, tasks::lm_train_task); }
-
 void register_eval(CLI::App* parent, Action& action) {
   auto cache_dtype = std::make_shared<std::string>();
   add_eval_command(parent, action, "loss, accuracy and (tasks) exact match of a checkpoint; prints JSON",
@@ -30,40 +28,34 @@ void register_eval(CLI::App* parent, Action& action) {
 }
 
 void register_generate(CLI::App* parent, Action& action) {
-  auto* cmd = parent->add_subcommand("generate", "continue a prompt with a trained model (KV cache by default)");
-  struct Opts {
-    RunOptions common;
-    tasks::GenerateSettings settings;
-  };
-  auto o = std::make_shared<Opts>();
-  add_checkpoint_option(cmd, o->settings.checkpoint, "checkpoint file");
-  add_field_options(cmd, o->settings);
-  add_overwrite_flag(cmd, o->common.overwrite);
-  add_common_options(cmd, o->common, "");
-  on_run(cmd, action, [o, cmd] {
-    auto s = o->settings;
-    s.temperature_given = cmd->count("--temperature") > 0;
-    s.overwrite = o->common.overwrite;
-    const c10::Device device = apply_run_options(o->common);
-    // Text goes out byte by byte as it is made, so a pipe or a terminal sees
-    // it at once and Ctrl-C keeps what was shown (tokens are bytes; the
-    // terminal reassembles UTF-8). JSON is one document, printed at the end.
-    install_interrupt_handler();
-    auto doc = tasks::generate_text(s, o->common.seed, device, [&s](int64_t t) {
-      if (!s.json) {
-        std::fputc(static_cast<int>(t), stdout);
+  add_settings_command<tasks::GenerateSettings>(
+      parent, action,
+      CommandText("generate", "continue a prompt with a trained model (KV cache by default)").checkpoint("checkpoint file"),
+      [](const auto& o, const c10::Device& device) {
+        auto s = o.settings;
+        s.checkpoint = o.checkpoint;
+        s.temperature_given = o.given("temperature");
+        s.overwrite = o.run.overwrite;
+        // Text goes out byte by byte as it is made, so a pipe or a terminal sees
+        // it at once and Ctrl-C keeps what was shown (tokens are bytes; the
+        // terminal reassembles UTF-8). JSON is one document, printed at the end.
+        install_interrupt_handler();
+        auto doc = tasks::generate_text(s, o.run.seed, device, [&s](int64_t t) {
+          if (!s.json) {
+            std::fputc(static_cast<int>(t), stdout);
+            std::fflush(stdout);
+          }
+          return !interrupt_requested();
+        });
+        const bool interrupted = interrupt_requested();
+        if (interrupted) doc["interrupted"] = true;
+        std::printf("%s\n", s.json ? doc.dump().c_str() : "");
         std::fflush(stdout);
-      }
-      return !interrupt_requested();
-    });
-    const bool interrupted = interrupt_requested();
-    if (interrupted) doc["interrupted"] = true;
-    std::printf("%s\n", s.json ? doc.dump().c_str() : "");
-    std::fflush(stdout);
-    if (!interrupted) return 0;
-    std::fprintf(stderr, "lm generate: interrupted after %zu bytes\n", doc.at("tokens").size());
-    return kExitInterrupted;
-  });
+        if (!interrupted) return 0;
+        std::fprintf(stderr, "lm generate: interrupted after %zu bytes\n", doc.at("tokens").size());
+        return kExitInterrupted;
+      },
+      [](CLI::App* cmd, auto& o) { add_overwrite_flag(cmd, o.run.overwrite); });
 }
 
 void register_cache_size(CLI::App* parent, Action& action) {
@@ -89,28 +81,30 @@ void register_cache_size(CLI::App* parent, Action& action) {
   });
 }
 
+// lm inspect-mlp's settings: the memory's and the text to run.
+struct InspectMlpSettings {
+  lm::MemoryOptions memory;
+  std::string text;
+};
+template <typename V>
+void visit_fields(InspectMlpSettings& s, V&& visit) {
+  visit_fields(s.memory, visit);
+  visit(Field{"text", "UTF-8 text to run through the model"}.needed().existing_file(), s.text);
+}
+
 void register_inspect_mlp(CLI::App* parent, Action& action) {
-  auto* cmd = parent->add_subcommand(
-      "inspect-mlp", "the MLP as a key-value memory: contexts that fire the most active units, tokens they promote");
-  struct Opts {
-    RunOptions common;
-    std::string checkpoint, text;
-    lm::MemoryOptions memory;
-    bool json = false;
-  };
-  auto o = std::make_shared<Opts>();
-  add_checkpoint_option(cmd, o->checkpoint, "checkpoint file");
-  add_field_options(cmd, o->memory);
-  cmd->add_option("--text", o->text, "UTF-8 text to run through the model")->required()->check(CLI::ExistingFile);
-  cmd->add_flag("--json", o->json, "print JSON");
-  add_common_options(cmd, o->common, "");
-  on_run(cmd, action, [o] {
-    const c10::Device device = apply_run_options(o->common);
-    const auto units = tasks::inspect_mlp_file(o->checkpoint, o->text, o->memory, device);
-    std::printf("%s", o->json ? (lm::memory_units_to_json(units).dump(2) + "\n").c_str()
-                              : lm::memory_units_text(units).c_str());
-    return 0;
-  });
+  add_settings_command<InspectMlpSettings>(
+      parent, action,
+      CommandText("inspect-mlp",
+                  "the MLP as a key-value memory: contexts that fire the most active units, tokens they promote")
+          .checkpoint("checkpoint file")
+          .json("print JSON"),
+      [](const auto& o, const c10::Device& device) {
+        const auto units = tasks::inspect_mlp_file(o.checkpoint, o.settings.text, o.settings.memory, device);
+        std::printf("%s", o.json ? (lm::memory_units_to_json(units).dump(2) + "\n").c_str()
+                                 : lm::memory_units_text(units).c_str());
+        return 0;
+      });
 }
 
 }  // namespace
@@ -119,7 +113,8 @@ void register_lm(CLI::App& app, Action& action) {
   add_command_group(app, action, "lm",
                     "the autoregressive transformer (and its LSTM/GRU baseline): train, eval, generate, cache-size, "
                     "inspect-mlp",
-                    {register_train, register_eval, register_generate, register_cache_size, register_inspect_mlp});
+                    {field_train_command(tasks::lm_train_task), register_eval, register_generate, register_cache_size,
+                     register_inspect_mlp});
 }
 
 }  // namespace qkv::cli

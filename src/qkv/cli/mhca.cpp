@@ -14,7 +14,6 @@
 #include "qkv/core/text.h"
 #include "qkv/tasks/mhca_commands.h"
 #include "qkv/tasks/mhca_task.h"
-#include "qkv/train/run.h"
 
 namespace qkv::cli {
 namespace {
@@ -112,13 +111,7 @@ void register_cv(CLI::App* parent, Action& action) {
   on_run(cmd, action, [o, cmd] {
     tasks::CVOptions cv = o->cv;
     tasks::prepare_cv_options(cv, o->models, o->model_options, o->recipe, given_setting(*cmd));
-    // The folder is checked before the cohort is read; a resumed one's settings are compared after.
-    const auto mode = train::run_folder_mode(o->resume, o->common.overwrite);
-    train::RunFolder::check(o->common.out, mode, "mhca cv");
-    const c10::Device device = apply_run_options(o->common);
-    cv.seed = o->common.seed;
-    cv.train.seed = o->common.seed;
-    const auto summary = tasks::cross_validate(o->files, cv, o->common.out, mode, device);
+    const auto summary = tasks::cross_validate(o->files, cv, o->common, o->resume);
     if (summary.value("interrupted", false)) {
       std::fprintf(stderr, "interrupted: finished folds are kept; add --resume to the same command to continue in %s\n",
                    o->common.out.c_str());
@@ -144,62 +137,60 @@ void register_train(CLI::App* parent, Action& action) {
 }
 
 void register_predict(CLI::App* parent, Action& action) {
-  auto* cmd = parent->add_subcommand(
-      "predict", "P(PD) for every subject of a cohort from a trained model; writes a CSV (and metrics if labelled)");
-  struct Opts {
-    CohortFiles files;
-    RunOptions common;
-    std::string checkpoint;
-  };
-  auto o = std::make_shared<Opts>();
-  o->common.out = "predictions.csv";
-  add_field_options(cmd, o->files);
-  add_checkpoint_option(cmd, o->checkpoint, "RUN/checkpoints/best.ckpt of a network, or RUN/xgboost.json of an XGBoost run");
-  add_common_options(cmd, o->common, "");
-  cmd->add_option("--output", o->common.out, "CSV to write: subject_id,label,p_pd,predicted")->capture_default_str();
-  add_old_spelling(cmd, "--out", "--output", o->common.out);
-  add_overwrite_flag(cmd, o->common.overwrite);
-  on_run(cmd, action, [o] {
-    const c10::Device device = apply_run_options(o->common);
-    const auto result = tasks::predict_cohort(o->files, o->checkpoint, o->common.out, o->common.overwrite, device);
-    if (!result.note.empty()) std::fprintf(stderr, "%s\n", result.note.c_str());
-    print_json(result.metrics);
-    for (const auto& w : result.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-    std::fprintf(stderr, "wrote %s (%lld subjects)\n", o->common.out.c_str(), static_cast<long long>(result.subjects));
-    return 0;
-  });
+  add_settings_command<CohortFiles>(
+      parent, action,
+      CommandText("predict",
+                  "P(PD) for every subject of a cohort from a trained model; writes a CSV (and metrics if labelled)")
+          .checkpoint("RUN/checkpoints/best.ckpt of a network, or RUN/xgboost.json of an XGBoost run"),
+      [](const auto& o, const c10::Device& device) {
+        const auto result = tasks::predict_cohort(o.settings, o.checkpoint, o.run.out, o.run.overwrite, device);
+        if (!result.note.empty()) std::fprintf(stderr, "%s\n", result.note.c_str());
+        print_json(result.metrics);
+        for (const auto& w : result.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+        std::fprintf(stderr, "wrote %s (%lld subjects)\n", o.run.out.c_str(), static_cast<long long>(result.subjects));
+        return 0;
+      },
+      [](CLI::App* cmd, auto& o) {
+        o.run.out = "predictions.csv";
+        cmd->add_option("--output", o.run.out, "CSV to write: subject_id,label,p_pd,predicted")->capture_default_str();
+        add_old_spelling(cmd, "--out", "--output", o.run.out);
+        add_overwrite_flag(cmd, o.run.overwrite);
+      });
+}
+
+// mhca explain's settings: the cohort, what to explain, and --all.
+struct ExplainCommand {
+  CohortFiles files;
+  tasks::ExplainOptions explain;
+  bool all = false;
+};
+template <typename V>
+void visit_fields(ExplainCommand& c, V&& visit) {
+  visit_fields(c.files, visit);
+  visit_fields(c.explain, visit);
+  visit(Field{"all", "explain every subject (also writes the cohort-level ranking and mean map)"}, c.all);
 }
 
 void register_explain(CLI::App* parent, Action& action) {
-  auto* cmd = parent->add_subcommand(
-      "explain", "MHCA attention maps: per-head scores and softmax maps, SPECT maps as NIfTI + PNG, ranked CpG sites");
-  struct Opts {
-    CohortFiles files;
-    RunOptions common;
-    std::string checkpoint;
-    bool all = false;
-    tasks::ExplainOptions explain;
-  };
-  auto o = std::make_shared<Opts>();
-  o->common.out = "runs/mhca-explain";
-  add_field_options(cmd, o->files);
-  add_checkpoint_option(cmd, o->checkpoint, "an MHCA checkpoint (RUN/checkpoints/best.ckpt, or a cv fold's)");
-  add_field_options(cmd, o->explain);
-  cmd->add_flag("--all", o->all, "explain every subject (also writes the cohort-level ranking and mean map)");
-  add_common_options(cmd, o->common, "output folder");
-  on_run(cmd, action, [o] {
-    if (o->all == !o->explain.subjects.empty()) throw UsageError("explain: give --subject ID or --all (one of them)");
-    const c10::Device device = apply_run_options(o->common);
-    const auto result =
-        tasks::explain_checkpoint(o->files, o->checkpoint, o->explain, o->common.out, o->common.overwrite, device);
-    nlohmann::json brief = result;
-    brief.erase("subjects");
-    brief["subjects_explained"] = result.at("subjects").size();
-    print_json(brief);
-    std::fprintf(stderr, "wrote %s/{explain.json,cpg_attention.csv,spect_attention_mean.*,<subject>/}\n",
-                 o->common.out.c_str());
-    return 0;
-  });
+  add_settings_command<ExplainCommand>(
+      parent, action,
+      CommandText("explain",
+                  "MHCA attention maps: per-head scores and softmax maps, SPECT maps as NIfTI + PNG, ranked CpG sites")
+          .checkpoint("an MHCA checkpoint (RUN/checkpoints/best.ckpt, or a cv fold's)")
+          .out("output folder", "runs/mhca-explain"),
+      [](const auto& o, const c10::Device& device) {
+        const auto& s = o.settings;
+        if (s.all == !s.explain.subjects.empty()) throw UsageError("explain: give --subject ID or --all (one of them)");
+        const auto result =
+            tasks::explain_checkpoint(s.files, o.checkpoint, s.explain, o.run.out, o.run.overwrite, device);
+        nlohmann::json brief = result;
+        brief.erase("subjects");
+        brief["subjects_explained"] = result.at("subjects").size();
+        print_json(brief);
+        std::fprintf(stderr, "wrote %s/{explain.json,cpg_attention.csv,spect_attention_mean.*,<subject>/}\n",
+                     o.run.out.c_str());
+        return 0;
+      });
 }
 
 }  // namespace

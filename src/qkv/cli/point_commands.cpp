@@ -9,34 +9,34 @@
 
 namespace qkv::cli {
 
-void register_point_compare(CLI::App* parent, Action& action, const std::string& description,
-                            const char* train_command, int64_t default_shapes, ComparePointRuns compare,
-                            CompareText text) {
-  auto* cmd = parent->add_subcommand("compare", description);
-  struct Opts {
-    RunOptions common;
-    std::vector<std::string> runs;
-    int64_t shapes = 0;
-    bool json = false;
+RegisterCommand point_compare_command(const tasks::PointCompare& compare) {
+  return [&compare](CLI::App* parent, Action& action) {
+    auto* cmd = parent->add_subcommand("compare", compare.description);
+    struct Opts {
+      RunOptions common;
+      std::vector<std::string> runs;
+      int64_t shapes = 0;
+      bool json = false;
+    };
+    auto o = std::make_shared<Opts>();
+    o->shapes = compare.default_shapes;
+    cmd->add_option("runs", o->runs, std::string("run folders of `qkv ") + compare.train_command + "`")
+        ->required()
+        ->check(CLI::ExistingDirectory);
+    add_ranged_option(cmd, "--invariance", o->shapes, "test shapes for the invariance measurement (0: skip it)", 0,
+                      100000);
+    add_old_spelling(cmd, "--shapes", "--invariance", o->shapes);
+    cmd->add_flag("--json", o->json, "print JSON instead of a table");
+    add_common_options(cmd, o->common, "");
+    on_run(cmd, action, [o, &compare] {
+      const auto rows = compare.rows(o->runs, o->shapes, o->common.seed, apply_run_options(o->common));
+      if (o->json)
+        print_json(rows);
+      else
+        std::printf("%s", with_setting_names(compare.text(rows, o->shapes)).c_str());
+      return 0;
+    });
   };
-  auto o = std::make_shared<Opts>();
-  o->shapes = default_shapes;
-  cmd->add_option("runs", o->runs, std::string("run folders of `qkv ") + train_command + "`")
-      ->required()
-      ->check(CLI::ExistingDirectory);
-  add_ranged_option(cmd, "--invariance", o->shapes, "test shapes for the invariance measurement (0: skip it)", 0,
-                    100000);
-  add_old_spelling(cmd, "--shapes", "--invariance", o->shapes);
-  cmd->add_flag("--json", o->json, "print JSON instead of a table");
-  add_common_options(cmd, o->common, "");
-  on_run(cmd, action, [o, compare, text] {
-    const auto rows = compare(o->runs, o->shapes, o->common.seed, apply_run_options(o->common));
-    if (o->json)
-      print_json(rows);
-    else
-      std::printf("%s", with_setting_names(text(rows, o->shapes)).c_str());
-    return 0;
-  });
 }
 
 void accept_axis_names(CLI::App* cmd) {

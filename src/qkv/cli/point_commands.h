@@ -22,24 +22,32 @@ void accept_axis_names(CLI::App* cmd);
 // `vnt train` / `seg train`: the task made by `make_task(settings)`, the
 // data fields with the up axis's names, the models of `model_task`.
 template <typename Settings>
-void register_point_train(CLI::App* parent, Action& action, TrainTask (*make_task)(std::shared_ptr<Settings>),
-                          const char* model_task) {
-  auto s = std::make_shared<Settings>();
-  const auto add_data = [s](CLI::App* cmd) {
-    add_field_options(cmd, s->data);
-    accept_axis_names(cmd);
+RegisterCommand point_train_command(TrainTask (*make_task)(std::shared_ptr<Settings>), const char* model_task) {
+  return [make_task, model_task](CLI::App* parent, Action& action) {
+    auto s = std::make_shared<Settings>();
+    const auto add_data = [s](CLI::App* cmd) {
+      add_field_options(cmd, s->data);
+      accept_axis_names(cmd);
+    };
+    register_train_command(parent, action, make_task(s), add_data,
+                           [s, model_task](CLI::App* cmd) { add_point_model_options(cmd, s->model, model_task); });
   };
-  register_train_command(parent, action, make_task(s), add_data,
-                         [s, model_task](CLI::App* cmd) { add_point_model_options(cmd, s->model, model_task); });
 }
 
-// `vnt compare` / `seg compare`: the options, the rows `compare(runs,
-// shapes, seed, device)` makes, then --json or the table `text(rows, shapes)`.
-using ComparePointRuns = nlohmann::json (*)(const std::vector<std::string>& runs, int64_t shapes, uint64_t seed,
-                                            const c10::Device& device);
-using CompareText = std::string (*)(const nlohmann::json& rows, int64_t shapes);
-void register_point_compare(CLI::App* parent, Action& action, const std::string& description,
-                            const char* train_command, int64_t default_shapes, ComparePointRuns compare,
-                            CompareText text);
+// The eval settings of `vnt eval` / `seg eval` as parsed, with their
+// checkpoint and seed; and the --split option they add.
+inline tasks::PointEvalSettings point_eval_settings(const CommandOptions<tasks::PointEvalSettings>& o) {
+  auto s = o.settings;
+  s.checkpoint = o.checkpoint;
+  s.seed = o.run.seed;
+  return s;
+}
+inline void add_point_eval_split(CLI::App* cmd, CommandOptions<tasks::PointEvalSettings>& o) {
+  add_split_option(cmd, o.settings.split);
+}
+
+// `vnt compare` / `seg compare`: the options, the rows `compare.rows` makes,
+// then --json or the table `compare.text` makes of them.
+RegisterCommand point_compare_command(const tasks::PointCompare& compare);
 
 }  // namespace qkv::cli

@@ -14,65 +14,44 @@
 namespace qkv::cli {
 namespace {
 
-void register_train(CLI::App* parent, Action& action) {
-  register_point_train(parent, action, tasks::part_segmentation_train_task, "segmentation");
-}
-
 void register_eval(CLI::App* parent, Action& action) {
-  auto* cmd = parent->add_subcommand(
-      "eval", "evaluate a seg checkpoint; prints JSON (instance and class mIoU, per-category mIoU, point accuracy)");
-  struct Opts {
-    RunOptions run;
-    tasks::PointEvalSettings settings;
-  };
-  auto o = std::make_shared<Opts>();
-  add_eval_options(cmd, o->settings.checkpoint, o->settings.split, o->run);
-  add_field_options(cmd, o->settings, {"votes"});
-  on_run(cmd, action, [o] {
-    auto s = o->settings;
-    s.seed = o->run.seed;
-    print_json(tasks::evaluate_segmenter_run(s, apply_run_options(o->run)));
-    return 0;
-  });
+  add_settings_command<tasks::PointEvalSettings>(
+      parent, action,
+      CommandText("eval",
+                  "evaluate a seg checkpoint; prints JSON (instance and class mIoU, per-category mIoU, point accuracy)")
+          .checkpoint(kEvalCheckpointHelp),
+      [](const auto& o, const c10::Device& device) {
+        print_json(tasks::evaluate_segmenter_run(point_eval_settings(o), device));
+        return 0;
+      },
+      add_point_eval_split, {"votes"});
 }
 
 void register_predict(CLI::App* parent, Action& action) {
-  auto* cmd = parent->add_subcommand(
-      "predict", "label the parts of one shape (a point cloud or a mesh, --input); writes a PLY and PNG coloured by part");
-  struct Opts {
-    RunOptions common;
-    tasks::PartPredictSettings settings;
-    bool json = false;
-  };
-  auto o = std::make_shared<Opts>();
-  auto& s = o->settings;
-  o->common.out = s.out;
-  add_checkpoint_option(cmd, s.checkpoint, "checkpoint file (RUN/checkpoints/best.ckpt)");
-  add_field_options(cmd, s);
-  cmd->add_flag("--json", o->json, "print the per-point part labels as JSON");
-  add_common_options(cmd, o->common,
-                     "folder for <input name>.parts.ply (per-point 'label' property) and <input name>.parts.png; "
-                     "predictions of several shapes can share it");
-  on_run(cmd, action, [o] {
-    auto s = o->settings;
-    s.out = o->common.out;
-    s.overwrite = o->common.overwrite;
-    s.seed = o->common.seed;
-    auto result = tasks::predict_parts_to_files(s, apply_run_options(o->common));
-    if (o->json) {
-      result.report["labels"] = result.labels;
-      print_json(result.report);
-    } else {
-      std::printf("%s", result.text.c_str());
-    }
-    return 0;
-  });
-}
-
-void register_compare(CLI::App* parent, Action& action) {
-  register_point_compare(
-      parent, action, "table of finished seg runs: instance and class mIoU under each test rotation, invariance error",
-      tasks::kPartSegmentationCommand, 16, tasks::compare_segmenter_runs, tasks::segmenter_compare_text);
+  add_settings_command<tasks::PartPredictSettings>(
+      parent, action,
+      CommandText("predict",
+                  "label the parts of one shape (a point cloud or a mesh, --input); writes a PLY and PNG coloured by part")
+          .checkpoint(kEvalCheckpointHelp)
+          .json("print the per-point part labels as JSON")
+          .out("folder for <input name>.parts.ply (per-point 'label' property) and <input name>.parts.png; "
+               "predictions of several shapes can share it",
+               tasks::PartPredictSettings{}.out),
+      [](const auto& o, const c10::Device& device) {
+        auto s = o.settings;
+        s.checkpoint = o.checkpoint;
+        s.out = o.run.out;
+        s.overwrite = o.run.overwrite;
+        s.seed = o.run.seed;
+        auto result = tasks::predict_parts_to_files(s, device);
+        if (o.json) {
+          result.report["labels"] = result.labels;
+          print_json(result.report);
+        } else {
+          std::printf("%s", result.text.c_str());
+        }
+        return 0;
+      });
 }
 
 }  // namespace
@@ -80,7 +59,8 @@ void register_compare(CLI::App* parent, Action& action) {
 void register_seg(CLI::App& app, Action& action) {
   add_command_group(app, action, "seg",
                     "rotation-invariant part segmentation: VNT-Net, VN-DGCNN and an xyz baseline on ShapeNet-part",
-                    {register_train, register_eval, register_predict, register_compare});
+                    {point_train_command(tasks::part_segmentation_train_task, "segmentation"), register_eval,
+                     register_predict, point_compare_command(tasks::kPartSegmentationCompare)});
 }
 
 }  // namespace qkv::cli

@@ -10,21 +10,14 @@
 #include "qkv/tasks/spirals_task.h"
 
 namespace qkv::cli {
-namespace {
-
-void register_train(CLI::App* parent, Action& action) { register_train_command(parent, action, tasks::spirals_train_task); }
-
-void register_eval(CLI::App* parent, Action& action) {
-  add_eval_command(parent, action, "evaluate a spirals checkpoint on its run's split; prints JSON",
-                   tasks::evaluate_spirals_run);
-}
-
-}  // namespace
 
 void register_spirals(CLI::App& app, Action& action) {
-  add_command_group(app, action, "spirals",
-                    "the trainer's end-to-end demo: an MLP on built-in 2-D spirals",
-                    {register_train, register_eval});
+  const auto eval = [](CLI::App* parent, Action& action) {
+    add_eval_command(parent, action, "evaluate a spirals checkpoint on its run's split; prints JSON",
+                     tasks::evaluate_spirals_run);
+  };
+  add_command_group(app, action, "spirals", "the trainer's end-to-end demo: an MLP on built-in 2-D spirals",
+                    {field_train_command(tasks::spirals_train_task), eval});
 }
 
 }  // namespace qkv::cli

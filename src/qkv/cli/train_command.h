@@ -33,14 +33,16 @@ void register_train_command(CLI::App* parent, Action& action, TrainTask task,
                             const std::function<void(CLI::App* cmd)>& add_data_options,
                             const std::function<void(CLI::App* cmd)>& add_model_options);
 
-// The same for a task made by `make_task(settings)` whose settings' `data`
+// The `train` of a task made by `make_task(settings)` whose settings' `data`
 // and `model` are field lists (lm, spirals).
 template <typename Settings>
-void register_train_command(CLI::App* parent, Action& action, TrainTask (*make_task)(std::shared_ptr<const Settings>)) {
-  auto s = std::make_shared<Settings>();
-  register_train_command(
-      parent, action, make_task(s), [s](CLI::App* cmd) { add_field_options(cmd, s->data); },
-      [s](CLI::App* cmd) { add_field_options(cmd, s->model); });
+RegisterCommand field_train_command(TrainTask (*make_task)(std::shared_ptr<const Settings>)) {
+  return [make_task](CLI::App* parent, Action& action) {
+    auto s = std::make_shared<Settings>();
+    register_train_command(
+        parent, action, make_task(s), [s](CLI::App* cmd) { add_field_options(cmd, s->data); },
+        [s](CLI::App* cmd) { add_field_options(cmd, s->model); });
+  };
 }
 
 }  // namespace qkv::cli

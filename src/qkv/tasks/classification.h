@@ -243,5 +243,9 @@ ShapeClassification classify_shape_file(const std::string& checkpoint, const std
 nlohmann::json compare_classifier_runs(const std::vector<std::string>& runs, int64_t shapes, uint64_t seed,
                                        const c10::Device& device);
 std::string classifier_compare_text(const nlohmann::json& rows, int64_t shapes);
+inline const PointCompare kClassificationCompare{
+    kClassificationCommand,
+    "table of finished vnt runs: accuracy under each test rotation and the measured invariance error", 32,
+    compare_classifier_runs, classifier_compare_text};
 
 }  // namespace qkv::tasks

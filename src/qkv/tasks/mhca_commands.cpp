@@ -82,8 +82,14 @@ void prepare_cv_options(CVOptions& cv, std::vector<std::string> models, const st
   cv.train.validate();
 }
 
-nlohmann::json cross_validate(const CohortFiles& files, CVOptions cv, const std::string& out,
-                              train::RunFolderMode mode, const c10::Device& device) {
+nlohmann::json cross_validate(const CohortFiles& files, CVOptions cv, const RunOptions& run, bool resume) {
+  const std::string& out = run.out;
+  // A resumed folder's settings are compared with these after the cohort is read.
+  const auto mode = train::run_folder_mode(resume, run.overwrite);
+  train::RunFolder::check(out, mode, "mhca cv");
+  const c10::Device device = apply_run_options(run);
+  cv.seed = run.seed;
+  cv.train.seed = run.seed;
   cv.selection.xgboost.threads = at::get_num_threads();
   bool need_volumes = false;
   for (const auto& m : cv.models) need_volumes = need_volumes || model_reads_volumes(m);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "qkv/core/fields.h"
+#include "qkv/core/run_options.h"
 #include "qkv/medical/cohort_data.h"
 #include "qkv/medical/synth_cohort.h"
 #include "qkv/tasks/mhca_cv.h"
@@ -71,11 +72,13 @@ void visit_cv_fields(CVOptions& cv, V&& visit) {
 void prepare_cv_options(CVOptions& cv, std::vector<std::string> models, const std::string& model_options,
                         const std::string& recipe, const GivenSetting& given);
 
-// `mhca cv` after prepare_cv_options and the folder's check: the cohort read
-// (volumes only when a model reads them, said on stderr), `out` opened, the
-// cross validation run (Ctrl-C keeps finished folds). Returns its summary.
-nlohmann::json cross_validate(const CohortFiles& files, CVOptions cv, const std::string& out,
-                              train::RunFolderMode mode, const c10::Device& device);
+// `mhca cv` after prepare_cv_options: the folder `run.out` checked (new,
+// with run.overwrite, or continued with `resume`) before the cohort is read,
+// the run options applied (run.seed seeds the folds and every network), the
+// cohort read (volumes only when a model reads them, said on stderr), the
+// folder opened, the cross validation run (Ctrl-C keeps finished folds).
+// Returns its summary.
+nlohmann::json cross_validate(const CohortFiles& files, CVOptions cv, const RunOptions& run, bool resume);
 
 // `mhca predict`: P(PD) for every subject from a network checkpoint or an
 // XGBoost run's xgboost.json, written as CSV (subject_id, label, p_pd,

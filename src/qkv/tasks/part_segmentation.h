@@ -185,5 +185,9 @@ PartPredictResult predict_parts_to_files(const PartPredictSettings& s, const c10
 nlohmann::json compare_segmenter_runs(const std::vector<std::string>& runs, int64_t shapes, uint64_t seed,
                                       const c10::Device& device);
 std::string segmenter_compare_text(const nlohmann::json& rows, int64_t shapes);
+inline const PointCompare kPartSegmentationCompare{
+    kPartSegmentationCommand,
+    "table of finished seg runs: instance and class mIoU under each test rotation, invariance error", 16,
+    compare_segmenter_runs, segmenter_compare_text};
 
 }  // namespace qkv::tasks

@@ -104,6 +104,18 @@ inline constexpr const char* kVotesHelp =
     "test-time votes: average the class probabilities of this many samplings of each shape (same pose); 0 = the "
     "run's (its --votes, default 1)";
 
+// A point task's `compare`: the train command whose runs it reads, what it
+// does, the shapes of the invariance measurement by default, the rows of the
+// runs (seeded, on a device) and the table of those rows.
+struct PointCompare {
+  const char* train_command;
+  const char* description;
+  int64_t default_shapes;
+  nlohmann::json (*rows)(const std::vector<std::string>& runs, int64_t shapes, uint64_t seed,
+                         const c10::Device& device);
+  std::string (*text)(const nlohmann::json& rows, int64_t shapes);
+};
+
 // `vnt eval` / `seg eval`: a run's checkpoint scored on one split of its
 // data, or of another folder with the same classes, under a rotation.
 struct PointEvalSettings {
