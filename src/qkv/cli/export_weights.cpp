@@ -4,10 +4,8 @@
 #include "qkv/cli/common.h"
 #include "qkv/cli/commands.h"
 #include "qkv/core/errors.h"
-#include "qkv/core/output_policy.h"
 #include "qkv/core/text.h"
 #include "qkv/train/run.h"
-#include "qkv/train/weights.h"
 
 namespace qkv::cli {
 
@@ -36,10 +34,7 @@ void register_export_weights(CLI::App& app, Action& action) {
     }
     if (ckpt->empty()) throw UsageError("export-weights: --checkpoint is required");
     if (out->empty()) throw UsageError("export-weights: --output is required (the .pt file to write)");
-    check_output_file(*out, "--output", *overwrite);
-    auto model = train::load_model_from_checkpoint(*ckpt);
-    claim_output_file(*out, "--output", *overwrite, {"export-weights", {}});
-    train::export_weights(*model, *out);
+    train::export_checkpoint_weights(*ckpt, *out, *overwrite);
     std::fprintf(stderr, "wrote %s\n", out->c_str());
     return 0;
   });

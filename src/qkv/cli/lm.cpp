@@ -30,7 +30,8 @@ void register_eval(CLI::App* parent, Action& action) {
 void register_generate(CLI::App* parent, Action& action) {
   add_settings_command<tasks::GenerateSettings>(
       parent, action,
-      CommandText("generate", "continue a prompt with a trained model (KV cache by default)").checkpoint("checkpoint file"),
+      CommandText("generate", "continue a prompt with a trained model (KV cache by default)")
+          .checkpoint("checkpoint file"),
       [](const auto& o, const c10::Device& device) {
         auto s = o.settings;
         s.checkpoint = o.checkpoint;

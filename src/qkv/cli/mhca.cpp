@@ -159,20 +159,20 @@ void register_predict(CLI::App* parent, Action& action) {
 }
 
 // mhca explain's settings: the cohort, what to explain, and --all.
-struct ExplainCommand {
+struct CohortExplainSettings {
   CohortFiles files;
   tasks::ExplainOptions explain;
   bool all = false;
 };
 template <typename V>
-void visit_fields(ExplainCommand& c, V&& visit) {
+void visit_fields(CohortExplainSettings& c, V&& visit) {
   visit_fields(c.files, visit);
   visit_fields(c.explain, visit);
   visit(Field{"all", "explain every subject (also writes the cohort-level ranking and mean map)"}, c.all);
 }
 
 void register_explain(CLI::App* parent, Action& action) {
-  add_settings_command<ExplainCommand>(
+  add_settings_command<CohortExplainSettings>(
       parent, action,
       CommandText("explain",
                   "MHCA attention maps: per-head scores and softmax maps, SPECT maps as NIfTI + PNG, ranked CpG sites")

@@ -30,8 +30,9 @@ void register_eval(CLI::App* parent, Action& action) {
 void register_predict(CLI::App* parent, Action& action) {
   add_settings_command<tasks::PartPredictSettings>(
       parent, action,
-      CommandText("predict",
-                  "label the parts of one shape (a point cloud or a mesh, --input); writes a PLY and PNG coloured by part")
+      CommandText(
+          "predict",
+          "label the parts of one shape (a point cloud or a mesh, --input); writes a PLY and PNG coloured by part")
           .checkpoint(kEvalCheckpointHelp)
           .json("print the per-point part labels as JSON")
           .out("folder for <input name>.parts.ply (per-point 'label' property) and <input name>.parts.png; "

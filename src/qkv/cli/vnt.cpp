@@ -3,7 +3,6 @@
 // ModelNet40 in its public layouts or on the built-in synthetic shapes, under
 // the z/z, z/SO(3) and SO(3)/SO(3) protocols.
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <cstdio>
 
 #include "qkv/cli/commands.h"
@@ -27,7 +26,8 @@ void register_eval(CLI::App* parent, Action& action) {
         // For the reader, scikit-learn's layout on stderr; stdout stays JSON.
         if (metrics.contains("per_class"))
           std::fprintf(stderr, "%s", train::format_classification_report(metrics, metrics.at("accuracy")).c_str());
-        for (const auto& w : train::degenerate_result_warnings(metrics)) std::fprintf(stderr, "warning: %s\n", w.c_str());
+        for (const auto& w : train::degenerate_result_warnings(metrics))
+          std::fprintf(stderr, "warning: %s\n", w.c_str());
         print_json(metrics);
         return 0;
       },

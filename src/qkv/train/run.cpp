@@ -161,6 +161,13 @@ std::string resolve_checkpoint(const std::string& path) {
   return path;
 }
 
+void export_checkpoint_weights(const std::string& checkpoint, const std::string& output, bool overwrite) {
+  check_output_file(output, "output", overwrite);
+  const auto model = load_model_from_checkpoint(checkpoint);
+  claim_output_file(output, "output", overwrite, {"export-weights", {}});
+  export_weights(*model, output);
+}
+
 models::ModelPtr load_model_from_checkpoint(const std::string& checkpoint, nlohmann::json* run_config,
                                             const std::string& expected_command) {
   auto config = read_checkpoint_config(checkpoint);

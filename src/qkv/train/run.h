@@ -117,6 +117,13 @@ std::string resolve_checkpoint(const std::string& path);
 models::ModelPtr load_model_from_checkpoint(const std::string& checkpoint, nlohmann::json* run_config = nullptr,
                                             const std::string& expected_command = "");
 
+// `checkpoint`'s model's weights written to the file `output` as a
+// name->tensor dict (export_weights), which Python's torch.load reads. The
+// output is checked before the checkpoint is read and claimed before it is
+// written (core/output_policy.h: an existing file only with `overwrite`, and
+// only one qkv wrote); refusals name the setting "output".
+void export_checkpoint_weights(const std::string& checkpoint, const std::string& output, bool overwrite);
+
 // A few lines a person reads at the end of a run: the selected epoch, the
 // headline validation and test metrics, where the run folder is.
 std::string run_summary_text(const nlohmann::json& summary, const std::string& dir,
