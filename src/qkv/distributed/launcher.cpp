@@ -79,7 +79,7 @@ class RankTempDir {
 namespace {
 
 // An argument of the command that is an option: its name as typed, its key
-// ("--world-size=3" -> "world_size") and its value (after = or the next word).
+// (--world-size=3: world_size) and its value (after = or the next word).
 struct ChildOption {
   std::string name, key, value;
 };
