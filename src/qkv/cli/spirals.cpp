@@ -2,7 +2,6 @@
 // (K interleaved spirals, an MLP). It exercises everything a model's train
 // command has: splits, checkpoints, resume, reports, weights.
 #include <CLI/CLI.hpp>
-#include <cstdio>
 
 #include "qkv/cli/commands.h"
 #include "qkv/cli/common.h"
