@@ -32,14 +32,15 @@ def max_parameters():
 
 def names(task=None):
     """The registered model names (of one task: classification, segmentation, lm, mhca, spirals)."""
-    return [e["name"] for e in _registry() if task is None or e["task"] == task]
+    return [e["model"] for e in _registry() if task is None or e["task"] == task]
 
 
 def describe(name):
-    """The registry's entry: description, task, inputs, options (key, default, help, source), and whether
-    it is a network (XGBoost is not: create() refuses it)."""
+    """The registry's entry as `qkv params --model NAME --json` shows it, less the sizes: model,
+    description, task, inputs, network (XGBoost is not one: create() refuses it) and options
+    {key: {value, default, help[, source]}}."""
     for e in _registry():
-        if e["name"] == name:
+        if e["model"] == name:
             return e
     _qkv.create_model(name, "{}")  # raises qkv.UsageError listing the known names
 

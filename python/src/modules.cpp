@@ -11,6 +11,7 @@
 #include "qkv/attention/multi_head_attention.h"
 #include "qkv/core/errors.h"
 #include "qkv/models/model.h"
+#include "qkv/models/model_card.h"
 #include "qkv/models/transformer_lm.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/run.h"
@@ -194,14 +195,6 @@ void bind_attention_modules(py::module_& m) {
       .def_property_readonly("v_dim", &MultiHeadAttentionImpl::v_dim);
 }
 
-nlohmann::json registry_entry_json(const models::ModelEntry& e) {
-  auto options = nlohmann::json::array();
-  for (const auto& o : e.options)
-    options.push_back({{"key", o.key}, {"default", o.default_value}, {"help", o.help}, {"source", o.source}});
-  return {{"name", e.name}, {"description", e.description}, {"task", e.task}, {"inputs", e.inputs},
-          {"options", options}, {"network", e.network}};
-}
-
 void bind_models(py::module_& m) {
   py::class_<models::Model, torch::nn::Module, models::ModelPtr>(m, "Model")
       .def("forward", [](models::Model& self, const std::map<std::string, at::Tensor>& inputs) {
@@ -216,10 +209,11 @@ void bind_models(py::module_& m) {
             return self.forward_tokens(tokens, cache);
           },
           py::arg("tokens"), py::arg("cache") = nullptr);
-  // The registry as JSON text: the Python side reads it with json.loads.
+  // The registry as JSON text, each entry's card as `qkv params --json`
+  // prints it (no sizes): the Python side reads it with json.loads.
   m.def("model_registry", [] {
     auto all = nlohmann::json::array();
-    for (const auto& e : models::model_registry()) all.push_back(registry_entry_json(e));
+    for (const auto& e : models::model_registry()) all.push_back(models::model_card(e, nlohmann::json::object(), false));
     return all.dump();
   });
   m.def("create_model", [](const std::string& name, const std::string& options) {

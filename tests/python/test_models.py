@@ -42,7 +42,10 @@ def test_every_registered_model_is_created_with_its_exact_size():
         count = sum(p.numel() for p in model.parameters())
         assert count == qkv.models.parameter_count(name)[0], name
         assert isinstance(model, torch.nn.Module) and model.inputs, name
-        assert set(model.options) == {o["key"] for o in qkv.models.describe(name)["options"]}, name
+        assert set(model.options) == set(qkv.models.describe(name)["options"]), name
+    card = qkv.models.describe("vnt")  # the card `qkv params --model vnt --json` prints
+    assert card["model"] == "vnt" and card["task"] == "classification" and card["network"]
+    assert card["options"]["heads"]["default"] == card["options"]["heads"]["value"] == 24
 
 
 def test_options_are_checked_like_the_cli():

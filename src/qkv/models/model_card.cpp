@@ -53,6 +53,7 @@ nlohmann::json model_card(const ModelEntry& e, const nlohmann::json& options, bo
                          {"description", e.description},
                          {"task", e.task},
                          {"inputs", e.inputs_with(options)},
+                         {"network", e.network},
                          {"options", opts}};
   if (!with_size) return card;
   if (!e.network) {  // trees: no parameters to count (null, as mhca cv's summary says)

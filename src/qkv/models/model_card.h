@@ -11,11 +11,12 @@ namespace qkv::models {
 // The registered models by task, one line each.
 std::string model_list_text();
 
-// {model, description, task, inputs, options: {key: {value, default, help[,
-// source]}}, parameters, presets: [{name, options, summary, parameters}]}
-// with `options` (a JSON object; unset keys take their defaults) applied;
-// sizes by arithmetic, nothing built. `with_size` false leaves out
-// parameters and presets.
+// {model, description, task, inputs, network, options: {key: {value,
+// default, help[, source]}}, parameters, presets: [{name, options, summary,
+// parameters}]} with `options` (a JSON object; unset keys take their
+// defaults) applied; sizes by arithmetic, nothing built. `with_size` false
+// leaves out parameters and presets. `qkv params --json` prints it, and the
+// Python package's qkv.models.describe returns it.
 nlohmann::json model_card(const ModelEntry& entry, const nlohmann::json& options, bool with_size = true);
 
 // model_card as lines for people.
