@@ -213,7 +213,8 @@ void bind_models(py::module_& m) {
   // prints it (no sizes): the Python side reads it with json.loads.
   m.def("model_registry", [] {
     auto all = nlohmann::json::array();
-    for (const auto& e : models::model_registry()) all.push_back(models::model_card(e, nlohmann::json::object(), false));
+    for (const auto& e : models::model_registry())
+      all.push_back(models::model_card(e, nlohmann::json::object(), false));
     return all.dump();
   });
   m.def("create_model", [](const std::string& name, const std::string& options) {
