@@ -27,16 +27,6 @@ LocalRanks plan_of(std::vector<std::string> command, int64_t nodes = 1, int64_t 
   return plan;
 }
 
-// The key of the ConfigError `f` throws, or "(no ConfigError)".
-std::string config_key_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.key;
-  }
-  return "(no ConfigError)";
-}
-
 TEST(LaunchPlan, AnEmptyMasterBecomesAFreeLoopbackPortAndTheCommandIsKept) {
   const auto plan = distributed::checked_launch_plan(plan_of({"vnt", "train", "--epochs", "3"}));
   const auto [host, port] = distributed::parse_master(plan.master, "master");
@@ -46,11 +36,12 @@ TEST(LaunchPlan, AnEmptyMasterBecomesAFreeLoopbackPortAndTheCommandIsKept) {
 }
 
 TEST(LaunchPlan, ItsOwnSettingsAreRefusedByKey) {
-  EXPECT_EQ(config_key_of([] { distributed::checked_launch_plan(plan_of({"vnt", "train"}, 2, 2, "10.0.0.1:29500")); }),
-            "node_rank");
-  EXPECT_EQ(config_key_of([] { distributed::checked_launch_plan(plan_of({"vnt", "train"}, 2, 0)); }), "nodes");
-  EXPECT_EQ(config_key_of([] { distributed::checked_launch_plan(plan_of({"vnt", "train"}, 1, 0, "nohost")); }),
-            "master");
+  const auto refused_key = [](const LocalRanks& plan) {
+    return config_error_key_of([&] { distributed::checked_launch_plan(plan); });
+  };
+  EXPECT_EQ(refused_key(plan_of({"vnt", "train"}, 2, 2, "10.0.0.1:29500")), "node_rank");
+  EXPECT_EQ(refused_key(plan_of({"vnt", "train"}, 2, 0)), "nodes");
+  EXPECT_EQ(refused_key(plan_of({"vnt", "train"}, 1, 0, "nohost")), "master");
   // Several nodes with a master are fine.
   EXPECT_EQ(distributed::checked_launch_plan(plan_of({"vnt", "train"}, 2, 1, "10.0.0.1:29500")).master,
             "10.0.0.1:29500");

@@ -22,6 +22,7 @@
 
 namespace fs = std::filesystem;
 using namespace qkv;
+using qkv::testing::config_error_key_of;
 
 namespace {
 
@@ -164,17 +165,9 @@ TEST(LmModel, RecurrentKindsTakeTheTransformersBudget) {
 
 TEST(LmModel, BadChoicesAreRefusedByKey) {
   models::TransformerLMOptions t;
-  auto key_of = [](const std::function<void()>& f) -> std::string {
-    try {
-      f();
-    } catch (const ConfigError& e) {
-      return e.key;
-    }
-    return "(no ConfigError)";
-  };
-  EXPECT_EQ(key_of([&] { tasks::lm_model("rnn", t); }), "model");
-  EXPECT_EQ(key_of([&] { tasks::lm_model("lstm", t, -1); }), "hidden");
-  EXPECT_EQ(key_of([&] { tasks::lm_model("transformer", t, 8); }), "hidden");
+  EXPECT_EQ(config_error_key_of([&] { tasks::lm_model("rnn", t); }), "model");
+  EXPECT_EQ(config_error_key_of([&] { tasks::lm_model("lstm", t, -1); }), "hidden");
+  EXPECT_EQ(config_error_key_of([&] { tasks::lm_model("transformer", t, 8); }), "hidden");
   t.heads = 3;  // 128 is not divisible by 3
   EXPECT_THROW(tasks::lm_model("lstm", t), UsageError);
 }

@@ -48,6 +48,17 @@ inline std::string usage_error_of(const std::function<void()>& f) {
   return "(no UsageError)";
 }
 
+// The key of the ConfigError f throws (the setting it names), or
+// "(no ConfigError)".
+inline std::string config_error_key_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.key;
+  }
+  return "(no ConfigError)";
+}
+
 // Writes a text file, creating its folder (atomic, like the product's writes).
 inline void write_text_file(const std::filesystem::path& path, const std::string& contents) {
   make_directories(path.parent_path().string());

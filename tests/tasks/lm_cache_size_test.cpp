@@ -7,6 +7,7 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/tasks/lm_cache_size.h"
+#include "support/test_files.h"
 
 namespace qkv::testing {
 namespace {
@@ -14,12 +15,7 @@ namespace {
 using tasks::CacheSizeSettings;
 
 std::string cache_shape_refusal_key(const CacheSizeSettings& s) {
-  try {
-    tasks::cache_shape(s);
-  } catch (const ConfigError& e) {
-    return e.key;
-  }
-  return "";
+  return config_error_key_of([&] { tasks::cache_shape(s); });
 }
 
 CacheSizeSettings small_cache_sizes() {

@@ -8,6 +8,7 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/tasks/point_task.h"
+#include "support/test_files.h"
 
 namespace qkv::testing {
 namespace {
@@ -18,14 +19,9 @@ tasks::PointModelSettings model_settings(const std::string& model) {
   return s;
 }
 
-// The key of the ConfigError point_model_options throws for `s`, or "(none)".
+// The key of the ConfigError point_model_options throws for `s`.
 std::string refused_key(const tasks::PointModelSettings& s) {
-  try {
-    tasks::point_model_options(s);
-  } catch (const ConfigError& e) {
-    return e.key;
-  }
-  return "(none)";
+  return config_error_key_of([&] { tasks::point_model_options(s); });
 }
 
 TEST(PointModelOptions, SizesBecomeModelOptionsAndZeroLeavesTheDefault) {

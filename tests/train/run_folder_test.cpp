@@ -23,23 +23,14 @@ using train::RunFolderMode;
 
 void write_user_file(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
 
-std::string run_folder_refusal_key(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.key;
-  }
-  return "";
-}
-
 TEST(RunFolder, NewRefusesAFolderHoldingAnythingAndNamesTheKey) {
   const fs::path dir = fresh_dir("run_folder_new");
   fs::create_directories(dir);
   write_user_file(dir / "notes.txt", "mine");
-  EXPECT_EQ(run_folder_refusal_key([&] { RunFolder::check(dir.string(), RunFolderMode::New, "vnt train"); }), "out");
-  EXPECT_EQ(run_folder_refusal_key([&] { RunFolder::open(dir.string(), RunFolderMode::New, "vnt train"); }), "out");
+  EXPECT_EQ(config_error_key_of([&] { RunFolder::check(dir.string(), RunFolderMode::New, "vnt train"); }), "out");
+  EXPECT_EQ(config_error_key_of([&] { RunFolder::open(dir.string(), RunFolderMode::New, "vnt train"); }), "out");
   // Even with overwrite: nothing there is qkv's.
-  EXPECT_EQ(run_folder_refusal_key([&] { RunFolder::open(dir.string(), RunFolderMode::Overwrite, "vnt train"); }), "out");
+  EXPECT_EQ(config_error_key_of([&] { RunFolder::open(dir.string(), RunFolderMode::Overwrite, "vnt train"); }), "out");
   EXPECT_TRUE(fs::exists(dir / "notes.txt"));
   reset_output_claims();
   fs::remove_all(dir);
@@ -66,7 +57,7 @@ TEST(RunFolder, ResumeContinuesOnlyWhatTheSameCommandMade) {
   RunFolder::open(dir.string(), RunFolderMode::New, "vnt train");
   write_file_atomic((dir / "summary.json").string(), std::string("{}"));
   reset_output_claims();
-  EXPECT_EQ(run_folder_refusal_key([&] { RunFolder::check(dir.string(), RunFolderMode::Resume, "seg train", "resume"); }),
+  EXPECT_EQ(config_error_key_of([&] { RunFolder::check(dir.string(), RunFolderMode::Resume, "seg train", "resume"); }),
             "resume");
   const auto folder = RunFolder::open(dir.string(), RunFolderMode::Resume, "vnt train", "resume");
   folder.release_if_unused();  // a resumed folder is never taken back
