@@ -393,7 +393,8 @@ TEST(Cli, LmTrainGenerateAndBadText) {
   const auto binary = dir + "/binary.txt";
   std::ofstream(binary) << "ok\xff\xfe";
   expect_clean_failure(run("lm train --text " + binary + " --out " + dir + "_b"), 1, binary + ": not valid UTF-8");
-  expect_clean_failure(run("lm train --task sorting --out " + dir + "_s"), 2, "--task sorting");
+  expect_clean_failure(run("lm train --task sorting --out " + dir + "_s"), 2,
+                       "--task: sorting not in {copy,reverse,addition,induction}");
   expect_clean_failure(run("lm inspect-mlp --checkpoint " + ckpt + " --block 3 --text " + binary), 1, "not valid UTF-8");
 }
 

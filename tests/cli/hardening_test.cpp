@@ -72,7 +72,7 @@ TEST(Hardening, NumericOptionsAreCheckedAgainstTheirRange) {
   EXPECT_FALSE(fs::exists(out));
   // The range is part of the help.
   const auto help = run_qkv("vnt train --help");
-  EXPECT_NE(help.output.find("learning rate (in [0, 1000])"), std::string::npos) << help.output;
+  EXPECT_NE(help.output.find("learning rate (in (0, 1000])"), std::string::npos) << help.output;
   EXPECT_NE(help.output.find("training epochs (>= 1)"), std::string::npos) << help.output;
 }
 

@@ -85,6 +85,24 @@ TEST(Fields, RangeProblemsNameTheBound) {
   EXPECT_TRUE((qkv::Field{"k", "h"}.at_least(1).has_range()));
 }
 
+TEST(Fields, OpenBoundsAreNotReached) {
+  const auto rate = qkv::Field{"k", "h"}.range(0, 1).above(0);  // (0, 1]
+  EXPECT_EQ(qkv::field_range_problem(rate, 0.0), "must be in (0, 1]");
+  EXPECT_EQ(qkv::field_range_problem(rate, 1e-300), "");
+  EXPECT_EQ(qkv::field_range_problem(rate, 1.0), "");
+  const auto share = qkv::Field{"k", "h"}.at_least(0).below(1);  // [0, 1)
+  EXPECT_EQ(qkv::field_range_problem(share, 0.0), "");
+  EXPECT_EQ(qkv::field_range_problem(share, 1.0), "must be in [0, 1)");
+  EXPECT_EQ(qkv::field_range_problem(share, std::nextafter(1.0, 0.0)), "");
+  EXPECT_EQ(qkv::field_range_problem(qkv::Field{"k", "h"}.above(0), 0.0), "must be greater than 0");
+  EXPECT_EQ(qkv::field_range_problem(qkv::Field{"k", "h"}.below(2), 2.0), "must be less than 2");
+  EXPECT_EQ(qkv::field_range_text(rate), "(0, 1]");
+  EXPECT_EQ(qkv::field_range_text(share), "[0, 1)");
+  EXPECT_EQ(qkv::field_range_text(qkv::Field{"k", "h"}.above(0)), "> 0");
+  EXPECT_EQ(qkv::field_range_text(qkv::Field{"k", "h"}.at_least(1)), ">= 1");
+  EXPECT_EQ(qkv::field_range_text(qkv::Field{"k", "h"}), "");
+}
+
 TEST(Fields, RangesAreCheckedOnAStructFilledInCode) {
   demo::Settings s;
   EXPECT_NO_THROW(qkv::check_field_ranges(s));

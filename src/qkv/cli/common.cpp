@@ -91,12 +91,9 @@ CLI::Validator range_check(const Field& f) {
 CLI::Validator range_check(double lo, double hi) { return range_check(Field{"", ""}.range(lo, hi)); }
 
 std::string range_help(const Field& f) {
-  const bool has_min = f.min != -std::numeric_limits<double>::max();
-  const bool has_max = f.max != std::numeric_limits<double>::max();
-  if (has_min && has_max) return " (in [" + range_number_text(f.min) + ", " + range_number_text(f.max) + "])";
-  if (has_min) return " (>= " + range_number_text(f.min) + ")";
-  if (has_max) return " (<= " + range_number_text(f.max) + ")";
-  return "";
+  const std::string range = field_range_text(f);
+  if (range.empty()) return "";
+  return range.front() == '[' || range.front() == '(' ? " (in " + range + ")" : " (" + range + ")";
 }
 
 void option_section(CLI::App* cmd, const std::string& heading, const std::function<void()>& add) {

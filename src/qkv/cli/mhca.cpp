@@ -33,10 +33,11 @@ void register_synth(CLI::App* parent, Action& action) {
       ->required();
   add_overwrite_flag(cmd, o->overwrite);
   add_field_options(cmd, o->synth);
-  cmd->add_option("--shape", o->shape, "volume grid X,Y,Z (default 91,109,91, MNI 2 mm); e.g. 24,28,24 for CPU runs")
+  const Field shape = medical::synth_shape_field();
+  cmd->add_option("--shape", o->shape, shape.help + range_help(shape))
       ->delimiter(',')
       ->expected(3)
-      ->check(range_check(1, 4096));
+      ->check(range_check(shape));
   add_ranged_option(cmd, "--threads", o->synth.threads, "volumes generated in parallel; 0 = one per core", 0,
                     max_useful_threads());
   on_run(cmd, action, [o] {

@@ -35,6 +35,9 @@ struct Field {
   // in --help; reading config.json back checks them too.
   double min = -std::numeric_limits<double>::max();
   double max = std::numeric_limits<double>::max();
+  // A bound the value must not reach ("> 0" for a learning rate, "< 1" for a
+  // momentum) rather than may equal.
+  bool min_open = false, max_open = false;
   // The words a text field accepts, '|'-separated ("absolute|row"); nullptr
   // = any text. Checked like the ranges (the CLI on the text, --help lists
   // them, check_field_ranges and config.json's reading).
@@ -55,6 +58,16 @@ struct Field {
     return f;
   }
   Field at_least(double lo) const { return range(lo, max); }
+  Field above(double lo) const {
+    Field f = range(lo, max);
+    f.min_open = true;
+    return f;
+  }
+  Field below(double hi) const {
+    Field f = range(min, hi);
+    f.max_open = true;
+    return f;
+  }
   Field was(const char* old_name) const {
     Field f = *this;
     f.old_option = old_name;
@@ -88,17 +101,30 @@ inline std::string range_number_text(double v) {
   return text;
 }
 
-inline std::string field_range_problem(const Field& f, double value) {
+// A field's range as --help and messages write it: "[0, 1)", ">= 1",
+// "> 0"; "" without one.
+inline std::string field_range_text(const Field& f) {
   const auto number = range_number_text;
+  const bool has_min = f.min != -std::numeric_limits<double>::max();
+  const bool has_max = f.max != std::numeric_limits<double>::max();
+  if (has_min && has_max)
+    return (f.min_open ? "(" : "[") + number(f.min) + ", " + number(f.max) + (f.max_open ? ")" : "]");
+  if (has_min) return (f.min_open ? "> " : ">= ") + number(f.min);
+  if (has_max) return (f.max_open ? "< " : "<= ") + number(f.max);
+  return "";
+}
+
+inline std::string field_range_problem(const Field& f, double value) {
   if (!std::isfinite(value)) return "must be a finite number";
   const bool has_min = f.min != -std::numeric_limits<double>::max();
   const bool has_max = f.max != std::numeric_limits<double>::max();
-  if ((has_min && value < f.min) || (has_max && value > f.max)) {
-    if (has_min && has_max) return "must be in [" + number(f.min) + ", " + number(f.max) + "]";
-    if (has_min) return "must be at least " + number(f.min);
-    return "must be at most " + number(f.max);
-  }
-  return "";
+  const bool low = has_min && (value < f.min || (f.min_open && value == f.min));
+  const bool high = has_max && (value > f.max || (f.max_open && value == f.max));
+  if (!low && !high) return "";
+  if (has_min && has_max) return "must be in " + field_range_text(f);
+  const std::string bound = range_number_text(has_min ? f.min : f.max);
+  if (has_min) return (f.min_open ? "must be greater than " : "must be at least ") + bound;
+  return (f.max_open ? "must be less than " : "must be at most ") + bound;
 }
 
 // The words of f.choices ({} without them).

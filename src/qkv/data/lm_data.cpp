@@ -43,15 +43,11 @@ std::string add_decimal(const std::string& a, const std::string& b) {
 }  // namespace
 
 void LmTaskOptions::validate() const {
-  if (task != "copy" && task != "reverse" && task != "addition" && task != "induction")
-    throw ConfigError("task", task + ": expected copy, reverse, addition or induction");
-  if (samples < 10) throw ConfigError("samples", "must be at least 10");
-  if (min_length < 1) throw ConfigError("min_length", "must be at least 1");
-  if (max_length < min_length) throw ConfigError("max_length", "must be at least min_length");
+  check_field_ranges(*this);
+  if (max_length < min_length) throw ConfigError("max_length", "must be at least {min_length}");
   if (task == "induction" && min_length < 3) throw ConfigError("min_length", "must be at least 3 for induction");
   if (task == "induction" && max_length > 27)
     throw ConfigError("max_length", "must be at most 27 for induction (the query letter occurs once)");
-  if (max_digits < 1 || max_digits > 18) throw ConfigError("max_digits", "must be in [1, 18]");
 }
 
 LmExample make_lm_example(const LmTaskOptions& o, std::mt19937_64& rng) {

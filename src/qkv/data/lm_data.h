@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "qkv/core/fields.h"
 #include "qkv/data/dataset.h"
 
 namespace qkv::data {
@@ -26,6 +27,16 @@ struct LmTaskOptions {
 
   void validate() const;  // ConfigError naming the key
 };
+
+template <typename V>
+void visit_fields(LmTaskOptions& o, V&& visit) {
+  visit(Field{"task", "built-in task: copy, reverse, addition, induction"}.one_of("copy|reverse|addition|induction"),
+        o.task);
+  visit(Field{"samples", "task instances (80/10/10 train/val/test)"}.range(10, 1e8), o.samples);
+  visit(Field{"min_length", "task string length, smallest"}.range(1, 1e5), o.min_length);
+  visit(Field{"max_length", "task string length, largest"}.range(1, 1e5), o.max_length);
+  visit(Field{"max_digits", "addition: digits per operand, at most"}.range(1, 18), o.max_digits);
+}
 
 constexpr char kLmTerminator = '\n';
 

@@ -117,7 +117,8 @@ void visit_fields(Augmentation& a, V&& visit) {
   visit(Field{"augment_mode",
               "batch (each batch's samples augmented with probability --augment, noise clamped to [0, 1]) or enlarge "
               "(the authors' code: --augment x n augmented copies added once, turned about random axes, noise "
-              "unclamped)"},
+              "unclamped)"}
+            .one_of("batch|enlarge"),
         a.mode);
 }
 

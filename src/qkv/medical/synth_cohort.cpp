@@ -197,8 +197,8 @@ void SynthCohortOptions::validate() const {
     throw ConfigError("cpg", std::to_string(cpg) + " x {subjects} " + std::to_string(subjects) +
                                  " is over 1e9 methylation cells");
   for (int64_t d : shape)
-    if (d < 8 || d > 256)
-      throw ConfigError("shape", "sizes must be in [8, 256], got " + std::to_string(shape[0]) + "x" +
+    if (const std::string problem = field_range_problem(synth_shape_field(), static_cast<double>(d)); !problem.empty())
+      throw ConfigError("shape", "sizes " + problem + ", got " + std::to_string(shape[0]) + "x" +
                                      std::to_string(shape[1]) + "x" + std::to_string(shape[2]));
   if (atlas.empty()) throw ConfigError("atlas", "must be auto, none or the path of a label NIfTI");
   if (threads < 0) throw ConfigError("threads", "must be >= 0, got " + std::to_string(threads));

@@ -192,6 +192,12 @@ void visit_fields(SynthCohortOptions& o, V&& visit) {
   visit(Field{"seed", "random seed; the same seed writes the same files"}.range(0, kMaxSeed), o.seed);
 }
 
+// `shape`, three sizes X,Y,Z: the range each size must be in (validate()
+// checks it; the CLI shows and checks it on --shape).
+inline Field synth_shape_field() {
+  return Field{"shape", "volume grid X,Y,Z (default 91,109,91, MNI 2 mm); e.g. 24,28,24 for CPU runs"}.range(8, 256);
+}
+
 struct SynthCohortSummary {
   int64_t subjects = 0, pd = 0, controls = 0, cpg = 0;
   std::string atlas_used;          // the atlas path, or "ellipsoids"

@@ -26,7 +26,7 @@ using picture::compact_number;
 using picture::heat_colour;
 
 std::string write_synth_shapes_to(const std::string& out, pc::SynthShapesOptions options, bool overwrite) {
-  const auto summary = write_synthetic_set(out, options, overwrite, synth_shapes_marker(options),
+  const auto summary = write_synthetic_set(out, options, overwrite, ModelNetSource::marker(options),
                                            pc::check_synth_shapes_options, pc::write_synth_shapes);
   return "synth-shapes: " + std::to_string(summary.classes.size()) + " classes, " + std::to_string(summary.files()) +
          " files (" + std::to_string(summary.train_files) + " train, " + std::to_string(summary.test_files) +
@@ -43,7 +43,7 @@ std::string synth_shapes_list_text() {
   return text;
 }
 
-OutputMarker synth_shapes_marker(const pc::SynthShapesOptions& o) {
+OutputMarker ModelNetSource::marker(const pc::SynthShapesOptions& o) {
   return {"qkv data synth-shapes",
           {{"train_per_class", o.train_per_class},
            {"test_per_class", o.test_per_class},
@@ -69,6 +69,7 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> train_val_indices(const Cl
 }  // namespace
 
 ClassificationData::ClassificationData() {
+  protocol = "z/z";
   view.up_axis = kUpAxisFromLayout;          // the layout's (resolve_up_axis)
   load.points_per_shape = 0;  // every stored point: FPS chooses among all of them, as the paper's sampling does
 }
@@ -80,44 +81,21 @@ ClassificationData ClassificationData::from_json(const nlohmann::json& j) {
 }
 
 void ClassificationData::validate() const {
-  if (source.empty()) throw ConfigError("source", "must be 'synthetic' or a folder");
+  check_field_ranges(*this);
   if (!pc::is_layout_choice(load.layout))
     throw ConfigError("layout", load.layout + ": expected auto, modelnet, split, flat, resampled or hdf5");
   if (source == "synthetic" && load.layout != "auto" && load.layout != "modelnet")
     throw ConfigError("layout", load.layout + ": the synthetic shapes are written as a ModelNet40 tree (auto or modelnet)");
-  if (synth.train_per_class < 1) throw ConfigError("synth_train_per_class", "must be at least 1");
-  if (synth.test_per_class < 1) throw ConfigError("synth_test_per_class", "must be at least 1");
-  if (load.points_per_shape < 0) throw ConfigError("points_per_shape", "must be >= 0 (0 = every stored point)");
-  if (load.max_per_class < 0) throw ConfigError("max_per_class", "must be >= 0 (0 = all)");
-  if (!(val_fraction >= 0 && val_fraction <= 0.9)) throw ConfigError("val_fraction", "must be in [0, 0.9]");
-  if (votes < 1 || votes > 64) throw ConfigError("votes", "must be in [1, 64]");
-  validate_view(view);
-  if (load.points_per_shape > 0 && view.num_points > load.points_per_shape)
-    throw ConfigError("points", std::to_string(view.num_points) + " is more than the " +
-                                    std::to_string(load.points_per_shape) + " points stored per shape");
-  parse_protocol(protocol);
+  check_source_settings();
 }
 
-void ClassificationData::copy_view_settings() {
-  synth.seed = load.seed = view.seed;
-  load.with_normals = view.use_normals;
+std::string ModelNetSource::write(const std::string& dir, const Synth& options) {
+  const auto summary = pc::write_synth_shapes(dir, options);
+  return "synthetic shapes: " + std::to_string(summary.classes.size()) + " classes, " +
+         std::to_string(summary.files()) + " files in " + dir;
 }
 
-void ClassificationData::check_synthetic_dir(const std::string& dir, bool overwrite) const {
-  if (source == "synthetic") claim_synthetic_dir(dir, "synth_dir", overwrite, synth_shapes_marker(synth), true);
-}
-
-pc::ModelNetData ClassificationData::load_data(const std::string& synth_dir_now, bool overwrite) const {
-  std::string dir = source;
-  if (source == "synthetic") {
-    dir = synth_dir_now;
-    if (claim_synthetic_dir(dir, "synth_dir", overwrite, synth_shapes_marker(synth))) {
-      const auto summary = pc::write_synth_shapes(dir, synth);
-      mark_output_complete(dir);
-      std::fprintf(stderr, "synthetic shapes: %zu classes, %lld files in %s\n", summary.classes.size(),
-                   static_cast<long long>(summary.files()), dir.c_str());
-    }
-  }
+pc::ModelNetData ModelNetSource::read(const std::string& dir, const Load& load) {
   auto data = pc::load_modelnet40(dir, load);
   std::fprintf(stderr, "%s (%s layout%s): %lld train / %lld test shapes, %zu classes\n", dir.c_str(),
                data.layout.c_str(), load.layout == "auto" ? ", detected" : "",

@@ -24,13 +24,19 @@ namespace qkv::tasks {
 
 inline constexpr const char* kClassificationCommand = "vnt train";
 
-struct ClassificationData {
-  std::string source = "synthetic";  // "synthetic" or a ModelNet40 folder
-  std::string synth_dir;             // synthetic: where the OFF tree is written (default <run>/synthetic)
-  pointcloud::SynthShapesOptions synth;
-  pointcloud::ModelNetLoadOptions load;
-  pointcloud::PointViewOptions view;  // seed, points, augmentation; view_of sets mode and rotation per split
-  std::string protocol = "z/z";
+// ModelNet40's layouts, or a folder of one's own shapes, and the built-in
+// shapes, as PointSourceData reads them.
+struct ModelNetSource {
+  using Synth = pointcloud::SynthShapesOptions;
+  using Load = pointcloud::ModelNetLoadOptions;
+  using Data = pointcloud::ModelNetData;
+  static constexpr const char* kStoredPoints = " points stored per shape";
+  static OutputMarker marker(const Synth& options);
+  static std::string write(const std::string& dir, const Synth& options);
+  static Data read(const std::string& dir, const Load& load);
+};
+
+struct ClassificationData : PointSourceData<ModelNetSource> {
   double val_fraction = 0.1;
   // Test-time votes: class probabilities averaged over this many views of
   // each test shape (PointViewOptions::vote); 1 = one view.
@@ -43,24 +49,7 @@ struct ClassificationData {
 
   // ConfigError naming the key of the first unusable setting.
   void validate() const;
-  // The seed and the normals flag are stored once, in `view`; the generator
-  // and the loader take copies.
-  void copy_view_settings();
-
-  // The synthetic folder's policy (core/output_policy.h) without writing
-  // anything: UsageError if it would be refused.
-  void check_synthetic_dir(const std::string& dir, bool overwrite) const;
-  // Loads the data; for "synthetic", writes the shapes into `synth_dir_now`
-  // (synth_dir, or a rank's scratch copy) unless qkv already wrote them there
-  // with the same settings.
-  pointcloud::ModelNetData load_data(const std::string& synth_dir_now, bool overwrite) const;
-  pointcloud::ModelNetData load_data() const { return load_data(synth_dir, false); }
 };
-
-// What `qkv data synth-shapes` records in its folder's ledger, so that a folder
-// it wrote and a train command's synthetic folder are reused by each other
-// when made with the same settings.
-OutputMarker synth_shapes_marker(const pointcloud::SynthShapesOptions& options);
 
 // `data synth-shapes`: the shapes written into `out` (claimed as
 // core/output_policy.h allows, marked complete at the end); returns the line

@@ -24,8 +24,8 @@ namespace qkv::tasks {
 LmData::LmData() { task.max_length = 6; }
 
 void LmData::validate() const {
+  check_field_ranges(*this);
   if (is_task()) task.validate();
-  if (context < 1) throw ConfigError("context", "must be at least 1");
 }
 
 data::Splits LmData::make() const {

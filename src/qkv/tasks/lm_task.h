@@ -39,12 +39,8 @@ struct LmData {
 
 template <typename V>
 void visit_fields(LmData& d, V&& visit) {
-  visit(Field{"task", "built-in task: copy, reverse, addition, induction"}, d.task.task);
   visit(Field{"text", "train on this UTF-8 text file instead of a task"}.existing_file(), d.text);
-  visit(Field{"samples", "task instances (80/10/10 train/val/test)"}.range(10, 1e8), d.task.samples);
-  visit(Field{"min_length", "task string length, smallest"}.range(1, 1e5), d.task.min_length);
-  visit(Field{"max_length", "task string length, largest"}.range(1, 1e5), d.task.max_length);
-  visit(Field{"max_digits", "addition: digits per operand, at most"}.range(1, 18), d.task.max_digits);
+  visit_fields(d.task, visit);
   visit(Field{"context", "text: training window in bytes"}.range(1, 1 << 20), d.context);
   visit(Field{"seed", "", ""}, d.seed);  // --seed
 }

@@ -15,20 +15,12 @@
 namespace qkv::tasks {
 
 void validate_selection(const tasks::FeatureSelection& s) {
-  if (s.mode != "rfe" && s.mode != "all" && s.mode != "list")
-    throw ConfigError("select", s.mode + ": expected rfe, all or list");
+  check_field_ranges(s);
   if (s.mode == "list" && s.list_path.empty()) throw ConfigError("select", "list needs {cpg_list} FILE");
-  if (s.n_features < 0) throw ConfigError("n_features", "must be >= 0 (0 = the SPECT token count)");
-  if (!(s.rfe.step > 0) || !std::isfinite(s.rfe.step)) throw ConfigError("rfe_step", "must be a positive number");
   s.xgboost.validate();
 }
 
-void validate_augmentation(const medical::Augmentation& a) {
-  if (!(a.fraction >= 0 && a.fraction <= 1)) throw ConfigError("augment", "must be in [0, 1]");
-  if (!(a.max_degrees >= 0 && a.max_degrees <= 180)) throw ConfigError("augment_degrees", "must be in [0, 180]");
-  if (!(a.noise >= 0) || !std::isfinite(a.noise)) throw ConfigError("augment_noise", "must be a finite number >= 0");
-  if (a.mode != "batch" && a.mode != "enlarge") throw ConfigError("augment_mode", a.mode + ": expected batch or enlarge");
-}
+void validate_augmentation(const medical::Augmentation& a) { check_field_ranges(a); }
 
 void set_mhca_paper_defaults(train::TrainConfig& c) {
   c.epochs = 200;
@@ -42,12 +34,9 @@ void set_mhca_paper_defaults(train::TrainConfig& c) {
 void MhcaTrainData::validate() const {
   if (manifest.empty()) throw ConfigError("manifest", "must name the cohort CSV");
   if (methylation.empty()) throw ConfigError("methylation", "must name the methylation table");
-  if (!(val_fraction > 0 && test_fraction > 0 && val_fraction + test_fraction < 0.8))
-    throw ConfigError("val_fraction", "and test_fraction must be > 0 and sum below 0.8");
-  if (normalisation != "global" && normalisation != "subject")
-    throw ConfigError("normalisation", normalisation + ": expected global or subject");
+  check_field_ranges(*this);  // the selection's and augmentation's fields too
+  if (val_fraction + test_fraction >= 0.8) throw ConfigError("val_fraction", "and {test_fraction} must sum below 0.8");
   validate_selection(selection);
-  validate_augmentation(augmentation);
 }
 
 data::Splits MhcaTrainRun::splits() const {

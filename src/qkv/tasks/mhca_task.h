@@ -22,7 +22,8 @@ namespace qkv::tasks {
 // so they live in the structs' namespace; XGBoost's is in medical/xgboost.h).
 template <typename V>
 void visit_fields(FeatureSelection& s, V&& visit) {
-  visit(Field{"select", "CpG features: rfe (XGBoost RFE on each training part), all (every column), list (--cpg-list)"},
+  visit(Field{"select", "CpG features: rfe (XGBoost RFE on each training part), all (every column), list (--cpg-list)"}
+            .one_of("rfe|all|list"),
         s.mode);
   visit(Field{"cpg_list",
               "fixed CpG list (one id per line, e.g. from 'qkv mhca select'); selecting on the whole cohort before "
@@ -41,8 +42,8 @@ namespace qkv::tasks {
 inline constexpr const char* kMhcaTrainCommand = "mhca train";
 inline constexpr const char* kMhcaCvCommand = "mhca cv";
 
-// ConfigError naming the key: a usable selection (a list file for "list")
-// and augmentation (fraction in [0, 1], finite degrees in [0, 180], noise >= 0).
+// ConfigError naming the key: a selection and augmentation within their
+// fields' ranges and choices, and a list file for select = list.
 void validate_selection(const tasks::FeatureSelection& s);
 void validate_augmentation(const medical::Augmentation& a);
 
@@ -94,10 +95,13 @@ void visit_fields(MhcaTrainData& d, V&& visit) {
   visit(Field{"val_fraction",
               "share of subjects for early stopping and model selection (with --test-fraction 0.2: a 65/15/20 split; "
               "our choice)"}
-            .range(0, 0.8),
+            .range(0, 0.8)
+            .above(0),
         d.val_fraction);
-  visit(Field{"test_fraction", "share of subjects held out for the final test"}.range(0, 0.8), d.test_fraction);
-  visit(Field{"normalisation", "volume intensities: global (min-max over training volumes, paper) or subject"},
+  visit(Field{"test_fraction", "share of subjects held out for the final test"}.range(0, 0.8).above(0),
+        d.test_fraction);
+  visit(Field{"normalisation", "volume intensities: global (min-max over training volumes, paper) or subject"}.one_of(
+            "global|subject"),
         d.normalisation);
   visit(Field{"max_missing", kMaxMissingHelp}.range(0, 1), d.max_missing);
   visit(Field{"reorient", kReorientHelp}, d.reorient);

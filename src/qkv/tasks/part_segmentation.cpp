@@ -20,7 +20,7 @@ namespace qkv::tasks {
 namespace pc = qkv::pointcloud;
 
 std::string write_synth_parts_to(const std::string& out, pc::SynthPartsOptions options, bool overwrite) {
-  const auto summary = write_synthetic_set(out, options, overwrite, synth_parts_marker(options),
+  const auto summary = write_synthetic_set(out, options, overwrite, ShapeNetPartSource::marker(options),
                                            pc::check_synth_parts_options, pc::write_synth_parts);
   return "synth-parts: " + std::to_string(summary.categories.size()) + " categories, " +
          std::to_string(summary.files()) + " shapes (" + std::to_string(summary.shapes[0]) + " train, " +
@@ -42,7 +42,7 @@ std::string synth_parts_list_text() {
   return text;
 }
 
-OutputMarker synth_parts_marker(const pc::SynthPartsOptions& o) {
+OutputMarker ShapeNetPartSource::marker(const pc::SynthPartsOptions& o) {
   return {"qkv data synth-parts",
           {{"train_per_category", o.train_per_category},
            {"val_per_category", o.val_per_category},
@@ -53,6 +53,7 @@ OutputMarker synth_parts_marker(const pc::SynthPartsOptions& o) {
 }
 
 PartSegData::PartSegData() {
+  protocol = "i/i";
   view.num_points = 2048;
   view.sampling = "random";  // the reader's points are already a random sample: take them all, shuffled
   view.up_axis = kUpAxisFromLayout;         // the layout's (resolve_up_axis)
@@ -66,40 +67,17 @@ PartSegData PartSegData::from_json(const nlohmann::json& j) {
 }
 
 void PartSegData::validate() const {
-  if (source.empty()) throw ConfigError("source", "must be 'synthetic' or a folder");
-  if (synth.train_per_category < 1) throw ConfigError("synth_train_per_category", "must be at least 1");
-  if (synth.val_per_category < 0) throw ConfigError("synth_val_per_category", "must be >= 0");
-  if (synth.test_per_category < 1) throw ConfigError("synth_test_per_category", "must be at least 1");
-  if (synth.points_per_shape < 1) throw ConfigError("synth_points_per_shape", "must be at least 1");
-  if (load.points_per_shape < 0) throw ConfigError("points_per_shape", "must be >= 0 (0 = the layout's)");
-  if (load.max_per_category < 0) throw ConfigError("max_per_category", "must be >= 0 (0 = all)");
-  validate_view(view);
-  if (load.points_per_shape > 0 && view.num_points > load.points_per_shape)
-    throw ConfigError("points", std::to_string(view.num_points) + " is more than the " +
-                                    std::to_string(load.points_per_shape) + " points each shape is resampled to");
-  parse_protocol(protocol);
+  check_field_ranges(*this);
+  check_source_settings();
 }
 
-void PartSegData::copy_view_settings() {
-  synth.seed = load.seed = view.seed;
-  load.with_normals = view.use_normals;
+std::string ShapeNetPartSource::write(const std::string& dir, const Synth& options) {
+  const auto summary = pc::write_synth_parts(dir, options);
+  return "synthetic parts: " + std::to_string(summary.categories.size()) + " categories, " +
+         std::to_string(summary.files()) + " shapes in " + dir;
 }
 
-void PartSegData::check_synthetic_dir(const std::string& dir, bool overwrite) const {
-  if (source == "synthetic") claim_synthetic_dir(dir, "synth_dir", overwrite, synth_parts_marker(synth), true);
-}
-
-pc::ShapeNetPartData PartSegData::load_data(const std::string& synth_dir_now, bool overwrite) const {
-  std::string dir = source;
-  if (source == "synthetic") {
-    dir = synth_dir_now;
-    if (claim_synthetic_dir(dir, "synth_dir", overwrite, synth_parts_marker(synth))) {
-      const auto summary = pc::write_synth_parts(dir, synth);
-      mark_output_complete(dir);
-      std::fprintf(stderr, "synthetic parts: %zu categories, %lld shapes in %s\n", summary.categories.size(),
-                   static_cast<long long>(summary.files()), dir.c_str());
-    }
-  }
+pc::ShapeNetPartData ShapeNetPartSource::read(const std::string& dir, const Load& load) {
   auto data = pc::load_shapenet_part(dir, load);
   std::fprintf(stderr, "%s (%s): %lld train / %lld val / %lld test shapes\n", dir.c_str(), data.layout.c_str(),
                static_cast<long long>(data.train.size()), static_cast<long long>(data.val.size()),

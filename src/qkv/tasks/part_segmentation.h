@@ -23,13 +23,19 @@ namespace qkv::tasks {
 
 inline constexpr const char* kPartSegmentationCommand = "seg train";
 
-struct PartSegData {
-  std::string source = "synthetic";  // "synthetic" or a ShapeNet-part folder
-  std::string synth_dir;             // synthetic: where the text layout is written (default <run>/synthetic)
-  pointcloud::SynthPartsOptions synth;
-  pointcloud::ShapeNetPartLoadOptions load;
-  pointcloud::PointViewOptions view;
-  std::string protocol = "i/i";
+// ShapeNet-part's layouts and the built-in part shapes, as PointSourceData
+// reads them.
+struct ShapeNetPartSource {
+  using Synth = pointcloud::SynthPartsOptions;
+  using Load = pointcloud::ShapeNetPartLoadOptions;
+  using Data = pointcloud::ShapeNetPartData;
+  static constexpr const char* kStoredPoints = " points each shape is resampled to";
+  static OutputMarker marker(const Synth& options);
+  static std::string write(const std::string& dir, const Synth& options);
+  static Data read(const std::string& dir, const Load& load);
+};
+
+struct PartSegData : PointSourceData<ShapeNetPartSource> {
   // Decided by the data: the categories of the training shapes (names), so
   // that `seg predict` refuses one the model never learnt. Empty in runs
   // made before it was recorded.
@@ -40,16 +46,7 @@ struct PartSegData {
   static PartSegData from_json(const nlohmann::json& j);
 
   void validate() const;  // ConfigError naming the key
-  void copy_view_settings();
-  void check_synthetic_dir(const std::string& dir, bool overwrite) const;
-  pointcloud::ShapeNetPartData load_data(const std::string& synth_dir_now, bool overwrite) const;
-  pointcloud::ShapeNetPartData load_data() const { return load_data(synth_dir, false); }
 };
-
-// What `qkv data synth-parts` records in its folder's ledger, so that a folder
-// it wrote and a train command's synthetic folder are reused by each other
-// when made with the same settings.
-OutputMarker synth_parts_marker(const pointcloud::SynthPartsOptions& options);
 
 // `data synth-parts`: the shapes written into `out` (claimed as
 // core/output_policy.h allows, marked complete at the end); returns the line

@@ -91,15 +91,6 @@ void set_paper_training_defaults(train::TrainConfig& config, pc::PointViewOption
   view.random_shift = true;
 }
 
-void validate_view(const pc::PointViewOptions& view) {
-  if (view.num_points < 1) throw ConfigError("points", "must be at least 1 (got " + std::to_string(view.num_points) + ")");
-  if (view.sampling != "fps" && view.sampling != "random" && view.sampling != "first")
-    throw ConfigError("sampling", view.sampling + ": expected fps, random or first");
-  if (view.up_axis < kUpAxisAuto || view.up_axis > 2)
-    throw ConfigError("up_axis", "must be 0 (x), 1 (y), 2 (z), -1 (the layout's) or -2 (estimated from the shapes)");
-  if (!(view.point_dropout >= 0 && view.point_dropout < 1)) throw ConfigError("point_dropout", "must be in [0, 1)");
-}
-
 std::optional<int64_t> up_axis_of_name(const std::string& name) {
   const std::string n = lower(name);
   if (n == "x" || n == "y" || n == "z") return n[0] - 'x';

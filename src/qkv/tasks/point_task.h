@@ -5,6 +5,7 @@
 // folder.
 #include <ATen/core/Tensor.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <memory>
 #include <optional>
@@ -67,7 +68,7 @@ inline constexpr double kUpAxisWeakMargin = 1.2;
 template <typename V>
 void visit_view_fields(pointcloud::PointViewOptions& view, V&& visit, const char* sampling_help) {
   visit(Field{"points", "points the model sees per shape"}.range(1, 1 << 20), view.num_points);
-  visit(Field{"sampling", sampling_help}, view.sampling);
+  visit(Field{"sampling", sampling_help}.one_of("fps|random|first"), view.sampling);
   visit(Field{"normalize", "", ""}, view.normalize);
   visit(Field{"up_axis", kUpAxisHelp}.range(-2, 2), view.up_axis);
   visit(Field{"random_scale", "training augmentation: scale by U[0.8, 1.25)"}, view.random_scale);
@@ -75,15 +76,12 @@ void visit_view_fields(pointcloud::PointViewOptions& view, V&& visit, const char
   visit(Field{"point_dropout",
               "training augmentation: per shape, replace a share U[0, this) of the points by the first point "
               "(Vector Neurons' 0.875); 0 = off"}
-            .range(0, 0.99),
+            .at_least(0)
+            .below(1),
         view.point_dropout);
   visit(Field{"normals", "", ""}, view.use_normals);  // decided by the model
   visit(Field{"seed", "", ""}, view.seed);            // --seed
 }
-
-// ConfigError unless the view settings are usable (points > 0, a known
-// sampling, up axis -2..2 where -1 and -2 are left for resolve_up_axis).
-void validate_view(const pointcloud::PointViewOptions& view);
 
 // The axis a data layout's shapes stand on: 2 (z) for ModelNet40's OFF meshes
 // ("ModelNet40"), 1 (y) for the resampled and HDF5 layouts, ShapeNet-part and
@@ -195,6 +193,66 @@ auto write_synthetic_set(const std::string& out, const Options& options, bool ov
   mark_output_complete(out);
   return summary;
 }
+
+// The half of a point task's data settings both tasks share: where the
+// shapes come from ("synthetic" or a folder), where synthetic shapes are
+// written, the generator's, loader's and view's settings, the rotation
+// protocol, and how they are loaded. `Source` says what differs:
+//   Synth, Load, Data        the generator's and loader's settings, what is loaded
+//   marker(synth)            what a synthetic folder's ledger records, so that `qkv data synth-*`
+//                            and a train command reuse each other's folder made the same way
+//   write(dir, synth)        writes the synthetic shapes; returns the line said on stderr
+//   read(dir, load)          loads a folder, saying on stderr what it found
+//   kStoredPoints            how messages name the points stored per shape
+template <typename Source>
+struct PointSourceData {
+  std::string source = "synthetic";
+  std::string synth_dir;  // synthetic: where the shapes are written (default <run>/synthetic)
+  typename Source::Synth synth;
+  typename Source::Load load;
+  pointcloud::PointViewOptions view;  // seed, points, augmentation; view_of sets mode and rotation per split
+  std::string protocol;
+
+  // The seed and the normals flag are stored once, in `view`; the generator
+  // and the loader take copies.
+  void copy_view_settings() {
+    synth.seed = load.seed = view.seed;
+    load.with_normals = view.use_normals;
+  }
+  // The synthetic folder's policy (core/output_policy.h) without writing
+  // anything: UsageError if it would be refused.
+  void check_synthetic_dir(const std::string& dir, bool overwrite) const {
+    if (source == "synthetic") claim_synthetic_dir(dir, "synth_dir", overwrite, Source::marker(synth), true);
+  }
+  // Loads the data; for "synthetic", writes the shapes into `synth_dir_now`
+  // (synth_dir, or a rank's scratch copy) unless qkv already wrote them there
+  // with the same settings.
+  typename Source::Data load_data(const std::string& synth_dir_now, bool overwrite) const {
+    std::string dir = source;
+    if (source == "synthetic") {
+      dir = synth_dir_now;
+      if (claim_synthetic_dir(dir, "synth_dir", overwrite, Source::marker(synth))) {
+        const std::string line = Source::write(dir, synth);
+        mark_output_complete(dir);
+        std::fprintf(stderr, "%s\n", line.c_str());
+      }
+    }
+    return Source::read(dir, load);
+  }
+  typename Source::Data load_data() const { return load_data(synth_dir, false); }
+
+ protected:
+  // What the task's validate() checks of this half besides the fields'
+  // ranges: a source is named, a view takes no more points than a shape
+  // holds, the protocol is known. ConfigError naming the key.
+  void check_source_settings() const {
+    if (source.empty()) throw ConfigError("source", "must be 'synthetic' or a folder");
+    if (load.points_per_shape > 0 && view.num_points > load.points_per_shape)
+      throw ConfigError("points", std::to_string(view.num_points) + " is more than the " +
+                                      std::to_string(load.points_per_shape) + Source::kStoredPoints);
+    parse_protocol(protocol);
+  }
+};
 
 // A finished run's summary.json; DataError naming the file.
 nlohmann::json read_summary(const std::string& run);

@@ -12,13 +12,8 @@
 namespace qkv::tasks {
 
 void SpiralsData::validate() const {
-  if (spirals.classes < 2) throw ConfigError("classes", "must be at least 2");
-  if (spirals.points_per_class < 1) throw ConfigError("points_per_class", "must be at least 1");
-  if (!(spirals.noise >= 0) || !std::isfinite(spirals.noise)) throw ConfigError("noise", "must be >= 0");
-  if (!(spirals.turns > 0) || !std::isfinite(spirals.turns)) throw ConfigError("turns", "must be > 0");
-  if (!(val_fraction >= 0 && val_fraction < 1)) throw ConfigError("val_fraction", "must be in [0, 1)");
-  if (!(test_fraction >= 0 && test_fraction < 1 && val_fraction + test_fraction < 1))
-    throw ConfigError("test_fraction", "must be in [0, 1) with val_fraction + test_fraction < 1");
+  check_field_ranges(*this);
+  if (val_fraction + test_fraction >= 1) throw ConfigError("test_fraction", "and {val_fraction} must sum below 1");
 }
 
 data::Splits SpiralsData::make() const {

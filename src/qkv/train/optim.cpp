@@ -11,18 +11,8 @@
 namespace qkv::train {
 
 void OptimConfig::validate() const {
-  if (optimizer != "adam" && optimizer != "adamw" && optimizer != "sgd")
-    throw ConfigError("optimizer", optimizer + ": expected adam, adamw or sgd");
-  if (schedule != "constant" && schedule != "step" && schedule != "cosine")
-    throw ConfigError("schedule", schedule + ": expected constant, step or cosine");
-  if (!(lr > 0) || !std::isfinite(lr)) throw ConfigError("lr", "must be a positive number");
-  if (!(weight_decay >= 0) || !std::isfinite(weight_decay)) throw ConfigError("weight_decay", "must be >= 0");
-  if (!(momentum >= 0 && momentum < 1)) throw ConfigError("momentum", "must be in [0, 1)");
-  if (step_size < 1) throw ConfigError("step_size", "must be at least 1");
-  if (step_offset < 0) throw ConfigError("step_offset", "must be >= 0");
-  if (!(gamma > 0 && gamma <= 1)) throw ConfigError("gamma", "must be in (0, 1]");
-  if (!(min_lr >= 0 && min_lr <= lr)) throw ConfigError("min_lr", "must be in [0, lr]");
-  if (warmup_epochs < 0) throw ConfigError("warmup_epochs", "must be >= 0");
+  check_field_ranges(*this);
+  if (min_lr > lr) throw ConfigError("min_lr", "must be in [0, lr]");
 }
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<at::Tensor>& params,

@@ -31,13 +31,15 @@ struct OptimConfig {
 // config.json's "train" object holds these keys next to TrainConfig's.
 template <typename V>
 void visit_fields(OptimConfig& c, V&& visit) {
-  visit(Field{"optimizer", "adam, adamw or sgd (with --momentum)"}, c.optimizer);
-  visit(Field{"lr", "learning rate"}.range(0, 1e3), c.lr);
+  visit(Field{"optimizer", "adam, adamw or sgd (with --momentum)"}.one_of("adam|adamw|sgd"), c.optimizer);
+  visit(Field{"lr", "learning rate"}.range(0, 1e3).above(0), c.lr);
   visit(Field{"weight_decay", "weight decay (decoupled for adamw)"}.at_least(0), c.weight_decay);
-  visit(Field{"momentum", "sgd momentum"}.range(0, 0.999), c.momentum);
-  visit(Field{"schedule", "learning-rate schedule: constant, step or cosine (per epoch)"}, c.schedule);
+  visit(Field{"momentum", "sgd momentum"}.at_least(0).below(1), c.momentum);
+  visit(
+      Field{"schedule", "learning-rate schedule: constant, step or cosine (per epoch)"}.one_of("constant|step|cosine"),
+      c.schedule);
   visit(Field{"step_size", "step schedule: epochs between decays"}.at_least(1), c.step_size);
-  visit(Field{"gamma", "step schedule: decay factor"}.range(0, 1), c.gamma);
+  visit(Field{"gamma", "step schedule: decay factor"}.range(0, 1).above(0), c.gamma);
   visit(Field{"step_offset",
               "step schedule: epochs added before dividing by --step-size (1: each decay an epoch early, as a StepLR "
               "stepped at the start of each epoch)"}

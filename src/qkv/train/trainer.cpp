@@ -114,20 +114,10 @@ std::string epoch_line_text(const nlohmann::json& row, int64_t epochs, size_t wi
 }
 
 void TrainConfig::validate() const {
-  if (epochs < 1) throw ConfigError("epochs", "must be at least 1 (got " + std::to_string(epochs) + ")");
-  if (batch_size < 1) throw ConfigError("batch_size", "must be at least 1 (got " + std::to_string(batch_size) + ")");
-  if (eval_batch_size < 0) throw ConfigError("eval_batch_size", "must be >= 0");
-  if (!(clip_grad_norm >= 0) || !std::isfinite(clip_grad_norm)) throw ConfigError("clip_grad_norm", "must be >= 0");
-  if (!(label_smoothing >= 0 && label_smoothing < 1)) throw ConfigError("label_smoothing", "must be in [0, 1)");
-  if (label_smoothing_over != "all" && label_smoothing_over != "others")
-    throw ConfigError("label_smoothing_over", label_smoothing_over + ": expected all or others");
+  check_field_ranges(*this);  // the optimizer's fields too
   if (label_smoothing_over == "others" && label_smoothing > 0.5)
     throw ConfigError("label_smoothing", "must be at most 0.5 when spread over the other classes (two classes would swap)");
-  if (!(bn_momentum >= 0 && bn_momentum <= 1)) throw ConfigError("bn_momentum", "must be in [0, 1]");
-  if (!(bn_momentum_gamma > 0 && bn_momentum_gamma <= 1)) throw ConfigError("bn_momentum_gamma", "must be in (0, 1]");
-  if (!(bn_momentum_min >= 0 && bn_momentum_min <= bn_momentum))
-    throw ConfigError("bn_momentum_min", "must be in [0, bn_momentum]");
-  if (patience < 0) throw ConfigError("patience", "must be >= 0 (0 = no early stopping)");
+  if (bn_momentum_min > bn_momentum) throw ConfigError("bn_momentum_min", "must be in [0, bn_momentum]");
   optim.validate();
 }
 

@@ -63,12 +63,15 @@ void visit_fields(TrainConfig& c, V&& visit) {
   visit(Field{"drop_last", "skip a last partial training batch"}, c.drop_last);
   visit_fields(c.optim, visit);
   visit(Field{"clip_grad_norm", "clip the global gradient L2 norm; 0 = off"}.at_least(0), c.clip_grad_norm);
-  visit(Field{"label_smoothing", "label smoothing of the cross-entropy loss"}.range(0, 0.999), c.label_smoothing);
+  visit(Field{"label_smoothing", "label smoothing of the cross-entropy loss"}.at_least(0).below(1), c.label_smoothing);
   visit(Field{"label_smoothing_over",
-              "all (PyTorch: every class gets smoothing/C) or others (DGCNN: the other classes share the smoothing)"},
+              "all (PyTorch: every class gets smoothing/C) or others (DGCNN: the other classes share the smoothing)"}
+            .one_of("all|others"),
         c.label_smoothing_over);
   visit(Field{"bn_momentum", "batch-norm momentum (PyTorch's 0.1)"}.range(0, 1), c.bn_momentum);
-  visit(Field{"bn_momentum_gamma", "batch-norm momentum decay factor every --step-size epochs; 1 = constant"}.range(0, 1),
+  visit(Field{"bn_momentum_gamma", "batch-norm momentum decay factor every --step-size epochs; 1 = constant"}
+            .range(0, 1)
+            .above(0),
         c.bn_momentum_gamma);
   visit(Field{"bn_momentum_min", "lowest batch-norm momentum of the decay"}.range(0, 1), c.bn_momentum_min);
   visit(Field{"select_metric", "validation metric that picks the best epoch (loss is minimised, others maximised)"},

@@ -1,0 +1,135 @@
+// Each setting's range is written once, in its field description
+// (core/fields.h): the CLI checks the typed text against it, and validate()
+// must hold a struct filled in code (Python, recipes, tests) to the same
+// range. For every numeric field of every settings struct with a validate(),
+// a value just outside each bound is refused with a ConfigError naming that
+// field's key.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "qkv/core/errors.h"
+#include "qkv/core/fields.h"
+#include "qkv/data/lm_data.h"
+#include "qkv/medical/synth_cohort.h"
+#include "qkv/tasks/classification.h"
+#include "qkv/tasks/lm_task.h"
+#include "qkv/tasks/mhca_task.h"
+#include "qkv/tasks/part_segmentation.h"
+#include "qkv/tasks/spirals_task.h"
+#include "qkv/train/trainer.h"
+
+namespace {
+
+// A value of type T just below (low) or above the bound, if T can hold it
+// exactly enough to be outside; nothing for bounds beyond 2^50 (seeds).
+template <typename T>
+bool outside_value(const qkv::Field& f, bool low, double* out) {
+  const double bound = low ? f.min : f.max;
+  if (std::fabs(bound) > 1e15) return false;
+  const bool open = low ? f.min_open : f.max_open;
+  double v = bound;
+  if (!open) {
+    if constexpr (std::is_integral_v<T>)
+      v = low ? bound - 1 : bound + 1;
+    else
+      v = std::nextafter(bound, low ? -INFINITY : INFINITY);
+  }
+  if (v < static_cast<double>(std::numeric_limits<T>::lowest())) return false;  // e.g. -1 for an unsigned
+  *out = v;
+  return true;
+}
+
+// The key of the ConfigError `validate(s)` throws, or "(accepted)".
+template <typename S>
+std::string refused_key(const S& s, const std::function<void(const S&)>& validate) {
+  try {
+    validate(s);
+  } catch (const qkv::ConfigError& e) {
+    return e.key;
+  }
+  return "(accepted)";
+}
+
+// For each numeric field of `valid` with a range, and each bound: a copy with
+// that field just outside the bound is refused by `validate`, naming the key.
+// Returns how many cases were checked. (visit_fields is found by
+// argument-dependent lookup, in each struct's namespace.)
+template <typename S>
+int expect_ranges_enforced(const S& valid, const std::function<void(const S&)>& validate, const char* what) {
+  EXPECT_EQ(refused_key(valid, validate), "(accepted)") << what << ": the starting settings must be valid";
+  struct Case {
+    std::string key;
+    double value;
+  };
+  std::vector<Case> cases;
+  S probe = valid;
+  visit_fields(probe, [&](const qkv::Field& f, auto& value) {
+    using T = std::decay_t<decltype(value)>;
+    if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+      const bool has_min = f.min != -std::numeric_limits<double>::max();
+      const bool has_max = f.max != std::numeric_limits<double>::max();
+      double v = 0;
+      if (has_min && outside_value<T>(f, true, &v)) cases.push_back({f.key, v});
+      if (has_max && outside_value<T>(f, false, &v)) cases.push_back({f.key, v});
+    }
+  });
+  for (const auto& c : cases) {
+    S bad = valid;
+    visit_fields(bad, [&](const qkv::Field& f, auto& value) {
+      using T = std::decay_t<decltype(value)>;
+      if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)
+        if (c.key == f.key) value = static_cast<T>(c.value);
+    });
+    EXPECT_EQ(refused_key(bad, validate), c.key) << what << ": " << c.key << " = " << c.value;
+  }
+  return static_cast<int>(cases.size());
+}
+
+template <typename S>
+int expect_ranges_enforced(const S& valid, const char* what) {
+  return expect_ranges_enforced<S>(valid, [](const S& s) { s.validate(); }, what);
+}
+
+}  // namespace
+
+TEST(SettingsRanges, TrainingSettingsHoldTheirFieldsRanges) {
+  EXPECT_GE(expect_ranges_enforced(qkv::train::TrainConfig{}, "train"), 20);
+  EXPECT_GE(expect_ranges_enforced(qkv::train::OptimConfig{}, "optimizer"), 10);
+}
+
+TEST(SettingsRanges, DataSettingsHoldTheirFieldsRanges) {
+  EXPECT_GE(expect_ranges_enforced(qkv::tasks::SpiralsData{}, "spirals"), 10);
+  EXPECT_GE(expect_ranges_enforced(qkv::tasks::LmData{}, "lm"), 10);
+  EXPECT_GE(expect_ranges_enforced(qkv::data::LmTaskOptions{}, "lm task"), 8);
+  EXPECT_GE(expect_ranges_enforced(qkv::tasks::ClassificationData{}, "vnt"), 15);
+  EXPECT_GE(expect_ranges_enforced(qkv::tasks::PartSegData{}, "seg"), 15);
+  EXPECT_GE(expect_ranges_enforced(qkv::medical::SynthCohortOptions{}, "mhca synth"), 15);
+  qkv::tasks::MhcaTrainData mhca;
+  mhca.manifest = "manifest.csv";
+  mhca.methylation = "methylation.csv";
+  EXPECT_GE(expect_ranges_enforced(mhca, "mhca train"), 20);
+  EXPECT_GE(expect_ranges_enforced<qkv::medical::Augmentation>(
+                {}, [](const auto& a) { qkv::tasks::validate_augmentation(a); }, "augmentation"),
+            5);
+}
+
+TEST(SettingsRanges, ChoicesAreCheckedLikeRanges) {
+  qkv::train::TrainConfig train;
+  train.optim.schedule = "linear";
+  EXPECT_EQ(refused_key<qkv::train::TrainConfig>(train, [](const auto& t) { t.validate(); }), "schedule");
+  qkv::tasks::ClassificationData vnt;
+  vnt.view.sampling = "grid";
+  EXPECT_EQ(refused_key<qkv::tasks::ClassificationData>(vnt, [](const auto& d) { d.validate(); }), "sampling");
+  qkv::medical::Augmentation augmentation;
+  augmentation.mode = "twice";
+  EXPECT_EQ(refused_key<qkv::medical::Augmentation>(augmentation,
+                                                    [](const auto& a) { qkv::tasks::validate_augmentation(a); }),
+            "augment_mode");
+}
