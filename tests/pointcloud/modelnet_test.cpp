@@ -10,6 +10,7 @@
 #include <hdf5/serial/hdf5.h>
 #endif
 
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -260,6 +261,8 @@ TEST(ModelNetH5, MalformedCasesNameTheFile) {
 
   write_h5(train1, 0, {1, 2}, true);
   expect_data_error([&] { load_modelnet40(dir.string(), o); }, train1, "label 2 of shape 1 is outside 0..1");
+  write_h5(train1, NAN, {1, 0}, false);
+  expect_data_error([&] { load_modelnet40(dir.string(), o); }, train1, "dataset 'data' has NaN or infinite values");
   write_h5(train1, 0, {1, 0}, false);
   EXPECT_EQ(load_modelnet40(dir.string(), o).train.size(), 6);
   o.with_normals = true;

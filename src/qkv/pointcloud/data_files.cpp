@@ -119,4 +119,26 @@ H5Clouds read_h5_clouds(const H5File& h5, const std::string& file, int64_t min_p
   return c;
 }
 
+bool ClassCap::take(int64_t label) {
+  auto& count = taken[static_cast<size_t>(label)];
+  if (cap_ > 0 && count == cap_) return false;
+  ++count;
+  return true;
+}
+
+bool KeptShapes::keep(const std::string& file, int64_t row, int64_t label) {
+  if (!cap.take(label)) return false;
+  labels.push_back(label);
+  sources.push_back(file + "[" + std::to_string(row) + "]");
+  return true;
+}
+
+at::Tensor finite_h5_rows(const at::Tensor& values, const std::vector<int64_t>& rows, int64_t points,
+                          const std::string& file, const char* name) {
+  const auto kept = values.slice(1, 0, points).index_select(0, torch::tensor(rows, torch::kLong));
+  if (kept.is_floating_point() && !torch::isfinite(kept).all().item<bool>())
+    throw DataError(file + ": dataset '" + name + "' has NaN or infinite values");
+  return kept;
+}
+
 }  // namespace qkv::pointcloud

@@ -75,4 +75,36 @@ H5Clouds read_h5_clouds(const H5File& h5, const std::string& file, int64_t min_p
 // the line for a file that is not there.
 std::vector<std::string> listed_h5_files(const std::filesystem::path& dir, const std::filesystem::path& list_path);
 
+// What a loader's max_per_class (max_per_category) means: at most `cap`
+// shapes of each class (0 = all), the first offered.
+class ClassCap {
+ public:
+  ClassCap(size_t classes, int64_t cap) : taken(classes, 0), cap_(cap) {}
+  // Counts a shape of class `label` (in 0..classes-1) unless its class is
+  // full; returns whether it was taken.
+  bool take(int64_t label);
+
+  std::vector<int64_t> taken;  // per class
+
+ private:
+  int64_t cap_;
+};
+
+// The shapes of one split an HDF5 loader keeps, in file order, as `cap`
+// allows, each with its label and its source "file[row]".
+struct KeptShapes {
+  ClassCap cap;
+  std::vector<int64_t> labels;
+  std::vector<std::string> sources;
+
+  // Row `row` of `file`, of class `label`; returns whether it was kept.
+  bool keep(const std::string& file, int64_t row, int64_t label);
+};
+
+// Rows `rows` of an HDF5 file's dataset `name` (`values`, [S, P, ...]), each
+// cut to its first `points`; DataError naming `file` and `name` for NaN or
+// infinite values.
+at::Tensor finite_h5_rows(const at::Tensor& values, const std::vector<int64_t>& rows, int64_t points,
+                          const std::string& file, const char* name);
+
 }  // namespace qkv::pointcloud

@@ -287,7 +287,7 @@ ModelNetData load_resampled(const fs::path& dir, const std::string& prefix, cons
     const auto list_path = dir / (prefix + "_" + kSplits[split] + ".txt");
     const auto where = [&](int64_t line) { return list_path.string() + ": line " + std::to_string(line) + ": "; };
     std::vector<Item> items;
-    std::vector<int64_t> per_class(class_names.size(), 0);
+    ClassCap cap(class_names.size(), o.max_per_class);
     for (const auto& l : read_list(list_path)) {
       const auto cut = l.text.rfind('_');
       if (cut == std::string::npos || cut == 0)
@@ -296,14 +296,12 @@ ModelNetData load_resampled(const fs::path& dir, const std::string& prefix, cons
       const auto it = label_of.find(cls);
       if (it == label_of.end())
         throw DataError(where(l.line) + "unknown class '" + cls + "' (not in " + names_path.filename().string() + ")");
-      auto& count = per_class[static_cast<size_t>(it->second)];
-      if (o.max_per_class > 0 && count == o.max_per_class) continue;
-      ++count;
+      if (!cap.take(it->second)) continue;
       items.push_back({(dir / cls / (l.text + ".txt")).string(), it->second, 0});
     }
     if (items.empty()) throw DataError(list_path.string() + ": lists no shapes");
     for (size_t c = 0; c < class_names.size(); ++c)
-      if (per_class[c] == 0) throw DataError(list_path.string() + ": no shapes of class '" + class_names[c] + "'");
+      if (cap.taken[c] == 0) throw DataError(list_path.string() + ": no shapes of class '" + class_names[c] + "'");
     // 0: every point the files hold, as many as the first training file has
     // (10,000 in the distribution); every other file must have as many.
     ModelNetLoadOptions each = o;
@@ -349,9 +347,7 @@ ModelNetData load_h5(const fs::path& dir, const ModelNetLoadOptions& o) {
   for (int split = 0; split < 2; ++split) {
     const auto list_path = dir / (std::string(kSplits[split]) + "_files.txt");
     std::vector<at::Tensor> points, normals;
-    std::vector<int64_t> labels;
-    std::vector<std::string> sources;
-    std::vector<int64_t> per_class(class_names.size(), 0);
+    KeptShapes kept{ClassCap(class_names.size(), o.max_per_class)};
     for (const auto& file : listed_h5_files(dir, list_path)) {
       H5File h5(file);
       const auto [x, y] = read_h5_clouds(h5, file, p);
@@ -364,39 +360,26 @@ ModelNetData load_h5(const fs::path& dir, const ModelNetLoadOptions& o) {
         if (nx.sizes() != x.sizes()) throw DataError(file + ": dataset 'normal' is not shaped like 'data'");
       }
       const auto* yl = y.data_ptr<int64_t>();
-      std::vector<int64_t> keep;
+      std::vector<int64_t> rows;
       for (int64_t i = 0; i < s; ++i) {
         if (yl[i] < 0 || yl[i] >= n_classes)
           throw DataError(file + ": dataset 'label': label " + std::to_string(yl[i]) + " of shape " + std::to_string(i) +
                           " is outside 0.." + std::to_string(n_classes - 1) + " (" + std::to_string(n_classes) +
                           " names in " + names_path.filename().string() + ")");
-        auto& count = per_class[static_cast<size_t>(yl[i])];
-        if (o.max_per_class > 0 && count == o.max_per_class) continue;
-        ++count;
-        keep.push_back(i);
-        labels.push_back(yl[i]);
-        sources.push_back(file + "[" + std::to_string(i) + "]");
+        if (kept.keep(file, i, yl[i])) rows.push_back(i);
       }
-      const auto index = torch::tensor(keep, torch::kLong);
-      const auto xs = x.slice(1, 0, p).index_select(0, index);
-      if (!torch::isfinite(xs).all().item<bool>()) throw DataError(file + ": dataset 'data' has NaN or infinite values");
-      points.push_back(xs);
-      if (o.with_normals) {
-        const auto ns = nx.slice(1, 0, p).index_select(0, index);
-        if (!torch::isfinite(ns).all().item<bool>())
-          throw DataError(file + ": dataset 'normal' has NaN or infinite values");
-        normals.push_back(ns);
-      }
+      points.push_back(finite_h5_rows(x, rows, p, file, "data"));
+      if (o.with_normals) normals.push_back(finite_h5_rows(nx, rows, p, file, "normal"));
     }
-    if (labels.empty()) throw DataError(list_path.string() + ": lists no shapes");
+    if (kept.labels.empty()) throw DataError(list_path.string() + ": lists no shapes");
     for (size_t c = 0; c < class_names.size(); ++c)
-      if (per_class[c] == 0) throw DataError(list_path.string() + ": no shapes of class '" + class_names[c] + "'");
+      if (kept.cap.taken[c] == 0) throw DataError(list_path.string() + ": no shapes of class '" + class_names[c] + "'");
     PointCloudSet set;
     set.points = torch::cat(points).contiguous();
     if (o.with_normals) set.normals = torch::cat(normals).contiguous();
-    set.labels = torch::tensor(labels, torch::kLong);
+    set.labels = torch::tensor(kept.labels, torch::kLong);
     set.class_names = class_names;
-    set.sources = std::move(sources);
+    set.sources = std::move(kept.sources);
     (split == 0 ? data.train : data.test) = std::move(set);
   }
   return data;

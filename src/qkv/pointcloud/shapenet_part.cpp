@@ -121,7 +121,7 @@ ShapeNetPartData load_text(const fs::path& dir, const ShapeNetPartLoadOptions& o
   for (int split = 0; split < 3; ++split) {
     const auto list_path = dir / "train_test_split" / ("shuffled_" + std::string(kSplits[split]) + "_file_list.json");
     std::vector<TextItem> items;
-    std::vector<int64_t> per_category(shapenet_part_categories().size(), 0);
+    ClassCap cap(shapenet_part_categories().size(), o.max_per_category);
     for (const auto& entry : read_split_list(list_path)) {
       // "shape_data/<synset>/<token>": the last two components.
       const fs::path e(entry);
@@ -131,10 +131,7 @@ ShapeNetPartData load_text(const fs::path& dir, const ShapeNetPartLoadOptions& o
         throw DataError(list_path.string() + ": entry '" + entry + "': synset '" + synset + "' is not in " +
                         map_path.filename().string());
       const int64_t c = found->second;
-      if (!keep[static_cast<size_t>(c)]) continue;
-      auto& count = per_category[static_cast<size_t>(c)];
-      if (o.max_per_category > 0 && count == o.max_per_category) continue;
-      ++count;
+      if (!keep[static_cast<size_t>(c)] || !cap.take(c)) continue;
       const auto path = dir / synset / (token + ".txt");
       if (!is_file(path)) throw DataError(list_path.string() + ": lists '" + entry + "', but " + path.string() + " is missing");
       items.push_back({path.string(), synset + "/" + token, c});
@@ -180,9 +177,7 @@ ShapeNetPartData load_h5(const fs::path& dir, const ShapeNetPartLoadOptions& o) 
   for (int split = 0; split < 3; ++split) {
     const auto list_path = dir / (std::string(kSplits[split]) + "_hdf5_file_list.txt");
     std::vector<at::Tensor> points, parts;
-    std::vector<int64_t> labels;
-    std::vector<std::string> sources;
-    std::vector<int64_t> per_category(cats.size(), 0);
+    KeptShapes kept{ClassCap(cats.size(), o.max_per_category)};
     for (const auto& file : listed_h5_files(dir, list_path)) {
       H5File h5(file);
       const auto [x, y] = read_h5_clouds(h5, file, p);
@@ -192,7 +187,7 @@ ShapeNetPartData load_h5(const fs::path& dir, const ShapeNetPartLoadOptions& o) 
         throw DataError(file + ": dataset 'pid' is not [" + std::to_string(s) + ", " + std::to_string(x.size(1)) +
                         "] like 'data'");
       const auto* yl = y.data_ptr<int64_t>();
-      std::vector<int64_t> kept;
+      std::vector<int64_t> rows;
       for (int64_t i = 0; i < s; ++i) {
         if (yl[i] < 0 || yl[i] >= n_cats)
           throw DataError(file + ": dataset 'label': category " + std::to_string(yl[i]) + " of shape " +
@@ -203,27 +198,18 @@ ShapeNetPartData load_h5(const fs::path& dir, const ShapeNetPartLoadOptions& o) 
         if (lo < cat.first_part || hi >= cat.first_part + cat.parts)
           throw DataError(file + ": dataset 'pid': shape " + std::to_string(i) + " has part " +
                           std::to_string(lo < cat.first_part ? lo : hi) + ", not a part of " + part_range(cat));
-        if (!keep[static_cast<size_t>(yl[i])]) continue;
-        auto& count = per_category[static_cast<size_t>(yl[i])];
-        if (o.max_per_category > 0 && count == o.max_per_category) continue;
-        ++count;
-        kept.push_back(i);
-        labels.push_back(yl[i]);
-        sources.push_back(file + "[" + std::to_string(i) + "]");
+        if (keep[static_cast<size_t>(yl[i])] && kept.keep(file, i, yl[i])) rows.push_back(i);
       }
-      const auto index = torch::tensor(kept, torch::kLong);
-      const auto xs = x.slice(1, 0, p).index_select(0, index);
-      if (!torch::isfinite(xs).all().item<bool>()) throw DataError(file + ": dataset 'data' has NaN or infinite values");
-      points.push_back(xs);
-      parts.push_back(pid.slice(1, 0, p).index_select(0, index));
+      points.push_back(finite_h5_rows(x, rows, p, file, "data"));
+      parts.push_back(finite_h5_rows(pid, rows, p, file, "pid"));
     }
-    if (labels.empty()) throw DataError(list_path.string() + ": lists no shapes (of the categories asked for)");
+    if (kept.labels.empty()) throw DataError(list_path.string() + ": lists no shapes (of the categories asked for)");
     PointCloudSet set;
     set.points = torch::cat(points).contiguous();
     set.point_labels = torch::cat(parts).contiguous();
-    set.labels = torch::tensor(labels, torch::kLong);
+    set.labels = torch::tensor(kept.labels, torch::kLong);
     set.class_names = shapenet_part_category_names();
-    set.sources = std::move(sources);
+    set.sources = std::move(kept.sources);
     (split == 0 ? data.train : split == 1 ? data.val : data.test) = std::move(set);
   }
   return data;
