@@ -12,6 +12,7 @@
 
 #include "qkv/core/fields.h"
 #include "qkv/tasks/lm_task.h"
+#include "qkv/tasks/mhca_task.h"
 #include "qkv/tasks/recipes.h"
 #include "qkv/tasks/spirals_task.h"
 #include "qkv/tasks/train_task.h"
@@ -164,6 +165,16 @@ TEST(TrainTask, TrainCommandResumesByKeyAndAppliesRecipesToSettings) {
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key, "recipe");
   }
+}
+
+// mhca cv's networks train as mhca train's do by default (the paper's
+// epochs, batch and optimiser), whoever builds the settings: the CLI, Python
+// or a test.
+TEST(TrainTask, MhcaCrossValidationTrainsWithTheTrainCommandsDefaults) {
+  const auto train = tasks::mhca_train_task(std::make_shared<tasks::MhcaTrainSettings>()).defaults;
+  EXPECT_EQ(tasks::CVOptions{}.train.to_json(), train.to_json());
+  EXPECT_EQ(train.epochs, 200);
+  EXPECT_EQ(train.batch_size, 16);
 }
 
 }  // namespace

@@ -86,7 +86,6 @@ void register_cv(CLI::App* parent, Action& action) {
   };
   auto o = std::make_shared<Opts>();
   o->common.out = "runs/mhca-cv";
-  tasks::set_mhca_paper_defaults(o->cv.train);
   option_section(cmd, "Run", [&] {
     add_common_options(cmd, o->common, "output folder: summary.json, predictions.csv, report.html, folds/");
     add_max_params_option(cmd);

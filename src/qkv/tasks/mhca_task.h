@@ -47,11 +47,6 @@ inline constexpr const char* kMhcaCvCommand = "mhca cv";
 void validate_selection(const tasks::FeatureSelection& s);
 void validate_augmentation(const medical::Augmentation& a);
 
-// The defaults: the paper's 200 epochs, batch 16, Adam 3e-5; our choices: the
-// best validation loss picks the weights, 20 epochs without improvement stop,
-// and TrainConfig's cosine schedule and weight decay 1e-4 stay (the authors'
-// code: constant, 5e-3; --recipe mhca-code, docs/reproduction.md).
-void set_mhca_paper_defaults(train::TrainConfig& c);
 
 // config.json's "data" of `mhca train`.
 // The help of --max-missing, shared by every command that reads a cohort.
