@@ -12,7 +12,7 @@ namespace qkv::train {
 
 void OptimConfig::validate() const {
   check_field_ranges(*this);
-  if (min_lr > lr) throw ConfigError("min_lr", "must be in [0, lr]");
+  if (min_lr > lr) throw ConfigError("min_lr", "must be at most {lr}");
 }
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<at::Tensor>& params,

@@ -117,7 +117,7 @@ void TrainConfig::validate() const {
   check_field_ranges(*this);  // the optimizer's fields too
   if (label_smoothing_over == "others" && label_smoothing > 0.5)
     throw ConfigError("label_smoothing", "must be at most 0.5 when spread over the other classes (two classes would swap)");
-  if (bn_momentum_min > bn_momentum) throw ConfigError("bn_momentum_min", "must be in [0, bn_momentum]");
+  if (bn_momentum_min > bn_momentum) throw ConfigError("bn_momentum_min", "must be at most {bn_momentum}");
   optim.validate();
 }
 
