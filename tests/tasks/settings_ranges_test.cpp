@@ -1,9 +1,9 @@
 // Each setting's range is written once, in its field description
 // (core/fields.h): the CLI checks the typed text against it, and validate()
 // must hold a struct filled in code (Python, recipes, tests) to the same
-// range. For every numeric field of every settings struct with a validate(),
-// a value just outside each bound is refused with a ConfigError naming that
-// field's key.
+// range. For every numeric field of the settings structs of the train,
+// optimizer, spirals, lm, vnt, seg and mhca tasks, a value just outside each
+// bound is refused by validate() with a ConfigError naming that field's key.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
