@@ -20,12 +20,16 @@
 #include "qkv/medical/synth_cohort.h"
 #include "qkv/tasks/classification.h"
 #include "qkv/tasks/lm_task.h"
+#include "qkv/tasks/mhca_commands.h"
 #include "qkv/tasks/mhca_task.h"
 #include "qkv/tasks/part_segmentation.h"
 #include "qkv/tasks/spirals_task.h"
 #include "qkv/train/trainer.h"
+#include "support/test_files.h"
 
 namespace {
+
+using qkv::testing::config_error_key_of;
 
 // A value of type T just below (low) or above the bound, if T can hold it
 // exactly enough to be outside; nothing for bounds beyond 2^50 (seeds).
@@ -46,24 +50,14 @@ bool outside_value(const qkv::Field& f, bool low, double* out) {
   return true;
 }
 
-// The key of the ConfigError `validate(s)` throws, or "(accepted)".
-template <typename S>
-std::string refused_key(const S& s, const std::function<void(const S&)>& validate) {
-  try {
-    validate(s);
-  } catch (const qkv::ConfigError& e) {
-    return e.key;
-  }
-  return "(accepted)";
-}
-
 // For each numeric field of `valid` with a range, and each bound: a copy with
 // that field just outside the bound is refused by `validate`, naming the key.
 // Returns how many cases were checked. (visit_fields is found by
 // argument-dependent lookup, in each struct's namespace.)
 template <typename S>
 int expect_ranges_enforced(const S& valid, const std::function<void(const S&)>& validate, const char* what) {
-  EXPECT_EQ(refused_key(valid, validate), "(accepted)") << what << ": the starting settings must be valid";
+  EXPECT_EQ(config_error_key_of([&] { validate(valid); }), "(no ConfigError)")
+      << what << ": the starting settings must be valid";
   struct Case {
     std::string key;
     double value;
@@ -87,14 +81,15 @@ int expect_ranges_enforced(const S& valid, const std::function<void(const S&)>& 
       if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)
         if (c.key == f.key) value = static_cast<T>(c.value);
     });
-    EXPECT_EQ(refused_key(bad, validate), c.key) << what << ": " << c.key << " = " << c.value;
+    EXPECT_EQ(config_error_key_of([&] { validate(bad); }), c.key) << what << ": " << c.key << " = " << c.value;
   }
   return static_cast<int>(cases.size());
 }
 
 template <typename S>
 int expect_ranges_enforced(const S& valid, const char* what) {
-  return expect_ranges_enforced<S>(valid, [](const S& s) { s.validate(); }, what);
+  return expect_ranges_enforced<S>(
+      valid, [](const S& s) { s.validate(); }, what);
 }
 
 }  // namespace
@@ -123,13 +118,52 @@ TEST(SettingsRanges, DataSettingsHoldTheirFieldsRanges) {
 TEST(SettingsRanges, ChoicesAreCheckedLikeRanges) {
   qkv::train::TrainConfig train;
   train.optim.schedule = "linear";
-  EXPECT_EQ(refused_key<qkv::train::TrainConfig>(train, [](const auto& t) { t.validate(); }), "schedule");
+  EXPECT_EQ(config_error_key_of([&] { train.validate(); }), "schedule");
   qkv::tasks::ClassificationData vnt;
   vnt.view.sampling = "grid";
-  EXPECT_EQ(refused_key<qkv::tasks::ClassificationData>(vnt, [](const auto& d) { d.validate(); }), "sampling");
+  EXPECT_EQ(config_error_key_of([&] { vnt.validate(); }), "sampling");
   qkv::medical::Augmentation augmentation;
   augmentation.mode = "twice";
-  EXPECT_EQ(refused_key<qkv::medical::Augmentation>(augmentation,
-                                                    [](const auto& a) { qkv::tasks::validate_augmentation(a); }),
-            "augment_mode");
+  EXPECT_EQ(config_error_key_of([&] { qkv::tasks::validate_augmentation(augmentation); }), "augment_mode");
+}
+
+// mhca cv's own fields are checked by their field list before the cohort is
+// read (prepare_cv_options), with the bound the cross validation needs.
+TEST(SettingsRanges, CrossValidationFieldsAreCheckedBeforeTheCohort) {
+  const auto refused = [](const std::function<void(qkv::tasks::CVOptions&)>& change) {
+    qkv::tasks::CVOptions cv;
+    change(cv);
+    return config_error_key_of(
+        [&] { qkv::tasks::prepare_cv_options(cv, {"paper"}, "{}", "", [](const std::string&) { return false; }); });
+  };
+  EXPECT_EQ(refused([](auto&) {}), "(no ConfigError)");
+  EXPECT_EQ(refused([](auto& cv) { cv.val_fraction = 0.5; }), "val_fraction");
+  EXPECT_EQ(refused([](auto& cv) { cv.val_fraction = 0; }), "val_fraction");
+  EXPECT_EQ(refused([](auto& cv) { cv.folds = 1; }), "folds");
+  EXPECT_EQ(refused([](auto& cv) { cv.normalisation = "none"; }), "normalisation");
+}
+
+// What the point tasks' shared half checks besides the ranges: a source, and
+// no more points per view than a shape holds, said as each task stores them.
+TEST(SettingsRanges, PointDataNeedASourceAndEnoughStoredPoints) {
+  const auto message = [](const auto& d) {
+    try {
+      d.validate();
+    } catch (const qkv::ConfigError& e) {
+      return e.key + ": " + e.problem;
+    }
+    return std::string("(accepted)");
+  };
+  qkv::tasks::ClassificationData vnt;
+  vnt.load.points_per_shape = 100;
+  vnt.view.num_points = 100;
+  EXPECT_EQ(message(vnt), "(accepted)");
+  vnt.view.num_points = 101;
+  EXPECT_EQ(message(vnt), "points: 101 is more than the 100 points stored per shape");
+  vnt.view.num_points = 64;
+  vnt.source = "";
+  EXPECT_EQ(message(vnt), "source: must be 'synthetic' or a folder");
+  qkv::tasks::PartSegData seg;
+  seg.load.points_per_shape = 1000;
+  EXPECT_EQ(message(seg), "points: 2048 is more than the 1000 points each shape is resampled to");
 }

@@ -163,14 +163,12 @@ inline std::string option_name(const Field& f) {
   return name;
 }
 
-// ConfigError naming the key of the first numeric field of `settings`
-// outside its range, so a struct filled in code (Python, tests) is held to the
-// ranges the CLI checks on the typed text. validate() calls it, then checks
-// what involves several fields.
-template <typename S>
-void check_field_ranges(const S& settings) {
-  S copy = settings;
-  visit_fields(copy, [&](const Field& f, auto& value) {
+// The visitor check_field_ranges applies to each field: ConfigError naming
+// the field's key for a number outside its range or a text not among its
+// words. For a field list visited by a function of its own name
+// (visit_cv_fields), pass it to that function.
+inline auto field_range_checker() {
+  return [](const Field& f, const auto& value) {
     using T = std::decay_t<decltype(value)>;
     if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
       const std::string problem = field_range_problem(f, static_cast<double>(value));
@@ -178,7 +176,17 @@ void check_field_ranges(const S& settings) {
     } else if constexpr (std::is_same_v<T, std::string>) {
       if (const std::string problem = field_choice_problem(f, value); !problem.empty()) throw ConfigError(f.key, problem);
     }
-  });
+  };
+}
+
+// ConfigError naming the key of the first field of `settings` outside its
+// range or words, so a struct filled in code (Python, tests) is held to the
+// ranges the CLI checks on the typed text. validate() calls it, then checks
+// what involves several fields.
+template <typename S>
+void check_field_ranges(const S& settings) {
+  S copy = settings;
+  visit_fields(copy, field_range_checker());
 }
 
 template <typename S>

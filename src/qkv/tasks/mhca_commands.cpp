@@ -76,6 +76,7 @@ void prepare_cv_options(CVOptions& cv, std::vector<std::string> models, const st
   }
   cv.models = resolve_cv_models(models);
   if (!cv.selection.list_path.empty()) cv.selection.mode = "list";
+  visit_cv_fields(cv, field_range_checker());
   validate_selection(cv.selection);
   validate_augmentation(cv.augmentation);
   cv.model_options = models::parse_model_options(model_options);

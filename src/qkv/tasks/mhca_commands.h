@@ -51,19 +51,6 @@ std::vector<int64_t> all_rows(const medical::CohortData& cohort);
 // config.json; DataError naming `file` for another run.
 medical::Preprocessing recorded_preprocessing(const nlohmann::json& config, const std::string& file);
 
-// `mhca cv`'s own settings (feature selection, augmentation and training
-// have their lists beside their structs).
-template <typename V>
-void visit_cv_fields(CVOptions& cv, V&& visit) {
-  visit(Field{"runs", "repetitions of the k-fold split (paper: 3)"}.range(1, 1000), cv.runs);
-  visit(Field{"folds", "folds per run (paper: 5)"}.range(2, 1000), cv.folds);
-  visit(Field{"val_fraction", "share of each training part held out for early stopping and model selection"}.range(0, 0.8),
-        cv.val_fraction);
-  visit(Field{"normalisation", "volume intensities: global (min-max over training volumes, paper) or subject"}.one_of(
-            "global|subject"),
-        cv.normalisation);
-}
-
 // `mhca cv`'s settings completed and checked before any file is touched:
 // recipe `recipe` (if not "") filling the settings not `given` (cv.recipe
 // records it), the models (resolve_cv_models), a list file meaning select =

@@ -444,8 +444,8 @@ int64_t check_cv_options(const medical::CohortData& cohort, const CVOptions& opt
     if (model_reads_volumes(m) && !cohort.volumes.defined()) throw ConfigError("model", m + " needs the SPECT volumes");
   }
   options.train.validate();
-  if (!(options.val_fraction > 0 && options.val_fraction < 0.5))
-    throw ConfigError("val_fraction", "must be in (0, 0.5)");
+  CVOptions fields = options;
+  visit_cv_fields(fields, field_range_checker());
   const bool any_network = cohort.volumes.defined();
   const int64_t n_features =
       options.selection.n_features > 0

@@ -67,6 +67,21 @@ struct CVOptions {
   CVOptions() { set_mhca_paper_defaults(train); }
 };
 
+// `mhca cv`'s own settings (feature selection, augmentation and training
+// have their lists beside their structs).
+template <typename V>
+void visit_cv_fields(CVOptions& cv, V&& visit) {
+  visit(Field{"runs", "repetitions of the k-fold split (paper: 3)"}.range(1, 1000), cv.runs);
+  visit(Field{"folds", "folds per run (paper: 5)"}.range(2, 1000), cv.folds);
+  visit(Field{"val_fraction", "share of each training part held out for early stopping and model selection"}
+            .above(0)
+            .below(0.5),
+        cv.val_fraction);
+  visit(Field{"normalisation", "volume intensities: global (min-max over training volumes, paper) or subject"}.one_of(
+            "global|subject"),
+        cv.normalisation);
+}
+
 // The model options a network gets on this cohort: the volume shape from the
 // data, the feature count from the selection, then the user's options.
 nlohmann::json network_options(const std::string& model, const nlohmann::json& user_options,
