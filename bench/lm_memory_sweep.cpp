@@ -370,7 +370,7 @@ int main(int argc, char** argv) {
     for (const auto& p : plans)
       settings["tasks"][p.task] = {{"lengths", p.lengths}, {"samples", p.samples}, {"epochs", p.epochs}};
     settings["train"].erase("epochs");
-    claim_output_dir(out, "OUT", overwrite, {"bench lm_memory_sweep", settings});
+    const auto claim = claim_output_dir(out, "OUT", overwrite, {"bench lm_memory_sweep", settings});
     install_interrupt_handler();
     const auto start = std::chrono::steady_clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };

@@ -125,9 +125,11 @@ TEST(Resume, ADivergedOptimizerStateIsRefusedByName) {
       adamw->exp_avg_sq().view(-1)[0].fill_(NAN), ++poisoned;
   }
   ASSERT_GT(poisoned, 0) << "the run's optimizer is neither Adam nor AdamW";
-  adopt_output_dir(dir, "--resume", "spirals train");  // written as qkv writes, so the ledger records it
-  train::save_checkpoint(last, *model, optimizer.get(), state);
-  reset_output_claims();
+  {
+    // Written as qkv writes, so that the ledger records it.
+    const auto claim = adopt_output_dir(dir, "--resume", "spirals train");
+    train::save_checkpoint(last, *model, optimizer.get(), state);
+  }
   const auto before = file_bytes(dir);
   const auto r = run_qkv("spirals train --resume " + dir + " --epochs 2 --threads 1");
   EXPECT_EQ(r.status, 1) << r.output;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 
@@ -36,19 +37,32 @@ struct Fingerprint {
 };
 using Fingerprints = std::map<std::string, std::vector<Fingerprint>>;
 
-struct Root {
-  fs::path dir;  // absolute, normalised
-  std::set<std::string> listed;  // in the ledger
-  Fingerprints written;          // what the ledger records of each listed file
-  std::set<std::string> known;   // written by this process, or checked against the ledger
-};
-
 std::mutex& claims_mutex() {
   static std::mutex m;
   return m;
 }
-std::vector<Root>& claimed_roots() {
-  static std::vector<Root> roots;
+
+}  // namespace
+
+// A claimed root as this process knows it, shared by the claims that hold it.
+struct ClaimedRoot {
+  std::filesystem::path dir;     // absolute, normalised
+  std::set<std::string> listed;  // in the ledger
+  Fingerprints written;          // what the ledger records of each listed file
+  std::set<std::string> known;   // written by this process, or checked against the ledger
+
+  // A claim of `dir`, whose ledger lists `files` with the records `written`.
+  static OutputClaim hold(const std::filesystem::path& dir, const std::vector<std::string>& files,
+                          const Fingerprints& written, bool replaced);
+};
+
+namespace {
+
+// The roots some claim holds: a claim's end leaves an expired entry, which
+// the next look drops. The caller holds claims_mutex.
+std::vector<std::weak_ptr<ClaimedRoot>>& root_list_locked() {
+  static std::vector<std::weak_ptr<ClaimedRoot>> roots;
+  roots.erase(std::remove_if(roots.begin(), roots.end(), [](const auto& r) { return r.expired(); }), roots.end());
   return roots;
 }
 
@@ -269,18 +283,28 @@ void write_new_ledger(const fs::path& dir, const OutputMarker& marker) {
   write_file_atomic((dir / kLedgerName).string(), json_text(header, -1) + "\n");
 }
 
-// Drops the registration of `dir`, if any (the caller holds claims_mutex).
-void forget_root_locked(const fs::path& dir) {
-  auto& roots = claimed_roots();
-  roots.erase(std::remove_if(roots.begin(), roots.end(), [&](const Root& r) { return r.dir == dir; }), roots.end());
+}  // namespace
+
+OutputClaim ClaimedRoot::hold(const std::filesystem::path& dir, const std::vector<std::string>& files,
+                              const Fingerprints& written, bool replaced) {
+  std::lock_guard<std::mutex> lock(claims_mutex());
+  auto& roots = root_list_locked();
+  std::shared_ptr<ClaimedRoot> root;
+  for (const auto& r : roots)
+    if (auto held = r.lock(); held && held->dir == dir) root = held;
+  if (!root) {
+    root = std::make_shared<ClaimedRoot>();
+    root->dir = dir;
+    roots.push_back(root);
+  }
+  // A folder claimed again starts from its ledger as it is now (--overwrite emptied it).
+  root->listed = std::set<std::string>(files.begin(), files.end());
+  root->written = written;
+  root->known.clear();
+  return OutputClaim(root, replaced);
 }
 
-// Registers `dir` (replacing an earlier registration of the same folder).
-void register_root(const fs::path& dir, const Ledger& ledger) {
-  std::lock_guard<std::mutex> lock(claims_mutex());
-  forget_root_locked(dir);
-  claimed_roots().push_back({dir, std::set<std::string>(ledger.files.begin(), ledger.files.end()), ledger.written, {}});
-}
+namespace {
 
 // A UsageError for the first file the ledger lists that qkv may not touch:
 // one reached through a link or mount point, one that is not a plain file
@@ -357,37 +381,35 @@ void check_output_dir(const std::string& dir, const std::string& option, bool ov
                      "); qkv will not write into it, even with {overwrite}; choose another folder");
 }
 
-ClaimResult claim_output_dir(const std::string& dir, const std::string& option, bool overwrite,
+OutputClaim claim_output_dir(const std::string& dir, const std::string& option, bool overwrite,
                              const OutputMarker& marker) {
   check_output_dir(dir, option, overwrite);
   const fs::path root = normal(dir);
-  ClaimResult result = ClaimResult::Fresh;
+  bool replaced = false;
   std::error_code ec;
   if (!fs::exists(root, ec)) {
     make_directories(root.string());
   } else if (!is_empty_folder(root)) {
     remove_ledger_files(root, read_ledger(root));
-    result = ClaimResult::Replaced;
+    replaced = true;
   }
   write_new_ledger(root, marker);
-  register_root(root, Ledger{});
-  return result;
+  return ClaimedRoot::hold(root, {}, {}, replaced);
 }
 
-void release_unused_output_dir(const std::string& dir, bool remove_folder) noexcept {
+void OutputClaim::release_if_unused(bool remove_folder) noexcept {
+  if (!root_) return;
   try {
-    const fs::path root = normal(dir);
+    const fs::path root = root_->dir;
+    root_.reset();
     std::error_code ec;
     if (!fs::is_directory(root, ec) || !fs::exists(root / kLedgerName, ec) || !is_empty_folder(root)) return;
-    {
-      std::lock_guard<std::mutex> lock(claims_mutex());
-      forget_root_locked(root);
-    }
     fs::remove(root / kLedgerName, ec);
     if (remove_folder) fs::remove(root, ec);  // only while empty
   } catch (const std::exception&) {
     // A ledger qkv cannot read, or no memory: everything stays as it is.
   }
+  root_.reset();
 }
 
 void check_output_file(const std::string& path, const std::string& option, bool overwrite) {
@@ -413,14 +435,14 @@ void check_output_file(const std::string& path, const std::string& option, bool 
     refuse(option, printable_path(path) + ": " + dir.string() + " is not a folder");
 }
 
-void claim_output_file(const std::string& path, const std::string& option, bool overwrite,
-                       const OutputMarker& marker) {
+OutputClaim claim_output_file(const std::string& path, const std::string& option, bool overwrite,
+                              const OutputMarker& marker) {
   check_output_file(path, option, overwrite);
   const fs::path dir = normal(path).parent_path();
   make_directories(dir.string());
   const Ledger ledger = read_ledger(dir);
   if (ledger.header.is_null()) write_new_ledger(dir, marker);
-  register_root(dir, ledger);
+  return ClaimedRoot::hold(dir, ledger.files, ledger.written, false);
 }
 
 namespace {
@@ -445,8 +467,9 @@ Ledger verified_ledger(const std::string& dir, const std::string& option, const 
 
 }  // namespace
 
-void adopt_output_dir(const std::string& dir, const std::string& option, const std::string& command) {
-  register_root(normal(dir), verified_ledger(dir, option, command));
+OutputClaim adopt_output_dir(const std::string& dir, const std::string& option, const std::string& command) {
+  const Ledger ledger = verified_ledger(dir, option, command);
+  return ClaimedRoot::hold(normal(dir), ledger.files, ledger.written, false);
 }
 
 void verify_output_dir(const std::string& dir, const std::string& option, const std::string& command) {
@@ -469,16 +492,16 @@ std::vector<std::string> remove_stale_temps_of_ledger(const std::string& dir) {
   return removed;
 }
 
-bool claim_synthetic_dir(const std::string& dir, const std::string& option, bool overwrite,
-                         const OutputMarker& marker, bool check_only) {
+SyntheticDirClaim claim_synthetic_dir(const std::string& dir, const std::string& option, bool overwrite,
+                                      const OutputMarker& marker, bool check_only) {
   if (dir.empty()) refuse(option, ": must name a folder");
   require_utf8_name(dir, option);
   const fs::path root = normal(dir);
   std::error_code ec;
   const auto status = fs::status(root, ec);
   if (!fs::exists(status) || (fs::is_directory(status) && is_empty_folder(root))) {
-    if (!check_only) claim_output_dir(dir, option, false, marker);
-    return true;
+    if (check_only) return {true, {}};
+    return {true, claim_output_dir(dir, option, false, marker)};
   }
   if (!fs::is_directory(status)) refuse(option, printable_path(dir) + ": exists and is not a folder");
   const Ledger ledger = read_ledger(root);
@@ -505,16 +528,15 @@ bool claim_synthetic_dir(const std::string& dir, const std::string& option, bool
                     ledger.header.value("settings", nlohmann::json::object()) == settings;
   if (same && ledger.complete) {
     require_owned(root, ledger);  // data read as it was generated, or not at all
-    if (!check_only) register_root(root, ledger);
-    return false;
+    return {false, {}};
   }
   if (!same && !overwrite)
     refuse(option, printable_path(dir) +
                      ": holds synthetic data made with other settings; add {overwrite} to regenerate it, or choose "
                      "another folder");
   // Same settings but unfinished (interrupted), or --overwrite: regenerate.
-  if (!check_only) claim_output_dir(dir, option, true, marker);
-  return true;
+  if (check_only) return {true, {}};
+  return {true, claim_output_dir(dir, option, true, marker)};
 }
 
 void mark_output_complete(const std::string& dir) { append_line(normal(dir) / kLedgerName, kCompleteLine); }
@@ -525,15 +547,17 @@ std::vector<std::string> ledger_files(const std::string& dir) { return read_ledg
 
 void check_and_record_write(const std::string& path, const void* data, size_t size) {
   std::lock_guard<std::mutex> lock(claims_mutex());
-  auto& roots = claimed_roots();
+  auto& roots = root_list_locked();
   if (roots.empty()) return;
   const fs::path file = normal(path);
   if (file.filename() == kLedgerName) return;
-  Root* best = nullptr;
-  for (auto& r : roots) {
-    const auto rel = file.lexically_relative(r.dir);
+  std::shared_ptr<ClaimedRoot> best;  // the innermost held root above the file
+  for (const auto& weak : roots) {
+    auto r = weak.lock();
+    if (!r) continue;
+    const auto rel = file.lexically_relative(r->dir);
     if (rel.empty() || !safe_relative(rel)) continue;
-    if (!best || r.dir.string().size() > best->dir.string().size()) best = &r;
+    if (!best || r->dir.string().size() > best->dir.string().size()) best = std::move(r);
   }
   if (!best) return;
   const std::string rel = file.lexically_relative(best->dir).generic_string();
@@ -549,11 +573,6 @@ void check_and_record_write(const std::string& path, const void* data, size_t si
   best->listed.insert(rel);
   best->written[rel].push_back(f);
   best->known.insert(rel);
-}
-
-void reset_output_claims() {
-  std::lock_guard<std::mutex> lock(claims_mutex());
-  claimed_roots().clear();
 }
 
 }  // namespace qkv

@@ -7,10 +7,14 @@
 // output file): a header line (qkv version, command, settings) and one line
 // per write below that root with the file's length and CRC-32, so that a file
 // replaced or edited since, or a name added to the ledger by hand, is never
-// taken for qkv's. Once a command has claimed a root, every
-// write_file_atomic below it is checked and recorded: replacing a file there
-// that the ledger does not list is refused. Library code run without a claim
-// (tests, other programs) writes as before.
+// taken for qkv's. While a command holds its claim of a root (an
+// OutputClaim), every write_file_atomic below it is checked and recorded:
+// replacing a file there that the ledger does not list is refused. The claim
+// ends with its holder (a train::RunFolder, or the task function for the
+// length of its writes), so that nothing of one command's claims outlives it
+// in a process that runs several (tests, the Python package). Writes below no
+// held claim are not watched.
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -26,9 +30,36 @@ struct OutputMarker {
   nlohmann::json settings = nlohmann::json::object();
 };
 
-enum class ClaimResult {
-  Fresh,    // created, or an empty folder: nothing of anybody's was there
-  Replaced  // --overwrite: qkv's own earlier files were removed (user files kept)
+struct ClaimedRoot;  // output_policy.cpp: a root's ledger as this process knows it
+
+// A command's hold on an output root. Move-only; while one claim of a root
+// lives, writes below it are checked and recorded (two claims of one folder,
+// e.g. two output files side by side, share its record). Empty when
+// default-made.
+class [[nodiscard]] OutputClaim {
+ public:
+  OutputClaim() = default;
+  OutputClaim(OutputClaim&&) noexcept = default;
+  OutputClaim& operator=(OutputClaim&&) noexcept = default;
+  OutputClaim(const OutputClaim&) = delete;
+  OutputClaim& operator=(const OutputClaim&) = delete;
+
+  bool held() const { return root_ != nullptr; }
+  // claim_output_dir with `overwrite` removed qkv's own earlier files there
+  // (a user's files are kept); false for a missing or empty folder.
+  bool replaced() const { return replaced_; }
+  // Ends the claim, for a command that failed before writing anything: when
+  // the folder holds nothing but its ledger (listing no file), the ledger
+  // goes and, with `remove_folder` (the claim created the folder), the folder
+  // too, so that a failed command leaves no trace. Anything else stays; never
+  // throws (it runs while another error is on its way out).
+  void release_if_unused(bool remove_folder) noexcept;
+
+ private:
+  friend struct ClaimedRoot;  // which alone makes claims
+  OutputClaim(std::shared_ptr<ClaimedRoot> root, bool replaced) : root_(std::move(root)), replaced_(replaced) {}
+  std::shared_ptr<ClaimedRoot> root_;
+  bool replaced_ = false;
 };
 
 // Before a command writes into the folder `dir` (named by `option` in
@@ -38,29 +69,24 @@ enum class ClaimResult {
 //  - holding files, with `overwrite`: the files its ledger lists are removed
 //    (and folders this leaves empty), every other file stays; a folder holding
 //    no ledger is refused even then, since nothing there is qkv's.
-// The folder becomes a claimed root with a fresh ledger.
-ClaimResult claim_output_dir(const std::string& dir, const std::string& option, bool overwrite,
+// The folder becomes a claimed root with a fresh ledger, for as long as the
+// claim returned is held.
+OutputClaim claim_output_dir(const std::string& dir, const std::string& option, bool overwrite,
                              const OutputMarker& marker);
-
-// After a command claimed `dir` and failed before writing anything into it:
-// when the folder holds nothing but its ledger (listing no file), the ledger
-// goes and, with `remove_folder` (the claim created the folder), the folder
-// too, so that a failed command leaves no trace. Anything else stays; never
-// throws (it runs while another error is on its way out).
-void release_unused_output_dir(const std::string& dir, bool remove_folder) noexcept;
 
 // The same for one output file: a missing file is fine (its parent folders
 // are created); an existing one is replaced only with `overwrite` and only if
-// qkv wrote it (listed in its folder's ledger). The folder's ledger records it.
-void claim_output_file(const std::string& path, const std::string& option, bool overwrite,
-                       const OutputMarker& marker);
+// qkv wrote it (listed in its folder's ledger). The folder's ledger records it
+// while the claim is held.
+OutputClaim claim_output_file(const std::string& path, const std::string& option, bool overwrite,
+                              const OutputMarker& marker);
 
 // claim_output_file's refusals without its effects.
 void check_output_file(const std::string& path, const std::string& option, bool overwrite);
 
 // Continues in a folder a command claimed before (--resume): registers it with
 // its existing ledger, removing nothing, after verify_output_dir's checks.
-void adopt_output_dir(const std::string& dir, const std::string& option, const std::string& command);
+OutputClaim adopt_output_dir(const std::string& dir, const std::string& option, const std::string& command);
 
 // Whether `dir` (named by `option`) may be continued by `command` (the name
 // its ledger's header records, e.g. "vnt train"; empty: any): UsageError if
@@ -79,12 +105,17 @@ void verify_output_dir(const std::string& dir, const std::string& option, const 
 std::vector<std::string> remove_stale_temps_of_ledger(const std::string& dir);
 
 // A folder of built-in synthetic data, reused when qkv made it with the same
-// settings. Returns true if it must be (re)generated. Without `overwrite`, a
-// folder made with other settings is refused; any file in it that qkv did not
-// write is refused either way (a loader would read it as data), naming it.
-// With `check_only`, only the refusals: nothing is written or registered.
-bool claim_synthetic_dir(const std::string& dir, const std::string& option, bool overwrite,
-                         const OutputMarker& marker, bool check_only = false);
+// settings. `generate` says whether it must be (re)generated; the claim to
+// write it under is then held. Without `overwrite`, a folder made with other
+// settings is refused; any file in it that qkv did not write is refused
+// either way (a loader would read it as data), naming it. With `check_only`,
+// only the refusals: nothing is written or claimed.
+struct [[nodiscard]] SyntheticDirClaim {
+  bool generate = false;
+  OutputClaim claim;
+};
+SyntheticDirClaim claim_synthetic_dir(const std::string& dir, const std::string& option, bool overwrite,
+                                      const OutputMarker& marker, bool check_only = false);
 
 // claim_output_dir's refusals without its effects, so that a command can check
 // every output before it writes any.
@@ -101,14 +132,11 @@ nlohmann::json read_output_marker(const std::string& dir);
 std::vector<std::string> ledger_files(const std::string& dir);
 
 // For write_file_atomic, before it writes `size` bytes at `data` to `path`:
-// in a claimed root, throws DataError if the path goes through a link or
+// below a held claim (the innermost, where claims nest), throws DataError if the path goes through a link or
 // mount point, or an existing file there is not one qkv wrote (unlisted, or
 // changed since); otherwise records the new contents' length and CRC-32 in
 // the ledger (before the rename, so that after a crash the file holds either
 // contents the ledger records).
 void check_and_record_write(const std::string& path, const void* data, size_t size);
-
-// Forgets every claim (tests).
-void reset_output_claims();
 
 }  // namespace qkv

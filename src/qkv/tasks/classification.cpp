@@ -265,7 +265,7 @@ nlohmann::json write_attention_pictures(const std::string& checkpoint, const Att
                                         const std::string& out, bool overwrite, const c10::Device& device) {
   auto run = load_classifier_run(checkpoint, device);
   auto pictures = attention_pictures(*run.model, run.data, s.input, s.query, s.block, s.scale, seed, device);
-  claim_output_dir(out, "{out}", overwrite, {"vnt attention", {}});
+  const auto claim = claim_output_dir(out, "{out}", overwrite, {"vnt attention", {}});
   auto& report = pictures.report;
   const char* names[] = {"shape", "rotated"};
   for (size_t i = 0; i < 2; ++i) {

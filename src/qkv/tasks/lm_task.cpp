@@ -191,7 +191,9 @@ nlohmann::json generate_text(const GenerateSettings& s, uint64_t seed, const c10
   if (task_default) gen.temperature = 0;
   gen.seed = seed;
   if (s.stop_at_newline || task_default) gen.stop_token = '\n';
-  if (!gen.save_cache.empty()) claim_output_file(gen.save_cache, "{save_cache}", s.overwrite, OutputMarker{"lm generate"});
+  OutputClaim cache_claim;
+  if (!gen.save_cache.empty())
+    cache_claim = claim_output_file(gen.save_cache, "{save_cache}", s.overwrite, OutputMarker{"lm generate"});
   const auto prompt = data::bytes_to_tokens(s.prompt);
   std::vector<int64_t> tokens(prompt.data_ptr<int64_t>(), prompt.data_ptr<int64_t>() + prompt.numel());
   gen.on_token = on_token;

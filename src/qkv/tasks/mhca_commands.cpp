@@ -41,7 +41,7 @@ std::string write_synth_cohort_to(const std::string& out, medical::SynthCohortOp
       std::fprintf(stderr, "\rsynth: %lld/%lld volumes", static_cast<long long>(done), static_cast<long long>(total));
   };
   options.validate();
-  claim_output_dir(out, "{out}", overwrite, {"qkv mhca synth", {}});
+  const auto claim = claim_output_dir(out, "{out}", overwrite, {"qkv mhca synth", {}});
   const auto summary = medical::write_synth_cohort(out, options, progress);
   if (live) std::fprintf(stderr, "\n");
   char line[512];
@@ -102,7 +102,7 @@ nlohmann::json cross_validate(const CohortFiles& files, CVOptions cv, const RunO
                need_volumes ? nlohmann::json(cohort.volume_shape()).dump().c_str() : "not loaded",
                counted(cv.runs, "run").c_str(), counted(cv.folds, "fold").c_str(),
                counted(at::get_num_threads(), "thread").c_str());
-  train::RunFolder::open(out, mode, "mhca cv");
+  const auto folder = train::RunFolder::open(out, mode, "mhca cv");
   install_interrupt_handler();
   return run_cross_validation(cohort, cv, n_features, out, device);
 }
@@ -165,7 +165,7 @@ CohortPrediction predict_cohort(const CohortFiles& files, const std::string& che
       unseen_labels.push_back(cohort.labels[i]);
     }
   }
-  claim_output_file(output, "{output}", overwrite, {"mhca predict", {}});
+  const auto claim = claim_output_file(output, "{output}", overwrite, {"mhca predict", {}});
   write_file_atomic(output, csv);
   CohortPrediction result;
   result.subjects = cohort.size();
@@ -202,7 +202,7 @@ nlohmann::json explain_checkpoint(const CohortFiles& files, const std::string& c
   auto cohort = medical::load_cohort(files.manifest, files.methylation, true, at::get_num_threads(), false,
                                      net->spect_options().volume_shape, files.max_missing,
                                      files.reorient || recorded_reorient(config));
-  claim_output_dir(out, "{out}", overwrite, {"mhca explain", {}});
+  const auto claim = claim_output_dir(out, "{out}", overwrite, {"mhca explain", {}});
   return explain_subjects(*net, cohort, prep, options, out, device);
 }
 
@@ -215,7 +215,7 @@ std::string select_to_file(const CohortFiles& files, FeatureSelection selection,
   auto cohort = medical::load_cohort(files.manifest, files.methylation, false, 1, false, {}, files.max_missing);
   selection.xgboost.threads = at::get_num_threads();
   const auto ids = select_features(cohort, all_rows(cohort), selection, selection.n_features, false);
-  claim_output_file(output, "{output}", overwrite, {"qkv mhca select", {}});
+  const auto claim = claim_output_file(output, "{output}", overwrite, {"qkv mhca select", {}});
   medical::write_cpg_list(output, ids,
                           "qkv mhca select: " + std::to_string(ids.size()) + " of " +
                               std::to_string(cohort.methylation.cols()) + " CpG sites of " + files.methylation +

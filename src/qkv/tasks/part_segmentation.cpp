@@ -257,8 +257,8 @@ PartPredictResult predict_parts_to_files(const PartPredictSettings& s, const c10
   check_output_file(ply, "{out}", s.overwrite);
   check_output_file(png, "{out}", s.overwrite);
   auto prediction = predict_parts(*run.model, run.data, s.input, category, rotation, s.seed, device);
-  claim_output_file(ply, "{out}", s.overwrite, {"seg predict", {}});
-  claim_output_file(png, "{out}", s.overwrite, {"seg predict", {}});
+  const auto ply_claim = claim_output_file(ply, "{out}", s.overwrite, {"seg predict", {}});
+  const auto png_claim = claim_output_file(png, "{out}", s.overwrite, {"seg predict", {}});
   pc::write_ply_sized(ply, prediction.cloud);
   pc::write_points_png(png, prediction.cloud, prediction.picture);
   PartPredictResult result;

@@ -188,7 +188,7 @@ auto write_synthetic_set(const std::string& out, const Options& options, bool ov
                          Check check, Write write) {
   if (out.empty()) throw ConfigError("out", "is required (or {list})");
   check(options);
-  claim_output_dir(out, "{out}", overwrite, marker);
+  const auto claim = claim_output_dir(out, "{out}", overwrite, marker);
   auto summary = write(out, options);
   mark_output_complete(out);
   return summary;
@@ -222,7 +222,8 @@ struct PointSourceData {
   // The synthetic folder's policy (core/output_policy.h) without writing
   // anything: UsageError if it would be refused.
   void check_synthetic_dir(const std::string& dir, bool overwrite) const {
-    if (source == "synthetic") claim_synthetic_dir(dir, "synth_dir", overwrite, Source::marker(synth), true);
+    if (source == "synthetic")
+      static_cast<void>(claim_synthetic_dir(dir, "synth_dir", overwrite, Source::marker(synth), true));
   }
   // Loads the data; for "synthetic", writes the shapes into `synth_dir_now`
   // (synth_dir, or a rank's scratch copy) unless qkv already wrote them there
@@ -231,7 +232,7 @@ struct PointSourceData {
     std::string dir = source;
     if (source == "synthetic") {
       dir = synth_dir_now;
-      if (claim_synthetic_dir(dir, "synth_dir", overwrite, Source::marker(synth))) {
+      if (const auto claim = claim_synthetic_dir(dir, "synth_dir", overwrite, Source::marker(synth)); claim.generate) {
         const std::string line = Source::write(dir, synth);
         mark_output_complete(dir);
         std::fprintf(stderr, "%s\n", line.c_str());

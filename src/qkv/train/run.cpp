@@ -164,7 +164,7 @@ std::string resolve_checkpoint(const std::string& path) {
 void export_checkpoint_weights(const std::string& checkpoint, const std::string& output, bool overwrite) {
   check_output_file(output, "output", overwrite);
   const auto model = load_model_from_checkpoint(checkpoint);
-  claim_output_file(output, "output", overwrite, {"export-weights", {}});
+  const auto claim = claim_output_file(output, "output", overwrite, {"export-weights", {}});
   export_weights(*model, output);
 }
 
@@ -255,17 +255,17 @@ RunFolder RunFolder::open(const std::string& dir, RunFolderMode mode, const std:
   folder.paths_.dir = dir;
   folder.mode_ = mode;
   if (mode == RunFolderMode::Resume) {
-    adopt_output_dir(dir, key, command);
+    folder.claim_ = adopt_output_dir(dir, key, command);
   } else {
     std::error_code ec;  // claim_output_dir makes check()'s refusals before it creates anything
     folder.created_ = !std::filesystem::exists(dir, ec);
-    claim_output_dir(dir, key, mode == RunFolderMode::Overwrite, {command, {}});
+    folder.claim_ = claim_output_dir(dir, key, mode == RunFolderMode::Overwrite, {command, {}});
   }
   return folder;
 }
 
-void RunFolder::release_if_unused() const noexcept {
-  if (mode_ != RunFolderMode::Resume) release_unused_output_dir(paths_.dir, created_);
+void RunFolder::release_if_unused() noexcept {
+  if (mode_ != RunFolderMode::Resume) claim_.release_if_unused(created_);
 }
 
 }  // namespace qkv::train

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "qkv/core/output_policy.h"
 #include "qkv/data/dataset.h"
 #include "qkv/models/model.h"
 #include "qkv/train/trainer.h"
@@ -39,8 +40,9 @@ class RunFolder {
   // between checking its outputs and writing them.
   static void check(const std::string& dir, RunFolderMode mode, const std::string& command,
                     const std::string& key = "out");
-  // Checks and claims the folder; from then on every write below it is
-  // recorded, and replacing a file qkv did not write there is refused.
+  // Checks and claims the folder; while the RunFolder lives, every write
+  // below it is recorded, and replacing a file qkv did not write there is
+  // refused. Move-only: the claim ends with the last holder.
   static RunFolder open(const std::string& dir, RunFolderMode mode, const std::string& command,
                         const std::string& key = "out");
 
@@ -48,11 +50,13 @@ class RunFolder {
   const std::string& dir() const { return paths_.dir; }
   // After a failure before the run wrote anything (data that cannot be
   // loaded): a new folder holding only its ledger goes, with the folder
-  // itself when open() created it. A resumed folder is left as it is.
-  void release_if_unused() const noexcept;
+  // itself when open() created it, and the claim ends. A resumed folder is
+  // left as it is.
+  void release_if_unused() noexcept;
 
  private:
   RunPaths paths_;
+  OutputClaim claim_;
   RunFolderMode mode_ = RunFolderMode::New;
   bool created_ = false;
 };
