@@ -84,7 +84,7 @@ OutputClaim claim_output_file(const std::string& path, const std::string& option
 // claim_output_file's refusals without its effects.
 void check_output_file(const std::string& path, const std::string& option, bool overwrite);
 
-// Continues in a folder a command claimed before (--resume): registers it with
+// Continues in a folder a command claimed before (--resume): claims it with
 // its existing ledger, removing nothing, after verify_output_dir's checks.
 OutputClaim adopt_output_dir(const std::string& dir, const std::string& option, const std::string& command);
 
@@ -132,11 +132,11 @@ nlohmann::json read_output_marker(const std::string& dir);
 std::vector<std::string> ledger_files(const std::string& dir);
 
 // For write_file_atomic, before it writes `size` bytes at `data` to `path`:
-// below a held claim (the innermost, where claims nest), throws DataError if the path goes through a link or
-// mount point, or an existing file there is not one qkv wrote (unlisted, or
-// changed since); otherwise records the new contents' length and CRC-32 in
-// the ledger (before the rename, so that after a crash the file holds either
-// contents the ledger records).
+// below a held claim (the innermost, where claims nest), throws DataError if
+// the path goes through a link or mount point, or an existing file there is
+// not one qkv wrote (unlisted, or changed since); otherwise records the new
+// contents' length and CRC-32 in the ledger (before the rename, so that after
+// a crash the file holds either contents the ledger records).
 void check_and_record_write(const std::string& path, const void* data, size_t size);
 
 }  // namespace qkv
