@@ -42,6 +42,15 @@ TEST(LaunchPlan, ItsOwnSettingsAreRefusedByKey) {
   EXPECT_EQ(refused_key(plan_of({"vnt", "train"}, 2, 2, "10.0.0.1:29500")), "node_rank");
   EXPECT_EQ(refused_key(plan_of({"vnt", "train"}, 2, 0)), "nodes");
   EXPECT_EQ(refused_key(plan_of({"vnt", "train"}, 1, 0, "nohost")), "master");
+  // The ranges the options show hold for a plan made in code.
+  EXPECT_EQ(refused_key(plan_of({"vnt", "train"}, 0)), "nodes");
+  EXPECT_EQ(refused_key(plan_of({"vnt", "train"}, 65537, 0, "10.0.0.1:29500")), "nodes");
+  EXPECT_EQ(refused_key(plan_of({"vnt", "train"}, 1, -1)), "node_rank");
+  LocalRanks none = plan_of({"vnt", "train"});
+  none.procs = 0;
+  EXPECT_EQ(refused_key(none), "procs");
+  none.procs = 1025;
+  EXPECT_EQ(refused_key(none), "procs");
   // Several nodes with a master are fine.
   EXPECT_EQ(distributed::checked_launch_plan(plan_of({"vnt", "train"}, 2, 1, "10.0.0.1:29500")).master,
             "10.0.0.1:29500");

@@ -46,12 +46,11 @@ void register_launch(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
       "launch", "run a train command as W data-parallel processes on this machine: qkv launch -n 2 -- vnt train ...");
   auto o = std::make_shared<distributed::LocalRanks>();
-  add_ranged_option(cmd, "-n,--procs", o->procs, "processes (ranks) on this machine", 1, 1024);
-  add_ranged_option(cmd, "--nodes", o->nodes, "machines taking part, each running this launch", 1, 65536);
-  add_ranged_option(cmd, "--node-rank", o->node_rank, "this machine's index, 0..nodes-1; node 0 hosts rank 0", 0,
-                    65535);
-  cmd->add_option("--master", o->master,
-                  "ADDR:PORT of rank 0's rendezvous; default a free loopback port (one machine only)");
+  const Field procs = distributed::launch_procs_field();
+  cmd->add_option("-n,--procs", o->procs, procs.help + range_help(procs))
+      ->capture_default_str()
+      ->check(range_check(procs));
+  add_field_options(cmd, *o, {"procs"});
   cmd->add_option("command", o->command, "the qkv command to run after --, e.g. -- vnt train --epochs 10")
       ->required();
   on_run(cmd, action, [o, &app] {

@@ -101,8 +101,8 @@ std::vector<ChildOption> child_options(const std::vector<std::string>& args) {
 }  // namespace
 
 LocalRanks checked_launch_plan(LocalRanks plan) {
-  if (plan.node_rank >= plan.nodes)  // the ranges are the options' own
-    throw ConfigError("node_rank", "must be in 0.." + std::to_string(plan.nodes - 1));
+  check_field_ranges(plan);
+  if (plan.node_rank >= plan.nodes) throw ConfigError("node_rank", "must be in 0.." + std::to_string(plan.nodes - 1));
   if (plan.nodes > 1 && plan.master.empty())
     throw ConfigError("nodes", std::to_string(plan.nodes) +
                                    " needs {master} ADDR:PORT, an address of node 0 the others can reach");

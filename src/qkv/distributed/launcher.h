@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "qkv/core/fields.h"
+
 namespace qkv::distributed {
 
 struct LocalRanks {
@@ -17,8 +19,19 @@ struct LocalRanks {
   std::vector<std::string> command;  // the qkv command each rank runs, e.g. vnt train --epochs 10
 };
 
-// `plan` checked before anything starts, as run_local_ranks needs it: node
-// 0..nodes-1, a master for several nodes, the master's form (ConfigError
+// The plan's settings but the command. `procs` is the CLI's -n, which a
+// field list cannot spell: launch_procs_field() is that option's text and range.
+inline Field launch_procs_field() { return Field{"procs", "processes (ranks) on this machine"}.range(1, 1024); }
+template <typename V>
+void visit_fields(LocalRanks& r, V&& visit) {
+  visit(launch_procs_field(), r.procs);
+  visit(Field{"nodes", "machines taking part, each running this launch"}.range(1, 65536), r.nodes);
+  visit(Field{"node_rank", "this machine's index, 0..nodes-1; node 0 hosts rank 0"}.range(0, 65535), r.node_rank);
+  visit(Field{"master", "ADDR:PORT of rank 0's rendezvous; default a free loopback port (one machine only)"}, r.master);
+}
+
+// `plan` checked before anything starts, as run_local_ranks needs it: its
+// fields' ranges, node 0..nodes-1, a master for several nodes, the master's form (ConfigError
 // naming "procs", "nodes", "node_rank" or "master"), an empty master made a
 // free loopback port. The command's own world-size, rank and master
 // arguments would win over the environment the launcher sets (a world size
