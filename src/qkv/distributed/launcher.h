@@ -20,7 +20,8 @@ struct LocalRanks {
 };
 
 // The plan's settings but the command. `procs` is the CLI's -n, which a
-// field list cannot spell: launch_procs_field() is that option's text and range.
+// field list cannot spell: launch_procs_field() gives that option its help
+// and range.
 inline Field launch_procs_field() { return Field{"procs", "processes (ranks) on this machine"}.range(1, 1024); }
 template <typename V>
 void visit_fields(LocalRanks& r, V&& visit) {
@@ -31,13 +32,13 @@ void visit_fields(LocalRanks& r, V&& visit) {
 }
 
 // `plan` checked before anything starts, as run_local_ranks needs it: its
-// fields' ranges, node 0..nodes-1, a master for several nodes, the master's form (ConfigError
-// naming "procs", "nodes", "node_rank" or "master"), an empty master made a
-// free loopback port. The command's own world-size, rank and master
-// arguments would win over the environment the launcher sets (a world size
-// other than the plan's waits for a rank that never comes; a rank gives every
-// process the same one): they are refused, named as typed (UsageError), but
-// a master equal to the launch's own.
+// fields' ranges, node 0..nodes-1, a master for several nodes, the master's
+// form (ConfigError naming "procs", "nodes", "node_rank" or "master"), an
+// empty master made a free loopback port. The command's own world-size,
+// rank and master arguments would win over the environment the launcher sets
+// (a world size other than the plan's waits for a rank that never comes; a
+// rank gives every process the same one): they are refused, named as typed
+// (UsageError), but a master equal to the launch's own.
 LocalRanks checked_launch_plan(LocalRanks plan);
 
 // A TCP port that is free now on the loopback interface (the kernel's pick);

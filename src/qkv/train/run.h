@@ -42,16 +42,16 @@ class RunFolder {
                     const std::string& key = "out");
   // Checks and claims the folder; while the RunFolder lives, every write
   // below it is recorded, and replacing a file qkv did not write there is
-  // refused. Move-only: the claim ends with the last holder.
+  // refused. Move-only: the claim ends with the RunFolder.
   static RunFolder open(const std::string& dir, RunFolderMode mode, const std::string& command,
                         const std::string& key = "out");
 
   const RunPaths& paths() const { return paths_; }
   const std::string& dir() const { return paths_.dir; }
   // After a failure before the run wrote anything (data that cannot be
-  // loaded): a new folder holding only its ledger goes, with the folder
-  // itself when open() created it, and the claim ends. A resumed folder is
-  // left as it is.
+  // loaded): the claim of a new folder ends, and the folder's ledger goes if
+  // it lists nothing, with the folder itself when open() created it. A
+  // resumed folder is left as it is, and held.
   void release_if_unused() noexcept;
 
  private:
