@@ -167,3 +167,16 @@ TEST(SettingsRanges, PointDataNeedASourceAndEnoughStoredPoints) {
   seg.load.points_per_shape = 1000;
   EXPECT_EQ(message(seg), "points: 2048 is more than the 1000 points each shape is resampled to");
 }
+
+// compare measures invariance on as many shapes as eval may: the same field's
+// range, checked before any run is read.
+TEST(SettingsRanges, CompareTakesEvalsInvarianceRange) {
+  const c10::Device cpu(c10::kCPU);
+  for (const auto* compare : {&qkv::tasks::kClassificationCompare, &qkv::tasks::kPartSegmentationCompare}) {
+    for (const int64_t shapes : {int64_t{-1}, int64_t{100001}})
+      EXPECT_EQ(qkv::testing::config_error_key_of([&] { compare->rows({"no-such-run"}, shapes, 0, cpu); }),
+                "invariance_shapes")
+          << compare->train_command << " " << shapes;
+    EXPECT_EQ(qkv::field_range_problem(qkv::tasks::invariance_shapes_field(""), compare->default_shapes), "");
+  }
+}

@@ -23,8 +23,8 @@ RegisterCommand point_compare_command(const tasks::PointCompare& compare) {
     cmd->add_option("runs", o->runs, std::string("run folders of `qkv ") + compare.train_command + "`")
         ->required()
         ->check(CLI::ExistingDirectory);
-    add_ranged_option(cmd, "--invariance", o->shapes, "test shapes for the invariance measurement (0: skip it)", 0,
-                      100000);
+    const Field invariance = tasks::invariance_shapes_field("test shapes for the invariance measurement (0: skip it)");
+    field_option_adder(cmd)(invariance, o->shapes);
     add_old_spelling(cmd, "--shapes", "--invariance", o->shapes);
     cmd->add_flag("--json", o->json, "print JSON instead of a table");
     add_common_options(cmd, o->common, "");

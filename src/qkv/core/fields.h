@@ -166,7 +166,8 @@ inline std::string option_name(const Field& f) {
 // The visitor check_field_ranges applies to each field: ConfigError naming
 // the field's key for a number outside its range or a text not among its
 // words. For a field list visited by a function of its own name
-// (visit_cv_fields), pass it to that function.
+// (visit_cv_fields), pass it to that function; for one setting that is not
+// in a list (compare's shapes), call it on its field and value.
 inline auto field_range_checker() {
   return [](const Field& f, const auto& value) {
     using T = std::decay_t<decltype(value)>;

@@ -101,6 +101,7 @@ template <typename Data>
 nlohmann::json compare_point_runs(const std::vector<std::string>& runs, int64_t shapes, uint64_t seed,
                                   const c10::Device& device, const char* command, const char* scores_key,
                                   const std::function<nlohmann::json(const nlohmann::json& split)>& score) {
+  field_range_checker()(invariance_shapes_field(""), shapes);
   nlohmann::json rows = nlohmann::json::array();
   std::map<std::string, decltype(std::declval<const Data&>().load_data())> data_of;
   for (const auto& dir : runs) {

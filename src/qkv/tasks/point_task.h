@@ -108,7 +108,7 @@ inline constexpr const char* kVotesHelp =
 struct PointCompare {
   const char* train_command;
   const char* description;
-  int64_t default_shapes;
+  int64_t default_shapes;  // in invariance_shapes_field's range
   nlohmann::json (*rows)(const std::vector<std::string>& runs, int64_t shapes, uint64_t seed,
                          const c10::Device& device);
   std::string (*text)(const nlohmann::json& rows, int64_t shapes);
@@ -126,6 +126,12 @@ struct PointEvalSettings {
   uint64_t seed = 0;
 };
 
+// How many test shapes the invariance measurement of eval and compare takes
+// (key "invariance_shapes", option --invariance); `help` says it as each does.
+inline Field invariance_shapes_field(const char* help) {
+  return Field{"invariance_shapes", help, "invariance"}.range(0, 100000);
+}
+
 // The settings eval adds to the checkpoint, split and seed every eval
 // command takes (segmentation has no votes).
 template <typename V>
@@ -136,11 +142,8 @@ void visit_fields(PointEvalSettings& s, V&& visit) {
               "rotations of the evaluated clouds: none, z or so3 (so3 by default: eval tests invariance; predict "
               "takes the file as it is)"},
         s.rotate);
-  visit(Field{"invariance_shapes",
-              "also measure the largest change of the logits (per point for segmentation) under 4 random rotations "
-              "on this many shapes",
-              "invariance"}
-            .range(0, 100000),
+  visit(invariance_shapes_field("also measure the largest change of the logits (per point for segmentation) under 4 "
+                                "random rotations on this many shapes"),
         s.invariance_shapes);
 }
 
