@@ -200,12 +200,16 @@ CLI::Option* add_ranged_option(CLI::App* cmd, const std::string& flag, T& value,
 // --json TEXT style output: the JSON with 2-space indent and a newline.
 void print_json(const nlohmann::json& j);
 
+// One field as an option spelled `flag`, with its help, range or words and
+// current value shown, as add_field_options adds each (which spells it
+// "--" + option_name(f)); for a name a field cannot spell ("-n,--procs").
+template <typename T>
+void add_field_option(CLI::App* cmd, const Field& f, T& value, const std::string& flag);
+
 // ---- implementation ----
 
-namespace detail {
 template <typename T>
-void add_bound_option(CLI::App* cmd, const Field& f, T& value) {
-  const std::string flag = "--" + option_name(f);
+void add_field_option(CLI::App* cmd, const Field& f, T& value, const std::string& flag) {
   if constexpr (std::is_same_v<T, nlohmann::json>) {
     // A JSON-valued field is recorded, never an option of its own.
   } else if constexpr (std::is_same_v<T, bool>) {
@@ -225,14 +229,13 @@ void add_bound_option(CLI::App* cmd, const Field& f, T& value) {
     if (f.required) opt->required();
   }
 }
-}  // namespace detail
 
 // The visitor of add_field_options, for a field list of another name.
 inline auto field_option_adder(CLI::App* cmd, const std::set<std::string>& skip = {}) {
   return [cmd, skip](const Field& f, auto& value) {
     if ((f.option && *f.option == '\0') || skip.count(f.key)) return;
     remember_flag(cmd, f.key, "--" + option_name(f));
-    detail::add_bound_option(cmd, f, value);
+    add_field_option(cmd, f, value, "--" + option_name(f));
     if constexpr (!std::is_same_v<std::decay_t<decltype(value)>, nlohmann::json>)
       if (f.old_option) add_old_spelling(cmd, std::string("--") + f.old_option, "--" + option_name(f), value);
   };

@@ -46,10 +46,7 @@ void register_launch(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
       "launch", "run a train command as W data-parallel processes on this machine: qkv launch -n 2 -- vnt train ...");
   auto o = std::make_shared<distributed::LocalRanks>();
-  const Field procs = distributed::launch_procs_field();
-  cmd->add_option("-n,--procs", o->procs, procs.help + range_help(procs))
-      ->capture_default_str()
-      ->check(range_check(procs));
+  add_field_option(cmd, distributed::launch_procs_field(), o->procs, "-n,--procs");
   add_field_options(cmd, *o, {"procs"});
   cmd->add_option("command", o->command, "the qkv command to run after --, e.g. -- vnt train --epochs 10")
       ->required();
