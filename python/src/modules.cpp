@@ -211,12 +211,7 @@ void bind_models(py::module_& m) {
           py::arg("tokens"), py::arg("cache") = nullptr);
   // The registry as JSON text, each entry's card as `qkv params --json`
   // prints it (no sizes): the Python side reads it with json.loads.
-  m.def("model_registry", [] {
-    auto all = nlohmann::json::array();
-    for (const auto& e : models::model_registry())
-      all.push_back(models::model_card(e, nlohmann::json::object(), false));
-    return all.dump();
-  });
+  m.def("model_registry", [] { return models::registry_cards().dump(); });
   m.def("create_model", [](const std::string& name, const std::string& options) {
     const auto& entry = models::find_model(name);
     return entry.make(parse_options(options, name));

@@ -33,13 +33,10 @@ void register_params(CLI::App& app, Action& action) {
   cmd->add_flag("--json", o->json, "print it all as JSON")->excludes(count);
   on_run(cmd, action, [o] {
     if (o->list) {
-      if (!o->json) {
+      if (o->json)
+        print_json(models::registry_cards());
+      else
         std::printf("%s", models::model_list_text().c_str());
-        return 0;
-      }
-      auto list = nlohmann::json::array();
-      for (const auto& e : models::model_registry()) list.push_back(models::model_card(e, nlohmann::json::object(), false));
-      print_json(list);
       return 0;
     }
     if (o->model.empty()) throw UsageError("params: --model is required (or --list)");

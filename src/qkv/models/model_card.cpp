@@ -41,6 +41,12 @@ std::string model_list_text() {
   return text;
 }
 
+nlohmann::json registry_cards() {
+  auto cards = nlohmann::json::array();
+  for (const auto& e : model_registry()) cards.push_back(model_card(e, nlohmann::json::object(), false));
+  return cards;
+}
+
 nlohmann::json model_card(const ModelEntry& e, const nlohmann::json& options, bool with_size) {
   const auto resolved = e.resolve(options);
   nlohmann::json opts = nlohmann::json::object();

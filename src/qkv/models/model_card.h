@@ -19,6 +19,11 @@ std::string model_list_text();
 // Python package's qkv.models.describe returns it.
 nlohmann::json model_card(const ModelEntry& entry, const nlohmann::json& options, bool with_size = true);
 
+// Every registered model's card with its default options and no sizes, in
+// registry order: `qkv params --list --json`, and qkv.models.names() and
+// describe() in the Python package.
+nlohmann::json registry_cards();
+
 // model_card as lines for people.
 std::string model_card_text(const nlohmann::json& card);
 
