@@ -180,3 +180,20 @@ TEST(SettingsRanges, CompareTakesEvalsInvarianceRange) {
     EXPECT_EQ(qkv::field_range_problem(qkv::tasks::invariance_shapes_field(""), compare->default_shapes), "");
   }
 }
+
+// mhca select keeps a number of CpG sites, in its field's range, checked
+// before the cohort is read (the files here do not exist); its default is the
+// paper's count, which lies in that range.
+TEST(SettingsRanges, SelectChecksItsCpgCountBeforeTheCohort) {
+  qkv::tasks::CohortFiles files;
+  files.manifest = "no-such-manifest.csv";
+  files.methylation = "no-such-table.csv";
+  for (const int64_t n : {int64_t{0}, int64_t{10000001}}) {
+    qkv::tasks::FeatureSelection selection;
+    selection.n_features = n;
+    EXPECT_EQ(config_error_key_of([&] { qkv::tasks::select_to_file(files, selection, "cpgs.txt", false); }),
+              "n_features")
+        << n;
+  }
+  EXPECT_EQ(qkv::field_range_problem(qkv::tasks::select_n_features_field(), qkv::tasks::kPaperCpgSites), "");
+}

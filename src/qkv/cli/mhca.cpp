@@ -58,12 +58,12 @@ void register_select(CLI::App* parent, Action& action) {
     bool overwrite = false;
   };
   auto o = std::make_shared<Opts>();
-  o->selection.n_features = 441;
+  o->selection.n_features = tasks::kPaperCpgSites;
   add_field_options(cmd, o->files, {"reorient"});  // no volumes read
   cmd->add_option("--output", o->out, "CpG list to write, one id per line (REQUIRED)");
   add_old_spelling(cmd, "--out", "--output", o->out);
   add_overwrite_flag(cmd, o->overwrite);
-  add_ranged_option(cmd, "--n-features", o->selection.n_features, "CpG sites to keep (paper: 441)", 1, 10000000);
+  field_option_adder(cmd)(tasks::select_n_features_field(), o->selection.n_features);
   add_field_options(cmd, o->selection, {"select", "cpg_list", "n_features"});
   add_ranged_option(cmd, "--threads", o->threads, "XGBoost threads; 0 = one per core", 0, max_useful_threads());
   on_run(cmd, action, [o] {

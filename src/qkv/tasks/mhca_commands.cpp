@@ -209,7 +209,7 @@ nlohmann::json explain_checkpoint(const CohortFiles& files, const std::string& c
 std::string select_to_file(const CohortFiles& files, FeatureSelection selection, const std::string& output,
                            bool overwrite) {
   if (output.empty()) throw ConfigError("output", "is required (the CpG list to write)");
-  if (selection.n_features < 1) throw ConfigError("n_features", "must be at least 1");
+  field_range_checker()(select_n_features_field(), selection.n_features);
   validate_selection(selection);
   check_output_file(output, "{output}", overwrite);  // before the work, not after it
   auto cohort = medical::load_cohort(files.manifest, files.methylation, false, 1, false, {}, files.max_missing);

@@ -88,9 +88,16 @@ CohortPrediction predict_cohort(const CohortFiles& files, const std::string& che
 nlohmann::json explain_checkpoint(const CohortFiles& files, const std::string& checkpoint, ExplainOptions options,
                                   const std::string& out, bool overwrite, const c10::Device& device);
 
+// `mhca select`'s count of CpG sites to keep (key "n_features"): no volumes
+// are read, so it is a number (cv's 0, the SPECT token count, has nothing to
+// count); its default is the paper's kPaperCpgSites.
+inline Field select_n_features_field() {
+  return Field{"n_features", "CpG sites to keep (paper: 441)"}.range(1, 10000000);
+}
+
 // `mhca select`: XGBoost RFE on every subject's methylation, the kept CpG ids
 // written one per line to `output` (checked before the work). Returns the line
-// the command prints.
+// the command prints. selection.n_features in select_n_features_field's range.
 std::string select_to_file(const CohortFiles& files, FeatureSelection selection, const std::string& output,
                            bool overwrite);
 

@@ -134,6 +134,12 @@ int64_t spect_tokens(const nlohmann::json& user_options, const std::vector<int64
   return spect.tokens();
 }
 
+int64_t rfe_target(const FeatureSelection& selection, const nlohmann::json& user_options,
+                   const std::vector<int64_t>& volume_shape) {
+  if (selection.n_features > 0) return selection.n_features;
+  return volume_shape.empty() ? kPaperCpgSites : spect_tokens(user_options, volume_shape);
+}
+
 nlohmann::json network_options(const std::string& model, const nlohmann::json& user_options,
                                const std::vector<int64_t>& volume_shape, int64_t features) {
   const auto& entry = models::find_model(model);
@@ -446,11 +452,8 @@ int64_t check_cv_options(const medical::CohortData& cohort, const CVOptions& opt
   options.train.validate();
   CVOptions fields = options;
   visit_cv_fields(fields, field_range_checker());
-  const bool any_network = cohort.volumes.defined();
-  const int64_t n_features =
-      options.selection.n_features > 0
-          ? options.selection.n_features
-          : (any_network ? spect_tokens(options.model_options, cohort.volume_shape()) : int64_t{441});
+  // Volumes are read only where a network reads them.
+  const int64_t n_features = rfe_target(options.selection, options.model_options, cohort.volume_shape());
   // Every network is sized for the CpG count its folds will see, so one that
   // cannot take this cohort (mhca needs as many CpG sites as SPECT tokens) is
   // refused before the first fold, not after the others have trained.

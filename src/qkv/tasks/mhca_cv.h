@@ -90,6 +90,15 @@ nlohmann::json network_options(const std::string& model, const nlohmann::json& u
 // The SPECT token count for the volume shape under the user's encoder options.
 int64_t spect_tokens(const nlohmann::json& user_options, const std::vector<int64_t>& volume_shape);
 
+// The paper's CpG count: as many as the SPECT tokens at 91x109x91 (7x9x7).
+inline constexpr int64_t kPaperCpgSites = 441;
+
+// The CpG sites RFE keeps: selection.n_features where set, else (0) the SPECT
+// token count at `volume_shape` (the volumes read for a network), else (no
+// volumes read) the paper's count.
+int64_t rfe_target(const FeatureSelection& selection, const nlohmann::json& user_options,
+                   const std::vector<int64_t>& volume_shape);
+
 // The CpG ids of one training part: RFE on its rows, the whole table, or the list.
 std::vector<std::string> select_features(const medical::CohortData& cohort, const std::vector<int64_t>& rows,
                                          const FeatureSelection& selection, int64_t n_features, bool quiet);

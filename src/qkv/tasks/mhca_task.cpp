@@ -124,9 +124,7 @@ MhcaTrainRun prepare_mhca_train(MhcaTrainData& d, bool volumes, uint64_t seed) {
   fit_rows.insert(fit_rows.end(), run.val_rows.begin(), run.val_rows.end());
   tasks::FeatureSelection selection = d.selection;
   selection.xgboost.threads = at::get_num_threads();
-  const int64_t n_features = selection.n_features > 0 ? selection.n_features
-                             : volumes ? tasks::spect_tokens(d.model_options, run.cohort.volume_shape())
-                                       : 441;
+  const int64_t n_features = tasks::rfe_target(selection, d.model_options, run.cohort.volume_shape());
   run.cpgs = tasks::select_features(run.cohort, fit_rows, selection, n_features, false);
   run.prep = medical::fit_preprocessing(run.cohort, run.train_rows, run.cpgs, d.normalisation);
   d.preprocessing = run.prep.to_json();
