@@ -23,9 +23,8 @@ using qkv::testing::read_text;
 using qkv::testing::run_qkv;
 using qkv::testing::trailing_json;
 
-namespace {
-
-// One short VNT-Net run shared by the tests of this file (trained once).
+// One short VNT-Net run shared by the tests of this file (trained once); not
+// in an anonymous namespace, since TEST_F derives from it in the area's unit.
 class SegCli : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -52,8 +51,6 @@ class SegCli : public ::testing::Test {
 };
 std::string* SegCli::dir_ = nullptr;
 qkv::testing::CliResult* SegCli::result_ = nullptr;
-
-}  // namespace
 
 TEST_F(SegCli, ShortRunLearnsAndScoresEveryTestRotation) {
   ASSERT_EQ(result_->status, 0) << result_->output;

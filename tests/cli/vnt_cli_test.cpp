@@ -21,9 +21,8 @@ using qkv::testing::read_json;
 using qkv::testing::run_qkv;
 using qkv::testing::trailing_json;
 
-namespace {
-
-// One short VNT-Net run shared by the tests of this file (trained once).
+// One short VNT-Net run shared by the tests of this file (trained once); not
+// in an anonymous namespace, since TEST_F derives from it in the area's unit.
 class VntCli : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -44,8 +43,6 @@ class VntCli : public ::testing::Test {
 };
 std::string* VntCli::dir_ = nullptr;
 qkv::testing::CliResult* VntCli::result_ = nullptr;
-
-}  // namespace
 
 TEST_F(VntCli, ShortRunLearnsAndReportsEveryTestRotation) {
   ASSERT_EQ(result_->status, 0) << result_->output;

@@ -178,9 +178,13 @@ TEST(Runtime, ThreadsReachTorchAndBlas) {
   EXPECT_EQ(at::get_num_threads(), 1);
   auto info = qkv::blas_info();
   EXPECT_EQ(info.at("torch_threads"), 1);
-  if (info.at("name") == "OpenBLAS") EXPECT_EQ(info.at("threads"), 1);
+  if (info.at("name") == "OpenBLAS") {
+    EXPECT_EQ(info.at("threads"), 1);
+  }
   qkv::set_threads(2);
   EXPECT_EQ(at::get_num_threads(), 2);
-  if (info.at("name") == "OpenBLAS") EXPECT_EQ(qkv::blas_info().at("threads"), 2);
+  if (info.at("name") == "OpenBLAS") {
+    EXPECT_EQ(qkv::blas_info().at("threads"), 2);
+  }
   qkv::set_threads(1);
 }

@@ -269,7 +269,9 @@ TEST(MlpMemory, ReadsKeysAndValuesOffTheModel) {
   for (const auto& u : units) {
     EXPECT_NEAR(u.mean_activation, act.select(1, u.unit).mean().item<double>(), 1e-4);
     EXPECT_NEAR(u.max_activation, u.top_contexts[0].second, 1e-5);
-    if (u.unit == unit) EXPECT_EQ(u.top_tokens[0].first, "z");
+    if (u.unit == unit) {
+      EXPECT_EQ(u.top_tokens[0].first, "z");
+    }
   }
   EXPECT_THROW(lm::inspect_mlp(*lm, text, lm::MemoryOptions{5}), UsageError);
 }

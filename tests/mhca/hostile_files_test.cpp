@@ -46,7 +46,9 @@ std::vector<char> nifti1_header(int16_t nx, int16_t ny, int16_t nz, int16_t data
 void write_gz(const std::string& path, const std::vector<char>& bytes) {
   gzFile f = gzopen(path.c_str(), "wb");
   ASSERT_NE(f, nullptr);
-  if (!bytes.empty()) ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())), static_cast<int>(bytes.size()));
+  if (!bytes.empty()) {
+    ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())), static_cast<int>(bytes.size()));
+  }
   gzclose(f);
 }
 

@@ -122,7 +122,9 @@ TEST(Registry, EveryModelHasATaskInputsAndHelpForExactlyItsOptions) {
       EXPECT_FALSE(o.help.empty()) << "no help for '" << o.key << "'";
       EXPECT_EQ(o.help.find('\n'), std::string::npos) << o.key;
       EXPECT_TRUE(defaults.contains(o.key)) << "help for '" << o.key << "', which the model does not have";
-      if (defaults.contains(o.key)) EXPECT_EQ(o.default_value, defaults.at(o.key)) << o.key;
+      if (defaults.contains(o.key)) {
+        EXPECT_EQ(o.default_value, defaults.at(o.key)) << o.key;
+      }
     }
     EXPECT_EQ(described, keys_of(defaults));
   }

@@ -50,12 +50,13 @@ at::Tensor features(std::vector<int64_t> sizes, int64_t seed = 0) {
   return torch::randn(sizes, gen, torch::kDouble);
 }
 
+}  // namespace
+
+// Outside the anonymous namespace: TEST_F derives from it in the area's unit.
 class VNLayers : public ::testing::Test {
  protected:
   void SetUp() override { torch::manual_seed(7); }
 };
-
-}  // namespace
 
 TEST_F(VNLayers, LinearIsEquivariantOnPointsAndGraphs) {
   VNLinear lin(5, 7);

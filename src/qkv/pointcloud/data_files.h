@@ -93,6 +93,8 @@ class ClassCap {
 // The shapes of one split an HDF5 loader keeps, in file order, as `cap`
 // allows, each with its label and its source "file[row]".
 struct KeptShapes {
+  explicit KeptShapes(ClassCap cap) : cap(std::move(cap)) {}
+
   ClassCap cap;
   std::vector<int64_t> labels;
   std::vector<std::string> sources;
