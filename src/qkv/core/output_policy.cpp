@@ -398,10 +398,10 @@ OutputClaim claim_output_dir(const std::string& dir, const std::string& option, 
 }
 
 void OutputClaim::release_if_unused(bool remove_folder) noexcept {
-  if (!root_) return;
+  const auto held = std::move(root_);  // the claim ends on every path out
+  if (!held) return;
   try {
-    const fs::path root = root_->dir;
-    root_.reset();
+    const fs::path& root = held->dir;
     std::error_code ec;
     if (!fs::is_directory(root, ec) || !fs::exists(root / kLedgerName, ec) || !is_empty_folder(root)) return;
     fs::remove(root / kLedgerName, ec);
@@ -409,7 +409,6 @@ void OutputClaim::release_if_unused(bool remove_folder) noexcept {
   } catch (const std::exception&) {
     // A ledger qkv cannot read, or no memory: everything stays as it is.
   }
-  root_.reset();
 }
 
 void check_output_file(const std::string& path, const std::string& option, bool overwrite) {
@@ -492,17 +491,22 @@ std::vector<std::string> remove_stale_temps_of_ledger(const std::string& dir) {
   return removed;
 }
 
-SyntheticDirClaim claim_synthetic_dir(const std::string& dir, const std::string& option, bool overwrite,
-                                      const OutputMarker& marker, bool check_only) {
+namespace {
+
+// What a synthetic-data folder calls for, after the refusals of
+// claim_synthetic_dir: nothing is there yet, qkv's complete data with these
+// settings, or data to make again (unfinished, or other settings with
+// --overwrite).
+enum class SyntheticDir { Empty, Reuse, Regenerate };
+
+SyntheticDir synthetic_dir_state(const std::string& dir, const std::string& option, bool overwrite,
+                                 const OutputMarker& marker) {
   if (dir.empty()) refuse(option, ": must name a folder");
   require_utf8_name(dir, option);
   const fs::path root = normal(dir);
   std::error_code ec;
   const auto status = fs::status(root, ec);
-  if (!fs::exists(status) || (fs::is_directory(status) && is_empty_folder(root))) {
-    if (check_only) return {true, {}};
-    return {true, claim_output_dir(dir, option, false, marker)};
-  }
+  if (!fs::exists(status) || (fs::is_directory(status) && is_empty_folder(root))) return SyntheticDir::Empty;
   if (!fs::is_directory(status)) refuse(option, printable_path(dir) + ": exists and is not a folder");
   const Ledger ledger = read_ledger(root);
   if (ledger.header.is_null())
@@ -528,14 +532,33 @@ SyntheticDirClaim claim_synthetic_dir(const std::string& dir, const std::string&
                     ledger.header.value("settings", nlohmann::json::object()) == settings;
   if (same && ledger.complete) {
     require_owned(root, ledger);  // data read as it was generated, or not at all
-    return {false, {}};
+    return SyntheticDir::Reuse;
   }
   if (!same && !overwrite)
     refuse(option, printable_path(dir) +
                      ": holds synthetic data made with other settings; add {overwrite} to regenerate it, or choose "
                      "another folder");
   // Same settings but unfinished (interrupted), or --overwrite: regenerate.
-  if (check_only) return {true, {}};
+  return SyntheticDir::Regenerate;
+}
+
+}  // namespace
+
+bool check_synthetic_dir(const std::string& dir, const std::string& option, bool overwrite,
+                         const OutputMarker& marker) {
+  return synthetic_dir_state(dir, option, overwrite, marker) != SyntheticDir::Reuse;
+}
+
+SyntheticDirClaim claim_synthetic_dir(const std::string& dir, const std::string& option, bool overwrite,
+                                      const OutputMarker& marker) {
+  switch (synthetic_dir_state(dir, option, overwrite, marker)) {
+    case SyntheticDir::Reuse:
+      return {false, {}};
+    case SyntheticDir::Empty:
+      return {true, claim_output_dir(dir, option, false, marker)};
+    case SyntheticDir::Regenerate:
+      break;
+  }
   return {true, claim_output_dir(dir, option, true, marker)};
 }
 

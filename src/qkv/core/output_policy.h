@@ -108,14 +108,17 @@ std::vector<std::string> remove_stale_temps_of_ledger(const std::string& dir);
 // settings. `generate` says whether it must be (re)generated; the claim to
 // write it under is then held. Without `overwrite`, a folder made with other
 // settings is refused; any file in it that qkv did not write is refused
-// either way (a loader would read it as data), naming it. With `check_only`,
-// only the refusals: nothing is written or claimed.
+// either way (a loader would read it as data), naming it.
 struct [[nodiscard]] SyntheticDirClaim {
   bool generate = false;
   OutputClaim claim;
 };
 SyntheticDirClaim claim_synthetic_dir(const std::string& dir, const std::string& option, bool overwrite,
-                                      const OutputMarker& marker, bool check_only = false);
+                                      const OutputMarker& marker);
+
+// claim_synthetic_dir's refusals without its effects: nothing is written or
+// claimed. Returns whether the data would be (re)generated.
+bool check_synthetic_dir(const std::string& dir, const std::string& option, bool overwrite, const OutputMarker& marker);
 
 // claim_output_dir's refusals without its effects, so that a command can check
 // every output before it writes any.

@@ -225,8 +225,7 @@ struct PointSourceData {
   // The synthetic folder's policy (core/output_policy.h) without writing
   // anything: UsageError if it would be refused.
   void check_synthetic_dir(const std::string& dir, bool overwrite) const {
-    if (source == "synthetic")
-      static_cast<void>(claim_synthetic_dir(dir, "synth_dir", overwrite, Source::marker(synth), true));
+    if (source == "synthetic") qkv::check_synthetic_dir(dir, "synth_dir", overwrite, Source::marker(synth));
   }
   // Loads the data; for "synthetic", writes the shapes into `synth_dir_now`
   // (synth_dir, or a rank's scratch copy) unless qkv already wrote them there
