@@ -50,7 +50,9 @@ struct SdpaResult {
 // q [B,H,Nq,d], k [B,H,Nk,d], v [B,H,Nk,dv]; same dtype and device. Throws
 // qkv::UsageError (one line, naming the argument) for bad ranks or sizes, d == 0,
 // masks of the wrong shape or dtype, non-positive scale or temperature, dropout
-// outside [0,1), or a Tiled request the tiled kernel cannot serve.
+// outside [0,1), or a Tiled request the tiled kernel cannot serve. NaN and
+// infinities in q, k or v propagate as the reference formula spreads them
+// (both backends: such inputs always take the Naive path).
 SdpaResult scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                         const SdpaOptions& o = {});
 

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/file_input.h"
 #include "qkv/core/interrupt.h"
 #include "qkv/core/output_policy.h"
 
@@ -103,11 +104,8 @@ std::vector<std::string> remove_stale_temp_files(const std::string& dir, const s
 }
 
 std::vector<char> read_file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw DataError(path + ": cannot open: " + errno_text());
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw DataError(path + ": read failed");
-  return bytes;
+  const std::string bytes = read_regular_file(path);
+  return std::vector<char>(bytes.begin(), bytes.end());
 }
 
 void make_directories(const std::string& path) {

@@ -1,7 +1,9 @@
 #pragma once
-// What every file reader does before it reads: the path must name a regular
-// file (a FIFO would block forever, a device never ends), and its size is
-// the bound that counts declared inside the file are checked against before
+// The one way qkv opens a file it reads: the path must name a regular file (a
+// FIFO would block forever, a device such as /dev/zero never ends, a folder
+// reads as nothing), and no more is read than the file's size when it was
+// opened, so that what a reader allocates is bounded by the file on disk.
+// Counts declared inside a file are checked against that size before
 // anything is allocated for them.
 #include <cstdint>
 #include <exception>
@@ -15,6 +17,15 @@ namespace qkv {
 // The file's size in bytes. DataError "PATH: no such file", "PATH: is a
 // folder, not a file" or "PATH: is not a regular file (FIFO, device or socket)".
 int64_t regular_file_size(const std::string& path);
+
+// The whole content of the regular file `path`, refused as regular_file_size
+// refuses (checked again on the opened file, so that a path swapped for a
+// FIFO in between does not block: it is opened without waiting for a
+// writer). Reads the size the opened file has, never more: a file that grows
+// meanwhile is read to that size, one that shrinks is a DataError ("changed
+// while read"). Every reader of a user's file reads through this
+// (read_text_file and read_file_bytes do).
+std::string read_regular_file(const std::string& path);
 
 // f(), with a std::bad_alloc that still escapes a reader's own size checks
 // turned into a one-line DataError naming the file: "PATH: out of memory

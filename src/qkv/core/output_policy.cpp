@@ -1,6 +1,7 @@
 #include "qkv/core/output_policy.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,9 +51,24 @@ struct ClaimedRoot {
   std::set<std::string> listed;  // in the ledger
   Fingerprints written;          // what the ledger records of each listed file
   std::set<std::string> known;   // written by this process, or checked against the ledger
+  int lock_fd = -1;              // the folder, opened for its flock (closing it drops the lock)
+  bool exclusive = false;        // the flock is exclusive (a folder claimed whole)
 
-  // A claim of `dir`, whose ledger lists `files` with the records `written`.
-  static OutputClaim hold(const std::filesystem::path& dir, const std::vector<std::string>& files,
+  ClaimedRoot() = default;
+  ClaimedRoot(const ClaimedRoot&) = delete;
+  ClaimedRoot& operator=(const ClaimedRoot&) = delete;
+  ~ClaimedRoot() {
+    if (lock_fd >= 0) ::close(lock_fd);
+  }
+
+  // The root `dir` as this process holds it, found among the held roots or
+  // new, with its folder's flock taken (exclusive, or shared) before anything
+  // there is removed or written; UsageError naming `option` and the holder's
+  // process id when another process holds it. Not yet a claim: hold() makes one.
+  static std::shared_ptr<ClaimedRoot> lock(const std::filesystem::path& dir, const std::string& option,
+                                           bool exclusive);
+  // A claim of `root`, whose ledger lists `files` with the records `written`.
+  static OutputClaim hold(const std::shared_ptr<ClaimedRoot>& root, const std::vector<std::string>& files,
                           const Fingerprints& written, bool replaced);
 };
 
@@ -264,6 +280,13 @@ Ledger read_ledger(const fs::path& dir) {
   return ledger;
 }
 
+// A refusal about the output a setting names (`key`, e.g. "out"; the CLI
+// says --out); without a key, about the path alone.
+[[noreturn]] void refuse(const std::string& key, const std::string& problem) {
+  if (key.empty()) throw UsageError(name_keys(problem, [](const std::string& k) { return k; }));
+  throw ConfigError(key, problem);
+}
+
 void append_line(const fs::path& file, const std::string& line) {
   // O_NOFOLLOW: a ledger replaced by a link would append to the link's target.
   const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
@@ -285,18 +308,68 @@ void write_new_ledger(const fs::path& dir, const OutputMarker& marker) {
 
 }  // namespace
 
-OutputClaim ClaimedRoot::hold(const std::filesystem::path& dir, const std::vector<std::string>& files,
-                              const Fingerprints& written, bool replaced) {
-  std::lock_guard<std::mutex> lock(claims_mutex());
-  auto& roots = root_list_locked();
+namespace {
+
+// The process that last claimed `dir` and its command, from the ledger's
+// "writer" lines ("" if none is recorded or the ledger cannot be read).
+std::string last_writer(const fs::path& dir) {
+  std::ifstream in(dir / kLedgerName);
+  std::string line, who;
+  while (std::getline(in, line)) {
+    if (line.find("\"writer\"") == std::string::npos) continue;
+    try {
+      const auto j = nlohmann::json::parse(line).at("writer");
+      std::string command = j.at("command").get<std::string>();
+      if (command.rfind("qkv ", 0) == 0) command = command.substr(4);
+      who = "process " + std::to_string(j.at("pid").get<int64_t>()) + ", 'qkv " + command + "'";
+    } catch (const nlohmann::json::exception&) {
+    }
+  }
+  return who;
+}
+
+// Records in the ledger of `dir` that this process now writes there, so that
+// a command refused by its lock can name it.
+void append_writer_line(const fs::path& dir, const std::string& command) {
+  append_line(dir / kLedgerName,
+              json_text(nlohmann::json{{"writer", {{"pid", static_cast<int64_t>(::getpid())}, {"command", command}}}}, -1));
+}
+
+}  // namespace
+
+std::shared_ptr<ClaimedRoot> ClaimedRoot::lock(const std::filesystem::path& dir, const std::string& option,
+                                               bool exclusive) {
+  std::lock_guard<std::mutex> guard(claims_mutex());
   std::shared_ptr<ClaimedRoot> root;
-  for (const auto& r : roots)
+  for (const auto& r : root_list_locked())
     if (auto held = r.lock(); held && held->dir == dir) root = held;
+  if (root && (root->exclusive || !exclusive)) return root;  // this process holds it already
+  int fd = root ? root->lock_fd : ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw DataError(printable_path(dir.string()) + ": cannot open the folder: " + std::strerror(errno));
+  if (::flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
+    const int err = errno;
+    if (!root) ::close(fd);
+    else ::flock(fd, LOCK_SH | LOCK_NB);  // a failed upgrade may have dropped this process's shared lock
+    if (err != EWOULDBLOCK)
+      throw DataError(printable_path(dir.string()) + ": cannot lock the folder: " + std::strerror(err));
+    const std::string who = last_writer(dir);
+    refuse(option, printable_path(dir.string()) + ": another qkv command is writing there" +
+                       (who.empty() ? std::string() : " (" + who + ")") +
+                       "; wait for it to end or choose another folder (nothing was changed)");
+  }
   if (!root) {
     root = std::make_shared<ClaimedRoot>();
     root->dir = dir;
-    roots.push_back(root);
+    root->lock_fd = fd;
+    root_list_locked().push_back(root);
   }
+  root->exclusive = exclusive;
+  return root;
+}
+
+OutputClaim ClaimedRoot::hold(const std::shared_ptr<ClaimedRoot>& root, const std::vector<std::string>& files,
+                              const Fingerprints& written, bool replaced) {
+  std::lock_guard<std::mutex> lock(claims_mutex());
   // A folder claimed again starts from its ledger as it is now (--overwrite emptied it).
   root->listed = std::set<std::string>(files.begin(), files.end());
   root->written = written;
@@ -346,12 +419,6 @@ bool is_empty_folder(const fs::path& dir) {
   return !ec && read_ledger(dir).files.empty();
 }
 
-// A refusal about the output a setting names (`key`, e.g. "out"; the CLI
-// says --out); without a key, about the path alone.
-[[noreturn]] void refuse(const std::string& key, const std::string& problem) {
-  if (key.empty()) throw UsageError(name_keys(problem, [](const std::string& k) { return k; }));
-  throw ConfigError(key, problem);
-}
 
 // The ledger and the run records are JSON, which holds UTF-8 only: a folder
 // whose name is not would be recorded under another name.
@@ -381,20 +448,30 @@ void check_output_dir(const std::string& dir, const std::string& option, bool ov
                      "); qkv will not write into it, even with {overwrite}; choose another folder");
 }
 
+void check_files_folder(const std::string& dir, const std::string& option) {
+  const fs::path root = normal(dir);
+  std::error_code ec;
+  if (!fs::is_directory(root, ec) || is_empty_folder(root) || !read_ledger(root).header.is_null()) return;
+  refuse(option, printable_path(dir) + ": not empty and holds nothing qkv wrote (no " + kLedgerName +
+                   "); qkv will not mix its files into it; choose another folder");
+}
+
 OutputClaim claim_output_dir(const std::string& dir, const std::string& option, bool overwrite,
                              const OutputMarker& marker) {
   check_output_dir(dir, option, overwrite);
   const fs::path root = normal(dir);
-  bool replaced = false;
   std::error_code ec;
-  if (!fs::exists(root, ec)) {
-    make_directories(root.string());
-  } else if (!is_empty_folder(root)) {
+  if (!fs::exists(root, ec)) make_directories(root.string());
+  const auto held = ClaimedRoot::lock(root, option, /*exclusive=*/true);
+  check_output_dir(dir, option, overwrite);  // again: another command may have written there before the lock
+  bool replaced = false;
+  if (!is_empty_folder(root)) {
     remove_ledger_files(root, read_ledger(root));
     replaced = true;
   }
   write_new_ledger(root, marker);
-  return ClaimedRoot::hold(root, {}, {}, replaced);
+  append_writer_line(root, marker.command);
+  return ClaimedRoot::hold(held, {}, {}, replaced);
 }
 
 void OutputClaim::release_if_unused(bool remove_folder) noexcept {
@@ -439,9 +516,12 @@ OutputClaim claim_output_file(const std::string& path, const std::string& option
   check_output_file(path, option, overwrite);
   const fs::path dir = normal(path).parent_path();
   make_directories(dir.string());
+  const auto held = ClaimedRoot::lock(dir, option, /*exclusive=*/false);
+  check_output_file(path, option, overwrite);  // again, under the lock
   const Ledger ledger = read_ledger(dir);
   if (ledger.header.is_null()) write_new_ledger(dir, marker);
-  return ClaimedRoot::hold(dir, ledger.files, ledger.written, false);
+  append_writer_line(dir, marker.command);
+  return ClaimedRoot::hold(held, ledger.files, ledger.written, false);
 }
 
 namespace {
@@ -467,8 +547,12 @@ Ledger verified_ledger(const std::string& dir, const std::string& option, const 
 }  // namespace
 
 OutputClaim adopt_output_dir(const std::string& dir, const std::string& option, const std::string& command) {
-  const Ledger ledger = verified_ledger(dir, option, command);
-  return ClaimedRoot::hold(normal(dir), ledger.files, ledger.written, false);
+  verified_ledger(dir, option, command);
+  const fs::path root = normal(dir);
+  const auto held = ClaimedRoot::lock(root, option, /*exclusive=*/true);
+  const Ledger ledger = verified_ledger(dir, option, command);  // again, under the lock
+  append_writer_line(root, command);
+  return ClaimedRoot::hold(held, ledger.files, ledger.written, false);
 }
 
 void verify_output_dir(const std::string& dir, const std::string& option, const std::string& command) {
@@ -596,6 +680,55 @@ void check_and_record_write(const std::string& path, const void* data, size_t si
   best->listed.insert(rel);
   best->written[rel].push_back(f);
   best->known.insert(rel);
+}
+
+namespace {
+
+// `path` with every link resolved (as far as it exists: a missing output
+// resolves through its nearest existing parent).
+fs::path resolved(const std::string& path) {
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(fs::absolute(fs::path(path)), ec);
+  if (ec) return normal(path);
+  if (!p.has_filename() && p.has_parent_path() && p != p.root_path()) p = p.parent_path();
+  return p;
+}
+
+// Whether `inner` is `outer` or lies below it (both resolved).
+bool at_or_below(const fs::path& inner, const fs::path& outer) {
+  const fs::path rel = inner.lexically_relative(outer);
+  return !rel.empty() && *rel.begin() != "..";
+}
+
+// Whether two existing paths are one file or folder (a second hard link).
+bool same_file(const fs::path& a, const fs::path& b) {
+  struct stat sa {}, sb {};
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+}  // namespace
+
+void check_outputs_apart(const std::string& output, const std::string& option, const std::vector<InputPath>& inputs) {
+  if (output.empty()) return;
+  const fs::path out = resolved(output);
+  for (const auto& input : inputs) {
+    if (input.path.empty()) continue;
+    const fs::path in = resolved(input.path);
+    const std::string named = "{" + input.key + "} " + printable_path(input.path);
+    std::string how;
+    if (at_or_below(in, out) && at_or_below(out, in))
+      how = "is " + named;
+    else if (same_file(out, in))
+      how = "is " + named + " under another name";
+    else if (at_or_below(in, out))
+      how = "holds " + named;
+    else if (at_or_below(out, in))
+      how = "lies inside " + named;
+    if (!how.empty())
+      refuse(option, printable_path(output) + ": " + how +
+                         ", which this command reads; an output is never an input (nothing was changed); choose "
+                         "another output");
+  }
 }
 
 }  // namespace qkv

@@ -14,6 +14,20 @@
 // length of its writes), so that nothing of one command's claims outlives it
 // in a process that runs several (tests, the Python package). Writes below no
 // held claim are not watched.
+//
+// One writer: a claim holds an flock on its root folder from before anything
+// there is removed or written until the claim ends, exclusive for a folder
+// claimed whole (a run, a data folder, --resume) and shared for a folder
+// that one output file is claimed in (two commands may write two files side
+// by side, never into a folder another command holds whole). A command that
+// finds the folder held is refused at once, naming the holder's process id
+// (each claim appends a "writer" line to the ledger); the kernel drops the
+// lock of a process that dies, so that a killed run's folder is taken over
+// by the next command.
+//
+// Outputs apart from inputs: before a command claims anything it compares
+// each output with the files and folders it reads (check_outputs_apart),
+// so that --overwrite can never remove or replace an input.
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -29,6 +43,21 @@ struct OutputMarker {
   std::string command;
   nlohmann::json settings = nlohmann::json::object();
 };
+
+// A file or folder a command reads, and the setting that names it ("manifest",
+// "checkpoint"; messages say "{key}", which the CLI names by its flag).
+struct InputPath {
+  std::string key;
+  std::string path;
+};
+
+// UsageError naming both when the output `output` (named by `option`, as
+// claim_output_dir's) is one of `inputs`, contains one, or lies inside a
+// folder that is one, compared after links are resolved (and, for files that
+// exist, by device and inode, so that a second hard link counts as the same
+// file). Inputs with an empty path are skipped. Called before the output is
+// checked or claimed: a refusal leaves everything as it was.
+void check_outputs_apart(const std::string& output, const std::string& option, const std::vector<InputPath>& inputs);
 
 struct ClaimedRoot;  // output_policy.cpp: a root's ledger as this process knows it
 
@@ -119,6 +148,12 @@ SyntheticDirClaim claim_synthetic_dir(const std::string& dir, const std::string&
 // claim_synthetic_dir's refusals without its effects: nothing is written or
 // claimed. Returns whether the data would be (re)generated.
 bool check_synthetic_dir(const std::string& dir, const std::string& option, bool overwrite, const OutputMarker& marker);
+
+// For a command that writes named files into the folder `dir` (one claim per
+// file, beside what is there): UsageError naming `option` when `dir` exists
+// and holds files but no ledger, a folder qkv did not make, which its files
+// would be mixed into. Missing or empty folders and qkv's own are fine.
+void check_files_folder(const std::string& dir, const std::string& option);
 
 // claim_output_dir's refusals without its effects, so that a command can check
 // every output before it writes any.

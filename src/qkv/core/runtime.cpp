@@ -21,12 +21,14 @@ namespace qkv {
 
 void set_threads(int n) {
   // 0: OMP_NUM_THREADS when set (qkv launch sets it to share the cores
-  // between ranks), else one per core.
+  // between ranks), else one per core. The variable is held to the range
+  // --threads has: OMP_NUM_THREADS=100000 started threads for a minute.
   if (n <= 0) {
     const char* env = std::getenv("OMP_NUM_THREADS");
-    n = env ? std::atoi(env) : 0;
+    n = env ? static_cast<int>(std::min<long>(std::strtol(env, nullptr, 10), max_useful_threads())) : 0;
   }
   if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+
   at::set_num_threads(n);
   // Child processes (and an OpenBLAS loaded later) read the variable; the
   // already-loaded library needs the call.

@@ -6,10 +6,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 
-#include "qkv/core/parse_errors.h"
+#include "qkv/core/file_input.h"
 
 namespace qkv {
 
@@ -43,27 +41,7 @@ std::string join(const std::vector<std::string>& items, std::string_view separat
   return out;
 }
 
-std::string read_text_file(const std::string& path) {
-  using parse::fail;
-  // Checked first: an ifstream opens a folder and reads it as an empty file.
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (!std::filesystem::exists(status)) fail(path, "no such file");
-  if (std::filesystem::is_directory(status)) fail(path, "is a folder, not a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, std::string("cannot open: ") + std::strerror(errno));
-  // Read to the end rather than to the size stat() gives: pipes and /proc
-  // files have none.
-  std::string text;
-  if (std::filesystem::is_regular_file(status)) {
-    const auto size = std::filesystem::file_size(path, ec);
-    if (!ec) text.reserve(static_cast<size_t>(size));
-  }
-  char chunk[1 << 16];
-  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) text.append(chunk, static_cast<size_t>(in.gcount()));
-  if (in.bad()) fail(path, "read failed");
-  return text;
-}
+std::string read_text_file(const std::string& path) { return read_regular_file(path); }
 
 namespace {
 // The length of the well-formed UTF-8 sequence at text[i], or 0.

@@ -57,8 +57,9 @@ std::string closest_word(const std::string& word, const std::vector<std::string>
 // all numbers (or "-") is right-aligned, any other left-aligned.
 std::string format_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
 
-// The whole file (a pipe too). DataError "PATH: no such file", "PATH: is a
-// folder, not a file", "PATH: cannot open: REASON" or "PATH: read failed".
+// The whole regular file, as read_regular_file (core/file_input.h) reads it:
+// DataError "PATH: no such file", "PATH: is a folder, not a file", "PATH: is
+// not a regular file (FIFO, device or socket)", "PATH: cannot open: REASON".
 std::string read_text_file(const std::string& path);
 
 }  // namespace qkv

@@ -51,6 +51,11 @@ void check_max_new(const models::TransformerLMOptions& mo, int64_t prompt, const
 }  // namespace
 
 int64_t pick_token(const at::Tensor& logits, const GenerateOptions& o, at::Generator& gen) {
+  // NaN would be picked as byte 0 by argmax and fail inside multinomial; +inf
+  // turns softmax to NaN. -inf (a token ruled out) is fine.
+  if (torch::isnan(logits).any().item<bool>() || torch::isposinf(logits).any().item<bool>())
+    throw NonFiniteLogits("the model's next-byte logits hold NaN or +infinity (its weights or the prompt's cache are "
+                          "not finite)");
   if (o.temperature == 0) return logits.argmax().item<int64_t>();
   auto scaled = logits.to(torch::kFloat) / o.temperature;
   if (o.top_k > 0 && o.top_k < scaled.size(0)) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "qkv/attention/kv_cache.h"
+#include "qkv/core/errors.h"
 
 #include "qkv/models/transformer_lm.h"
 
@@ -47,6 +48,12 @@ struct Generation {
   bool stopped_by_caller = false;  // on_token returned false
   int64_t resumed = 0;             // prompt positions taken from load_cache
   attention::KVCacheSize cache_bytes;  // what the cache held at the end
+};
+
+// What pick_token throws for logits holding NaN or +infinity: a DataError a
+// front end names the checkpoint in (the decoder does not know the file).
+struct NonFiniteLogits : DataError {
+  using DataError::DataError;
 };
 
 // The next token from one step's logits [vocab]: the arg-max at temperature 0,

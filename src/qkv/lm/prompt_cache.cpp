@@ -154,6 +154,11 @@ PromptCache load_prompt_cache(const std::string& path, models::TransformerLM& mo
                                       torch::TensorOptions().dtype(type));
       const auto layer = sec.at("layer").get<int64_t>();
       const auto role = sec.at("role").get<std::string>();
+      // A checksum proves the bytes are the ones written, not that they are
+      // numbers: a NaN key would make every later attention row NaN.
+      if (t.is_floating_point() && !torch::isfinite(t).all().item<bool>())
+        throw bad("its " + role + (layer >= 0 ? " of layer " + std::to_string(layer) : std::string()) +
+                  " hold NaN or an infinity");
       if (layer == -1 && role == "next_logits") {
         if (t.dim() != 1 || t.size(0) != mo.vocab || type != at::kFloat) throw bad("its logits are not [vocab] float32");
         out.next_logits = t.clone();

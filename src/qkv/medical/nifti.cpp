@@ -472,6 +472,19 @@ Volume read_nifti_unguarded(const std::string& path) {
   g.sform = row_major(nim->sto_xyz);
   g.xyzt_units = nim->xyz_units | nim->time_units;
   g.description.assign(nim->descrip, strnlen(nim->descrip, sizeof nim->descrip));
+  // A NaN in the affine compares as equal to anything in the cohort's
+  // geometry checks and turns no axis in reorientation: refused where read.
+  const auto check_finite = [&](const std::array<double, 16>& m, const char* name) {
+    for (size_t e = 0; e < 12; ++e)
+      if (!std::isfinite(m[e]))
+        throw DataError(path + ": its " + name + " holds " + (std::isnan(m[e]) ? "NaN" : "an infinity") + " (row " +
+                        std::to_string(e / 4) + ", column " + std::to_string(e % 4) + ")");
+  };
+  if (g.sform_code > 0) check_finite(g.sform, "sform");
+  if (g.qform_code > 0) check_finite(g.qform, "qform (quaternion, offsets and pixdim)");
+  for (int d = 0; d < 3; ++d)
+    if (!std::isfinite(g.spacing[static_cast<size_t>(d)]))
+      throw DataError(path + ": its voxel size (pixdim) holds NaN or an infinity");
   return vol;
 }
 

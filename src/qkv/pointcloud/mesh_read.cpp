@@ -69,6 +69,34 @@ void split(std::string_view line, std::vector<std::string_view>& tokens, bool co
   }
 }
 
+// The whitespace-separated tokens of one line, one at a time: a face line
+// may list millions of corners, and a vector of them would take eight times
+// the line's bytes again.
+class Tokens {
+ public:
+  explicit Tokens(std::string_view line) : rest_(line) {}
+  bool next(std::string_view& out) {
+    size_t i = 0;
+    while (i < rest_.size() && std::isspace(static_cast<unsigned char>(rest_[i]))) ++i;
+    const size_t start = i;
+    while (i < rest_.size() && !std::isspace(static_cast<unsigned char>(rest_[i]))) ++i;
+    out = rest_.substr(start, i - start);
+    rest_ = rest_.substr(i);
+    return !out.empty();
+  }
+  // How many tokens are left (read through, not kept).
+  int64_t count_left() const {
+    Tokens copy = *this;
+    std::string_view t;
+    int64_t n = 0;
+    while (copy.next(t)) ++n;
+    return n;
+  }
+
+ private:
+  std::string_view rest_;
+};
+
 // from_chars is locale-independent and rejects "1.0abc" (we check it ate the whole token).
 bool parse_double(std::string_view tok, double& out) {
   if (!tok.empty() && tok[0] == '+') tok.remove_prefix(1);
@@ -109,6 +137,32 @@ void fan(Mesh& mesh, const std::vector<int64_t>& polygon) {
   for (size_t j = 1; j + 1 < polygon.size(); ++j) mesh.faces.push_back({polygon[0], polygon[j], polygon[j + 1]});
 }
 
+// A polygon fanned into triangles as its corners arrive (corner 0, the
+// previous corner, this corner), holding none of them: what fan() makes.
+class FanBuilder {
+ public:
+  explicit FanBuilder(Mesh& mesh) : mesh_(mesh) {}
+  void corner(int64_t index) {
+    if (corners_ == 0) first_ = index;
+    if (corners_ >= 2) mesh_.faces.push_back({first_, previous_, index});
+    previous_ = index;
+    ++corners_;
+  }
+  int64_t corners() const { return corners_; }
+
+ private:
+  Mesh& mesh_;
+  int64_t first_ = 0, previous_ = 0, corners_ = 0;
+};
+
+// Triangles are reserved once, for exactly what the face lines make: a
+// polygon of k corners fans into k - 2 triangles of 24 bytes from as little
+// as 2 bytes a corner in the file, and a vector left to grow by doubling
+// would hold up to three times that at once.
+void reserve_triangles(Mesh& mesh, int64_t triangles) {
+  if (triangles > 0) mesh.faces.reserve(mesh.faces.size() + static_cast<size_t>(triangles));
+}
+
 // ---------------------------------------------------------------------------- OFF
 
 Mesh parse_off(const std::string& path, std::string_view text) {
@@ -145,31 +199,41 @@ Mesh parse_off(const std::string& path, std::string_view text) {
     mesh.vertices.push_back({coordinate(path, lines.line(), tok[0]), coordinate(path, lines.line(), tok[1]),
                              coordinate(path, lines.line(), tok[2])});
   }
-  std::vector<int64_t> polygon;
-  mesh.faces.reserve(static_cast<size_t>(std::min(n_faces, available / 8 + 1)));
+  {
+    // The triangles the face lines declare (k - 2 each, k no more than the
+    // line lists), counted before any is stored.
+    Lines ahead = lines;
+    int64_t triangles = 0;
+    for (int64_t f = 0; f < n_faces && ahead.next_nonblank(line, true); ++f) {
+      Tokens t(line);
+      std::string_view first;
+      int64_t k = 0;
+      if (t.next(first) && parse_int(first, k) && k >= 3) triangles += std::min(k, t.count_left()) - 2;
+    }
+    reserve_triangles(mesh, triangles);
+  }
   for (int64_t f = 0; f < n_faces; ++f) {
     if (!lines.next_nonblank(line, true))
       fail(path, "truncated: the header says " + std::to_string(n_faces) + " faces, the file ends after " +
                      std::to_string(f));
-    split(line, tok);
+    Tokens t(line);
+    std::string_view item;
+    t.next(item);
     int64_t k = 0;
-    if (!parse_int(tok[0], k))
-      fail_at(path, lines.line(), "face vertex count " + show(tok[0]) + " is not an integer (wrong vertex count in the header?)");
+    if (!parse_int(item, k))
+      fail_at(path, lines.line(), "face vertex count " + show(item) + " is not an integer (wrong vertex count in the header?)");
     if (k < 3) fail_at(path, lines.line(), "face has " + std::to_string(k) + " vertices, need at least 3");
-    if (k > static_cast<int64_t>(tok.size()) - 1)  // not k + 1 > size: k may be INT64_MAX
-      fail_at(path, lines.line(),
-              "face says " + std::to_string(k) + " vertices but lists " + std::to_string(tok.size() - 1));
-    polygon.clear();
+    FanBuilder polygon(mesh);
     for (int64_t j = 1; j <= k; ++j) {  // values after the k indices are a face colour: ignored
+      if (!t.next(item))
+        fail_at(path, lines.line(), "face says " + std::to_string(k) + " vertices but lists " + std::to_string(j - 1));
       int64_t index = 0;
-      if (!parse_int(tok[static_cast<size_t>(j)], index))
-        fail_at(path, lines.line(), "face index " + show(tok[static_cast<size_t>(j)]) + " is not an integer");
+      if (!parse_int(item, index)) fail_at(path, lines.line(), "face index " + show(item) + " is not an integer");
       if (index < 0 || index >= n_vertices)
         fail_at(path, lines.line(), "face index " + std::to_string(index) + " is out of range (" +
                                         std::to_string(n_vertices) + " vertices)");
-      polygon.push_back(index);
+      polygon.corner(index);
     }
-    fan(mesh, polygon);
   }
   if (lines.next_nonblank(line, true))
     fail_at(path, lines.line(), "wrong counts: data after the " + std::to_string(n_vertices) + " vertices and " +
@@ -616,24 +680,30 @@ Mesh parse_obj(const std::string& path, std::string_view text) {
   Lines lines(text);
   std::string_view line;
   std::vector<std::string_view> tok;
-  std::vector<int64_t> polygon;
   Mesh mesh;
+  {
+    // The triangles the "f" lines make (corners - 2 each), counted before any is stored.
+    Lines ahead = lines;
+    int64_t triangles = 0;
+    while (ahead.next_nonblank(line, true)) {
+      Tokens t(line);
+      std::string_view key;
+      if (t.next(key) && key == "f") triangles += std::max<int64_t>(t.count_left() - 2, 0);
+    }
+    reserve_triangles(mesh, triangles);
+  }
   while (lines.next_nonblank(line, true)) {
-    split(line, tok);
-    const auto key = tok[0];
     const int64_t l = lines.line();
-    if (key == "v") {
-      if (tok.size() != 4 && tok.size() != 5 && tok.size() != 7 && tok.size() != 8)
-        fail_at(path, l, "a vertex has " + std::to_string(tok.size() - 1) +
-                             " values, expected x y z, x y z w or x y z r g b");
-      mesh.vertices.push_back({coordinate(path, l, tok[1]), coordinate(path, l, tok[2]), coordinate(path, l, tok[3])});
-    } else if (key == "f") {
-      if (tok.size() < 4) fail_at(path, l, "a face has " + std::to_string(tok.size() - 1) + " corners, need at least 3");
-      polygon.clear();
-      for (size_t c = 1; c < tok.size(); ++c) {
-        const auto corner = tok[c].substr(0, tok[c].find('/'));
+    Tokens t(line);
+    std::string_view statement;
+    t.next(statement);
+    if (statement == "f") {  // streamed: a face may have millions of corners
+      FanBuilder polygon(mesh);
+      std::string_view item;
+      while (t.next(item)) {
+        const auto corner = item.substr(0, item.find('/'));
         int64_t i = 0;
-        if (!parse_int(corner, i) || i == 0) fail_at(path, l, "bad vertex index " + show(tok[c]));
+        if (!parse_int(corner, i) || i == 0) fail_at(path, l, "bad vertex index " + show(item));
         const auto defined = static_cast<int64_t>(mesh.vertices.size());
         if (i < 0) {
           if (-i > defined)
@@ -643,10 +713,19 @@ Mesh parse_obj(const std::string& path, std::string_view text) {
         } else {
           i -= 1;  // forward references are checked at the end
         }
-        polygon.push_back(i);
+        polygon.corner(i);
       }
-      fan(mesh, polygon);
-    } else if (key.size() > 16 || !std::all_of(key.begin(), key.end(), [](char c) {
+      if (polygon.corners() < 3)
+        fail_at(path, l, "a face has " + std::to_string(polygon.corners()) + " corners, need at least 3");
+      continue;
+    }
+    if (statement == "v") {
+      split(line, tok);
+      if (tok.size() != 4 && tok.size() != 5 && tok.size() != 7 && tok.size() != 8)
+        fail_at(path, l, "a vertex has " + std::to_string(tok.size() - 1) +
+                             " values, expected x y z, x y z w or x y z r g b");
+      mesh.vertices.push_back({coordinate(path, l, tok[1]), coordinate(path, l, tok[2]), coordinate(path, l, tok[3])});
+    } else if (statement.size() > 16 || !std::all_of(statement.begin(), statement.end(), [](char c) {
                  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
                })) {
       fail_at(path, l, "not an OBJ statement: " + show(line));

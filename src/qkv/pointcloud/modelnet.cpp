@@ -33,12 +33,28 @@ constexpr int64_t kDefaultSurfaceSamples = 2048;  // an OFF mesh's samples when 
 // Archive debris such as .DS_Store or __MACOSX is not a class.
 bool is_hidden(const std::string& name) { return name.empty() || name[0] == '.' || name.rfind("__", 0) == 0; }
 
+// A folder's name is a class name, recorded in JSON (UTF-8 only) and printed
+// in tables and CSV: bytes that are not UTF-8 would be replaced (caf\xe9 and
+// caf\xe8 both "caf\ufffd", one class in the predictions), a control
+// character would break a line. Refused, the path shown escaped.
+void check_class_name(const fs::path& folder) {
+  const std::string name = folder.filename().string();
+  const bool control = std::any_of(name.begin(), name.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
+  if (!is_valid_utf8(name) || control)
+    throw DataError(printable_path(folder.string()) + ": a class folder's name must be UTF-8 without control " +
+                    "characters (it becomes the class name in JSON, tables and CSV); rename the folder");
+}
+
 std::vector<fs::path> sorted_entries(const fs::path& dir, bool dirs) {
   std::vector<fs::path> out;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     if (is_hidden(it->path().filename().string())) continue;
-    if (dirs ? is_dir(it->path()) : is_file(it->path())) out.push_back(it->path());
+    if (!(dirs ? is_dir(it->path()) : is_file(it->path()))) continue;
+    if (dirs) check_class_name(it->path());
+    out.push_back(it->path());
   }
   if (ec) throw DataError(dir.string() + ": cannot list: " + ec.message());
   std::sort(out.begin(), out.end());

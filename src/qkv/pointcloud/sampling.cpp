@@ -108,23 +108,30 @@ SampledPoints sample_surface(const Mesh& mesh, int64_t n, uint64_t seed, const s
 
   const auto n_vertices = static_cast<int64_t>(mesh.vertices.size());
   const size_t n_faces = mesh.faces.size();
+  // 8 bytes a face (the running area); the unit normal is made again for the
+  // faces drawn, not kept for every face: a mesh's triangles may come 12 to
+  // a byte of the file (a polygon of millions of corners, fanned).
   std::vector<double> cumulative(n_faces);
-  std::vector<std::array<double, 3>> face_normal(n_faces);
+  const auto cross_of = [&](size_t f, double cross[3]) {
+    const auto& a = mesh.vertices[static_cast<size_t>(mesh.faces[f][0])];
+    const auto& b = mesh.vertices[static_cast<size_t>(mesh.faces[f][1])];
+    const auto& c = mesh.vertices[static_cast<size_t>(mesh.faces[f][2])];
+    const double u[3] = {double(b[0]) - a[0], double(b[1]) - a[1], double(b[2]) - a[2]};
+    const double v[3] = {double(c[0]) - a[0], double(c[1]) - a[1], double(c[2]) - a[2]};
+    cross[0] = u[1] * v[2] - u[2] * v[1];
+    cross[1] = u[2] * v[0] - u[0] * v[2];
+    cross[2] = u[0] * v[1] - u[1] * v[0];
+    return std::sqrt(cross[0] * cross[0] + cross[1] * cross[1] + cross[2] * cross[2]);
+  };
   double total = 0;
   for (size_t f = 0; f < n_faces; ++f) {
     for (int64_t i : mesh.faces[f])
       if (i < 0 || i >= n_vertices)
         throw DataError(where + "face " + std::to_string(f) + " refers to vertex " + std::to_string(i) + " of " +
                         std::to_string(n_vertices));
-    const auto& a = mesh.vertices[static_cast<size_t>(mesh.faces[f][0])];
-    const auto& b = mesh.vertices[static_cast<size_t>(mesh.faces[f][1])];
-    const auto& c = mesh.vertices[static_cast<size_t>(mesh.faces[f][2])];
-    const double u[3] = {double(b[0]) - a[0], double(b[1]) - a[1], double(b[2]) - a[2]};
-    const double v[3] = {double(c[0]) - a[0], double(c[1]) - a[1], double(c[2]) - a[2]};
-    const double cross[3] = {u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2], u[0] * v[1] - u[1] * v[0]};
-    const double norm = std::sqrt(cross[0] * cross[0] + cross[1] * cross[1] + cross[2] * cross[2]);
+    double cross[3];
+    const double norm = cross_of(f, cross);
     if (!std::isfinite(norm)) throw DataError(where + "face " + std::to_string(f) + " has a coordinate that is not finite");
-    if (norm > 0) face_normal[f] = {cross[0] / norm, cross[1] / norm, cross[2] / norm};
     total += 0.5 * norm;
     cumulative[f] = total;
   }
@@ -152,9 +159,11 @@ SampledPoints sample_surface(const Mesh& mesh, int64_t n, uint64_t seed, const s
     const double s = std::sqrt(uniform01(rng));
     const double t = uniform01(rng);
     const double wa = 1 - s, wb = s * (1 - t), wc = s * t;
+    double cross[3];
+    const double norm = cross_of(f, cross);  // > 0: a drawn face has area
     for (size_t k = 0; k < 3; ++k) {
       p[3 * i + static_cast<int64_t>(k)] = static_cast<float>(wa * a[k] + wb * b[k] + wc * c[k]);
-      q[3 * i + static_cast<int64_t>(k)] = static_cast<float>(face_normal[f][k]);
+      q[3 * i + static_cast<int64_t>(k)] = static_cast<float>(cross[k] / norm);
     }
   }
   return out;

@@ -26,6 +26,17 @@ at::Tensor like_input(const at::Tensor& batched, const at::Tensor& points) {
   return points.dim() == 2 ? batched.squeeze(0) : batched;
 }
 
+// FPS compares distances: a NaN compares as neither nearer nor farther, and
+// the sample would repeat one index. Refused, naming the point.
+void check_finite_points(const at::Tensor& points, const char* fn) {
+  if (points.numel() == 0 || at::isfinite(points.sum()).item<bool>()) return;
+  const auto bad = (~at::isfinite(as_batch(points))).any(-1).nonzero();
+  if (bad.size(0) == 0) return;  // the sum overflowed; every coordinate is finite
+  throw UsageError(std::string(fn) + ": point " + std::to_string(bad[0][1].item<int64_t>()) +
+                   (points.dim() == 3 ? " of cloud " + std::to_string(bad[0][0].item<int64_t>()) : std::string()) +
+                   " holds NaN or an infinity");
+}
+
 void check_count(const char* fn, int64_t m, int64_t n) {
   if (m < 0 || m > n)
     throw UsageError(std::string(fn) + ": cannot pick " + std::to_string(m) + " points from a cloud of " +
@@ -94,6 +105,7 @@ at::Tensor fps(const at::Tensor& points, int64_t m, const std::vector<int64_t>& 
 
 at::Tensor farthest_point_sample(const at::Tensor& points, int64_t m, int64_t start) {
   check_points(points, "farthest_point_sample");
+  check_finite_points(points, "farthest_point_sample");
   const int64_t n = points.size(-2);
   check_count("farthest_point_sample", m, n);
   if (m > 0 && (start < 0 || start >= n))
@@ -104,6 +116,7 @@ at::Tensor farthest_point_sample(const at::Tensor& points, int64_t m, int64_t st
 
 at::Tensor farthest_point_sample_random_start(const at::Tensor& points, int64_t m, OptionalGenerator gen) {
   check_points(points, "farthest_point_sample");
+  check_finite_points(points, "farthest_point_sample");
   const int64_t b = as_batch(points).size(0), n = points.size(-2);
   check_count("farthest_point_sample", m, n);
   if (m == 0 || n == 0) return fps(points, 0, std::vector<int64_t>(static_cast<size_t>(b), 0));

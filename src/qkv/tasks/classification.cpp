@@ -263,6 +263,8 @@ auto load_classifier_run(const std::string& checkpoint, const c10::Device& devic
 
 nlohmann::json write_attention_pictures(const std::string& checkpoint, const AttentionSettings& s, uint64_t seed,
                                         const std::string& out, bool overwrite, const c10::Device& device) {
+  check_outputs_apart(out, "{out}", {{"input", s.input}, {"checkpoint", checkpoint}});
+  check_output_dir(out, "{out}", overwrite);  // before the work, not after it
   auto run = load_classifier_run(checkpoint, device);
   auto pictures = attention_pictures(*run.model, run.data, s.input, s.query, s.block, s.scale, seed, device);
   const auto claim = claim_output_dir(out, "{out}", overwrite, {"vnt attention", {}});

@@ -120,6 +120,9 @@ TrainTask lm_train_task(std::shared_ptr<const LmTrainSettings> s) {
                    train::format_integer(model.parameters).c_str(), train::format_integer(model.budget).c_str());
     r.data = data.to_json();
   };
+  task.inputs = [](const train::RunRequest& r) {
+    return std::vector<InputPath>{{"text", LmData::from_json(r.data).text}};
+  };
   task.load = [](train::RunRequest& r, const LoadContext&) {
     const auto data = LmData::from_json(r.data);
     TaskRun run;
@@ -175,7 +178,7 @@ nlohmann::json generate_text(const GenerateSettings& s, uint64_t seed, const c10
   if (!s.cache_dtype.empty()) gen.cache_dtype = attention::parse_cache_dtype(s.cache_dtype, "{cache_dtype}");
   gen.use_cache = !s.no_cache;
   if (!gen.save_cache.empty()) {
-    if (gen.save_cache == gen.load_cache) throw ConfigError("save_cache", "and {load_cache} name the same file");
+    check_outputs_apart(gen.save_cache, "save_cache", {{"load_cache", gen.load_cache}, {"checkpoint", s.checkpoint}});
     check_output_file(gen.save_cache, "{save_cache}", s.overwrite);
   }
   nlohmann::json config;
@@ -197,8 +200,13 @@ nlohmann::json generate_text(const GenerateSettings& s, uint64_t seed, const c10
   const auto prompt = data::bytes_to_tokens(s.prompt);
   std::vector<int64_t> tokens(prompt.data_ptr<int64_t>(), prompt.data_ptr<int64_t>() + prompt.numel());
   gen.on_token = on_token;
-  const auto result = recurrent ? lm::generate_recurrent(*recurrent, tokens, gen)
-                                : lm::generate(dynamic_cast<models::TransformerLM&>(*model), tokens, gen);
+  lm::Generation result;
+  try {
+    result = recurrent ? lm::generate_recurrent(*recurrent, tokens, gen)
+                       : lm::generate(dynamic_cast<models::TransformerLM&>(*model), tokens, gen);
+  } catch (const lm::NonFiniteLogits& e) {
+    throw DataError(s.checkpoint + ": " + e.what());
+  }
   // Bytes that do not form UTF-8 on their own are shown escaped.
   std::string shown;
   for (int64_t t : result.tokens) shown += t < 128 ? std::string(1, static_cast<char>(t)) : lm::printable_byte(t);

@@ -24,6 +24,11 @@ namespace qkv::tasks {
 namespace fs = std::filesystem;
 
 namespace {
+// The files a command reads a cohort from, for check_outputs_apart.
+std::vector<InputPath> cohort_inputs(const CohortFiles& files) {
+  return {{"manifest", files.manifest}, {"methylation", files.methylation}};
+}
+
 // Whether the checkpoint's run turned its volumes to RAS+: a cohort it reads
 // is turned too (as is one given reorient).
 bool recorded_reorient(const nlohmann::json& config) {
@@ -87,6 +92,9 @@ nlohmann::json cross_validate(const CohortFiles& files, CVOptions cv, const RunO
   const std::string& out = run.out;
   // A resumed folder's settings are compared with these after the cohort is read.
   const auto mode = train::run_folder_mode(resume, run.overwrite);
+  auto inputs = cohort_inputs(files);
+  inputs.push_back({"cpg_list", cv.selection.list_path});
+  check_outputs_apart(out, "out", inputs);
   train::RunFolder::check(out, mode, "mhca cv");
   const c10::Device device = apply_run_options(run);
   cv.seed = run.seed;
@@ -121,6 +129,9 @@ medical::Preprocessing recorded_preprocessing(const nlohmann::json& config, cons
 
 CohortPrediction predict_cohort(const CohortFiles& files, const std::string& checkpoint, const std::string& output,
                                 bool overwrite, const c10::Device& device) {
+  auto inputs = cohort_inputs(files);
+  inputs.push_back({"checkpoint", checkpoint});
+  check_outputs_apart(output, "{output}", inputs);
   const bool xgb = fs::path(checkpoint).extension() == ".json";
   nlohmann::json config;
   models::ModelPtr model;
@@ -198,6 +209,10 @@ nlohmann::json explain_checkpoint(const CohortFiles& files, const std::string& c
     const auto next_to = fs::path(files.manifest).parent_path() / "ground_truth.json";
     if (fs::exists(next_to)) options.ground_truth = next_to.string();
   }
+  auto inputs = cohort_inputs(files);
+  inputs.push_back({"checkpoint", checkpoint});
+  inputs.push_back({"ground_truth", options.ground_truth});
+  check_outputs_apart(out, "{out}", inputs);
   check_output_dir(out, "{out}", overwrite);
   auto cohort = medical::load_cohort(files.manifest, files.methylation, true, at::get_num_threads(), false,
                                      net->spect_options().volume_shape, files.max_missing,
@@ -211,6 +226,7 @@ std::string select_to_file(const CohortFiles& files, FeatureSelection selection,
   if (output.empty()) throw ConfigError("output", "is required (the CpG list to write)");
   field_range_checker()(select_n_features_field(), selection.n_features);
   validate_selection(selection);
+  check_outputs_apart(output, "{output}", cohort_inputs(files));
   check_output_file(output, "{output}", overwrite);  // before the work, not after it
   auto cohort = medical::load_cohort(files.manifest, files.methylation, false, 1, false, {}, files.max_missing);
   selection.xgboost.threads = at::get_num_threads();

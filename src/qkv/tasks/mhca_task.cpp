@@ -160,6 +160,11 @@ TrainTask mhca_train_task(std::shared_ptr<MhcaTrainSettings> s) {
     s->model = value;
     return true;
   };
+  task.inputs = [](const train::RunRequest& r) {
+    const auto d = MhcaTrainData::from_json(r.data);
+    return std::vector<InputPath>{
+        {"manifest", d.manifest}, {"methylation", d.methylation}, {"cpg_list", d.selection.list_path}};
+  };
   task.load = [](train::RunRequest& r, const LoadContext&) {
     auto d = MhcaTrainData::from_json(r.data);
     const bool xgboost = !models::find_model(r.model_name).network;

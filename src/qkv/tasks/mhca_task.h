@@ -84,8 +84,12 @@ struct MhcaTrainData {
 
 template <typename V>
 void visit_fields(MhcaTrainData& d, V&& visit) {
-  visit(Field{"manifest", "cohort CSV: subject_id,label,spect[,covariates] (spect: NIfTI path)"}.needed(), d.manifest);
-  visit(Field{"methylation", "DNA-methylation table (CSV/TSV): subject_id, then one beta-value column per CpG site"}.needed(),
+  // Required of a new run (validate() says so); --resume takes them from the run.
+  visit(Field{"manifest", "cohort CSV: subject_id,label,spect[,covariates] (spect: NIfTI path); required unless --resume"},
+        d.manifest);
+  visit(Field{"methylation",
+              "DNA-methylation table (CSV/TSV): subject_id, then one beta-value column per CpG site; required unless "
+              "--resume"},
         d.methylation);
   visit(Field{"val_fraction",
               "share of subjects for early stopping and model selection (with --test-fraction 0.2: a 65/15/20 split; "

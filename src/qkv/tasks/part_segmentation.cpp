@@ -249,13 +249,16 @@ PartPredictResult predict_parts_to_files(const PartPredictSettings& s, const c10
   if (s.category.empty()) throw ConfigError("category", "is required (the object's ShapeNet-part category)");
   const int64_t category = pc::find_part_category(s.category, "category");
   const auto rotation = pc::parse_rotation(s.rotate);
-  auto run = load_point_run<PartSegData>(s.checkpoint, device, kPartSegmentationCommand);
   if (ends_with(s.out, ".ply"))
     throw ConfigError("out", "is a folder (it receives <input name>.parts.ply and .png), got " + s.out);
   const std::string stem = (std::filesystem::path(s.out) / std::filesystem::path(s.input).stem()).string();
   const std::string ply = stem + ".parts.ply", png = stem + ".parts.png";
+  // The outputs before the checkpoint is read: a refusal costs nothing.
+  check_outputs_apart(s.out, "{out}", {{"input", s.input}, {"checkpoint", s.checkpoint}});
+  check_files_folder(s.out, "{out}");
   check_output_file(ply, "{out}", s.overwrite);
   check_output_file(png, "{out}", s.overwrite);
+  auto run = load_point_run<PartSegData>(s.checkpoint, device, kPartSegmentationCommand);
   auto prediction = predict_parts(*run.model, run.data, s.input, category, rotation, s.seed, device);
   const auto ply_claim = claim_output_file(ply, "{out}", s.overwrite, {"seg predict", {}});
   const auto png_claim = claim_output_file(png, "{out}", s.overwrite, {"seg predict", {}});

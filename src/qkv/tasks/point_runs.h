@@ -166,6 +166,10 @@ TrainTask point_train_task(std::shared_ptr<Settings> s, const char* command, con
     return set_field_from_text(s->data, key, value, what) || set_field_from_text(s->model, key, value, what);
   };
   task.check_outputs = check_point_outputs<Data>;
+  task.inputs = [](const train::RunRequest& r) {
+    const auto d = Data::from_json(r.data);
+    return std::vector<InputPath>{{"source", d.source == "synthetic" ? "" : d.source}};
+  };
   task.load = [finish](train::RunRequest& r, const LoadContext& context) {
     auto d = Data::from_json(r.data);
     std::string up_axis_line;

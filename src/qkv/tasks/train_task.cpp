@@ -47,6 +47,9 @@ TrainOutcome run_train_task(const TrainTask& task, train::RunRequest& request, c
   std::optional<train::RunFolder> folder;
   if (rank == 0) {
     const auto mode = train::run_folder_mode(resume, overwrite);
+    std::vector<InputPath> inputs = task.inputs ? task.inputs(request) : std::vector<InputPath>{};
+    inputs.push_back({"init_weights", request.init_weights});
+    check_outputs_apart(dir, resume ? "resume" : "out", inputs);
     if (!resume) {
       train::RunFolder::check(dir, mode, task.command);
       if (task.check_outputs) task.check_outputs(request, overwrite);

@@ -35,6 +35,10 @@ struct TrainTask {
   // A new run: fills request.model_name, model_options and data from the
   // task's settings, and validates them (ConfigError / UsageError). Touches no file.
   std::function<void(const GivenSetting& given, train::RunRequest& request, const std::string& out)> prepare;
+  // Optional: the files and folders a run of `request` reads (its data), so
+  // that the run folder is checked apart from them (check_outputs_apart)
+  // before anything is claimed; --init-weights is added by run_train_task.
+  std::function<std::vector<InputPath>(const train::RunRequest& request)> inputs;
   // Optional: the task's own outputs (a synthetic-data folder) checked
   // without writing, before the run folder is claimed.
   std::function<void(const train::RunRequest& request, bool overwrite)> check_outputs;
@@ -66,8 +70,9 @@ struct TrainOutcome {
   int64_t rank = 0;            // this process's data-parallel rank (rank 0 reports)
 };
 
-// The run of `request` into `dir`: at rank 0 the folder checked and opened
-// (train::RunFolder; new, overwrite or resume), the task's outputs checked;
+// The run of `request` into `dir`: at rank 0 the folder checked apart from
+// the run's inputs and opened (train::RunFolder; new, overwrite or resume),
+// the task's outputs checked;
 // the data loaded (a folder the load failed to fill is taken back); the model
 // fitted (TaskRun::fit) or trained (train::execute_run).
 TrainOutcome run_train_task(const TrainTask& task, train::RunRequest& request, const std::string& dir, bool resume,

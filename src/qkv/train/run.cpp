@@ -162,6 +162,7 @@ std::string resolve_checkpoint(const std::string& path) {
 }
 
 void export_checkpoint_weights(const std::string& checkpoint, const std::string& output, bool overwrite) {
+  check_outputs_apart(output, "output", {{"checkpoint", checkpoint}});
   check_output_file(output, "output", overwrite);
   const auto model = load_model_from_checkpoint(checkpoint);
   const auto claim = claim_output_file(output, "output", overwrite, {"export-weights", {}});

@@ -1,0 +1,243 @@
+// Cases a hostile-input run found in the field, each at the CLI with the
+// user's files compared byte for byte before and after: an output that is an
+// input, inputs that are not regular files, a polygon of millions of corners,
+// NaN where a number must be, thread counts from the environment, class names
+// that are not UTF-8, and an interrupted `mhca train` resumed.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "qkv/core/crc32.h"
+#include "support/cli_run.h"
+#include "support/test_files.h"
+
+namespace fs = std::filesystem;
+using qkv::testing::expect_clean_failure;
+using qkv::testing::fresh_dir;
+using qkv::testing::read_json;
+using qkv::testing::run_qkv;
+using qkv::testing::write_text_file;
+
+namespace {
+
+std::string bytes_of(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Every regular file below `dir` and its bytes: what "nothing lost" compares.
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) files[e.path().lexically_relative(dir).string()] = bytes_of(e.path());
+  return files;
+}
+
+// A small synthetic cohort (and its folder), made once.
+const std::string& cohort() {
+  static const std::string dir = [] {
+    const std::string d = fresh_dir("field_cohort") + "/cohort";
+    const auto r = run_qkv("mhca synth --out " + d +
+                           " --subjects 24 --pd-fraction 0.5 --cpg 60 --shape 24,28,24 --atlas none --seed 5");
+    EXPECT_EQ(r.status, 0) << r.output;
+    return d;
+  }();
+  return dir;
+}
+
+std::string cohort_args() {
+  return "--manifest " + cohort() + "/manifest.csv --methylation " + cohort() + "/methylation.csv";
+}
+
+// A tiny byte-level LM run (seconds), for the commands that read a checkpoint.
+const std::string& tiny_lm_run() {
+  static const std::string dir = [] {
+    const std::string d = fresh_dir("field_lm");
+    const auto r = run_qkv("lm train --task copy --samples 32 --epochs 1 --d-model 16 --heads 2 --layers 1 "
+                           "--threads 1 --out " + d);
+    EXPECT_EQ(r.status, 0) << r.output;
+    return d;
+  }();
+  return dir;
+}
+
+}  // namespace
+
+TEST(FieldCases, AnOutputThatIsAnInputIsRefusedAndTheInputKept) {
+  const auto before = snapshot(cohort());
+  // The run folder is the cohort's own folder: refused before anything is deleted.
+  expect_clean_failure(run_qkv("mhca train " + cohort_args() + " --model xgboost --out " + cohort() + " --overwrite"),
+                       2, "holds --manifest");
+  // The predictions CSV would replace the manifest it is computed from.
+  const std::string dummy = fresh_dir("field_dummy") + ".ckpt";
+  write_text_file(dummy, "not read");
+  expect_clean_failure(run_qkv("mhca predict " + cohort_args() + " --checkpoint " + dummy + " --output " + cohort() +
+                               "/manifest.csv --overwrite"),
+                       2, "is --manifest");
+  expect_clean_failure(run_qkv("mhca select " + cohort_args() + " --output " + cohort() +
+                               "/methylation.csv --overwrite --n-features 5"),
+                       2, "is --methylation");
+  EXPECT_EQ(snapshot(cohort()), before);
+  // A CpG list that `mhca select` wrote, given to a run into the same folder.
+  const std::string selected = fresh_dir("field_select");
+  ASSERT_EQ(run_qkv("mhca select " + cohort_args() + " --output " + selected +
+                    "/cpgs.txt --n-features 5 --xgb-estimators 5 --threads 1").status,
+            0);
+  const auto list_before = snapshot(selected);
+  expect_clean_failure(run_qkv("mhca train " + cohort_args() + " --model xgboost --cpg-list " + selected +
+                               "/cpgs.txt --out " + selected + " --overwrite"),
+                       2, "--cpg-list");
+  EXPECT_EQ(snapshot(selected), list_before);
+  fs::remove_all(selected);
+  fs::remove(dummy);
+}
+
+TEST(FieldCases, InputsThatAreNotRegularFilesAreRefusedAtOnce) {
+  const std::string dir = fresh_dir("field_fifo");
+  fs::create_directories(dir);
+  const std::string fifo = dir + "/pipe.txt";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  fs::create_symlink("/dev/zero", dir + "/zero.txt");
+  // Each of these hung (FIFO) or grew past 3.5 GB (/dev/zero).
+  expect_clean_failure(run_qkv("lm train --text " + fifo + " --epochs 1 --out " + dir + "/run"), 1,
+                       "is not a regular file");
+  expect_clean_failure(run_qkv("lm train --text " + dir + "/zero.txt --epochs 1 --out " + dir + "/run"), 1,
+                       "is not a regular file");
+  const std::string ckpt = tiny_lm_run() + "/checkpoints/last.ckpt";
+  expect_clean_failure(run_qkv("lm generate --checkpoint " + ckpt + " --prompt ab --load-cache " + fifo), 1,
+                       "is not a regular file");
+  expect_clean_failure(run_qkv("lm generate --checkpoint " + ckpt + " --prompt ab --load-cache " + dir + "/zero.txt"),
+                       1, "is not a regular file");
+  expect_clean_failure(run_qkv("lm inspect-mlp --checkpoint " + ckpt + " --text " + fifo), 1, "is not a regular file");
+  EXPECT_FALSE(fs::exists(dir + "/run"));
+  fs::remove_all(dir);
+}
+
+TEST(FieldCases, APromptCacheHoldingNaNIsRefusedNamingTheFile) {
+  const std::string ckpt = tiny_lm_run() + "/checkpoints/last.ckpt";
+  const std::string file = tiny_lm_run() + "/nan.kvc";
+  ASSERT_EQ(run_qkv("lm generate --checkpoint " + ckpt + " --prompt 'abc|' --max-new 2 --save-cache " + file +
+                    " --overwrite").status,
+            0);
+  // A NaN written into the first float32 keys tensor, the checksum made good.
+  std::string bytes = bytes_of(file);
+  uint64_t header_length = 0;
+  std::memcpy(&header_length, bytes.data() + 8, 8);
+  const auto header = nlohmann::json::parse(bytes.substr(16, header_length));
+  bool poisoned = false;
+  for (const auto& sec : header.at("sections"))
+    if (sec.at("role") == "keys" && sec.at("dtype") == "Float") {
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      std::memcpy(&bytes[16 + header_length + sec.at("offset").get<size_t>()], &nan, 4);
+      poisoned = true;
+      break;
+    }
+  ASSERT_TRUE(poisoned) << header.dump();
+  const uint32_t crc = qkv::crc32(bytes.data(), bytes.size() - 4);
+  std::memcpy(&bytes[bytes.size() - 4], &crc, 4);
+  write_text_file(file, bytes);
+  expect_clean_failure(run_qkv("lm generate --checkpoint " + ckpt + " --prompt 'abc|d' --load-cache " + file), 1,
+                       file + ": its keys of layer 0 hold NaN or an infinity");
+}
+
+TEST(FieldCases, OnePolygonOfMillionsOfCornersTakesMemoryInProportionToTheFile) {
+  // 4 vertices and one face of 3,000,000 corners: a 6 MB file. The reader
+  // and the sampler took about 55x the file before; now the triangles are
+  // stored once, exactly (24 bytes each, from 2 bytes a corner), and the
+  // sampler's 8 bytes a triangle come on top: 17x, bounded here by 24x.
+  const std::string dir = fresh_dir("field_fan");
+  fs::create_directories(dir);
+  const std::string off = dir + "/fan.off";
+  {
+    const int64_t corners = 3000000;
+    std::string text = "OFF\n4 1 0\n0 0 0\n1 0 0\n0 1 0\n0 0 1\n" + std::to_string(corners);
+    text.reserve(static_cast<size_t>(corners) * 2 + 64);
+    for (int64_t i = 0; i < corners; ++i) text += i == 0 ? " 0" : i % 2 ? " 1" : " 3";
+    text += "\n";
+    write_text_file(off, text);
+  }
+  const long file_kib = static_cast<long>(fs::file_size(off) / 1024);
+  auto peak_kib = [](const std::vector<std::string>& args) {
+    const pid_t pid = qkv::testing::start_qkv_quietly(args);
+    int raw = 0;
+    struct rusage usage {};
+    wait4(pid, &raw, 0, &usage);
+    return usage.ru_maxrss;
+  };
+  const std::string run = dir + "/run";
+  ASSERT_EQ(run_qkv("vnt train --synth-classes box,sphere --synth-train-per-class 4 --synth-test-per-class 1 "
+                    "--points-per-shape 64 --points 32 --epochs 1 --batch-size 4 --linear-dim 4 --heads 2 "
+                    "--head-dim 4 --model-options '{\"k\":4}' --threads 1 --out " + run).status,
+            0);
+  const std::string ckpt = run + "/checkpoints/best.ckpt";
+  const long baseline = peak_kib({"vnt", "predict", "--checkpoint", ckpt, "--input", dir + "/missing.off"});
+  const long peak = peak_kib({"vnt", "predict", "--checkpoint", ckpt, "--input", off});
+  EXPECT_LT(peak - baseline, 24 * file_kib) << "peak " << peak << " KiB, baseline " << baseline << ", file " << file_kib;
+  fs::remove_all(dir);
+}
+
+TEST(FieldCases, ThreadCountsFromTheEnvironmentAreCappedAsTheOptionIs) {
+  const std::string dir = fresh_dir("field_threads");
+  const auto r = qkv::testing::run_shell("OMP_NUM_THREADS=100000 " + std::string(qkv::testing::qkv_binary()) +
+                                         " spirals train --points-per-arm 20 --epochs 1 --out " + dir + " 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto threads = read_json(dir + "/config.json").at("threads").get<int64_t>();
+  EXPECT_GE(threads, 1);
+  EXPECT_LE(threads, 4 * static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency())));
+  fs::remove_all(dir);
+}
+
+TEST(FieldCases, AClassFolderWhoseNameIsNotUtf8IsRefusedNotMerged) {
+  const std::string dir = fresh_dir("field_names");
+  const std::string cube = "OFF\n4 4 0\n0 0 0\n1 0 0\n0 1 0\n0 0 1\n3 0 1 2\n3 0 1 3\n3 0 2 3\n3 1 2 3\n";
+  for (const std::string name : {std::string("caf\xe9"), std::string("caf\xe8")})
+    for (const char* shape : {"a.off", "b.off"}) write_text_file(fs::path(dir) / name / shape, cube);
+  expect_clean_failure(run_qkv("vnt train --data " + dir + " --epochs 1 --out " + dir + "-run"), 1,
+                       "class folder's name must be UTF-8");
+  EXPECT_FALSE(fs::exists(dir + "-run"));
+  fs::remove_all(dir);
+}
+
+TEST(FieldCases, MhcaTrainResumesFromItsFolderAlone) {
+  const std::string dir = fresh_dir("field_mhca_resume");
+  const std::string net = " --model mhca --model-options '{\"channels\":[4,8,8,8],\"padding\":1}' --batch-size 8";
+  const auto first = run_qkv("mhca train " + cohort_args() + net + " --epochs 1 --threads 1 --out " + dir);
+  ASSERT_EQ(first.status, 0) << first.output;
+  // Neither --manifest nor the other data settings are asked for again.
+  const auto resumed = run_qkv("mhca train --resume " + dir + " --epochs 2 --threads 1");
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  EXPECT_EQ(read_json(dir + "/summary.json").at("epochs").get<int64_t>(), 2);
+  // A new run still needs its cohort, said by the option's name.
+  expect_clean_failure(run_qkv("mhca train --model xgboost --out " + dir + "-new"), 2, "--manifest");
+  fs::remove_all(dir);
+}
+
+TEST(FieldCases, SegPredictWritesOnlyIntoItsOwnOrAnEmptyFolder) {
+  const std::string dir = fresh_dir("field_seg");
+  write_text_file(dir + "/notes.txt", "mine");
+  write_text_file(dir + "/cloud.xyz", "0 0 0\n1 0 0\n0 1 0\n");
+  write_text_file(dir + "/run.ckpt", "not read");
+  const std::string user = dir + "-user";
+  write_text_file(user + "/mine.txt", "mine");
+  const auto before = snapshot(dir);
+  const std::string predict =
+      "seg predict --checkpoint " + dir + "/run.ckpt --input " + dir + "/cloud.xyz --class airplane --out ";
+  // The folder holding the input, and a folder of the user's: refused before the checkpoint is read.
+  expect_clean_failure(run_qkv(predict + dir), 2, "holds --input");
+  expect_clean_failure(run_qkv(predict + user), 2, "holds nothing qkv wrote");
+  EXPECT_EQ(bytes_of(user + "/mine.txt"), "mine");
+  fs::remove_all(user);
+  EXPECT_EQ(snapshot(dir), before);
+  fs::remove_all(dir);
+}
