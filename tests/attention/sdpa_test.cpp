@@ -330,3 +330,27 @@ TEST(Sdpa, BadInputNamesTheArgument) {
   // The tiled kernel's own entry point checks too.
   expect_usage_error([&] { qa::tiled_attention(q, k, rnd({2, 3, 5, 7}), 1.0); }, "v");
 }
+
+TEST(Sdpa, ValuesThatAreNotFiniteSpreadAsTheReferenceSpreadsThemOnEveryBackend) {
+  // The tiled kernel's running maximum skipped a NaN score (the key dropped);
+  // the composed formula spreads it. Both backends now give the composed result.
+  torch::manual_seed(12);
+  const auto q = rnd({1, 2, 4, 8}), v = rnd({1, 2, 200, 8});
+  auto k = rnd({1, 2, 200, 8});
+  k[0][1][37][3] = std::numeric_limits<float>::quiet_NaN();
+  for (const auto backend : {AttentionBackend::Naive, AttentionBackend::Tiled, AttentionBackend::Auto}) {
+    qa::SdpaOptions o;
+    o.backend = backend;
+    const auto out = qa::scaled_dot_product_attention(q, k, v, o).output;
+    EXPECT_FALSE(at::isnan(out[0][0]).any().item<bool>());  // head 0 never sees the NaN key
+    EXPECT_TRUE(at::isnan(out[0][1]).all().item<bool>());   // every row of head 1 attends to it
+  }
+  // Finite inputs still take the tiled kernel, equal to the composed one.
+  qa::SdpaOptions tiled, naive;
+  tiled.backend = AttentionBackend::Tiled;
+  naive.backend = AttentionBackend::Naive;
+  k[0][1][37][3] = 0.25;
+  EXPECT_LT(max_abs_difference(qa::scaled_dot_product_attention(q, k, v, tiled).output,
+                               qa::scaled_dot_product_attention(q, k, v, naive).output),
+            1e-5);
+}

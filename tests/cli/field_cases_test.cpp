@@ -9,72 +9,69 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <map>
 #include <thread>
 #include <string>
 #include <vector>
 
 #include "qkv/core/crc32.h"
+#include "qkv/medical/cohort.h"
+#include "qkv/medical/nifti.h"
 #include "support/cli_run.h"
+#include "support/file_tree.h"
 #include "support/test_files.h"
 
 namespace fs = std::filesystem;
+using qkv::testing::changes;
 using qkv::testing::expect_clean_failure;
 using qkv::testing::fresh_dir;
 using qkv::testing::read_json;
+using qkv::testing::read_text;
 using qkv::testing::run_qkv;
+using qkv::testing::snapshot;
 using qkv::testing::write_text_file;
 
-namespace {
+// The cohort and the tiny LM run several cases read, made once and removed
+// with the suite.
+class FieldCases : public ::testing::Test {
+ protected:
+  static void TearDownTestSuite() {
+    for (const auto* dir : {&cohort_root_, &lm_root_})
+      if (!dir->empty()) fs::remove_all(*dir);
+  }
+  // A small synthetic cohort.
+  static std::string cohort() {
+    if (cohort_root_.empty()) {
+      cohort_root_ = fresh_dir("field_cohort");
+      const auto r = run_qkv("mhca synth --out " + cohort_root_ +
+                             "/cohort --subjects 24 --pd-fraction 0.5 --cpg 60 --shape 24,28,24 --atlas none --seed 5");
+      EXPECT_EQ(r.status, 0) << r.output;
+    }
+    return cohort_root_ + "/cohort";
+  }
+  static std::string cohort_args(const std::string& dir = cohort()) {
+    return "--manifest " + dir + "/manifest.csv --methylation " + dir + "/methylation.csv";
+  }
+  // A tiny byte-level LM run (seconds), for the commands that read a checkpoint.
+  static std::string tiny_lm_run() {
+    if (lm_root_.empty()) {
+      lm_root_ = fresh_dir("field_lm");
+      const auto r = run_qkv("lm train --task copy --samples 32 --epochs 1 --d-model 16 --heads 2 --layers 1 "
+                             "--threads 1 --out " + lm_root_);
+      EXPECT_EQ(r.status, 0) << r.output;
+    }
+    return lm_root_;
+  }
+  static std::string cohort_root_, lm_root_;
+};
+std::string FieldCases::cohort_root_;
+std::string FieldCases::lm_root_;
 
-std::string bytes_of(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-// Every regular file below `dir` and its bytes: what "nothing lost" compares.
-std::map<std::string, std::string> snapshot(const fs::path& dir) {
-  std::map<std::string, std::string> files;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) files[e.path().lexically_relative(dir).string()] = bytes_of(e.path());
-  return files;
-}
-
-// A small synthetic cohort (and its folder), made once.
-const std::string& cohort() {
-  static const std::string dir = [] {
-    const std::string d = fresh_dir("field_cohort") + "/cohort";
-    const auto r = run_qkv("mhca synth --out " + d +
-                           " --subjects 24 --pd-fraction 0.5 --cpg 60 --shape 24,28,24 --atlas none --seed 5");
-    EXPECT_EQ(r.status, 0) << r.output;
-    return d;
-  }();
-  return dir;
-}
-
-std::string cohort_args() {
-  return "--manifest " + cohort() + "/manifest.csv --methylation " + cohort() + "/methylation.csv";
-}
-
-// A tiny byte-level LM run (seconds), for the commands that read a checkpoint.
-const std::string& tiny_lm_run() {
-  static const std::string dir = [] {
-    const std::string d = fresh_dir("field_lm");
-    const auto r = run_qkv("lm train --task copy --samples 32 --epochs 1 --d-model 16 --heads 2 --layers 1 "
-                           "--threads 1 --out " + d);
-    EXPECT_EQ(r.status, 0) << r.output;
-    return d;
-  }();
-  return dir;
-}
-
-}  // namespace
-
-TEST(FieldCases, AnOutputThatIsAnInputIsRefusedAndTheInputKept) {
+TEST_F(FieldCases, AnOutputThatIsAnInputIsRefusedAndTheInputKept) {
   const auto before = snapshot(cohort());
   // The run folder is the cohort's own folder: refused before anything is deleted.
   expect_clean_failure(run_qkv("mhca train " + cohort_args() + " --model xgboost --out " + cohort() + " --overwrite"),
@@ -88,7 +85,7 @@ TEST(FieldCases, AnOutputThatIsAnInputIsRefusedAndTheInputKept) {
   expect_clean_failure(run_qkv("mhca select " + cohort_args() + " --output " + cohort() +
                                "/methylation.csv --overwrite --n-features 5"),
                        2, "is --methylation");
-  EXPECT_EQ(snapshot(cohort()), before);
+  EXPECT_EQ(changes(before, snapshot(cohort())), "");
   // A CpG list that `mhca select` wrote, given to a run into the same folder.
   const std::string selected = fresh_dir("field_select");
   ASSERT_EQ(run_qkv("mhca select " + cohort_args() + " --output " + selected +
@@ -98,12 +95,12 @@ TEST(FieldCases, AnOutputThatIsAnInputIsRefusedAndTheInputKept) {
   expect_clean_failure(run_qkv("mhca train " + cohort_args() + " --model xgboost --cpg-list " + selected +
                                "/cpgs.txt --out " + selected + " --overwrite"),
                        2, "--cpg-list");
-  EXPECT_EQ(snapshot(selected), list_before);
+  EXPECT_EQ(changes(list_before, snapshot(selected)), "");
   fs::remove_all(selected);
   fs::remove(dummy);
 }
 
-TEST(FieldCases, InputsThatAreNotRegularFilesAreRefusedAtOnce) {
+TEST_F(FieldCases, InputsThatAreNotRegularFilesAreRefusedAtOnce) {
   const std::string dir = fresh_dir("field_fifo");
   fs::create_directories(dir);
   const std::string fifo = dir + "/pipe.txt";
@@ -124,14 +121,14 @@ TEST(FieldCases, InputsThatAreNotRegularFilesAreRefusedAtOnce) {
   fs::remove_all(dir);
 }
 
-TEST(FieldCases, APromptCacheHoldingNaNIsRefusedNamingTheFile) {
+TEST_F(FieldCases, APromptCacheHoldingNaNIsRefusedNamingTheFile) {
   const std::string ckpt = tiny_lm_run() + "/checkpoints/last.ckpt";
   const std::string file = tiny_lm_run() + "/nan.kvc";
   ASSERT_EQ(run_qkv("lm generate --checkpoint " + ckpt + " --prompt 'abc|' --max-new 2 --save-cache " + file +
                     " --overwrite").status,
             0);
   // A NaN written into the first float32 keys tensor, the checksum made good.
-  std::string bytes = bytes_of(file);
+  std::string bytes = read_text(file);
   uint64_t header_length = 0;
   std::memcpy(&header_length, bytes.data() + 8, 8);
   const auto header = nlohmann::json::parse(bytes.substr(16, header_length));
@@ -151,7 +148,7 @@ TEST(FieldCases, APromptCacheHoldingNaNIsRefusedNamingTheFile) {
                        file + ": its keys of layer 0 hold NaN or an infinity");
 }
 
-TEST(FieldCases, OnePolygonOfMillionsOfCornersTakesMemoryInProportionToTheFile) {
+TEST_F(FieldCases, OnePolygonOfMillionsOfCornersTakesMemoryInProportionToTheFile) {
   // 4 vertices and one face of 3,000,000 corners: a 6 MB file. The reader
   // and the sampler took about 55x the file before; now the triangles are
   // stored once, exactly (24 bytes each, from 2 bytes a corner), and the
@@ -187,7 +184,7 @@ TEST(FieldCases, OnePolygonOfMillionsOfCornersTakesMemoryInProportionToTheFile) 
   fs::remove_all(dir);
 }
 
-TEST(FieldCases, ThreadCountsFromTheEnvironmentAreCappedAsTheOptionIs) {
+TEST_F(FieldCases, ThreadCountsFromTheEnvironmentAreCappedAsTheOptionIs) {
   const std::string dir = fresh_dir("field_threads");
   const auto r = qkv::testing::run_shell("OMP_NUM_THREADS=100000 " + std::string(qkv::testing::qkv_binary()) +
                                          " spirals train --points-per-arm 20 --epochs 1 --out " + dir + " 2>&1");
@@ -198,10 +195,10 @@ TEST(FieldCases, ThreadCountsFromTheEnvironmentAreCappedAsTheOptionIs) {
   fs::remove_all(dir);
 }
 
-TEST(FieldCases, AClassFolderWhoseNameIsNotUtf8IsRefusedNotMerged) {
+TEST_F(FieldCases, AClassFolderWhoseNameIsNotUtf8IsRefusedNotMerged) {
   const std::string dir = fresh_dir("field_names");
   const std::string cube = "OFF\n4 4 0\n0 0 0\n1 0 0\n0 1 0\n0 0 1\n3 0 1 2\n3 0 1 3\n3 0 2 3\n3 1 2 3\n";
-  for (const std::string name : {std::string("caf\xe9"), std::string("caf\xe8")})
+  for (const std::string& name : {std::string("caf\xe9"), std::string("caf\xe8")})
     for (const char* shape : {"a.off", "b.off"}) write_text_file(fs::path(dir) / name / shape, cube);
   expect_clean_failure(run_qkv("vnt train --data " + dir + " --epochs 1 --out " + dir + "-run"), 1,
                        "class folder's name must be UTF-8");
@@ -209,7 +206,7 @@ TEST(FieldCases, AClassFolderWhoseNameIsNotUtf8IsRefusedNotMerged) {
   fs::remove_all(dir);
 }
 
-TEST(FieldCases, MhcaTrainResumesFromItsFolderAlone) {
+TEST_F(FieldCases, MhcaTrainResumesFromItsFolderAlone) {
   const std::string dir = fresh_dir("field_mhca_resume");
   const std::string net = " --model mhca --model-options '{\"channels\":[4,8,8,8],\"padding\":1}' --batch-size 8";
   const auto first = run_qkv("mhca train " + cohort_args() + net + " --epochs 1 --threads 1 --out " + dir);
@@ -220,10 +217,49 @@ TEST(FieldCases, MhcaTrainResumesFromItsFolderAlone) {
   EXPECT_EQ(read_json(dir + "/summary.json").at("epochs").get<int64_t>(), 2);
   // A new run still needs its cohort, said by the option's name.
   expect_clean_failure(run_qkv("mhca train --model xgboost --out " + dir + "-new"), 2, "--manifest");
-  fs::remove_all(dir);
+
+  // The same cohort mirrored in x (the sform's first column negated, the
+  // voxels as they were): the checkpoint's grid matches, its orientation not.
+  const std::string mirrored = dir + "-mirrored";
+  fs::copy(cohort(), mirrored, fs::copy_options::recursive);
+  const std::string turned = dir + "-turned";
+  fs::copy(cohort(), turned, fs::copy_options::recursive);
+  for (const auto& subject : qkv::medical::read_manifest(mirrored + "/manifest.csv").subjects) {
+    auto v = qkv::medical::read_nifti(subject.spect_path);
+    v.geometry.qform_code = 0;
+    for (int r = 0; r < 3; ++r) v.geometry.sform[static_cast<size_t>(4 * r)] *= -1;
+    fs::remove(subject.spect_path);
+    qkv::medical::write_nifti(subject.spect_path, v);
+  }
+  // And turned 30 degrees about z: --reorient cannot straighten it.
+  for (const auto& subject : qkv::medical::read_manifest(turned + "/manifest.csv").subjects) {
+    auto v = qkv::medical::read_nifti(subject.spect_path);
+    v.geometry.qform_code = 0;
+    const double c = std::cos(M_PI / 6), s = std::sin(M_PI / 6);
+    auto& m = v.geometry.sform;
+    const std::array<double, 4> x{m[0], m[1], m[2], m[3]}, y{m[4], m[5], m[6], m[7]};
+    for (size_t k = 0; k < 3; ++k) {
+      m[k] = c * x[k] - s * y[k];
+      m[4 + k] = s * x[k] + c * y[k];
+    }
+    fs::remove(subject.spect_path);
+    qkv::medical::write_nifti(subject.spect_path, v);
+  }
+  const std::string ckpt = dir + "/checkpoints/best.ckpt";
+  expect_clean_failure(run_qkv("mhca predict " + cohort_args(mirrored) + " --checkpoint " + ckpt + " --output " +
+                               dir + "-out/pred.csv"),
+                       1, "was trained on volumes oriented LAS+");
+  EXPECT_FALSE(fs::exists(dir + "-out"));
+  expect_clean_failure(run_qkv("mhca predict " + cohort_args(turned) + " --checkpoint " + ckpt + " --output " + dir +
+                               "-out/pred.csv --reorient"),
+                       1, "turned 30.0 degrees from the world axes");
+  // The training cohort itself is predicted as before.
+  EXPECT_EQ(run_qkv("mhca predict " + cohort_args() + " --checkpoint " + ckpt + " --output " + dir + "-out/pred.csv").status,
+            0);
+  for (const auto& d : {dir, mirrored, turned, dir + "-out"}) fs::remove_all(d);
 }
 
-TEST(FieldCases, SegPredictWritesOnlyIntoItsOwnOrAnEmptyFolder) {
+TEST_F(FieldCases, SegPredictWritesOnlyIntoItsOwnOrAnEmptyFolder) {
   const std::string dir = fresh_dir("field_seg");
   write_text_file(dir + "/notes.txt", "mine");
   write_text_file(dir + "/cloud.xyz", "0 0 0\n1 0 0\n0 1 0\n");
@@ -236,8 +272,24 @@ TEST(FieldCases, SegPredictWritesOnlyIntoItsOwnOrAnEmptyFolder) {
   // The folder holding the input, and a folder of the user's: refused before the checkpoint is read.
   expect_clean_failure(run_qkv(predict + dir), 2, "holds --input");
   expect_clean_failure(run_qkv(predict + user), 2, "holds nothing qkv wrote");
-  EXPECT_EQ(bytes_of(user + "/mine.txt"), "mine");
+  EXPECT_EQ(read_text(user + "/mine.txt"), "mine");
   fs::remove_all(user);
-  EXPECT_EQ(snapshot(dir), before);
+  EXPECT_EQ(changes(before, snapshot(dir)), "");
   fs::remove_all(dir);
+}
+
+TEST_F(FieldCases, AFileOfTheUsersWhereARunWritesIsRefusedBeforeTheRun) {
+  // A folder qkv wrote one file into (export-weights), where the user keeps
+  // a report.html: --overwrite removed qkv's file, trained, and was refused
+  // only when it wrote its report, after the whole training.
+  const std::string root = fresh_dir("field_user_report");
+  const std::string run = root + "/run", dir = root + "/shared";
+  ASSERT_EQ(run_qkv("spirals train --points-per-arm 20 --epochs 1 --threads 1 --out " + run).status, 0);
+  ASSERT_EQ(run_qkv("export-weights --checkpoint " + run + " --output " + dir + "/weights.pt").status, 0);
+  write_text_file(dir + "/report.html", "<p>my notes</p>");
+  const auto before = snapshot(dir);
+  expect_clean_failure(run_qkv("spirals train --points-per-arm 20 --epochs 1 --threads 1 --overwrite --out " + dir), 2,
+                       dir + "/report.html: exists and was not written by qkv");
+  EXPECT_EQ(changes(before, snapshot(dir)), "");
+  fs::remove_all(root);
 }

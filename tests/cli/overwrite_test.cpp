@@ -17,52 +17,13 @@
 #include <vector>
 
 #include "support/cli_run.h"
+#include "support/file_tree.h"
 #include "support/test_files.h"
 
 namespace qkv::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-// ---- the tree of an output, to see that a refused command touched nothing ----
-
-struct FileState {
-  std::string bytes;  // "<folder>" for a folder
-  fs::file_time_type mtime{};
-};
-using Tree = std::map<std::string, FileState>;
-
-// Every file and folder below `root` by relative path, with each file's bytes
-// and modification time (empty if `root` does not exist).
-Tree snapshot(const std::string& root) {
-  Tree tree;
-  if (!fs::exists(root)) return tree;
-  for (const auto& e : fs::recursive_directory_iterator(root)) {
-    const std::string rel = fs::relative(e.path(), root).generic_string();
-    if (e.is_directory())
-      tree[rel] = {"<folder>", {}};
-    else if (e.is_regular_file())
-      tree[rel] = {read_text(e.path().string()), e.last_write_time()};
-  }
-  return tree;
-}
-
-// What differs between two snapshots, one line per path ("" if nothing).
-std::string changes(const Tree& before, const Tree& after) {
-  std::string out;
-  for (const auto& [path, state] : before) {
-    const auto it = after.find(path);
-    if (it == after.end())
-      out += "removed " + path + "\n";
-    else if (it->second.bytes != state.bytes)
-      out += "changed " + path + "\n";
-    else if (it->second.mtime != state.mtime)
-      out += "rewritten " + path + "\n";
-  }
-  for (const auto& item : after)
-    if (!before.count(item.first)) out += "added " + item.first + "\n";
-  return out;
-}
 
 const std::string kUserBytes = "the user's own notes, not qkv's\n";
 
@@ -333,12 +294,14 @@ TEST(Overwrite, SegTrainAndPredict) {
   const std::string stem = fs::path(shape).stem().string();
   const std::vector<std::string> outputs = {stem + ".parts.ply", stem + ".parts.png"};
   exercise_folder_output(predict + " --out " + dir, dir, outputs);
-  // A user's PLY or PNG of that name is never replaced, and neither file is written.
+  // A user's PLY or PNG of that name is never replaced, and neither file is
+  // written: a folder of the user's is refused whole, naming it.
   for (const auto& theirs : outputs) {
     const std::string other = root + "/theirs_" + theirs.substr(theirs.size() - 3);
     put_user_file(other + "/" + theirs);
     const Tree before = snapshot(other);
-    expect_clean_failure(run_qkv(predict + " --out " + other + " --overwrite"), 2, other + "/" + theirs);
+    expect_clean_failure(run_qkv(predict + " --out " + other + " --overwrite"), 2,
+                         other + ": not empty and holds nothing qkv wrote");
     EXPECT_EQ(changes(before, snapshot(other)), "");
   }
   fs::remove_all(root);

@@ -148,7 +148,10 @@ TEST(VntCliErrors, BadInputFailsWithOneLine) {
   expect_clean_failure(run_qkv("vnt train --protocol z/so4 --out /tmp/qkv_never"), 2, "so4");
   const std::string empty = qkv::testing::fresh_dir("vnt_empty_data");
   fs::create_directories(empty);
-  expect_clean_failure(run_qkv("vnt train --data " + empty + " --out " + empty + "/run"), 1, empty);
+  expect_clean_failure(run_qkv("vnt train --data " + empty + " --out " + empty + "-run"), 1, empty);
+  EXPECT_FALSE(fs::exists(empty + "-run"));
+  // A run folder inside the data folder would be read as a class: refused.
+  expect_clean_failure(run_qkv("vnt train --data " + empty + " --out " + empty + "/run"), 2, "lies inside --data");
   {  // --data synthetic never deletes a folder it did not write
     std::ofstream(empty + "/keep.txt") << "user data\n";
   }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "qkv/core/atomic_file.h"
@@ -87,6 +88,11 @@ pid_t claiming_child(const fs::path& dir, bool whole) {
   return claimed ? pid : -1;
 }
 
+std::string read_ledger_text(const fs::path& dir) {
+  const auto bytes = qkv::read_file_bytes((dir / qkv::kLedgerName).string());
+  return std::string(bytes.begin(), bytes.end());
+}
+
 void kill_and_reap(pid_t pid) {
   ::kill(pid, SIGKILL);
   int status = 0;
@@ -106,14 +112,17 @@ TEST(OneWriter, ASecondCommandIsRefusedNamingTheHolderAndADeadOnesFolderIsTakenO
   // Refused before anything is removed, naming the process and its command.
   const std::string why =
       usage_error_of([&] { auto c = qkv::claim_output_dir(dir.string(), "out", true, {"vnt train", {}}); });
-  EXPECT_NE(why.find("another qkv command is writing there (process " + std::to_string(holder) + ", 'qkv vnt train')"),
+  EXPECT_NE(why.find("another qkv command is writing there (process " + std::to_string(holder) + ": "),
             std::string::npos)
       << why;
+  const auto ledger_before = read_ledger_text(dir);
   EXPECT_NE(usage_error_of([&] { auto c = qkv::adopt_output_dir(dir.string(), "resume", "vnt train"); }), "(no UsageError)");
   EXPECT_NE(usage_error_of([&] {
               auto c = qkv::claim_output_file((dir / "b.csv").string(), "output", false, {"mhca predict", {}});
             }),
             "(no UsageError)");
+  // The refusals changed nothing there (not even the ledger).
+  EXPECT_EQ(read_ledger_text(dir), ledger_before);
   // The holder killed (no chance to clean up): the next command takes the folder.
   kill_and_reap(holder);
   {
@@ -155,4 +164,25 @@ TEST(InputFiles, OnlyRegularFilesAreReadAndNoMoreThanTheirSize) {
   write_text_file(dir / "a.txt", "hello\n");
   EXPECT_EQ(qkv::read_text_file((dir / "a.txt").string()), "hello\n");
   fs::remove_all(dir);
+}
+
+TEST(OutputsApart, ALedgerLineThatCannotBeReadStopsOverwriteBeforeAnythingIsDeleted) {
+  // The file a torn line named was found only when the new run wrote it,
+  // after the rest of the old run had been deleted.
+  const fs::path dir = fresh_dir("torn_ledger") + "/run";
+  {
+    auto claim = qkv::claim_output_dir(dir.string(), "out", false, {"vnt train", {}});
+    qkv::write_file_atomic((dir / "a.txt").string(), std::string("a"));
+    qkv::write_file_atomic((dir / "b.txt").string(), std::string("b"));
+  }
+  {
+    std::ofstream ledger(dir / qkv::kLedgerName, std::ios::app);
+    ledger << "{\"bytes\":3,\"crc32\":\"0\n";
+  }
+  const std::string why =
+      usage_error_of([&] { auto c = qkv::claim_output_dir(dir.string(), "out", true, {"vnt train", {}}); });
+  EXPECT_NE(why.find(qkv::kLedgerName + std::string(": line 4 cannot be read")), std::string::npos) << why;
+  EXPECT_TRUE(fs::exists(dir / "a.txt"));
+  EXPECT_TRUE(fs::exists(dir / "b.txt"));
+  fs::remove_all(dir.parent_path());
 }

@@ -1,6 +1,7 @@
 // The byte-level transformer: tasks are what they claim, the KV cache changes
 // nothing but speed, a small model learns to copy, the MLP inspection reads
 // the right numbers, and bad text is refused by name.
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -308,4 +309,23 @@ TEST(TransformerLM, LearnsToCopy) {
   const double generated = static_cast<double>(right) / static_cast<double>(examples.test.size());
   EXPECT_GE(generated, 0.95);
   EXPECT_NEAR(generated, teacher_forced, 1e-9);
+}
+
+TEST(PickToken, LogitsHoldingNaNOrPlusInfinityAreAnErrorNotByteZero) {
+  lm::GenerateOptions greedy, sampled;
+  greedy.temperature = 0;
+  sampled.temperature = 1.0;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(1);
+  auto logits = torch::zeros({256});
+  logits[5] = 3.0;
+  EXPECT_EQ(lm::pick_token(logits, greedy, gen), 5);
+  // -inf rules a byte out and stays allowed.
+  logits[7] = -std::numeric_limits<float>::infinity();
+  EXPECT_EQ(lm::pick_token(logits, greedy, gen), 5);
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    auto poisoned = logits.clone();
+    poisoned[9] = bad;
+    EXPECT_THROW(lm::pick_token(poisoned, greedy, gen), lm::NonFiniteLogits);
+    EXPECT_THROW(lm::pick_token(poisoned, sampled, gen), lm::NonFiniteLogits);
+  }
 }

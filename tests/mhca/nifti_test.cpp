@@ -454,3 +454,22 @@ TEST(Nifti, ReadsTheAichaAtlasOnTheMniGrid) {
   EXPECT_EQ(v.dims, (std::array<int64_t, 3>{91, 109, 91}));
   expect_matrix_near(v.geometry.affine(), qkv::medical::mni_2mm_geometry().affine(), 1e-3, "affine");
 }
+
+TEST(Nifti, AnAffineHoldingNaNIsRefusedWhereItIsRead) {
+  // A NaN compares as equal in the cohort's geometry check: one such volume
+  // made every other one "agree" with it.
+  const auto dir = scratch_dir("nan_affine");
+  Volume v = test_volume();
+  v.geometry.sform[6] = std::numeric_limits<double>::quiet_NaN();
+  qkv::medical::write_nifti(dir + "/sform.nii", v);
+  expect_data_error([&] { qkv::medical::read_nifti(dir + "/sform.nii"); }, dir + "/sform.nii",
+                    "its sform holds NaN (row 1, column 2)");
+  // An infinite offset likewise. (nifticlib itself turns a quaternion
+  // parameter, offset or pixdim that is not finite into 0 or 1: the qform
+  // cannot carry one.)
+  v = test_volume();
+  v.geometry.sform[3] = std::numeric_limits<double>::infinity();
+  qkv::medical::write_nifti(dir + "/offset.nii", v);
+  expect_data_error([&] { qkv::medical::read_nifti(dir + "/offset.nii"); }, dir + "/offset.nii",
+                    "its sform holds an infinity (row 0, column 3)");
+}

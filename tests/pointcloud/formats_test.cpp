@@ -241,6 +241,12 @@ TEST(ModelNetTree, MixedFormatsLoadAndOtherFilesAreCounted) {
   EXPECT_EQ(data.test.size(), 6);
   EXPECT_EQ(data.skipped, "skipped 4 files that qkv does not read as shapes (4 .md)");
   EXPECT_TRUE(torch::isfinite(data.train.points).all().item<bool>());
+  // A link to a device named like a shape, and shapes one folder too deep,
+  // were left out without a word: counted now.
+  std::filesystem::create_symlink("/dev/null", root + "/a/train/device.obj");
+  write_text_file(root + "/b/test/nested/four.off", tetra_off);
+  EXPECT_EQ(load_modelnet40(root, o).skipped,
+            "skipped 6 files that qkv does not read as shapes (4 .md, 1 not a regular file, 1 subfolder)");
 }
 
 // Ten tetrahedra per class in `dir/<class>/` (flat) or `dir/<split>/<class>/`.

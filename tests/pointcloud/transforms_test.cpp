@@ -233,3 +233,20 @@ TEST(Rotations, RotateBatchedAndGlobalGeneratorConvention) {
     EXPECT_LT(max_magnitude(x[b] - want), 1e-5);
   }
 }
+
+TEST(FarthestPointSample, APointThatIsNotFiniteIsRefusedNamingIt) {
+  // A NaN distance compares as neither nearer nor farther: the sample repeated index 0.
+  auto cloud = torch::rand({2, 50, 3}, generator(4));
+  cloud[1][17][2] = std::numeric_limits<float>::quiet_NaN();
+  try {
+    farthest_point_sample(cloud, 10, 0);
+    ADD_FAILURE() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("point 17 of cloud 1 holds NaN or an infinity"), std::string::npos) << e.what();
+  }
+  auto one = torch::rand({50, 3}, generator(5), torch::kDouble);
+  one[3][0] = std::numeric_limits<double>::infinity();
+  EXPECT_THROW(farthest_point_sample_random_start(one, 10, generator(6)), UsageError);
+  one[3][0] = 0.5;
+  EXPECT_EQ(farthest_point_sample(one, 10, 0).numel(), 10);
+}

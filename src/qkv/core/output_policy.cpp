@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <sstream>
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/crc32.h"
@@ -206,6 +208,7 @@ struct Ledger {
   std::vector<std::string> files;  // each listed name once, in first-listed order
   Fingerprints written;
   bool complete = false;
+  int64_t unreadable_line = 0;  // the first line that is not JSON (torn by a crash, or edited); 0 if none
 };
 
 std::string entry_line(const std::string& rel, const Fingerprint& f) {
@@ -246,13 +249,17 @@ Ledger read_ledger(const fs::path& dir) {
   std::string line;
   bool first = true;
   std::set<std::string> listed;
+  int64_t number = 0;
   while (std::getline(in, line)) {
+    ++number;
     if (line.empty()) continue;
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(line);
     } catch (const nlohmann::json::exception&) {
-      continue;  // a line torn by a crash lists nothing: its file counts as not qkv's
+      // A line torn by a crash lists nothing: its file counts as not qkv's.
+      if (ledger.unreadable_line == 0) ledger.unreadable_line = number;
+      continue;
     }
     if (first) {
       ledger.header = j.is_object() ? j : nlohmann::json::object();
@@ -310,29 +317,36 @@ void write_new_ledger(const fs::path& dir, const OutputMarker& marker) {
 
 namespace {
 
-// The process that last claimed `dir` and its command, from the ledger's
-// "writer" lines ("" if none is recorded or the ledger cannot be read).
-std::string last_writer(const fs::path& dir) {
-  std::ifstream in(dir / kLedgerName);
-  std::string line, who;
-  while (std::getline(in, line)) {
-    if (line.find("\"writer\"") == std::string::npos) continue;
-    try {
-      const auto j = nlohmann::json::parse(line).at("writer");
-      std::string command = j.at("command").get<std::string>();
-      if (command.rfind("qkv ", 0) == 0) command = command.substr(4);
-      who = "process " + std::to_string(j.at("pid").get<int64_t>()) + ", 'qkv " + command + "'";
-    } catch (const nlohmann::json::exception&) {
-    }
+// The process holding the flock on the folder `dir` and its command line
+// (shortened), from /proc/locks: "process 1234: qkv vnt train --out runs/x";
+// "" where it cannot be told (no /proc, another PID namespace). Read, not
+// recorded in the folder: a refused command changes nothing there.
+std::string lock_holder(const fs::path& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return "";
+  std::ifstream locks("/proc/locks");
+  std::string line;
+  while (std::getline(locks, line)) {
+    // "1: FLOCK  ADVISORY  WRITE 12345 08:01:1234567 0 EOF"
+    std::istringstream in(line);
+    std::string id, kind, advisory, mode, where;
+    long long pid = 0;
+    if (!(in >> id >> kind >> advisory >> mode >> pid >> where) || kind != "FLOCK" || pid <= 0) continue;
+    unsigned major = 0, minor = 0;
+    unsigned long long inode = 0;
+    if (std::sscanf(where.c_str(), "%x:%x:%llu", &major, &minor, &inode) != 3) continue;
+    if (inode != st.st_ino || major != ::major(st.st_dev) || minor != ::minor(st.st_dev)) continue;
+    std::ifstream cmdline("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+    std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+    for (auto& c : args)
+      if (c == '\0') c = ' ';
+    while (!args.empty() && args.back() == ' ') args.pop_back();
+    const size_t slash = args.substr(0, args.find(' ')).rfind('/');
+    if (slash != std::string::npos) args = args.substr(slash + 1);  // the program's name, not its path
+    if (args.size() > 80) args = args.substr(0, 77) + "...";
+    return "process " + std::to_string(pid) + (args.empty() ? "" : ": " + printable_path(args));
   }
-  return who;
-}
-
-// Records in the ledger of `dir` that this process now writes there, so that
-// a command refused by its lock can name it.
-void append_writer_line(const fs::path& dir, const std::string& command) {
-  append_line(dir / kLedgerName,
-              json_text(nlohmann::json{{"writer", {{"pid", static_cast<int64_t>(::getpid())}, {"command", command}}}}, -1));
+  return "";
 }
 
 }  // namespace
@@ -352,7 +366,7 @@ std::shared_ptr<ClaimedRoot> ClaimedRoot::lock(const std::filesystem::path& dir,
     else ::flock(fd, LOCK_SH | LOCK_NB);  // a failed upgrade may have dropped this process's shared lock
     if (err != EWOULDBLOCK)
       throw DataError(printable_path(dir.string()) + ": cannot lock the folder: " + std::strerror(err));
-    const std::string who = last_writer(dir);
+    const std::string who = lock_holder(dir);
     refuse(option, printable_path(dir.string()) + ": another qkv command is writing there" +
                        (who.empty() ? std::string() : " (" + who + ")") +
                        "; wait for it to end or choose another folder (nothing was changed)");
@@ -443,9 +457,35 @@ void check_output_dir(const std::string& dir, const std::string& option, bool ov
     refuse(option, printable_path(dir) +
                      ": exists and is not empty; add {overwrite} to replace what qkv wrote there (other files are "
                      "kept), or choose another folder");
-  if (read_ledger(root).header.is_null())
+  const Ledger ledger = read_ledger(root);
+  if (ledger.header.is_null())
     refuse(option, printable_path(dir) + ": not empty and holds nothing qkv wrote (no " + kLedgerName +
                      "); qkv will not write into it, even with {overwrite}; choose another folder");
+  // The file a torn line named would be found only when the new run writes
+  // it, after the rest of the old run was deleted: refused before that.
+  if (ledger.unreadable_line > 0)
+    refuse(option, printable_path((root / kLedgerName).string()) + ": line " +
+                       std::to_string(ledger.unreadable_line) +
+                       " cannot be read (torn by a crash, or edited), so qkv cannot tell which files there it wrote; "
+                       "it will not replace the folder, even with {overwrite} (nothing was changed); move it away or "
+                       "choose another folder");
+}
+
+void check_names_writable(const std::string& dir, const std::string& option, const std::vector<std::string>& names) {
+  const fs::path root = normal(dir);
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return;
+  const Ledger ledger = read_ledger(root);
+  for (const auto& name : names) {
+    const Found found = inspect(root, fs::path(name));
+    if (found.kind == Found::Refused) throw UsageError(found.why);
+    if (found.kind == Found::Absent) continue;
+    if (std::find(ledger.files.begin(), ledger.files.end(), name) == ledger.files.end())
+      refuse(option, printable_path((root / name).string()) +
+                       ": exists and was not written by qkv; this command writes that file and will not replace "
+                       "it (nothing was changed); move it away or choose another folder");
+    if (const std::string why = unowned(root, name, ledger.written); !why.empty()) throw UsageError(why);
+  }
 }
 
 void check_files_folder(const std::string& dir, const std::string& option) {
@@ -470,7 +510,6 @@ OutputClaim claim_output_dir(const std::string& dir, const std::string& option, 
     replaced = true;
   }
   write_new_ledger(root, marker);
-  append_writer_line(root, marker.command);
   return ClaimedRoot::hold(held, {}, {}, replaced);
 }
 
@@ -520,7 +559,6 @@ OutputClaim claim_output_file(const std::string& path, const std::string& option
   check_output_file(path, option, overwrite);  // again, under the lock
   const Ledger ledger = read_ledger(dir);
   if (ledger.header.is_null()) write_new_ledger(dir, marker);
-  append_writer_line(dir, marker.command);
   return ClaimedRoot::hold(held, ledger.files, ledger.written, false);
 }
 
@@ -551,7 +589,6 @@ OutputClaim adopt_output_dir(const std::string& dir, const std::string& option, 
   const fs::path root = normal(dir);
   const auto held = ClaimedRoot::lock(root, option, /*exclusive=*/true);
   const Ledger ledger = verified_ledger(dir, option, command);  // again, under the lock
-  append_writer_line(root, command);
   return ClaimedRoot::hold(held, ledger.files, ledger.written, false);
 }
 

@@ -21,9 +21,9 @@
 // that one output file is claimed in (two commands may write two files side
 // by side, never into a folder another command holds whole). A command that
 // finds the folder held is refused at once, naming the holder's process id
-// (each claim appends a "writer" line to the ledger); the kernel drops the
-// lock of a process that dies, so that a killed run's folder is taken over
-// by the next command.
+// and command line (from /proc/locks; nothing is written to tell it); the
+// kernel drops the lock of a process that dies, so that a killed run's folder
+// is taken over by the next command.
 //
 // Outputs apart from inputs: before a command claims anything it compares
 // each output with the files and folders it reads (check_outputs_apart),
@@ -154,6 +154,13 @@ bool check_synthetic_dir(const std::string& dir, const std::string& option, bool
 // and holds files but no ledger, a folder qkv did not make, which its files
 // would be mixed into. Missing or empty folders and qkv's own are fine.
 void check_files_folder(const std::string& dir, const std::string& option);
+
+// Before the work whose files will land in `dir`: UsageError naming the first
+// of `names` (paths below `dir`) that exists there and is not one qkv wrote
+// (not in the ledger, changed since, or reached through a link), which the
+// write would refuse only at the end of the work (hours of training later).
+// Missing names are fine.
+void check_names_writable(const std::string& dir, const std::string& option, const std::vector<std::string>& names);
 
 // claim_output_dir's refusals without its effects, so that a command can check
 // every output before it writes any.

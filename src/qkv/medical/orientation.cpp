@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "qkv/core/errors.h"
 
@@ -71,7 +72,25 @@ std::string orientation_code(const NiftiGeometry& geometry) {
 }
 
 Volume reorient_to_ras(const Volume& v, const std::string& path) {
-  const AxisMap a = axis_map(v.geometry.affine(), path);
+  const Mat4 m = v.geometry.affine();
+  const AxisMap a = axis_map(m, path);
+  // Permuting and flipping cannot straighten an oblique grid: "turned to
+  // RAS+" it would still be turned. The largest angle between a voxel axis
+  // and the world axis it is mapped to, against our tolerance.
+  double worst = 0;
+  for (int c = 0; c < 3; ++c) {
+    double norm = 0;
+    for (int r = 0; r < 3; ++r) norm += m[4 * r + c] * m[4 * r + c];
+    const double cosine = std::min(1.0, std::abs(m[4 * a.perm[c] + c]) / std::sqrt(norm));
+    worst = std::max(worst, std::acos(cosine) * 180.0 / M_PI);
+  }
+  if (worst > kMaxObliqueDegrees) {
+    char angle[32];
+    std::snprintf(angle, sizeof angle, "%.1f", worst);
+    throw DataError(path + ": its voxel axes are turned " + angle +
+                    " degrees from the world axes (an oblique grid); turning to RAS+ only permutes and flips axes, "
+                    "it does not resample, so the volume would stay oblique; resample it to an axis-aligned grid");
+  }
   Volume out;
   out.geometry = v.geometry;
   for (int c = 0; c < 3; ++c) {

@@ -19,10 +19,17 @@ std::string orientation_code(const NiftiGeometry& geometry);
 
 // The volume with its axes permuted and flipped so that its orientation code
 // is "RAS" and every voxel lies where it lay (the sform and qform, where set,
-// are rewritten to match; the spacing is permuted). An oblique affine is
-// reduced to the nearest axis order, as nibabel's io_orientation does, and
-// its rotation is kept in the affine. DataError naming `path` for an affine
-// whose 3x3 part is singular.
+// are rewritten to match; the spacing is permuted). An oblique affine is taken
+// only if it is within kMaxObliqueDegrees of the axes (it is reduced to the
+// nearest axis order, as nibabel's io_orientation does, and its small
+// rotation is kept in the affine). DataError naming `path` for an affine
+// whose 3x3 part is singular, or one more oblique than that: it would stay
+// oblique, "turned to RAS+" or not.
 Volume reorient_to_ras(const Volume& volume, const std::string& path);
+
+// The angle, in degrees, by which a voxel axis may differ from the world axis
+// it is mapped to and still be taken as aligned (our choice: scanners store
+// slightly tilted grids; 30 degrees is another orientation, not a tilt).
+inline constexpr double kMaxObliqueDegrees = 5.0;
 
 }  // namespace qkv::medical

@@ -149,7 +149,11 @@ struct SkippedFiles {
 
   void add(const fs::path& f) {
     const auto ext = lower(f.extension().string());
-    auto& entry = by_extension[ext.empty() ? "no extension" : ext];
+    add_as(ext.empty() ? "no extension" : ext, f);
+  }
+  // Counted under `kind` instead of its extension ("subfolder").
+  void add_as(const std::string& kind, const fs::path& f) {
+    auto& entry = by_extension[kind];
     if (entry.first++ == 0) entry.second = f.string();
   }
   // "3 files that qkv does not read as shapes (2 .mtl, 1 .png)", or "".
@@ -166,15 +170,27 @@ struct SkippedFiles {
   }
 };
 
-// The shape files of one folder, sorted; the other files go to `skipped`.
+// The shape files of one folder, sorted; everything else in it goes to
+// `skipped`, counted so that the user hears of it: other files by extension,
+// subfolders (a class is one folder deep), and what is not a regular file
+// (a FIFO or device, or a link to one, even when named .obj).
 std::vector<fs::path> shape_files_in(const fs::path& folder, SkippedFiles& skipped) {
   std::vector<fs::path> out;
-  for (const auto& f : sorted_entries(folder, false)) {
-    if (is_tree_shape_file(f))
+  std::error_code ec;
+  for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& f = it->path();
+    if (is_hidden(f.filename().string())) continue;
+    if (is_dir(f))
+      skipped.add_as("subfolder", f);
+    else if (!is_file(f))
+      skipped.add_as("not a regular file", f);
+    else if (is_tree_shape_file(f))
       out.push_back(f);
     else
       skipped.add(f);
   }
+  if (ec) throw DataError(folder.string() + ": cannot list: " + ec.message());
+  std::sort(out.begin(), out.end());
   return out;
 }
 

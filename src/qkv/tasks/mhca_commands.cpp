@@ -14,6 +14,7 @@
 #include "qkv/core/text.h"
 #include "qkv/models/presets.h"
 #include "qkv/medical/cohort.h"
+#include "qkv/medical/orientation.h"
 #include "qkv/medical/xgboost.h"
 #include "qkv/tasks/recipes.h"
 #include "qkv/train/progress.h"
@@ -27,6 +28,23 @@ namespace {
 // The files a command reads a cohort from, for check_outputs_apart.
 std::vector<InputPath> cohort_inputs(const CohortFiles& files) {
   return {{"manifest", files.manifest}, {"methylation", files.methylation}};
+}
+
+// A checkpoint's grid says nothing of which way its volumes point: a cohort
+// mirrored in x against the training cohort was read the wrong way round
+// with no word. Refused when the run recorded its volumes' orientation
+// (mhca train) and this cohort's differs, naming both.
+void check_recorded_orientation(const nlohmann::json& config, const medical::CohortData& cohort,
+                                const std::string& checkpoint, const CohortFiles& files) {
+  const std::string trained =
+      config.contains("data") && config.at("data").is_object() ? config.at("data").value("orientation", "") : "";
+  if (trained.empty()) return;
+  const std::string here = medical::orientation_code(cohort.geometry);
+  if (here == trained) return;
+  throw DataError(files.manifest + ": its volumes are oriented " + here + "+, " + checkpoint +
+                  " was trained on volumes oriented " + trained +
+                  "+ (mirrored or turned against them); store them as the training volumes were" +
+                  (trained == "RAS" ? ", or give {reorient}" : ""));
 }
 
 // Whether the checkpoint's run turned its volumes to RAS+: a cohort it reads
@@ -148,6 +166,7 @@ CohortPrediction predict_cohort(const CohortFiles& files, const std::string& che
                                                    : std::vector<int64_t>{};
   auto cohort = medical::load_cohort(files.manifest, files.methylation, model_reads_volumes(name), at::get_num_threads(),
                                      false, grid, files.max_missing, files.reorient || recorded_reorient(config));
+  if (model_reads_volumes(name)) check_recorded_orientation(config, cohort, checkpoint, files);
   const auto rows = all_rows(cohort);
   std::vector<double> p;
   if (xgb) {
@@ -217,6 +236,7 @@ nlohmann::json explain_checkpoint(const CohortFiles& files, const std::string& c
   auto cohort = medical::load_cohort(files.manifest, files.methylation, true, at::get_num_threads(), false,
                                      net->spect_options().volume_shape, files.max_missing,
                                      files.reorient || recorded_reorient(config));
+  check_recorded_orientation(config, cohort, checkpoint, files);
   const auto claim = claim_output_dir(out, "{out}", overwrite, {"mhca explain", {}});
   return explain_subjects(*net, cohort, prep, options, out, device);
 }

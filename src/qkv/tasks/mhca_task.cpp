@@ -10,6 +10,7 @@
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
 #include "qkv/data/folds.h"
+#include "qkv/medical/orientation.h"
 #include "qkv/models/presets.h"
 
 namespace qkv::tasks {
@@ -133,6 +134,7 @@ MhcaTrainRun prepare_mhca_train(MhcaTrainData& d, bool volumes, uint64_t seed) {
   d.fit_subjects.clear();
   for (auto r : fit_rows) d.fit_subjects.push_back(run.cohort.subject_ids[static_cast<size_t>(r)]);
   std::sort(d.fit_subjects.begin(), d.fit_subjects.end());
+  d.orientation = volumes ? medical::orientation_code(run.cohort.geometry) : "";
   return run;
 }
 

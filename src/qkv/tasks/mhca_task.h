@@ -74,6 +74,10 @@ struct MhcaTrainData {
   nlohmann::json preprocessing;
   std::vector<std::string> test_subjects;
   std::vector<std::string> fit_subjects;
+  // The training volumes' orientation code ("RAS", "LPS"; orientation.h)
+  // after --reorient, "" where no volume was read: predict and explain refuse
+  // a cohort whose volumes point another way (mirrored or turned).
+  std::string orientation;
 
   nlohmann::json to_json() const { return fields_to_json(*this); }
   static MhcaTrainData from_json(const nlohmann::json& j) {
@@ -110,6 +114,7 @@ void visit_fields(MhcaTrainData& d, V&& visit) {
   visit(Field{"preprocessing", "", ""}, d.preprocessing);
   visit(Field{"test_subjects", "", ""}, d.test_subjects);
   visit(Field{"fit_subjects", "", ""}, d.fit_subjects);
+  visit(Field{"orientation", "", ""}, d.orientation);
 }
 
 // One `mhca train` run's data, made from the settings: the cohort, a

@@ -66,14 +66,21 @@ TrainOutcome run_train_task(const TrainTask& task, train::RunRequest& request, c
   }
   TrainOutcome outcome;
   outcome.test_label = run.test_label;
-  if (run.fit) {
-    outcome.summary = run.fit(dir);
-    train::write_fitted_run(request, dir, outcome.summary);
-    return outcome;
+  try {
+    if (run.fit) {
+      outcome.summary = run.fit(dir);
+      train::write_fitted_run(request, dir, outcome.summary);
+      return outcome;
+    }
+    auto result = train::execute_run(request, dir, resume, run.splits, run.hooks);
+    outcome.interrupted = result.interrupted;
+    outcome.summary = std::move(result.summary);
+  } catch (...) {
+    // Refused before its first write (a model the data make too large, a
+    // fit that fails): no folder left holding only a ledger.
+    if (folder) folder->release_if_unused();
+    throw;
   }
-  auto result = train::execute_run(request, dir, resume, run.splits, run.hooks);
-  outcome.interrupted = result.interrupted;
-  outcome.summary = std::move(result.summary);
   return outcome;
 }
 

@@ -248,10 +248,13 @@ void RunFolder::check(const std::string& dir, RunFolderMode mode, const std::str
     verify_output_dir(dir, key, command);
   else
     check_output_dir(dir, key, mode == RunFolderMode::Overwrite);
+  // A user's report.html there would be found when the run writes it, at its end.
+  check_names_writable(dir, key, RunPaths::names());
 }
 
 RunFolder RunFolder::open(const std::string& dir, RunFolderMode mode, const std::string& command,
                           const std::string& key) {
+  check_names_writable(dir, key, RunPaths::names());
   RunFolder folder;
   folder.paths_.dir = dir;
   folder.mode_ = mode;

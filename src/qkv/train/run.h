@@ -24,6 +24,11 @@ struct RunPaths {
   std::string report() const { return dir + "/report.html"; }
   std::string last_checkpoint() const { return dir + "/checkpoints/last.ckpt"; }
   std::string best_checkpoint() const { return dir + "/checkpoints/best.ckpt"; }
+  // The files above, relative to the folder.
+  static std::vector<std::string> names() {
+    return {"config.json",  "metrics.jsonl",         "summary.json",
+            "report.html",  "checkpoints/last.ckpt", "checkpoints/best.ckpt"};
+  }
 };
 
 // Who may write in a run folder, decided in one place. New: the folder must
