@@ -293,3 +293,37 @@ TEST_F(FieldCases, AFileOfTheUsersWhereARunWritesIsRefusedBeforeTheRun) {
   EXPECT_EQ(changes(before, snapshot(dir)), "");
   fs::remove_all(root);
 }
+
+TEST_F(FieldCases, ThousandsOfClassesCostLinearlyInTheRunsFilesAndMemory) {
+  // 3,000 classes of 2 shapes each: the n x n confusion matrices made a
+  // 298 MB summary.json and a report past 3.5 GB to build.
+  const std::string root = fresh_dir("field_classes");
+  const std::string tetra = "OFF\n4 4 0\n0 0 0\n1 0 0\n0 1 0\n0 0 1\n3 0 1 2\n3 0 1 3\n3 0 2 3\n3 1 2 3\n";
+  for (int c = 0; c < 3000; ++c) {
+    char name[16];
+    std::snprintf(name, sizeof name, "c%04d", c);
+    for (const char* shape : {"a.off", "b.off"}) write_text_file(fs::path(root) / "data" / name / shape, tetra);
+  }
+  const std::string run = root + "/run";
+  const std::vector<std::string> args = {"vnt", "train", "--data", root + "/data", "--epochs", "1", "--points", "32",
+                                         "--points-per-shape", "64", "--batch-size", "32", "--linear-dim", "4",
+                                         "--heads", "2", "--head-dim", "4", "--model-options", "{\"k\":4}",
+                                         "--threads", "1", "--out", run};
+  const pid_t pid = qkv::testing::start_qkv_quietly(args);
+  int raw = 0;
+  struct rusage usage {};
+  wait4(pid, &raw, 0, &usage);
+  ASSERT_TRUE(WIFEXITED(raw) && WEXITSTATUS(raw) == 0);
+  EXPECT_LT(usage.ru_maxrss, 600L * 1024) << "KiB";
+  EXPECT_LT(fs::file_size(run + "/summary.json"), 3u << 20);
+  EXPECT_LT(fs::file_size(run + "/report.html"), 3u << 20);
+  const auto test = read_json(run + "/summary.json").at("test");
+  EXPECT_FALSE(test.contains("confusion"));
+  EXPECT_EQ(test.at("classes").size(), 3000u);
+  EXPECT_GT(test.at("per_class").size(), 0u);  // the classes in the test split or predicted
+  EXPECT_LE(test.at("per_class").size(), 3000u);
+  ASSERT_TRUE(test.at("top_confusions").is_array());
+  EXPECT_LE(test.at("top_confusions").size(), 20u);
+  EXPECT_NE(read_text(run + "/report.html").find("most frequent confusions of 3,000 classes"), std::string::npos);
+  fs::remove_all(root);
+}

@@ -90,6 +90,51 @@ TEST(Metrics, ConfusionMatrixCountsTrueByPredicted) {
   EXPECT_FALSE(train::AccuracyMetric().result().contains("confusion"));
 }
 
+TEST(Metrics, ManyClassesKeepTheirMostFrequentConfusionsNotTheMatrix) {
+  // Above kDenseConfusionClasses the n x n matrix is not kept; the report is
+  // the one the matrix gives, and the most frequent confusions are listed.
+  const int64_t n = static_cast<int64_t>(train::kDenseConfusionClasses) + 10;
+  std::vector<std::string> names;
+  for (int64_t c = 0; c < n; ++c) names.push_back("c" + std::to_string(c));
+  train::AccuracyMetric sparse(names);
+  std::vector<std::vector<int64_t>> dense(static_cast<size_t>(n), std::vector<int64_t>(static_cast<size_t>(n), 0));
+  torch::manual_seed(4);
+  for (int batch = 0; batch < 6; ++batch) {
+    // Predictions near the truth, so that some pairs repeat.
+    const auto target = torch::randint(n, {50}, torch::kLong);
+    const auto shifted = (target + torch::randint(0, 3, {50}, torch::kLong)) % n;
+    const auto logits = torch::nn::functional::one_hot(shifted, n).to(torch::kFloat);
+    sparse.add(logits, target);
+    for (int64_t i = 0; i < 50; ++i) ++dense[static_cast<size_t>(target[i].item<int64_t>())][static_cast<size_t>(shifted[i].item<int64_t>())];
+  }
+  const auto r = sparse.result();
+  EXPECT_FALSE(r.contains("confusion"));
+  const auto expected = train::classification_report(dense, names);
+  EXPECT_EQ(r.at("per_class"), expected.at("per_class"));
+  EXPECT_EQ(r.at("macro_avg"), expected.at("macro_avg"));
+  EXPECT_EQ(r.at("weighted_avg"), expected.at("weighted_avg"));
+  int64_t most = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      if (i != j) most = std::max(most, dense[static_cast<size_t>(i)][static_cast<size_t>(j)]);
+  const auto& top = r.at("top_confusions");
+  ASSERT_EQ(top.size(), train::kTopConfusions);
+  EXPECT_EQ(top[0].at("count").get<int64_t>(), most);
+  for (size_t k = 1; k < top.size(); ++k) EXPECT_LE(top[k].at("count"), top[k - 1].at("count"));
+  for (const auto& pair : top) {
+    const int64_t i = std::stoll(pair.at("true").get<std::string>().substr(1));
+    const int64_t j = std::stoll(pair.at("predicted").get<std::string>().substr(1));
+    EXPECT_NE(i, j);
+    EXPECT_EQ(pair.at("count").get<int64_t>(), dense[static_cast<size_t>(i)][static_cast<size_t>(j)]);
+  }
+  // Summed over ranks: the same report; the pairs stay with each rank.
+  train::AccuracyMetric reduced(names);
+  reduced.load_totals(sparse.totals());
+  auto without_pairs = r;
+  without_pairs.erase("top_confusions");
+  EXPECT_EQ(reduced.result(), without_pairs);
+}
+
 TEST(Optimizers, BadNamesAreUsageErrors) {
   train::OptimConfig c;
   c.schedule = "linear";

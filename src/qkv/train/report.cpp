@@ -19,7 +19,8 @@ namespace {
 
 // Summary entries that get a section of their own instead of columns of the
 // results table.
-const char* const kOwnSection[] = {"confusion", "classes", "per_class", "macro_avg", "weighted_avg", "category_iou"};
+const char* const kOwnSection[] = {"confusion", "top_confusions", "classes",     "per_class",
+                                   "macro_avg", "weighted_avg",   "category_iou"};
 
 // Metrics a reader looks for first, in this order; other columns follow in
 // the order they were first seen, then counts, then losses.
@@ -387,6 +388,26 @@ std::string confusion_table(const nlohmann::json& m, const nlohmann::json& class
   return o.str();
 }
 
+// Above kDenseConfusionClasses classes the run keeps its most frequent
+// confusions, not the n x n matrix: a table of them.
+std::string top_confusions_table(const nlohmann::json& entry) {
+  const auto& top = entry.at("top_confusions");
+  const size_t classes = entry.contains("classes") && entry.at("classes").is_array() ? entry.at("classes").size() : 0;
+  std::ostringstream o;
+  o << "<p class=\"note\">The " << top.size() << " most frequent confusions of " << format_integer(static_cast<int64_t>(classes))
+    << " classes (the full matrix is drawn up to " << kDenseConfusionClasses << " classes).</p>\n";
+  o << "<table class=\"classes\">\n<thead><tr><th>true</th><th>predicted</th><th class=\"n\">count</th></tr></thead>\n"
+       "<tbody>\n";
+  auto text = [](const nlohmann::json& row, const char* key) {
+    return row.is_object() && row.contains(key) ? json_scalar_text(row.at(key)) : std::string();
+  };
+  for (const auto& row : top)
+    o << "<tr><th>" << escape_html(text(row, "true")) << "</th><td>" << escape_html(text(row, "predicted")) << "</td>"
+      << cell(row.is_object() && row.contains("count") ? format_cell(row.at("count")) : "", true) << "</tr>\n";
+  o << "</tbody>\n</table>\n";
+  return o.str();
+}
+
 std::string classification_section(const nlohmann::json& summary, const std::vector<std::string>& splits) {
   std::ostringstream o;
   for (const auto& split : splits) {
@@ -398,6 +419,8 @@ std::string classification_section(const nlohmann::json& summary, const std::vec
     if (matrix)
       o << "<div class=\"cmbox\"><p class=\"note\">Confusion matrix: rows true class, columns predicted.</p>\n"
         << confusion_table(entry.at("confusion"), entry.at("classes")) << "</div>\n";
+    else if (entry.contains("top_confusions") && entry.at("top_confusions").is_array())
+      o << "<div class=\"cmbox\">" << top_confusions_table(entry) << "</div>\n";
     o << "</div>\n";
   }
   return o.str();
