@@ -151,11 +151,12 @@ class Cohort(_Split):
         everyone = range(len(cohort))
         self.rows = list(everyone if rows is None else rows)
         self.fit_rows = list(everyone if fit_rows is None else fit_rows)
-        self.subject_ids = [cohort.subject_ids[i] for i in self.rows]
-        self.labels = [cohort.labels[i] for i in self.rows]
         self.cpgs = list(cpgs) if cpgs else cohort.cpg_ids
         self.normalisation = normalisation
+        # First: the library checks the rows and names one outside the cohort.
         self._handle = cohort.dataset(self.rows, self.fit_rows, self.cpgs, normalisation)
+        self.subject_ids = [cohort.subject_ids[i] for i in self.rows]
+        self.labels = [cohort.labels[i] for i in self.rows]
         self.info = {}
 
     def subset(self, rows, fit_rows=None):

@@ -155,10 +155,11 @@ DatasetHandle cohort_dataset(const CohortHandle& self, const std::vector<int64_t
                              const std::vector<int64_t>& fit_rows, std::vector<std::string> cpgs,
                              const std::string& normalisation) {
   const int64_t n = self.cohort->size();
-  for (const auto* list : {&rows, &fit_rows})
+  for (const auto& [name, list] : {std::pair<const char*, const std::vector<int64_t>*>{"rows", &rows}, {"fit_rows", &fit_rows}})
     for (const auto i : *list)
       if (i < 0 || i >= n)
-        throw UsageError("row " + std::to_string(i) + " is outside a cohort of " + std::to_string(n) + " subjects");
+        throw UsageError(std::string(name) + ": row " + std::to_string(i) + " is outside a cohort of " +
+                         std::to_string(n) + " subjects (0.." + std::to_string(n - 1) + ")");
   if (fit_rows.empty()) throw UsageError("fit_rows: empty (the normalisation is fitted on them)");
   if (cpgs.empty()) cpgs = self.cohort->methylation.cpg_ids;
   const auto prep = medical::fit_preprocessing(*self.cohort, fit_rows, cpgs, normalisation);

@@ -12,7 +12,9 @@
 #include "qkv/core/errors.h"
 #include "qkv/models/model.h"
 #include "qkv/models/model_card.h"
+#include "qkv/models/size_arithmetic.h"
 #include "qkv/models/transformer_lm.h"
+#include "qkv/tasks/stored_runs.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/run.h"
 #include "qkv/train/weights.h"
@@ -66,39 +68,96 @@ void bind_module_tree(py::module_& m) {
       .def_property_readonly("type_name", &torch::nn::Module::name);
 }
 
+// A module's sizes checked before its constructor allocates anything, as the
+// registry's models are: each size at least 1, and the parameters the sizes
+// ask for (an upper bound from the sizes, saturating) within
+// models::max_parameters(). qkv.nn.VNLinear(2**31, 2) was allocated and
+// initialised, 16 GiB, before anything said no.
+void check_module_sizes(const char* module, std::initializer_list<std::pair<const char*, int64_t>> sizes,
+                        int64_t parameters) {
+  for (const auto& [name, value] : sizes)
+    if (value < 1) throw UsageError(std::string(module) + ": " + name + " must be at least 1, got " + std::to_string(value));
+  if (parameters > models::max_parameters())
+    throw UsageError(std::string(module) + ": these sizes ask for " +
+                     (parameters == models::kSaturated ? std::string("more than 2^63") : std::to_string(parameters)) +
+                     " parameters, more than max_parameters " + std::to_string(models::max_parameters()) +
+                     " (qkv.models.set_max_parameters)");
+}
+
 void bind_vn_modules(py::module_& m) {
   using namespace vn;
   py::class_<VNLinearImpl, torch::nn::Module, std::shared_ptr<VNLinearImpl>>(m, "VNLinear")
-      .def(py::init<int64_t, int64_t>(), py::arg("in_channels"), py::arg("out_channels"))
+      .def(py::init([](int64_t in, int64_t out) {
+             check_module_sizes("VNLinear", {{"in_channels", in}, {"out_channels", out}}, models::sat_mul(in, out));
+             return std::make_shared<VNLinearImpl>(in, out);
+           }),
+           py::arg("in_channels"), py::arg("out_channels"))
       .def("forward", &VNLinearImpl::forward);
   py::class_<VNLeakyReLUImpl, torch::nn::Module, std::shared_ptr<VNLeakyReLUImpl>>(m, "VNLeakyReLU")
-      .def(py::init<int64_t, bool, double>(), py::arg("channels"), py::arg("share") = false,
-           py::arg("negative_slope") = 0.2)
+      .def(py::init([](int64_t channels, bool share, double slope) {
+             check_module_sizes("VNLeakyReLU", {{"channels", channels}},
+                                models::sat_mul(channels, share ? 1 : channels));
+             return std::make_shared<VNLeakyReLUImpl>(channels, share, slope);
+           }),
+           py::arg("channels"), py::arg("share") = false, py::arg("negative_slope") = 0.2)
       .def("forward", &VNLeakyReLUImpl::forward);
   py::class_<VNBatchNormImpl, torch::nn::Module, std::shared_ptr<VNBatchNormImpl>>(m, "VNBatchNorm")
-      .def(py::init<int64_t, double, double>(), py::arg("channels"), py::arg("momentum") = 0.1, py::arg("eps") = 1e-5)
+      .def(py::init([](int64_t channels, double momentum, double eps) {
+             check_module_sizes("VNBatchNorm", {{"channels", channels}}, models::norm_parameters(channels));
+             return std::make_shared<VNBatchNormImpl>(channels, momentum, eps);
+           }),
+           py::arg("channels"), py::arg("momentum") = 0.1, py::arg("eps") = 1e-5)
       .def("forward", &VNBatchNormImpl::forward);
   py::class_<VNLayerNormImpl, torch::nn::Module, std::shared_ptr<VNLayerNormImpl>>(m, "VNLayerNorm")
-      .def(py::init<int64_t, double>(), py::arg("channels"), py::arg("eps") = 1e-5)
+      .def(py::init([](int64_t channels, double eps) {
+             check_module_sizes("VNLayerNorm", {{"channels", channels}}, models::norm_parameters(channels));
+             return std::make_shared<VNLayerNormImpl>(channels, eps);
+           }),
+           py::arg("channels"), py::arg("eps") = 1e-5)
       .def("forward", &VNLayerNormImpl::forward);
   py::class_<VNLinearLeakyReLUImpl, torch::nn::Module, std::shared_ptr<VNLinearLeakyReLUImpl>>(m, "VNLinearLeakyReLU")
-      .def(py::init<int64_t, int64_t, bool, double, bool>(), py::arg("in_channels"), py::arg("out_channels"),
-           py::arg("share") = false, py::arg("negative_slope") = 0.2, py::arg("batch_norm") = true)
+      .def(py::init([](int64_t in, int64_t out, bool share, double slope, bool batch_norm) {
+             check_module_sizes("VNLinearLeakyReLU", {{"in_channels", in}, {"out_channels", out}},
+                                models::vn_linear_leaky_relu_parameters(in, out, share));
+             return std::make_shared<VNLinearLeakyReLUImpl>(in, out, share, slope, batch_norm);
+           }),
+           py::arg("in_channels"), py::arg("out_channels"), py::arg("share") = false, py::arg("negative_slope") = 0.2,
+           py::arg("batch_norm") = true)
       .def("forward", &VNLinearLeakyReLUImpl::forward);
   py::class_<VNMaxPoolImpl, torch::nn::Module, std::shared_ptr<VNMaxPoolImpl>>(m, "VNMaxPool")
-      .def(py::init<int64_t>(), py::arg("channels"))
+      .def(py::init([](int64_t channels) {
+             check_module_sizes("VNMaxPool", {{"channels", channels}}, models::sat_mul(channels, channels));
+             return std::make_shared<VNMaxPoolImpl>(channels);
+           }),
+           py::arg("channels"))
       .def("forward", &VNMaxPoolImpl::forward);
   py::class_<VNStdFeatureImpl, torch::nn::Module, std::shared_ptr<VNStdFeatureImpl>>(m, "VNStdFeature")
-      .def(py::init<int64_t, bool, bool, double>(), py::arg("in_channels"), py::arg("normalize_frame") = false,
-           py::arg("share") = false, py::arg("negative_slope") = 0.2)
+      .def(py::init([](int64_t in, bool normalize_frame, bool share, double slope) {
+             check_module_sizes("VNStdFeature", {{"in_channels", in}},
+                                models::vn_std_feature_parameters(in, normalize_frame));
+             return std::make_shared<VNStdFeatureImpl>(in, normalize_frame, share, slope);
+           }),
+           py::arg("in_channels"), py::arg("normalize_frame") = false, py::arg("share") = false,
+           py::arg("negative_slope") = 0.2)
       .def("forward", &VNStdFeatureImpl::forward);
   py::class_<VNEdgeConvImpl, torch::nn::Module, std::shared_ptr<VNEdgeConvImpl>>(m, "VNEdgeConv")
-      .def(py::init<int64_t, int64_t, int64_t, bool, double>(), py::arg("in_channels"), py::arg("out_channels"),
-           py::arg("k"), py::arg("with_cross") = false, py::arg("negative_slope") = 0.2)
+      .def(py::init([](int64_t in, int64_t out, int64_t k, bool with_cross, double slope) {
+             check_module_sizes("VNEdgeConv", {{"in_channels", in}, {"out_channels", out}, {"k", k}},
+                                models::vn_linear_leaky_relu_parameters(models::sat_mul(with_cross ? 3 : 2, in), out));
+             return std::make_shared<VNEdgeConvImpl>(in, out, k, with_cross, slope);
+           }),
+           py::arg("in_channels"), py::arg("out_channels"), py::arg("k"), py::arg("with_cross") = false,
+           py::arg("negative_slope") = 0.2)
       .def("forward", &VNEdgeConvImpl::forward);
   py::class_<VNMultiHeadAttentionImpl, torch::nn::Module, std::shared_ptr<VNMultiHeadAttentionImpl>>(
       m, "VNMultiHeadAttention")
-      .def(py::init<int64_t, int64_t, int64_t>(), py::arg("channels"), py::arg("heads"), py::arg("head_dim"))
+      .def(py::init([](int64_t channels, int64_t heads, int64_t head_dim) {
+             // q, k, v and the output map: channels x heads * head_dim each.
+             check_module_sizes("VNMultiHeadAttention", {{"channels", channels}, {"heads", heads}, {"head_dim", head_dim}},
+                                models::sat_mul(4, models::sat_mul(channels, models::sat_mul(heads, head_dim))));
+             return std::make_shared<VNMultiHeadAttentionImpl>(channels, heads, head_dim);
+           }),
+           py::arg("channels"), py::arg("heads"), py::arg("head_dim"))
       .def(
           "forward",
           [](VNMultiHeadAttentionImpl& self, const at::Tensor& x, bool need_weights) {
@@ -109,11 +168,24 @@ void bind_vn_modules(py::module_& m) {
           },
           py::arg("x"), py::arg("need_weights") = false);
   py::class_<VNFeedForwardImpl, torch::nn::Module, std::shared_ptr<VNFeedForwardImpl>>(m, "VNFeedForward")
-      .def(py::init<int64_t, int64_t>(), py::arg("channels"), py::arg("hidden"))
+      .def(py::init([](int64_t channels, int64_t hidden) {
+             check_module_sizes("VNFeedForward", {{"channels", channels}, {"hidden", hidden}},
+                                models::sat_add(models::vn_linear_leaky_relu_parameters(channels, hidden),
+                                                models::sat_mul(hidden, channels)));
+             return std::make_shared<VNFeedForwardImpl>(channels, hidden);
+           }),
+           py::arg("channels"), py::arg("hidden"))
       .def("forward", &VNFeedForwardImpl::forward);
   py::class_<VNTBlockImpl, torch::nn::Module, std::shared_ptr<VNTBlockImpl>>(m, "VNTBlock")
-      .def(py::init<int64_t, int64_t, int64_t, int64_t, bool>(), py::arg("channels"), py::arg("heads"),
-           py::arg("head_dim"), py::arg("ffn_hidden"), py::arg("layer_norm") = false)
+      .def(py::init([](int64_t channels, int64_t heads, int64_t head_dim, int64_t ffn_hidden, bool layer_norm) {
+             check_module_sizes(
+                 "VNTBlock", {{"channels", channels}, {"heads", heads}, {"head_dim", head_dim}, {"ffn_hidden", ffn_hidden}},
+                 models::sat_add(models::sat_mul(4, models::sat_mul(channels, models::sat_mul(heads, head_dim))),
+                                 models::vn_linear_leaky_relu_parameters(channels, ffn_hidden),
+                                 models::sat_add(models::sat_mul(ffn_hidden, channels), models::sat_mul(4, channels))));
+             return std::make_shared<VNTBlockImpl>(channels, heads, head_dim, ffn_hidden, layer_norm);
+           }),
+           py::arg("channels"), py::arg("heads"), py::arg("head_dim"), py::arg("ffn_hidden"), py::arg("layer_norm") = false)
       .def("forward", [](VNTBlockImpl& self, const at::Tensor& x) { return self.forward(x); });
 }
 
@@ -238,7 +310,7 @@ void bind_models(py::module_& m) {
       nlohmann::json config;
       models::ModelPtr model;
       try {
-        model = train::load_model_from_checkpoint(file, &config);
+        model = tasks::load_checked_model(file, &config);  // the CLI's checks of the stored settings
       } catch (...) {
         train::allow_non_finite_checkpoints(false);
         throw;

@@ -77,7 +77,7 @@ void bind_ops(py::module_& m) {
           R"doc(knn(points, k) -> LongTensor [B, N, k] (or [N, k])
 
 Indices of the k nearest neighbours of every point (squared Euclidean
-distance), nearest first, the point itself included; ties by index.
+distance), nearest first, the point itself first (also before a duplicate of it); ties by index.
 points: [B, N, D] or [N, D], float32/float64. N < k is a qkv.DataError.)doc");
   ops.def("farthest_point_sample", &farthest_point_sample, py::arg("points"), py::arg("m"), py::arg("start") = 0,
           R"doc(farthest_point_sample(points, m, start=0) -> LongTensor [B, m] (or [m])

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "qkv/models/model.h"
+#include "qkv/tasks/stored_runs.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/run.h"
 #include "support/cli_run.h"
@@ -312,5 +313,14 @@ TEST(Hardening, CraftedCheckpointSettingsNameTheCheckpoint) {
     const auto [status, peak] = status_and_peak_kib({"vnt", "predict", "--checkpoint", path, "--input", input});
     EXPECT_EQ(status, 1) << name;
     EXPECT_LT(peak, baseline_peak_kib() + 120 * 1024) << name;
+    // qkv.load reads checkpoints through load_checked_model: the same refusal.
+    const std::string message = qkv::testing::data_error_of([&] {
+      nlohmann::json stored;
+      qkv::tasks::load_checked_model(path, &stored);
+    });
+    EXPECT_NE(message.find(expected.at(name)), std::string::npos) << name << ": " << message;
   }
+  nlohmann::json stored;
+  EXPECT_NE(qkv::tasks::load_checked_model(tiny_vnt_checkpoint(), &stored), nullptr);
+  EXPECT_EQ(stored.value("command", ""), "vnt train");
 }

@@ -1,5 +1,5 @@
 // knn_indices against brute force: every distance computed directly, pairs
-// sorted by (distance, index). Points on a small integer grid make every
+// sorted by (distance, index), the point itself first. Points on a small integer grid make every
 // distance exact in float32 and float64 and give many ties, so the index
 // order of equal distances is checked too.
 #include <gtest/gtest.h>
@@ -22,7 +22,7 @@ at::Tensor brute_force_knn(const at::Tensor& features, int64_t k) {
     const auto* dp = d.data_ptr<double>();
     for (int64_t q = 0; q < n; ++q) {
       std::vector<std::pair<double, int64_t>> row;
-      for (int64_t j = 0; j < n; ++j) row.emplace_back(dp[q * n + j], j);
+      for (int64_t j = 0; j < n; ++j) row.emplace_back(j == q ? -1.0 : dp[q * n + j], j);  // itself first
       std::sort(row.begin(), row.end());
       for (int64_t r = 0; r < k; ++r) out[i][q][r] = row[static_cast<size_t>(r)].second;
     }
@@ -47,6 +47,19 @@ TEST(KnnIndices, EqualsBruteForceWithTiesByIndex) {
   }
   // Past 2,048 points a cloud's queries come in blocks (2,600: 1,613 + 987).
   expect_brute_force(1, 12, 2600, 5, torch::kFloat);
+}
+
+TEST(KnnIndices, ThePointItselfComesFirstEvenAmongItsDuplicates) {
+  // Every point the same: its duplicates tie with it at distance 0, and the
+  // one of lowest index came first. Both paths (xyz, and the GEMM of wide features).
+  for (const int64_t d : {3, 12}) {
+    const auto same = torch::ones({1, d, 6});
+    const auto got = vn::knn_indices(same, 3);
+    for (int64_t q = 0; q < 6; ++q) {
+      EXPECT_EQ(got[0][q][0].item<int64_t>(), q) << "d " << d;
+      EXPECT_EQ(got[0][q][1].item<int64_t>(), q == 0 ? 1 : 0) << "d " << d;  // then the others by index
+    }
+  }
 }
 
 TEST(KnnIndices, ContinuousPointsMatchBruteForce) {

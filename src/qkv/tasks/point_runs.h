@@ -66,27 +66,37 @@ struct LoadedPointRun {
   nlohmann::json config;
   Data data;
 };
+
+// The data settings a checkpoint's run configuration stores, after the
+// checks a new run's options pass (the model fits the points, the classes
+// match the outputs); DataError naming the checkpoint.
 template <typename Data>
-LoadedPointRun<Data> load_point_run(const std::string& checkpoint, const c10::Device& device, const char* command) {
-  LoadedPointRun<Data> r;
-  r.model = train::load_model_from_checkpoint(checkpoint, &r.config, command);
+Data checked_stored_point_data(const std::string& checkpoint, const nlohmann::json& config) {
   // The stored settings pass the checks a new run's options pass, and a
   // failure names the checkpoint (it was edited, or made by another version).
   try {
-    r.data = Data::from_json(r.config.at("data"));
-    const auto& model = r.config.at("model");
-    check_point_model_fits(model.at("name"), model.at("options"), r.data.view.num_points);
+    Data data = Data::from_json(config.at("data"));
+    const auto& model = config.at("model");
+    check_point_model_fits(model.at("name"), model.at("options"), data.view.num_points);
     if constexpr (has_class_names<Data>::value) {
       const auto classes = models::find_model(model.at("name")).resolve(model.at("options")).value("classes", 0);
-      if (classes != static_cast<int64_t>(r.data.class_names.size()))
+      if (classes != static_cast<int64_t>(data.class_names.size()))
         throw DataError("the model has " + std::to_string(classes) + " outputs but the run names " +
-                        counted(static_cast<int64_t>(r.data.class_names.size()), "class"));
+                        counted(static_cast<int64_t>(data.class_names.size()), "class"));
     }
+    return data;
   } catch (const nlohmann::json::exception&) {
     throw DataError(checkpoint + ": stored run configuration is incomplete");
   } catch (const std::runtime_error& e) {  // UsageError, DataError
     throw DataError(checkpoint + ": stored run configuration: " + first_line(e.what()));
   }
+}
+
+template <typename Data>
+LoadedPointRun<Data> load_point_run(const std::string& checkpoint, const c10::Device& device, const char* command) {
+  LoadedPointRun<Data> r;
+  r.model = train::load_model_from_checkpoint(checkpoint, &r.config, command);
+  r.data = checked_stored_point_data<Data>(checkpoint, r.config);
   r.model->to(device);
   r.model->eval();
   return r;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -136,6 +137,7 @@ at::Tensor knn_indices_cpu(const at::Tensor& features, int64_t k) {
           const int64_t q = task % n;
           std::fill(dist.begin(), dist.end(), scalar_t(0));
           for (int64_t c = 0; c < dims; ++c) add_squared_differences(cloud + c * n, cloud[c * n + q], n, row);
+          row[q] = -std::numeric_limits<scalar_t>::infinity();  // itself first, before its duplicates
           select_k_nearest<scalar_t>(row, n, k, o + task * k, best);
         }
       });
@@ -163,6 +165,7 @@ at::Tensor knn_indices_cpu(const at::Tensor& features, int64_t k) {
           const scalar_t* sc = s + cloud * n;
           const scalar_t sq_query = s[query];
           expanded_distances(sq_query, sc, row, n, d);
+          d[query % n] = -std::numeric_limits<scalar_t>::infinity();  // itself first, whatever the rounding
           select_k_nearest<scalar_t>(d, n, k, o + query * k, best);
         }
       });
@@ -203,6 +206,7 @@ at::Tensor knn_indices(const at::Tensor& features, int64_t k) {
     const int64_t q1 = std::min(n, q0 + kKnnQueryBlock);
     const auto q = points.slice(1, q0, q1);
     const auto dist = sq.slice(1, q0, q1) + sq.transpose(1, 2) - 2 * torch::matmul(q, points.transpose(1, 2));
+    dist.diagonal(q0, 1, 2).fill_(-std::numeric_limits<double>::infinity());  // itself first
     blocks.push_back(std::get<1>(dist.topk(k, -1, /*largest=*/false, /*sorted=*/true)));
   }
   return torch::cat(blocks, 1);

@@ -74,7 +74,8 @@ at::Tensor vn_rescale(const at::Tensor& x, const at::Tensor& norm, const at::Ten
 at::Tensor vn_mean_pool(const at::Tensor& x);
 
 // Indices of the k nearest neighbours of every point, [B, N, k] int64, nearest
-// first, the point itself included (distance 0). features [B, D, N]: xyz
+// first, the point itself always first (before a duplicate of it of lower
+// index, and whatever the rounding of expanded distances). features [B, D, N]: xyz
 // (D = 3) or flattened VN features (D = 3C) for dynamic graphs. Squared
 // Euclidean distances are rotation invariant, so the graph is too.
 // Throws DataError when N < k. On the CPU, float32 and float64: for D <= 8
