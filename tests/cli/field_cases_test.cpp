@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -326,4 +327,25 @@ TEST_F(FieldCases, ThousandsOfClassesCostLinearlyInTheRunsFilesAndMemory) {
   EXPECT_LE(test.at("top_confusions").size(), 20u);
   EXPECT_NE(read_text(run + "/report.html").find("most frequent confusions of 3,000 classes"), std::string::npos);
   fs::remove_all(root);
+}
+
+TEST_F(FieldCases, TwoRunsIntoOneFolderOneIsRefusedNamingTheOther) {
+  // Both ran; config.json was one run's, the checkpoints the other's.
+  const std::string dir = fresh_dir("field_two_runs");
+  const pid_t first = qkv::testing::start_qkv_quietly(
+      {"spirals", "train", "--points-per-arm", "20", "--epochs", "1000000", "--threads", "1", "--out", dir});
+  ASSERT_GT(first, 0);
+  for (int i = 0; i < 200 && !fs::exists(dir + "/config.json"); ++i) ::usleep(50 * 1000);
+  ASSERT_TRUE(fs::exists(dir + "/config.json"));
+  const auto second = run_qkv("spirals train --points-per-arm 20 --epochs 1 --lr 0.002 --threads 1 --overwrite --out " + dir);
+  expect_clean_failure(second, 2, "another qkv command is writing there (process " + std::to_string(first) + ": qkv spirals train");
+  EXPECT_EQ(read_json(dir + "/config.json").at("train").at("lr").get<double>(), 0.01);  // the first run's, untouched
+  // The holder killed: its folder is taken over by the next command.
+  ::kill(first, SIGKILL);
+  int status = 0;
+  ::waitpid(first, &status, 0);
+  const auto next = run_qkv("spirals train --points-per-arm 20 --epochs 1 --lr 0.002 --threads 1 --overwrite --out " + dir);
+  EXPECT_EQ(next.status, 0) << next.output;
+  EXPECT_EQ(read_json(dir + "/config.json").at("train").at("lr").get<double>(), 0.002);
+  fs::remove_all(dir);
 }
