@@ -433,7 +433,6 @@ bool is_empty_folder(const fs::path& dir) {
   return !ec && read_ledger(dir).files.empty();
 }
 
-
 // The ledger and the run records are JSON, which holds UTF-8 only: a folder
 // whose name is not would be recorded under another name.
 void require_utf8_name(const std::string& path, const std::string& option) {
