@@ -246,7 +246,22 @@ TEST_F(FieldCases, MhcaTrainResumesFromItsFolderAlone) {
     fs::remove(subject.spect_path);
     qkv::medical::write_nifti(subject.spect_path, v);
   }
+  // And with voxels twice as large (the grid the same).
+  const std::string coarse = dir + "-coarse";
+  fs::copy(cohort(), coarse, fs::copy_options::recursive);
+  for (const auto& subject : qkv::medical::read_manifest(coarse + "/manifest.csv").subjects) {
+    auto v = qkv::medical::read_nifti(subject.spect_path);
+    v.geometry.qform_code = 0;
+    for (size_t e = 0; e < 12; ++e)
+      if (e % 4 != 3) v.geometry.sform[e] *= 2;
+    for (auto& s : v.geometry.spacing) s *= 2;
+    fs::remove(subject.spect_path);
+    qkv::medical::write_nifti(subject.spect_path, v);
+  }
   const std::string ckpt = dir + "/checkpoints/best.ckpt";
+  expect_clean_failure(run_qkv("mhca predict " + cohort_args(coarse) + " --checkpoint " + ckpt + " --output " + dir +
+                               "-out/pred.csv"),
+                       1, "its voxels are 15.1667x15.5714x15.1667 mm, " + ckpt + " was trained on voxels of 7.58333x7.78571x7.58333 mm");
   expect_clean_failure(run_qkv("mhca predict " + cohort_args(mirrored) + " --checkpoint " + ckpt + " --output " +
                                dir + "-out/pred.csv"),
                        1, "was trained on volumes oriented LAS+");
@@ -257,7 +272,7 @@ TEST_F(FieldCases, MhcaTrainResumesFromItsFolderAlone) {
   // The training cohort itself is predicted as before.
   EXPECT_EQ(run_qkv("mhca predict " + cohort_args() + " --checkpoint " + ckpt + " --output " + dir + "-out/pred.csv").status,
             0);
-  for (const auto& d : {dir, mirrored, turned, dir + "-out"}) fs::remove_all(d);
+  for (const auto& d : {dir, mirrored, turned, coarse, dir + "-out"}) fs::remove_all(d);
 }
 
 TEST_F(FieldCases, SegPredictWritesOnlyIntoItsOwnOrAnEmptyFolder) {

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -30,21 +32,35 @@ std::vector<InputPath> cohort_inputs(const CohortFiles& files) {
   return {{"manifest", files.manifest}, {"methylation", files.methylation}};
 }
 
-// A checkpoint's grid says nothing of which way its volumes point: a cohort
-// mirrored in x against the training cohort was read the wrong way round
-// with no word. Refused when the run recorded its volumes' orientation
-// (mhca train) and this cohort's differs, naming both.
+// A checkpoint's grid says nothing of which way its volumes point or how
+// large a voxel is: a cohort mirrored in x against the training cohort was
+// read the wrong way round with no word. Refused when the run recorded its
+// volumes' orientation and voxel size (mhca train) and this cohort's differ
+// (voxel sizes by more than 1e-3 of their size, our tolerance), naming both.
 void check_recorded_orientation(const nlohmann::json& config, const medical::CohortData& cohort,
                                 const std::string& checkpoint, const CohortFiles& files) {
-  const std::string trained =
-      config.contains("data") && config.at("data").is_object() ? config.at("data").value("orientation", "") : "";
-  if (trained.empty()) return;
-  const std::string here = medical::orientation_code(cohort.geometry);
-  if (here == trained) return;
-  throw DataError(files.manifest + ": its volumes are oriented " + here + "+, " + checkpoint +
-                  " was trained on volumes oriented " + trained +
-                  "+ (mirrored or turned against them); store them as the training volumes were" +
-                  (trained == "RAS" ? ", or give {reorient}" : ""));
+  const nlohmann::json data = config.contains("data") && config.at("data").is_object() ? config.at("data") : nlohmann::json();
+  const std::string trained = data.is_object() ? data.value("orientation", "") : "";
+  if (!trained.empty()) {
+    const std::string here = medical::orientation_code(cohort.geometry);
+    if (here != trained)
+      throw DataError(files.manifest + ": its volumes are oriented " + here + "+, " + checkpoint +
+                      " was trained on volumes oriented " + trained +
+                      "+ (mirrored or turned against them); store them as the training volumes were" +
+                      (trained == "RAS" ? ", or give {reorient}" : ""));
+  }
+  const auto trained_size = data.is_object() ? data.value("voxel_size", std::vector<double>{}) : std::vector<double>{};
+  if (trained_size.size() != 3) return;
+  const auto& here = cohort.geometry.spacing;
+  const auto text = [](const auto& s) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%gx%gx%g mm", s[0], s[1], s[2]);
+    return std::string(buf);
+  };
+  for (size_t d = 0; d < 3; ++d)
+    if (std::abs(here[d] - trained_size[d]) > 1e-3 * std::max(std::abs(here[d]), std::abs(trained_size[d])))
+      throw DataError(files.manifest + ": its voxels are " + text(here) + ", " + checkpoint +
+                      " was trained on voxels of " + text(trained_size) + "; resample the volumes to that size");
 }
 
 // Whether the checkpoint's run turned its volumes to RAS+: a cohort it reads

@@ -135,6 +135,8 @@ MhcaTrainRun prepare_mhca_train(MhcaTrainData& d, bool volumes, uint64_t seed) {
   for (auto r : fit_rows) d.fit_subjects.push_back(run.cohort.subject_ids[static_cast<size_t>(r)]);
   std::sort(d.fit_subjects.begin(), d.fit_subjects.end());
   d.orientation = volumes ? medical::orientation_code(run.cohort.geometry) : "";
+  const auto& spacing = run.cohort.geometry.spacing;
+  d.voxel_size = volumes ? std::vector<double>(spacing.begin(), spacing.end()) : std::vector<double>{};
   return run;
 }
 

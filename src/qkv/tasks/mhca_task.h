@@ -75,9 +75,11 @@ struct MhcaTrainData {
   std::vector<std::string> test_subjects;
   std::vector<std::string> fit_subjects;
   // The training volumes' orientation code ("RAS", "LPS"; orientation.h)
-  // after --reorient, "" where no volume was read: predict and explain refuse
-  // a cohort whose volumes point another way (mirrored or turned).
+  // and voxel size in mm after --reorient, empty where no volume was read:
+  // predict and explain refuse a cohort whose volumes point another way
+  // (mirrored or turned) or have other voxels.
   std::string orientation;
+  std::vector<double> voxel_size;
 
   nlohmann::json to_json() const { return fields_to_json(*this); }
   static MhcaTrainData from_json(const nlohmann::json& j) {
@@ -115,6 +117,7 @@ void visit_fields(MhcaTrainData& d, V&& visit) {
   visit(Field{"test_subjects", "", ""}, d.test_subjects);
   visit(Field{"fit_subjects", "", ""}, d.fit_subjects);
   visit(Field{"orientation", "", ""}, d.orientation);
+  visit(Field{"voxel_size", "", ""}, d.voxel_size);
 }
 
 // One `mhca train` run's data, made from the settings: the cohort, a
