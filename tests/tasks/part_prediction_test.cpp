@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <string>
 
@@ -13,6 +15,7 @@
 #include "qkv/models/model.h"
 #include "qkv/pointcloud/shapenet_part.h"
 #include "qkv/pointcloud/synth_parts.h"
+#include "qkv/pointcloud/transforms.h"
 #include "qkv/tasks/part_segmentation.h"
 #include "support/test_files.h"
 
@@ -76,6 +79,73 @@ TEST(PredictParts, EveryPointGetsOneOfItsClasssPartsScoredAgainstTheFile) {
   int64_t same = 0;
   for (size_t i = 0; i < p.labels.size(); ++i) same += p.labels[i] == turned.labels[i];
   EXPECT_GE(same, 297) << "labels that changed under rotation: " << 300 - same;
+  fs::remove_all(dir);
+}
+
+// The table file's points, each repeated `copies` times with a small jitter,
+// turned by `rotation` (xyz and normals), as a cloud file of
+// "x y z nx ny nz part" lines.
+std::string dense_copy(const std::string& file, const std::string& out, int copies, const at::Tensor& rotation) {
+  const auto rows = pc::read_part_text(file, nullptr).rows;
+  torch::manual_seed(5);
+  const auto jitter = 0.002 * torch::randn({static_cast<int64_t>(rows.size()) * copies, 3}, torch::kDouble);
+  std::ofstream o(out);
+  int64_t i = 0;
+  for (const auto& r : rows)
+    for (int c = 0; c < copies; ++c, ++i) {
+      auto p = torch::tensor({r[0], r[1], r[2]}, torch::kDouble) + jitter[i];
+      auto n = torch::tensor({r[3], r[4], r[5]}, torch::kDouble);
+      p = torch::mv(rotation, p);
+      n = torch::mv(rotation, n);
+      char line[256];
+      std::snprintf(line, sizeof line, "%.7f %.7f %.7f %.6f %.6f %.6f\n", p[0].item<double>(), p[1].item<double>(),
+                    p[2].item<double>(), n[0].item<double>(), n[1].item<double>(), n[2].item<double>());
+      o << line;
+    }
+  return out;
+}
+
+TEST(PredictParts, ACloudLargerThanTheRunsPointsIsLabelledWholeByVotesAndStaysInvariant) {
+  // Every point of a cloud ten times the run's size gets a label, from the
+  // votes on samplings of the run's size and its nearest sampled point; the
+  // same labels for the cloud turned in SO(3) (the samplings depend on the
+  // seed, not on the coordinates).
+  const auto dir = fresh_dir("tasks_predict_votes");
+  const auto file = one_table_file(dir);
+  ASSERT_FALSE(file.empty());
+  tasks::PartSegData data;
+  data.source = "synthetic";
+  data.view.up_axis = 1;
+  data.view.num_points = 300;
+  torch::manual_seed(0);
+  auto model = small_segmenter();
+  const int64_t table = pc::find_part_category("Table", "class");
+  const auto& cat = pc::shapenet_part_categories()[static_cast<size_t>(table)];
+  const auto plain = dense_copy(file, dir + "/dense.txt", 10, torch::eye(3, torch::kDouble));
+  torch::manual_seed(9);
+  auto [q, r] = torch::linalg::qr(torch::randn({3, 3}, torch::kDouble));
+  q = q * torch::sign(torch::diagonal(r));
+  if (torch::det(q).item<double>() < 0) q.select(1, 0).neg_();
+  const auto turned_file = dense_copy(file, dir + "/turned.txt", 10, q);
+  const auto p = tasks::predict_parts(*model, data, plain, table, pc::Rotation::None, 4, torch::kCPU, 3);
+  ASSERT_EQ(p.labels.size(), 3000u);
+  for (const auto label : p.labels) {
+    EXPECT_GE(label, cat.first_part);
+    EXPECT_LT(label, cat.first_part + cat.parts);
+  }
+  EXPECT_EQ(p.report.at("votes").at("samplings"), 3);
+  EXPECT_EQ(p.report.at("votes").at("points_each"), 300);
+  const int64_t sampled = p.report.at("votes").at("points_sampled");
+  EXPECT_GT(sampled, 300);
+  EXPECT_LE(sampled, 900);
+  const auto turned = tasks::predict_parts(*model, data, turned_file, table, pc::Rotation::None, 4, torch::kCPU, 3);
+  int64_t same = 0;
+  for (size_t i = 0; i < p.labels.size(); ++i) same += p.labels[i] == turned.labels[i];
+  EXPECT_GE(same, 2985) << "labels that changed under rotation: " << 3000 - same;
+  // A point that was sampled keeps its own vote: its nearest sampled point is itself.
+  const auto xyz = torch::rand({50, 3}, torch::kDouble);
+  EXPECT_TRUE(torch::equal(pc::nearest_point_indices(xyz, xyz), torch::arange(50, torch::kLong)));
+  EXPECT_EQ(pc::nearest_point_indices(torch::zeros({2, 3}), torch::zeros({4, 3})).sum().item<int64_t>(), 0);  // ties: lowest
   fs::remove_all(dir);
 }
 

@@ -125,6 +125,27 @@ at::Tensor farthest_point_sample_random_start(const at::Tensor& points, int64_t 
   return fps(points, m, std::vector<int64_t>(d, d + b));
 }
 
+at::Tensor nearest_point_indices(const at::Tensor& queries, const at::Tensor& points) {
+  if (!queries.defined() || queries.dim() != 2 || queries.size(1) != 3 || !points.defined() || points.dim() != 2 ||
+      points.size(1) != 3)
+    throw UsageError("nearest_point_indices: queries and points must be [Q, 3] and [P, 3]");
+  if (points.size(0) == 0) throw UsageError("nearest_point_indices: no points to be nearest to");
+  at::NoGradGuard no_grad;
+  const auto p = points.to(torch::kDouble).contiguous();
+  const auto p_sq = (p * p).sum(1);  // |p|^2; |q|^2 is the same along a row and left out
+  const auto q_all = queries.to(torch::kDouble).contiguous();
+  const int64_t n = q_all.size(0);
+  auto out = torch::empty({n}, torch::kLong);
+  // Blocks of at most 2^22 distances (32 MiB in float64).
+  const int64_t block = std::max<int64_t>(1, (int64_t{1} << 22) / points.size(0));
+  for (int64_t q0 = 0; q0 < n; q0 += block) {
+    const int64_t q1 = std::min(n, q0 + block);
+    const auto d = p_sq.unsqueeze(0) - 2 * torch::mm(q_all.slice(0, q0, q1), p.t());
+    out.slice(0, q0, q1).copy_(d.argmin(1));
+  }
+  return out;
+}
+
 at::Tensor random_subsample(const at::Tensor& points, int64_t m, OptionalGenerator gen) {
   check_points(points, "random_subsample");
   const int64_t b = as_batch(points).size(0), n = points.size(-2);

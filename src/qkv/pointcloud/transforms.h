@@ -30,6 +30,14 @@ at::Tensor farthest_point_sample_random_start(const at::Tensor& points, int64_t 
 // m distinct indices drawn uniformly (a random permutation's first m), [m] or [B, m].
 at::Tensor random_subsample(const at::Tensor& points, int64_t m, OptionalGenerator gen = c10::nullopt);
 
+// For each of `queries` [Q, 3], the index of its nearest of `points` [P, 3]
+// (squared Euclidean; ties to the lowest index), [Q] int64. Blocks of queries
+// against all points (one product each, never Q x P at once): O(Q P) time,
+// O(P) memory beyond the output. float32 or float64, computed in float64 so
+// that the expansion's rounding cannot reorder near neighbours. UsageError
+// for bad shapes or an empty `points`.
+at::Tensor nearest_point_indices(const at::Tensor& queries, const at::Tensor& points);
+
 // points[..., indices[i], :] for index tensors as the samplers above return:
 // [N, C] with [m] gives [m, C]; [B, N, C] with [B, m] gives [B, m, C].
 at::Tensor gather_points(const at::Tensor& points, const at::Tensor& indices);

@@ -1,5 +1,6 @@
 #include "qkv/tasks/part_segmentation.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 #include "qkv/core/text.h"
 #include "qkv/pointcloud/mesh_read.h"
 #include "qkv/pointcloud/mesh_write.h"
+#include "qkv/pointcloud/sampling.h"
+#include "qkv/pointcloud/transforms.h"
 #include "qkv/tasks/point_runs.h"
 #include "qkv/train/part_iou.h"
 
@@ -111,8 +114,26 @@ train::MetricFactory part_iou_metric() {
   };
 }
 
+namespace {
+
+// The category's part probabilities [N, parts] of one cloud (points [1, 3, N]).
+at::Tensor part_probabilities(models::Model& model, const at::Tensor& points, const at::Tensor& normals,
+                              int64_t category, const pc::PartCategory& cat, const c10::Device& device) {
+  data::Batch batch;
+  batch.inputs["points"] = points;
+  if (normals.defined()) batch.inputs["normals"] = normals;
+  batch.inputs["category"] = torch::full({1}, category, torch::kLong);
+  batch.target = torch::zeros({1, points.size(2)}, torch::kLong);
+  const auto logits = model.forward(batch.to(device))[0].to(torch::kCPU);  // [N, 50]
+  return torch::softmax(logits.slice(1, cat.first_part, cat.first_part + cat.parts).to(torch::kDouble), 1);
+}
+
+}  // namespace
+
 PartPrediction predict_parts(models::Model& model, const PartSegData& data, const std::string& input,
-                             int64_t category, pc::Rotation rotation, uint64_t seed, const c10::Device& device) {
+                             int64_t category, pc::Rotation rotation, uint64_t seed, const c10::Device& device,
+                             int64_t votes) {
+  if (votes < 1) throw ConfigError("votes", "must be at least 1, got " + std::to_string(votes));
   const auto& cat = pc::shapenet_part_categories().at(static_cast<size_t>(category));
   const auto& seen = data.trained_categories;
   if (!seen.empty() && std::find(seen.begin(), seen.end(), cat.name) == seen.end())
@@ -136,17 +157,35 @@ PartPrediction predict_parts(models::Model& model, const PartSegData& data, cons
   every.seed = seed;
   at::Tensor normals;
   const auto points = pc::prepare_every_point(mesh, every, data.view.use_normals ? &normals : nullptr, input);
-  const int64_t n = points.size(2);
-  data::Batch batch;
-  batch.inputs["points"] = points;
-  if (normals.defined()) batch.inputs["normals"] = normals;
-  batch.inputs["category"] = torch::full({1}, category, torch::kLong);
-  batch.target = torch::zeros({1, n}, torch::kLong);
+  const int64_t n = points.size(2), run_points = data.view.num_points;
 
   torch::NoGradGuard no_grad;
   model.eval();
-  const auto logits = model.forward(batch.to(device))[0].to(torch::kCPU);  // [N, 50]
-  const auto local = logits.slice(1, cat.first_part, cat.first_part + cat.parts).argmax(1).contiguous();
+  at::Tensor probabilities;  // [N, parts]
+  int64_t sampled = n;
+  if (n <= run_points) {
+    probabilities = part_probabilities(model, points, normals, category, cat, device);
+  } else {
+    // Votes on samplings of the run's size, then each point from its nearest sampled point.
+    auto sum = torch::zeros({n, cat.parts}, torch::kDouble);
+    auto count = torch::zeros({n}, torch::kDouble);
+    for (int64_t v = 0; v < votes; ++v) {
+      // "sample" + v: each vote's own stream, the same for the file however it is turned.
+      auto gen = at::make_generator<at::CPUGeneratorImpl>(pc::seed_mix(seed, 0x73616d706c65ULL + static_cast<uint64_t>(v)));
+      const auto subset = torch::randperm(n, gen, torch::kLong).slice(0, 0, run_points);
+      auto sub_points = points.index_select(2, subset);
+      if (data.view.normalize) sub_points = pc::normalize_unit_sphere(sub_points[0].t()).t().unsqueeze(0).contiguous();
+      const auto sub_normals = normals.defined() ? normals.index_select(2, subset).contiguous() : at::Tensor();
+      sum.index_add_(0, subset, part_probabilities(model, sub_points.contiguous(), sub_normals, category, cat, device));
+      count.index_add_(0, subset, torch::ones({run_points}, torch::kDouble));
+    }
+    const auto taken = (count > 0).nonzero().squeeze(1);
+    sampled = taken.size(0);
+    const auto mean = sum.index_select(0, taken) / count.index_select(0, taken).unsqueeze(1);
+    const auto xyz = points[0].t();  // [N, 3]
+    probabilities = mean.index_select(0, pc::nearest_point_indices(xyz, xyz.index_select(0, taken)));
+  }
+  const auto local = probabilities.argmax(1).contiguous();
   const auto labels = local + cat.first_part;
 
   PartPrediction out;
@@ -181,6 +220,7 @@ PartPrediction predict_parts(models::Model& model, const PartSegData& data, cons
          pc::part_colour(p)});
 
   out.report = {{"input", input}, {"category", cat.name}, {"points", n}, {"rotate", pc::rotation_name(rotation)}};
+  if (n > run_points) out.report["votes"] = {{"samplings", votes}, {"points_each", run_points}, {"points_sampled", sampled}};
   nlohmann::json counts = nlohmann::json::object(), parts_json = nlohmann::json::array();
   for (int64_t p = 0; p < cat.parts; ++p) {
     const auto k = static_cast<size_t>(p);
@@ -259,7 +299,7 @@ PartPredictResult predict_parts_to_files(const PartPredictSettings& s, const c10
   check_output_file(ply, "{out}", s.overwrite);
   check_output_file(png, "{out}", s.overwrite);
   auto run = load_point_run<PartSegData>(s.checkpoint, device, kPartSegmentationCommand);
-  auto prediction = predict_parts(*run.model, run.data, s.input, category, rotation, s.seed, device);
+  auto prediction = predict_parts(*run.model, run.data, s.input, category, rotation, s.seed, device, s.votes);
   const auto ply_claim = claim_output_file(ply, "{out}", s.overwrite, {"seg predict", {}});
   const auto png_claim = claim_output_file(png, "{out}", s.overwrite, {"seg predict", {}});
   pc::write_ply_sized(ply, prediction.cloud);
@@ -275,6 +315,16 @@ PartPredictResult predict_parts_to_files(const PartPredictSettings& s, const c10
   std::snprintf(line, sizeof line, "%s: %s, %lld points -> ", s.input.c_str(), cat.name.c_str(),
                 static_cast<long long>(result.report.at("points").get<int64_t>()));
   result.text = line + ply + "\n";
+  if (result.report.contains("votes")) {
+    const auto& v = result.report.at("votes");
+    std::snprintf(line, sizeof line,
+                  "  %lld votes on samplings of the run's %lld points (%lld points sampled); every other point labelled "
+                  "from its nearest sampled point\n",
+                  static_cast<long long>(v.at("samplings").get<int64_t>()),
+                  static_cast<long long>(v.at("points_each").get<int64_t>()),
+                  static_cast<long long>(v.at("points_sampled").get<int64_t>()));
+    result.text += line;
+  }
   size_t width = 0;
   for (const auto& name : prediction.part_names) width = std::max(width, name.size());
   for (int64_t p = 0; p < cat.parts; ++p) {

@@ -124,10 +124,19 @@ struct PartPrediction {
 // then scored, or any shape file read_shape_file reads: a cloud as it is, a
 // mesh sampled to the run's points) as object class `category` (an index
 // into shapenet_part_categories), prepared as the run's views are (rotated by
-// `rotation`, seeded by `seed`). UsageError when the run was trained on
-// other classes; DataError naming the file for an unreadable one.
+// `rotation`, seeded by `seed`). A cloud of at most the run's points goes
+// through the network whole. A larger one (a scan of 100,000 points) is
+// labelled as the network was trained, on clouds of the run's size: `votes`
+// random samplings of that many of its points (seeded by `seed`), each
+// normalised as a view is; every point then takes the part probabilities,
+// averaged over the votes, of its nearest sampled point
+// (nearest_point_indices), so that the labels cover all input points and
+// stay rotation invariant. UsageError when the run was trained on other
+// classes; DataError naming the file for an unreadable one.
+inline constexpr int64_t kDefaultPartVotes = 3;  // our choice: each point sampled with probability 1 - (1 - n/P)^3
 PartPrediction predict_parts(models::Model& model, const PartSegData& data, const std::string& input,
-                             int64_t category, pointcloud::Rotation rotation, uint64_t seed, const c10::Device& device);
+                             int64_t category, pointcloud::Rotation rotation, uint64_t seed, const c10::Device& device,
+                             int64_t votes = kDefaultPartVotes);
 
 // `seg train`: the data and the model (vnt-seg unless set).
 struct PartSegTrainSettings {
@@ -150,6 +159,7 @@ nlohmann::json evaluate_segmenter_run(const PointEvalSettings& s, const c10::Dev
 struct PartPredictSettings {
   std::string checkpoint, input, category, rotate = "none";
   std::string out = "runs/seg-predict";
+  int64_t votes = kDefaultPartVotes;
   uint64_t seed = 0;
   bool overwrite = false;
 };
@@ -157,8 +167,8 @@ template <typename V>
 void visit_fields(PartPredictSettings& s, V&& visit) {
   visit(Field{"input",
               "shape: a point cloud (x y z [nx ny nz] lines, or ShapeNet-part's 'x y z nx ny nz part' lines, whose "
-              "labels are then scored; or .xyz .csv .ply .pcd) whose every point is labelled, or a mesh (.off .ply "
-              ".obj .stl) sampled to the run's --points"}
+              "labels are then scored; or .xyz .csv .ply .pcd) whose every point is labelled (any size: see "
+              "--votes), or a mesh (.off .ply .obj .stl) sampled to the run's --points"}
             .needed(),
         s.input);
   visit(Field{"category", "the object's class: a ShapeNet-part category name or synset, e.g. Table or 04379243 (REQUIRED)",
@@ -167,6 +177,11 @@ void visit_fields(PartPredictSettings& s, V&& visit) {
         s.category);
   visit(Field{"rotate", "rotate the shape first: none, z or so3 (seeded by --seed); none by default: the file as it is"},
         s.rotate);
+  visit(Field{"votes",
+              "a cloud larger than the run's --points: label this many random samplings of that size, then give "
+              "every point the averaged part probabilities of its nearest sampled point (our choice: 3)"}
+            .range(1, 64),
+        s.votes);
 }
 
 struct PartPredictResult {
