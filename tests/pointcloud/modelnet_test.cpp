@@ -20,6 +20,7 @@
 #include "qkv/core/errors.h"
 #include "qkv/pointcloud/modelnet.h"
 #include "qkv/tasks/point_task.h"
+#include "support/cli_run.h"
 #include "support/test_files.h"
 
 using namespace qkv;
@@ -298,7 +299,87 @@ TEST(ModelNet, UnknownFolderSaysWhatWasLookedFor) {
   EXPECT_THROW(load_modelnet40(dir, bad), UsageError);
 }
 
+// ---------------------------------------------------------------------------- ScanObjectNN
+
+// One of ScanObjectNN's files as the release lays it out: data [S, 64, 3]
+// float32 (base + row), label [S] int32, mask [S, 64] int32; one shape of each
+// of the 15 classes, or the labels given.
+void write_scanobjectnn_file(const fs::path& path, float base, std::vector<int32_t> labels = {}) {
+  if (labels.empty())
+    for (int32_t c = 0; c < 15; ++c) labels.push_back(c);
+  make_directories(path.parent_path().string());
+  const auto s = static_cast<hsize_t>(labels.size());
+  const hsize_t p = 64;
+  std::vector<float> data(s * p * 3);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = base + static_cast<float>(i % (p * 3)) * 0.01f + static_cast<float>(i / (p * 3));
+  std::vector<int32_t> mask(s * p, 1);
+  const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  ASSERT_GE(file, 0) << path;
+  auto put = [&](const char* name, hid_t file_type, hid_t mem_type, std::vector<hsize_t> dims, const void* buf) {
+    const hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+    const hid_t ds = H5Dcreate2(file, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(ds, 0);
+    ASSERT_GE(H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf), 0);
+    H5Dclose(ds);
+    H5Sclose(space);
+  };
+  put("data", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {s, p, 3}, data.data());
+  put("label", H5T_STD_I32LE, H5T_NATIVE_INT32, {s}, labels.data());
+  put("mask", H5T_STD_I32LE, H5T_NATIVE_INT32, {s, p}, mask.data());
+  H5Fclose(file);
+}
+
+// ScanObjectNN's h5_files folder with OBJ_ONLY's and PB_T50_RS's files (synthetic stand-ins).
+fs::path make_scanobjectnn(const std::string& name) {
+  const fs::path root = fresh_dir(name);
+  write_scanobjectnn_file(root / "main_split_nobg" / "training_objectdataset.h5", 0);
+  write_scanobjectnn_file(root / "main_split_nobg" / "test_objectdataset.h5", 100);
+  write_scanobjectnn_file(root / "main_split" / "training_objectdataset_augmentedrot_scale75.h5", 200);
+  write_scanobjectnn_file(root / "main_split" / "test_objectdataset_augmentedrot_scale75.h5", 300);
+  return root;
+}
+
 }  // namespace
+
+TEST(ScanObjectNN, ItsVariantsAreReadFromTheReleasedLayout) {
+  const auto root = make_scanobjectnn("scanobjectnn");
+  ModelNetLoadOptions o;
+  o.points_per_shape = 32;
+  const auto hardest = load_modelnet40(root.string(), o);  // detected; PB_T50_RS by default
+  EXPECT_EQ(hardest.layout, kScanObjectNNLayout);
+  EXPECT_EQ(hardest.train.class_names, scanobjectnn_class_names());
+  ASSERT_EQ(hardest.train.size(), 15);
+  EXPECT_EQ(hardest.train.points.sizes(), (std::vector<int64_t>{15, 32, 3}));
+  EXPECT_FLOAT_EQ(hardest.train.points[0][0][0].item<float>(), 200.f);  // main_split's augmented file
+  EXPECT_FLOAT_EQ(hardest.test.points[3][0][0].item<float>(), 303.f);
+  EXPECT_EQ(hardest.train.labels[14].item<int64_t>(), 14);
+  o.scanobjectnn_variant = "OBJ_ONLY";
+  EXPECT_FLOAT_EQ(load_modelnet40(root.string(), o).test.points[0][0][0].item<float>(), 100.f);
+  // The variant's own folder, named explicitly.
+  o.layout = "scanobjectnn";
+  EXPECT_EQ(load_modelnet40((root / "main_split_nobg").string(), o).train.size(), 15);
+  // End to end: vnt train reads it by its options, says the layout, trains.
+  const auto run = qkv::testing::run_qkv(
+      "vnt train --data " + root.string() + " --layout scanobjectnn --scanobjectnn-variant OBJ_ONLY --points 32 "
+      "--points-per-shape 64 --epochs 1 --batch-size 5 --linear-dim 4 --heads 2 --head-dim 4 --model-options "
+      "'{\"k\":4}' --threads 1 --out " + root.string() + "-run");
+  EXPECT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("(ScanObjectNN layout): 15 train / 15 test shapes, 15 classes"), std::string::npos)
+      << run.output;
+  // A variant whose files are not there, and an unknown one.
+  o.scanobjectnn_variant = "OBJ_BG";
+  expect_data_error([&] { load_modelnet40(root.string(), o); }, "main_split/training_objectdataset.h5", "no such file");
+  o.scanobjectnn_variant = "PB_T99";
+  EXPECT_THROW(load_modelnet40(root.string(), o), UsageError);
+  // A label outside the 15 classes, named with its file and row.
+  o.scanobjectnn_variant = "OBJ_ONLY";
+  write_scanobjectnn_file(root / "main_split_nobg" / "test_objectdataset.h5", 100,
+                          {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
+  expect_data_error([&] { load_modelnet40(root.string(), o); }, "test_objectdataset.h5",
+                    "label 15 of shape 15 is outside 0..14");
+  fs::remove_all(root);
+  fs::remove_all(root.string() + "-run");
+}
 
 // The up axis a train command picks when --up-axis is left at -1: ModelNet40's
 // meshes stand on z, the resampled text and HDF5 copies (PointNet, PointNet++)

@@ -367,55 +367,118 @@ ModelNetData load_resampled(const fs::path& dir, const std::string& prefix, cons
 
 // ---------------------------------------------------------------------------- ply_hdf5_2048
 
+// One split of an HDF5 layout: the shapes of `files`, as `o` allows, with
+// `p` points each (0: as many as the first file holds; set then). `list`
+// names where the files came from in messages, `names_file` the class list.
+PointCloudSet load_h5_split(const std::vector<std::string>& files, const std::vector<std::string>& class_names,
+                            const std::string& names_file, const std::string& list, const ModelNetLoadOptions& o,
+                            int64_t& p) {
+  const auto n_classes = static_cast<int64_t>(class_names.size());
+  std::vector<at::Tensor> points, normals;
+  KeptShapes kept{ClassCap(class_names.size(), o.max_per_class)};
+  for (const auto& file : files) {
+    H5File h5(file);
+    const auto [x, y] = read_h5_clouds(h5, file, p);
+    if (p == 0) p = x.size(1);
+    const auto s = x.size(0);
+    at::Tensor nx;
+    if (o.with_normals) {
+      if (!h5.has("normal")) throw DataError(file + ": no dataset 'normal' (normals were asked for)");
+      nx = h5.read("normal", torch::kFloat, false);
+      if (nx.sizes() != x.sizes()) throw DataError(file + ": dataset 'normal' is not shaped like 'data'");
+    }
+    const auto* yl = y.data_ptr<int64_t>();
+    std::vector<int64_t> rows;
+    for (int64_t i = 0; i < s; ++i) {
+      if (yl[i] < 0 || yl[i] >= n_classes)
+        throw DataError(file + ": dataset 'label': label " + std::to_string(yl[i]) + " of shape " + std::to_string(i) +
+                        " is outside 0.." + std::to_string(n_classes - 1) + " (" + std::to_string(n_classes) +
+                        " names in " + names_file + ")");
+      if (kept.keep(file, i, yl[i])) rows.push_back(i);
+    }
+    points.push_back(finite_h5_rows(x, rows, p, file, "data"));
+    if (o.with_normals) normals.push_back(finite_h5_rows(nx, rows, p, file, "normal"));
+  }
+  if (kept.labels.empty()) throw DataError(list + ": lists no shapes");
+  for (size_t c = 0; c < class_names.size(); ++c)
+    if (kept.cap.taken[c] == 0) throw DataError(list + ": no shapes of class '" + class_names[c] + "'");
+  PointCloudSet set;
+  set.points = torch::cat(points).contiguous();
+  if (o.with_normals) set.normals = torch::cat(normals).contiguous();
+  set.labels = torch::tensor(kept.labels, torch::kLong);
+  set.class_names = class_names;
+  set.sources = std::move(kept.sources);
+  return set;
+}
+
 ModelNetData load_h5(const fs::path& dir, const ModelNetLoadOptions& o) {
   fs::path names_path = dir / "shape_names.txt";
   if (!is_file(names_path) && is_file(dir / "modelnet40_shape_names.txt")) names_path = dir / "modelnet40_shape_names.txt";
   const auto class_names = read_class_names(names_path);
-  const auto n_classes = static_cast<int64_t>(class_names.size());
   int64_t p = o.points_per_shape;  // 0: every stored point, as many as the first file holds
 
   ModelNetData data;
   data.layout = kH5Layout;
   for (int split = 0; split < 2; ++split) {
     const auto list_path = dir / (std::string(kSplits[split]) + "_files.txt");
-    std::vector<at::Tensor> points, normals;
-    KeptShapes kept{ClassCap(class_names.size(), o.max_per_class)};
-    for (const auto& file : listed_h5_files(dir, list_path)) {
-      H5File h5(file);
-      const auto [x, y] = read_h5_clouds(h5, file, p);
-      if (p == 0) p = x.size(1);
-      const auto s = x.size(0);
-      at::Tensor nx;
-      if (o.with_normals) {
-        if (!h5.has("normal")) throw DataError(file + ": no dataset 'normal' (normals were asked for)");
-        nx = h5.read("normal", torch::kFloat, false);
-        if (nx.sizes() != x.sizes()) throw DataError(file + ": dataset 'normal' is not shaped like 'data'");
-      }
-      const auto* yl = y.data_ptr<int64_t>();
-      std::vector<int64_t> rows;
-      for (int64_t i = 0; i < s; ++i) {
-        if (yl[i] < 0 || yl[i] >= n_classes)
-          throw DataError(file + ": dataset 'label': label " + std::to_string(yl[i]) + " of shape " + std::to_string(i) +
-                          " is outside 0.." + std::to_string(n_classes - 1) + " (" + std::to_string(n_classes) +
-                          " names in " + names_path.filename().string() + ")");
-        if (kept.keep(file, i, yl[i])) rows.push_back(i);
-      }
-      points.push_back(finite_h5_rows(x, rows, p, file, "data"));
-      if (o.with_normals) normals.push_back(finite_h5_rows(nx, rows, p, file, "normal"));
-    }
-    if (kept.labels.empty()) throw DataError(list_path.string() + ": lists no shapes");
-    for (size_t c = 0; c < class_names.size(); ++c)
-      if (kept.cap.taken[c] == 0) throw DataError(list_path.string() + ": no shapes of class '" + class_names[c] + "'");
-    PointCloudSet set;
-    set.points = torch::cat(points).contiguous();
-    if (o.with_normals) set.normals = torch::cat(normals).contiguous();
-    set.labels = torch::tensor(kept.labels, torch::kLong);
-    set.class_names = class_names;
-    set.sources = std::move(kept.sources);
-    (split == 0 ? data.train : data.test) = std::move(set);
+    (split == 0 ? data.train : data.test) = load_h5_split(listed_h5_files(dir, list_path), class_names,
+                                                          names_path.filename().string(), list_path.string(), o, p);
   }
   return data;
 }
+
+// ---------------------------------------------------------------------------- ScanObjectNN
+
+// A variant's folder below h5_files/ and the suffix of its file names.
+std::pair<const char*, std::string> scanobjectnn_files_of(const std::string& variant) {
+  if (variant == "OBJ_ONLY") return {"main_split_nobg", ""};
+  if (variant == "OBJ_BG") return {"main_split", ""};
+  if (variant == "PB_T25") return {"main_split", "_augmented25_norot"};
+  if (variant == "PB_T25_R") return {"main_split", "_augmented25rot"};
+  if (variant == "PB_T50_R") return {"main_split", "_augmentedrot"};
+  if (variant == "PB_T50_RS") return {"main_split", "_augmentedrot_scale75"};
+  std::string words;
+  for (const char* c = kScanObjectNNVariants; *c; ++c) words += *c == '|' ? std::string(", ") : std::string(1, *c);
+  throw UsageError("ScanObjectNN variant '" + variant + "': expected one of " + words);
+}
+
+// Whether `dir` holds ScanObjectNN's files: its h5_files folder, or one of
+// the split folders in it.
+bool looks_like_scanobjectnn(const fs::path& dir) {
+  for (const auto& d : {dir, dir / "main_split", dir / "main_split_nobg"})
+    if (is_file(d / "training_objectdataset.h5") || is_file(d / "training_objectdataset_augmentedrot_scale75.h5"))
+      return true;
+  return false;
+}
+
+ModelNetData load_scanobjectnn(const fs::path& dir, const ModelNetLoadOptions& o) {
+  const auto [folder, suffix] = scanobjectnn_files_of(o.scanobjectnn_variant);
+  ModelNetData data;
+  data.layout = kScanObjectNNLayout;
+  int64_t p = o.points_per_shape;
+  for (int split = 0; split < 2; ++split) {
+    const std::string name = std::string(split == 0 ? "training" : "test") + "_objectdataset" + suffix + ".h5";
+    // The h5_files folder, or the variant's folder itself.
+    fs::path file = dir / folder / name;
+    if (!is_file(file) && is_file(dir / name) && dir.filename() == folder) file = dir / name;
+    if (!is_file(file))
+      throw DataError(file.string() + ": no such file (ScanObjectNN " + o.scanobjectnn_variant + "; give its h5_files " +
+                      "folder, which holds main_split/ and main_split_nobg/)");
+    (split == 0 ? data.train : data.test) =
+        load_h5_split({file.string()}, scanobjectnn_class_names(), "ScanObjectNN's 15 classes", file.string(), o, p);
+  }
+  return data;
+}
+
+}  // namespace
+
+const std::vector<std::string>& scanobjectnn_class_names() {
+  static const std::vector<std::string> names = {"bag",   "bin",  "box", "cabinet", "chair",  "desk", "display", "door",
+                                                 "shelf", "table", "bed", "pillow",  "sink",   "sofa", "toilet"};
+  return names;
+}
+
+namespace {
 
 // ---------------------------------------------------------------------------- detection
 
@@ -459,7 +522,7 @@ ModelNetData load_modelnet40(const std::string& dir_name, const ModelNetLoadOpti
   if (!(o.test_fraction > 0 && o.test_fraction < 1))
     throw UsageError("test fraction must be in (0, 1) (got " + std::to_string(o.test_fraction) + ")");
   if (!is_layout_choice(o.layout))
-    throw UsageError("layout '" + o.layout + "': expected one of auto, modelnet, split, flat, resampled, hdf5");
+    throw UsageError("layout '" + o.layout + "': expected one of auto, modelnet, split, flat, resampled, hdf5, scanobjectnn");
   fs::path dir(dir_name);
   if (is_file(dir))
     throw DataError(dir_name + ": a file, not a data folder (give the folder of a data set; one shape file is read by "
@@ -469,6 +532,8 @@ ModelNetData load_modelnet40(const std::string& dir_name, const ModelNetLoadOpti
   if (o.layout == "modelnet") return load_off_tree(dir, o);
   if (o.layout == "split") return load_split_tree(dir, o);
   if (o.layout == "flat") return load_flat_tree(dir, o);
+  if (o.layout == "scanobjectnn" || (o.layout == "auto" && looks_like_scanobjectnn(dir)))
+    return load_scanobjectnn(dir, o);
   auto found = detect(dir);
   if (!found) {
     // Also accept the folder that holds the unpacked download.

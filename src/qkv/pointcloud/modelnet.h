@@ -29,10 +29,20 @@ inline constexpr const char* kModelNetResampledLayout = "modelnet40_normal_resam
 inline constexpr const char* kModelNetH5Layout = "modelnet40_ply_hdf5_2048";
 inline constexpr const char* kSplitLayout = "split";  // {train,test}/<class>/*
 inline constexpr const char* kFlatLayout = "flat";    // <class>/*, cut by test_fraction
+inline constexpr const char* kScanObjectNNLayout = "ScanObjectNN";  // its h5_files, one variant
+
+// ScanObjectNN's variants (Uy et al., ICCV 2019) and its 15 classes, in label
+// order. OBJ_ONLY is main_split_nobg/{training,test}_objectdataset.h5, the
+// others main_split/ with the variant's suffix: OBJ_BG "", PB_T25
+// "_augmented25_norot", PB_T25_R "_augmented25rot", PB_T50_R
+// "_augmentedrot", PB_T50_RS "_augmentedrot_scale75" (the hardest, the one
+// rotation-invariance papers report; our default).
+inline constexpr const char* kScanObjectNNVariants = "OBJ_ONLY|OBJ_BG|PB_T25|PB_T25_R|PB_T50_R|PB_T50_RS";
+const std::vector<std::string>& scanobjectnn_class_names();
 
 // The names ModelNetLoadOptions::layout takes: "auto" (detected), "modelnet"
-// (the OFF tree), "split", "flat", "resampled", "hdf5".
-inline constexpr const char* kLayoutChoices[] = {"auto", "modelnet", "split", "flat", "resampled", "hdf5"};
+// (the OFF tree), "split", "flat", "resampled", "hdf5", "scanobjectnn".
+inline constexpr const char* kLayoutChoices[] = {"auto", "modelnet", "split", "flat", "resampled", "hdf5", "scanobjectnn"};
 inline bool is_layout_choice(const std::string& name) {
   for (const char* c : kLayoutChoices)
     if (name == c) return true;
@@ -69,6 +79,8 @@ struct ModelNetLoadOptions {
   // A class tree's files that are not shape files are a DataError listing
   // them by extension, instead of being counted in `skipped`.
   bool strict = false;
+  // The ScanObjectNN layout: which variant's files to read (kScanObjectNNVariants).
+  std::string scanobjectnn_variant = "PB_T50_RS";
 };
 
 // Loads `dir`, or the one of its subfolders named like a layout below:
@@ -91,6 +103,11 @@ struct ModelNetLoadOptions {
 //    (found by base name inside dir), shape_names.txt, datasets "data"
 //    [S, 2048, 3], "label" [S, 1] or [S] of any integer type and optionally
 //    "normal" [S, 2048, 3]; the first points_per_shape points are kept.
+//  - "ScanObjectNN": its h5_files folder (main_split/, main_split_nobg/) or
+//    one of those two: the variant's training and test files, datasets
+//    "data" [S, 2048, 3] and "label" [S] in 0..14 (the per-point "mask" is not
+//    read: OBJ_ONLY's files already hold no background); the first
+//    points_per_shape points are kept. No normals.
 // With layout "auto" the first of these found decides: the HDF5 lists (or an
 // .h5 file), the resampled lists, <class>/train/, train/<class>/, then
 // <class>/ holding shape files; a folder of none of them is looked for in

@@ -83,7 +83,7 @@ ClassificationData ClassificationData::from_json(const nlohmann::json& j) {
 void ClassificationData::validate() const {
   check_field_ranges(*this);
   if (!pc::is_layout_choice(load.layout))
-    throw ConfigError("layout", load.layout + ": expected auto, modelnet, split, flat, resampled or hdf5");
+    throw ConfigError("layout", load.layout + ": expected auto, modelnet, split, flat, resampled, hdf5 or scanobjectnn");
   if (source == "synthetic" && load.layout != "auto" && load.layout != "modelnet")
     throw ConfigError("layout", load.layout + ": the synthetic shapes are written as a ModelNet40 tree (auto or modelnet)");
   check_source_settings();

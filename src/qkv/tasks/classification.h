@@ -77,8 +77,13 @@ void visit_fields(ClassificationData& d, V&& visit) {
   visit(Field{"layout",
               "how the folder holds its shapes: auto (detected, printed), modelnet (<class>/{train,test}/*), split "
               "({train,test}/<class>/*), flat (<class>/*, cut by --test-fraction), resampled "
-              "(modelnet40_normal_resampled), hdf5 (modelnet40_ply_hdf5_2048)"},
+              "(modelnet40_normal_resampled), hdf5 (modelnet40_ply_hdf5_2048), scanobjectnn (its h5_files folder)"},
         d.load.layout);
+  visit(Field{"scanobjectnn_variant",
+              "the ScanObjectNN layout: which variant's files (OBJ_ONLY without background, OBJ_BG with it, the "
+              "perturbed PB_T25, PB_T25_R, PB_T50_R, PB_T50_RS; our default: PB_T50_RS, the hardest)"}
+            .one_of(pointcloud::kScanObjectNNVariants),
+        d.load.scanobjectnn_variant);
   visit(Field{"strict",
               "a file in a class folder that is not a shape file is an error (by default it is skipped and counted)"},
         d.load.strict);

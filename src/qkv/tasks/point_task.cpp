@@ -107,7 +107,11 @@ int64_t default_up_axis(const std::string& layout) {
   // A folder of one's own shapes (flat or split): y, as OBJ and glTF exporters
   // write by default (our choice; --up-axis sets it).
   if (layout == pc::kFlatLayout || layout == pc::kSplitLayout) return 1;
+  // ScanObjectNN's clouds are read with PointNet's code, which turns them
+  // about y (our choice of convention; its files cannot be checked here:
+  // --up-axis auto estimates it).
   if (layout == pc::kModelNetResampledLayout || layout == pc::kModelNetH5Layout || layout == "synthetic" ||
+      layout == pc::kScanObjectNNLayout ||
       layout == pc::kShapeNetPartTextLayout || layout == pc::kShapeNetPartH5Layout)
     return 1;
   throw std::invalid_argument("default_up_axis: unknown layout " + layout);
