@@ -30,6 +30,30 @@ std::string write(const std::string& name, const std::string& contents) {
 
 const std::string kTriangle = "0 0 0\n1 0 0\n0 1 0\n";
 
+TEST(HostileMesh, OnePolygonOfMillionsOfCornersIsReadInAddressSpaceInProportionToTheFile) {
+  // 2,000,000 corners at 2 bytes each: a 4 MB file fanned into 1,999,998
+  // triangles of 24 bytes. Streamed and reserved once, the reader needs the
+  // text and the triangles (13x the file); it needed about 55x before (a
+  // token and a corner vector per face, and a face vector grown by doubling).
+  const int64_t corners = 2000000;
+  std::string off = "OFF\n4 1 0\n0 0 0\n1 0 0\n0 1 0\n0 0 1\n" + std::to_string(corners);
+  std::string obj = "v 0 0 0\nv 1 0 0\nv 0 1 0\nv 0 0 1\nf";
+  for (int64_t i = 0; i < corners; ++i) {
+    off += i == 0 ? " 0" : i % 2 ? " 1" : " 3";
+    obj += i == 0 ? " 1" : i % 2 ? " 2" : " 4";
+  }
+  const auto off_path = write("fan.off", off + "\n");
+  const auto obj_path = write("fan.obj", obj + "\n");
+  const int64_t budget = 16 * static_cast<int64_t>(off.size()) + 64 * kMiB;
+  for (const auto& path : {off_path, obj_path}) {
+    const auto outcome = outcome_in_child(budget, [&] {
+      const auto mesh = pointcloud::read_shape_file(path);
+      if (static_cast<int64_t>(mesh.faces.size()) != corners - 2) throw std::runtime_error("wrong triangle count");
+    });
+    EXPECT_EQ(outcome, "ok") << path;
+  }
+}
+
 TEST(HostileMesh, OffDeclaringTwoToThe31VerticesOrFacesIsRefusedByName) {
   // Under `prlimit --as=6G` these were a bare std::bad_alloc naming no file.
   const auto vertices = write("v.off", "OFF\n2147483648 1 0\n" + kTriangle);
