@@ -375,6 +375,11 @@ class PlySink {
       fail(path_, what);
     }
     ++faces_seen_;
+    // A polygon's triangles are known before they are made: room for them at
+    // once, so that one face of millions of corners does not grow the vector
+    // by doubling (geometric growth is kept for many small faces).
+    const size_t need = mesh_.faces.size() + polygon.size() - 2;
+    if (need > mesh_.faces.capacity()) mesh_.faces.reserve(std::max(need, 2 * mesh_.faces.capacity()));
     fan(mesh_, polygon);
   }
 
