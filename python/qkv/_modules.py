@@ -8,7 +8,16 @@ reads, state_dict() has the C++ names (the names of qkv's checkpoints),
 gradients land in .grad, .to()/.double() convert in place. There is one
 forward, the C++ one; submodules of the mirror are not called on their own,
 so forward hooks fire on the CppModule itself, not on its parts.
+
+Copies and pickles are rebuilt, not cloned: a CppModule is made again from
+the arguments it was built with (a registry model from its name and options),
+outside torch's random stream (copying draws no random numbers), and given
+the original's state_dict, dtype, device and train/eval mode. copy.copy is
+therefore a deep copy too (the weights are the C++ module's own). A part of a
+module is not copied on its own.
 """
+import functools
+
 import torch
 
 
@@ -64,14 +73,67 @@ class _Part(torch.nn.Module):
         return self
 
     def __deepcopy__(self, memo):
-        raise TypeError("a qkv module cannot be deep-copied; build a new one and load_state_dict() into it")
+        raise TypeError("a part of a qkv module cannot be copied alone; copy the qkv module it belongs to")
 
     def __reduce_ex__(self, protocol):
-        raise TypeError("a qkv module is not picklable; save its state_dict() (torch.save(m.state_dict(), path))")
+        raise TypeError("a part of a qkv module cannot be pickled alone; pickle the qkv module it belongs to")
+
+
+def _rebuilt(make, state, training, where):
+    """A module made by make() without touching torch's random stream, holding `state`, on the original's
+    device and dtype (where: (device, floating dtype) or None), in its mode."""
+    with torch.random.fork_rng(devices=[]):
+        module = make()
+    if where is not None:
+        module.to(device=where[0], dtype=where[1])
+    module.load_state_dict(state)
+    return module.train(training)
+
+
+def _rebuild(cls, args, kwargs, state, training, where):
+    return _rebuilt(lambda: cls(*args, **kwargs), state, training, where)
 
 
 class CppModule(_Part):
     """An nn.Module whose forward is a qkv C++ module's."""
 
+    def __init_subclass__(cls, **kwargs):
+        # Each class records the arguments it was built with (the outermost
+        # __init__ of a subclass chain), so that copies can be built again.
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            return
+
+        @functools.wraps(init)
+        def recording_init(self, *args, **kw):
+            if "_built_with" not in self.__dict__:
+                object.__setattr__(self, "_built_with", (cls, args, kw))
+            init(self, *args, **kw)
+
+        cls.__init__ = recording_init
+
     def forward(self, *args, **kwargs):
         return self._impl.forward(*args, **kwargs)
+
+    def _placement(self):
+        floating = [t for t in list(self.parameters()) + list(self.buffers()) if t.is_floating_point()]
+        return (floating[0].device, floating[0].dtype) if floating else None
+
+    def _rebuild_args(self):
+        cls, args, kwargs = self.__dict__["_built_with"]
+        return _rebuild, (cls, args, kwargs)
+
+    def __reduce_ex__(self, protocol):
+        function, head = self._rebuild_args()
+        state = {k: v.detach().clone() for k, v in self.state_dict().items()}
+        return function, head + (state, self.training, self._placement())
+
+    def __deepcopy__(self, memo):
+        function, arguments = self.__reduce_ex__(4)
+        copy = function(*arguments)
+        memo[id(self)] = copy
+        return copy
+
+    def __copy__(self):
+        return self.__deepcopy__({})

@@ -45,8 +45,17 @@ def describe(name):
     _qkv.create_model(name, "{}")  # raises qkv.UsageError listing the known names
 
 
+def _rebuild_model(name, options, config, state, training, where):
+    from ._modules import _rebuilt
+
+    def make():
+        return Model(_qkv.create_model(name, json.dumps(options)), name, options, config)
+    return _rebuilt(make, state, training, where)
+
+
 class Model(CppModule):
-    """A registered qkv model. forward(**inputs) -> logits."""
+    """A registered qkv model. forward(**inputs) -> logits. Copies and pickles
+    are built again from the name and options, with this one's state."""
 
     def __init__(self, impl, name, options, config=None):
         super().__init__(impl)
@@ -67,6 +76,9 @@ class Model(CppModule):
 
     def extra_repr(self):
         return "name=%s, options=%s" % (self.name, json.dumps(self.options))
+
+    def _rebuild_args(self):
+        return _rebuild_model, (self.name, self.options, self.config)
 
     def forward_tokens(self, tokens, cache=None):
         """The LM only: logits of tokens [B, n], following (and extending) a KVCache when given."""

@@ -1,0 +1,63 @@
+"""Copies and pickles of qkv modules and models: built again from their
+arguments (a model from its name and options) with the original's state,
+so deepcopy, copy, pickle, torch.save(model) and AveragedModel work."""
+import copy
+import io
+import pickle
+
+import pytest
+import torch
+
+import qkv
+
+
+@pytest.mark.parametrize("make,shape", [
+    (lambda: qkv.nn.VNLinearLeakyReLU(4, 6), (2, 4, 3, 10)),
+    (lambda: qkv.nn.VNTBlock(8, 2, 4, 16, layer_norm=True), (2, 8, 3, 12)),
+    (lambda: qkv.nn.VNStdFeature(8, normalize_frame=True), (2, 8, 3, 12)),
+])
+def test_deepcopy_and_pickle_give_an_equal_independent_module(make, shape):
+    module = make().eval()
+    x = torch.randn(*shape)
+    expected = module(x)
+    for duplicate in (copy.deepcopy(module), copy.copy(module), pickle.loads(pickle.dumps(module))):
+        assert type(duplicate) is type(module) and not duplicate.training
+        got = duplicate(x)
+        for a, b in zip(got if isinstance(got, tuple) else (got,), expected if isinstance(expected, tuple) else (expected,)):
+            assert torch.equal(a, b)
+        # Its own weights: changing the copy leaves the original as it was.
+        with torch.no_grad():
+            next(duplicate.parameters()).add_(1.0)
+        again = module(x)
+        assert torch.equal(again if not isinstance(again, tuple) else again[0],
+                           expected if not isinstance(expected, tuple) else expected[0])
+
+
+def test_copying_draws_no_random_numbers_and_keeps_dtype_and_mode():
+    module = qkv.nn.VNLinear(3, 5).double().train()
+    torch.manual_seed(3)
+    expected = torch.rand(4)
+    torch.manual_seed(3)
+    duplicate = copy.deepcopy(module)
+    assert torch.equal(torch.rand(4), expected)
+    assert duplicate.training and all(p.dtype == torch.float64 for p in duplicate.parameters())
+
+
+def test_a_model_round_trips_through_torch_save_and_averaged_model(tmp_path):
+    torch.manual_seed(0)
+    model = qkv.models.create("vnt", classes=3, linear_dim=4, heads=2, head_dim=4, k=4).eval()
+    points = torch.randn(2, 3, 32)
+    expected = model(points=points)
+    path = tmp_path / "model.pt"
+    torch.save(model, path)
+    loaded = torch.load(path)
+    assert isinstance(loaded, qkv.models.Model) and loaded.name == "vnt" and loaded.options == model.options
+    assert torch.equal(loaded(points=points), expected)
+    # EMA / SWA deep-copy the model; the average of one model is itself.
+    averaged = torch.optim.swa_utils.AveragedModel(model)
+    averaged.update_parameters(model)
+    assert torch.allclose(averaged(points=points), expected)
+    buf = io.BytesIO()
+    pickle.dump(copy.deepcopy(model), buf)
+    buf.seek(0)
+    assert torch.equal(pickle.load(buf)(points=points), expected)
