@@ -1,7 +1,7 @@
 """Every model of qkv's registry (`qkv params` lists them) as an nn.Module.
 
     model = qkv.models.create("vnt", classes=40)          # the CLI's defaults
-    logits = model(points=x)                               # x [B, 3, N]
+    logits = model(x)                                      # x [B, 3, N]: the first input; others by keyword
     model, config = qkv.load("runs/vnt"), ...              # a run of the CLI
 
 Inputs are keyword tensors named as the model's `inputs` ("points" [B, 3, N],
@@ -11,6 +11,8 @@ saved from Python (torch.save(model.state_dict(), path)) is read by the CLI's
 --init-weights, and load() reads the CLI's runs.
 """
 import json
+
+import torch
 
 from . import _qkv
 from ._modules import CppModule
@@ -65,7 +67,13 @@ class Model(CppModule):
         self.config = config  # the run configuration of a loaded checkpoint, else None
 
     def forward(self, batch=None, **inputs):
-        """model(points=x) or model({"points": x}) -> logits."""
+        """model(x), model(points=x) or model({"points": x}) -> logits. A tensor alone is the model's
+        first input ("points" [B, 3, N] for point clouds, "tokens" for the LM); the others by keyword."""
+        if isinstance(batch, torch.Tensor):
+            first = self.inputs[0]
+            if first in inputs:
+                raise _qkv.UsageError("%s: %s given twice (as the tensor and by keyword)" % (self.name, first))
+            batch = {first: batch}
         if batch is not None:
             inputs = dict(batch, **inputs)
         missing = [k for k in self.inputs if k not in inputs]

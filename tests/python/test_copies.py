@@ -61,3 +61,13 @@ def test_a_model_round_trips_through_torch_save_and_averaged_model(tmp_path):
     pickle.dump(copy.deepcopy(model), buf)
     buf.seek(0)
     assert torch.equal(pickle.load(buf)(points=points), expected)
+
+
+def test_a_model_takes_its_points_as_a_plain_tensor():
+    # model(x), as every PyTorch classifier is called, failed with "dictionary update sequence element".
+    torch.manual_seed(0)
+    model = qkv.models.create("vnt", classes=3, linear_dim=4, heads=2, head_dim=4, k=4).eval()
+    points = torch.randn(2, 3, 32)
+    assert torch.equal(model(points), model(points=points))
+    with pytest.raises(qkv.UsageError, match="points given twice"):
+        model(points, points=points)
