@@ -17,6 +17,7 @@ therefore a deep copy too (the weights are the C++ module's own). A part of a
 module is not copied on its own.
 """
 import functools
+import inspect
 
 import torch
 
@@ -115,6 +116,18 @@ class CppModule(_Part):
 
     def forward(self, *args, **kwargs):
         return self._impl.forward(*args, **kwargs)
+
+    def extra_repr(self):
+        # The arguments it was built with, by name: VNLinear(in_channels=4, out_channels=6).
+        built = self.__dict__.get("_built_with")
+        if built is None:
+            return super().extra_repr()
+        cls, args, kwargs = built
+        try:
+            bound = inspect.signature(cls.__init__).bind(self, *args, **kwargs)
+        except TypeError:
+            return super().extra_repr()
+        return ", ".join("%s=%r" % (k, v) for k, v in list(bound.arguments.items())[1:])
 
     def _placement(self):
         floating = [t for t in list(self.parameters()) + list(self.buffers()) if t.is_floating_point()]

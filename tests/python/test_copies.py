@@ -71,3 +71,8 @@ def test_a_model_takes_its_points_as_a_plain_tensor():
     assert torch.equal(model(points), model(points=points))
     with pytest.raises(qkv.UsageError, match="points given twice"):
         model(points, points=points)
+
+
+def test_repr_shows_the_sizes_a_module_was_built_with():
+    assert repr(qkv.nn.VNLinear(4, 6)) == "VNLinear(in_channels=4, out_channels=6)"
+    assert "channels=8, heads=2, head_dim=4" in repr(qkv.nn.VNAttention(8, 2, 4))
