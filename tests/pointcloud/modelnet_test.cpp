@@ -357,7 +357,7 @@ TEST(ScanObjectNN, ItsVariantsAreReadFromTheReleasedLayout) {
   EXPECT_FLOAT_EQ(load_modelnet40(root.string(), o).test.points[0][0][0].item<float>(), 100.f);
   // The variant's own folder, named explicitly.
   o.layout = "scanobjectnn";
-  EXPECT_EQ(load_modelnet40((root / "main_split_nobg").string(), o).train.size(), 15);
+  EXPECT_EQ(load_modelnet40((root / "main_split_nobg").string() + "/", o).train.size(), 15);
   // End to end: vnt train reads it by its options, says the layout, trains.
   const auto run = qkv::testing::run_qkv(
       "vnt train --data " + root.string() + " --layout scanobjectnn --scanobjectnn-variant OBJ_ONLY --points 32 "

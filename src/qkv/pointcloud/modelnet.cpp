@@ -451,8 +451,9 @@ bool looks_like_scanobjectnn(const fs::path& dir) {
   return false;
 }
 
-ModelNetData load_scanobjectnn(const fs::path& dir, const ModelNetLoadOptions& o) {
+ModelNetData load_scanobjectnn(const fs::path& given, const ModelNetLoadOptions& o) {
   const auto [folder, suffix] = scanobjectnn_files_of(o.scanobjectnn_variant);
+  const fs::path dir = given.has_filename() ? given : given.parent_path();  // "main_split_nobg/" too
   ModelNetData data;
   data.layout = kScanObjectNNLayout;
   int64_t p = o.points_per_shape;
@@ -465,7 +466,7 @@ ModelNetData load_scanobjectnn(const fs::path& dir, const ModelNetLoadOptions& o
       throw DataError(file.string() + ": no such file (ScanObjectNN " + o.scanobjectnn_variant + "; give its h5_files " +
                       "folder, which holds main_split/ and main_split_nobg/)");
     (split == 0 ? data.train : data.test) =
-        load_h5_split({file.string()}, scanobjectnn_class_names(), "ScanObjectNN's 15 classes", file.string(), o, p);
+        load_h5_split({file.string()}, scanobjectnn_class_names(), "ScanObjectNN's class list", file.string(), o, p);
   }
   return data;
 }
