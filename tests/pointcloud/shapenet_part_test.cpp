@@ -3,12 +3,6 @@
 // reader; the per-point targets of the data set.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
-// CMake gives the HDF5 include folder to the library only; Debian keeps it in hdf5/serial.
-#if __has_include(<hdf5.h>)
-#include <hdf5.h>
-#else
-#include <hdf5/serial/hdf5.h>
-#endif
 
 #include <filesystem>
 #include <fstream>
@@ -21,6 +15,7 @@
 #include "qkv/pointcloud/point_dataset.h"
 #include "qkv/pointcloud/shapenet_part.h"
 #include "qkv/pointcloud/synth_parts.h"
+#include "support/h5_writer.h"
 #include "support/test_files.h"
 
 using namespace qkv;
@@ -191,12 +186,7 @@ void write_h5(const std::string& path, float base, const std::vector<uint8_t>& c
   const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   ASSERT_GE(file, 0) << path;
   auto put = [&](const char* name, hid_t file_type, hid_t mem_type, std::vector<hsize_t> dims, const void* buf) {
-    const hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
-    const hid_t ds = H5Dcreate2(file, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    ASSERT_GE(ds, 0);
-    ASSERT_GE(H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf), 0);
-    H5Dclose(ds);
-    H5Sclose(space);
+    qkv::testing::put_h5_dataset(file, name, file_type, mem_type, dims, buf);
   };
   put("data", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {s, p, 3}, data.data());
   put("label", H5T_STD_U8LE, H5T_NATIVE_UINT8, {s, 1}, categories.data());
