@@ -39,11 +39,22 @@ def synthetic_shape(cls, seed=0):
 
 
 class _Split(torch.utils.data.Dataset):
-    """One split of a qkv data set; items are (inputs dict, target)."""
+    """One split of a qkv data set; items are (inputs dict, target).
+
+    Pickled by how it was made (the class, folder and settings), not by its
+    C++ data: a DataLoader worker started by spawn or forkserver loads the
+    split again from the same files (a synthetic set reuses the folder qkv
+    wrote)."""
 
     def __init__(self, handle, info):
         self._handle = handle
         self.info = info
+        self._made_by = None  # (function, arguments) that make it again
+
+    def __reduce__(self):
+        if self._made_by is None:
+            raise TypeError("this qkv data set cannot be pickled: it was not made by a qkv.data class")
+        return self._made_by
 
     def __len__(self):
         return len(self._handle)
@@ -57,6 +68,14 @@ class _Split(torch.utils.data.Dataset):
     def batch(self, indices):
         """Several items at once, already batched: (inputs [B, ...], target [B, ...])."""
         return self._handle.get(list(indices))
+
+
+def _made_again(cls, root, split, settings):
+    return cls(root, split, **settings)
+
+
+def _split_made_again(cls, root, name, settings):
+    return cls.splits(root, **settings)[name]
 
 
 def _splits(kind, what, root, settings):
@@ -83,6 +102,7 @@ class _PointSet(_Split):
         self.split = split
         self.settings = meta["settings"]
         self.layout = meta["layout"]
+        self._made_by = (_made_again, (type(self), root, split, dict(settings)))
 
     @classmethod
     def _load(cls, root, settings):
@@ -94,7 +114,10 @@ class _PointSet(_Split):
     def splits(cls, root, **settings):
         """Every split from one load: {"train", "val", "test", "test/<rotation>" ...}; .info holds the
         classes (or categories), the layout and the settings."""
-        return cls._load(root, settings)[0]
+        splits = cls._load(root, settings)[0]
+        for name, split in splits.items():
+            split._made_by = (_split_made_again, (cls, root, name, dict(settings)))
+        return splits
 
 
 class ModelNet40(_PointSet):
@@ -132,6 +155,11 @@ class SyntheticParts(ShapeNetPart):
     _synthetic = True
 
 
+def _cohort_made_again(manifest, methylation, rows, fit_rows, cpgs, normalisation, max_missing, reorient):
+    return Cohort(manifest, methylation, rows=rows, fit_rows=fit_rows, cpgs=cpgs, normalisation=normalisation,
+                  max_missing=max_missing, reorient=reorient)
+
+
 class Cohort(_Split):
     """An MHCA cohort: a manifest (subject, label, SPECT file) and a methylation table, matched by
     subject. Items are ({"spect" [1, X, Y, Z], "methylation" [F]}, label).
@@ -143,6 +171,7 @@ class Cohort(_Split):
 
     def __init__(self, manifest, methylation, *, rows=None, fit_rows=None, cpgs=None, normalisation="global",
                  max_missing=1.0, reorient=False):
+        self._files = (str(manifest), str(methylation), max_missing, reorient)
         self._select(_data.Cohort(str(manifest), str(methylation), max_missing, reorient), rows, fit_rows, cpgs,
                      normalisation)
 
@@ -158,11 +187,15 @@ class Cohort(_Split):
         self.subject_ids = [cohort.subject_ids[i] for i in self.rows]
         self.labels = [cohort.labels[i] for i in self.rows]
         self.info = {}
+        manifest, methylation, max_missing, reorient = self._files
+        self._made_by = (_cohort_made_again, (manifest, methylation, self.rows, self.fit_rows, self.cpgs,
+                                              normalisation, max_missing, reorient))
 
     def subset(self, rows, fit_rows=None):
         """The same cohort restricted to `rows` (indices into the whole cohort), fitted on `fit_rows`
         (default: this one's)."""
         other = Cohort.__new__(Cohort)
+        other._files = self._files
         other._select(self._cohort, rows, self.fit_rows if fit_rows is None else fit_rows, self.cpgs,
                       self.normalisation)
         return other

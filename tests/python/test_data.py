@@ -136,3 +136,25 @@ def test_bad_nifti_and_cohort_files(tmp_path, cohort_dir):
     manifest.write_text("subject_id,label,spect\ns1,maybe,x.nii\n")
     with pytest.raises(ValueError, match="manifest.csv"):
         qkv.data.Cohort(manifest, cohort_dir / "methylation.csv")
+
+
+def test_data_sets_pickle_by_how_they_were_made_so_spawned_workers_load_them(tmp_path, cohort_dir):
+    # A spawn or forkserver DataLoader failed with "cannot pickle 'qkv._qkv.data.Dataset'".
+    import pickle
+    root = tmp_path / "shapes"
+    test = qkv.data.SyntheticShapes(root, "test", **SMALL)
+    again = pickle.loads(pickle.dumps(test))
+    assert type(again) is qkv.data.SyntheticShapes and len(again) == len(test)
+    assert torch.equal(again[2][0]["points"], test[2][0]["points"])  # eval views are seeded per shape
+    rotated = qkv.data.SyntheticShapes.splits(root, **SMALL)["test/so3"]
+    assert torch.equal(pickle.loads(pickle.dumps(rotated))[1][0]["points"], rotated[1][0]["points"])
+    cohort = qkv.data.Cohort(cohort_dir / "manifest.csv", cohort_dir / "methylation.csv", fit_rows=range(8))
+    part = cohort.subset([1, 3, 5])
+    part_again = pickle.loads(pickle.dumps(part))
+    assert part_again.subject_ids == part.subject_ids and part_again.fit_rows == list(range(8))
+    assert torch.equal(part_again[1][0]["methylation"], part[1][0]["methylation"])
+    # Workers started by spawn load the same items.
+    loader = torch.utils.data.DataLoader(test, batch_size=3, num_workers=1, multiprocessing_context="spawn")
+    spawned = [b[0]["points"] for b in loader]
+    in_process = [b[0]["points"] for b in torch.utils.data.DataLoader(test, batch_size=3)]
+    assert len(spawned) == len(in_process) and all(torch.equal(a, b) for a, b in zip(spawned, in_process))
