@@ -349,6 +349,14 @@ std::string lock_holder(const fs::path& dir) {
   return "";
 }
 
+// The refusal of a folder another process holds, naming it.
+[[noreturn]] void refuse_held(const fs::path& dir, const std::string& option) {
+  const std::string who = lock_holder(dir);
+  refuse(option, printable_path(dir.string()) + ": another qkv command is writing there" +
+                     (who.empty() ? std::string() : " (" + who + ")") +
+                     "; wait for it to end or choose another folder (nothing was changed)");
+}
+
 }  // namespace
 
 std::shared_ptr<ClaimedRoot> ClaimedRoot::lock(const std::filesystem::path& dir, const std::string& option,
@@ -366,10 +374,7 @@ std::shared_ptr<ClaimedRoot> ClaimedRoot::lock(const std::filesystem::path& dir,
     else ::flock(fd, LOCK_SH | LOCK_NB);  // a failed upgrade may have dropped this process's shared lock
     if (err != EWOULDBLOCK)
       throw DataError(printable_path(dir.string()) + ": cannot lock the folder: " + std::strerror(err));
-    const std::string who = lock_holder(dir);
-    refuse(option, printable_path(dir.string()) + ": another qkv command is writing there" +
-                       (who.empty() ? std::string() : " (" + who + ")") +
-                       "; wait for it to end or choose another folder (nothing was changed)");
+    refuse_held(dir, option);
   }
   if (!root) {
     root = std::make_shared<ClaimedRoot>();
@@ -380,6 +385,29 @@ std::shared_ptr<ClaimedRoot> ClaimedRoot::lock(const std::filesystem::path& dir,
   root->exclusive = exclusive;
   return root;
 }
+
+namespace {
+
+// For the checks a command makes before it claims: a UsageError naming the
+// holder when another process holds `dir` (exclusively, or at all for an
+// `exclusive` claim to come), so that a folder another command is writing
+// is refused as such, not by what its half-written files look like. The
+// lock is tried and dropped at once; the claim takes it for good (and refuses
+// then, should another command have taken it in between).
+void refuse_if_held_elsewhere(const fs::path& dir, const std::string& option, bool exclusive) {
+  {
+    std::lock_guard<std::mutex> guard(claims_mutex());
+    for (const auto& r : root_list_locked())
+      if (auto held = r.lock(); held && held->dir == dir) return;  // this process's own
+  }
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;  // missing or unreadable: the checks that follow say so
+  const bool free = ::flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) == 0;
+  ::close(fd);  // drops the lock if it was taken
+  if (!free) refuse_held(dir, option);
+}
+
+}  // namespace
 
 OutputClaim ClaimedRoot::hold(const std::shared_ptr<ClaimedRoot>& root, const std::vector<std::string>& files,
                               const Fingerprints& written, bool replaced) {
@@ -451,6 +479,7 @@ void check_output_dir(const std::string& dir, const std::string& option, bool ov
   const auto status = fs::status(root, ec);
   if (!fs::exists(status)) return;
   if (!fs::is_directory(status)) refuse(option, printable_path(dir) + ": exists and is not a folder");
+  refuse_if_held_elsewhere(root, option, /*exclusive=*/true);
   if (is_empty_folder(root)) return;
   if (!overwrite)
     refuse(option, printable_path(dir) +
@@ -534,6 +563,7 @@ void check_output_file(const std::string& path, const std::string& option, bool 
   std::error_code ec;
   const auto status = fs::status(file, ec);
   if (fs::is_directory(status)) refuse(option, printable_path(path) + ": is a folder; name a file");
+  refuse_if_held_elsewhere(dir, option, /*exclusive=*/false);
   if (fs::exists(status)) {
     if (!overwrite)
       refuse(option, printable_path(path) + ": exists; add {overwrite} to replace it, or choose another name");
@@ -569,6 +599,7 @@ Ledger verified_ledger(const std::string& dir, const std::string& option, const 
   std::error_code ec;
   if (!fs::exists(root, ec)) refuse(option, printable_path(dir) + ": no such folder (nothing to continue)");
   if (!fs::is_directory(root, ec)) refuse(option, printable_path(dir) + ": is not a folder");
+  refuse_if_held_elsewhere(root, option, /*exclusive=*/true);
   const Ledger ledger = read_ledger(root);
   if (ledger.header.is_null())
     refuse(option, printable_path(dir) + ": has no " + kLedgerName +
