@@ -599,7 +599,9 @@ Ledger verified_ledger(const std::string& dir, const std::string& option, const 
   std::error_code ec;
   if (!fs::exists(root, ec)) refuse(option, printable_path(dir) + ": no such folder (nothing to continue)");
   if (!fs::is_directory(root, ec)) refuse(option, printable_path(dir) + ": is not a folder");
-  refuse_if_held_elsewhere(root, option, /*exclusive=*/true);
+  // Not refuse_if_held_elsewhere: every rank of a data-parallel --resume
+  // verifies the folder that rank 0 holds (adopt_output_dir's lock still
+  // keeps a second command out).
   const Ledger ledger = read_ledger(root);
   if (ledger.header.is_null())
     refuse(option, printable_path(dir) + ": has no " + kLedgerName +

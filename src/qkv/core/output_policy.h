@@ -24,9 +24,10 @@
 // and command line (from /proc/locks; nothing is written to tell it); the
 // kernel drops the lock of a process that dies, so that a killed run's folder
 // is taken over by the next command. The checks made before a claim
-// (check_output_dir, check_output_file, verify_output_dir) try the lock
-// first, so that a folder being written is refused as held, not by what its
-// half-written files look like.
+// (check_output_dir, check_output_file) try the lock first, so that a folder
+// being written is refused as held, not by what its half-written files look
+// like. verify_output_dir does not: every rank of a data-parallel --resume
+// verifies the folder rank 0 holds.
 //
 // Outputs apart from inputs: before a command claims anything it compares
 // each output with the files and folders it reads (check_outputs_apart),
