@@ -152,9 +152,8 @@ void bind_vn_modules(py::module_& m) {
   py::class_<VNMultiHeadAttentionImpl, torch::nn::Module, std::shared_ptr<VNMultiHeadAttentionImpl>>(
       m, "VNMultiHeadAttention")
       .def(py::init([](int64_t channels, int64_t heads, int64_t head_dim) {
-             // q, k, v and the output map: channels x heads * head_dim each.
              check_module_sizes("VNMultiHeadAttention", {{"channels", channels}, {"heads", heads}, {"head_dim", head_dim}},
-                                models::sat_mul(4, models::sat_mul(channels, models::sat_mul(heads, head_dim))));
+                                models::vn_attention_parameters(channels, heads, head_dim));
              return std::make_shared<VNMultiHeadAttentionImpl>(channels, heads, head_dim);
            }),
            py::arg("channels"), py::arg("heads"), py::arg("head_dim"))
@@ -170,8 +169,7 @@ void bind_vn_modules(py::module_& m) {
   py::class_<VNFeedForwardImpl, torch::nn::Module, std::shared_ptr<VNFeedForwardImpl>>(m, "VNFeedForward")
       .def(py::init([](int64_t channels, int64_t hidden) {
              check_module_sizes("VNFeedForward", {{"channels", channels}, {"hidden", hidden}},
-                                models::sat_add(models::vn_linear_leaky_relu_parameters(channels, hidden),
-                                                models::sat_mul(hidden, channels)));
+                                models::vn_feed_forward_parameters(channels, hidden));
              return std::make_shared<VNFeedForwardImpl>(channels, hidden);
            }),
            py::arg("channels"), py::arg("hidden"))
@@ -180,9 +178,7 @@ void bind_vn_modules(py::module_& m) {
       .def(py::init([](int64_t channels, int64_t heads, int64_t head_dim, int64_t ffn_hidden, bool layer_norm) {
              check_module_sizes(
                  "VNTBlock", {{"channels", channels}, {"heads", heads}, {"head_dim", head_dim}, {"ffn_hidden", ffn_hidden}},
-                 models::sat_add(models::sat_mul(4, models::sat_mul(channels, models::sat_mul(heads, head_dim))),
-                                 models::vn_linear_leaky_relu_parameters(channels, ffn_hidden),
-                                 models::sat_add(models::sat_mul(ffn_hidden, channels), models::sat_mul(4, channels))));
+                 models::vnt_block_parameters(channels, heads, head_dim, ffn_hidden, layer_norm));
              return std::make_shared<VNTBlockImpl>(channels, heads, head_dim, ffn_hidden, layer_norm);
            }),
            py::arg("channels"), py::arg("heads"), py::arg("head_dim"), py::arg("ffn_hidden"), py::arg("layer_norm") = false)

@@ -15,11 +15,28 @@ import qkv
     lambda: qkv.nn.VNMaxPool(2 ** 20),
     lambda: qkv.nn.VNAttention(4096, 1024, 1024),
     lambda: qkv.nn.VNTBlock(16, 2, 8, 2 ** 40),
+    lambda: qkv.nn.VNFeedForward(16, 2 ** 15),  # the ReLU's 2^15 x 2^15 directions: 4 GiB
 ])
 def test_a_module_too_large_is_refused_before_it_allocates(make):
     # VNLinear(2**31, 2) allocated and initialised 16 GiB before.
     with pytest.raises(qkv.UsageError, match="more than max_parameters"):
         make()
+
+
+def test_the_size_bound_is_the_modules_own_parameter_count():
+    # The bound is computed as the layers' constructors allocate, the same
+    # formulas the registry's models are sized by.
+    before = qkv.models.max_parameters()
+    for module in (qkv.nn.VNFeedForward(4, 6), qkv.nn.VNAttention(4, 2, 3), qkv.nn.VNTBlock(4, 2, 3, 6, True)):
+        count = sum(p.numel() for p in module.parameters())
+        qkv.models.set_max_parameters(count)
+        try:
+            type(module)(*module._built_with[1], **module._built_with[2])  # exactly at the bound: built
+            qkv.models.set_max_parameters(count - 1)
+            with pytest.raises(qkv.UsageError, match="more than max_parameters"):
+                type(module)(*module._built_with[1], **module._built_with[2])
+        finally:
+            qkv.models.set_max_parameters(before)
 
 
 def test_module_sizes_must_be_positive():

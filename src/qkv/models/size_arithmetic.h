@@ -81,4 +81,24 @@ inline int64_t vn_std_feature_parameters(int64_t in, bool normalize_frame = fals
                  sat_mul(in / 4, normalize_frame ? 2 : 3));
 }
 
+// vn::VNMultiHeadAttention(channels, heads, head_dim): W_Q, W_K, W_V
+// [heads * head_dim, channels] and W_O [channels, heads * head_dim].
+inline int64_t vn_attention_parameters(int64_t channels, int64_t heads, int64_t head_dim) {
+  return sat_mul(4, channels, sat_mul(heads, head_dim));
+}
+
+// vn::VNFeedForward(channels, hidden): lin1 [hidden, channels], the ReLU's
+// directions [hidden, hidden], lin2 [channels, hidden].
+inline int64_t vn_feed_forward_parameters(int64_t channels, int64_t hidden) {
+  return sat_add(sat_mul(2, channels, hidden), sat_mul(hidden, hidden));
+}
+
+// vn::VNTBlock(channels, heads, head_dim, ffn_hidden, layer_norm): the
+// attention, the feed-forward and, with layer_norm, two VNLayerNorms.
+inline int64_t vnt_block_parameters(int64_t channels, int64_t heads, int64_t head_dim, int64_t ffn_hidden,
+                                    bool layer_norm) {
+  return sat_add(vn_attention_parameters(channels, heads, head_dim), vn_feed_forward_parameters(channels, ffn_hidden),
+                 layer_norm ? sat_mul(2, norm_parameters(channels)) : 0);
+}
+
 }  // namespace qkv::models

@@ -97,9 +97,7 @@ ModelSize vnt_backbone_size(const VNTNetOptions& o, int64_t points) {
   edge_conv.parameters = vn_linear_leaky_relu_parameters(edge_in, c);
   edge_conv.activation_floats = sat_add(sat_mul(2, n, o.k), sat_mul(3, n, o.k, sat_add(edge_in, sat_mul(4, c))),
                                         sat_mul(3, n, c));
-  block.parameters = sat_add(sat_mul(4, c, heads_width),             // W_Q, W_K, W_V, W_O
-                             sat_mul(2, c, ffn), sat_mul(ffn, ffn),  // lin1, lin2, the ReLU's directions
-                             o.layer_norm ? sat_mul(2, norm_parameters(c)) : 0);
+  block.parameters = vnt_block_parameters(c, o.heads, o.head_dim, ffn, o.layer_norm);
   block.activation_floats = sat_add(
       sat_mul(3, n, sat_add(sat_mul(4, heads_width), sat_mul(o.layer_norm ? 6 : 4, c), sat_mul(3, ffn))),
       sat_mul(o.heads, n, n));
