@@ -56,30 +56,17 @@ class Lines {
   int64_t line_;
 };
 
-// Splits on whitespace, and on commas too when `commas`.
-void split(std::string_view line, std::vector<std::string_view>& tokens, bool commas = false) {
-  tokens.clear();
-  size_t i = 0;
-  auto is_sep = [&](char c) { return std::isspace(static_cast<unsigned char>(c)) || (commas && c == ','); };
-  while (i < line.size()) {
-    while (i < line.size() && is_sep(line[i])) ++i;
-    const size_t start = i;
-    while (i < line.size() && !is_sep(line[i])) ++i;
-    if (i > start) tokens.push_back(line.substr(start, i - start));
-  }
-}
-
-// The whitespace-separated tokens of one line, one at a time: a face line
-// may list millions of corners, and a vector of them would take eight times
-// the line's bytes again.
+// The tokens of one line, separated by whitespace (and by commas too when
+// `commas`), one at a time: a face line may list millions of corners, and a
+// vector of them would take eight times the line's bytes again.
 class Tokens {
  public:
-  explicit Tokens(std::string_view line) : rest_(line) {}
+  explicit Tokens(std::string_view line, bool commas = false) : rest_(line), commas_(commas) {}
   bool next(std::string_view& out) {
     size_t i = 0;
-    while (i < rest_.size() && std::isspace(static_cast<unsigned char>(rest_[i]))) ++i;
+    while (i < rest_.size() && is_separator(rest_[i])) ++i;
     const size_t start = i;
-    while (i < rest_.size() && !std::isspace(static_cast<unsigned char>(rest_[i]))) ++i;
+    while (i < rest_.size() && !is_separator(rest_[i])) ++i;
     out = rest_.substr(start, i - start);
     rest_ = rest_.substr(i);
     return !out.empty();
@@ -94,8 +81,17 @@ class Tokens {
   }
 
  private:
+  bool is_separator(char c) const { return std::isspace(static_cast<unsigned char>(c)) || (commas_ && c == ','); }
   std::string_view rest_;
+  bool commas_;
 };
+
+// Splits on whitespace, and on commas too when `commas`: Tokens, kept.
+void split(std::string_view line, std::vector<std::string_view>& tokens, bool commas = false) {
+  tokens.clear();
+  Tokens t(line, commas);
+  for (std::string_view token; t.next(token);) tokens.push_back(token);
+}
 
 // from_chars is locale-independent and rejects "1.0abc" (we check it ate the whole token).
 bool parse_double(std::string_view tok, double& out) {
@@ -133,12 +129,8 @@ void check_face_indices(const std::string& path, const Mesh& mesh) {
         fail(path, "face index " + std::to_string(i) + " is out of range (" + std::to_string(n) + " vertices)");
 }
 
-void fan(Mesh& mesh, const std::vector<int64_t>& polygon) {
-  for (size_t j = 1; j + 1 < polygon.size(); ++j) mesh.faces.push_back({polygon[0], polygon[j], polygon[j + 1]});
-}
-
 // A polygon fanned into triangles as its corners arrive (corner 0, the
-// previous corner, this corner), holding none of them: what fan() makes.
+// previous corner, this corner), holding none of them: every reader's fan.
 class FanBuilder {
  public:
   explicit FanBuilder(Mesh& mesh) : mesh_(mesh) {}
@@ -154,6 +146,12 @@ class FanBuilder {
   Mesh& mesh_;
   int64_t first_ = 0, previous_ = 0, corners_ = 0;
 };
+
+// A polygon whose corners are already in a vector (PLY, STL), fanned.
+void fan(Mesh& mesh, const std::vector<int64_t>& polygon) {
+  FanBuilder triangles(mesh);
+  for (const int64_t corner : polygon) triangles.corner(corner);
+}
 
 // Triangles are reserved once, for exactly what the face lines make: a
 // polygon of k corners fans into k - 2 triangles of 24 bytes from as little
