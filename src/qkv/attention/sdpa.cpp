@@ -171,14 +171,14 @@ SdpaResult scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k
   // One rule for values that are not finite: they propagate as in the
   // reference softmax(q k^T) v. The tiled kernel's running maximum would skip
   // a NaN score (a NaN key dropped, not spread), so such inputs take the
-  // composed path. A sum per input decides it (an overflowing sum sends
-  // finite inputs there too: slower, the same result).
-  const auto finite = [](const at::Tensor& t) {
+  // composed path. One sum of the three decides it, one read back (a NaN or
+  // infinity anywhere makes it so; an overflowing sum sends finite inputs
+  // there too: slower, the same result).
+  const auto all_finite = [&] {
     at::NoGradGuard no_grad;
-    return at::isfinite(t.sum()).item<bool>();
+    return at::isfinite(q.sum() + k.sum() + v.sum()).item<bool>();
   };
-  if (resolve_backend(q, k, v, o) == AttentionBackend::Naive || !finite(q) || !finite(k) || !finite(v))
-    return naive_attention(q, k, v, o);
+  if (resolve_backend(q, k, v, o) == AttentionBackend::Naive || !all_finite()) return naive_attention(q, k, v, o);
   SdpaResult r;
   at::Tensor pad = o.key_padding_mask.defined() ? o.key_padding_mask.to(q.device()) : at::Tensor();
   r.output = tiled_attention(q, k, v, softmax_scale(q, o), o.causal, pad);

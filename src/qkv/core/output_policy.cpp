@@ -84,6 +84,14 @@ std::vector<std::weak_ptr<ClaimedRoot>>& root_list_locked() {
   return roots;
 }
 
+// The root `dir` if a claim of this process holds it, else null. The caller
+// holds claims_mutex.
+std::shared_ptr<ClaimedRoot> held_root_locked(const fs::path& dir) {
+  for (const auto& r : root_list_locked())
+    if (auto held = r.lock(); held && held->dir == dir) return held;
+  return nullptr;
+}
+
 fs::path normal(const std::string& path) {
   fs::path p = fs::absolute(fs::path(path)).lexically_normal();
   if (!p.has_filename() && p.has_parent_path() && p != p.root_path()) p = p.parent_path();
@@ -362,9 +370,7 @@ std::string lock_holder(const fs::path& dir) {
 std::shared_ptr<ClaimedRoot> ClaimedRoot::lock(const std::filesystem::path& dir, const std::string& option,
                                                bool exclusive) {
   std::lock_guard<std::mutex> guard(claims_mutex());
-  std::shared_ptr<ClaimedRoot> root;
-  for (const auto& r : root_list_locked())
-    if (auto held = r.lock(); held && held->dir == dir) root = held;
+  std::shared_ptr<ClaimedRoot> root = held_root_locked(dir);
   if (root && (root->exclusive || !exclusive)) return root;  // this process holds it already
   int fd = root ? root->lock_fd : ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) throw DataError(printable_path(dir.string()) + ": cannot open the folder: " + std::strerror(errno));
@@ -397,8 +403,7 @@ namespace {
 void refuse_if_held_elsewhere(const fs::path& dir, const std::string& option, bool exclusive) {
   {
     std::lock_guard<std::mutex> guard(claims_mutex());
-    for (const auto& r : root_list_locked())
-      if (auto held = r.lock(); held && held->dir == dir) return;  // this process's own
+    if (held_root_locked(dir)) return;  // this process's own
   }
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return;  // missing or unreadable: the checks that follow say so
@@ -508,11 +513,12 @@ void check_names_writable(const std::string& dir, const std::string& option, con
     const Found found = inspect(root, fs::path(name));
     if (found.kind == Found::Refused) throw UsageError(found.why);
     if (found.kind == Found::Absent) continue;
+    // A listed file's bytes are checked where the folder is: --resume's
+    // verify_output_dir, --overwrite's claim (require_owned, before removing).
     if (std::find(ledger.files.begin(), ledger.files.end(), name) == ledger.files.end())
       refuse(option, printable_path((root / name).string()) +
                        ": exists and was not written by qkv; this command writes that file and will not replace "
                        "it (nothing was changed); move it away or choose another folder");
-    if (const std::string why = unowned(root, name, ledger.written); !why.empty()) throw UsageError(why);
   }
 }
 

@@ -161,9 +161,10 @@ void check_files_folder(const std::string& dir, const std::string& option);
 
 // Before the work whose files will land in `dir`: UsageError naming the first
 // of `names` (paths below `dir`) that exists there and is not one qkv wrote
-// (not in the ledger, changed since, or reached through a link), which the
-// write would refuse only at the end of the work (hours of training later).
-// Missing names are fine.
+// (not in the ledger, or reached through a link), which the write would
+// refuse only at the end of the work (hours of training later). Missing
+// names are fine; a listed file changed since qkv wrote it is refused by
+// verify_output_dir and claim_output_dir, which read every listed file.
 void check_names_writable(const std::string& dir, const std::string& option, const std::vector<std::string>& names);
 
 // claim_output_dir's refusals without its effects, so that a command can check
