@@ -37,7 +37,7 @@ std::vector<InputPath> cohort_inputs(const CohortFiles& files) {
 // read the wrong way round with no word. Refused when the run recorded its
 // volumes' orientation and voxel size (mhca train) and this cohort's differ
 // (voxel sizes by more than 1e-3 of their size, our tolerance), naming both.
-void check_recorded_orientation(const nlohmann::json& config, const medical::CohortData& cohort,
+void check_recorded_geometry(const nlohmann::json& config, const medical::CohortData& cohort,
                                 const std::string& checkpoint, const CohortFiles& files) {
   const nlohmann::json data = config.contains("data") && config.at("data").is_object() ? config.at("data") : nlohmann::json();
   const std::string trained = data.is_object() ? data.value("orientation", "") : "";
@@ -182,7 +182,7 @@ CohortPrediction predict_cohort(const CohortFiles& files, const std::string& che
                                                    : std::vector<int64_t>{};
   auto cohort = medical::load_cohort(files.manifest, files.methylation, model_reads_volumes(name), at::get_num_threads(),
                                      false, grid, files.max_missing, files.reorient || recorded_reorient(config));
-  if (model_reads_volumes(name)) check_recorded_orientation(config, cohort, checkpoint, files);
+  if (model_reads_volumes(name)) check_recorded_geometry(config, cohort, checkpoint, files);
   const auto rows = all_rows(cohort);
   std::vector<double> p;
   if (xgb) {
@@ -252,7 +252,7 @@ nlohmann::json explain_checkpoint(const CohortFiles& files, const std::string& c
   auto cohort = medical::load_cohort(files.manifest, files.methylation, true, at::get_num_threads(), false,
                                      net->spect_options().volume_shape, files.max_missing,
                                      files.reorient || recorded_reorient(config));
-  check_recorded_orientation(config, cohort, checkpoint, files);
+  check_recorded_geometry(config, cohort, checkpoint, files);
   const auto claim = claim_output_dir(out, "{out}", overwrite, {"mhca explain", {}});
   return explain_subjects(*net, cohort, prep, options, out, device);
 }
