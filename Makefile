@@ -1,5 +1,20 @@
 # Entry points. Each installs what is missing, configures (Release), builds, then runs.
+#
+# TORCH picks the LibTorch: `debian` (default; libtorch-dev 1.13, CPU) or
+# `pip` (the PyTorch 2.x wheel that scripts/install-torch-venv pins, in the
+# project-local venv .venv, built into build-pip/; docs/build.md).
+TORCH ?= debian
+ifeq ($(TORCH),pip)
+BUILD ?= build-pip
+TORCH_CMAKE = -DQKV_TORCH_PYTHON=$(CURDIR)/.venv/bin/python
+TORCH_DEPS = scripts/install-torch-venv .venv
+else ifeq ($(TORCH),debian)
 BUILD ?= build
+TORCH_CMAKE = -DQKV_TORCH_PYTHON=
+TORCH_DEPS = true
+else
+$(error TORCH=$(TORCH): expected debian or pip)
+endif
 JOBS ?= $(shell nproc)
 DEMO_OUT ?= runs/demo
 
@@ -7,6 +22,7 @@ DEMO_OUT ?= runs/demo
 
 deps:
 	@scripts/install-deps
+	@$(TORCH_DEPS)
 
 # Ninja tracks each object's own command line, so adding a source file
 # compiles that file alone (the Makefile generator writes every file's
@@ -18,7 +34,7 @@ configure: deps
 	@if [ -f $(BUILD)/CMakeCache.txt ] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$$' $(BUILD)/CMakeCache.txt; then \
 	  echo "make: $(BUILD)/ was configured for another generator; reconfiguring it for Ninja"; \
 	  rm -rf $(BUILD)/CMakeCache.txt $(BUILD)/CMakeFiles; fi
-	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(TORCH_CMAKE) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)

@@ -15,13 +15,54 @@ ValueErrors. The API reference is docs/python.md.
 """
 import torch  # noqa: F401 (loads LibTorch and its Python bindings before qkv's module)
 
-from . import _qkv
+
+def _check_built_for():
+    # The module links the LibTorch and libpython it was built against; under
+    # another torch or Python it would fail to load with an "undefined
+    # symbol", or load and crash. The build records both (CMakeLists.txt).
+    import json
+    import os
+    import sys
+    path = os.path.join(os.path.dirname(__file__), "_built_for.json")
+    try:
+        with open(path) as f:
+            built = json.load(f)
+    except (OSError, ValueError):
+        return  # a build without the record: nothing to compare
+    python = "%d.%d" % sys.version_info[:2]
+    if built.get("torch") != torch.__version__ or built.get("python") != python:
+        raise ImportError("qkv was built for torch %s on Python %s, but this interpreter (%s) has torch %s on "
+                          "Python %s: rebuild qkv for it (pip install --no-build-isolation . with this "
+                          "interpreter; docs/python.md)" % (built.get("torch"), built.get("python"), sys.executable,
+                                                           torch.__version__, python))
+
+
+_check_built_for()
+
+from . import _qkv  # noqa: E402
 from ._qkv import DataError, UsageError, blas_summary, set_threads
 from . import data, models, nn, ops
 from .models import load
 
 __version__ = _qkv.__version__
 __all__ = ["ops", "nn", "models", "data", "load", "UsageError", "DataError", "set_threads", "blas_summary"]
+
+
+def _allow_weights_only_loads():
+    # torch.load reads with weights_only=True by default from PyTorch 2.6 on:
+    # only allow-listed callables may run. A pickled qkv module or model is
+    # its rebuild function, its class (for qkv.nn), its constructor's plain
+    # arguments and tensors; listing those lets torch.load(f) read qkv objects
+    # without allowing anything else.
+    add = getattr(torch.serialization, "add_safe_globals", None)
+    if add is None:
+        return
+    from ._modules import CppModule, _rebuild
+    classes = [c for c in vars(nn).values() if isinstance(c, type) and issubclass(c, CppModule)]
+    add([models._rebuild_model, _rebuild] + classes)
+
+
+_allow_weights_only_loads()
 
 
 def _warn_about_openblas():

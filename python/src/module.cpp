@@ -35,9 +35,10 @@ void bind_errors(py::module_& m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const UsageError& e) {
-      usage_error(with_setting_names(e.what()).c_str());
+      // (CPython's call: pybind11 3 deprecates the exception object's own call operator.)
+      PyErr_SetString(usage_error.ptr(), with_setting_names(e.what()).c_str());
     } catch (const DataError& e) {
-      data_error(with_setting_names(e.what()).c_str());
+      PyErr_SetString(data_error.ptr(), with_setting_names(e.what()).c_str());
     } catch (const Interrupted& e) {
       clear_interrupt();
       PyErr_SetString(PyExc_KeyboardInterrupt, e.what());

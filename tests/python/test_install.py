@@ -1,14 +1,28 @@
-"""pip installs the package offline into a venv of Debian's python3, and it
-imports from there without PYTHONPATH."""
+"""pip installs the package offline into a venv that has the torch these
+tests run under (Debian's python3 with python3-torch, or the PyTorch 2.x venv
+of `make test TORCH=pip`), and it imports from there without PYTHONPATH."""
 import os
 import subprocess
+import sys
+
+import torch
 
 from conftest import SOURCE_DIR
 
 
 def test_pip_install_offline_into_a_venv(tmp_path):
     venv = tmp_path / "env"
-    subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    if torch.__file__.startswith("/usr/lib/python3/"):
+        subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", str(venv)], check=True,
+                       timeout=120)
+    else:
+        # A fresh venv that sees this interpreter's torch through a .pth file
+        # (a second copy of the wheel would be gigabytes).
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+        site = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        with open(os.path.join(site, "torch_of_the_tests.pth"), "w") as f:
+            f.write(os.path.dirname(os.path.dirname(torch.__file__)) + "\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
                QKV_BUILD=os.environ.get("QKV_BUILD", str(SOURCE_DIR / "build")))

@@ -17,6 +17,7 @@
 #include "qkv/pointcloud/synth_parts.h"
 #include "qkv/pointcloud/transforms.h"
 #include "qkv/tasks/part_segmentation.h"
+#include "support/haar_rotation.h"
 #include "support/test_files.h"
 
 namespace qkv::testing {
@@ -122,10 +123,7 @@ TEST(PredictParts, ACloudLargerThanTheRunsPointsIsLabelledWholeByVotesAndStaysIn
   const int64_t table = pc::find_part_category("Table", "class");
   const auto& cat = pc::shapenet_part_categories()[static_cast<size_t>(table)];
   const auto plain = dense_copy(file, dir + "/dense.txt", 10, torch::eye(3, torch::kDouble));
-  torch::manual_seed(9);
-  auto [q, r] = torch::linalg::qr(torch::randn({3, 3}, torch::kDouble));
-  q = q * torch::sign(torch::diagonal(r));
-  if (torch::det(q).item<double>() < 0) q.select(1, 0).neg_();
+  const auto q = qkv::testing::haar_rotation(9);
   const auto turned_file = dense_copy(file, dir + "/turned.txt", 10, q);
   const auto p = tasks::predict_parts(*model, data, plain, table, pc::Rotation::None, 4, torch::kCPU, 3);
   ASSERT_EQ(p.labels.size(), 3000u);

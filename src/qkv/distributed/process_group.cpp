@@ -9,6 +9,12 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -17,11 +23,14 @@
 #include "qkv/core/errors.h"
 #include "qkv/core/text.h"
 
-// glog's severity threshold (Debian's LibTorch logs through glog; no glog
-// headers are installed, the flag is a plain exported int).
+// c10d's log threshold. Debian's LibTorch logs through glog (no glog headers
+// are installed: its flag is a plain exported int); PyTorch's wheels log
+// through c10's own logger, whose threshold c10/util/Logging.h declares.
+#ifdef C10_USE_GLOG
 namespace fLI {
 extern int32_t FLAGS_minloglevel;
 }
+#endif
 
 namespace qkv::distributed {
 namespace {
@@ -41,6 +50,39 @@ int64_t parse_int(const std::string& text, const std::string& what) {
   } catch (const std::exception&) {
   }
   throw UsageError(what + ": '" + text + "' is not an integer");
+}
+
+// Returns once something accepts TCP connections at host:port, trying every
+// 50 ms; throws std::runtime_error at `deadline`.
+void wait_for_listener(const std::string& host, int port, std::chrono::steady_clock::time_point deadline) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  for (;;) {
+    addrinfo* found = nullptr;
+    if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) == 0) {
+      for (addrinfo* a = found; a; a = a->ai_next) {
+        const int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) continue;
+        bool accepted = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+        if (!accepted && errno == EINPROGRESS) {
+          pollfd p{fd, POLLOUT, 0};
+          int error = 0;
+          socklen_t size = sizeof error;
+          accepted = poll(&p, 1, 200) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) == 0 && error == 0;
+        }
+        close(fd);
+        if (accepted) {
+          freeaddrinfo(found);
+          return;
+        }
+      }
+      freeaddrinfo(found);
+    }
+    if (std::chrono::steady_clock::now() + std::chrono::milliseconds(50) >= deadline)
+      throw std::runtime_error("nothing accepted connections at " + host + ":" + std::to_string(port));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 bool is_loopback(const std::string& host) {
@@ -117,8 +159,13 @@ struct ProcessGroup::Impl {
 ProcessGroup::ProcessGroup(const ParallelOptions& options) : impl_(std::make_unique<Impl>()), options_(options) {
   // c10d logs every failed connection attempt and timeout on stderr before
   // throwing; the exception becomes our one-line error. GLOG_minloglevel=0
-  // in the environment brings the log back for debugging.
+  // (Debian's LibTorch) or TORCH_CPP_LOG_LEVEL=INFO (PyTorch's) in the
+  // environment brings the log back for debugging.
+#ifdef C10_USE_GLOG
   if (!std::getenv("GLOG_minloglevel")) fLI::FLAGS_minloglevel = 3;
+#else
+  if (!std::getenv("TORCH_CPP_LOG_LEVEL")) FLAGS_caffe2_log_level = 3;
+#endif
   const auto [host, port] = parse_master(options.master, "master");
   impl_->where = "rank " + std::to_string(options.rank) + " of " + std::to_string(options.world_size) + " (master " +
                  options.master + ")";
@@ -140,6 +187,11 @@ ProcessGroup::ProcessGroup(const ParallelOptions& options) : impl_(std::make_uni
     so.numWorkers = static_cast<size_t>(options.world_size);
     // The wait for the others is done below, where it can name who is missing.
     so.waitWorkers = false;
+    // A worker first waits, on our deadline, until rank 0's port takes
+    // connections: LibTorch 2.x's client retries with a growing backoff that
+    // overran one attempt's timeout by seconds (--dist-timeout 3 without
+    // rank 0: 4.85 s).
+    if (!so.isServer) wait_for_listener(host, port, deadline);
     so.timeout = timeout;
     impl_->store = c10::make_intrusive<c10d::TCPStore>(host, so);
   } catch (const std::exception& e) {

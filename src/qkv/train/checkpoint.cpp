@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <sstream>
+#include <type_traits>
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/crc32.h"
@@ -132,7 +133,23 @@ std::string optimizer_kind(torch::optim::Optimizer& o) {
   throw std::logic_error("checkpoint: no format-2 layout for this optimizer");
 }
 
-std::string state_key(const at::Tensor& param) { return c10::guts::to_string(param.unsafeGetTensorImpl()); }
+// An optimizer's per-parameter state is keyed by the parameter's TensorImpl:
+// its address printed as text in LibTorch 1.x, the address itself in 2.x.
+using OptimizerStates = std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>;
+using StateKey = OptimizerStates::key_type;
+
+template <typename Key>
+Key key_of(c10::TensorImpl* impl) {
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream text;  // what LibTorch 1.x's c10::guts::to_string(pointer) writes
+    text << impl;
+    return text.str();
+  } else {
+    return impl;
+  }
+}
+
+StateKey state_key(const at::Tensor& param) { return key_of<StateKey>(param.unsafeGetTensorImpl()); }
 
 // Adam and AdamW keep the same per-parameter state.
 template <typename AdamState>
@@ -183,7 +200,6 @@ std::unique_ptr<torch::optim::OptimizerParamState> adam_state_of(const std::map<
   return s;
 }
 
-using OptimizerStates = ska::flat_hash_map<std::string, std::unique_ptr<torch::optim::OptimizerParamState>>;
 
 // The optimizer's per-parameter states from format 2's entries, every entry
 // parsed and checked; the optimizer itself is not touched.
