@@ -22,7 +22,7 @@ float64, eval mode) and compares the logits.
 
 Usage:
   /usr/bin/python3 bench/models_twin.py --model vnt|vn-dgcnn --mode train|infer|check \
-      --batch B --points N --threads T --repeats R [--check-dir DIR]
+      --batch B --points N --threads T --repeats R [--check-dir DIR] [--device cuda]
 train/infer print one JSON line of timings and memory; check prints the largest
 logit difference against DIR/io.pt after loading DIR/weights.pt.
 """
@@ -351,8 +351,14 @@ def run_check(args, model):
 
 def run_bench(args, model):
     params = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    points = torch.randn(args.batch, 3, args.points)
-    targets = torch.randint(0, 40, (args.batch,))
+    device = torch.device(args.device)
+    model.to(device)
+    points = torch.randn(args.batch, 3, args.points, device=device)
+    targets = torch.randint(0, 40, (args.batch,), device=device)
+
+    def wait():  # a GPU runs asynchronously: a step ends when its kernels have
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
     if args.mode == "train":
         model.train()
         optimizer = torch.optim.Adam(model.parameters(), lr=5e-4)
@@ -371,13 +377,15 @@ def run_bench(args, model):
 
     rss_before = rss_mib()
     step()  # warm-up
+    wait()
     times = []
     for _ in range(args.repeats):
         t0 = time.perf_counter()
         step()
+        wait()
         times.append((time.perf_counter() - t0) * 1e3)
     print(json.dumps({
-        "torch": torch.__version__, "model": args.model, "mode": args.mode, "params": params,
+        "torch": torch.__version__, "device": str(device), "model": args.model, "mode": args.mode, "params": params,
         "batch": args.batch, "points": args.points, "threads": torch.get_num_threads(),
         "median_ms": statistics.median(times), "times_ms": times,
         "rss_before_mib": rss_before,
@@ -394,6 +402,7 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--check-dir", default=None)
+    parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     if args.model not in MODELS:
         sys.exit(f"unknown model '{args.model}' (expected vnt or vn-dgcnn)")

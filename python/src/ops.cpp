@@ -33,15 +33,10 @@ at::Tensor knn(const at::Tensor& points, int64_t k) {
 }
 
 at::Tensor farthest_point_sample(const at::Tensor& points, int64_t m, int64_t start) {
-  // The kernel is the CPU's: a cloud elsewhere is sampled from a CPU copy
-  // (m sequential steps, each a reduction over the cloud, suit the GPU badly).
-  const auto cpu = points.detach().to(at::kCPU);
-  at::Tensor idx;
-  {
-    py::gil_scoped_release release;
-    idx = pointcloud::farthest_point_sample(cpu, m, start);
-  }
-  return idx.to(points.device());
+  // On a GPU, qkv's kernel where the build has it, else the CPU's on a copy
+  // (pointcloud::farthest_point_sample decides).
+  py::gil_scoped_release release;
+  return pointcloud::farthest_point_sample(points.detach(), m, start);
 }
 
 attention::AttentionBackend parse_backend(const std::string& name) {

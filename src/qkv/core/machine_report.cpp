@@ -18,6 +18,7 @@
 #include "qkv/core/openblas_core.h"
 #include "qkv/core/runtime.h"
 #include "qkv/core/text.h"
+#include "qkv/cuda/point_kernels.h"
 
 namespace qkv {
 namespace {
@@ -75,6 +76,8 @@ nlohmann::json machine_report(bool measure_sgemm) {
   d["qkv"] = qkv_version();
   d["libtorch"] = {{"version", TORCH_VERSION},
                    {"cuda", torch::cuda::is_available()},
+                   {"gpus", torch::cuda::is_available() ? torch::cuda::device_count() : 0},
+                   {"qkv_cuda_kernels", cuda::kernels_built()},
                    {"cpu_capability", config_line("CPU capability usage: ")},
                    {"parallel", at::get_parallel_info()}};
   d["cpu"] = {{"model", cpu_model_name()},
@@ -95,8 +98,11 @@ std::string machine_report_text(const nlohmann::json& d) {
     std::snprintf(line, sizeof line, format, args...);
     out += line;
   };
-  append("qkv %s on LibTorch %s (%s; ATen kernels: %s)\n", qkv_version().c_str(), TORCH_VERSION,
-         d["libtorch"]["cuda"].get<bool>() ? "CUDA available" : "CPU only",
+  const std::string gpus = d["libtorch"]["cuda"].get<bool>()
+                               ? std::to_string(d["libtorch"]["gpus"].get<size_t>()) + " GPU(s) visible"
+                               : "no GPU visible";
+  append("qkv %s on LibTorch %s (%s; qkv's CUDA kernels %s; ATen kernels: %s)\n", qkv_version().c_str(),
+         TORCH_VERSION, gpus.c_str(), d["libtorch"]["qkv_cuda_kernels"].get<bool>() ? "built" : "not built",
          d["libtorch"]["cpu_capability"].get<std::string>().c_str());
   append("CPU: %s, %u logical cores\n", d["cpu"]["model"].get<std::string>().c_str(),
          d["cpu"]["logical_cores"].get<unsigned>());

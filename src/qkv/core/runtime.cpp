@@ -69,11 +69,17 @@ c10::Device parse_device(const std::string& text) {
     if (!torch::cuda::is_available())
       throw ConfigError("device", text +
                        ": this LibTorch build has no CUDA support or no GPU is visible; use --device cpu");
+    c10::Device device(c10::kCPU);
     try {
-      return c10::Device(text);
+      device = c10::Device(text);
     } catch (const std::exception&) {
       throw ConfigError("device", text + ": expected cuda or cuda:N");
     }
+    const int64_t visible = static_cast<int64_t>(torch::cuda::device_count());
+    if (device.has_index() && device.index() >= visible)
+      throw ConfigError("device", text + ": only " + std::to_string(visible) + " GPU" + (visible == 1 ? " is" : "s are") +
+                                      " visible (cuda:0.." + std::to_string(visible - 1) + ")");
+    return device;
   }
   throw ConfigError("device", text + ": expected cpu or cuda");
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "qkv/core/errors.h"
+#include "qkv/cuda/point_kernels.h"
 
 namespace qkv::pointcloud {
 namespace {
@@ -87,6 +88,14 @@ void fps_one(const T* pts, int64_t n, int64_t m, int64_t start, int64_t* out) {
 }
 
 at::Tensor fps(const at::Tensor& points, int64_t m, const std::vector<int64_t>& starts) {
+  if (!points.device().is_cpu()) {
+    const auto start_tensor = torch::tensor(starts, torch::kLong);
+    if (points.is_cuda() && cuda::kernels_built())
+      return like_input(cuda::farthest_point_sample(as_batch(points), m, start_tensor), points);
+    // Without a kernel for the device: the CPU kernel on a copy (a sequential
+    // arg-max per pick does not compose into fast tensor code).
+    return fps(points.detach().cpu(), m, starts).to(points.device());
+  }
   const auto batch = as_batch(points).contiguous();
   const int64_t b = batch.size(0), n = batch.size(1);
   auto out = torch::empty({b, m}, torch::kLong);

@@ -10,6 +10,7 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/core/shape.h"
+#include "qkv/cuda/point_kernels.h"
 #include "qkv/distributed/sync_batch_norm.h"
 #include "qkv/vn/vn_heads.h"
 
@@ -198,7 +199,10 @@ at::Tensor knn_indices(const at::Tensor& features, int64_t k) {
     throw DataError("a cloud of " + std::to_string(n) + " points has fewer points than k = " + std::to_string(k) +
                     " neighbours");
   if (features.device().is_cpu()) return knn_indices_cpu(features, k);
-  // Other devices: the same blocks with topk (ties in topk's order).
+  if (features.is_cuda() && cuda::kernels_built() && features.size(1) <= cuda::kKnnMaxDims && k <= cuda::kKnnMaxK)
+    return cuda::knn_direct(features, k);
+  // Other devices, and feature spaces on a GPU (where a GEMM of the blocks is
+  // the fast way to the distances): the same blocks with topk (ties in topk's order).
   std::vector<at::Tensor> blocks;
   const auto points = features.detach().transpose(1, 2);      // [B, N, D]
   const auto sq = (points * points).sum(-1, /*keepdim=*/true);  // [B, N, 1]

@@ -1,0 +1,234 @@
+// qkv on a GPU, each op against its CPU reference: qkv's CUDA kernels (kNN,
+// FPS) give the CPU kernels' indices; the ops that run composed ATen code on
+// a GPU (edge features, the VN nonlinearities and batch norm, attention) give
+// the CPU's outputs and gradients; VNT-Net's logits stay invariant under
+// rotation there, and its weights go GPU -> file -> CPU -> GPU bit for bit.
+// Every test skips where no GPU is visible (this machine); scripts/gpu-check
+// runs them on one.
+#include <gtest/gtest.h>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "qkv/attention/sdpa.h"
+#include "qkv/core/errors.h"
+#include "qkv/core/runtime.h"
+#include "qkv/cuda/point_kernels.h"
+#include "qkv/models/model.h"
+#include "qkv/pointcloud/transforms.h"
+#include "qkv/train/checkpoint.h"
+#include "qkv/vn/vn_ops.h"
+#include "support/haar_rotation.h"
+#include "support/tolerance.h"
+
+namespace {
+
+using namespace qkv;
+
+#define QKV_REQUIRE_GPU()                                                         \
+  do {                                                                            \
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible";          \
+  } while (0)
+
+#define QKV_REQUIRE_CUDA_KERNELS()                                                                    \
+  do {                                                                                               \
+    QKV_REQUIRE_GPU();                                                                               \
+    if (!cuda::kernels_built()) GTEST_SKIP() << "this build has no CUDA kernels (QKV_CUDA off)";    \
+  } while (0)
+
+const torch::Device kGpu(torch::kCUDA, 0);
+
+// Clouds with exact duplicates and points on a coarse grid, so that equal
+// distances (the tie rules) occur, in float32 and float64 alike.
+at::Tensor clouds_with_ties(int64_t b, int64_t n, int64_t dims, torch::Dtype dtype, int64_t seed) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  auto x = torch::randint(-6, 7, {b, dims, n}, gen, torch::kDouble) / 4.0;  // exact in both precisions
+  x.narrow(2, n / 2, n / 8).copy_(x.narrow(2, 0, n / 8));                 // duplicates
+  return x.to(dtype);
+}
+
+at::Tensor gaussian(std::vector<int64_t> shape, torch::Dtype dtype, int64_t seed) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return torch::randn(shape, gen, torch::kDouble).to(dtype);
+}
+
+TEST(CudaDevice, ParseDeviceRefusesWhatIsNotThere) {
+  if (torch::cuda::is_available()) {
+    const auto visible = static_cast<int64_t>(torch::cuda::device_count());
+    EXPECT_TRUE(parse_device("cuda").is_cuda());
+    EXPECT_THROW(parse_device("cuda:" + std::to_string(visible)), UsageError);
+  } else {
+    EXPECT_THROW(parse_device("cuda"), UsageError);
+    EXPECT_THROW(parse_device("cuda:0"), UsageError);
+  }
+}
+
+TEST(CudaKernels, KnnGivesTheCpuKernelsIndices) {
+  QKV_REQUIRE_CUDA_KERNELS();
+  for (const auto dtype : {torch::kFloat, torch::kDouble})
+    for (const int64_t dims : {3, 6})
+      for (const int64_t k : {int64_t{1}, int64_t{20}, cuda::kKnnMaxK}) {
+        const auto x = clouds_with_ties(2, 1000, dims, dtype, 7 + dims + k);
+        const auto expected = vn::knn_indices(x, k);
+        const auto got = vn::knn_indices(x.to(kGpu), k);
+        ASSERT_TRUE(got.is_cuda());
+        EXPECT_TRUE(torch::equal(got.cpu(), expected)) << "dtype " << dtype << " dims " << dims << " k " << k;
+      }
+}
+
+TEST(CudaKernels, KnnBeyondTheKernelStillFindsTheNearest) {
+  QKV_REQUIRE_GPU();
+  // k > kKnnMaxK and feature spaces (D = 3C) take the GEMM + topk path: the
+  // same neighbour distances as the CPU (indices may differ among ties).
+  const auto x = gaussian({2, 24, 300}, torch::kDouble, 5);
+  for (const int64_t k : {int64_t{16}, cuda::kKnnMaxK + 8}) {
+    const auto got = vn::knn_indices(x.to(kGpu), k).cpu();
+    const auto expected = vn::knn_indices(x, k);
+    auto distances = [&](const at::Tensor& idx) {
+      const auto p = x.transpose(1, 2);                              // [B, N, D]
+      const auto nb = p.unsqueeze(1).expand({2, 300, 300, 24}).gather(
+          2, idx.unsqueeze(-1).expand({2, 300, k, 24}));              // [B, N, k, D]
+      return (nb - p.unsqueeze(2)).pow(2).sum(-1);
+    };
+    EXPECT_LE(qkv::testing::max_abs_difference(distances(got), distances(expected)), 1e-9) << "k " << k;
+    EXPECT_TRUE(torch::equal(got.select(2, 0), torch::arange(300).expand({2, 300}))) << "itself first";
+  }
+}
+
+TEST(CudaKernels, FarthestPointSampleGivesTheCpuKernelsIndices) {
+  QKV_REQUIRE_CUDA_KERNELS();
+  for (const auto dtype : {torch::kFloat, torch::kDouble}) {
+    const auto points = clouds_with_ties(3, 2000, 3, dtype, 11).transpose(1, 2).contiguous();  // [B, N, 3]
+    EXPECT_TRUE(torch::equal(pointcloud::farthest_point_sample(points.to(kGpu), 512, 17).cpu(),
+                             pointcloud::farthest_point_sample(points, 512, 17)));
+    EXPECT_TRUE(torch::equal(pointcloud::farthest_point_sample(points[0].to(kGpu), 2000, 0).cpu(),
+                             pointcloud::farthest_point_sample(points[0], 2000, 0)))
+        << "every point, one cloud [N, 3]";
+  }
+  const auto one = torch::zeros({1, 5, 3});
+  EXPECT_TRUE(torch::equal(pointcloud::farthest_point_sample(one.to(kGpu), 5, 2).cpu(),
+                           pointcloud::farthest_point_sample(one, 5, 2)))
+      << "all points the same: ties to the lowest index";
+}
+
+// Forward and the gradient of a fixed random projection, GPU against CPU.
+template <typename Op>
+void expect_same_on_gpu(const char* what, Op op, std::vector<at::Tensor> inputs, double float64_bound) {
+  std::vector<at::Tensor> cpu_in, gpu_in;
+  for (const auto& t : inputs) {
+    cpu_in.push_back(t.clone().requires_grad_(t.is_floating_point()));
+    gpu_in.push_back(t.to(kGpu).requires_grad_(t.is_floating_point()));
+  }
+  const auto cpu_out = op(cpu_in);
+  const auto gpu_out = op(gpu_in);
+  ASSERT_TRUE(gpu_out.is_cuda()) << what;
+  const auto probe = gaussian(cpu_out.sizes().vec(), cpu_out.scalar_type(), 99);
+  (cpu_out * probe).sum().backward();
+  (gpu_out * probe.to(kGpu)).sum().backward();
+  const bool f64 = cpu_out.scalar_type() == torch::kDouble;
+  const double bound = f64 ? float64_bound : 1e-4;
+  EXPECT_LE(qkv::testing::precision_difference(gpu_out.cpu(), cpu_out), bound) << what << " forward";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!cpu_in[i].grad().defined()) continue;
+    EXPECT_LE(qkv::testing::precision_difference(gpu_in[i].grad().cpu(), cpu_in[i].grad()), bound)
+        << what << " gradient of input " << i;
+  }
+}
+
+TEST(CudaOps, VectorNeuronOpsMatchTheCpu) {
+  QKV_REQUIRE_GPU();
+  for (const auto dtype : {torch::kFloat, torch::kDouble}) {
+    const auto x = gaussian({2, 6, 3, 50}, dtype, 1);
+    const auto d = gaussian({2, 6, 3, 50}, dtype, 2);
+    expect_same_on_gpu("vn_leaky_relu", [](auto& in) { return vn::vn_leaky_relu(in[0], in[1], 0.2); }, {x, d}, 1e-10);
+    const auto w = gaussian({4, 6}, dtype, 3);
+    expect_same_on_gpu("vn_linear", [](auto& in) { return vn::vn_linear(in[0], in[1]); }, {x, w}, 1e-10);
+    const auto idx = vn::knn_indices(gaussian({2, 3, 50}, dtype, 4), 8);
+    expect_same_on_gpu("edge_features", [](auto& in) { return vn::edge_features(in[0], in[1], true); }, {x, idx},
+                       1e-12);
+    const auto gamma = gaussian({6}, dtype, 5), beta = gaussian({6}, dtype, 6);
+    expect_same_on_gpu("vn_batch_norm",
+                       [](auto& in) {
+                         auto mean = torch::zeros({in[1].size(0)}, in[1].options()).detach();
+                         auto var = torch::ones({in[1].size(0)}, in[1].options()).detach();
+                         return vn::vn_batch_norm(in[0], in[1], in[2], mean, var, true, 0.1, 1e-5, nullptr);
+                       },
+                       {x, gamma, beta}, 1e-9);
+  }
+}
+
+TEST(CudaOps, AttentionMatchesTheCpuWithMasks) {
+  QKV_REQUIRE_GPU();
+  for (const auto dtype : {torch::kFloat, torch::kDouble}) {
+    const auto q = gaussian({2, 3, 70, 16}, dtype, 1), k = gaussian({2, 3, 90, 16}, dtype, 2),
+               v = gaussian({2, 3, 90, 8}, dtype, 3);
+    auto pad = torch::zeros({2, 90}, torch::kBool);
+    pad.narrow(1, 80, 10).fill_(true);
+    for (const bool causal : {false, true})
+      for (const bool padded : {false, true}) {
+        expect_same_on_gpu("attention",
+                           [&](auto& in) {
+                             attention::SdpaOptions options;
+                             options.causal = causal;
+                             if (padded) options.key_padding_mask = pad.to(in[0].device());
+                             return attention::scaled_dot_product_attention(in[0], in[1], in[2], options).output;
+                           },
+                           {q, k, v}, 1e-10);
+      }
+  }
+}
+
+TEST(CudaModels, VntNetIsInvariantOnTheGpuAndMatchesTheCpu) {
+  QKV_REQUIRE_GPU();
+  torch::manual_seed(11);
+  const nlohmann::json options = {{"classes", 5}, {"linear_dim", 8}, {"heads", 3}, {"head_dim", 4}, {"k", 8}};
+  auto model = models::find_model("vnt").make(options);
+  model->to(torch::kDouble);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  data::Batch batch;
+  batch.inputs["points"] = gaussian({2, 3, 64}, torch::kDouble, 3);
+  const auto cpu_logits = model->forward(batch);
+  model->to(kGpu);
+  data::Batch on_gpu;
+  on_gpu.inputs["points"] = batch.inputs["points"].to(kGpu);
+  const auto logits = model->forward(on_gpu);
+  EXPECT_LE(qkv::testing::max_abs_difference(logits.cpu(), cpu_logits), 1e-9);
+  for (int64_t s = 1; s <= 3; ++s) {
+    data::Batch rotated;
+    rotated.inputs["points"] = torch::matmul(qkv::testing::haar_rotation(s).to(kGpu), on_gpu.inputs["points"]);
+    EXPECT_LE(qkv::testing::max_abs_difference(model->forward(rotated).cpu(), cpu_logits), 1e-9) << "rotation " << s;
+  }
+}
+
+TEST(CudaModels, CheckpointsWrittenOnTheGpuLoadOnTheCpuBitForBit) {
+  QKV_REQUIRE_GPU();
+  const nlohmann::json options = {{"classes", 5}, {"linear_dim", 8}, {"heads", 2}, {"head_dim", 4}};
+  torch::manual_seed(5);
+  auto model = models::find_model("vnt").make(options);
+  model->to(kGpu);
+  const auto path = (std::filesystem::temp_directory_path() /
+                     ("qkv_cuda_test_" + std::to_string(::getpid()) + ".ckpt")).string();
+  train::save_checkpoint(path, *model, nullptr, train::TrainState{});
+  torch::manual_seed(6);
+  auto on_cpu = models::find_model("vnt").make(options);
+  train::load_checkpoint(path, *on_cpu, nullptr);
+  auto back_on_gpu = models::find_model("vnt").make(options);
+  back_on_gpu->to(kGpu);
+  train::load_checkpoint(path, *back_on_gpu, nullptr);
+  std::filesystem::remove(path);
+  const auto gpu_params = model->named_parameters(), cpu_params = on_cpu->named_parameters(),
+             again = back_on_gpu->named_parameters();
+  ASSERT_EQ(gpu_params.size(), cpu_params.size());
+  for (const auto& p : gpu_params) {
+    ASSERT_TRUE(cpu_params[p.key()].device().is_cpu()) << p.key();
+    EXPECT_TRUE(torch::equal(p.value().cpu(), cpu_params[p.key()])) << p.key();
+    ASSERT_TRUE(again[p.key()].is_cuda()) << p.key();
+    EXPECT_TRUE(torch::equal(again[p.key()], p.value())) << p.key();
+  }
+}
+
+}  // namespace
