@@ -10,11 +10,13 @@
 #include <type_traits>
 #include <vector>
 
+#include "qkv/attention/sdpa.h"
 #include "qkv/attention/tiled_attention_rows.h"
 #include "qkv/attention/tiled_attention_tile_kernels.h"
 #include "qkv/core/blas.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/parallel.h"
+#include "qkv/core/second_order.h"
 #include "qkv/core/shape.h"
 
 namespace qkv::attention {
@@ -497,6 +499,19 @@ struct TiledAttentionFunction : public torch::autograd::Function<TiledAttentionF
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     auto saved = ctx->get_saved_variables();
+    if (gradient_graph_requested()) {
+      // The naive formula (sdpa.h), with the same scale, causality and padding.
+      SdpaOptions o;
+      o.scale = ctx->saved_data["softmax_scale"].toDouble();
+      o.causal = ctx->saved_data["causal"].toBool();
+      o.key_padding_mask = saved[5];
+      o.backend = AttentionBackend::Naive;
+      auto g = composed_vjp(
+          [&](const auto& in) { return variable_list{scaled_dot_product_attention(in[0], in[1], in[2], o).output}; },
+          {saved[0], saved[1], saved[2]}, grad_outputs);
+      g.resize(8);
+      return g;
+    }
     at::Tensor grad = grad_outputs[0];
     if (!grad.defined()) grad = at::zeros_like(saved[3]);
     TiledGradients g = tiled_attention_backward(

@@ -18,6 +18,7 @@
 
 #include "qkv/core/cpu.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/second_order.h"
 #include "qkv/core/shape.h"
 #include "qkv/distributed/process_group.h"
 #include "qkv/distributed/sync_batch_norm.h"
@@ -53,6 +54,7 @@ class VNLeakyReLUFunction : public torch::autograd::Function<VNLeakyReLUFunction
     ctx->save_for_backward({x, d});
     ctx->saved_data["slope"] = slope;
     ctx->saved_data["eps"] = eps;
+    ctx->saved_data["inputs"] = std::vector<at::Tensor>{x_in, d_in};  // with their history, for create_graph
     const int64_t b = x.size(0), c = x.size(1), cd = d.size(1), m = x.numel() / (b * c * 3);
     auto y = torch::empty_like(x);
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vn_leaky_relu", [&] {
@@ -79,9 +81,14 @@ class VNLeakyReLUFunction : public torch::autograd::Function<VNLeakyReLUFunction
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    const double slope = ctx->saved_data["slope"].toDouble(), eps = ctx->saved_data["eps"].toDouble();
+    if (gradient_graph_requested()) {
+      auto g = composed_vjp([&](const auto& in) { return variable_list{vn_leaky_relu_composed(in[0], in[1], slope, eps)}; },
+                            ctx->saved_data["inputs"].toTensorVector(), grad);
+      return {g[0], g[1], at::Tensor(), at::Tensor()};
+    }
     const auto saved = ctx->get_saved_variables();
     const auto &x = saved[0], &d = saved[1];
-    const double slope = ctx->saved_data["slope"].toDouble(), eps = ctx->saved_data["eps"].toDouble();
     const auto g = grad[0].contiguous();
     const int64_t b = x.size(0), c = x.size(1), cd = d.size(1), m = x.numel() / (b * c * 3);
     const int64_t blocks = (m + kPointBlock - 1) / kPointBlock;
@@ -141,6 +148,7 @@ class VNFrameCoordinatesFunction : public torch::autograd::Function<VNFrameCoord
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x_in, const at::Tensor& frame_in) {
     const auto x = x_in.contiguous(), frame = frame_in.contiguous();
     ctx->save_for_backward({x, frame});
+    ctx->saved_data["inputs"] = std::vector<at::Tensor>{x_in, frame_in};
     const int64_t b = x.size(0), c = x.size(1), m = x.numel() / (b * c * 3);
     auto y = torch::empty_like(x);
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vn_frame_coordinates", [&] {
@@ -164,6 +172,9 @@ class VNFrameCoordinatesFunction : public torch::autograd::Function<VNFrameCoord
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    if (gradient_graph_requested())
+      return composed_vjp([](const auto& in) { return variable_list{vn_frame_coordinates_composed(in[0], in[1])}; },
+                          ctx->saved_data["inputs"].toTensorVector(), grad);
     const auto saved = ctx->get_saved_variables();
     const auto &x = saved[0], &frame = saved[1];
     const auto g = grad[0].contiguous();
@@ -237,6 +248,28 @@ at::Tensor channel_sums(int64_t b, int64_t c, F&& f) {
   return sums;
 }
 
+// For a create_graph backward (core/second_order.h): the inputs to
+// differentiate, with their history, and copies of the running statistics as
+// the forward found them (the composed recomputation updates copies, never
+// the module's own).
+void save_composed_inputs(AutogradContext* ctx, std::vector<at::Tensor> inputs, const at::Tensor& running_mean,
+                          const at::Tensor& running_var, double momentum, double eps) {
+  ctx->saved_data["inputs"] = std::move(inputs);
+  if (running_mean.defined()) ctx->saved_data["running_mean"] = running_mean.detach().clone();
+  if (running_var.defined()) ctx->saved_data["running_var"] = running_var.detach().clone();
+  ctx->saved_data["momentum"] = momentum;
+  ctx->saved_data["eps"] = eps;
+}
+
+// Fresh copies of those statistics (undefined where the module had none).
+std::pair<at::Tensor, at::Tensor> forward_time_statistics(AutogradContext* ctx) {
+  auto copy = [&](const char* key) {
+    const auto it = ctx->saved_data.find(key);
+    return it == ctx->saved_data.end() ? at::Tensor() : it->second.toTensor().clone();
+  };
+  return {copy("running_mean"), copy("running_var")};
+}
+
 distributed::ProcessGroup* group_of(AutogradContext* ctx) {
   return reinterpret_cast<distributed::ProcessGroup*>(static_cast<intptr_t>(ctx->saved_data["group"].toInt()));
 }
@@ -288,6 +321,7 @@ class VNBatchNormFunction : public torch::autograd::Function<VNBatchNormFunction
                             bool training, double momentum, double eps, distributed::ProcessGroup* group) {
     const auto x = x_in.contiguous();
     const int64_t b = x.size(0), c = x.size(1), m = x.numel() / (b * c * 3);
+    save_composed_inputs(ctx, {x_in, weight, bias}, running_mean, running_var, momentum, eps);
     at::Tensor sums;
     if (training)
       AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vn_batch_norm_stats", [&] {
@@ -334,6 +368,20 @@ class VNBatchNormFunction : public torch::autograd::Function<VNBatchNormFunction
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    if (gradient_graph_requested()) {
+      const bool training = ctx->saved_data["training"].toBool();
+      auto* group = group_of(ctx);
+      auto g = composed_vjp(
+          [&](const auto& in) {
+            auto [mean, var] = forward_time_statistics(ctx);
+            return variable_list{vn_batch_norm_composed(in[0], in[1], in[2], mean, var, training,
+                                                        ctx->saved_data["momentum"].toDouble(),
+                                                        ctx->saved_data["eps"].toDouble(), group)};
+          },
+          ctx->saved_data["inputs"].toTensorVector(), grad);
+      g.resize(9);
+      return g;
+    }
     const auto saved = ctx->get_saved_variables();
     const auto &x = saved[0], &weight = saved[1], &mean = saved[2], &invstd = saved[3];
     const auto &scale = saved[4], &shift = saved[5];
@@ -632,6 +680,9 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
     const auto a = feat_towards.contiguous(), ac = feat_centre.contiguous();
     const auto dd = dir_towards.contiguous(), dc = dir_centre.contiguous();
     const auto idx = idx_in.contiguous();
+    save_composed_inputs(ctx, {feat_towards, feat_centre, dir_towards, dir_centre, weight, bias}, running_mean,
+                         running_var, momentum, eps);
+    ctx->saved_data["idx"] = idx;
     const int64_t b = a.size(0), c = a.size(1), n = a.size(3), k = idx.size(2);
     at::Tensor sums;
     if (training)
@@ -687,6 +738,25 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    if (gradient_graph_requested()) {
+      const bool training = ctx->saved_data["training"].toBool();
+      const double slope = ctx->saved_data["slope"].toDouble();
+      auto* group = group_of(ctx);
+      const auto idx = ctx->saved_data["idx"].toTensor();
+      auto g = composed_vjp(
+          [&](const auto& in) {
+            auto [mean, var] = forward_time_statistics(ctx);
+            return variable_list{edge_conv_mean_composed(in[0], in[1], in[2], in[3], idx, in[4], in[5], mean, var,
+                                                         training, ctx->saved_data["momentum"].toDouble(),
+                                                         ctx->saved_data["eps"].toDouble(), group, slope)};
+          },
+          ctx->saved_data["inputs"].toTensorVector(), grad);
+      // The Function's inputs: the four features, idx, weight, bias, then what needs no gradient.
+      variable_list out(14);
+      for (int i = 0; i < 4; ++i) out[i] = g[i];
+      out[5] = g[4], out[6] = g[5];
+      return out;
+    }
     const auto saved = ctx->get_saved_variables();
     const auto &a = saved[0], &ac = saved[1], &dd = saved[2], &dc = saved[3], &idx = saved[4], &weight = saved[5];
     NormAffine norm{saved[6], saved[7], saved[8], saved[9], ctx->saved_data["count"].toDouble()};

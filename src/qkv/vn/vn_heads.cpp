@@ -8,6 +8,7 @@
 #include "qkv/core/blas.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/parallel.h"
+#include "qkv/core/second_order.h"
 #include "qkv/core/shape.h"
 
 namespace qkv::vn {
@@ -115,13 +116,24 @@ struct VNHeadsFunction : public torch::autograd::Function<VNHeadsFunction> {
     ctx->save_for_backward({input, w});
     ctx->saved_data["heads"] = heads;
     ctx->saved_data["split"] = split;
+    ctx->saved_data["inputs"] = std::vector<at::Tensor>{input_in, w_in};  // for create_graph (core/second_order.h)
     return {out};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const bool split = ctx->saved_data["split"].toBool();
+    if (gradient_graph_requested()) {
+      const int64_t heads = ctx->saved_data["heads"].toInt();
+      auto g = composed_vjp(
+          [&](const auto& in) {
+            return variable_list{split ? vn_heads_split_composed(in[0], in[1], heads)
+                                       : vn_heads_merge_composed(in[0], in[1])};
+          },
+          ctx->saved_data["inputs"].toTensorVector(), grads);
+      return {g[0], g[1], at::Tensor(), at::Tensor()};
+    }
     const auto saved = ctx->get_saved_variables();
     const at::Tensor &input = saved[0], &w = saved[1];
-    const bool split = ctx->saved_data["split"].toBool();
     const HeadGeometry g = geometry(input, w, ctx->saved_data["heads"].toInt(), split);
     const at::Tensor grad = grads[0].contiguous();
     at::Tensor dinput, dw;

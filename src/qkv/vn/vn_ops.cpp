@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/second_order.h"
 #include "qkv/core/shape.h"
 #include "qkv/cuda/point_kernels.h"
 #include "qkv/distributed/sync_batch_norm.h"
@@ -253,6 +254,7 @@ class EdgeFeaturesFunction : public torch::autograd::Function<EdgeFeaturesFuncti
     const auto idx = idx_in.contiguous();
     ctx->save_for_backward({x, idx});
     ctx->saved_data["cross"] = with_cross;
+    ctx->saved_data["input"] = x_in;  // with its history, for create_graph (core/second_order.h)
     const int64_t b = x.size(0), c = x.size(1), n = x.size(3), k = idx.size(2), parts = with_cross ? 3 : 2;
     auto out = torch::empty({b, parts * c, 3, n, k}, x.options());
     const auto* id = idx.data_ptr<int64_t>();
@@ -292,6 +294,12 @@ class EdgeFeaturesFunction : public torch::autograd::Function<EdgeFeaturesFuncti
     const auto& x = saved[0];
     const auto& idx = saved[1];
     const bool with_cross = ctx->saved_data["cross"].toBool();
+    if (gradient_graph_requested()) {
+      const auto g = composed_vjp(
+          [&](const auto& in) { return torch::autograd::variable_list{edge_features_composed(in[0], idx, with_cross)}; },
+          {ctx->saved_data["input"].toTensor()}, grad);
+      return {g[0], at::Tensor(), at::Tensor()};
+    }
     const auto g = grad[0].contiguous();
     const int64_t b = x.size(0), c = x.size(1), n = x.size(3), k = idx.size(2), parts = with_cross ? 3 : 2;
     auto gx = torch::zeros_like(x);

@@ -1,0 +1,35 @@
+#include "qkv/core/second_order.h"
+
+#include <torch/torch.h>
+
+namespace qkv {
+
+bool gradient_graph_requested() { return at::GradMode::is_enabled(); }
+
+std::vector<at::Tensor> composed_vjp(
+    const std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>& composed,
+    const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& grad_outputs) {
+  std::vector<at::Tensor> wrt;
+  std::vector<size_t> position;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].defined() && inputs[i].requires_grad()) {
+      wrt.push_back(inputs[i]);
+      position.push_back(i);
+    }
+  std::vector<at::Tensor> result(inputs.size());
+  if (wrt.empty()) return result;
+  const auto outputs = composed(inputs);
+  std::vector<at::Tensor> differentiated, weights;
+  for (size_t o = 0; o < outputs.size() && o < grad_outputs.size(); ++o)
+    if (grad_outputs[o].defined() && outputs[o].requires_grad()) {
+      differentiated.push_back(outputs[o]);
+      weights.push_back(grad_outputs[o]);
+    }
+  if (differentiated.empty()) return result;
+  const auto grads = torch::autograd::grad(differentiated, wrt, weights, /*retain_graph=*/true,
+                                           /*create_graph=*/true, /*allow_unused=*/true);
+  for (size_t j = 0; j < wrt.size(); ++j) result[position[j]] = grads[j];
+  return result;
+}
+
+}  // namespace qkv

@@ -1,0 +1,31 @@
+#pragma once
+// Second-order gradients through qkv's fused kernels. A fused backward
+// computes its gradient with loops over raw data, which leave no graph: under
+// create_graph=True (a gradient penalty, a Hessian-vector product,
+// gradgradcheck) its gradient would be treated as a constant and every
+// second derivative through it would be silently wrong. So when the caller
+// asks for a graph, each fused backward differentiates its op's composed
+// reference instead (differentiable ATen ops, to any order): the same first
+// derivative, now with its own graph.
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <vector>
+
+namespace qkv {
+
+// Inside a custom autograd Function's backward: whether the gradient must
+// itself be differentiable (the engine runs a create_graph backward with
+// grad mode on, and a plain one with it off).
+bool gradient_graph_requested();
+
+// The vector-Jacobian product of composed(inputs) with grad_outputs, as a
+// graph: the gradients with respect to each of `inputs` (the Function's
+// original inputs, with their history), an undefined tensor for an input
+// that does not require grad. `composed` returns its outputs in the order of
+// grad_outputs.
+std::vector<at::Tensor> composed_vjp(
+    const std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>& composed,
+    const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& grad_outputs);
+
+}  // namespace qkv

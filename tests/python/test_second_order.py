@@ -1,0 +1,90 @@
+"""Second-order gradients through qkv's fused kernels: gradgradcheck passes
+for every op with a fused backward, and a gradient penalty through a whole
+VNT-Net has the derivative finite differences give (the fused backwards
+differentiate their composed references under create_graph=True,
+core/second_order.h)."""
+import pytest
+import torch
+from torch.autograd import gradcheck, gradgradcheck
+
+import qkv
+
+ops = qkv.ops
+
+
+def f64(*shape, seed=0, grad=True):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, dtype=torch.float64, generator=g).requires_grad_(grad)
+
+
+def both_checks(fn, inputs):
+    assert gradcheck(fn, inputs, eps=1e-6, atol=1e-6)
+    assert gradgradcheck(fn, inputs, eps=1e-6, atol=1e-6)
+
+
+def test_vn_leaky_relu_second_order():
+    both_checks(lambda x, d: ops.vn_leaky_relu(x, d, 0.2), (f64(2, 3, 3, 5, seed=1), f64(2, 3, 3, 5, seed=2)))
+    both_checks(lambda x, d: ops.vn_leaky_relu(x, d, 0.0), (f64(2, 3, 3, 5, seed=3), f64(2, 1, 3, 5, seed=4)))
+
+
+def test_edge_features_second_order():
+    x = f64(2, 2, 3, 6, seed=5)
+    idx = ops.knn(x.detach()[:, 0].transpose(1, 2).contiguous(), 3)
+    both_checks(lambda x: ops.edge_features(x, idx, with_cross=True), (x,))
+
+
+def test_attention_second_order_in_the_tiled_kernel():
+    q, k, v = f64(1, 2, 5, 4, seed=6), f64(1, 2, 7, 4, seed=7), f64(1, 2, 7, 3, seed=8)
+    pad = torch.zeros(1, 7, dtype=torch.bool)
+    pad[0, 6] = True
+    for causal in (False, True):
+        both_checks(lambda q, k, v: ops.attention(q, k, v, causal=causal, key_padding_mask=pad, backend="tiled"),
+                    (q, k, v))
+
+
+def test_vn_batch_norm_second_order_keeps_the_running_statistics():
+    x, w, b = f64(4, 3, 3, 5, seed=9), f64(3, seed=10), f64(3, seed=11)
+    mean, var = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
+    for training in (True, False):
+        both_checks(lambda x, w, b: ops.vn_batch_norm(x, w, b, mean.clone(), var.clone(), training), (x, w, b))
+    # A create_graph backward recomputes from copies: the statistics move once per forward only.
+    running_mean, running_var = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
+    y = ops.vn_batch_norm(x, w, b, running_mean, running_var, True)
+    after_forward = running_mean.clone()
+    (gx,) = torch.autograd.grad(y.pow(2).sum(), x, create_graph=True)
+    gx.pow(2).sum().backward()
+    assert torch.equal(running_mean, after_forward)
+
+
+def test_vn_frame_coordinates_second_order():
+    both_checks(ops.vn_frame_coordinates, (f64(2, 3, 3, 4, seed=12), f64(2, 3, 3, 4, seed=13)))
+
+
+@pytest.mark.parametrize("name,options", [("vnt", dict(linear_dim=4, heads=2, head_dim=4)), ("vn-dgcnn", {})])
+def test_a_gradient_penalty_through_a_model_has_the_finite_difference_derivative(name, options):
+    torch.manual_seed(0)
+    model = qkv.models.create(name, classes=3, k=4, **options).double().eval()
+    points = f64(2, 3, 24, seed=14, grad=False)
+
+    def penalty():
+        x = points.clone().requires_grad_()
+        (g,) = torch.autograd.grad(model(points=x).logsumexp(-1).sum(), x, create_graph=True)
+        return g.pow(2).sum()
+
+    p = penalty()
+    weights = [w for w in model.parameters() if w.dim() == 2]
+    analytic = torch.autograd.grad(p, weights[0])[0]
+    w = weights[0]
+    h = 1e-6
+    for index in [(0, 0), (1, 2)]:
+        index = tuple(i % s for i, s in zip(index, w.shape))
+        with torch.no_grad():
+            w[index] += h
+        up = penalty().item()
+        with torch.no_grad():
+            w[index] -= 2 * h
+        down = penalty().item()
+        with torch.no_grad():
+            w[index] += h
+        numeric = (up - down) / (2 * h)
+        assert analytic[index].item() == pytest.approx(numeric, rel=1e-5, abs=1e-7), index
