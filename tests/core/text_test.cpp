@@ -69,3 +69,20 @@ TEST(FormatTable, AlignsNumbersRightAndWordsLeft) {
             "b            7    -\n");
   EXPECT_EQ(qkv::format_table({"only"}, {}), "only\n");
 }
+
+TEST(Wording, LibTorchsOutOfMemoryBecomesOneLineForAUser) {
+  // The messages as LibTorch 1.13 (CPU) and 2.x (CUDA) word them.
+  EXPECT_EQ(qkv::out_of_memory_line("[enforce fail at alloc_cpu.cpp:75] err == 0. DefaultCPUAllocator: can't "
+                                    "allocate memory: you tried to allocate 4294967296 bytes. Error code 12\nmore"),
+            "out of memory (LibTorch could not allocate 4294967296 bytes. Error code 12)");
+  const std::string cuda =
+      "CUDA out of memory. Tried to allocate 20.00 GiB. GPU 1 has a total capacity of 139.81 GiB of which 3.06 GiB "
+      "is free. Of the allocated memory 120.50 GiB is allocated by PyTorch\nIf reserved but unallocated ...";
+  const std::string line = qkv::out_of_memory_line(cuda);
+  EXPECT_EQ(line.rfind("out of GPU memory (LibTorch could not allocate 20.00 GiB on cuda:1; a smaller --batch-size", 0),
+            0u)
+      << line;
+  EXPECT_NE(line.find("--resume"), std::string::npos) << line;
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  EXPECT_EQ(qkv::out_of_memory_line("Expected all tensors to be on the same device"), "");
+}

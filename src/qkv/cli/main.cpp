@@ -204,11 +204,8 @@ int main(int argc, char** argv) {
     // an allocation sized by the options (model or batch sizes).
     return fail(1, "out of memory (smaller sizes in the options, e.g. --batch-size, may fit)");
   } catch (const c10::Error& e) {
-    const std::string message = qkv::first_line(e.what_without_backtrace());
-    const auto at = message.find("you tried to allocate ");
-    if (at != std::string::npos)  // LibTorch's out-of-memory, worded for its own developers
-      return fail(1, "out of memory (LibTorch could not allocate " + message.substr(at + 22) + ")");
-    return fail(1, message);
+    if (const auto oom = qkv::out_of_memory_line(e.what_without_backtrace()); !oom.empty()) return fail(1, oom);
+    return fail(1, qkv::first_line(e.what_without_backtrace()));
   } catch (const std::exception& e) {
     return fail(1, e.what());
   }

@@ -115,6 +115,27 @@ std::string binary_size(int64_t bytes) {
 
 std::string first_line(std::string_view text) { return std::string(text.substr(0, text.find('\n'))); }
 
+std::string out_of_memory_line(std::string_view message) {
+  const std::string_view line = message.substr(0, message.find('\n'));
+  if (const auto at = line.find("you tried to allocate "); at != std::string_view::npos)
+    return "out of memory (LibTorch could not allocate " + std::string(line.substr(at + 22)) + ")";
+  if (const auto at = line.find("CUDA out of memory"); at != std::string_view::npos) {
+    std::string what = "GPU memory";
+    if (const auto tried = line.find("Tried to allocate ", at); tried != std::string_view::npos) {
+      const auto amount = line.substr(tried + 18);  // "2.00 GiB. GPU 0 has ..."
+      what = std::string(amount.substr(0, amount.find(". ")));
+      if (const auto gpu = amount.find(". GPU "); gpu != std::string_view::npos) {
+        const auto rest = amount.substr(gpu + 6);  // "0 has ..."
+        what += " on cuda:" + std::string(rest.substr(0, rest.find(' ')));
+      }
+    }
+    return "out of GPU memory (LibTorch could not allocate " + what +
+           "; a smaller --batch-size may fit; checkpoints written so far are intact, and `train --resume` continues "
+           "from the last)";
+  }
+  return "";
+}
+
 std::string shortened(std::string_view text, size_t max) {
   if (text.size() <= max) return std::string(text);
   size_t cut = max;

@@ -29,6 +29,12 @@ std::string binary_size(int64_t bytes);
 // whose what() carries a backtrace or a detail paragraph.
 std::string first_line(std::string_view text);
 
+// LibTorch's out-of-memory message (worded for its own developers, with a
+// paragraph of allocator advice) as one line for a user, or "" when `message`
+// is not one: the CPU's "... you tried to allocate N bytes ..." and CUDA's
+// "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has ...".
+std::string out_of_memory_line(std::string_view message);
+
 // A value shown in a message: the text when it has at most `max` bytes, else
 // its first bytes (cut at a UTF-8 character boundary) and "... (N bytes)", so
 // that an error line stays one readable line whatever the user gave.

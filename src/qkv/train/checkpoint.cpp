@@ -309,7 +309,9 @@ torch::serialize::InputArchive open_archive(const std::vector<char>& payload, co
   check_zip_entries(payload.data(), payload.size(), path);  // sizes LibTorch would allocate unchecked
   torch::serialize::InputArchive archive;
   damaged_as_data_error(path, "checkpoint payload is unreadable", [&] {
-    archive.load_from(payload.data(), payload.size());
+    // Onto the CPU whatever device wrote it: a file from a GPU run loads on a
+    // machine without one (the trainer moves the model afterwards).
+    archive.load_from(payload.data(), payload.size(), torch::Device(torch::kCPU));
     return 0;
   });
   return archive;
