@@ -13,7 +13,9 @@ formulations a user would otherwise run, same threads, one run:
            from Python (glibc's malloc, as python3 runs it, and with jemalloc
            preloaded), the C++ model (`bench_pointcloud --child`, jemalloc
            linked), and the pure-PyTorch twin of bench/models_twin.py (glibc
-           and jemalloc). Each in a process of its own.
+           and jemalloc). Each in a process of its own. And the same
+           Python step under torch.autocast("cpu", bfloat16), which qkv runs
+           in float32 (docs/python.md): its ratio to the plain step.
 
 Run from the source tree after `make python bench`:
   PYTHONPATH=build/python /usr/bin/python3 bench/python_bindings.py [--threads 2] [--repeats 5] [--skip-models]
@@ -105,8 +107,9 @@ def bench_kernels(threads, repeats):
         print("%-42s %10.2f %10.2f %9.2f %11.2f %7.1fx" % (name, ours, cpp_ms, ours / cpp_ms, theirs, theirs / ours))
 
 
-def model_child(name, threads, repeats):
+def model_child(name, threads, repeats, autocast=False):
     """One JSON line: qkv's model from Python, a training step, as bench_pointcloud --child prints it."""
+    import contextlib
     import torch
     import qkv
     torch.set_num_threads(threads)
@@ -120,10 +123,12 @@ def model_child(name, threads, repeats):
 
     def step():
         optimizer.zero_grad()
-        torch.nn.functional.cross_entropy(model(points=points), target).backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext():
+            loss = torch.nn.functional.cross_entropy(model(points=points), target)
+        loss.backward()
         optimizer.step()
 
-    print(json.dumps({"model": name, "median_ms": median_ms(step, repeats)}))
+    print(json.dumps({"model": name, "autocast": autocast, "median_ms": median_ms(step, repeats)}))
 
 
 def run_json(command, env=None):
@@ -138,11 +143,13 @@ def bench_models(threads, repeats):
     me = [sys.executable, os.path.abspath(__file__), "--child-model"]
     print("\nmodels: training step, batch 16, 1,024 points, median of %d runs after one warm-up, %d threads; "
           "'+je' = jemalloc preloaded (MALLOC_CONF as qkv's executables)" % (repeats, threads))
-    print("%-9s %10s %10s %10s %9s %10s %10s %10s %10s" % ("model", "python ms", "py+je ms", "C++ ms", "py / C++",
-                                                          "torch ms", "torch+je", "vs torch", "vs t+je"))
+    print("%-9s %10s %10s %10s %9s %10s %10s %10s %10s %12s" % ("model", "python ms", "py+je ms", "C++ ms", "py / C++",
+                                                               "torch ms", "torch+je", "vs torch", "vs t+je",
+                                                               "autocast/py"))
     for name in ("vnt", "vn-dgcnn"):
         args = [name, "--threads", str(threads), "--repeats", str(repeats)]
         py = run_json(me + args)["median_ms"]
+        py_autocast = run_json(me + args + ["--autocast"])["median_ms"]
         py_je = run_json(me + args, preload)["median_ms"]
         cpp = run_json([os.path.join(BUILD, "bench_pointcloud"), "--child", name, "train", "16", "1024",
                         str(threads), str(repeats)])["median_ms"]
@@ -150,8 +157,8 @@ def bench_models(threads, repeats):
                 "--batch", "16", "--points", "1024", "--threads", str(threads), "--repeats", str(repeats)]
         torch_ms = run_json(twin)["median_ms"]
         torch_je = run_json(twin, preload)["median_ms"]
-        print("%-9s %10.0f %10.0f %10.0f %9.2f %10.0f %10.0f %9.1fx %9.1fx" % (
-            name, py, py_je, cpp, py / cpp, torch_ms, torch_je, torch_ms / py, torch_je / py))
+        print("%-9s %10.0f %10.0f %10.0f %9.2f %10.0f %10.0f %9.1fx %9.1fx %11.2fx" % (
+            name, py, py_je, cpp, py / cpp, torch_ms, torch_je, torch_ms / py, torch_je / py, py_autocast / py))
 
 
 def main():
@@ -160,11 +167,12 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--skip-models", action="store_true")
     parser.add_argument("--child-model", metavar="NAME")
+    parser.add_argument("--autocast", action="store_true", help="with --child-model: the step under bfloat16 autocast")
     args = parser.parse_args()
     if args.threads < 1 or args.repeats < 1:
         sys.exit("python_bindings: --threads and --repeats must be >= 1")
     if args.child_model:
-        return model_child(args.child_model, args.threads, args.repeats)
+        return model_child(args.child_model, args.threads, args.repeats, args.autocast)
     bench_kernels(args.threads, args.repeats)
     if not args.skip_models:
         bench_models(args.threads, args.repeats)

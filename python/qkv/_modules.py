@@ -16,10 +16,56 @@ the original's state_dict, dtype, device and train/eval mode. copy.copy is
 therefore a deep copy too (the weights are the C++ module's own). A part of a
 module is not copied on its own.
 """
+import contextlib
 import functools
 import inspect
 
 import torch
+
+from . import _qkv
+
+_FULL_PRECISION = (torch.float32, torch.float64)
+
+
+def _autocast_devices():
+    try:
+        return [d for d in ("cpu", "cuda") if torch.is_autocast_enabled(d)]
+    except TypeError:  # torch < 2.4: no device argument
+        return (["cpu"] if torch.is_autocast_cpu_enabled() else []) + (["cuda"] if torch.is_autocast_enabled() else [])
+
+
+def call_cpp(what, forward, *args, **kwargs):
+    """forward(*args, **kwargs), a C++ forward, as PyTorch's tools may call it.
+
+    - torch.jit.trace is refused: the C++ kernels' loops would be recorded as
+      constants, and the traced module would differ from this one silently.
+    - Under torch.autocast, qkv computes in float32 (our choice: its kernels
+      have no bfloat16 or half path, and ATen's bfloat16 fallbacks inside them
+      made a step 7.7x slower): autocast is off inside, and bfloat16 or half
+      inputs are taken as float32.
+    - Outside autocast, bfloat16 or half inputs are refused in one line.
+    """
+    if torch.jit.is_tracing():
+        raise _qkv.UsageError("%s: torch.jit.trace cannot record qkv's C++ kernels (the traced module would differ "
+                              "from this one); use the module itself, or qkv's checkpoints (qkv.models.load)" % what)
+    devices = _autocast_devices()
+
+    def checked(value, name):
+        if isinstance(value, dict):
+            return {k: checked(v, k) for k, v in value.items()}
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dtype not in _FULL_PRECISION:
+            if devices:
+                return value.float()
+            raise _qkv.UsageError("%s: %s is %s; qkv computes in float32 or float64 (.float() it, or run under "
+                                  "torch.autocast, inside which qkv takes it as float32)" % (what, name, value.dtype))
+        return value
+
+    args = [checked(a, "input %d" % i) for i, a in enumerate(args)]
+    kwargs = {k: checked(v, k) for k, v in kwargs.items()}
+    with contextlib.ExitStack() as stack:
+        for device in devices:
+            stack.enter_context(torch.autocast(device_type=device, enabled=False))
+        return forward(*args, **kwargs)
 
 
 
@@ -115,7 +161,7 @@ class CppModule(_Part):
         cls.__init__ = recording_init
 
     def forward(self, *args, **kwargs):
-        return self._impl.forward(*args, **kwargs)
+        return call_cpp(type(self).__name__, self._impl.forward, *args, **kwargs)
 
     def extra_repr(self):
         # The arguments it was built with, by name: VNLinear(in_channels=4, out_channels=6).

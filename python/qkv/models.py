@@ -15,7 +15,7 @@ import json
 import torch
 
 from . import _qkv
-from ._modules import CppModule
+from ._modules import CppModule, call_cpp
 
 
 def _registry():
@@ -80,7 +80,7 @@ class Model(CppModule):
         if missing:
             raise _qkv.UsageError("%s: missing input%s %s (it reads %s)" % (
                 self.name, "s" if len(missing) > 1 else "", ", ".join(missing), ", ".join(self.inputs)))
-        return self._impl.forward(inputs)
+        return call_cpp(self.name, self._impl.forward, inputs)
 
     def extra_repr(self):
         return "name=%s, options=%s" % (self.name, json.dumps(self.options))
@@ -92,7 +92,7 @@ class Model(CppModule):
         """The LM only: logits of tokens [B, n], following (and extending) a KVCache when given."""
         if not hasattr(self._impl, "forward_tokens"):
             raise _qkv.UsageError("%s: forward_tokens is the language model's" % self.name)
-        return self._impl.forward_tokens(tokens, cache)
+        return call_cpp(self.name, self._impl.forward_tokens, tokens, cache)
 
 
 def create(name, **options):
