@@ -69,6 +69,20 @@ class Model(CppModule):
     def forward(self, batch=None, **inputs):
         """model(x), model(points=x) or model({"points": x}) -> logits. A tensor alone is the model's
         first input ("points" [B, 3, N] for point clouds, "tokens" for the LM); the others by keyword."""
+        return call_cpp(self.name, self._impl.forward, self._named_inputs(batch, inputs))
+
+    def features(self, batch=None, **inputs):
+        """The embedding the classification head reads, [B, F], inputs as forward takes them: for the
+        VNT-Net and VN-DGCNN classifiers the pooled rotation-invariant features of each shape (the same
+        for a rotated copy). Other models raise qkv.UsageError."""
+        try:
+            return call_cpp(self.name, self._impl.features, self._named_inputs(batch, inputs))
+        except _qkv.UsageError as e:
+            if str(e).startswith("features:"):
+                raise _qkv.UsageError("%s: %s" % (self.name, e)) from None
+            raise
+
+    def _named_inputs(self, batch, inputs):
         if isinstance(batch, torch.Tensor):
             first = self.inputs[0]
             if first in inputs:
@@ -80,7 +94,7 @@ class Model(CppModule):
         if missing:
             raise _qkv.UsageError("%s: missing input%s %s (it reads %s)" % (
                 self.name, "s" if len(missing) > 1 else "", ", ".join(missing), ", ".join(self.inputs)))
-        return call_cpp(self.name, self._impl.forward, inputs)
+        return inputs
 
     def extra_repr(self):
         return "name=%s, options=%s" % (self.name, json.dumps(self.options))

@@ -263,13 +263,18 @@ void bind_attention_modules(py::module_& m) {
       .def_property_readonly("v_dim", &MultiHeadAttentionImpl::v_dim);
 }
 
+using NamedInputs = std::map<std::string, at::Tensor>;
+
+data::Batch batch_of(const NamedInputs& inputs) {
+  data::Batch batch;
+  batch.inputs = inputs;
+  return batch;
+}
+
 void bind_models(py::module_& m) {
   py::class_<models::Model, torch::nn::Module, models::ModelPtr>(m, "Model")
-      .def("forward", [](models::Model& self, const std::map<std::string, at::Tensor>& inputs) {
-        data::Batch batch;
-        batch.inputs = inputs;
-        return self.forward(batch);
-      });
+      .def("forward", [](models::Model& self, const NamedInputs& inputs) { return self.forward(batch_of(inputs)); })
+      .def("features", [](models::Model& self, const NamedInputs& inputs) { return self.features(batch_of(inputs)); });
   py::class_<models::TransformerLM, models::Model, std::shared_ptr<models::TransformerLM>>(m, "TransformerLM")
       .def(
           "forward_tokens",

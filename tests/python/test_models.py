@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import qkv
+from conftest import random_rotation
 
 TINY = ["--synth-classes", "box,sphere", "--synth-train-per-class", "6", "--synth-test-per-class", "4",
         "--points-per-shape", "64", "--points", "32", "--batch-size", "4", "--linear-dim", "4", "--heads", "2",
@@ -133,3 +134,23 @@ def test_the_language_model_decodes_with_a_cache():
     step = torch.cat([lm.forward_tokens(tokens[:, :8], cache)] +
                      [lm.forward_tokens(tokens[:, t:t + 1], cache) for t in range(8, 12)], 1)
     assert torch.allclose(step, full, rtol=0, atol=1e-4 * float(full.abs().max()))
+
+
+@pytest.mark.parametrize("name,options,width", [
+    ("vnt", dict(linear_dim=4, heads=2, head_dim=4, k=4), 2 * 3 * 2 * 3 * 4),  # max+mean of 3 * 2 * blocks * C
+    ("vn-dgcnn", dict(k=4), 2 * 682 * 3),
+])
+def test_point_cloud_classifiers_give_their_invariant_embedding(name, options, width):
+    model = qkv.models.create(name, classes=3, **options).double().eval()
+    points = torch.randn(2, 3, 32, dtype=torch.float64)
+    embedding = model.features(points)
+    assert embedding.shape == (2, width)
+    turned = torch.einsum("ij,bjn->bin", random_rotation(), points)
+    assert (model.features(points=turned) - embedding).abs().max().item() < 1e-9
+    assert model.features({"points": points}).equal(embedding)
+
+
+def test_a_model_without_an_embedding_says_so():
+    model = qkv.models.create("xyz-transformer", classes=3)
+    with pytest.raises(qkv.UsageError, match="xyz-transformer: features: this model gives no embedding"):
+        model.features(torch.randn(2, 3, 16))

@@ -21,6 +21,10 @@ namespace qkv::models {
 class Model : public torch::nn::Module {
  public:
   virtual at::Tensor forward(const data::Batch& batch) = 0;
+  // The per-sample embedding the classification head reads, [B, F]: for the
+  // VN point-cloud classifiers the pooled rotation-invariant features. Models
+  // that have none refuse (UsageError).
+  virtual at::Tensor features(const data::Batch& batch);
 };
 using ModelPtr = std::shared_ptr<Model>;
 

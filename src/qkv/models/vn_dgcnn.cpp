@@ -92,7 +92,9 @@ at::Tensor VNDGCNN::pool(size_t i, const at::Tensor& x) {
   return options_.pooling == "max" ? max_pools_[i]->forward(x) : vn::vn_mean_pool(x);
 }
 
-at::Tensor VNDGCNN::forward(const data::Batch& batch) {
+at::Tensor VNDGCNN::forward(const data::Batch& batch) { return head_->forward(features(batch)); }
+
+at::Tensor VNDGCNN::features(const data::Batch& batch) {
   auto x = vn_input(batch, false);  // [B, 1, 3, N]
   const int64_t b = x.size(0);
   std::vector<at::Tensor> levels;
@@ -106,7 +108,7 @@ at::Tensor VNDGCNN::forward(const data::Batch& batch) {
   x = conv5_->forward(torch::cat(levels, 1));  // [B, 341, 3, N]
   // The invariant layer on [x; mean over N of x] ([B, 682, 3, N], never built).
   const auto invariant = invariant_->forward_with_mean(x).first.flatten(1, 2);  // [B, 682*3, N]
-  return head_->forward(global_pool(invariant, "max+mean"));
+  return global_pool(invariant, "max+mean");
 }
 
 }  // namespace qkv::models

@@ -35,6 +35,8 @@ class VNDGCNN : public Model {
   explicit VNDGCNN(const VNDGCNNOptions& options);
   // inputs "points" [B, 3, N] -> logits [B, classes]
   at::Tensor forward(const data::Batch& batch) override;
+  // The pooled invariant features the head reads, [B, 2 * 682 * 3] (max and mean).
+  at::Tensor features(const data::Batch& batch) override;
 
  private:
   at::Tensor pool(size_t i, const at::Tensor& x);

@@ -169,8 +169,10 @@ at::Tensor VNTBackbone::point_features(const data::Batch& batch, std::vector<at:
   return invariant.flatten(1, 2);                              // [B, F, N]
 }
 
-at::Tensor VNTNet::forward(const data::Batch& batch) {
-  return head_->forward(global_pool(point_features(batch), options_.pooling));
+at::Tensor VNTNet::features(const data::Batch& batch) {
+  return global_pool(point_features(batch), options_.pooling);
 }
+
+at::Tensor VNTNet::forward(const data::Batch& batch) { return head_->forward(features(batch)); }
 
 }  // namespace qkv::models

@@ -76,6 +76,9 @@ class VNTNet : public VNTBackbone {
   explicit VNTNet(const VNTNetOptions& options);
   // inputs "points" [B, 3, N] (and "normals" [B, 3, N] for +N) -> logits [B, classes]
   at::Tensor forward(const data::Batch& batch) override;
+  // The pooled invariant features the head reads, [B, point_feature_width()]
+  // (twice that with max+mean pooling).
+  at::Tensor features(const data::Batch& batch) override;
 
  private:
   ClassificationHead head_{nullptr};
