@@ -682,7 +682,6 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
     const auto idx = idx_in.contiguous();
     save_composed_inputs(ctx, {feat_towards, feat_centre, dir_towards, dir_centre, weight, bias}, running_mean,
                          running_var, momentum, eps);
-    ctx->saved_data["idx"] = idx;
     const int64_t b = a.size(0), c = a.size(1), n = a.size(3), k = idx.size(2);
     at::Tensor sums;
     if (training)
@@ -742,7 +741,7 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
       const bool training = ctx->saved_data["training"].toBool();
       const double slope = ctx->saved_data["slope"].toDouble();
       auto* group = group_of(ctx);
-      const auto idx = ctx->saved_data["idx"].toTensor();
+      const auto idx = ctx->get_saved_variables()[4];  // saved for the fused backward; it needs no history
       auto g = composed_vjp(
           [&](const auto& in) {
             auto [mean, var] = forward_time_statistics(ctx);
