@@ -15,8 +15,11 @@
 //            measured at the start of the section.
 //   scale    VNT-Net's training step and peak memory at batch 16 for
 //            N = 1,024 ... 8,192.
+//   spatial  kNN and FPS of one cloud of 10k, 100k and 1M points: the k-d
+//            tree against the exhaustive kernels and the PyTorch twin, and
+//            the crossover sizes where the tree takes over.
 // Prints medians and ratios.
-//   build/bench_pointcloud [threads (0 = all cores)] [repeats] [kernels|models|scale|all (kernels+models)]
+//   build/bench_pointcloud [threads (0 = all cores)] [repeats] [kernels|models|scale|spatial|all (kernels+models)]
 // PYTHON (default /usr/bin/python3) and QKV_SOURCE_DIR locate the twins.
 // Internal modes, run by the ones above (and useful alone):
 //   build/bench_pointcloud --child MODEL train|infer BATCH POINTS THREADS REPEATS   one JSON line
@@ -38,6 +41,7 @@
 #include "qkv/core/runtime.h"
 #include "qkv/models/model.h"
 #include "qkv/pointcloud/transforms.h"
+#include "qkv/spatial/kd_tree.h"
 #include "qkv/train/weights.h"
 #include "qkv/vn/vn_ops.h"
 #include "roofs.h"
@@ -314,6 +318,89 @@ int bench_kernels(int repeats) {
   return 0;
 }
 
+// The k-d tree (spatial/kd_tree.h) at scan sizes: kNN (k = 20, and k = 8
+// for DGL's figure) and FPS to 2,048 points of one cloud of N uniform points
+// in a box, against qkv's exhaustive kernels and the PyTorch formulations
+// (the twin's blocked kNN: DGCNN's product form a block of queries at a
+// time, as the whole N x N would not fit), where they finish in minutes;
+// then the crossover sizes that set kKnnTreeMinPoints and
+// kFpsTreeMinPoints. The anchors' published figures are printed beside,
+// not measured here.
+int bench_spatial(int repeats) {
+  struct Row {
+    std::string name, kind;
+    int64_t n, m_or_k;
+    bool exhaustive, twin;  // whether to run those (they grow as N^2 and N m)
+  };
+  const std::vector<Row> rows = {
+      {"knn k=20, N=10k", "knn", 10000, 20, true, true},
+      {"knn k=8, N=10k", "knn", 10000, 8, true, true},
+      {"knn k=20, N=100k", "knn", 100000, 20, true, true},
+      {"knn k=20, N=1M", "knn", 1000000, 20, false, false},
+      {"fps 10k->2048", "fps", 10000, 2048, true, true},
+      {"fps 100k->2048", "fps", 100000, 2048, true, true},
+      {"fps 1M->2048", "fps", 1000000, 2048, true, false},
+  };
+  std::printf("crossover (batch 1): tree / exhaustive time, < 1 where the tree wins\n");
+  std::printf("%-8s %16s %20s\n", "N", "knn k=20", "fps ->min(N/4,1024)");
+  for (const int64_t n : {128, 256, 512, 1024, 2048, 4096, 8192}) {
+    const auto xyz = torch::rand({1, n, 3});
+    const auto x = xyz.transpose(1, 2).contiguous();
+    // Both through the tree and the exhaustive kernel directly (the
+    // switch in knn_indices / farthest_point_sample is what is being set).
+    std::vector<int64_t> out(static_cast<size_t>(n * 20));
+    const float* p = x.data_ptr<float>();
+    const double knn_tree = median_ms(
+        [&] { spatial::KdTree<float>(p, p + n, p + 2 * n, n, 1).nearest_of_members(20, out.data()); }, repeats);
+    const double knn_all = median_ms([&] { vn::knn_indices_exhaustive(x, 20); }, repeats);
+    const int64_t m = std::min<int64_t>(n / 4, 1024);
+    const auto c = xyz[0].contiguous();
+    const float* q = c.data_ptr<float>();
+    const double fps_tree = median_ms(
+        [&] { spatial::KdTree<float>(q, q + 1, q + 2, n, 3).farthest_point_sample(m, 0, out.data()); }, repeats);
+    const double fps_all = median_ms([&] { pointcloud::farthest_point_sample_exhaustive(c, m, 0); }, repeats);
+    std::printf("%-8lld %16.2f %20.2f\n", static_cast<long long>(n), knn_tree / knn_all, fps_tree / fps_all);
+  }
+  std::fflush(stdout);
+
+  torch::manual_seed(0);
+  nlohmann::json twin_cases = nlohmann::json::array();
+  for (const auto& r : rows)
+    if (r.twin)
+      twin_cases.push_back({{"name", r.name}, {"kind", r.kind == "knn" ? "knn_blocked" : "fps"}, {"b", 1},
+                            {"n", r.n}, {"d", 3}, {r.kind == "fps" ? "m" : "k", r.m_or_k}});
+  const auto twin = run_json(python() + " " + twin_script("pointcloud_twin.py") + " --threads " +
+                             std::to_string(at::get_num_threads()) + " --repeats 1 --cases '" + twin_cases.dump() +
+                             "'");
+  std::printf("\nspatial: one cloud, uniform in a box; median of %d runs (exhaustive and PyTorch: one run)\n", repeats);
+  std::printf("%-20s %12s %15s %15s %10s\n", "kernel", "qkv tree ms", "exhaustive ms", "pytorch ms", "speed-up");
+  for (const auto& r : rows) {
+    const auto xyz = torch::rand({1, r.n, 3});
+    double tree = 0, exhaustive = 0;
+    if (r.kind == "knn") {
+      const auto x = xyz.transpose(1, 2).contiguous();
+      tree = median_ms([&] { vn::knn_indices(x, r.m_or_k); }, repeats);
+      if (r.exhaustive) exhaustive = median_ms([&] { vn::knn_indices_exhaustive(x, r.m_or_k); }, 0);
+    } else {
+      tree = median_ms([&] { pointcloud::farthest_point_sample(xyz, r.m_or_k, 0); }, repeats);
+      if (r.exhaustive)
+        exhaustive = median_ms([&] { pointcloud::farthest_point_sample_exhaustive(xyz, r.m_or_k, 0); }, 0);
+    }
+    const double theirs = twin.is_null() || !twin.contains(r.name) ? 0 : twin.at(r.name).get<double>();
+    auto cell = [](double ms) {  // "-": not run
+      char text[32] = "-";
+      if (ms > 0) std::snprintf(text, sizeof text, "%.1f", ms);
+      return std::string(text);
+    };
+    std::printf("%-20s %12.1f %15s %15s %9s\n", r.name.c_str(), tree, cell(exhaustive).c_str(),
+                cell(theirs).c_str(), exhaustive > 0 ? (cell(exhaustive / tree) + "x").c_str() : "-");
+  }
+  std::printf("anchors (published, not measured here): torch-cluster's CPU KD-tree, kNN k=20 at 100k: 400 ms;"
+              " DGL's CPU KD-tree, k=8 at 10k: 7 ms\n");
+
+  return twin.is_null() ? 1 : 0;
+}
+
 int bench_models(const char* self, int threads, int repeats) {
   const int64_t batch = 16, points = 1024;
   const std::string jemalloc = jemalloc_library();
@@ -400,8 +487,9 @@ int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::stoi(argv[1]) : 0;
   const int repeats = argc > 2 ? std::stoi(argv[2]) : 5;
   const std::string what = argc > 3 ? argv[3] : "all";
-  if (what != "all" && what != "kernels" && what != "models" && what != "scale") {
-    std::fprintf(stderr, "bench_pointcloud: unknown section '%s' (kernels, models, scale or all)\n", what.c_str());
+  if (what != "all" && what != "kernels" && what != "models" && what != "scale" && what != "spatial") {
+    std::fprintf(stderr, "bench_pointcloud: unknown section '%s' (kernels, models, scale, spatial or all)\n",
+                 what.c_str());
     return 2;
   }
   set_threads(threads);
@@ -410,5 +498,6 @@ int main(int argc, char** argv) {
   if (what == "all" || what == "kernels") status |= bench_kernels(repeats);
   if (what == "all" || what == "models") status |= bench_models(argv[0], at::get_num_threads(), repeats);
   if (what == "scale") status |= bench_scale(argv[0], at::get_num_threads(), repeats);
+  if (what == "spatial") status |= bench_spatial(repeats);
   return status;
 }

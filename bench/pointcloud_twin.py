@@ -1,6 +1,7 @@
 """The PyTorch (Python) twin of bench/pointcloud.cpp's kernels, in the form
 point-cloud code usually writes them: the iterative FPS loop of the PointNet++
-ports and DGCNN's knn (pairwise distances, then topk). Run by bench_pointcloud
+ports and DGCNN's knn (pairwise distances, then topk; at scan sizes a block
+of queries at a time, as the N x N matrix would not fit). Run by bench_pointcloud
 with the same sizes and threads; prints one JSON object of medians in ms.
 Debian's python3-torch (1.13) is the same version as our LibTorch.
 """
@@ -37,6 +38,17 @@ def knn(x, k):
     return pairwise_distance.topk(k=k, dim=-1)[1]
 
 
+def knn_blocked(x, k, block=2048):
+    """The same a block of queries at a time: [block, N] distances, not N x N."""
+    xx = torch.sum(x ** 2, dim=1, keepdim=True)  # [B, 1, N]
+    out = []
+    for q0 in range(0, x.shape[2], block):
+        q = x[:, :, q0:q0 + block]
+        pairwise_distance = 2 * torch.matmul(q.transpose(2, 1), x) - xx - xx[:, :, q0:q0 + block].transpose(2, 1)
+        out.append(pairwise_distance.topk(k=k, dim=-1)[1])
+    return torch.cat(out, 1)
+
+
 def median_ms(fn, repeats):
     fn()  # warm-up
     times = []
@@ -61,6 +73,9 @@ def main():
         if case["kind"] == "fps":
             xyz = torch.randn(b, n, 3)
             out[case["name"]] = median_ms(lambda: farthest_point_sample(xyz, case["m"]), args.repeats)
+        elif case["kind"] == "knn_blocked":
+            x = torch.rand(b, case.get("d", 3), n)
+            out[case["name"]] = median_ms(lambda: knn_blocked(x, case["k"]), args.repeats)
         else:
             x = torch.randn(b, case.get("d", 3), n)
             out[case["name"]] = median_ms(lambda: knn(x, case["k"]), args.repeats)

@@ -2,8 +2,8 @@
 
 Autograd: attention, edge_features, vn_linear, vn_leaky_relu,
 vn_batch_norm, vn_frame_coordinates and vn_attention have first derivatives
-(qkv's own backward kernels on the CPU); knn and farthest_point_sample
-return indices. float32 and float64 on the CPU run qkv's fused kernels;
+(qkv's own backward kernels on the CPU); knn, farthest_point_sample and
+nearest_points return indices (a k-d tree on large clouds of xyz). float32 and float64 on the CPU run qkv's fused kernels;
 on another device the composed PyTorch version runs (correct, not fast),
 and farthest_point_sample samples a CPU copy.
 
@@ -14,6 +14,7 @@ Vector Neurons; points for knn and farthest_point_sample are [B, N, D] or
 from ._qkv.ops import (  # noqa: F401
     knn,
     farthest_point_sample,
+    nearest_points,
     attention,
     edge_features,
     edge_features_composed,
@@ -33,6 +34,7 @@ from ._qkv.ops import (  # noqa: F401
 __all__ = [
     "knn",
     "farthest_point_sample",
+    "nearest_points",
     "attention",
     "edge_features",
     "edge_features_composed",

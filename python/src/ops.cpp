@@ -39,6 +39,11 @@ at::Tensor farthest_point_sample(const at::Tensor& points, int64_t m, int64_t st
   return pointcloud::farthest_point_sample(points.detach(), m, start);
 }
 
+at::Tensor nearest_points(const at::Tensor& queries, const at::Tensor& points) {
+  py::gil_scoped_release release;
+  return pointcloud::nearest_point_indices(queries.detach().cpu(), points.detach().cpu()).to(queries.device());
+}
+
 attention::AttentionBackend parse_backend(const std::string& name) {
   if (name == "auto") return attention::AttentionBackend::Auto;
   if (name == "naive") return attention::AttentionBackend::Naive;
@@ -73,12 +78,24 @@ void bind_ops(py::module_& m) {
 
 Indices of the k nearest neighbours of every point (squared Euclidean
 distance), nearest first, the point itself first (also before a duplicate of it); ties by index.
-points: [B, N, D] or [N, D], float32/float64. N < k is a qkv.DataError.)doc");
+points: [B, N, D] or [N, D], float32/float64. N < k is a qkv.DataError.
+Clouds of xyz (D = 3) from 1,024 points on go through a k-d tree per
+cloud: the same indices, O(N log N) instead of O(N^2).)doc");
   ops.def("farthest_point_sample", &farthest_point_sample, py::arg("points"), py::arg("m"), py::arg("start") = 0,
           R"doc(farthest_point_sample(points, m, start=0) -> LongTensor [B, m] (or [m])
 
 Farthest point sampling from point `start`; ties to the lowest index.
-points: [B, N, 3] or [N, 3], float32/float64.)doc");
+points: [B, N, 3] or [N, 3], float32/float64. Large clouds (from 4,096
+points) are sampled through a k-d tree: the same picks, in a fraction of the
+time (docs/vnt.md).)doc");
+  ops.def("nearest_points", &nearest_points, py::arg("queries"), py::arg("points"),
+          R"doc(nearest_points(queries, points) -> LongTensor [Q]
+
+For each of queries [Q, 3], the index of its nearest of points [P, 3]
+(squared Euclidean, computed in float64; ties to the lowest index), through
+a k-d tree of the points: O((Q + P) log P). The way to carry labels or
+features of a sample back to every point of a scan:
+labels_of_all = sample_labels[qkv.ops.nearest_points(scan, scan[sample])].)doc");
   ops.def("attention", &attention, py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(), py::arg("causal") = false,
           py::arg("key_padding_mask") = py::none(), py::arg("scale") = py::none(), py::arg("backend") = py::none(),
           R"doc(attention(q, k, v, *, causal=False, key_padding_mask=None, scale=None, backend=None)

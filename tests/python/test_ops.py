@@ -61,6 +61,32 @@ def test_farthest_point_sample_equals_brute_force(dtype):
         qkv.ops.farthest_point_sample(points, 401)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_scan_sized_clouds_equal_brute_force(dtype):
+    # Past the sizes where knn (1,024 points of xyz) and farthest_point_sample
+    # (4,096) take the k-d tree: the same indices, ties included, on a cloud
+    # with duplicates and a flat part (integer coordinates: exact distances).
+    torch.manual_seed(0)
+    points = torch.randint(-6, 7, (4500, 3)).to(dtype)
+    points[:1500, 2] = 0
+    cloud = points[:2100]
+    d = ((cloud[:, None, :].double() - cloud[None, :, :].double()) ** 2).sum(-1)
+    d.fill_diagonal_(-1.0)  # itself first, before its duplicates
+    assert torch.equal(qkv.ops.knn(cloud, 10), torch.sort(d, dim=-1, stable=True).indices[:, :10])
+    assert torch.equal(qkv.ops.farthest_point_sample(points, 200, start=3), brute_fps(points, 200, 3))
+
+
+def test_nearest_points():
+    torch.manual_seed(1)
+    points = torch.randn(3000, 3, dtype=torch.float64)
+    queries = torch.cat([torch.randn(400, 3, dtype=torch.float64), points[:50]])
+    d = ((queries[:, None, :] - points[None, :, :]) ** 2).sum(-1)
+    assert torch.equal(qkv.ops.nearest_points(queries, points), d.argmin(1))
+    assert torch.equal(qkv.ops.nearest_points(queries.float(), points.float())[:400], d.argmin(1)[:400])
+    with pytest.raises(qkv.UsageError, match="nearest_point_indices"):
+        qkv.ops.nearest_points(queries, points[:0])
+
+
 def naive_attention(q, k, v, causal=False, key_padding_mask=None, scale=None):
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     s = scale * q @ k.transpose(-1, -2)

@@ -9,6 +9,7 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/cuda/point_kernels.h"
+#include "qkv/spatial/kd_tree.h"
 
 namespace qkv::pointcloud {
 namespace {
@@ -87,14 +88,22 @@ void fps_one(const T* pts, int64_t n, int64_t m, int64_t start, int64_t* out) {
   }
 }
 
-at::Tensor fps(const at::Tensor& points, int64_t m, const std::vector<int64_t>& starts) {
+// From this many points and picks on, FPS runs on a k-d tree
+// (spatial/kd_tree.h: the same picks, ties included), which revisits only
+// the part of the cloud each pick can change. Below, the exhaustive pass
+// (vectorised, no tree to build) was as fast or faster on this machine
+// (`bench_pointcloud 0 3 spatial`, docs/vnt.md).
+constexpr int64_t kFpsTreeMinPoints = 4096;
+constexpr int64_t kFpsTreeMinPicks = 64;
+
+at::Tensor fps(const at::Tensor& points, int64_t m, const std::vector<int64_t>& starts, bool tree_allowed = true) {
   if (!points.device().is_cpu()) {
     const auto start_tensor = torch::tensor(starts, torch::kLong);
     if (points.is_cuda() && cuda::kernels_built())
       return like_input(cuda::farthest_point_sample(as_batch(points), m, start_tensor), points);
     // Without a kernel for the device: the CPU kernel on a copy (a sequential
     // arg-max per pick does not compose into fast tensor code).
-    return fps(points.detach().cpu(), m, starts).to(points.device());
+    return fps(points.detach().cpu(), m, starts, tree_allowed).to(points.device());
   }
   const auto batch = as_batch(points).contiguous();
   const int64_t b = batch.size(0), n = batch.size(1);
@@ -103,16 +112,20 @@ at::Tensor fps(const at::Tensor& points, int64_t m, const std::vector<int64_t>& 
   AT_DISPATCH_FLOATING_TYPES(batch.scalar_type(), "farthest_point_sample", [&] {
     const auto* p = batch.data_ptr<scalar_t>();
     at::parallel_for(0, b, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i)
-        fps_one<scalar_t>(p + i * n * 3, n, m, starts[static_cast<size_t>(i)], o + i * m);
+      for (int64_t i = begin; i < end; ++i) {
+        const scalar_t* cloud = p + i * n * 3;
+        const int64_t start = starts[static_cast<size_t>(i)];
+        if (tree_allowed && n >= kFpsTreeMinPoints && m >= kFpsTreeMinPicks)
+          spatial::KdTree<scalar_t>(cloud, cloud + 1, cloud + 2, n, 3).farthest_point_sample(m, start, o + i * m);
+        else
+          fps_one<scalar_t>(cloud, n, m, start, o + i * m);
+      }
     });
   });
   return like_input(out, points);
 }
 
-}  // namespace
-
-at::Tensor farthest_point_sample(const at::Tensor& points, int64_t m, int64_t start) {
+void check_fps_inputs(const at::Tensor& points, int64_t m, int64_t start) {
   check_points(points, "farthest_point_sample");
   check_finite_points(points, "farthest_point_sample");
   const int64_t n = points.size(-2);
@@ -120,7 +133,19 @@ at::Tensor farthest_point_sample(const at::Tensor& points, int64_t m, int64_t st
   if (m > 0 && (start < 0 || start >= n))
     throw UsageError("farthest_point_sample: start " + std::to_string(start) + " is outside a cloud of " +
                      std::to_string(n));
+}
+
+}  // namespace
+
+at::Tensor farthest_point_sample(const at::Tensor& points, int64_t m, int64_t start) {
+  check_fps_inputs(points, m, start);
   return fps(points, m, std::vector<int64_t>(static_cast<size_t>(as_batch(points).size(0)), start));
+}
+
+at::Tensor farthest_point_sample_exhaustive(const at::Tensor& points, int64_t m, int64_t start) {
+  check_fps_inputs(points, m, start);
+  const auto starts = std::vector<int64_t>(static_cast<size_t>(as_batch(points).size(0)), start);
+  return fps(points.detach().cpu(), m, starts, /*tree_allowed=*/false).to(points.device());
 }
 
 at::Tensor farthest_point_sample_random_start(const at::Tensor& points, int64_t m, OptionalGenerator gen) {
@@ -139,19 +164,18 @@ at::Tensor nearest_point_indices(const at::Tensor& queries, const at::Tensor& po
       points.size(1) != 3)
     throw UsageError("nearest_point_indices: queries and points must be [Q, 3] and [P, 3]");
   if (points.size(0) == 0) throw UsageError("nearest_point_indices: no points to be nearest to");
+  check_finite_points(points, "nearest_point_indices");
   at::NoGradGuard no_grad;
   const auto p = points.to(torch::kDouble).contiguous();
-  const auto p_sq = (p * p).sum(1);  // |p|^2; |q|^2 is the same along a row and left out
-  const auto q_all = queries.to(torch::kDouble).contiguous();
-  const int64_t n = q_all.size(0);
-  auto out = torch::empty({n}, torch::kLong);
-  // Blocks of at most 2^22 distances (32 MiB in float64).
-  const int64_t block = std::max<int64_t>(1, (int64_t{1} << 22) / points.size(0));
-  for (int64_t q0 = 0; q0 < n; q0 += block) {
-    const int64_t q1 = std::min(n, q0 + block);
-    const auto d = p_sq.unsqueeze(0) - 2 * torch::mm(q_all.slice(0, q0, q1), p.t());
-    out.slice(0, q0, q1).copy_(d.argmin(1));
-  }
+  const auto q = queries.to(torch::kDouble).contiguous();
+  const spatial::KdTree<double> tree(p.data_ptr<double>(), p.data_ptr<double>() + 1, p.data_ptr<double>() + 2,
+                                     p.size(0), 3);
+  auto out = torch::empty({q.size(0)}, torch::kLong);
+  auto* o = out.data_ptr<int64_t>();
+  const auto* qp = q.data_ptr<double>();
+  at::parallel_for(0, q.size(0), 1024, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) o[i] = tree.nearest(qp[3 * i], qp[3 * i + 1], qp[3 * i + 2]);
+  });
   return out;
 }
 

@@ -19,11 +19,16 @@ using OptionalGenerator = c10::optional<at::Generator>;
 
 // Farthest point sampling: indices (int64, [m] or [B, m]) of m points, the
 // first at `start`, each next one the point farthest (squared Euclidean) from
-// those already picked; ties go to the lowest index. O(N m) per cloud with an
-// incremental min-distance update; clouds of a batch run in parallel.
-// float32 or float64 points, computed in their own precision. m must be in
-// [0, N] and start in [0, N): UsageError otherwise.
+// those already picked; ties go to the lowest index. Small clouds: O(N m)
+// with an incremental min-distance update; large ones (spatial/kd_tree.h):
+// the same picks from a k-d tree that revisits only what each pick changes.
+// Clouds of a batch run in parallel. float32 or float64 points, computed in
+// their own precision. m must be in [0, N] and start in [0, N): UsageError
+// otherwise; a coordinate that is not finite is a UsageError naming it.
 at::Tensor farthest_point_sample(const at::Tensor& points, int64_t m, int64_t start = 0);
+// The same by the O(N m) update whatever the size (on the CPU): the
+// reference of the tree and the baseline of its benchmark.
+at::Tensor farthest_point_sample_exhaustive(const at::Tensor& points, int64_t m, int64_t start = 0);
 // The same with each cloud's start drawn uniformly from [0, N).
 at::Tensor farthest_point_sample_random_start(const at::Tensor& points, int64_t m, OptionalGenerator gen = c10::nullopt);
 
@@ -31,11 +36,10 @@ at::Tensor farthest_point_sample_random_start(const at::Tensor& points, int64_t 
 at::Tensor random_subsample(const at::Tensor& points, int64_t m, OptionalGenerator gen = c10::nullopt);
 
 // For each of `queries` [Q, 3], the index of its nearest of `points` [P, 3]
-// (squared Euclidean; ties to the lowest index), [Q] int64. Blocks of queries
-// against all points (one product each, never Q x P at once): O(Q P) time,
-// O(P) memory beyond the output. float32 or float64, computed in float64 so
-// that the expansion's rounding cannot reorder near neighbours. UsageError
-// for bad shapes or an empty `points`.
+// (squared Euclidean; ties to the lowest index), [Q] int64, from a k-d tree
+// of the points (spatial/kd_tree.h): O((Q + P) log P). float32 or float64,
+// computed in float64 as sums of squared differences. UsageError for bad
+// shapes, an empty `points`, or a point that is not finite.
 at::Tensor nearest_point_indices(const at::Tensor& queries, const at::Tensor& points);
 
 // points[..., indices[i], :] for index tensors as the samplers above return:

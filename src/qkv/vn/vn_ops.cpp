@@ -13,6 +13,7 @@
 #include "qkv/core/shape.h"
 #include "qkv/cuda/point_kernels.h"
 #include "qkv/distributed/sync_batch_norm.h"
+#include "qkv/spatial/kd_tree.h"
 #include "qkv/vn/vn_heads.h"
 
 namespace qkv::vn {
@@ -122,10 +123,38 @@ void expanded_distances(T sq_query, const T* sq, const T* inner, int64_t n, T* d
   for (int64_t j = 0; j < n; ++j) dist[j] = sq_query + sq[j] - 2 * inner[j];
 }
 
-at::Tensor knn_indices_cpu(const at::Tensor& features, int64_t k) {
+// From this many points of xyz on, a cloud's kNN graph comes from a k-d
+// tree (spatial/kd_tree.h: the same indices, ties included) instead of a row
+// of N distances per point: O(N log N) against O(N^2). The tree took half
+// the time at 1,024 points, k = 20, and its share falls with N
+// (`bench_pointcloud 0 3 spatial`, docs/vnt.md); below, both are fast and
+// the measurement is noise.
+constexpr int64_t kKnnTreeMinPoints = 1024;
+
+// Each cloud's tree, then its points' searches in parallel. False (nothing
+// written) when a cloud holds a coordinate that is not finite: the brute
+// force's ordering of NaN is kept for those.
+bool knn_indices_tree(const at::Tensor& points, int64_t k, int64_t* out) {
+  const int64_t b = points.size(0), n = points.size(2);
+  bool finite = true;
+  AT_DISPATCH_FLOATING_TYPES(points.scalar_type(), "knn_indices_tree", [&] {
+    const auto* p = points.data_ptr<scalar_t>();
+    for (int64_t i = 0; i < b && finite; ++i)
+      finite = spatial::tree_points_finite(p + i * 3 * n, p + i * 3 * n + n, p + i * 3 * n + 2 * n, n, 1);
+    for (int64_t i = 0; i < b && finite; ++i) {
+      const scalar_t* cloud = p + i * 3 * n;  // [3, N]: a row per axis
+      spatial::KdTree<scalar_t>(cloud, cloud + n, cloud + 2 * n, n, 1).nearest_of_members(k, out + i * n * k);
+    }
+  });
+  return finite;
+}
+
+at::Tensor knn_indices_cpu(const at::Tensor& features, int64_t k, bool tree_allowed) {
   const int64_t b = features.size(0), dims = features.size(1), n = features.size(2);
   auto out = torch::empty({b, n, k}, features.options().dtype(torch::kLong));
   auto* o = out.data_ptr<int64_t>();
+  if (tree_allowed && dims == 3 && n >= kKnnTreeMinPoints && knn_indices_tree(features.detach().contiguous(), k, o))
+    return out;
   if (dims <= kKnnDirectMaxDims) {
     const auto points = features.detach().contiguous();  // [B, D, N]: a row of N per dim
     AT_DISPATCH_FLOATING_TYPES(points.scalar_type(), "knn_indices", [&] {
@@ -189,9 +218,7 @@ at::Tensor knn_indices_cpu(const at::Tensor& features, int64_t k) {
   return out;
 }
 
-}  // namespace
-
-at::Tensor knn_indices(const at::Tensor& features, int64_t k) {
+void check_knn_inputs(const at::Tensor& features, int64_t k) {
   if (features.dim() != 3)
     throw UsageError("knn_indices: expected features [B, D, N], got " + shape_of(features));
   const int64_t n = features.size(2);
@@ -199,7 +226,19 @@ at::Tensor knn_indices(const at::Tensor& features, int64_t k) {
   if (n < k)
     throw DataError("a cloud of " + std::to_string(n) + " points has fewer points than k = " + std::to_string(k) +
                     " neighbours");
-  if (features.device().is_cpu()) return knn_indices_cpu(features, k);
+}
+
+}  // namespace
+
+at::Tensor knn_indices_exhaustive(const at::Tensor& features, int64_t k) {
+  check_knn_inputs(features, k);
+  return knn_indices_cpu(features.cpu(), k, /*tree_allowed=*/false).to(features.device());
+}
+
+at::Tensor knn_indices(const at::Tensor& features, int64_t k) {
+  check_knn_inputs(features, k);
+  const int64_t n = features.size(2);
+  if (features.device().is_cpu()) return knn_indices_cpu(features, k, /*tree_allowed=*/true);
   if (features.is_cuda() && cuda::kernels_built() && features.size(1) <= cuda::kKnnMaxDims && k <= cuda::kKnnMaxK)
     return cuda::knn_direct(features, k);
   // Other devices, and feature spaces on a GPU (where a GEMM of the blocks is

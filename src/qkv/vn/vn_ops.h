@@ -82,8 +82,13 @@ at::Tensor vn_mean_pool(const at::Tensor& x);
 // direct squared differences, otherwise BLAS products of blocks of queries
 // (up to 4 Mi distances, whole clouds where they fit) against all N points;
 // never B x N x N; the k best per query kept sorted, equal distances ordered
-// by index, so the result is deterministic.
+// by index, so the result is deterministic. Clouds of xyz (D = 3) from 1,024
+// points on: a k-d tree per cloud (spatial/kd_tree.h), O(N log N), the same
+// indices bit for bit.
 at::Tensor knn_indices(const at::Tensor& features, int64_t k);
+// The same from every distance (on the CPU, whatever the size): the
+// reference of the tree and the baseline of its benchmark.
+at::Tensor knn_indices_exhaustive(const at::Tensor& features, int64_t k);
 
 // Edge features of a kNN graph: x [B, C, 3, N], idx [B, N, k] ->
 // [B, 2C (3C with cross), 3, N, k] = [nbr - ctr, ctr (, nbr x ctr)].
