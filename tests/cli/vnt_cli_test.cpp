@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "qkv/core/npy.h"
 #include "qkv/picture/png.h"
 #include "qkv/pointcloud/mesh_read.h"
 #include "support/cli_run.h"
@@ -143,6 +144,72 @@ TEST_F(VntCli, PredictAndAttentionOnAShapeFile) {
                        2, "--scale");
 }
 
+TEST_F(VntCli, EmbedWritesOneInvariantVectorPerShape) {
+  ASSERT_EQ(result_->status, 0) << result_->output;
+  const std::string checkpoint = *dir_ + "/checkpoints/best.ckpt";
+  // The test split with its labels: one row per shape, in both files.
+  const std::string split_out = *dir_ + "/embed-test";
+  auto r = run_qkv("vnt embed --checkpoint " + checkpoint + " --split test --out " + split_out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto report = trailing_json(r.output);
+  std::vector<int64_t> shape;
+  const auto values = qkv::read_npy_float32(split_out + "/embeddings.npy", shape);
+  ASSERT_EQ(shape.size(), 2u);
+  EXPECT_EQ(shape[0], 24);  // 4 classes x 6 test shapes
+  EXPECT_EQ(shape[1], report.at("dims").get<int64_t>());
+  std::ifstream csv(split_out + "/embeddings.csv");
+  std::string header, row;
+  std::getline(csv, header);
+  EXPECT_EQ(header.rfind("shape,class,f0,f1,", 0), 0u) << header;
+  int64_t rows = 0;
+  while (std::getline(csv, row)) {
+    ++rows;
+    EXPECT_EQ(row.rfind("test/", 0), 0u) << row;
+    EXPECT_EQ(std::count(row.begin(), row.end(), ','), shape[1] + 1) << row;
+  }
+  EXPECT_EQ(rows, shape[0]);
+
+  // A folder of shape files, as they are and turned by a random rotation (the
+  // same --seed, so the same points): the embedding is rotation invariant.
+  const std::string folder = *dir_ + "/synthetic/torus/test";
+  auto embed_folder = [&](const std::string& out, const std::string& rotate) {
+    const auto e = run_qkv("vnt embed --checkpoint " + checkpoint + " --input " + folder + " --rotate " + rotate +
+                           " --seed 4 --out " + out);
+    EXPECT_EQ(e.status, 0) << e.output;
+    std::vector<int64_t> sizes;
+    auto v = qkv::read_npy_float32(out + "/embeddings.npy", sizes);
+    EXPECT_EQ(sizes.at(0), 6);
+    return v;
+  };
+  const auto plain = embed_folder(*dir_ + "/embed-plain", "none");
+  const auto turned = embed_folder(*dir_ + "/embed-so3", "so3");
+  ASSERT_EQ(plain.size(), turned.size());
+  double scale = 0, worst = 0;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    scale = std::max(scale, std::abs(static_cast<double>(plain[i])));
+    worst = std::max(worst, std::abs(static_cast<double>(plain[i]) - turned[i]));
+  }
+  EXPECT_GT(scale, 0);
+  EXPECT_LE(worst, 1e-4 * scale) << "largest change " << worst << " on a scale of " << scale;
+
+  // Refused before anything is read or written: neither input, both, another
+  // split, an output inside the input, an output that exists.
+  expect_clean_failure(run_qkv("vnt embed --checkpoint " + checkpoint + " --out " + *dir_ + "/embed-none"), 2,
+                       "--split");
+  expect_clean_failure(run_qkv("vnt embed --checkpoint " + checkpoint + " --input " + folder +
+                               " --split test --out " + *dir_ + "/embed-both"),
+                       2, "--input");
+  expect_clean_failure(run_qkv("vnt embed --checkpoint " + checkpoint + " --split tset --out " + *dir_ + "/embed-x"),
+                       2, "tset");
+  expect_clean_failure(run_qkv("vnt embed --checkpoint " + checkpoint + " --input " + folder + " --out " + folder +
+                               "/embed"),
+                       2, "lies inside --input");
+  expect_clean_failure(run_qkv("vnt embed --checkpoint " + checkpoint + " --split test --out " + split_out), 2,
+                       "--overwrite");
+  for (const char* never : {"/embed-none", "/embed-both", "/embed-x"}) EXPECT_FALSE(fs::exists(*dir_ + never));
+  EXPECT_FALSE(fs::exists(folder + "/embed"));
+}
+
 TEST(VntCliErrors, BadInputFailsWithOneLine) {
   expect_clean_failure(run_qkv("vnt train --protocol z-so3 --out /tmp/qkv_never"), 2, "--protocol z-so3");
   expect_clean_failure(run_qkv("vnt train --protocol z/so4 --out /tmp/qkv_never"), 2, "so4");
@@ -159,6 +226,11 @@ TEST(VntCliErrors, BadInputFailsWithOneLine) {
                        "not empty and not written by qkv");
   EXPECT_TRUE(fs::exists(empty + "/keep.txt"));
   fs::remove_all(empty);
+  {  // a generator setting refused before the run folder (or its synthetic/) is made
+    const std::string never = qkv::testing::fresh_dir("vnt_bad_class");
+    expect_clean_failure(run_qkv("vnt train --synth-classes cube --out " + never), 2, "cube");
+    EXPECT_FALSE(fs::exists(never));
+  }
   const std::string model_options = "vnt train --model-options '{\"heads\":' --out /tmp/qkv_never";
   expect_clean_failure(run_qkv(model_options), 2, "--model-options");
 }

@@ -1,4 +1,4 @@
-// qkv vnt train|eval|predict|attention|compare: rotation-invariant point-cloud
+// qkv vnt train|eval|predict|embed|attention|compare: rotation-invariant point-cloud
 // classification (VNT-Net, VN-DGCNN and the non-invariant xyz baseline) on
 // ModelNet40 in its public layouts or on the built-in synthetic shapes, under
 // the z/z, z/SO(3) and SO(3)/SO(3) protocols.
@@ -67,13 +67,30 @@ void register_attention(CLI::App* parent, Action& action) {
       });
 }
 
+void register_embed(CLI::App* parent, Action& action) {
+  add_settings_command<tasks::ShapeEmbedSettings>(
+      parent, action,
+      CommandText("embed",
+                  "write the model's rotation-invariant embedding of shapes (files, a folder, or a split of the "
+                  "run's data) as embeddings.npy and embeddings.csv, one row per shape")
+          .checkpoint("checkpoint of a vnt, vnt+n or vn-dgcnn run")
+          .out("folder for embeddings.npy ([shapes, dims] float32) and embeddings.csv (shape, class, values)",
+               "runs/embed"),
+      [](const auto& o, const c10::Device& device) {
+        print_json(tasks::write_shape_embeddings(o.checkpoint, o.settings, o.run.seed, o.run.out, o.run.overwrite,
+                                                 device));
+        return 0;
+      });
+}
+
 }  // namespace
 
 void register_vnt(CLI::App& app, Action& action) {
   add_command_group(app, action, "vnt",
                     "rotation-invariant point-cloud classification: VNT-Net, VN-DGCNN and an xyz baseline",
                     {point_train_command(tasks::classification_train_task, "classification"), register_eval,
-                     register_predict, register_attention, point_compare_command(tasks::kClassificationCompare)});
+                     register_predict, register_embed, register_attention,
+                     point_compare_command(tasks::kClassificationCompare)});
 }
 
 }  // namespace qkv::cli

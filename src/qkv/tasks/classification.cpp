@@ -5,10 +5,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <numeric>
 #include <random>
 
+#include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/npy.h"
+#include "qkv/core/text.h"
 #include "qkv/picture/raster.h"
 #include "qkv/models/vnt_net.h"
 #include "qkv/core/output_policy.h"
@@ -336,6 +340,145 @@ ShapeClassification classify_shape_file(const std::string& checkpoint, const std
     result.ranked.emplace_back(run.data.class_names.at(static_cast<size_t>(c)), probs[c].item<double>());
   }
   return result;
+}
+
+namespace {
+
+// The shape files of a folder, below it too, in name order; the file itself
+// when `input` is one. In a folder .txt files are left out, as the folder
+// layouts of pointcloud/modelnet.h leave them: beside shapes they are
+// READMEs and lists more often than points.
+std::vector<std::string> shape_files_of(const std::string& input) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (!fs::is_directory(input, error)) {
+    if (!fs::exists(input, error)) throw ConfigError("input", input + ": no such file or folder");
+    return {input};
+  }
+  std::vector<std::string> files;
+  for (auto it = fs::recursive_directory_iterator(input, error); !error && it != fs::recursive_directory_iterator();
+       it.increment(error)) {
+    const auto name = it->path().filename().string();
+    if (!name.empty() && name[0] == '.') {  // hidden files and folders, qkv's ledger among them
+      if (it->is_directory(error)) it.disable_recursion_pending();
+      continue;
+    }
+    const auto extension = lower(it->path().extension().string());
+    if (it->is_regular_file(error) && extension != ".txt" && pc::is_shape_file_extension(extension))
+      files.push_back(it->path().string());
+  }
+  if (error) throw DataError(input + ": cannot list the folder (" + error.message() + ")");
+  if (files.empty())
+    throw ConfigError("input", input + ": holds no shape file (.off .ply .obj .stl .pcd .xyz .csv)");
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+void check_embed_settings(const ShapeEmbedSettings& s) {
+  if (s.input.empty() == s.split.empty())
+    throw ConfigError("input", "give a shape file or folder, or {split} for a split of the run's data (one of the two)");
+  if (!s.split.empty() && s.split != "train" && s.split != "val" && s.split != "test")
+    throw ConfigError("split", s.split + ": expected train, val or test");
+  if (!s.data.empty() && s.split.empty()) throw ConfigError("data", "is read with {split} only");
+  pc::parse_rotation(s.rotate);
+}
+
+// [V * B, D] features of VotedViews' layout (the V views of a batch one
+// after the other) -> [B, D], their mean.
+at::Tensor average_view_features(const at::Tensor& features, int64_t votes) {
+  return features.view({votes, features.size(0) / votes, features.size(1)}).mean(0);
+}
+
+}  // namespace
+
+ShapeEmbeddings embed_shapes(const std::string& checkpoint, const ShapeEmbedSettings& s, uint64_t seed,
+                             const c10::Device& device) {
+  check_embed_settings(s);
+  const auto rotation = pc::parse_rotation(s.rotate);
+  const auto files = s.input.empty() ? std::vector<std::string>{} : shape_files_of(s.input);
+  auto run = load_classifier_run(checkpoint, device);
+  ShapeEmbeddings result;
+  result.votes = s.votes > 0 ? s.votes : run.data.votes;
+  std::vector<at::Tensor> rows;
+  torch::NoGradGuard no_grad;
+  auto embed = [&](const data::Batch& batch) {
+    rows.push_back(average_view_features(run.model->features(batch.to(device)), result.votes).to(torch::kCPU));
+  };
+  if (!files.empty()) {
+    for (const auto& file : files) {
+      embed(single_cloud_batch(run.data, file, rotation, seed, result.votes));
+      result.shapes.push_back(file);
+      result.labels.emplace_back();
+    }
+  } else {
+    ClassificationData d = run.data;
+    if (!s.data.empty()) d.source = s.data;
+    const auto loaded = d.load_data();
+    if (loaded.train.class_names != run.data.class_names)
+      throw DataError(d.source + ": its classes differ from those the checkpoint was trained on");
+    const auto part = eval_split(d, loaded, s.split, rotation, result.votes);
+    const int64_t batch_size = run.config.at("train").at("batch_size").get<int64_t>();
+    for (int64_t begin = 0; begin < part->size(); begin += batch_size) {
+      std::vector<int64_t> indices(static_cast<size_t>(std::min(batch_size, part->size() - begin)));
+      std::iota(indices.begin(), indices.end(), begin);
+      const auto batch = part->get(indices);
+      embed(batch);
+      const auto target = batch.target.to(torch::kCPU).contiguous();
+      const auto* classes = target.data_ptr<int64_t>();
+      for (size_t i = 0; i < indices.size(); ++i) {
+        result.shapes.push_back(s.split + "/" + std::to_string(indices[i]));
+        result.labels.push_back(run.data.class_names.at(static_cast<size_t>(classes[i])));
+      }
+    }
+  }
+  if (rows.empty()) throw ConfigError("split", s.split + ": the run's " + s.split + " split holds no shapes");
+  result.features = torch::cat(rows).to(torch::kFloat).contiguous();
+  return result;
+}
+
+namespace {
+
+// A CSV field as RFC 4180 writes one: quoted when it holds a comma, a quote
+// or a line break, its quotes doubled.
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (const char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+}  // namespace
+
+nlohmann::json write_shape_embeddings(const std::string& checkpoint, const ShapeEmbedSettings& s, uint64_t seed,
+                                      const std::string& out, bool overwrite, const c10::Device& device) {
+  // Everything that can be refused before the checkpoint is read.
+  check_embed_settings(s);
+  check_outputs_apart(out, "{out}", {{"input", s.input}, {"checkpoint", checkpoint}, {"data", s.data}});
+  check_output_dir(out, "{out}", overwrite);
+  const auto embeddings = embed_shapes(checkpoint, s, seed, device);
+  const auto& f = embeddings.features;
+  const int64_t shapes = f.size(0), dims = f.size(1);
+  std::string csv = "shape,class";
+  for (int64_t j = 0; j < dims; ++j) csv += ",f" + std::to_string(j);
+  csv += "\n";
+  const float* values = f.data_ptr<float>();
+  for (int64_t i = 0; i < shapes; ++i) {
+    csv += csv_field(embeddings.shapes[static_cast<size_t>(i)]) + "," +
+           csv_field(embeddings.labels[static_cast<size_t>(i)]);
+    for (int64_t j = 0; j < dims; ++j) {
+      char number[32];
+      std::snprintf(number, sizeof number, ",%.9g", static_cast<double>(values[i * dims + j]));  // float32 round trip
+      csv += number;
+    }
+    csv += "\n";
+  }
+  const auto claim = claim_output_dir(out, "{out}", overwrite, {"vnt embed", {}});
+  const std::string npy = (std::filesystem::path(out) / "embeddings.npy").string();
+  const std::string csv_path = (std::filesystem::path(out) / "embeddings.csv").string();
+  write_npy_float32(npy, {shapes, dims}, values);
+  write_file_atomic(csv_path, csv);
+  return {{"shapes", shapes}, {"dims", dims}, {"votes", embeddings.votes}, {"rotate", s.rotate},
+          {"npy", npy}, {"csv", csv_path}};
 }
 
 nlohmann::json compare_classifier_runs(const std::vector<std::string>& runs, int64_t shapes, uint64_t seed,

@@ -31,6 +31,7 @@ struct ModelNetSource {
   using Load = pointcloud::ModelNetLoadOptions;
   using Data = pointcloud::ModelNetData;
   static constexpr const char* kStoredPoints = " points stored per shape";
+  static void check(const Synth& options) { pointcloud::check_synth_shapes_options(options); }
   static OutputMarker marker(const Synth& options);
   static std::string write(const std::string& dir, const Synth& options);
   static Data read(const std::string& dir, const Load& load);
@@ -231,6 +232,48 @@ struct ShapeClassification {
 ShapeClassification classify_shape_file(const std::string& checkpoint, const std::string& input,
                                         const std::string& rotate, uint64_t seed, int64_t votes,
                                         const c10::Device& device);
+
+// `vnt embed`'s options beyond the checkpoint, --out and the run options.
+struct ShapeEmbedSettings {
+  std::string input, split, data, rotate = "none";
+  int64_t votes = 0;
+};
+template <typename V>
+void visit_fields(ShapeEmbedSettings& s, V&& visit) {
+  visit(Field{"input",
+              "a shape file, or a folder whose shape files (.off .ply .obj .stl .pcd .xyz .csv, in subfolders too; "
+              ".txt only as a file) are embedded in name order; or --split"},
+        s.input);
+  visit(Field{"split", "embed a split of the run's data instead of --input: train, val or test (with its labels)"},
+        s.split);
+  visit(Field{"data", "with --split: a data folder or 'synthetic'; default: the run's own data"}, s.data);
+  visit(Field{"rotate", "rotate each shape first: none, z or so3 (seeded by --seed); none by default"}, s.rotate);
+  visit(Field{"votes", "views averaged per shape (each sampled as the run's eval views are); 0 = the run's votes"}
+            .range(0, 64),
+        s.votes);
+}
+
+// `vnt embed`: the run's model's rotation-invariant embedding
+// (models::Model::features, the pooled features its head classifies) of
+// every shape, averaged over the views of `votes`.
+struct ShapeEmbeddings {
+  at::Tensor features;              // [S, D] float32 on the CPU
+  std::vector<std::string> shapes;  // the file, or "<split>/<index>"
+  std::vector<std::string> labels;  // the class of a split's shape; "" for a file
+  int64_t votes = 0;
+};
+// UsageError (naming the settings' keys) for neither or both of input and
+// split, another split or rotation, a folder without shape files, or a
+// model without features; DataError naming a file that cannot be read.
+ShapeEmbeddings embed_shapes(const std::string& checkpoint, const ShapeEmbedSettings& s, uint64_t seed,
+                             const c10::Device& device);
+// The same into the folder `out`: embeddings.npy ([S, D] float32, rows in
+// the order of embeddings.csv) and embeddings.csv (shape, class, then the D
+// values); the folder is claimed as every output is (core/output_policy.h).
+// The settings and the folder are checked before the checkpoint is read.
+// Returns {shapes, dims, votes, rotate, npy, csv}.
+nlohmann::json write_shape_embeddings(const std::string& checkpoint, const ShapeEmbedSettings& s, uint64_t seed,
+                                      const std::string& out, bool overwrite, const c10::Device& device);
 
 // `vnt compare`: one row per finished run (compare_point_runs) with each test
 // rotation's accuracy under "test_accuracy"; and the table of those rows.

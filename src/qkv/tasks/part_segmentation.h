@@ -30,6 +30,7 @@ struct ShapeNetPartSource {
   using Load = pointcloud::ShapeNetPartLoadOptions;
   using Data = pointcloud::ShapeNetPartData;
   static constexpr const char* kStoredPoints = " points each shape is resampled to";
+  static void check(const Synth& options) { pointcloud::check_synth_parts_options(options); }
   static OutputMarker marker(const Synth& options);
   static std::string write(const std::string& dir, const Synth& options);
   static Data read(const std::string& dir, const Load& load);

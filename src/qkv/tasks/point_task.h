@@ -202,6 +202,7 @@ auto write_synthetic_set(const std::string& out, const Options& options, bool ov
 // written, the generator's, loader's and view's settings, the rotation
 // protocol, and how they are loaded. `Source` says what differs:
 //   Synth, Load, Data        the generator's and loader's settings, what is loaded
+//   check(synth)             refuses bad generator settings (ConfigError), before anything is written
 //   marker(synth)            what a synthetic folder's ledger records, so that `qkv data synth-*`
 //                            and a train command reuse each other's folder made the same way
 //   write(dir, synth)        writes the synthetic shapes; returns the line said on stderr
@@ -222,10 +223,13 @@ struct PointSourceData {
     synth.seed = load.seed = view.seed;
     load.with_normals = view.use_normals;
   }
-  // The synthetic folder's policy (core/output_policy.h) without writing
-  // anything: UsageError if it would be refused.
+  // The generator's settings and the synthetic folder's policy
+  // (core/output_policy.h) without writing anything: UsageError if either
+  // would be refused, so that a refused run leaves no folder behind.
   void check_synthetic_dir(const std::string& dir, bool overwrite) const {
-    if (source == "synthetic") qkv::check_synthetic_dir(dir, "synth_dir", overwrite, Source::marker(synth));
+    if (source != "synthetic") return;
+    Source::check(synth);
+    qkv::check_synthetic_dir(dir, "synth_dir", overwrite, Source::marker(synth));
   }
   // Loads the data; for "synthetic", writes the shapes into `synth_dir_now`
   // (synth_dir, or a rank's scratch copy) unless qkv already wrote them there
