@@ -133,10 +133,17 @@ def load_weights(model, path):
     return model
 
 
+def predict_parts(run, points, category, **options):
+    return _qkv.predict_parts(str(run), points, category, **options)
+
+
+predict_parts.__doc__ = _qkv.predict_parts.__doc__  # the C++ binding's: defaults written once
+
+
 def parameter_count(name, points=1024, **options):
     """(parameters, activation floats per sample) from the options alone, as `qkv params` computes them."""
     return _qkv.model_size(name, json.dumps(options), points)
 
 
-__all__ = ["create", "load", "load_weights", "names", "describe", "parameter_count", "set_max_parameters",
-           "max_parameters", "Model"]
+__all__ = ["create", "load", "load_weights", "names", "describe", "parameter_count", "predict_parts",
+           "set_max_parameters", "max_parameters", "Model"]

@@ -14,6 +14,7 @@
 #include "qkv/models/model_card.h"
 #include "qkv/models/size_arithmetic.h"
 #include "qkv/models/transformer_lm.h"
+#include "qkv/tasks/part_segmentation.h"
 #include "qkv/tasks/stored_runs.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/run.h"
@@ -320,6 +321,29 @@ void bind_models(py::module_& m) {
       return std::make_pair(model, config.dump());
     });
   });
+  m.def(
+      "predict_parts",
+      [](const std::string& run, const at::Tensor& points, const std::string& category,
+         const c10::optional<at::Tensor>& normals, int64_t votes, uint64_t seed, const std::string& rotate) {
+        const auto parts = interruptible([&] {  // without the GIL: the tuple is made after
+          return tasks::predict_cloud_parts(train::resolve_checkpoint(run), points, normals ? *normals : at::Tensor(),
+                                            category, rotate, seed, votes, points.device());
+        });
+        return py::make_tuple(parts.labels, parts.probabilities, parts.sampled);
+      },
+      py::arg("run"), py::arg("points"), py::arg("category"), py::kw_only(), py::arg("normals") = py::none(),
+      py::arg("votes") = tasks::kDefaultPartVotes, py::arg("seed") = 0, py::arg("rotate") = "none",
+      R"doc(predict_parts(run, points, category, *, normals=None, votes=3, seed=0, rotate="none")
+    -> (labels, probabilities, sampled)
+
+A part label for every point of a cloud of any size, as `qkv seg predict`
+labels a file: run is a seg run folder or checkpoint; points [N, 3] (normals
+[N, 3] where the run takes them); category a ShapeNet-part name or synset.
+A cloud of at most the run's --points goes through the network whole; a
+larger one in `votes` random samplings of that many points (seeded by
+`seed`), every point taking the averaged probabilities of its nearest sampled
+point. labels [N] int64 (global part ids), probabilities [N, parts] float64
+(the category's parts in order), sampled: points some sampling held.)doc");
   m.def("checkpoint_config", [](const std::string& path) {
     return train::read_checkpoint_config(train::resolve_checkpoint(path)).dump();
   });

@@ -154,3 +154,47 @@ def test_a_model_without_an_embedding_says_so():
     model = qkv.models.create("xyz-transformer", classes=3)
     with pytest.raises(qkv.UsageError, match="xyz-transformer: features: this model gives no embedding"):
         model.features(torch.randn(2, 3, 16))
+
+
+@pytest.fixture(scope="module")
+def tiny_seg_run(tmp_path_factory):
+    from conftest import QKV_BINARY
+    run = tmp_path_factory.mktemp("cli") / "seg"
+    run_cli(QKV_BINARY, "seg", "train", "--synth-classes", "Table", "--synth-train-per-class", "4",
+            "--synth-val-per-class", "1", "--synth-test-per-class", "1", "--synth-points-per-shape", "128",
+            "--points-per-shape", "128", "--points", "64", "--batch-size", "4", "--linear-dim", "4", "--heads", "2",
+            "--head-dim", "4", "--model-options", '{"k":4}', "--epochs", "1", "--threads", "1", "--seed", "3",
+            "--out", str(run))
+    return run
+
+
+def test_predict_parts_labels_every_point_as_seg_predict_does(tiny_seg_run, tmp_path):
+    # A cloud of 3,000 points, 47 x the run's 64: votes on samplings, every
+    # point labelled from its nearest sampled point.
+    from conftest import QKV_BINARY
+    g = torch.Generator().manual_seed(5)
+    cloud = torch.rand(3000, 3, generator=g, dtype=torch.float64) * torch.tensor([1.0, 0.6, 0.8], dtype=torch.float64)
+    labels, probabilities, sampled = qkv.models.predict_parts(tiny_seg_run, cloud, "Table", votes=3, seed=7)
+    assert labels.shape == (3000,) and labels.dtype == torch.int64
+    assert probabilities.shape[0] == 3000 and torch.allclose(probabilities.sum(1), torch.ones(3000, dtype=torch.float64))
+    assert 64 < sampled <= 3 * 64
+
+    # The same labels as `qkv seg predict` on the cloud written as a file.
+    path = tmp_path / "cloud.xyz"
+    path.write_text("".join("%.17g %.17g %.17g\n" % tuple(p) for p in cloud.tolist()))
+    out = tmp_path / "predict"
+    r = run_cli(QKV_BINARY, "seg", "predict", "--checkpoint", str(tiny_seg_run), "--input", str(path), "--class",
+                "Table", "--votes", "3", "--seed", "7", "--json", "--out", str(out))
+    report = json.loads(r.stdout[r.stdout.index("{"):])
+    counts = {int(part): n for part, n in report["points_per_part"].items()}
+    assert counts == {int(p): int((labels == p).sum()) for p in counts}
+
+    # Rotation invariant: the same samplings (seed), the same labels, to rounding.
+    turned = cloud @ random_rotation(generator=torch.Generator().manual_seed(2)).T
+    labels_turned, _, _ = qkv.models.predict_parts(tiny_seg_run, turned, "Table", votes=3, seed=7)
+    assert int((labels_turned == labels).sum()) >= 2985
+
+    with pytest.raises(qkv.UsageError, match="points"):
+        qkv.models.predict_parts(tiny_seg_run, cloud[:, :2], "Table")
+    with pytest.raises(qkv.UsageError, match="Airplane"):
+        qkv.models.predict_parts(tiny_seg_run, cloud, "Airplane")

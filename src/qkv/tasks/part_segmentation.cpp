@@ -130,14 +130,75 @@ at::Tensor part_probabilities(models::Model& model, const at::Tensor& points, co
 
 }  // namespace
 
-PartPrediction predict_parts(models::Model& model, const PartSegData& data, const std::string& input,
-                             int64_t category, pc::Rotation rotation, uint64_t seed, const c10::Device& device,
-                             int64_t votes) {
+namespace {
+
+// What predict_parts and predict_cloud_parts share: the run's classes
+// checked before anything is read.
+const pc::PartCategory& checked_part_category(const PartSegData& data, int64_t category, int64_t votes) {
   if (votes < 1) throw ConfigError("votes", "must be at least 1, got " + std::to_string(votes));
   const auto& cat = pc::shapenet_part_categories().at(static_cast<size_t>(category));
   const auto& seen = data.trained_categories;
   if (!seen.empty() && std::find(seen.begin(), seen.end(), cat.name) == seen.end())
     throw UsageError("class " + cat.name + ": the run was trained on " + join(seen) + " only");  // before any file is read
+  return cat;
+}
+
+// Every point of `mesh` as the run's views prepare it ([1, 3, N], and its
+// normals where the run takes them), and its part probabilities [N, parts]:
+// the cloud whole when it has at most the run's points, else `votes`
+// samplings of the run's size, each point taking the averaged probabilities
+// of its nearest sampled point. `sampled`: the points some vote saw.
+struct EveryPointParts {
+  at::Tensor points, probabilities;
+  int64_t sampled = 0;
+};
+EveryPointParts label_every_point(models::Model& model, const PartSegData& data, const pc::Mesh& mesh,
+                                  int64_t category, const pc::PartCategory& cat, pc::Rotation rotation,
+                                  uint64_t seed, const c10::Device& device, int64_t votes, const std::string& source) {
+  pc::PointViewOptions every = data.view;
+  every.rotation = rotation;
+  every.seed = seed;
+  at::Tensor normals;
+  EveryPointParts out;
+  out.points = pc::prepare_every_point(mesh, every, data.view.use_normals ? &normals : nullptr, source);
+  const auto& points = out.points;
+  const int64_t n = points.size(2), run_points = data.view.num_points;
+
+  torch::NoGradGuard no_grad;
+  model.eval();
+  out.sampled = n;
+  if (n <= run_points) {
+    out.probabilities = part_probabilities(model, points, normals, category, cat, device);
+    return out;
+  }
+  // Votes on samplings of the run's size, then each point from its nearest sampled point.
+  auto sum = torch::zeros({n, cat.parts}, torch::kDouble);
+  auto count = torch::zeros({n}, torch::kDouble);
+  for (int64_t v = 0; v < votes; ++v) {
+    // "sample" + v: each vote's own stream, the same for the cloud however it is turned.
+    auto gen =
+        at::make_generator<at::CPUGeneratorImpl>(pc::seed_mix(seed, 0x73616d706c65ULL + static_cast<uint64_t>(v)));
+    const auto subset = torch::randperm(n, gen, torch::kLong).slice(0, 0, run_points);
+    auto sub_points = points.index_select(2, subset);
+    if (data.view.normalize) sub_points = pc::normalize_unit_sphere(sub_points[0].t()).t().unsqueeze(0).contiguous();
+    const auto sub_normals = normals.defined() ? normals.index_select(2, subset).contiguous() : at::Tensor();
+    sum.index_add_(0, subset, part_probabilities(model, sub_points.contiguous(), sub_normals, category, cat, device));
+    count.index_add_(0, subset, torch::ones({run_points}, torch::kDouble));
+  }
+  const auto taken = (count > 0).nonzero().squeeze(1);
+  out.sampled = taken.size(0);
+  const auto mean = sum.index_select(0, taken) / count.index_select(0, taken).unsqueeze(1);
+  const auto xyz = points[0].t();  // [N, 3]
+  out.probabilities = mean.index_select(0, pc::nearest_point_indices(xyz, xyz.index_select(0, taken)));
+  return out;
+}
+
+}  // namespace
+
+PartPrediction predict_parts(models::Model& model, const PartSegData& data, const std::string& input,
+                             int64_t category, pc::Rotation rotation, uint64_t seed, const c10::Device& device,
+                             int64_t votes) {
+  const auto& cat = checked_part_category(data, category, votes);
 
   // The points to label: every point of a cloud, or surface samples of a mesh.
   pc::Mesh mesh;
@@ -152,39 +213,10 @@ PartPrediction predict_parts(models::Model& model, const PartSegData& data, cons
   } else {
     mesh = pc::read_shape_file(input);
   }
-  pc::PointViewOptions every = data.view;
-  every.rotation = rotation;
-  every.seed = seed;
-  at::Tensor normals;
-  const auto points = pc::prepare_every_point(mesh, every, data.view.use_normals ? &normals : nullptr, input);
-  const int64_t n = points.size(2), run_points = data.view.num_points;
-
-  torch::NoGradGuard no_grad;
-  model.eval();
-  at::Tensor probabilities;  // [N, parts]
-  int64_t sampled = n;
-  if (n <= run_points) {
-    probabilities = part_probabilities(model, points, normals, category, cat, device);
-  } else {
-    // Votes on samplings of the run's size, then each point from its nearest sampled point.
-    auto sum = torch::zeros({n, cat.parts}, torch::kDouble);
-    auto count = torch::zeros({n}, torch::kDouble);
-    for (int64_t v = 0; v < votes; ++v) {
-      // "sample" + v: each vote's own stream, the same for the file however it is turned.
-      auto gen = at::make_generator<at::CPUGeneratorImpl>(pc::seed_mix(seed, 0x73616d706c65ULL + static_cast<uint64_t>(v)));
-      const auto subset = torch::randperm(n, gen, torch::kLong).slice(0, 0, run_points);
-      auto sub_points = points.index_select(2, subset);
-      if (data.view.normalize) sub_points = pc::normalize_unit_sphere(sub_points[0].t()).t().unsqueeze(0).contiguous();
-      const auto sub_normals = normals.defined() ? normals.index_select(2, subset).contiguous() : at::Tensor();
-      sum.index_add_(0, subset, part_probabilities(model, sub_points.contiguous(), sub_normals, category, cat, device));
-      count.index_add_(0, subset, torch::ones({run_points}, torch::kDouble));
-    }
-    const auto taken = (count > 0).nonzero().squeeze(1);
-    sampled = taken.size(0);
-    const auto mean = sum.index_select(0, taken) / count.index_select(0, taken).unsqueeze(1);
-    const auto xyz = points[0].t();  // [N, 3]
-    probabilities = mean.index_select(0, pc::nearest_point_indices(xyz, xyz.index_select(0, taken)));
-  }
+  const auto labelled = label_every_point(model, data, mesh, category, cat, rotation, seed, device, votes, input);
+  const auto& points = labelled.points;
+  const auto& probabilities = labelled.probabilities;
+  const int64_t n = points.size(2), run_points = data.view.num_points, sampled = labelled.sampled;
   const auto local = probabilities.argmax(1).contiguous();
   const auto labels = local + cat.first_part;
 
@@ -237,6 +269,32 @@ PartPrediction predict_parts(models::Model& model, const PartSegData& data, cons
     out.report["miou"] = train::shape_part_miou(labels, t, parts);
   }
   return out;
+}
+
+CloudParts predict_cloud_parts(const std::string& checkpoint, const at::Tensor& points, const at::Tensor& normals,
+                               const std::string& category, const std::string& rotate, uint64_t seed, int64_t votes,
+                               const c10::Device& device) {
+  if (!points.defined() || points.dim() != 2 || points.size(1) != 3 || !points.is_floating_point())
+    throw ConfigError("points", "expected a floating-point tensor [N, 3]");
+  if (points.size(0) == 0) throw ConfigError("points", "the cloud has no points");
+  if (normals.defined() && (normals.dim() != 2 || normals.sizes() != points.sizes()))
+    throw ConfigError("normals", "expected [N, 3] like the points");
+  const int64_t index = pc::find_part_category(category, "category");
+  const auto rotation = pc::parse_rotation(rotate);
+  auto run = load_point_run<PartSegData>(checkpoint, device, kPartSegmentationCommand);
+  const auto& cat = checked_part_category(run.data, index, votes);
+  pc::Mesh mesh;
+  const auto xyz = points.detach().to(torch::kCPU, torch::kDouble).contiguous();
+  const double* p = xyz.data_ptr<double>();
+  for (int64_t i = 0; i < xyz.size(0); ++i) mesh.vertices.push_back({p[3 * i], p[3 * i + 1], p[3 * i + 2]});
+  if (normals.defined()) {
+    const auto nrm = normals.detach().to(torch::kCPU, torch::kDouble).contiguous();
+    const double* q = nrm.data_ptr<double>();
+    for (int64_t i = 0; i < nrm.size(0); ++i) mesh.normals.push_back({q[3 * i], q[3 * i + 1], q[3 * i + 2]});
+  }
+  const auto labelled =
+      label_every_point(*run.model, run.data, mesh, index, cat, rotation, seed, device, votes, "points");
+  return {labelled.probabilities.argmax(1) + cat.first_part, labelled.probabilities, labelled.sampled};
 }
 
 TrainTask part_segmentation_train_task(std::shared_ptr<PartSegTrainSettings> settings) {

@@ -139,6 +139,21 @@ PartPrediction predict_parts(models::Model& model, const PartSegData& data, cons
                              int64_t category, pointcloud::Rotation rotation, uint64_t seed, const c10::Device& device,
                              int64_t votes = kDefaultPartVotes);
 
+// predict_parts on a cloud in memory, for the Python package: points
+// [N, 3] of any size (normals [N, 3] or undefined; a run that takes normals
+// needs them), labelled by the run of `checkpoint` as object class
+// `category` (a name or synset id), as predict_parts labels a file's points.
+// labels [N] int64 (ShapeNet-part's global part ids), probabilities
+// [N, parts] float64 (the category's parts, in order). ConfigError naming
+// "points", "normals", "category" or "votes" for bad input.
+struct CloudParts {
+  at::Tensor labels, probabilities;
+  int64_t sampled = 0;  // points some vote's sampling held (N for a cloud of at most the run's points)
+};
+CloudParts predict_cloud_parts(const std::string& checkpoint, const at::Tensor& points, const at::Tensor& normals,
+                               const std::string& category, const std::string& rotate, uint64_t seed, int64_t votes,
+                               const c10::Device& device);
+
 // `seg train`: the data and the model (vnt-seg unless set).
 struct PartSegTrainSettings {
   PartSegData data;
