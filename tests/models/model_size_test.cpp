@@ -121,6 +121,13 @@ const std::map<std::string, std::vector<json>>& option_sets() {
       {"gru-lm", recurrent_variants},
       {"vnt", each(vnt, vnt_variants)},
       {"vnt+n", each(vnt, vnt_variants)},
+      {"vnt-local", each(merged(vnt, {{"neighbours", 6}}), [&] {
+         auto v = vnt_variants;
+         v.push_back({{"neighbours", 4}});   // the edge conv's graph
+         v.push_back({{"neighbours", 2}});   // fewer than the edge conv's k
+         v.push_back({{"neighbours", 1}, {"heads", 1}, {"head_dim", 1}});
+         return v;
+       }())},
       {"vn-dgcnn", {{{"k", 4}}, {{"pooling", "max"}}, {{"classes", 10}, {"dropout", 0.0}}}},
       {"xyz-transformer",
        each(merged(xyz, {{"head_hidden", {8}}}),
@@ -213,6 +220,7 @@ TEST(ModelSize, HugeOptionsAreSizedWithoutBuilding) {
       {"vnt", {{"ffn_hidden", 1000000000}}},
       {"vnt", {{"linear_dim", 4000000}}},
       {"vnt+n", {{"blocks", 100000000}}},
+      {"vnt-local", {{"blocks", 100000000}}},
       {"vnt-seg", {{"linear_dim", 4000000}}},
       {"vnt-seg", {{"seg_hidden", {100000000, 256}}}},
       {"xyz-transformer", {{"head_hidden", {100000000, 256}}}},

@@ -42,6 +42,7 @@ const std::map<std::string, nlohmann::json>& small_options() {
       {"gru-lm", {{"embed", 8}, {"hidden", 8}}},
       {"vnt", vnt},
       {"vnt+n", vnt},
+      {"vnt-local", with(vnt, {{"neighbours", 6}})},
       {"vn-dgcnn", {{"k", 4}}},
       {"xyz-transformer", with(xyz, {{"head_hidden", {8}}})},
       {"vnt-seg", vnt_seg},
@@ -203,7 +204,7 @@ TEST(Registry, OptionsRoundTripThroughResolve) {
 
 TEST(Registry, ModelsForTask) {
   EXPECT_EQ(models::models_for_task("classification"),
-            (std::vector<std::string>{"vnt", "vnt+n", "vn-dgcnn", "xyz-transformer"}));
+            (std::vector<std::string>{"vnt", "vnt+n", "vnt-local", "vn-dgcnn", "xyz-transformer"}));
   EXPECT_EQ(models::models_for_task("segmentation"),
             (std::vector<std::string>{"vnt-seg", "vn-dgcnn-seg", "xyz-transformer-seg"}));
   EXPECT_EQ(models::models_for_task("mhca"), (std::vector<std::string>{"mhca", "concatnet", "spectnet", "mhca-x",

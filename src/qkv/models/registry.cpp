@@ -19,6 +19,7 @@
 #include "qkv/models/recurrent_lm.h"
 #include "qkv/models/transformer_lm.h"
 #include "qkv/models/vn_dgcnn.h"
+#include "qkv/models/vnt_local.h"
 #include "qkv/models/vnt_net.h"
 #include "qkv/models/xyz_transformer.h"
 
@@ -195,6 +196,9 @@ const std::vector<ModelEntry>& model_registry() {
       recurrent_lm_entry("gru-lm", "byte-level GRU: the fixed-memory baseline of transformer-lm"),
       vnt_entry("vnt", "VNT-Net: rotation-invariant vector-neuron transformer on xyz", {"points"}),
       vnt_entry("vnt+n", "VNT-Net+N: VNT-Net on xyz and normals", {"points", "normals"}),
+      entry<VNTLocalNet, VNTLocalOptions>(
+          "vnt-local", "VNT-Net with each point attending to its k nearest points only: linear in N (our design)",
+          "classification", {"points"}, &vnt_local_size),
       entry<VNDGCNN, VNDGCNNOptions>("vn-dgcnn", "Vector Neurons' rotation-invariant DGCNN classifier",
                                      "classification", {"points"}, &vn_dgcnn_size),
       entry<XYZTransformer, XYZTransformerOptions>("xyz-transformer",

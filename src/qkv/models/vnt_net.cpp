@@ -88,6 +88,10 @@ OptionHelpList VNTNetOptions::option_help() {
 // this at 512 points and 4x at 1024, the rest within 10 %.
 ModelSize vnt_backbone_size(const VNTNetOptions& o, int64_t points) {
   check_points("vnt", points);
+  return vnt_backbone_size(o, points, sat_mul(o.heads, points, points));
+}
+
+ModelSize vnt_backbone_size(const VNTNetOptions& o, int64_t points, int64_t attention_floats) {
   const int64_t n = points, c = o.linear_dim, heads_width = sat_mul(o.heads, o.head_dim);
   const int64_t ffn = o.ffn_hidden > 0 ? o.ffn_hidden : sat_mul(4, c);  // not o.hidden(): 4 * C may overflow
   const int64_t edge_in = (o.normals ? 2 : 1) * (o.edge_cross ? 3 : 2);
@@ -100,7 +104,7 @@ ModelSize vnt_backbone_size(const VNTNetOptions& o, int64_t points) {
   block.parameters = vnt_block_parameters(c, o.heads, o.head_dim, ffn, o.layer_norm);
   block.activation_floats = sat_add(
       sat_mul(3, n, sat_add(sat_mul(4, heads_width), sat_mul(o.layer_norm ? 6 : 4, c), sat_mul(3, ffn))),
-      sat_mul(o.heads, n, n));
+      attention_floats);
   invariant.parameters = vn_std_feature_parameters(invariant_in, o.normalize_frame);
   invariant.activation_floats = sat_add(sat_mul(3, n, o.blocks, c), sat_mul(4, invariant_in, 3, n), sat_mul(18, n));
 

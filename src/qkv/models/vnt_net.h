@@ -47,6 +47,9 @@ void read_vnt_backbone_options(OptionReader& reader, VNTNetOptions& options);
 // `points` points, and the classifier's (the backbone and its head).
 // UsageError for points < 1.
 ModelSize vnt_backbone_size(const VNTNetOptions& options, int64_t points);
+// The same with attention_floats a block in place of the global attention's
+// H N^2 weights (vnt-local's neighbourhood attention); points unchecked.
+ModelSize vnt_backbone_size(const VNTNetOptions& options, int64_t points, int64_t attention_floats);
 ModelSize vnt_net_size(const VNTNetOptions& options, int64_t points);
 
 // What the classifier and the part segmenter share: the edge-conv input
