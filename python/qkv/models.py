@@ -16,6 +16,7 @@ import torch
 
 from . import _qkv
 from ._modules import CppModule, call_cpp
+from ._signatures import signature_of
 
 
 def _registry():
@@ -138,6 +139,7 @@ def predict_parts(run, points, category, **options):
 
 
 predict_parts.__doc__ = _qkv.predict_parts.__doc__  # the C++ binding's: defaults written once
+predict_parts.__signature__ = signature_of(_qkv.predict_parts)
 
 
 def parameter_count(name, points=1024, **options):

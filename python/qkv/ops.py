@@ -29,6 +29,8 @@ from ._qkv.ops import (  # noqa: F401
     vn_norm,
 )
 
+from ._signatures import with_signature as _with_signature
+
 # The *_composed functions are the same operations from plain LibTorch ops:
 # the references the tests compare the fused kernels with.
 __all__ = [
@@ -48,3 +50,6 @@ __all__ = [
     "vn_attention",
     "vn_norm",
 ]
+
+# Each with a Python signature (inspect.signature, help, editors), read from the binding.
+globals().update({_name: _with_signature(globals()[_name]) for _name in __all__})

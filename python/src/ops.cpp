@@ -111,7 +111,9 @@ backend 'tiled' | 'naive' | 'auto' forces a path.)doc");
 
 [x_j - x_i, x_i (, x_j x x_i)] for x [B, C, 3, N] and neighbours idx [B, N, k].)doc");
   ops.def("edge_features_composed", &vn::edge_features_composed, py::arg("x"), py::arg("idx"),
-          py::arg("with_cross") = false);
+          py::arg("with_cross") = false,
+          R"doc(edge_features_composed(x, idx, with_cross=False): edge_features from plain LibTorch ops
+(index_select, expand, cat), the reference the fused kernel is tested against.)doc");
   ops.def("vn_linear", &vn::vn_linear, py::arg("x"), py::arg("weight"),
           R"doc(vn_linear(x, weight) -> [B, C_out, 3, ...]: W x over channels, weight [C_out, C_in].)doc");
   ops.def("vn_leaky_relu", &vn::vn_leaky_relu, py::arg("x"), py::arg("direction"), py::arg("negative_slope") = 0.2,
@@ -121,7 +123,9 @@ backend 'tiled' | 'naive' | 'auto' forces a path.)doc");
 Where <x, d> < 0, the component of x along d is removed (blended with x by
 negative_slope); direction [B, C or 1, 3, ...].)doc");
   ops.def("vn_leaky_relu_composed", &vn::vn_leaky_relu_composed, py::arg("x"), py::arg("direction"),
-          py::arg("negative_slope") = 0.2, py::arg("eps") = vn::kVNEps);
+          py::arg("negative_slope") = 0.2, py::arg("eps") = vn::kVNEps,
+          R"doc(vn_leaky_relu_composed(x, direction, negative_slope=0.2, eps=1e-6): vn_leaky_relu from plain
+LibTorch ops, the reference the fused kernel is tested against.)doc");
   ops.def(
       "vn_batch_norm",
       [](const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, const at::Tensor& running_mean,
@@ -141,13 +145,17 @@ Batch norm of the vector norms of x [B, C, 3, ...], directions kept.)doc");
                                           nullptr);
       },
       py::arg("x"), py::arg("weight"), py::arg("bias"), py::arg("running_mean"), py::arg("running_var"),
-      py::arg("training"), py::arg("momentum") = 0.1, py::arg("eps") = 1e-5);
+      py::arg("training"), py::arg("momentum") = 0.1, py::arg("eps") = 1e-5,
+      R"doc(vn_batch_norm_composed(x, weight, bias, running_mean, running_var, training, momentum=0.1, eps=1e-5):
+vn_batch_norm from plain LibTorch ops, the reference the fused kernel is tested against.)doc");
   ops.def("vn_frame_coordinates", &vn::vn_frame_coordinates, py::arg("x"), py::arg("frame"),
           R"doc(vn_frame_coordinates(x, frame) -> [B, C, 3, ...]
 
 Coordinates of every vector of x [B, C, 3, ...] in the per-point frame
 [B, 3, 3, ...] (dim 1 frame vector, dim 2 xyz): invariant when both rotate.)doc");
-  ops.def("vn_frame_coordinates_composed", &vn::vn_frame_coordinates_composed, py::arg("x"), py::arg("frame"));
+  ops.def("vn_frame_coordinates_composed", &vn::vn_frame_coordinates_composed, py::arg("x"), py::arg("frame"),
+          R"doc(vn_frame_coordinates_composed(x, frame): vn_frame_coordinates from plain LibTorch ops, the
+reference the fused kernel is tested against.)doc");
   ops.def(
       "vn_attention",
       [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, c10::optional<double> scale) {
@@ -160,7 +168,11 @@ Coordinates of every vector of x [B, C, 3, ...] in the per-point frame
 
 VNT-Net's VNAttention: softmax(sum_c Q_c K_c^T / sqrt(C)) V with
 q [B, H, Nq, C, 3], k [B, H, Nk, C, 3], v [B, H, Nk, Cv, 3].)doc");
-  ops.def("vn_norm", &vn::vn_norm, py::arg("x"), py::arg("eps") = vn::kVNEps);
+  ops.def("vn_norm", &vn::vn_norm, py::arg("x"), py::arg("eps") = vn::kVNEps,
+          R"doc(vn_norm(x, eps=1e-6) -> [B, C, ...]
+
+The Euclidean norm of every vector of x [B, C, 3, ...], as sqrt(|x|^2 + eps^2):
+rotation invariant, with a finite gradient at 0.)doc");
 }
 
 }  // namespace qkv::python

@@ -202,3 +202,21 @@ def test_ops_on_the_meta_device_take_the_composed_path():
     x = torch.randn(1, 2, 3, 6).to("meta")
     d = torch.randn(1, 2, 3, 6).to("meta")
     assert qkv.ops.vn_leaky_relu(x, d).shape == (1, 2, 3, 6)
+
+
+def test_ops_have_python_signatures_and_docstrings():
+    import inspect
+    assert list(inspect.signature(qkv.ops.knn).parameters) == ["points", "k"]
+    assert inspect.signature(qkv.ops.knn).parameters["points"].annotation is torch.Tensor
+    assert inspect.signature(qkv.ops.farthest_point_sample).parameters["start"].default == 0
+    attention = inspect.signature(qkv.ops.attention).parameters
+    assert attention["causal"].kind is inspect.Parameter.KEYWORD_ONLY and attention["causal"].default is False
+    assert attention["key_padding_mask"].default is None
+    assert inspect.signature(qkv.models.predict_parts).parameters["votes"].default == 3
+    for name in qkv.ops.__all__:
+        function = getattr(qkv.ops, name)
+        inspect.signature(function)  # every op has one
+        assert function.__name__ == name and len(function.__doc__) > 80, name
+    # The wrapper passes keywords through to the binding.
+    points = torch.randn(40, 3)
+    assert torch.equal(qkv.ops.knn(points=points, k=3), qkv.ops.knn(points, 3))
