@@ -341,3 +341,17 @@ TEST(ModelNetTree, ANamedLayoutIsReadAsSuchOrRefusedSayingWhatIsMissing) {
 
 }  // namespace
 }  // namespace qkv::testing
+
+TEST(ShapeFileExtensions, TheKindsTogetherAreEveryExtensionReadShapeFileReads) {
+  std::vector<std::string> kinds, all;
+  for (const char* e : qkv::pointcloud::kMeshFileExtensions) kinds.push_back(e);
+  for (const char* e : qkv::pointcloud::kPointFileExtensions) kinds.push_back(e);
+  for (const char* e : qkv::pointcloud::kShapeFileExtensions) all.push_back(e);
+  std::sort(kinds.begin(), kinds.end());
+  kinds.erase(std::unique(kinds.begin(), kinds.end()), kinds.end());
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(kinds, all);
+  EXPECT_EQ(qkv::pointcloud::shape_file_kinds_text(),
+            "a mesh (.off .ply .obj .stl) or a point cloud (.ply .pcd .txt .xyz .csv)");
+  EXPECT_EQ(qkv::pointcloud::shape_file_kinds_text(true), "a mesh (.off .ply .obj .stl) or a point cloud (.ply .pcd .xyz .csv)");
+}

@@ -1022,6 +1022,16 @@ Mesh read_shape_file(const std::string& path) {
   throw UsageError(path + ": unknown shape file type '" + ext + "': expected " + shape_file_extensions_text());
 }
 
+std::string shape_file_kinds_text(bool without_txt) {
+  auto joined = [&](const auto& extensions) {
+    std::string out;
+    for (const char* e : extensions)
+      if (!(without_txt && std::string(e) == ".txt")) out += (out.empty() ? "" : " ") + std::string(e);
+    return out;
+  };
+  return "a mesh (" + joined(kMeshFileExtensions) + ") or a point cloud (" + joined(kPointFileExtensions) + ")";
+}
+
 std::string shape_file_extensions_text() {
   std::string out;
   const size_t n = sizeof(kShapeFileExtensions) / sizeof(kShapeFileExtensions[0]);

@@ -45,10 +45,18 @@ Mesh read_stl(const std::string& path);
 // when present; NaN points (an organized cloud's holes) are dropped.
 Mesh read_pcd(const std::string& path);
 
-// The extensions read_shape_file reads, lower case with the dot.
+// The extensions read_shape_file reads, lower case with the dot: meshes and
+// point clouds (a PLY file holds either; .txt .xyz .csv are x y z [nx ny nz]
+// lines), and all of them. Help texts and messages name them from here.
+inline constexpr const char* kMeshFileExtensions[] = {".off", ".ply", ".obj", ".stl"};
+inline constexpr const char* kPointFileExtensions[] = {".ply", ".pcd", ".txt", ".xyz", ".csv"};
 inline constexpr const char* kShapeFileExtensions[] = {".off", ".ply", ".obj", ".stl", ".pcd", ".txt", ".xyz", ".csv"};
 bool is_shape_file_extension(const std::string& ext);  // case-insensitive
 std::string shape_file_extensions_text();               // ".off, .ply, ... or .csv"
+// "a mesh (.off .ply .obj .stl) or a point cloud (.ply .pcd .txt .xyz .csv)",
+// as a help text says it; `without_txt` leaves .txt out (a folder's .txt
+// files are skipped: they are READMEs and lists more often than points).
+std::string shape_file_kinds_text(bool without_txt = false);
 
 // By extension, case-insensitive (kShapeFileExtensions); anything else is a
 // UsageError naming the file and the extensions understood.

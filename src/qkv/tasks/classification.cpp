@@ -369,7 +369,7 @@ std::vector<std::string> shape_files_of(const std::string& input) {
   }
   if (error) throw DataError(input + ": cannot list the folder (" + error.message() + ")");
   if (files.empty())
-    throw ConfigError("input", input + ": holds no shape file (.off .ply .obj .stl .pcd .xyz .csv)");
+    throw ConfigError("input", input + ": holds no shape file: " + pc::shape_file_kinds_text(/*without_txt=*/true));
   std::sort(files.begin(), files.end());
   return files;
 }

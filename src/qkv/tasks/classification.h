@@ -16,6 +16,7 @@
 #include "qkv/models/model.h"
 #include "qkv/pointcloud/point_dataset.h"
 #include "qkv/pointcloud/render.h"
+#include "qkv/pointcloud/mesh_read.h"
 #include "qkv/pointcloud/synth_shapes.h"
 #include "qkv/tasks/point_task.h"
 #include "qkv/tasks/train_task.h"
@@ -170,7 +171,8 @@ struct AttentionSettings {
 
 template <typename V>
 void visit_fields(AttentionSettings& s, V&& visit) {
-  visit(Field{"input", "shape file: a mesh (.off .ply .obj .stl) or a point cloud (.ply .pcd .txt .xyz .csv)"}.needed(), s.input);
+  static const std::string input_help = "shape file: " + pointcloud::shape_file_kinds_text();
+  visit(Field{"input", input_help.c_str()}.needed(), s.input);
   visit(Field{"query", "index of the query point whose attention row colours the cloud"}.range(0, 1 << 20), s.query);
   visit(Field{"block", "which basic block's attention (0-based), averaged over its heads"}.range(0, 1024), s.block);
   visit(Field{"scale",
@@ -208,11 +210,9 @@ struct ShapePredictSettings {
 };
 template <typename V>
 void visit_fields(ShapePredictSettings& s, V&& visit) {
-  visit(Field{"input",
-              "shape file: a mesh (.off .ply .obj .stl) or a point cloud (.ply .pcd, or x y z [nx ny nz] lines in "
-              ".txt .xyz .csv)"}
-            .needed(),
-        s.input);
+  static const std::string input_help =
+      "shape file: " + pointcloud::shape_file_kinds_text() + "; .txt .xyz .csv hold x y z [nx ny nz] lines";
+  visit(Field{"input", input_help.c_str()}.needed(), s.input);
   visit(Field{"rotate", "rotate the shape first: none, z or so3 (seeded by --seed); none by default: the file as it is"},
         s.rotate);
   visit(Field{"top", "classes to print (text output)"}.range(1, 100000), s.top);
@@ -240,10 +240,11 @@ struct ShapeEmbedSettings {
 };
 template <typename V>
 void visit_fields(ShapeEmbedSettings& s, V&& visit) {
-  visit(Field{"input",
-              "a shape file, or a folder whose shape files (.off .ply .obj .stl .pcd .xyz .csv, in subfolders too; "
-              ".txt only as a file) are embedded in name order; or --split"},
-        s.input);
+  static const std::string input_help = "a shape file, or a folder whose shape files (" +
+                                         pointcloud::shape_file_kinds_text(/*without_txt=*/true) +
+                                         ", in subfolders too; .txt only as a file) are embedded in name order; or "
+                                         "--split";
+  visit(Field{"input", input_help.c_str()}, s.input);
   visit(Field{"split", "embed a split of the run's data instead of --input: train, val or test (with its labels)"},
         s.split);
   visit(Field{"data", "with --split: a data folder or 'synthetic'; default: the run's own data"}, s.data);

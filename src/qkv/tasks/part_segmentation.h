@@ -14,6 +14,7 @@
 #include "qkv/pointcloud/point_dataset.h"
 #include "qkv/pointcloud/render.h"
 #include "qkv/pointcloud/shapenet_part.h"
+#include "qkv/pointcloud/mesh_read.h"
 #include "qkv/pointcloud/synth_parts.h"
 #include "qkv/tasks/point_task.h"
 #include "qkv/tasks/train_task.h"
@@ -181,12 +182,11 @@ struct PartPredictSettings {
 };
 template <typename V>
 void visit_fields(PartPredictSettings& s, V&& visit) {
-  visit(Field{"input",
-              "shape: a point cloud (x y z [nx ny nz] lines, or ShapeNet-part's 'x y z nx ny nz part' lines, whose "
-              "labels are then scored; or .xyz .csv .ply .pcd) whose every point is labelled (any size: see "
-              "--votes), or a mesh (.off .ply .obj .stl) sampled to the run's --points"}
-            .needed(),
-        s.input);
+  static const std::string input_help =
+      "shape: " + pointcloud::shape_file_kinds_text() +
+      ". A point cloud's every point is labelled (any size: see --votes); ShapeNet-part's 'x y z nx ny nz part' "
+      "lines have their labels scored; a mesh is sampled to the run's --points";
+  visit(Field{"input", input_help.c_str()}.needed(), s.input);
   visit(Field{"category", "the object's class: a ShapeNet-part category name or synset, e.g. Table or 04379243 (REQUIRED)",
               "class"}
             .was("category"),
