@@ -104,6 +104,18 @@ TEST(HostileMesh, FuzzFindingsStayFixed) {
   expect_data_error([&] { read_ply(twice); }, twice, "declared twice");
 }
 
+TEST(HostileMesh, ForgedHdf5FilesAreDataErrors) {
+  const std::string regressions = std::string(qkv::testing::source_dir()) + "/fuzz/regressions/";
+  // fuzz_h5_scanobjectnn: a forged local heap made libhdf5 copy into the
+  // null pointer its failed allocation returned (SIGSEGV in H5F__accum_read).
+  // The child process that walks the metadata first dies instead of us.
+  const std::string crash = regressions + "h5_scanobjectnn/crash-c12863e03494391c235224538b7aa4f1c778e2fe";
+  expect_data_error([&] { pointcloud::H5File h5(crash); h5.has("data"); }, crash, "HDF5 cannot read");
+  // fuzz_h5_modelnet: a header asking for 380 GB: malloc fails, HDF5 reports it.
+  const std::string huge = regressions + "h5_modelnet/crash-554c634b913eef8724a576d5d68bf96628cabc2e";
+  expect_data_error([&] { pointcloud::read_h5_clouds(pointcloud::H5File(huge), huge, 1); }, huge, "");
+}
+
 TEST(HostileMesh, AFifoIsRefusedWithoutOpeningIt) {
   const auto path = temp_path("hostile_fifo.off");
   ::unlink(path.c_str());
