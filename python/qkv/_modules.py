@@ -91,7 +91,13 @@ class _Part(torch.nn.Module):
             self.add_module(name, _Part(child))
 
     def extra_repr(self):
-        return self._impl.type_name
+        # The C++ class without its namespace and Impl, then its own weights' sizes:
+        # "VNLinear: weight=[8, 4]".
+        name = self._impl.type_name.rsplit("::", 1)[-1]
+        name = name[:-4] if name.endswith("Impl") else name
+        sizes = ", ".join("%s=[%s]" % (key, ", ".join(str(d) for d in p.shape))
+                          for key, p in self._parameters.items())
+        return name + (": " + sizes if sizes else "")
 
     def forward(self, *args, **kwargs):
         raise RuntimeError(

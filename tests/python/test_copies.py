@@ -76,3 +76,7 @@ def test_a_model_takes_its_points_as_a_plain_tensor():
 def test_repr_shows_the_sizes_a_module_was_built_with():
     assert repr(qkv.nn.VNLinear(4, 6)) == "VNLinear(in_channels=4, out_channels=6)"
     assert "channels=8, heads=2, head_dim=4" in repr(qkv.nn.VNAttention(8, 2, 4))
+    # A registry model's parts name their C++ class and their own weights' sizes.
+    text = repr(qkv.models.create("vnt", classes=3, linear_dim=4, heads=2, head_dim=4, k=4))
+    assert "(map_to_feat): _Part(VNLinear: weight=[4, 2])" in text, text
+    assert "qkv::" not in text and "Impl" not in text, text
