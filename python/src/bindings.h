@@ -26,11 +26,19 @@ void bind_data(py::module_& m);
 // either way Python sees KeyboardInterrupt. Outside the main thread the
 // interpreter's handler cannot be swapped, so f just runs.
 bool on_main_thread();
+// Lines qkv said while the GIL was released, to Python's logging (module.cpp);
+// with the GIL held.
+void deliver_queued_lines();
+void send_lines_to_logging();
 [[noreturn]] void raise_keyboard_interrupt();  // clears qkv's flag first
 
 template <typename F>
 auto interruptible(F&& f) -> decltype(f()) {
   using Result = decltype(f());
+  // On every way out, with the GIL held again: what the work said, to logging.
+  struct Deliver {
+    ~Deliver() { deliver_queued_lines(); }
+  } deliver;
   if (!on_main_thread()) {
     py::gil_scoped_release release;
     return f();

@@ -1,6 +1,10 @@
 // qkv._qkv: the module's entry point and how qkv's errors cross into Python.
 #include <pybind11/stl.h>
 
+#include <mutex>
+#include <string>
+#include <vector>
+
 #include "bindings.h"
 #include "qkv/core/messages.h"
 #include "qkv/core/errors.h"
@@ -18,6 +22,45 @@ void raise_keyboard_interrupt() {
   clear_interrupt();
   PyErr_SetNone(PyExc_KeyboardInterrupt);
   throw py::error_already_set();
+}
+
+// The library's lines for the user (qkv::say) go to Python's `logging`, as
+// INFO records of the logger "qkv", so that an application's logging setup
+// shows, files or silences them. A line said on a thread that holds the GIL
+// is logged at once; one said without it (inside interruptible's work, or
+// on a worker thread, where taking the GIL could deadlock against a waiting
+// caller) waits in a queue until the call returns to Python.
+namespace {
+std::mutex g_queued_lines_mutex;
+std::vector<std::string> g_queued_lines;
+
+void log_line(const std::string& line) {
+  try {
+    py::module_::import("logging").attr("getLogger")("qkv").attr("info")(line);
+  } catch (py::error_already_set&) {
+    PyErr_Clear();  // a broken logging setup does not turn into qkv's error
+  }
+}
+}  // namespace
+
+void deliver_queued_lines() {
+  std::vector<std::string> lines;
+  {
+    std::lock_guard<std::mutex> lock(g_queued_lines_mutex);
+    lines.swap(g_queued_lines);
+  }
+  for (const auto& line : lines) log_line(line);
+}
+
+void send_lines_to_logging() {
+  set_line_sink([](const std::string& line) {
+    if (Py_IsInitialized() && PyGILState_Check()) {
+      log_line(line);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(g_queued_lines_mutex);
+    g_queued_lines.push_back(line);
+  });
 }
 
 // qkv.UsageError (a bad argument) and qkv.DataError (a bad file or bad data,
@@ -53,6 +96,7 @@ PYBIND11_MODULE(_qkv, m) {
   m.doc() = "qkv's C++ library (import the package qkv, not this module)";
   m.attr("__version__") = qkv::qkv_version();
   qkv::python::bind_errors(m);
+  qkv::python::send_lines_to_logging();
   qkv::python::bind_ops(m);
   qkv::python::bind_modules(m);
   qkv::python::bind_data(m);

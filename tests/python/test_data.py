@@ -158,3 +158,20 @@ def test_data_sets_pickle_by_how_they_were_made_so_spawned_workers_load_them(tmp
     spawned = [b[0]["points"] for b in loader]
     in_process = [b[0]["points"] for b in torch.utils.data.DataLoader(test, batch_size=3)]
     assert len(spawned) == len(in_process) and all(torch.equal(a, b) for a, b in zip(spawned, in_process))
+
+
+def test_the_loaders_lines_go_to_logging_not_to_stderr(tmp_path, caplog, capfd):
+    # What qkv says while loading (the synthetic shapes written, the layout
+    # found) is an INFO record of the logger "qkv", which an application's
+    # logging setup shows or silences; nothing reaches the C-level stderr.
+    import logging
+    with caplog.at_level(logging.INFO, logger="qkv"):
+        qkv.data.SyntheticShapes(tmp_path / "s", "train", **SMALL)
+    lines = [r.getMessage() for r in caplog.records if r.name == "qkv"]
+    assert any(line.startswith("synthetic shapes: ") for line in lines), lines
+    assert any("layout" in line and "train /" in line for line in lines), lines
+    assert "synthetic shapes" not in capfd.readouterr().err
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="qkv"):
+        qkv.data.SyntheticShapes(tmp_path / "s", "test", **SMALL)
+    assert not [r for r in caplog.records if r.name == "qkv"]

@@ -73,7 +73,7 @@ void register_embed(CLI::App* parent, Action& action) {
       CommandText("embed",
                   "write the model's rotation-invariant embedding of shapes (files, a folder, or a split of the "
                   "run's data) as embeddings.npy and embeddings.csv, one row per shape")
-          .checkpoint("checkpoint of a vnt, vnt+n or vn-dgcnn run")
+          .checkpoint("checkpoint of a vnt, vnt+n, vnt-local or vn-dgcnn run")
           .out("folder for embeddings.npy ([shapes, dims] float32) and embeddings.csv (shape, class, values)",
                "runs/embed"),
       [](const auto& o, const c10::Device& device) {

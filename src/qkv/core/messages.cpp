@@ -21,6 +21,28 @@ std::string with_setting_names(const std::string& text) {
   return name_keys(text, [](const std::string& key) { return g_namer ? g_namer(key) : key; });
 }
 
-void say(const std::string& line) { std::fprintf(stderr, "%s\n", with_setting_names(line).c_str()); }
+namespace {
+std::mutex g_sink_mutex;
+std::function<void(const std::string&)> g_sink;
+}  // namespace
+
+void set_line_sink(std::function<void(const std::string& line)> sink) {
+  std::lock_guard<std::mutex> lock(g_sink_mutex);
+  g_sink = std::move(sink);
+}
+
+void say_as_is(const std::string& line) {
+  std::function<void(const std::string&)> sink;
+  {
+    std::lock_guard<std::mutex> lock(g_sink_mutex);
+    sink = g_sink;
+  }
+  if (sink)
+    sink(line);
+  else
+    std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+void say(const std::string& line) { say_as_is(with_setting_names(line)); }
 
 }  // namespace qkv

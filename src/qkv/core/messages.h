@@ -13,7 +13,15 @@ void set_setting_namer(std::function<std::string(const std::string& key)> namer)
 // `text` with each "{key}" named as the front end names it.
 std::string with_setting_names(const std::string& text);
 
-// One line on stderr (the newline added), settings named so.
+// One line for the user (the newline added), settings named so: on stderr,
+// or to the front end's line sink. say_as_is takes the line verbatim (it
+// holds paths or other text of the user's, where "{x}" is not a key).
 void say(const std::string& line);
+void say_as_is(const std::string& line);
+
+// Where say's lines go from now on; an empty function: stderr. The Python
+// package sends them to the `logging` logger "qkv". Called from any thread
+// that says something, so it must be thread-safe.
+void set_line_sink(std::function<void(const std::string& line)> sink);
 
 }  // namespace qkv

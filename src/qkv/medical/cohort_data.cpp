@@ -13,6 +13,7 @@
 
 #include "qkv/core/checked.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/messages.h"
 #include "qkv/core/fields.h"
 #include "qkv/core/parallel.h"
 #include "qkv/core/text.h"
@@ -185,23 +186,20 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
   auto report = [&] {
     if (quiet) return;
     if (!match.only_in_manifest.empty() || !match.only_in_methylation.empty())
-      std::fprintf(stderr, "cohort: %s; only subjects in both are used\n", c.match_summary.c_str());
+      say_as_is("cohort: " + c.match_summary + "; only subjects in both are used");
     if (missing > 0)
-      std::fprintf(stderr,
-                   "cohort: %lld of %lld beta-values missing in %s; each is replaced by its CpG's mean over the "
-                   "training subjects (for a checkpoint, the means it recorded)\n",
-                   static_cast<long long>(missing), static_cast<long long>(c.methylation.values.size()),
-                   methylation_path.c_str());
+      say_as_is("cohort: " + std::to_string(missing) + " of " + std::to_string(c.methylation.values.size()) +
+                " beta-values missing in " + methylation_path +
+                "; each is replaced by its CpG's mean over the training subjects (for a checkpoint, the means it "
+                "recorded)");
     if (!sparse.empty())
-      std::fprintf(stderr,
-                   "cohort: warning: %s at least half their beta-values missing: %s (--max-missing leaves out "
-                   "subjects above a share)\n",
-                   sparse.size() == 1 ? "1 subject has" : (std::to_string(sparse.size()) + " subjects have").c_str(),
-                   some(sparse).c_str());
+      say_as_is("cohort: warning: " +
+                (sparse.size() == 1 ? std::string("1 subject has") : std::to_string(sparse.size()) + " subjects have") +
+                " at least half their beta-values missing: " + some(sparse) +
+                " (--max-missing leaves out subjects above a share)");
     if (!dropped.empty())
-      std::fprintf(stderr, "cohort: left out %s with more than %s of their beta-values missing: %s\n",
-                   counted(static_cast<int64_t>(dropped.size()), "subject").c_str(),
-                   (range_number_text(100 * max_missing) + "%").c_str(), some(dropped).c_str());
+      say_as_is("cohort: left out " + counted(static_cast<int64_t>(dropped.size()), "subject") + " with more than " +
+                range_number_text(100 * max_missing) + "% of their beta-values missing: " + some(dropped));
   };
   if (!load_volumes) {
     report();
@@ -256,8 +254,8 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
     throw DataError(e.what());
   }
   if (to_ras && !quiet)
-    std::fprintf(stderr, "cohort: %lld of %lld volumes turned to RAS+ (axes permuted and flipped; no resampling)\n",
-                 static_cast<long long>(turned.load()), static_cast<long long>(n));
+    say_as_is("cohort: " + std::to_string(turned.load()) + " of " + std::to_string(n) +
+              " volumes turned to RAS+ (axes permuted and flipped; no resampling)");
   report();
   return c;
 }

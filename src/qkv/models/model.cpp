@@ -5,7 +5,7 @@
 namespace qkv::models {
 
 at::Tensor Model::features(const data::Batch&) {
-  throw UsageError("features: this model gives no embedding (the VNT-Net and VN-DGCNN classifiers do)");
+  throw UsageError("features: this model gives no embedding (the VNT-Net, vnt-local and VN-DGCNN classifiers do)");
 }
 
 }  // namespace qkv::models

@@ -11,6 +11,7 @@
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/messages.h"
 #include "qkv/core/npy.h"
 #include "qkv/core/text.h"
 #include "qkv/picture/raster.h"
@@ -101,11 +102,10 @@ std::string ModelNetSource::write(const std::string& dir, const Synth& options) 
 
 pc::ModelNetData ModelNetSource::read(const std::string& dir, const Load& load) {
   auto data = pc::load_modelnet40(dir, load);
-  std::fprintf(stderr, "%s (%s layout%s): %lld train / %lld test shapes, %zu classes\n", dir.c_str(),
-               data.layout.c_str(), load.layout == "auto" ? ", detected" : "",
-               static_cast<long long>(data.train.size()), static_cast<long long>(data.test.size()),
-               data.train.class_names.size());
-  if (!data.skipped.empty()) std::fprintf(stderr, "%s: %s\n", dir.c_str(), data.skipped.c_str());
+  say_as_is(dir + " (" + data.layout + " layout" + (load.layout == "auto" ? ", detected" : "") +
+            "): " + std::to_string(data.train.size()) + " train / " + std::to_string(data.test.size()) +
+            " test shapes, " + std::to_string(data.train.class_names.size()) + " classes");
+  if (!data.skipped.empty()) say_as_is(dir + ": " + data.skipped);
   return data;
 }
 

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/messages.h"
 #include "qkv/core/output_policy.h"
 #include "qkv/core/text.h"
 #include "qkv/pointcloud/mesh_read.h"
@@ -82,9 +83,8 @@ std::string ShapeNetPartSource::write(const std::string& dir, const Synth& optio
 
 pc::ShapeNetPartData ShapeNetPartSource::read(const std::string& dir, const Load& load) {
   auto data = pc::load_shapenet_part(dir, load);
-  std::fprintf(stderr, "%s (%s): %lld train / %lld val / %lld test shapes\n", dir.c_str(), data.layout.c_str(),
-               static_cast<long long>(data.train.size()), static_cast<long long>(data.val.size()),
-               static_cast<long long>(data.test.size()));
+  say_as_is(dir + " (" + data.layout + "): " + std::to_string(data.train.size()) + " train / " +
+            std::to_string(data.val.size()) + " val / " + std::to_string(data.test.size()) + " test shapes");
   return data;
 }
 

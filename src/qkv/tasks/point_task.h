@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "qkv/core/fields.h"
+#include "qkv/core/messages.h"
 #include "qkv/core/output_policy.h"
 #include "qkv/data/dataset.h"
 #include "qkv/models/model.h"
@@ -241,7 +242,7 @@ struct PointSourceData {
       if (const auto claim = claim_synthetic_dir(dir, "synth_dir", overwrite, Source::marker(synth)); claim.generate) {
         const std::string line = Source::write(dir, synth);
         mark_output_complete(dir);
-        std::fprintf(stderr, "%s\n", line.c_str());
+        say_as_is(line);
       }
     }
     return Source::read(dir, load);
