@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "qkv/core/errors.h"
@@ -36,6 +37,16 @@ namespace qkv::distributed {
 namespace {
 
 thread_local ProcessGroup* g_active = nullptr;
+
+// Held while a collective is launched (not while it runs). PyTorch 2.x's c10d
+// records every collective in one flight recorder per process, and its
+// record() adds a group it has not seen yet to a std::map before taking its
+// own lock (FlightRecorderDetail.hpp, recordWithResetEnabled): two groups of
+// one process launching their first collectives at once corrupted that map
+// (SIGSEGV in std::_Rb_tree_insert_and_rebalance under c10d::ProcessGroupGloo::
+// enqueue, in the tests whose ranks are threads). A launch only queues the
+// work, so one at a time costs nothing; LibTorch 1.13 has no recorder.
+std::mutex g_launch_mutex;
 
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
@@ -146,7 +157,12 @@ struct ProcessGroup::Impl {
   template <typename Launch>
   void run(const std::string& what, double timeout, Launch&& launch) const {
     try {
-      auto work = launch();
+      c10::intrusive_ptr<c10d::Work> work;
+      {
+        std::lock_guard<std::mutex> one_launch_at_a_time(g_launch_mutex);
+        work = launch();
+      }
+      // Outside the lock: a rank waits for the others, which launch theirs.
       work->wait();
     } catch (const DataError&) {
       throw;
