@@ -9,7 +9,8 @@
 // products, so with a rotation-invariant graph (vn::knn_indices on xyz) the
 // layer is SO(3)-equivariant like the global one. Cost O(N k C) in time and
 // memory, never an N x N tensor: the neighbours' keys and values are gathered
-// for blocks of queries (LocalAttentionOptions::chunk_elements). Composed
+// for blocks of queries in inference (LocalAttentionOptions::chunk_elements),
+// for all queries at once under autograd. Composed
 // from LibTorch ops (index_select, mul, sum, softmax), so autograd (and a
 // create_graph backward) works; training keeps the gathered keys and values
 // of every query for backward, H N k 3d floats each a layer.
@@ -28,9 +29,10 @@ namespace qkv::vn {
 struct LocalAttentionOptions {
   std::optional<double> scale;  // default 1/sqrt(C); must be finite and > 0
   bool need_weights = false;    // return the weights [B, H, Nq, k] (column j: neighbour idx[.., j])
-  // Queries are processed in blocks whose gathered keys (or values) hold at
-  // most this many elements (at least one query a block): bounds the extra
-  // memory of inference; with autograd every block's tensors are kept anyway.
+  // Without autograd, queries are processed in blocks whose gathered keys
+  // (or values) hold at most this many elements (at least one query a
+  // block): bounds the extra memory of inference. Under autograd all queries
+  // are one block (blocks would make backward cost blocks x N).
   int64_t chunk_elements = int64_t{1} << 18;
 };
 
