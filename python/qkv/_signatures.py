@@ -11,12 +11,14 @@ import typing
 
 import torch
 
-_TYPES = {"at::Tensor": torch.Tensor, "int": int, "float": float, "bool": bool, "str": str, "tuple": tuple}
+# As pybind11 2 (LibTorch 1.13's) and pybind11 3 (PyTorch 2.x's) spell them.
+_TYPES = {"at::Tensor": torch.Tensor, "torch.Tensor": torch.Tensor, "int": int, "typing.SupportsInt": int,
+          "float": float, "typing.SupportsFloat": float, "bool": bool, "str": str, "tuple": tuple}
 
 
 def _annotation(text):
     text = text.strip()
-    optional = re.fullmatch(r"Optional\[(.*)\]", text)
+    optional = re.fullmatch(r"Optional\[(.*)\]", text) or re.fullmatch(r"(.*) \| None", text)
     if optional:
         inner = _annotation(optional.group(1))
         return inspect.Parameter.empty if inner is inspect.Parameter.empty else typing.Optional[inner]
