@@ -3,7 +3,8 @@
 Autograd: attention, edge_features, vn_linear, vn_leaky_relu,
 vn_batch_norm, vn_frame_coordinates and vn_attention have first derivatives
 (qkv's own backward kernels on the CPU); knn, farthest_point_sample and
-nearest_points return indices (a k-d tree on large clouds of xyz). float32 and float64 on the CPU run qkv's fused kernels;
+nearest_points return indices (a k-d tree on large clouds of xyz). float32
+and float64 on the CPU run qkv's fused kernels;
 on another device the composed PyTorch version runs (correct, not fast),
 and farthest_point_sample samples a CPU copy.
 

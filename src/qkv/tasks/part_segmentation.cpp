@@ -283,15 +283,17 @@ CloudParts predict_cloud_parts(const std::string& checkpoint, const at::Tensor& 
   const auto rotation = pc::parse_rotation(rotate);
   auto run = load_point_run<PartSegData>(checkpoint, device, kPartSegmentationCommand);
   const auto& cat = checked_part_category(run.data, index, votes);
+  // A cloud as a reader returns one (float32 vectors, as Mesh holds them).
+  auto vectors_of = [](const at::Tensor& rows) {
+    const auto t = rows.detach().to(torch::kCPU, torch::kFloat).contiguous();
+    const float* v = t.data_ptr<float>();
+    std::vector<pc::Vec3> out(static_cast<size_t>(t.size(0)));
+    for (size_t i = 0; i < out.size(); ++i) out[i] = {v[3 * i], v[3 * i + 1], v[3 * i + 2]};
+    return out;
+  };
   pc::Mesh mesh;
-  const auto xyz = points.detach().to(torch::kCPU, torch::kDouble).contiguous();
-  const double* p = xyz.data_ptr<double>();
-  for (int64_t i = 0; i < xyz.size(0); ++i) mesh.vertices.push_back({p[3 * i], p[3 * i + 1], p[3 * i + 2]});
-  if (normals.defined()) {
-    const auto nrm = normals.detach().to(torch::kCPU, torch::kDouble).contiguous();
-    const double* q = nrm.data_ptr<double>();
-    for (int64_t i = 0; i < nrm.size(0); ++i) mesh.normals.push_back({q[3 * i], q[3 * i + 1], q[3 * i + 2]});
-  }
+  mesh.vertices = vectors_of(points);
+  if (normals.defined()) mesh.normals = vectors_of(normals);
   const auto labelled =
       label_every_point(*run.model, run.data, mesh, index, cat, rotation, seed, device, votes, "points");
   return {labelled.probabilities.argmax(1) + cat.first_part, labelled.probabilities, labelled.sampled};
