@@ -5,9 +5,20 @@ CppModule mirrors its tree of submodules as nn.Modules and registers those
 same tensors (the same objects, not copies) as their parameters and buffers:
 an optimizer stepping model.parameters() updates the weights the C++ forward
 reads, state_dict() has the C++ names (the names of qkv's checkpoints),
-gradients land in .grad, .to()/.double() convert in place. There is one
-forward, the C++ one; submodules of the mirror are not called on their own,
-so forward hooks fire on the CppModule itself, not on its parts.
+gradients land in .grad, .to()/.double() convert in place.
+
+What a part holds at call time is what the forward computes with: on every
+call each weight is read as PyTorch's own modules read theirs (getattr), and
+one that is not the registered tensor (torch.func.functional_call's, a
+parametrization's, pruning's masked weight, an nn.Parameter assigned in its
+place) is bound to it for the call (core/weight_binding.h), gradients flowing
+back through it. Its sizes, dtype and device must be the registered ones.
+
+There is one forward, the C++ one; the parts of the mirror are not called on
+their own. So a part's forward pre-hooks run before each call with no inputs
+(pruning and the old weight_norm/spectral_norm recompute their weight there),
+and its forward hooks cannot fire: registering one warns. Hooks on the
+CppModule itself work as on any module.
 
 Copies and pickles are rebuilt, not cloned: a CppModule is made again from
 the arguments it was built with (a registry model from its name and options),
@@ -19,6 +30,7 @@ module is not copied on its own.
 import contextlib
 import functools
 import inspect
+import warnings
 
 import torch
 
@@ -35,7 +47,8 @@ def _autocast_devices():
 
 
 def call_cpp(what, forward, *args, **kwargs):
-    """forward(*args, **kwargs), a C++ forward, as PyTorch's tools may call it.
+    """forward(*args, **kwargs), a C++ forward, as PyTorch's tools may call it
+    (CppModule._call adds the weights its parts hold at call time).
 
     - torch.jit.trace is refused: the C++ kernels' loops would be recorded as
       constants, and the traced module would differ from this one silently.
@@ -83,10 +96,15 @@ class _Part(torch.nn.Module):
     def __init__(self, impl):
         super().__init__()
         object.__setattr__(self, "_impl", impl)
+        registered = {}
         for name, tensor in impl.parameters():
             self.register_parameter(name, _as_parameter(tensor))
+            registered[name] = tensor
         for name, tensor in impl.buffers():
             self.register_buffer(name, tensor)
+            registered[name] = tensor
+        # The tensors the C++ forward reads unless others are bound for a call.
+        object.__setattr__(self, "_registered", registered)
         for name, child in impl.children():
             self.add_module(name, _Part(child))
 
@@ -95,6 +113,7 @@ class _Part(torch.nn.Module):
         # "VNLinear: weight=[8, 4]".
         name = self._impl.type_name.rsplit("::", 1)[-1]
         name = name[:-4] if name.endswith("Impl") else name
+        name = name[4:] if name.startswith("Live") else name  # LiveLinear is LibTorch's Linear (live_layers.h)
         sizes = ", ".join("%s=[%s]" % (key, ", ".join(str(d) for d in p.shape))
                           for key, p in self._parameters.items())
         return name + (": " + sizes if sizes else "")
@@ -102,6 +121,12 @@ class _Part(torch.nn.Module):
     def forward(self, *args, **kwargs):
         raise RuntimeError(
             "a part of a qkv module runs inside its parent's C++ forward; call the qkv module itself")
+
+    def register_forward_hook(self, hook, *args, **kwargs):
+        warnings.warn("qkv: a forward hook on a part of a qkv module (%s) does not fire: the parts run inside one C++ "
+                      "forward (hook the qkv module itself; a part's forward pre-hooks run, with no inputs)"
+                      % self.extra_repr(), stacklevel=2)
+        return super().register_forward_hook(hook, *args, **kwargs)
 
     def train(self, mode=True):
         super().train(mode)
@@ -166,8 +191,39 @@ class CppModule(_Part):
 
         cls.__init__ = recording_init
 
+    register_forward_hook = torch.nn.Module.register_forward_hook  # the module itself is called: its hooks fire
+
     def forward(self, *args, **kwargs):
-        return call_cpp(type(self).__name__, self._impl.forward, *args, **kwargs)
+        return self._call(self._impl.forward, *args, **kwargs)
+
+    def _call(self, forward, *args, **kwargs):
+        """forward (one of the C++ module's methods) through call_cpp, with the weights its parts hold now."""
+        bound = self._bound_weights()
+        if bound:
+            forward = functools.partial(_qkv.call_with_weights, bound, forward)
+        return call_cpp(self._what(), forward, *args, **kwargs)
+
+    def _what(self):
+        return type(self).__name__
+
+    def _weights_now(self):
+        """(name, registered, current) for every weight of every part: the tensor the C++ forward registered and
+        the one the part holds now (an attribute, as nn.Module reads it), after running the parts' forward
+        pre-hooks (with no inputs), which may recompute it."""
+        for prefix, part in self.named_modules():
+            registered = part.__dict__.get("_registered")
+            if registered is None:  # a parametrization's container, not a part
+                continue
+            if part is not self:
+                for hook in list(part._forward_pre_hooks.values()):
+                    hook(part, ())
+            for name, tensor in registered.items():
+                yield (prefix + "." + name if prefix else name), tensor, getattr(part, name, None)
+
+    def _bound_weights(self):
+        """The weights to bind for a call: those whose part holds another tensor than the registered one."""
+        return [(name, registered, current) for name, registered, current in self._weights_now()
+                if current is not registered]
 
     def extra_repr(self):
         # The arguments it was built with, by name: VNLinear(in_channels=4, out_channels=6).
@@ -190,8 +246,16 @@ class CppModule(_Part):
         return _rebuild, (cls, args, kwargs)
 
     def __reduce_ex__(self, protocol):
+        # The weights that would run now, under the C++ names: a parametrized or pruned part is copied as a plain
+        # one holding its effective weight.
         function, head = self._rebuild_args()
-        state = {k: v.detach().clone() for k, v in self.state_dict().items()}
+        state = {}
+        with torch.no_grad():
+            for name, _, current in self._weights_now():
+                if not isinstance(current, torch.Tensor):
+                    raise TypeError("%s: cannot copy a qkv module whose %s is %s" % (self._what(), name,
+                                                                                    type(current).__name__))
+                state[name] = current.detach().clone()
         return function, head + (state, self.training, self._placement())
 
     def __deepcopy__(self, memo):

@@ -10,13 +10,19 @@ logits. Parameter names are those of qkv's checkpoints, so a state dict
 saved from Python (torch.save(model.state_dict(), path)) is read by the CLI's
 --init-weights, and load() reads the CLI's runs.
 """
+import collections
 import json
 
 import torch
 
 from . import _qkv
-from ._modules import CppModule, call_cpp
+from ._modules import CppModule
 from ._signatures import signature_of
+
+
+AttentionMaps = collections.namedtuple("AttentionMaps", ["weights", "keys"])
+AttentionMaps.__doc__ = """Model.attention_maps' result: weights, a list of [B, H, N, N] (or [B, H, N, k]) tensors, one per
+attention layer; keys, the [B, N, k] points local attention weighs, or None where every point is a key."""
 
 
 def _registry():
@@ -70,18 +76,32 @@ class Model(CppModule):
     def forward(self, batch=None, **inputs):
         """model(x), model(points=x) or model({"points": x}) -> logits. A tensor alone is the model's
         first input ("points" [B, 3, N] for point clouds, "tokens" for the LM); the others by keyword."""
-        return call_cpp(self.name, self._impl.forward, self._named_inputs(batch, inputs))
+        return self._call(self._impl.forward, self._named_inputs(batch, inputs))
 
     def features(self, batch=None, **inputs):
         """The embedding the classification head reads, [B, F], inputs as forward takes them: for the
         VNT-Net and VN-DGCNN classifiers the pooled rotation-invariant features of each shape (the same
         for a rotated copy). Other models raise qkv.UsageError."""
         try:
-            return call_cpp(self.name, self._impl.features, self._named_inputs(batch, inputs))
+            return self._call(self._impl.features, self._named_inputs(batch, inputs))
         except _qkv.UsageError as e:
             if str(e).startswith("features:"):
                 raise _qkv.UsageError("%s: %s" % (self.name, e)) from None
             raise
+
+    def attention_maps(self, batch=None, **inputs):
+        """The attention weights of one forward, inputs as forward takes them: AttentionMaps(weights, keys) with
+        weights a list, one [B, H, N, N] tensor per VNT block (row i: how point i weighs every point; rows sum to
+        1), and keys None; for vnt-local [B, H, N, neighbours] tensors whose columns are the points
+        keys[b, i, :] ([B, N, neighbours]). Models without attention over the points raise qkv.UsageError.
+        Computed without a graph unless gradients are enabled; call under torch.no_grad() to keep memory low."""
+        try:
+            weights, keys = self._call(self._impl.attention_maps, self._named_inputs(batch, inputs))
+        except _qkv.UsageError as e:
+            if str(e).startswith("attention_maps:"):
+                raise _qkv.UsageError("%s: %s" % (self.name, e)) from None
+            raise
+        return AttentionMaps(list(weights), keys)
 
     def _named_inputs(self, batch, inputs):
         if isinstance(batch, torch.Tensor):
@@ -100,6 +120,9 @@ class Model(CppModule):
     def extra_repr(self):
         return "name=%s, options=%s" % (self.name, json.dumps(self.options))
 
+    def _what(self):
+        return self.name
+
     def _rebuild_args(self):
         return _rebuild_model, (self.name, self.options, self.config)
 
@@ -107,7 +130,7 @@ class Model(CppModule):
         """The LM only: logits of tokens [B, n], following (and extending) a KVCache when given."""
         if not hasattr(self._impl, "forward_tokens"):
             raise _qkv.UsageError("%s: forward_tokens is the language model's" % self.name)
-        return call_cpp(self.name, self._impl.forward_tokens, tokens, cache)
+        return self._call(self._impl.forward_tokens, tokens, cache)
 
 
 def create(name, **options):
@@ -148,4 +171,4 @@ def parameter_count(name, points=1024, **options):
 
 
 __all__ = ["create", "load", "load_weights", "names", "describe", "parameter_count", "predict_parts",
-           "set_max_parameters", "max_parameters", "Model"]
+           "set_max_parameters", "max_parameters", "Model", "AttentionMaps"]

@@ -7,7 +7,7 @@ follow the library: VN features [B, C, 3, N] (or [B, C, 3, N, k] on a kNN
 graph); attention inputs [B, N, D].
 """
 from . import _qkv
-from ._modules import CppModule, call_cpp
+from ._modules import CppModule
 
 
 class VNLinear(CppModule):
@@ -112,11 +112,10 @@ class MultiHeadAttention(CppModule):
                 need_weights=False):
         key = query if key is None else key
         value = key if value is None else value
-        return call_cpp(type(self).__name__, self._impl.forward, query, key, value, causal, key_padding_mask,
-                        attn_mask, need_weights)
+        return self._call(self._impl.forward, query, key, value, causal, key_padding_mask, attn_mask, need_weights)
 
     def forward_cached(self, x, cache, layer=0, causal=True):
-        return call_cpp(type(self).__name__, self._impl.forward_cached, x, cache, layer, causal)
+        return self._call(self._impl.forward_cached, x, cache, layer, causal)
 
     @property
     def qk_dim(self):

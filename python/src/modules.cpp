@@ -10,6 +10,7 @@
 #include "qkv/attention/kv_cache.h"
 #include "qkv/attention/multi_head_attention.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/weight_binding.h"
 #include "qkv/models/model.h"
 #include "qkv/models/model_card.h"
 #include "qkv/models/size_arithmetic.h"
@@ -67,6 +68,21 @@ void bind_module_tree(py::module_& m) {
       .def("train", [](torch::nn::Module& self, bool on) { self.train(on); })
       .def_property_readonly("training", &torch::nn::Module::is_training)
       .def_property_readonly("type_name", &torch::nn::Module::name);
+  // forward(*args, **kwargs) with tensors bound to registered weights for the
+  // call: the nn.Module face passes whatever its modules hold at call time
+  // (functional_call's, a parametrization's, pruning's, a swapped
+  // nn.Parameter), as (name, registered, tensor) triples.
+  m.def("call_with_weights", [](const std::vector<std::tuple<std::string, at::Tensor, py::object>>& bound,
+                                const py::function& forward, const py::args& args, const py::kwargs& kwargs) {
+    WeightBinding binding;
+    for (const auto& [name, registered, value] : bound) {
+      if (!THPVariable_Check(value.ptr()))
+        throw UsageError(name + ": holds " + std::string(py::str(py::type::of(value).attr("__name__"))) +
+                         ", not a tensor; the module computes with it");
+      binding.bind(name, registered, value.cast<at::Tensor>());
+    }
+    return forward(*args, **kwargs);
+  });
 }
 
 // A module's sizes checked before its constructor allocates anything, as the
@@ -275,7 +291,11 @@ data::Batch batch_of(const NamedInputs& inputs) {
 void bind_models(py::module_& m) {
   py::class_<models::Model, torch::nn::Module, models::ModelPtr>(m, "Model")
       .def("forward", [](models::Model& self, const NamedInputs& inputs) { return self.forward(batch_of(inputs)); })
-      .def("features", [](models::Model& self, const NamedInputs& inputs) { return self.features(batch_of(inputs)); });
+      .def("features", [](models::Model& self, const NamedInputs& inputs) { return self.features(batch_of(inputs)); })
+      .def("attention_maps", [](models::Model& self, const NamedInputs& inputs) {
+        auto maps = self.attention_maps(batch_of(inputs));
+        return py::make_tuple(maps.layers, tensor_or_none(maps.keys));
+      });
   py::class_<models::TransformerLM, models::Model, std::shared_ptr<models::TransformerLM>>(m, "TransformerLM")
       .def(
           "forward_tokens",

@@ -156,6 +156,43 @@ def test_a_model_without_an_embedding_says_so():
         model.features(torch.randn(2, 3, 16))
 
 
+@pytest.mark.parametrize("name,extra", [("vnt", {}), ("vnt-seg", dict(categories=2, parts=3, seg_hidden=[8]))])
+def test_attention_maps_are_each_blocks_rotation_invariant_weights(name, extra):
+    model = qkv.models.create(name, linear_dim=4, heads=2, head_dim=4, k=4, **extra).double().eval()
+    points = torch.randn(2, 3, 20, dtype=torch.float64)
+    inputs = dict(points=points, category=torch.tensor([0, 1])) if name == "vnt-seg" else dict(points=points)
+    with torch.no_grad():
+        maps = model.attention_maps(**inputs)
+        turned = model.attention_maps(**dict(inputs, points=torch.einsum("ij,bjn->bin", random_rotation(), points)))
+    assert maps.keys is None and len(maps.weights) == 3
+    for w, w_turned in zip(maps.weights, turned.weights):
+        assert w.shape == (2, 2, 20, 20)
+        assert torch.allclose(w.sum(-1), torch.ones(2, 2, 20, dtype=torch.float64), rtol=0, atol=1e-12)
+        assert (w - w_turned).abs().max().item() < 1e-9
+
+
+def test_local_attention_maps_name_their_keys_and_equal_the_global_ones_when_every_point_is_a_key():
+    options = dict(linear_dim=4, heads=2, head_dim=4, k=4, classes=3)
+    dense = qkv.models.create("vnt", **options).double().eval()
+    local = qkv.models.create("vnt-local", neighbours=12, **options).double().eval()
+    local.load_state_dict(dense.state_dict())  # the same parameters, names and sizes
+    points = torch.randn(2, 3, 12, dtype=torch.float64)
+    with torch.no_grad():
+        maps = local.attention_maps(points)
+        reference = dense.attention_maps(points)
+    assert maps.keys.shape == (2, 12, 12) and maps.keys.equal(qkv.ops.knn(points.transpose(1, 2), 12))
+    for w, full in zip(maps.weights, reference.weights):
+        assert w.shape == (2, 2, 12, 12)
+        scattered = torch.zeros_like(full).scatter_(3, maps.keys.unsqueeze(1).expand(-1, 2, -1, -1), w)
+        assert (scattered - full).abs().max().item() < 1e-12
+
+
+def test_a_model_without_attention_maps_says_so():
+    model = qkv.models.create("vn-dgcnn", classes=3, k=4)
+    with pytest.raises(qkv.UsageError, match="vn-dgcnn: attention_maps: this model has no attention"):
+        model.attention_maps(torch.randn(1, 3, 16))
+
+
 @pytest.fixture(scope="module")
 def tiny_seg_run(tmp_path_factory):
     from conftest import QKV_BINARY

@@ -6,6 +6,7 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/core/shape.h"
+#include "qkv/core/weight_binding.h"
 
 namespace qkv::attention {
 namespace {
@@ -73,17 +74,17 @@ at::Tensor MultiHeadAttentionImpl::split_heads(const at::Tensor& x, int64_t head
 
 at::Tensor MultiHeadAttentionImpl::project_q(const at::Tensor& x) const {
   check_input("project_q", "x", x, options_.embed_dim(), "D");
-  return split_heads(at::linear(x, w_q, b_q), options_.heads(), r_);
+  return split_heads(at::linear(x, live(w_q), live(b_q)), options_.heads(), r_);
 }
 
 at::Tensor MultiHeadAttentionImpl::project_k(const at::Tensor& x) const {
   check_input("project_k", "x", x, kv_dim_, "kv_dim");
-  return split_heads(at::linear(x, w_k, b_k), kv_heads_, r_);
+  return split_heads(at::linear(x, live(w_k), live(b_k)), kv_heads_, r_);
 }
 
 at::Tensor MultiHeadAttentionImpl::project_v(const at::Tensor& x) const {
   check_input("project_v", "x", x, kv_dim_, "kv_dim");
-  return split_heads(at::linear(x, w_v, b_v), kv_heads_, dv_);
+  return split_heads(at::linear(x, live(w_v), live(b_v)), kv_heads_, dv_);
 }
 
 at::Tensor MultiHeadAttentionImpl::merge_heads_and_project(const at::Tensor& heads) const {
@@ -92,7 +93,7 @@ at::Tensor MultiHeadAttentionImpl::merge_heads_and_project(const at::Tensor& hea
                      std::to_string(options_.heads()) + ", N, " + std::to_string(dv_) + "], got " +
                      (heads.defined() ? shape_of(heads) : "undefined"));
   at::Tensor cat = heads.transpose(1, 2).reshape({heads.size(0), heads.size(2), options_.heads() * dv_});
-  return at::linear(cat, w_o, b_o);
+  return at::linear(cat, live(w_o), live(b_o));
 }
 
 SdpaOptions MultiHeadAttentionImpl::effective(const SdpaOptions& o) const {

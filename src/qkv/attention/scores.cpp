@@ -8,6 +8,7 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/core/shape.h"
+#include "qkv/core/weight_binding.h"
 
 namespace qkv::attention {
 namespace {
@@ -127,10 +128,10 @@ BilinearScore::BilinearScore(const ScoreFunctionOptions& o) {
 }
 
 at::Tensor BilinearScore::forward(const at::Tensor& x_q, const at::Tensor& x_k) {
-  return low_rank_bilinear_scores(x_q, x_k, W_q, W_k);
+  return low_rank_bilinear_scores(x_q, x_k, live(W_q), live(W_k));
 }
 
-at::Tensor BilinearScore::matrix() const { return at::matmul(W_q.t(), W_k); }
+at::Tensor BilinearScore::matrix() const { return at::matmul(live(W_q).t(), live(W_k)); }
 
 AdditiveScore::AdditiveScore(const ScoreFunctionOptions& o) {
   const int64_t dq = o.query_dim, dk = o.key_dim > 0 ? o.key_dim : o.query_dim, h = o.rank > 0 ? o.rank : o.query_dim;
@@ -141,7 +142,7 @@ AdditiveScore::AdditiveScore(const ScoreFunctionOptions& o) {
 }
 
 at::Tensor AdditiveScore::forward(const at::Tensor& x_q, const at::Tensor& x_k) {
-  return additive_scores(x_q, x_k, W_q, W_k, v, b);
+  return additive_scores(x_q, x_k, live(W_q), live(W_k), live(v), live(b));
 }
 
 std::shared_ptr<ScoreFunction> make_score_function(ScoreKind kind, const ScoreFunctionOptions& o) {

@@ -1,5 +1,7 @@
 #include "qkv/distributed/sync_batch_norm.h"
 
+#include "qkv/core/weight_binding.h"
+
 #include <torch/torch.h>
 
 namespace qkv::distributed {
@@ -76,12 +78,13 @@ SyncBatchNormImpl::SyncBatchNormImpl(int64_t channels, double momentum, double e
 void SyncBatchNormImpl::track_batch() {
   if (!is_training()) return;
   torch::NoGradGuard no_grad;
-  num_batches_tracked.add_(1);
+  live(num_batches_tracked).add_(1);
 }
 
 at::Tensor SyncBatchNormImpl::forward(const at::Tensor& x) {
   track_batch();
-  return batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum, eps, active_group());
+  return batch_norm(x, live(weight), live(bias), live(running_mean), live(running_var), is_training(), momentum, eps,
+                    active_group());
 }
 
 }  // namespace qkv::distributed

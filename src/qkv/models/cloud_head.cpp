@@ -6,6 +6,7 @@
 #include "qkv/core/shape.h"
 #include "qkv/core/text.h"
 #include "qkv/distributed/sync_batch_norm.h"
+#include "qkv/models/live_layers.h"
 #include "qkv/models/size_arithmetic.h"
 
 namespace qkv::models {
@@ -70,13 +71,13 @@ ClassificationHeadImpl::ClassificationHeadImpl(int64_t in_features, const std::v
   layers = register_module("layers", torch::nn::Sequential());
   int64_t width = in_features;
   for (const int64_t h : hidden) {
-    layers->push_back(torch::nn::Linear(width, h));
+    layers->push_back(LiveLinear(width, h));
     layers->push_back(distributed::SyncBatchNorm(h));
     layers->push_back(torch::nn::LeakyReLU(torch::nn::LeakyReLUOptions().negative_slope(negative_slope)));
     layers->push_back(torch::nn::Dropout(dropout));
     width = h;
   }
-  layers->push_back(torch::nn::Linear(width, classes));
+  layers->push_back(LiveLinear(width, classes));
 }
 
 PartSegmentationHeadImpl::PartSegmentationHeadImpl(int64_t point_features, int64_t global_features,
@@ -86,18 +87,18 @@ PartSegmentationHeadImpl::PartSegmentationHeadImpl(int64_t point_features, int64
     : categories(categories) {
   const auto act = torch::nn::LeakyReLUOptions().negative_slope(negative_slope);
   category_code = register_module("category_code", torch::nn::Sequential(
-                                                       torch::nn::Linear(torch::nn::LinearOptions(categories, category_dim).bias(false)),
+                                                       LiveLinear(torch::nn::LinearOptions(categories, category_dim).bias(false)),
                                                        distributed::SyncBatchNorm(category_dim), torch::nn::LeakyReLU(act)));
   layers = register_module("layers", torch::nn::Sequential());
   int64_t width = point_features + global_features + category_dim;
   for (size_t i = 0; i < hidden.size(); ++i) {
-    layers->push_back(torch::nn::Conv1d(torch::nn::Conv1dOptions(width, hidden[i], 1).bias(false)));
+    layers->push_back(LiveConv1d(torch::nn::Conv1dOptions(width, hidden[i], 1).bias(false)));
     layers->push_back(distributed::SyncBatchNorm(hidden[i]));
     layers->push_back(torch::nn::LeakyReLU(act));
     if (dropout > 0 && i + 1 < hidden.size()) layers->push_back(torch::nn::Dropout(dropout));
     width = hidden[i];
   }
-  layers->push_back(torch::nn::Conv1d(torch::nn::Conv1dOptions(width, parts, 1).bias(false)));
+  layers->push_back(LiveConv1d(torch::nn::Conv1dOptions(width, parts, 1).bias(false)));
 }
 
 at::Tensor PartSegmentationHeadImpl::forward(const at::Tensor& point, const at::Tensor& global,

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/weight_binding.h"
 #include "qkv/models/options.h"
 #include "qkv/models/size_arithmetic.h"
 
@@ -191,7 +192,7 @@ ModelSize spect_encoder_size(const SpectEncoderOptions& o) {
 SpectEncoderImpl::SpectEncoderImpl(const SpectEncoderOptions& options) : options_(options) {
   int64_t in = 1;
   for (size_t i = 0; i < options.channels.size(); ++i) {
-    auto conv = torch::nn::Conv3d(torch::nn::Conv3dOptions(in, options.channels[i], 3).padding(options.padding));
+    auto conv = LiveConv3d(torch::nn::Conv3dOptions(in, options.channels[i], 3).padding(options.padding));
     convs_.push_back(register_module("conv" + std::to_string(i + 1), conv));
     in = options.channels[i];
   }
@@ -211,7 +212,7 @@ MethylationEncoderImpl::MethylationEncoderImpl(int64_t features, int64_t embeddi
   embeddings_ = register_parameter("embeddings", torch::randn({features, embedding}));
 }
 
-at::Tensor MethylationEncoderImpl::forward(const at::Tensor& beta) { return beta.unsqueeze(2) * embeddings_; }
+at::Tensor MethylationEncoderImpl::forward(const at::Tensor& beta) { return beta.unsqueeze(2) * live(embeddings_); }
 
 MultiHeadCoAttentionImpl::MultiHeadCoAttentionImpl(int64_t query_dim, int64_t key_dim, int64_t width, int64_t heads,
                                                    double attention_dropout, double key_dim_init)
@@ -219,12 +220,12 @@ MultiHeadCoAttentionImpl::MultiHeadCoAttentionImpl(int64_t query_dim, int64_t ke
   if (heads < 1 || width % heads != 0)
     throw UsageError("co-attention width " + std::to_string(width) + " is not divisible by heads " +
                      std::to_string(heads));
-  q_ = register_module("q", torch::nn::Linear(query_dim, width));
-  k_ = register_module("k", torch::nn::Linear(key_dim, width));
-  v_ = register_module("v", torch::nn::Linear(key_dim, width));
-  res_k_ = register_module("res_k", torch::nn::Linear(query_dim, width));
-  res_q_ = register_module("res_q", torch::nn::Linear(key_dim, width));
-  norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width})));
+  q_ = register_module("q", LiveLinear(query_dim, width));
+  k_ = register_module("k", LiveLinear(key_dim, width));
+  v_ = register_module("v", LiveLinear(key_dim, width));
+  res_k_ = register_module("res_k", LiveLinear(query_dim, width));
+  res_q_ = register_module("res_q", LiveLinear(key_dim, width));
+  norm_ = register_module("norm", LiveLayerNorm(torch::nn::LayerNormOptions({width})));
   key_dim_ = register_parameter(
       "key_dim", torch::full({1}, key_dim_init > 0 ? key_dim_init : static_cast<double>(width / heads)));
 }
@@ -241,7 +242,7 @@ MultiHeadCoAttentionImpl::Output MultiHeadCoAttentionImpl::forward(const at::Ten
   auto res_k = torch::relu(res_k_->forward(methylation_tokens));
   auto res_q = torch::relu(res_q_->forward(spect_tokens));
   Output out;
-  out.attention = attention::co_attention(q, k, v, heads_, key_dim_, attention_dropout_, is_training());
+  out.attention = attention::co_attention(q, k, v, heads_, live(key_dim_), attention_dropout_, is_training());
   out.hidden = norm_->forward(torch::relu(out.attention.values_out + res_k + out.attention.queries_out + res_q));
   return out;
 }
@@ -293,8 +294,8 @@ MHCANet::MHCANet(const MHCAOptions& o) : options_(o) {
   co_attention_ = register_module(
       "co_attention", MultiHeadCoAttention(o.embedding, o.spect.channels.back(), o.width, o.heads,
                                                 o.attention_dropout, o.key_dim_init));
-  h1_ = register_module("h1", torch::nn::Linear(o.features * o.width, o.hidden));
-  out_ = register_module("out", torch::nn::Linear(o.hidden, o.classes));
+  h1_ = register_module("h1", LiveLinear(o.features * o.width, o.hidden));
+  out_ = register_module("out", LiveLinear(o.hidden, o.classes));
 }
 
 // Activations of one sample with N = features tokens of width W, H heads:
@@ -358,10 +359,10 @@ nlohmann::json ConcatNetOptions::to_json() const {
 ConcatNet::ConcatNet(const ConcatNetOptions& o) : options_(o) {
   methylation_ = register_module("methylation_encoder", MethylationEncoder(o.features, o.embedding));
   spect_ = register_module("spect_encoder", SpectEncoder(o.spect));
-  methylation_proj_ = register_module("methylation_proj", torch::nn::Linear(o.embedding, o.width));
-  spect_proj_ = register_module("spect_proj", torch::nn::Linear(o.spect.channels.back(), o.width));
-  h1_ = register_module("h1", torch::nn::Linear((o.features + o.spect.tokens()) * o.width, o.hidden));
-  out_ = register_module("out", torch::nn::Linear(o.hidden, o.classes));
+  methylation_proj_ = register_module("methylation_proj", LiveLinear(o.embedding, o.width));
+  spect_proj_ = register_module("spect_proj", LiveLinear(o.spect.channels.back(), o.width));
+  h1_ = register_module("h1", LiveLinear((o.features + o.spect.tokens()) * o.width, o.hidden));
+  out_ = register_module("out", LiveLinear(o.hidden, o.classes));
 }
 
 // Activations: the SPECT encoder's and its tokens after the ReLU, the
@@ -410,8 +411,8 @@ nlohmann::json SpectNetOptions::to_json() const {
 
 SpectNet::SpectNet(const SpectNetOptions& o) : options_(o) {
   spect_ = register_module("spect_encoder", SpectEncoder(o.spect));
-  h1_ = register_module("h1", torch::nn::Linear(o.spect.tokens() * o.spect.channels.back(), o.hidden));
-  out_ = register_module("out", torch::nn::Linear(o.hidden, o.classes));
+  h1_ = register_module("h1", LiveLinear(o.spect.tokens() * o.spect.channels.back(), o.hidden));
+  out_ = register_module("out", LiveLinear(o.hidden, o.classes));
 }
 
 // Activations: the SPECT encoder's and its ReLU, the hidden layer (Linear,

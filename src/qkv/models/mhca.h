@@ -9,14 +9,12 @@
 // All output log-probabilities [B, classes]. Every size is an option, so a
 // reduced volume trains in minutes on a CPU.
 #include <torch/nn/module.h>
-#include <torch/nn/modules/conv.h>
-#include <torch/nn/modules/linear.h>
-#include <torch/nn/modules/normalization.h>
 
 #include <array>
 #include <vector>
 
 #include "qkv/attention/co_attention.h"
+#include "qkv/models/live_layers.h"
 #include "qkv/models/model.h"
 #include "qkv/models/options.h"
 
@@ -64,7 +62,7 @@ class SpectEncoderImpl : public torch::nn::Module {
 
  private:
   SpectEncoderOptions options_;
-  std::vector<torch::nn::Conv3d> convs_;
+  std::vector<LiveConv3d> convs_;
 };
 TORCH_MODULE(SpectEncoder);
 
@@ -100,8 +98,8 @@ class MultiHeadCoAttentionImpl : public torch::nn::Module {
  private:
   int64_t heads_;
   double attention_dropout_;
-  torch::nn::Linear q_{nullptr}, k_{nullptr}, v_{nullptr}, res_k_{nullptr}, res_q_{nullptr};
-  torch::nn::LayerNorm norm_{nullptr};
+  LiveLinear q_{nullptr}, k_{nullptr}, v_{nullptr}, res_k_{nullptr}, res_q_{nullptr};
+  LiveLayerNorm norm_{nullptr};
   at::Tensor key_dim_;
 };
 TORCH_MODULE(MultiHeadCoAttention);
@@ -154,7 +152,7 @@ class MHCANet : public CoAttentionModel {
   MethylationEncoder methylation_{nullptr};
   SpectEncoder spect_{nullptr};
   MultiHeadCoAttention co_attention_{nullptr};
-  torch::nn::Linear h1_{nullptr}, out_{nullptr};
+  LiveLinear h1_{nullptr}, out_{nullptr};
 };
 
 struct ConcatNetOptions {
@@ -184,7 +182,7 @@ class ConcatNet : public Model {
   ConcatNetOptions options_;
   MethylationEncoder methylation_{nullptr};
   SpectEncoder spect_{nullptr};
-  torch::nn::Linear methylation_proj_{nullptr}, spect_proj_{nullptr}, h1_{nullptr}, out_{nullptr};
+  LiveLinear methylation_proj_{nullptr}, spect_proj_{nullptr}, h1_{nullptr}, out_{nullptr};
 };
 
 struct SpectNetOptions {
@@ -208,7 +206,7 @@ class SpectNet : public Model {
  private:
   SpectNetOptions options_;
   SpectEncoder spect_{nullptr};
-  torch::nn::Linear h1_{nullptr}, out_{nullptr};
+  LiveLinear h1_{nullptr}, out_{nullptr};
 };
 
 }  // namespace qkv::models

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/weight_binding.h"
 #include "qkv/models/size_arithmetic.h"
 
 namespace qkv::models {
@@ -162,13 +163,13 @@ MHCAXNet::MHCAXNet(const MHCAXOptions& o) : options_(o) {
   value_mean_ = register_buffer("value_mean", torch::zeros({tokens, V}));
   value_var_ = register_buffer("value_var", torch::ones({tokens, V}));
   batches_ = register_buffer("batches", torch::zeros({1}));
-  token_proj_ = register_module("token_proj", torch::nn::Linear(channels, o.width));
+  token_proj_ = register_module("token_proj", LiveLinear(channels, o.width));
   if (o.positions) positions_ = register_parameter("positions", torch::randn({tokens, o.width}));
-  token_norm_ = register_module("token_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.width})));
-  q_ = register_module("q", torch::nn::Linear(o.embedding, o.width));
-  k_ = register_module("k", torch::nn::Linear(o.width, o.width));
+  token_norm_ = register_module("token_norm", LiveLayerNorm(torch::nn::LayerNormOptions({o.width})));
+  q_ = register_module("q", LiveLinear(o.embedding, o.width));
+  k_ = register_module("k", LiveLinear(o.width, o.width));
   if (o.value_source == "content")
-    v_ = register_module("v", torch::nn::Linear(torch::nn::LinearOptions(o.width, V).bias(false)));
+    v_ = register_module("v", LiveLinear(torch::nn::LinearOptions(o.width, V).bias(false)));
   if (o.scores == "cosine")
     log_temperature_ = register_parameter("log_temperature", torch::full({o.heads}, std::log(o.temperature_init)));
   // The sites' weights start at zero: the first logits are the SPECT head's
@@ -178,13 +179,13 @@ MHCAXNet::MHCAXNet(const MHCAXOptions& o) : options_(o) {
     if (o.site_linear) site_linear_ = register_parameter("site_linear", torch::zeros({o.features, o.classes}));
     site_bilinear_ = register_parameter("site_bilinear", torch::zeros({o.features, V, o.classes}));
   } else {
-    readout_ = register_module("readout", torch::nn::Linear(o.embedding + V, o.readout_hidden));
+    readout_ = register_module("readout", LiveLinear(o.embedding + V, o.readout_hidden));
     site_out_ = register_parameter("site_out", torch::zeros({o.features, o.readout_hidden, o.classes}));
   }
   site_bias_ = register_parameter("site_bias", torch::zeros({o.classes}));
-  spect_norm_ = register_module("spect_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({tokens * channels})));
-  spect_h1_ = register_module("spect_h1", torch::nn::Linear(tokens * channels, o.hidden));
-  spect_out_ = register_module("spect_out", torch::nn::Linear(o.hidden, o.classes));
+  spect_norm_ = register_module("spect_norm", LiveLayerNorm(torch::nn::LayerNormOptions({tokens * channels})));
+  spect_h1_ = register_module("spect_h1", LiveLinear(tokens * channels, o.hidden));
+  spect_out_ = register_module("spect_out", LiveLinear(o.hidden, o.classes));
 }
 
 // x [B, ...] minus its mean over the training batches seen so far, over its
@@ -194,10 +195,10 @@ MHCAXNet::MHCAXNet(const MHCAXOptions& o) : options_(o) {
 // depends on the other samples of its batch, and on the cross-modal cohort
 // the model learnt that instead of the data (training accuracy up,
 // validation at the prior from the second epoch).
-at::Tensor MHCAXNet::standardised(const at::Tensor& x, at::Tensor& mean, at::Tensor& var) {
+at::Tensor MHCAXNet::standardised(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& var) {
   if (is_training()) {
     torch::NoGradGuard no_grad;
-    const double n = batches_.item<double>() + 1;
+    const double n = live(batches_).item<double>() + 1;
     mean.mul_((n - 1) / n).add_(x.mean(0) / n);
     var.mul_((n - 1) / n).add_(x.var(0, /*unbiased=*/false) / n);
   }
@@ -218,8 +219,8 @@ MHCAXNet::Explained MHCAXNet::forward_explained(const data::Batch& batch) {
   // attended value into a free linear term per site: a logistic regression
   // on every CpG site, which fitted the training set at once.
   const auto content = token_norm_->forward(token_proj_->forward(s));  // [B, T, W]
-  const auto tokens = o.positions ? content + positions_ : content;
-  const auto value = o.standardise ? standardised(beta, beta_mean_, beta_var_) : beta;  // [B, F]
+  const auto tokens = o.positions ? content + live(positions_) : content;
+  const auto value = o.standardise ? standardised(beta, live(beta_mean_), live(beta_var_)) : beta;  // [B, F]
   // "intensity": the input volume's mean over each token's cell, the same
   // number for every head.
   const auto raw_values =
@@ -229,22 +230,22 @@ MHCAXNet::Explained MHCAXNet::forward_explained(const data::Batch& batch) {
                 .flatten(2)
                 .transpose(1, 2)
                 .repeat({1, 1, o.heads});
-  const auto token_values = standardised(raw_values, value_mean_, value_var_);  // [B, T, V]
+  const auto token_values = standardised(raw_values, live(value_mean_), live(value_var_));  // [B, T, V]
   if (is_training()) {
     torch::NoGradGuard no_grad;
-    batches_.add_(1);
+    live(batches_).add_(1);
   }
   // Where a site looks is a property of the site, not of its value: a query
   // that moved with the value let the attention of every noise site follow
   // its values, and the model fitted the training set before it found the
   // planted regions (our choice; docs/reproduction.md).
-  const auto q = split_heads(q_->forward(site_embedding_).unsqueeze(0).expand({beta.size(0), -1, -1}), o.heads);
+  const auto q = split_heads(q_->forward(live(site_embedding_)).unsqueeze(0).expand({beta.size(0), -1, -1}), o.heads);
   const auto k = split_heads(k_->forward(tokens), o.heads);                       // [B, H, T, d]
   const auto v = split_heads(token_values, o.heads);                              // [B, H, T, value_dim]
   at::Tensor scores;
   if (o.scores == "cosine") {
     namespace F = torch::nn::functional;
-    const auto temperature = log_temperature_.exp().view({1, o.heads, 1, 1});
+    const auto temperature = live(log_temperature_).exp().view({1, o.heads, 1, 1});
     scores = torch::matmul(F::normalize(q, F::NormalizeFuncOptions().dim(-1)),
                            F::normalize(k, F::NormalizeFuncOptions().dim(-1)).transpose(-1, -2)) *
              temperature;
@@ -266,14 +267,14 @@ MHCAXNet::Explained MHCAXNet::forward_explained(const data::Batch& batch) {
   at::Tensor site_logits;
   if (o.readout == "bilinear") {
     const auto kept = torch::dropout(value, o.site_dropout, is_training());
-    site_logits = torch::einsum("bf,bfv,fvc->bc", {kept, a.values_out, site_bilinear_});
-    if (o.site_linear) site_logits = site_logits + torch::einsum("bf,fc->bc", {value, site_linear_});
+    site_logits = torch::einsum("bf,bfv,fvc->bc", {kept, a.values_out, live(site_bilinear_)});
+    if (o.site_linear) site_logits = site_logits + torch::einsum("bf,fc->bc", {value, live(site_linear_)});
   } else {
-    const auto cpg = value.unsqueeze(2) * value_embedding_ + site_embedding_;                 // [B, F, E]
+    const auto cpg = value.unsqueeze(2) * live(value_embedding_) + live(site_embedding_);                 // [B, F, E]
     const auto hidden = torch::relu(readout_->forward(torch::cat({cpg, a.values_out}, -1)));  // [B, F, R]
-    site_logits = torch::einsum("bfr,frc->bc", {hidden, site_out_});
+    site_logits = torch::einsum("bfr,frc->bc", {hidden, live(site_out_)});
   }
-  out.log_probs = torch::log_softmax(spect_logits + site_logits + site_bias_, -1);
+  out.log_probs = torch::log_softmax(spect_logits + site_logits + live(site_bias_), -1);
   return out;
 }
 

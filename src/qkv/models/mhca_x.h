@@ -45,11 +45,10 @@
 // and mhca-x-no-values so that one `mhca cv` runs all three: the model uses
 // co-attention only where it beats both.
 #include <torch/nn/module.h>
-#include <torch/nn/modules/linear.h>
-#include <torch/nn/modules/normalization.h>
 
 #include <string>
 
+#include "qkv/models/live_layers.h"
 #include "qkv/models/mhca.h"
 
 namespace qkv::models {
@@ -98,11 +97,11 @@ class MHCAXNet : public CoAttentionModel {
   SpectEncoder spect_{nullptr};
   at::Tensor value_embedding_, site_embedding_, positions_, log_temperature_;
   at::Tensor site_linear_, site_bilinear_, site_out_, site_bias_;
-  torch::nn::Linear token_proj_{nullptr}, q_{nullptr}, k_{nullptr}, v_{nullptr}, readout_{nullptr};
-  torch::nn::Linear spect_h1_{nullptr}, spect_out_{nullptr};
-  torch::nn::LayerNorm token_norm_{nullptr}, spect_norm_{nullptr};
+  LiveLinear token_proj_{nullptr}, q_{nullptr}, k_{nullptr}, v_{nullptr}, readout_{nullptr};
+  LiveLinear spect_h1_{nullptr}, spect_out_{nullptr};
+  LiveLayerNorm token_norm_{nullptr}, spect_norm_{nullptr};
   at::Tensor beta_mean_, beta_var_, value_mean_, value_var_, batches_;
-  at::Tensor standardised(const at::Tensor& x, at::Tensor& mean, at::Tensor& var);
+  at::Tensor standardised(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& var);
 };
 
 }  // namespace qkv::models

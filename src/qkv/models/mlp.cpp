@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "qkv/models/live_layers.h"
 #include "qkv/models/options.h"
 #include "qkv/models/size_arithmetic.h"
 
@@ -51,12 +52,12 @@ MLP::MLP(const MLPOptions& o) {
   net_ = torch::nn::Sequential();
   int64_t width = o.in_features;
   for (int64_t i = 0; i < o.layers; ++i) {
-    net_->push_back(torch::nn::Linear(width, o.hidden));
+    net_->push_back(LiveLinear(width, o.hidden));
     net_->push_back(torch::nn::ReLU());
     if (o.dropout > 0) net_->push_back(torch::nn::Dropout(o.dropout));
     width = o.hidden;
   }
-  net_->push_back(torch::nn::Linear(width, o.classes));
+  net_->push_back(LiveLinear(width, o.classes));
   register_module("net", net_);
 }
 

@@ -18,6 +18,14 @@
 
 namespace qkv::models {
 
+// The attention weights of one forward, each attention layer's in order:
+// [B, H, N, N] where every point attends to every point; [B, H, N, k] for
+// local attention, whose columns are the points keys[b, i, :] ([B, N, k]).
+struct AttentionMaps {
+  std::vector<at::Tensor> layers;
+  at::Tensor keys;  // undefined where every point is a key
+};
+
 class Model : public torch::nn::Module {
  public:
   virtual at::Tensor forward(const data::Batch& batch) = 0;
@@ -25,6 +33,9 @@ class Model : public torch::nn::Module {
   // VN point-cloud classifiers the pooled rotation-invariant features. Models
   // that have none refuse (UsageError).
   virtual at::Tensor features(const data::Batch& batch);
+  // The attention weights of the forward on `batch` (AttentionMaps); models
+  // without self-attention over the points refuse (UsageError).
+  virtual AttentionMaps attention_maps(const data::Batch& batch);
 };
 using ModelPtr = std::shared_ptr<Model>;
 

@@ -84,21 +84,21 @@ int64_t recurrent_hidden_for_parameters(RecurrentLMOptions o, int64_t target) {
 }
 
 RecurrentLM::RecurrentLM(const RecurrentLMOptions& o) : options_(o) {
-  embed_ = register_module("embed", torch::nn::Embedding(o.vocab, o.embed));
+  embed_ = register_module("embed", LiveEmbedding(o.vocab, o.embed));
   // LibTorch warns about dropout between layers when there is one layer.
   const double between = o.layers > 1 ? o.dropout : 0.0;
   if (o.cell == "gru")
-    gru_ = register_module("rnn", torch::nn::GRU(torch::nn::GRUOptions(o.embed, o.hidden)
+    gru_ = register_module("rnn", LiveGRU(torch::nn::GRUOptions(o.embed, o.hidden)
                                                      .num_layers(o.layers)
                                                      .batch_first(true)
                                                      .dropout(between)));
   else
-    lstm_ = register_module("rnn", torch::nn::LSTM(torch::nn::LSTMOptions(o.embed, o.hidden)
+    lstm_ = register_module("rnn", LiveLSTM(torch::nn::LSTMOptions(o.embed, o.hidden)
                                                        .num_layers(o.layers)
                                                        .batch_first(true)
                                                        .dropout(between)));
   drop_ = register_module("drop", torch::nn::Dropout(o.dropout));
-  out_ = register_module("out", torch::nn::Linear(o.hidden, o.vocab));
+  out_ = register_module("out", LiveLinear(o.hidden, o.vocab));
 }
 
 at::Tensor RecurrentLM::forward_tokens(const at::Tensor& tokens, RecurrentState* state) {
@@ -116,8 +116,8 @@ at::Tensor RecurrentLM::forward_tokens(const at::Tensor& tokens, RecurrentState*
     if (state) state->h = h;
   } else {
     auto [y, hc] = lstm_->forward(
-        x, resume ? torch::optional<std::tuple<at::Tensor, at::Tensor>>(std::make_tuple(state->h, state->c))
-                  : torch::nullopt);
+        x, resume ? std::optional<std::tuple<at::Tensor, at::Tensor>>(std::make_tuple(state->h, state->c))
+                  : std::nullopt);
     top = y;
     if (state) std::tie(state->h, state->c) = hc;
   }

@@ -8,12 +8,10 @@
 // and gives the same logits as TransformerLM, so the trainer and the
 // exact-match metric serve both.
 #include <torch/nn/modules/dropout.h>
-#include <torch/nn/modules/embedding.h>
-#include <torch/nn/modules/linear.h>
-#include <torch/nn/modules/rnn.h>
 
 #include <string>
 
+#include "qkv/models/live_layers.h"
 #include "qkv/models/model.h"
 #include "qkv/models/options.h"
 
@@ -70,15 +68,15 @@ class RecurrentLM : public Model {
   at::Tensor forward_tokens(const at::Tensor& tokens, RecurrentState* state = nullptr);
 
   const RecurrentLMOptions& options() const { return options_; }
-  const torch::nn::Embedding& embedding() const { return embed_; }
+  const LiveEmbedding& embedding() const { return embed_; }
 
  private:
   RecurrentLMOptions options_;
-  torch::nn::Embedding embed_{nullptr};
-  torch::nn::LSTM lstm_{nullptr};  // one of these two, by options_.cell,
-  torch::nn::GRU gru_{nullptr};    // registered as "rnn"
+  LiveEmbedding embed_{nullptr};
+  LiveLSTM lstm_{nullptr};  // one of these two, by options_.cell,
+  LiveGRU gru_{nullptr};    // registered as "rnn"
   torch::nn::Dropout drop_{nullptr};
-  torch::nn::Linear out_{nullptr};
+  LiveLinear out_{nullptr};
 };
 
 }  // namespace qkv::models

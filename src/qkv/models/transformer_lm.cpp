@@ -6,6 +6,7 @@
 
 #include "qkv/attention/kv_cache.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/weight_binding.h"
 #include "qkv/models/options.h"
 #include "qkv/models/size_arithmetic.h"
 
@@ -82,15 +83,15 @@ at::Tensor sinusoidal_positions(int64_t offset, int64_t n, int64_t d, const at::
 
 TransformerBlockImpl::TransformerBlockImpl(const TransformerLMOptions& o, bool causal)
     : causal(causal), window(o.window), sinks(o.sinks) {
-  ln_attn = register_module("ln_attn", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model})));
+  ln_attn = register_module("ln_attn", LiveLayerNorm(torch::nn::LayerNormOptions({o.d_model})));
   attn = register_module("attn", attention::MultiHeadAttention(attention::MultiHeadAttentionOptions(o.d_model, o.heads)
                                                                    .kv_heads(o.kv_heads)
                                                                    .qk_dim(o.head_dk())
                                                                    .v_dim(o.head_dv())
                                                                    .dropout(o.dropout)));
-  ln_mlp = register_module("ln_mlp", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model})));
-  mlp_in = register_module("mlp_in", torch::nn::Linear(o.d_model, o.hidden()));
-  mlp_out = register_module("mlp_out", torch::nn::Linear(o.hidden(), o.d_model));
+  ln_mlp = register_module("ln_mlp", LiveLayerNorm(torch::nn::LayerNormOptions({o.d_model})));
+  mlp_in = register_module("mlp_in", LiveLinear(o.d_model, o.hidden()));
+  mlp_out = register_module("mlp_out", LiveLinear(o.hidden(), o.d_model));
   drop = register_module("drop", torch::nn::Dropout(o.dropout));
 }
 
@@ -144,7 +145,7 @@ ModelSize transformer_lm_size(const TransformerLMOptions& o, int64_t context) {
 }
 
 TransformerLM::TransformerLM(const TransformerLMOptions& o) : options_(o) {
-  embed_ = register_module("embed", torch::nn::Embedding(o.vocab, o.d_model));
+  embed_ = register_module("embed", LiveEmbedding(o.vocab, o.d_model));
   // Small embeddings keep the tied unembedding's first logits near uniform.
   torch::NoGradGuard no_grad;
   embed_->weight.normal_(0.0, 0.02);
@@ -154,7 +155,7 @@ TransformerLM::TransformerLM(const TransformerLMOptions& o) : options_(o) {
     list->push_back(blocks_.back());
   }
   register_module("blocks", list);  // parameters named blocks.<l>.attn.w_q, as in PyTorch
-  ln_final_ = register_module("ln_final", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model})));
+  ln_final_ = register_module("ln_final", LiveLayerNorm(torch::nn::LayerNormOptions({o.d_model})));
 }
 
 at::Tensor TransformerLM::embed(const at::Tensor& tokens, int64_t offset) {
@@ -167,7 +168,7 @@ at::Tensor TransformerLM::embed(const at::Tensor& tokens, int64_t offset) {
 at::Tensor TransformerLM::forward_tokens(const at::Tensor& tokens, attention::KVCache* cache) {
   auto x = embed(tokens, cache ? cache->length() : 0);
   for (int64_t l = 0; l < options_.layers; ++l) x = blocks_[static_cast<size_t>(l)]->forward(x, cache, l);
-  return torch::nn::functional::linear(ln_final_->forward(x), embed_->weight);
+  return at::linear(ln_final_->forward(x), live(embed_->weight));
 }
 
 at::Tensor TransformerLM::forward(const data::Batch& batch) { return forward_tokens(batch.input("tokens")); }

@@ -4,12 +4,10 @@
 // W2 act(W1 x)), each with a residual, a final LayerNorm and an unembedding
 // tied to the token embedding. forward_tokens() with a KV cache processes only
 // the new positions and attends over the cached keys and values.
-#include <torch/nn/modules/embedding.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/dropout.h>
-#include <torch/nn/modules/normalization.h>
 
 #include "qkv/attention/multi_head_attention.h"
+#include "qkv/models/live_layers.h"
 #include "qkv/models/model.h"
 #include "qkv/models/options.h"
 
@@ -50,9 +48,9 @@ class TransformerBlockImpl : public torch::nn::Module {
   // nonlinearity (how much each "key" matched), [B,T,hidden].
   at::Tensor forward(const at::Tensor& x, attention::KVCache* cache, int64_t layer, at::Tensor* mlp_hidden = nullptr);
 
-  torch::nn::LayerNorm ln_attn{nullptr}, ln_mlp{nullptr};
+  LiveLayerNorm ln_attn{nullptr}, ln_mlp{nullptr};
   attention::MultiHeadAttention attn{nullptr};
-  torch::nn::Linear mlp_in{nullptr}, mlp_out{nullptr};  // W1 [hidden, D], W2 [D, hidden]
+  LiveLinear mlp_in{nullptr}, mlp_out{nullptr};  // W1 [hidden, D], W2 [D, hidden]
   torch::nn::Dropout drop{nullptr};
   bool causal;
   int64_t window = 0, sinks = 0;
@@ -78,17 +76,17 @@ class TransformerLM : public Model {
   at::Tensor mlp_activations(const at::Tensor& tokens, int64_t layer);
 
   const TransformerLMOptions& options() const { return options_; }
-  const torch::nn::Embedding& embedding() const { return embed_; }
-  const torch::nn::LayerNorm& final_norm() const { return ln_final_; }
+  const LiveEmbedding& embedding() const { return embed_; }
+  const LiveLayerNorm& final_norm() const { return ln_final_; }
   TransformerBlock& block(int64_t layer) { return blocks_.at(static_cast<size_t>(layer)); }
 
  private:
   at::Tensor embed(const at::Tensor& tokens, int64_t offset);
 
   TransformerLMOptions options_;
-  torch::nn::Embedding embed_{nullptr};
+  LiveEmbedding embed_{nullptr};
   std::vector<TransformerBlock> blocks_;
-  torch::nn::LayerNorm ln_final_{nullptr};
+  LiveLayerNorm ln_final_{nullptr};
 };
 
 // The KV cache this model decodes with: its layers, kv heads, widths and

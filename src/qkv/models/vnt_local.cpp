@@ -102,6 +102,12 @@ at::Tensor VNTLocalNet::point_features(const data::Batch& batch, std::vector<at:
   return invariant_->forward_with_mean(features).first.flatten(1, 2);   // [B, F, N]
 }
 
+AttentionMaps VNTLocalNet::attention_maps(const data::Batch& batch) {
+  AttentionMaps maps;
+  point_features(batch, &maps.layers, &maps.keys);
+  return maps;
+}
+
 at::Tensor VNTLocalNet::features(const data::Batch& batch) {
   return global_pool(point_features(batch), options_.net.pooling);
 }

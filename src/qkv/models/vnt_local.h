@@ -47,6 +47,8 @@ class VNTLocalNet : public Model {
   at::Tensor point_features(const data::Batch& batch, std::vector<at::Tensor>* attention = nullptr,
                             at::Tensor* graph = nullptr);
   const VNTLocalOptions& options() const { return options_; }
+  // Each block's [B, H, N, neighbours] weights, keys the [B, N, neighbours] points they weigh.
+  AttentionMaps attention_maps(const data::Batch& batch) override;
 
  private:
   VNTLocalOptions options_;

@@ -173,6 +173,12 @@ at::Tensor VNTBackbone::point_features(const data::Batch& batch, std::vector<at:
   return invariant.flatten(1, 2);                              // [B, F, N]
 }
 
+AttentionMaps VNTBackbone::attention_maps(const data::Batch& batch) {
+  AttentionMaps maps;
+  point_features(batch, &maps.layers);
+  return maps;
+}
+
 at::Tensor VNTNet::features(const data::Batch& batch) {
   return global_pool(point_features(batch), options_.pooling);
 }

@@ -64,6 +64,8 @@ class VNTBackbone : public Model {
   at::Tensor point_features(const data::Batch& batch, std::vector<at::Tensor>* attention = nullptr);
   int64_t point_feature_width() const { return 3 * 2 * options_.blocks * options_.linear_dim; }
   const VNTNetOptions& options() const { return options_; }
+  // Each block's [B, H, N, N] weights.
+  AttentionMaps attention_maps(const data::Batch& batch) override;
 
  protected:
   VNTNetOptions options_;

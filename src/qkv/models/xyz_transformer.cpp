@@ -64,8 +64,8 @@ OptionHelpList XYZTransformerOptions::option_help() {
 }
 
 XYZTransformerBackbone::XYZTransformerBackbone(const XYZTransformerOptions& o) : options_(o) {
-  embed_in_ = register_module("embed_in", torch::nn::Linear(3, o.embed_hidden));
-  embed_out_ = register_module("embed_out", torch::nn::Linear(o.embed_hidden, o.d_model));
+  embed_in_ = register_module("embed_in", LiveLinear(3, o.embed_hidden));
+  embed_out_ = register_module("embed_out", LiveLinear(o.embed_hidden, o.d_model));
   const auto block = block_options(o);
   auto list = torch::nn::ModuleList();
   for (int64_t l = 0; l < o.layers; ++l) {
@@ -73,7 +73,7 @@ XYZTransformerBackbone::XYZTransformerBackbone(const XYZTransformerOptions& o) :
     list->push_back(blocks_.back());
   }
   register_module("blocks", list);
-  ln_final_ = register_module("ln_final", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model})));
+  ln_final_ = register_module("ln_final", LiveLayerNorm(torch::nn::LayerNormOptions({o.d_model})));
 }
 
 // Activations of N points: the points, the embedding's hidden units before

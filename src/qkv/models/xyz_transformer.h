@@ -7,10 +7,9 @@
 #include <string>
 #include <vector>
 
-#include <torch/nn/modules/linear.h>
-#include <torch/nn/modules/normalization.h>
 
 #include "qkv/models/cloud_head.h"
+#include "qkv/models/live_layers.h"
 #include "qkv/models/model.h"
 #include "qkv/models/options.h"
 #include "qkv/models/transformer_lm.h"
@@ -55,9 +54,9 @@ class XYZTransformerBackbone : public Model {
   XYZTransformerOptions options_;
 
  private:
-  torch::nn::Linear embed_in_{nullptr}, embed_out_{nullptr};
+  LiveLinear embed_in_{nullptr}, embed_out_{nullptr};
   std::vector<TransformerBlock> blocks_;
-  torch::nn::LayerNorm ln_final_{nullptr};
+  LiveLayerNorm ln_final_{nullptr};
 };
 
 class XYZTransformer : public XYZTransformerBackbone {

@@ -9,6 +9,7 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/core/shape.h"
+#include "qkv/core/weight_binding.h"
 #include "qkv/vn/vn_heads.h"
 
 namespace qkv::vn {
@@ -114,9 +115,10 @@ VNAttentionResult VNLocalMultiHeadAttentionImpl::forward(const at::Tensor& x, co
   if (x.dim() != 4 || x.size(2) != 3)
     throw UsageError("VNLocalMultiHeadAttention: expected x [B, C, 3, N], got " + shape_of(x));
   // The global layer's projections into rows (vn_heads.h), the local core, W^O.
-  auto r = vn_local_attention_rows(vn_heads_split(x, w_q->weight, heads), vn_heads_split(x, w_k->weight, heads),
-                                   vn_heads_split(x, w_v->weight, heads), idx, head_dim, options);
-  return {vn_heads_merge(r.output, w_o->weight), r.weights};
+  auto r = vn_local_attention_rows(vn_heads_split(x, live(w_q->weight), heads),
+                                   vn_heads_split(x, live(w_k->weight), heads),
+                                   vn_heads_split(x, live(w_v->weight), heads), idx, head_dim, options);
+  return {vn_heads_merge(r.output, live(w_o->weight)), r.weights};
 }
 
 VNLocalTBlockImpl::VNLocalTBlockImpl(int64_t channels, int64_t heads, int64_t head_dim, int64_t ffn_hidden,

@@ -8,6 +8,7 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/core/shape.h"
+#include "qkv/core/weight_binding.h"
 
 namespace qkv::vn {
 
@@ -32,7 +33,7 @@ at::Tensor VNLeakyReLUImpl::forward(const at::Tensor& x) {
 }
 
 at::Tensor VNBatchNormImpl::forward(const at::Tensor& x) {
-  auto y = vn_batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum, eps,
+  auto y = vn_batch_norm(x, live(weight), live(bias), live(running_mean), live(running_var), is_training(), momentum, eps,
                          distributed::active_group());
   track_batch();  // after the forward: a batch that failed is not counted
   return y;
@@ -45,7 +46,7 @@ VNLayerNormImpl::VNLayerNormImpl(int64_t channels, double eps) : eps(eps) {
 
 at::Tensor VNLayerNormImpl::forward(const at::Tensor& x) {
   const auto norm = vn_norm(x);  // [B, C, ...]
-  const auto normed = torch::layer_norm(norm.movedim(1, -1), {weight.size(0)}, weight, bias, eps).movedim(-1, 1);
+  const auto normed = torch::layer_norm(norm.movedim(1, -1), {weight.size(0)}, live(weight), live(bias), eps).movedim(-1, 1);
   return vn_rescale(x, norm, normed);
 }
 
@@ -61,7 +62,7 @@ at::Tensor VNLinearLeakyReLUImpl::forward(const at::Tensor& x) {
   // Both maps read x: one GEMM of the stacked weights instead of two, and in
   // backward one dX product instead of two and their sum (VNStdFeature's
   // 682 -> 341 + 341 step: ~17 % less backward time, bench_vnt_step vn-linear).
-  return activate(vn_linear(x, torch::cat({map_to_feat->weight, map_to_dir->weight}, 0)));
+  return activate(vn_linear(x, torch::cat({live(map_to_feat->weight), live(map_to_dir->weight)}, 0)));
 }
 
 at::Tensor VNLinearLeakyReLUImpl::forward_with_constant(const at::Tensor& x, const at::Tensor& m) {
@@ -72,7 +73,7 @@ at::Tensor VNLinearLeakyReLUImpl::forward_with_constant(const at::Tensor& x, con
     throw UsageError("VNLinearLeakyReLU: [x; m] with x " + shape_of(x) + " and m " + shape_of(m) +
                      " (m one vector per cloud and channel) does not give the " +
                      std::to_string(map_to_feat->weight.size(1)) + " input channels of the layer");
-  const auto w = torch::cat({map_to_feat->weight, map_to_dir->weight}, 0);
+  const auto w = torch::cat({live(map_to_feat->weight), live(map_to_dir->weight)}, 0);
   return activate(vn_linear(x, w.narrow(1, 0, c)) + vn_linear(m, w.narrow(1, c, cm)));
 }
 
@@ -116,9 +117,9 @@ at::Tensor factorised_edge_conv(VNLinearLeakyReLUImpl& conv, const at::Tensor& x
     const auto [towards, at_centre] = towards_and_centre(weight, x.size(1));
     return gather_neighbours(vn_linear(x, towards), idx) + vn_linear(x, at_centre).unsqueeze(-1);
   };
-  auto p = edge_linear(conv.map_to_feat->weight);
+  auto p = edge_linear(live(conv.map_to_feat->weight));
   if (conv.batchnorm) p = conv.batchnorm->forward(p);
-  return vn_leaky_relu(p, edge_linear(conv.map_to_dir->weight), conv.negative_slope);
+  return vn_leaky_relu(p, edge_linear(live(conv.map_to_dir->weight)), conv.negative_slope);
 }
 
 at::Tensor factorised_edge_conv_mean(VNLinearLeakyReLUImpl& conv, const at::Tensor& x, const at::Tensor& idx) {
@@ -127,13 +128,13 @@ at::Tensor factorised_edge_conv_mean(VNLinearLeakyReLUImpl& conv, const at::Tens
   if (!conv.batchnorm || conv.map_to_dir->weight.size(0) != out)
     return vn_mean_pool(factorised_edge_conv(conv, x, idx));
   // The four per-point products as one GEMM: [A | Ac | D | Dc] = [W_a; W_b - W_a; V_a; V_b - V_a] x.
-  const auto [feat_towards, feat_centre] = towards_and_centre(conv.map_to_feat->weight, x.size(1));
-  const auto [dir_towards, dir_centre] = towards_and_centre(conv.map_to_dir->weight, x.size(1));
+  const auto [feat_towards, feat_centre] = towards_and_centre(live(conv.map_to_feat->weight), x.size(1));
+  const auto [dir_towards, dir_centre] = towards_and_centre(live(conv.map_to_dir->weight), x.size(1));
   const auto parts =
       vn_linear(x, torch::cat({feat_towards, feat_centre, dir_towards, dir_centre}, 0)).split(out, 1);
   auto& bn = *conv.batchnorm;
-  auto y = edge_conv_mean(parts[0], parts[1], parts[2], parts[3], idx, bn.weight, bn.bias, bn.running_mean,
-                          bn.running_var, bn.is_training(), bn.momentum, bn.eps, distributed::active_group(),
+  auto y = edge_conv_mean(parts[0], parts[1], parts[2], parts[3], idx, live(bn.weight), live(bn.bias),
+                          live(bn.running_mean), live(bn.running_var), bn.is_training(), bn.momentum, bn.eps, distributed::active_group(),
                           conv.negative_slope);
   bn.track_batch();  // after the forward, as VNBatchNorm: a batch that failed is not counted
   return y;
@@ -231,9 +232,10 @@ VNAttentionResult VNMultiHeadAttentionImpl::forward(const at::Tensor& x, const a
     throw UsageError("VNMultiHeadAttention: expected x [B, C, 3, N], got " + shape_of(x));
   // Each head's tokens are the points, a point's row its 3 x head_dim entries,
   // projected straight into the attention core's layout and back (vn_heads.h).
-  auto r = vn_attention_rows(vn_heads_split(x, w_q->weight, heads), vn_heads_split(x, w_k->weight, heads),
-                             vn_heads_split(x, w_v->weight, heads), head_dim, options);
-  return {vn_heads_merge(r.output, w_o->weight), r.weights};
+  auto r = vn_attention_rows(vn_heads_split(x, live(w_q->weight), heads),
+                             vn_heads_split(x, live(w_k->weight), heads),
+                             vn_heads_split(x, live(w_v->weight), heads), head_dim, options);
+  return {vn_heads_merge(r.output, live(w_o->weight)), r.weights};
 }
 
 VNFeedForwardImpl::VNFeedForwardImpl(int64_t channels, int64_t hidden) {

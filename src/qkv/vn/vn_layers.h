@@ -9,6 +9,7 @@
 
 #include <utility>
 
+#include "qkv/core/weight_binding.h"
 #include "qkv/distributed/sync_batch_norm.h"
 #include "qkv/vn/vn_ops.h"
 
@@ -18,7 +19,7 @@ namespace qkv::vn {
 class VNLinearImpl : public torch::nn::Module {
  public:
   VNLinearImpl(int64_t in_channels, int64_t out_channels);
-  at::Tensor forward(const at::Tensor& x) { return vn_linear(x, weight); }
+  at::Tensor forward(const at::Tensor& x) { return vn_linear(x, live(weight)); }
   at::Tensor weight;
 };
 TORCH_MODULE(VNLinear);
