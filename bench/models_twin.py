@@ -30,7 +30,6 @@ import argparse
 import json
 import math
 import os
-import resource
 import statistics
 import sys
 import time
@@ -38,6 +37,8 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from pointcloud_twin import peak_rss_mib  # (bench/ is the script's folder, first on sys.path)
 
 # qkv's kVNEps: added to |d|^2 in the leaky ReLU, and squared under the square
 # root of the vector norm (sqrt(|x|^2 + eps^2): finite gradient at 0).
@@ -389,7 +390,7 @@ def run_bench(args, model):
         "batch": args.batch, "points": args.points, "threads": torch.get_num_threads(),
         "median_ms": statistics.median(times), "times_ms": times,
         "rss_before_mib": rss_before,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "peak_rss_mib": peak_rss_mib(),
     }))
 
 

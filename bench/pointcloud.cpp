@@ -84,23 +84,24 @@ double median_ms(Fn&& fn, int repeats) {
   return median(times_ms(fn, repeats));
 }
 
-double peak_rss_mib() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_maxrss / 1024.0;  // KiB on Linux
-}
-
-double current_rss_mib() {
+// A line of /proc/self/status in MiB. VmHWM, not getrusage's ru_maxrss:
+// Linux carries ru_maxrss over fork and exec, so a child started by a large
+// parent reported the parent's peak.
+double status_mib(const char* field) {
   std::ifstream in("/proc/self/status");
   std::string key;
   double kib = 0;
   while (in >> key)
-    if (key == "VmRSS:") {
+    if (key == field) {
       in >> kib;
       break;
     }
   return kib / 1024.0;
 }
+
+double peak_rss_mib() { return status_mib("VmHWM:"); }
+
+double current_rss_mib() { return status_mib("VmRSS:"); }
 
 std::string run_capture(const std::string& cmd) {
   std::string out;

@@ -59,6 +59,13 @@ def median_ms(fn, repeats):
     return statistics.median(times)
 
 
+def peak_rss_mib():
+    """This process's peak resident memory: VmHWM, its own address space's (getrusage's ru_maxrss is carried
+    over fork and exec, so a child started by a large parent would report the parent's peak)."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024.0
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, required=True)

@@ -10,12 +10,14 @@ formulations a user would otherwise run, same threads, one run:
            forward + backward.
   models   a training step (forward, backward, Adam) of VNT-Net and
            VN-DGCNN at batch 16, 1,024 points, registry defaults: qkv.models
-           from Python (glibc's malloc, as python3 runs it, and with jemalloc
+           from Python (glibc's malloc as `import qkv` sets it, keeping freed
+           memory; as glibc has it, QKV_KEEP_FREED_MEMORY=0; and jemalloc
            preloaded), the C++ model (`bench_pointcloud --child`, jemalloc
            linked), and the pure-PyTorch twin of bench/models_twin.py (glibc
-           and jemalloc). Each in a process of its own. And the same
-           Python step under torch.autocast("cpu", bfloat16), which qkv runs
-           in float32 (docs/python.md): its ratio to the plain step.
+           and jemalloc). Each in a process of its own, with its peak
+           resident memory. And the same Python step under
+           torch.autocast("cpu", bfloat16), which qkv runs in float32
+           (docs/python.md): its ratio to the plain step.
 
 Run from the source tree after `make python bench`:
   PYTHONPATH=build/python /usr/bin/python3 bench/python_bindings.py [--threads 2] [--repeats 5] [--skip-models]
@@ -33,7 +35,7 @@ ROOT = os.path.dirname(HERE)
 BUILD = os.environ.get("QKV_BUILD", os.path.join(ROOT, "build"))
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 sys.path.insert(0, HERE)
-from pointcloud_twin import median_ms  # noqa: E402  (one timing rule for both benches)
+from pointcloud_twin import median_ms, peak_rss_mib  # noqa: E402  (one timing and memory rule for the benches)
 KERNEL_CASES = [  # bench_pointcloud's names
     ("fps 10000->1024, B=16", "fps", 16, 10000, 1024, 3),
     ("knn k=20, N=1024, B=16", "knn", 16, 1024, 20, 3),
@@ -128,7 +130,8 @@ def model_child(name, threads, repeats, autocast=False):
         loss.backward()
         optimizer.step()
 
-    print(json.dumps({"model": name, "autocast": autocast, "median_ms": median_ms(step, repeats)}))
+    ms = median_ms(step, repeats)
+    print(json.dumps({"model": name, "autocast": autocast, "median_ms": ms, "peak_rss_mib": peak_rss_mib()}))
 
 
 def run_json(command, env=None):
@@ -143,22 +146,34 @@ def bench_models(threads, repeats):
     me = [sys.executable, os.path.abspath(__file__), "--child-model"]
     print("\nmodels: training step, batch 16, 1,024 points, median of %d runs after one warm-up, %d threads; "
           "'+je' = jemalloc preloaded (MALLOC_CONF as qkv's executables)" % (repeats, threads))
-    print("%-9s %10s %10s %10s %9s %10s %10s %10s %10s %12s" % ("model", "python ms", "py+je ms", "C++ ms", "py / C++",
-                                                               "torch ms", "torch+je", "vs torch", "vs t+je",
-                                                               "autocast/py"))
+    glibc = dict(os.environ, QKV_KEEP_FREED_MEMORY="0")
+    print("%-9s %10s %10s %10s %10s %9s %9s %10s %10s %10s %10s %12s" % (
+        "model", "python ms", "py glibc", "py+je ms", "C++ ms", "py / C++", "glibc/C++", "torch ms", "torch+je",
+        "vs torch", "vs t+je", "autocast/py"))
+    peaks = []
     for name in ("vnt", "vn-dgcnn"):
         args = [name, "--threads", str(threads), "--repeats", str(repeats)]
-        py = run_json(me + args)["median_ms"]
+        kept = run_json(me + args)
+        py = kept["median_ms"]
+        plain = run_json(me + args, glibc)
         py_autocast = run_json(me + args + ["--autocast"])["median_ms"]
-        py_je = run_json(me + args, preload)["median_ms"]
-        cpp = run_json([os.path.join(BUILD, "bench_pointcloud"), "--child", name, "train", "16", "1024",
-                        str(threads), str(repeats)])["median_ms"]
+        with_je = run_json(me + args, preload)
+        py_je = with_je["median_ms"]
+        cpp_run = run_json([os.path.join(BUILD, "bench_pointcloud"), "--child", name, "train", "16", "1024",
+                            str(threads), str(repeats)])
+        cpp = cpp_run["median_ms"]
+        peaks.append((name, kept["peak_rss_mib"], plain["peak_rss_mib"], with_je["peak_rss_mib"],
+                      cpp_run["peak_rss_mib"]))
         twin = [sys.executable, os.path.join(HERE, "models_twin.py"), "--model", name, "--mode", "train",
                 "--batch", "16", "--points", "1024", "--threads", str(threads), "--repeats", str(repeats)]
         torch_ms = run_json(twin)["median_ms"]
         torch_je = run_json(twin, preload)["median_ms"]
-        print("%-9s %10.0f %10.0f %10.0f %9.2f %10.0f %10.0f %9.1fx %9.1fx %11.2fx" % (
-            name, py, py_je, cpp, py / cpp, torch_ms, torch_je, torch_ms / py, torch_je / py, py_autocast / py))
+        print("%-9s %10.0f %10.0f %10.0f %10.0f %9.2f %9.2f %10.0f %10.0f %9.1fx %9.1fx %11.2fx" % (
+            name, py, plain["median_ms"], py_je, cpp, py / cpp, plain["median_ms"] / cpp, torch_ms, torch_je,
+            torch_ms / py, torch_je / py, py_autocast / py))
+    print("\npeak resident memory, MiB: python (freed memory kept) / python (glibc as it is) / python + jemalloc / C++")
+    for name, kept_mib, plain_mib, je_mib, cpp_mib in peaks:
+        print("%-9s %10.0f %10.0f %10.0f %10.0f" % (name, kept_mib, plain_mib, je_mib, cpp_mib))
 
 
 def main():
@@ -166,6 +181,7 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--skip-models", action="store_true")
+    parser.add_argument("--skip-kernels", action="store_true")
     parser.add_argument("--child-model", metavar="NAME")
     parser.add_argument("--autocast", action="store_true", help="with --child-model: the step under bfloat16 autocast")
     args = parser.parse_args()
@@ -173,7 +189,8 @@ def main():
         sys.exit("python_bindings: --threads and --repeats must be >= 1")
     if args.child_model:
         return model_child(args.child_model, args.threads, args.repeats, args.autocast)
-    bench_kernels(args.threads, args.repeats)
+    if not args.skip_kernels:
+        bench_kernels(args.threads, args.repeats)
     if not args.skip_models:
         bench_models(args.threads, args.repeats)
 

@@ -40,12 +40,28 @@ def _check_built_for():
 _check_built_for()
 
 from . import _qkv  # noqa: E402
-from ._qkv import DataError, UsageError, blas_summary, set_threads
+from ._qkv import DataError, UsageError, blas_summary, keep_freed_memory, release_memory, set_threads
 from . import data, models, nn, ops
 from .models import load
 
 __version__ = _qkv.__version__
-__all__ = ["ops", "nn", "models", "data", "load", "UsageError", "DataError", "set_threads", "blas_summary"]
+__all__ = ["ops", "nn", "models", "data", "load", "UsageError", "DataError", "set_threads", "blas_summary",
+           "keep_freed_memory", "release_memory"]
+
+
+def _keep_freed_memory_unless_told():
+    # glibc's malloc unmaps large freed blocks and faults them in again on the next step; keeping them is what
+    # makes a training step from python3 run at the C++ speed (keep_freed_memory's doc, docs/python.md).
+    import os
+    setting = os.environ.get("QKV_KEEP_FREED_MEMORY", "1")
+    if setting not in ("0", "1"):
+        raise ImportError("QKV_KEEP_FREED_MEMORY=%s: expected 0 (leave glibc's malloc as it is) or 1 (the default)"
+                          % setting)
+    if setting == "1":
+        keep_freed_memory(True)
+
+
+_keep_freed_memory_unless_told()
 
 
 def _allow_weights_only_loads():

@@ -8,84 +8,85 @@ graph); attention inputs [B, N, D].
 """
 from . import _qkv
 from ._modules import CppModule
+from ._signatures import signature_of
+
+
+def _init_from(cpp):
+    """An __init__ that builds the C++ module cpp(*args, **kwargs), with the binding's signature: argument names
+    and defaults are written once, in the binding (python/src/modules.cpp)."""
+    def __init__(self, *args, **kwargs):
+        CppModule.__init__(self, cpp(*args, **kwargs))
+
+    __init__.__signature__ = signature_of(cpp.__init__)
+    return __init__
+
 
 
 class VNLinear(CppModule):
     """W x over channels (no bias): [B, C_in, 3, ...] -> [B, C_out, 3, ...]."""
 
-    def __init__(self, in_channels, out_channels):
-        super().__init__(_qkv.VNLinear(in_channels, out_channels))
+    __init__ = _init_from(_qkv.VNLinear)
 
 
 class VNLeakyReLU(CppModule):
     """Vector leaky ReLU with a learned direction per channel (or one shared)."""
 
-    def __init__(self, channels, share=False, negative_slope=0.2):
-        super().__init__(_qkv.VNLeakyReLU(channels, share, negative_slope))
+    __init__ = _init_from(_qkv.VNLeakyReLU)
 
 
 class VNBatchNorm(CppModule):
     """Batch norm of the vector norms, directions kept; any trailing dims."""
 
-    def __init__(self, channels, momentum=0.1, eps=1e-5):
-        super().__init__(_qkv.VNBatchNorm(channels, momentum, eps))
+    __init__ = _init_from(_qkv.VNBatchNorm)
 
 
 class VNLayerNorm(CppModule):
     """Layer norm of the vector norms over the channels of each point."""
 
-    def __init__(self, channels, eps=1e-5):
-        super().__init__(_qkv.VNLayerNorm(channels, eps))
+    __init__ = _init_from(_qkv.VNLayerNorm)
 
 
 class VNLinearLeakyReLU(CppModule):
     """Vector Neurons' VNLinearLeakyReLU: BN(W x), direction U x, leaky ReLU (fused)."""
 
-    def __init__(self, in_channels, out_channels, share=False, negative_slope=0.2, batch_norm=True):
-        super().__init__(_qkv.VNLinearLeakyReLU(in_channels, out_channels, share, negative_slope, batch_norm))
+    __init__ = _init_from(_qkv.VNLinearLeakyReLU)
 
 
 class VNMaxPool(CppModule):
     """Max pool over the last dim by a learned direction: [B, C, 3, N] -> [B, C, 3]."""
 
-    def __init__(self, channels):
-        super().__init__(_qkv.VNMaxPool(channels))
+    __init__ = _init_from(_qkv.VNMaxPool)
 
 
 class VNStdFeature(CppModule):
     """The invariant layer: forward(x) -> (invariant [B, C, 3, ...], frame [B, 3, 3, ...])."""
 
-    def __init__(self, in_channels, normalize_frame=False, share=False, negative_slope=0.2):
-        super().__init__(_qkv.VNStdFeature(in_channels, normalize_frame, share, negative_slope))
+    __init__ = _init_from(_qkv.VNStdFeature)
 
 
 class VNEdgeConv(CppModule):
     """Edge features on a kNN graph, VNLinearLeakyReLU, mean over neighbours: forward(x, idx)."""
 
-    def __init__(self, in_channels, out_channels, k, with_cross=False, negative_slope=0.2):
-        super().__init__(_qkv.VNEdgeConv(in_channels, out_channels, k, with_cross, negative_slope))
+    __init__ = _init_from(_qkv.VNEdgeConv)
 
 
 class VNAttention(CppModule):
     """VNT-Net's multi-head VNAttention: forward(x [B, C, 3, N], need_weights=False)
     -> (y [B, C, 3, N], weights [B, H, N, N] or None). The residual is the caller's."""
 
-    def __init__(self, channels, heads, head_dim):
-        super().__init__(_qkv.VNMultiHeadAttention(channels, heads, head_dim))
+    __init__ = _init_from(_qkv.VNMultiHeadAttention)
 
 
 class VNFeedForward(CppModule):
     """The VN-FFN: VNLinear, VN-ReLU, VNLinear."""
 
-    def __init__(self, channels, hidden):
-        super().__init__(_qkv.VNFeedForward(channels, hidden))
+    __init__ = _init_from(_qkv.VNFeedForward)
 
 
 class VNTBlock(CppModule):
     """VNT-Net's block: x + VNAttention(x), then + VN-FFN (pre-norm with layer_norm)."""
 
-    def __init__(self, channels, heads, head_dim, ffn_hidden, layer_norm=False):
-        super().__init__(_qkv.VNTBlock(channels, heads, head_dim, ffn_hidden, layer_norm))
+    __init__ = _init_from(_qkv.VNTBlock)
 
 
 KVCache = _qkv.KVCache
@@ -105,8 +106,7 @@ class MultiHeadAttention(CppModule):
     among heads / kv_heads query heads.
     """
 
-    def __init__(self, embed_dim, heads, qk_dim=0, v_dim=0, kv_dim=0, bias=True, dropout=0.0, kv_heads=0):
-        super().__init__(_qkv.MultiHeadAttention(embed_dim, heads, qk_dim, v_dim, kv_dim, bias, dropout, kv_heads))
+    __init__ = _init_from(_qkv.MultiHeadAttention)
 
     def forward(self, query, key=None, value=None, causal=False, key_padding_mask=None, attn_mask=None,
                 need_weights=False):

@@ -71,6 +71,23 @@ def test_a_model_takes_its_points_as_a_plain_tensor():
     assert torch.equal(model(points), model(points=points))
     with pytest.raises(qkv.UsageError, match="points given twice"):
         model(points, points=points)
+    # The other layout is refused with the one expected, and how to get it.
+    with pytest.raises(qkv.UsageError, match=r"expected \[B, 3, N\], got \[2, 32, 3\] \(points as rows: pass "
+                                             r"points\.transpose\(1, 2\)\)"):
+        model(points.transpose(1, 2).contiguous())
+
+
+def test_module_signatures_are_the_bindings():
+    # Names and defaults written once, in the binding: the class shows them to inspect, help and editors.
+    import inspect
+    parameters = inspect.signature(qkv.nn.VNLeakyReLU).parameters
+    assert list(parameters) == ["channels", "share", "negative_slope"]
+    assert parameters["share"].default is False and parameters["negative_slope"].default == 0.2
+    assert inspect.signature(qkv.nn.MultiHeadAttention).parameters["kv_heads"].default == 0
+    layer = qkv.nn.VNLeakyReLU(4, negative_slope=0.1)
+    assert "negative_slope=0.1" in repr(layer)
+    with pytest.raises(TypeError):
+        qkv.nn.VNLinear(4, 6, 8)
 
 
 def test_repr_shows_the_sizes_a_module_was_built_with():

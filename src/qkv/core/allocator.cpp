@@ -1,9 +1,11 @@
 #include "qkv/core/allocator.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 // jemalloc's control interface, declared weak: a build without jemalloc (the
@@ -57,6 +59,26 @@ size_t cached_memory_bound() {
     return mb * 1024 * 1024;
   }();
   return bound;
+}
+
+bool keep_freed_memory_in_glibc(bool keep) {
+  if (mallctl) return false;
+  // glibc's defaults: mmap above 128 KiB, at most 65,536 mappings, trim a
+  // free top above 128 KiB. Kept: no mappings, and a free top trimmed only
+  // above 2 GiB (mallopt takes an int).
+  constexpr int kDefaultThreshold = 128 * 1024, kDefaultMappings = 65536;
+  const bool ok = mallopt(M_MMAP_MAX, keep ? 0 : kDefaultMappings) == 1 &&
+                  mallopt(M_TRIM_THRESHOLD, keep ? std::numeric_limits<int>::max() : kDefaultThreshold) == 1 &&
+                  (keep || mallopt(M_MMAP_THRESHOLD, kDefaultThreshold) == 1);
+  return ok;
+}
+
+size_t release_glibc_free_memory() {
+  if (mallctl) return 0;
+  const size_t before = resident_set_bytes();
+  malloc_trim(0);
+  const size_t after = resident_set_bytes();
+  return before > after ? before - after : 0;
 }
 
 size_t resident_set_bytes() {

@@ -28,6 +28,24 @@ size_t release_cached_memory_above(size_t bound);
 // environment variable QKV_CACHED_MEMORY_MB overrides it.
 size_t cached_memory_bound();
 
+// glibc's malloc, which a Python process that imports qkv runs on, serves a
+// block above its mmap threshold (which grows to at most 32 MiB) with a
+// mapping of its own and unmaps it on free: a training step that allocates
+// large activations faults their pages in again every step (VN-DGCNN's step
+// 1.32x, VNT-Net's 1.15x the C++ step on jemalloc; docs/python.md). keep =
+// true makes glibc keep freed memory for reuse, as qkv's jemalloc
+// configuration does: every block from its heaps (no per-block mappings),
+// the heap never trimmed. keep = false puts back glibc's default thresholds
+// (fixed at their start values: glibc cannot be made dynamic again).
+// Returns false, changing nothing, where jemalloc serves malloc (qkv's
+// executables, or Python with it preloaded). Process-wide.
+bool keep_freed_memory_in_glibc(bool keep);
+
+// Hands the freed memory glibc's malloc keeps back to the system
+// (malloc_trim); the bytes of resident memory that went. 0 under jemalloc
+// (release_cached_memory_above is its counterpart).
+size_t release_glibc_free_memory();
+
 // This process's resident set size in bytes (/proc/self/statm), 0 if unknown.
 size_t resident_set_bytes();
 

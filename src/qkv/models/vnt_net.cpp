@@ -125,7 +125,8 @@ ModelSize vnt_net_size(const VNTNetOptions& o, int64_t points) {
 at::Tensor vn_input(const data::Batch& batch, bool with_normals) {
   const auto& points = batch.input("points");
   if (points.dim() != 3 || points.size(1) != 3)
-    throw UsageError("input 'points': expected [B, 3, N], got " + shape_of(points));
+    throw UsageError("input 'points': expected [B, 3, N], got " + shape_of(points) +
+                     (points.dim() == 3 && points.size(2) == 3 ? " (points as rows: pass points.transpose(1, 2))" : ""));
   if (!torch::isfinite(points).all().item<bool>()) throw DataError("input 'points' holds NaN or Inf coordinates");
   if (!with_normals) return points.unsqueeze(1);
   const auto& normals = batch.input("normals");
