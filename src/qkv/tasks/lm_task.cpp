@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/messages.h"
 #include "qkv/core/output_policy.h"
 #include "qkv/core/text.h"
 #include "qkv/lm/mlp_memory.h"
@@ -115,9 +116,9 @@ TrainTask lm_train_task(std::shared_ptr<const LmTrainSettings> s) {
     r.model_name = model.name;
     r.model_options = model.options;
     if (model.name != "transformer-lm" && r.train.parallel.rank == 0)
-      std::fprintf(stderr, "%s: %s with hidden %s: %s parameters; the transformer-lm of these options: %s\n",
-                   kLmCommand, model.name.c_str(), model.options.at("hidden").dump().c_str(),
-                   train::format_integer(model.parameters).c_str(), train::format_integer(model.budget).c_str());
+      say_as_is(std::string(kLmCommand) + ": " + model.name + " with hidden " + model.options.at("hidden").dump() + ": " +
+                train::format_integer(model.parameters) + " parameters; the transformer-lm of these options: " +
+                train::format_integer(model.budget));
     r.data = data.to_json();
   };
   task.inputs = [](const train::RunRequest& r) {

@@ -12,6 +12,7 @@
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
 #include "qkv/core/json_file.h"
+#include "qkv/core/messages.h"
 #include "qkv/core/output_policy.h"
 #include "qkv/core/text.h"
 #include "qkv/models/presets.h"
@@ -139,11 +140,9 @@ nlohmann::json cross_validate(const CohortFiles& files, CVOptions cv, const RunO
   auto cohort = medical::load_cohort(files.manifest, files.methylation, need_volumes, at::get_num_threads(), false, {},
                                      files.max_missing, files.reorient);
   const int64_t n_features = check_cv_options(cohort, cv);
-  std::fprintf(stderr, "mhca cv: %lld subjects, %s; volume %s; %s x %s; %s\n", static_cast<long long>(cohort.size()),
-               cohort.match_summary.c_str(),
-               need_volumes ? nlohmann::json(cohort.volume_shape()).dump().c_str() : "not loaded",
-               counted(cv.runs, "run").c_str(), counted(cv.folds, "fold").c_str(),
-               counted(at::get_num_threads(), "thread").c_str());
+  say_as_is("mhca cv: " + std::to_string(cohort.size()) + " subjects, " + cohort.match_summary + "; volume " +
+            (need_volumes ? nlohmann::json(cohort.volume_shape()).dump() : std::string("not loaded")) + "; " +
+            counted(cv.runs, "run") + " x " + counted(cv.folds, "fold") + "; " + counted(at::get_num_threads(), "thread"));
   const auto folder = train::RunFolder::open(out, mode, "mhca cv");
   install_interrupt_handler();
   return run_cross_validation(cohort, cv, n_features, out, device);

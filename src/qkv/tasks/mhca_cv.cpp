@@ -14,6 +14,7 @@
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
 #include "qkv/core/json_file.h"
+#include "qkv/core/messages.h"
 #include "qkv/core/text.h"
 #include "qkv/data/folds.h"
 #include "qkv/models/mhca.h"
@@ -640,9 +641,8 @@ nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVO
     }
   }
   if (!options.quiet && done_before > 0)
-    std::fprintf(stderr, "mhca cv: %lld of %lld model folds already done in %s; continuing\n",
-                 static_cast<long long>(done_before), static_cast<long long>(folds.size() * options.models.size()),
-                 out_dir.c_str());
+    say_as_is("mhca cv: " + std::to_string(done_before) + " of " + std::to_string(folds.size() * options.models.size()) +
+              " model folds already done in " + out_dir + "; continuing");
 
   for (size_t fold_index = 0; fold_index < folds.size(); ++fold_index) {
     const auto& fold = folds[fold_index];
@@ -660,8 +660,8 @@ nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVO
       cpgs = medical::read_cpg_list(cpg_file(fold));
     } else {
       if (!options.quiet)
-        std::fprintf(stderr, "%s: selecting %lld CpG sites (%s) on %zu training subjects\n", label.c_str(),
-                     static_cast<long long>(n_features), options.selection.mode.c_str(), fit_rows.size());
+        say_as_is(label + ": selecting " + std::to_string(n_features) + " CpG sites (" + options.selection.mode + ") on " +
+                  std::to_string(fit_rows.size()) + " training subjects");
       const auto start = std::chrono::steady_clock::now();
       cpgs = select_features(cohort, fit_rows, options.selection, n_features, options.quiet);
       clock.trained(kSelection, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -686,7 +686,7 @@ nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVO
         fp.probabilities = j.at("probabilities").get<std::vector<double>>();
         fp.info = j.at("info");
       } else {
-        if (!options.quiet && network) std::fprintf(stderr, "%s %s: %s\n", label.c_str(), m.c_str(), sizes);
+        if (!options.quiet && network) say_as_is(label + " " + m + ": " + sizes);
         const auto start = std::chrono::steady_clock::now();
         fp = network ? train_network_fold(cohort, fold, m, prep, options, model_dir, device)
                      : train_xgboost_fold(cohort, fold, prep, options, model_dir);
@@ -698,8 +698,7 @@ nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVO
       }
       auto metrics = binary_metrics(fp.probabilities, cohort.labels_of(fold.test));
       if (!options.quiet && seconds >= 0)
-        std::fprintf(stderr, "%s\n",
-                     fold_result_line(label, m, network ? "" : sizes, metrics, seconds, clock.eta()).c_str());
+        say_as_is(fold_result_line(label, m, network ? "" : sizes, metrics, seconds, clock.eta()));
       for (size_t i = 0; i < fold.test.size(); ++i) {
         const int64_t r = fold.test[i];
         run_probs[m][fold.run][r] = fp.probabilities.at(i);

@@ -1,5 +1,6 @@
 #include "qkv/train/run.h"
 
+#include "qkv/core/messages.h"
 #include "qkv/core/output_policy.h"
 
 #include <torch/torch.h>
@@ -127,17 +128,15 @@ TrainResult execute_run(const RunRequest& r, const std::string& dir, bool resume
   }
   const bool writer = config.parallel.rank == 0;
   if (writer && !hooks.quiet)
-    std::fprintf(stderr, "%s: model %s (%lld parameters), %lld train / %lld val / %lld test, %s, %s\n",
-                 r.command.c_str(), r.model_name.c_str(), static_cast<long long>(models::count_parameters(*model)),
-                 static_cast<long long>(splits.train->size()),
-                 static_cast<long long>(splits.val ? splits.val->size() : 0),
-                 static_cast<long long>(splits.test ? splits.test->size() : 0),
-                 counted(at::get_num_threads(), "thread").c_str(), blas_summary().c_str());
+    say_as_is(r.command + ": model " + r.model_name + " (" + std::to_string(models::count_parameters(*model)) +
+              " parameters), " + std::to_string(splits.train->size()) + " train / " +
+              std::to_string(splits.val ? splits.val->size() : 0) + " val / " +
+              std::to_string(splits.test ? splits.test->size() : 0) + " test, " +
+              counted(at::get_num_threads(), "thread") + ", " + blas_summary());
   if (group && writer)
-    std::fprintf(stderr, "%s: %lld ranks joined at %s, batch %lld per rank (%lld global)\n", r.command.c_str(),
-                 static_cast<long long>(config.parallel.world_size), config.parallel.master.c_str(),
-                 static_cast<long long>(config.batch_size),
-                 static_cast<long long>(config.batch_size * config.parallel.world_size));
+    say_as_is(r.command + ": " + std::to_string(config.parallel.world_size) + " ranks joined at " +
+              config.parallel.master + ", batch " + std::to_string(config.batch_size) + " per rank (" +
+              std::to_string(config.batch_size * config.parallel.world_size) + " global)");
   auto result = train(*model, splits, config, device, dir, config_json, resume, hooks);
   if (trained) *trained = model;
   return result;

@@ -48,7 +48,7 @@ void write_metrics_jsonl(const RunPaths& paths, const nlohmann::json& history) {
 }
 
 void print_epoch_line(const nlohmann::json& row, int64_t epochs) {
-  std::fprintf(stderr, "%s\n", epoch_line_text(row, epochs).c_str());
+  say_as_is(epoch_line_text(row, epochs));
 }
 
 // Sums an accumulator's counts over ranks (shorter vectors padded with zeros).
@@ -246,8 +246,8 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
       set_global_rng_state(state.rank_rng[static_cast<size_t>(rank - 1)]);
     }
     if (!quiet)
-      std::fprintf(stderr, "resuming %s at epoch %lld, step %lld\n", paths.last_checkpoint().c_str(),
-                   static_cast<long long>(state.epoch + 1), static_cast<long long>(state.step_in_epoch));
+      say_as_is("resuming " + paths.last_checkpoint() + " at epoch " + std::to_string(state.epoch + 1) + ", step " +
+                std::to_string(state.step_in_epoch));
   } else if (rank > 0) {
     // Augmentation and dropout draw from the global RNG: each rank its own
     // stream (rank 0 keeps the one a single-process run would use).
