@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <numeric>
 #include <string>
 
@@ -52,7 +53,25 @@ TEST(AttentionPictures, OneRowOnTheShapeAndItsRotatedCopyAgrees) {
                      "block 9: the model has 3 blocks");
   auto plain = models::find_model("xyz-transformer").make({{"classes", 3}});
   expect_usage_error([&] { tasks::attention_pictures(*plain, attention_run_data(), tetra_off(), 0, 0, "absolute", 3, torch::kCPU); },
-                     "need a vnt or vnt+n model");
+                     "attention_maps: this model has no attention over the points");
+}
+
+// vnt-local: the row weighs the query's neighbours, every other point 0, and
+// stays the same under rotation (the neighbourhoods are rotation invariant).
+TEST(AttentionPictures, LocalAttentionRowsWeighTheQuerysNeighbours) {
+  torch::manual_seed(0);
+  auto model = models::find_model("vnt-local").make({{"linear_dim", 8}, {"heads", 2}, {"head_dim", 4}, {"k", 8},
+                                                     {"neighbours", 12}, {"classes", 3}, {"head_hidden", {16}}});
+  model->eval();
+  const auto p = tasks::attention_pictures(*model, attention_run_data(), tetra_off(), 5, 2, "row", 3, torch::kCPU);
+  for (const auto& cloud : p.clouds) {
+    const auto& w = cloud.vertex_properties.at(0).values;
+    ASSERT_EQ(w.size(), 64u);
+    EXPECT_NEAR(std::accumulate(w.begin(), w.end(), 0.0), 1.0, 1e-5);
+    EXPECT_EQ(std::count_if(w.begin(), w.end(), [](double v) { return v > 0; }), 12);
+  }
+  EXPECT_LE(p.report.at("max_attention_difference").get<double>(), 1e-4 * p.report.at("max_attention").get<double>());
+  EXPECT_DOUBLE_EQ(p.report.at("uniform_attention").get<double>(), 1.0 / 12);
 }
 
 }  // namespace

@@ -15,7 +15,6 @@
 #include "qkv/core/npy.h"
 #include "qkv/core/text.h"
 #include "qkv/picture/raster.h"
-#include "qkv/models/vnt_net.h"
 #include "qkv/core/output_policy.h"
 #include "qkv/pointcloud/mesh_read.h"
 #include "qkv/pointcloud/mesh_write.h"
@@ -178,12 +177,7 @@ data::Batch single_cloud_batch(const ClassificationData& d, const std::string& p
 AttentionPictures attention_pictures(models::Model& model, const ClassificationData& data, const std::string& input,
                                      int64_t query, int64_t block, const std::string& scale, uint64_t seed,
                                      const c10::Device& device) {
-  auto* vnt = dynamic_cast<models::VNTBackbone*>(&model);
-  if (!vnt) throw UsageError("attention maps need a vnt or vnt+n model");
   if (scale != "absolute" && scale != "row") throw UsageError("scale " + scale + ": expected absolute or row");
-  if (block < 0 || block >= vnt->options().blocks)
-    throw UsageError("block " + std::to_string(block) + ": the model has " + std::to_string(vnt->options().blocks) +
-                     " blocks");
   const auto batch = single_cloud_batch(data, input, pc::Rotation::None, seed);
   const int64_t n = batch.input("points").size(2);
   if (query < 0 || query >= n)
@@ -192,10 +186,18 @@ AttentionPictures attention_pictures(models::Model& model, const ClassificationD
   const auto turned = rotated(batch, pc::random_so3(gen).to(torch::kFloat));
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> rows;
+  int64_t keys_per_query = n;
   for (const data::Batch* b : {&batch, &turned}) {
-    std::vector<at::Tensor> attention;
-    vnt->point_features(b->to(device), &attention);
-    rows.push_back(attention.at(static_cast<size_t>(block))[0].mean(0)[query].to(torch::kCPU, torch::kDouble));  // [N]
+    const auto maps = model.attention_maps(b->to(device));
+    if (block < 0 || block >= static_cast<int64_t>(maps.layers.size()))
+      throw UsageError("block " + std::to_string(block) + ": the model has " + std::to_string(maps.layers.size()) +
+                       " blocks");
+    auto row = maps.layers[static_cast<size_t>(block)][0].mean(0)[query].to(torch::kCPU, torch::kDouble);  // [N] or [k]
+    if (maps.keys.defined()) {  // local attention: the query's neighbours' weights, 0 for every other point
+      keys_per_query = row.size(0);
+      row = torch::zeros({n}, row.options()).index_put_({maps.keys[0][query].to(torch::kCPU)}, row);
+    }
+    rows.push_back(row);
   }
   // Both clouds use the first one's scale, so equal weights get equal
   // colours. A row of N weights sums to 1: uniform attention is 1/N
@@ -203,7 +205,7 @@ AttentionPictures attention_pictures(models::Model& model, const ClassificationD
   const double top = rows[0].max().item<double>(), bottom = rows[0].min().item<double>();
   const double lo = scale == "row" ? bottom : 0.0;
   const double span = std::max(top - lo, 1e-30);
-  const double uniform = 1.0 / static_cast<double>(n);
+  const double uniform = 1.0 / static_cast<double>(keys_per_query);
   AttentionPictures out;
   for (size_t i = 0; i < 2; ++i) {
     const auto pts = (i == 0 ? batch : turned).input("points")[0].t().contiguous();  // [N, 3]
@@ -227,8 +229,10 @@ AttentionPictures attention_pictures(models::Model& model, const ClassificationD
     picture.bar_lo = lo;
     picture.bar_hi = lo + span;
     picture.bar_label = "attention";
-    picture.notes = {"mean over heads; " + std::to_string(n) + " points, uniform = 1/" + std::to_string(n) + " = " +
-                         compact_number(uniform),
+    picture.notes = {"mean over heads; " + std::to_string(n) + " points, uniform = 1/" +
+                         std::to_string(keys_per_query) + " = " + compact_number(uniform) +
+                         (keys_per_query < n ? " over the query's " + std::to_string(keys_per_query) + " neighbours"
+                                             : std::string()),
                      "scale " + scale + ": " + compact_number(lo) + " .. " + compact_number(lo + span) +
                          (scale == "row" ? " (stretched to the row's range)" : "")};
   }

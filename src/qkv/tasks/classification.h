@@ -142,7 +142,9 @@ std::function<models::ModelPtr(models::Model&)> voted_test_model(int64_t votes);
 
 // One attention row of a VNT-Net run drawn on a shape and on a copy turned
 // by a random rotation (`qkv vnt attention`; the paper's Figure 1): the row
-// of point `query` in basic block `block`, averaged over its heads.
+// of point `query` in basic block `block`, averaged over its heads. With
+// local attention (vnt-local) the row weighs the query's neighbours only:
+// every other point has weight 0.
 struct AttentionPictures {
   // [0] the shape as the run's model sees it, [1] the rotated copy: coloured
   // by weight (heat_colour, both on [0]'s scale), per-point property
@@ -150,13 +152,14 @@ struct AttentionPictures {
   pointcloud::Mesh clouds[2];
   pointcloud::PointPicture pictures[2];
   // query, block, scale, max_attention, min_attention, uniform_attention
-  // (1/N), max_attention_difference between the two rows.
+  // (1/N, or 1/k over k neighbours), max_attention_difference between the
+  // two rows.
   nlohmann::json report;
 };
 
 // `scale`: "absolute" (0 to the row's largest weight, so a near-uniform row
 // looks uniform) or "row" (its smallest to largest). UsageError for a model
-// without VNAttention (not vnt or vnt+n), a block or query out of range, or
+// without attention over the points (Model::attention_maps), a block or query out of range, or
 // another scale; DataError naming the file for an unreadable one.
 AttentionPictures attention_pictures(models::Model& model, const ClassificationData& data, const std::string& input,
                                      int64_t query, int64_t block, const std::string& scale, uint64_t seed,
