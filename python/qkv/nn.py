@@ -21,7 +21,6 @@ def _init_from(cpp):
     return __init__
 
 
-
 class VNLinear(CppModule):
     """W x over channels (no bias): [B, C_in, 3, ...] -> [B, C_out, 3, ...]."""
 

@@ -35,3 +35,5 @@ def test_pip_install_offline_into_a_venv(tmp_path):
     assert r.returncode == 0, r.stderr
     shape, where = r.stdout.split("\n")[:2]
     assert shape == "torch.Size([2, 512, 16])" and where.startswith(str(venv)), r.stdout
+    installed = os.path.dirname(where)  # the type stubs and PEP 561's marker come with the package
+    assert all(os.path.exists(os.path.join(installed, f)) for f in ("ops.pyi", "nn.pyi", "py.typed"))

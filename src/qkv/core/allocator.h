@@ -31,11 +31,11 @@ size_t cached_memory_bound();
 // glibc's malloc, which a Python process that imports qkv runs on, serves a
 // block above its mmap threshold (which grows to at most 32 MiB) with a
 // mapping of its own and unmaps it on free: a training step that allocates
-// large activations faults their pages in again every step (VN-DGCNN's step
-// 1.32x, VNT-Net's 1.15x the C++ step on jemalloc; docs/python.md). keep =
-// true makes glibc keep freed memory for reuse, as qkv's jemalloc
-// configuration does: every block from its heaps (no per-block mappings),
-// the heap never trimmed. keep = false puts back glibc's default thresholds
+// large activations faults their pages in again every step (VN-DGCNN's and
+// VNT-Net's steps 1.17x and 1.18x the C++ step on jemalloc; docs/python.md).
+// keep = true makes glibc keep freed memory for reuse, as qkv's jemalloc
+// configuration does: every block from its heaps (no per-block mappings), a
+// free heap top trimmed only above 2 GiB. keep = false puts back glibc's default thresholds
 // (fixed at their start values: glibc cannot be made dynamic again).
 // Returns false, changing nothing, where jemalloc serves malloc (qkv's
 // executables, or Python with it preloaded). Process-wide.

@@ -89,14 +89,14 @@ RecurrentLM::RecurrentLM(const RecurrentLMOptions& o) : options_(o) {
   const double between = o.layers > 1 ? o.dropout : 0.0;
   if (o.cell == "gru")
     gru_ = register_module("rnn", LiveGRU(torch::nn::GRUOptions(o.embed, o.hidden)
-                                                     .num_layers(o.layers)
-                                                     .batch_first(true)
-                                                     .dropout(between)));
+                                              .num_layers(o.layers)
+                                              .batch_first(true)
+                                              .dropout(between)));
   else
     lstm_ = register_module("rnn", LiveLSTM(torch::nn::LSTMOptions(o.embed, o.hidden)
-                                                       .num_layers(o.layers)
-                                                       .batch_first(true)
-                                                       .dropout(between)));
+                                                .num_layers(o.layers)
+                                                .batch_first(true)
+                                                .dropout(between)));
   drop_ = register_module("drop", torch::nn::Dropout(o.dropout));
   out_ = register_module("out", LiveLinear(o.hidden, o.vocab));
 }
