@@ -82,12 +82,7 @@ class Model(CppModule):
         """The embedding the classification head reads, [B, F], inputs as forward takes them: for the
         VNT-Net and VN-DGCNN classifiers the pooled rotation-invariant features of each shape (the same
         for a rotated copy). Other models raise qkv.UsageError."""
-        try:
-            return self._call(self._impl.features, self._named_inputs(batch, inputs))
-        except _qkv.UsageError as e:
-            if str(e).startswith("features:"):
-                raise _qkv.UsageError("%s: %s" % (self.name, e)) from None
-            raise
+        return self._call_method("features", batch, inputs)
 
     def attention_maps(self, batch=None, **inputs):
         """The attention weights of one forward, inputs as forward takes them: AttentionMaps(weights, keys) with
@@ -95,13 +90,17 @@ class Model(CppModule):
         1), and keys None; for vnt-local [B, H, N, neighbours] tensors whose columns are the points
         keys[b, i, :] ([B, N, neighbours]). Models without attention over the points raise qkv.UsageError.
         Computed without a graph unless gradients are enabled; call under torch.no_grad() to keep memory low."""
+        weights, keys = self._call_method("attention_maps", batch, inputs)
+        return AttentionMaps(list(weights), keys)
+
+    def _call_method(self, method, batch, inputs):
+        """The C++ model's `method` on the inputs; its refusal ("method: this model ...") names the model."""
         try:
-            weights, keys = self._call(self._impl.attention_maps, self._named_inputs(batch, inputs))
+            return self._call(getattr(self._impl, method), self._named_inputs(batch, inputs))
         except _qkv.UsageError as e:
-            if str(e).startswith("attention_maps:"):
+            if str(e).startswith(method + ":"):
                 raise _qkv.UsageError("%s: %s" % (self.name, e)) from None
             raise
-        return AttentionMaps(list(weights), keys)
 
     def _named_inputs(self, batch, inputs):
         if isinstance(batch, torch.Tensor):

@@ -34,10 +34,14 @@ std::vector<at::Tensor> live_all(const std::vector<at::Tensor>& weights) {
   return out;
 }
 
-void require_batched(const at::Tensor& input, const char* layer) {
+// The sizes of a recurrent layer's hidden state for a batched input,
+// [layers * directions, B, hidden] (UsageError unless input is [B, T, F] or [T, B, F]).
+template <typename Options>
+std::vector<int64_t> state_sizes(const Options& o, const at::Tensor& input, const char* layer) {
   if (input.dim() != 3)
     throw UsageError(std::string(layer) + ": expected a batched sequence [B, T, F] (or [T, B, F]), got " +
                      shape_of(input));
+  return {o.num_layers() * (o.bidirectional() ? 2 : 1), input.size(o.batch_first() ? 0 : 1), o.hidden_size()};
 }
 
 }  // namespace
@@ -64,12 +68,10 @@ at::Tensor LiveEmbeddingImpl::forward(const at::Tensor& ids) {
 
 std::tuple<at::Tensor, std::tuple<at::Tensor, at::Tensor>> LiveLSTMImpl::forward(
     const at::Tensor& input, std::optional<std::tuple<at::Tensor, at::Tensor>> state) {
-  require_batched(input, "LSTM");
   if (options.proj_size() > 0) throw UsageError("LSTM: proj_size is not supported");
-  const int64_t batch = input.size(options.batch_first() ? 0 : 1);
-  const int64_t rows = options.num_layers() * (options.bidirectional() ? 2 : 1);
+  const auto sizes = state_sizes(options, input, "LSTM");
   if (!state) {
-    const auto zeros = at::zeros({rows, batch, options.hidden_size()}, input.options());
+    const auto zeros = at::zeros(sizes, input.options());
     state = std::make_tuple(zeros, zeros);
   }
   auto [output, h, c] =
@@ -79,10 +81,8 @@ std::tuple<at::Tensor, std::tuple<at::Tensor, at::Tensor>> LiveLSTMImpl::forward
 }
 
 std::tuple<at::Tensor, at::Tensor> LiveGRUImpl::forward(const at::Tensor& input, const at::Tensor& state) {
-  require_batched(input, "GRU");
-  const int64_t batch = input.size(options.batch_first() ? 0 : 1);
-  const int64_t rows = options.num_layers() * (options.bidirectional() ? 2 : 1);
-  const auto h0 = state.defined() ? state : at::zeros({rows, batch, options.hidden_size()}, input.options());
+  const auto sizes = state_sizes(options, input, "GRU");
+  const auto h0 = state.defined() ? state : at::zeros(sizes, input.options());
   return at::gru(input, h0, live_all(flat_weights_), options.bias(), options.num_layers(), options.dropout(),
                  is_training(), options.bidirectional(), options.batch_first());
 }
