@@ -11,42 +11,12 @@ import torch.nn.utils.parametrize as parametrize
 import torch.nn.utils.prune as prune
 
 import qkv
+from networks import MODELS, MODEL_IDS, POINT_CLOUD, inputs_of, weighted_sum
 
 try:
     from torch.func import functional_call
 except ImportError:  # torch 1.13
     from torch.nn.utils.stateless import functional_call
-
-POINT_CLOUD = dict(linear_dim=4, heads=2, head_dim=4, k=4)
-SEG_HEAD = dict(categories=2, category_dim=4, parts=3, seg_hidden=[8])
-SPECT = dict(volume_shape=[10, 10, 10], channels=[4, 4])  # 8 SPECT tokens
-SITES = dict(SPECT, features=8)  # as many CpG sites (mhca adds the two token sets)
-
-# Every network of the registry, small, with the options that switch on each kind of weight it can have.
-MODELS = [
-    ("mlp", {}),
-    ("transformer-lm", dict(d_model=16, heads=2, layers=1)),
-    ("lstm-lm", dict(embed=8, hidden=8)),
-    ("gru-lm", dict(embed=8, hidden=8)),
-    ("vnt", dict(POINT_CLOUD, classes=2, head_hidden=[8])),
-    ("vnt", dict(POINT_CLOUD, classes=2, head_hidden=[8], layer_norm=True, edge_cross=True, normalize_frame=True)),
-    ("vnt+n", dict(POINT_CLOUD, classes=2, head_hidden=[8])),
-    ("vnt-local", dict(POINT_CLOUD, classes=2, head_hidden=[8], neighbours=4)),
-    ("vn-dgcnn", dict(k=4, classes=2)),
-    ("vn-dgcnn", dict(k=4, classes=2, pooling="max")),
-    ("xyz-transformer", dict(d_model=16, heads=2, layers=1, embed_hidden=8, head_hidden=[8], classes=2)),
-    ("vnt-seg", dict(POINT_CLOUD, **SEG_HEAD)),
-    ("vn-dgcnn-seg", dict(k=4, **SEG_HEAD)),
-    ("xyz-transformer-seg", dict(d_model=16, heads=2, layers=1, embed_hidden=8, **SEG_HEAD)),
-    ("mhca", dict(SITES, embedding=4, width=8, heads=2, hidden=8)),
-    ("concatnet", dict(SITES, embedding=4, width=8, hidden=8)),
-    ("spectnet", dict(SPECT, hidden=8)),
-    ("mhca-x", dict(SITES, embedding=4, width=8, heads=2, hidden=8, site_linear=True, standardise=True)),
-    ("mhca-x", dict(SITES, embedding=4, width=8, heads=2, hidden=8, readout="mlp", readout_hidden=4,
-                    scores="relu_dot", value_source="intensity")),
-    ("mhca-x-uniform", dict(SITES, embedding=4, width=8, heads=2, hidden=8)),
-    ("mhca-x-no-values", dict(SITES, embedding=4, width=8, heads=2, hidden=8)),
-]
 
 
 def test_every_network_of_the_registry_is_covered():
@@ -54,33 +24,7 @@ def test_every_network_of_the_registry_is_covered():
     assert covered == {n for n in qkv.models.names() if qkv.models.describe(n)["network"]}
 
 
-def inputs_of(model, batch=2):
-    o = model.options
-    made = {}
-    for name in model.inputs:
-        if name in ("points", "normals"):
-            made[name] = torch.randn(batch, 3, 24)
-        elif name == "category":
-            made[name] = torch.arange(batch) % o["categories"]
-        elif name == "tokens":
-            made[name] = torch.randint(0, o["vocab"], (batch, 7))
-        elif name == "spect":
-            made[name] = torch.randn(batch, 1, *o["volume_shape"])
-        elif name == "methylation":
-            made[name] = torch.rand(batch, o["features"])
-        elif name == "x":
-            made[name] = torch.randn(batch, o["in_features"])
-        else:
-            raise AssertionError("no test input for %s" % name)
-    return made
-
-
-def weighted_sum(out):
-    # A loss whose gradient reaches every output entry differently.
-    return (out * torch.linspace(-1.0, 2.0, out.numel()).view(out.shape)).sum()
-
-
-@pytest.mark.parametrize("name,options", MODELS, ids=["%s-%d" % (n, i) for i, (n, _) in enumerate(MODELS)])
+@pytest.mark.parametrize("name,options", MODELS, ids=MODEL_IDS)
 def test_every_weight_of_every_model_is_read_at_call_time(name, options):
     model = qkv.models.create(name, **options).eval()
     inputs = inputs_of(model)
@@ -110,7 +54,7 @@ def test_every_weight_of_every_model_is_read_at_call_time(name, options):
     assert not torch.allclose(functional_call(model, shifted, (), inputs), expected)
 
 
-@pytest.mark.parametrize("name,options", MODELS, ids=["%s-%d" % (n, i) for i, (n, _) in enumerate(MODELS)])
+@pytest.mark.parametrize("name,options", MODELS, ids=MODEL_IDS)
 def test_buffers_bound_for_a_training_call_take_its_updates(name, options):
     model = qkv.models.create(name, **options).train()
     inputs = inputs_of(model)

@@ -8,6 +8,7 @@
 
 #include "qkv/attention/tiled_attention.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/function_transforms.h"
 #include "qkv/core/shape.h"
 
 namespace qkv::attention {
@@ -97,7 +98,8 @@ SdpaResult naive_attention(const at::Tensor& q, const at::Tensor& k, const at::T
   else if (allow.defined())
     dead = allow.logical_not().all(-1, true);
   at::Tensor weights;
-  if (dead.defined() && dead.any().item<bool>()) {
+  // (Under a torch.func transform .item() cannot run: the masked form, which is exact either way.)
+  if (dead.defined() && (under_function_transform() || dead.any().item<bool>())) {
     weights = at::softmax(logits.masked_fill(dead, 0.0), -1).masked_fill(dead, 0.0);
   } else {
     weights = at::softmax(logits, -1);
@@ -178,7 +180,10 @@ SdpaResult scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k
     at::NoGradGuard no_grad;
     return at::isfinite(q.sum() + k.sum() + v.sum()).item<bool>();
   };
-  if (resolve_backend(q, k, v, o) == AttentionBackend::Naive || !all_finite()) return naive_attention(q, k, v, o);
+  // Under a torch.func transform the tiled kernel cannot read the wrapped
+  // tensors, nor can .item() run: the composed path serves it.
+  if (resolve_backend(q, k, v, o) == AttentionBackend::Naive || under_function_transform() || !all_finite())
+    return naive_attention(q, k, v, o);
   SdpaResult r;
   at::Tensor pad = o.key_padding_mask.defined() ? o.key_padding_mask.to(q.device()) : at::Tensor();
   r.output = tiled_attention(q, k, v, softmax_scale(q, o), o.causal, pad);

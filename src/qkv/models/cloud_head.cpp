@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/function_transforms.h"
 #include "qkv/core/shape.h"
 #include "qkv/core/text.h"
 #include "qkv/distributed/sync_batch_norm.h"
@@ -103,10 +104,14 @@ PartSegmentationHeadImpl::PartSegmentationHeadImpl(int64_t point_features, int64
 
 at::Tensor PartSegmentationHeadImpl::forward(const at::Tensor& point, const at::Tensor& global,
                                              const at::Tensor& category) {
-  if (category.numel() > 0 && (category.min().item<int64_t>() < 0 || category.max().item<int64_t>() >= categories))
+  // (.item() cannot run under a torch.func transform; there a category out
+  // of range gives a zero code instead of this error.)
+  if (!under_function_transform() && category.numel() > 0 &&
+      (category.min().item<int64_t>() < 0 || category.max().item<int64_t>() >= categories))
     throw UsageError("input 'category': values must be in 0.." + std::to_string(categories - 1));
   const int64_t n = point.size(2);
-  const auto one_hot = torch::one_hot(category, categories).to(point.scalar_type());
+  // The one-hot code as a comparison, which torch.func's vmap can batch.
+  const auto one_hot = category.unsqueeze(-1).eq(torch::arange(categories, category.options())).to(point.scalar_type());
   const auto code = category_code->forward(one_hot);  // [B, category_dim]
   const auto per_shape = torch::cat({global, code}, 1).unsqueeze(2).expand({-1, -1, n});
   return layers->forward(torch::cat({point, per_shape}, 1)).transpose(1, 2);

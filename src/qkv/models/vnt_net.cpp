@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/function_transforms.h"
 #include "qkv/core/shape.h"
 #include "qkv/models/options.h"
 #include "qkv/models/size_arithmetic.h"
@@ -127,12 +128,15 @@ at::Tensor vn_input(const data::Batch& batch, bool with_normals) {
   if (points.dim() != 3 || points.size(1) != 3)
     throw UsageError("input 'points': expected [B, 3, N], got " + shape_of(points) +
                      (points.dim() == 3 && points.size(2) == 3 ? " (points as rows: pass points.transpose(1, 2))" : ""));
-  if (!torch::isfinite(points).all().item<bool>()) throw DataError("input 'points' holds NaN or Inf coordinates");
+  // (.item() cannot run under a torch.func transform: there a non-finite value propagates.)
+  const bool checkable = !under_function_transform();
+  if (checkable && !torch::isfinite(points).all().item<bool>())
+    throw DataError("input 'points' holds NaN or Inf coordinates");
   if (!with_normals) return points.unsqueeze(1);
   const auto& normals = batch.input("normals");
   if (!normals.sizes().equals(points.sizes()))
     throw UsageError("input 'normals' " + shape_of(normals) + " does not match 'points' " + shape_of(points));
-  if (!torch::isfinite(normals).all().item<bool>()) throw DataError("input 'normals' holds NaN or Inf values");
+  if (checkable && !torch::isfinite(normals).all().item<bool>()) throw DataError("input 'normals' holds NaN or Inf values");
   return torch::stack({points, normals}, 1);
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/function_transforms.h"
 #include "qkv/core/shape.h"
 #include "qkv/core/weight_binding.h"
 #include "qkv/vn/vn_heads.h"
@@ -33,7 +34,9 @@ void check_local_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tens
   if (k.scalar_type() != q.scalar_type() || v.scalar_type() != q.scalar_type() || k.device() != q.device() ||
       v.device() != q.device() || idx.device() != q.device())
     throw UsageError("vn_local_attention_rows: q, k, v and idx must share a device (and q, k, v a dtype)");
-  if (idx.numel() > 0) {
+  // The gathers check the range themselves; this is for the message (and
+  // .item() cannot run under a torch.func transform).
+  if (idx.numel() > 0 && !under_function_transform()) {
     const auto range = at::aminmax(idx);
     const int64_t lo = std::get<0>(range).item<int64_t>(), hi = std::get<1>(range).item<int64_t>();
     if (lo < 0 || hi >= k.size(2))

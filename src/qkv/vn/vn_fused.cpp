@@ -18,6 +18,7 @@
 
 #include "qkv/core/cpu.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/function_transforms.h"
 #include "qkv/core/second_order.h"
 #include "qkv/core/shape.h"
 #include "qkv/distributed/process_group.h"
@@ -856,7 +857,8 @@ at::Tensor vn_leaky_relu(const at::Tensor& x, const at::Tensor& direction, doubl
                      direction.scalar_type() == x.scalar_type() && direction.device() == x.device() &&
                      direction.dim() == x.dim() && direction.size(0) == x.size(0) &&
                      (direction.size(1) == x.size(1) || direction.size(1) == 1) &&
-                     direction.sizes().slice(2).equals(x.sizes().slice(2)) && x.numel() > 0;
+                     direction.sizes().slice(2).equals(x.sizes().slice(2)) && x.numel() > 0 &&
+                     !under_function_transform();
   if (!fused) return vn_leaky_relu_composed(x, direction, negative_slope, eps);
   return VNLeakyReLUFunction::apply(x, direction, negative_slope, eps);
 }
@@ -870,7 +872,7 @@ at::Tensor vn_frame_coordinates(const at::Tensor& x, const at::Tensor& frame) {
                      " for x " + shape_of(x) + ", got " + shape_of(frame));
   const bool fused = x.device().is_cpu() && frame.device().is_cpu() &&
                      (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) &&
-                     frame.scalar_type() == x.scalar_type() && x.numel() > 0;
+                     frame.scalar_type() == x.scalar_type() && x.numel() > 0 && !under_function_transform();
   if (!fused) return vn_frame_coordinates_composed(x, frame);
   return VNFrameCoordinatesFunction::apply(x, frame);
 }
@@ -881,7 +883,7 @@ at::Tensor vn_batch_norm(const at::Tensor& x, const at::Tensor& weight, const at
   require_vn(x, "vn_batch_norm");
   const bool fused = x.device().is_cpu() && (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) &&
                      weight.defined() && bias.defined() && x.numel() > 0 &&
-                     (training || (running_mean.defined() && running_var.defined()));
+                     (training || (running_mean.defined() && running_var.defined())) && !under_function_transform();
   if (!fused)
     return vn_batch_norm_composed(x, weight, bias, running_mean, running_var, training, momentum, eps, group);
   if (weight.dim() != 1 || weight.size(0) != x.size(1) || bias.sizes() != weight.sizes())
@@ -922,7 +924,8 @@ at::Tensor edge_conv_mean(const at::Tensor& feat_towards, const at::Tensor& feat
                      " do not match " + std::to_string(c) + " channels");
   const bool fused = feat_towards.device().is_cpu() && idx.device().is_cpu() &&
                      (feat_towards.scalar_type() == at::kFloat || feat_towards.scalar_type() == at::kDouble) &&
-                     feat_towards.numel() > 0 && (training || (running_mean.defined() && running_var.defined()));
+                     feat_towards.numel() > 0 && (training || (running_mean.defined() && running_var.defined())) &&
+                     !under_function_transform();
   if (!fused)
     return edge_conv_mean_composed(feat_towards, feat_centre, dir_towards, dir_centre, idx, weight, bias, running_mean,
                                    running_var, training, momentum, eps, group, negative_slope);

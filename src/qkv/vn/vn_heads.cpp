@@ -7,6 +7,7 @@
 
 #include "qkv/core/blas.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/function_transforms.h"
 #include "qkv/core/parallel.h"
 #include "qkv/core/second_order.h"
 #include "qkv/core/shape.h"
@@ -29,7 +30,7 @@ struct HeadGeometry {
 
 bool served_here(const at::Tensor& a, const at::Tensor& w) {
   return a.device().is_cpu() && w.device().is_cpu() && a.scalar_type() == w.scalar_type() &&
-         (a.scalar_type() == at::kFloat || a.scalar_type() == at::kDouble);
+         (a.scalar_type() == at::kFloat || a.scalar_type() == at::kDouble) && !under_function_transform();
 }
 
 // Tasks are (cloud, axis) pairs: each owns its slice of the VN-side tensor

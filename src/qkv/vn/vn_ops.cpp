@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/function_transforms.h"
 #include "qkv/core/second_order.h"
 #include "qkv/core/shape.h"
 #include "qkv/cuda/point_kernels.h"
@@ -238,7 +239,10 @@ at::Tensor knn_indices_exhaustive(const at::Tensor& features, int64_t k) {
 at::Tensor knn_indices(const at::Tensor& features, int64_t k) {
   check_knn_inputs(features, k);
   const int64_t n = features.size(2);
-  if (features.device().is_cpu()) return knn_indices_cpu(features, k, /*tree_allowed=*/true);
+  // Under a torch.func transform the features are wrappers without storage:
+  // the blocks below (ATen ops) serve them.
+  if (features.device().is_cpu() && !under_function_transform())
+    return knn_indices_cpu(features, k, /*tree_allowed=*/true);
   if (features.is_cuda() && cuda::kernels_built() && features.size(1) <= cuda::kKnnMaxDims && k <= cuda::kKnnMaxK)
     return cuda::knn_direct(features, k);
   // Other devices, and feature spaces on a GPU (where a GEMM of the blocks is
@@ -384,7 +388,8 @@ class EdgeFeaturesFunction : public torch::autograd::Function<EdgeFeaturesFuncti
 }  // namespace
 
 at::Tensor edge_features(const at::Tensor& x, const at::Tensor& idx, bool with_cross) {
-  if (!x.device().is_cpu() || idx.scalar_type() != torch::kLong) return edge_features_composed(x, idx, with_cross);
+  if (!x.device().is_cpu() || idx.scalar_type() != torch::kLong || under_function_transform())
+    return edge_features_composed(x, idx, with_cross);
   check_edge_inputs(x, idx);
   const int64_t n = x.size(3);
   if (idx.numel() > 0 && (idx.min().item<int64_t>() < 0 || idx.max().item<int64_t>() >= n))
