@@ -15,10 +15,14 @@ place) is bound to it for the call (core/weight_binding.h), gradients flowing
 back through it. Its sizes, dtype and device must be the registered ones.
 
 There is one forward, the C++ one; the parts of the mirror are not called on
-their own. So a part's forward pre-hooks run before each call with no inputs
-(pruning and the old weight_norm/spectral_norm recompute their weight there),
-and its forward hooks cannot fire: registering one warns. Hooks on the
-CppModule itself work as on any module.
+their own. A part's forward hooks fire where the C++ forward runs that part
+(core/part_hooks.h), with its tensor inputs and output, and what a hook
+returns is the output the forward goes on with; a part with several outputs
+(an LSTM's output, h and c) gives them as one flat tuple. A part's forward
+pre-hooks run before each call with no inputs (pruning and the old
+weight_norm/spectral_norm recompute their weight there). A ModuleList is
+never called, as in PyTorch: a hook on one warns. Hooks on the CppModule
+itself work as on any module.
 
 Copies and pickles are rebuilt, not cloned: a CppModule is made again from
 the arguments it was built with (a registry model from its name and options),
@@ -123,10 +127,28 @@ class _Part(torch.nn.Module):
             "a part of a qkv module runs inside its parent's C++ forward; call the qkv module itself")
 
     def register_forward_hook(self, hook, *args, **kwargs):
-        warnings.warn("qkv: a forward hook on a part of a qkv module (%s) does not fire: the parts run inside one C++ "
-                      "forward (hook the qkv module itself; a part's forward pre-hooks run, with no inputs)"
-                      % self.extra_repr(), stacklevel=2)
+        if self._impl.type_name.endswith(("ModuleListImpl", "ModuleDictImpl")):
+            warnings.warn("qkv: a forward hook on a %s does not fire: a container is not called, as in PyTorch (hook "
+                          "its elements)" % self.extra_repr(), stacklevel=2)
         return super().register_forward_hook(hook, *args, **kwargs)
+
+    def _run_forward_hooks(self, inputs, outputs):
+        """This part's forward hooks, as nn.Module runs them after its forward (in order, each given what the one
+        before returned): called from the C++ forward with the part's tensor inputs and outputs; returns the
+        outputs to go on with."""
+        args = tuple(inputs)
+        result = outputs[0] if len(outputs) == 1 else tuple(outputs)
+        with_kwargs = getattr(self, "_forward_hooks_with_kwargs", {})
+        for hook_id, hook in list(self._forward_hooks.items()):
+            returned = hook(self, args, {}, result) if hook_id in with_kwargs else hook(self, args, result)
+            if returned is not None:
+                result = returned
+        given = [result] if len(outputs) == 1 else list(result) if isinstance(result, (tuple, list)) else [result]
+        if len(given) != len(outputs) or not all(isinstance(t, torch.Tensor) for t in given):
+            raise _qkv.UsageError("a forward hook on %s returned %s; the part's output is %s" % (
+                self.extra_repr(), type(result).__name__,
+                "a tensor" if len(outputs) == 1 else "a tuple of %d tensors" % len(outputs)))
+        return given
 
     def train(self, mode=True):
         super().train(mode)
@@ -197,10 +219,13 @@ class CppModule(_Part):
         return self._call(self._impl.forward, *args, **kwargs)
 
     def _call(self, forward, *args, **kwargs):
-        """forward (one of the C++ module's methods) through call_cpp, with the weights its parts hold now."""
+        """forward (one of the C++ module's methods) through call_cpp, with the weights its parts hold now and
+        their forward hooks."""
         bound = self._bound_weights()
-        if bound:
-            forward = functools.partial(_qkv.call_with_weights, bound, forward)
+        hooks = [(part._impl, part._run_forward_hooks) for part in self.modules()
+                 if part is not self and part._forward_hooks and "_impl" in part.__dict__]
+        if bound or hooks:
+            forward = functools.partial(_qkv.call_with_parts, self._impl, bound, hooks, forward)
         return call_cpp(self._what(), forward, *args, **kwargs)
 
     def _what(self):

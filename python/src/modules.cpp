@@ -10,6 +10,7 @@
 #include "qkv/attention/kv_cache.h"
 #include "qkv/attention/multi_head_attention.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/part_hooks.h"
 #include "qkv/core/weight_binding.h"
 #include "qkv/models/model.h"
 #include "qkv/models/model_card.h"
@@ -68,12 +69,16 @@ void bind_module_tree(py::module_& m) {
       .def("train", [](torch::nn::Module& self, bool on) { self.train(on); })
       .def_property_readonly("training", &torch::nn::Module::is_training)
       .def_property_readonly("type_name", &torch::nn::Module::name);
-  // forward(*args, **kwargs) with tensors bound to registered weights for the
-  // call: the nn.Module face passes whatever its modules hold at call time
-  // (functional_call's, a parametrization's, pruning's, a swapped
-  // nn.Parameter), as (name, registered, tensor) triples.
-  m.def("call_with_weights", [](const std::vector<std::tuple<std::string, at::Tensor, py::object>>& bound,
-                                const py::function& forward, const py::args& args, const py::kwargs& kwargs) {
+  // forward(*args, **kwargs), a method of `root`, as the nn.Module face calls
+  // it: with tensors bound to registered weights for the call (whatever its
+  // modules hold at call time: functional_call's, a parametrization's,
+  // pruning's, a swapped nn.Parameter), as (name, registered, tensor) triples,
+  // and with the parts that have forward hooks, as (part, run_hooks) pairs:
+  // run_hooks(inputs, outputs) gives the outputs to go on with.
+  m.def("call_with_parts", [](const ModulePtr& root,
+                              const std::vector<std::tuple<std::string, at::Tensor, py::object>>& bound,
+                              const std::vector<std::pair<ModulePtr, py::function>>& hooks, const py::function& forward,
+                              const py::args& args, const py::kwargs& kwargs) {
     WeightBinding binding;
     for (const auto& [name, registered, value] : bound) {
       if (!THPVariable_Check(value.ptr()))
@@ -81,6 +86,12 @@ void bind_module_tree(py::module_& m) {
                          ", not a tensor; the module computes with it");
       binding.bind(name, registered, value.cast<at::Tensor>());
     }
+    PartHooks part_hooks(*root);
+    for (const auto& [part, run_hooks] : hooks)
+      part_hooks.add(*part, [run_hooks](at::TensorList inputs, const Tensors& outputs) {
+        py::gil_scoped_acquire gil;  // held already: the forwards run on the calling thread
+        return run_hooks(Tensors(inputs.begin(), inputs.end()), outputs).cast<Tensors>();
+      });
     return forward(*args, **kwargs);
   });
 }

@@ -162,15 +162,3 @@ def test_a_weight_of_other_sizes_or_dtype_is_refused_by_name():
     layer.weight = None
     with pytest.raises(qkv.UsageError, match="weight: holds NoneType, not a tensor"):
         layer(torch.randn(1, 4, 3, 5))
-
-
-def test_forward_hooks_fire_on_the_module_and_warn_on_a_part():
-    block = qkv.nn.VNTBlock(8, 2, 4, 16)
-    seen = []
-    block.register_forward_hook(lambda module, args, out: seen.append(out.shape))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        block(torch.randn(1, 8, 3, 6))
-    assert seen == [torch.Size([1, 8, 3, 6])]
-    with pytest.warns(UserWarning, match="does not fire"):
-        block.attn.register_forward_hook(lambda *a: None)

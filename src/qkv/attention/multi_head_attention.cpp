@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/part_hooks.h"
 #include "qkv/core/shape.h"
 #include "qkv/core/weight_binding.h"
 
@@ -119,7 +120,7 @@ MultiHeadAttentionOutput MultiHeadAttentionImpl::forward(const at::Tensor& query
     v = v.repeat_interleave(options_.heads() / kv_heads_, 1);
   }
   SdpaResult r = scaled_dot_product_attention(project_q(query), k, v, effective(options));
-  return {merge_heads_and_project(r.output), r.weights};
+  return {observed(*this, {query, key, value}, merge_heads_and_project(r.output)), r.weights};
 }
 
 MultiHeadAttentionOutput MultiHeadAttentionImpl::forward_cached(const at::Tensor& x, KVCache& cache, int64_t layer,
@@ -141,7 +142,7 @@ MultiHeadAttentionOutput MultiHeadAttentionImpl::forward_cached(const at::Tensor
   const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(r_));
   at::Tensor out = cache.append_and_attend(layer, project_q(x), project_k(x), project_v(x),
                                            scale / options.temperature, options.causal);
-  return {merge_heads_and_project(out), at::Tensor()};
+  return {observed(*this, {x}, merge_heads_and_project(out)), at::Tensor()};
 }
 
 }  // namespace qkv::attention

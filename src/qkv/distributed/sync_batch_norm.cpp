@@ -1,5 +1,6 @@
 #include "qkv/distributed/sync_batch_norm.h"
 
+#include "qkv/core/part_hooks.h"
 #include "qkv/core/weight_binding.h"
 
 #include <torch/torch.h>
@@ -83,8 +84,9 @@ void SyncBatchNormImpl::track_batch() {
 
 at::Tensor SyncBatchNormImpl::forward(const at::Tensor& x) {
   track_batch();
-  return batch_norm(x, live(weight), live(bias), live(running_mean), live(running_var), is_training(), momentum, eps,
-                    active_group());
+  return observed(*this, {x},
+                  batch_norm(x, live(weight), live(bias), live(running_mean), live(running_var), is_training(), momentum,
+                             eps, active_group()));
 }
 
 }  // namespace qkv::distributed

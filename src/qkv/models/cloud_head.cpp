@@ -69,13 +69,13 @@ ModelSize part_segmentation_head_size(int64_t point_features, int64_t global_fea
 
 ClassificationHeadImpl::ClassificationHeadImpl(int64_t in_features, const std::vector<int64_t>& hidden,
                                                int64_t classes, double dropout, double negative_slope) {
-  layers = register_module("layers", torch::nn::Sequential());
+  layers = register_module("layers", LiveSequential());
   int64_t width = in_features;
   for (const int64_t h : hidden) {
     layers->push_back(LiveLinear(width, h));
     layers->push_back(distributed::SyncBatchNorm(h));
-    layers->push_back(torch::nn::LeakyReLU(torch::nn::LeakyReLUOptions().negative_slope(negative_slope)));
-    layers->push_back(torch::nn::Dropout(dropout));
+    layers->push_back(LiveLeakyReLU(torch::nn::LeakyReLUOptions().negative_slope(negative_slope)));
+    layers->push_back(LiveDropout(dropout));
     width = h;
   }
   layers->push_back(LiveLinear(width, classes));
@@ -87,16 +87,16 @@ PartSegmentationHeadImpl::PartSegmentationHeadImpl(int64_t point_features, int64
                                                    double negative_slope)
     : categories(categories) {
   const auto act = torch::nn::LeakyReLUOptions().negative_slope(negative_slope);
-  category_code = register_module("category_code", torch::nn::Sequential(
+  category_code = register_module("category_code", LiveSequential(
                                                        LiveLinear(torch::nn::LinearOptions(categories, category_dim).bias(false)),
-                                                       distributed::SyncBatchNorm(category_dim), torch::nn::LeakyReLU(act)));
-  layers = register_module("layers", torch::nn::Sequential());
+                                                       distributed::SyncBatchNorm(category_dim), LiveLeakyReLU(act)));
+  layers = register_module("layers", LiveSequential());
   int64_t width = point_features + global_features + category_dim;
   for (size_t i = 0; i < hidden.size(); ++i) {
     layers->push_back(LiveConv1d(torch::nn::Conv1dOptions(width, hidden[i], 1).bias(false)));
     layers->push_back(distributed::SyncBatchNorm(hidden[i]));
-    layers->push_back(torch::nn::LeakyReLU(act));
-    if (dropout > 0 && i + 1 < hidden.size()) layers->push_back(torch::nn::Dropout(dropout));
+    layers->push_back(LiveLeakyReLU(act));
+    if (dropout > 0 && i + 1 < hidden.size()) layers->push_back(LiveDropout(dropout));
     width = hidden[i];
   }
   layers->push_back(LiveConv1d(torch::nn::Conv1dOptions(width, parts, 1).bias(false)));
@@ -114,7 +114,7 @@ at::Tensor PartSegmentationHeadImpl::forward(const at::Tensor& point, const at::
   const auto one_hot = category.unsqueeze(-1).eq(torch::arange(categories, category.options())).to(point.scalar_type());
   const auto code = category_code->forward(one_hot);  // [B, category_dim]
   const auto per_shape = torch::cat({global, code}, 1).unsqueeze(2).expand({-1, -1, n});
-  return layers->forward(torch::cat({point, per_shape}, 1)).transpose(1, 2);
+  return observed(*this, {point, global, category}, layers->forward(torch::cat({point, per_shape}, 1)).transpose(1, 2));
 }
 
 at::Tensor category_input(const data::Batch& batch) {

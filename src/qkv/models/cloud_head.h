@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "qkv/data/dataset.h"
+#include "qkv/core/part_hooks.h"
+#include "qkv/models/live_layers.h"
 #include "qkv/models/model.h"
 
 namespace qkv::models {
@@ -31,8 +33,8 @@ class ClassificationHeadImpl : public torch::nn::Module {
  public:
   ClassificationHeadImpl(int64_t in_features, const std::vector<int64_t>& hidden, int64_t classes, double dropout,
                          double negative_slope = 0.2);
-  at::Tensor forward(const at::Tensor& x) { return layers->forward(x); }
-  torch::nn::Sequential layers{nullptr};
+  at::Tensor forward(const at::Tensor& x) { return observed(*this, {x}, layers->forward(x)); }
+  LiveSequential layers{nullptr};
 };
 TORCH_MODULE(ClassificationHead);
 
@@ -58,7 +60,7 @@ class PartSegmentationHeadImpl : public torch::nn::Module {
   // point [B, Fp, N], global [B, Fg], category [B] int64 -> logits [B, N, parts].
   // UsageError for a category outside 0..categories-1.
   at::Tensor forward(const at::Tensor& point, const at::Tensor& global, const at::Tensor& category);
-  torch::nn::Sequential category_code{nullptr}, layers{nullptr};
+  LiveSequential category_code{nullptr}, layers{nullptr};
   int64_t categories;
 };
 TORCH_MODULE(PartSegmentationHead);

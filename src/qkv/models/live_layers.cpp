@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/part_hooks.h"
 #include "qkv/core/shape.h"
 #include "qkv/core/weight_binding.h"
 
@@ -46,24 +47,25 @@ std::vector<int64_t> state_sizes(const Options& o, const at::Tensor& input, cons
 
 }  // namespace
 
-at::Tensor LiveLinearImpl::forward(const at::Tensor& x) { return at::linear(x, live(weight), live(bias)); }
+at::Tensor LiveLinearImpl::forward(const at::Tensor& x) { return observed(*this, {x}, at::linear(x, live(weight), live(bias))); }
 
 at::Tensor LiveConv1dImpl::forward(const at::Tensor& x) {
-  return live_convolution<F::Conv1dFuncOptions>(*this, x, "Conv1d", F::conv1d);
+  return observed(*this, {x}, live_convolution<F::Conv1dFuncOptions>(*this, x, "Conv1d", F::conv1d));
 }
 
 at::Tensor LiveConv3dImpl::forward(const at::Tensor& x) {
-  return live_convolution<F::Conv3dFuncOptions>(*this, x, "Conv3d", F::conv3d);
+  return observed(*this, {x}, live_convolution<F::Conv3dFuncOptions>(*this, x, "Conv3d", F::conv3d));
 }
 
 at::Tensor LiveLayerNormImpl::forward(const at::Tensor& x) {
-  return at::layer_norm(x, options.normalized_shape(), live(weight), live(bias), options.eps());
+  return observed(*this, {x}, at::layer_norm(x, options.normalized_shape(), live(weight), live(bias), options.eps()));
 }
 
 at::Tensor LiveEmbeddingImpl::forward(const at::Tensor& ids) {
   if (options.max_norm()) throw UsageError("Embedding: max_norm is not supported");
   const int64_t padding_idx = options.padding_idx() ? *options.padding_idx() : -1;
-  return at::embedding(live(weight), ids, padding_idx, options.scale_grad_by_freq(), options.sparse());
+  return observed(*this, {ids},
+                  at::embedding(live(weight), ids, padding_idx, options.scale_grad_by_freq(), options.sparse()));
 }
 
 std::tuple<at::Tensor, std::tuple<at::Tensor, at::Tensor>> LiveLSTMImpl::forward(
@@ -77,14 +79,31 @@ std::tuple<at::Tensor, std::tuple<at::Tensor, at::Tensor>> LiveLSTMImpl::forward
   auto [output, h, c] =
       at::lstm(input, {std::get<0>(*state), std::get<1>(*state)}, live_all(flat_weights_), options.bias(),
                options.num_layers(), options.dropout(), is_training(), options.bidirectional(), options.batch_first());
-  return {output, {h, c}};
+  auto out = observed(*this, {input, std::get<0>(*state), std::get<1>(*state)}, {output, h, c});
+  return {out[0], {out[1], out[2]}};
 }
 
 std::tuple<at::Tensor, at::Tensor> LiveGRUImpl::forward(const at::Tensor& input, const at::Tensor& state) {
   const auto sizes = state_sizes(options, input, "GRU");
   const auto h0 = state.defined() ? state : at::zeros(sizes, input.options());
-  return at::gru(input, h0, live_all(flat_weights_), options.bias(), options.num_layers(), options.dropout(),
-                 is_training(), options.bidirectional(), options.batch_first());
+  auto [output, h] = at::gru(input, h0, live_all(flat_weights_), options.bias(), options.num_layers(), options.dropout(),
+                             is_training(), options.bidirectional(), options.batch_first());
+  auto out = observed(*this, {input, h0}, {output, h});
+  return {out[0], out[1]};
+}
+
+at::Tensor LiveDropoutImpl::forward(const at::Tensor& x) {
+  return observed(*this, {x}, torch::nn::DropoutImpl::forward(x));
+}
+
+at::Tensor LiveReLUImpl::forward(const at::Tensor& x) { return observed(*this, {x}, torch::nn::ReLUImpl::forward(x)); }
+
+at::Tensor LiveLeakyReLUImpl::forward(const at::Tensor& x) {
+  return observed(*this, {x}, torch::nn::LeakyReLUImpl::forward(x));
+}
+
+at::Tensor LiveSequentialImpl::forward(const at::Tensor& x) {
+  return observed(*this, {x}, torch::nn::SequentialImpl::forward(x));
 }
 
 }  // namespace qkv::models

@@ -4,7 +4,10 @@
 // so that what Python binds for a call (functional_call, parametrize, prune,
 // a swapped nn.Parameter) is what runs. Each is its LibTorch layer: the same
 // options, parameter names and initialisation; only forward differs.
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
@@ -69,5 +72,38 @@ class LiveGRUImpl : public torch::nn::GRUImpl {
   std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& input, const at::Tensor& state = {});
 };
 TORCH_MODULE(LiveGRU);
+
+// LibTorch's layers without weights, reporting to their forward hooks
+// (core/part_hooks.h) as every layer of the models does.
+class LiveDropoutImpl : public torch::nn::DropoutImpl {
+ public:
+  using torch::nn::DropoutImpl::DropoutImpl;
+  at::Tensor forward(const at::Tensor& x);
+};
+TORCH_MODULE(LiveDropout);
+
+class LiveReLUImpl : public torch::nn::ReLUImpl {
+ public:
+  using torch::nn::ReLUImpl::ReLUImpl;
+  at::Tensor forward(const at::Tensor& x);
+};
+TORCH_MODULE(LiveReLU);
+
+class LiveLeakyReLUImpl : public torch::nn::LeakyReLUImpl {
+ public:
+  using torch::nn::LeakyReLUImpl::LeakyReLUImpl;
+  at::Tensor forward(const at::Tensor& x);
+};
+TORCH_MODULE(LiveLeakyReLU);
+
+// A Sequential reporting to its forward hooks; tensor in, tensor out. Its
+// elements report to theirs themselves (each is a layer of this file, or
+// another that calls observed()).
+class LiveSequentialImpl : public torch::nn::SequentialImpl {
+ public:
+  using torch::nn::SequentialImpl::SequentialImpl;
+  at::Tensor forward(const at::Tensor& x);
+};
+TORCH_MODULE(LiveSequential);
 
 }  // namespace qkv::models

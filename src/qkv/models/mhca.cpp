@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/part_hooks.h"
 #include "qkv/core/weight_binding.h"
 #include "qkv/models/options.h"
 #include "qkv/models/size_arithmetic.h"
@@ -205,14 +206,16 @@ at::Tensor SpectEncoderImpl::forward(const at::Tensor& volume) {
     x = torch::max_pool3d(torch::relu(convs_[i]->forward(x)), 2);
     if (i == 1) x = torch::dropout(x, options_.dropout, is_training());
   }
-  return convs_[last]->forward(x);
+  return observed(*this, {volume}, convs_[last]->forward(x));
 }
 
 MethylationEncoderImpl::MethylationEncoderImpl(int64_t features, int64_t embedding) {
   embeddings_ = register_parameter("embeddings", torch::randn({features, embedding}));
 }
 
-at::Tensor MethylationEncoderImpl::forward(const at::Tensor& beta) { return beta.unsqueeze(2) * live(embeddings_); }
+at::Tensor MethylationEncoderImpl::forward(const at::Tensor& beta) {
+  return observed(*this, {beta}, beta.unsqueeze(2) * live(embeddings_));
+}
 
 MultiHeadCoAttentionImpl::MultiHeadCoAttentionImpl(int64_t query_dim, int64_t key_dim, int64_t width, int64_t heads,
                                                    double attention_dropout, double key_dim_init)
@@ -243,7 +246,8 @@ MultiHeadCoAttentionImpl::Output MultiHeadCoAttentionImpl::forward(const at::Ten
   auto res_q = torch::relu(res_q_->forward(spect_tokens));
   Output out;
   out.attention = attention::co_attention(q, k, v, heads_, live(key_dim_), attention_dropout_, is_training());
-  out.hidden = norm_->forward(torch::relu(out.attention.values_out + res_k + out.attention.queries_out + res_q));
+  out.hidden = observed(*this, {methylation_tokens, spect_tokens},
+                        norm_->forward(torch::relu(out.attention.values_out + res_k + out.attention.queries_out + res_q)));
   return out;
 }
 

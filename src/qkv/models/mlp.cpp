@@ -49,12 +49,12 @@ ModelSize mlp_size(const MLPOptions& o) {
 }
 
 MLP::MLP(const MLPOptions& o) {
-  net_ = torch::nn::Sequential();
+  net_ = LiveSequential();
   int64_t width = o.in_features;
   for (int64_t i = 0; i < o.layers; ++i) {
     net_->push_back(LiveLinear(width, o.hidden));
-    net_->push_back(torch::nn::ReLU());
-    if (o.dropout > 0) net_->push_back(torch::nn::Dropout(o.dropout));
+    net_->push_back(LiveReLU());
+    if (o.dropout > 0) net_->push_back(LiveDropout(o.dropout));
     width = o.hidden;
   }
   net_->push_back(LiveLinear(width, o.classes));

@@ -3,6 +3,7 @@
 // trainer runs, used by the spirals demo and the trainer's tests.
 #include <torch/nn/modules/container/sequential.h>
 
+#include "qkv/models/live_layers.h"
 #include "qkv/models/model.h"
 #include "qkv/models/options.h"
 
@@ -29,7 +30,7 @@ class MLP : public Model {
   at::Tensor forward(const data::Batch& batch) override;
 
  private:
-  torch::nn::Sequential net_{nullptr};
+  LiveSequential net_{nullptr};
 };
 
 }  // namespace qkv::models

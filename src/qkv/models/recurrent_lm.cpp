@@ -97,7 +97,7 @@ RecurrentLM::RecurrentLM(const RecurrentLMOptions& o) : options_(o) {
                                                 .num_layers(o.layers)
                                                 .batch_first(true)
                                                 .dropout(between)));
-  drop_ = register_module("drop", torch::nn::Dropout(o.dropout));
+  drop_ = register_module("drop", LiveDropout(o.dropout));
   out_ = register_module("out", LiveLinear(o.hidden, o.vocab));
 }
 

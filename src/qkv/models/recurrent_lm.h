@@ -75,7 +75,7 @@ class RecurrentLM : public Model {
   LiveEmbedding embed_{nullptr};
   LiveLSTM lstm_{nullptr};  // one of these two, by options_.cell,
   LiveGRU gru_{nullptr};    // registered as "rnn"
-  torch::nn::Dropout drop_{nullptr};
+  LiveDropout drop_{nullptr};
   LiveLinear out_{nullptr};
 };
 

@@ -6,6 +6,7 @@
 
 #include "qkv/attention/kv_cache.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/part_hooks.h"
 #include "qkv/core/weight_binding.h"
 #include "qkv/models/options.h"
 #include "qkv/models/size_arithmetic.h"
@@ -92,7 +93,7 @@ TransformerBlockImpl::TransformerBlockImpl(const TransformerLMOptions& o, bool c
   ln_mlp = register_module("ln_mlp", LiveLayerNorm(torch::nn::LayerNormOptions({o.d_model})));
   mlp_in = register_module("mlp_in", LiveLinear(o.d_model, o.hidden()));
   mlp_out = register_module("mlp_out", LiveLinear(o.hidden(), o.d_model));
-  drop = register_module("drop", torch::nn::Dropout(o.dropout));
+  drop = register_module("drop", LiveDropout(o.dropout));
 }
 
 at::Tensor TransformerBlockImpl::forward(const at::Tensor& x, attention::KVCache* cache, int64_t layer,
@@ -106,7 +107,7 @@ at::Tensor TransformerBlockImpl::forward(const at::Tensor& x, attention::KVCache
   auto y = x + drop->forward(a);
   auto hidden = torch::gelu(mlp_in->forward(ln_mlp->forward(y)));
   if (mlp_hidden) *mlp_hidden = hidden;
-  return y + drop->forward(mlp_out->forward(hidden));
+  return observed(*this, {x}, y + drop->forward(mlp_out->forward(hidden)));
 }
 
 // Activations on T tokens: the two LayerNorms' outputs, q, k and v, the

@@ -51,7 +51,7 @@ class TransformerBlockImpl : public torch::nn::Module {
   LiveLayerNorm ln_attn{nullptr}, ln_mlp{nullptr};
   attention::MultiHeadAttention attn{nullptr};
   LiveLinear mlp_in{nullptr}, mlp_out{nullptr};  // W1 [hidden, D], W2 [D, hidden]
-  torch::nn::Dropout drop{nullptr};
+  LiveDropout drop{nullptr};
   bool causal;
   int64_t window = 0, sinks = 0;
 };

@@ -118,10 +118,9 @@ VNAttentionResult VNLocalMultiHeadAttentionImpl::forward(const at::Tensor& x, co
   if (x.dim() != 4 || x.size(2) != 3)
     throw UsageError("VNLocalMultiHeadAttention: expected x [B, C, 3, N], got " + shape_of(x));
   // The global layer's projections into rows (vn_heads.h), the local core, W^O.
-  auto r = vn_local_attention_rows(vn_heads_split(x, live(w_q->weight), heads),
-                                   vn_heads_split(x, live(w_k->weight), heads),
-                                   vn_heads_split(x, live(w_v->weight), heads), idx, head_dim, options);
-  return {vn_heads_merge(r.output, live(w_o->weight)), r.weights};
+  auto r = vn_local_attention_rows(project_to_heads(*w_q, x, heads), project_to_heads(*w_k, x, heads),
+                                   project_to_heads(*w_v, x, heads), idx, head_dim, options);
+  return {observed(*this, {x, idx}, project_from_heads(*w_o, r.output)), r.weights};
 }
 
 VNLocalTBlockImpl::VNLocalTBlockImpl(int64_t channels, int64_t heads, int64_t head_dim, int64_t ffn_hidden,
@@ -140,7 +139,7 @@ at::Tensor VNLocalTBlockImpl::forward(const at::Tensor& x, const at::Tensor& idx
   auto r = attn->forward(norm_attn ? norm_attn->forward(x) : x, idx, options);
   if (attention_weights) *attention_weights = r.weights;
   const auto y = x + r.output;
-  return y + ffn->forward(norm_ffn ? norm_ffn->forward(y) : y);
+  return observed(*this, {x, idx}, y + ffn->forward(norm_ffn ? norm_ffn->forward(y) : y));
 }
 
 }  // namespace qkv::vn

@@ -167,9 +167,13 @@ at::Tensor vn_heads_split(const at::Tensor& x, const at::Tensor& weight, int64_t
 }
 
 at::Tensor vn_heads_split_composed(const at::Tensor& x, const at::Tensor& weight, int64_t heads) {
-  const int64_t b = x.size(0), n = x.size(3), d = weight.size(0) / heads;
+  return vn_heads_rows(vn_linear(x, weight), heads);
+}
+
+at::Tensor vn_heads_rows(const at::Tensor& features, int64_t heads) {
+  const int64_t b = features.size(0), n = features.size(3), d = features.size(1) / heads;
   // [B, H*d, 3, N] -> [B, H, N, 3, d] -> rows of 3d
-  return vn_linear(x, weight).view({b, heads, d, 3, n}).permute({0, 1, 4, 3, 2}).reshape({b, heads, n, 3 * d});
+  return features.view({b, heads, d, 3, n}).permute({0, 1, 4, 3, 2}).reshape({b, heads, n, 3 * d});
 }
 
 at::Tensor vn_heads_merge(const at::Tensor& rows, const at::Tensor& weight) {
@@ -183,9 +187,13 @@ at::Tensor vn_heads_merge(const at::Tensor& rows, const at::Tensor& weight) {
 }
 
 at::Tensor vn_heads_merge_composed(const at::Tensor& rows, const at::Tensor& weight) {
+  return vn_linear(vn_heads_features(rows), weight);
+}
+
+at::Tensor vn_heads_features(const at::Tensor& rows) {
   const int64_t b = rows.size(0), heads = rows.size(1), n = rows.size(2), d = rows.size(3) / 3;
   // [B, H, N, 3, d] -> [B, H, d, 3, N] -> [B, H*d, 3, N]
-  return vn_linear(rows.view({b, heads, n, 3, d}).permute({0, 1, 4, 3, 2}).reshape({b, heads * d, 3, n}), weight);
+  return rows.view({b, heads, n, 3, d}).permute({0, 1, 4, 3, 2}).reshape({b, heads * d, 3, n});
 }
 
 VNAttentionResult vn_attention_rows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t channels,

@@ -32,6 +32,11 @@ at::Tensor vn_heads_split_composed(const at::Tensor& x, const at::Tensor& weight
 at::Tensor vn_heads_merge(const at::Tensor& rows, const at::Tensor& weight);
 at::Tensor vn_heads_merge_composed(const at::Tensor& rows, const at::Tensor& weight);
 
+// The layouts alone: projected features [B, H*d, 3, N] <-> rows [B, H, N, 3d]
+// (vn_heads_split(x, W) is vn_heads_rows(W x); vn_heads_merge(rows, W) is W vn_heads_features(rows)).
+at::Tensor vn_heads_rows(const at::Tensor& features, int64_t heads);
+at::Tensor vn_heads_features(const at::Tensor& rows);
+
 // vn_attention on rows: q [B, H, Nq, 3C], k [B, H, Nk, 3C], v [B, H, Nk, 3Cv],
 // each row a point's 3C entries in an order q and k share; the output
 // [B, H, Nq, 3Cv] keeps v's order. channels = C sets the default scale

@@ -29,14 +29,14 @@ VNLeakyReLUImpl::VNLeakyReLUImpl(int64_t channels, bool share, double negative_s
 }
 
 at::Tensor VNLeakyReLUImpl::forward(const at::Tensor& x) {
-  return vn_leaky_relu(x, map_to_dir->forward(x), negative_slope);
+  return observed(*this, {x}, vn_leaky_relu(x, map_to_dir->forward(x), negative_slope));
 }
 
 at::Tensor VNBatchNormImpl::forward(const at::Tensor& x) {
   auto y = vn_batch_norm(x, live(weight), live(bias), live(running_mean), live(running_var), is_training(), momentum, eps,
                          distributed::active_group());
   track_batch();  // after the forward: a batch that failed is not counted
-  return y;
+  return observed(*this, {x}, std::move(y));
 }
 
 VNLayerNormImpl::VNLayerNormImpl(int64_t channels, double eps) : eps(eps) {
@@ -47,7 +47,7 @@ VNLayerNormImpl::VNLayerNormImpl(int64_t channels, double eps) : eps(eps) {
 at::Tensor VNLayerNormImpl::forward(const at::Tensor& x) {
   const auto norm = vn_norm(x);  // [B, C, ...]
   const auto normed = torch::layer_norm(norm.movedim(1, -1), {weight.size(0)}, live(weight), live(bias), eps).movedim(-1, 1);
-  return vn_rescale(x, norm, normed);
+  return observed(*this, {x}, vn_rescale(x, norm, normed));
 }
 
 VNLinearLeakyReLUImpl::VNLinearLeakyReLUImpl(int64_t in_channels, int64_t out_channels, bool share,
@@ -62,7 +62,10 @@ at::Tensor VNLinearLeakyReLUImpl::forward(const at::Tensor& x) {
   // Both maps read x: one GEMM of the stacked weights instead of two, and in
   // backward one dX product instead of two and their sum (VNStdFeature's
   // 682 -> 341 + 341 step: ~17 % less backward time, bench_vnt_step vn-linear).
-  return activate(vn_linear(x, torch::cat({live(map_to_feat->weight), live(map_to_dir->weight)}, 0)));
+  // With a hook on a map, the maps run as the parts they are.
+  const auto both = hooked_below(*this) ? torch::cat({map_to_feat->forward(x), map_to_dir->forward(x)}, 1)
+                                        : vn_linear(x, torch::cat({live(map_to_feat->weight), live(map_to_dir->weight)}, 0));
+  return observed(*this, {x}, activate(both));
 }
 
 at::Tensor VNLinearLeakyReLUImpl::forward_with_constant(const at::Tensor& x, const at::Tensor& m) {
@@ -73,8 +76,14 @@ at::Tensor VNLinearLeakyReLUImpl::forward_with_constant(const at::Tensor& x, con
     throw UsageError("VNLinearLeakyReLU: [x; m] with x " + shape_of(x) + " and m " + shape_of(m) +
                      " (m one vector per cloud and channel) does not give the " +
                      std::to_string(map_to_feat->weight.size(1)) + " input channels of the layer");
+  if (hooked_below(*this)) {  // the maps as parts, on their input [x; m repeated over the points]
+    auto sizes = x.sizes().vec();
+    sizes[1] = cm;
+    const auto xm = torch::cat({x, m.expand(sizes)}, 1);
+    return observed(*this, {x, m}, activate(torch::cat({map_to_feat->forward(xm), map_to_dir->forward(xm)}, 1)));
+  }
   const auto w = torch::cat({live(map_to_feat->weight), live(map_to_dir->weight)}, 0);
-  return activate(vn_linear(x, w.narrow(1, 0, c)) + vn_linear(m, w.narrow(1, c, cm)));
+  return observed(*this, {x, m}, activate(vn_linear(x, w.narrow(1, 0, c)) + vn_linear(m, w.narrow(1, c, cm))));
 }
 
 at::Tensor VNLinearLeakyReLUImpl::activate(const at::Tensor& both) {
@@ -111,8 +120,13 @@ std::pair<at::Tensor, at::Tensor> towards_and_centre(const at::Tensor& weight, i
 
 }  // namespace
 
+// With a hook on the conv or a part of it, the conv runs as the part it is,
+// on the edge features [x_j - x_i, x_i] (the same values, each part observed).
+bool conv_as_part(const VNLinearLeakyReLUImpl& conv) { return hooked(conv) || hooked_below(conv); }
+
 at::Tensor factorised_edge_conv(VNLinearLeakyReLUImpl& conv, const at::Tensor& x, const at::Tensor& idx) {
   require_edge_conv_of(conv, x, "factorised_edge_conv");
+  if (conv_as_part(conv)) return conv.forward(edge_features(x, idx, /*with_cross=*/false));
   auto edge_linear = [&](const at::Tensor& weight) {
     const auto [towards, at_centre] = towards_and_centre(weight, x.size(1));
     return gather_neighbours(vn_linear(x, towards), idx) + vn_linear(x, at_centre).unsqueeze(-1);
@@ -125,7 +139,7 @@ at::Tensor factorised_edge_conv(VNLinearLeakyReLUImpl& conv, const at::Tensor& x
 at::Tensor factorised_edge_conv_mean(VNLinearLeakyReLUImpl& conv, const at::Tensor& x, const at::Tensor& idx) {
   require_edge_conv_of(conv, x, "factorised_edge_conv_mean");
   const int64_t out = conv.map_to_feat->weight.size(0);
-  if (!conv.batchnorm || conv.map_to_dir->weight.size(0) != out)
+  if (!conv.batchnorm || conv.map_to_dir->weight.size(0) != out || conv_as_part(conv))
     return vn_mean_pool(factorised_edge_conv(conv, x, idx));
   // The four per-point products as one GEMM: [A | Ac | D | Dc] = [W_a; W_b - W_a; V_a; V_b - V_a] x.
   const auto [feat_towards, feat_centre] = towards_and_centre(live(conv.map_to_feat->weight), x.size(1));
@@ -149,7 +163,7 @@ at::Tensor VNMaxPoolImpl::forward(const at::Tensor& x) {
   auto sizes = x.sizes().vec();
   sizes.back() = 1;
   const auto idx = dot.argmax(-1, /*keepdim=*/true).expand(sizes);
-  return x.gather(-1, idx).squeeze(-1);
+  return observed(*this, {x}, x.gather(-1, idx).squeeze(-1));
 }
 
 namespace {
@@ -179,7 +193,8 @@ VNStdFeatureImpl::VNStdFeatureImpl(int64_t in_channels, bool normalize_frame, bo
 std::pair<at::Tensor, at::Tensor> VNStdFeatureImpl::forward(const at::Tensor& x) {
   auto frame = vn_lin->forward(vn2->forward(vn1->forward(x)));  // [B, 2|3, 3, ...]
   if (normalize_frame) frame = orthonormal_frame(frame);
-  return {vn_frame_coordinates(x, frame), frame};
+  auto out = observed(*this, {x}, {vn_frame_coordinates(x, frame), frame});
+  return {out[0], out[1]};
 }
 
 std::pair<at::Tensor, at::Tensor> VNStdFeatureImpl::forward_with_mean(const at::Tensor& x) {
@@ -194,7 +209,8 @@ std::pair<at::Tensor, at::Tensor> VNStdFeatureImpl::forward_with_mean(const at::
   const int64_t b = x.size(0), c = x.size(1), n = x.size(3);
   const auto mean_coordinates =
       torch::matmul(mean.squeeze(-1), frame.transpose(1, 2).reshape({b, 3, 3 * n})).view({b, c, 3, n});
-  return {torch::cat({vn_frame_coordinates(x, frame), mean_coordinates}, 1), frame};
+  auto out = observed(*this, {x}, {torch::cat({vn_frame_coordinates(x, frame), mean_coordinates}, 1), frame});
+  return {out[0], out[1]};
 }
 
 at::Tensor vn_frame_coordinates_composed(const at::Tensor& x, const at::Tensor& frame) {
@@ -214,7 +230,7 @@ VNEdgeConvImpl::VNEdgeConvImpl(int64_t in_channels, int64_t out_channels, int64_
 }
 
 at::Tensor VNEdgeConvImpl::forward(const at::Tensor& x, const at::Tensor& idx) {
-  return vn_mean_pool(conv->forward(edge_features(x, idx, with_cross)));
+  return observed(*this, {x, idx}, vn_mean_pool(conv->forward(edge_features(x, idx, with_cross))));
 }
 
 VNMultiHeadAttentionImpl::VNMultiHeadAttentionImpl(int64_t channels, int64_t heads, int64_t head_dim)
@@ -232,10 +248,19 @@ VNAttentionResult VNMultiHeadAttentionImpl::forward(const at::Tensor& x, const a
     throw UsageError("VNMultiHeadAttention: expected x [B, C, 3, N], got " + shape_of(x));
   // Each head's tokens are the points, a point's row its 3 x head_dim entries,
   // projected straight into the attention core's layout and back (vn_heads.h).
-  auto r = vn_attention_rows(vn_heads_split(x, live(w_q->weight), heads),
-                             vn_heads_split(x, live(w_k->weight), heads),
-                             vn_heads_split(x, live(w_v->weight), heads), head_dim, options);
-  return {vn_heads_merge(r.output, live(w_o->weight)), r.weights};
+  auto r = vn_attention_rows(project_to_heads(*w_q, x, heads), project_to_heads(*w_k, x, heads),
+                             project_to_heads(*w_v, x, heads), head_dim, options);
+  return {observed(*this, {x}, project_from_heads(*w_o, r.output)), r.weights};
+}
+
+at::Tensor project_to_heads(VNLinearImpl& projection, const at::Tensor& x, int64_t heads) {
+  if (hooked(projection)) return vn_heads_rows(projection.forward(x), heads);
+  return vn_heads_split(x, live(projection.weight), heads);
+}
+
+at::Tensor project_from_heads(VNLinearImpl& projection, const at::Tensor& rows) {
+  if (hooked(projection)) return projection.forward(vn_heads_features(rows));
+  return vn_heads_merge(rows, live(projection.weight));
 }
 
 VNFeedForwardImpl::VNFeedForwardImpl(int64_t channels, int64_t hidden) {
@@ -245,7 +270,7 @@ VNFeedForwardImpl::VNFeedForwardImpl(int64_t channels, int64_t hidden) {
 }
 
 at::Tensor VNFeedForwardImpl::forward(const at::Tensor& x) {
-  return lin2->forward(relu->forward(lin1->forward(x)));
+  return observed(*this, {x}, lin2->forward(relu->forward(lin1->forward(x))));
 }
 
 VNTBlockImpl::VNTBlockImpl(int64_t channels, int64_t heads, int64_t head_dim, int64_t ffn_hidden, bool layer_norm) {
@@ -263,7 +288,7 @@ at::Tensor VNTBlockImpl::forward(const at::Tensor& x, at::Tensor* attention_weig
   auto r = attn->forward(norm_attn ? norm_attn->forward(x) : x, options);
   if (attention_weights) *attention_weights = r.weights;
   const auto y = x + r.output;
-  return y + ffn->forward(norm_ffn ? norm_ffn->forward(y) : y);
+  return observed(*this, {x}, y + ffn->forward(norm_ffn ? norm_ffn->forward(y) : y));
 }
 
 }  // namespace qkv::vn

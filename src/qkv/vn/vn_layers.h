@@ -9,6 +9,7 @@
 
 #include <utility>
 
+#include "qkv/core/part_hooks.h"
 #include "qkv/core/weight_binding.h"
 #include "qkv/distributed/sync_batch_norm.h"
 #include "qkv/vn/vn_ops.h"
@@ -19,7 +20,7 @@ namespace qkv::vn {
 class VNLinearImpl : public torch::nn::Module {
  public:
   VNLinearImpl(int64_t in_channels, int64_t out_channels);
-  at::Tensor forward(const at::Tensor& x) { return vn_linear(x, live(weight)); }
+  at::Tensor forward(const at::Tensor& x) { return observed(*this, {x}, vn_linear(x, live(weight))); }
   at::Tensor weight;
 };
 TORCH_MODULE(VNLinear);
@@ -147,6 +148,12 @@ class VNMultiHeadAttentionImpl : public torch::nn::Module {
   int64_t heads, head_dim;
 };
 TORCH_MODULE(VNMultiHeadAttention);
+
+// A multi-head VN attention's projection into its heads' rows ([B, C, 3, N]
+// -> [B, H, N, 3d]) and back (vn_heads.h): fused, or run as the VNLinear part
+// it is when a forward hook is on that part (core/part_hooks.h).
+at::Tensor project_to_heads(VNLinearImpl& projection, const at::Tensor& x, int64_t heads);
+at::Tensor project_from_heads(VNLinearImpl& projection, const at::Tensor& rows);
 
 // VN-FFN: f_lin(VN-ReLU(f_lin(x; W1)); W2); the ReLU's direction is learned
 // per hidden channel.
