@@ -245,6 +245,26 @@ class CppModule(_Part):
             for name, tensor in registered.items():
                 yield (prefix + "." + name if prefix else name), tensor, getattr(part, name, None)
 
+    def _held_weights(self):
+        """(registered, held) for every weight a part holds as a tensor of its own in place of the registered
+        one (an assigned nn.Parameter or buffer); UsageError for one computed at call time (a parametrization,
+        pruning), which no copy into a tensor can set."""
+        held = []
+        for prefix, part in self.named_modules():
+            registered = part.__dict__.get("_registered")
+            if registered is None:
+                continue
+            for name, tensor in registered.items():
+                own = part._parameters.get(name, part._buffers.get(name))
+                if own is tensor:
+                    continue
+                if own is None:
+                    raise _qkv.UsageError("%s: computed at call time (a parametrization or pruning), so loaded "
+                                          "weights cannot set it; load them before parametrizing, or use "
+                                          "load_state_dict" % (prefix + "." + name if prefix else name))
+                held.append((tensor, own))
+        return held
+
     def _bound_weights(self):
         """The weights to bind for a call: those whose part holds another tensor than the registered one."""
         return [(name, registered, current) for name, registered, current in self._weights_now()

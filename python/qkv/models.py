@@ -151,8 +151,14 @@ def load(path, allow_non_finite=False):
 
 def load_weights(model, path):
     """Copies a weights file (torch.save of a state dict, `qkv export-weights`, a checkpoint) into model;
-    names and shapes are checked first, all mismatches named in one qkv.DataError."""
+    names and shapes are checked first, all mismatches named in one qkv.DataError. A weight a part holds in
+    place of its registered one (an assigned nn.Parameter) takes the loaded values, since it is what runs; a
+    weight computed at call time (a parametrization, pruning) is refused first, since loading cannot set it."""
+    held = model._held_weights()
     _qkv.load_weights(model._impl, str(path))
+    with torch.no_grad():
+        for registered, tensor in held:
+            tensor.copy_(registered)
     return model
 
 

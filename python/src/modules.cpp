@@ -113,7 +113,7 @@ void check_module_sizes(const char* module, std::initializer_list<std::pair<cons
 }
 
 void bind_vn_modules(py::module_& m) {
-  using namespace vn;
+  using namespace vn;  // VNDefaults: the constructors' defaults, written once
   py::class_<VNLinearImpl, torch::nn::Module, std::shared_ptr<VNLinearImpl>>(m, "VNLinear")
       .def(py::init([](int64_t in, int64_t out) {
              check_module_sizes("VNLinear", {{"in_channels", in}, {"out_channels", out}}, models::sat_mul(in, out));
@@ -127,21 +127,21 @@ void bind_vn_modules(py::module_& m) {
                                 models::sat_mul(channels, share ? 1 : channels));
              return std::make_shared<VNLeakyReLUImpl>(channels, share, slope);
            }),
-           py::arg("channels"), py::arg("share") = false, py::arg("negative_slope") = 0.2)
+           py::arg("channels"), py::arg("share") = VNDefaults::share, py::arg("negative_slope") = VNDefaults::negative_slope)
       .def("forward", &VNLeakyReLUImpl::forward);
   py::class_<VNBatchNormImpl, torch::nn::Module, std::shared_ptr<VNBatchNormImpl>>(m, "VNBatchNorm")
       .def(py::init([](int64_t channels, double momentum, double eps) {
              check_module_sizes("VNBatchNorm", {{"channels", channels}}, models::norm_parameters(channels));
              return std::make_shared<VNBatchNormImpl>(channels, momentum, eps);
            }),
-           py::arg("channels"), py::arg("momentum") = 0.1, py::arg("eps") = 1e-5)
+           py::arg("channels"), py::arg("momentum") = VNDefaults::momentum, py::arg("eps") = VNDefaults::eps)
       .def("forward", &VNBatchNormImpl::forward);
   py::class_<VNLayerNormImpl, torch::nn::Module, std::shared_ptr<VNLayerNormImpl>>(m, "VNLayerNorm")
       .def(py::init([](int64_t channels, double eps) {
              check_module_sizes("VNLayerNorm", {{"channels", channels}}, models::norm_parameters(channels));
              return std::make_shared<VNLayerNormImpl>(channels, eps);
            }),
-           py::arg("channels"), py::arg("eps") = 1e-5)
+           py::arg("channels"), py::arg("eps") = VNDefaults::eps)
       .def("forward", &VNLayerNormImpl::forward);
   py::class_<VNLinearLeakyReLUImpl, torch::nn::Module, std::shared_ptr<VNLinearLeakyReLUImpl>>(m, "VNLinearLeakyReLU")
       .def(py::init([](int64_t in, int64_t out, bool share, double slope, bool batch_norm) {
@@ -149,8 +149,8 @@ void bind_vn_modules(py::module_& m) {
                                 models::vn_linear_leaky_relu_parameters(in, out, share));
              return std::make_shared<VNLinearLeakyReLUImpl>(in, out, share, slope, batch_norm);
            }),
-           py::arg("in_channels"), py::arg("out_channels"), py::arg("share") = false, py::arg("negative_slope") = 0.2,
-           py::arg("batch_norm") = true)
+           py::arg("in_channels"), py::arg("out_channels"), py::arg("share") = VNDefaults::share, py::arg("negative_slope") = VNDefaults::negative_slope,
+           py::arg("batch_norm") = VNDefaults::batch_norm)
       .def("forward", &VNLinearLeakyReLUImpl::forward);
   py::class_<VNMaxPoolImpl, torch::nn::Module, std::shared_ptr<VNMaxPoolImpl>>(m, "VNMaxPool")
       .def(py::init([](int64_t channels) {
@@ -165,8 +165,8 @@ void bind_vn_modules(py::module_& m) {
                                 models::vn_std_feature_parameters(in, normalize_frame));
              return std::make_shared<VNStdFeatureImpl>(in, normalize_frame, share, slope);
            }),
-           py::arg("in_channels"), py::arg("normalize_frame") = false, py::arg("share") = false,
-           py::arg("negative_slope") = 0.2)
+           py::arg("in_channels"), py::arg("normalize_frame") = VNDefaults::normalize_frame, py::arg("share") = VNDefaults::share,
+           py::arg("negative_slope") = VNDefaults::negative_slope)
       .def("forward", &VNStdFeatureImpl::forward);
   py::class_<VNEdgeConvImpl, torch::nn::Module, std::shared_ptr<VNEdgeConvImpl>>(m, "VNEdgeConv")
       .def(py::init([](int64_t in, int64_t out, int64_t k, bool with_cross, double slope) {
@@ -174,8 +174,8 @@ void bind_vn_modules(py::module_& m) {
                                 models::vn_linear_leaky_relu_parameters(models::sat_mul(with_cross ? 3 : 2, in), out));
              return std::make_shared<VNEdgeConvImpl>(in, out, k, with_cross, slope);
            }),
-           py::arg("in_channels"), py::arg("out_channels"), py::arg("k"), py::arg("with_cross") = false,
-           py::arg("negative_slope") = 0.2)
+           py::arg("in_channels"), py::arg("out_channels"), py::arg("k"), py::arg("with_cross") = VNDefaults::with_cross,
+           py::arg("negative_slope") = VNDefaults::negative_slope)
       .def("forward", &VNEdgeConvImpl::forward);
   py::class_<VNMultiHeadAttentionImpl, torch::nn::Module, std::shared_ptr<VNMultiHeadAttentionImpl>>(
       m, "VNMultiHeadAttention")
@@ -193,7 +193,7 @@ void bind_vn_modules(py::module_& m) {
             auto r = self.forward(x, o);
             return py::make_tuple(r.output, tensor_or_none(r.weights));
           },
-          py::arg("x"), py::arg("need_weights") = false);
+          py::arg("x"), py::arg("need_weights") = attention::SdpaOptions().need_weights);
   py::class_<VNFeedForwardImpl, torch::nn::Module, std::shared_ptr<VNFeedForwardImpl>>(m, "VNFeedForward")
       .def(py::init([](int64_t channels, int64_t hidden) {
              check_module_sizes("VNFeedForward", {{"channels", channels}, {"hidden", hidden}},
@@ -209,7 +209,7 @@ void bind_vn_modules(py::module_& m) {
                  models::vnt_block_parameters(channels, heads, head_dim, ffn_hidden, layer_norm));
              return std::make_shared<VNTBlockImpl>(channels, heads, head_dim, ffn_hidden, layer_norm);
            }),
-           py::arg("channels"), py::arg("heads"), py::arg("head_dim"), py::arg("ffn_hidden"), py::arg("layer_norm") = false)
+           py::arg("channels"), py::arg("heads"), py::arg("head_dim"), py::arg("ffn_hidden"), py::arg("layer_norm") = VNDefaults::layer_norm)
       .def("forward", [](VNTBlockImpl& self, const at::Tensor& x) { return self.forward(x); });
 }
 
@@ -255,6 +255,7 @@ void bind_attention_modules(py::module_& m) {
   // Cloneable derives from Module virtually: the Module inside is at an
   // offset, which pybind11 applies only for classes it treats as having
   // several bases.
+  const MultiHeadAttentionOptions kMhaDefaults(1, 1);  // the options' defaults, written once
   py::class_<MultiHeadAttentionImpl, torch::nn::Module, std::shared_ptr<MultiHeadAttentionImpl>>(
       m, "MultiHeadAttention", py::multiple_inheritance())
       .def(py::init([](int64_t embed_dim, int64_t heads, int64_t qk_dim, int64_t v_dim, int64_t kv_dim, bool bias,
@@ -267,8 +268,9 @@ void bind_attention_modules(py::module_& m) {
                                                                  .bias(bias)
                                                                  .dropout(dropout));
            }),
-           py::arg("embed_dim"), py::arg("heads"), py::arg("qk_dim") = 0, py::arg("v_dim") = 0, py::arg("kv_dim") = 0,
-           py::arg("bias") = true, py::arg("dropout") = 0.0, py::arg("kv_heads") = 0)
+           py::arg("embed_dim"), py::arg("heads"), py::arg("qk_dim") = kMhaDefaults.qk_dim(), py::arg("v_dim") = kMhaDefaults.v_dim(),
+           py::arg("kv_dim") = kMhaDefaults.kv_dim(), py::arg("bias") = kMhaDefaults.bias(),
+           py::arg("dropout") = kMhaDefaults.dropout(), py::arg("kv_heads") = kMhaDefaults.kv_heads())
       .def(
           "forward",
           [](MultiHeadAttentionImpl& self, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
@@ -277,8 +279,9 @@ void bind_attention_modules(py::module_& m) {
             auto r = self.forward(query, key, value, attention_options(causal, key_padding_mask, attn_mask, need_weights));
             return py::make_tuple(r.output, tensor_or_none(r.weights));
           },
-          py::arg("query"), py::arg("key"), py::arg("value"), py::arg("causal") = false,
-          py::arg("key_padding_mask") = py::none(), py::arg("attn_mask") = py::none(), py::arg("need_weights") = false)
+          py::arg("query"), py::arg("key"), py::arg("value"), py::arg("causal") = SdpaOptions().causal,
+          py::arg("key_padding_mask") = py::none(), py::arg("attn_mask") = py::none(),
+          py::arg("need_weights") = SdpaOptions().need_weights)
       .def(
           "forward_cached",
           [](MultiHeadAttentionImpl& self, const at::Tensor& x, KVCache& cache, int64_t layer, bool causal) {

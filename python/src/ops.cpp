@@ -96,7 +96,8 @@ For each of queries [Q, 3], the index of its nearest of points [P, 3]
 a k-d tree of the points: O((Q + P) log P). The way to carry labels or
 features of a sample back to every point of a scan:
 labels_of_all = sample_labels[qkv.ops.nearest_points(scan, scan[sample])].)doc");
-  ops.def("attention", &attention, py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(), py::arg("causal") = false,
+  ops.def("attention", &attention, py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(),
+          py::arg("causal") = qkv::attention::SdpaOptions().causal,
           py::arg("key_padding_mask") = py::none(), py::arg("scale") = py::none(), py::arg("backend") = py::none(),
           R"doc(attention(q, k, v, *, causal=False, key_padding_mask=None, scale=None, backend=None)
 

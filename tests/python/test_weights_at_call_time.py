@@ -162,3 +162,24 @@ def test_a_weight_of_other_sizes_or_dtype_is_refused_by_name():
     layer.weight = None
     with pytest.raises(qkv.UsageError, match="weight: holds NoneType, not a tensor"):
         layer(torch.randn(1, 4, 3, 5))
+
+
+def test_load_weights_reaches_an_assigned_parameter_and_refuses_a_computed_one(tmp_path):
+    source = qkv.models.create("vnt", **POINT_CLOUD, classes=3, head_hidden=[8]).eval()
+    path = tmp_path / "weights.pt"
+    torch.save(source.state_dict(), str(path))
+    inputs = {"points": torch.randn(2, 3, 24)}
+
+    model = qkv.models.create("vnt", **POINT_CLOUD, classes=3, head_hidden=[8]).eval()
+    w_q = model.get_submodule("blocks.0.attn.w_q")
+    w_q.weight = torch.nn.Parameter(torch.zeros_like(w_q.weight))  # what runs now
+    qkv.models.load_weights(model, path)
+    assert torch.equal(w_q.weight, source.get_submodule("blocks.0.attn.w_q").weight)
+    assert torch.equal(model(**inputs), source(**inputs))
+
+    parametrized = qkv.models.create("vnt", **POINT_CLOUD, classes=3, head_hidden=[8]).eval()
+    before = {n: t.clone() for n, t in parametrized.state_dict().items()}
+    parametrize.register_parametrization(parametrized.get_submodule("head.layers.0"), "weight", torch.nn.Identity())
+    with pytest.raises(qkv.UsageError, match="head.layers.0.weight: computed at call time"):
+        qkv.models.load_weights(parametrized, path)
+    assert torch.equal(parametrized.get_submodule("blocks.0.attn.w_q").weight, before["blocks.0.attn.w_q.weight"])

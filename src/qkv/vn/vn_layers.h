@@ -16,6 +16,19 @@
 
 namespace qkv::vn {
 
+// The VN layers' constructor defaults, written here once: the constructors
+// below and the Python bindings (qkv.nn) read them.
+struct VNDefaults {
+  static constexpr bool share = false;           // a learned direction per channel (the reference code's)
+  static constexpr double negative_slope = 0.2;  // the reference code (vnn)
+  static constexpr double momentum = 0.1;        // batch norm: LibTorch's BatchNorm
+  static constexpr double eps = 1e-5;            // batch and layer norm: LibTorch's
+  static constexpr bool batch_norm = true;       // VNLinearLeakyReLU: the reference code's
+  static constexpr bool normalize_frame = false; // VNStdFeature: the reference code's three predicted vectors
+  static constexpr bool with_cross = false;      // VNEdgeConv: the paper's [x_j - x_i, x_i]
+  static constexpr bool layer_norm = false;      // VNTBlock: the paper's block has none
+};
+
 // Channel mixing W x, W [out, in], no bias. Initialised like nn::Linear.
 class VNLinearImpl : public torch::nn::Module {
  public:
@@ -29,7 +42,8 @@ TORCH_MODULE(VNLinear);
 // channel, or one shared by all channels (share = true).
 class VNLeakyReLUImpl : public torch::nn::Module {
  public:
-  VNLeakyReLUImpl(int64_t channels, bool share = false, double negative_slope = 0.2);
+  VNLeakyReLUImpl(int64_t channels, bool share = VNDefaults::share,
+                  double negative_slope = VNDefaults::negative_slope);
   at::Tensor forward(const at::Tensor& x);
   VNLinear map_to_dir{nullptr};
   double negative_slope;
@@ -42,7 +56,7 @@ TORCH_MODULE(VNLeakyReLU);
 // statistics over all ranks in distributed training).
 class VNBatchNormImpl : public distributed::SyncBatchNormImpl {
  public:
-  explicit VNBatchNormImpl(int64_t channels, double momentum = 0.1, double eps = 1e-5)
+  explicit VNBatchNormImpl(int64_t channels, double momentum = VNDefaults::momentum, double eps = VNDefaults::eps)
       : SyncBatchNormImpl(channels, momentum, eps) {}
   at::Tensor forward(const at::Tensor& x);
 };
@@ -51,7 +65,7 @@ TORCH_MODULE(VNBatchNorm);
 // Layer norm of the vector norms over the channels of each point.
 class VNLayerNormImpl : public torch::nn::Module {
  public:
-  explicit VNLayerNormImpl(int64_t channels, double eps = 1e-5);
+  explicit VNLayerNormImpl(int64_t channels, double eps = VNDefaults::eps);
   at::Tensor forward(const at::Tensor& x);
   at::Tensor weight, bias;
   double eps;
@@ -62,8 +76,8 @@ TORCH_MODULE(VNLayerNorm);
 // block's input, not from p), output leaky-ReLU(p; d).
 class VNLinearLeakyReLUImpl : public torch::nn::Module {
  public:
-  VNLinearLeakyReLUImpl(int64_t in_channels, int64_t out_channels, bool share = false, double negative_slope = 0.2,
-                        bool batch_norm = true);
+  VNLinearLeakyReLUImpl(int64_t in_channels, int64_t out_channels, bool share = VNDefaults::share,
+                        double negative_slope = VNDefaults::negative_slope, bool batch_norm = VNDefaults::batch_norm);
   at::Tensor forward(const at::Tensor& x);
   // The same on [x; m] with m [B, C_m, 3, 1] broadcast over the points (the
   // invariant layer's mean over N): W [x; m] = W_x x + W_m m, the second term
@@ -104,8 +118,8 @@ at::Tensor vn_frame_coordinates_composed(const at::Tensor& x, const at::Tensor& 
 
 class VNStdFeatureImpl : public torch::nn::Module {
  public:
-  VNStdFeatureImpl(int64_t in_channels, bool normalize_frame = false, bool share = false,
-                   double negative_slope = 0.2);
+  VNStdFeatureImpl(int64_t in_channels, bool normalize_frame = VNDefaults::normalize_frame,
+                   bool share = VNDefaults::share, double negative_slope = VNDefaults::negative_slope);
   // x [B, C, 3, ...] -> {invariant [B, C, 3, ...] (dim 2 indexes the frame
   // vectors now), frame [B, 3, 3, ...] (dim 1 frame vector, dim 2 xyz)}.
   std::pair<at::Tensor, at::Tensor> forward(const at::Tensor& x);
@@ -125,8 +139,8 @@ TORCH_MODULE(VNStdFeature);
 // neighbours. One xyz channel would otherwise stay one direction per point.
 class VNEdgeConvImpl : public torch::nn::Module {
  public:
-  VNEdgeConvImpl(int64_t in_channels, int64_t out_channels, int64_t k, bool with_cross = false,
-                 double negative_slope = 0.2);
+  VNEdgeConvImpl(int64_t in_channels, int64_t out_channels, int64_t k, bool with_cross = VNDefaults::with_cross,
+                 double negative_slope = VNDefaults::negative_slope);
   // x [B, C_in, 3, N]; idx [B, N, k] from knn_indices -> [B, C_out, 3, N].
   at::Tensor forward(const at::Tensor& x, const at::Tensor& idx);
   VNLinearLeakyReLU conv{nullptr};
@@ -170,7 +184,8 @@ TORCH_MODULE(VNFeedForward);
 // VNLayerNorm before each (pre-norm); the paper has none.
 class VNTBlockImpl : public torch::nn::Module {
  public:
-  VNTBlockImpl(int64_t channels, int64_t heads, int64_t head_dim, int64_t ffn_hidden, bool layer_norm);
+  VNTBlockImpl(int64_t channels, int64_t heads, int64_t head_dim, int64_t ffn_hidden,
+               bool layer_norm = VNDefaults::layer_norm);
   // attention_weights, when given, receives the [B, H, N, N] weights.
   at::Tensor forward(const at::Tensor& x, at::Tensor* attention_weights = nullptr);
   VNMultiHeadAttention attn{nullptr};
