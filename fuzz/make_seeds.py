@@ -111,6 +111,8 @@ put("pcd", "ascii.pcd", "VERSION 0.7\nFIELDS x y z normal_x normal_y normal_z\nS
     "COUNT 1 1 1 1 1 1\nWIDTH 2\nHEIGHT 1\nPOINTS 2\nDATA ascii\n1 2 3 0 0 1\nnan nan nan nan nan nan\n")
 put("pcd", "binary.pcd", b"VERSION .7\nFIELDS x y z rgb\nSIZE 4 4 8 4\nTYPE F F F U\nCOUNT 1 1 1 1\nWIDTH 2\n"
     b"HEIGHT 1\nPOINTS 2\nDATA binary\n" + b"".join(struct.pack("<ffdI", 1.5 + i, -2, 0.25 * i, 0xff0000) for i in range(2)))
+put("pcd", "features.pcd", "FIELDS x y z rgb intensity label\nSIZE 4 4 4 4 4 2\nTYPE F F F F F U\nCOUNT 1 1 1 1 1 1\n"
+    "POINTS 2\nDATA ascii\n0 0 0 1.3e-38 0.5 3\n1 1 1 4.2e+06 7 9\n")
 
 # Weights: the torch.save fixtures of the tests (the target adds its own export).
 for name in ("one_entry.pt", "two_entries.pt", "nan_entry.pt", "state_dict_one_entry.pt", "state_dict_nested.pt"):

@@ -228,6 +228,34 @@ TEST(PointDataset, PointDropoutReplacesPointsByTheFirstInTrainingOnly) {
   EXPECT_THROW(PointCloudDataset(set, o), UsageError);
 }
 
+// Features are picked and dropped with their points and never rotated,
+// scaled or shifted: each shape's stored point index, carried as a feature,
+// gives back points whose distances are the view's up to one scale.
+TEST(PointDataset, FeaturesFollowTheirPointsAndAreNeverTransformed) {
+  auto set = sphere_set(6, 256);
+  set->features = torch::arange(256, torch::kFloat).view({1, 256, 1}).expand({6, 256, 1}).contiguous();
+  auto o = view(Rotation::SO3, false);
+  o.point_features = "index";
+  o.train = true;
+  o.random_scale = o.random_shift = true;
+  o.point_dropout = 0.5;
+  torch::manual_seed(9);
+  const auto b = PointCloudDataset(set, o).get({0, 1, 2, 3, 4, 5});
+  const auto& f = b.input("features");
+  ASSERT_EQ(f.sizes(), (std::vector<int64_t>{6, 1, 64}));
+  EXPECT_TRUE(torch::equal(f, f.round()));  // stored values, as they were
+  for (int64_t k = 0; k < 6; ++k) {
+    const auto stored = set->points[k].index_select(0, f[k][0].to(torch::kLong)).to(torch::kDouble);  // [64, 3]
+    const auto seen = b.input("points")[k].t().to(torch::kDouble);  // [64, 3]
+    const auto d_stored = torch::cdist(stored, stored), d_seen = torch::cdist(seen, seen);
+    const auto scale = d_seen.sum() / d_stored.sum();
+    EXPECT_LT(max_abs(d_seen - scale * d_stored), 1e-4 * max_abs(d_seen)) << "shape " << k;
+  }
+  // Asked of a set loaded without them: refused.
+  set->features = at::Tensor();
+  EXPECT_THROW(PointCloudDataset(set, o), UsageError);
+}
+
 TEST(PointDataset, VotesDrawOtherPointsOfTheSamePose) {
   const auto set = sphere_set(4, 256);
   auto o = view(Rotation::SO3);

@@ -5,8 +5,10 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -16,6 +18,7 @@
 #include "qkv/core/errors.h"
 #include "qkv/pointcloud/mesh_read.h"
 #include "qkv/pointcloud/modelnet.h"
+#include "qkv/pointcloud/point_features.h"
 #include "support/bounded_child.h"
 #include "support/test_files.h"
 
@@ -161,6 +164,46 @@ TEST(ReadPcd, AsciiWithNormalsDropsTheNaNPointsOfAnOrganizedCloud) {
   EXPECT_EQ(cloud.vertices[1], (Vec3{4, 5, 6}));
   ASSERT_EQ(cloud.normals.size(), 2u);
   EXPECT_EQ(cloud.normals[1], (Vec3{0, 1, 0}));
+  // The other field is a per-point property, the dropped point's value dropped with it.
+  ASSERT_EQ(cloud.vertex_properties.size(), 1u);
+  EXPECT_EQ(cloud.vertex_properties[0].name, "curvature");
+  EXPECT_EQ(cloud.vertex_properties[0].values, (std::vector<double>{0.5, 0.1}));
+}
+
+TEST(ReadPcd, AsciiColourAsPclWritesItAndIntensity) {
+  // PCL writes a float rgb as the float whose bits pack 0x00RRGGBB.
+  const uint32_t packed = (200u << 16) | (100u << 8) | 50u;
+  float as_float = 0;
+  std::memcpy(&as_float, &packed, sizeof as_float);
+  char rgb[64];
+  std::snprintf(rgb, sizeof rgb, "%.9g", static_cast<double>(as_float));
+  const auto cloud = read_shape_file(write_format_file(
+      "colour.pcd", "FIELDS x y z rgb intensity\nSIZE 4 4 4 4 4\nTYPE F F F F F\nCOUNT 1 1 1 1 1\nPOINTS 2\n"
+                    "DATA ascii\n0 0 0 " + std::string(rgb) + " 0.25\n1 1 1 " + std::string(rgb) + " 7\n"));
+  ASSERT_EQ(cloud.colors.size(), 2u);
+  EXPECT_EQ(cloud.colors[1], (std::array<uint8_t, 3>{200, 100, 50}));
+  ASSERT_EQ(cloud.vertex_properties.size(), 1u);
+  EXPECT_EQ(cloud.vertex_properties[0].name, "intensity");
+  EXPECT_EQ(cloud.vertex_properties[0].values, (std::vector<double>{0.25, 7}));
+  const auto rows = point_feature_rows(cloud, {"intensity", "rgb"}, "colour.pcd");
+  EXPECT_TRUE(torch::equal(rows[1], torch::tensor({7.f, 200.f / 255, 100.f / 255, 50.f / 255})));
+}
+
+TEST(PointFeatures, NamesAreCheckedAndMissingOnesNamed) {
+  EXPECT_EQ(parse_point_features("rgb,intensity", "--point-features"), (std::vector<std::string>{"rgb", "intensity"}));
+  EXPECT_EQ(point_feature_channels({"rgb", "intensity"}), 4);
+  EXPECT_TRUE(parse_point_features("", "x").empty());
+  expect_usage_error([] { parse_point_features("rgb,,x", "--f"); }, "--f 'rgb,,x': an empty feature name");
+  expect_usage_error([] { parse_point_features("rgb,rgb", "--f"); }, "'rgb' named twice");
+  expect_usage_error([] { parse_point_features("a b", "--f"); }, "'a b' is not a feature name");
+  Mesh cloud;
+  cloud.vertices = {{0, 0, 0}, {1, 0, 0}};
+  cloud.vertex_properties.push_back({"intensity", false, {1, NAN}});
+  expect_data_error([&] { point_feature_rows(cloud, {"rgb"}, "c.ply"); }, "c.ply", "no colour (feature 'rgb'; the file holds: intensity)");
+  expect_data_error([&] { point_feature_rows(cloud, {"reflectance"}, "c.ply"); }, "c.ply", "no per-point 'reflectance'");
+  expect_data_error([&] { point_feature_rows(cloud, {"intensity"}, "c.ply"); }, "c.ply", "point 1: 'intensity' is not a finite");
+  cloud.faces = {{0, 1, 0}};
+  expect_data_error([&] { point_feature_rows(cloud, {"intensity"}, "m.off"); }, "m.off", "a mesh; per-point features");
 }
 
 TEST(ReadPcd, BinaryWithAPackedColourAndIntegerFields) {
@@ -177,6 +220,11 @@ TEST(ReadPcd, BinaryWithAPackedColourAndIntegerFields) {
   ASSERT_EQ(cloud.vertices.size(), 2u);
   EXPECT_EQ(cloud.vertices[1], (Vec3{2.5f, -2.f, 0.25f}));
   EXPECT_TRUE(cloud.normals.empty());
+  ASSERT_EQ(cloud.colors.size(), 2u);
+  EXPECT_EQ(cloud.colors[0], (std::array<uint8_t, 3>{255, 0, 0}));
+  ASSERT_EQ(cloud.vertex_properties.size(), 1u);
+  EXPECT_TRUE(cloud.vertex_properties[0].integer);
+  EXPECT_EQ(cloud.vertex_properties[0].values, (std::vector<double>{-7, -7}));
 }
 
 TEST(ReadPcd, MalformedFilesAreRefusedInBoundedMemory) {

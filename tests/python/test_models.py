@@ -235,3 +235,34 @@ def test_predict_parts_labels_every_point_as_seg_predict_does(tiny_seg_run, tmp_
         qkv.models.predict_parts(tiny_seg_run, cloud[:, :2], "Table")
     with pytest.raises(qkv.UsageError, match="Airplane"):
         qkv.models.predict_parts(tiny_seg_run, cloud, "Airplane")
+
+
+def write_colour_cloud(path, points, colours, intensity):
+    lines = ["ply", "format ascii 1.0", "element vertex %d" % len(points)]
+    lines += ["property float %s" % a for a in "xyz"] + ["property uchar %s" % c for c in ("red", "green", "blue")]
+    lines += ["property float intensity", "end_header"]
+    lines += ["%r %r %r %d %d %d %r" % (*p, *c, i) for p, c, i in zip(points.tolist(), colours.tolist(), intensity.tolist())]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("name", ["vnt", "vn-dgcnn"])
+def test_point_features_from_files_reach_a_model_that_stays_invariant(tmp_path, name):
+    g = torch.Generator().manual_seed(0)
+    for cls in ("a", "b"):
+        for i in range(3):
+            write_colour_cloud(tmp_path / "clouds" / cls / ("%s%d.ply" % (cls, i)), torch.randn(80, 3, generator=g),
+                               torch.randint(0, 256, (80, 3), generator=g), torch.rand(80, generator=g))
+    data = qkv.data.ModelNet40(str(tmp_path / "clouds"), split="train", points=32, point_features="intensity,rgb")
+    inputs, _ = data.batch([0, 1])
+    assert inputs["features"].shape == (2, 4, 32)
+    assert 0 <= float(inputs["features"][:, 1:].min()) and float(inputs["features"][:, 1:].max()) <= 1  # colour / 255
+    options = dict(TINY_OPTIONS, point_features=4) if name == "vnt" else dict(k=4, classes=2, point_features=4)
+    model = qkv.models.create(name, **options).double().eval()
+    assert model.inputs == ["points", "features"]
+    x = {k: v.double() for k, v in inputs.items()}
+    logits = model(**x)
+    rotation = random_rotation(torch.float64)
+    rotated = model(points=rotation @ x["points"], features=x["features"])
+    assert float((rotated - logits).abs().max()) <= 1e-9 * float(logits.abs().max())
+    assert not torch.allclose(model(points=x["points"], features=x["features"].flip(2)), logits)

@@ -26,6 +26,7 @@ data::Batch cloud_batch(int64_t b, int64_t n, torch::Dtype dtype, int64_t seed) 
   auto normals = torch::randn({b, 3, n}, gen, torch::kDouble);
   batch.inputs["normals"] = (normals / normals.norm(2, 1, true)).to(dtype);
   batch.inputs["category"] = torch::arange(b, torch::kLong) * 5 % 16;  // for the part segmenters
+  batch.inputs["features"] = torch::rand({b, 2, n}, gen, torch::kDouble).to(dtype);  // for point_features = 2
   batch.target = torch::zeros({b}, torch::kLong);
   return batch;
 }
@@ -33,7 +34,7 @@ data::Batch cloud_batch(int64_t b, int64_t n, torch::Dtype dtype, int64_t seed) 
 data::Batch rotated(const data::Batch& batch, const at::Tensor& r) {
   data::Batch out = batch;
   for (auto& [name, t] : out.inputs)
-    if (name != "category") t = torch::matmul(r, t);  // [3,3] @ [B,3,N]
+    if (name != "category" && name != "features") t = torch::matmul(r, t);  // [3,3] @ [B,3,N]; features stay
   return out;
 }
 
@@ -90,6 +91,28 @@ TEST(VNModels, VNDGCNNIsInvariant) {
   EXPECT_LE(invariance_error(*make("vn-dgcnn", {{"classes", 5}, {"k", 8}, {"pooling", "max"}}), torch::kDouble),
             1e-9);
   EXPECT_LE(invariance_error(*make("vn-dgcnn", {{"classes", 5}, {"k", 8}}), torch::kFloat), 1e-4);
+}
+
+// Per-point features enter as the channels f x: the logits stay exactly
+// invariant, and they depend on the features.
+TEST(VNModels, PointFeaturesKeepTheModelsInvariantAndAreRead) {
+  for (const auto& [name, options] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"vnt", kSmallVnt}, {"vnt-local", {{"classes", 5}, {"linear_dim", 8}, {"heads", 3}, {"head_dim", 4}, {"k", 8},
+                                              {"neighbours", 6}}},
+           {"vn-dgcnn", {{"classes", 5}, {"k", 8}}}}) {
+    auto with_features = options;
+    with_features["point_features"] = 2;
+    auto model = make(name, with_features);
+    EXPECT_EQ(models::find_model(name).inputs_with(with_features)[1], "features") << name;
+    EXPECT_LE(invariance_error(*model, torch::kDouble), 1e-9) << name;
+    torch::NoGradGuard no_grad;
+    auto batch = cloud_batch(2, 48, torch::kDouble, 3);
+    const auto logits = model->forward(batch);
+    batch.inputs["features"] = batch.inputs["features"].flip(2);
+    EXPECT_GT((model->forward(batch) - logits).abs().max().item<double>(), 1e-6) << name << ": features not read";
+    batch.inputs["features"] = batch.inputs["features"].slice(1, 0, 1);
+    EXPECT_THROW(model->forward(batch), UsageError) << name;
+  }
 }
 
 // The factorised edge convolution (W_a x_j + (W_b - W_a) x_i, gathered)

@@ -162,12 +162,17 @@ ModelEntry xgboost_entry() {
 
 std::vector<std::string> ModelEntry::inputs_with(const nlohmann::json& options) const {
   const auto resolved = resolve(options);
-  if (!resolved.contains("normals") || !resolved.at("normals").is_boolean()) return inputs;
+  const bool has_normals_option = resolved.contains("normals") && resolved.at("normals").is_boolean();
+  const bool normals = has_normals_option && resolved.at("normals").get<bool>();
+  const bool features = resolved.contains("point_features") && resolved.at("point_features").is_number_integer() &&
+                        resolved.at("point_features").get<int64_t>() > 0;
+  if (!has_normals_option && !features) return inputs;
   std::vector<std::string> out;
   for (const auto& name : inputs) {
-    if (name == "normals") continue;
+    if (name == "normals" && has_normals_option) continue;
     out.push_back(name);
-    if (name == "points" && resolved.at("normals").get<bool>()) out.push_back("normals");
+    if (name == "points" && normals) out.push_back("normals");
+    if (name == "points" && features) out.push_back("features");
   }
   return out;
 }

@@ -23,6 +23,7 @@ VNDGCNNOptions VNDGCNNOptions::from_json(const nlohmann::json& j) {
   r.get("k", o.k, 1);
   r.get("pooling", o.pooling);
   r.get("dropout", o.dropout, 0.0, 0.99);
+  r.get("point_features", o.point_features, 0, 1 << 16);
   r.finish();
   if (o.pooling != "mean" && o.pooling != "max")
     throw UsageError("vn-dgcnn option 'pooling' = \"" + o.pooling + "\": expected mean or max");
@@ -30,7 +31,7 @@ VNDGCNNOptions VNDGCNNOptions::from_json(const nlohmann::json& j) {
 }
 
 nlohmann::json VNDGCNNOptions::to_json() const {
-  return {{"classes", classes}, {"k", k}, {"pooling", pooling}, {"dropout", dropout}};
+  return {{"classes", classes}, {"k", k}, {"pooling", pooling}, {"dropout", dropout}, {"point_features", point_features}};
 }
 
 OptionHelpList VNDGCNNOptions::option_help() {
@@ -38,7 +39,9 @@ OptionHelpList VNDGCNNOptions::option_help() {
           {"k", "neighbours of each dynamic kNN graph", "as DGCNN and Vector Neurons"},
           {"pooling", "pooling over each point's neighbours: mean, or max (VNMaxPool, adds parameters)",
            "the reference code"},
-          {"dropout", "dropout in the 512-256 classification head"}};
+          {"dropout", "dropout in the 512-256 classification head"},
+          {"point_features", "F per-point invariant features (input \"features\" [B, F, N]), each fused as the "
+           "vector channel f x (an invariant scalar times the point: exactly rotation-invariant)", "our choice (the paper reads xyz only)"}};
 }
 
 // Activations of one cloud of N points, k neighbours (a VN channel is 3
@@ -53,7 +56,7 @@ ModelSize vn_dgcnn_size(const VNDGCNNOptions& o, int64_t points) {
   check_points("vn-dgcnn", points);
   const int64_t n = points, k = o.k;
   const bool max = o.pooling == "max";
-  const int64_t in[] = {1, kC1, kC2, kC3}, out[] = {kC1, kC2, kC3, kC4};
+  const int64_t in[] = {vn_input_channels(false, o.point_features), kC1, kC2, kC3}, out[] = {kC1, kC2, kC3, kC4};
   ModelSize s;
   for (int i = 0; i < 4; ++i) {
     s.parameters = sat_add(s.parameters, vn_linear_leaky_relu_parameters(2 * in[i], out[i]),
@@ -71,7 +74,7 @@ ModelSize vn_dgcnn_size(const VNDGCNNOptions& o, int64_t points) {
 }
 
 VNDGCNN::VNDGCNN(const VNDGCNNOptions& o) : options_(o) {
-  const int64_t in[] = {1, kC1, kC2, kC3}, out[] = {kC1, kC2, kC3, kC4};
+  const int64_t in[] = {vn_input_channels(false, o.point_features), kC1, kC2, kC3}, out[] = {kC1, kC2, kC3, kC4};
   auto convs = torch::nn::ModuleList(), pools = torch::nn::ModuleList();
   for (int i = 0; i < 4; ++i) {
     convs_.push_back(vn::VNLinearLeakyReLU(2 * in[i], out[i]));
@@ -95,12 +98,14 @@ at::Tensor VNDGCNN::pool(size_t i, const at::Tensor& x) {
 at::Tensor VNDGCNN::forward(const data::Batch& batch) { return head_->forward(features(batch)); }
 
 at::Tensor VNDGCNN::features(const data::Batch& batch) {
-  auto x = vn_input(batch, false);  // [B, 1, 3, N]
+  auto x = vn_input(batch, false, options_.point_features);  // [B, 1 + F, 3, N]
   const int64_t b = x.size(0);
   std::vector<at::Tensor> levels;
   for (size_t i = 0; i < convs_.size(); ++i) {
-    // Dynamic graph: neighbours by distance between the current VN features.
-    const auto idx = vn::knn_indices(x.reshape({b, -1, x.size(3)}), options_.k);
+    // Dynamic graph: neighbours by distance between the current VN features;
+    // the first one by the points alone (the feature channels f x left out).
+    const auto graph = i == 0 ? x.narrow(1, 0, 1) : x;
+    const auto idx = vn::knn_indices(graph.reshape({b, -1, graph.size(3)}), options_.k);
     x = options_.pooling == "mean" ? vn::factorised_edge_conv_mean(*convs_[i], x, idx)
                                    : pool(i, vn::factorised_edge_conv(*convs_[i], x, idx));
     levels.push_back(x);

@@ -19,6 +19,7 @@ struct VNDGCNNOptions {
   int64_t k = 20;
   std::string pooling = "mean";  // over neighbours: mean | max (VNMaxPool, adds parameters)
   double dropout = 0.5;
+  int64_t point_features = 0;  // F per-point features (input "features"), as F more vector channels (vn_input)
 
   static VNDGCNNOptions from_json(const nlohmann::json& j);
   static OptionHelpList option_help();  // a line per to_json() key

@@ -65,7 +65,7 @@ ModelSize vnt_local_size(const VNTLocalOptions& options, int64_t points) {
 VNTLocalNet::VNTLocalNet(const VNTLocalOptions& options) : options_(options) {
   // Registered in VNTNet's order and under its names: edge_conv, blocks, invariant, head.
   const auto& o = options.net;
-  edge_conv_ = register_module("edge_conv", vn::VNEdgeConv(o.normals ? 2 : 1, o.linear_dim, o.k, o.edge_cross,
+  edge_conv_ = register_module("edge_conv", vn::VNEdgeConv(vn_input_channels(o.normals, o.point_features), o.linear_dim, o.k, o.edge_cross,
                                                             o.negative_slope));
   auto list = torch::nn::ModuleList();
   for (int64_t i = 0; i < o.blocks; ++i) {
@@ -82,7 +82,7 @@ VNTLocalNet::VNTLocalNet(const VNTLocalOptions& options) : options_(options) {
 at::Tensor VNTLocalNet::point_features(const data::Batch& batch, std::vector<at::Tensor>* attention,
                                        at::Tensor* graph) {
   const auto& o = options_.net;
-  const auto x0 = vn_input(batch, o.normals);
+  const auto x0 = vn_input(batch, o.normals, o.point_features);
   // One kNN search for both graphs: its rows are sorted nearest first, ties
   // by index, so the first k columns of the larger graph are the smaller one.
   const int64_t kn = options_.neighbours, most = std::max(o.k, kn);

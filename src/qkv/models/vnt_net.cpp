@@ -32,6 +32,7 @@ void read_vnt_backbone_options(OptionReader& r, VNTNetOptions& o) {
   r.get("k", o.k, 1);
   r.get("edge_cross", o.edge_cross);
   r.get("normals", o.normals);
+  r.get("point_features", o.point_features, 0, 1 << 16);
   r.get("layer_norm", o.layer_norm);
   r.get("normalize_frame", o.normalize_frame);
   r.get("pooling", o.pooling);
@@ -47,7 +48,8 @@ nlohmann::json VNTNetOptions::to_json() const {
           {"heads", heads},           {"head_dim", head_dim},
           {"blocks", blocks},         {"ffn_hidden", ffn_hidden},
           {"k", k},                   {"edge_cross", edge_cross},
-          {"normals", normals},       {"layer_norm", layer_norm},
+          {"normals", normals},       {"point_features", point_features},
+          {"layer_norm", layer_norm},
           {"normalize_frame", normalize_frame}, {"pooling", pooling},
           {"head_hidden", head_hidden}, {"dropout", dropout},
           {"negative_slope", negative_slope}};
@@ -64,6 +66,8 @@ OptionHelpList VNTNetOptions::option_help() {
           {"k", "neighbours of the edge-conv kNN graph", silent + ", as DGCNN and Vector Neurons"},
           {"edge_cross", "add neighbour x centre to the edge features [neighbour - centre, centre]", silent},
           {"normals", "normals as a second vector channel of the edge conv (reads inputs[\"normals\"])"},
+          {"point_features", "F per-point invariant features (input \"features\" [B, F, N]), each fused as the "
+           "vector channel f x (an invariant scalar times the point: exactly rotation-invariant)", "our choice (the paper reads xyz only)"},
           {"layer_norm", "VNLayerNorm before attention and VN-FFN", "the paper (none)"},
           {"normalize_frame", "Gram-Schmidt-orthonormal frame in the invariant layer", "as Vector Neurons"},
           {"pooling", "global pooling over the points: max, mean or max+mean", silent},
@@ -95,7 +99,7 @@ ModelSize vnt_backbone_size(const VNTNetOptions& o, int64_t points) {
 ModelSize vnt_backbone_size(const VNTNetOptions& o, int64_t points, int64_t attention_floats) {
   const int64_t n = points, c = o.linear_dim, heads_width = sat_mul(o.heads, o.head_dim);
   const int64_t ffn = o.ffn_hidden > 0 ? o.ffn_hidden : sat_mul(4, c);  // not o.hidden(): 4 * C may overflow
-  const int64_t edge_in = (o.normals ? 2 : 1) * (o.edge_cross ? 3 : 2);
+  const int64_t edge_in = sat_mul(vn_input_channels(o.normals, o.point_features), o.edge_cross ? 3 : 2);
   const int64_t invariant_in = sat_mul(2, o.blocks, c);
 
   ModelSize edge_conv, block, invariant;
@@ -123,7 +127,7 @@ ModelSize vnt_net_size(const VNTNetOptions& o, int64_t points) {
   return s;
 }
 
-at::Tensor vn_input(const data::Batch& batch, bool with_normals) {
+at::Tensor vn_input(const data::Batch& batch, bool with_normals, int64_t features) {
   const auto& points = batch.input("points");
   if (points.dim() != 3 || points.size(1) != 3)
     throw UsageError("input 'points': expected [B, 3, N], got " + shape_of(points) +
@@ -132,16 +136,29 @@ at::Tensor vn_input(const data::Batch& batch, bool with_normals) {
   const bool checkable = !under_function_transform();
   if (checkable && !torch::isfinite(points).all().item<bool>())
     throw DataError("input 'points' holds NaN or Inf coordinates");
-  if (!with_normals) return points.unsqueeze(1);
-  const auto& normals = batch.input("normals");
-  if (!normals.sizes().equals(points.sizes()))
-    throw UsageError("input 'normals' " + shape_of(normals) + " does not match 'points' " + shape_of(points));
-  if (checkable && !torch::isfinite(normals).all().item<bool>()) throw DataError("input 'normals' holds NaN or Inf values");
-  return torch::stack({points, normals}, 1);
+  std::vector<at::Tensor> channels = {points.unsqueeze(1)};
+  if (with_normals) {
+    const auto& normals = batch.input("normals");
+    if (!normals.sizes().equals(points.sizes()))
+      throw UsageError("input 'normals' " + shape_of(normals) + " does not match 'points' " + shape_of(points));
+    if (checkable && !torch::isfinite(normals).all().item<bool>())
+      throw DataError("input 'normals' holds NaN or Inf values");
+    channels.push_back(normals.unsqueeze(1));
+  }
+  if (features > 0) {
+    const auto& f = batch.input("features");
+    if (f.dim() != 3 || f.size(0) != points.size(0) || f.size(1) != features || f.size(2) != points.size(2))
+      throw UsageError("input 'features': expected [B, F, N] = [" + std::to_string(points.size(0)) + ", " +
+                       std::to_string(features) + ", " + std::to_string(points.size(2)) + "] for points " +
+                       shape_of(points) + ", got " + shape_of(f));
+    if (checkable && !torch::isfinite(f).all().item<bool>()) throw DataError("input 'features' holds NaN or Inf values");
+    channels.push_back(f.to(points.scalar_type()).unsqueeze(2) * points.unsqueeze(1));  // [B, F, 3, N]: f x
+  }
+  return channels.size() == 1 ? channels[0] : torch::cat(channels, 1);
 }
 
 VNTBackbone::VNTBackbone(const VNTNetOptions& o) : options_(o) {
-  const int64_t in_channels = o.normals ? 2 : 1;
+  const int64_t in_channels = vn_input_channels(o.normals, o.point_features);
   edge_conv_ = register_module("edge_conv", vn::VNEdgeConv(in_channels, o.linear_dim, o.k, o.edge_cross,
                                                             o.negative_slope));
   auto list = torch::nn::ModuleList();
@@ -162,7 +179,7 @@ VNTNet::VNTNet(const VNTNetOptions& o) : VNTBackbone(o) {
 }
 
 at::Tensor VNTBackbone::point_features(const data::Batch& batch, std::vector<at::Tensor>* attention) {
-  const auto x0 = vn_input(batch, options_.normals);
+  const auto x0 = vn_input(batch, options_.normals, options_.point_features);
   const auto idx = vn::knn_indices(batch.input("points"), options_.k);
   auto x = edge_conv_->forward(x0, idx);
   std::vector<at::Tensor> outputs;

@@ -25,6 +25,7 @@ struct VNTNetOptions {
   int64_t k = 20;           // neighbours of the edge-conv graph (as in DGCNN / Vector Neurons)
   bool edge_cross = false;  // add nbr x ctr to the edge features
   bool normals = false;     // "+N": normals as a second vector channel (input "normals")
+  int64_t point_features = 0;  // F per-point features (input "features"), as F more vector channels (vn_input)
   bool layer_norm = false;  // VNLayerNorm before attention and FFN (not in the paper)
   bool normalize_frame = false;  // orthonormal frame in the invariant layer
   std::string pooling = "max+mean";
@@ -90,7 +91,15 @@ class VNTNet : public VNTBackbone {
 };
 
 // The cloud as VN input: points [B, 3, N] -> [B, 1, 3, N], with normals
-// [B, 2, 3, N]. Throws UsageError on bad shapes, DataError on NaN/Inf.
-at::Tensor vn_input(const data::Batch& batch, bool with_normals);
+// [B, 2, 3, N], and with `features` > 0 per-point features "features"
+// [B, F, N] as F more channels f x: each invariant scalar times its point, a
+// vector that rotates with the points, so that the network stays exactly
+// invariant while the features reach its first layer (our choice; early
+// fusion as VN-Transformer's in spirit, without a fourth coordinate the fused
+// kernels do not have). Throws UsageError on bad shapes, DataError on NaN/Inf.
+at::Tensor vn_input(const data::Batch& batch, bool with_normals, int64_t features = 0);
+
+// The vector channels vn_input gives.
+inline int64_t vn_input_channels(bool with_normals, int64_t features) { return (with_normals ? 2 : 1) + features; }
 
 }  // namespace qkv::models

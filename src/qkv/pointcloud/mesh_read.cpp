@@ -881,7 +881,8 @@ Mesh parse_pcd(const std::string& path, const std::string& text) {
     if (width < 0) fail(path, "the header gives neither POINTS nor WIDTH");
     if (!checked_mul(width, height, points)) fail(path, "WIDTH x HEIGHT overflows");
   }
-  int x = -1, y = -1, z = -1, nx = -1, ny = -1, nz = -1;
+  int x = -1, y = -1, z = -1, nx = -1, ny = -1, nz = -1, rgb = -1;
+  std::vector<int> scalars;  // the other fields of COUNT 1: Mesh::vertex_properties, in order
   int64_t point_bytes = 0, values = 0;
   for (size_t i = 0; i < fields.size(); ++i) {
     auto& f = fields[i];
@@ -890,15 +891,40 @@ Mesh parse_pcd(const std::string& path, const std::string& text) {
     if (!checked_mul(f.size, f.count, bytes) || !checked_add(point_bytes, bytes, point_bytes) ||
         !checked_add(values, f.count, values))
       fail(path, "the fields' sizes overflow");
+    if (f.count != 1) continue;
     int* slot = f.name == "x" ? &x : f.name == "y" ? &y : f.name == "z" ? &z : f.name == "normal_x" ? &nx
-              : f.name == "normal_y" ? &ny : f.name == "normal_z" ? &nz : nullptr;
-    if (slot && f.count == 1) *slot = static_cast<int>(i);
+              : f.name == "normal_y" ? &ny : f.name == "normal_z" ? &nz
+              : (f.name == "rgb" || f.name == "rgba") && f.size == 4 && f.type != 'I' && rgb < 0 ? &rgb : nullptr;
+    const bool readable = f.type != 'F' || f.size == 4 || f.size == 8;  // an F of SIZE 1 or 2 has no C type
+    if (slot && (slot == &rgb || readable || data == "ascii")) {
+      if (*slot < 0) *slot = static_cast<int>(i);
+    } else if (slot) {
+      fail(path, "field '" + f.name + "' is F of SIZE " + std::to_string(f.size));
+    } else if (readable) {
+      scalars.push_back(static_cast<int>(i));
+    }
   }
   if (x < 0 || y < 0 || z < 0) fail(path, "no x, y and z fields (of COUNT 1)");
   const bool normals = nx >= 0 && ny >= 0 && nz >= 0;
+  if (!normals) {  // a lone normal component is a scalar like any other
+    for (const int i : {nx, ny, nz})
+      if (i >= 0) scalars.push_back(i);
+    std::sort(scalars.begin(), scalars.end());
+  }
   Mesh mesh;
+  for (const int i : scalars)
+    mesh.vertex_properties.push_back({fields[static_cast<size_t>(i)].name, fields[static_cast<size_t>(i)].type != 'F', {}});
+  // The fields read per point: x, y, z, the normal's three (when whole), the colour (when there), the scalars.
+  std::vector<int> wanted = {x, y, z};
+  if (normals) wanted.insert(wanted.end(), {nx, ny, nz});
+  const size_t colour_at = wanted.size();
+  if (rgb >= 0) wanted.push_back(rgb);
+  const size_t scalars_at = wanted.size();
+  wanted.insert(wanted.end(), scalars.begin(), scalars.end());
+  std::vector<double> v(wanted.size());
+  uint32_t colour = 0;  // the colour's bits, 0xAARRGGBB
   int64_t dropped = 0;
-  auto add = [&](const std::array<double, 6>& v, int64_t where, bool is_line) {
+  auto add = [&](int64_t where, bool is_line) {
     auto bad = [&](const std::string& what) {
       if (is_line) fail_at(path, where, what);
       fail(path, "point " + std::to_string(where) + ": " + what);
@@ -915,8 +941,10 @@ Mesh parse_pcd(const std::string& path, const std::string& text) {
       if (!std::isfinite(n[0]) || !std::isfinite(n[1]) || !std::isfinite(n[2])) bad("a normal is not finite");
       mesh.normals.push_back(n);
     }
+    if (rgb >= 0)
+      mesh.colors.push_back({static_cast<uint8_t>(colour >> 16), static_cast<uint8_t>(colour >> 8), static_cast<uint8_t>(colour)});
+    for (size_t k = scalars_at; k < wanted.size(); ++k) mesh.vertex_properties[k - scalars_at].values.push_back(v[k]);
   };
-  const int wanted[6] = {x, y, z, nx, ny, nz};
   const size_t body = lines.consumed();
   const auto available = static_cast<int64_t>(text.size() - body);
   int64_t need = 0;
@@ -924,24 +952,26 @@ Mesh parse_pcd(const std::string& path, const std::string& text) {
     fail(path, "truncated: the header declares " + std::to_string(points) + " points, more than the " +
                    std::to_string(available) + " bytes after it can hold");
   mesh.vertices.reserve(static_cast<size_t>(points));
-  std::array<double, 6> v{};
   if (data == "binary") {
     for (int64_t i = 0; i < points; ++i) {
       const char* p = text.data() + body + i * point_bytes;
-      for (int k = 0; k < (normals ? 6 : 3); ++k) {
+      for (size_t k = 0; k < wanted.size(); ++k) {
         const auto& f = fields[static_cast<size_t>(wanted[k])];
         const char* q = p + f.offset;
-        double& out = v[static_cast<size_t>(k)];
-        if (f.type == 'F') out = f.size == 8 ? load<double>(q, false) : f.size == 4 ? load<float>(q, false) : NAN;
+        if (k == colour_at && rgb >= 0) {  // the bits as they are, whatever the TYPE says
+          colour = load<uint32_t>(q, false);
+          continue;
+        }
+        double& out = v[k];
+        if (f.type == 'F') out = f.size == 8 ? load<double>(q, false) : load<float>(q, false);
         else if (f.type == 'I')
           out = f.size == 1 ? load<int8_t>(q, false) : f.size == 2 ? load<int16_t>(q, false)
-                : f.size == 4 ? load<int32_t>(q, false) : load<int64_t>(q, false);
+                : f.size == 4 ? load<int32_t>(q, false) : static_cast<double>(load<int64_t>(q, false));
         else
           out = f.size == 1 ? load<uint8_t>(q, false) : f.size == 2 ? load<uint16_t>(q, false)
-                : f.size == 4 ? load<uint32_t>(q, false) : load<uint64_t>(q, false);
-        if (f.type == 'F' && f.size != 4 && f.size != 8) fail(path, "field '" + f.name + "' is F of SIZE " + std::to_string(f.size));
+                : f.size == 4 ? load<uint32_t>(q, false) : static_cast<double>(load<uint64_t>(q, false));
       }
-      add(v, i, false);
+      add(i, false);
     }
   } else {
     Lines rows(std::string_view(text).substr(body), lines.line() + 1);
@@ -951,13 +981,24 @@ Mesh parse_pcd(const std::string& path, const std::string& text) {
       split(line, tok);
       if (static_cast<int64_t>(tok.size()) != values)
         fail_at(path, rows.line(), std::to_string(tok.size()) + " values, the fields take " + std::to_string(values));
-      for (int k = 0; k < (normals ? 6 : 3); ++k) {
-        const auto t = tok[static_cast<size_t>(fields[static_cast<size_t>(wanted[k])].offset)];
-        double& out = v[static_cast<size_t>(k)];
+      for (size_t k = 0; k < wanted.size(); ++k) {
+        const auto& f = fields[static_cast<size_t>(wanted[k])];
+        const auto t = tok[static_cast<size_t>(f.offset)];
+        double& out = v[k];
         if (lower(std::string(t)) == "nan") out = NAN;
         else if (!parse_double(t, out)) fail_at(path, rows.line(), "non-numeric value " + show(t));
+        if (k == colour_at && rgb >= 0) {
+          // PCL writes a float rgb as the float whose bits pack the colour, and a U rgb as the integer.
+          if (f.type == 'F') {
+            const auto as_float = static_cast<float>(out);
+            std::memcpy(&colour, &as_float, sizeof colour);
+          } else {
+            if (!(out >= 0 && out <= 4294967295.0)) fail_at(path, rows.line(), "rgb " + show(t) + " is not a packed colour");
+            colour = static_cast<uint32_t>(out);
+          }
+        }
       }
-      add(v, rows.line(), true);
+      add(rows.line(), true);
     }
   }
   if (mesh.vertices.empty())

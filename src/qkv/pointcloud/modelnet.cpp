@@ -17,6 +17,7 @@
 #include "qkv/core/text.h"
 #include "qkv/pointcloud/data_files.h"
 #include "qkv/pointcloud/mesh_read.h"
+#include "qkv/pointcloud/point_features.h"
 #include "qkv/pointcloud/sampling.h"
 
 namespace qkv::pointcloud {
@@ -81,7 +82,15 @@ struct Item {
   uint64_t seed = 0;
 };
 
-// Loads every item into [S, P, 3] (plus normals) in parallel. Errors are
+// Where one shape's rows go: points and normals [P, 3], features [P, F]
+// (normals and features null when not loaded).
+struct ShapeRows {
+  float* points;
+  float* normals;
+  float* features;
+};
+
+// Loads every item into [S, P, 3] (plus normals and features) in parallel. Errors are
 // collected per item and the first by index is rethrown, so that the message
 // does not depend on thread timing.
 template <typename Load>
@@ -92,16 +101,20 @@ PointCloudSet load_items(const std::vector<Item>& items, std::vector<std::string
   PointCloudSet set;
   set.points = torch::empty({s, p, 3}, torch::kFloat);
   if (o.with_normals) set.normals = torch::empty({s, p, 3}, torch::kFloat);
+  const int64_t f = point_feature_channels(o.point_features);
+  if (f > 0) set.features = torch::empty({s, p, f}, torch::kFloat);
   set.labels = torch::empty({s}, torch::kLong);
   set.class_names = std::move(class_names);
   std::vector<std::exception_ptr> errors(static_cast<size_t>(s));
   float* points = set.points.data_ptr<float>();
   float* normals = o.with_normals ? set.normals.data_ptr<float>() : nullptr;
+  float* features = f > 0 ? set.features.data_ptr<float>() : nullptr;
   at::parallel_for(0, s, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       try {
         stop_if_interrupted("reading " + items[static_cast<size_t>(i)].path);
-        load(items[static_cast<size_t>(i)], points + i * p * 3, normals ? normals + i * p * 3 : nullptr);
+        load(items[static_cast<size_t>(i)], ShapeRows{points + i * p * 3, normals ? normals + i * p * 3 : nullptr,
+                                                      features ? features + i * p * f : nullptr});
       } catch (...) {
         errors[static_cast<size_t>(i)] = std::current_exception();
       }
@@ -231,10 +244,14 @@ ModelNetData load_class_files(const ClassFiles& tree, const fs::path& root, cons
     }
     ModelNetLoadOptions meshes = o;
     if (meshes.points_per_shape == 0) meshes.points_per_shape = kDefaultSurfaceSamples;
-    auto set = load_items(items, tree.class_names, meshes, [&](const Item& item, float* points, float* normals) {
-      const auto sampled = sample_surface(read_shape_file(item.path), meshes.points_per_shape, item.seed, item.path);
-      copy_rows(sampled.points, points);
-      if (normals) copy_rows(sampled.normals, normals);
+    auto set = load_items(items, tree.class_names, meshes, [&](const Item& item, const ShapeRows& rows) {
+      const auto shape = read_shape_file(item.path);
+      // The features first: a mesh, or a cloud without them, is refused before it is sampled.
+      const auto features = rows.features ? point_feature_rows(shape, o.point_features, item.path) : at::Tensor();
+      const auto sampled = sample_surface(shape, meshes.points_per_shape, item.seed, item.path);
+      copy_rows(sampled.points, rows.points);
+      if (rows.normals) copy_rows(sampled.normals, rows.normals);
+      if (rows.features) copy_rows(features.index_select(0, sampled.indices), rows.features);
     });
     (split == 0 ? data.train : data.test) = std::move(set);
   }
@@ -345,7 +362,9 @@ ModelNetData load_resampled(const fs::path& dir, const std::string& prefix, cons
         if (each.points_per_shape == 0) throw DataError(items.front().path + ": no points");
       }
     }
-    auto set = load_items(items, class_names, each, [&](const Item& item, float* points, float* normals) {
+    auto set = load_items(items, class_names, each, [&](const Item& item, const ShapeRows& rows) {
+      float* points = rows.points;
+      float* normals = rows.normals;
       const auto cloud = read_point_text(item.path, each.points_per_shape);
       const auto n = static_cast<int64_t>(cloud.vertices.size());
       if (n < each.points_per_shape)
@@ -513,9 +532,21 @@ std::optional<Detected> detect(const fs::path& dir) {
   return std::nullopt;
 }
 
+ModelNetData load_any_layout(const std::string& dir_name, const ModelNetLoadOptions& o);
+
 }  // namespace
 
 ModelNetData load_modelnet40(const std::string& dir_name, const ModelNetLoadOptions& o) {
+  auto data = load_any_layout(dir_name, o);
+  if (!o.point_features.empty() && !data.train.features.defined())
+    throw UsageError(dir_name + ": point features: the " + data.layout + " layout holds none (a class tree of .ply "
+                     "or .pcd point clouds does)");
+  return data;
+}
+
+namespace {
+
+ModelNetData load_any_layout(const std::string& dir_name, const ModelNetLoadOptions& o) {
   if (o.points_per_shape < 0)
     throw UsageError("points per shape must be >= 0 (0 = every stored point; got " +
                      std::to_string(o.points_per_shape) + ")");
@@ -564,5 +595,7 @@ ModelNetData load_modelnet40(const std::string& dir_name, const ModelNetLoadOpti
   if (found->layout == kFlatLayout) return load_flat_tree(dir, o);
   return load_off_tree(dir, o);
 }
+
+}  // namespace
 
 }  // namespace qkv::pointcloud

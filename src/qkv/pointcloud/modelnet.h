@@ -14,6 +14,7 @@ namespace qkv::pointcloud {
 struct PointCloudSet {
   at::Tensor points;                     // [S, P, 3] float32
   at::Tensor normals;                    // [S, P, 3] float32, or undefined when not loaded
+  at::Tensor features;                   // [S, P, F] float32 per-point features (point_features.h), or undefined
   at::Tensor labels;                     // [S] int64 in [0, class_names.size())
   at::Tensor point_labels;               // [S, P] int64 per-point labels (part segmentation), or undefined
   std::vector<std::string> class_names;  // label -> name
@@ -67,6 +68,10 @@ struct ModelNetLoadOptions {
   int64_t points_per_shape = 2048;
   uint64_t seed = 0;          // surface sampling of OFF meshes only; the other layouts are pre-sampled
   bool with_normals = false;  // load normals too (face normals for OFF meshes); an error where there are none
+  // Per-point features by name (point_features.h), from point-cloud files of
+  // a class tree (the modelnet, split and flat layouts); the pre-sampled
+  // layouts hold none (UsageError).
+  std::vector<std::string> point_features;
   int64_t max_per_class = 0;  // keep at most this many shapes per class and split (the first ones); 0 = all
   // The flat layout (<class>/*): the share of each class's files, drawn with
   // the seed, that goes to the test split (rounded; at least one, and one

@@ -7,6 +7,7 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/core/text.h"
+#include "qkv/pointcloud/point_features.h"
 #include "qkv/pointcloud/sampling.h"
 #include "qkv/pointcloud/transforms.h"
 
@@ -58,10 +59,19 @@ ViewDraws draw(const PointViewOptions& o, int64_t stored, bool train, OptionalGe
   return d;
 }
 
-// One shape's view: points [P, 3] (and normals, or undefined) to [N, 3] each,
-// written to the given rows. Returns which stored points were taken ([N] int64).
-at::Tensor make_view(const at::Tensor& points, const at::Tensor& normals, const PointViewOptions& o, const ViewDraws& d,
-               at::Tensor out_points, at::Tensor out_normals) {
+// A shape's stored rows to go with the view's points: normals [P, 3] and
+// features [P, F], each undefined when not read, and the rows to write them to.
+struct ViewRows {
+  at::Tensor normals, features;
+  at::Tensor out_normals, out_features;
+};
+
+// One shape's view: points [P, 3] (and the rows of `rows`) to [N, 3] (and
+// [N, 3], [N, F]), written to the given rows. Features follow their points
+// (picked, dropped) and are otherwise left as they are: rotation, scale and
+// shift do not act on them. Returns which stored points were taken ([N] int64).
+at::Tensor make_view(const at::Tensor& points, const ViewRows& rows, const PointViewOptions& o, const ViewDraws& d,
+               at::Tensor out_points) {
   at::Tensor index;
   if (o.sampling == "fps")
     index = farthest_point_sample(points, o.num_points, d.fps_start);
@@ -76,17 +86,28 @@ at::Tensor make_view(const at::Tensor& points, const at::Tensor& normals, const 
   if (d.shift.defined()) x = x + d.shift.to(x.scalar_type());
   if (d.rotation.defined()) x = rotate(x, d.rotation);
   out_points.copy_(x);
-  if (!out_normals.defined()) return index;
-  auto n = normals.index_select(0, index);
+  if (rows.out_features.defined()) {
+    auto f = rows.features.index_select(0, index);
+    if (d.dropped.defined()) f = torch::where(d.dropped.unsqueeze(1), f.slice(0, 0, 1), f);
+    rows.out_features.copy_(f);
+  }
+  if (!rows.out_normals.defined()) return index;
+  auto n = rows.normals.index_select(0, index);
   if (d.dropped.defined()) n = torch::where(d.dropped.unsqueeze(1), n.slice(0, 0, 1), n);
   if (d.rotation.defined()) n = rotate(n, d.rotation);
   // Zero normals (none known for a point) stay zero instead of becoming NaN.
-  out_normals.copy_(n / n.norm(2, -1, true).clamp_min(1e-12));
+  rows.out_normals.copy_(n / n.norm(2, -1, true).clamp_min(1e-12));
   return index;
 }
 
 at::Generator eval_generator(uint64_t seed, int64_t index) {
   return at::make_generator<at::CPUGeneratorImpl>(seed_mix(seed, static_cast<uint64_t>(index)));
+}
+
+// A cloud's stored feature rows [P, F] for options.point_features, or undefined when none are asked for.
+at::Tensor cloud_feature_rows(const Mesh& mesh, const PointViewOptions& o, const std::string& source) {
+  if (o.point_features.empty()) return {};
+  return point_feature_rows(mesh, parse_point_features(o.point_features, "point_features"), source);
 }
 
 void check_options(const PointViewOptions& o) {
@@ -130,6 +151,12 @@ PointCloudDataset::PointCloudDataset(std::shared_ptr<const PointCloudSet> set, P
                      " points stored per shape");
   if (options_.use_normals && !set_->normals.defined())
     throw UsageError("normals were asked for but the data set was loaded without them");
+  if (!options_.point_features.empty() &&
+      !(set_->features.defined() && set_->features.dim() == 3 && set_->features.size(0) == set_->size() &&
+        set_->features.size(1) == stored &&
+        set_->features.size(2) == point_feature_channels(parse_point_features(options_.point_features, "point_features"))))
+    throw UsageError("point features " + options_.point_features + " were asked for but the data set was loaded "
+                     "without them");
   TORCH_CHECK(!set_->point_labels.defined() ||
                   set_->point_labels.sizes() == at::IntArrayRef({set_->size(), stored}),
               "PointCloudDataset: point_labels must be [S, P] like the points");
@@ -151,20 +178,24 @@ data::Batch PointCloudDataset::get(const std::vector<int64_t>& indices) const {
 
   auto points = torch::empty({b, n, 3}, torch::kFloat);
   at::Tensor normals = options_.use_normals ? torch::empty({b, n, 3}, torch::kFloat) : at::Tensor();
+  const bool with_features = !options_.point_features.empty();
+  at::Tensor features = with_features ? torch::empty({b, n, set_->features.size(2)}, torch::kFloat) : at::Tensor();
   const bool per_point = set_->point_labels.defined();
   at::Tensor parts = per_point ? torch::empty({b, n}, torch::kLong) : at::Tensor();
   at::parallel_for(0, b, 1, [&](int64_t begin, int64_t end) {
     for (int64_t k = begin; k < end; ++k) {
       const int64_t i = indices[static_cast<size_t>(k)];
-      const auto taken = make_view(set_->points[i], options_.use_normals ? set_->normals[i] : at::Tensor(), options_,
-                                   draws[static_cast<size_t>(k)], points[k],
-                                   options_.use_normals ? normals[k] : at::Tensor());
+      ViewRows rows;
+      if (options_.use_normals) rows.normals = set_->normals[i], rows.out_normals = normals[k];
+      if (with_features) rows.features = set_->features[i], rows.out_features = features[k];
+      const auto taken = make_view(set_->points[i], rows, options_, draws[static_cast<size_t>(k)], points[k]);
       if (per_point) parts[k].copy_(set_->point_labels[i].index_select(0, taken));
     }
   });
   data::Batch batch;
   batch.inputs["points"] = points.transpose(1, 2).contiguous();
   if (options_.use_normals) batch.inputs["normals"] = normals.transpose(1, 2).contiguous();
+  if (with_features) batch.inputs["features"] = features.transpose(1, 2).contiguous();
   const auto labels = set_->labels.index_select(0, torch::tensor(indices, torch::kLong));
   if (per_point) {
     batch.inputs["category"] = labels;
@@ -176,8 +207,9 @@ data::Batch PointCloudDataset::get(const std::vector<int64_t>& indices) const {
 }
 
 at::Tensor prepare_single_cloud(const Mesh& mesh, const PointViewOptions& options, at::Tensor* normals,
-                                const std::string& source) {
+                                const std::string& source, at::Tensor* features) {
   check_options(options);
+  const auto stored_features = cloud_feature_rows(mesh, options, source);
   const int64_t count = mesh.is_point_cloud() ? std::max<int64_t>(options.num_points, static_cast<int64_t>(mesh.vertices.size()))
                                               : std::max(2 * options.num_points, kMinSurfaceSamples);
   // A vote samples the mesh's surface anew; a point cloud's points stay.
@@ -192,14 +224,21 @@ at::Tensor prepare_single_cloud(const Mesh& mesh, const PointViewOptions& option
   const auto d = options.vote > 0 ? draw(options, count, false, eval_generator(options.seed, 0),
                                          vote_generator(options.seed, options.vote, 0))
                                   : draw(options, count, false, eval_generator(options.seed, 0));
-  make_view(sampled.points, options.use_normals ? sampled.normals : at::Tensor(), options, d, points, out_normals);
+  ViewRows rows{options.use_normals ? sampled.normals : at::Tensor(), at::Tensor(), out_normals, at::Tensor()};
+  if (stored_features.defined()) {
+    rows.features = stored_features.index_select(0, sampled.indices);
+    rows.out_features = torch::empty({options.num_points, stored_features.size(1)}, torch::kFloat);
+  }
+  make_view(sampled.points, rows, options, d, points);
   if (normals) *normals = options.use_normals ? out_normals.t().unsqueeze(0).contiguous() : at::Tensor();
+  if (features) *features = rows.out_features.defined() ? rows.out_features.t().unsqueeze(0).contiguous() : at::Tensor();
   return points.t().unsqueeze(0).contiguous();
 }
 
 at::Tensor prepare_every_point(const Mesh& mesh, const PointViewOptions& options, at::Tensor* normals,
-                               const std::string& source) {
+                               const std::string& source, at::Tensor* features) {
   check_options(options);
+  const auto stored_features = cloud_feature_rows(mesh, options, source);
   const std::string where = source.empty() ? "" : source + ": ";
   at::Tensor points, stored_normals;
   if (mesh.is_point_cloud()) {
@@ -222,8 +261,11 @@ at::Tensor prepare_every_point(const Mesh& mesh, const PointViewOptions& options
   auto out = torch::empty({all.num_points, 3}, torch::kFloat);
   at::Tensor out_normals = options.use_normals ? torch::empty({all.num_points, 3}, torch::kFloat) : at::Tensor();
   const auto d = draw(all, all.num_points, false, eval_generator(options.seed, 0));
-  make_view(points, options.use_normals ? stored_normals : at::Tensor(), all, d, out, out_normals);
+  ViewRows rows{options.use_normals ? stored_normals : at::Tensor(), stored_features, out_normals, at::Tensor()};
+  if (stored_features.defined()) rows.out_features = torch::empty_like(stored_features);
+  make_view(points, rows, all, d, out);
   if (normals) *normals = options.use_normals ? out_normals.t().unsqueeze(0).contiguous() : at::Tensor();
+  if (features) *features = rows.out_features.defined() ? rows.out_features.t().unsqueeze(0).contiguous() : at::Tensor();
   return out.t().unsqueeze(0).contiguous();
 }
 

@@ -40,13 +40,17 @@ struct PointViewOptions {
   // stored cloud is the same.
   int64_t vote = 0;
   bool use_normals = false;       // also return "normals"; the set must have them
+  // Also return "features": these per-point features, comma-separated names
+  // (point_features.h); the set must hold them. "" = none.
+  std::string point_features;
   bool train = false;             // see PointCloudDataset
   uint64_t seed = 0;              // eval mode's draws
 };
 
 // get() gives inputs "points" [B, 3, N] float32 and, with use_normals,
 // "normals" [B, 3, N] float32 (the same rotation as the points, never scaled or
-// shifted, renormalised to unit length); target = labels [B] int64. For a set
+// shifted, renormalised to unit length), and with point_features "features"
+// [B, F, N] float32 (the chosen points' own, never rotated, scaled or shifted); target = labels [B] int64. For a set
 // with point_labels (part segmentation): target = the chosen points' labels
 // [B, N] int64 and input "category" = labels [B] int64.
 // Per shape, in this order: pick N of the stored points (FPS, a random subset
@@ -84,8 +88,9 @@ class PointCloudDataset : public data::Dataset {
 // eval-mode view of index 0 (options.train is ignored). Returns [1, 3, N]
 // float32; with use_normals, *normals (if given) receives [1, 3, N]. `source`
 // names the file in error messages.
+// With options.point_features, *features (if given) receives [1, F, N].
 at::Tensor prepare_single_cloud(const Mesh& mesh, const PointViewOptions& options, at::Tensor* normals = nullptr,
-                                const std::string& source = "");
+                                const std::string& source = "", at::Tensor* features = nullptr);
 
 // Every point of a shape, for labelling each one (part segmentation): all the
 // points of a point cloud in file order, or options.num_points surface
@@ -94,6 +99,6 @@ at::Tensor prepare_single_cloud(const Mesh& mesh, const PointViewOptions& option
 // [1, 3, P] float32; with use_normals, *normals (if given) receives [1, 3, P]
 // (DataError naming `source` when a cloud has none).
 at::Tensor prepare_every_point(const Mesh& mesh, const PointViewOptions& options, at::Tensor* normals = nullptr,
-                               const std::string& source = "");
+                               const std::string& source = "", at::Tensor* features = nullptr);
 
 }  // namespace qkv::pointcloud

@@ -48,6 +48,7 @@ SampledPoints sample_cloud(const Mesh& mesh, int64_t n, std::mt19937_64& rng) {
   }
   SampledPoints out;
   out.points = torch::empty({n, 3}, torch::kFloat);
+  out.indices = torch::from_blob(pick.data(), {n}, torch::kLong).clone();
   auto* p = out.points.data_ptr<float>();
   float* q = nullptr;
   if (mesh.has_normals()) {

@@ -26,6 +26,7 @@ struct SampledPoints {
   at::Tensor points;   // [n, 3] float32
   at::Tensor normals;  // [n, 3] float32 unit face normals; for a point cloud its own normals, or undefined
   at::Tensor faces;    // [n] int64: the face each point lies on (meshes only; undefined for a point cloud)
+  at::Tensor indices;  // [n] int64: the stored point each one is (point clouds only; undefined for a mesh)
 };
 
 // A mesh with faces: n points uniform over its surface (a face is picked with

@@ -160,16 +160,18 @@ data::Batch single_cloud_batch(const ClassificationData& d, const std::string& p
   view.seed = seed;
   view.train = false;
   const auto mesh = pc::read_shape_file(path);
-  std::vector<at::Tensor> points, normals;
+  std::vector<at::Tensor> points, normals, features;
   for (int64_t v = 0; v < std::max<int64_t>(1, votes); ++v) {
     view.vote = v;
-    at::Tensor n;
-    points.push_back(pc::prepare_single_cloud(mesh, view, view.use_normals ? &n : nullptr, path));
+    at::Tensor n, f;
+    points.push_back(pc::prepare_single_cloud(mesh, view, view.use_normals ? &n : nullptr, path, &f));
     normals.push_back(n);
+    features.push_back(f);
   }
   data::Batch batch;
   batch.inputs["points"] = torch::cat(points, 0);
   if (view.use_normals) batch.inputs["normals"] = torch::cat(normals, 0);
+  if (!view.point_features.empty()) batch.inputs["features"] = torch::cat(features, 0);
   batch.target = torch::zeros({1}, torch::kLong);
   return batch;
 }

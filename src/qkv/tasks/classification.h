@@ -93,7 +93,8 @@ void visit_fields(ClassificationData& d, V&& visit) {
               "a flat <class>/* folder: the share of each class's shapes (seeded shuffle) that is the test set"}
             .range(0.01, 0.99),
         d.load.test_fraction);
-  visit_view_fields(d.view, visit, "how they are picked: fps (random start in training), random, first");
+  visit_view_fields(d.view, visit, "how they are picked: fps (random start in training), random, first",
+                    /*with_point_features=*/true);
   visit(Field{"protocol", "train/test rotations: z/z, z/so3, so3/so3 (also none/...)"}, d.protocol);
   visit(Field{"val_fraction",
               "share of the training shapes held out for model selection (ModelNet40 has no validation split; 0.1 is "

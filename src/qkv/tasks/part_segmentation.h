@@ -87,7 +87,8 @@ void visit_fields(PartSegData& d, V&& visit) {
               "classes"}
             .was("categories"),
         d.load.categories);
-  visit_view_fields(d.view, visit, "how they are picked: random (a fresh subset each epoch), fps, first");
+  visit_view_fields(d.view, visit, "how they are picked: random (a fresh subset each epoch), fps, first",
+                    /*with_point_features=*/false);
   visit(Field{"protocol",
               "train/test rotations: i/i, i/z, i/so3, z/z, z/so3, so3/so3 (i = none); every run also scores the test "
               "set under the other rotations"},

@@ -13,6 +13,25 @@ void check_point_model_fits(const std::string& model, const nlohmann::json& opti
   models::check_activation_memory(entry, options, points, 0);
 }
 
+void set_point_feature_channels(const std::string& list, train::RunRequest& r, const nlohmann::json& resolved) {
+  int64_t channels = 0;
+  try {
+    channels = pointcloud::point_feature_channels(pointcloud::parse_point_features(list, ""));
+  } catch (const UsageError& e) {
+    throw ConfigError("point_features", first_line(e.what()));
+  }
+  const bool reads = resolved.contains("point_features");
+  if (channels == 0 && !(reads && resolved["point_features"] != 0)) return;
+  if (!reads)
+    throw ConfigError("point_features", "'" + list + "': " + r.model_name + " reads no per-point features (vnt, "
+                                        "vnt+n, vnt-local and vn-dgcnn do)");
+  if (r.model_options.contains("point_features") && r.model_options["point_features"] != channels)
+    throw ConfigError("point_features", "'" + list + "' gives " + std::to_string(channels) + " channels, but the "
+                                        "model option point_features is " + r.model_options["point_features"].dump() +
+                                        " (leave the option out: it follows the list)");
+  r.model_options["point_features"] = channels;
+}
+
 std::string compare_table_text(const nlohmann::json& rows, const char* scores_key,
                          const std::function<std::string(const nlohmann::json& row)>& protocol,
                          const std::vector<std::string>& score_headers,

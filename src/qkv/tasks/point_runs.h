@@ -35,15 +35,22 @@ struct has_class_names : std::false_type {};
 template <typename D>
 struct has_class_names<D, std::void_t<decltype(std::declval<D>().class_names)>> : std::true_type {};
 
+// The model option point_features of a new run: the channels of the data's
+// point_features list (ConfigError when the model reads none, or when its
+// options already say another number).
+void set_point_feature_channels(const std::string& list, train::RunRequest& r, const nlohmann::json& resolved);
+
 // A point-cloud task's data settings for a new run (Data: ClassificationData
 // or PartSegData): the run's seed, normals where the model reads them, the
-// synthetic folder inside the run folder unless synth_dir says otherwise;
-// validated and stored as request.data.
+// model's feature channels from the data's point features, the synthetic
+// folder inside the run folder unless synth_dir says otherwise; validated and
+// stored as request.data.
 template <typename Data>
 void prepare_point_data(Data d, train::RunRequest& r, const std::string& out) {
   d.view.seed = r.seed;
   const auto resolved = models::find_model(r.model_name).resolve(r.model_options);
   d.view.use_normals = resolved.value("normals", false);
+  set_point_feature_channels(d.view.point_features, r, resolved);
   check_point_model_fits(r.model_name, r.model_options, d.view.num_points);
   d.copy_view_settings();
   if (d.source == "synthetic" && d.synth_dir.empty()) d.synth_dir = out + "/synthetic";

@@ -10,15 +10,19 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "qkv/core/errors.h"
 #include "qkv/core/fields.h"
 #include "qkv/core/messages.h"
 #include "qkv/core/output_policy.h"
+#include "qkv/core/text.h"
 #include "qkv/data/dataset.h"
 #include "qkv/models/model.h"
 #include "qkv/pointcloud/point_dataset.h"
+#include "qkv/pointcloud/point_features.h"
 #include "qkv/train/trainer.h"
 
 namespace qkv::tasks {
@@ -65,9 +69,11 @@ inline constexpr double kUpAxisWeakMargin = 1.2;
 
 // The view settings config.json records (the data settings of both tasks
 // list them): points, sampling, normalize, up_axis, random_scale,
-// random_shift, normals, seed.
+// random_shift, point_dropout, point_features (where the task's layouts hold
+// them), normals, seed.
 template <typename V>
-void visit_view_fields(pointcloud::PointViewOptions& view, V&& visit, const char* sampling_help) {
+void visit_view_fields(pointcloud::PointViewOptions& view, V&& visit, const char* sampling_help,
+                       bool with_point_features) {
   visit(Field{"points", "points the model sees per shape"}.range(1, 1 << 20), view.num_points);
   visit(Field{"sampling", sampling_help}.one_of("fps|random|first"), view.sampling);
   visit(Field{"normalize", "", ""}, view.normalize);
@@ -80,6 +86,12 @@ void visit_view_fields(pointcloud::PointViewOptions& view, V&& visit, const char
             .at_least(0)
             .below(1),
         view.point_dropout);
+  if (with_point_features)
+    visit(Field{"point_features",
+                "per-point features the model reads besides xyz, comma-separated: rgb (the colour, 3 channels in "
+                "[0, 1]) and scalar properties of the point-cloud files by name (PLY properties, PCD fields: "
+                "intensity, ...); a class tree of .ply/.pcd clouds only"},
+          view.point_features);
   visit(Field{"normals", "", ""}, view.use_normals);  // decided by the model
   visit(Field{"seed", "", ""}, view.seed);            // --seed
 }
@@ -209,6 +221,12 @@ auto write_synthetic_set(const std::string& out, const Options& options, bool ov
 //   write(dir, synth)        writes the synthetic shapes; returns the line said on stderr
 //   read(dir, load)          loads a folder, saying on stderr what it found
 //   kStoredPoints            how messages name the points stored per shape
+// Whether a loader's settings take per-point features (the classification layouts' do).
+template <typename Load, typename = void>
+struct takes_point_features : std::false_type {};
+template <typename Load>
+struct takes_point_features<Load, std::void_t<decltype(std::declval<Load>().point_features)>> : std::true_type {};
+
 template <typename Source>
 struct PointSourceData {
   std::string source = "synthetic";
@@ -223,6 +241,8 @@ struct PointSourceData {
   void copy_view_settings() {
     synth.seed = load.seed = view.seed;
     load.with_normals = view.use_normals;
+    if constexpr (takes_point_features<typename Source::Load>::value)
+      load.point_features = pointcloud::parse_point_features(view.point_features, "point_features");
   }
   // The generator's settings and the synthetic folder's policy
   // (core/output_policy.h) without writing anything: UsageError if either
@@ -255,6 +275,19 @@ struct PointSourceData {
   // holds, the protocol is known. ConfigError naming the key.
   void check_source_settings() const {
     if (source.empty()) throw ConfigError("source", "must be 'synthetic' or a folder");
+    if (!view.point_features.empty()) {
+      if constexpr (!takes_point_features<typename Source::Load>::value)
+        throw ConfigError("point_features", "'" + view.point_features + "': this task's layouts hold no per-point "
+                                            "features (classification's do)");
+      if (source == "synthetic")
+        throw ConfigError("point_features", "'" + view.point_features + "': the synthetic shapes are meshes without "
+                                            "per-point features; give a folder of .ply or .pcd point clouds");
+      try {
+        pointcloud::parse_point_features(view.point_features, "");
+      } catch (const UsageError& e) {
+        throw ConfigError("point_features", first_line(e.what()));
+      }
+    }
     if (load.points_per_shape > 0 && view.num_points > load.points_per_shape)
       throw ConfigError("points", std::to_string(view.num_points) + " is more than the " +
                                       std::to_string(load.points_per_shape) + Source::kStoredPoints);
