@@ -305,6 +305,20 @@ std::vector<std::string> readme_own_shapes_commands() {
 // A folder of one's own meshes, three classes in three formats, y up, laid
 // out flat: the README's commands train on it as printed, find y, report
 // the layout and nothing skipped, and predict a file.
+// The mean training accuracy of a run's last `last` epochs, after checking
+// that metrics.jsonl holds `epochs` of them.
+static double last_epochs_train_accuracy(const std::string& run, size_t epochs, size_t last) {
+  std::ifstream metrics(run + "/metrics.jsonl");
+  std::vector<double> accuracy;
+  for (std::string line; std::getline(metrics, line);)
+    accuracy.push_back(nlohmann::json::parse(line).at("train_accuracy").get<double>());
+  EXPECT_EQ(accuracy.size(), epochs);
+  if (accuracy.size() < last) return 0;
+  double sum = 0;
+  for (size_t e = accuracy.size() - last; e < accuracy.size(); ++e) sum += accuracy[e];
+  return sum / static_cast<double>(last);
+}
+
 TEST(VntCliOwnShapes, TheReadmeExampleRunsAsPrinted) {
   const auto commands = readme_own_shapes_commands();
   ASSERT_EQ(commands.size(), 2u);
@@ -345,14 +359,7 @@ TEST(VntCliOwnShapes, TheReadmeExampleRunsAsPrinted) {
       // It learns: over the last 5 epochs most training clouds are classified
       // (chance is 1/3; about 0.85 here, noisy from epoch to epoch under the
       // augmentation); the 6 test shapes are too few for a stable bound.
-      std::ifstream metrics(dir + "/runs/mine/metrics.jsonl");
-      std::vector<double> accuracy;
-      for (std::string line; std::getline(metrics, line);)
-        accuracy.push_back(nlohmann::json::parse(line).at("train_accuracy").get<double>());
-      ASSERT_EQ(accuracy.size(), 20u);
-      double last5 = 0;
-      for (size_t e = 15; e < 20; ++e) last5 += accuracy[e] / 5;
-      EXPECT_GE(last5, 0.7);
+      EXPECT_GE(last_epochs_train_accuracy(dir + "/runs/mine", 20, 5), 0.7);
       EXPECT_TRUE(summary.at("test").contains("accuracy"));
     } else {
       EXPECT_NE(r.output.find("table"), std::string::npos) << r.output;
@@ -387,14 +394,7 @@ TEST(VntCliPointFeatures, ColourAloneTellsTheClassesApart) {
   const auto config = read_json(dir + "/run/config.json");
   EXPECT_EQ(config.at("data").at("point_features"), "rgb");
   EXPECT_EQ(config.at("model").at("options").at("point_features"), 3);
-  std::ifstream metrics(dir + "/run/metrics.jsonl");
-  std::vector<double> accuracy;
-  for (std::string line; std::getline(metrics, line);)
-    accuracy.push_back(nlohmann::json::parse(line).at("train_accuracy").get<double>());
-  ASSERT_EQ(accuracy.size(), 20u);
-  double last5 = 0;
-  for (size_t e = 15; e < 20; ++e) last5 += accuracy[e] / 5;
-  EXPECT_GE(last5, 0.85) << "chance is 0.5";
+  EXPECT_GE(last_epochs_train_accuracy(dir + "/run", 20, 5), 0.85) << "chance is 0.5";
   const auto predicted = run_qkv("vnt predict --checkpoint " + dir + "/run --input " + dir +
                                  "/clouds/blue/blue_3.ply --rotate so3 --seed 5");
   ASSERT_EQ(predicted.status, 0) << predicted.output;
