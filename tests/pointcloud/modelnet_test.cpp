@@ -366,6 +366,32 @@ TEST(ScanObjectNN, ItsVariantsAreReadFromTheReleasedLayout) {
   fs::remove_all(root.string() + "-run");
 }
 
+// --recipe scanobjectnn: the reference code's settings in config.json; the
+// command line's sizes win (the stand-in files hold 64 points of 15 scans).
+TEST(ScanObjectNN, TheRecipeRecordsTheReferenceCodesSettings) {
+  const auto root = make_scanobjectnn("scanobjectnn_recipe");
+  const auto run = qkv::testing::run_qkv(
+      "vnt train --recipe scanobjectnn --data " + root.string() + " --points 32 --epochs 1 --batch-size 5 "
+      "--linear-dim 4 --heads 2 --head-dim 4 --model-options '{\"k\":4}' --threads 1 --out " + root.string() + "-run");
+  ASSERT_EQ(run.status, 0) << run.output;
+  const auto config = qkv::testing::read_json(root.string() + "-run/config.json");
+  const auto& d = config.at("data");
+  EXPECT_EQ(d.at("layout"), "scanobjectnn");
+  EXPECT_EQ(d.at("scanobjectnn_variant"), "PB_T50_RS");
+  EXPECT_EQ(d.at("protocol"), "so3/so3");
+  EXPECT_EQ(d.at("sampling"), "random");
+  EXPECT_EQ(d.at("points"), 32);
+  const auto& t = config.at("train");
+  EXPECT_EQ(t.at("optimizer"), "sgd");
+  EXPECT_DOUBLE_EQ(t.at("lr").get<double>(), 0.1);
+  EXPECT_EQ(t.at("schedule"), "cosine");
+  EXPECT_DOUBLE_EQ(t.at("min_lr").get<double>(), 0.001);
+  EXPECT_EQ(t.at("batch_size"), 5);
+  EXPECT_NE(config.at("recipe").at("source").get<std::string>().find("Pattern Recognition 2024"), std::string::npos);
+  fs::remove_all(root);
+  fs::remove_all(root.string() + "-run");
+}
+
 // The up axis a train command picks when --up-axis is left at -1: ModelNet40's
 // meshes stand on z, the resampled text and HDF5 copies (PointNet, PointNet++)
 // on y. Each fixture is loaded, so the layout name the reader reports is the

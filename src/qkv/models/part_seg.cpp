@@ -138,7 +138,7 @@ VNDGCNNSegOptions VNDGCNNSegOptions::from_json(const nlohmann::json& j) {
 }
 
 OptionHelpList VNDGCNNSegOptions::option_help() {
-  auto help = concat_options(without_options(VNDGCNNOptions::option_help(), {"classes", "dropout"}),
+  auto help = concat_options(without_options(VNDGCNNOptions::option_help(), {"classes", "dropout", "point_features"}),
                              PartHeadOptions::option_help());
   set_option_source(help, "k", "as DGCNN's part segmentation");
   set_option_source(help, "dropout", "the reference code");
