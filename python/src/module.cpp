@@ -108,8 +108,8 @@ PYBIND11_MODULE(_qkv, m) {
 
 Whether glibc's malloc keeps the memory this process frees for reuse (keep)
 or hands large blocks back to the kernel on free (glibc's default), for the
-whole process. `import qkv` sets keep=True (a training step ran 1.17x-1.18x
-the C++ time without it, 0.99x-1.03x with it, at 24-28 % more peak memory;
+whole process. `import qkv` sets keep=True (a training step ran 1.11x-1.30x
+the C++ time without it, 1.01x-1.10x with it, at 17-34 % more peak memory;
 docs/python.md); set QKV_KEEP_FREED_MEMORY=0 before importing qkv to leave
 glibc as it is. Returns False, changing nothing, where jemalloc serves malloc
 (preloaded).)doc");

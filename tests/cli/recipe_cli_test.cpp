@@ -91,7 +91,7 @@ TEST(Recipe, GivenOptionsWinAndMismatchesAreRefused) {
   EXPECT_TRUE(contains(config.at("recipe").at("kept_from_command_line"), "lr"));
   // A recipe for another model, an unknown recipe, and a recipe on a resume.
   expect_clean_failure(run_qkv("vnt train --recipe vnn --model vnt --out " + out + "/x"), 2, "--recipe vnn");
-  expect_clean_failure(run_qkv("vnt train --recipe vnm --out " + out + "/x"), 2, "vnt-paper, vnn");
+  expect_clean_failure(run_qkv("vnt train --recipe vnm --out " + out + "/x"), 2, "vnt-paper, scanobjectnn, vnn");
   expect_clean_failure(run_qkv("seg train --recipe vnn --out " + out + "/x"), 2, "--recipe vnn");
   expect_clean_failure(run_qkv("vnt train --resume " + out + "/run --recipe vnn"), 2, "--recipe");
   EXPECT_FALSE(fs::exists(out + "/x"));
