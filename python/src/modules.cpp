@@ -127,7 +127,8 @@ void bind_vn_modules(py::module_& m) {
                                 models::sat_mul(channels, share ? 1 : channels));
              return std::make_shared<VNLeakyReLUImpl>(channels, share, slope);
            }),
-           py::arg("channels"), py::arg("share") = VNDefaults::share, py::arg("negative_slope") = VNDefaults::negative_slope)
+           py::arg("channels"), py::arg("share") = VNDefaults::share,
+           py::arg("negative_slope") = VNDefaults::negative_slope)
       .def("forward", &VNLeakyReLUImpl::forward);
   py::class_<VNBatchNormImpl, torch::nn::Module, std::shared_ptr<VNBatchNormImpl>>(m, "VNBatchNorm")
       .def(py::init([](int64_t channels, double momentum, double eps) {
@@ -149,7 +150,8 @@ void bind_vn_modules(py::module_& m) {
                                 models::vn_linear_leaky_relu_parameters(in, out, share));
              return std::make_shared<VNLinearLeakyReLUImpl>(in, out, share, slope, batch_norm);
            }),
-           py::arg("in_channels"), py::arg("out_channels"), py::arg("share") = VNDefaults::share, py::arg("negative_slope") = VNDefaults::negative_slope,
+           py::arg("in_channels"), py::arg("out_channels"), py::arg("share") = VNDefaults::share,
+           py::arg("negative_slope") = VNDefaults::negative_slope,
            py::arg("batch_norm") = VNDefaults::batch_norm)
       .def("forward", &VNLinearLeakyReLUImpl::forward);
   py::class_<VNMaxPoolImpl, torch::nn::Module, std::shared_ptr<VNMaxPoolImpl>>(m, "VNMaxPool")
@@ -165,7 +167,8 @@ void bind_vn_modules(py::module_& m) {
                                 models::vn_std_feature_parameters(in, normalize_frame));
              return std::make_shared<VNStdFeatureImpl>(in, normalize_frame, share, slope);
            }),
-           py::arg("in_channels"), py::arg("normalize_frame") = VNDefaults::normalize_frame, py::arg("share") = VNDefaults::share,
+           py::arg("in_channels"), py::arg("normalize_frame") = VNDefaults::normalize_frame,
+           py::arg("share") = VNDefaults::share,
            py::arg("negative_slope") = VNDefaults::negative_slope)
       .def("forward", &VNStdFeatureImpl::forward);
   py::class_<VNEdgeConvImpl, torch::nn::Module, std::shared_ptr<VNEdgeConvImpl>>(m, "VNEdgeConv")
@@ -174,7 +177,8 @@ void bind_vn_modules(py::module_& m) {
                                 models::vn_linear_leaky_relu_parameters(models::sat_mul(with_cross ? 3 : 2, in), out));
              return std::make_shared<VNEdgeConvImpl>(in, out, k, with_cross, slope);
            }),
-           py::arg("in_channels"), py::arg("out_channels"), py::arg("k"), py::arg("with_cross") = VNDefaults::with_cross,
+           py::arg("in_channels"), py::arg("out_channels"), py::arg("k"),
+           py::arg("with_cross") = VNDefaults::with_cross,
            py::arg("negative_slope") = VNDefaults::negative_slope)
       .def("forward", &VNEdgeConvImpl::forward);
   py::class_<VNMultiHeadAttentionImpl, torch::nn::Module, std::shared_ptr<VNMultiHeadAttentionImpl>>(
@@ -209,7 +213,8 @@ void bind_vn_modules(py::module_& m) {
                  models::vnt_block_parameters(channels, heads, head_dim, ffn_hidden, layer_norm));
              return std::make_shared<VNTBlockImpl>(channels, heads, head_dim, ffn_hidden, layer_norm);
            }),
-           py::arg("channels"), py::arg("heads"), py::arg("head_dim"), py::arg("ffn_hidden"), py::arg("layer_norm") = VNDefaults::layer_norm)
+           py::arg("channels"), py::arg("heads"), py::arg("head_dim"), py::arg("ffn_hidden"),
+           py::arg("layer_norm") = VNDefaults::layer_norm)
       .def("forward", [](VNTBlockImpl& self, const at::Tensor& x) { return self.forward(x); });
 }
 
@@ -268,7 +273,8 @@ void bind_attention_modules(py::module_& m) {
                                                                  .bias(bias)
                                                                  .dropout(dropout));
            }),
-           py::arg("embed_dim"), py::arg("heads"), py::arg("qk_dim") = kMhaDefaults.qk_dim(), py::arg("v_dim") = kMhaDefaults.v_dim(),
+           py::arg("embed_dim"), py::arg("heads"), py::arg("qk_dim") = kMhaDefaults.qk_dim(),
+           py::arg("v_dim") = kMhaDefaults.v_dim(),
            py::arg("kv_dim") = kMhaDefaults.kv_dim(), py::arg("bias") = kMhaDefaults.bias(),
            py::arg("dropout") = kMhaDefaults.dropout(), py::arg("kv_heads") = kMhaDefaults.kv_heads())
       .def(

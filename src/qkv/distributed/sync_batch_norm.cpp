@@ -84,9 +84,9 @@ void SyncBatchNormImpl::track_batch() {
 
 at::Tensor SyncBatchNormImpl::forward(const at::Tensor& x) {
   track_batch();
-  return observed(*this, {x},
-                  batch_norm(x, live(weight), live(bias), live(running_mean), live(running_var), is_training(), momentum,
-                             eps, active_group()));
+  auto y = batch_norm(x, live(weight), live(bias), live(running_mean), live(running_var), is_training(), momentum, eps,
+                      active_group());
+  return observed(*this, {x}, std::move(y));
 }
 
 }  // namespace qkv::distributed

@@ -47,7 +47,9 @@ std::vector<int64_t> state_sizes(const Options& o, const at::Tensor& input, cons
 
 }  // namespace
 
-at::Tensor LiveLinearImpl::forward(const at::Tensor& x) { return observed(*this, {x}, at::linear(x, live(weight), live(bias))); }
+at::Tensor LiveLinearImpl::forward(const at::Tensor& x) {
+  return observed(*this, {x}, at::linear(x, live(weight), live(bias)));
+}
 
 at::Tensor LiveConv1dImpl::forward(const at::Tensor& x) {
   return observed(*this, {x}, live_convolution<F::Conv1dFuncOptions>(*this, x, "Conv1d", F::conv1d));
@@ -86,8 +88,8 @@ std::tuple<at::Tensor, std::tuple<at::Tensor, at::Tensor>> LiveLSTMImpl::forward
 std::tuple<at::Tensor, at::Tensor> LiveGRUImpl::forward(const at::Tensor& input, const at::Tensor& state) {
   const auto sizes = state_sizes(options, input, "GRU");
   const auto h0 = state.defined() ? state : at::zeros(sizes, input.options());
-  auto [output, h] = at::gru(input, h0, live_all(flat_weights_), options.bias(), options.num_layers(), options.dropout(),
-                             is_training(), options.bidirectional(), options.batch_first());
+  auto [output, h] = at::gru(input, h0, live_all(flat_weights_), options.bias(), options.num_layers(),
+                             options.dropout(), is_training(), options.bidirectional(), options.batch_first());
   auto out = observed(*this, {input, h0}, {output, h});
   return {out[0], out[1]};
 }

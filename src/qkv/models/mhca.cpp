@@ -246,8 +246,8 @@ MultiHeadCoAttentionImpl::Output MultiHeadCoAttentionImpl::forward(const at::Ten
   auto res_q = torch::relu(res_q_->forward(spect_tokens));
   Output out;
   out.attention = attention::co_attention(q, k, v, heads_, live(key_dim_), attention_dropout_, is_training());
-  out.hidden = observed(*this, {methylation_tokens, spect_tokens},
-                        norm_->forward(torch::relu(out.attention.values_out + res_k + out.attention.queries_out + res_q)));
+  const auto mixed = torch::relu(out.attention.values_out + res_k + out.attention.queries_out + res_q);
+  out.hidden = observed(*this, {methylation_tokens, spect_tokens}, norm_->forward(mixed));
   return out;
 }
 

@@ -31,7 +31,8 @@ VNDGCNNOptions VNDGCNNOptions::from_json(const nlohmann::json& j) {
 }
 
 nlohmann::json VNDGCNNOptions::to_json() const {
-  return {{"classes", classes}, {"k", k}, {"pooling", pooling}, {"dropout", dropout}, {"point_features", point_features}};
+  return {{"classes", classes}, {"k", k}, {"pooling", pooling}, {"dropout", dropout},
+          {"point_features", point_features}};
 }
 
 OptionHelpList VNDGCNNOptions::option_help() {
@@ -41,7 +42,8 @@ OptionHelpList VNDGCNNOptions::option_help() {
            "the reference code"},
           {"dropout", "dropout in the 512-256 classification head"},
           {"point_features", "F per-point invariant features (input \"features\" [B, F, N]), each fused as the "
-           "vector channel f x (an invariant scalar times the point: exactly rotation-invariant)", "our choice (the paper reads xyz only)"}};
+           "vector channel f x (an invariant scalar times the point: exactly rotation-invariant)",
+           "our choice (the paper reads xyz only)"}};
 }
 
 // Activations of one cloud of N points, k neighbours (a VN channel is 3

@@ -65,8 +65,9 @@ ModelSize vnt_local_size(const VNTLocalOptions& options, int64_t points) {
 VNTLocalNet::VNTLocalNet(const VNTLocalOptions& options) : options_(options) {
   // Registered in VNTNet's order and under its names: edge_conv, blocks, invariant, head.
   const auto& o = options.net;
-  edge_conv_ = register_module("edge_conv", vn::VNEdgeConv(vn_input_channels(o.normals, o.point_features), o.linear_dim, o.k, o.edge_cross,
-                                                            o.negative_slope));
+  const int64_t in_channels = vn_input_channels(o.normals, o.point_features);
+  edge_conv_ =
+      register_module("edge_conv", vn::VNEdgeConv(in_channels, o.linear_dim, o.k, o.edge_cross, o.negative_slope));
   auto list = torch::nn::ModuleList();
   for (int64_t i = 0; i < o.blocks; ++i) {
     blocks_.push_back(vn::VNLocalTBlock(o.linear_dim, o.heads, o.head_dim, o.hidden(), o.layer_norm));

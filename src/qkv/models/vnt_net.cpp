@@ -67,7 +67,8 @@ OptionHelpList VNTNetOptions::option_help() {
           {"edge_cross", "add neighbour x centre to the edge features [neighbour - centre, centre]", silent},
           {"normals", "normals as a second vector channel of the edge conv (reads inputs[\"normals\"])"},
           {"point_features", "F per-point invariant features (input \"features\" [B, F, N]), each fused as the "
-           "vector channel f x (an invariant scalar times the point: exactly rotation-invariant)", "our choice (the paper reads xyz only)"},
+           "vector channel f x (an invariant scalar times the point: exactly rotation-invariant)",
+           "our choice (the paper reads xyz only)"},
           {"layer_norm", "VNLayerNorm before attention and VN-FFN", "the paper (none)"},
           {"normalize_frame", "Gram-Schmidt-orthonormal frame in the invariant layer", "as Vector Neurons"},
           {"pooling", "global pooling over the points: max, mean or max+mean", silent},
@@ -151,7 +152,8 @@ at::Tensor vn_input(const data::Batch& batch, bool with_normals, int64_t feature
       throw UsageError("input 'features': expected [B, F, N] = [" + std::to_string(points.size(0)) + ", " +
                        std::to_string(features) + ", " + std::to_string(points.size(2)) + "] for points " +
                        shape_of(points) + ", got " + shape_of(f));
-    if (checkable && !torch::isfinite(f).all().item<bool>()) throw DataError("input 'features' holds NaN or Inf values");
+    if (checkable && !torch::isfinite(f).all().item<bool>())
+      throw DataError("input 'features' holds NaN or Inf values");
     channels.push_back(f.to(points.scalar_type()).unsqueeze(2) * points.unsqueeze(1));  // [B, F, 3, N]: f x
   }
   return channels.size() == 1 ? channels[0] : torch::cat(channels, 1);

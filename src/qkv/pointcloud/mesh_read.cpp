@@ -912,8 +912,10 @@ Mesh parse_pcd(const std::string& path, const std::string& text) {
     std::sort(scalars.begin(), scalars.end());
   }
   Mesh mesh;
-  for (const int i : scalars)
-    mesh.vertex_properties.push_back({fields[static_cast<size_t>(i)].name, fields[static_cast<size_t>(i)].type != 'F', {}});
+  for (const int i : scalars) {
+    const auto& f = fields[static_cast<size_t>(i)];
+    mesh.vertex_properties.push_back({f.name, f.type != 'F', {}});
+  }
   // The fields read per point: x, y, z, the normal's three (when whole), the colour (when there), the scalars.
   std::vector<int> wanted = {x, y, z};
   if (normals) wanted.insert(wanted.end(), {nx, ny, nz});
@@ -942,7 +944,8 @@ Mesh parse_pcd(const std::string& path, const std::string& text) {
       mesh.normals.push_back(n);
     }
     if (rgb >= 0)
-      mesh.colors.push_back({static_cast<uint8_t>(colour >> 16), static_cast<uint8_t>(colour >> 8), static_cast<uint8_t>(colour)});
+      mesh.colors.push_back(
+          {static_cast<uint8_t>(colour >> 16), static_cast<uint8_t>(colour >> 8), static_cast<uint8_t>(colour)});
     for (size_t k = scalars_at; k < wanted.size(); ++k) mesh.vertex_properties[k - scalars_at].values.push_back(v[k]);
   };
   const size_t body = lines.consumed();
@@ -993,7 +996,8 @@ Mesh parse_pcd(const std::string& path, const std::string& text) {
             const auto as_float = static_cast<float>(out);
             std::memcpy(&colour, &as_float, sizeof colour);
           } else {
-            if (!(out >= 0 && out <= 4294967295.0)) fail_at(path, rows.line(), "rgb " + show(t) + " is not a packed colour");
+            if (!(out >= 0 && out <= 4294967295.0))
+              fail_at(path, rows.line(), "rgb " + show(t) + " is not a packed colour");
             colour = static_cast<uint32_t>(out);
           }
         }

@@ -151,10 +151,10 @@ PointCloudDataset::PointCloudDataset(std::shared_ptr<const PointCloudSet> set, P
                      " points stored per shape");
   if (options_.use_normals && !set_->normals.defined())
     throw UsageError("normals were asked for but the data set was loaded without them");
+  const auto& f = set_->features;
   if (!options_.point_features.empty() &&
-      !(set_->features.defined() && set_->features.dim() == 3 && set_->features.size(0) == set_->size() &&
-        set_->features.size(1) == stored &&
-        set_->features.size(2) == point_feature_channels(parse_point_features(options_.point_features, "point_features"))))
+      !(f.defined() && f.dim() == 3 && f.size(0) == set_->size() && f.size(1) == stored &&
+        f.size(2) == point_feature_channels(parse_point_features(options_.point_features, "point_features"))))
     throw UsageError("point features " + options_.point_features + " were asked for but the data set was loaded "
                      "without them");
   TORCH_CHECK(!set_->point_labels.defined() ||
@@ -231,7 +231,7 @@ at::Tensor prepare_single_cloud(const Mesh& mesh, const PointViewOptions& option
   }
   make_view(sampled.points, rows, options, d, points);
   if (normals) *normals = options.use_normals ? out_normals.t().unsqueeze(0).contiguous() : at::Tensor();
-  if (features) *features = rows.out_features.defined() ? rows.out_features.t().unsqueeze(0).contiguous() : at::Tensor();
+  if (features && rows.out_features.defined()) *features = rows.out_features.t().unsqueeze(0).contiguous();
   return points.t().unsqueeze(0).contiguous();
 }
 
@@ -265,7 +265,7 @@ at::Tensor prepare_every_point(const Mesh& mesh, const PointViewOptions& options
   if (stored_features.defined()) rows.out_features = torch::empty_like(stored_features);
   make_view(points, rows, all, d, out);
   if (normals) *normals = options.use_normals ? out_normals.t().unsqueeze(0).contiguous() : at::Tensor();
-  if (features) *features = rows.out_features.defined() ? rows.out_features.t().unsqueeze(0).contiguous() : at::Tensor();
+  if (features && rows.out_features.defined()) *features = rows.out_features.t().unsqueeze(0).contiguous();
   return out.t().unsqueeze(0).contiguous();
 }
 

@@ -59,9 +59,11 @@ at::Tensor point_feature_rows(const Mesh& cloud, const std::vector<std::string>&
     if (name == kColourFeature) {
       if (cloud.colors.size() != cloud.vertices.size())
         throw DataError(source + ": no colour (feature 'rgb'; the file holds: " + features_held(cloud) + ")");
-      for (int64_t i = 0; i < points; ++i)
+      for (int64_t i = 0; i < points; ++i) {
+        const auto& rgb = cloud.colors[static_cast<size_t>(i)];
         for (int64_t k = 0; k < 3; ++k)
-          out[i * width + column + k] = static_cast<float>(cloud.colors[static_cast<size_t>(i)][static_cast<size_t>(k)]) / 255.0f;
+          out[i * width + column + k] = static_cast<float>(rgb[static_cast<size_t>(k)]) / 255.0f;
+      }
       column += 3;
       continue;
     }

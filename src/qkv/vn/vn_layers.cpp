@@ -63,8 +63,9 @@ at::Tensor VNLinearLeakyReLUImpl::forward(const at::Tensor& x) {
   // backward one dX product instead of two and their sum (VNStdFeature's
   // 682 -> 341 + 341 step: ~17 % less backward time, bench_vnt_step vn-linear).
   // With a hook on a map, the maps run as the parts they are.
-  const auto both = hooked_below(*this) ? torch::cat({map_to_feat->forward(x), map_to_dir->forward(x)}, 1)
-                                        : vn_linear(x, torch::cat({live(map_to_feat->weight), live(map_to_dir->weight)}, 0));
+  const auto both = hooked_below(*this)
+                        ? torch::cat({map_to_feat->forward(x), map_to_dir->forward(x)}, 1)
+                        : vn_linear(x, torch::cat({live(map_to_feat->weight), live(map_to_dir->weight)}, 0));
   return observed(*this, {x}, activate(both));
 }
 
@@ -118,11 +119,11 @@ std::pair<at::Tensor, at::Tensor> towards_and_centre(const at::Tensor& weight, i
   return {towards, weight.narrow(1, c, c) - towards};
 }
 
-}  // namespace
-
 // With a hook on the conv or a part of it, the conv runs as the part it is,
 // on the edge features [x_j - x_i, x_i] (the same values, each part observed).
 bool conv_as_part(const VNLinearLeakyReLUImpl& conv) { return hooked(conv) || hooked_below(conv); }
+
+}  // namespace
 
 at::Tensor factorised_edge_conv(VNLinearLeakyReLUImpl& conv, const at::Tensor& x, const at::Tensor& idx) {
   require_edge_conv_of(conv, x, "factorised_edge_conv");
