@@ -23,7 +23,7 @@ VNDGCNNOptions VNDGCNNOptions::from_json(const nlohmann::json& j) {
   r.get("k", o.k, 1);
   r.get("pooling", o.pooling);
   r.get("dropout", o.dropout, 0.0, 0.99);
-  r.get("point_features", o.point_features, 0, 1 << 16);
+  read_point_features_option(r, o.point_features);
   r.finish();
   if (o.pooling != "mean" && o.pooling != "max")
     throw UsageError("vn-dgcnn option 'pooling' = \"" + o.pooling + "\": expected mean or max");
@@ -41,9 +41,7 @@ OptionHelpList VNDGCNNOptions::option_help() {
           {"pooling", "pooling over each point's neighbours: mean, or max (VNMaxPool, adds parameters)",
            "the reference code"},
           {"dropout", "dropout in the 512-256 classification head"},
-          {"point_features", "F per-point invariant features (input \"features\" [B, F, N]), each fused as the "
-           "vector channel f x (an invariant scalar times the point: exactly rotation-invariant)",
-           "our choice (the paper reads xyz only)"}};
+          point_features_option_help()};
 }
 
 // Activations of one cloud of N points, k neighbours (a VN channel is 3

@@ -32,7 +32,7 @@ void read_vnt_backbone_options(OptionReader& r, VNTNetOptions& o) {
   r.get("k", o.k, 1);
   r.get("edge_cross", o.edge_cross);
   r.get("normals", o.normals);
-  r.get("point_features", o.point_features, 0, 1 << 16);
+  read_point_features_option(r, o.point_features);
   r.get("layer_norm", o.layer_norm);
   r.get("normalize_frame", o.normalize_frame);
   r.get("pooling", o.pooling);
@@ -66,9 +66,7 @@ OptionHelpList VNTNetOptions::option_help() {
           {"k", "neighbours of the edge-conv kNN graph", silent + ", as DGCNN and Vector Neurons"},
           {"edge_cross", "add neighbour x centre to the edge features [neighbour - centre, centre]", silent},
           {"normals", "normals as a second vector channel of the edge conv (reads inputs[\"normals\"])"},
-          {"point_features", "F per-point invariant features (input \"features\" [B, F, N]), each fused as the "
-           "vector channel f x (an invariant scalar times the point: exactly rotation-invariant)",
-           "our choice (the paper reads xyz only)"},
+          point_features_option_help(),
           {"layer_norm", "VNLayerNorm before attention and VN-FFN", "the paper (none)"},
           {"normalize_frame", "Gram-Schmidt-orthonormal frame in the invariant layer", "as Vector Neurons"},
           {"pooling", "global pooling over the points: max, mean or max+mean", silent},
@@ -126,6 +124,17 @@ ModelSize vnt_net_size(const VNTNetOptions& o, int64_t points) {
   accumulate(s, classification_head_size(pooled_width(sat_mul(6, o.blocks, o.linear_dim), o.pooling),
                                          o.head_hidden, o.classes, o.dropout));
   return s;
+}
+
+void read_point_features_option(OptionReader& r, int64_t& point_features) {
+  r.get("point_features", point_features, 0, 1 << 16);
+}
+
+OptionHelp point_features_option_help() {
+  return {"point_features",
+          "F per-point invariant features (input \"features\" [B, F, N]), each fused as the vector channel f x (an "
+          "invariant scalar times the point: exactly rotation-invariant)",
+          "our choice (the paper reads xyz only)"};
 }
 
 at::Tensor vn_input(const data::Batch& batch, bool with_normals, int64_t features) {

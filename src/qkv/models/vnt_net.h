@@ -102,4 +102,9 @@ at::Tensor vn_input(const data::Batch& batch, bool with_normals, int64_t feature
 // The vector channels vn_input gives.
 inline int64_t vn_input_channels(bool with_normals, int64_t features) { return (with_normals ? 2 : 1) + features; }
 
+// The option "point_features" (vn_input's F) of every VN classifier that reads
+// features: read (0 .. 2^16), and its help line.
+void read_point_features_option(OptionReader& r, int64_t& point_features);
+OptionHelp point_features_option_help();
+
 }  // namespace qkv::models

@@ -86,14 +86,14 @@ at::Tensor make_view(const at::Tensor& points, const ViewRows& rows, const Point
   if (d.shift.defined()) x = x + d.shift.to(x.scalar_type());
   if (d.rotation.defined()) x = rotate(x, d.rotation);
   out_points.copy_(x);
-  if (rows.out_features.defined()) {
-    auto f = rows.features.index_select(0, index);
-    if (d.dropped.defined()) f = torch::where(d.dropped.unsqueeze(1), f.slice(0, 0, 1), f);
-    rows.out_features.copy_(f);
-  }
+  // A stored row per point, picked and dropped as the points were.
+  const auto follow = [&](const at::Tensor& stored) {
+    const auto picked = stored.index_select(0, index);
+    return d.dropped.defined() ? torch::where(d.dropped.unsqueeze(1), picked.slice(0, 0, 1), picked) : picked;
+  };
+  if (rows.out_features.defined()) rows.out_features.copy_(follow(rows.features));
   if (!rows.out_normals.defined()) return index;
-  auto n = rows.normals.index_select(0, index);
-  if (d.dropped.defined()) n = torch::where(d.dropped.unsqueeze(1), n.slice(0, 0, 1), n);
+  auto n = follow(rows.normals);
   if (d.rotation.defined()) n = rotate(n, d.rotation);
   // Zero normals (none known for a point) stay zero instead of becoming NaN.
   rows.out_normals.copy_(n / n.norm(2, -1, true).clamp_min(1e-12));
