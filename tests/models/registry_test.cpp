@@ -4,12 +4,15 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "qkv/core/errors.h"
 #include "qkv/models/model.h"
+#include "support/paths.h"
 
 using namespace qkv;
 
@@ -227,4 +230,20 @@ TEST(Registry, ModelHelpHasALinePerModelOfTheTask) {
                 "vn-dgcnn-seg         " + models::find_model("vn-dgcnn-seg").description + "\n" +
                 "xyz-transformer-seg  " + models::find_model("xyz-transformer-seg").description);
   EXPECT_THROW(models::model_help("nope"), std::invalid_argument);
+}
+
+// docs/models.md's table of models names every registered model, so that a
+// new model cannot land undocumented.
+TEST(Registry, EveryRegisteredModelIsInTheDocsTableOfModels) {
+  const std::string path = std::string(qkv::testing::source_dir()) + "/docs/models.md";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path;
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string docs = text.str();
+  const auto table = docs.find("## The models");
+  ASSERT_NE(table, std::string::npos) << path << " has no '## The models' section";
+  const std::string section = docs.substr(table, docs.find("\n## ", table + 1) - table);
+  for (const auto& e : models::model_registry())
+    EXPECT_NE(section.find("`" + e.name + "`"), std::string::npos) << e.name << " is not in " << path << "'s table";
 }

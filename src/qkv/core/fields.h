@@ -51,6 +51,10 @@ struct Field {
   // A text field naming a file that must exist (the CLI checks it when the
   // option is parsed; readers say so again, naming the file).
   bool existing = false;
+  // Where the default comes from when it matters ("the paper", "the
+  // reference code", "our choice"); nullptr = not said. `qkv params` and
+  // docs/models.md show it for model options.
+  const char* source = nullptr;
   Field range(double lo, double hi) const {
     Field f = *this;
     f.min = lo;
@@ -86,6 +90,11 @@ struct Field {
   Field one_of(const char* words) const {
     Field f = *this;
     f.choices = words;
+    return f;
+  }
+  Field from(const char* where) const {
+    Field f = *this;
+    f.source = where;
     return f;
   }
   bool has_range() const { return min != -std::numeric_limits<double>::max() || max != std::numeric_limits<double>::max(); }

@@ -10,15 +10,30 @@
 #include <string>
 #include <vector>
 
-#include "qkv/data/dataset.h"
+#include "qkv/core/fields.h"
 #include "qkv/core/part_hooks.h"
+#include "qkv/data/dataset.h"
 #include "qkv/models/live_layers.h"
 #include "qkv/models/model.h"
 
 namespace qkv::models {
 
-// "max", "mean" or "max+mean" (concatenated); UsageError otherwise.
-void check_pooling(const std::string& model, const std::string& pooling);
+// The option "pooling" of the classifiers that pool over the points: "max",
+// "mean" or "max+mean" (concatenated).
+inline Field global_pooling_field() {
+  return Field{"pooling", "global pooling over the points: max, mean or max+mean"}.one_of("max|mean|max+mean");
+}
+
+// The option "point_features" (vn_input's F) of every VN classifier that reads
+// per-point features.
+inline Field point_features_field() {
+  return Field{"point_features",
+               "F per-point invariant features (input \"features\" [B, F, N]), each fused as the vector channel f x "
+               "(an invariant scalar times the point: exactly rotation-invariant)"}
+      .range(0, 1 << 16)
+      .from("our choice (the paper reads xyz only)");
+}
+
 // Features per cloud after pooling `channels` per-point features.
 int64_t pooled_width(int64_t channels, const std::string& pooling);
 // x [B, F, N] -> [B, F] or [B, 2F].

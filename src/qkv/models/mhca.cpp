@@ -21,34 +21,6 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s;
 }
 
-void check_classifier(OptionReader& r, int64_t& hidden, int64_t& classes) {
-  r.get("hidden", hidden, 1);
-  r.get("classes", classes, 2);
-}
-
-// The help of the options MHCA, ConcatNet and SpectNet share beyond the SPECT
-// encoder's, picked by key. The default sizes reproduce the paper's Table 1
-// parameter counts with the released code's layers.
-OptionHelpList classifier_help(const std::set<std::string>& keys) {
-  const std::string code = "the reference code (Table 1's parameter counts)";
-  const OptionHelpList all = {
-      {"features", "CpG sites, inputs[\"methylation\"] [B, F] (mhca: must equal the SPECT token count)",
-       "the paper (441 = 7 x 9 x 7)"},
-      {"embedding", "width of each CpG site's learned embedding", "the paper"},
-      {"heads", "co-attention heads", "the paper"},
-      {"width", "co-attention (or projection) width, all heads together", code},
-      {"hidden", "hidden units of the classifier", code},
-      {"classes", "output classes (control, PD)"},
-      {"dropout", "dropout after the classifier's hidden layer"},
-      {"attention_dropout", "dropout on the co-attention weights"},
-      {"key_dim_init", "first value of the trainable d_k (scores / sqrt(d_k)); 0 = the head width",
-       "the reference code (0); other values our choice"}};
-  OptionHelpList out;
-  for (const auto& h : all)
-    if (keys.count(h.key)) out.push_back(h);
-  return out;
-}
-
 }  // namespace
 
 at::Tensor spect_input(const data::Batch& batch, const SpectEncoderOptions& o, const std::string& model) {
@@ -73,19 +45,11 @@ at::Tensor grid_to_tokens(const at::Tensor& grid) {
   return grid.flatten(2).transpose(1, 2);
 }
 
-void SpectEncoderOptions::read(OptionReader& r) {
-  r.get("volume_shape", volume_shape);
-  r.get("channels", channels);
-  r.get("padding", padding, 0, 1);
-  r.get("conv_dropout", dropout, 0.0, 0.99);
+void SpectEncoderOptions::check(const std::string& model) const {
   if (volume_shape.size() != 3)
-    throw UsageError(r.model() + " option 'volume_shape' must have 3 sizes (got " + shape_text(volume_shape) + ")");
+    throw UsageError(model + " option 'volume_shape' must have 3 sizes (got " + shape_text(volume_shape) + ")");
   if (channels.size() < 2 || channels.size() > 8)
-    throw UsageError(r.model() + " option 'channels' must list 2 to 8 convolutions");
-  for (auto c : channels)
-    if (c < 1 || c > 4096) throw UsageError(r.model() + " option 'channels' must be in [1, 4096]");
-  for (auto n : volume_shape)
-    if (n < 1 || n > 4096) throw UsageError(r.model() + " option 'volume_shape' must be in [1, 4096] per axis");
+    throw UsageError(model + " option 'channels' must list 2 to 8 convolutions");
   token_grid();
   // Each convolution's float32 output for one sample (our bound: 1 GiB; the
   // paper's sizes at 91x109x91 need 52 MB). Larger would not fit a batch in
@@ -101,26 +65,12 @@ void SpectEncoderOptions::read(OptionReader& r) {
     }
     const double bytes = 4.0 * voxels * static_cast<double>(channels[layer]);
     if (bytes > kMaxActivationBytes)
-      throw UsageError(r.model() + " option 'channels': convolution " + std::to_string(layer + 1) + "'s output (" +
+      throw UsageError(model + " option 'channels': convolution " + std::to_string(layer + 1) + "'s output (" +
                        std::to_string(channels[layer]) + " channels on the volume grid) would take " +
                        std::to_string(static_cast<int64_t>(bytes / (1024 * 1024))) +
                        " MB per sample; the bound is 1024 MB");
     for (auto& n : in) n = std::floor(n / 2);  // the pool
   }
-}
-
-void SpectEncoderOptions::write(nlohmann::json& j) const {
-  j["volume_shape"] = volume_shape;
-  j["channels"] = channels;
-  j["padding"] = padding;
-  j["conv_dropout"] = dropout;
-}
-
-OptionHelpList SpectEncoderOptions::option_help() {
-  return {{"volume_shape", "SPECT volume X, Y, Z: inputs[\"spect\"] [B, 1, X, Y, Z]", "the paper"},
-          {"channels", "Conv3d widths; each but the last is followed by ReLU and a 2x2x2 max pool", "the paper"},
-          {"padding", "Conv3d padding, 0 or 1", "the paper (its 7 x 9 x 7 token grid)"},
-          {"conv_dropout", "dropout after the second convolution block"}};
 }
 
 std::array<int64_t, 3> SpectEncoderOptions::token_grid() const {
@@ -252,18 +202,8 @@ MultiHeadCoAttentionImpl::Output MultiHeadCoAttentionImpl::forward(const at::Ten
 }
 
 MHCAOptions MHCAOptions::from_json(const nlohmann::json& j) {
-  MHCAOptions o;
-  OptionReader r("mhca", j);
-  o.spect.read(r);
-  r.get("features", o.features, 1);
-  r.get("embedding", o.embedding, 1);
-  r.get("heads", o.heads, 1);
-  r.get("width", o.width, 1);
-  check_classifier(r, o.hidden, o.classes);
-  r.get("dropout", o.dropout, 0.0, 0.99);
-  r.get("attention_dropout", o.attention_dropout, 0.0, 0.99);
-  r.get("key_dim_init", o.key_dim_init, 0.0, 1e6);
-  r.finish();
+  const auto o = read_model_options<MHCAOptions>("mhca", j);
+  o.spect.check("mhca");
   if (o.width % o.heads != 0)
     throw UsageError("mhca option 'width' = " + std::to_string(o.width) + " is not divisible by 'heads' = " +
                      std::to_string(o.heads));
@@ -275,21 +215,6 @@ MHCAOptions MHCAOptions::from_json(const nlohmann::json& j) {
                      "): co-attention adds the two token sets");
   }
   return o;
-}
-
-OptionHelpList MHCAOptions::option_help() {
-  return concat_options(SpectEncoderOptions::option_help(),
-                classifier_help({"features", "embedding", "heads", "width", "hidden", "classes", "dropout",
-                                 "attention_dropout", "key_dim_init"}));
-}
-
-nlohmann::json MHCAOptions::to_json() const {
-  nlohmann::json j = {{"features", features}, {"embedding", embedding}, {"heads", heads},
-                      {"width", width},       {"hidden", hidden},       {"classes", classes},
-                      {"dropout", dropout},   {"attention_dropout", attention_dropout},
-                      {"key_dim_init", key_dim_init}};
-  spect.write(j);
-  return j;
 }
 
 MHCANet::MHCANet(const MHCAOptions& o) : options_(o) {
@@ -336,28 +261,9 @@ MHCANet::Explained MHCANet::forward_explained(const data::Batch& batch) {
 at::Tensor MHCANet::forward(const data::Batch& batch) { return forward_explained(batch).log_probs; }
 
 ConcatNetOptions ConcatNetOptions::from_json(const nlohmann::json& j) {
-  ConcatNetOptions o;
-  OptionReader r("concatnet", j);
-  o.spect.read(r);
-  r.get("features", o.features, 1);
-  r.get("embedding", o.embedding, 1);
-  r.get("width", o.width, 1);
-  check_classifier(r, o.hidden, o.classes);
-  r.get("dropout", o.dropout, 0.0, 0.99);
-  r.finish();
+  const auto o = read_model_options<ConcatNetOptions>("concatnet", j);
+  o.spect.check("concatnet");
   return o;
-}
-
-OptionHelpList ConcatNetOptions::option_help() {
-  return concat_options(SpectEncoderOptions::option_help(),
-                classifier_help({"features", "embedding", "width", "hidden", "classes", "dropout"}));
-}
-
-nlohmann::json ConcatNetOptions::to_json() const {
-  nlohmann::json j = {{"features", features}, {"embedding", embedding}, {"width", width},
-                      {"hidden", hidden},     {"classes", classes},     {"dropout", dropout}};
-  spect.write(j);
-  return j;
 }
 
 ConcatNet::ConcatNet(const ConcatNetOptions& o) : options_(o) {
@@ -395,22 +301,9 @@ at::Tensor ConcatNet::forward(const data::Batch& batch) {
 }
 
 SpectNetOptions SpectNetOptions::from_json(const nlohmann::json& j) {
-  SpectNetOptions o;
-  OptionReader r("spectnet", j);
-  o.spect.read(r);
-  check_classifier(r, o.hidden, o.classes);
-  r.finish();
+  const auto o = read_model_options<SpectNetOptions>("spectnet", j);
+  o.spect.check("spectnet");
   return o;
-}
-
-OptionHelpList SpectNetOptions::option_help() {
-  return concat_options(SpectEncoderOptions::option_help(), classifier_help({"hidden", "classes"}));
-}
-
-nlohmann::json SpectNetOptions::to_json() const {
-  nlohmann::json j = {{"hidden", hidden}, {"classes", classes}};
-  spect.write(j);
-  return j;
 }
 
 SpectNet::SpectNet(const SpectNetOptions& o) : options_(o) {

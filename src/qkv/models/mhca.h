@@ -30,9 +30,10 @@ struct SpectEncoderOptions {
   int64_t padding = 0;
   double dropout = 0.25;
 
-  void read(OptionReader& r);
-  void write(nlohmann::json& j) const;
-  static OptionHelpList option_help();  // a line per key write() sets
+  // What the encoder's options must satisfy together: 3 axes, 2 to 8
+  // convolutions, a token grid, each convolution's output within 1 GiB a
+  // sample (UsageError naming `model`).
+  void check(const std::string& model) const;
   // The token grid; UsageError naming the volume shape if a layer would get
   // fewer than 3 (conv) or 2 (pool) voxels along an axis.
   std::array<int64_t, 3> token_grid() const;
@@ -42,6 +43,43 @@ struct SpectEncoderOptions {
   double token_offset() const;
   double token_stride() const;
 };
+
+template <typename V>
+void visit_fields(SpectEncoderOptions& o, V&& visit) {
+  visit(Field{"volume_shape", "SPECT volume X, Y, Z: inputs[\"spect\"] [B, 1, X, Y, Z]"}.range(1, 4096).from(
+            "the paper"),
+        o.volume_shape);
+  visit(Field{"channels", "Conv3d widths; each but the last is followed by ReLU and a 2x2x2 max pool"}
+            .range(1, 4096)
+            .from("the paper"),
+        o.channels);
+  visit(Field{"padding", "Conv3d padding, 0 or 1"}.range(0, 1).from("the paper (its 7 x 9 x 7 token grid)"),
+        o.padding);
+  visit(Field{"conv_dropout", "dropout after the second convolution block"}.range(0, 0.99), o.dropout);
+}
+
+// The options MHCA, ConcatNet and SpectNet share beyond the SPECT encoder's.
+// The default sizes reproduce the paper's Table 1 parameter counts with the
+// released code's layers.
+inline constexpr const char* kTable1Source = "the reference code (Table 1's parameter counts)";
+inline Field cpg_features_field() {
+  return Field{"features", "CpG sites, inputs[\"methylation\"] [B, F] (mhca: must equal the SPECT token count)"}
+      .at_least(1)
+      .from("the paper (441 = 7 x 9 x 7)");
+}
+inline Field cpg_embedding_field() {
+  return Field{"embedding", "width of each CpG site's learned embedding"}.at_least(1).from("the paper");
+}
+inline Field co_attention_width_field() {
+  return Field{"width", "co-attention (or projection) width, all heads together"}.at_least(1).from(kTable1Source);
+}
+inline Field classifier_hidden_field() {
+  return Field{"hidden", "hidden units of the classifier"}.at_least(1).from(kTable1Source);
+}
+inline Field two_classes_field() { return Field{"classes", "output classes (control, PD)"}.at_least(2); }
+inline Field classifier_dropout_field() {
+  return Field{"dropout", "dropout after the classifier's hidden layer"}.range(0, 0.99);
+}
 
 // The batch's inputs checked against a model's options (UsageError naming the
 // model and the option to set): "spect" as [B, 1, X, Y, Z], "methylation" [B, F].
@@ -131,10 +169,26 @@ struct MHCAOptions {
   double key_dim_init = 0;
 
   static MHCAOptions from_json(const nlohmann::json& j);
-  static OptionHelpList option_help();  // a line per to_json() key
-  nlohmann::json to_json() const;
+  nlohmann::json to_json() const { return fields_to_json(*this); }
 };
 
+
+template <typename V>
+void visit_fields(MHCAOptions& o, V&& visit) {
+  visit_fields(o.spect, visit);
+  visit(cpg_features_field(), o.features);
+  visit(cpg_embedding_field(), o.embedding);
+  visit(Field{"heads", "co-attention heads"}.at_least(1).from("the paper"), o.heads);
+  visit(co_attention_width_field(), o.width);
+  visit(classifier_hidden_field(), o.hidden);
+  visit(two_classes_field(), o.classes);
+  visit(classifier_dropout_field(), o.dropout);
+  visit(Field{"attention_dropout", "dropout on the co-attention weights"}.range(0, 0.99), o.attention_dropout);
+  visit(Field{"key_dim_init", "first value of the trainable d_k (scores / sqrt(d_k)); 0 = the head width"}
+            .range(0, 1e6)
+            .from("the reference code (0); other values our choice"),
+        o.key_dim_init);
+}
 // The size for one sample (a volume of volume_shape and `features` CpG sites).
 ModelSize mhca_size(const MHCAOptions& options);
 
@@ -165,10 +219,20 @@ struct ConcatNetOptions {
   double dropout = 0.2;
 
   static ConcatNetOptions from_json(const nlohmann::json& j);
-  static OptionHelpList option_help();  // a line per to_json() key
-  nlohmann::json to_json() const;
+  nlohmann::json to_json() const { return fields_to_json(*this); }
 };
 
+
+template <typename V>
+void visit_fields(ConcatNetOptions& o, V&& visit) {
+  visit_fields(o.spect, visit);
+  visit(cpg_features_field(), o.features);
+  visit(cpg_embedding_field(), o.embedding);
+  visit(co_attention_width_field(), o.width);
+  visit(classifier_hidden_field(), o.hidden);
+  visit(two_classes_field(), o.classes);
+  visit(classifier_dropout_field(), o.dropout);
+}
 ModelSize concatnet_size(const ConcatNetOptions& options);
 
 // Cross-modal baseline: each modality's tokens projected to `width`
@@ -191,10 +255,16 @@ struct SpectNetOptions {
   int64_t classes = 2;
 
   static SpectNetOptions from_json(const nlohmann::json& j);
-  static OptionHelpList option_help();  // a line per to_json() key
-  nlohmann::json to_json() const;
+  nlohmann::json to_json() const { return fields_to_json(*this); }
 };
 
+
+template <typename V>
+void visit_fields(SpectNetOptions& o, V&& visit) {
+  visit_fields(o.spect, visit);
+  visit(classifier_hidden_field(), o.hidden);
+  visit(two_classes_field(), o.classes);
+}
 ModelSize spectnet_size(const SpectNetOptions& options);
 
 // Unimodal baseline: the SPECT encoder with a ReLU, then Linear -> ReLU -> Linear.

@@ -11,16 +11,6 @@
 namespace qkv::models {
 namespace {
 
-void check_choice(const std::string& model, const std::string& key, const std::string& value,
-                  std::initializer_list<const char*> choices) {
-  std::string list;
-  for (const char* c : choices) {
-    if (value == c) return;
-    list += (list.empty() ? "" : ", ") + std::string(c);
-  }
-  throw UsageError(model + " option '" + key + "' = \"" + value + "\": expected one of " + list);
-}
-
 // [B, N, W] -> [B, H, N, W / H]
 at::Tensor split_heads(const at::Tensor& x, int64_t heads) {
   return x.view({x.size(0), x.size(1), heads, x.size(2) / heads}).transpose(1, 2);
@@ -33,95 +23,17 @@ at::Tensor merge_heads(const at::Tensor& x) {
 }  // namespace
 
 MHCAXOptions MHCAXOptions::from_json(const nlohmann::json& j, const std::string& name) {
-  MHCAXOptions o;
-  if (name == "mhca-x-uniform") o.attention = "uniform";
-  if (name == "mhca-x-no-values") o.values = "zero";
-  OptionReader r(name, j);
-  o.spect.read(r);
-  r.get("features", o.features, 1, 1000000);
-  r.get("embedding", o.embedding, 1, 4096);
-  r.get("heads", o.heads, 1, 64);
-  r.get("width", o.width, 1, 4096);
-  r.get("value_dim", o.value_dim, 1, 4096);
-  r.get("value_source", o.value_source);
-  r.get("readout_hidden", o.readout_hidden, 1, 4096);
-  r.get("hidden", o.hidden, 1, 65536);
-  r.get("classes", o.classes, 2, 1000);
-  r.get("dropout", o.dropout, 0.0, 0.99);
-  r.get("site_dropout", o.site_dropout, 0.0, 0.99);
-  r.get("scores", o.scores);
-  r.get("temperature_init", o.temperature_init, 1e-3, 1e3);
-  r.get("positions", o.positions);
-  r.get("standardise", o.standardise);
-  r.get("site_linear", o.site_linear);
-  r.get("readout", o.readout);
-  r.get("attention", o.attention);
-  r.get("values", o.values);
-  r.finish();
-  check_choice(name, "scores", o.scores, {"cosine", "relu_dot"});
-  check_choice(name, "readout", o.readout, {"bilinear", "mlp"});
-  check_choice(name, "value_source", o.value_source, {"content", "intensity"});
+  MHCAXOptions defaults;
+  if (name == "mhca-x-uniform") defaults.attention = "uniform";
+  if (name == "mhca-x-no-values") defaults.values = "zero";
+  const auto o = read_model_options(name, j, defaults);
+  o.spect.check(name);
   if (o.value_source == "intensity" && o.value_dim != 1)
     throw UsageError(name + " option 'value_source' = \"intensity\" gives one value per token: set 'value_dim' to 1");
-  check_choice(name, "attention", o.attention, {"learned", "uniform"});
-  check_choice(name, "values", o.values, {"attended", "zero"});
   if (o.width % o.heads != 0)
     throw UsageError(name + " option 'width' = " + std::to_string(o.width) + " is not divisible by 'heads' = " +
                      std::to_string(o.heads));
   return o;
-}
-
-OptionHelpList MHCAXOptions::option_help() {
-  const std::string ours = "our choice";
-  return concat_options(
-      SpectEncoderOptions::option_help(),
-      {{"features", "CpG sites, inputs[\"methylation\"] [B, F]; any count (not tied to the SPECT tokens)"},
-       {"embedding", "width of a CpG token (standardised beta-value x embedding + site embedding)", ours},
-       {"heads", "attention heads", "the paper (4)"},
-       {"width", "query and key width, all heads together", ours},
-       {"value_dim", "numbers a head gathers from the SPECT tokens for each site", ours},
-       {"value_source",
-        "content (a learned projection of the encoder's token) or intensity (the input's mean over the token's "
-        "cell, no parameters)",
-        ours},
-       {"readout_hidden", "hidden units of the mlp readout", ours},
-       {"hidden", "hidden units of the SPECT head (its additive logit)", ours},
-       {"classes", "output classes (control, PD)"},
-       {"dropout", "dropout on the SPECT head's hidden layer", ours},
-       {"site_dropout", "share of CpG sites whose readout term is dropped in each training sample", ours},
-       {"scores", "cosine (signed, normalised, times a learnable temperature) or relu_dot (mhca's)", ours},
-       {"temperature_init", "first temperature of the cosine scores (scores span +-temperature)", ours},
-       {"positions", "learned embedding per SPECT token, added before keys and values", ours},
-       {"standardise", "standardise each site's beta-values by the training batches' running mean and variance", ours},
-       {"readout", "bilinear (site value x attended value, per-site weights) or mlp", ours},
-       {"site_linear", "bilinear readout: also a per-site term linear in the site's value (methylation evidence alone)",
-        ours},
-       {"attention", "learned, or uniform (ablation: every token weighs 1/T)"},
-       {"values", "attended, or zero (ablation: the readout gets zeros for the attended values)"}});
-}
-
-nlohmann::json MHCAXOptions::to_json() const {
-  nlohmann::json j = {{"features", features},
-                      {"embedding", embedding},
-                      {"heads", heads},
-                      {"width", width},
-                      {"value_dim", value_dim},
-                      {"value_source", value_source},
-                      {"readout_hidden", readout_hidden},
-                      {"hidden", hidden},
-                      {"classes", classes},
-                      {"dropout", dropout},
-                      {"site_dropout", site_dropout},
-                      {"scores", scores},
-                      {"temperature_init", temperature_init},
-                      {"positions", positions},
-                      {"standardise", standardise},
-                      {"readout", readout},
-                      {"site_linear", site_linear},
-                      {"attention", attention},
-                      {"values", values}};
-  spect.write(j);
-  return j;
 }
 
 // Activations of one sample (estimate): the encoder's and its tokens; the

@@ -78,10 +78,64 @@ struct MHCAXOptions {
   // `name` (mhca-x, mhca-x-uniform, mhca-x-no-values) sets the defaults of
   // "attention" and "values" and names the model in errors.
   static MHCAXOptions from_json(const nlohmann::json& j, const std::string& name = "mhca-x");
-  static OptionHelpList option_help();
-  nlohmann::json to_json() const;
+  nlohmann::json to_json() const { return fields_to_json(*this); }
 };
 
+
+template <typename V>
+void visit_fields(MHCAXOptions& o, V&& visit) {
+  constexpr const char* ours = "our choice";
+  visit_fields(o.spect, visit);
+  visit(Field{"features", "CpG sites, inputs[\"methylation\"] [B, F]; any count (not tied to the SPECT tokens)"}.range(
+            1, 1000000),
+        o.features);
+  visit(Field{"embedding", "width of a CpG token (standardised beta-value x embedding + site embedding)"}
+            .range(1, 4096)
+            .from(ours),
+        o.embedding);
+  visit(Field{"heads", "attention heads"}.range(1, 64).from("the paper (4)"), o.heads);
+  visit(Field{"width", "query and key width, all heads together"}.range(1, 4096).from(ours), o.width);
+  visit(Field{"value_dim", "numbers a head gathers from the SPECT tokens for each site"}.range(1, 4096).from(ours),
+        o.value_dim);
+  visit(Field{"value_source",
+              "content (a learned projection of the encoder's token) or intensity (the input's mean over the token's "
+              "cell, no parameters)"}
+            .one_of("content|intensity")
+            .from(ours),
+        o.value_source);
+  visit(Field{"readout_hidden", "hidden units of the mlp readout"}.range(1, 4096).from(ours), o.readout_hidden);
+  visit(Field{"hidden", "hidden units of the SPECT head (its additive logit)"}.range(1, 65536).from(ours), o.hidden);
+  visit(Field{"classes", "output classes (control, PD)"}.range(2, 1000), o.classes);
+  visit(Field{"dropout", "dropout on the SPECT head's hidden layer"}.range(0, 0.99).from(ours), o.dropout);
+  visit(Field{"site_dropout", "share of CpG sites whose readout term is dropped in each training sample"}
+            .range(0, 0.99)
+            .from(ours),
+        o.site_dropout);
+  visit(Field{"scores", "cosine (signed, normalised, times a learnable temperature) or relu_dot (mhca's)"}
+            .one_of("cosine|relu_dot")
+            .from(ours),
+        o.scores);
+  visit(Field{"temperature_init", "first temperature of the cosine scores (scores span +-temperature)"}
+            .range(1e-3, 1e3)
+            .from(ours),
+        o.temperature_init);
+  visit(Field{"positions", "learned embedding per SPECT token, added before keys and values"}.from(ours), o.positions);
+  visit(Field{"standardise", "standardise each site's beta-values by the training batches' running mean and variance"}
+            .from(ours),
+        o.standardise);
+  visit(Field{"readout", "bilinear (site value x attended value, per-site weights) or mlp"}.one_of("bilinear|mlp").from(
+            ours),
+        o.readout);
+  visit(Field{"site_linear",
+              "bilinear readout: also a per-site term linear in the site's value (methylation evidence alone)"}
+            .from(ours),
+        o.site_linear);
+  visit(Field{"attention", "learned, or uniform (ablation: every token weighs 1/T)"}.one_of("learned|uniform"),
+        o.attention);
+  visit(Field{"values", "attended, or zero (ablation: the readout gets zeros for the attended values)"}.one_of(
+            "attended|zero"),
+        o.values);
+}
 ModelSize mhca_x_size(const MHCAXOptions& options);
 
 class MHCAXNet : public CoAttentionModel {

@@ -8,31 +8,6 @@
 
 namespace qkv::models {
 
-MLPOptions MLPOptions::from_json(const nlohmann::json& j) {
-  MLPOptions o;
-  OptionReader r("mlp", j);
-  r.get("in_features", o.in_features, 1);
-  r.get("hidden", o.hidden, 1);
-  r.get("layers", o.layers, 0);
-  r.get("classes", o.classes, 2);
-  r.get("dropout", o.dropout, 0.0, 1.0);
-  r.finish();
-  return o;
-}
-
-nlohmann::json MLPOptions::to_json() const {
-  return {{"in_features", in_features}, {"hidden", hidden}, {"layers", layers}, {"classes", classes},
-          {"dropout", dropout}};
-}
-
-OptionHelpList MLPOptions::option_help() {
-  return {{"in_features", "width of inputs[\"x\"] (2 for the spirals' points)"},
-          {"hidden", "units per hidden layer"},
-          {"layers", "hidden layers, each Linear + ReLU (0: a linear classifier)"},
-          {"classes", "output classes (3 spirals)"},
-          {"dropout", "dropout after each hidden layer's ReLU"}};
-}
-
 // Activations: the input, per hidden layer the Linear's and the ReLU's outputs
 // (and the dropout's), the logits.
 ModelSize mlp_size(const MLPOptions& o) {

@@ -16,10 +16,18 @@ struct MLPOptions {
   int64_t classes = 3;
   double dropout = 0.0;
 
-  static MLPOptions from_json(const nlohmann::json& j);
-  static OptionHelpList option_help();  // a line per to_json() key
-  nlohmann::json to_json() const;
+  static MLPOptions from_json(const nlohmann::json& j) { return read_model_options<MLPOptions>("mlp", j); }
+  nlohmann::json to_json() const { return fields_to_json(*this); }
 };
+
+template <typename V>
+void visit_fields(MLPOptions& o, V&& visit) {
+  visit(Field{"in_features", "width of inputs[\"x\"] (2 for the spirals' points)"}.at_least(1), o.in_features);
+  visit(Field{"hidden", "units per hidden layer"}.at_least(1), o.hidden);
+  visit(Field{"layers", "hidden layers, each Linear + ReLU (0: a linear classifier)"}.at_least(0), o.layers);
+  visit(Field{"classes", "output classes (3 spirals)"}.at_least(2), o.classes);
+  visit(Field{"dropout", "dropout after each hidden layer's ReLU"}.range(0, 1), o.dropout);
+}
 
 // The MLP's size; it ignores any point count (one sample is in_features numbers).
 ModelSize mlp_size(const MLPOptions& options);

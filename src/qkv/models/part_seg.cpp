@@ -14,44 +14,7 @@ namespace {
 // Vector Neurons divides DGCNN's widths by 3: each VN channel holds 3 numbers.
 constexpr int64_t kC = 64 / 3, kWide = 1024 / 3;
 
-// The classifier's head options, which a segmenter's backbone does not use.
-const std::set<std::string> kClassifierHeadKeys = {"classes", "head_hidden", "dropout"};
-
-nlohmann::json without_head_keys(nlohmann::json j) {
-  for (const auto& key : kClassifierHeadKeys) j.erase(key);
-  return j;
-}
-
 }  // namespace
-
-void PartHeadOptions::read(OptionReader& r) {
-  r.get("categories", categories, 1);
-  r.get("parts", parts, 2);
-  r.get("category_dim", category_dim, 1);
-  r.get("seg_hidden", seg_hidden);
-  r.get("dropout", dropout, 0.0, 0.99);
-  r.get("seg_negative_slope", seg_negative_slope, 0.0, 1.0);
-  for (const auto h : seg_hidden)
-    if (h < 1) throw UsageError(r.model() + " option 'seg_hidden': widths must be >= 1");
-}
-
-void PartHeadOptions::write(nlohmann::json& j) const {
-  j["categories"] = categories;
-  j["parts"] = parts;
-  j["category_dim"] = category_dim;
-  j["seg_hidden"] = seg_hidden;
-  j["dropout"] = dropout;
-  j["seg_negative_slope"] = seg_negative_slope;
-}
-
-OptionHelpList PartHeadOptions::option_help() {
-  return {{"categories", "object categories, one-hot into the category code (ShapeNet-part: 16)"},
-          {"parts", "part classes over all categories (ShapeNet-part: 50)"},
-          {"category_dim", "width of the category code (Linear, BatchNorm, LeakyReLU)"},
-          {"seg_hidden", "hidden widths of the per-point segmentation layers"},
-          {"dropout", "dropout after each hidden segmentation layer but the last"},
-          {"seg_negative_slope", "LeakyReLU slope of the segmentation head (0: ReLU)"}};
-}
 
 PartSegmentationHead PartHeadOptions::make(int64_t point_features, int64_t global_features) const {
   return PartSegmentationHead(point_features, global_features, categories, category_dim, seg_hidden, parts, dropout,
@@ -76,29 +39,9 @@ VNTSegOptions::VNTSegOptions() {
 }
 
 VNTSegOptions VNTSegOptions::from_json(const nlohmann::json& j) {
-  VNTSegOptions o;
-  OptionReader r("vnt-seg", j);
-  o.head.read(r);
-  read_vnt_backbone_options(r, o.backbone);
+  const auto o = read_model_options<VNTSegOptions>("vnt-seg", j);
+  check_vnt_backbone_options("vnt-seg", o.backbone);
   return o;
-}
-
-OptionHelpList VNTSegOptions::option_help() {
-  auto help = concat_options(without_options(VNTNetOptions::option_help(), kClassifierHeadKeys),
-                             PartHeadOptions::option_help());
-  set_option_source(help, "linear_dim", "the paper (segmentation)");
-  set_option_source(help, "heads", "the paper (segmentation)");
-  set_option_source(help, "pooling", "");
-  set_option_source(help, "seg_hidden", "the paper (4 linear layers)");
-  set_option_source(help, "dropout", "the paper (no dropout in its head)");
-  set_option_source(help, "seg_negative_slope", "the paper (ReLU)");
-  return help;
-}
-
-nlohmann::json VNTSegOptions::to_json() const {
-  auto j = without_head_keys(backbone.to_json());
-  head.write(j);
-  return j;
 }
 
 VNTNetSeg::VNTNetSeg(const VNTSegOptions& o) : VNTBackbone(o.backbone) {
@@ -124,33 +67,6 @@ at::Tensor VNTNetSeg::forward(const data::Batch& batch) {
 // ---------------------------------------------------------------------------- vn-dgcnn-seg
 
 VNDGCNNSegOptions::VNDGCNNSegOptions() { head.dropout = 0.5; }
-
-VNDGCNNSegOptions VNDGCNNSegOptions::from_json(const nlohmann::json& j) {
-  VNDGCNNSegOptions o;
-  OptionReader r("vn-dgcnn-seg", j);
-  r.get("k", o.k, 1);
-  r.get("pooling", o.pooling);
-  o.head.read(r);
-  r.finish();
-  if (o.pooling != "mean" && o.pooling != "max")
-    throw UsageError("vn-dgcnn-seg option 'pooling' = \"" + o.pooling + "\": expected mean or max");
-  return o;
-}
-
-OptionHelpList VNDGCNNSegOptions::option_help() {
-  auto help = concat_options(without_options(VNDGCNNOptions::option_help(), {"classes", "dropout", "point_features"}),
-                             PartHeadOptions::option_help());
-  set_option_source(help, "k", "as DGCNN's part segmentation");
-  set_option_source(help, "dropout", "the reference code");
-  set_option_source(help, "seg_negative_slope", "the reference code");
-  return help;
-}
-
-nlohmann::json VNDGCNNSegOptions::to_json() const {
-  nlohmann::json j = {{"k", k}, {"pooling", pooling}};
-  head.write(j);
-  return j;
-}
 
 VNDGCNNSeg::VNDGCNNSeg(const VNDGCNNSegOptions& o) : options_(o) {
   // conv1, conv2 | pool | conv3, conv4 | pool | conv5 | pool, as the original.
@@ -233,24 +149,9 @@ at::Tensor VNDGCNNSeg::forward(const data::Batch& batch) {
 XYZTransformerSegOptions::XYZTransformerSegOptions() { backbone.pooling = "max"; }
 
 XYZTransformerSegOptions XYZTransformerSegOptions::from_json(const nlohmann::json& j) {
-  XYZTransformerSegOptions o;
-  OptionReader r("xyz-transformer-seg", j);
-  o.head.read(r);
-  read_xyz_backbone_options(r, o.backbone);
+  const auto o = read_model_options<XYZTransformerSegOptions>("xyz-transformer-seg", j);
+  check_xyz_backbone_options("xyz-transformer-seg", o.backbone);
   return o;
-}
-
-OptionHelpList XYZTransformerSegOptions::option_help() {
-  auto help = concat_options(without_options(XYZTransformerOptions::option_help(), kClassifierHeadKeys),
-                             PartHeadOptions::option_help());
-  set_option_source(help, "pooling", "the same as vnt-seg");
-  return help;
-}
-
-nlohmann::json XYZTransformerSegOptions::to_json() const {
-  auto j = without_head_keys(backbone.to_json());
-  head.write(j);
-  return j;
 }
 
 XYZTransformerSeg::XYZTransformerSeg(const XYZTransformerSegOptions& o)

@@ -17,6 +17,7 @@
 
 #include "qkv/models/cloud_head.h"
 #include "qkv/models/model.h"
+#include "qkv/models/vn_dgcnn.h"
 #include "qkv/models/vnt_net.h"
 #include "qkv/models/xyz_transformer.h"
 #include "qkv/vn/vn_layers.h"
@@ -32,22 +33,44 @@ struct PartHeadOptions {
   double dropout = 0.0;
   double seg_negative_slope = 0.2;
 
-  void read(OptionReader& reader);
-  void write(nlohmann::json& j) const;
-  static OptionHelpList option_help();  // a line per key write() sets
   PartSegmentationHead make(int64_t point_features, int64_t global_features) const;
   // The size of make(point_features, global_features) on one cloud of `points` points.
   ModelSize size(int64_t point_features, int64_t global_features, int64_t points) const;
 };
+
+template <typename V>
+void visit_fields(PartHeadOptions& o, V&& visit) {
+  visit(Field{"categories", "object categories, one-hot into the category code (ShapeNet-part: 16)"}.at_least(1),
+        o.categories);
+  visit(Field{"parts", "part classes over all categories (ShapeNet-part: 50)"}.at_least(2), o.parts);
+  visit(Field{"category_dim", "width of the category code (Linear, BatchNorm, LeakyReLU)"}.at_least(1),
+        o.category_dim);
+  visit(Field{"seg_hidden", "hidden widths of the per-point segmentation layers"}.at_least(1), o.seg_hidden);
+  visit(Field{"dropout", "dropout after each hidden segmentation layer but the last"}.range(0, 0.99), o.dropout);
+  visit(Field{"seg_negative_slope", "LeakyReLU slope of the segmentation head (0: ReLU)"}.range(0, 1),
+        o.seg_negative_slope);
+}
 
 struct VNTSegOptions {
   VNTNetOptions backbone;  // its classes, head_hidden and dropout are not used
   PartHeadOptions head;
   VNTSegOptions();  // the paper's segmentation settings
   static VNTSegOptions from_json(const nlohmann::json& j);
-  static OptionHelpList option_help();  // a line per to_json() key
-  nlohmann::json to_json() const;
+  nlohmann::json to_json() const { return fields_to_json(*this); }
 };
+
+template <typename V>
+void visit_fields(VNTSegOptions& o, V&& visit) {
+  auto sourced = with_sources(visit, {{"linear_dim", "the paper (segmentation)"},
+                                      {"heads", "the paper (segmentation)"},
+                                      {"pooling", ""},
+                                      {"seg_hidden", "the paper (4 linear layers)"},
+                                      {"dropout", "the paper (no dropout in its head)"},
+                                      {"seg_negative_slope", "the paper (ReLU)"}});
+  visit_vnt_backbone_fields(o.backbone, sourced);
+  sourced(vnt_negative_slope_field(), o.backbone.negative_slope);
+  visit_fields(o.head, sourced);
+}
 
 // The segmenters' sizes for one cloud of `points` points: the backbone and
 // the head. UsageError for points < 1.
@@ -67,10 +90,20 @@ struct VNDGCNNSegOptions {
   std::string pooling = "mean";  // over neighbours: mean | max (VNMaxPool, adds parameters)
   PartHeadOptions head;
   VNDGCNNSegOptions();  // the original's head: dropout 0.5, LeakyReLU 0.2
-  static VNDGCNNSegOptions from_json(const nlohmann::json& j);
-  static OptionHelpList option_help();  // a line per to_json() key
-  nlohmann::json to_json() const;
+  static VNDGCNNSegOptions from_json(const nlohmann::json& j) {
+    return read_model_options<VNDGCNNSegOptions>("vn-dgcnn-seg", j);
+  }
+  nlohmann::json to_json() const { return fields_to_json(*this); }
 };
+
+template <typename V>
+void visit_fields(VNDGCNNSegOptions& o, V&& visit) {
+  auto sourced = with_sources(visit, {{"k", "as DGCNN's part segmentation"},
+                                      {"dropout", "the reference code"},
+                                      {"seg_negative_slope", "the reference code"}});
+  visit_vn_dgcnn_graph_fields(o.k, o.pooling, sourced);
+  visit_fields(o.head, sourced);
+}
 
 ModelSize vn_dgcnn_seg_size(const VNDGCNNSegOptions& options, int64_t points);
 
@@ -95,9 +128,15 @@ struct XYZTransformerSegOptions {
   PartHeadOptions head;
   XYZTransformerSegOptions();
   static XYZTransformerSegOptions from_json(const nlohmann::json& j);
-  static OptionHelpList option_help();  // a line per to_json() key
-  nlohmann::json to_json() const;
+  nlohmann::json to_json() const { return fields_to_json(*this); }
 };
+
+template <typename V>
+void visit_fields(XYZTransformerSegOptions& o, V&& visit) {
+  auto sourced = with_sources(visit, {{"pooling", "the same as vnt-seg"}});
+  visit_xyz_backbone_fields(o.backbone, sourced);
+  visit_fields(o.head, sourced);
+}
 
 ModelSize xyz_transformer_seg_size(const XYZTransformerSegOptions& options, int64_t points);
 

@@ -9,34 +9,9 @@
 namespace qkv::models {
 
 RecurrentLMOptions RecurrentLMOptions::from_json(const nlohmann::json& j, const std::string& model) {
-  RecurrentLMOptions o;
-  o.cell = model == "gru-lm" ? "gru" : "lstm";
-  OptionReader r(model, j);
-  r.get("vocab", o.vocab, 2);
-  r.get("embed", o.embed, 1);
-  r.get("hidden", o.hidden, 1);
-  r.get("layers", o.layers, 1);
-  r.get("cell", o.cell);
-  r.get("dropout", o.dropout, 0.0, 0.99);
-  r.finish();
-  if (o.cell != "lstm" && o.cell != "gru")
-    throw UsageError(model + " option 'cell' = \"" + shortened(o.cell) + "\": expected lstm or gru");
-  return o;
-}
-
-nlohmann::json RecurrentLMOptions::to_json() const {
-  return {{"vocab", vocab}, {"embed", embed}, {"hidden", hidden}, {"layers", layers}, {"cell", cell},
-          {"dropout", dropout}};
-}
-
-OptionHelpList RecurrentLMOptions::option_help() {
-  return {{"vocab", "vocabulary size (256: one token per byte)"},
-          {"embed", "embedding width, the first recurrent layer's input", "our choice: lm train's --d-model"},
-          {"hidden", "state size of each recurrent layer",
-           "our choice; lm train picks the largest within the transformer's parameter count"},
-          {"layers", "stacked recurrent layers", "our choice: lm train's --layers"},
-          {"cell", "lstm (Hochreiter and Schmidhuber) or gru (Cho et al.)", "the registry name: gru-lm a GRU"},
-          {"dropout", "dropout between recurrent layers and on the top layer's output"}};
+  RecurrentLMOptions defaults;
+  defaults.cell = model == "gru-lm" ? "gru" : "lstm";
+  return read_model_options(model, j, defaults);
 }
 
 int64_t recurrent_state_floats(const RecurrentLMOptions& o) {

@@ -28,12 +28,27 @@ struct RecurrentLMOptions {
   // `model` is the registry name: errors name it, and "gru-lm" makes "gru"
   // the default cell (every other name "lstm").
   static RecurrentLMOptions from_json(const nlohmann::json& j, const std::string& model = "lstm-lm");
-  static OptionHelpList option_help();  // a line per to_json() key
-  nlohmann::json to_json() const;
+  nlohmann::json to_json() const { return fields_to_json(*this); }
   // Weight blocks per layer: the LSTM's input, forget, cell and output gates;
   // the GRU's reset, update and new gates.
   int64_t gates() const { return cell == "gru" ? 3 : 4; }
 };
+
+template <typename V>
+void visit_fields(RecurrentLMOptions& o, V&& visit) {
+  visit(Field{"vocab", "vocabulary size (256: one token per byte)"}.at_least(2), o.vocab);
+  visit(Field{"embed", "embedding width, the first recurrent layer's input"}.at_least(1).from(
+            "our choice: lm train's --d-model"),
+        o.embed);
+  visit(Field{"hidden", "state size of each recurrent layer"}.at_least(1).from(
+            "our choice; lm train picks the largest within the transformer's parameter count"),
+        o.hidden);
+  visit(Field{"layers", "stacked recurrent layers"}.at_least(1).from("our choice: lm train's --layers"), o.layers);
+  visit(Field{"cell", "lstm (Hochreiter and Schmidhuber) or gru (Cho et al.)"}.one_of("lstm|gru").from(
+            "the registry name: gru-lm a GRU"),
+        o.cell);
+  visit(Field{"dropout", "dropout between recurrent layers and on the top layer's output"}.range(0, 0.99), o.dropout);
+}
 
 // What a recurrent LM carries from one forward_tokens() call to the next: h
 // [layers, B, hidden] and, for the LSTM, the cells c of the same shape.

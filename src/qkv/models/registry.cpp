@@ -63,7 +63,7 @@ ModelEntry entry(std::string name, std::string description, std::string task, st
   return entry(
       std::move(name), std::move(description), std::move(task), std::move(inputs),
       [](const nlohmann::json& j) -> ModelPtr { return std::make_shared<Net>(Options::from_json(j)); },
-      [](const nlohmann::json& j) { return Options::from_json(j).to_json(); }, Options::option_help(),
+      [](const nlohmann::json& j) { return Options::from_json(j).to_json(); }, model_option_help<Options>(),
       [size](const nlohmann::json& j, int64_t points) { return size(Options::from_json(j), points); });
 }
 
@@ -81,7 +81,7 @@ ModelEntry vnt_entry(const std::string& name, std::string description, std::vect
         return std::make_shared<VNTNet>(VNTNetOptions::from_json(j, name));
       },
       [name](const nlohmann::json& j) { return VNTNetOptions::from_json(j, name).to_json(); },
-      VNTNetOptions::option_help(),
+      model_option_help<VNTNetOptions>(),
       [name](const nlohmann::json& j, int64_t points) {
         return vnt_net_size(VNTNetOptions::from_json(j, name), points);
       });
@@ -95,7 +95,7 @@ ModelEntry mhca_x_entry(const std::string& name, std::string description) {
         return std::make_shared<MHCAXNet>(MHCAXOptions::from_json(j, name));
       },
       [name](const nlohmann::json& j) { return MHCAXOptions::from_json(j, name).to_json(); },
-      MHCAXOptions::option_help(),
+      model_option_help<MHCAXOptions>(),
       [name](const nlohmann::json& j, int64_t /*points*/) { return mhca_x_size(MHCAXOptions::from_json(j, name)); });
 }
 
@@ -107,7 +107,7 @@ ModelEntry recurrent_lm_entry(const std::string& name, std::string description) 
         return std::make_shared<RecurrentLM>(RecurrentLMOptions::from_json(j, name));
       },
       [name](const nlohmann::json& j) { return RecurrentLMOptions::from_json(j, name).to_json(); },
-      RecurrentLMOptions::option_help(),
+      model_option_help<RecurrentLMOptions>(),
       [name](const nlohmann::json& j, int64_t points) {
         return recurrent_lm_size(RecurrentLMOptions::from_json(j, name), points);
       });
@@ -137,9 +137,9 @@ ModelEntry xgboost_entry() {
       {"colsample_bytree", "share of the columns each tree sees", "the paper"},
       {"scale_pos_weight", "weight of the positive class", "the paper"},
       {"tree_method", "exact, approx or hist", "our choice"},
-      {"max_bin", "histogram bins (hist and approx)"},
+      {"max_bin", "histogram bins (hist and approx)", ""},
       {"threads", "XGBoost's threads; 0 = one per core", "our choice"},
-      {"seed", "XGBoost's seed"}};
+      {"seed", "XGBoost's seed", ""}};
   ModelEntry e{"xgboost",
                "gradient-boosted trees on the CpG features (XGBoost; the paper's baseline, not a network)",
                "mhca",

@@ -14,20 +14,7 @@
 namespace qkv::models {
 
 TransformerLMOptions TransformerLMOptions::from_json(const nlohmann::json& j) {
-  TransformerLMOptions o;
-  OptionReader r("transformer-lm", j);
-  r.get("vocab", o.vocab, 2);
-  r.get("d_model", o.d_model, 1);
-  r.get("layers", o.layers, 1);
-  r.get("heads", o.heads, 1);
-  r.get("kv_heads", o.kv_heads, 0);
-  r.get("dk", o.dk, 0);
-  r.get("dv", o.dv, 0);
-  r.get("mlp_hidden", o.mlp_hidden, 0);
-  r.get("dropout", o.dropout, 0.0, 0.99);
-  r.get("window", o.window, 0);
-  r.get("sinks", o.sinks, 0);
-  r.finish();
+  const auto o = read_model_options<TransformerLMOptions>("transformer-lm", j);
   if (o.kv_heads > 0 && o.heads % o.kv_heads != 0)
     throw ConfigError("kv_heads", "must divide heads " + std::to_string(o.heads) + ", got " + std::to_string(o.kv_heads));
   if (o.sinks > 0 && o.window == 0) throw ConfigError("sinks", "needs a window (sinks are kept besides the window)");
@@ -36,27 +23,6 @@ TransformerLMOptions TransformerLMOptions::from_json(const nlohmann::json& j) {
                      std::to_string(o.heads) + " (or set dk and dv)");
   if (o.d_model % 2 != 0) throw UsageError("transformer-lm: d_model must be even (sinusoidal positions)");
   return o;
-}
-
-nlohmann::json TransformerLMOptions::to_json() const {
-  return {{"vocab", vocab}, {"d_model", d_model}, {"layers", layers},         {"heads", heads},
-          {"kv_heads", kv_heads}, {"dk", dk},      {"dv", dv},                 {"mlp_hidden", mlp_hidden},
-          {"dropout", dropout},   {"window", window}, {"sinks", sinks}};
-}
-
-OptionHelpList TransformerLMOptions::option_help() {
-  return {{"vocab", "vocabulary size (256: one token per byte)"},
-          {"d_model", "model width"},
-          {"layers", "transformer blocks"},
-          {"heads", "attention heads per block"},
-          {"kv_heads", "key/value heads, a divisor of heads (1 = multi-query, heads = multi-head); 0 = heads",
-           "Shazeer 2019, Ainslie et al. 2023"},
-          {"dk", "per-head query/key width r; 0 = d_model / heads"},
-          {"dv", "per-head value width; 0 = d_model / heads"},
-          {"mlp_hidden", "hidden units of each block's MLP; 0 = 4 * d_model", "Vaswani et al.'s ratio"},
-          {"dropout", "dropout on the attention weights and on each block's two residual branches"},
-          {"window", "sliding window: each position attends the last `window` positions; 0 = all", "our choice"},
-          {"sinks", "with a window: the first positions every position may still attend", "Xiao et al. 2023"}};
 }
 
 attention::KVCacheSettings kv_cache_settings(const TransformerLMOptions& o, attention::CacheDtype dtype,

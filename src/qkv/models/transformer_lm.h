@@ -31,13 +31,37 @@ struct TransformerLMOptions {
   int64_t sinks = 0;   // with a window: the first positions every position may attend
 
   static TransformerLMOptions from_json(const nlohmann::json& j);
-  static OptionHelpList option_help();  // a line per to_json() key
-  nlohmann::json to_json() const;
+  nlohmann::json to_json() const { return fields_to_json(*this); }
   int64_t head_dk() const { return dk > 0 ? dk : d_model / heads; }
   int64_t head_dv() const { return dv > 0 ? dv : d_model / heads; }
   int64_t hidden() const { return mlp_hidden > 0 ? mlp_hidden : 4 * d_model; }
   int64_t head_kv() const { return kv_heads > 0 ? kv_heads : heads; }
 };
+
+template <typename V>
+void visit_fields(TransformerLMOptions& o, V&& visit) {
+  visit(Field{"vocab", "vocabulary size (256: one token per byte)"}.at_least(2), o.vocab);
+  visit(Field{"d_model", "model width"}.at_least(1), o.d_model);
+  visit(Field{"layers", "transformer blocks"}.at_least(1), o.layers);
+  visit(Field{"heads", "attention heads per block"}.at_least(1), o.heads);
+  visit(Field{"kv_heads", "key/value heads, a divisor of heads (1 = multi-query, heads = multi-head); 0 = heads"}
+            .at_least(0)
+            .from("Shazeer 2019, Ainslie et al. 2023"),
+        o.kv_heads);
+  visit(Field{"dk", "per-head query/key width r; 0 = d_model / heads"}.at_least(0), o.dk);
+  visit(Field{"dv", "per-head value width; 0 = d_model / heads"}.at_least(0), o.dv);
+  visit(Field{"mlp_hidden", "hidden units of each block's MLP; 0 = 4 * d_model"}.at_least(0).from(
+            "Vaswani et al.'s ratio"),
+        o.mlp_hidden);
+  visit(Field{"dropout", "dropout on the attention weights and on each block's two residual branches"}.range(0, 0.99),
+        o.dropout);
+  visit(Field{"window", "sliding window: each position attends the last `window` positions; 0 = all"}.at_least(0).from(
+            "our choice"),
+        o.window);
+  visit(Field{"sinks", "with a window: the first positions every position may still attend"}.at_least(0).from(
+            "Xiao et al. 2023"),
+        o.sinks);
+}
 
 class TransformerBlockImpl : public torch::nn::Module {
  public:

@@ -16,34 +16,6 @@ constexpr int64_t kC1 = 64 / 3, kC2 = 64 / 3, kC3 = 128 / 3, kC4 = 256 / 3, kC5 
 
 }  // namespace
 
-VNDGCNNOptions VNDGCNNOptions::from_json(const nlohmann::json& j) {
-  VNDGCNNOptions o;
-  OptionReader r("vn-dgcnn", j);
-  r.get("classes", o.classes, 2);
-  r.get("k", o.k, 1);
-  r.get("pooling", o.pooling);
-  r.get("dropout", o.dropout, 0.0, 0.99);
-  read_point_features_option(r, o.point_features);
-  r.finish();
-  if (o.pooling != "mean" && o.pooling != "max")
-    throw UsageError("vn-dgcnn option 'pooling' = \"" + o.pooling + "\": expected mean or max");
-  return o;
-}
-
-nlohmann::json VNDGCNNOptions::to_json() const {
-  return {{"classes", classes}, {"k", k}, {"pooling", pooling}, {"dropout", dropout},
-          {"point_features", point_features}};
-}
-
-OptionHelpList VNDGCNNOptions::option_help() {
-  return {{"classes", "output classes (ModelNet40)"},
-          {"k", "neighbours of each dynamic kNN graph", "as DGCNN and Vector Neurons"},
-          {"pooling", "pooling over each point's neighbours: mean, or max (VNMaxPool, adds parameters)",
-           "the reference code"},
-          {"dropout", "dropout in the 512-256 classification head"},
-          point_features_option_help()};
-}
-
 // Activations of one cloud of N points, k neighbours (a VN channel is 3
 // floats): per edge convolution of C_out channels the kNN indices (2 N k
 // floats for N k int64s) and, with mean pooling, the fused pass's four

@@ -19,12 +19,29 @@ struct VNDGCNNOptions {
   int64_t k = 20;
   std::string pooling = "mean";  // over neighbours: mean | max (VNMaxPool, adds parameters)
   double dropout = 0.5;
-  int64_t point_features = 0;  // F per-point features (input "features"), as F more vector channels (vn_input)
+  int64_t point_features = 0;  // F (input "features"), as F more vector channels (vn_input)
 
-  static VNDGCNNOptions from_json(const nlohmann::json& j);
-  static OptionHelpList option_help();  // a line per to_json() key
-  nlohmann::json to_json() const;
+  static VNDGCNNOptions from_json(const nlohmann::json& j) { return read_model_options<VNDGCNNOptions>("vn-dgcnn", j); }
+  nlohmann::json to_json() const { return fields_to_json(*this); }
 };
+
+// The options of the dynamic graphs, which the classifier and the segmenter share.
+template <typename V>
+void visit_vn_dgcnn_graph_fields(int64_t& k, std::string& pooling, V&& visit) {
+  visit(Field{"k", "neighbours of each dynamic kNN graph"}.at_least(1).from("as DGCNN and Vector Neurons"), k);
+  visit(Field{"pooling", "pooling over each point's neighbours: mean, or max (VNMaxPool, adds parameters)"}
+            .one_of("mean|max")
+            .from("the reference code"),
+        pooling);
+}
+
+template <typename V>
+void visit_fields(VNDGCNNOptions& o, V&& visit) {
+  visit(Field{"classes", "output classes (ModelNet40)"}.at_least(2), o.classes);
+  visit_vn_dgcnn_graph_fields(o.k, o.pooling, visit);
+  visit(Field{"dropout", "dropout in the 512-256 classification head"}.range(0, 0.99), o.dropout);
+  visit(point_features_field(), o.point_features);
+}
 
 // VN-DGCNN's size for one cloud of `points` points (its widths are fixed; the
 // options change k, the pooling's parameters and the classes). UsageError for

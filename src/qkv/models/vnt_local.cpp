@@ -10,39 +10,9 @@
 namespace qkv::models {
 
 VNTLocalOptions VNTLocalOptions::from_json(const nlohmann::json& j, const std::string& name) {
-  // "neighbours" is ours; every other key is VNT-Net's, read (and checked,
-  // unknown keys refused) by its reader under this model's name.
-  nlohmann::json rest = j, own = nlohmann::json::object();
-  if (rest.is_object() && rest.contains("neighbours")) {
-    own["neighbours"] = rest.at("neighbours");
-    rest.erase("neighbours");
-  }
-  VNTLocalOptions o;
-  o.net = VNTNetOptions::from_json(rest, name);
-  OptionReader r(name, own);
-  r.get("neighbours", o.neighbours, 1);
-  r.finish();
+  const auto o = read_model_options<VNTLocalOptions>(name, j);
+  check_vnt_backbone_options(name, o.net);
   return o;
-}
-
-nlohmann::json VNTLocalOptions::to_json() const {
-  auto j = net.to_json();
-  j["neighbours"] = neighbours;
-  return j;
-}
-
-OptionHelpList VNTLocalOptions::option_help() {
-  OptionHelpList help;
-  for (auto& h : VNTNetOptions::option_help()) {
-    const bool edge_graph = h.key == "k";
-    help.push_back(std::move(h));
-    if (edge_graph)
-      help.push_back({"neighbours",
-                      "k of the local VNAttention: each point attends to its k nearest points on xyz (one kNN graph "
-                      "with the edge conv's)",
-                      "our choice (vnt-local is not in the paper)"});
-  }
-  return help;
 }
 
 // vnt's backbone and head, the attention of each block being, per head, for

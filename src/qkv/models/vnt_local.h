@@ -22,12 +22,26 @@ namespace qkv::models {
 
 struct VNTLocalOptions {
   VNTNetOptions net;        // every VNT-Net option, with its default ("normals" false)
-  int64_t neighbours = 16;  // k of the local attention (our choice)
+  int64_t neighbours = 16;  // k of the local attention
 
   static VNTLocalOptions from_json(const nlohmann::json& j, const std::string& name = "vnt-local");
-  static OptionHelpList option_help();  // a line per to_json() key
-  nlohmann::json to_json() const;
+  nlohmann::json to_json() const { return fields_to_json(*this); }
 };
+
+// VNT-Net's options, with "neighbours" after its "k".
+template <typename V>
+void visit_fields(VNTLocalOptions& o, V&& visit) {
+  visit_fields(o.net, [&](const Field& f, auto& member) {
+    visit(f, member);
+    if (std::string(f.key) == "k")
+      visit(Field{"neighbours",
+                  "k of the local VNAttention: each point attends to its k nearest points on xyz (one kNN graph "
+                  "with the edge conv's)"}
+                .at_least(1)
+                .from("our choice (vnt-local is not in the paper)"),
+            o.neighbours);
+  });
+}
 
 // Parameters as vnt's with the same options; activations as vnt's backbone
 // and head with the N^2 attention weights replaced by the local attention's.

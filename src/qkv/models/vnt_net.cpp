@@ -11,70 +11,16 @@
 namespace qkv::models {
 
 VNTNetOptions VNTNetOptions::from_json(const nlohmann::json& j, const std::string& name) {
-  VNTNetOptions o;
-  o.normals = name == "vnt+n";
-  OptionReader r(name, j);
-  r.get("classes", o.classes, 2);
-  r.get("head_hidden", o.head_hidden);
-  r.get("dropout", o.dropout, 0.0, 0.99);
-  read_vnt_backbone_options(r, o);
-  for (const auto h : o.head_hidden)
-    if (h < 1) throw UsageError(name + " option 'head_hidden': widths must be >= 1");
+  VNTNetOptions defaults;
+  defaults.normals = name == "vnt+n";
+  const auto o = read_model_options(name, j, defaults);
+  check_vnt_backbone_options(name, o);
   return o;
 }
 
-void read_vnt_backbone_options(OptionReader& r, VNTNetOptions& o) {
-  r.get("linear_dim", o.linear_dim, 1);
-  r.get("heads", o.heads, 1);
-  r.get("head_dim", o.head_dim, 1);
-  r.get("blocks", o.blocks, 1);
-  r.get("ffn_hidden", o.ffn_hidden, 0);
-  r.get("k", o.k, 1);
-  r.get("edge_cross", o.edge_cross);
-  r.get("normals", o.normals);
-  read_point_features_option(r, o.point_features);
-  r.get("layer_norm", o.layer_norm);
-  r.get("normalize_frame", o.normalize_frame);
-  r.get("pooling", o.pooling);
-  r.get("negative_slope", o.negative_slope, 0.0, 1.0);
-  r.finish();
-  check_pooling(r.model(), o.pooling);
+void check_vnt_backbone_options(const std::string& model, const VNTNetOptions& o) {
   if (sat_mul(2, o.blocks, o.linear_dim) < 4)  // saturating: blocks and linear_dim may be huge
-    throw UsageError(r.model() + ": the invariant layer needs 2 * blocks * linear_dim >= 4");
-}
-
-nlohmann::json VNTNetOptions::to_json() const {
-  return {{"classes", classes},       {"linear_dim", linear_dim},
-          {"heads", heads},           {"head_dim", head_dim},
-          {"blocks", blocks},         {"ffn_hidden", ffn_hidden},
-          {"k", k},                   {"edge_cross", edge_cross},
-          {"normals", normals},       {"point_features", point_features},
-          {"layer_norm", layer_norm},
-          {"normalize_frame", normalize_frame}, {"pooling", pooling},
-          {"head_hidden", head_hidden}, {"dropout", dropout},
-          {"negative_slope", negative_slope}};
-}
-
-OptionHelpList VNTNetOptions::option_help() {
-  const std::string silent = "our choice (the paper is silent)";
-  return {{"classes", "output classes (ModelNet40)"},
-          {"linear_dim", "C: vector channels of the edge-conv output and of every block", "the paper (classification)"},
-          {"heads", "VNAttention heads per block", "the paper (classification)"},
-          {"head_dim", "channels per head", "the paper"},
-          {"blocks", "basic blocks (multi-head VNAttention and VN-FFN, each with a residual)", "the paper"},
-          {"ffn_hidden", "VN-FFN hidden channels; 0 = 4 * linear_dim", silent},
-          {"k", "neighbours of the edge-conv kNN graph", silent + ", as DGCNN and Vector Neurons"},
-          {"edge_cross", "add neighbour x centre to the edge features [neighbour - centre, centre]", silent},
-          {"normals", "normals as a second vector channel of the edge conv (reads inputs[\"normals\"])"},
-          point_features_option_help(),
-          {"layer_norm", "VNLayerNorm before attention and VN-FFN", "the paper (none)"},
-          {"normalize_frame", "Gram-Schmidt-orthonormal frame in the invariant layer", "as Vector Neurons"},
-          {"pooling", "global pooling over the points: max, mean or max+mean", silent},
-          {"head_hidden", "hidden widths of the classification head (BatchNorm, LeakyReLU, dropout)",
-           "the paper (3 linear layers), widths as VN-DGCNN"},
-          {"dropout", "dropout in the classification head", "the paper"},
-          {"negative_slope", "LeakyReLU slope of the edge conv, the invariant layer and the head",
-           "as DGCNN and Vector Neurons"}};
+    throw UsageError(model + ": the invariant layer needs 2 * blocks * linear_dim >= 4");
 }
 
 // Activations of one cloud of N points with k neighbours, C channels, H heads
@@ -124,17 +70,6 @@ ModelSize vnt_net_size(const VNTNetOptions& o, int64_t points) {
   accumulate(s, classification_head_size(pooled_width(sat_mul(6, o.blocks, o.linear_dim), o.pooling),
                                          o.head_hidden, o.classes, o.dropout));
   return s;
-}
-
-void read_point_features_option(OptionReader& r, int64_t& point_features) {
-  r.get("point_features", point_features, 0, 1 << 16);
-}
-
-OptionHelp point_features_option_help() {
-  return {"point_features",
-          "F per-point invariant features (input \"features\" [B, F, N]), each fused as the vector channel f x (an "
-          "invariant scalar times the point: exactly rotation-invariant)",
-          "our choice (the paper reads xyz only)"};
 }
 
 at::Tensor vn_input(const data::Batch& batch, bool with_normals, int64_t features) {

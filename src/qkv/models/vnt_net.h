@@ -17,32 +17,78 @@ namespace qkv::models {
 
 struct VNTNetOptions {
   int64_t classes = 40;
-  int64_t linear_dim = 16;  // C: edge-conv output and block width (paper: 16)
-  int64_t heads = 24;       // paper: 24
-  int64_t head_dim = 16;    // paper: 16
-  int64_t blocks = 3;       // paper: 3
-  int64_t ffn_hidden = 0;   // VN-FFN hidden channels; 0 = 4 * linear_dim (the paper is silent)
-  int64_t k = 20;           // neighbours of the edge-conv graph (as in DGCNN / Vector Neurons)
-  bool edge_cross = false;  // add nbr x ctr to the edge features
-  bool normals = false;     // "+N": normals as a second vector channel (input "normals")
-  int64_t point_features = 0;  // F per-point features (input "features"), as F more vector channels (vn_input)
-  bool layer_norm = false;  // VNLayerNorm before attention and FFN (not in the paper)
-  bool normalize_frame = false;  // orthonormal frame in the invariant layer
+  int64_t linear_dim = 16;  // C: edge-conv output and block width
+  int64_t heads = 24;
+  int64_t head_dim = 16;
+  int64_t blocks = 3;
+  int64_t ffn_hidden = 0;  // 0 = 4 * linear_dim
+  int64_t k = 20;
+  bool edge_cross = false;
+  bool normals = false;        // "+N" (input "normals")
+  int64_t point_features = 0;  // F (input "features"), as F more vector channels (vn_input)
+  bool layer_norm = false;
+  bool normalize_frame = false;
   std::string pooling = "max+mean";
   std::vector<int64_t> head_hidden = {512, 256};
   double dropout = 0.5;
   double negative_slope = 0.2;
 
+  // `name` is the registry name: errors name it, and "vnt+n" makes normals
+  // the default.
   static VNTNetOptions from_json(const nlohmann::json& j, const std::string& name = "vnt");
-  static OptionHelpList option_help();  // a line per to_json() key
-  nlohmann::json to_json() const;
+  nlohmann::json to_json() const { return fields_to_json(*this); }
   int64_t hidden() const { return ffn_hidden > 0 ? ffn_hidden : 4 * linear_dim; }
 };
 
-// Reads the options of the VNT-Net backbone (all but classes, head_hidden and
-// dropout) and checks them; shared by the classifier and the segmenter. Call
-// it last: it finishes the reader (unknown keys are errors).
-void read_vnt_backbone_options(OptionReader& reader, VNTNetOptions& options);
+inline Field vnt_negative_slope_field() {
+  return Field{"negative_slope", "LeakyReLU slope of the edge conv, the invariant layer and the head"}
+      .range(0, 1)
+      .from("as DGCNN and Vector Neurons");
+}
+
+// The options of the VNT-Net backbone but its LeakyReLU slope
+// (vnt_negative_slope_field), which each model lists after its own head's
+// options: all but the classifier head's (classes, head_hidden, dropout).
+// The classifier and the segmenter share them.
+template <typename V>
+void visit_vnt_backbone_fields(VNTNetOptions& o, V&& visit) {
+  constexpr const char* silent = "our choice (the paper is silent)";
+  visit(Field{"linear_dim", "C: vector channels of the edge-conv output and of every block"}.at_least(1).from(
+            "the paper (classification)"),
+        o.linear_dim);
+  visit(Field{"heads", "VNAttention heads per block"}.at_least(1).from("the paper (classification)"), o.heads);
+  visit(Field{"head_dim", "channels per head"}.at_least(1).from("the paper"), o.head_dim);
+  visit(Field{"blocks", "basic blocks (multi-head VNAttention and VN-FFN, each with a residual)"}.at_least(1).from(
+            "the paper"),
+        o.blocks);
+  visit(Field{"ffn_hidden", "VN-FFN hidden channels; 0 = 4 * linear_dim"}.at_least(0).from(silent), o.ffn_hidden);
+  visit(Field{"k", "neighbours of the edge-conv kNN graph"}.at_least(1).from(
+            "our choice (the paper is silent), as DGCNN and Vector Neurons"),
+        o.k);
+  visit(Field{"edge_cross", "add neighbour x centre to the edge features [neighbour - centre, centre]"}.from(silent),
+        o.edge_cross);
+  visit(Field{"normals", "normals as a second vector channel of the edge conv (reads inputs[\"normals\"])"}, o.normals);
+  visit(point_features_field(), o.point_features);
+  visit(Field{"layer_norm", "VNLayerNorm before attention and VN-FFN"}.from("the paper (none)"), o.layer_norm);
+  visit(Field{"normalize_frame", "Gram-Schmidt-orthonormal frame in the invariant layer"}.from("as Vector Neurons"),
+        o.normalize_frame);
+  visit(global_pooling_field().from(silent), o.pooling);
+}
+
+template <typename V>
+void visit_fields(VNTNetOptions& o, V&& visit) {
+  visit(Field{"classes", "output classes (ModelNet40)"}.at_least(2), o.classes);
+  visit_vnt_backbone_fields(o, visit);
+  visit(Field{"head_hidden", "hidden widths of the classification head (BatchNorm, LeakyReLU, dropout)"}
+            .at_least(1)
+            .from("the paper (3 linear layers), widths as VN-DGCNN"),
+        o.head_hidden);
+  visit(Field{"dropout", "dropout in the classification head"}.range(0, 0.99).from("the paper"), o.dropout);
+  visit(vnt_negative_slope_field(), o.negative_slope);
+}
+
+// What the backbone's options must satisfy together (UsageError naming `model`).
+void check_vnt_backbone_options(const std::string& model, const VNTNetOptions& options);
 
 // The backbone's size (edge conv, blocks, invariant layer) for one cloud of
 // `points` points, and the classifier's (the backbone and its head).
@@ -101,10 +147,5 @@ at::Tensor vn_input(const data::Batch& batch, bool with_normals, int64_t feature
 
 // The vector channels vn_input gives.
 inline int64_t vn_input_channels(bool with_normals, int64_t features) { return (with_normals ? 2 : 1) + features; }
-
-// The option "point_features" (vn_input's F) of every VN classifier that reads
-// features: read (0 .. 2^16), and its help line.
-void read_point_features_option(OptionReader& r, int64_t& point_features);
-OptionHelp point_features_option_help();
 
 }  // namespace qkv::models

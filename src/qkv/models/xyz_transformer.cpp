@@ -22,45 +22,15 @@ TransformerLMOptions block_options(const XYZTransformerOptions& o) {
 }  // namespace
 
 XYZTransformerOptions XYZTransformerOptions::from_json(const nlohmann::json& j) {
-  XYZTransformerOptions o;
-  OptionReader r("xyz-transformer", j);
-  r.get("classes", o.classes, 2);
-  r.get("head_hidden", o.head_hidden);
-  r.get("dropout", o.dropout, 0.0, 0.99);
-  read_xyz_backbone_options(r, o);
+  const auto o = read_model_options<XYZTransformerOptions>("xyz-transformer", j);
+  check_xyz_backbone_options("xyz-transformer", o);
   return o;
 }
 
-void read_xyz_backbone_options(OptionReader& r, XYZTransformerOptions& o) {
-  r.get("d_model", o.d_model, 1);
-  r.get("layers", o.layers, 1);
-  r.get("heads", o.heads, 1);
-  r.get("embed_hidden", o.embed_hidden, 1);
-  r.get("mlp_hidden", o.mlp_hidden, 0);
-  r.get("pooling", o.pooling);
-  r.finish();
-  check_pooling(r.model(), o.pooling);
+void check_xyz_backbone_options(const std::string& model, const XYZTransformerOptions& o) {
   if (o.d_model % o.heads != 0)
-    throw UsageError(r.model() + ": d_model " + std::to_string(o.d_model) + " is not divisible by heads " +
+    throw UsageError(model + ": d_model " + std::to_string(o.d_model) + " is not divisible by heads " +
                      std::to_string(o.heads));
-}
-
-nlohmann::json XYZTransformerOptions::to_json() const {
-  return {{"classes", classes},         {"d_model", d_model},       {"layers", layers},
-          {"heads", heads},             {"embed_hidden", embed_hidden}, {"mlp_hidden", mlp_hidden},
-          {"pooling", pooling},         {"head_hidden", head_hidden}, {"dropout", dropout}};
-}
-
-OptionHelpList XYZTransformerOptions::option_help() {
-  return {{"classes", "output classes (ModelNet40)"},
-          {"d_model", "encoder width"},
-          {"layers", "pre-LayerNorm encoder blocks"},
-          {"heads", "attention heads per block (must divide d_model)"},
-          {"embed_hidden", "hidden width of the per-point xyz embedding MLP"},
-          {"mlp_hidden", "hidden units of each block's MLP; 0 = 4 * d_model"},
-          {"pooling", "global pooling over the points: max, mean or max+mean", "the same as vnt"},
-          {"head_hidden", "hidden widths of the classification head", "the same as vnt"},
-          {"dropout", "dropout in the classification head (the encoder has none)", "the same as vnt"}};
 }
 
 XYZTransformerBackbone::XYZTransformerBackbone(const XYZTransformerOptions& o) : options_(o) {

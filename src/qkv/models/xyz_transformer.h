@@ -28,13 +28,33 @@ struct XYZTransformerOptions {
   double dropout = 0.5;  // in the head; the encoder has none
 
   static XYZTransformerOptions from_json(const nlohmann::json& j);
-  static OptionHelpList option_help();  // a line per to_json() key
-  nlohmann::json to_json() const;
+  nlohmann::json to_json() const { return fields_to_json(*this); }
 };
 
-// Reads the encoder's options (all but classes, head_hidden and dropout). Call
-// it last: it finishes the reader (unknown keys are errors).
-void read_xyz_backbone_options(OptionReader& reader, XYZTransformerOptions& options);
+// The encoder's options (all but the head's: classes, head_hidden and dropout).
+template <typename V>
+void visit_xyz_backbone_fields(XYZTransformerOptions& o, V&& visit) {
+  visit(Field{"d_model", "encoder width"}.at_least(1), o.d_model);
+  visit(Field{"layers", "pre-LayerNorm encoder blocks"}.at_least(1), o.layers);
+  visit(Field{"heads", "attention heads per block (must divide d_model)"}.at_least(1), o.heads);
+  visit(Field{"embed_hidden", "hidden width of the per-point xyz embedding MLP"}.at_least(1), o.embed_hidden);
+  visit(Field{"mlp_hidden", "hidden units of each block's MLP; 0 = 4 * d_model"}.at_least(0), o.mlp_hidden);
+  visit(global_pooling_field().from("the same as vnt"), o.pooling);
+}
+
+template <typename V>
+void visit_fields(XYZTransformerOptions& o, V&& visit) {
+  visit(Field{"classes", "output classes (ModelNet40)"}.at_least(2), o.classes);
+  visit_xyz_backbone_fields(o, visit);
+  visit(Field{"head_hidden", "hidden widths of the classification head"}.at_least(1).from("the same as vnt"),
+        o.head_hidden);
+  visit(Field{"dropout", "dropout in the classification head (the encoder has none)"}.range(0, 0.99).from(
+            "the same as vnt"),
+        o.dropout);
+}
+
+// What the encoder's options must satisfy together (UsageError naming `model`).
+void check_xyz_backbone_options(const std::string& model, const XYZTransformerOptions& options);
 
 // The encoder's size (embed_in, embed_out, blocks, ln_final) for one cloud of
 // `points` points, and the classifier's (the encoder and its head).

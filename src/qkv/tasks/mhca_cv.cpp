@@ -130,8 +130,8 @@ int64_t spect_tokens(const nlohmann::json& user_options, const std::vector<int64
   for (const char* key : {"channels", "padding"})
     if (user_options.contains(key)) j[key] = user_options.at(key);
   j["volume_shape"] = volume_shape;
-  models::OptionReader r("spect encoder", j);
-  spect.read(r);
+  spect = models::read_model_options("spect encoder", j, spect);
+  spect.check("spect encoder");
   return spect.tokens();
 }
 
