@@ -13,7 +13,7 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/distributed/process_group.h"
-#include "qkv/distributed/sync_batch_norm.h"
+#include "qkv/layers/sync_batch_norm.h"
 #include "qkv/models/model.h"
 #include "qkv/train/metrics.h"
 
@@ -93,7 +93,7 @@ TEST(ProcessGroup, BucketedGradientSumEqualsPerParameterSum) {
 TEST(ProcessGroup, BroadcastModuleCopiesRankZeroState) {
   run_ranks(2, [](ProcessGroup& g) {
     torch::manual_seed(static_cast<uint64_t>(g.rank()) + 1);  // different weights per rank
-    auto bn = distributed::SyncBatchNorm(4);
+    auto bn = layers::SyncBatchNorm(4);
     auto linear = torch::nn::Linear(3, 4);
     torch::nn::Sequential net(linear, bn);
     {
@@ -130,7 +130,7 @@ void check_sync_batch_norm(std::vector<int64_t> shape, int64_t world) {
     auto w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
     auto x = rows(x_all).clone().requires_grad_();
     auto rm = torch::zeros({channels}, torch::kDouble), rv = torch::ones({channels}, torch::kDouble);
-    auto y = distributed::batch_norm(x, w, b, rm, rv, true, 0.1, 1e-5, &g);
+    auto y = layers::batch_norm(x, w, b, rm, rv, true, 0.1, 1e-5, &g);
     (y * rows(up)).sum().backward();
     EXPECT_LT((y - rows(y_ref)).abs().max().item<double>(), 1e-10);
     EXPECT_LT((x.grad() - rows(x_ref.grad())).abs().max().item<double>(), 1e-10);
@@ -147,9 +147,33 @@ void check_sync_batch_norm(std::vector<int64_t> shape, int64_t world) {
 TEST(SyncBatchNorm, TwoRanksEqualOneProcessOnTheWholeBatch) { check_sync_batch_norm({8, 5}, 2); }
 TEST(SyncBatchNorm, ThreeRanksWithTrailingDimsEqualOneProcess) { check_sync_batch_norm({6, 4, 7, 3}, 3); }
 
+// The trainer's way: the group attached to a model's SyncBatchNorm layers for
+// a scope (RankSumAttachment). Inside it each rank's module normalises with
+// the whole batch's statistics; after it, with its own slice's again.
+TEST(SyncBatchNorm, AnAttachedGroupSpansTheRanksForTheAttachmentsLifetime) {
+  torch::manual_seed(9);
+  const auto x_all = torch::randn({8, 3, 5}, torch::kDouble) * 2 - 1;
+  const auto y_all = torch::batch_norm(x_all, {}, {}, {}, {}, true, 0.1, 1e-5, false);
+  run_ranks(2, [&](ProcessGroup& g) {
+    auto model = torch::nn::Sequential(layers::SyncBatchNorm(3));
+    model->to(torch::kDouble);
+    auto* bn = model->modules()[1]->as<layers::SyncBatchNormImpl>();
+    const auto x = x_all.slice(0, g.rank() * 4, (g.rank() + 1) * 4);
+    {
+      layers::RankSumAttachment attached(*model, &g);
+      EXPECT_EQ(bn->ranks, &g);
+      EXPECT_LT((model->forward(x) - y_all.slice(0, g.rank() * 4, (g.rank() + 1) * 4)).abs().max().item<double>(),
+                1e-10);
+    }
+    EXPECT_EQ(bn->ranks, nullptr);
+    const auto alone = torch::batch_norm(x, {}, {}, {}, {}, true, 0.1, 1e-5, false);
+    EXPECT_LT((model->forward(x) - alone).abs().max().item<double>(), 1e-10);
+  });
+}
+
 TEST(SyncBatchNorm, WithoutAGroupIsTorchBatchNorm) {
   torch::manual_seed(5);
-  auto mine = distributed::SyncBatchNorm(6);
+  auto mine = layers::SyncBatchNorm(6);
   auto theirs = torch::nn::BatchNorm1d(6);
   const auto x = torch::randn({10, 6, 4});
   EXPECT_TRUE(torch::equal(mine->forward(x), theirs->forward(x)));
@@ -198,7 +222,7 @@ void check_model_steps(const std::string& name, const nlohmann::json& options, c
   std::vector<models::ModelPtr> replicas{make(), make()};
   run_ranks(2, [&](ProcessGroup& g) {
     auto& model = replicas[static_cast<size_t>(g.rank())];
-    distributed::ActiveGroupScope active(&g);
+    layers::RankSumAttachment attached(*model, &g);  // as the trainer does
     const auto half = [&](const at::Tensor& t) { return t.slice(0, g.rank() * 4, g.rank() * 4 + 4); };
     for (int64_t s = 0; s < steps; ++s) {
       data::Batch mine{{{"points", half(points[s])}}, half(labels[s])};

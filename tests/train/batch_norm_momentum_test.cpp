@@ -4,7 +4,7 @@
 #include <torch/torch.h>
 
 #include "qkv/core/errors.h"
-#include "qkv/distributed/sync_batch_norm.h"
+#include "qkv/layers/sync_batch_norm.h"
 #include "qkv/models/model.h"
 #include "qkv/train/trainer.h"
 #include "qkv/vn/vn_layers.h"
@@ -29,12 +29,12 @@ TEST(BatchNormMomentum, StepDecayWithAFloor) {
 TEST(BatchNormMomentum, ReachesEveryBatchNormLayer) {
   struct Net : torch::nn::Module {
     Net() {
-      sync = register_module("sync", distributed::SyncBatchNorm(4));
+      sync = register_module("sync", layers::SyncBatchNorm(4));
       vn = register_module("vn", vn::VNBatchNorm(3));
       plain = register_module("plain", torch::nn::BatchNorm1d(5));
       inner = register_module("inner", torch::nn::Sequential(torch::nn::BatchNorm3d(2)));
     }
-    distributed::SyncBatchNorm sync{nullptr};
+    layers::SyncBatchNorm sync{nullptr};
     vn::VNBatchNorm vn{nullptr};
     torch::nn::BatchNorm1d plain{nullptr};
     torch::nn::Sequential inner{nullptr};

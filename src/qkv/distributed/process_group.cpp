@@ -36,8 +36,6 @@ extern int32_t FLAGS_minloglevel;
 namespace qkv::distributed {
 namespace {
 
-thread_local ProcessGroup* g_active = nullptr;
-
 // Held while a collective is launched (not while it runs). PyTorch 2.x's c10d
 // records every collective in one flight recorder per process, and its
 // record() adds a group it has not seen yet to a std::map before taking its
@@ -354,10 +352,5 @@ bool ProcessGroup::any(bool flag, const std::string& what) {
   all_reduce_max(t, what);
   return t.item<float>() > 0;
 }
-
-ProcessGroup* active_group() { return g_active; }
-
-ActiveGroupScope::ActiveGroupScope(ProcessGroup* group) : previous_(g_active) { g_active = group; }
-ActiveGroupScope::~ActiveGroupScope() { g_active = previous_; }
 
 }  // namespace qkv::distributed

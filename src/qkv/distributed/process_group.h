@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "qkv/core/fields.h"
+#include "qkv/core/rank_sum.h"
 
 namespace torch::nn {
 class Module;
@@ -55,7 +56,7 @@ ParallelOptions resolve_parallel_options(ParallelOptions cli, const std::vector<
 // "host:port" -> (host, port); ConfigError naming `key` when malformed.
 std::pair<std::string, int> parse_master(const std::string& text, const std::string& key);
 
-class ProcessGroup {
+class ProcessGroup : public RankSum {
  public:
   // Joins the group: rank 0 serves the store and waits for the others.
   explicit ProcessGroup(const ParallelOptions& options);
@@ -64,11 +65,11 @@ class ProcessGroup {
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
   int64_t rank() const { return options_.rank; }
-  int64_t world_size() const { return options_.world_size; }
+  int64_t world_size() const override { return options_.world_size; }
   const ParallelOptions& options() const { return options_; }
 
   // In place, over all ranks. Tensors of one dtype and device.
-  void all_reduce_sum(at::Tensor& tensor, const std::string& what);
+  void all_reduce_sum(at::Tensor& tensor, const std::string& what) override;
   void all_reduce_max(at::Tensor& tensor, const std::string& what);
   void broadcast(std::vector<at::Tensor>& tensors, int64_t root, const std::string& what);
   // Every rank's `tensor` (same shape everywhere), in rank order.
@@ -90,20 +91,6 @@ class ProcessGroup {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   ParallelOptions options_;
-};
-
-// The group of the training run in progress, for layers whose training-mode
-// forward spans ranks (SyncBatchNorm); null outside distributed training.
-ProcessGroup* active_group();
-class ActiveGroupScope {
- public:
-  explicit ActiveGroupScope(ProcessGroup* group);
-  ~ActiveGroupScope();
-  ActiveGroupScope(const ActiveGroupScope&) = delete;
-  ActiveGroupScope& operator=(const ActiveGroupScope&) = delete;
-
- private:
-  ProcessGroup* previous_;
 };
 
 }  // namespace qkv::distributed

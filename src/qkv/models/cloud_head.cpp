@@ -6,16 +6,11 @@
 #include "qkv/core/function_transforms.h"
 #include "qkv/core/shape.h"
 #include "qkv/core/text.h"
-#include "qkv/distributed/sync_batch_norm.h"
+#include "qkv/layers/sync_batch_norm.h"
 #include "qkv/models/live_layers.h"
 #include "qkv/models/size_arithmetic.h"
 
 namespace qkv::models {
-
-void check_pooling(const std::string& model, const std::string& pooling) {
-  if (pooling != "max" && pooling != "mean" && pooling != "max+mean")
-    throw UsageError(model + " option 'pooling' = \"" + shortened(pooling) + "\": expected max, mean or max+mean");
-}
 
 int64_t pooled_width(int64_t channels, const std::string& pooling) {
   return pooling == "max+mean" ? sat_mul(2, channels) : channels;  // saturating: also sizes huge options
@@ -73,7 +68,7 @@ ClassificationHeadImpl::ClassificationHeadImpl(int64_t in_features, const std::v
   int64_t width = in_features;
   for (const int64_t h : hidden) {
     layers->push_back(LiveLinear(width, h));
-    layers->push_back(distributed::SyncBatchNorm(h));
+    layers->push_back(layers::SyncBatchNorm(h));
     layers->push_back(LiveLeakyReLU(torch::nn::LeakyReLUOptions().negative_slope(negative_slope)));
     layers->push_back(LiveDropout(dropout));
     width = h;
@@ -89,12 +84,12 @@ PartSegmentationHeadImpl::PartSegmentationHeadImpl(int64_t point_features, int64
   const auto act = torch::nn::LeakyReLUOptions().negative_slope(negative_slope);
   category_code = register_module("category_code", LiveSequential(
                                                        LiveLinear(torch::nn::LinearOptions(categories, category_dim).bias(false)),
-                                                       distributed::SyncBatchNorm(category_dim), LiveLeakyReLU(act)));
+                                                       layers::SyncBatchNorm(category_dim), LiveLeakyReLU(act)));
   layers = register_module("layers", LiveSequential());
   int64_t width = point_features + global_features + category_dim;
   for (size_t i = 0; i < hidden.size(); ++i) {
     layers->push_back(LiveConv1d(torch::nn::Conv1dOptions(width, hidden[i], 1).bias(false)));
-    layers->push_back(distributed::SyncBatchNorm(hidden[i]));
+    layers->push_back(layers::SyncBatchNorm(hidden[i]));
     layers->push_back(LiveLeakyReLU(act));
     if (dropout > 0 && i + 1 < hidden.size()) layers->push_back(LiveDropout(dropout));
     width = hidden[i];

@@ -63,7 +63,7 @@ inline int64_t linear_parameters(int64_t in, int64_t out, bool bias = true) {
   return sat_add(sat_mul(in, out), bias ? out : 0);
 }
 
-// torch::nn::LayerNorm({channels}), distributed::SyncBatchNorm(channels) and
+// torch::nn::LayerNorm({channels}), layers::SyncBatchNorm(channels) and
 // vn::VNLayerNorm(channels): a weight and a bias per channel (the batch norms'
 // running statistics are buffers).
 inline int64_t norm_parameters(int64_t channels) { return sat_mul(2, channels); }

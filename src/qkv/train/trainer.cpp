@@ -15,7 +15,7 @@
 #include "qkv/core/messages.h"
 #include "qkv/core/interrupt.h"
 #include "qkv/core/json_file.h"
-#include "qkv/distributed/sync_batch_norm.h"
+#include "qkv/layers/sync_batch_norm.h"
 #include "qkv/train/progress.h"
 #include "qkv/train/report.h"
 #include "qkv/train/run.h"
@@ -128,7 +128,7 @@ double batch_norm_momentum_at(const TrainConfig& c, int64_t epoch) {
 
 void set_batch_norm_momentum(torch::nn::Module& module, double momentum) {
   auto set = [momentum](torch::nn::Module* m) {
-    if (auto* sync = dynamic_cast<distributed::SyncBatchNormImpl*>(m)) sync->momentum = momentum;
+    if (auto* sync = dynamic_cast<layers::SyncBatchNormImpl*>(m)) sync->momentum = momentum;
     if (auto* b = dynamic_cast<torch::nn::BatchNorm1dImpl*>(m)) b->options.momentum(momentum);
     if (auto* b = dynamic_cast<torch::nn::BatchNorm2dImpl*>(m)) b->options.momentum(momentum);
     if (auto* b = dynamic_cast<torch::nn::BatchNorm3dImpl*>(m)) b->options.momentum(momentum);
@@ -191,7 +191,7 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
   const int64_t world = group ? group->world_size() : 1, rank = group ? group->rank() : 0;
   const bool writer = rank == 0;  // rank 0 alone writes the run folder
   const bool quiet = hooks.quiet || !writer;
-  distributed::ActiveGroupScope active(group);
+  layers::RankSumAttachment batch_norm_ranks(model, group);  // SyncBatchNorm layers sum their statistics over the ranks
 
   const int64_t n_train = splits.train->size();
   if (n_train == 0) throw DataError("the training split is empty");

@@ -20,9 +20,9 @@
 #include "qkv/core/errors.h"
 #include "qkv/core/function_transforms.h"
 #include "qkv/core/second_order.h"
+#include "qkv/core/rank_sum.h"
 #include "qkv/core/shape.h"
-#include "qkv/distributed/process_group.h"
-#include "qkv/distributed/sync_batch_norm.h"
+#include "qkv/layers/sync_batch_norm.h"
 #include "qkv/vn/edge_conv.h"
 #include "qkv/vn/vn_layers.h"
 #include "qkv/vn/vn_ops.h"
@@ -271,8 +271,8 @@ std::pair<at::Tensor, at::Tensor> forward_time_statistics(AutogradContext* ctx) 
   return {copy("running_mean"), copy("running_var")};
 }
 
-distributed::ProcessGroup* group_of(AutogradContext* ctx) {
-  return reinterpret_cast<distributed::ProcessGroup*>(static_cast<intptr_t>(ctx->saved_data["group"].toInt()));
+RankSum* group_of(AutogradContext* ctx) {
+  return reinterpret_cast<RankSum*>(static_cast<intptr_t>(ctx->saved_data["group"].toInt()));
 }
 
 // The batch norm of the norms as an affine map per channel, n' = scale n +
@@ -286,7 +286,7 @@ struct NormAffine {
 
 NormAffine norm_affine(at::Tensor sums, double count, const at::Tensor& weight, const at::Tensor& bias,
                        const at::Tensor& running_mean, const at::Tensor& running_var, bool training, double momentum,
-                       double eps, distributed::ProcessGroup* group) {
+                       double eps, RankSum* group) {
   NormAffine r;
   if (training) {
     const int64_t c = sums.size(1);
@@ -301,7 +301,7 @@ NormAffine norm_affine(at::Tensor sums, double count, const at::Tensor& weight, 
                        " vectors per channel in the batch; training needs more than one");
     r.mean = sums[0] / count;
     const auto var = (sums[1] / count - r.mean * r.mean).clamp_min(0);
-    if (running_mean.defined()) distributed::update_running_stats(running_mean, running_var, r.mean, var, count, momentum);
+    if (running_mean.defined()) layers::update_running_stats(running_mean, running_var, r.mean, var, count, momentum);
     r.invstd = (var + eps).rsqrt();
   } else {
     r.mean = running_mean.to(torch::kDouble);
@@ -319,7 +319,7 @@ class VNBatchNormFunction : public torch::autograd::Function<VNBatchNormFunction
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x_in, const at::Tensor& weight,
                             const at::Tensor& bias, const at::Tensor& running_mean, const at::Tensor& running_var,
-                            bool training, double momentum, double eps, distributed::ProcessGroup* group) {
+                            bool training, double momentum, double eps, RankSum* group) {
     const auto x = x_in.contiguous();
     const int64_t b = x.size(0), c = x.size(1), m = x.numel() / (b * c * 3);
     save_composed_inputs(ctx, {x_in, weight, bias}, running_mean, running_var, momentum, eps);
@@ -677,7 +677,7 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
                             const at::Tensor& dir_towards, const at::Tensor& dir_centre, const at::Tensor& idx_in,
                             const at::Tensor& weight, const at::Tensor& bias, const at::Tensor& running_mean,
                             const at::Tensor& running_var, bool training, double momentum, double eps, double slope,
-                            distributed::ProcessGroup* group) {
+                            RankSum* group) {
     const auto a = feat_towards.contiguous(), ac = feat_centre.contiguous();
     const auto dd = dir_towards.contiguous(), dc = dir_centre.contiguous();
     const auto idx = idx_in.contiguous();
@@ -879,7 +879,7 @@ at::Tensor vn_frame_coordinates(const at::Tensor& x, const at::Tensor& frame) {
 
 at::Tensor vn_batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                          const at::Tensor& running_mean, const at::Tensor& running_var, bool training,
-                         double momentum, double eps, distributed::ProcessGroup* group) {
+                         double momentum, double eps, RankSum* group) {
   require_vn(x, "vn_batch_norm");
   const bool fused = x.device().is_cpu() && (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) &&
                      weight.defined() && bias.defined() && x.numel() > 0 &&
@@ -896,7 +896,7 @@ at::Tensor edge_conv_mean_composed(const at::Tensor& feat_towards, const at::Ten
                                    const at::Tensor& dir_towards, const at::Tensor& dir_centre, const at::Tensor& idx,
                                    const at::Tensor& weight, const at::Tensor& bias, const at::Tensor& running_mean,
                                    const at::Tensor& running_var, bool training, double momentum, double eps,
-                                   distributed::ProcessGroup* group, double negative_slope) {
+                                   RankSum* group, double negative_slope) {
   const auto p = gather_neighbours(feat_towards, idx) + feat_centre.unsqueeze(-1);
   const auto d = gather_neighbours(dir_towards, idx) + dir_centre.unsqueeze(-1);
   return vn_mean_pool(vn_leaky_relu(vn_batch_norm(p, weight, bias, running_mean, running_var, training, momentum, eps,
@@ -907,7 +907,7 @@ at::Tensor edge_conv_mean_composed(const at::Tensor& feat_towards, const at::Ten
 at::Tensor edge_conv_mean(const at::Tensor& feat_towards, const at::Tensor& feat_centre, const at::Tensor& dir_towards,
                           const at::Tensor& dir_centre, const at::Tensor& idx, const at::Tensor& weight,
                           const at::Tensor& bias, const at::Tensor& running_mean, const at::Tensor& running_var,
-                          bool training, double momentum, double eps, distributed::ProcessGroup* group,
+                          bool training, double momentum, double eps, RankSum* group,
                           double negative_slope) {
   for (const auto* t : {&feat_towards, &feat_centre, &dir_towards, &dir_centre})
     if (t->dim() != 4 || t->size(2) != 3 || !t->sizes().equals(feat_towards.sizes()) ||

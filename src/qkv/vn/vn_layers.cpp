@@ -34,7 +34,7 @@ at::Tensor VNLeakyReLUImpl::forward(const at::Tensor& x) {
 
 at::Tensor VNBatchNormImpl::forward(const at::Tensor& x) {
   auto y = vn_batch_norm(x, live(weight), live(bias), live(running_mean), live(running_var), is_training(), momentum, eps,
-                         distributed::active_group());
+                         ranks);
   track_batch();  // after the forward: a batch that failed is not counted
   return observed(*this, {x}, std::move(y));
 }
@@ -149,7 +149,7 @@ at::Tensor factorised_edge_conv_mean(VNLinearLeakyReLUImpl& conv, const at::Tens
       vn_linear(x, torch::cat({feat_towards, feat_centre, dir_towards, dir_centre}, 0)).split(out, 1);
   auto& bn = *conv.batchnorm;
   auto y = edge_conv_mean(parts[0], parts[1], parts[2], parts[3], idx, live(bn.weight), live(bn.bias),
-                          live(bn.running_mean), live(bn.running_var), bn.is_training(), bn.momentum, bn.eps, distributed::active_group(),
+                          live(bn.running_mean), live(bn.running_var), bn.is_training(), bn.momentum, bn.eps, bn.ranks,
                           conv.negative_slope);
   bn.track_batch();  // after the forward, as VNBatchNorm: a batch that failed is not counted
   return y;

@@ -11,7 +11,7 @@
 
 #include "qkv/core/part_hooks.h"
 #include "qkv/core/weight_binding.h"
-#include "qkv/distributed/sync_batch_norm.h"
+#include "qkv/layers/sync_batch_norm.h"
 #include "qkv/vn/vn_ops.h"
 
 namespace qkv::vn {
@@ -54,7 +54,7 @@ TORCH_MODULE(VNLeakyReLU);
 // trailing dims (points, neighbours), like BatchNorm1d/2d on [B, C, ...]:
 // vn_batch_norm with SyncBatchNorm's parameters, buffers and counter (its
 // statistics over all ranks in distributed training).
-class VNBatchNormImpl : public distributed::SyncBatchNormImpl {
+class VNBatchNormImpl : public layers::SyncBatchNormImpl {
  public:
   explicit VNBatchNormImpl(int64_t channels, double momentum = VNDefaults::momentum, double eps = VNDefaults::eps)
       : SyncBatchNormImpl(channels, momentum, eps) {}

@@ -13,7 +13,7 @@
 #include "qkv/core/second_order.h"
 #include "qkv/core/shape.h"
 #include "qkv/cuda/point_kernels.h"
-#include "qkv/distributed/sync_batch_norm.h"
+#include "qkv/layers/sync_batch_norm.h"
 #include "qkv/spatial/kd_tree.h"
 #include "qkv/vn/vn_heads.h"
 
@@ -56,10 +56,10 @@ at::Tensor vn_rescale(const at::Tensor& x, const at::Tensor& norm, const at::Ten
 
 at::Tensor vn_batch_norm_composed(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                                   const at::Tensor& running_mean, const at::Tensor& running_var, bool training,
-                                  double momentum, double eps, distributed::ProcessGroup* group) {
+                                  double momentum, double eps, RankSum* group) {
   const auto norm = vn_norm(x);  // [B, C, ...]: invariant, so normalising it is too
   return vn_rescale(
-      x, norm, distributed::batch_norm(norm, weight, bias, running_mean, running_var, training, momentum, eps, group));
+      x, norm, layers::batch_norm(norm, weight, bias, running_mean, running_var, training, momentum, eps, group));
 }
 
 at::Tensor vn_mean_pool(const at::Tensor& x) { return x.mean(-1); }

@@ -12,8 +12,8 @@
 
 #include "qkv/attention/sdpa.h"
 
-namespace qkv::distributed {
-class ProcessGroup;
+namespace qkv {
+class RankSum;
 }
 
 namespace qkv::vn {
@@ -46,16 +46,16 @@ at::Tensor vn_leaky_relu_composed(const at::Tensor& x, const at::Tensor& directi
 // with n' = weight (n - mean) / sqrt(var + eps) + bias, statistics per
 // channel over batch and trailing dims (training: the batch's, summed over
 // `group`'s ranks when given, running statistics updated with the unbiased
-// variance; eval: the running ones), as distributed::batch_norm on the norms.
+// variance; eval: the running ones), as layers::batch_norm on the norms.
 // On the CPU (float32, float64) two fused passes forward and backward, norms
 // recomputed instead of stored (vn_fused.cpp); elsewhere the composed version.
 at::Tensor vn_batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                          const at::Tensor& running_mean, const at::Tensor& running_var, bool training,
-                         double momentum, double eps, distributed::ProcessGroup* group);
-// vn_rescale(x, n, distributed::batch_norm(n, ...)): the reference.
+                         double momentum, double eps, RankSum* group);
+// vn_rescale(x, n, layers::batch_norm(n, ...)): the reference.
 at::Tensor vn_batch_norm_composed(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                                   const at::Tensor& running_mean, const at::Tensor& running_var, bool training,
-                                  double momentum, double eps, distributed::ProcessGroup* group);
+                                  double momentum, double eps, RankSum* group);
 
 // <a, b> over the xyz axis, [B, C, 3, ...] -> [B, C, 1, ...]. Every norm and
 // dot product goes through it: a plain mul + sum is 17x faster forward and

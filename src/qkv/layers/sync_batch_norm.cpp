@@ -1,16 +1,16 @@
-#include "qkv/distributed/sync_batch_norm.h"
+#include "qkv/layers/sync_batch_norm.h"
 
 #include "qkv/core/part_hooks.h"
 #include "qkv/core/weight_binding.h"
 
 #include <torch/torch.h>
 
-namespace qkv::distributed {
+namespace qkv::layers {
 namespace {
 
 class AllReduceSum : public torch::autograd::Function<AllReduceSum> {
  public:
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, ProcessGroup* group) {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, RankSum* group) {
     ctx->saved_data["group"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(group));
     auto out = x.clone();
     group->all_reduce_sum(out, "batch-norm statistics");
@@ -18,7 +18,7 @@ class AllReduceSum : public torch::autograd::Function<AllReduceSum> {
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad) {
-    auto* group = reinterpret_cast<ProcessGroup*>(static_cast<intptr_t>(ctx->saved_data["group"].toInt()));
+    auto* group = reinterpret_cast<RankSum*>(static_cast<intptr_t>(ctx->saved_data["group"].toInt()));
     auto g = grad[0].contiguous().clone();
     group->all_reduce_sum(g, "batch-norm gradient");
     return {g, at::Tensor()};
@@ -27,7 +27,7 @@ class AllReduceSum : public torch::autograd::Function<AllReduceSum> {
 
 }  // namespace
 
-at::Tensor all_reduce_sum_autograd(const at::Tensor& x, ProcessGroup& group) {
+at::Tensor all_reduce_sum_autograd(const at::Tensor& x, RankSum& group) {
   return AllReduceSum::apply(x, &group);
 }
 
@@ -40,7 +40,7 @@ void update_running_stats(const at::Tensor& running_mean, const at::Tensor& runn
 
 at::Tensor batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                       const at::Tensor& running_mean, const at::Tensor& running_var, bool training, double momentum,
-                      double eps, ProcessGroup* group) {
+                      double eps, RankSum* group) {
   if (!training || group == nullptr || group->world_size() == 1)
     return torch::batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps,
                              at::globalContext().userEnabledCuDNN());
@@ -85,8 +85,21 @@ void SyncBatchNormImpl::track_batch() {
 at::Tensor SyncBatchNormImpl::forward(const at::Tensor& x) {
   track_batch();
   auto y = batch_norm(x, live(weight), live(bias), live(running_mean), live(running_var), is_training(), momentum, eps,
-                      active_group());
+                      ranks);
   return observed(*this, {x}, std::move(y));
 }
 
-}  // namespace qkv::distributed
+RankSumAttachment::RankSumAttachment(torch::nn::Module& model, RankSum* ranks) {
+  if (ranks == nullptr) return;
+  for (const auto& module : model.modules())
+    if (auto* layer = dynamic_cast<SyncBatchNormImpl*>(module.get())) {
+      layer->ranks = ranks;
+      layers_.push_back(layer);
+    }
+}
+
+RankSumAttachment::~RankSumAttachment() {
+  for (auto* layer : layers_) layer->ranks = nullptr;
+}
+
+}  // namespace qkv::layers

@@ -2,18 +2,21 @@
 // Batch normalisation whose training statistics span every rank, so that W
 // processes with batch b train exactly as one process with batch W*b (the
 // test of the distributed trainer). Outside distributed training it is
-// torch::batch_norm itself, bit for bit.
+// torch::batch_norm itself, bit for bit. The sums over ranks come through
+// core/rank_sum.h, which distributed::ProcessGroup implements.
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
-#include "qkv/distributed/process_group.h"
+#include <vector>
 
-namespace qkv::distributed {
+#include "qkv/core/rank_sum.h"
+
+namespace qkv::layers {
 
 // Sum over ranks that autograd understands: the gradient of every rank's loss
 // with respect to the sum is gathered back by a second sum in backward.
-at::Tensor all_reduce_sum_autograd(const at::Tensor& x, ProcessGroup& group);
+at::Tensor all_reduce_sum_autograd(const at::Tensor& x, RankSum& group);
 
 // running <- (1 - momentum) running + momentum batch, the variance taken
 // unbiased (var * count / (count - 1)) as torch::batch_norm does; mean and
@@ -28,11 +31,13 @@ void update_running_stats(const at::Tensor& running_mean, const at::Tensor& runn
 // identically on every rank.
 at::Tensor batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                       const at::Tensor& running_mean, const at::Tensor& running_var, bool training, double momentum,
-                      double eps, ProcessGroup* group);
+                      double eps, RankSum* group);
 
 // torch::nn::BatchNorm1d with the same parameter and buffer names (weight,
 // bias, running_mean, running_var, num_batches_tracked), so checkpoints are
-// interchangeable; the training forward syncs over active_group().
+// interchangeable; the training forward syncs over `ranks` when the trainer
+// has attached its group (RankSumAttachment), and is torch::batch_norm
+// otherwise.
 class SyncBatchNormImpl : public torch::nn::Module {
  public:
   explicit SyncBatchNormImpl(int64_t channels, double momentum = 0.1, double eps = 1e-5);
@@ -42,7 +47,22 @@ class SyncBatchNormImpl : public torch::nn::Module {
 
   at::Tensor weight, bias, running_mean, running_var, num_batches_tracked;
   double momentum, eps;
+  RankSum* ranks = nullptr;  // not owned; null: this process alone
 };
 TORCH_MODULE(SyncBatchNorm);
 
-}  // namespace qkv::distributed
+// Attaches `ranks` to every SyncBatchNorm (and subclass) of `model` for the
+// holder's lifetime; the layers forget it when the holder goes. A null
+// `ranks` attaches nothing.
+class RankSumAttachment {
+ public:
+  RankSumAttachment(torch::nn::Module& model, RankSum* ranks);
+  ~RankSumAttachment();
+  RankSumAttachment(const RankSumAttachment&) = delete;
+  RankSumAttachment& operator=(const RankSumAttachment&) = delete;
+
+ private:
+  std::vector<SyncBatchNormImpl*> layers_;
+};
+
+}  // namespace qkv::layers
