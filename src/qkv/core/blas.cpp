@@ -4,6 +4,8 @@
 #include <dlfcn.h>
 
 #include <climits>
+#include <cstdint>
+#include <mutex>
 #include <cstdlib>
 #include <type_traits>
 
@@ -94,21 +96,49 @@ std::optional<int> openblas_threads() {
   return std::nullopt;
 }
 
-void set_openblas_threads(int n) {
+namespace {
+// The process's one hold (OneBlasThread): how many holders, and the count to
+// give back when the last goes (0: OpenBLAS ran on one thread already).
+struct BlasHold {
+  std::mutex mutex;
+  int64_t holders = 0;
+  int saved = 0;
+};
+BlasHold& blas_hold() {
+  static BlasHold hold;
+  return hold;
+}
+
+void apply_openblas_threads(int n) {
   if (auto set = find_symbol<void (*)(int)>("openblas_set_num_threads")) set(n);
+}
+}  // namespace
+
+void set_openblas_threads(int n) {
+  auto& hold = blas_hold();
+  std::lock_guard<std::mutex> lock(hold.mutex);
+  if (hold.holders > 0)
+    hold.saved = n;  // the count the last holder gives back
+  else
+    apply_openblas_threads(n);
 }
 
 OneBlasThread::OneBlasThread() {
   if (at::in_parallel_region()) return;
+  auto& hold = blas_hold();
+  std::lock_guard<std::mutex> lock(hold.mutex);
+  holding_ = true;
+  if (hold.holders++ > 0) return;
   const int threads = openblas_threads().value_or(1);
-  if (threads > 1) {
-    saved_ = threads;
-    set_openblas_threads(1);
-  }
+  hold.saved = threads > 1 ? threads : 0;
+  if (threads > 1) apply_openblas_threads(1);
 }
 
 OneBlasThread::~OneBlasThread() {
-  if (saved_ > 1) set_openblas_threads(saved_);
+  if (!holding_) return;
+  auto& hold = blas_hold();
+  std::lock_guard<std::mutex> lock(hold.mutex);
+  if (--hold.holders == 0 && hold.saved > 1) apply_openblas_threads(hold.saved);
 }
 
 }  // namespace qkv::blas

@@ -41,7 +41,11 @@ void set_openblas_threads(int n);
 // attention, 2026-12-02, 2 cores: 128 x 256 tiles 4.7 GFLOP/s forward against
 // 163 at one OpenBLAS thread, timed by a throwaway program before this guard).
 // Inside a parallel region it does nothing: the caller's threads may run such
-// kernels at once, and the count is global.
+// kernels at once, and the count is global. Holders on several threads at
+// once share one hold: the first sets one thread, the last gives the count
+// back (a count set meanwhile by set_openblas_threads is the one given
+// back), so that no holder's kernel runs with OpenBLAS's threads restored
+// under it.
 class OneBlasThread {
  public:
   OneBlasThread();
@@ -50,7 +54,7 @@ class OneBlasThread {
   OneBlasThread& operator=(const OneBlasThread&) = delete;
 
  private:
-  int saved_ = 0;  // the count to restore; 0: nothing was changed
+  bool holding_ = false;
 };
 
 }  // namespace qkv::blas
