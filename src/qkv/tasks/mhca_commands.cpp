@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "qkv/core/atomic_file.h"
@@ -73,17 +74,17 @@ bool recorded_reorient(const nlohmann::json& config) {
 
 std::string write_synth_cohort_to(const std::string& out, medical::SynthCohortOptions options, bool overwrite) {
   install_interrupt_handler();
-  const bool live = train::ProgressBar::stderr_is_terminal();
-  auto progress = [live, &out](int64_t done, int64_t total) {
+  std::optional<train::ProgressBar> bar;  // made at the first volume, when the total is known
+  auto progress = [&bar, &out](int64_t done, int64_t total) {
     if (interrupt_requested())
       throw Interrupted("interrupted; " + out + " is incomplete (no manifest.csv): run the command again with {overwrite}");
-    if (live)
-      std::fprintf(stderr, "\rsynth: %lld/%lld volumes", static_cast<long long>(done), static_cast<long long>(total));
+    if (!bar) bar.emplace("synth", total, train::ProgressBar::stderr_is_terminal());
+    bar->update(done, std::string("volumes"));
   };
   options.validate();
   const auto claim = claim_output_dir(out, "{out}", overwrite, {"qkv mhca synth", {}});
   const auto summary = medical::write_synth_cohort(out, options, progress);
-  if (live) std::fprintf(stderr, "\n");
+  bar.reset();  // the bar erased before the summary is printed
   char line[512];
   std::snprintf(line, sizeof line, "synth: %lld subjects (%lld PD, %lld controls), %lld CpG sites, anatomy %s, in ",
                 static_cast<long long>(summary.subjects), static_cast<long long>(summary.pd),
