@@ -42,9 +42,9 @@
 #include "qkv/attention/tiled_attention.h"
 #include "qkv/attention/tiled_attention_rows.h"
 #include "qkv/attention/tiled_attention_tile_kernels.h"
-#include "qkv/core/blas.h"
-#include "qkv/core/openblas_core.h"
-#include "qkv/core/runtime.h"
+#include "qkv/runtime/blas.h"
+#include "qkv/runtime/openblas_core.h"
+#include "qkv/runtime/runtime.h"
 #include "roofs.h"
 
 namespace qa = qkv::attention;

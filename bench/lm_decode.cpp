@@ -10,8 +10,8 @@
 #include <cstdio>
 
 #include "qkv/attention/kv_cache.h"
-#include "qkv/core/openblas_core.h"
-#include "qkv/core/runtime.h"
+#include "qkv/runtime/openblas_core.h"
+#include "qkv/runtime/runtime.h"
 #include "qkv/models/transformer_lm.h"
 
 namespace {

@@ -37,8 +37,8 @@
 #include <vector>
 
 #include "qkv/core/atomic_file.h"
-#include "qkv/core/openblas_core.h"
-#include "qkv/core/runtime.h"
+#include "qkv/runtime/openblas_core.h"
+#include "qkv/runtime/runtime.h"
 #include "qkv/models/model.h"
 #include "qkv/pointcloud/transforms.h"
 #include "qkv/spatial/kd_tree.h"
@@ -213,7 +213,7 @@ std::string child_command(const char* self, const std::string& name, const std::
 }
 
 // The Python twin as users run it (glibc's malloc), or with jemalloc preloaded
-// and configured as qkv's executables are (src/qkv/core/malloc_conf.c): the
+// and configured as qkv's executables are (src/qkv/runtime/malloc_conf.c): the
 // allocator alone halves the reference's training step (docs/performance.md).
 std::string twin_command(const std::string& name, const std::string& mode, int64_t batch, int64_t points,
                          int threads, int repeats, const std::string& preload_jemalloc) {

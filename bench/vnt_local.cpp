@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "qkv/core/openblas_core.h"
-#include "qkv/core/runtime.h"
+#include "qkv/runtime/openblas_core.h"
+#include "qkv/runtime/runtime.h"
 #include "qkv/models/model.h"
 #include "qkv/vn/local_attention.h"
 #include "qkv/vn/vn_ops.h"

@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "qkv/core/openblas_core.h"
-#include "qkv/core/runtime.h"
+#include "qkv/runtime/openblas_core.h"
+#include "qkv/runtime/runtime.h"
 #include "qkv/models/cloud_head.h"
 #include "qkv/models/model.h"
 #include "qkv/models/vnt_net.h"

@@ -11,12 +11,12 @@ What a part holds at call time is what the forward computes with: on every
 call each weight is read as PyTorch's own modules read theirs (getattr), and
 one that is not the registered tensor (torch.func.functional_call's, a
 parametrization's, pruning's masked weight, an nn.Parameter assigned in its
-place) is bound to it for the call (core/weight_binding.h), gradients flowing
+place) is bound to it for the call (layers/weight_binding.h), gradients flowing
 back through it. Its sizes, dtype and device must be the registered ones.
 
 There is one forward, the C++ one; the parts of the mirror are not called on
 their own. A part's forward hooks fire where the C++ forward runs that part
-(core/part_hooks.h), with its tensor inputs and output, and what a hook
+(layers/part_hooks.h), with its tensor inputs and output, and what a hook
 returns is the output the forward goes on with; a part with several outputs
 (an LSTM's output, h and c) gives them as one flat tuple. A part's forward
 pre-hooks run before each call with no inputs (pruning and the old

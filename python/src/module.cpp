@@ -7,10 +7,11 @@
 
 #include "bindings.h"
 #include "qkv/core/messages.h"
-#include "qkv/core/allocator.h"
+#include "qkv/runtime/allocator.h"
 #include "qkv/core/errors.h"
-#include "qkv/core/openblas_core.h"
-#include "qkv/core/runtime.h"
+#include "qkv/core/version.h"
+#include "qkv/runtime/openblas_core.h"
+#include "qkv/runtime/runtime.h"
 
 namespace qkv::python {
 

@@ -14,7 +14,7 @@
 #include "qkv/attention/tiled_attention.h"
 #include "qkv/attention/tiled_attention_rows.h"
 #include "qkv/attention/tiled_attention_tile_kernels.h"
-#include "qkv/core/blas.h"
+#include "qkv/runtime/blas.h"
 #include "qkv/core/errors.h"
 #include "support/tolerance.h"
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "qkv/core/allocator.h"
+#include "qkv/runtime/allocator.h"
 
 TEST(Allocator, CachedPagesAboveTheBoundGoBackToTheSystem) {
   if (!qkv::allocator_stats().available) GTEST_SKIP() << "built without jemalloc (sanitizers)";

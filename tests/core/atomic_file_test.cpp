@@ -6,7 +6,7 @@
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
-#include "qkv/core/runtime.h"
+#include "qkv/runtime/runtime.h"
 #include "support/test_files.h"
 
 #include <nlohmann/json.hpp>

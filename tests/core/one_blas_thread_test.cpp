@@ -6,7 +6,7 @@
 #include <mutex>
 #include <thread>
 
-#include "qkv/core/blas.h"
+#include "qkv/runtime/blas.h"
 
 using namespace qkv;
 

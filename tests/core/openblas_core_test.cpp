@@ -1,4 +1,4 @@
-// qkv's choice of OpenBLAS kernels (core/openblas_core.h): the decision on
+// qkv's choice of OpenBLAS kernels (runtime/openblas_core.h): the decision on
 // its own, and end to end through the qkv binary with a preloaded library
 // that makes OpenBLAS look as it does on a CPU its release did not know.
 #include <gtest/gtest.h>
@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "qkv/core/openblas_core.h"
-#include "qkv/core/runtime.h"
+#include "qkv/runtime/openblas_core.h"
+#include "qkv/runtime/runtime.h"
 #include "support/cli_run.h"
 #include "support/paths.h"
 #include "support/test_files.h"

@@ -15,7 +15,7 @@
 
 #include "qkv/attention/sdpa.h"
 #include "qkv/core/errors.h"
-#include "qkv/core/runtime.h"
+#include "qkv/runtime/runtime.h"
 #include "qkv/cuda/point_kernels.h"
 #include "qkv/models/model.h"
 #include "qkv/pointcloud/transforms.h"

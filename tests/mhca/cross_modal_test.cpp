@@ -18,7 +18,7 @@
 #include "qkv/medical/cohort.h"
 #include "qkv/medical/cohort_data.h"
 #include "qkv/medical/nifti.h"
-#include "qkv/medical/synth_cohort.h"
+#include "qkv/synth_cohort/synth_cohort.h"
 #include "qkv/models/mhca.h"
 #include "qkv/models/mhca_x.h"
 #include "qkv/tasks/mhca_explain.h"

@@ -1,4 +1,4 @@
-#include "qkv/medical/synth_cohort.h"
+#include "qkv/synth_cohort/synth_cohort.h"
 
 #include <gtest/gtest.h>
 

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qkv/core/errors.h"
-#include "qkv/medical/xgboost.h"
+#include "qkv/learners/xgboost.h"
 
 using qkv::DataError;
 using qkv::UsageError;

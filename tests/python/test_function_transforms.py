@@ -1,6 +1,6 @@
 """torch.func's transforms over qkv: grad, vmap, jacrev and jvp give what
 PyTorch's autograd gives for the same module (inside a transform the fused
-kernels take their composed references, core/function_transforms.h)."""
+kernels take their composed references, layers/function_transforms.h)."""
 import pytest
 import torch
 

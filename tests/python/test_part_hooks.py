@@ -1,6 +1,6 @@
 """Forward hooks on the parts of a qkv module fire as PyTorch's do: once per
 run of the part, with its inputs and output, and what a hook returns is the
-output that goes on (core/part_hooks.h). A forward that fuses several parts
+output that goes on (layers/part_hooks.h). A forward that fuses several parts
 runs them one by one while one of them is hooked, with the same result."""
 import warnings
 

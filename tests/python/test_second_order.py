@@ -2,7 +2,7 @@
 for every op with a fused backward, and a gradient penalty through a whole
 VNT-Net has the derivative finite differences give (the fused backwards
 differentiate their composed references under create_graph=True,
-core/second_order.h)."""
+layers/second_order.h)."""
 import pytest
 import torch
 from torch.autograd import gradcheck, gradgradcheck

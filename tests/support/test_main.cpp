@@ -3,7 +3,7 @@
 // Also the checkout's paths (support/paths.h).
 #include <gtest/gtest.h>
 
-#include "qkv/core/openblas_core.h"
+#include "qkv/runtime/openblas_core.h"
 #include "support/paths.h"
 
 namespace qkv::testing {

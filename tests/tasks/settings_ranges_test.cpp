@@ -17,7 +17,7 @@
 #include "qkv/core/errors.h"
 #include "qkv/core/fields.h"
 #include "qkv/data/lm_data.h"
-#include "qkv/medical/synth_cohort.h"
+#include "qkv/synth_cohort/synth_cohort.h"
 #include "qkv/tasks/classification.h"
 #include "qkv/tasks/lm_task.h"
 #include "qkv/tasks/mhca_commands.h"

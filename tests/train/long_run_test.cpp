@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "qkv/core/allocator.h"
+#include "qkv/runtime/allocator.h"
 #include "qkv/data/spirals.h"
 #include "qkv/models/mlp.h"
 #include "qkv/train/trainer.h"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "qkv/attention/simd_exp.h"
-#include "qkv/core/cpu.h"
+#include "qkv/runtime/cpu.h"
 
 namespace qkv::attention::decode {
 namespace {

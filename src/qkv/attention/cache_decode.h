@@ -6,7 +6,7 @@
 // converted to float32 in a small buffer, so that no float copy of the cache
 // is made and a quantised cache moves 2-8x fewer bytes than a float32 one.
 // Compiled for AVX2+FMA (F16C for float16) by target attributes and chosen at
-// run time (core/cpu.h); elsewhere the same loops for the baseline.
+// run time (runtime/cpu.h); elsewhere the same loops for the baseline.
 // Internal to src/qkv/attention.
 #include <c10/util/Half.h>
 

@@ -13,7 +13,7 @@
 #include "qkv/attention/cache_decode.h"
 #include "qkv/attention/sdpa.h"
 #include "qkv/core/errors.h"
-#include "qkv/core/runtime.h"
+#include "qkv/runtime/runtime.h"
 #include "qkv/core/shape.h"
 
 namespace qkv::attention {

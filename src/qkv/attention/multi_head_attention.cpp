@@ -5,9 +5,9 @@
 #include <sstream>
 
 #include "qkv/core/errors.h"
-#include "qkv/core/part_hooks.h"
+#include "qkv/layers/part_hooks.h"
 #include "qkv/core/shape.h"
-#include "qkv/core/weight_binding.h"
+#include "qkv/layers/weight_binding.h"
 
 namespace qkv::attention {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/core/shape.h"
-#include "qkv/core/weight_binding.h"
+#include "qkv/layers/weight_binding.h"
 
 namespace qkv::attention {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "qkv/attention/tiled_attention.h"
 #include "qkv/core/errors.h"
-#include "qkv/core/function_transforms.h"
+#include "qkv/layers/function_transforms.h"
 #include "qkv/core/shape.h"
 
 namespace qkv::attention {

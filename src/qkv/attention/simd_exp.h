@@ -2,7 +2,7 @@
 // exp on float vectors for the attention kernels (row kernels, backward score
 // tiles), compiled for AVX2+FMA and AVX-512 F by target attributes while the
 // library is built for the baseline x86-64; callers choose at run time
-// (core/cpu.h). Internal to src/qkv/attention.
+// (runtime/cpu.h). Internal to src/qkv/attention.
 #include <cstdint>
 
 #if defined(__x86_64__) && defined(__GNUC__)

@@ -13,10 +13,10 @@
 #include "qkv/attention/sdpa.h"
 #include "qkv/attention/tiled_attention_rows.h"
 #include "qkv/attention/tiled_attention_tile_kernels.h"
-#include "qkv/core/blas.h"
+#include "qkv/runtime/blas.h"
 #include "qkv/core/errors.h"
-#include "qkv/core/parallel.h"
-#include "qkv/core/second_order.h"
+#include "qkv/runtime/parallel.h"
+#include "qkv/layers/second_order.h"
 #include "qkv/core/shape.h"
 
 namespace qkv::attention {
@@ -28,7 +28,7 @@ using blas::gemm;
 // Work distribution. Each call splits into independent tasks (forward: one per
 // batch*head and query block; backward: one per batch*head and key block; a
 // whole batch*head each when there are at least 4 a worker), run by
-// qkv::parallel_tasks (core/parallel.h) on ATen's OpenMP threads: tasks are
+// qkv::parallel_tasks (runtime/parallel.h) on ATen's OpenMP threads: tasks are
 // handed out one at a time, so causal blocks of unequal cost balance. At most
 // one worker per core; inside a parallel region, and for calls under ~4 MFLOP,
 // the caller runs every task itself. The kernels hold OpenBLAS at one thread

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "qkv/attention/simd_exp.h"
-#include "qkv/core/cpu.h"
+#include "qkv/runtime/cpu.h"
 
 namespace qkv::attention::rows {
 namespace {

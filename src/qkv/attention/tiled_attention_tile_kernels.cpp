@@ -6,7 +6,7 @@
 #include <string>
 
 #include "qkv/attention/simd_exp.h"
-#include "qkv/core/cpu.h"
+#include "qkv/runtime/cpu.h"
 
 namespace qkv::attention::tile_kernels {
 

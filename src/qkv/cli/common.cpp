@@ -14,7 +14,7 @@
 #include "qkv/core/json_file.h"
 #include "qkv/core/errors.h"
 #include "qkv/models/presets.h"
-#include "qkv/core/runtime.h"
+#include "qkv/runtime/runtime.h"
 #include "qkv/core/text.h"
 #include "qkv/tasks/recipes.h"
 #include "qkv/train/checkpoint.h"

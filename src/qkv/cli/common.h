@@ -13,7 +13,7 @@
 
 #include "qkv/cli/commands.h"
 #include "qkv/core/fields.h"
-#include "qkv/core/run_options.h"
+#include "qkv/runtime/run_options.h"
 #include "qkv/data/dataset.h"
 #include "qkv/models/model.h"
 
@@ -28,7 +28,7 @@ using RegisterCommand = std::function<void(CLI::App* group, Action& action)>;
 CLI::App* add_command_group(CLI::App& app, Action& action, const std::string& name, const std::string& description,
                             std::initializer_list<RegisterCommand> commands);
 
-// The run options' fields (core/run_options.h): --seed, --threads,
+// The run options' fields (runtime/run_options.h): --seed, --threads,
 // --device; --out (with out_help) and --overwrite when out_help is non-empty.
 void add_common_options(CLI::App* cmd, RunOptions& o, const std::string& out_help);
 

@@ -1,13 +1,13 @@
 // qkv doctor: what this machine gives qkv (CPU, vector extensions, BLAS and
 // its kernels, threads, LibTorch's build) and how fast its sgemm runs, so a
-// slow run can be explained before it is started (core/machine_report.h).
+// slow run can be explained before it is started (runtime/machine_report.h).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "qkv/cli/commands.h"
 #include "qkv/cli/common.h"
-#include "qkv/core/machine_report.h"
-#include "qkv/core/runtime.h"
+#include "qkv/runtime/machine_report.h"
+#include "qkv/runtime/runtime.h"
 
 namespace qkv::cli {
 

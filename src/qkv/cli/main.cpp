@@ -12,13 +12,14 @@
 
 #include "qkv/cli/commands.h"
 #include "qkv/cli/common.h"
-#include "qkv/core/cpu.h"
+#include "qkv/runtime/cpu.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
 #include "qkv/core/messages.h"
-#include "qkv/core/openblas_core.h"
-#include "qkv/core/runtime.h"
+#include "qkv/runtime/openblas_core.h"
+#include "qkv/runtime/runtime.h"
 #include "qkv/core/text.h"
+#include "qkv/core/version.h"
 
 namespace {
 

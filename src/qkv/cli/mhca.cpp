@@ -10,7 +10,7 @@
 #include "qkv/cli/train_command.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
-#include "qkv/core/runtime.h"
+#include "qkv/runtime/runtime.h"
 #include "qkv/core/text.h"
 #include "qkv/tasks/mhca_commands.h"
 #include "qkv/tasks/mhca_task.h"

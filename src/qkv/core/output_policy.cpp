@@ -21,8 +21,8 @@
 #include "qkv/core/crc32.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/json_file.h"
-#include "qkv/core/runtime.h"
 #include "qkv/core/text.h"
+#include "qkv/core/version.h"
 
 namespace qkv {
 namespace {

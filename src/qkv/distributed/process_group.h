@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "qkv/core/fields.h"
-#include "qkv/core/rank_sum.h"
+#include "qkv/layers/rank_sum.h"
 
 namespace torch::nn {
 class Module;

@@ -1,7 +1,7 @@
 #include "qkv/layers/sync_batch_norm.h"
 
-#include "qkv/core/part_hooks.h"
-#include "qkv/core/weight_binding.h"
+#include "qkv/layers/part_hooks.h"
+#include "qkv/layers/weight_binding.h"
 
 #include <torch/torch.h>
 

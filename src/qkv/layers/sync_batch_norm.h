@@ -3,14 +3,14 @@
 // processes with batch b train exactly as one process with batch W*b (the
 // test of the distributed trainer). Outside distributed training it is
 // torch::batch_norm itself, bit for bit. The sums over ranks come through
-// core/rank_sum.h, which distributed::ProcessGroup implements.
+// layers/rank_sum.h, which distributed::ProcessGroup implements.
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
 #include <vector>
 
-#include "qkv/core/rank_sum.h"
+#include "qkv/layers/rank_sum.h"
 
 namespace qkv::layers {
 

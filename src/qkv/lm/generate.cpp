@@ -6,7 +6,7 @@
 
 #include "qkv/attention/kv_cache.h"
 #include "qkv/core/errors.h"
-#include "qkv/core/runtime.h"
+#include "qkv/runtime/runtime.h"
 #include "qkv/data/lm_data.h"
 #include "qkv/lm/prompt_cache.h"
 

@@ -15,7 +15,7 @@
 #include "qkv/core/errors.h"
 #include "qkv/core/messages.h"
 #include "qkv/core/fields.h"
-#include "qkv/core/parallel.h"
+#include "qkv/runtime/parallel.h"
 #include "qkv/core/text.h"
 #include "qkv/medical/orientation.h"
 

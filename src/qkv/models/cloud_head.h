@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "qkv/core/fields.h"
-#include "qkv/core/part_hooks.h"
+#include "qkv/layers/part_hooks.h"
 #include "qkv/data/dataset.h"
 #include "qkv/models/live_layers.h"
 #include "qkv/models/model.h"

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "qkv/core/errors.h"
-#include "qkv/core/part_hooks.h"
+#include "qkv/layers/part_hooks.h"
 #include "qkv/core/shape.h"
-#include "qkv/core/weight_binding.h"
+#include "qkv/layers/weight_binding.h"
 
 namespace qkv::models {
 namespace {

@@ -1,6 +1,6 @@
 #pragma once
 // LibTorch's own layers as the models use them, computing with the live()
-// tensors of their weights (core/weight_binding.h) instead of their members,
+// tensors of their weights (layers/weight_binding.h) instead of their members,
 // so that what Python binds for a call (functional_call, parametrize, prune,
 // a swapped nn.Parameter) is what runs. Each is its LibTorch layer: the same
 // options, parameter names and initialisation; only forward differs.
@@ -74,7 +74,7 @@ class LiveGRUImpl : public torch::nn::GRUImpl {
 TORCH_MODULE(LiveGRU);
 
 // LibTorch's layers without weights, reporting to their forward hooks
-// (core/part_hooks.h) as every layer of the models does.
+// (layers/part_hooks.h) as every layer of the models does.
 class LiveDropoutImpl : public torch::nn::DropoutImpl {
  public:
   using torch::nn::DropoutImpl::DropoutImpl;

@@ -7,8 +7,8 @@
 #include <torch/torch.h>
 
 #include "qkv/core/errors.h"
-#include "qkv/core/part_hooks.h"
-#include "qkv/core/weight_binding.h"
+#include "qkv/layers/part_hooks.h"
+#include "qkv/layers/weight_binding.h"
 #include "qkv/models/options.h"
 #include "qkv/models/size_arithmetic.h"
 

@@ -5,7 +5,7 @@
 #include <torch/torch.h>
 
 #include "qkv/core/errors.h"
-#include "qkv/core/weight_binding.h"
+#include "qkv/layers/weight_binding.h"
 #include "qkv/models/size_arithmetic.h"
 
 namespace qkv::models {

@@ -8,9 +8,9 @@
 
 #include "qkv/core/messages.h"
 #include "qkv/core/errors.h"
-#include "qkv/core/runtime.h"
+#include "qkv/runtime/runtime.h"
 #include "qkv/core/text.h"
-#include "qkv/medical/xgboost.h"
+#include "qkv/learners/xgboost.h"
 #include "qkv/models/mhca.h"
 #include "qkv/models/mhca_x.h"
 #include "qkv/models/mlp.h"
@@ -116,7 +116,7 @@ ModelEntry recurrent_lm_entry(const std::string& name, std::string description) 
 // The MHCA paper's methylation baseline, gradient-boosted trees: in the
 // registry for what the registry tells (task, inputs, options), trained by
 // the mhca task's own code. Its options are config.json's keys; the command
-// line sets them as --xgb-* (medical/xgboost.h).
+// line sets them as --xgb-* (learners/xgboost.h).
 ModelEntry xgboost_entry() {
   auto resolve = [](const nlohmann::json& j) {
     try {

@@ -6,8 +6,8 @@
 
 #include "qkv/attention/kv_cache.h"
 #include "qkv/core/errors.h"
-#include "qkv/core/part_hooks.h"
-#include "qkv/core/weight_binding.h"
+#include "qkv/layers/part_hooks.h"
+#include "qkv/layers/weight_binding.h"
 #include "qkv/models/options.h"
 #include "qkv/models/size_arithmetic.h"
 

@@ -3,7 +3,7 @@
 #include <torch/torch.h>
 
 #include "qkv/core/errors.h"
-#include "qkv/core/function_transforms.h"
+#include "qkv/layers/function_transforms.h"
 #include "qkv/core/shape.h"
 #include "qkv/models/options.h"
 #include "qkv/models/size_arithmetic.h"

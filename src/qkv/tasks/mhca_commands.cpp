@@ -19,7 +19,7 @@
 #include "qkv/models/presets.h"
 #include "qkv/medical/cohort.h"
 #include "qkv/medical/orientation.h"
-#include "qkv/medical/xgboost.h"
+#include "qkv/learners/xgboost.h"
 #include "qkv/tasks/recipes.h"
 #include "qkv/train/progress.h"
 #include "qkv/train/result_warnings.h"

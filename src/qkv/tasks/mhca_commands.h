@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "qkv/core/fields.h"
-#include "qkv/core/run_options.h"
+#include "qkv/runtime/run_options.h"
 #include "qkv/medical/cohort_data.h"
-#include "qkv/medical/synth_cohort.h"
+#include "qkv/synth_cohort/synth_cohort.h"
 #include "qkv/tasks/mhca_cv.h"
 #include "qkv/tasks/mhca_explain.h"
 #include "qkv/tasks/mhca_task.h"

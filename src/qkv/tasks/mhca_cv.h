@@ -15,7 +15,7 @@
 
 #include "qkv/data/dataset.h"
 #include "qkv/medical/cohort_data.h"
-#include "qkv/medical/xgboost.h"
+#include "qkv/learners/xgboost.h"
 #include "qkv/models/model.h"
 #include "qkv/train/trainer.h"
 

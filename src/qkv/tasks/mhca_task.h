@@ -19,7 +19,7 @@
 namespace qkv::tasks {
 
 // The field lists of the MHCA settings (found by argument-dependent lookup,
-// so they live in the structs' namespace; XGBoost's is in medical/xgboost.h).
+// so they live in the structs' namespace; XGBoost's is in learners/xgboost.h).
 template <typename V>
 void visit_fields(FeatureSelection& s, V&& visit) {
   visit(Field{"select", "CpG features: rfe (XGBoost RFE on each training part), all (every column), list (--cpg-list)"}

@@ -6,7 +6,7 @@
 #include "qkv/core/errors.h"
 #include "qkv/core/fields.h"
 #include "qkv/core/messages.h"
-#include "qkv/core/runtime.h"
+#include "qkv/runtime/runtime.h"
 #include "qkv/core/text.h"
 #include "qkv/distributed/process_group.h"
 #include "qkv/models/model.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "qkv/core/run_options.h"
+#include "qkv/runtime/run_options.h"
 #include "qkv/tasks/task_run.h"
 #include "qkv/train/run.h"
 

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <random>
 
-#include "qkv/core/allocator.h"
+#include "qkv/runtime/allocator.h"
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/output_policy.h"
 #include "qkv/core/errors.h"

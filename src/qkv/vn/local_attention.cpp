@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "qkv/core/errors.h"
-#include "qkv/core/function_transforms.h"
+#include "qkv/layers/function_transforms.h"
 #include "qkv/core/shape.h"
-#include "qkv/core/weight_binding.h"
+#include "qkv/layers/weight_binding.h"
 #include "qkv/vn/vn_heads.h"
 
 namespace qkv::vn {

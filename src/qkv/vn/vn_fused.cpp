@@ -16,11 +16,11 @@
 #include <cmath>
 #include <vector>
 
-#include "qkv/core/cpu.h"
+#include "qkv/runtime/cpu.h"
 #include "qkv/core/errors.h"
-#include "qkv/core/function_transforms.h"
-#include "qkv/core/second_order.h"
-#include "qkv/core/rank_sum.h"
+#include "qkv/layers/function_transforms.h"
+#include "qkv/layers/second_order.h"
+#include "qkv/layers/rank_sum.h"
 #include "qkv/core/shape.h"
 #include "qkv/layers/sync_batch_norm.h"
 #include "qkv/vn/edge_conv.h"
@@ -249,7 +249,7 @@ at::Tensor channel_sums(int64_t b, int64_t c, F&& f) {
   return sums;
 }
 
-// For a create_graph backward (core/second_order.h): the inputs to
+// For a create_graph backward (layers/second_order.h): the inputs to
 // differentiate, with their history, and copies of the running statistics as
 // the forward found them (the composed recomputation updates copies, never
 // the module's own).

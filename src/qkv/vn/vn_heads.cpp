@@ -5,11 +5,11 @@
 #include <cmath>
 #include <string>
 
-#include "qkv/core/blas.h"
+#include "qkv/runtime/blas.h"
 #include "qkv/core/errors.h"
-#include "qkv/core/function_transforms.h"
-#include "qkv/core/parallel.h"
-#include "qkv/core/second_order.h"
+#include "qkv/layers/function_transforms.h"
+#include "qkv/runtime/parallel.h"
+#include "qkv/layers/second_order.h"
 #include "qkv/core/shape.h"
 
 namespace qkv::vn {
@@ -117,7 +117,7 @@ struct VNHeadsFunction : public torch::autograd::Function<VNHeadsFunction> {
     ctx->save_for_backward({input, w});
     ctx->saved_data["heads"] = heads;
     ctx->saved_data["split"] = split;
-    ctx->saved_data["inputs"] = std::vector<at::Tensor>{input_in, w_in};  // for create_graph (core/second_order.h)
+    ctx->saved_data["inputs"] = std::vector<at::Tensor>{input_in, w_in};  // for create_graph (layers/second_order.h)
     return {out};
   }
 

@@ -9,8 +9,8 @@
 
 #include <utility>
 
-#include "qkv/core/part_hooks.h"
-#include "qkv/core/weight_binding.h"
+#include "qkv/layers/part_hooks.h"
+#include "qkv/layers/weight_binding.h"
 #include "qkv/layers/sync_batch_norm.h"
 #include "qkv/vn/vn_ops.h"
 
@@ -165,7 +165,7 @@ TORCH_MODULE(VNMultiHeadAttention);
 
 // A multi-head VN attention's projection into its heads' rows ([B, C, 3, N]
 // -> [B, H, N, 3d]) and back (vn_heads.h): fused, or run as the VNLinear part
-// it is when a forward hook is on that part (core/part_hooks.h).
+// it is when a forward hook is on that part (layers/part_hooks.h).
 at::Tensor project_to_heads(VNLinearImpl& projection, const at::Tensor& x, int64_t heads);
 at::Tensor project_from_heads(VNLinearImpl& projection, const at::Tensor& rows);
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "qkv/core/errors.h"
-#include "qkv/core/function_transforms.h"
-#include "qkv/core/second_order.h"
+#include "qkv/layers/function_transforms.h"
+#include "qkv/layers/second_order.h"
 #include "qkv/core/shape.h"
 #include "qkv/cuda/point_kernels.h"
 #include "qkv/layers/sync_batch_norm.h"
@@ -297,7 +297,7 @@ class EdgeFeaturesFunction : public torch::autograd::Function<EdgeFeaturesFuncti
     const auto idx = idx_in.contiguous();
     ctx->save_for_backward({x, idx});
     ctx->saved_data["cross"] = with_cross;
-    ctx->saved_data["input"] = x_in;  // with its history, for create_graph (core/second_order.h)
+    ctx->saved_data["input"] = x_in;  // with its history, for create_graph (layers/second_order.h)
     const int64_t b = x.size(0), c = x.size(1), n = x.size(3), k = idx.size(2), parts = with_cross ? 3 : 2;
     auto out = torch::empty({b, parts * c, 3, n, k}, x.options());
     const auto* id = idx.data_ptr<int64_t>();

@@ -1,4 +1,4 @@
-#include "qkv/medical/synth_methylation.h"
+#include "qkv/synth_cohort/synth_methylation.h"
 
 #include <algorithm>
 #include <array>
@@ -6,7 +6,7 @@
 #include <limits>
 #include <unordered_set>
 
-#include "qkv/medical/synth_random.h"
+#include "qkv/synth_cohort/synth_random.h"
 
 namespace qkv::medical::synth {
 namespace {

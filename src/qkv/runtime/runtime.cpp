@@ -1,5 +1,5 @@
-#include "qkv/core/runtime.h"
-#include "qkv/core/run_options.h"
+#include "qkv/runtime/runtime.h"
+#include "qkv/runtime/run_options.h"
 
 #include <unistd.h>
 
@@ -13,9 +13,9 @@
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
-#include "qkv/core/blas.h"
+#include "qkv/runtime/blas.h"
 #include "qkv/core/errors.h"
-#include "qkv/core/openblas_core.h"
+#include "qkv/runtime/openblas_core.h"
 
 namespace qkv {
 
@@ -85,8 +85,6 @@ c10::Device parse_device(const std::string& text) {
 }
 
 void seed_everything(uint64_t seed) { torch::manual_seed(seed); }
-
-std::string qkv_version() { return QKV_VERSION; }
 
 int max_useful_threads() { return 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 

@@ -1,4 +1,4 @@
-#include "qkv/core/weight_binding.h"
+#include "qkv/layers/weight_binding.h"
 
 #include "qkv/core/errors.h"
 #include "qkv/core/shape.h"

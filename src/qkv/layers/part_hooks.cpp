@@ -1,4 +1,4 @@
-#include "qkv/core/part_hooks.h"
+#include "qkv/layers/part_hooks.h"
 
 #include <torch/nn/module.h>
 

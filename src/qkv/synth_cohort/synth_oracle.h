@@ -2,7 +2,7 @@
 // The check that the cross-modal cohort is what it claims: logistic
 // regression on the true quantities (what a perfect reader of each modality
 // would know), with and without the products that couple the modalities.
-// Internal to write_synth_cohort (qkv/medical/synth_cohort.h is the public
+// Internal to write_synth_cohort (qkv/synth_cohort/synth_cohort.h is the public
 // face and documents the model).
 #include <cstdint>
 #include <string>
@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "qkv/medical/cohort.h"
-#include "qkv/medical/synth_methylation.h"
-#include "qkv/medical/synth_subjects.h"
+#include "qkv/synth_cohort/synth_methylation.h"
+#include "qkv/synth_cohort/synth_subjects.h"
 
 namespace qkv::medical::synth {
 

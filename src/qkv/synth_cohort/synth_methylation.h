@@ -1,14 +1,14 @@
 #pragma once
 // The synthetic cohort's methylation model: the CpG sites (ids, background
 // means, planted and nuisance roles) and each subject's row of beta-values.
-// Internal to write_synth_cohort (qkv/medical/synth_cohort.h is the public face
+// Internal to write_synth_cohort (qkv/synth_cohort/synth_cohort.h is the public face
 // and documents the model).
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "qkv/medical/synth_cohort.h"
-#include "qkv/medical/synth_subjects.h"
+#include "qkv/synth_cohort/synth_cohort.h"
+#include "qkv/synth_cohort/synth_subjects.h"
 
 namespace qkv::medical::synth {
 

@@ -1,4 +1,4 @@
-#include "qkv/core/blas.h"
+#include "qkv/runtime/blas.h"
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>

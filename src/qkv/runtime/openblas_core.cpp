@@ -1,4 +1,4 @@
-#include "qkv/core/openblas_core.h"
+#include "qkv/runtime/openblas_core.h"
 
 #include <unistd.h>
 
@@ -11,8 +11,8 @@
 #include <cstring>
 #include <vector>
 
-#include "qkv/core/blas.h"
-#include "qkv/core/cpu.h"
+#include "qkv/runtime/blas.h"
+#include "qkv/runtime/cpu.h"
 
 namespace qkv::blas {
 namespace {

@@ -1,4 +1,4 @@
-#include "qkv/core/allocator.h"
+#include "qkv/runtime/allocator.h"
 
 #include <malloc.h>
 #include <unistd.h>

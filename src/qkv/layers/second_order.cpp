@@ -1,4 +1,4 @@
-#include "qkv/core/second_order.h"
+#include "qkv/layers/second_order.h"
 
 #include <torch/torch.h>
 

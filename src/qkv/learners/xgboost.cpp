@@ -1,4 +1,4 @@
-#include "qkv/medical/xgboost.h"
+#include "qkv/learners/xgboost.h"
 
 #include <xgboost/c_api.h>
 

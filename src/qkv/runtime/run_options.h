@@ -8,7 +8,7 @@
 #include <string>
 
 #include "qkv/core/fields.h"
-#include "qkv/core/runtime.h"
+#include "qkv/runtime/runtime.h"
 
 namespace qkv {
 

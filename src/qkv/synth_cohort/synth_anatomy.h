@@ -2,7 +2,7 @@
 // The synthetic cohort's anatomy (ellipsoids or a label atlas), the output
 // grid with the ~2 mm sub-grid subjects are rendered on, the striatum mask,
 // and the Gaussian blur of the acquisition model. Internal to
-// write_synth_cohort (qkv/medical/synth_cohort.h is the public face and
+// write_synth_cohort (qkv/synth_cohort/synth_cohort.h is the public face and
 // documents the model).
 #include <algorithm>
 #include <array>

@@ -24,7 +24,7 @@ std::string library();
 std::optional<std::string> openblas_config();
 
 // The kernels OpenBLAS runs (openblas_get_corename: "SkylakeX", "Prescott");
-// nullopt for another BLAS. Who chose them: core/openblas_core.h.
+// nullopt for another BLAS. Who chose them: runtime/openblas_core.h.
 std::optional<std::string> openblas_corename();
 
 // OpenBLAS's thread count; nullopt for another BLAS.

@@ -1,4 +1,4 @@
-#include "qkv/medical/synth_anatomy.h"
+#include "qkv/synth_cohort/synth_anatomy.h"
 
 #include <algorithm>
 #include <cmath>

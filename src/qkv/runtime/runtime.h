@@ -17,7 +17,7 @@ int max_useful_threads();
 
 // The BLAS library that serves sgemm_ in this process, its configuration,
 // thread count and, for OpenBLAS, its kernels and who chose them
-// (core/openblas_core.h), as recorded in config.json. "summary" is one line
+// (runtime/openblas_core.h), as recorded in config.json. "summary" is one line
 // for people ("OpenBLAS, SkylakeX kernels (qkv's choice; ...)").
 nlohmann::json blas_info();
 
@@ -29,8 +29,6 @@ c10::Device parse_device(const std::string& text);
 
 // Seeds LibTorch's global generator (and CUDA's, where present).
 void seed_everything(uint64_t seed);
-
-std::string qkv_version();
 
 // This machine's memory in bytes (INT64_MAX if the system does not say).
 int64_t physical_memory_bytes();

@@ -1,7 +1,7 @@
 #pragma once
 // The synthetic cohort's subjects: label, covariates and the SPECT model's
 // parameters drawn per subject, and a subject's volume rendered from the
-// anatomy. Internal to write_synth_cohort (qkv/medical/synth_cohort.h is the
+// anatomy. Internal to write_synth_cohort (qkv/synth_cohort/synth_cohort.h is the
 // public face and documents the model).
 #include <algorithm>
 #include <array>
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "qkv/medical/nifti.h"
-#include "qkv/medical/synth_anatomy.h"
-#include "qkv/medical/synth_cohort.h"
+#include "qkv/synth_cohort/synth_anatomy.h"
+#include "qkv/synth_cohort/synth_cohort.h"
 
 namespace qkv::medical::synth {
 

@@ -1,4 +1,4 @@
-#include "qkv/medical/logistic_regression.h"
+#include "qkv/learners/logistic_regression.h"
 
 #include <cmath>
 #include <string>

@@ -1,10 +1,10 @@
-#include "qkv/medical/synth_oracle.h"
+#include "qkv/synth_cohort/synth_oracle.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
-#include "qkv/medical/logistic_regression.h"
+#include "qkv/learners/logistic_regression.h"
 
 namespace qkv::medical::synth {
 

@@ -1,4 +1,4 @@
-#include "qkv/core/machine_report.h"
+#include "qkv/runtime/machine_report.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/Version.h>
@@ -13,11 +13,12 @@
 #include <sstream>
 #include <thread>
 
-#include "qkv/core/blas.h"
-#include "qkv/core/cpu.h"
-#include "qkv/core/openblas_core.h"
-#include "qkv/core/runtime.h"
+#include "qkv/runtime/blas.h"
+#include "qkv/runtime/cpu.h"
+#include "qkv/runtime/openblas_core.h"
+#include "qkv/runtime/runtime.h"
 #include "qkv/core/text.h"
+#include "qkv/core/version.h"
 #include "qkv/cuda/point_kernels.h"
 
 namespace qkv {

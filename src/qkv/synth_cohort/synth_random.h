@@ -1,6 +1,6 @@
 #pragma once
 // The synthetic cohort's random numbers: xoshiro256** and the distributions
-// drawn from it. Internal to write_synth_cohort (qkv/medical/synth_cohort.h is
+// drawn from it. Internal to write_synth_cohort (qkv/synth_cohort/synth_cohort.h is
 // the public face and documents the model).
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-#include "qkv/core/function_transforms.h"
+#include "qkv/layers/function_transforms.h"
 
 #include <c10/core/impl/LocalDispatchKeySet.h>
 

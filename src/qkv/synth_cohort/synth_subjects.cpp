@@ -1,8 +1,8 @@
-#include "qkv/medical/synth_subjects.h"
+#include "qkv/synth_cohort/synth_subjects.h"
 
 #include <cmath>
 
-#include "qkv/medical/synth_random.h"
+#include "qkv/synth_cohort/synth_random.h"
 
 namespace qkv::medical::synth {
 namespace {

@@ -1,4 +1,4 @@
-#include "qkv/medical/synth_cohort.h"
+#include "qkv/synth_cohort/synth_cohort.h"
 
 #include <algorithm>
 #include <atomic>
@@ -8,14 +8,14 @@
 #include "qkv/core/json_file.h"
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
-#include "qkv/core/parallel.h"
+#include "qkv/runtime/parallel.h"
 #include "qkv/medical/cohort.h"
 #include "qkv/medical/nifti.h"
-#include "qkv/medical/synth_anatomy.h"
-#include "qkv/medical/synth_methylation.h"
-#include "qkv/medical/synth_oracle.h"
-#include "qkv/medical/synth_random.h"
-#include "qkv/medical/synth_subjects.h"
+#include "qkv/synth_cohort/synth_anatomy.h"
+#include "qkv/synth_cohort/synth_methylation.h"
+#include "qkv/synth_cohort/synth_oracle.h"
+#include "qkv/synth_cohort/synth_random.h"
+#include "qkv/synth_cohort/synth_subjects.h"
 
 namespace qkv::medical {
 namespace {
