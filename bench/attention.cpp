@@ -85,8 +85,8 @@ TrackingAllocator g_tracking;
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 struct Measure {
-  double seconds = 0;     // best of the repetitions
-  double extra_mib = 0;   // peak extra bytes of the first timed run
+  double seconds = 0;    // best of the repetitions
+  double extra_mib = 0;  // peak extra bytes of the first timed run
 };
 
 // Runs fn once to warm up, then `reps` more times (at least, until min_seconds
@@ -215,7 +215,8 @@ void tile_ops() {
   std::printf("\nOne tile's work, op by op: d = %lld, tiles %lld x %lld, one thread, operands in cache, best of 200\n",
               (long long)d, (long long)m, (long long)n);
   double forward_us = 0, backward_us = 0;
-  auto op = [&](const char* name, bool forward, bool backward, double flops, const std::function<void()>& fn) -> double {
+  auto op = [&](const char* name, bool forward, bool backward, double flops,
+                const std::function<void()>& fn) -> double {
     for (int r = 0; r < 3; ++r) fn();
     double best = 1e9;
     for (int r = 0; r < 200; ++r) {
@@ -252,10 +253,11 @@ void tile_ops() {
      [&] { qkv::blas::gemm(true, false, n, d, m, alpha, dp, n, q, d, 1.0f, dk, d); });
   op("dQ += alpha dS K", false, true, gemm_flops,
      [&] { qkv::blas::gemm(false, false, m, d, n, alpha, dp, n, k, d, 1.0f, dq, d); });
-  std::printf("  forward: %.1f us a tile = %.1f GFLOP/s; backward: %.1f us = %.1f GFLOP/s executed (5 GEMMs), "
-              "%.1f GFLOP/s as the table counts it (1.5x the forward's FLOPs)\n",
-              forward_us, 2 * gemm_flops / forward_us / 1e3, backward_us, 5 * gemm_flops / backward_us / 1e3,
-              3 * gemm_flops / backward_us / 1e3);
+  std::printf(
+      "  forward: %.1f us a tile = %.1f GFLOP/s; backward: %.1f us = %.1f GFLOP/s executed (5 GEMMs), "
+      "%.1f GFLOP/s as the table counts it (1.5x the forward's FLOPs)\n",
+      forward_us, 2 * gemm_flops / forward_us / 1e3, backward_us, 5 * gemm_flops / backward_us / 1e3,
+      3 * gemm_flops / backward_us / 1e3);
   if (!qa::tile_kernels::available()) return;
   // The float path on AVX-512 CPUs: the forward's S and O += P V; in the
   // backward K and V packed once a key block (shared by the key block's query
@@ -287,7 +289,7 @@ void tile_ops() {
                              [&] { tk::scaled_scores(m, n, q, d, kp.data(), alpha, p, n); });
   own_forward_us += op("O += P V (own; forward)", false, false, gemm_flops,
                        [&] { tk::accumulate_product(m, d, n, 1.0f, p, n, 1, v, d, out, d); });
-  own_forward_us += max_us + exp_us;  // the row kernels as above
+  own_forward_us += max_us + exp_us;     // the row kernels as above
   double own_us = pack_us * m / 1024.0;  // N = 1,024: one key block serves 1024 / m query blocks
   own_us += op("P and dS in one pass (2 GEMMs, exp, dS)", false, false, 2 * gemm_flops, [&] { tk::score_tile(tile); });
   own_us += op("dV += P^T dO (own)", false, false, gemm_flops,
@@ -298,9 +300,10 @@ void tile_ops() {
                [&] { tk::accumulate_product(m, d, n, alpha, dp, n, 1, k, d, dq, d); });
   std::printf("  forward: %.1f us a tile (keys packed once a head, not counted) = %.1f GFLOP/s\n", own_forward_us,
               2 * gemm_flops / own_forward_us / 1e3);
-  std::printf("  backward: %.1f us a tile (packing shared by %lld query blocks of N = 1,024) = %.1f GFLOP/s executed, "
-              "%.1f GFLOP/s as the table counts it\n",
-              own_us, (long long)(1024 / m), 5 * gemm_flops / own_us / 1e3, 3 * gemm_flops / own_us / 1e3);
+  std::printf(
+      "  backward: %.1f us a tile (packing shared by %lld query blocks of N = 1,024) = %.1f GFLOP/s executed, "
+      "%.1f GFLOP/s as the table counts it\n",
+      own_us, (long long)(1024 / m), 5 * gemm_flops / own_us / 1e3, 3 * gemm_flops / own_us / 1e3);
 }
 
 // The tiled kernel's forward and backward each timed alone (tiled_attention_forward
@@ -320,11 +323,12 @@ void sgemm_fractions(double one_thread_sgemm, int cores) {
   const Measure bw = measure(
       [&] { qa::tiled_attention_backward(in.q, in.k, in.v, f.output, f.logsumexp, in.g, alpha, false); }, 10, 1.0);
   const double ceiling = cores * one_thread_sgemm;
-  std::printf("\nFraction of sgemm: tiled forward and backward each alone, N = %lld, d = %lld, BH = %lld, %d threads, "
-              "best of >= 10\n",
-              (long long)N, (long long)d, (long long)BH, cores);
-  std::printf("  sgemm: %d x %.1f (one thread, the table's ceiling) = %.1f GFLOP/s; on %d threads %.1f GFLOP/s\n", cores,
-              one_thread_sgemm, ceiling, cores, all_sgemm);
+  std::printf(
+      "\nFraction of sgemm: tiled forward and backward each alone, N = %lld, d = %lld, BH = %lld, %d threads, "
+      "best of >= 10\n",
+      (long long)N, (long long)d, (long long)BH, cores);
+  std::printf("  sgemm: %d x %.1f (one thread, the table's ceiling) = %.1f GFLOP/s; on %d threads %.1f GFLOP/s\n",
+              cores, one_thread_sgemm, ceiling, cores, all_sgemm);
   auto line = [&](const char* what, double flops, double seconds) {
     const double rate = flops / seconds / 1e9;
     std::printf("  %-44s %8.2f ms %8.1f GFLOP/s %6.1f %% of %d x one thread %6.1f %% of sgemm on %d threads\n", what,
@@ -342,8 +346,10 @@ int main(int argc, char** argv) {
   bool sweep = false, cold = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--sweep") sweep = true;
-    else if (a == "--cold") cold = true;
+    if (a == "--sweep")
+      sweep = true;
+    else if (a == "--cold")
+      cold = true;
     else if (a == "--tile-ops") {
       tile_ops();
       return 0;
@@ -364,17 +370,20 @@ int main(int argc, char** argv) {
   qkv::set_threads(1);
   const double sgemm = sgemm_gflops();
   auto blas = qkv::blas_info();
-  std::printf("bench_attention: naive (matmul, softmax, matmul) vs tiled (FlashAttention-style, tiles %lldx%lld at d=64)\n",
-              (long long)qa::default_tile_sizes(64, 64).block_q, (long long)qa::default_tile_sizes(64, 64).block_k);
+  std::printf(
+      "bench_attention: naive (matmul, softmax, matmul) vs tiled (FlashAttention-style, tiles %lldx%lld at d=64)\n",
+      (long long)qa::default_tile_sizes(64, 64).block_q, (long long)qa::default_tile_sizes(64, 64).block_k);
   std::printf("BLAS: %s (%s); cores: %d\n", qkv::blas_summary().c_str(), blas.value("config", "").c_str(), all);
-  std::printf("Allocator: %s\n", cold ? "cold (glibc default: large blocks are fresh mmaps, faulted in on first touch)"
-                                      : "warm (freed memory kept and reused: mallopt M_MMAP_MAX=0, M_TRIM_THRESHOLD=1GiB)");
+  std::printf("Allocator: %s\n",
+              cold ? "cold (glibc default: large blocks are fresh mmaps, faulted in on first touch)"
+                   : "warm (freed memory kept and reused: mallopt M_MMAP_MAX=0, M_TRIM_THRESHOLD=1GiB)");
   std::printf("Ceiling: single-thread sgemm (at::mm_out 2048^3 float32, best of >= 5) = %.1f GFLOP/s\n", sgemm);
-  std::printf("Inputs: float32 q,k,v [1,BH,N,d] (dv = d), not causal, no masks, default scale. BH is chosen so one\n"
-              "forward is ~2 GFLOP (each timed run takes well under 1-2 s); time = best of >= 3 runs after a warm-up.\n"
-              "FLOPs: forward = 4*BH*N^2*d; forward+backward counted as 2.5 x forward (convention of the brief).\n"
-              "Memory: peak extra MiB of live CPU tensor storage during a run (tracking c10 CPU allocator; inputs\n"
-              "excluded, their gradients included). ratio = tiled GFLOP/s / naive GFLOP/s.\n\n");
+  std::printf(
+      "Inputs: float32 q,k,v [1,BH,N,d] (dv = d), not causal, no masks, default scale. BH is chosen so one\n"
+      "forward is ~2 GFLOP (each timed run takes well under 1-2 s); time = best of >= 3 runs after a warm-up.\n"
+      "FLOPs: forward = 4*BH*N^2*d; forward+backward counted as 2.5 x forward (convention of the brief).\n"
+      "Memory: peak extra MiB of live CPU tensor storage during a run (tracking c10 CPU allocator; inputs\n"
+      "excluded, their gradients included). ratio = tiled GFLOP/s / naive GFLOP/s.\n\n");
   std::printf("%3s %5s %3s %4s | %8s %8s %6s %9s %9s | %8s %8s %6s %9s %9s\n", "thr", "N", "d", "BH", "fwd nv",
               "fwd tl", "ratio", "MiB nv", "MiB tl", "f+b nv", "f+b tl", "ratio", "MiB nv", "MiB tl");
   {

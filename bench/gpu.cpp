@@ -52,7 +52,10 @@ double median_ms(const std::function<void()>& call, int repeats, bool gpu) {
   return times[times.size() / 2];
 }
 
-void report(nlohmann::json row) { std::printf("%s\n", row.dump().c_str()); std::fflush(stdout); }
+void report(nlohmann::json row) {
+  std::printf("%s\n", row.dump().c_str());
+  std::fflush(stdout);
+}
 
 // PyTorch's usual kNN: |a|^2 + |b|^2 - 2ab by one batched matmul, then topk.
 at::Tensor knn_pytorch(const at::Tensor& x, int64_t k) {  // x [B, D, N]
@@ -81,7 +84,10 @@ void bench_knn(int repeats) {
   for (const auto& [b, n] : std::vector<std::pair<int64_t, int64_t>>{{16, 1024}, {1, 8192}}) {
     const auto x_cpu = torch::randn({b, 3, n});
     const auto x = x_cpu.to(kGpu);
-    report({{"case", "knn"}, {"b", b}, {"n", n}, {"k", 20},
+    report({{"case", "knn"},
+            {"b", b},
+            {"n", n},
+            {"k", 20},
             {"qkv_gpu_ms", median_ms([&] { vn::knn_indices(x, 20); }, repeats, true)},
             {"pytorch_gpu_ms", median_ms([&] { knn_pytorch(x, 20); }, repeats, true)},
             {"qkv_cpu_ms", median_ms([&] { vn::knn_indices(x_cpu, 20); }, std::min(repeats, 3), false)},
@@ -92,11 +98,15 @@ void bench_knn(int repeats) {
 void bench_fps(int repeats) {
   const auto p_cpu = torch::randn({16, 10000, 3});
   const auto p = p_cpu.to(kGpu);
-  report({{"case", "fps"}, {"b", 16}, {"n", 10000}, {"m", 1024},
-          {"qkv_gpu_ms", median_ms([&] { pointcloud::farthest_point_sample(p, 1024); }, repeats, true)},
-          {"pytorch_gpu_ms", median_ms([&] { fps_pytorch(p, 1024); }, repeats, true)},
-          {"qkv_cpu_ms", median_ms([&] { pointcloud::farthest_point_sample(p_cpu, 1024); }, std::min(repeats, 3), false)},
-          {"kernel", cuda::kernels_built() ? "qkv" : "cpu copy"}});
+  report(
+      {{"case", "fps"},
+       {"b", 16},
+       {"n", 10000},
+       {"m", 1024},
+       {"qkv_gpu_ms", median_ms([&] { pointcloud::farthest_point_sample(p, 1024); }, repeats, true)},
+       {"pytorch_gpu_ms", median_ms([&] { fps_pytorch(p, 1024); }, repeats, true)},
+       {"qkv_cpu_ms", median_ms([&] { pointcloud::farthest_point_sample(p_cpu, 1024); }, std::min(repeats, 3), false)},
+       {"kernel", cuda::kernels_built() ? "qkv" : "cpu copy"}});
 }
 
 void bench_attention(int repeats) {
@@ -107,7 +117,11 @@ void bench_attention(int repeats) {
     const auto out = attention::scaled_dot_product_attention(q, k, v).output;
     out.sum().backward();
   };
-  report({{"case", "attention_fwd_bwd"}, {"b", 16}, {"h", 8}, {"n", 1024}, {"d", 64},
+  report({{"case", "attention_fwd_bwd"},
+          {"b", 16},
+          {"h", 8},
+          {"n", 1024},
+          {"d", 64},
           {"qkv_gpu_ms", median_ms(step, repeats, true)}});
 }
 
@@ -126,7 +140,11 @@ void bench_model(const std::string& name, int repeats) {
     adam.step();
   };
   const double ms = median_ms(step, repeats, true);
-  report({{"case", "train_step"}, {"model", name}, {"batch", 16}, {"points", 1024}, {"qkv_gpu_ms", ms},
+  report({{"case", "train_step"},
+          {"model", name},
+          {"batch", 16},
+          {"points", 1024},
+          {"qkv_gpu_ms", ms},
           {"modelnet40_epoch_s", ms * std::ceil(9843.0 / 16) / 1000}});
 }
 

@@ -14,17 +14,17 @@
 #include <vector>
 
 #include "qkv/attention/kv_cache.h"
+#include "qkv/models/transformer_lm.h"
 #include "qkv/runtime/openblas_core.h"
 #include "qkv/runtime/runtime.h"
-#include "qkv/models/transformer_lm.h"
 
 namespace qa = qkv::attention;
 
 namespace {
 
-constexpr int64_t kSteps = 32;    // decoded tokens per measurement
-constexpr int64_t kRepeats = 5;   // measurements per cell; the median is printed
-constexpr int64_t kChunk = 512;   // prefill block
+constexpr int64_t kSteps = 32;   // decoded tokens per measurement
+constexpr int64_t kRepeats = 5;  // measurements per cell; the median is printed
+constexpr int64_t kChunk = 512;  // prefill block
 constexpr int64_t kContexts[] = {1024, 8192};
 
 struct Variant {
@@ -38,7 +38,6 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
-
 
 double ms_per_token(qkv::models::TransformerLM& lm, const Variant& v, int64_t context) {
   torch::NoGradGuard no_grad;
@@ -62,12 +61,15 @@ double ms_per_token(qkv::models::TransformerLM& lm, const Variant& v, int64_t co
 
 int main(int, char** argv) {
   qkv::blas::choose_openblas_core(argv);
-  const std::vector<Variant> variants = {
-      {"f32", 8, qa::CacheDtype::kFloat32, 0},        {"f16", 8, qa::CacheDtype::kFloat16, 0},
-      {"bf16", 8, qa::CacheDtype::kBFloat16, 0},      {"int8", 8, qa::CacheDtype::kInt8, 0},
-      {"int4", 8, qa::CacheDtype::kInt4, 0},          {"kv_heads 2, f32", 2, qa::CacheDtype::kFloat32, 0},
-      {"kv_heads 1, f32", 1, qa::CacheDtype::kFloat32, 0}, {"kv_heads 1, int8", 1, qa::CacheDtype::kInt8, 0},
-      {"window 1024, f32", 8, qa::CacheDtype::kFloat32, 1024}};
+  const std::vector<Variant> variants = {{"f32", 8, qa::CacheDtype::kFloat32, 0},
+                                         {"f16", 8, qa::CacheDtype::kFloat16, 0},
+                                         {"bf16", 8, qa::CacheDtype::kBFloat16, 0},
+                                         {"int8", 8, qa::CacheDtype::kInt8, 0},
+                                         {"int4", 8, qa::CacheDtype::kInt4, 0},
+                                         {"kv_heads 2, f32", 2, qa::CacheDtype::kFloat32, 0},
+                                         {"kv_heads 1, f32", 1, qa::CacheDtype::kFloat32, 0},
+                                         {"kv_heads 1, int8", 1, qa::CacheDtype::kInt8, 0},
+                                         {"window 1024, f32", 8, qa::CacheDtype::kFloat32, 1024}};
   for (int threads : {1, 0}) {
     qkv::set_threads(threads);
     std::printf("\nd_model 256, 4 layers, 8 query heads of width 32; %d thread(s), %s; median of %lld x %lld steps\n",

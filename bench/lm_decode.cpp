@@ -10,14 +10,14 @@
 #include <cstdio>
 
 #include "qkv/attention/kv_cache.h"
+#include "qkv/models/transformer_lm.h"
 #include "qkv/runtime/openblas_core.h"
 #include "qkv/runtime/runtime.h"
-#include "qkv/models/transformer_lm.h"
 
 namespace {
 
-constexpr int64_t kSteps = 32;              // generated tokens per measurement
-constexpr int64_t kRepeats = 3;             // measurements per cell; the median is printed
+constexpr int64_t kSteps = 32;   // generated tokens per measurement
+constexpr int64_t kRepeats = 3;  // measurements per cell; the median is printed
 constexpr int64_t kContexts[] = {64, 256, 1024};
 
 double median(std::vector<double> v) {
@@ -64,10 +64,12 @@ int main(int, char** argv) {
   lm.eval();
   for (int threads : {1, 0}) {
     qkv::set_threads(threads);
-    std::printf("\nTransformerLM d_model %lld, %lld layers, %lld heads, float32; %d thread(s), %s; median of %lld x %lld steps\n",
-                static_cast<long long>(o.d_model), static_cast<long long>(o.layers), static_cast<long long>(o.heads),
-                at::get_num_threads(), qkv::blas_summary().c_str(), static_cast<long long>(kRepeats),
-                static_cast<long long>(kSteps));
+    std::printf(
+        "\nTransformerLM d_model %lld, %lld layers, %lld heads, float32; %d thread(s), %s; median of %lld x %lld "
+        "steps\n",
+        static_cast<long long>(o.d_model), static_cast<long long>(o.layers), static_cast<long long>(o.heads),
+        at::get_num_threads(), qkv::blas_summary().c_str(), static_cast<long long>(kRepeats),
+        static_cast<long long>(kSteps));
     std::printf("%8s | %12s %10s | %12s %10s | %8s\n", "context", "cache ms/tok", "tok/s", "recomp ms/tok", "tok/s",
                 "speed-up");
     for (int64_t c : kContexts) {

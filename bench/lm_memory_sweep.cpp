@@ -34,11 +34,11 @@
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
 #include "qkv/core/json_file.h"
-#include "qkv/runtime/openblas_core.h"
 #include "qkv/core/output_policy.h"
-#include "qkv/picture/raster.h"
-#include "qkv/runtime/runtime.h"
 #include "qkv/models/recurrent_lm.h"
+#include "qkv/picture/raster.h"
+#include "qkv/runtime/openblas_core.h"
+#include "qkv/runtime/runtime.h"
 #include "qkv/tasks/lm_task.h"
 #include "qkv/train/html_kit.h"
 #include "qkv/train/run.h"
@@ -99,7 +99,7 @@ train::TrainConfig train_config(int64_t epochs) {
 struct Row {
   std::string task, model;
   int64_t length = 0, parameters = 0, width = 0;  // width: d_model or the LSTM's hidden size
-  int64_t memory_floats = 0;  // what the model carries at the end of an instance
+  int64_t memory_floats = 0;                      // what the model carries at the end of an instance
   double exact_match = 0, bits_per_byte = 0, val_exact_match = 0, seconds = 0;
   int64_t selected_epoch = 0;
 };
@@ -169,9 +169,7 @@ std::string csv_text(const std::vector<Row>& rows) {
 
 const Rgb kInk{31, 35, 40}, kMuted{87, 96, 106}, kGrid{230, 234, 239}, kAxis{140, 149, 159};
 
-Rgb model_colour(const std::string& model) {
-  return model == "transformer-lm" ? Rgb{47, 111, 223} : Rgb{232, 113, 10};
-}
+Rgb model_colour(const std::string& model) { return model == "transformer-lm" ? Rgb{47, 111, 223} : Rgb{232, 113, 10}; }
 
 // A polyline, dashed for induction so the two tasks differ without colour.
 void draw_series(RgbImage& image, const std::vector<std::pair<double, double>>& points, Rgb colour, bool dashed) {
@@ -281,10 +279,10 @@ std::string report_html(const std::vector<Row>& rows, const json& settings, cons
   if (!series.empty())
     o << train::svg_chart("test exact match", series, 0, x1, {}, train::ChartSize{1000, 360, 16, 6}, "string length L");
   o << "<p>Copy: the LSTM's exact match is below 50 % from length "
-      << length_text(found.at("lstm_below_50_percent_from_length"))
-      << "; the transformer's is at least 95 % up to length "
-      << length_text(found.at("transformer_95_percent_up_to_length")) << " (target, 4&#215; the first: "
-      << (found.at("target_met").get<bool>() ? "met" : "not met") << ").</p>\n";
+    << length_text(found.at("lstm_below_50_percent_from_length"))
+    << "; the transformer's is at least 95 % up to length "
+    << length_text(found.at("transformer_95_percent_up_to_length"))
+    << " (target, 4&#215; the first: " << (found.at("target_met").get<bool>() ? "met" : "not met") << ").</p>\n";
   o << "<table>\n<thead><tr><th>task</th><th>L</th><th>model</th><th>parameters</th><th>width</th>"
        "<th>memory floats</th><th>test exact match</th><th>test bits/byte</th><th>val exact match</th>"
        "<th>epoch</th><th>seconds</th></tr></thead>\n<tbody>\n";
@@ -307,18 +305,17 @@ std::string report_html(const std::vector<Row>& rows, const json& settings, cons
 void write_outputs(const std::string& out, const std::vector<Row>& rows, const json& settings,
                    const std::string& command, double seconds, bool done) {
   const json found = finding(rows);
-  json doc = {{"command", command}, {"settings", settings}, {"seconds", seconds}, {"complete", done},
-              {"finding", found}, {"rows", json::array()}};
+  json doc = {{"command", command}, {"settings", settings}, {"seconds", seconds},
+              {"complete", done},   {"finding", found},     {"rows", json::array()}};
   for (const auto& r : rows) doc["rows"].push_back(row_json(r));
   write_file_atomic(out + "/sweep.json", json_text(doc) + "\n");
   write_file_atomic(out + "/sweep.csv", csv_text(rows));
   const auto t = transformer_options();
   const auto transformer = tasks::lm_model("transformer", t), lstm = tasks::lm_model("lstm", t);
-  const std::string subtitle =
-      "transformer-lm d_model " + std::to_string(t.d_model) + ", " + std::to_string(t.layers) + " blocks: " +
-      train::format_integer(transformer.parameters) + " parameters; lstm-lm " + std::to_string(t.layers) +
-      " layers, hidden " + lstm.options.at("hidden").dump() + ": " + train::format_integer(lstm.parameters) +
-      "; solid copy, dashed induction";
+  const std::string subtitle = "transformer-lm d_model " + std::to_string(t.d_model) + ", " + std::to_string(t.layers) +
+                               " blocks: " + train::format_integer(transformer.parameters) + " parameters; lstm-lm " +
+                               std::to_string(t.layers) + " layers, hidden " + lstm.options.at("hidden").dump() + ": " +
+                               train::format_integer(lstm.parameters) + "; solid copy, dashed induction";
   write_png(out + "/sweep.png", sweep_picture(rows, subtitle));
   write_file_atomic(out + "/report.html", report_html(rows, settings, found, command, seconds));
 }
@@ -412,7 +409,7 @@ int main(int argc, char** argv) {
           r.model = model.name;
           r.parameters = model.parameters;
           r.width = model.options.contains("hidden") ? model.options.at("hidden").get<int64_t>()
-                                                      : model.options.at("d_model").get<int64_t>();
+                                                     : model.options.at("d_model").get<int64_t>();
           r.memory_floats = memory_floats(model, instance_tokens(plan.task, length));
           const auto& test = result.summary.at("test");
           r.exact_match = test.at("exact_match").get<double>();

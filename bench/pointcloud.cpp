@@ -37,10 +37,10 @@
 #include <vector>
 
 #include "qkv/core/atomic_file.h"
-#include "qkv/runtime/openblas_core.h"
-#include "qkv/runtime/runtime.h"
 #include "qkv/models/model.h"
 #include "qkv/pointcloud/transforms.h"
+#include "qkv/runtime/openblas_core.h"
+#include "qkv/runtime/runtime.h"
 #include "qkv/spatial/kd_tree.h"
 #include "qkv/train/weights.h"
 #include "qkv/vn/vn_ops.h"
@@ -68,8 +68,10 @@ double median(std::vector<double> v) {
 // repeats <= 0: one timed run, no warm-up (for runs of many minutes).
 template <typename Fn>
 std::vector<double> times_ms(Fn&& fn, int repeats) {
-  if (repeats <= 0) repeats = 1;
-  else fn();
+  if (repeats <= 0)
+    repeats = 1;
+  else
+    fn();
   std::vector<double> times;
   for (int r = 0; r < repeats; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -169,12 +171,16 @@ int run_child(const std::string& name, const std::string& mode, int64_t batch, i
     torch::NoGradGuard no_grad;
     times = times_ms([&] { model->forward(b); }, repeats);
   }
-  const nlohmann::json out = {{"model", name},         {"mode", mode},
+  const nlohmann::json out = {{"model", name},
+                              {"mode", mode},
                               {"params", models::count_parameters(*model)},
-                              {"batch", batch},        {"points", points},
+                              {"batch", batch},
+                              {"points", points},
                               {"threads", at::get_num_threads()},
-                              {"median_ms", median(times)}, {"times_ms", times},
-                              {"rss_before_mib", rss_before}, {"peak_rss_mib", peak_rss_mib()}};
+                              {"median_ms", median(times)},
+                              {"times_ms", times},
+                              {"rss_before_mib", rss_before},
+                              {"peak_rss_mib", peak_rss_mib()}};
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }
@@ -215,14 +221,14 @@ std::string child_command(const char* self, const std::string& name, const std::
 // The Python twin as users run it (glibc's malloc), or with jemalloc preloaded
 // and configured as qkv's executables are (src/qkv/runtime/malloc_conf.c): the
 // allocator alone halves the reference's training step (docs/performance.md).
-std::string twin_command(const std::string& name, const std::string& mode, int64_t batch, int64_t points,
-                         int threads, int repeats, const std::string& preload_jemalloc) {
+std::string twin_command(const std::string& name, const std::string& mode, int64_t batch, int64_t points, int threads,
+                         int repeats, const std::string& preload_jemalloc) {
   const std::string env = preload_jemalloc.empty() ? ""
                                                    : "env LD_PRELOAD=" + preload_jemalloc +
                                                          " MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1 ";
-  return env + python() + " " + twin_script("models_twin.py") + " --model " + name + " --mode " + mode +
-         " --batch " + std::to_string(batch) + " --points " + std::to_string(points) + " --threads " +
-         std::to_string(threads) + " --repeats " + std::to_string(repeats);
+  return env + python() + " " + twin_script("models_twin.py") + " --model " + name + " --mode " + mode + " --batch " +
+         std::to_string(batch) + " --points " + std::to_string(points) + " --threads " + std::to_string(threads) +
+         " --repeats " + std::to_string(repeats);
 }
 
 // Debian's libjemalloc2, or "" when it is not installed (the jemalloc twin is then left out).
@@ -270,7 +276,11 @@ int bench_kernels(int repeats) {
   };
   nlohmann::json twin_cases = nlohmann::json::array();
   for (const auto& c : cases)
-    twin_cases.push_back({{"name", c.name}, {"kind", c.kind}, {"b", c.b}, {"n", c.n}, {"d", c.d},
+    twin_cases.push_back({{"name", c.name},
+                          {"kind", c.kind},
+                          {"b", c.b},
+                          {"n", c.n},
+                          {"d", c.d},
                           {c.kind == "fps" ? "m" : "k", c.m_or_k}});
 
   torch::manual_seed(0);
@@ -304,8 +314,9 @@ int bench_kernels(int repeats) {
                              std::to_string(at::get_num_threads()) + " --repeats " + std::to_string(repeats) +
                              " --cases '" + twin_cases.dump() + "'");
   if (twin.is_null()) {
-    std::fprintf(stderr, "bench_pointcloud: the twin did not run (python3-torch installed? run from the source "
-                         "tree or set QKV_SOURCE_DIR)\n");
+    std::fprintf(stderr,
+                 "bench_pointcloud: the twin did not run (python3-torch installed? run from the source "
+                 "tree or set QKV_SOURCE_DIR)\n");
     return 1;
   }
   std::printf("kernels: torch (python) %s, median of %d runs\n", twin.value("torch", "?").c_str(), repeats);
@@ -334,12 +345,9 @@ int bench_spatial(int repeats) {
     bool exhaustive, twin;  // whether to run those (they grow as N^2 and N m)
   };
   const std::vector<Row> rows = {
-      {"knn k=20, N=10k", "knn", 10000, 20, true, true},
-      {"knn k=8, N=10k", "knn", 10000, 8, true, true},
-      {"knn k=20, N=100k", "knn", 100000, 20, true, true},
-      {"knn k=20, N=1M", "knn", 1000000, 20, false, false},
-      {"fps 10k->2048", "fps", 10000, 2048, true, true},
-      {"fps 100k->2048", "fps", 100000, 2048, true, true},
+      {"knn k=20, N=10k", "knn", 10000, 20, true, true},   {"knn k=8, N=10k", "knn", 10000, 8, true, true},
+      {"knn k=20, N=100k", "knn", 100000, 20, true, true}, {"knn k=20, N=1M", "knn", 1000000, 20, false, false},
+      {"fps 10k->2048", "fps", 10000, 2048, true, true},   {"fps 100k->2048", "fps", 100000, 2048, true, true},
       {"fps 1M->2048", "fps", 1000000, 2048, true, false},
   };
   std::printf("crossover (batch 1): tree / exhaustive time, < 1 where the tree wins\n");
@@ -368,11 +376,15 @@ int bench_spatial(int repeats) {
   nlohmann::json twin_cases = nlohmann::json::array();
   for (const auto& r : rows)
     if (r.twin)
-      twin_cases.push_back({{"name", r.name}, {"kind", r.kind == "knn" ? "knn_blocked" : "fps"}, {"b", 1},
-                            {"n", r.n}, {"d", 3}, {r.kind == "fps" ? "m" : "k", r.m_or_k}});
-  const auto twin = run_json(python() + " " + twin_script("pointcloud_twin.py") + " --threads " +
-                             std::to_string(at::get_num_threads()) + " --repeats 1 --cases '" + twin_cases.dump() +
-                             "'");
+      twin_cases.push_back({{"name", r.name},
+                            {"kind", r.kind == "knn" ? "knn_blocked" : "fps"},
+                            {"b", 1},
+                            {"n", r.n},
+                            {"d", 3},
+                            {r.kind == "fps" ? "m" : "k", r.m_or_k}});
+  const auto twin =
+      run_json(python() + " " + twin_script("pointcloud_twin.py") + " --threads " +
+               std::to_string(at::get_num_threads()) + " --repeats 1 --cases '" + twin_cases.dump() + "'");
   std::printf("\nspatial: one cloud, uniform in a box; median of %d runs (exhaustive and PyTorch: one run)\n", repeats);
   std::printf("%-20s %12s %15s %15s %10s\n", "kernel", "qkv tree ms", "exhaustive ms", "pytorch ms", "speed-up");
   for (const auto& r : rows) {
@@ -393,11 +405,12 @@ int bench_spatial(int repeats) {
       if (ms > 0) std::snprintf(text, sizeof text, "%.1f", ms);
       return std::string(text);
     };
-    std::printf("%-20s %12.1f %15s %15s %9s\n", r.name.c_str(), tree, cell(exhaustive).c_str(),
-                cell(theirs).c_str(), exhaustive > 0 ? (cell(exhaustive / tree) + "x").c_str() : "-");
+    std::printf("%-20s %12.1f %15s %15s %9s\n", r.name.c_str(), tree, cell(exhaustive).c_str(), cell(theirs).c_str(),
+                exhaustive > 0 ? (cell(exhaustive / tree) + "x").c_str() : "-");
   }
-  std::printf("anchors (published, not measured here): torch-cluster's CPU KD-tree, kNN k=20 at 100k: 400 ms;"
-              " DGL's CPU KD-tree, k=8 at 10k: 7 ms\n");
+  std::printf(
+      "anchors (published, not measured here): torch-cluster's CPU KD-tree, kNN k=20 at 100k: 400 ms;"
+      " DGL's CPU KD-tree, k=8 at 10k: 7 ms\n");
 
   return twin.is_null() ? 1 : 0;
 }
@@ -406,13 +419,14 @@ int bench_models(const char* self, int threads, int repeats) {
   const int64_t batch = 16, points = 1024;
   const std::string jemalloc = jemalloc_library();
   const Roofs roofs = measure_roofs(threads);
-  std::printf("\nmodels: batch %lld, %lld points, median of %d runs after one warm-up; peak = peak resident set of "
-              "the process (MiB); 'torch' is the Python twin with glibc's malloc (as users run it), "
-              "'torch+je' the same with jemalloc preloaded%s; 'of limit' = the roofline limit of "
-              "docs/performance.md over qkv's time, 'limit' at the issue's roofs (260 GFLOP/s, 8.9 GB/s), "
-              "'here' at the roofs measured now on %d threads: sgemm %.1f GFLOP/s, memcpy %.1f GB/s\n",
-              static_cast<long long>(batch), static_cast<long long>(points), repeats,
-              jemalloc.empty() ? " (not installed: left out)" : "", threads, roofs.sgemm_gflops, roofs.copy_gbs);
+  std::printf(
+      "\nmodels: batch %lld, %lld points, median of %d runs after one warm-up; peak = peak resident set of "
+      "the process (MiB); 'torch' is the Python twin with glibc's malloc (as users run it), "
+      "'torch+je' the same with jemalloc preloaded%s; 'of limit' = the roofline limit of "
+      "docs/performance.md over qkv's time, 'limit' at the issue's roofs (260 GFLOP/s, 8.9 GB/s), "
+      "'here' at the roofs measured now on %d threads: sgemm %.1f GFLOP/s, memcpy %.1f GB/s\n",
+      static_cast<long long>(batch), static_cast<long long>(points), repeats,
+      jemalloc.empty() ? " (not installed: left out)" : "", threads, roofs.sgemm_gflops, roofs.copy_gbs);
   std::printf("%-9s %-6s %9s %9s %9s %7s %9s %7s %9s %8s %8s %8s %9s %9s %9s\n", "model", "mode", "params", "qkv ms",
               "torch ms", "speed", "torch+je", "speed", "limit ms", "of limit", "here ms", "of here", "qkv peak",
               "torch pk", "t+je pk");
@@ -445,8 +459,8 @@ int bench_models(const char* self, int threads, int repeats) {
                   mode.c_str(), static_cast<long long>(ours["params"].get<int64_t>()), q_ms,
                   column(theirs, "median_ms").c_str(), speed(theirs).c_str(),
                   column(with_jemalloc, "median_ms").c_str(), speed(with_jemalloc).c_str(), limit, 100 * limit / q_ms,
-                  here, 100 * here / q_ms, ours["peak_rss_mib"].get<double>(),
-                  column(theirs, "peak_rss_mib").c_str(), column(with_jemalloc, "peak_rss_mib").c_str());
+                  here, 100 * here / q_ms, ours["peak_rss_mib"].get<double>(), column(theirs, "peak_rss_mib").c_str(),
+                  column(with_jemalloc, "peak_rss_mib").c_str());
       if (!theirs.is_null() && ours["params"] != theirs["params"]) {
         std::fprintf(stderr, "bench_pointcloud: %s has %s parameters in qkv but %s in the twin\n", name.c_str(),
                      ours["params"].dump().c_str(), theirs["params"].dump().c_str());
@@ -458,9 +472,10 @@ int bench_models(const char* self, int threads, int repeats) {
 
 int bench_scale(const char* self, int threads, int repeats) {
   const int64_t batch = 16;
-  std::printf("\nscale: VNT-Net (paper classification settings) training step at batch %lld; median of %d after a "
-              "warm-up up to 2,048 points, one step (no warm-up) beyond\n",
-              static_cast<long long>(batch), repeats);
+  std::printf(
+      "\nscale: VNT-Net (paper classification settings) training step at batch %lld; median of %d after a "
+      "warm-up up to 2,048 points, one step (no warm-up) beyond\n",
+      static_cast<long long>(batch), repeats);
   std::printf("%7s %10s %12s %14s\n", "points", "step s", "peak MiB", "[B,H,N,N] MiB");
   for (const int64_t n : {1024, 2048, 4096, 8192}) {
     const auto ours = run_json(child_command(self, "vnt", "train", batch, n, threads, n <= 2048 ? repeats : 0));

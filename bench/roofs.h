@@ -44,7 +44,8 @@ inline double copy_gbs(int threads) {
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<std::thread> copies;
     for (int t = 0; t < threads; ++t)
-      copies.emplace_back([&, t] { std::memcpy(to.data() + t * per_thread, from.data() + t * per_thread, per_thread); });
+      copies.emplace_back(
+          [&, t] { std::memcpy(to.data() + t * per_thread, from.data() + t * per_thread, per_thread); });
     for (auto& c : copies) c.join();
     best = std::min(best, seconds_since(t0));
   }

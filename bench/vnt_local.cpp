@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
+#include "qkv/models/model.h"
 #include "qkv/runtime/openblas_core.h"
 #include "qkv/runtime/runtime.h"
-#include "qkv/models/model.h"
 #include "qkv/vn/local_attention.h"
 #include "qkv/vn/vn_ops.h"
 

@@ -20,11 +20,11 @@
 #include <string>
 #include <vector>
 
-#include "qkv/runtime/openblas_core.h"
-#include "qkv/runtime/runtime.h"
 #include "qkv/models/cloud_head.h"
 #include "qkv/models/model.h"
 #include "qkv/models/vnt_net.h"
+#include "qkv/runtime/openblas_core.h"
+#include "qkv/runtime/runtime.h"
 #include "qkv/vn/edge_conv.h"
 #include "qkv/vn/vn_ops.h"
 
@@ -41,7 +41,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // modules, each part timed after the one before finished. Mean pooling only.
 void time_vn_dgcnn_parts(torch::nn::Module& model, const data::Batch& batch, int64_t k, bool print) {
   auto modules = model.named_modules();
-  auto conv = [&](const std::string& name) { return std::dynamic_pointer_cast<vn::VNLinearLeakyReLUImpl>(modules[name]); };
+  auto conv = [&](const std::string& name) {
+    return std::dynamic_pointer_cast<vn::VNLinearLeakyReLUImpl>(modules[name]);
+  };
   torch::NoGradGuard no_grad;
   std::map<std::string, double> seconds;
   auto timed = [&](const std::string& part, auto&& fn) {
@@ -61,13 +63,15 @@ void time_vn_dgcnn_parts(torch::nn::Module& model, const data::Batch& batch, int
   }
   x = timed("3 conv5 on the cat of levels", [&] { return conv("conv5")->forward(torch::cat(levels, 1)); });
   auto invariant = std::dynamic_pointer_cast<vn::VNStdFeatureImpl>(modules["invariant"]);
-  const auto inv = timed("4 invariant layer on [x; mean]", [&] { return invariant->forward_with_mean(x).first.flatten(1, 2); });
+  const auto inv =
+      timed("4 invariant layer on [x; mean]", [&] { return invariant->forward_with_mean(x).first.flatten(1, 2); });
   auto head = std::dynamic_pointer_cast<models::ClassificationHeadImpl>(modules["head"]);
   timed("5 global pool and head", [&] { return head->forward(models::global_pool(inv, "max+mean")); });
   if (!print) return;
   double total = 0;
   for (const auto& [part, s] : seconds) total += s;
-  for (const auto& [part, s] : seconds) std::printf("  forward part %-40s %7.0f ms  %4.1f %%\n", part.c_str(), 1e3 * s, 100 * s / total);
+  for (const auto& [part, s] : seconds)
+    std::printf("  forward part %-40s %7.0f ms  %4.1f %%\n", part.c_str(), 1e3 * s, 100 * s / total);
 }
 
 // kNN on VN features at the model's sizes: the whole op, its blocked GEMMs
@@ -101,9 +105,8 @@ void time_knn(int64_t batch, int64_t points, const std::vector<int64_t>& dim_lis
 // contiguous, as the next fused kernel needs them.
 // `build/bench_vnt_step vn-linear [batch] [points] [threads]`.
 void time_vn_linear(int64_t batch, int64_t points) {
-  const std::vector<std::pair<int64_t, int64_t>> widths = {{2, 16},    {16, 384}, {384, 16},  {42, 340},
-                                                           {169, 341}, {682, 341}, {341, 170}, {170, 3},
-                                                           {682, 682}, {341, 340}};
+  const std::vector<std::pair<int64_t, int64_t>> widths = {{2, 16},    {16, 384},  {384, 16}, {42, 340},  {169, 341},
+                                                           {682, 341}, {341, 170}, {170, 3},  {682, 682}, {341, 340}};
   for (const auto& [in, out] : widths) {
     const auto x = torch::randn({batch, in, 3, points}), w = torch::randn({out, in});
     auto timed = [&](auto&& fn) {
@@ -126,10 +129,11 @@ void time_vn_linear(int64_t batch, int64_t points) {
       xg.mutable_grad().reset(), wg.mutable_grad().reset();
     }
     const double gflop = 2.0 * static_cast<double>(batch * 3 * points) * static_cast<double>(in * out) / 1e9;
-    std::printf("vn_linear %4lld -> %4lld: as rows %7.1f ms, as W @ x %7.1f ms (%.2f GFLOP: %.0f / %.0f GFLOP/s); "
-                "backward %7.1f ms (%.0f GFLOP/s)\n",
-                static_cast<long long>(in), static_cast<long long>(out), gemm_rows, batched, gflop,
-                gflop / gemm_rows * 1e3, gflop / batched * 1e3, backward, 2 * gflop / backward * 1e3);
+    std::printf(
+        "vn_linear %4lld -> %4lld: as rows %7.1f ms, as W @ x %7.1f ms (%.2f GFLOP: %.0f / %.0f GFLOP/s); "
+        "backward %7.1f ms (%.0f GFLOP/s)\n",
+        static_cast<long long>(in), static_cast<long long>(out), gemm_rows, batched, gflop, gflop / gemm_rows * 1e3,
+        gflop / batched * 1e3, backward, 2 * gflop / backward * 1e3);
   }
 }
 

@@ -40,8 +40,6 @@ inline void load_h5_folder(const std::string& folder, const std::vector<std::str
   expect_documented([&] { pointcloud::load_modelnet40(folder, options); });
 }
 
-inline void write_text(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
+inline void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 }  // namespace qkv::fuzz

@@ -23,7 +23,8 @@ const std::string& folder() {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // HDF5's own error stack printing, off (qkv reports)
-  if (const char* dir = std::getenv("QKV_FUZZ_SEED_DIR")) qkv::fuzz::write_h5_seed(std::string(dir) + "/seed.h5", {2, 1});
+  if (const char* dir = std::getenv("QKV_FUZZ_SEED_DIR"))
+    qkv::fuzz::write_h5_seed(std::string(dir) + "/seed.h5", {2, 1});
   return 0;
 }
 

@@ -29,7 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.layout = "scanobjectnn";
   options.scanobjectnn_variant = "OBJ_ONLY";
   options.points_per_shape = 0;
-  qkv::fuzz::load_h5_folder(folder(), {"main_split_nobg/training_objectdataset.h5", "main_split_nobg/test_objectdataset.h5"},
+  qkv::fuzz::load_h5_folder(folder(),
+                            {"main_split_nobg/training_objectdataset.h5", "main_split_nobg/test_objectdataset.h5"},
                             data, size, options);
   return 0;
 }

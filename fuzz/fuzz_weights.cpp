@@ -19,7 +19,8 @@ torch::nn::Sequential& model() {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   torch::set_num_threads(1);
-  if (const char* dir = std::getenv("QKV_FUZZ_SEED_DIR")) qkv::train::export_weights(*model(), std::string(dir) + "/seed.pt");
+  if (const char* dir = std::getenv("QKV_FUZZ_SEED_DIR"))
+    qkv::train::export_weights(*model(), std::string(dir) + "/seed.pt");
   return 0;
 }
 

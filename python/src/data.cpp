@@ -4,8 +4,8 @@
 // seg train` load it (tasks::load_point_data, make_splits).
 #include <pybind11/stl.h>
 
-#include <nlohmann/json.hpp>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <type_traits>
 
@@ -77,7 +77,8 @@ Data settings_from(const std::string& what, const nlohmann::json& given) {
   visit_fields(d, [&](const Field& f, auto&) { known.insert(f.key); });
   for (const auto& item : given.items())
     if (!known.count(item.key()))
-      throw UsageError(what + ": unknown setting '" + item.key() + "' (known: " + join(std::vector<std::string>(known.begin(), known.end())) + ")");
+      throw UsageError(what + ": unknown setting '" + item.key() +
+                       "' (known: " + join(std::vector<std::string>(known.begin(), known.end())) + ")");
   nlohmann::json merged = d.to_json();
   merged.update(given);
   // The up axis by name, as the CLI's --up-axis takes it.
@@ -155,7 +156,8 @@ DatasetHandle cohort_dataset(const CohortHandle& self, const std::vector<int64_t
                              const std::vector<int64_t>& fit_rows, std::vector<std::string> cpgs,
                              const std::string& normalisation) {
   const int64_t n = self.cohort->size();
-  for (const auto& [name, list] : {std::pair<const char*, const std::vector<int64_t>*>{"rows", &rows}, {"fit_rows", &fit_rows}})
+  for (const auto& [name, list] :
+       {std::pair<const char*, const std::vector<int64_t>*>{"rows", &rows}, {"fit_rows", &fit_rows}})
     for (const auto i : *list)
       if (i < 0 || i >= n)
         throw UsageError(std::string(name) + ": row " + std::to_string(i) + " is outside a cohort of " +
@@ -189,25 +191,32 @@ void bind_data(py::module_& m) {
     }
     throw UsageError("default_settings: task '" + task + "': expected classification or segmentation");
   });
-  d.def("read_shape", [](const std::string& path) {
-    return mesh_dict(interruptible([&] { return pointcloud::read_shape_file(path); }));
-  }, py::arg("path"));
+  d.def(
+      "read_shape",
+      [](const std::string& path) {
+        return mesh_dict(interruptible([&] { return pointcloud::read_shape_file(path); }));
+      },
+      py::arg("path"));
   d.def("synthetic_shape_classes", &pointcloud::synth_shape_classes);
-  d.def("synthetic_shape", [](const std::string& cls, uint64_t seed) {
-    return mesh_dict(pointcloud::make_synth_shape(cls, seed));
-  }, py::arg("cls"), py::arg("seed") = 0);
+  d.def(
+      "synthetic_shape",
+      [](const std::string& cls, uint64_t seed) { return mesh_dict(pointcloud::make_synth_shape(cls, seed)); },
+      py::arg("cls"), py::arg("seed") = 0);
   d.def("synthetic_part_categories", &pointcloud::synth_part_categories);
-  d.def("read_nifti", [](const std::string& path) {
-    const auto volume = interruptible([&] { return medical::read_nifti(path); });
-    const auto a = volume.geometry.affine();
-    auto affine = torch::empty({4, 4}, torch::kDouble);
-    std::copy(a.begin(), a.end(), affine.data_ptr<double>());
-    py::dict geometry;
-    geometry["spacing"] = volume.geometry.spacing;
-    geometry["qform_code"] = volume.geometry.qform_code;
-    geometry["sform_code"] = volume.geometry.sform_code;
-    return py::make_tuple(medical::volume_to_tensor(volume), affine, geometry);
-  }, py::arg("path"));
+  d.def(
+      "read_nifti",
+      [](const std::string& path) {
+        const auto volume = interruptible([&] { return medical::read_nifti(path); });
+        const auto a = volume.geometry.affine();
+        auto affine = torch::empty({4, 4}, torch::kDouble);
+        std::copy(a.begin(), a.end(), affine.data_ptr<double>());
+        py::dict geometry;
+        geometry["spacing"] = volume.geometry.spacing;
+        geometry["qform_code"] = volume.geometry.qform_code;
+        geometry["sform_code"] = volume.geometry.sform_code;
+        return py::make_tuple(medical::volume_to_tensor(volume), affine, geometry);
+      },
+      py::arg("path"));
   py::class_<CohortHandle>(d, "Cohort")
       .def(py::init([](const std::string& manifest, const std::string& methylation, double max_missing, bool reorient) {
              return CohortHandle{interruptible([&] {

@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "bindings.h"
-#include "qkv/core/messages.h"
-#include "qkv/runtime/allocator.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/messages.h"
 #include "qkv/core/version.h"
+#include "qkv/runtime/allocator.h"
 #include "qkv/runtime/openblas_core.h"
 #include "qkv/runtime/runtime.h"
 

@@ -75,25 +75,25 @@ void bind_module_tree(py::module_& m) {
   // pruning's, a swapped nn.Parameter), as (name, registered, tensor) triples,
   // and with the parts that have forward hooks, as (part, run_hooks) pairs:
   // run_hooks(inputs, outputs) gives the outputs to go on with.
-  m.def("call_with_parts", [](const ModulePtr& root,
-                              const std::vector<std::tuple<std::string, at::Tensor, py::object>>& bound,
-                              const std::vector<std::pair<ModulePtr, py::function>>& hooks, const py::function& forward,
-                              const py::args& args, const py::kwargs& kwargs) {
-    WeightBinding binding;
-    for (const auto& [name, registered, value] : bound) {
-      if (!THPVariable_Check(value.ptr()))
-        throw UsageError(name + ": holds " + std::string(py::str(py::type::of(value).attr("__name__"))) +
-                         ", not a tensor; the module computes with it");
-      binding.bind(name, registered, value.cast<at::Tensor>());
-    }
-    PartHooks part_hooks(*root);
-    for (const auto& [part, run_hooks] : hooks)
-      part_hooks.add(*part, [run_hooks](at::TensorList inputs, const Tensors& outputs) {
-        py::gil_scoped_acquire gil;  // held already: the forwards run on the calling thread
-        return run_hooks(Tensors(inputs.begin(), inputs.end()), outputs).cast<Tensors>();
-      });
-    return forward(*args, **kwargs);
-  });
+  m.def("call_with_parts",
+        [](const ModulePtr& root, const std::vector<std::tuple<std::string, at::Tensor, py::object>>& bound,
+           const std::vector<std::pair<ModulePtr, py::function>>& hooks, const py::function& forward,
+           const py::args& args, const py::kwargs& kwargs) {
+          WeightBinding binding;
+          for (const auto& [name, registered, value] : bound) {
+            if (!THPVariable_Check(value.ptr()))
+              throw UsageError(name + ": holds " + std::string(py::str(py::type::of(value).attr("__name__"))) +
+                               ", not a tensor; the module computes with it");
+            binding.bind(name, registered, value.cast<at::Tensor>());
+          }
+          PartHooks part_hooks(*root);
+          for (const auto& [part, run_hooks] : hooks)
+            part_hooks.add(*part, [run_hooks](at::TensorList inputs, const Tensors& outputs) {
+              py::gil_scoped_acquire gil;  // held already: the forwards run on the calling thread
+              return run_hooks(Tensors(inputs.begin(), inputs.end()), outputs).cast<Tensors>();
+            });
+          return forward(*args, **kwargs);
+        });
 }
 
 // A module's sizes checked before its constructor allocates anything, as the
@@ -104,7 +104,8 @@ void bind_module_tree(py::module_& m) {
 void check_module_sizes(const char* module, std::initializer_list<std::pair<const char*, int64_t>> sizes,
                         int64_t parameters) {
   for (const auto& [name, value] : sizes)
-    if (value < 1) throw UsageError(std::string(module) + ": " + name + " must be at least 1, got " + std::to_string(value));
+    if (value < 1)
+      throw UsageError(std::string(module) + ": " + name + " must be at least 1, got " + std::to_string(value));
   if (parameters > models::max_parameters())
     throw UsageError(std::string(module) + ": these sizes ask for " +
                      (parameters == models::kSaturated ? std::string("more than 2^63") : std::to_string(parameters)) +
@@ -151,8 +152,7 @@ void bind_vn_modules(py::module_& m) {
              return std::make_shared<VNLinearLeakyReLUImpl>(in, out, share, slope, batch_norm);
            }),
            py::arg("in_channels"), py::arg("out_channels"), py::arg("share") = VNDefaults::share,
-           py::arg("negative_slope") = VNDefaults::negative_slope,
-           py::arg("batch_norm") = VNDefaults::batch_norm)
+           py::arg("negative_slope") = VNDefaults::negative_slope, py::arg("batch_norm") = VNDefaults::batch_norm)
       .def("forward", &VNLinearLeakyReLUImpl::forward);
   py::class_<VNMaxPoolImpl, torch::nn::Module, std::shared_ptr<VNMaxPoolImpl>>(m, "VNMaxPool")
       .def(py::init([](int64_t channels) {
@@ -168,8 +168,7 @@ void bind_vn_modules(py::module_& m) {
              return std::make_shared<VNStdFeatureImpl>(in, normalize_frame, share, slope);
            }),
            py::arg("in_channels"), py::arg("normalize_frame") = VNDefaults::normalize_frame,
-           py::arg("share") = VNDefaults::share,
-           py::arg("negative_slope") = VNDefaults::negative_slope)
+           py::arg("share") = VNDefaults::share, py::arg("negative_slope") = VNDefaults::negative_slope)
       .def("forward", &VNStdFeatureImpl::forward);
   py::class_<VNEdgeConvImpl, torch::nn::Module, std::shared_ptr<VNEdgeConvImpl>>(m, "VNEdgeConv")
       .def(py::init([](int64_t in, int64_t out, int64_t k, bool with_cross, double slope) {
@@ -178,13 +177,13 @@ void bind_vn_modules(py::module_& m) {
              return std::make_shared<VNEdgeConvImpl>(in, out, k, with_cross, slope);
            }),
            py::arg("in_channels"), py::arg("out_channels"), py::arg("k"),
-           py::arg("with_cross") = VNDefaults::with_cross,
-           py::arg("negative_slope") = VNDefaults::negative_slope)
+           py::arg("with_cross") = VNDefaults::with_cross, py::arg("negative_slope") = VNDefaults::negative_slope)
       .def("forward", &VNEdgeConvImpl::forward);
   py::class_<VNMultiHeadAttentionImpl, torch::nn::Module, std::shared_ptr<VNMultiHeadAttentionImpl>>(
       m, "VNMultiHeadAttention")
       .def(py::init([](int64_t channels, int64_t heads, int64_t head_dim) {
-             check_module_sizes("VNMultiHeadAttention", {{"channels", channels}, {"heads", heads}, {"head_dim", head_dim}},
+             check_module_sizes("VNMultiHeadAttention",
+                                {{"channels", channels}, {"heads", heads}, {"head_dim", head_dim}},
                                 models::vn_attention_parameters(channels, heads, head_dim));
              return std::make_shared<VNMultiHeadAttentionImpl>(channels, heads, head_dim);
            }),
@@ -209,7 +208,8 @@ void bind_vn_modules(py::module_& m) {
   py::class_<VNTBlockImpl, torch::nn::Module, std::shared_ptr<VNTBlockImpl>>(m, "VNTBlock")
       .def(py::init([](int64_t channels, int64_t heads, int64_t head_dim, int64_t ffn_hidden, bool layer_norm) {
              check_module_sizes(
-                 "VNTBlock", {{"channels", channels}, {"heads", heads}, {"head_dim", head_dim}, {"ffn_hidden", ffn_hidden}},
+                 "VNTBlock",
+                 {{"channels", channels}, {"heads", heads}, {"head_dim", head_dim}, {"ffn_hidden", ffn_hidden}},
                  models::vnt_block_parameters(channels, heads, head_dim, ffn_hidden, layer_norm));
              return std::make_shared<VNTBlockImpl>(channels, heads, head_dim, ffn_hidden, layer_norm);
            }),
@@ -224,8 +224,8 @@ void bind_attention_modules(py::module_& m) {
       .def(py::init([](int64_t layers, int64_t batch, int64_t heads, int64_t max_len, int64_t dk, int64_t dv,
                        py::object dtype, py::object device, const std::string& cache_dtype, int64_t window,
                        int64_t sinks) {
-             auto options = at::TensorOptions().dtype(dtype.is_none() ? at::kFloat
-                                                                      : torch::python::detail::py_object_to_dtype(dtype));
+             auto options = at::TensorOptions().dtype(
+                 dtype.is_none() ? at::kFloat : torch::python::detail::py_object_to_dtype(dtype));
              if (!device.is_none()) options = options.device(torch::python::detail::py_object_to_device(device));
              // The fixed-size cache of the positional arguments, in the element type and window asked for.
              auto s = fixed_cache_settings(layers, batch, heads, max_len, dk, dv, options);
@@ -274,15 +274,16 @@ void bind_attention_modules(py::module_& m) {
                                                                  .dropout(dropout));
            }),
            py::arg("embed_dim"), py::arg("heads"), py::arg("qk_dim") = kMhaDefaults.qk_dim(),
-           py::arg("v_dim") = kMhaDefaults.v_dim(),
-           py::arg("kv_dim") = kMhaDefaults.kv_dim(), py::arg("bias") = kMhaDefaults.bias(),
-           py::arg("dropout") = kMhaDefaults.dropout(), py::arg("kv_heads") = kMhaDefaults.kv_heads())
+           py::arg("v_dim") = kMhaDefaults.v_dim(), py::arg("kv_dim") = kMhaDefaults.kv_dim(),
+           py::arg("bias") = kMhaDefaults.bias(), py::arg("dropout") = kMhaDefaults.dropout(),
+           py::arg("kv_heads") = kMhaDefaults.kv_heads())
       .def(
           "forward",
           [](MultiHeadAttentionImpl& self, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
              bool causal, const c10::optional<at::Tensor>& key_padding_mask, const c10::optional<at::Tensor>& attn_mask,
              bool need_weights) {
-            auto r = self.forward(query, key, value, attention_options(causal, key_padding_mask, attn_mask, need_weights));
+            auto r =
+                self.forward(query, key, value, attention_options(causal, key_padding_mask, attn_mask, need_weights));
             return py::make_tuple(r.output, tensor_or_none(r.weights));
           },
           py::arg("query"), py::arg("key"), py::arg("value"), py::arg("causal") = SdpaOptions().causal,
@@ -384,9 +385,8 @@ larger one in `votes` random samplings of that many points (seeded by
 `seed`), every point taking the averaged probabilities of its nearest sampled
 point. labels [N] int64 (global part ids), probabilities [N, parts] float64
 (the category's parts in order), sampled: points some sampling held.)doc");
-  m.def("checkpoint_config", [](const std::string& path) {
-    return train::read_checkpoint_config(train::resolve_checkpoint(path)).dump();
-  });
+  m.def("checkpoint_config",
+        [](const std::string& path) { return train::read_checkpoint_config(train::resolve_checkpoint(path)).dump(); });
   m.def("load_weights", [](torch::nn::Module& module, const std::string& path) {
     interruptible([&] { train::load_weights(module, path); });
   });

@@ -64,7 +64,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
     // The tiled kernel wherever it runs (exact, O(N d) memory); the
     // composed one elsewhere (another device or dtype).
     o.backend = attention::tiled_unsupported_reason(q, k, v, o).empty() ? attention::AttentionBackend::Tiled
-                                                                          : attention::AttentionBackend::Naive;
+                                                                        : attention::AttentionBackend::Naive;
   }
   return attention::scaled_dot_product_attention(q, k, v, o).output;
 }
@@ -97,8 +97,8 @@ a k-d tree of the points: O((Q + P) log P). The way to carry labels or
 features of a sample back to every point of a scan:
 labels_of_all = sample_labels[qkv.ops.nearest_points(scan, scan[sample])].)doc");
   ops.def("attention", &attention, py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(),
-          py::arg("causal") = qkv::attention::SdpaOptions().causal,
-          py::arg("key_padding_mask") = py::none(), py::arg("scale") = py::none(), py::arg("backend") = py::none(),
+          py::arg("causal") = qkv::attention::SdpaOptions().causal, py::arg("key_padding_mask") = py::none(),
+          py::arg("scale") = py::none(), py::arg("backend") = py::none(),
           R"doc(attention(q, k, v, *, causal=False, key_padding_mask=None, scale=None, backend=None)
 
 softmax(scale * q k^T) v with q [B, H, Nq, d], k [B, H, Nk, d], v [B, H, Nk, dv].
@@ -135,15 +135,14 @@ LibTorch ops, the reference the fused kernel is tested against.)doc");
       },
       py::arg("x"), py::arg("weight"), py::arg("bias"), py::arg("running_mean"), py::arg("running_var"),
       py::arg("training"), py::arg("momentum") = 0.1, py::arg("eps") = 1e-5,
-          R"doc(vn_batch_norm(x, weight, bias, running_mean, running_var, training, momentum=0.1, eps=1e-5)
+      R"doc(vn_batch_norm(x, weight, bias, running_mean, running_var, training, momentum=0.1, eps=1e-5)
 
 Batch norm of the vector norms of x [B, C, 3, ...], directions kept.)doc");
   ops.def(
       "vn_batch_norm_composed",
       [](const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, const at::Tensor& running_mean,
          const at::Tensor& running_var, bool training, double momentum, double eps) {
-        return vn::vn_batch_norm_composed(x, weight, bias, running_mean, running_var, training, momentum, eps,
-                                          nullptr);
+        return vn::vn_batch_norm_composed(x, weight, bias, running_mean, running_var, training, momentum, eps, nullptr);
       },
       py::arg("x"), py::arg("weight"), py::arg("bias"), py::arg("running_mean"), py::arg("running_var"),
       py::arg("training"), py::arg("momentum") = 0.1, py::arg("eps") = 1e-5,
@@ -165,7 +164,7 @@ reference the fused kernel is tested against.)doc");
         return vn::vn_attention(q, k, v, o).output;
       },
       py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(), py::arg("scale") = py::none(),
-          R"doc(vn_attention(q, k, v, *, scale=None) -> [B, H, Nq, Cv, 3]
+      R"doc(vn_attention(q, k, v, *, scale=None) -> [B, H, Nq, Cv, 3]
 
 VNT-Net's VNAttention: softmax(sum_c Q_c K_c^T / sqrt(C)) V with
 q [B, H, Nq, C, 3], k [B, H, Nk, C, 3], v [B, H, Nk, Cv, 3].)doc");

@@ -103,7 +103,7 @@ TEST(QuantizedCache, RowsWithinOneStepOfTheFloats) {
     const auto v = at::randn({2, 2, 9, 48});
     cache.append(0, k, v);
     const auto& st = cache.storage(0);
-    ASSERT_EQ(st.key_scales.size(3), 2);  // 64 / 32
+    ASSERT_EQ(st.key_scales.size(3), 2);    // 64 / 32
     ASSERT_EQ(st.value_scales.size(3), 3);  // 48 / 16
     for (const auto& [stored, scales, original, block] :
          {std::tuple{cache.keys(0), st.key_scales, k, 32}, std::tuple{cache.values(0), st.value_scales, v, 16}}) {
@@ -122,21 +122,21 @@ TEST(QuantizedCache, DecodeKernelEqualsAttentionOverTheStoredRows) {
   const int64_t B = 2, h = 6, g = 3, prompt = 70;  // more than one 64-row chunk
   // Widths of one block of 16 / 8 and of whole 32-blocks (the AVX2 int4 path).
   for (auto [dk, dv] : {std::pair<int64_t, int64_t>{16, 8}, {64, 32}})
-  for (auto dtype : {qa::CacheDtype::kInt8, qa::CacheDtype::kInt4, qa::CacheDtype::kFloat16,
-                     qa::CacheDtype::kBFloat16, qa::CacheDtype::kFloat32}) {
-    qa::KVCache cache(settings(g, dk, dv, dtype));
-    cache.append(0, at::randn({B, g, prompt, dk}), at::randn({B, g, prompt, dv}));
-    const auto q = at::randn({B, h, 1, dk});
-    const auto k_new = at::randn({B, g, 1, dk}), v_new = at::randn({B, g, 1, dv});
-    const auto out = cache.append_and_attend(0, q, k_new, v_new, 0.25);
-    // Reference in float64 over what the cache holds, heads expanded by hand.
-    const auto k = cache.keys(0).to(at::kDouble).repeat_interleave(h / g, 1);
-    const auto v = cache.values(0).to(at::kDouble).repeat_interleave(h / g, 1);
-    const auto p = at::softmax(at::matmul(q.to(at::kDouble), k.transpose(2, 3)) * 0.25, -1);
-    const auto expected = at::matmul(p, v);
-    EXPECT_LT(max_abs_difference(out, expected), 1e-5) << qa::cache_dtype_name(dtype) << " dk " << dk;
-    EXPECT_EQ(out.scalar_type(), at::kFloat);
-  }
+    for (auto dtype : {qa::CacheDtype::kInt8, qa::CacheDtype::kInt4, qa::CacheDtype::kFloat16,
+                       qa::CacheDtype::kBFloat16, qa::CacheDtype::kFloat32}) {
+      qa::KVCache cache(settings(g, dk, dv, dtype));
+      cache.append(0, at::randn({B, g, prompt, dk}), at::randn({B, g, prompt, dv}));
+      const auto q = at::randn({B, h, 1, dk});
+      const auto k_new = at::randn({B, g, 1, dk}), v_new = at::randn({B, g, 1, dv});
+      const auto out = cache.append_and_attend(0, q, k_new, v_new, 0.25);
+      // Reference in float64 over what the cache holds, heads expanded by hand.
+      const auto k = cache.keys(0).to(at::kDouble).repeat_interleave(h / g, 1);
+      const auto v = cache.values(0).to(at::kDouble).repeat_interleave(h / g, 1);
+      const auto p = at::softmax(at::matmul(q.to(at::kDouble), k.transpose(2, 3)) * 0.25, -1);
+      const auto expected = at::matmul(p, v);
+      EXPECT_LT(max_abs_difference(out, expected), 1e-5) << qa::cache_dtype_name(dtype) << " dk " << dk;
+      EXPECT_EQ(out.scalar_type(), at::kFloat);
+    }
 }
 
 TEST(QuantizedCache, NonFiniteOrOutOfRangeRefusedAndNothingWritten) {
@@ -239,7 +239,7 @@ TEST(CacheBytes, EveryVariantByHand) {
   // int8: 32 numbers + a 2-byte scale per block; int4: 16 bytes + 2.
   EXPECT_EQ(qa::head_row_bytes(D::kInt8, 128), 128 + 4 * 2);
   EXPECT_EQ(qa::head_row_bytes(D::kInt4, 128), 64 + 4 * 2);
-  EXPECT_EQ(qa::head_row_bytes(D::kInt8, 16), 16 + 2);  // one block of 16
+  EXPECT_EQ(qa::head_row_bytes(D::kInt8, 16), 16 + 2);      // one block of 16
   EXPECT_EQ(qa::head_row_bytes(D::kInt8, 24), 24 + 3 * 2);  // blocks of 8
   EXPECT_EQ(qa::head_row_bytes(D::kFloat16, 10), 20);
   EXPECT_EQ(qa::head_row_bytes(D::kBFloat16, 10), 20);
@@ -262,7 +262,12 @@ TEST(CacheBytes, EveryVariantByHand) {
   EXPECT_NEAR(static_cast<double>(qa::head_row_bytes(D::kInt8, 64)) / qa::head_row_bytes(D::kFloat32, 64), 0.2656,
               1e-3);
   qa::KVCacheShape huge{1LL << 40, 1, 1LL << 20, 1LL << 10, 2, 1, D::kInt4};
-  expect_usage_error([&] { qa::KVCacheShape odd{1, 1, 1, 4, 3, 1, D::kInt4}; qa::kv_cache_bytes(odd); }, "even");
+  expect_usage_error(
+      [&] {
+        qa::KVCacheShape odd{1, 1, 1, 4, 3, 1, D::kInt4};
+        qa::kv_cache_bytes(odd);
+      },
+      "even");
   expect_usage_error([&] { qa::kv_cache_bytes(huge); }, "more than");
   EXPECT_EQ(qa::parse_cache_dtype("FP16", "--dtype"), D::kFloat16);
   EXPECT_EQ(qa::parse_cache_dtype("float16", "--dtype"), D::kFloat16);

@@ -44,8 +44,9 @@ TEST(Scores, DotProductAndBilinearMatchLoops) {
         EXPECT_NEAR(bil[b][i][j].item<double>(), t, 1e-12);
       }
   // A = I reduces the bilinear form to the plain (unscaled) dot product.
-  EXPECT_LT(max_abs_difference(qa::bilinear_scores(xq, xk, at::eye(D, at::kDouble)), qa::dot_product_scores(xq, xk, 1.0)),
-            1e-12);
+  EXPECT_LT(
+      max_abs_difference(qa::bilinear_scores(xq, xk, at::eye(D, at::kDouble)), qa::dot_product_scores(xq, xk, 1.0)),
+      1e-12);
 }
 
 TEST(Scores, LowRankBilinearIsWqTransposeWk) {

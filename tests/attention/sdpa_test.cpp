@@ -76,7 +76,8 @@ LoopResult loop_attention(const at::Tensor& q_in, const at::Tensor& k_in, const 
 void check_against_loop(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, qa::SdpaOptions o,
                         double tol = 1e-10) {
   const double scale = o.scale ? *o.scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
-  LoopResult ref = loop_attention(q, k, v, scale, o.temperature, o.causal, o.bool_mask, o.float_mask, o.key_padding_mask);
+  LoopResult ref =
+      loop_attention(q, k, v, scale, o.temperature, o.causal, o.bool_mask, o.float_mask, o.key_padding_mask);
   o.backend = AttentionBackend::Naive;
   o.need_weights = true;
   qa::SdpaResult naive = qa::scaled_dot_product_attention(q, k, v, o);
@@ -218,7 +219,7 @@ TEST(Sdpa, TemperatureAndScale) {
   qa::SdpaOptions o2;
   o2.scale = 3.2;
   EXPECT_LT(max_abs_difference(qa::scaled_dot_product_attention(q, k, v, o).output,
-                     qa::scaled_dot_product_attention(q, k, v, o2).output),
+                               qa::scaled_dot_product_attention(q, k, v, o2).output),
             1e-12);
   // A huge temperature flattens the softmax: the output is the mean of the values.
   qa::SdpaOptions hot;

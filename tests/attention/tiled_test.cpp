@@ -14,8 +14,8 @@
 #include "qkv/attention/tiled_attention.h"
 #include "qkv/attention/tiled_attention_rows.h"
 #include "qkv/attention/tiled_attention_tile_kernels.h"
-#include "qkv/runtime/blas.h"
 #include "qkv/core/errors.h"
+#include "qkv/runtime/blas.h"
 #include "support/tolerance.h"
 
 namespace qa = qkv::attention;
@@ -191,8 +191,10 @@ TEST(Tiled, RowKernelsMatchTheirScalarDefinitions) {
   // the masked or padded tails; -inf, far-negative and positive shifted
   // scores cover exp's underflow and clamping.
   std::vector<float> base;
-  for (int i = 0; i < 70; ++i) base.push_back(i % 11 == 3 ? -std::numeric_limits<float>::infinity()
-                                              : i % 7 == 5 ? -120.0f : std::sin(1.3f * i) * 12.0f);
+  for (int i = 0; i < 70; ++i)
+    base.push_back(i % 11 == 3  ? -std::numeric_limits<float>::infinity()
+                   : i % 7 == 5 ? -120.0f
+                                : std::sin(1.3f * i) * 12.0f);
   const auto versions = qa::rows::float_row_kernels_here();
   EXPECT_EQ(std::string(versions.front().name), "portable");
   for (const auto& rows : versions)
@@ -352,8 +354,8 @@ TEST(Tiled, AccumulateProductEqualsItsDefinition) {
     for (int64_t w : {1, 15, 16, 17, 33, 48, 64, 65, 100, 130})
       for (int64_t depth : {1, 7, 33})
         for (bool transposed : {false, true}) {
-          SCOPED_TRACE(::testing::Message() << "rows=" << rows << " w=" << w << " depth=" << depth
-                                            << " transposed=" << transposed);
+          SCOPED_TRACE(::testing::Message()
+                       << "rows=" << rows << " w=" << w << " depth=" << depth << " transposed=" << transposed);
           // A is rows x depth, stored as such (lda = depth + 3) or transposed (lda = rows + 3).
           const int64_t lda = transposed ? rows + 3 : depth + 3;
           const std::vector<float> a = randoms((transposed ? depth : rows) * lda), b = randoms(depth * w);
@@ -370,7 +372,8 @@ TEST(Tiled, AccumulateProductEqualsItsDefinition) {
                 ref += double(a[i * rs + k * cs]) * b[k * w + j];
                 size += std::abs(double(a[i * rs + k * cs]) * b[k * w + j]);
               }
-              EXPECT_NEAR(c[i * ldc + j], c0[i * ldc + j] + alpha * ref, 1e-6 * (1 + alpha * size + std::abs(c0[i * ldc + j])))
+              EXPECT_NEAR(c[i * ldc + j], c0[i * ldc + j] + alpha * ref,
+                          1e-6 * (1 + alpha * size + std::abs(c0[i * ldc + j])))
                   << i << ", " << j;
             }
             for (int64_t j = w; j < ldc; ++j) EXPECT_EQ(c[i * ldc + j], c0[i * ldc + j]);

@@ -2,17 +2,17 @@
 // folder, Ctrl-C and resume.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "qkv/models/model.h"
@@ -153,10 +153,10 @@ TEST(Cli, HelpExplainsCommandsAndDefaults) {
   // a heading of their own, the shared ones under "Run"; none is left in
   // CLI11's catch-all "Options".
   for (const char* command :
-       {"params", "export-weights", "spirals eval", "lm eval", "lm generate", "lm cache-size", "lm inspect-mlp",
-        "data synth-shapes", "data synth-parts", "vnt eval", "vnt predict", "vnt attention", "vnt compare", "seg eval",
-        "seg predict", "seg compare", "mhca synth", "mhca select", "mhca cv", "mhca predict", "mhca explain",
-        "mhca train", "lm train", "seg train"}) {
+       {"params",         "export-weights",    "spirals eval",     "lm eval",     "lm generate", "lm cache-size",
+        "lm inspect-mlp", "data synth-shapes", "data synth-parts", "vnt eval",    "vnt predict", "vnt attention",
+        "vnt compare",    "seg eval",          "seg predict",      "seg compare", "mhca synth",  "mhca select",
+        "mhca cv",        "mhca predict",      "mhca explain",     "mhca train",  "lm train",    "seg train"}) {
     const auto help = run(std::string(command) + " --help");
     ASSERT_EQ(help.status, 0) << command;
     EXPECT_EQ(help.output.find("\nOptions:\n"), std::string::npos) << command << "\n" << help.output;
@@ -301,7 +301,8 @@ TEST(Cli, TrainEvalExportAndInitWeights) {
   EXPECT_EQ(from_folder.output, eval.output);
   const auto no_run = fresh_dir("no_run");
   std::filesystem::create_directories(no_run);
-  expect_clean_failure(run("spirals eval --checkpoint " + no_run), 2, no_run + " is a folder without checkpoints/best.ckpt");
+  expect_clean_failure(run("spirals eval --checkpoint " + no_run), 2,
+                       no_run + " is a folder without checkpoints/best.ckpt");
   auto metrics = nlohmann::json::parse(eval.output);
   EXPECT_EQ(metrics.at("split"), "test");
   std::ifstream summary_file(dir + "/summary.json");
@@ -313,8 +314,9 @@ TEST(Cli, TrainEvalExportAndInitWeights) {
   ASSERT_EQ(ex.status, 0) << ex.output;
   auto init = run("spirals train --epochs 1 --out " + dir + "_init --init-weights " + weights + kFast);
   EXPECT_EQ(init.status, 0) << init.output;
-  expect_clean_failure(run("spirals train --epochs 1 --hidden 8 --out " + dir + "_bad --init-weights " + weights + kFast),
-                       1, "net.0.weight [64, 2] vs model [8, 2]");
+  expect_clean_failure(
+      run("spirals train --epochs 1 --hidden 8 --out " + dir + "_bad --init-weights " + weights + kFast), 1,
+      "net.0.weight [64, 2] vs model [8, 2]");
 }
 
 TEST(Cli, BrokenCheckpointIsExit1NamingTheFile) {
@@ -361,7 +363,8 @@ TEST(Cli, LmCacheSizeReproducesTheArticle) {
   EXPECT_EQ(j.at("key_bytes"), 10000000000LL);
   EXPECT_EQ(j.at("value_bytes"), 10000000000LL);
   EXPECT_EQ(j.at("total_bytes"), 20000000000LL);
-  auto small = nlohmann::json::parse(run("lm cache-size --layers 50 --heads 20 --dk 200 --dv 200 --seq 5000 --json").output);
+  auto small =
+      nlohmann::json::parse(run("lm cache-size --layers 50 --heads 20 --dk 200 --dv 200 --seq 5000 --json").output);
   EXPECT_EQ(small.at("key_bytes"), 2000000000LL);
   // Binary units in the table: 2^30 bytes is 1 GiB (not "1.07 GB").
   auto gib = run("lm cache-size --layers 32 --heads 32 --dk 128 --dv 128 --seq 4096");
@@ -373,11 +376,14 @@ TEST(Cli, LmCacheSizeReproducesTheArticle) {
 
 TEST(Cli, LmTrainGenerateAndBadText) {
   const auto dir = fresh_dir("lm");
-  auto r = run("lm train --task copy --samples 200 --epochs 1 --d-model 16 --heads 2 --layers 1 --threads 1 --out " + dir);
+  auto r =
+      run("lm train --task copy --samples 200 --epochs 1 --d-model 16 --heads 2 --layers 1 --threads 1 --out " + dir);
   ASSERT_EQ(r.status, 0) << r.output;
   const auto ckpt = dir + "/checkpoints/best.ckpt";
-  auto cached = run("lm generate --checkpoint " + ckpt + " --prompt 'abc|' --max-new 12 --temperature 0.7 --seed 4 --json");
-  auto plain = run("lm generate --checkpoint " + ckpt + " --prompt 'abc|' --max-new 12 --temperature 0.7 --seed 4 --json --no-cache");
+  auto cached =
+      run("lm generate --checkpoint " + ckpt + " --prompt 'abc|' --max-new 12 --temperature 0.7 --seed 4 --json");
+  auto plain = run("lm generate --checkpoint " + ckpt +
+                   " --prompt 'abc|' --max-new 12 --temperature 0.7 --seed 4 --json --no-cache");
   ASSERT_EQ(cached.status, 0) << cached.output;
   EXPECT_EQ(nlohmann::json::parse(cached.output).at("tokens"), nlohmann::json::parse(plain.output).at("tokens"));
   EXPECT_EQ(nlohmann::json::parse(cached.output).at("tokens").size(), 12u);
@@ -395,7 +401,8 @@ TEST(Cli, LmTrainGenerateAndBadText) {
   expect_clean_failure(run("lm train --text " + binary + " --out " + dir + "_b"), 1, binary + ": not valid UTF-8");
   expect_clean_failure(run("lm train --task sorting --out " + dir + "_s"), 2,
                        "--task: sorting not in {copy,reverse,addition,induction}");
-  expect_clean_failure(run("lm inspect-mlp --checkpoint " + ckpt + " --block 3 --text " + binary), 1, "not valid UTF-8");
+  expect_clean_failure(run("lm inspect-mlp --checkpoint " + ckpt + " --block 3 --text " + binary), 1,
+                       "not valid UTF-8");
 }
 
 // With a learning rate too small to move a float32 weight, the validation
@@ -403,7 +410,8 @@ TEST(Cli, LmTrainGenerateAndBadText) {
 // so --patience 2 stops after epoch 3 and keeps epoch 1's weights.
 TEST(Cli, PatienceStopsTrainingEarly) {
   const std::string out = qkv::testing::fresh_dir("patience");
-  auto r = run(std::string("spirals train --epochs 30 --patience 2 --lr 1e-30 --select-metric loss --out ") + out + kFast);
+  auto r =
+      run(std::string("spirals train --epochs 30 --patience 2 --lr 1e-30 --select-metric loss --out ") + out + kFast);
   ASSERT_EQ(r.status, 0) << r.output;
   const auto summary = qkv::testing::read_json(out + "/summary.json");
   EXPECT_EQ(summary.at("epochs"), 3);

@@ -4,9 +4,9 @@
 // NaN where a number must be, thread counts from the environment, class names
 // that are not UTF-8, and an interrupted `mhca train` resumed.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,8 +15,8 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "qkv/core/crc32.h"
@@ -61,8 +61,10 @@ class FieldCases : public ::testing::Test {
   static std::string tiny_lm_run() {
     if (lm_root_.empty()) {
       lm_root_ = fresh_dir("field_lm");
-      const auto r = run_qkv("lm train --task copy --samples 32 --epochs 1 --d-model 16 --heads 2 --layers 1 "
-                             "--threads 1 --out " + lm_root_);
+      const auto r = run_qkv(
+          "lm train --task copy --samples 32 --epochs 1 --d-model 16 --heads 2 --layers 1 "
+          "--threads 1 --out " +
+          lm_root_);
       EXPECT_EQ(r.status, 0) << r.output;
     }
     return lm_root_;
@@ -83,14 +85,15 @@ TEST_F(FieldCases, AnOutputThatIsAnInputIsRefusedAndTheInputKept) {
   expect_clean_failure(run_qkv("mhca predict " + cohort_args() + " --checkpoint " + dummy + " --output " + cohort() +
                                "/manifest.csv --overwrite"),
                        2, "is --manifest");
-  expect_clean_failure(run_qkv("mhca select " + cohort_args() + " --output " + cohort() +
-                               "/methylation.csv --overwrite --n-features 5"),
-                       2, "is --methylation");
+  expect_clean_failure(
+      run_qkv("mhca select " + cohort_args() + " --output " + cohort() + "/methylation.csv --overwrite --n-features 5"),
+      2, "is --methylation");
   EXPECT_EQ(changes(before, snapshot(cohort())), "");
   // A CpG list that `mhca select` wrote, given to a run into the same folder.
   const std::string selected = fresh_dir("field_select");
   ASSERT_EQ(run_qkv("mhca select " + cohort_args() + " --output " + selected +
-                    "/cpgs.txt --n-features 5 --xgb-estimators 5 --threads 1").status,
+                    "/cpgs.txt --n-features 5 --xgb-estimators 5 --threads 1")
+                .status,
             0);
   const auto list_before = snapshot(selected);
   expect_clean_failure(run_qkv("mhca train " + cohort_args() + " --model xgboost --cpg-list " + selected +
@@ -125,9 +128,10 @@ TEST_F(FieldCases, InputsThatAreNotRegularFilesAreRefusedAtOnce) {
 TEST_F(FieldCases, APromptCacheHoldingNaNIsRefusedNamingTheFile) {
   const std::string ckpt = tiny_lm_run() + "/checkpoints/last.ckpt";
   const std::string file = tiny_lm_run() + "/nan.kvc";
-  ASSERT_EQ(run_qkv("lm generate --checkpoint " + ckpt + " --prompt 'abc|' --max-new 2 --save-cache " + file +
-                    " --overwrite").status,
-            0);
+  ASSERT_EQ(
+      run_qkv("lm generate --checkpoint " + ckpt + " --prompt 'abc|' --max-new 2 --save-cache " + file + " --overwrite")
+          .status,
+      0);
   // A NaN written into the first float32 keys tensor, the checksum made good.
   std::string bytes = read_text(file);
   uint64_t header_length = 0;
@@ -176,12 +180,15 @@ TEST_F(FieldCases, OnePolygonOfMillionsOfCornersTakesMemoryInProportionToTheFile
   const std::string run = dir + "/run";
   ASSERT_EQ(run_qkv("vnt train --synth-classes box,sphere --synth-train-per-class 4 --synth-test-per-class 1 "
                     "--points-per-shape 64 --points 32 --epochs 1 --batch-size 4 --linear-dim 4 --heads 2 "
-                    "--head-dim 4 --model-options '{\"k\":4}' --threads 1 --out " + run).status,
+                    "--head-dim 4 --model-options '{\"k\":4}' --threads 1 --out " +
+                    run)
+                .status,
             0);
   const std::string ckpt = run + "/checkpoints/best.ckpt";
   const long baseline = peak_kib({"vnt", "predict", "--checkpoint", ckpt, "--input", dir + "/missing.off"});
   const long peak = peak_kib({"vnt", "predict", "--checkpoint", ckpt, "--input", off});
-  EXPECT_LT(peak - baseline, 24 * file_kib) << "peak " << peak << " KiB, baseline " << baseline << ", file " << file_kib;
+  EXPECT_LT(peak - baseline, 24 * file_kib)
+      << "peak " << peak << " KiB, baseline " << baseline << ", file " << file_kib;
   fs::remove_all(dir);
 }
 
@@ -259,19 +266,20 @@ TEST_F(FieldCases, MhcaTrainResumesFromItsFolderAlone) {
     qkv::medical::write_nifti(subject.spect_path, v);
   }
   const std::string ckpt = dir + "/checkpoints/best.ckpt";
-  expect_clean_failure(run_qkv("mhca predict " + cohort_args(coarse) + " --checkpoint " + ckpt + " --output " + dir +
-                               "-out/pred.csv"),
-                       1, "its voxels are 15.1667x15.5714x15.1667 mm, " + ckpt + " was trained on voxels of 7.58333x7.78571x7.58333 mm");
-  expect_clean_failure(run_qkv("mhca predict " + cohort_args(mirrored) + " --checkpoint " + ckpt + " --output " +
-                               dir + "-out/pred.csv"),
-                       1, "was trained on volumes oriented LAS+");
+  expect_clean_failure(
+      run_qkv("mhca predict " + cohort_args(coarse) + " --checkpoint " + ckpt + " --output " + dir + "-out/pred.csv"),
+      1, "its voxels are 15.1667x15.5714x15.1667 mm, " + ckpt + " was trained on voxels of 7.58333x7.78571x7.58333 mm");
+  expect_clean_failure(
+      run_qkv("mhca predict " + cohort_args(mirrored) + " --checkpoint " + ckpt + " --output " + dir + "-out/pred.csv"),
+      1, "was trained on volumes oriented LAS+");
   EXPECT_FALSE(fs::exists(dir + "-out"));
   expect_clean_failure(run_qkv("mhca predict " + cohort_args(turned) + " --checkpoint " + ckpt + " --output " + dir +
                                "-out/pred.csv --reorient"),
                        1, "turned 30.0 degrees from the world axes");
   // The training cohort itself is predicted as before.
-  EXPECT_EQ(run_qkv("mhca predict " + cohort_args() + " --checkpoint " + ckpt + " --output " + dir + "-out/pred.csv").status,
-            0);
+  EXPECT_EQ(
+      run_qkv("mhca predict " + cohort_args() + " --checkpoint " + ckpt + " --output " + dir + "-out/pred.csv").status,
+      0);
   for (const auto& d : {dir, mirrored, turned, coarse, dir + "-out"}) fs::remove_all(d);
 }
 
@@ -321,10 +329,30 @@ TEST_F(FieldCases, ThousandsOfClassesCostLinearlyInTheRunsFilesAndMemory) {
     for (const char* shape : {"a.off", "b.off"}) write_text_file(fs::path(root) / "data" / name / shape, tetra);
   }
   const std::string run = root + "/run";
-  const std::vector<std::string> args = {"vnt", "train", "--data", root + "/data", "--epochs", "1", "--points", "32",
-                                         "--points-per-shape", "64", "--batch-size", "32", "--linear-dim", "4",
-                                         "--heads", "2", "--head-dim", "4", "--model-options", "{\"k\":4}",
-                                         "--threads", "1", "--out", run};
+  const std::vector<std::string> args = {"vnt",
+                                         "train",
+                                         "--data",
+                                         root + "/data",
+                                         "--epochs",
+                                         "1",
+                                         "--points",
+                                         "32",
+                                         "--points-per-shape",
+                                         "64",
+                                         "--batch-size",
+                                         "32",
+                                         "--linear-dim",
+                                         "4",
+                                         "--heads",
+                                         "2",
+                                         "--head-dim",
+                                         "4",
+                                         "--model-options",
+                                         "{\"k\":4}",
+                                         "--threads",
+                                         "1",
+                                         "--out",
+                                         run};
   const pid_t pid = qkv::testing::start_qkv_quietly(args);
   int raw = 0;
   struct rusage usage {};
@@ -352,14 +380,17 @@ TEST_F(FieldCases, TwoRunsIntoOneFolderOneIsRefusedNamingTheOther) {
   ASSERT_GT(first, 0);
   for (int i = 0; i < 200 && !fs::exists(dir + "/config.json"); ++i) ::usleep(50 * 1000);
   ASSERT_TRUE(fs::exists(dir + "/config.json"));
-  const auto second = run_qkv("spirals train --points-per-arm 20 --epochs 1 --lr 0.002 --threads 1 --overwrite --out " + dir);
-  expect_clean_failure(second, 2, "another qkv command is writing there (process " + std::to_string(first) + ": qkv spirals train");
+  const auto second =
+      run_qkv("spirals train --points-per-arm 20 --epochs 1 --lr 0.002 --threads 1 --overwrite --out " + dir);
+  expect_clean_failure(
+      second, 2, "another qkv command is writing there (process " + std::to_string(first) + ": qkv spirals train");
   EXPECT_EQ(read_json(dir + "/config.json").at("train").at("lr").get<double>(), 0.01);  // the first run's, untouched
   // The holder killed: its folder is taken over by the next command.
   ::kill(first, SIGKILL);
   int status = 0;
   ::waitpid(first, &status, 0);
-  const auto next = run_qkv("spirals train --points-per-arm 20 --epochs 1 --lr 0.002 --threads 1 --overwrite --out " + dir);
+  const auto next =
+      run_qkv("spirals train --points-per-arm 20 --epochs 1 --lr 0.002 --threads 1 --overwrite --out " + dir);
   EXPECT_EQ(next.status, 0) << next.output;
   EXPECT_EQ(read_json(dir + "/config.json").at("train").at("lr").get<double>(), 0.002);
   fs::remove_all(dir);

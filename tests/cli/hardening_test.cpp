@@ -39,9 +39,11 @@ void write(const std::string& path, const std::string& text) { qkv::testing::wri
 const std::string& tiny_vnt_checkpoint() {
   static const std::string ckpt = [] {
     const std::string run = fresh_dir("hard_tiny_run");
-    const auto r = run_qkv("vnt train --synth-classes box,sphere --synth-train-per-class 4 --synth-test-per-class 1 "
-                           "--points-per-shape 64 --points 32 --epochs 1 --batch-size 4 --linear-dim 4 --heads 2 "
-                           "--head-dim 4 --model-options '{\"k\":4}' --threads 1 --out " + run);
+    const auto r = run_qkv(
+        "vnt train --synth-classes box,sphere --synth-train-per-class 4 --synth-test-per-class 1 "
+        "--points-per-shape 64 --points 32 --epochs 1 --batch-size 4 --linear-dim 4 --heads 2 "
+        "--head-dim 4 --model-options '{\"k\":4}' --threads 1 --out " +
+        run);
     EXPECT_EQ(r.status, 0) << r.output;
     return run + "/checkpoints/best.ckpt";
   }();
@@ -99,7 +101,8 @@ TEST(Hardening, MhcaNetworkSizesThatCannotFitAreUsageErrors) {
 
 TEST(Hardening, NeighbourhoodsLargerThanTheCloudAreUsageErrors) {
   const std::string out = fresh_dir("hard_k");
-  expect_clean_failure(run_qkv("seg train --points 16 --out " + out), 2, "--points 16: vnt-seg's option 'k' takes 20 neighbours");
+  expect_clean_failure(run_qkv("seg train --points 16 --out " + out), 2,
+                       "--points 16: vnt-seg's option 'k' takes 20 neighbours");
   expect_clean_failure(run_qkv("vnt train --model-options '{\"k\":1000000000}' --out " + out), 2,
                        "--points 1024: vnt's option 'k' takes 1000000000 neighbours");
   EXPECT_FALSE(fs::exists(out));  // refused before the synthetic data were written
@@ -136,7 +139,8 @@ TEST(Hardening, PathsThatAreNotUtf8) {
   // ...and an input file's name is written with the bad bytes replaced.
   const std::string bad_in = temp_path("bad\xff.xyz");
   std::string text;
-  for (int i = 0; i < 64; ++i) text += std::to_string(i % 4) + " " + std::to_string(i / 4 % 4) + " " + std::to_string(i / 16) + "\n";
+  for (int i = 0; i < 64; ++i)
+    text += std::to_string(i % 4) + " " + std::to_string(i / 4 % 4) + " " + std::to_string(i / 16) + "\n";
   write(bad_in, text);
   const auto r = run_qkv("vnt predict --checkpoint " + tiny_vnt_checkpoint() + " --input '" + bad_in + "' --json");
   EXPECT_EQ(r.status, 0) << r.output;
@@ -186,8 +190,10 @@ TEST(Hardening, ModelOptionsAreTypedStrictlyAndShownShort) {
 
 TEST(Hardening, AFlagAndAModelOptionForOneSettingMustAgree) {
   const std::string out = fresh_dir("hard_conflict");
-  const std::string train = "vnt train --synth-classes box,sphere --synth-train-per-class 2 --synth-test-per-class 1 "
-                            "--points 32 --epochs 1 --threads 1 --out " + out + " --heads 2 --model-options ";
+  const std::string train =
+      "vnt train --synth-classes box,sphere --synth-train-per-class 2 --synth-test-per-class 1 "
+      "--points 32 --epochs 1 --threads 1 --out " +
+      out + " --heads 2 --model-options ";
   expect_clean_failure(run_qkv(train + "'{\"heads\":3}'"), 2,
                        "--heads 2 and --model-options' \"heads\": 3 set the same option");
   expect_clean_failure(run_qkv(train + "'{\"heads\":[2]}'"), 2, "set the same option");
@@ -253,8 +259,8 @@ TEST(Hardening, HugeModelsAreRefusedBeforeTheyAreBuilt) {
     const std::string train = "vnt train --synth-classes box,sphere --points 32 --threads 1 --out " + out +
                               " --model-options '" + options + "'";
     expect_clean_failure(run_qkv(train), 2, "more than --max-params 268435456");
-    const auto [status, peak] = status_and_peak_kib({"vnt", "train", "--synth-classes", "box,sphere", "--points",
-                                                     "32", "--threads", "1", "--out", out, "--model-options", options});
+    const auto [status, peak] = status_and_peak_kib({"vnt", "train", "--synth-classes", "box,sphere", "--points", "32",
+                                                     "--threads", "1", "--out", out, "--model-options", options});
     EXPECT_EQ(status, 2) << options;
     EXPECT_LT(peak, baseline_peak_kib() + 120 * 1024) << options;
     EXPECT_FALSE(fs::exists(out)) << options;
@@ -267,8 +273,8 @@ TEST(Hardening, HugeModelsAreRefusedBeforeTheyAreBuilt) {
   const auto count = run_qkv("params --model vnt --count --model-options '{\"blocks\":1000000}'");
   EXPECT_EQ(count.status, 0) << count.output;
   EXPECT_EQ(count.output, "1280129096143752\n");
-  const auto [status, peak] = status_and_peak_kib({"params", "--model", "vnt", "--count", "--model-options",
-                                                   "{\"blocks\":1000000}"});
+  const auto [status, peak] =
+      status_and_peak_kib({"params", "--model", "vnt", "--count", "--model-options", "{\"blocks\":1000000}"});
   EXPECT_EQ(status, 0);
   EXPECT_LT(peak, baseline_peak_kib() + 120 * 1024);
 }
@@ -283,7 +289,8 @@ TEST(Hardening, CraftedCheckpointSettingsNameTheCheckpoint) {
   const auto original = qkv::train::read_checkpoint_state(tiny_vnt_checkpoint());
   const std::string input = dir + "/cloud.xyz";
   std::string text;
-  for (int i = 0; i < 64; ++i) text += std::to_string(i % 4) + " " + std::to_string(i / 4 % 4) + " " + std::to_string(i / 16) + "\n";
+  for (int i = 0; i < 64; ++i)
+    text += std::to_string(i % 4) + " " + std::to_string(i / 4 % 4) + " " + std::to_string(i / 16) + "\n";
   write(input, text);
   auto crafted = [&](const std::string& name, const std::function<void(nlohmann::json&)>& edit) {
     auto state = original;

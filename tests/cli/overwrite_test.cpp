@@ -150,8 +150,9 @@ TEST(Overwrite, SpiralsTrainAndExportWeights) {
 
   const std::string ckpt = run + "/checkpoints/best.ckpt";
   ASSERT_TRUE(fs::exists(ckpt));
-  exercise_file_output([&](const std::string& out) { return "export-weights --checkpoint " + ckpt + " --output " + out; },
-                       root + "/weights", "w.pt", "mine.pt");
+  exercise_file_output(
+      [&](const std::string& out) { return "export-weights --checkpoint " + ckpt + " --output " + out; },
+      root + "/weights", "w.pt", "mine.pt");
   fs::remove_all(root);
 }
 
@@ -179,7 +180,8 @@ TEST(Overwrite, NothingIsWrittenOrDeletedThroughALink) {
 
   // A synthetic-data class folder that is a link: regenerating is refused.
   const std::string shapes = root + "/shapes", box = root + "/box";
-  const std::string synth = "data synth-shapes --classes box,torus --train-per-class 2 --test-per-class 1 --out " + shapes;
+  const std::string synth =
+      "data synth-shapes --classes box,torus --train-per-class 2 --test-per-class 1 --out " + shapes;
   ASSERT_EQ(run_qkv(synth).status, 0);
   fs::rename(shapes + "/box", box);
   fs::create_directory_symlink(box, shapes + "/box");
@@ -243,7 +245,8 @@ TEST(Overwrite, DataSynthShapesAndSynthParts) {
   const std::string parts = fresh_dir("ow_synth_parts");
   const std::string cmd =
       "data synth-parts --classes Table --train-per-class 1 --val-per-class 1 --test-per-class 1 "
-      "--points-per-shape 100 --out " + parts;
+      "--points-per-shape 100 --out " +
+      parts;
   const auto r = run_qkv(cmd);
   ASSERT_EQ(r.status, 0) << r.output;
   const std::string shape = first_file_in(parts + "/" + kTableSynset);
@@ -274,9 +277,9 @@ TEST(Overwrite, VntTrainAndAttention) {
   const std::string shape = first_file_in(run + "/synthetic/box/test");
   ASSERT_FALSE(shape.empty());
   const std::string out = root + "/attention";
-  exercise_folder_output("vnt attention --threads 1 --checkpoint " + run + "/checkpoints/best.ckpt --input " + shape +
-                             " --out " + out,
-                         out, {"shape.ply", "rotated.ply", "shape.png", "rotated.png"});
+  exercise_folder_output(
+      "vnt attention --threads 1 --checkpoint " + run + "/checkpoints/best.ckpt --input " + shape + " --out " + out,
+      out, {"shape.ply", "rotated.ply", "shape.png", "rotated.png"});
   fs::remove_all(root);
 }
 
@@ -313,8 +316,10 @@ TEST(Overwrite, SegTrainAndPredict) {
 TEST(Overwrite, SynthDirWithAUserFileIsRefusedAndReusedWithout) {
   const std::string root = fresh_dir("ow_synth_dir");
   const std::string synth = root + "/shapes";
-  const auto made = run_qkv("data synth-shapes --classes box,sphere --train-per-class 4 --test-per-class 2 --seed 5 "
-                            "--out " + synth);
+  const auto made = run_qkv(
+      "data synth-shapes --classes box,sphere --train-per-class 4 --test-per-class 2 --seed 5 "
+      "--out " +
+      synth);
   ASSERT_EQ(made.status, 0) << made.output;
   put_user_file(synth + "/notes.txt");
   const Tree with_notes = snapshot(synth);
@@ -376,9 +381,11 @@ std::string OverwriteMhca::root_, OverwriteMhca::cohort_, OverwriteMhca::run_;
 
 TEST_F(OverwriteMhca, Synth) {
   const std::string out = root_ + "/small_cohort";
-  exercise_folder_output("mhca synth --subjects 4 --pd-fraction 0.5 --cpg 50 --shape 24,28,24 --atlas none --seed 1 "
-                         "--threads 1 --out " + out,
-                         out, {"manifest.csv", "methylation.csv", "ground_truth.json"});
+  exercise_folder_output(
+      "mhca synth --subjects 4 --pd-fraction 0.5 --cpg 50 --shape 24,28,24 --atlas none --seed 1 "
+      "--threads 1 --out " +
+          out,
+      out, {"manifest.csv", "methylation.csv", "ground_truth.json"});
 }
 
 TEST_F(OverwriteMhca, TrainAndCrossValidation) {
@@ -411,8 +418,10 @@ TEST_F(OverwriteMhca, SelectPredictExplain) {
 
 TEST_F(OverwriteMhca, SynthNeverWritesThroughALinkedSpectFolder) {
   const std::string out = root_ + "/linked_cohort", mine = root_ + "/my_spect";
-  const std::string synth = "mhca synth --subjects 4 --pd-fraction 0.5 --cpg 50 --shape 24,28,24 --atlas none "
-                            "--threads 1 --out " + out;
+  const std::string synth =
+      "mhca synth --subjects 4 --pd-fraction 0.5 --cpg 50 --shape 24,28,24 --atlas none "
+      "--threads 1 --out " +
+      out;
   ASSERT_EQ(run_qkv(synth + " --seed 1").status, 0);
   fs::rename(out + "/spect", mine);
   fs::create_directory_symlink(mine, out + "/spect");
@@ -440,8 +449,9 @@ TEST_F(OverwriteMhca, CrossValidationResumesOnlyItsOwnFolderWithItsOwnSettings) 
            {" --model xgboost --folds 3", "folds: 2 there, 3 now"}}) {
     const auto r = run_qkv(base + args + " --resume --out " + cv);
     EXPECT_EQ(r.status, 2) << r.output;
-    EXPECT_NE(r.output.find("qkv mhca cv: error: --out " + cv + " holds a cross validation with other settings (" + needle),
-              std::string::npos)
+    EXPECT_NE(
+        r.output.find("qkv mhca cv: error: --out " + cv + " holds a cross validation with other settings (" + needle),
+        std::string::npos)
         << r.output;
   }
   EXPECT_EQ(changes(cv_before, snapshot(cv)), "");

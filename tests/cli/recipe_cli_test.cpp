@@ -113,7 +113,8 @@ TEST(Recipe, VnnSegDecaysLearningRateAndBatchNormMomentum) {
   const auto r = run_qkv(
       "seg train --recipe vnn-seg --data synthetic --synth-classes Table,Lamp --synth-train-per-class 8 "
       "--synth-val-per-class 2 --synth-test-per-class 2 --synth-points-per-shape 200 --points-per-shape 128 "
-      "--points 64 --epochs 1 --threads 1 --out " + out + "/run");
+      "--points 64 --epochs 1 --threads 1 --out " +
+      out + "/run");
   ASSERT_EQ(r.status, 0) << r.output;
   const auto config = read_json(out + "/run/config.json");
   EXPECT_EQ(config.at("model").at("name"), "vn-dgcnn-seg");
@@ -154,14 +155,18 @@ TEST(UpAxis, ChosenFromTheLayoutAndPrinted) {
       for (const auto& f : fs::directory_iterator(out + "/synthetic/synthetic/" + cls + "/" + split))
         if (copied++ < 4) fs::copy_file(f.path(), to + "/" + f.path().filename().string());
     }
-  r = run_qkv("vnt train --data " + tree + " --points-per-shape 128 --points 64 --epochs 1 --threads 1 "
-              "--model vn-dgcnn --batch-size 4 --out " + out + "/off");
+  r = run_qkv("vnt train --data " + tree +
+              " --points-per-shape 128 --points 64 --epochs 1 --threads 1 "
+              "--model vn-dgcnn --batch-size 4 --out " +
+              out + "/off");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("up axis: z (the ModelNet40 layout's"), std::string::npos) << r.output;
   EXPECT_EQ(read_json(out + "/off/config.json").at("data").at("up_axis"), 2);
   // An explicit axis is kept and not announced.
-  r = run_qkv("vnt train --data " + tree + " --up-axis 1 --points-per-shape 128 --points 64 --epochs 1 --threads 1 "
-              "--model vn-dgcnn --batch-size 4 --out " + out + "/explicit");
+  r = run_qkv("vnt train --data " + tree +
+              " --up-axis 1 --points-per-shape 128 --points 64 --epochs 1 --threads 1 "
+              "--model vn-dgcnn --batch-size 4 --out " +
+              out + "/explicit");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(r.output.find("up axis:"), std::string::npos) << r.output;
   EXPECT_EQ(read_json(out + "/explicit/config.json").at("data").at("up_axis"), 1);

@@ -114,8 +114,8 @@ TEST(Resume, ADivergedOptimizerStateIsRefusedByName) {
   train::TrainState state = train::read_checkpoint_state(last);
   const auto& stored = state.run_config.at("model");
   auto model = models::find_model(stored.at("name")).make(stored.at("options"));
-  auto optimizer = train::make_optimizer(model->parameters(),
-                                         train::TrainConfig::from_json(state.run_config.at("train")).optim);
+  auto optimizer =
+      train::make_optimizer(model->parameters(), train::TrainConfig::from_json(state.run_config.at("train")).optim);
   train::load_checkpoint(last, *model, optimizer.get());
   int poisoned = 0;
   for (auto& [key, param_state] : optimizer->state()) {

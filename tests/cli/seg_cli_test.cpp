@@ -29,12 +29,13 @@ class SegCli : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new std::string(qkv::testing::fresh_dir("seg_cli"));
-    result_ = new qkv::testing::CliResult(run_qkv(
-        "seg train --data synthetic --synth-classes Table,Lamp,Airplane --synth-train-per-class 24 "
-        "--synth-val-per-class 4 --synth-test-per-class 6 --synth-points-per-shape 600 --points-per-shape 512 "
-        "--points 128 --protocol i/i --epochs 30 --batch-size 8 --lr 3e-3 --step-size 15 --gamma 0.5 "
-        "--linear-dim 16 --heads 4 --head-dim 8 --model-options '{\"k\":10,\"seg_hidden\":[64,64,32]}' "
-        "--threads 1 --seed 3 --out " + *dir_));
+    result_ = new qkv::testing::CliResult(
+        run_qkv("seg train --data synthetic --synth-classes Table,Lamp,Airplane --synth-train-per-class 24 "
+                "--synth-val-per-class 4 --synth-test-per-class 6 --synth-points-per-shape 600 --points-per-shape 512 "
+                "--points 128 --protocol i/i --epochs 30 --batch-size 8 --lr 3e-3 --step-size 15 --gamma 0.5 "
+                "--linear-dim 16 --heads 4 --head-dim 8 --model-options '{\"k\":10,\"seg_hidden\":[64,64,32]}' "
+                "--threads 1 --seed 3 --out " +
+                *dir_));
   }
   static void TearDownTestSuite() {
     fs::remove_all(*dir_);
@@ -63,8 +64,7 @@ TEST_F(SegCli, ShortRunLearnsAndScoresEveryTestRotation) {
   EXPECT_GE(test.at("class_miou").get<double>(), 0.5) << summary.dump(2);
   // Trained without rotations (I/I), scored the same under z and SO(3).
   for (const char* key : {"test_z", "test_so3"})
-    EXPECT_NEAR(summary.at(key).at("instance_miou").get<double>(), test.at("instance_miou").get<double>(), 0.02)
-        << key;
+    EXPECT_NEAR(summary.at(key).at("instance_miou").get<double>(), test.at("instance_miou").get<double>(), 0.02) << key;
   const auto& categories = test.at("category_iou");
   EXPECT_EQ(categories.size(), 3u);
   for (const char* name : {"Airplane", "Lamp", "Table"}) EXPECT_EQ(categories.at(name).at("shapes").get<int>(), 6);
@@ -77,7 +77,8 @@ TEST_F(SegCli, ShortRunLearnsAndScoresEveryTestRotation) {
 TEST_F(SegCli, EvalReproducesTheSummaryAndMeasuresInvariance) {
   ASSERT_EQ(result_->status, 0) << result_->output;
   const auto summary = read_json(*dir_ + "/summary.json");
-  const auto r = run_qkv("seg eval --checkpoint " + *dir_ + "/checkpoints/best.ckpt --rotate so3 --invariance 4 --threads 1");
+  const auto r =
+      run_qkv("seg eval --checkpoint " + *dir_ + "/checkpoints/best.ckpt --rotate so3 --invariance 4 --threads 1");
   ASSERT_EQ(r.status, 0) << r.output;
   const auto j = trailing_json(r.output);
   EXPECT_NEAR(j.at("instance_miou").get<double>(), summary.at("test_so3").at("instance_miou").get<double>(), 1e-9);
@@ -139,7 +140,8 @@ TEST_F(SegCli, PredictLabelsEveryPointOfAFileAndWritesThemColoured) {
   ASSERT_EQ(cloud.vertex_properties.size(), 2u);
   EXPECT_EQ(cloud.vertex_properties[0].name, "label");
   EXPECT_TRUE(cloud.vertex_properties[0].integer);
-  for (size_t i = 0; i < 600; ++i) EXPECT_EQ(cloud.vertex_properties[0].values[i], j.at("labels")[i].get<double>()) << i;
+  for (size_t i = 0; i < 600; ++i)
+    EXPECT_EQ(cloud.vertex_properties[0].values[i], j.at("labels")[i].get<double>()) << i;
   EXPECT_EQ(cloud.vertex_properties[1].name, "true_label");
   // Part names, from the built-in shapes the run learnt.
   ASSERT_EQ(j.at("parts").size(), 3u);

@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <tuple>
-#include <nlohmann/json.hpp>
 
 #include "qkv/core/npy.h"
 #include "qkv/picture/png.h"
@@ -34,7 +34,8 @@ class VntCli : public ::testing::Test {
         "vnt train --data synthetic --synth-classes box,sphere,torus,cone --synth-train-per-class 20 "
         "--synth-test-per-class 6 --points-per-shape 256 --points 128 --protocol z/z --epochs 20 --batch-size 8 "
         "--lr 2e-3 --step-size 10 --gamma 0.5 --linear-dim 8 --heads 4 --head-dim 8 "
-        "--model-options '{\"k\":10,\"head_hidden\":[64,32],\"dropout\":0.2}' --threads 1 --seed 3 --out " + *dir_));
+        "--model-options '{\"k\":10,\"head_hidden\":[64,32],\"dropout\":0.2}' --threads 1 --seed 3 --out " +
+        *dir_));
   }
   static void TearDownTestSuite() {
     fs::remove_all(*dir_);
@@ -89,7 +90,8 @@ TEST_F(VntCli, EvalReproducesTheSummaryAndMeasuresInvariance) {
   int64_t support = 0;
   for (size_t c = 0; c < confusion.size(); ++c) {
     int64_t row = 0, column = 0;
-    for (size_t k = 0; k < confusion.size(); ++k) row += confusion[c][k].get<int64_t>(), column += confusion[k][c].get<int64_t>();
+    for (size_t k = 0; k < confusion.size(); ++k)
+      row += confusion[c][k].get<int64_t>(), column += confusion[k][c].get<int64_t>();
     const auto& entry = j.at("per_class")[c];
     EXPECT_EQ(entry.at("class"), j.at("classes")[c]);
     EXPECT_EQ(entry.at("support").get<int64_t>(), row);
@@ -142,8 +144,8 @@ TEST_F(VntCli, PredictAndAttentionOnAShapeFile) {
     EXPECT_EQ(rgb.size(), static_cast<size_t>(width * height * 3)) << png;
     EXPECT_GT(width, height) << png;  // the colour bar beside the cloud
   }
-  expect_clean_failure(run_qkv("vnt attention --checkpoint " + *dir_ + " --input " + shape + " --scale log --out " + out),
-                       2, "--scale");
+  expect_clean_failure(
+      run_qkv("vnt attention --checkpoint " + *dir_ + " --input " + shape + " --scale log --out " + out), 2, "--scale");
 }
 
 TEST_F(VntCli, EmbedWritesOneInvariantVectorPerShape) {
@@ -198,14 +200,14 @@ TEST_F(VntCli, EmbedWritesOneInvariantVectorPerShape) {
   // split, an output inside the input, an output that exists.
   expect_clean_failure(run_qkv("vnt embed --checkpoint " + checkpoint + " --out " + *dir_ + "/embed-none"), 2,
                        "--split");
-  expect_clean_failure(run_qkv("vnt embed --checkpoint " + checkpoint + " --input " + folder +
-                               " --split test --out " + *dir_ + "/embed-both"),
+  expect_clean_failure(run_qkv("vnt embed --checkpoint " + checkpoint + " --input " + folder + " --split test --out " +
+                               *dir_ + "/embed-both"),
                        2, "--input");
-  expect_clean_failure(run_qkv("vnt embed --checkpoint " + checkpoint + " --split tset --out " + *dir_ + "/embed-x"),
-                       2, "tset");
-  expect_clean_failure(run_qkv("vnt embed --checkpoint " + checkpoint + " --input " + folder + " --out " + folder +
-                               "/embed"),
-                       2, "lies inside --input");
+  expect_clean_failure(run_qkv("vnt embed --checkpoint " + checkpoint + " --split tset --out " + *dir_ + "/embed-x"), 2,
+                       "tset");
+  expect_clean_failure(
+      run_qkv("vnt embed --checkpoint " + checkpoint + " --input " + folder + " --out " + folder + "/embed"), 2,
+      "lies inside --input");
   expect_clean_failure(run_qkv("vnt embed --checkpoint " + checkpoint + " --split test --out " + split_out), 2,
                        "--overwrite");
   for (const char* never : {"/embed-none", "/embed-both", "/embed-x"}) EXPECT_FALSE(fs::exists(*dir_ + never));
@@ -267,7 +269,8 @@ namespace {
 // A mesh as another tool would save it: Wavefront OBJ or ASCII STL.
 std::string mesh_as_obj(const qkv::pointcloud::Mesh& m) {
   std::string out = "# exported\n";
-  for (const auto& v : m.vertices) out += "v " + std::to_string(v[0]) + " " + std::to_string(v[1]) + " " + std::to_string(v[2]) + "\n";
+  for (const auto& v : m.vertices)
+    out += "v " + std::to_string(v[0]) + " " + std::to_string(v[1]) + " " + std::to_string(v[2]) + "\n";
   for (const auto& f : m.faces)
     out += "f " + std::to_string(f[0] + 1) + " " + std::to_string(f[1] + 1) + " " + std::to_string(f[2] + 1) + "\n";
   return out;
@@ -323,8 +326,10 @@ TEST(VntCliOwnShapes, TheReadmeExampleRunsAsPrinted) {
   const auto commands = readme_own_shapes_commands();
   ASSERT_EQ(commands.size(), 2u);
   const auto dir = qkv::testing::fresh_dir("vnt_own_shapes");
-  const auto made = run_qkv("data synth-shapes --classes table,cone,torus --train-per-class 8 --test-per-class 2 "
-                            "--seed 2 --out " + dir + "/synthetic");
+  const auto made = run_qkv(
+      "data synth-shapes --classes table,cone,torus --train-per-class 8 --test-per-class 2 "
+      "--seed 2 --out " +
+      dir + "/synthetic");
   ASSERT_EQ(made.status, 0) << made.output;
   int written = 0;
   for (const char* cls : {"table", "cone", "torus"})
@@ -344,8 +349,8 @@ TEST(VntCliOwnShapes, TheReadmeExampleRunsAsPrinted) {
   ASSERT_EQ(written, 30);
   for (const auto& command : commands) {
     ASSERT_EQ(command.rfind("qkv ", 0), 0u) << command;
-    const auto r = qkv::testing::run_shell("cd " + dir + " && " + qkv::testing::qkv_binary() + " " +
-                                           command.substr(4) + " --threads 1 2>&1");
+    const auto r = qkv::testing::run_shell("cd " + dir + " && " + qkv::testing::qkv_binary() + " " + command.substr(4) +
+                                           " --threads 1 2>&1");
     ASSERT_EQ(r.status, 0) << command << "\n" << r.output;
     if (command.find("vnt train") != std::string::npos) {
       EXPECT_NE(r.output.find("my_shapes (flat layout, detected): 24 train / 6 test shapes, 3 classes"),
@@ -379,14 +384,16 @@ TEST(VntCliPointFeatures, ColourAloneTellsTheClassesApart) {
   std::uniform_int_distribution<int> jitter(-20, 20);
   for (const auto& [cls, red, blue] : {std::tuple<const char*, int, int>{"red", 220, 30}, {"blue", 30, 220}})
     for (int i = 0; i < 14; ++i) {
-      std::string ply = "ply\nformat ascii 1.0\nelement vertex 200\nproperty float x\nproperty float y\n"
-                        "property float z\nproperty uchar red\nproperty uchar green\nproperty uchar blue\nend_header\n";
+      std::string ply =
+          "ply\nformat ascii 1.0\nelement vertex 200\nproperty float x\nproperty float y\n"
+          "property float z\nproperty uchar red\nproperty uchar green\nproperty uchar blue\nend_header\n";
       for (int p = 0; p < 200; ++p)
         ply += std::to_string(gauss(rng)) + " " + std::to_string(gauss(rng)) + " " + std::to_string(0.5f * gauss(rng)) +
                " " + std::to_string(red + jitter(rng)) + " 40 " + std::to_string(blue + jitter(rng)) + "\n";
       qkv::testing::write_text_file(dir + "/clouds/" + cls + "/" + cls + "_" + std::to_string(i) + ".ply", ply);
     }
-  const std::string train = "vnt train --data " + dir + "/clouds --points 64 --epochs 20 --batch-size 8 --lr 3e-3 "
+  const std::string train = "vnt train --data " + dir +
+                            "/clouds --points 64 --epochs 20 --batch-size 8 --lr 3e-3 "
                             "--protocol so3/so3 --linear-dim 8 --heads 2 --head-dim 4 --model-options "
                             "'{\"k\":8,\"blocks\":1,\"head_hidden\":[16]}' --threads 1 --seed 1 ";
   const auto r = run_qkv(train + "--point-features rgb --out " + dir + "/run");

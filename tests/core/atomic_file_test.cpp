@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <set>
 #include <fstream>
+#include <set>
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include <torch/cuda.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <torch/cuda.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -88,8 +88,13 @@ TEST(AtomicFile, StaleTemporariesAreRemovedByExactNameOnly) {
   // A user's files that only look alike: other lengths, no leading dot, other
   // letters, an empty NAME, a folder and a link; and a temporary's form for a
   // file that is not a target.
-  const std::vector<std::string> theirs = {".last.ckpt.tmp.Ab12c", ".last.ckpt.tmp.Ab12cDe", "last.ckpt.tmp.Ab12cD",
-                                           ".last.ckpt.tmp.Ab-2cD", ".tmp.Ab12cD", ".last.ckpt.TMP.Ab12cD", "notes.txt",
+  const std::vector<std::string> theirs = {".last.ckpt.tmp.Ab12c",
+                                           ".last.ckpt.tmp.Ab12cDe",
+                                           "last.ckpt.tmp.Ab12cD",
+                                           ".last.ckpt.tmp.Ab-2cD",
+                                           ".tmp.Ab12cD",
+                                           ".last.ckpt.TMP.Ab12cD",
+                                           "notes.txt",
                                            ".notes.txt.tmp.Ab12cD"};
   for (const auto& n : ours) std::ofstream(dir / n) << "half";
   for (const auto& n : theirs) std::ofstream(dir / n) << "mine";

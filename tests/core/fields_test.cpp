@@ -48,12 +48,14 @@ TEST(Fields, RoundTripAndDefaults) {
 }
 
 TEST(Fields, WrongTypeNamesTheKey) {
-  const auto message = qkv::testing::data_error_of(
-      [] { qkv::fields_from_json<demo::Settings>({{"count", "many"}}, "the run's settings"); });
+  const auto message = qkv::testing::data_error_of([] {
+    qkv::fields_from_json<demo::Settings>({{"count", "many"}}, "the run's settings");
+  });
   EXPECT_NE(message.find("the run's settings"), std::string::npos) << message;
   EXPECT_NE(message.find("'count'"), std::string::npos) << message;
-  EXPECT_NE(qkv::testing::data_error_of([] { qkv::fields_from_json<demo::Settings>(nlohmann::json::array(), "s"); })
-                .find("JSON object"),
+  EXPECT_NE(qkv::testing::data_error_of([] {
+              qkv::fields_from_json<demo::Settings>(nlohmann::json::array(), "s");
+            }).find("JSON object"),
             std::string::npos);
 }
 
@@ -128,7 +130,8 @@ TEST(ConfigErrors, KeysAreNamedByTheFrontEnd) {
       if (c == '_') c = '-';
     return "--" + key;
   };
-  EXPECT_EQ(qkv::setting_message(e.key, e.problem, flag), "--no-cache: --load-cache and --cache-dtype need the KV cache");
+  EXPECT_EQ(qkv::setting_message(e.key, e.problem, flag),
+            "--no-cache: --load-cache and --cache-dtype need the KV cache");
   EXPECT_EQ(qkv::setting_message("max_new", "must be >= 0", flag), "--max-new must be >= 0");
   // Braces that are not a key (JSON, paths, empty) are left as they are.
   const std::string text = "{\"a\": 1} {Bad} {x-y} {} {open";
@@ -159,8 +162,9 @@ TEST(Fields, ChoicesAreCheckedLikeRanges) {
     EXPECT_EQ(e.key, "scale");
     EXPECT_EQ(std::string(e.what()), "scale must be one of absolute, row, got 'Row'");
   }
-  const auto message = qkv::testing::data_error_of(
-      [] { qkv::fields_from_json<demo::Mode>({{"scale", "log"}}, "config.json"); });
+  const auto message = qkv::testing::data_error_of([] {
+    qkv::fields_from_json<demo::Mode>({{"scale", "log"}}, "config.json");
+  });
   EXPECT_EQ(message, "config.json: 'scale' must be one of absolute, row, got 'log'");
   EXPECT_EQ(qkv::fields_from_json<demo::Mode>({{"scale", "row"}}, "config.json").scale, "row");
 }
@@ -180,11 +184,13 @@ TEST(Fields, SetFromTextParsesByTypeAndChecks) {
   EXPECT_FALSE(qkv::set_field_from_text(s, "speed", "1", "recipe r"));
   EXPECT_EQ(qkv::testing::data_error_of([&] { qkv::set_field_from_text(s, "rate", "2", "recipe r"); }),
             "recipe r: 'rate' must be in [0, 1] (2)");
-  EXPECT_NE(qkv::testing::data_error_of([&] { qkv::set_field_from_text(s, "count", "many", "recipe r"); })
-                .find("recipe r: 'count'"),
+  EXPECT_NE(qkv::testing::data_error_of([&] {
+              qkv::set_field_from_text(s, "count", "many", "recipe r");
+            }).find("recipe r: 'count'"),
             std::string::npos);
   demo::Mode m;
-  EXPECT_NE(qkv::testing::data_error_of([&] { qkv::set_field_from_text(m, "scale", "log", "recipe r"); })
-                .find("must be one of absolute, row"),
+  EXPECT_NE(qkv::testing::data_error_of([&] {
+              qkv::set_field_from_text(m, "scale", "log", "recipe r");
+            }).find("must be one of absolute, row"),
             std::string::npos);
 }

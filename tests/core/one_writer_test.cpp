@@ -44,14 +44,14 @@ TEST(OutputsApart, AnOutputThatIsHoldsOrLiesInsideAnInputIsRefused) {
             std::string::npos);
   // Through a link to the folder, a "." and "..", and a second hard link.
   fs::create_directory_symlink(cohort, root / "link");
-  EXPECT_NE(usage_error_of([&] { qkv::check_outputs_apart((root / "link").string(), "out", inputs); }), "(no UsageError)");
-  EXPECT_NE(usage_error_of([&] {
-              qkv::check_outputs_apart((cohort / "." / ".." / "cohort").string(), "out", inputs);
-            }),
+  EXPECT_NE(usage_error_of([&] { qkv::check_outputs_apart((root / "link").string(), "out", inputs); }),
+            "(no UsageError)");
+  EXPECT_NE(usage_error_of([&] { qkv::check_outputs_apart((cohort / "." / ".." / "cohort").string(), "out", inputs); }),
             "(no UsageError)");
   fs::create_hard_link(cohort / "manifest.csv", root / "same.csv");
-  EXPECT_NE(usage_error_of([&] { qkv::check_outputs_apart((root / "same.csv").string(), "output", inputs); })
-                .find("under another name"),
+  EXPECT_NE(usage_error_of([&] {
+              qkv::check_outputs_apart((root / "same.csv").string(), "output", inputs);
+            }).find("under another name"),
             std::string::npos);
   // Beside an input (a sibling, a prefix of its name) is fine.
   EXPECT_NO_THROW(qkv::check_outputs_apart((cohort / "predictions.csv").string(), "output", inputs));
@@ -110,13 +110,15 @@ TEST(OneWriter, ASecondCommandIsRefusedNamingTheHolderAndADeadOnesFolderIsTakenO
   const pid_t holder = claiming_child(dir, /*whole=*/true);
   ASSERT_GT(holder, 0);
   // Refused before anything is removed, naming the process and its command.
-  const std::string why =
-      usage_error_of([&] { auto c = qkv::claim_output_dir(dir.string(), "out", true, {"vnt train", {}}); });
+  const std::string why = usage_error_of([&] {
+    auto c = qkv::claim_output_dir(dir.string(), "out", true, {"vnt train", {}});
+  });
   EXPECT_NE(why.find("another qkv command is writing there (process " + std::to_string(holder) + ": "),
             std::string::npos)
       << why;
   const auto ledger_before = read_ledger_text(dir);
-  EXPECT_NE(usage_error_of([&] { auto c = qkv::adopt_output_dir(dir.string(), "resume", "vnt train"); }), "(no UsageError)");
+  EXPECT_NE(usage_error_of([&] { auto c = qkv::adopt_output_dir(dir.string(), "resume", "vnt train"); }),
+            "(no UsageError)");
   EXPECT_NE(usage_error_of([&] {
               auto c = qkv::claim_output_file((dir / "b.csv").string(), "output", false, {"mhca predict", {}});
             }),
@@ -136,7 +138,10 @@ TEST(OneWriter, ASecondCommandIsRefusedNamingTheHolderAndADeadOnesFolderIsTakenO
     auto beside = qkv::claim_output_file((dir / "b.csv").string(), "output", false, {"mhca predict", {}});
     EXPECT_TRUE(beside.held());
   }
-  EXPECT_NE(usage_error_of([&] { auto c = qkv::claim_output_dir(dir.string(), "out", true, {"vnt train", {}}); }), "(no UsageError)");
+  EXPECT_NE(usage_error_of([&] {
+              auto c = qkv::claim_output_dir(dir.string(), "out", true, {"vnt train", {}});
+            }),
+            "(no UsageError)");
   kill_and_reap(writer);
   // Two claims in one process share the folder's lock (a command writing two files).
   auto a = qkv::claim_output_dir(dir.string(), "out", true, {"vnt train", {}});
@@ -179,8 +184,9 @@ TEST(OutputsApart, ALedgerLineThatCannotBeReadStopsOverwriteBeforeAnythingIsDele
     std::ofstream ledger(dir / qkv::kLedgerName, std::ios::app);
     ledger << "{\"bytes\":3,\"crc32\":\"0\n";
   }
-  const std::string why =
-      usage_error_of([&] { auto c = qkv::claim_output_dir(dir.string(), "out", true, {"vnt train", {}}); });
+  const std::string why = usage_error_of([&] {
+    auto c = qkv::claim_output_dir(dir.string(), "out", true, {"vnt train", {}});
+  });
   EXPECT_NE(why.find(qkv::kLedgerName + std::string(": line 4 cannot be read")), std::string::npos) << why;
   EXPECT_TRUE(fs::exists(dir / "a.txt"));
   EXPECT_TRUE(fs::exists(dir / "b.txt"));

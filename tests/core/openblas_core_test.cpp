@@ -61,8 +61,8 @@ TEST(OpenBlasCore, AStrongerCoreOnlyWhereOpenBlasChoseANarrowerOne) {
   EXPECT_EQ(stronger_core("Nehalem", 3), "Sandybridge");
   EXPECT_FALSE(stronger_core("Cooperlake", 5).has_value());  // its own AVX-512 choice stands
   EXPECT_FALSE(stronger_core("Zen", 4).has_value());
-  EXPECT_FALSE(stronger_core("SkylakeX", 4).has_value());    // never narrower than OpenBLAS's
-  EXPECT_FALSE(stronger_core("Prescott", 1).has_value());    // nothing better on plain x86-64
+  EXPECT_FALSE(stronger_core("SkylakeX", 4).has_value());      // never narrower than OpenBLAS's
+  EXPECT_FALSE(stronger_core("Prescott", 1).has_value());      // nothing better on plain x86-64
   EXPECT_FALSE(stronger_core("ThunderX2T99", 5).has_value());  // a name qkv does not know
   for (int level = 2; level <= 5; ++level)
     EXPECT_EQ(qkv::blas::openblas_core_level(qkv::blas::core_for_level(level)), level) << level;

@@ -15,10 +15,10 @@
 
 #include "qkv/attention/sdpa.h"
 #include "qkv/core/errors.h"
-#include "qkv/runtime/runtime.h"
 #include "qkv/cuda/point_kernels.h"
 #include "qkv/models/model.h"
 #include "qkv/pointcloud/transforms.h"
+#include "qkv/runtime/runtime.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/vn/vn_ops.h"
 #include "support/haar_rotation.h"
@@ -28,15 +28,15 @@ namespace {
 
 using namespace qkv;
 
-#define QKV_REQUIRE_GPU()                                                         \
-  do {                                                                            \
-    if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible";          \
+#define QKV_REQUIRE_GPU()                                               \
+  do {                                                                  \
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible"; \
   } while (0)
 
-#define QKV_REQUIRE_CUDA_KERNELS()                                                                    \
-  do {                                                                                               \
-    QKV_REQUIRE_GPU();                                                                               \
-    if (!cuda::kernels_built()) GTEST_SKIP() << "this build has no CUDA kernels (QKV_CUDA off)";    \
+#define QKV_REQUIRE_CUDA_KERNELS()                                                               \
+  do {                                                                                           \
+    QKV_REQUIRE_GPU();                                                                           \
+    if (!cuda::kernels_built()) GTEST_SKIP() << "this build has no CUDA kernels (QKV_CUDA off)"; \
   } while (0)
 
 const torch::Device kGpu(torch::kCUDA, 0);
@@ -46,7 +46,7 @@ const torch::Device kGpu(torch::kCUDA, 0);
 at::Tensor clouds_with_ties(int64_t b, int64_t n, int64_t dims, torch::Dtype dtype, int64_t seed) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   auto x = torch::randint(-6, 7, {b, dims, n}, gen, torch::kDouble) / 4.0;  // exact in both precisions
-  x.narrow(2, n / 2, n / 8).copy_(x.narrow(2, 0, n / 8));                 // duplicates
+  x.narrow(2, n / 2, n / 8).copy_(x.narrow(2, 0, n / 8));                   // duplicates
   return x.to(dtype);
 }
 
@@ -88,9 +88,10 @@ TEST(CudaKernels, KnnBeyondTheKernelStillFindsTheNearest) {
     const auto got = vn::knn_indices(x.to(kGpu), k).cpu();
     const auto expected = vn::knn_indices(x, k);
     auto distances = [&](const at::Tensor& idx) {
-      const auto p = x.transpose(1, 2);                              // [B, N, D]
-      const auto nb = p.unsqueeze(1).expand({2, 300, 300, 24}).gather(
-          2, idx.unsqueeze(-1).expand({2, 300, k, 24}));              // [B, N, k, D]
+      const auto p = x.transpose(1, 2);  // [B, N, D]
+      const auto nb = p.unsqueeze(1)
+                          .expand({2, 300, 300, 24})
+                          .gather(2, idx.unsqueeze(-1).expand({2, 300, k, 24}));  // [B, N, k, D]
       return (nb - p.unsqueeze(2)).pow(2).sum(-1);
     };
     EXPECT_LE(qkv::testing::max_abs_difference(distances(got), distances(expected)), 1e-9) << "k " << k;
@@ -143,20 +144,23 @@ TEST(CudaOps, VectorNeuronOpsMatchTheCpu) {
   for (const auto dtype : {torch::kFloat, torch::kDouble}) {
     const auto x = gaussian({2, 6, 3, 50}, dtype, 1);
     const auto d = gaussian({2, 6, 3, 50}, dtype, 2);
-    expect_same_on_gpu("vn_leaky_relu", [](auto& in) { return vn::vn_leaky_relu(in[0], in[1], 0.2); }, {x, d}, 1e-10);
+    expect_same_on_gpu(
+        "vn_leaky_relu", [](auto& in) { return vn::vn_leaky_relu(in[0], in[1], 0.2); }, {x, d}, 1e-10);
     const auto w = gaussian({4, 6}, dtype, 3);
-    expect_same_on_gpu("vn_linear", [](auto& in) { return vn::vn_linear(in[0], in[1]); }, {x, w}, 1e-10);
+    expect_same_on_gpu(
+        "vn_linear", [](auto& in) { return vn::vn_linear(in[0], in[1]); }, {x, w}, 1e-10);
     const auto idx = vn::knn_indices(gaussian({2, 3, 50}, dtype, 4), 8);
-    expect_same_on_gpu("edge_features", [](auto& in) { return vn::edge_features(in[0], in[1], true); }, {x, idx},
-                       1e-12);
+    expect_same_on_gpu(
+        "edge_features", [](auto& in) { return vn::edge_features(in[0], in[1], true); }, {x, idx}, 1e-12);
     const auto gamma = gaussian({6}, dtype, 5), beta = gaussian({6}, dtype, 6);
-    expect_same_on_gpu("vn_batch_norm",
-                       [](auto& in) {
-                         auto mean = torch::zeros({in[1].size(0)}, in[1].options()).detach();
-                         auto var = torch::ones({in[1].size(0)}, in[1].options()).detach();
-                         return vn::vn_batch_norm(in[0], in[1], in[2], mean, var, true, 0.1, 1e-5, nullptr);
-                       },
-                       {x, gamma, beta}, 1e-9);
+    expect_same_on_gpu(
+        "vn_batch_norm",
+        [](auto& in) {
+          auto mean = torch::zeros({in[1].size(0)}, in[1].options()).detach();
+          auto var = torch::ones({in[1].size(0)}, in[1].options()).detach();
+          return vn::vn_batch_norm(in[0], in[1], in[2], mean, var, true, 0.1, 1e-5, nullptr);
+        },
+        {x, gamma, beta}, 1e-9);
   }
 }
 
@@ -169,14 +173,15 @@ TEST(CudaOps, AttentionMatchesTheCpuWithMasks) {
     pad.narrow(1, 80, 10).fill_(true);
     for (const bool causal : {false, true})
       for (const bool padded : {false, true}) {
-        expect_same_on_gpu("attention",
-                           [&](auto& in) {
-                             attention::SdpaOptions options;
-                             options.causal = causal;
-                             if (padded) options.key_padding_mask = pad.to(in[0].device());
-                             return attention::scaled_dot_product_attention(in[0], in[1], in[2], options).output;
-                           },
-                           {q, k, v}, 1e-10);
+        expect_same_on_gpu(
+            "attention",
+            [&](auto& in) {
+              attention::SdpaOptions options;
+              options.causal = causal;
+              if (padded) options.key_padding_mask = pad.to(in[0].device());
+              return attention::scaled_dot_product_attention(in[0], in[1], in[2], options).output;
+            },
+            {q, k, v}, 1e-10);
       }
   }
 }
@@ -210,8 +215,8 @@ TEST(CudaModels, CheckpointsWrittenOnTheGpuLoadOnTheCpuBitForBit) {
   torch::manual_seed(5);
   auto model = models::find_model("vnt").make(options);
   model->to(kGpu);
-  const auto path = (std::filesystem::temp_directory_path() /
-                     ("qkv_cuda_test_" + std::to_string(::getpid()) + ".ckpt")).string();
+  const auto path =
+      (std::filesystem::temp_directory_path() / ("qkv_cuda_test_" + std::to_string(::getpid()) + ".ckpt")).string();
   train::save_checkpoint(path, *model, nullptr, train::TrainState{});
   torch::manual_seed(6);
   auto on_cpu = models::find_model("vnt").make(options);

@@ -43,8 +43,8 @@ const std::string kTrain =
 double max_weight_difference(const std::string& a, const std::string& b) {
   auto make = [](const std::string& path) {
     const auto config = train::read_checkpoint_config(path);
-    auto model = models::find_model(config.at("model").at("name").get<std::string>())
-                     .make(config.at("model").at("options"));
+    auto model =
+        models::find_model(config.at("model").at("name").get<std::string>()).make(config.at("model").at("options"));
     train::load_checkpoint(path, *model, nullptr);
     return model;
   };
@@ -122,8 +122,10 @@ TEST_F(DistributedCli, OnlyRankZeroWritesAndPrints) {
     ++summaries;
   EXPECT_EQ(summaries, 1u) << two_->output;
   std::vector<std::string> a, b;
-  for (const auto& e : fs::recursive_directory_iterator(*dir_ + "/two")) a.push_back(fs::relative(e.path(), *dir_ + "/two"));
-  for (const auto& e : fs::recursive_directory_iterator(*dir_ + "/one")) b.push_back(fs::relative(e.path(), *dir_ + "/one"));
+  for (const auto& e : fs::recursive_directory_iterator(*dir_ + "/two"))
+    a.push_back(fs::relative(e.path(), *dir_ + "/two"));
+  for (const auto& e : fs::recursive_directory_iterator(*dir_ + "/one"))
+    b.push_back(fs::relative(e.path(), *dir_ + "/one"));
   std::sort(a.begin(), a.end());
   std::sort(b.begin(), b.end());
   EXPECT_EQ(a, b);
@@ -154,16 +156,16 @@ struct LoneRun {
 LoneRun run_lone_rank(int rank, int timeout, const std::string& dir) {
   const std::string port = std::to_string(31000 + (getpid() + rank) % 3000);
   const auto start = std::chrono::steady_clock::now();
-  auto r = run_qkv("vnt train --data synthetic --synth-classes box,sphere --synth-train-per-class 4 "
-                   "--synth-test-per-class 1 --points-per-shape 64 --points 32 --epochs 1 --threads 1 "
-                   "--world-size 2 --rank " + std::to_string(rank) + " --master 127.0.0.1:" + port +
-                   " --dist-timeout " + std::to_string(timeout) + " --out " + dir);
+  auto r = run_qkv(
+      "vnt train --data synthetic --synth-classes box,sphere --synth-train-per-class 4 "
+      "--synth-test-per-class 1 --points-per-shape 64 --points 32 --epochs 1 --threads 1 "
+      "--world-size 2 --rank " +
+      std::to_string(rank) + " --master 127.0.0.1:" + port + " --dist-timeout " + std::to_string(timeout) + " --out " +
+      dir);
   return {r, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
 }
 
-std::string last_line(const std::string& output) {
-  return output.substr(output.rfind('\n', output.size() - 2) + 1);
-}
+std::string last_line(const std::string& output) { return output.substr(output.rfind('\n', output.size() - 2) + 1); }
 
 TEST(DistributedCliFailures, MissingPeerEndsWithOneLineWithinTheTimeout) {
   const std::string dir = fresh_dir("distributed_lonely");

@@ -238,8 +238,9 @@ void check_model_steps(const std::string& name, const nlohmann::json& options, c
     for (const auto& b : model->named_buffers())
       if (b.value().is_floating_point())
         worst = std::max(worst, (b.value() - their_buffers[b.key()]).abs().max().item<double>());
-    if (g.rank() == 0) std::printf("%s %s: largest weight difference after %lld steps %.3g\n", name.c_str(),
-                                   c10::toString(dtype), static_cast<long long>(steps), worst);
+    if (g.rank() == 0)
+      std::printf("%s %s: largest weight difference after %lld steps %.3g\n", name.c_str(), c10::toString(dtype),
+                  static_cast<long long>(steps), worst);
     EXPECT_LT(worst, tol) << name;
   });
 }
@@ -248,7 +249,8 @@ TEST(DistributedModel, VntStepsOnTwoHalvesEqualStepsOnTheWholeBatch) {
   // Measured 7e-10: float64 rounding, amplified by the model over three steps
   // (float32 gives ~1e-2 the same way, which is why this runs in float64); a
   // wrong weighting or a missing batch-norm sync gives O(0.1).
-  check_model_steps("vnt", {{"classes", 4}, {"linear_dim", 8}, {"heads", 2}, {"head_dim", 4}, {"k", 8}, {"dropout", 0.0}},
+  check_model_steps("vnt",
+                    {{"classes", 4}, {"linear_dim", 8}, {"heads", 2}, {"head_dim", 4}, {"k", 8}, {"dropout", 0.0}},
                     torch::kDouble, 1e-7);
 }
 

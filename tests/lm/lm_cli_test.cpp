@@ -27,8 +27,10 @@ class LmCli : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new std::string(fresh_dir("lm_cli"));
-    train_ = new CliResult(run_qkv("lm train --task copy --samples 64 --epochs 1 --d-model 16 --heads 2 --layers 1 "
-                                   "--threads 1 --out " + *dir_));
+    train_ =
+        new CliResult(run_qkv("lm train --task copy --samples 64 --epochs 1 --d-model 16 --heads 2 --layers 1 "
+                              "--threads 1 --out " +
+                              *dir_));
   }
   static void TearDownTestSuite() {
     fs::remove_all(*dir_);
@@ -104,8 +106,9 @@ TEST_F(LmCli, MaxNewBeyondMemoryIsAUsageError) {
   const auto r = run_qkv("lm generate --checkpoint " + checkpoint() + " --prompt a --max-new 1000000000000");
   expect_clean_failure(r, 2, "--max-new 1000000000000");
   EXPECT_NE(r.output.find("at most"), std::string::npos) << r.output;
-  expect_clean_failure(run_qkv("lm generate --checkpoint " + checkpoint() + " --prompt a --max-new 9223372036854775807"),
-                       2, "--max-new 9223372036854775807");
+  expect_clean_failure(
+      run_qkv("lm generate --checkpoint " + checkpoint() + " --prompt a --max-new 9223372036854775807"), 2,
+      "--max-new 9223372036854775807");
 }
 
 TEST_F(LmCli, TrainRemovesOnlyItsOwnStaleTemporaries) {
@@ -126,9 +129,10 @@ TEST_F(LmCli, TrainRemovesOnlyItsOwnStaleTemporaries) {
 
 TEST(LmCacheSize, OverflowIsAUsageErrorNotAWrappedNumber) {
   // Each of these printed 0, a negative or a wrapped byte count before.
-  for (const char* sizes : {"--layers 4294967296 --heads 4294967296 --dk 1 --dv 1 --seq 1",
-                            "--layers 9223372036854775807 --heads 1 --dk 1 --dv 1 --seq 1",
-                            "--layers 1000000 --heads 1000000 --dk 1000000 --dv 1000000 --seq 1000000 --batch-size 1000000"}) {
+  for (const char* sizes :
+       {"--layers 4294967296 --heads 4294967296 --dk 1 --dv 1 --seq 1",
+        "--layers 9223372036854775807 --heads 1 --dk 1 --dv 1 --seq 1",
+        "--layers 1000000 --heads 1000000 --dk 1000000 --dv 1000000 --seq 1000000 --batch-size 1000000"}) {
     const auto r = run_qkv(std::string("lm cache-size ") + sizes);
     expect_clean_failure(r, 2, "--layers");
     EXPECT_NE(r.output.find("--heads"), std::string::npos) << r.output;
@@ -150,7 +154,6 @@ TEST(LmCacheSize, EverySizeMustBePositive) {
   EXPECT_NE(run_qkv("lm cache-size --help").output.find("sequence length (>= 1)"), std::string::npos);
 }
 
-
 TEST_F(LmCli, CacheSizeReadsTheCheckpointAndKnowsEverySpelling) {
   ASSERT_EQ(train_->status, 0) << train_->output;
   // The fixture's model: 1 layer, 2 heads of width 8, float32.
@@ -162,8 +165,9 @@ TEST_F(LmCli, CacheSizeReadsTheCheckpointAndKnowsEverySpelling) {
   EXPECT_EQ(nlohmann::json::parse(int8.output).at("total_bytes").get<int64_t>(), 1 * 2 * 100 * 2 * (8 + 2));
   expect_clean_failure(run_qkv("lm cache-size --checkpoint " + checkpoint() + " --seq 10 --heads 4"), 2, "--heads");
   // --head-dim for both widths, fp16 for f16, windows and kv heads.
-  const auto spelled = run_qkv("lm cache-size --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --seq 4096 --window 1000 "
-                               "--sinks 24 --dtype fp16 --json");
+  const auto spelled = run_qkv(
+      "lm cache-size --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --seq 4096 --window 1000 "
+      "--sinks 24 --dtype fp16 --json");
   ASSERT_EQ(spelled.status, 0) << spelled.output;
   EXPECT_EQ(nlohmann::json::parse(spelled.output).at("total_bytes").get<int64_t>(), 2LL * 2 * 1024 * 2 * 64 * 2);
   // A mistyped option is named, not hidden behind a required one.
@@ -173,8 +177,10 @@ TEST_F(LmCli, CacheSizeReadsTheCheckpointAndKnowsEverySpelling) {
   const auto hidden = run_qkv("lm generate --checkpoint " + checkpoint() + " --promt hi");
   expect_clean_failure(hidden, 2, "unknown option --promt");
   EXPECT_NE(hidden.output.find("did you mean --prompt"), std::string::npos) << hidden.output;
-  expect_clean_failure(run_qkv("lm cache-size --layers 2 --heads 3 --kv-heads 2 --head-dim 4 --seq 8"), 2, "--kv-heads 2");
-  expect_clean_failure(run_qkv("lm cache-size --layers 2 --heads 2 --head-dim 4 --seq 8 --dtype int3"), 2, "--dtype 'int3'");
+  expect_clean_failure(run_qkv("lm cache-size --layers 2 --heads 3 --kv-heads 2 --head-dim 4 --seq 8"), 2,
+                       "--kv-heads 2");
+  expect_clean_failure(run_qkv("lm cache-size --layers 2 --heads 2 --head-dim 4 --seq 8 --dtype int3"), 2,
+                       "--dtype 'int3'");
   // The article's example, shrunk step by step.
   const auto article = run_qkv("lm cache-size --article --json");
   ASSERT_EQ(article.status, 0) << article.output;
@@ -188,8 +194,9 @@ TEST_F(LmCli, CacheSizeReadsTheCheckpointAndKnowsEverySpelling) {
 TEST_F(LmCli, GenerateSavesAndResumesAPromptCache) {
   ASSERT_EQ(train_->status, 0) << train_->output;
   const std::string file = *dir_ + "/prompt.kvc";
-  const std::string base = "lm generate --checkpoint " + checkpoint() +
-                           " --prompt 'abc|' --temperature 1 --max-new 30 --seed 3 --threads 1 --json --cache-dtype int8";
+  const std::string base =
+      "lm generate --checkpoint " + checkpoint() +
+      " --prompt 'abc|' --temperature 1 --max-new 30 --seed 3 --threads 1 --json --cache-dtype int8";
   const auto first = run_qkv(base + " --save-cache " + file);
   ASSERT_EQ(first.status, 0) << first.output;
   const auto again = run_qkv(base + " --load-cache " + file);

@@ -86,11 +86,16 @@ TEST(LmTasks, BadOptionsAreUsageErrors) {
 
 TEST(Utf8, ValidAndInvalid) {
   EXPECT_NO_THROW(data::check_utf8("plain, caf\xc3\xa9, \xe2\x82\xac, \xf0\x9f\x98\x80", "x"));
-  EXPECT_NE(qkv::testing::data_error_of([] { data::check_utf8("ab\xff", "f.txt"); }).find("f.txt: not valid UTF-8 (byte offset 2)"),
+  EXPECT_NE(qkv::testing::data_error_of([] {
+              data::check_utf8("ab\xff", "f.txt");
+            }).find("f.txt: not valid UTF-8 (byte offset 2)"),
             std::string::npos);
-  EXPECT_NE(qkv::testing::data_error_of([] { data::check_utf8("a\xe2\x82", "f.txt"); }).find("truncated"), std::string::npos);
-  EXPECT_NE(qkv::testing::data_error_of([] { data::check_utf8("\xc0\xaf", "f.txt"); }).find("byte offset 0"), std::string::npos);
-  EXPECT_NE(qkv::testing::data_error_of([] { data::check_utf8("\xed\xa0\x80", "f.txt"); }).find("byte offset 0"), std::string::npos);
+  EXPECT_NE(qkv::testing::data_error_of([] { data::check_utf8("a\xe2\x82", "f.txt"); }).find("truncated"),
+            std::string::npos);
+  EXPECT_NE(qkv::testing::data_error_of([] { data::check_utf8("\xc0\xaf", "f.txt"); }).find("byte offset 0"),
+            std::string::npos);
+  EXPECT_NE(qkv::testing::data_error_of([] { data::check_utf8("\xed\xa0\x80", "f.txt"); }).find("byte offset 0"),
+            std::string::npos);
 }
 
 TEST(TextCorpus, WindowsSplitsAndBadFiles) {
@@ -108,14 +113,16 @@ TEST(TextCorpus, WindowsSplitsAndBadFiles) {
 
   const auto empty = temp_path("empty.txt");
   write_file_atomic(empty, std::string());
-  EXPECT_NE(qkv::testing::data_error_of([&] { data::load_text_corpus(empty, 16); }).find(empty + ": the text file is empty"),
-            std::string::npos);
+  EXPECT_NE(
+      qkv::testing::data_error_of([&] { data::load_text_corpus(empty, 16); }).find(empty + ": the text file is empty"),
+      std::string::npos);
   const auto binary = temp_path("binary.txt");
   write_file_atomic(binary, std::string("ok\x80\x80 nope"));
   EXPECT_NE(qkv::testing::data_error_of([&] { data::load_text_corpus(binary, 16); }).find(binary + ": not valid UTF-8"),
             std::string::npos);
-  EXPECT_NE(qkv::testing::data_error_of([&] { data::load_text_corpus(temp_path("missing.txt"), 16); }).find("missing.txt"),
-            std::string::npos);
+  EXPECT_NE(
+      qkv::testing::data_error_of([&] { data::load_text_corpus(temp_path("missing.txt"), 16); }).find("missing.txt"),
+      std::string::npos);
 }
 
 TEST(TransformerLM, SinusoidalPositionsFollowTheFormula) {

@@ -33,9 +33,7 @@ models::TransformerLMOptions small_options() {
   return o;
 }
 
-std::vector<int64_t> tokens_of(const std::string& text) {
-  return std::vector<int64_t>(text.begin(), text.end());
-}
+std::vector<int64_t> tokens_of(const std::string& text) { return std::vector<int64_t>(text.begin(), text.end()); }
 
 TEST(LmSmallCaches, SharedHeadsAndWindowDecodeWhatTheFullForwardComputes) {
   for (auto [kv_heads, window, sinks] : {std::tuple<int64_t, int64_t, int64_t>{1, 0, 0}, {2, 5, 0}, {4, 6, 2}}) {
@@ -133,7 +131,8 @@ TEST_F(PromptCacheFile, ResumedGenerationIsBitIdentical) {
     EXPECT_EQ(longer.resumed, static_cast<int64_t>(prompt.size()));
     const auto fresh = run(prompt + "more", "", "", dtype);
     EXPECT_EQ(longer.tokens.size(), fresh.tokens.size());
-    EXPECT_LT(max_abs_difference(longer.logits[0], fresh.logits[0]), 1e-4 * std::max(1.0, fresh.logits[0].abs().max().item<double>()));
+    EXPECT_LT(max_abs_difference(longer.logits[0], fresh.logits[0]),
+              1e-4 * std::max(1.0, fresh.logits[0].abs().max().item<double>()));
   }
 }
 

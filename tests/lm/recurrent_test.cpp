@@ -215,8 +215,8 @@ TEST(RecurrentLM, LearnsToCopyShortStrings) {
   train::TrainHooks hooks;
   hooks.quiet = true;
   hooks.metrics = [] { return std::make_unique<lm::ExactMatchMetric>(); };
-  auto result = train::train(*lm, splits, config, torch::kCPU, qkv::testing::temp_path("recurrent_copy_run"), {},
-                             false, hooks);
+  auto result =
+      train::train(*lm, splits, config, torch::kCPU, qkv::testing::temp_path("recurrent_copy_run"), {}, false, hooks);
   const double teacher_forced = result.summary.at("test").at("exact_match").get<double>();
   EXPECT_GE(teacher_forced, 0.9);
   // The same event by real greedy decoding through the state.
@@ -230,8 +230,10 @@ namespace {
 
 TEST(RecurrentCli, TrainThenEvalAnLstm) {
   const auto dir = fresh_dir("recurrent_cli");
-  const auto train = run_qkv("lm train --model lstm --task copy --samples 200 --epochs 1 --d-model 16 --heads 2 "
-                             "--layers 1 --threads 1 --out " + dir);
+  const auto train = run_qkv(
+      "lm train --model lstm --task copy --samples 200 --epochs 1 --d-model 16 --heads 2 "
+      "--layers 1 --threads 1 --out " +
+      dir);
   ASSERT_EQ(train.status, 0) << train.output;
   // The budget it matched is shown next to what it got.
   EXPECT_NE(train.output.find("lstm-lm with hidden"), std::string::npos) << train.output;

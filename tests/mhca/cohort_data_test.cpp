@@ -23,7 +23,7 @@ medical::CohortData small_cohort() {
   c.methylation.values = {0.1f, 0.5f,  //
                           0.3f, nan,   //
                           0.9f, 0.7f,  //
-                          nan, 0.2f};
+                          nan,  0.2f};
   c.methylation.path = "table.csv";
   c.volumes = torch::zeros({4, 4, 5, 6});
   for (int64_t i = 0; i < 4; ++i) c.volumes[i].fill_(static_cast<double>(i));
@@ -38,7 +38,7 @@ TEST(CohortData, PreprocessingSeesTrainingRowsOnly) {
   EXPECT_DOUBLE_EQ(prep.volume_min, 0);
   EXPECT_DOUBLE_EQ(prep.volume_max, 2);
   ASSERT_EQ(prep.cpg_means.size(), 2u);
-  EXPECT_FLOAT_EQ(prep.cpg_means[0], 0.6f);                 // cg2 over a, c (b missing)
+  EXPECT_FLOAT_EQ(prep.cpg_means[0], 0.6f);                      // cg2 over a, c (b missing)
   EXPECT_FLOAT_EQ(prep.cpg_means[1], (0.1f + 0.3f + 0.9f) / 3);  // cg1 over a, b, c
   auto ds = medical::make_dataset(c, {1, 3}, prep);
   auto batch = ds->get({0, 1});

@@ -371,8 +371,11 @@ TEST(Methylation, SelectCpgsKeepsTheRequestedOrder) {
     EXPECT_EQ(bits(s.at(r, 0)), bits(t.at(r, 3))) << r;
     EXPECT_EQ(bits(s.at(r, 1)), bits(t.at(r, 0))) << r;
   }
-  expect_error([&] { select_cpgs(t, {"cg01", "cgX", "cg02", "cgY"}); },
-               {"/somewhere/meth.csv", "2 of the 4", "cgX, cgY"});
+  expect_error(
+      [&] {
+        select_cpgs(t, {"cg01", "cgX", "cg02", "cgY"});
+      },
+      {"/somewhere/meth.csv", "2 of the 4", "cgX, cgY"});
   const std::vector<std::string> many = {"m1", "m2", "m3", "m4", "m5", "m6", "m7"};
   const auto message = data_error_of([&] { select_cpgs(t, many); });
   EXPECT_NE(message.find("m1, m2, m3, m4, m5, ..."), std::string::npos) << message;
@@ -421,7 +424,8 @@ TEST(CohortMatch, PairsSubjectsInManifestOrderAndReportsTheRest) {
     EXPECT_EQ(m.subjects[match.manifest_rows[i]].id, t.subject_ids[match.methylation_rows[i]]);
   EXPECT_EQ(match.only_in_manifest, (std::vector<std::string>{"s9", "s8"}));
   EXPECT_EQ(match.only_in_methylation, (std::vector<std::string>{"s2", "s7"}));
-  EXPECT_EQ(match.describe(), "3 subjects in both; 2 only in the manifest (s9, s8); 2 only in methylation.csv (s2, s7)");
+  EXPECT_EQ(match.describe(),
+            "3 subjects in both; 2 only in the manifest (s9, s8); 2 only in methylation.csv (s2, s7)");
 }
 
 TEST(CohortMatch, DescribeListsAtMostFiveIdsAndLeavesOutEmptyKinds) {
@@ -446,7 +450,8 @@ TEST(CohortMatch, NoCommonSubjectIsADataErrorNamingBothFiles) {
   t.subject_ids = {"cg00000029", "cg00000108"};
   t.cpg_ids = {"s1"};
   t.values = {0.1f, 0.2f};
-  expect_error([&] { match_cohort(m, t); }, {"/c/manifest.csv", "/c/geo_matrix.csv", "no subject is in both", "transpose"});
+  expect_error([&] { match_cohort(m, t); },
+               {"/c/manifest.csv", "/c/geo_matrix.csv", "no subject is in both", "transpose"});
 }
 
 // ---------------------------------------------------------------- imputation

@@ -18,9 +18,9 @@
 #include "qkv/medical/cohort.h"
 #include "qkv/medical/cohort_data.h"
 #include "qkv/medical/nifti.h"
-#include "qkv/synth_cohort/synth_cohort.h"
 #include "qkv/models/mhca.h"
 #include "qkv/models/mhca_x.h"
+#include "qkv/synth_cohort/synth_cohort.h"
 #include "qkv/tasks/mhca_explain.h"
 #include "support/cli_run.h"
 #include "support/test_files.h"
@@ -107,9 +107,10 @@ TEST_F(CrossModalCohort, EachModalityAloneIsTheSameInPdAndControlsButTheirProduc
       const bool pd = subjects[r].at("label") == 1;
       (pd ? beta_pd : beta_control).push_back(beta);
       (pd ? z_pd : z_control).push_back(z);
-      (pd ? product_pd : product_control).push_back((logit - std::log(site.at("reference_beta").get<double>() /
-                                                                      (1 - site.at("reference_beta").get<double>()))) *
-                                                     z);
+      (pd ? product_pd : product_control)
+          .push_back((logit - std::log(site.at("reference_beta").get<double>() /
+                                       (1 - site.at("reference_beta").get<double>()))) *
+                     z);
     }
     // KS at alpha = 0.001: c = 1.95 sqrt((n + m) / (n m)).
     const double n = static_cast<double>(beta_pd.size()), m = static_cast<double>(beta_control.size());
@@ -154,8 +155,13 @@ TEST_F(CrossModalCohort, RegionsAreBrainTissueLeftAndRightOfTheMidline) {
 
 // Small networks on 8^3 volumes: a 4 x 4 x 4 grid of 64 tokens.
 nlohmann::json small_net(nlohmann::json extra = nlohmann::json::object()) {
-  nlohmann::json j = {{"volume_shape", {8, 8, 8}}, {"channels", {4, 4}}, {"padding", 1}, {"features", 64},
-                      {"embedding", 8},            {"heads", 2},          {"width", 8}};
+  nlohmann::json j = {{"volume_shape", {8, 8, 8}},
+                      {"channels", {4, 4}},
+                      {"padding", 1},
+                      {"features", 64},
+                      {"embedding", 8},
+                      {"heads", 2},
+                      {"width", 8}};
   j.update(extra);
   return j;
 }
@@ -170,7 +176,8 @@ data::Batch random_batch(int64_t b) {
 
 TEST(MhcaX, UniformAblationWeighsEveryTokenAlike) {
   torch::manual_seed(0);
-  auto model = std::dynamic_pointer_cast<models::CoAttentionModel>(models::find_model("mhca-x-uniform").make(small_net()));
+  auto model =
+      std::dynamic_pointer_cast<models::CoAttentionModel>(models::find_model("mhca-x-uniform").make(small_net()));
   ASSERT_TRUE(model);
   model->eval();
   const auto ex = model->forward_explained(random_batch(3));
@@ -192,7 +199,8 @@ void randomise_site_weights(torch::nn::Module& model, double scale) {
 
 TEST(MhcaX, NoValuesAblationCutsTheVolumeFromTheSites) {
   torch::manual_seed(1);
-  auto model = std::dynamic_pointer_cast<models::CoAttentionModel>(models::find_model("mhca-x-no-values").make(small_net()));
+  auto model =
+      std::dynamic_pointer_cast<models::CoAttentionModel>(models::find_model("mhca-x-no-values").make(small_net()));
   auto randomise_but_the_bias = [](torch::nn::Module& m, double scale) {
     randomise_site_weights(m, scale);
     torch::NoGradGuard no_grad;
@@ -224,7 +232,7 @@ TEST(MhcaX, CosineScoresAreSignedAndBoundedByTheTemperature) {
   model->eval();
   const auto scores = model->forward_explained(random_batch(2)).attention.scores;
   EXPECT_LE(scores.abs().max().item<double>(), 4.0 + 1e-4);  // temperature_init
-  EXPECT_LT(scores.min().item<double>(), -0.5);            // no ReLU: negative scores exist
+  EXPECT_LT(scores.min().item<double>(), -0.5);              // no ReLU: negative scores exist
   EXPECT_GT(scores.max().item<double>(), 0.5);
   // Any CpG count: 10 sites on 64 tokens.
   auto ten = models::find_model("mhca-x").make(small_net({{"features", 10}}));
@@ -291,7 +299,8 @@ TEST(MhcaXCli, ExplainScoresCrossModalSitesAtTokenResolution) {
   const std::string args = "--manifest " + cohort + "/manifest.csv --methylation " + cohort + "/methylation.csv";
   const auto train = run_qkv("mhca train " + args +
                              " --model mhca-x --select all --model-options '{\"channels\":[4,8,8],\"padding\":1}'"
-                             " --epochs 1 --lr 1e-3 --threads 2 --out " + root + "/run");
+                             " --epochs 1 --lr 1e-3 --threads 2 --out " +
+                             root + "/run");
   ASSERT_EQ(train.status, 0) << train.output;
   const auto e = run_qkv("mhca explain " + args + " --checkpoint " + root + "/run/checkpoints/best.ckpt --all --out " +
                          root + "/explain");
@@ -314,11 +323,12 @@ TEST(MhcaXCli, ExplainScoresCrossModalSitesAtTokenResolution) {
   // unplanted sites' control included.
   const auto uniform = run_qkv("mhca train " + args +
                                " --model mhca-x-uniform --select all --model-options "
-                               "'{\"channels\":[4,8,8],\"padding\":1}' --epochs 1 --threads 2 --out " + root + "/uniform");
+                               "'{\"channels\":[4,8,8],\"padding\":1}' --epochs 1 --threads 2 --out " +
+                               root + "/uniform");
   ASSERT_EQ(uniform.status, 0) << uniform.output;
-  ASSERT_EQ(run_qkv("mhca explain " + args + " --checkpoint " + root + "/uniform --all --out " + root + "/ex_uniform")
-                .status,
-            0);
+  ASSERT_EQ(
+      run_qkv("mhca explain " + args + " --checkpoint " + root + "/uniform --all --out " + root + "/ex_uniform").status,
+      0);
   const auto uniform_explained = read_json(root + "/ex_uniform/explain.json");
   const auto& u = uniform_explained.at("token_resolution").at("cross_modal");
   EXPECT_NEAR(u.at("mean_alpha_v_own_enrichment").get<double>(), 1, 1e-5);

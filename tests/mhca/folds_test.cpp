@@ -137,7 +137,8 @@ TEST(RepeatedFolds, DisjointCompleteAndDifferentPerRun) {
     std::vector<int> seen(labels.size(), 0);
     for (const auto* part : {&f.train, &f.val, &f.test})
       for (int64_t i : *part) ++seen[static_cast<size_t>(i)];
-    for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], 1) << "run " << f.run << " fold " << f.fold << " index " << i;
+    for (size_t i = 0; i < seen.size(); ++i)
+      EXPECT_EQ(seen[i], 1) << "run " << f.run << " fold " << f.fold << " index " << i;
     // Test: 5 of class 0 and 2 of class 1. The rest holds 15 and 6, of which
     // val takes round(3.0) = 3 and round(1.2) = 1.
     auto tc = class_counts(f.test, labels), vc = class_counts(f.val, labels);

@@ -64,7 +64,8 @@ TEST(HostileNifti, AHugeDeclaredGridIsRefusedFromTheHeader) {
   auto bytes = nifti1_header(30000, 30000, 30000, NIFTI_TYPE_UINT8, 8);
   bytes.resize(416, 0);
   write_file_atomic(path, bytes);
-  expect_bounded_data_error(64 * kMiB, [&] { medical::read_nifti(path); }, path, "30000x30000x30000");
+  expect_bounded_data_error(
+      64 * kMiB, [&] { medical::read_nifti(path); }, path, "30000x30000x30000");
 }
 
 TEST(HostileNifti, APlainFileHoldingFewerVoxelsThanDeclaredIsRefusedBeforeAllocating) {
@@ -73,7 +74,8 @@ TEST(HostileNifti, APlainFileHoldingFewerVoxelsThanDeclaredIsRefusedBeforeAlloca
   auto bytes = nifti1_header(512, 512, 1024, NIFTI_TYPE_INT16, 16);
   bytes.resize(1300, 0);
   write_file_atomic(path, bytes);
-  expect_bounded_data_error(128 * kMiB, [&] { medical::read_nifti(path); }, path, "truncated");
+  expect_bounded_data_error(
+      128 * kMiB, [&] { medical::read_nifti(path); }, path, "truncated");
 }
 
 TEST(HostileNifti, AShortGzipStreamCostsOnlyWhatItHolds) {
@@ -81,7 +83,8 @@ TEST(HostileNifti, AShortGzipStreamCostsOnlyWhatItHolds) {
   auto bytes = nifti1_header(512, 512, 1024, NIFTI_TYPE_INT16, 16);
   bytes.resize(4096, 0);
   write_gz(path, bytes);
-  expect_bounded_data_error(256 * kMiB, [&] { medical::read_nifti(path); }, path, "truncated");
+  expect_bounded_data_error(
+      256 * kMiB, [&] { medical::read_nifti(path); }, path, "truncated");
 }
 
 TEST(HostileNifti, ACorruptGzipStreamIsAGzipError) {
@@ -122,7 +125,8 @@ TEST(HostileNifti, AVoxOffsetBeyondTheFileIsRefused) {
 TEST(HostileNifti, AFifoIsRefusedWithoutOpeningIt) {
   const auto path = scratch("fifo") + "/volume.nii";
   ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
-  expect_bounded_data_error(64 * kMiB, [&] { medical::read_nifti(path); }, path, "not a regular file");
+  expect_bounded_data_error(
+      64 * kMiB, [&] { medical::read_nifti(path); }, path, "not a regular file");
 }
 
 // A cohort of two subjects on a 4x4x4 grid, the second volume replaced by `second`.
@@ -147,8 +151,11 @@ TEST(HostileCohort, AVolumeOffTheCheckpointsGridIsRefusedFromItsHeader) {
   write_gz(dir + "/big.nii.gz", big);
   const auto c = small_cohort(dir, "big.nii.gz");
   expect_bounded_data_error(
-      256 * kMiB, [&] { medical::load_cohort(c.manifest, c.methylation, true, 1, true, {4, 4, 4}); }, "big.nii.gz",
-      "grid 1024x1024x256 differs from the checkpoint's 4x4x4");
+      256 * kMiB,
+      [&] {
+        medical::load_cohort(c.manifest, c.methylation, true, 1, true, {4, 4, 4});
+      },
+      "big.nii.gz", "grid 1024x1024x256 differs from the checkpoint's 4x4x4");
   // Without a checkpoint the first volume's grid is the reference, still checked before reading voxels.
   expect_bounded_data_error(
       256 * kMiB, [&] { medical::load_cohort(c.manifest, c.methylation, true, 1, true); }, "big.nii.gz",
@@ -189,7 +196,8 @@ TEST(HostileCohort, AMethylationHeaderLineOverTheLimitIsRefused) {
   header.reserve(40u << 20);
   for (int c = 0; header.size() < (40u << 20); ++c) header += ",cg" + std::to_string(10000000 + c);
   write_file_atomic(path, header + "\n");
-  expect_bounded_data_error(300 * kMiB, [&] { medical::read_methylation_table(path); }, path, "longer than 32 MiB");
+  expect_bounded_data_error(
+      300 * kMiB, [&] { medical::read_methylation_table(path); }, path, "longer than 32 MiB");
 }
 
 TEST(HostileCohort, ManyColumnsTimesManyLinesIsNotReservedUpFront) {
@@ -200,20 +208,24 @@ TEST(HostileCohort, ManyColumnsTimesManyLinesIsNotReservedUpFront) {
   text += "\n";
   for (int r = 0; r < 200000; ++r) text += "x\n";
   write_file_atomic(path, text);
-  expect_bounded_data_error(256 * kMiB, [&] { medical::read_methylation_table(path); }, path, "fields");
+  expect_bounded_data_error(
+      256 * kMiB, [&] { medical::read_methylation_table(path); }, path, "fields");
 }
 
 TEST(HostileCohort, AFifoManifestIsRefused) {
   const auto path = scratch("fifo_manifest") + "/manifest.csv";
   ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
-  expect_bounded_data_error(64 * kMiB, [&] { medical::read_manifest(path); }, path, "not a regular file");
-  expect_bounded_data_error(64 * kMiB, [&] { medical::read_methylation_table(path); }, path, "not a regular file");
+  expect_bounded_data_error(
+      64 * kMiB, [&] { medical::read_manifest(path); }, path, "not a regular file");
+  expect_bounded_data_error(
+      64 * kMiB, [&] { medical::read_methylation_table(path); }, path, "not a regular file");
 }
 
 TEST(HostileCohort, SubjectsMissingMostValuesAreNamedAndLeftOutOnRequest) {
   const auto dir = scratch("sparse");
   write_text_file(dir + "/manifest.csv", "subject_id,label,spect\ns1,0,a.nii.gz\ns2,1,b.nii.gz\ns3,1,c.nii.gz\n");
-  write_text_file(dir + "/meth.csv", "subject_id,cg1,cg2,cg3,cg4\ns1,0.1,0.2,0.3,0.4\ns2,NA,NA,NA,NA\ns3,0.5,NA,NA,0.6\n");
+  write_text_file(dir + "/meth.csv",
+                  "subject_id,cg1,cg2,cg3,cg4\ns1,0.1,0.2,0.3,0.4\ns2,NA,NA,NA,NA\ns3,0.5,NA,NA,0.6\n");
   const std::string manifest = dir + "/manifest.csv", table = dir + "/meth.csv";
   ::testing::internal::CaptureStderr();
   const auto all = medical::load_cohort(manifest, table, false, 1);

@@ -14,10 +14,10 @@
 #include <torch/torch.h>
 
 #include "qkv/core/npy.h"
-#include "qkv/picture/png.h"
 #include "qkv/medical/cohort.h"
 #include "qkv/medical/nifti.h"
 #include "qkv/models/mhca.h"
+#include "qkv/picture/png.h"
 #include "qkv/tasks/mhca_explain.h"
 #include "support/cli_run.h"
 #include "support/test_files.h"
@@ -181,7 +181,8 @@ TEST_F(MhcaCli, CrossValidationThenExplainEndToEnd) {
     EXPECT_TRUE(fs::exists(ex + "/" + subject.id + "/" + npy)) << npy;
 
   // Predict with the same checkpoint.
-  const auto p = run_qkv("mhca predict " + cohort_args() + " --checkpoint " + ckpt + " --output " + root_ + "/pred.csv");
+  const auto p =
+      run_qkv("mhca predict " + cohort_args() + " --checkpoint " + ckpt + " --output " + root_ + "/pred.csv");
   ASSERT_EQ(p.status, 0) << p.output;
   EXPECT_EQ(count_lines(read_text(root_ + "/pred.csv")), 41);
   // predict reproduces what cv recorded for that fold's test subjects.
@@ -286,7 +287,8 @@ TEST_F(MhcaCli, CrossValidationShowsProgressOnStderr) {
   // network predicting PD for everyone).
   const auto warnings = read_json(out + "/summary.json").at("warnings");
   EXPECT_EQ(count_lines(r.output), 6 + static_cast<int>(warnings.size())) << r.output;
-  for (const auto& w : warnings) EXPECT_NE(r.output.find("\nwarning: " + w.get<std::string>() + "\n"), std::string::npos);
+  for (const auto& w : warnings)
+    EXPECT_NE(r.output.find("\nwarning: " + w.get<std::string>() + "\n"), std::string::npos);
   EXPECT_EQ(r.output.rfind("pooled per run", 0), 0u) << r.output;
   EXPECT_NE(r.output.find("\n  mhca "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("\n  xgboost "), std::string::npos) << r.output;
@@ -301,14 +303,17 @@ TEST_F(MhcaCli, CrossValidationShowsProgressOnStderr) {
   // Per fold: feature selection, mhca starts, mhca's result, xgboost's result.
   ASSERT_EQ(fold_lines.size(), 8u) << log;
   EXPECT_EQ(fold_lines[0].rfind("fold 1/2 (run 1, fold 1): selecting 27 CpG sites (rfe)", 0), 0u) << log;
-  EXPECT_TRUE(std::regex_match(fold_lines[1], std::regex(R"(fold 1/2 \(run 1, fold 1\) mhca: 16 train / 4 val / 20 test)")))
+  EXPECT_TRUE(
+      std::regex_match(fold_lines[1], std::regex(R"(fold 1/2 \(run 1, fold 1\) mhca: 16 train / 4 val / 20 test)")))
       << fold_lines[1];
   EXPECT_TRUE(std::regex_match(
       fold_lines[2],
-      std::regex(R"(fold 1/2 \(run 1, fold 1\) mhca: test accuracy [0-9.]+  AUROC [0-9.]+  in [0-9.]+ s; ETA > [0-9:]+)")))
+      std::regex(
+          R"(fold 1/2 \(run 1, fold 1\) mhca: test accuracy [0-9.]+  AUROC [0-9.]+  in [0-9.]+ s; ETA > [0-9:]+)")))
       << fold_lines[2] << " (xgboost has folds left and no time yet: a lower bound)";
-  EXPECT_TRUE(std::regex_match(fold_lines[3], std::regex(R"(fold 1/2 \(run 1, fold 1\) xgboost: 20 train / 20 test, )"
-                                                         R"(test accuracy [0-9.]+  AUROC [0-9.]+  in [0-9.]+ s; ETA [0-9:]+)")))
+  EXPECT_TRUE(
+      std::regex_match(fold_lines[3], std::regex(R"(fold 1/2 \(run 1, fold 1\) xgboost: 20 train / 20 test, )"
+                                                 R"(test accuracy [0-9.]+  AUROC [0-9.]+  in [0-9.]+ s; ETA [0-9:]+)")))
       << fold_lines[3];
   EXPECT_EQ(fold_lines[4].rfind("fold 2/2 (run 1, fold 2): selecting", 0), 0u) << log;
   EXPECT_EQ(fold_lines[7].rfind("fold 2/2 (run 1, fold 2) xgboost: ", 0), 0u) << log;
@@ -397,7 +402,8 @@ TEST_F(MhcaCli, TrainWritesARunFolder) {
   EXPECT_EQ(metrics.at("seen_in_training"), fit.size());
   EXPECT_EQ(metrics.at("unseen").at("n"), subjects);
   EXPECT_EQ(metrics.at("n"), 40);
-  EXPECT_NE(read_text(root_ + "/train_pred.err").find("note: " + std::to_string(fit.size()) + " of 40 subjects trained or validated this checkpoint"),
+  EXPECT_NE(read_text(root_ + "/train_pred.err")
+                .find("note: " + std::to_string(fit.size()) + " of 40 subjects trained or validated this checkpoint"),
             std::string::npos)
       << read_text(root_ + "/train_pred.err");
   const auto csv = read_text(root_ + "/train_pred.csv");
@@ -419,8 +425,7 @@ TEST_F(MhcaCli, CrossValidationWarnsWhereAModelPredictsOneClass) {
   const auto summary = read_json(out + "/summary.json");
   ASSERT_FALSE(summary.at("warnings").empty()) << summary.dump();
   const std::string warning = summary.at("warnings").back();
-  EXPECT_EQ(warning.rfind("concatnet: 2 of 2 folds are degenerate, e.g. run 1 fold 1 predicts the ", 0), 0u)
-      << warning;
+  EXPECT_EQ(warning.rfind("concatnet: 2 of 2 folds are degenerate, e.g. run 1 fold 1 predicts the ", 0), 0u) << warning;
   EXPECT_NE(r.output.find("warning: " + warning), std::string::npos) << r.output;
   EXPECT_NE(read_text(out + "/report.html").find("<div class=\"warn\">"), std::string::npos);
 }
@@ -483,16 +488,17 @@ TEST_F(MhcaCli, BadCohortsGetOneLineErrors) {
   // (The cohort reader's note on missing beta-values comes first.)
   const auto mismatch = run_qkv("mhca cv " + cohort_args() +
                                 " --model spectnet,mhca --select all --model-options "
-                                "'{\"channels\":[8,16,32],\"padding\":1}' --out " + dir + "/cv3");
+                                "'{\"channels\":[8,16,32],\"padding\":1}' --out " +
+                                dir + "/cv3");
   EXPECT_EQ(mismatch.status, 2) << mismatch.output;
   EXPECT_NE(mismatch.output.find("qkv mhca cv: error: mhca: features = 300 must equal the SPECT token count 252"),
             std::string::npos)
       << mismatch.output;
   EXPECT_EQ(mismatch.output.find("mhca cv: 40 subjects"), std::string::npos) << mismatch.output;
   EXPECT_FALSE(fs::exists(dir + "/cv3"));
-  expect_clean_failure(run_qkv("mhca explain " + cohort_args() + " --checkpoint " + manifest() + " --out " + dir +
-                               "/ex"),
-                       2, "--subject");
+  expect_clean_failure(
+      run_qkv("mhca explain " + cohort_args() + " --checkpoint " + manifest() + " --out " + dir + "/ex"), 2,
+      "--subject");
   // Subjects in one modality only are reported, not silently dropped.
   auto extra = good;
   extra.subjects.push_back(good.subjects[0]);

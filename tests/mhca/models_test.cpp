@@ -8,8 +8,8 @@
 
 #include "qkv/attention/co_attention.h"
 #include "qkv/core/errors.h"
-#include "qkv/tasks/mhca_explain.h"
 #include "qkv/models/mhca.h"
+#include "qkv/tasks/mhca_explain.h"
 
 namespace qkv::testing {
 namespace {
@@ -193,9 +193,14 @@ TEST(MhcaModels, TokenMapPeaksAtTheTokensCentre) {
 // A small MHCA learns a rule that needs both modalities' evidence.
 TEST(MhcaModels, SmallMhcaLearns) {
   torch::manual_seed(0);
-  nlohmann::json options = {{"volume_shape", {12, 12, 12}}, {"channels", {4, 4, 4}}, {"padding", 1},
-                            {"features", 27},               {"embedding", 8},       {"width", 8},
-                            {"heads", 2},                   {"hidden", 32}};
+  nlohmann::json options = {{"volume_shape", {12, 12, 12}},
+                            {"channels", {4, 4, 4}},
+                            {"padding", 1},
+                            {"features", 27},
+                            {"embedding", 8},
+                            {"width", 8},
+                            {"heads", 2},
+                            {"hidden", 32}};
   auto model = models::find_model("mhca").make(options);
   const int64_t n = 64;
   auto labels = torch::arange(n) % 2;

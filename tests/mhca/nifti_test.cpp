@@ -59,11 +59,11 @@ Volume test_volume() {
   g.spacing = {1.5, 2.0, 2.5};
   g.qform_code = 1;  // NIFTI_XFORM_SCANNER_ANAT
   g.qform = quatern_affine(0.1, 0.2, 0.3, 12.5, -30.25, 7.0, 1.5, 2.0, 2.5, -1.0);
-  g.sform_code = 2;  // NIFTI_XFORM_ALIGNED_ANAT
-  g.sform = {1.4, 0.1, 0.05, -40.5,  //
-             -0.2, 1.9, 0.3, 17.25,  //
-             0.0, -0.1, 2.4, 3.0,    //
-             0, 0, 0, 1};
+  g.sform_code = 2;                    // NIFTI_XFORM_ALIGNED_ANAT
+  g.sform = {1.4,  0.1,  0.05, -40.5,  //
+             -0.2, 1.9,  0.3,  17.25,  //
+             0.0,  -0.1, 2.4,  3.0,    //
+             0,    0,    0,    1};
   g.xyzt_units = NIFTI_UNITS_MM | NIFTI_UNITS_SEC;
   g.description = "qkv nifti test volume";
   return v;
@@ -172,11 +172,11 @@ TEST(Nifti, ReadsEveryScalarDatatypeWrittenByNifticlibWithScaling) {
     std::function<void(nifti_image*, int64_t)> (*fill)(const std::function<double(int64_t)>&);
   };
   const std::vector<Case> cases = {
-      {NIFTI_TYPE_UINT8, false, fill_with<uint8_t>},    {NIFTI_TYPE_INT8, true, fill_with<int8_t>},
-      {NIFTI_TYPE_INT16, true, fill_with<int16_t>},     {NIFTI_TYPE_UINT16, false, fill_with<uint16_t>},
-      {NIFTI_TYPE_INT32, true, fill_with<int32_t>},     {NIFTI_TYPE_UINT32, false, fill_with<uint32_t>},
-      {NIFTI_TYPE_INT64, true, fill_with<int64_t>},     {NIFTI_TYPE_UINT64, false, fill_with<uint64_t>},
-      {NIFTI_TYPE_FLOAT32, true, fill_with<float>},     {NIFTI_TYPE_FLOAT64, true, fill_with<double>},
+      {NIFTI_TYPE_UINT8, false, fill_with<uint8_t>}, {NIFTI_TYPE_INT8, true, fill_with<int8_t>},
+      {NIFTI_TYPE_INT16, true, fill_with<int16_t>},  {NIFTI_TYPE_UINT16, false, fill_with<uint16_t>},
+      {NIFTI_TYPE_INT32, true, fill_with<int32_t>},  {NIFTI_TYPE_UINT32, false, fill_with<uint32_t>},
+      {NIFTI_TYPE_INT64, true, fill_with<int64_t>},  {NIFTI_TYPE_UINT64, false, fill_with<uint64_t>},
+      {NIFTI_TYPE_FLOAT32, true, fill_with<float>},  {NIFTI_TYPE_FLOAT64, true, fill_with<double>},
   };
   for (const auto& c : cases) {
     const std::string type = nifti_datatype_string(c.datatype);
@@ -226,8 +226,7 @@ TEST(Nifti, ReadsNifti2WithNifticlibHeaders) {
   const auto mni = qkv::medical::mni_2mm_geometry().sform;
   for (int r = 0; r < 4; ++r)
     for (int c = 0; c < 4; ++c) nim->sto_xyz.m[r][c] = mni[4 * r + c];
-  const std::vector<char> data(static_cast<char*>(nim->data),
-                               static_cast<char*>(nim->data) + nim->nvox * nim->nbyper);
+  const std::vector<char> data(static_cast<char*>(nim->data), static_cast<char*>(nim->data) + nim->nvox * nim->nbyper);
 
   nifti_2_header single{}, pair{};
   nim->nifti_type = NIFTI_FTYPE_NIFTI2_1;
@@ -394,9 +393,10 @@ TEST(Nifti, NonFiniteVoxelsAreDataErrorsNamingTheVoxel) {
 
   // Finite as int16, infinite as float once scaled.
   write_with_nifticlib(dir + "/inf.nii", {3, 3, 3, 3}, NIFTI_TYPE_INT16, NIFTI_FTYPE_NIFTI1_1,
-                       fill_with<int16_t>([](int64_t n) { return n == 1 + 3 * (2 + 3 * 1) ? 30000.0 : 1.0; }),
-                       1e36, 0.0);
-  expect_data_error([&] { qkv::medical::read_nifti(dir + "/inf.nii"); }, dir + "/inf.nii", "voxel (1, 2, 1) is infinite");
+                       fill_with<int16_t>([](int64_t n) { return n == 1 + 3 * (2 + 3 * 1) ? 30000.0 : 1.0; }), 1e36,
+                       0.0);
+  expect_data_error([&] { qkv::medical::read_nifti(dir + "/inf.nii"); }, dir + "/inf.nii",
+                    "voxel (1, 2, 1) is infinite");
 }
 
 TEST(Nifti, WriteRejectsBadPathsAndShapesAsUsageErrors) {

@@ -27,10 +27,10 @@ medical::Volume psl_volume() {
   for (int64_t n = 0; n < 60; ++n) v.voxels.push_back(static_cast<float>(n) * 0.5f + 1.0f);
   v.geometry.spacing = {2, 3, 4};
   v.geometry.sform_code = 2;
-  v.geometry.sform = {0, 0, -4, 10,   //
-                      -2, 0, 0, 20,   //
-                      0, 3, 0, -30,   //
-                      0, 0, 0, 1};
+  v.geometry.sform = {0,  0, -4, 10,   //
+                      -2, 0, 0,  20,   //
+                      0,  3, 0,  -30,  //
+                      0,  0, 0,  1};
   v.geometry.qform_code = 1;
   v.geometry.qform = v.geometry.sform;
   return v;
@@ -104,15 +104,19 @@ TEST(Orientation, ACohortStoredInTwoAxisOrdersLoadsTheSameWayRoundWithReorient) 
   write_text_file(dir + "/manifest.csv", "subject_id,label,spect\ns1,0,a.nii.gz\ns2,1,b.nii.gz\n");
   write_text_file(dir + "/meth.csv", "subject_id,cg1,cg2\ns1,0.1,0.2\ns2,0.3,0.4\n");
   const auto manifest = dir + "/manifest.csv", table = dir + "/meth.csv";
-  expect_data_error([&] { medical::load_cohort(manifest, table, true, 1, true); }, "b.nii.gz", "grid 5x3x4 differs from");
+  expect_data_error([&] { medical::load_cohort(manifest, table, true, 1, true); }, "b.nii.gz",
+                    "grid 5x3x4 differs from");
   const auto c = medical::load_cohort(manifest, table, true, 1, true, {}, 1.0, /*to_ras=*/true);
   EXPECT_TRUE(c.reoriented);
   EXPECT_EQ(c.volume_shape(), (std::vector<int64_t>{5, 3, 4}));
   EXPECT_TRUE(torch::equal(c.volumes[0], c.volumes[1]));
   EXPECT_EQ(medical::orientation_code(c.geometry), "RAS");
   // A checkpoint's grid is compared with the turned one.
-  expect_data_error([&] { medical::load_cohort(manifest, table, true, 1, true, {3, 4, 5}, 1.0, true); }, "a.nii.gz",
-                    "turned to RAS+ differs from the checkpoint's 3x4x5");
+  expect_data_error(
+      [&] {
+        medical::load_cohort(manifest, table, true, 1, true, {3, 4, 5}, 1.0, true);
+      },
+      "a.nii.gz", "turned to RAS+ differs from the checkpoint's 3x4x5");
   EXPECT_EQ(medical::load_cohort(manifest, table, true, 1, true, {5, 3, 4}, 1.0, true).size(), 2);
 }
 

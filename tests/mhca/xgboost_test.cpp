@@ -246,8 +246,11 @@ TEST(XGBoostClassifier, LoadRejectsWhatSaveDidNotWrite) {
   expect_throw_naming<DataError>([&] { XGBoostClassifier::load({garbage.begin(), garbage.end()}); }, "XGBoost");
   // Reaches XGBoost's parser: its multi-line error must come back as one line.
   const std::string truncated = R"({"learner": {"attributes": )";
-  expect_throw_naming<DataError>([&] { XGBoostClassifier::load({truncated.begin(), truncated.end()}); },
-                                 "XGBoosterLoadModelFromBuffer");
+  expect_throw_naming<DataError>(
+      [&] {
+        XGBoostClassifier::load({truncated.begin(), truncated.end()});
+      },
+      "XGBoosterLoadModelFromBuffer");
 }
 
 TEST(XGBoostClassifier, SameSeedSameModelOtherSeedOtherModel) {
@@ -348,9 +351,9 @@ TEST(RecursiveFeatureElimination, FractionalStepIsAFractionOfTheOriginalCount) {
     for (int64_t c = 0; c < 50; ++c) wide.at(r, c) = d.at(r, c);
   wide.y = d.y;
   std::vector<std::pair<int64_t, int64_t>> calls;
-  const RFEResult res = recursive_feature_elimination(
-      wide.x.data(), wide.rows, wide.cols, wide.y, small_params(15), RFEParams{5, 0.1},
-      [&](int64_t round, int64_t remaining) { calls.emplace_back(round, remaining); });
+  const RFEResult res =
+      recursive_feature_elimination(wide.x.data(), wide.rows, wide.cols, wide.y, small_params(15), RFEParams{5, 0.1},
+                                    [&](int64_t round, int64_t remaining) { calls.emplace_back(round, remaining); });
   // int(0.1 * 60) = 6 per round: 60 -> 54 -> ... -> 6 takes 9 rounds, the 10th removes one.
   EXPECT_EQ(res.rounds, 10);
   const auto per_rank = check_rfe_result(res, 60, 5);
@@ -447,11 +450,15 @@ TEST(RecursiveFeatureElimination, BadArgumentsAndData) {
 
   std::vector<int64_t> zeros(60, 0);
   expect_throw_naming<DataError>(
-      [&] { recursive_feature_elimination(d.x.data(), d.rows, d.cols, zeros, small_params(5), {5, 0.1}); },
+      [&] {
+        recursive_feature_elimination(d.x.data(), d.rows, d.cols, zeros, small_params(5), {5, 0.1});
+      },
       "one class");
   // Even when no round would run.
   expect_throw_naming<DataError>(
-      [&] { recursive_feature_elimination(d.x.data(), d.rows, d.cols, zeros, small_params(5), {50, 0.1}); },
+      [&] {
+        recursive_feature_elimination(d.x.data(), d.rows, d.cols, zeros, small_params(5), {50, 0.1});
+      },
       "one class");
 }
 

@@ -54,7 +54,7 @@ const std::map<std::string, std::vector<json>>& option_sets() {
       {{"classes", 3}, {"dropout", 0.0}},
       {{"edge_cross", true}, {"normals", true}, {"layer_norm", true}, {"normalize_frame", true}},
   };
-  static const json vnt_seg = {{"linear_dim", 4}, {"heads", 2},          {"head_dim", 4},
+  static const json vnt_seg = {{"linear_dim", 4}, {"heads", 2},        {"head_dim", 4},
                                {"k", 4},          {"category_dim", 4}, {"seg_hidden", {8}}};
   static const std::vector<json> vnt_seg_variants = {
       json::object(),
@@ -71,21 +71,18 @@ const std::map<std::string, std::vector<json>>& option_sets() {
   };
   static const json xyz = {{"d_model", 8}, {"layers", 1}, {"heads", 2}, {"embed_hidden", 8}};
   static const std::vector<json> xyz_variants = {
-      json::object(),
-      {{"layers", 2}},
-      {{"heads", 4}},
-      {{"d_model", 6}, {"heads", 3}, {"mlp_hidden", 5}},
-      {{"embed_hidden", 3}},
-      {{"pooling", "max"}},
-      {{"pooling", "mean"}},
-      {{"pooling", "max+mean"}},
+      json::object(),        {{"layers", 2}},
+      {{"heads", 4}},        {{"d_model", 6}, {"heads", 3}, {"mlp_hidden", 5}},
+      {{"embed_hidden", 3}}, {{"pooling", "max"}},
+      {{"pooling", "mean"}}, {{"pooling", "max+mean"}},
   };
   // 8^3 volumes with padded convolutions: a 4 x 4 x 4 grid of 64 tokens.
   static const json spect = {{"volume_shape", {8, 8, 8}}, {"channels", {4, 4}}, {"padding", 1}};
   static const json mhca =
       merged(spect, {{"features", 64}, {"embedding", 8}, {"heads", 2}, {"width", 4}, {"hidden", 8}});
   static const json concatnet = merged(spect, {{"features", 64}, {"embedding", 8}, {"width", 4}, {"hidden", 8}});
-  static const json mhca_x = merged(spect, {{"features", 10}, {"embedding", 6}, {"heads", 2}, {"width", 4}, {"hidden", 8}});
+  static const json mhca_x =
+      merged(spect, {{"features", 10}, {"embedding", 6}, {"heads", 2}, {"width", 4}, {"hidden", 8}});
   static const std::vector<json> mhca_x_variants = {
       mhca_x,
       merged(mhca_x, {{"scores", "relu_dot"}, {"positions", false}, {"value_dim", 3}, {"classes", 3}}),
@@ -121,22 +118,22 @@ const std::map<std::string, std::vector<json>>& option_sets() {
       {"gru-lm", recurrent_variants},
       {"vnt", each(vnt, vnt_variants)},
       {"vnt+n", each(vnt, vnt_variants)},
-      {"vnt-local", each(merged(vnt, {{"neighbours", 6}}), [&] {
-         auto v = vnt_variants;
-         v.push_back({{"neighbours", 4}});   // the edge conv's graph
-         v.push_back({{"neighbours", 2}});   // fewer than the edge conv's k
-         v.push_back({{"neighbours", 1}, {"heads", 1}, {"head_dim", 1}});
-         return v;
-       }())},
+      {"vnt-local", each(merged(vnt, {{"neighbours", 6}}),
+                         [&] {
+                           auto v = vnt_variants;
+                           v.push_back({{"neighbours", 4}});  // the edge conv's graph
+                           v.push_back({{"neighbours", 2}});  // fewer than the edge conv's k
+                           v.push_back({{"neighbours", 1}, {"heads", 1}, {"head_dim", 1}});
+                           return v;
+                         }())},
       {"vn-dgcnn", {{{"k", 4}}, {{"pooling", "max"}}, {{"classes", 10}, {"dropout", 0.0}}}},
-      {"xyz-transformer",
-       each(merged(xyz, {{"head_hidden", {8}}}),
-            [&] {
-              auto v = xyz_variants;
-              v.push_back({{"head_hidden", json::array()}, {"classes", 5}});
-              v.push_back({{"head_hidden", {7, 3}}});
-              return v;
-            }())},
+      {"xyz-transformer", each(merged(xyz, {{"head_hidden", {8}}}),
+                               [&] {
+                                 auto v = xyz_variants;
+                                 v.push_back({{"head_hidden", json::array()}, {"classes", 5}});
+                                 v.push_back({{"head_hidden", {7, 3}}});
+                                 return v;
+                               }())},
       {"vnt-seg", each(vnt_seg, vnt_seg_variants)},
       {"vn-dgcnn-seg",
        {{{"k", 4}},
@@ -151,22 +148,19 @@ const std::map<std::string, std::vector<json>>& option_sets() {
               return v;
             }())},
       {"mhca",
-       {mhca,
-        merged(mhca, {{"volume_shape", {12, 12, 12}}, {"padding", 0}, {"features", 27}}),        // 3 x 3 x 3
+       {mhca, merged(mhca, {{"volume_shape", {12, 12, 12}}, {"padding", 0}, {"features", 27}}),  // 3 x 3 x 3
         merged(mhca, {{"volume_shape", {8, 10, 12}}, {"channels", {4, 6}}, {"features", 120}}),  // 4 x 5 x 6
         merged(mhca, {{"channels", {2, 3, 5}}, {"features", 8}}),                                // 2 x 2 x 2
         merged(mhca, {{"embedding", 5}, {"heads", 4}, {"width", 8}, {"hidden", 3}, {"classes", 3}}),
         merged(mhca, {{"heads", 1}, {"key_dim_init", 2.0}, {"attention_dropout", 0.1}})}},
       {"concatnet",
-       {concatnet,
-        merged(concatnet, {{"features", 10}, {"embedding", 3}, {"width", 5}, {"hidden", 6}, {"classes", 4}}),
+       {concatnet, merged(concatnet, {{"features", 10}, {"embedding", 3}, {"width", 5}, {"hidden", 6}, {"classes", 4}}),
         merged(concatnet, {{"volume_shape", {12, 12, 12}}, {"padding", 0}, {"channels", {2, 3}}})}},
       {"mhca-x", mhca_x_variants},
       {"mhca-x-uniform", mhca_x_variants},
       {"mhca-x-no-values", mhca_x_variants},
       {"spectnet",
-       {merged(spect, {{"hidden", 8}}),
-        merged(spect, {{"hidden", 3}, {"classes", 5}, {"channels", {2, 3, 5}}}),
+       {merged(spect, {{"hidden", 8}}), merged(spect, {{"hidden", 3}, {"classes", 5}, {"channels", {2, 3, 5}}}),
         merged(spect, {{"volume_shape", {12, 9, 10}}, {"padding", 0}})}},
   };
   return table;
@@ -304,8 +298,8 @@ TEST(ModelSize, ActivationsFollowThePoints) {
     }
   }
   // Attention over the points: doubling them more than doubles the estimate.
-  for (const std::string name : {"vnt", "vnt+n", "vnt-seg", "xyz-transformer", "xyz-transformer-seg",
-                                 "transformer-lm"}) {
+  for (const std::string name :
+       {"vnt", "vnt+n", "vnt-seg", "xyz-transformer", "xyz-transformer-seg", "transformer-lm"}) {
     SCOPED_TRACE(name);
     const auto& e = qkv::models::find_model(name);
     EXPECT_GT(e.size(json::object(), 2048).activation_floats, 2 * e.size(json::object(), 1024).activation_floats);

@@ -29,7 +29,7 @@ std::set<std::string> keys_of(const nlohmann::json& j) {
 // the registry).
 const std::map<std::string, nlohmann::json>& small_options() {
   static const nlohmann::json vnt = {{"linear_dim", 4}, {"heads", 2}, {"head_dim", 4}, {"k", 4}, {"head_hidden", {8}}};
-  static const nlohmann::json vnt_seg = {{"linear_dim", 4}, {"heads", 2},          {"head_dim", 4},
+  static const nlohmann::json vnt_seg = {{"linear_dim", 4}, {"heads", 2},        {"head_dim", 4},
                                          {"k", 4},          {"category_dim", 4}, {"seg_hidden", {8}}};
   static const nlohmann::json xyz = {{"d_model", 8}, {"layers", 1}, {"heads", 2}, {"embed_hidden", 8}};
   // An 8^3 volume with padded convolutions: a 4 x 4 x 4 grid of 64 tokens.
@@ -210,9 +210,9 @@ TEST(Registry, ModelsForTask) {
             (std::vector<std::string>{"vnt", "vnt+n", "vnt-local", "vn-dgcnn", "xyz-transformer"}));
   EXPECT_EQ(models::models_for_task("segmentation"),
             (std::vector<std::string>{"vnt-seg", "vn-dgcnn-seg", "xyz-transformer-seg"}));
-  EXPECT_EQ(models::models_for_task("mhca"), (std::vector<std::string>{"mhca", "concatnet", "spectnet", "mhca-x",
-                                                                       "mhca-x-uniform", "mhca-x-no-values",
-                                                                       "xgboost"}));
+  EXPECT_EQ(models::models_for_task("mhca"),
+            (std::vector<std::string>{"mhca", "concatnet", "spectnet", "mhca-x", "mhca-x-uniform", "mhca-x-no-values",
+                                      "xgboost"}));
   EXPECT_FALSE(models::find_model("xgboost").network);
   EXPECT_EQ(models::models_for_task("lm"), (std::vector<std::string>{"transformer-lm", "lstm-lm", "gru-lm"}));
   EXPECT_EQ(models::models_for_task("spirals"), std::vector<std::string>{"mlp"});
@@ -225,10 +225,9 @@ TEST(Registry, ModelsForTask) {
 
 TEST(Registry, ModelHelpHasALinePerModelOfTheTask) {
   const auto help = models::model_help("segmentation");
-  EXPECT_EQ(help,
-            "vnt-seg              " + models::find_model("vnt-seg").description + "\n" +
-                "vn-dgcnn-seg         " + models::find_model("vn-dgcnn-seg").description + "\n" +
-                "xyz-transformer-seg  " + models::find_model("xyz-transformer-seg").description);
+  EXPECT_EQ(help, "vnt-seg              " + models::find_model("vnt-seg").description + "\n" + "vn-dgcnn-seg         " +
+                      models::find_model("vn-dgcnn-seg").description + "\n" + "xyz-transformer-seg  " +
+                      models::find_model("xyz-transformer-seg").description);
   EXPECT_THROW(models::model_help("nope"), std::invalid_argument);
 }
 

@@ -71,7 +71,8 @@ TEST(PngFile, ReadingBrokenFilesIsADataError) {
   qkv::write_file_atomic(cut, bytes);
   qkv::testing::expect_data_error([&] { qkv::picture::read_png_rgb(cut, w, h); }, cut, "truncated");
 
-  qkv::testing::expect_data_error([&] { qkv::picture::read_png_rgb(cut + ".absent", w, h); }, cut + ".absent", "no such file");
+  qkv::testing::expect_data_error([&] { qkv::picture::read_png_rgb(cut + ".absent", w, h); }, cut + ".absent",
+                                  "no such file");
 }
 
 double luma(const std::array<uint8_t, 3>& c) { return 0.299 * c[0] + 0.587 * c[1] + 0.114 * c[2]; }
@@ -137,9 +138,11 @@ TEST(Text, WidthGrowsWithTheTextAndIsZeroForNothing) {
       EXPECT_GT(w, previous) << "'" << text << "'";
       previous = w;
     }
-    EXPECT_GT(qkv::picture::text_width("W", size), qkv::picture::text_width("i", size));  // proportional, not monospaced
+    EXPECT_GT(qkv::picture::text_width("W", size),
+              qkv::picture::text_width("i", size));  // proportional, not monospaced
   }
-  EXPECT_GT(qkv::picture::text_width("attention", TextSize::Large), qkv::picture::text_width("attention", TextSize::Small));
+  EXPECT_GT(qkv::picture::text_width("attention", TextSize::Large),
+            qkv::picture::text_width("attention", TextSize::Small));
   EXPECT_GE(qkv::picture::text_height(TextSize::Small), 10);
   EXPECT_GT(qkv::picture::text_height(TextSize::Large), qkv::picture::text_height(TextSize::Small) + 3);
 }
@@ -206,11 +209,25 @@ TEST(Text, OtherBytesAreDrawnAsQuestionMarks) {
 }
 
 TEST(CompactNumber, KeepsThreeSignificantDigitsWithoutTrailingZeros) {
-  const std::vector<std::pair<double, std::string>> cases = {
-      {0, "0"},          {-0.0, "0"},        {0.5, "0.5"},          {1, "1"},          {12.345, "12.3"},
-      {0.0078125, "0.00781"}, {0.0078, "0.0078"}, {0.001, "0.001"}, {-2.5, "-2.5"},   {999.4, "999"},
-      {1234.5, "1234"},  {99999, "99999"},   {99999.7, "1e+05"},    {123456, "1.23e+05"}, {1.2e-05, "1.2e-05"},
-      {0.000999, "9.99e-04"}, {-3e-7, "-3e-07"}, {0.1 + 0.2, "0.3"}, {9.996, "10"}};
+  const std::vector<std::pair<double, std::string>> cases = {{0, "0"},
+                                                             {-0.0, "0"},
+                                                             {0.5, "0.5"},
+                                                             {1, "1"},
+                                                             {12.345, "12.3"},
+                                                             {0.0078125, "0.00781"},
+                                                             {0.0078, "0.0078"},
+                                                             {0.001, "0.001"},
+                                                             {-2.5, "-2.5"},
+                                                             {999.4, "999"},
+                                                             {1234.5, "1234"},
+                                                             {99999, "99999"},
+                                                             {99999.7, "1e+05"},
+                                                             {123456, "1.23e+05"},
+                                                             {1.2e-05, "1.2e-05"},
+                                                             {0.000999, "9.99e-04"},
+                                                             {-3e-7, "-3e-07"},
+                                                             {0.1 + 0.2, "0.3"},
+                                                             {9.996, "10"}};
   for (const auto& [value, text] : cases) EXPECT_EQ(qkv::picture::compact_number(value), text) << value;
   EXPECT_EQ(qkv::picture::compact_number(NAN), "nan");
   EXPECT_EQ(qkv::picture::compact_number(-INFINITY), "-inf");

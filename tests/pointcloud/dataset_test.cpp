@@ -154,8 +154,7 @@ TEST(PointDataset, OptionErrors) {
 
 TEST(PrepareSingleCloud, MeshAndPointCloud) {
   Mesh cube;
-  for (int i = 0; i < 8; ++i)
-    cube.vertices.push_back({(i & 1) ? 2.f : 1.f, (i & 2) ? 2.f : 1.f, (i & 4) ? 2.f : 1.f});
+  for (int i = 0; i < 8; ++i) cube.vertices.push_back({(i & 1) ? 2.f : 1.f, (i & 2) ? 2.f : 1.f, (i & 4) ? 2.f : 1.f});
   const int quads[6][4] = {{0, 1, 3, 2}, {4, 5, 7, 6}, {0, 1, 5, 4}, {2, 3, 7, 6}, {0, 2, 6, 4}, {1, 3, 7, 5}};
   for (const auto& q : quads) {
     cube.faces.push_back({q[0], q[1], q[2]});
@@ -246,7 +245,7 @@ TEST(PointDataset, FeaturesFollowTheirPointsAndAreNeverTransformed) {
   EXPECT_TRUE(torch::equal(f, f.round()));  // stored values, as they were
   for (int64_t k = 0; k < 6; ++k) {
     const auto stored = set->points[k].index_select(0, f[k][0].to(torch::kLong)).to(torch::kDouble);  // [64, 3]
-    const auto seen = b.input("points")[k].t().to(torch::kDouble);  // [64, 3]
+    const auto seen = b.input("points")[k].t().to(torch::kDouble);                                    // [64, 3]
     const auto d_stored = torch::cdist(stored, stored), d_seen = torch::cdist(seen, seen);
     const auto scale = d_seen.sum() / d_stored.sum();
     EXPECT_LT(max_abs(d_seen - scale * d_stored), 1e-4 * max_abs(d_seen)) << "shape " << k;

@@ -82,8 +82,9 @@ TEST(ReadObj, QuadsTexturesNormalsAndGroupsAsBlenderWritesThem) {
 }
 
 TEST(ReadObj, NegativeIndicesCountBackFromTheLastVertex) {
-  const auto mesh = read_obj(write_format_file("rel.obj", "v 0 0 0\nv 1 0 0\nv 0 1 0\nf -3 -2 -1\n"
-                                                           "v 0 0 1\nf -4/1 -3/2 -1/3\n"));
+  const auto mesh = read_obj(write_format_file("rel.obj",
+                                               "v 0 0 0\nv 1 0 0\nv 0 1 0\nf -3 -2 -1\n"
+                                               "v 0 0 1\nf -4/1 -3/2 -1/3\n"));
   ASSERT_EQ(mesh.faces.size(), 2u);
   EXPECT_EQ(mesh.faces[0], (std::array<int64_t, 3>{0, 1, 2}));
   EXPECT_EQ(mesh.faces[1], (std::array<int64_t, 3>{0, 1, 3}));
@@ -126,9 +127,10 @@ TEST(ReadStl, BinaryAsciiAndBinaryWhoseHeaderSaysSolid) {
   EXPECT_EQ(binary.vertices[4], (Vec3{1, 0, 1}));
   // Exporters that start a binary header with "solid" are read by size.
   EXPECT_EQ(read_stl(write_format_file("solid.stl", binary_stl(3, "solid exported by a CAD tool"))).faces.size(), 3u);
-  const auto ascii = read_stl(write_format_file(
-      "ascii.stl", "solid part\n  facet normal 0 0 1\n    outer loop\n      vertex 0 0 0\n      vertex 1 0 0\n"
-                   "      vertex 0 1 0\n    endloop\n  endfacet\nendsolid part\n"));
+  const auto ascii = read_stl(
+      write_format_file("ascii.stl",
+                        "solid part\n  facet normal 0 0 1\n    outer loop\n      vertex 0 0 0\n      vertex 1 0 0\n"
+                        "      vertex 0 1 0\n    endloop\n  endfacet\nendsolid part\n"));
   ASSERT_EQ(ascii.faces.size(), 1u);
   EXPECT_EQ(ascii.vertices[1], (Vec3{1, 0, 0}));
 }
@@ -177,9 +179,11 @@ TEST(ReadPcd, AsciiColourAsPclWritesItAndIntensity) {
   std::memcpy(&as_float, &packed, sizeof as_float);
   char rgb[64];
   std::snprintf(rgb, sizeof rgb, "%.9g", static_cast<double>(as_float));
-  const auto cloud = read_shape_file(write_format_file(
-      "colour.pcd", "FIELDS x y z rgb intensity\nSIZE 4 4 4 4 4\nTYPE F F F F F\nCOUNT 1 1 1 1 1\nPOINTS 2\n"
-                    "DATA ascii\n0 0 0 " + std::string(rgb) + " 0.25\n1 1 1 " + std::string(rgb) + " 7\n"));
+  const auto cloud = read_shape_file(
+      write_format_file("colour.pcd",
+                        "FIELDS x y z rgb intensity\nSIZE 4 4 4 4 4\nTYPE F F F F F\nCOUNT 1 1 1 1 1\nPOINTS 2\n"
+                        "DATA ascii\n0 0 0 " +
+                            std::string(rgb) + " 0.25\n1 1 1 " + std::string(rgb) + " 7\n"));
   ASSERT_EQ(cloud.colors.size(), 2u);
   EXPECT_EQ(cloud.colors[1], (std::array<uint8_t, 3>{200, 100, 50}));
   ASSERT_EQ(cloud.vertex_properties.size(), 1u);
@@ -199,16 +203,20 @@ TEST(PointFeatures, NamesAreCheckedAndMissingOnesNamed) {
   Mesh cloud;
   cloud.vertices = {{0, 0, 0}, {1, 0, 0}};
   cloud.vertex_properties.push_back({"intensity", false, {1, NAN}});
-  expect_data_error([&] { point_feature_rows(cloud, {"rgb"}, "c.ply"); }, "c.ply", "no colour (feature 'rgb'; the file holds: intensity)");
-  expect_data_error([&] { point_feature_rows(cloud, {"reflectance"}, "c.ply"); }, "c.ply", "no per-point 'reflectance'");
-  expect_data_error([&] { point_feature_rows(cloud, {"intensity"}, "c.ply"); }, "c.ply", "point 1: 'intensity' is not a finite");
+  expect_data_error([&] { point_feature_rows(cloud, {"rgb"}, "c.ply"); }, "c.ply",
+                    "no colour (feature 'rgb'; the file holds: intensity)");
+  expect_data_error([&] { point_feature_rows(cloud, {"reflectance"}, "c.ply"); }, "c.ply",
+                    "no per-point 'reflectance'");
+  expect_data_error([&] { point_feature_rows(cloud, {"intensity"}, "c.ply"); }, "c.ply",
+                    "point 1: 'intensity' is not a finite");
   cloud.faces = {{0, 1, 0}};
   expect_data_error([&] { point_feature_rows(cloud, {"intensity"}, "m.off"); }, "m.off", "a mesh; per-point features");
 }
 
 TEST(ReadPcd, BinaryWithAPackedColourAndIntegerFields) {
-  std::string pcd = "VERSION .7\nFIELDS x y z rgb label\nSIZE 4 4 8 4 2\nTYPE F F F U I\nCOUNT 1 1 1 1 1\n"
-                    "WIDTH 2\nHEIGHT 1\nPOINTS 2\nDATA binary\n";
+  std::string pcd =
+      "VERSION .7\nFIELDS x y z rgb label\nSIZE 4 4 8 4 2\nTYPE F F F U I\nCOUNT 1 1 1 1 1\n"
+      "WIDTH 2\nHEIGHT 1\nPOINTS 2\nDATA binary\n";
   for (int i = 0; i < 2; ++i) {
     put_bytes<float>(pcd, 1.5f + i);
     put_bytes<float>(pcd, -2.f);
@@ -232,7 +240,8 @@ TEST(ReadPcd, MalformedFilesAreRefusedInBoundedMemory) {
   const std::vector<MalformedCase> cases = {
       {"lzf.pcd", xyz + "POINTS 1\nDATA binary_compressed\n", "binary_compressed"},
       {"short.pcd", xyz + "POINTS 2\nDATA binary\n" + std::string(12, '\0'), "truncated"},
-      {"noxyz.pcd", "FIELDS a b c\nSIZE 4 4 4\nTYPE F F F\nCOUNT 1 1 1\nPOINTS 1\nDATA ascii\n1 2 3\n", "no x, y and z"},
+      {"noxyz.pcd", "FIELDS a b c\nSIZE 4 4 4\nTYPE F F F\nCOUNT 1 1 1\nPOINTS 1\nDATA ascii\n1 2 3\n",
+       "no x, y and z"},
       {"sizes.pcd", "FIELDS x y z\nSIZE 4 4\n", "lists 2 values for 3 fields"},
       {"columns.pcd", xyz + "POINTS 1\nDATA ascii\n1 2          \n", "2 values, the fields take 3"},
       {"inf.pcd", xyz + "POINTS 1\nDATA ascii\n1 inf 2\n", "not finite"},
@@ -240,8 +249,10 @@ TEST(ReadPcd, MalformedFilesAreRefusedInBoundedMemory) {
       {"nodata.pcd", xyz + "POINTS 1\n", "no DATA line"},
   };
   expect_each_refused(cases, read_pcd);
-  const auto huge = write_format_file("huge.pcd", xyz + "POINTS 4611686018427387904\nDATA binary\n" + std::string(12, '\0'));
-  expect_bounded_data_error(256 * kMiB, [&] { read_pcd(huge); }, huge, "truncated");
+  const auto huge =
+      write_format_file("huge.pcd", xyz + "POINTS 4611686018427387904\nDATA binary\n" + std::string(12, '\0'));
+  expect_bounded_data_error(
+      256 * kMiB, [&] { read_pcd(huge); }, huge, "truncated");
 }
 
 TEST(ReadPly, BigEndianReadsAsItsLittleEndianTwin) {
@@ -300,8 +311,9 @@ TEST(ModelNetTree, MixedFormatsLoadAndOtherFilesAreCounted) {
 // Ten tetrahedra per class in `dir/<class>/` (flat) or `dir/<split>/<class>/`.
 void write_tetra_folder(const std::string& dir, int count) {
   for (int i = 0; i < count; ++i)
-    write_text_file(dir + "/t" + std::to_string(i) + ".obj",
-                      "v 0 0 0\nv 1 0 0\nv 0 1 0\nv 0 0 " + std::to_string(1 + i) + "\nf 1 2 3\nf 1 2 4\nf 1 3 4\nf 2 3 4\n");
+    write_text_file(
+        dir + "/t" + std::to_string(i) + ".obj",
+        "v 0 0 0\nv 1 0 0\nv 0 1 0\nv 0 0 " + std::to_string(1 + i) + "\nf 1 2 3\nf 1 2 4\nf 1 3 4\nf 2 3 4\n");
 }
 
 TEST(ModelNetTree, AFlatFolderIsSplitPerClassTheSameWayForTheSameSeed) {
@@ -401,5 +413,6 @@ TEST(ShapeFileExtensions, TheKindsTogetherAreEveryExtensionReadShapeFileReads) {
   EXPECT_EQ(kinds, all);
   EXPECT_EQ(qkv::pointcloud::shape_file_kinds_text(),
             "a mesh (.off .ply .obj .stl) or a point cloud (.ply .pcd .txt .xyz .csv)");
-  EXPECT_EQ(qkv::pointcloud::shape_file_kinds_text(true), "a mesh (.off .ply .obj .stl) or a point cloud (.ply .pcd .xyz .csv)");
+  EXPECT_EQ(qkv::pointcloud::shape_file_kinds_text(true),
+            "a mesh (.off .ply .obj .stl) or a point cloud (.ply .pcd .xyz .csv)");
 }

@@ -57,11 +57,14 @@ TEST(HostileMesh, OnePolygonOfMillionsOfCornersIsReadInAddressSpaceInProportionT
 TEST(HostileMesh, OffDeclaringTwoToThe31VerticesOrFacesIsRefusedByName) {
   // Under `prlimit --as=6G` these were a bare std::bad_alloc naming no file.
   const auto vertices = write("v.off", "OFF\n2147483648 1 0\n" + kTriangle);
-  expect_bounded_data_error(256 * kMiB, [&] { read_off(vertices); }, vertices, "2147483648 vertices");
+  expect_bounded_data_error(
+      256 * kMiB, [&] { read_off(vertices); }, vertices, "2147483648 vertices");
   const auto faces = write("f.off", "OFF\n3 2147483648 0\n" + kTriangle + "3 0 1 2\n");
-  expect_bounded_data_error(256 * kMiB, [&] { read_off(faces); }, faces, "2147483648 faces");
+  expect_bounded_data_error(
+      256 * kMiB, [&] { read_off(faces); }, faces, "2147483648 faces");
   const auto overflow = write("o.off", "OFF\n9223372036854775807 9223372036854775807 0\n" + kTriangle);
-  expect_bounded_data_error(256 * kMiB, [&] { read_off(overflow); }, overflow, "truncated");
+  expect_bounded_data_error(
+      256 * kMiB, [&] { read_off(overflow); }, overflow, "truncated");
 }
 
 std::string ply_header(const std::string& format, const std::string& vertices, const std::string& faces) {
@@ -72,35 +75,43 @@ std::string ply_header(const std::string& format, const std::string& vertices, c
 
 TEST(HostileMesh, PlyDeclaringTwoToThe31ItemsIsRefusedByName) {
   const auto ascii = write("v.ply", ply_header("ascii", "2147483648", "1") + kTriangle + "3 0 1 2\n");
-  expect_bounded_data_error(256 * kMiB, [&] { read_ply(ascii); }, ascii, "2147483648 'vertex' items");
+  expect_bounded_data_error(
+      256 * kMiB, [&] { read_ply(ascii); }, ascii, "2147483648 'vertex' items");
   const auto faces = write("f.ply", ply_header("ascii", "3", "2147483648") + kTriangle + "3 0 1 2\n");
-  expect_bounded_data_error(256 * kMiB, [&] { read_ply(faces); }, faces, "2147483648 'face' items");
+  expect_bounded_data_error(
+      256 * kMiB, [&] { read_ply(faces); }, faces, "2147483648 'face' items");
   const auto binary = write("b.ply", ply_header("binary_little_endian", "2147483648", "0") + std::string(36, '\0'));
-  expect_bounded_data_error(256 * kMiB, [&] { read_ply(binary); }, binary, "2147483648 'vertex' items");
+  expect_bounded_data_error(
+      256 * kMiB, [&] { read_ply(binary); }, binary, "2147483648 'vertex' items");
   // count x row size overflows 64 bits: refused, not wrapped around to a small skip.
-  const auto wrap = write("w.ply", "ply\nformat binary_little_endian 1.0\nelement vertex 3\nproperty float x\n"
-                                   "property float y\nproperty float z\nelement junk 4611686018427387905\n"
-                                   "property int a\nend_header\n" +
-                                       std::string(36, '\0'));
-  expect_bounded_data_error(256 * kMiB, [&] { read_ply(wrap); }, wrap, "truncated");
+  const auto wrap = write("w.ply",
+                          "ply\nformat binary_little_endian 1.0\nelement vertex 3\nproperty float x\n"
+                          "property float y\nproperty float z\nelement junk 4611686018427387905\n"
+                          "property int a\nend_header\n" +
+                              std::string(36, '\0'));
+  expect_bounded_data_error(
+      256 * kMiB, [&] { read_ply(wrap); }, wrap, "truncated");
   // Items without properties take no bytes, so no size bounds their count:
   // reading would loop 2^63 times. Refused from the header.
-  const auto empty = write("e.ply", "ply\nformat binary_little_endian 1.0\nelement vertex 3\nproperty float x\n"
-                                    "property float y\nproperty float z\nelement junk 9223372036854775807\n"
-                                    "end_header\n" +
-                                        std::string(36, '\0'));
-  expect_bounded_data_error(256 * kMiB, [&] { read_ply(empty); }, empty, "'junk' declares 9223372036854775807 items but no properties");
+  const auto empty = write("e.ply",
+                           "ply\nformat binary_little_endian 1.0\nelement vertex 3\nproperty float x\n"
+                           "property float y\nproperty float z\nelement junk 9223372036854775807\n"
+                           "end_header\n" +
+                               std::string(36, '\0'));
+  expect_bounded_data_error(
+      256 * kMiB, [&] { read_ply(empty); }, empty, "'junk' declares 9223372036854775807 items but no properties");
 }
 
 TEST(HostileMesh, FuzzFindingsStayFixed) {
   // fuzz_ply: a second 'vertex' element with fewer properties was read with
   // the first one's property indices (a heap read past the item's values).
-  const std::string crash = std::string(qkv::testing::source_dir()) +
-                            "/fuzz/regressions/ply/crash-f040c4da78e135982181af58ff4406352d5c879e";
+  const std::string crash =
+      std::string(qkv::testing::source_dir()) + "/fuzz/regressions/ply/crash-f040c4da78e135982181af58ff4406352d5c879e";
   expect_data_error([&] { read_ply(crash); }, crash, "element 'vertex' declared twice");
-  const auto twice = write("twice.ply", "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n"
-                                        "property float z\nelement vertex 1\nproperty float x\nend_header\n" +
-                                            kTriangle + "0\n");
+  const auto twice = write("twice.ply",
+                           "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n"
+                           "property float z\nelement vertex 1\nproperty float x\nend_header\n" +
+                               kTriangle + "0\n");
   expect_data_error([&] { read_ply(twice); }, twice, "declared twice");
 }
 
@@ -110,7 +121,12 @@ TEST(HostileMesh, ForgedHdf5FilesAreDataErrors) {
   // null pointer its failed allocation returned (SIGSEGV in H5F__accum_read).
   // The child process that walks the metadata first dies instead of us.
   const std::string crash = regressions + "h5_scanobjectnn/crash-c12863e03494391c235224538b7aa4f1c778e2fe";
-  expect_data_error([&] { pointcloud::H5File h5(crash); h5.has("data"); }, crash, "HDF5 cannot read");
+  expect_data_error(
+      [&] {
+        pointcloud::H5File h5(crash);
+        h5.has("data");
+      },
+      crash, "HDF5 cannot read");
   // fuzz_h5_modelnet: a header asking for 380 GB: malloc fails, HDF5 reports it.
   const std::string huge = regressions + "h5_modelnet/crash-554c634b913eef8724a576d5d68bf96628cabc2e";
   expect_data_error([&] { pointcloud::read_h5_clouds(pointcloud::H5File(huge), huge, 1); }, huge, "");
@@ -120,11 +136,16 @@ TEST(HostileMesh, AFifoIsRefusedWithoutOpeningIt) {
   const auto path = temp_path("hostile_fifo.off");
   ::unlink(path.c_str());
   ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
-  expect_bounded_data_error(64 * kMiB, [&] { read_off(path); }, path, "not a regular file");
-  expect_bounded_data_error(64 * kMiB, [&] { read_ply(path); }, path, "not a regular file");
-  expect_bounded_data_error(64 * kMiB, [&] { pointcloud::read_point_text(path); }, path, "not a regular file");
-  expect_bounded_data_error(64 * kMiB, [&] { pointcloud::read_part_text(path, nullptr); }, path, "not a regular file");
-  expect_bounded_data_error(64 * kMiB, [&] { pointcloud::read_list(path); }, path, "not a regular file");
+  expect_bounded_data_error(
+      64 * kMiB, [&] { read_off(path); }, path, "not a regular file");
+  expect_bounded_data_error(
+      64 * kMiB, [&] { read_ply(path); }, path, "not a regular file");
+  expect_bounded_data_error(
+      64 * kMiB, [&] { pointcloud::read_point_text(path); }, path, "not a regular file");
+  expect_bounded_data_error(
+      64 * kMiB, [&] { pointcloud::read_part_text(path, nullptr); }, path, "not a regular file");
+  expect_bounded_data_error(
+      64 * kMiB, [&] { pointcloud::read_list(path); }, path, "not a regular file");
 }
 
 TEST(HostileMesh, EndlessLinesInLineReadersAreRefusedAtTheirLine) {

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-
 #include <cmath>
 #include <filesystem>
 #include <sstream>
@@ -98,7 +97,8 @@ TEST(ModelNetOff, EmptySplitAndBadMeshNameTheFile) {
   const fs::path dir = make_off_tree();
   fs::remove_all(dir / "cube" / "test");
   make_directories((dir / "cube" / "test").string());
-  expect_data_error([&] { load_modelnet40(dir.string()); }, (dir / "cube" / "test").string(), "no shape files (.off .ply .obj");
+  expect_data_error([&] { load_modelnet40(dir.string()); }, (dir / "cube" / "test").string(),
+                    "no shape files (.off .ply .obj");
   write_text_file(dir / "cube" / "test" / "cube_0009.off", "OFF\n3 1 0\n0 0 0\n1 0 0\n");
   expect_data_error([&] { load_modelnet40(dir.string()); }, "cube_0009.off", "truncated");
 }
@@ -143,8 +143,7 @@ TEST(ModelNetResampled, FirstPointsWithNormalsFromTheParentFolder) {
   EXPECT_EQ(data.train.points.sizes(), (std::vector<int64_t>{4, 16, 3}));
   // Train shape 2 is bed_0001, the fourth file written (shape 3).
   for (int i : {0, 7, 15})
-    for (int k = 0; k < 3; ++k)
-      EXPECT_FLOAT_EQ(data.train.points[2][i][k].item<float>(), resampled_value(3, i, k));
+    for (int k = 0; k < 3; ++k) EXPECT_FLOAT_EQ(data.train.points[2][i][k].item<float>(), resampled_value(3, i, k));
   EXPECT_FLOAT_EQ(data.test.points[0][1][0].item<float>(), resampled_value(2, 1, 0));
   EXPECT_FLOAT_EQ(data.train.normals[0][1][2].item<float>(), -1.f);
   EXPECT_NE(data.test.sources[1].find("bed_0003.txt"), std::string::npos);
@@ -208,8 +207,9 @@ fs::path make_h5(const std::string& name) {
   const fs::path dir = fresh_dir(name);
   make_directories(dir.string());
   write_text_file(dir / "shape_names.txt", "airplane\ncube\n");
-  write_text_file(dir / "train_files.txt",
-        "data/modelnet40_ply_hdf5_2048/ply_data_train0.h5\ndata/modelnet40_ply_hdf5_2048/ply_data_train1.h5\n");
+  write_text_file(
+      dir / "train_files.txt",
+      "data/modelnet40_ply_hdf5_2048/ply_data_train0.h5\ndata/modelnet40_ply_hdf5_2048/ply_data_train1.h5\n");
   write_text_file(dir / "test_files.txt", "data/modelnet40_ply_hdf5_2048/ply_data_test0.h5\n");
   write_h5((dir / "ply_data_train0.h5").string(), 0, {0, 1, 1, 0}, true);
   write_h5((dir / "ply_data_train1.h5").string(), 1000, {1, 0}, true);
@@ -301,7 +301,8 @@ void write_scanobjectnn_file(const fs::path& path, float base, std::vector<int32
   const auto s = static_cast<hsize_t>(labels.size());
   const hsize_t p = 64;
   std::vector<float> data(s * p * 3);
-  for (size_t i = 0; i < data.size(); ++i) data[i] = base + static_cast<float>(i % (p * 3)) * 0.01f + static_cast<float>(i / (p * 3));
+  for (size_t i = 0; i < data.size(); ++i)
+    data[i] = base + static_cast<float>(i % (p * 3)) * 0.01f + static_cast<float>(i / (p * 3));
   std::vector<int32_t> mask(s * p, 1);
   const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   ASSERT_GE(file, 0) << path;
@@ -345,9 +346,11 @@ TEST(ScanObjectNN, ItsVariantsAreReadFromTheReleasedLayout) {
   EXPECT_EQ(load_modelnet40((root / "main_split_nobg").string() + "/", o).train.size(), 15);
   // End to end: vnt train reads it by its options, says the layout, trains.
   const auto run = qkv::testing::run_qkv(
-      "vnt train --data " + root.string() + " --layout scanobjectnn --scanobjectnn-variant OBJ_ONLY --points 32 "
+      "vnt train --data " + root.string() +
+      " --layout scanobjectnn --scanobjectnn-variant OBJ_ONLY --points 32 "
       "--points-per-shape 64 --epochs 1 --batch-size 5 --linear-dim 4 --heads 2 --head-dim 4 --model-options "
-      "'{\"k\":4}' --threads 1 --out " + root.string() + "-run");
+      "'{\"k\":4}' --threads 1 --out " +
+      root.string() + "-run");
   EXPECT_EQ(run.status, 0) << run.output;
   EXPECT_NE(run.output.find("(ScanObjectNN layout): 15 train / 15 test shapes, 15 classes"), std::string::npos)
       << run.output;
@@ -370,9 +373,11 @@ TEST(ScanObjectNN, ItsVariantsAreReadFromTheReleasedLayout) {
 // command line's sizes win (the stand-in files hold 64 points of 15 scans).
 TEST(ScanObjectNN, TheRecipeRecordsTheReferenceCodesSettings) {
   const auto root = make_scanobjectnn("scanobjectnn_recipe");
-  const auto run = qkv::testing::run_qkv(
-      "vnt train --recipe scanobjectnn --data " + root.string() + " --points 32 --epochs 1 --batch-size 5 "
-      "--linear-dim 4 --heads 2 --head-dim 4 --model-options '{\"k\":4}' --threads 1 --out " + root.string() + "-run");
+  const auto run =
+      qkv::testing::run_qkv("vnt train --recipe scanobjectnn --data " + root.string() +
+                            " --points 32 --epochs 1 --batch-size 5 "
+                            "--linear-dim 4 --heads 2 --head-dim 4 --model-options '{\"k\":4}' --threads 1 --out " +
+                            root.string() + "-run");
   ASSERT_EQ(run.status, 0) << run.output;
   const auto config = qkv::testing::read_json(root.string() + "-run/config.json");
   const auto& d = config.at("data");
@@ -435,7 +440,8 @@ TEST(ModelNet, ZeroPointsPerShapeKeepsEveryStoredPoint) {
   // A file with fewer points than the first one is named.
   const auto root = make_resampled("modelnet_all_points_short");
   write_text_file(root / "modelnet40_normal_resampled" / "bed" / "bed_0002.txt", "0,0,0,0,0,1\n1,1,1,0,0,1\n");
-  expect_data_error([&] { pointcloud::load_modelnet40(root.string(), all); }, "bed_0002.txt", "2 points, fewer than the 20");
+  expect_data_error([&] { pointcloud::load_modelnet40(root.string(), all); }, "bed_0002.txt",
+                    "2 points, fewer than the 20");
   all.points_per_shape = -1;
   EXPECT_THROW(pointcloud::load_modelnet40(root.string(), all), UsageError);
 }

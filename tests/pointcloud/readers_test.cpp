@@ -250,15 +250,17 @@ TEST(ReadPly, BinaryLittleEndianAnyTypes) {
 }
 
 TEST(ReadPly, MalformedFilesNameTheFile) {
-  const std::string head = "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n"
-                           "property float z\nelement face 1\nproperty list uchar int vertex_indices\nend_header\n";
+  const std::string head =
+      "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n"
+      "property float z\nelement face 1\nproperty list uchar int vertex_indices\nend_header\n";
   struct Case {
     const char* name;
     std::string bytes;
     const char* what;
   };
-  std::string nan_binary = "ply\nformat binary_little_endian 1.0\nelement vertex 1\nproperty float x\n"
-                           "property float y\nproperty float z\nend_header\n";
+  std::string nan_binary =
+      "ply\nformat binary_little_endian 1.0\nelement vertex 1\nproperty float x\n"
+      "property float y\nproperty float z\nend_header\n";
   put<float>(nan_binary, 0.f);
   put<float>(nan_binary, std::nanf(""));
   put<float>(nan_binary, 0.f);
@@ -273,8 +275,10 @@ TEST(ReadPly, MalformedFilesNameTheFile) {
       {"few.ply", head + "0 0 0\n1 0\n0 1 0\n3 0 1 2\n", "too few values"},
       {"token.ply", head + "0 0 0\n1 zero 0\n0 1 0\n3 0 1 2\n", "non-numeric"},
       {"extra.ply", head + "0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n3 0 1 2\n", "wrong counts"},
-      {"empty.ply", "ply\nformat ascii 1.0\nelement vertex 0\nproperty float x\nproperty float y\n"
-                    "property float z\nend_header\n", "empty cloud"},
+      {"empty.ply",
+       "ply\nformat ascii 1.0\nelement vertex 0\nproperty float x\nproperty float y\n"
+       "property float z\nend_header\n",
+       "empty cloud"},
       {"header.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\n", "no 'end_header'"},
       {"no_z.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nproperty float y\nend_header\n1 2\n",
        "x, y or z"},
@@ -311,10 +315,8 @@ TEST(ReadPointText, MalformedFilesNameTheFile) {
     const char* what;
   };
   const Case cases[] = {
-      {"four.txt", "1 2 3 4\n", "4 columns"},
-      {"mixed.txt", "1 2 3\n1 2 3 0 0 1\n", "line 1 has 3"},
-      {"nan.txt", "1 2 3\nNaN 2 3\n", "not finite"},
-      {"word.txt", "1 2 3\n1 two 3\n", "non-numeric"},
+      {"four.txt", "1 2 3 4\n", "4 columns"},        {"mixed.txt", "1 2 3\n1 2 3 0 0 1\n", "line 1 has 3"},
+      {"nan.txt", "1 2 3\nNaN 2 3\n", "not finite"}, {"word.txt", "1 2 3\n1 two 3\n", "non-numeric"},
       {"empty.txt", "\n\n", "empty cloud"},
   };
   for (const auto& c : cases) {

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 #include <vector>
 
 #include "qkv/core/crc32.h"
@@ -44,8 +44,8 @@ TEST(RenderPng, IsACompressedPngShowingTheColours) {
 TEST(RenderPng, TitleColourbarLegendAndMarkedPoint) {
   Mesh cloud;
   for (int i = 0; i < 50; ++i) {
-    cloud.vertices.push_back({static_cast<float>(std::cos(i * 0.4)), static_cast<float>(i) / 50.f,
-                              static_cast<float>(std::sin(i * 0.4))});
+    cloud.vertices.push_back(
+        {static_cast<float>(std::cos(i * 0.4)), static_cast<float>(i) / 50.f, static_cast<float>(std::sin(i * 0.4))});
     cloud.colors.push_back(qkv::picture::heat_colour(i / 49.0));
   }
   PointPicture picture;
@@ -75,8 +75,8 @@ TEST(RenderPng, TitleColourbarLegendAndMarkedPoint) {
       }
     return n;
   };
-  EXPECT_GT(count({0, 200, 255}, 0, 300), 20);   // the ring, inside the cloud's square
-  EXPECT_GT(count({228, 26, 28}, 300, w), 20);   // the legend's swatch, in the panel
+  EXPECT_GT(count({0, 200, 255}, 0, 300), 20);                     // the ring, inside the cloud's square
+  EXPECT_GT(count({228, 26, 28}, 300, w), 20);                     // the legend's swatch, in the panel
   EXPECT_GT(count(qkv::picture::heat_colour(0.5), 300, w, 4), 1);  // the bar's middle
   picture.marked_point = 50;
   EXPECT_THROW(render_points_png(cloud, picture), qkv::DataError);

@@ -50,10 +50,10 @@ fs::path make_text_tree(const std::string& name) {
   write_text_file(dir / "03797390" / "m1.txt", shape_text(400, 40, {36, 37}));
   write_text_file(dir / "03797390" / "m2.txt", shape_text(500, 40, {37}));
   write_text_file(dir / "train_test_split" / "shuffled_train_file_list.json",
-        R"(["shape_data/02691156/a1", "shape_data/03797390/m1", "shape_data/02691156/a2"])");
+                  R"(["shape_data/02691156/a1", "shape_data/03797390/m1", "shape_data/02691156/a2"])");
   write_text_file(dir / "train_test_split" / "shuffled_val_file_list.json", R"(["shape_data/02691156/a3"])");
   write_text_file(dir / "train_test_split" / "shuffled_test_file_list.json",
-        R"(["shape_data/02691156/a4", "shape_data/03797390/m2"])");
+                  R"(["shape_data/02691156/a4", "shape_data/03797390/m2"])");
   return dir;
 }
 
@@ -133,7 +133,8 @@ TEST(ShapeNetPart, MalformedTextLayoutNamesTheFile) {
   {  // a part id outside its category
     const auto dir = make_text_tree("shapenet_bad_part");
     write_text_file(dir / "03797390" / "m1.txt", shape_text(400, 40, {36, 12}));
-    expect_data_error([&] { load_shapenet_part(dir.string(), options(16)); }, "m1.txt", "part 12 is not a part of Mug (36-37)");
+    expect_data_error([&] { load_shapenet_part(dir.string(), options(16)); }, "m1.txt",
+                      "part 12 is not a part of Mug (36-37)");
   }
   {  // a wrong column count
     const auto dir = make_text_tree("shapenet_bad_columns");
@@ -144,7 +145,7 @@ TEST(ShapeNetPart, MalformedTextLayoutNamesTheFile) {
     const auto dir = make_text_tree("shapenet_no_split");
     fs::remove(dir / "train_test_split" / "shuffled_val_file_list.json");
     expect_data_error([&] { load_shapenet_part(dir.string(), options(16)); }, "shuffled_val_file_list.json",
-                 "missing split file");
+                      "missing split file");
   }
   {  // a listed shape that is not there, a synset not in the category file, a bad synset
     const auto dir = make_text_tree("shapenet_missing_shape");
@@ -154,7 +155,7 @@ TEST(ShapeNetPart, MalformedTextLayoutNamesTheFile) {
     expect_data_error([&] { load_shapenet_part(dir.string(), options(16)); }, "04379243", "synsetoffset2category.txt");
     write_text_file(dir / "synsetoffset2category.txt", "Sofa\t04256520\n");
     expect_data_error([&] { load_shapenet_part(dir.string(), options(16)); }, "synsetoffset2category.txt: line 1",
-                 "not one of the 16");
+                      "not one of the 16");
   }
   {  // not a number, NaN, not JSON, no layout at all
     const auto dir = make_text_tree("shapenet_bad_values");
@@ -164,9 +165,9 @@ TEST(ShapeNetPart, MalformedTextLayoutNamesTheFile) {
     expect_data_error([&] { load_shapenet_part(dir.string(), options(16)); }, "a1.txt: line 1", "not finite");
     write_text_file(dir / "train_test_split" / "shuffled_train_file_list.json", "[\"shape_data/");
     expect_data_error([&] { load_shapenet_part(dir.string(), options(16)); }, "shuffled_train_file_list.json",
-                 "not valid JSON");
+                      "not valid JSON");
     expect_data_error([&] { load_shapenet_part((dir / "02691156").string(), options(16)); }, "02691156",
-                 "not a ShapeNet-part folder");
+                      "not a ShapeNet-part folder");
   }
 }
 
@@ -269,10 +270,12 @@ TEST(SynthParts, WrittenInTheTextLayoutAndReadBack) {
     const auto parts = data.train.point_labels[s];
     EXPECT_GE(parts.min().item<int64_t>(), cat.first_part) << data.train.sources[static_cast<size_t>(s)];
     EXPECT_LT(parts.max().item<int64_t>(), cat.first_part + cat.parts) << data.train.sources[static_cast<size_t>(s)];
-    for (int64_t i = 0; i < parts.size(0); ++i) seen[data.train.labels[s].item<int64_t>()].insert(parts[i].item<int64_t>());
+    for (int64_t i = 0; i < parts.size(0); ++i)
+      seen[data.train.labels[s].item<int64_t>()].insert(parts[i].item<int64_t>());
   }
   EXPECT_EQ(seen.size(), 6u);
-  for (const auto& [c, parts] : seen) EXPECT_GE(parts.size(), 2u) << shapenet_part_categories()[static_cast<size_t>(c)].name;
+  for (const auto& [c, parts] : seen)
+    EXPECT_GE(parts.size(), 2u) << shapenet_part_categories()[static_cast<size_t>(c)].name;
   EXPECT_LT((data.train.normals.norm(2, -1) - 1).abs().max().item<double>(), 1e-4);
   // The same options write the same bytes.
   const auto again = fresh_dir("synth_parts_again");

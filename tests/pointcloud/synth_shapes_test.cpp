@@ -530,4 +530,3 @@ TEST(SynthShapesCli, ListWriteRefuseAndBadOptions) {
   EXPECT_FALSE(fs::exists(dir + "_bad"));
   fs::remove_all(dir);
 }
-

@@ -64,8 +64,8 @@ TEST(FarthestPointSample, MatchesBruteForceFloatAndDouble) {
       for (int64_t start : {int64_t{0}, n / 2, n - 1}) {
         const int64_t m = std::min<int64_t>(n, 40);
         const auto got = to_vector(farthest_point_sample(cloud, m, start));
-        const auto want = dtype == torch::kFloat ? brute_force_fps<float>(cloud, m, start)
-                                                 : brute_force_fps<double>(cloud, m, start);
+        const auto want =
+            dtype == torch::kFloat ? brute_force_fps<float>(cloud, m, start) : brute_force_fps<double>(cloud, m, start);
         EXPECT_EQ(got, want) << "n " << n << " start " << start << " dtype " << dtype;
       }
     }
@@ -212,8 +212,8 @@ TEST(Rotations, RandomSo3IsOrthonormalAndHaarUniform) {
   }
   EXPECT_LT(max_orth, 1e-12);
   EXPECT_LT(max_det, 1e-12);
-  EXPECT_LT(max_magnitude(sum / draws), 0.05);                  // E[R] = 0 under Haar measure
-  EXPECT_LT(max_magnitude(sum_sq / draws - 1.0 / 3), 0.03);     // E[R_ij^2] = 1/3
+  EXPECT_LT(max_magnitude(sum / draws), 0.05);               // E[R] = 0 under Haar measure
+  EXPECT_LT(max_magnitude(sum_sq / draws - 1.0 / 3), 0.03);  // E[R_ij^2] = 1/3
   // Rotating float32 points keeps their norms.
   const auto pts = torch::randn({100, 3});
   EXPECT_LT(max_magnitude(rotate(pts, random_so3(gen)).norm(2, 1) - pts.norm(2, 1)), 1e-5);
@@ -242,7 +242,8 @@ TEST(FarthestPointSample, APointThatIsNotFiniteIsRefusedNamingIt) {
     farthest_point_sample(cloud, 10, 0);
     ADD_FAILURE() << "no error";
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("point 17 of cloud 1 holds NaN or an infinity"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("point 17 of cloud 1 holds NaN or an infinity"), std::string::npos)
+        << e.what();
   }
   auto one = torch::rand({50, 3}, generator(5), torch::kDouble);
   one[3][0] = std::numeric_limits<double>::infinity();

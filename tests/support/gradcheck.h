@@ -20,7 +20,8 @@ inline double max_gradient_error(const TensorFn& fn, const std::vector<at::Tenso
   (out * up).sum().backward();
   double worst = 0;
   for (size_t j = 0; j < inputs.size(); ++j) {
-    const auto analytic = leaves[j].grad().defined() ? leaves[j].grad().reshape({-1}) : torch::zeros({inputs[j].numel()}, inputs[j].options());
+    const auto analytic = leaves[j].grad().defined() ? leaves[j].grad().reshape({-1})
+                                                     : torch::zeros({inputs[j].numel()}, inputs[j].options());
     for (int64_t i = 0; i < inputs[j].numel(); ++i) {
       auto shifted = [&](double delta) {
         std::vector<at::Tensor> args;

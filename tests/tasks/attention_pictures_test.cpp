@@ -47,21 +47,30 @@ TEST(AttentionPictures, OneRowOnTheShapeAndItsRotatedCopyAgrees) {
   EXPECT_EQ(p.pictures[0].marked_point, 5);
   EXPECT_DOUBLE_EQ(p.pictures[0].bar_hi, top);
   // Bad requests name what is wrong.
-  expect_usage_error([&] { tasks::attention_pictures(*model, attention_run_data(), tetra_off(), 64, 0, "absolute", 3, torch::kCPU); },
-                     "query 64: the cloud has 64 points");
-  expect_usage_error([&] { tasks::attention_pictures(*model, attention_run_data(), tetra_off(), 0, 9, "absolute", 3, torch::kCPU); },
-                     "block 9: the model has 3 blocks");
+  expect_usage_error(
+      [&] { tasks::attention_pictures(*model, attention_run_data(), tetra_off(), 64, 0, "absolute", 3, torch::kCPU); },
+      "query 64: the cloud has 64 points");
+  expect_usage_error(
+      [&] { tasks::attention_pictures(*model, attention_run_data(), tetra_off(), 0, 9, "absolute", 3, torch::kCPU); },
+      "block 9: the model has 3 blocks");
   auto plain = models::find_model("xyz-transformer").make({{"classes", 3}});
-  expect_usage_error([&] { tasks::attention_pictures(*plain, attention_run_data(), tetra_off(), 0, 0, "absolute", 3, torch::kCPU); },
-                     "attention_maps: this model has no attention over the points");
+  expect_usage_error(
+      [&] { tasks::attention_pictures(*plain, attention_run_data(), tetra_off(), 0, 0, "absolute", 3, torch::kCPU); },
+      "attention_maps: this model has no attention over the points");
 }
 
 // vnt-local: the row weighs the query's neighbours, every other point 0, and
 // stays the same under rotation (the neighbourhoods are rotation invariant).
 TEST(AttentionPictures, LocalAttentionRowsWeighTheQuerysNeighbours) {
   torch::manual_seed(0);
-  auto model = models::find_model("vnt-local").make({{"linear_dim", 8}, {"heads", 2}, {"head_dim", 4}, {"k", 8},
-                                                     {"neighbours", 12}, {"classes", 3}, {"head_hidden", {16}}});
+  auto model = models::find_model("vnt-local")
+                   .make({{"linear_dim", 8},
+                          {"heads", 2},
+                          {"head_dim", 4},
+                          {"k", 8},
+                          {"neighbours", 12},
+                          {"classes", 3},
+                          {"head_hidden", {16}}});
   model->eval();
   const auto p = tasks::attention_pictures(*model, attention_run_data(), tetra_off(), 5, 2, "row", 3, torch::kCPU);
   for (const auto& cloud : p.clouds) {

@@ -143,7 +143,8 @@ TEST(PredictParts, ACloudLargerThanTheRunsPointsIsLabelledWholeByVotesAndStaysIn
   // A point that was sampled keeps its own vote: its nearest sampled point is itself.
   const auto xyz = torch::rand({50, 3}, torch::kDouble);
   EXPECT_TRUE(torch::equal(pc::nearest_point_indices(xyz, xyz), torch::arange(50, torch::kLong)));
-  EXPECT_EQ(pc::nearest_point_indices(torch::zeros({2, 3}), torch::zeros({4, 3})).sum().item<int64_t>(), 0);  // ties: lowest
+  EXPECT_EQ(pc::nearest_point_indices(torch::zeros({2, 3}), torch::zeros({4, 3})).sum().item<int64_t>(),
+            0);  // ties: lowest
   fs::remove_all(dir);
 }
 

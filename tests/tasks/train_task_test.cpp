@@ -92,8 +92,8 @@ TEST(TrainTask, BadSettingsAreRefusedByKeyBeforeAnyFile) {
   write_text_file(lm->data.text, "some text to learn from\n");
   const std::set<std::string> given = {"task"};
   try {
-    tasks::new_train_request(tasks::lm_train_task(lm), [&](const std::string& k) { return given.count(k) > 0; }, {},
-                             dir);
+    tasks::new_train_request(
+        tasks::lm_train_task(lm), [&](const std::string& k) { return given.count(k) > 0; }, {}, dir);
     FAIL() << "task and text accepted together";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key, "task");
@@ -149,11 +149,10 @@ TEST(TrainTask, TrainCommandResumesByKeyAndAppliesRecipesToSettings) {
   const auto& vnn = tasks::find_recipe("vnt train", "vnn");
   train::TrainConfig config;
   config.optim.lr = 0.05;
-  const auto record = tasks::apply_recipe(
-      vnn, {[](const std::string& key) { return key == "lr"; },
-            [&](const std::string& key, const std::string& value) {
-              return set_field_from_text(config, key, value, "recipe vnn");
-            }});
+  const auto record = tasks::apply_recipe(vnn, {[](const std::string& key) { return key == "lr"; },
+                                                [&](const std::string& key, const std::string& value) {
+                                                  return set_field_from_text(config, key, value, "recipe vnn");
+                                                }});
   EXPECT_EQ(config.optim.optimizer, "sgd");
   EXPECT_DOUBLE_EQ(config.optim.lr, 0.05);
   EXPECT_TRUE(record.at("set").contains("optimizer"));

@@ -67,7 +67,8 @@ std::string svg_xml_problem(const std::string& s) {
     name = name.substr(0, name.find_first_of(" \n\t/"));
     if (name.empty()) return "empty tag name at " + std::to_string(i);
     if (closing) {
-      if (open.empty() || open.back() != name) return "</" + name + "> does not close " + (open.empty() ? "anything" : open.back());
+      if (open.empty() || open.back() != name)
+        return "</" + name + "> does not close " + (open.empty() ? "anything" : open.back());
       open.pop_back();
       if (open.empty() && s.find('<', end) != std::string::npos) return "content after the root element";
     } else if (!self_closing) {
@@ -112,10 +113,12 @@ TEST(BinaryMetrics, RocCurveOfTheTiedCase) {
 }
 
 TEST(BinaryMetrics, OneClassIsADataErrorThatSaysSo) {
-  qkv::testing::expect_data_error([] { auroc({0.2, 0.5, 0.9}, {1, 1, 1}); }, "AUROC is undefined",
-                                  "all 3 samples are class 1");
-  qkv::testing::expect_data_error([] { auroc({0.2, 0.5}, {0, 0}); }, "AUROC is undefined",
-                                  "all 2 samples are class 0");
+  qkv::testing::expect_data_error(
+      [] {
+        auroc({0.2, 0.5, 0.9}, {1, 1, 1});
+      },
+      "AUROC is undefined", "all 3 samples are class 1");
+  qkv::testing::expect_data_error([] { auroc({0.2, 0.5}, {0, 0}); }, "AUROC is undefined", "all 2 samples are class 0");
   qkv::testing::expect_data_error([] { roc_curve({0.2, 0.5}, {0, 0}); }, "ROC curve", "class 0");
 }
 
@@ -123,8 +126,7 @@ TEST(BinaryMetrics, BadInputsAreDataErrors) {
   qkv::testing::expect_data_error([] { auroc({0.2, 0.5, 0.9}, {0, 1}); }, "AUROC", "3 scores but 2 labels");
   qkv::testing::expect_data_error([] { auroc({0.2, NAN, 0.9}, {0, 1, 1}); }, "AUROC", "score 1 is NaN");
   qkv::testing::expect_data_error([] { auroc({0.2, 0.5, 0.9}, {0, 1, 2}); }, "label 2", "expected 0 or 1");
-  qkv::testing::expect_data_error([] { qkv::train::count_at_threshold({0.2, NAN}, {0, 1}); }, "binary counts",
-                                  "NaN");
+  qkv::testing::expect_data_error([] { qkv::train::count_at_threshold({0.2, NAN}, {0, 1}); }, "binary counts", "NaN");
 }
 
 TEST(BinaryMetrics, AurocEqualsTrapezoidAndPairCountOnRandomData) {

@@ -103,9 +103,12 @@ TEST(Checkpoint, OtherFilesAndOtherModelsAreRejected) {
   const auto junk = temp_path("junk.ckpt");
   write_file_atomic(junk, std::string("this is not a checkpoint at all"));
   auto m = mlp();
-  EXPECT_NE(qkv::testing::data_error_of([&] { train::load_checkpoint(junk, *m, nullptr); }).find("not a qkv checkpoint"),
-            std::string::npos);
-  EXPECT_NE(qkv::testing::data_error_of([&] { train::load_checkpoint(temp_path("missing.ckpt"), *m, nullptr); }).find("missing.ckpt"),
+  EXPECT_NE(
+      qkv::testing::data_error_of([&] { train::load_checkpoint(junk, *m, nullptr); }).find("not a qkv checkpoint"),
+      std::string::npos);
+  EXPECT_NE(qkv::testing::data_error_of([&] {
+              train::load_checkpoint(temp_path("missing.ckpt"), *m, nullptr);
+            }).find("missing.ckpt"),
             std::string::npos);
   const auto small = temp_path("small.ckpt");
   train::save_checkpoint(small, *mlp(8), nullptr, {});
@@ -114,7 +117,8 @@ TEST(Checkpoint, OtherFilesAndOtherModelsAreRejected) {
   models::MLPOptions deeper;
   deeper.layers = 3;
   auto other = std::make_shared<models::MLP>(deeper);
-  EXPECT_NE(qkv::testing::data_error_of([&] { train::load_checkpoint(small, *other, nullptr); }).find("does not fit"), std::string::npos);
+  EXPECT_NE(qkv::testing::data_error_of([&] { train::load_checkpoint(small, *other, nullptr); }).find("does not fit"),
+            std::string::npos);
 }
 
 namespace {
@@ -279,8 +283,7 @@ TEST(Checkpoint, FormatOneIsReadOnlyWhenTheUserTrustsIt) {
 
   auto b = mlp();
   ::unsetenv("QKV_READ_FORMAT1_CHECKPOINTS");
-  qkv::testing::expect_data_error([&] { train::load_checkpoint(path, *b, nullptr); }, path,
-                                  "format-1 qkv checkpoint");
+  qkv::testing::expect_data_error([&] { train::load_checkpoint(path, *b, nullptr); }, path, "format-1 qkv checkpoint");
   qkv::testing::expect_data_error([&] { train::read_checkpoint_config(path); }, path,
                                   "set QKV_READ_FORMAT1_CHECKPOINTS=1 to read it");
   ::setenv("QKV_READ_FORMAT1_CHECKPOINTS", "1", 1);

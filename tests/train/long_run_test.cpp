@@ -5,9 +5,9 @@
 
 #include <filesystem>
 
-#include "qkv/runtime/allocator.h"
 #include "qkv/data/spirals.h"
 #include "qkv/models/mlp.h"
+#include "qkv/runtime/allocator.h"
 #include "qkv/train/trainer.h"
 #include "support/test_files.h"
 

@@ -61,7 +61,9 @@ TEST(MetricTotals, AccuracyWithConfusionReducesExactly) {
   std::vector<std::pair<at::Tensor, at::Tensor>> batches;
   for (int i = 0; i < 5; ++i) batches.emplace_back(torch::randn({7, 4}), torch::randint(4, {7}, torch::kLong));
   auto plain = [] { return std::make_unique<train::AccuracyMetric>(); };
-  auto named = [] { return std::make_unique<train::AccuracyMetric>(std::vector<std::string>{"a", "b", "c", "d", "e"}); };
+  auto named = [] {
+    return std::make_unique<train::AccuracyMetric>(std::vector<std::string>{"a", "b", "c", "d", "e"});
+  };
   expect_shards_reduce_to_whole(plain, batches, 2);
   expect_shards_reduce_to_whole(named, batches, 3);
   expect_shards_reduce_to_whole(named, batches, 8);  // three shards saw nothing

@@ -105,7 +105,8 @@ TEST(Metrics, ManyClassesKeepTheirMostFrequentConfusionsNotTheMatrix) {
     const auto shifted = (target + torch::randint(0, 3, {50}, torch::kLong)) % n;
     const auto logits = torch::nn::functional::one_hot(shifted, n).to(torch::kFloat);
     sparse.add(logits, target);
-    for (int64_t i = 0; i < 50; ++i) ++dense[static_cast<size_t>(target[i].item<int64_t>())][static_cast<size_t>(shifted[i].item<int64_t>())];
+    for (int64_t i = 0; i < 50; ++i)
+      ++dense[static_cast<size_t>(target[i].item<int64_t>())][static_cast<size_t>(shifted[i].item<int64_t>())];
   }
   const auto r = sparse.result();
   EXPECT_FALSE(r.contains("confusion"));

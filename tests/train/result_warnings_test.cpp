@@ -36,8 +36,8 @@ TEST(ResultWarnings, OneClassPredictedForNearlyEveryShapeIsNamed) {
 
 TEST(ResultWarnings, BinaryZerosAndChanceAurocAreSaid) {
   // Every subject predicted positive: one message, not three.
-  const nlohmann::json all_pd = {{"tp", 30}, {"fn", 0}, {"fp", 30}, {"tn", 0},
-                                 {"sensitivity", 1.0}, {"specificity", 0.0}, {"auroc", 0.61}};
+  const nlohmann::json all_pd = {{"tp", 30},           {"fn", 0},      {"fp", 30}, {"tn", 0}, {"sensitivity", 1.0},
+                                 {"specificity", 0.0}, {"auroc", 0.61}};
   const auto w = degenerate_result_warnings(all_pd);
   ASSERT_EQ(w.size(), 1u) << w[0];
   EXPECT_NE(w[0].find("predicts the positive class for 60 of 60 (100 %), though 50 % are"), std::string::npos);
@@ -47,18 +47,17 @@ TEST(ResultWarnings, BinaryZerosAndChanceAurocAreSaid) {
   EXPECT_TRUE(any_contains(degenerate_result_warnings({{"sensitivity", 0.0}}), "sensitivity 0"));
   EXPECT_TRUE(any_contains(degenerate_result_warnings({{"auroc", 0.48}}), "AUROC 0.480 <= 0.5"));
   // Cross validation's {mean, std} values are judged by their mean.
-  EXPECT_TRUE(any_contains(degenerate_result_warnings({{"specificity", {{"mean", 0.0}, {"std", 0.0}}}}), "specificity 0"));
-  const nlohmann::json fine = {{"tp", 25}, {"fn", 5}, {"fp", 6}, {"tn", 24}, {"sensitivity", 0.83},
+  EXPECT_TRUE(
+      any_contains(degenerate_result_warnings({{"specificity", {{"mean", 0.0}, {"std", 0.0}}}}), "specificity 0"));
+  const nlohmann::json fine = {{"tp", 25},           {"fn", 5},      {"fp", 6}, {"tn", 24}, {"sensitivity", 0.83},
                                {"specificity", 0.8}, {"auroc", 0.88}};
   EXPECT_TRUE(degenerate_result_warnings(fine).empty());
   EXPECT_TRUE(degenerate_result_warnings({{"auroc", nullptr}, {"sensitivity", nullptr}}).empty());
 }
 
 TEST(ResultWarnings, TheSummaryAndTheReportCarryThem) {
-  const nlohmann::json one_class = {{"accuracy", 0.1},
-                                    {"confusion", {{5, 0}, {45, 0}}},
-                                    {"classes", {"cube", "cone"}}};
-  const nlohmann::json summary = {{"selected_epoch", 1}, {"epochs", 1}, {"selected_by", "val_accuracy"},
+  const nlohmann::json one_class = {{"accuracy", 0.1}, {"confusion", {{5, 0}, {45, 0}}}, {"classes", {"cube", "cone"}}};
+  const nlohmann::json summary = {{"selected_epoch", 1},        {"epochs", 1},       {"selected_by", "val_accuracy"},
                                   {"val", {{"accuracy", 0.9}}}, {"test", one_class}, {"test_so3", one_class}};
   const auto warnings = qkv::train::summary_warnings(summary);
   ASSERT_EQ(warnings.size(), 2u);

@@ -84,7 +84,8 @@ TEST(Trainer, RunFolderHoldsConfigMetricsSummaryCheckpointsAndReport) {
   while (std::getline(metrics, line)) {
     auto row = nlohmann::json::parse(line);
     EXPECT_EQ(row.at("epoch"), ++epochs);
-    for (const char* k : {"lr", "train_loss", "train_accuracy", "val_loss", "val_accuracy"}) EXPECT_TRUE(row.contains(k)) << k;
+    for (const char* k : {"lr", "train_loss", "train_accuracy", "val_loss", "val_accuracy"})
+      EXPECT_TRUE(row.contains(k)) << k;
   }
   EXPECT_EQ(epochs, 3);
   EXPECT_EQ(train::read_checkpoint_config(dir + "/checkpoints/last.ckpt").at("marker"), 42);
@@ -185,12 +186,12 @@ TEST(Trainer, SelectionIgnoresTestData) {
 }
 
 TEST(EpochLine, AWideLineWrapsBeforeTheValidationMetrics) {
-  nlohmann::json row = {{"epoch", 3}, {"lr", 0.001}, {"train_loss", 0.5}, {"val_accuracy", 0.75}, {"val_shapes", 40},
-                        {"seconds", 1.25}};
+  nlohmann::json row = {{"epoch", 3},           {"lr", 0.001},      {"train_loss", 0.5},
+                        {"val_accuracy", 0.75}, {"val_shapes", 40}, {"seconds", 1.25}};
   const auto short_line = qkv::train::epoch_line_text(row, 20);
   EXPECT_EQ(short_line, "epoch 3/20 lr 0.001 train_loss 0.5000 val_accuracy 0.7500 val_shapes 40 (1.2 s)");
-  for (const char* key : {"train_class_miou", "train_instance_miou", "train_accuracy", "val_class_miou",
-                          "val_instance_miou", "val_loss"})
+  for (const char* key :
+       {"train_class_miou", "train_instance_miou", "train_accuracy", "val_class_miou", "val_instance_miou", "val_loss"})
     row[key] = 0.123456;
   const auto text = qkv::train::epoch_line_text(row, 20);
   const auto newline = text.find('\n');

@@ -104,9 +104,11 @@ TEST(WeightsInterop, FuzzFindingsStayFixed) {
   // fuzz_weights: 1.5 KB files whose pickle declares a string of 1.7 and
   // 2 GB, which LibTorch's Unpickler reserved before reading (2.1 GB RSS);
   // the pickle's lengths are checked first now.
-  for (const char* name : {"oom-c4ff7a0a494e55231d1c955bbd6c33d44c55bac9", "oom-444aed7ee321959a42fd97109c10541ff2c72171"}) {
+  for (const char* name :
+       {"oom-c4ff7a0a494e55231d1c955bbd6c33d44c55bac9", "oom-444aed7ee321959a42fd97109c10541ff2c72171"}) {
     const std::string path = weights_regression(name);
-    expect_bounded_data_error(256 * kMiB, [&] { train::load_weights(m, path); }, path, "its pickle declares");
+    expect_bounded_data_error(
+        256 * kMiB, [&] { train::load_weights(m, path); }, path, "its pickle declares");
   }
   // fuzz_weights: TUPLE3 opcodes on a stack of fewer than three items; the
   // Unpickler popped without looking and corrupted its stack (a heap overflow
@@ -129,7 +131,8 @@ TEST(WeightsInterop, FuzzFindingsStayFixed) {
 TEST(WeightsInterop, PickleWalkAcceptsWhatLibTorchWrites) {
   for (int64_t n : {0, 1, 2, 999, 1000, 1001, 2500}) {
     torch::nn::Module many;
-    for (int64_t i = 0; i < n; ++i) many.register_buffer("b" + std::to_string(i), torch::full({1}, static_cast<double>(i)));
+    for (int64_t i = 0; i < n; ++i)
+      many.register_buffer("b" + std::to_string(i), torch::full({1}, static_cast<double>(i)));
     const auto path = temp_path("many_" + std::to_string(n) + ".pt");
     train::export_weights(many, path);
     torch::nn::Module back;
@@ -144,9 +147,12 @@ TEST(WeightsInterop, FifosAreRefusedWithoutOpeningThem) {
   ::unlink(path.c_str());
   ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
   Foo m;
-  expect_bounded_data_error(64 * kMiB, [&] { train::load_weights(m, path); }, path, "not a regular file");
-  expect_bounded_data_error(64 * kMiB, [&] { train::read_checkpoint_config(path); }, path, "not a regular file");
-  expect_bounded_data_error(64 * kMiB, [&] { train::load_checkpoint(path, m, nullptr); }, path, "not a regular file");
+  expect_bounded_data_error(
+      64 * kMiB, [&] { train::load_weights(m, path); }, path, "not a regular file");
+  expect_bounded_data_error(
+      64 * kMiB, [&] { train::read_checkpoint_config(path); }, path, "not a regular file");
+  expect_bounded_data_error(
+      64 * kMiB, [&] { train::load_checkpoint(path, m, nullptr); }, path, "not a regular file");
 }
 
 }  // namespace

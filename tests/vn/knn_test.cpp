@@ -40,7 +40,7 @@ void expect_brute_force(int64_t b, int64_t d, int64_t n, int64_t k, c10::ScalarT
 
 TEST(KnnIndices, EqualsBruteForceWithTiesByIndex) {
   for (const auto dtype : {torch::kFloat, torch::kDouble}) {
-    expect_brute_force(2, 3, 50, 7, dtype);    // points
+    expect_brute_force(2, 3, 50, 7, dtype);     // points
     expect_brute_force(3, 12, 300, 20, dtype);  // C x 3 features (C = 4)
     expect_brute_force(1, 3, 600, 1, dtype);    // k = 1
     expect_brute_force(2, 3, 9, 9, dtype);      // k = N

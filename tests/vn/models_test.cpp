@@ -5,13 +5,13 @@
 #include <torch/torch.h>
 
 #include "qkv/core/errors.h"
-#include "support/haar_rotation.h"
 #include "qkv/models/model.h"
 #include "qkv/models/part_seg.h"
 #include "qkv/models/vnt_net.h"
 #include "qkv/vn/edge_conv.h"
 #include "qkv/vn/vn_ops.h"
 #include "support/gradcheck.h"
+#include "support/haar_rotation.h"
 #include "support/tolerance.h"
 
 using namespace qkv;
@@ -25,7 +25,7 @@ data::Batch cloud_batch(int64_t b, int64_t n, torch::Dtype dtype, int64_t seed) 
   batch.inputs["points"] = torch::randn({b, 3, n}, gen, torch::kDouble).to(dtype);
   auto normals = torch::randn({b, 3, n}, gen, torch::kDouble);
   batch.inputs["normals"] = (normals / normals.norm(2, 1, true)).to(dtype);
-  batch.inputs["category"] = torch::arange(b, torch::kLong) * 5 % 16;  // for the part segmenters
+  batch.inputs["category"] = torch::arange(b, torch::kLong) * 5 % 16;                // for the part segmenters
   batch.inputs["features"] = torch::rand({b, 2, n}, gen, torch::kDouble).to(dtype);  // for point_features = 2
   batch.target = torch::zeros({b}, torch::kLong);
   return batch;
@@ -48,8 +48,8 @@ double invariance_error(models::Model& model, torch::Dtype dtype, int64_t n = 48
   const auto logits = model.forward(batch);
   double worst = 0;
   for (int64_t s = 1; s <= 3; ++s)
-    worst = std::max(worst, qkv::testing::precision_difference(model.forward(rotated(batch, haar_rotation(s, dtype))),
-                                                               logits));
+    worst = std::max(
+        worst, qkv::testing::precision_difference(model.forward(rotated(batch, haar_rotation(s, dtype))), logits));
   EXPECT_GT(logits.abs().max().item<double>(), 1e-3);
   return worst;
 }
@@ -88,8 +88,7 @@ TEST(VNModels, VNTNetWithPaperSettingsIsInvariantInFloat32) {
 
 TEST(VNModels, VNDGCNNIsInvariant) {
   EXPECT_LE(invariance_error(*make("vn-dgcnn", {{"classes", 5}, {"k", 8}}), torch::kDouble), 1e-9);
-  EXPECT_LE(invariance_error(*make("vn-dgcnn", {{"classes", 5}, {"k", 8}, {"pooling", "max"}}), torch::kDouble),
-            1e-9);
+  EXPECT_LE(invariance_error(*make("vn-dgcnn", {{"classes", 5}, {"k", 8}, {"pooling", "max"}}), torch::kDouble), 1e-9);
   EXPECT_LE(invariance_error(*make("vn-dgcnn", {{"classes", 5}, {"k", 8}}), torch::kFloat), 1e-4);
 }
 
@@ -97,8 +96,9 @@ TEST(VNModels, VNDGCNNIsInvariant) {
 // invariant, and they depend on the features.
 TEST(VNModels, PointFeaturesKeepTheModelsInvariantAndAreRead) {
   for (const auto& [name, options] : std::vector<std::pair<std::string, nlohmann::json>>{
-           {"vnt", kSmallVnt}, {"vnt-local", {{"classes", 5}, {"linear_dim", 8}, {"heads", 3}, {"head_dim", 4}, {"k", 8},
-                                              {"neighbours", 6}}},
+           {"vnt", kSmallVnt},
+           {"vnt-local",
+            {{"classes", 5}, {"linear_dim", 8}, {"heads", 3}, {"head_dim", 4}, {"k", 8}, {"neighbours", 6}}},
            {"vn-dgcnn", {{"classes", 5}, {"k", 8}}}}) {
     auto with_features = options;
     with_features["point_features"] = 2;
@@ -135,8 +135,8 @@ TEST(VNModels, FactorisedEdgeConvEqualsTheComposedOne) {
     for (int factorised = 0; factorised < 2; ++factorised) {
       const auto leaf = x.detach().clone().requires_grad_();
       conv->zero_grad();
-      outs[factorised] = factorised ? vn::factorised_edge_conv(*conv, leaf, idx)
-                                    : conv->forward(vn::edge_features(leaf, idx, false));
+      outs[factorised] =
+          factorised ? vn::factorised_edge_conv(*conv, leaf, idx) : conv->forward(vn::edge_features(leaf, idx, false));
       (outs[factorised] * up).sum().backward();
       grads[factorised] = {leaf.grad(), conv->map_to_feat->weight.grad().clone(),
                            conv->map_to_dir->weight.grad().clone()};
@@ -214,8 +214,8 @@ TEST(VNModels, StdFeatureWithMeanEqualsTheConcatenatedInput) {
   for (const auto dtype : {torch::kDouble, torch::kFloat})
     for (const bool normalize : {false, true})
       for (const bool training : {true, false}) {
-        SCOPED_TRACE(std::string(dtype == torch::kDouble ? "float64" : "float32") + (normalize ? " orthonormal" : " free") +
-                     (training ? " training" : " eval"));
+        SCOPED_TRACE(std::string(dtype == torch::kDouble ? "float64" : "float32") +
+                     (normalize ? " orthonormal" : " free") + (training ? " training" : " eval"));
         torch::manual_seed(5);
         vn::VNStdFeature layer(2 * 6, normalize);
         layer->to(dtype);
@@ -296,8 +296,8 @@ TEST(VNModels, BadInputsAreClearErrors) {
 
 namespace {
 
-const nlohmann::json kSmallSeg = {{"linear_dim", 8}, {"heads", 3}, {"head_dim", 4}, {"k", 8},
-                                  {"category_dim", 8}, {"seg_hidden", {32, 16, 16}}};
+const nlohmann::json kSmallSeg = {{"linear_dim", 8}, {"heads", 3},        {"head_dim", 4},
+                                  {"k", 8},          {"category_dim", 8}, {"seg_hidden", {32, 16, 16}}};
 
 }  // namespace
 
@@ -344,10 +344,11 @@ TEST(VNSegModels, ParameterCounts) {
   // the category code (16*64 + BN 2*64) and 1x1 convolutions from 2304 point
   // + 2304 pooled + 64 category features through 256, 256, 128 (each + BN) to 50.
   const int64_t backbone =
-      models::count_parameters(*make("vnt", {{"linear_dim", 128}, {"heads", 14}, {"classes", 2}, {"head_hidden", nlohmann::json::array()}})) -
+      models::count_parameters(*make(
+          "vnt", {{"linear_dim", 128}, {"heads", 14}, {"classes", 2}, {"head_hidden", nlohmann::json::array()}})) -
       (2 * 2304 * 2 + 2);
-  const int64_t seg_head = (16 * 64 + 2 * 64) + (4672 * 256 + 2 * 256) + (256 * 256 + 2 * 256) + (256 * 128 + 2 * 128) +
-                           128 * 50;
+  const int64_t seg_head =
+      (16 * 64 + 2 * 64) + (4672 * 256 + 2 * 256) + (256 * 256 + 2 * 256) + (256 * 128 + 2 * 128) + 128 * 50;
   EXPECT_EQ(models::count_parameters(*make("vnt-seg")), backbone + seg_head);
 }
 

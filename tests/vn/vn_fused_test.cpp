@@ -88,8 +88,9 @@ TEST(VNFusedFrameCoordinates, EqualsTheComposedVersionAndPassesGradcheck) {
       EXPECT_LT(precision_difference(f.grad(), fr.grad()), 10 * tol) << dtype;  // summed over channels
     }
   const auto f = [](const std::vector<at::Tensor>& in) { return vn::vn_frame_coordinates(in[0], in[1]); };
-  EXPECT_LT(max_gradient_error(f, {torch::randn({2, 3, 3, 5}, torch::kDouble), torch::randn({2, 3, 3, 5}, torch::kDouble)}),
-            1e-6);
+  EXPECT_LT(
+      max_gradient_error(f, {torch::randn({2, 3, 3, 5}, torch::kDouble), torch::randn({2, 3, 3, 5}, torch::kDouble)}),
+      1e-6);
   EXPECT_THROW(vn::vn_frame_coordinates(torch::randn({2, 3, 3, 5}), torch::randn({2, 2, 3, 5})), UsageError);
   EXPECT_THROW(vn::vn_frame_coordinates(torch::randn({2, 3, 3, 5}), torch::randn({1, 3, 3, 5})), UsageError);
 }
@@ -114,8 +115,8 @@ TEST(VNFusedBatchNorm, EqualsTheComposedVersionInTrainingAndEval) {
           s = {s0.weight.clone().requires_grad_(), s0.bias.clone().requires_grad_(), s0.running_mean.clone(),
                s0.running_var.clone()};
           x = x0.clone().requires_grad_();
-          return (fused ? vn::vn_batch_norm : vn::vn_batch_norm_composed)(
-              x, s.weight, s.bias, s.running_mean, s.running_var, training, 0.1, 1e-5, nullptr);
+          return (fused ? vn::vn_batch_norm : vn::vn_batch_norm_composed)(x, s.weight, s.bias, s.running_mean,
+                                                                          s.running_var, training, 0.1, 1e-5, nullptr);
         };
         BatchNormState sf, sr;
         at::Tensor xf, xr;
@@ -145,8 +146,8 @@ TEST(VNFusedBatchNorm, GradcheckInFloat64) {
     const auto s = random_state(2, torch::kDouble);
     const auto f = [&](const std::vector<at::Tensor>& in) {
       // Fresh running statistics per call: the training forward updates them.
-      return vn::vn_batch_norm(in[0], in[1], in[2], s.running_mean.clone(), s.running_var.clone(), training, 0.1,
-                               1e-5, nullptr);
+      return vn::vn_batch_norm(in[0], in[1], in[2], s.running_mean.clone(), s.running_var.clone(), training, 0.1, 1e-5,
+                               nullptr);
     };
     EXPECT_LT(max_gradient_error(f, {x, s.weight, s.bias}), 1e-6) << "training " << training;
   }
@@ -168,15 +169,15 @@ TEST(VNFusedBatchNorm, KeepsDirectionsAndIsRotationEquivariant) {
   torch::manual_seed(5);
   const auto x = torch::randn({4, 3, 3, 30});
   const auto s = random_state(3, torch::kFloat);
-  const auto y = vn::vn_batch_norm(x, s.weight, s.bias, s.running_mean.clone(), s.running_var.clone(), true, 0.1,
-                                   1e-5, nullptr);
+  const auto y =
+      vn::vn_batch_norm(x, s.weight, s.bias, s.running_mean.clone(), s.running_var.clone(), true, 0.1, 1e-5, nullptr);
   // y = x * (n'/n): parallel to x, so the cross product vanishes.
   const auto cross = torch::cross(x, y, 2);
   EXPECT_LT(cross.abs().max().item<double>() / y.abs().max().item<double>(), 1e-5);
   const auto q = std::get<0>(torch::linalg_qr(torch::randn({3, 3})));
   const auto rotate = [&](const at::Tensor& t) { return torch::einsum("ij,bcjn->bcin", {q, t}); };
-  const auto yr = vn::vn_batch_norm(rotate(x), s.weight, s.bias, s.running_mean.clone(), s.running_var.clone(),
-                                    true, 0.1, 1e-5, nullptr);
+  const auto yr = vn::vn_batch_norm(rotate(x), s.weight, s.bias, s.running_mean.clone(), s.running_var.clone(), true,
+                                    0.1, 1e-5, nullptr);
   EXPECT_LT(max_diff(yr, rotate(y)), 1e-4);
 }
 
@@ -212,8 +213,8 @@ TEST(VNFusedEdgeConvMean, EqualsTheComposedVersionInTrainingAndEval) {
           for (const auto* t : {&in.towards, &in.centre, &in.dir_towards, &in.dir_centre})
             r.x.push_back(t->clone().requires_grad_());
           r.out = (fused ? vn::edge_conv_mean : vn::edge_conv_mean_composed)(
-              r.x[0], r.x[1], r.x[2], r.x[3], in.idx, r.s.weight, r.s.bias, r.s.running_mean, r.s.running_var,
-              training, 0.1, 1e-5, nullptr, slope);
+              r.x[0], r.x[1], r.x[2], r.x[3], in.idx, r.s.weight, r.s.bias, r.s.running_mean, r.s.running_var, training,
+              0.1, 1e-5, nullptr, slope);
           return r;
         };
         auto fast = run(true), ref = run(false);
@@ -255,8 +256,8 @@ TEST(VNFusedEdgeConvMean, BadShapesAndNeighboursAreUsageErrors) {
   const auto in = random_edge_inputs(2, 3, 8, 4, torch::kFloat);
   const auto s = random_state(3, torch::kFloat);
   auto call = [&](const at::Tensor& towards, const at::Tensor& idx, const at::Tensor& weight) {
-    return vn::edge_conv_mean(towards, in.centre, in.dir_towards, in.dir_centre, idx, weight, weight,
-                              s.running_mean, s.running_var, false, 0.1, 1e-5, nullptr, 0.2);
+    return vn::edge_conv_mean(towards, in.centre, in.dir_towards, in.dir_centre, idx, weight, weight, s.running_mean,
+                              s.running_var, false, 0.1, 1e-5, nullptr, 0.2);
   };
   EXPECT_EQ(call(in.towards, in.idx, s.weight).sizes(), (std::vector<int64_t>{2, 3, 3, 8}));
   auto bad_idx = in.idx.clone();

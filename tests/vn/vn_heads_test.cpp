@@ -55,13 +55,15 @@ TEST(VNHeads, SplitAndMergeEqualTheComposedVersions) {
         const auto x = torch::randn({s.b, s.c, 3, s.n}, opts), w = torch::randn({s.heads * s.d, s.c}, opts);
         const auto up_rows = torch::randn({s.b, s.heads, s.n, 3 * s.d}, opts);
         auto split = [&](const at::Tensor& a, const at::Tensor& wt) { return vn_heads_split(a, wt, s.heads); };
-        auto split_ref = [&](const at::Tensor& a, const at::Tensor& wt) { return vn_heads_split_composed(a, wt, s.heads); };
+        auto split_ref = [&](const at::Tensor& a, const at::Tensor& wt) {
+          return vn_heads_split_composed(a, wt, s.heads);
+        };
         expect_close(value_and_grads(split, x, w, up_rows), value_and_grads(split_ref, x, w, up_rows), tol);
         const auto rows = torch::randn({s.b, s.heads, s.n, 3 * s.d}, opts);
         const auto wo = torch::randn({s.c_out, s.heads * s.d}, opts);
         const auto up = torch::randn({s.b, s.c_out, 3, s.n}, opts);
-        expect_close(value_and_grads(vn_heads_merge, rows, wo, up), value_and_grads(vn_heads_merge_composed, rows, wo, up),
-                     tol);
+        expect_close(value_and_grads(vn_heads_merge, rows, wo, up),
+                     value_and_grads(vn_heads_merge_composed, rows, wo, up), tol);
         at::set_num_threads(saved);
       }
   // The axis-major rows, entry by entry: row[i*d + j] is channel j along axis i.
@@ -77,8 +79,8 @@ TEST(VNHeads, BadShapesAreUsageErrors) {
   EXPECT_THROW(vn_heads_split(torch::randn({1, 4, 3, 5}), torch::randn({7, 4}), 2), UsageError);  // 7 rows, 2 heads
   EXPECT_THROW(vn_heads_split(torch::randn({1, 4, 3, 5}), torch::randn({6, 4}), 0), UsageError);
   EXPECT_THROW(vn_heads_split(torch::randn({1, 4, 2, 5}), torch::randn({6, 4}), 2), UsageError);  // not 3-vectors
-  EXPECT_THROW(vn_heads_merge(torch::randn({1, 2, 5, 7}), torch::randn({4, 4})), UsageError);    // 7 not 3d
-  EXPECT_THROW(vn_heads_merge(torch::randn({1, 2, 5, 6}), torch::randn({4, 5})), UsageError);    // H*d = 4
+  EXPECT_THROW(vn_heads_merge(torch::randn({1, 2, 5, 7}), torch::randn({4, 4})), UsageError);     // 7 not 3d
+  EXPECT_THROW(vn_heads_merge(torch::randn({1, 2, 5, 6}), torch::randn({4, 5})), UsageError);     // H*d = 4
   EXPECT_THROW(vn_attention_rows(torch::randn({1, 2, 8, 9}), torch::randn({1, 2, 8, 9}), torch::randn({1, 2, 8, 9}), 4),
                UsageError);
 }

@@ -8,9 +8,9 @@
 
 #include "qkv/attention/sdpa.h"
 #include "qkv/core/errors.h"
-#include "support/haar_rotation.h"
 #include "qkv/vn/vn_layers.h"
 #include "qkv/vn/vn_ops.h"
+#include "support/haar_rotation.h"
 
 using namespace qkv;
 using qkv::testing::haar_rotation;
@@ -26,8 +26,7 @@ at::Tensor rotate_vn(const at::Tensor& x, const at::Tensor& r) {
 double max_abs(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
 
 // f(R x) == R f(x) for several rotations, in float64.
-void expect_equivariant(const std::function<at::Tensor(const at::Tensor&)>& f, const at::Tensor& x,
-                        double tol = 1e-9) {
+void expect_equivariant(const std::function<at::Tensor(const at::Tensor&)>& f, const at::Tensor& x, double tol = 1e-9) {
   for (int64_t s = 1; s <= 3; ++s) {
     const auto r = haar_rotation(s);
     const auto lhs = f(rotate_vn(x, r));
@@ -37,8 +36,7 @@ void expect_equivariant(const std::function<at::Tensor(const at::Tensor&)>& f, c
   }
 }
 
-void expect_invariant(const std::function<at::Tensor(const at::Tensor&)>& f, const at::Tensor& x,
-                      double tol = 1e-9) {
+void expect_invariant(const std::function<at::Tensor(const at::Tensor&)>& f, const at::Tensor& x, double tol = 1e-9) {
   for (int64_t s = 1; s <= 3; ++s) {
     const auto r = haar_rotation(s);
     EXPECT_LE(max_abs(f(rotate_vn(x, r)), f(x)), tol) << "rotation seed " << s;
@@ -133,8 +131,7 @@ TEST_F(VNLayers, PoolsAreEquivariant) {
   const auto picked = pool->forward(x);
   const auto dot = (x * pool->map_to_dir->forward(x)).sum(2);  // [1, 5, 20]
   const auto best = dot.argmax(-1);
-  for (int64_t c = 0; c < 5; ++c)
-    EXPECT_LE(max_abs(picked[0][c], x[0][c].select(1, best[0][c].item<int64_t>())), 0.0);
+  for (int64_t c = 0; c < 5; ++c) EXPECT_LE(max_abs(picked[0][c], x[0][c].select(1, best[0][c].item<int64_t>())), 0.0);
 }
 
 TEST_F(VNLayers, StdFeatureIsInvariantWithFreeAndOrthonormalFrames) {
@@ -144,7 +141,7 @@ TEST_F(VNLayers, StdFeatureIsInvariantWithFreeAndOrthonormalFrames) {
     const auto x = features({2, 8, 3, 16});
     expect_invariant([&](const at::Tensor& t) { return std_feature->forward(t).first; }, x);
     expect_equivariant([&](const at::Tensor& t) { return std_feature->forward(t).second; }, x);
-    if (normalize) {  // F F^T = I, det F = +1 at every point
+    if (normalize) {                                                        // F F^T = I, det F = +1 at every point
       const auto f = std_feature->forward(x).second.permute({0, 3, 1, 2});  // [B, N, 3, 3]
       const auto eye = torch::eye(3, torch::kDouble).expand_as(f);
       EXPECT_LE(max_abs(torch::matmul(f, f.transpose(-1, -2)), eye), 1e-9);
@@ -166,9 +163,9 @@ TEST_F(VNLayers, EdgeFeaturesAreEquivariantAndMatchTheirDefinition) {
       EXPECT_LE(max_abs(e[1][c].select(1, 5).select(1, 2), x[1][c].select(1, j) - x[1][c].select(1, 5)), 1e-15);
       EXPECT_LE(max_abs(e[1][2 + c].select(1, 5).select(1, 2), x[1][c].select(1, 5)), 0.0);
       if (cross) {
-        EXPECT_LE(max_abs(e[1][4 + c].select(1, 5).select(1, 2),
-                          torch::cross(x[1][c].select(1, j), x[1][c].select(1, 5), 0)),
-                  1e-15);
+        EXPECT_LE(
+            max_abs(e[1][4 + c].select(1, 5).select(1, 2), torch::cross(x[1][c].select(1, j), x[1][c].select(1, 5), 0)),
+            1e-15);
       }
     }
   }
@@ -204,8 +201,7 @@ TEST_F(VNLayers, VNAttentionIsThePerChannelSumOfProducts) {
   const auto q = features({b, h, n, c, 3}, 1), k = features({b, h, n, c, 3}, 2), v = features({b, h, n, 5, 3}, 3);
   // The paper's definition: S = sum_c Q_(c) K_(c)^T with Q_(c) [N, 3].
   auto s = torch::zeros({b, h, n, n}, torch::kDouble);
-  for (int64_t ch = 0; ch < c; ++ch)
-    s += torch::matmul(q.select(3, ch), k.select(3, ch).transpose(-1, -2));
+  for (int64_t ch = 0; ch < c; ++ch) s += torch::matmul(q.select(3, ch), k.select(3, ch).transpose(-1, -2));
   const auto w = torch::softmax(s / std::sqrt(static_cast<double>(c)), -1);
   const auto expected = torch::matmul(w, v.flatten(3)).view({b, h, n, 5, 3});
   for (auto backend : {attention::AttentionBackend::Naive, attention::AttentionBackend::Tiled}) {
@@ -266,7 +262,8 @@ TEST_F(VNLayers, MultiHeadAttentionEqualsItsComposedDefinition) {
     ASSERT_EQ(results[1].output.sizes(), x.sizes());
     EXPECT_LE(max_abs(results[0].output, results[1].output), 1e-12);
     EXPECT_LE(max_abs(results[0].weights, results[1].weights), 1e-12);
-    for (size_t g = 0; g < grads[0].size(); ++g) EXPECT_LE(max_abs(grads[0][g], grads[1][g]), 1e-11) << "gradient " << g;
+    for (size_t g = 0; g < grads[0].size(); ++g)
+      EXPECT_LE(max_abs(grads[0][g], grads[1][g]), 1e-11) << "gradient " << g;
   }
   EXPECT_THROW(VNMultiHeadAttention(5, 3, 4)->forward(torch::randn({1, 4, 3, 8})), UsageError);
 }

@@ -27,8 +27,8 @@ using namespace qkv;
 // softmax(sum_c Q_(c) K_(c)^T / sqrt(C)) V over all keys, with -inf outside
 // each query's neighbours: the paper's VNAttention, masked. q [B, H, Nq, C, 3],
 // k [B, H, Nk, C, 3], v [B, H, Nk, Cv, 3], idx [B, Nq, kn] (distinct per row).
-std::pair<at::Tensor, at::Tensor> dense_masked_attention(const at::Tensor& q, const at::Tensor& k,
-                                                         const at::Tensor& v, const at::Tensor& idx) {
+std::pair<at::Tensor, at::Tensor> dense_masked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                         const at::Tensor& idx) {
   const int64_t c = q.size(3);
   const auto scores = torch::einsum("bhicx,bhjcx->bhij", {q, k}) / std::sqrt(static_cast<double>(c));
   auto allowed = torch::zeros({idx.size(0), idx.size(1), k.size(2)}, torch::kBool);
@@ -67,8 +67,8 @@ models::ModelPtr make_model(const std::string& name, const nlohmann::json& optio
   return models::find_model(name).make(options);
 }
 
-const nlohmann::json kSmallLocal = {{"classes", 5}, {"linear_dim", 8}, {"heads", 3}, {"head_dim", 4}, {"k", 8},
-                                    {"neighbours", 6}};
+const nlohmann::json kSmallLocal = {{"classes", 5},  {"linear_dim", 8}, {"heads", 3},
+                                    {"head_dim", 4}, {"k", 8},          {"neighbours", 6}};
 
 double logit_scale(const at::Tensor& logits) { return std::max(1.0, logits.abs().max().item<double>()); }
 
@@ -96,8 +96,9 @@ TEST(VNLocalAttention, EqualsTheDenseMaskedAttentionInFloat64) {
   EXPECT_LE(qkv::testing::max_abs_difference(vn::vn_local_attention(q, k, v, idx, options).output, expected), 1e-12);
   // With every key a neighbour it is the global vn_attention.
   const auto all = torch::arange(n, torch::kLong).expand({b, n, n}).contiguous();
-  EXPECT_LE(qkv::testing::max_abs_difference(vn::vn_local_attention(q, k, v, all).output, vn::vn_attention(q, k, v).output),
-            1e-12);
+  EXPECT_LE(
+      qkv::testing::max_abs_difference(vn::vn_local_attention(q, k, v, all).output, vn::vn_attention(q, k, v).output),
+      1e-12);
 }
 
 TEST(VNLocalAttention, QueriesOtherThanTheKeysAndAnExplicitScale) {
@@ -137,13 +138,13 @@ TEST(VNLocalAttention, BadInputsAreUsageErrors) {
   const auto q = randn({1, 2, 6, 3, 3}, 1);
   const auto idx = vn::knn_indices(randn({1, 3, 6}, 2), 3);
   EXPECT_NO_THROW(vn::vn_local_attention(q, q, q, idx));
-  EXPECT_THROW(vn::vn_local_attention(q, q, q, idx + 3), UsageError);                        // out of range
-  EXPECT_THROW(vn::vn_local_attention(q, q, q, idx - 1), UsageError);                        // negative
-  EXPECT_THROW(vn::vn_local_attention(q, q, q, idx.to(torch::kInt)), UsageError);            // not int64
-  EXPECT_THROW(vn::vn_local_attention(q, q, q, idx.narrow(1, 0, 5)), UsageError);            // a query short
-  EXPECT_THROW(vn::vn_local_attention(q, q.narrow(3, 0, 2), q, idx), UsageError);           // q, k channels differ
-  EXPECT_THROW(vn::vn_local_attention(q, q, q.narrow(2, 0, 5), idx), UsageError);           // k, v points differ
-  EXPECT_THROW(vn::vn_local_attention(q.flatten(3), q, q, idx), UsageError);                 // not VN layout
+  EXPECT_THROW(vn::vn_local_attention(q, q, q, idx + 3), UsageError);              // out of range
+  EXPECT_THROW(vn::vn_local_attention(q, q, q, idx - 1), UsageError);              // negative
+  EXPECT_THROW(vn::vn_local_attention(q, q, q, idx.to(torch::kInt)), UsageError);  // not int64
+  EXPECT_THROW(vn::vn_local_attention(q, q, q, idx.narrow(1, 0, 5)), UsageError);  // a query short
+  EXPECT_THROW(vn::vn_local_attention(q, q.narrow(3, 0, 2), q, idx), UsageError);  // q, k channels differ
+  EXPECT_THROW(vn::vn_local_attention(q, q, q.narrow(2, 0, 5), idx), UsageError);  // k, v points differ
+  EXPECT_THROW(vn::vn_local_attention(q.flatten(3), q, q, idx), UsageError);       // not VN layout
   vn::LocalAttentionOptions bad_scale;
   bad_scale.scale = 0.0;
   EXPECT_THROW(vn::vn_local_attention(q, q, q, idx, bad_scale), UsageError);
@@ -255,8 +256,14 @@ TEST(VNTLocal, BadInputsAreClearErrors) {
 TEST(VNTLocal, LearnsATinyProblem) {
   // Eight fixed clouds of 32 points, two classes (elongated or round), a few
   // Adam steps: the training loss falls.
-  auto model = make_model("vnt-local", {{"classes", 2}, {"linear_dim", 8}, {"heads", 2}, {"head_dim", 4}, {"k", 6},
-                                        {"neighbours", 8}, {"head_hidden", {16}}, {"dropout", 0.0}});
+  auto model = make_model("vnt-local", {{"classes", 2},
+                                        {"linear_dim", 8},
+                                        {"heads", 2},
+                                        {"head_dim", 4},
+                                        {"k", 6},
+                                        {"neighbours", 8},
+                                        {"head_hidden", {16}},
+                                        {"dropout", 0.0}});
   model->train();
   auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
   auto points = torch::randn({8, 3, 32}, gen);

@@ -170,7 +170,8 @@ template <bool kAvx2>
       return to;
     }
     case CacheDtype::kBFloat16: {
-      const uint16_t* x = reinterpret_cast<const uint16_t*>(static_cast<const c10::BFloat16*>(r.data) + first * r.row_elems);
+      const uint16_t* x =
+          reinterpret_cast<const uint16_t*>(static_cast<const c10::BFloat16*>(r.data) + first * r.row_elems);
       for (int64_t i = 0; i < count * w; ++i) {
         const uint32_t bits = static_cast<uint32_t>(x[i]) << 16;
         std::memcpy(to + i, &bits, 4);
@@ -183,7 +184,8 @@ template <bool kAvx2>
       for (int64_t j = 0; j < count; ++j)
         for (int64_t b = 0; b < r.row_scales; ++b) {
           const float scale = s[j * r.row_scales + b];
-          for (int64_t e = b * r.block; e < (b + 1) * r.block; ++e) to[j * w + e] = scale * static_cast<float>(x[j * w + e]);
+          for (int64_t e = b * r.block; e < (b + 1) * r.block; ++e)
+            to[j * w + e] = scale * static_cast<float>(x[j * w + e]);
         }
       return to;
     }
@@ -254,7 +256,8 @@ template <bool kAvx2>
 #endif
     const float* k = load_rows<kAvx2>(keys, first, count, buffer.data(), scales.data());
     for (int64_t g = 0; g < group; ++g)
-      for (int64_t j = 0; j < count; ++j) p[static_cast<size_t>(g * rows + first + j)] = scale * dot(q + g * dk, k + j * dk, dk);
+      for (int64_t j = 0; j < count; ++j)
+        p[static_cast<size_t>(g * rows + first + j)] = scale * dot(q + g * dk, k + j * dk, dk);
   }
   for (int64_t g = 0; g < group; ++g) {
     float* s = p.data() + g * rows;
@@ -280,8 +283,9 @@ template <bool kAvx2>
       if (fused) {
         const float* s = load_scales<kAvx2>(values, first, count, scales.data());
         for (int64_t g = 0; g < group; ++g)
-          int8_accumulate_avx2(p.data() + g * rows + first, static_cast<const int8_t*>(values.data) + first * values.row_elems,
-                               s, count, dv, values.block, out + g * dv);
+          int8_accumulate_avx2(p.data() + g * rows + first,
+                               static_cast<const int8_t*>(values.data) + first * values.row_elems, s, count, dv,
+                               values.block, out + g * dv);
         continue;
       }
       if (fused4) {
@@ -308,8 +312,8 @@ template <bool kAvx2>
 }
 
 #ifdef QKV_ATTN_X86
-QKV_AVX2 void attend_avx2(const float* q, int64_t group, const StoredRows& keys, const StoredRows& values,
-                          int64_t rows, float scale, float* out) {
+QKV_AVX2 void attend_avx2(const float* q, int64_t group, const StoredRows& keys, const StoredRows& values, int64_t rows,
+                          float scale, float* out) {
   attend_body<true>(q, group, keys, values, rows, scale, out);
 }
 #endif

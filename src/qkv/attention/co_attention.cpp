@@ -21,8 +21,7 @@ at::Tensor merge_heads(const at::Tensor& x) {
 
 CoAttentionResult co_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t heads,
                                const at::Tensor& key_dim, double dropout, bool training) {
-  if (q.dim() != 3 || k.dim() != 3 || v.dim() != 3)
-    throw UsageError("co_attention: q, k and v must be [B, N, D]");
+  if (q.dim() != 3 || k.dim() != 3 || v.dim() != 3) throw UsageError("co_attention: q, k and v must be [B, N, D]");
   if (k.sizes() != v.sizes()) throw UsageError("co_attention: k and v must have the same shape");
   if (q.size(0) != k.size(0) || q.size(2) != k.size(2))
     throw UsageError("co_attention: q and k must share batch size and width");

@@ -13,8 +13,8 @@
 #include "qkv/attention/cache_decode.h"
 #include "qkv/attention/sdpa.h"
 #include "qkv/core/errors.h"
-#include "qkv/runtime/runtime.h"
 #include "qkv/core/shape.h"
+#include "qkv/runtime/runtime.h"
 
 namespace qkv::attention {
 namespace {
@@ -119,9 +119,14 @@ int64_t held_positions(int64_t seq, int64_t window, int64_t sinks) {
 
 KVCacheSize kv_cache_bytes(const KVCacheShape& s) {
   const char* fn = "kv_cache_bytes";
-  for (auto [name, value] : {std::pair<const char*, int64_t>{"layers", s.layers}, {"kv_heads", s.kv_heads},
-                             {"dk", s.dk}, {"dv", s.dv}, {"seq", s.seq}, {"batch", s.batch},
-                             {"window", s.window}, {"sinks", s.sinks}})
+  for (auto [name, value] : {std::pair<const char*, int64_t>{"layers", s.layers},
+                             {"kv_heads", s.kv_heads},
+                             {"dk", s.dk},
+                             {"dv", s.dv},
+                             {"seq", s.seq},
+                             {"batch", s.batch},
+                             {"window", s.window},
+                             {"sinks", s.sinks}})
     if (value < 0) throw UsageError(std::string(fn) + ": " + name + " must be >= 0, got " + std::to_string(value));
   // Sizes come from users (lm cache-size, --max-new): a product that wraps
   // would print a small or negative size, or pre-size a cache from garbage.
@@ -145,8 +150,13 @@ KVCacheSize kv_cache_bytes(const KVCacheShape& s) {
 KVCacheSize kv_cache_bytes(int64_t layers, int64_t heads, int64_t dk, int64_t dv, int64_t seq, int64_t batch,
                            int64_t bytes_per_element) {
   const char* fn = "kv_cache_bytes";
-  for (auto [name, value] : {std::pair<const char*, int64_t>{"layers", layers}, {"heads", heads}, {"dk", dk},
-                             {"dv", dv}, {"seq", seq}, {"batch", batch}, {"bytes_per_element", bytes_per_element}})
+  for (auto [name, value] : {std::pair<const char*, int64_t>{"layers", layers},
+                             {"heads", heads},
+                             {"dk", dk},
+                             {"dv", dv},
+                             {"seq", seq},
+                             {"batch", batch},
+                             {"bytes_per_element", bytes_per_element}})
     if (value < 0) throw UsageError(std::string(fn) + ": " + name + " must be >= 0, got " + std::to_string(value));
   bool overflow = false;
   const int64_t slots = checked_product({layers, batch, heads, seq, bytes_per_element}, overflow);
@@ -211,7 +221,8 @@ KVCache::KVCache(const KVCacheSettings& s) : settings_(s) {
   require_positive(fn, "kv_heads", s.kv_heads);
   require_positive(fn, "dk", s.dk);
   require_positive(fn, "dv", s.dv);
-  if (s.window < 0) throw UsageError("KVCache: window must be >= 0 (0 = every position), got " + std::to_string(s.window));
+  if (s.window < 0)
+    throw UsageError("KVCache: window must be >= 0 (0 = every position), got " + std::to_string(s.window));
   if (s.sinks < 0) throw UsageError("KVCache: sinks must be >= 0, got " + std::to_string(s.sinks));
   if (s.sinks > 0 && s.window == 0) throw UsageError("KVCache: sinks need a window");
   if (s.initial_length < 0 || s.max_length < 0 || s.memory_limit_bytes < 0)
@@ -284,11 +295,11 @@ void KVCache::reserve(int64_t slots) {
   if (bytes_for(target) > limit) target = slots;
   if (bytes_for(target) > limit) {
     const int64_t needed = bytes_for(slots);
-    throw UsageError("KV cache: holding " + std::to_string(slots) + " positions needs " +
-                     (needed == std::numeric_limits<int64_t>::max() ? std::string("more than 2^63")
-                                                                    : std::to_string(needed)) +
-                     " bytes, more than the " + std::to_string(limit) + " bytes of " +
-                     (s.memory_limit_bytes > 0 ? "the memory limit" : "this machine's memory"));
+    throw UsageError(
+        "KV cache: holding " + std::to_string(slots) + " positions needs " +
+        (needed == std::numeric_limits<int64_t>::max() ? std::string("more than 2^63") : std::to_string(needed)) +
+        " bytes, more than the " + std::to_string(limit) + " bytes of " +
+        (s.memory_limit_bytes > 0 ? "the memory limit" : "this machine's memory"));
   }
   const auto opts = at::TensorOptions().device(s.device);
   const int64_t B = s.batch, H = s.kv_heads;
@@ -383,8 +394,7 @@ at::Tensor KVCache::dequantise(const at::Tensor& data, const at::Tensor& scales,
     q = at::stack({lo, hi}, -1).reshape({data.size(0), data.size(1), data.size(2), width}).to(at::kFloat) - 8;
   }
   const int64_t block = quant_block(width);
-  return (q.reshape({q.size(0), q.size(1), q.size(2), width / block, block}) *
-          scales.to(at::kFloat).unsqueeze(-1))
+  return (q.reshape({q.size(0), q.size(1), q.size(2), width / block, block}) * scales.to(at::kFloat).unsqueeze(-1))
       .reshape({q.size(0), q.size(1), q.size(2), width});
 }
 
@@ -507,8 +517,8 @@ void KVCache::restore(int64_t layer, int64_t length, const Storage& rows) {
 // One new position per sequence: q [B,Hq,1,dk] over the held rows. On the
 // CPU each (sequence, kv head) goes to decode::attend, which reads the stored
 // rows (and block scales) in place for all the query heads that share them;
-// float64 caches (exact references) and other devices: the rows are converted and handed to scaled_dot_product_attention
-// with those query heads as a block of queries.
+// float64 caches (exact references) and other devices: the rows are converted and handed to
+// scaled_dot_product_attention with those query heads as a block of queries.
 at::Tensor KVCache::attend_one(int64_t layer, const at::Tensor& q, double softmax_scale) const {
   const int64_t m = held(layer), B = batch(), H = heads(), Hq = q.size(1), group = Hq / H;
   const int64_t dk = key_dim(), dv = value_dim();
@@ -517,7 +527,8 @@ at::Tensor KVCache::attend_one(int64_t layer, const at::Tensor& q, double softma
     const auto type = q.scalar_type();
     SdpaOptions o;
     o.scale = softmax_scale;
-    auto out = scaled_dot_product_attention(q.reshape({B, H, group, dk}), keys(layer).to(type), values(layer).to(type), o);
+    auto out =
+        scaled_dot_product_attention(q.reshape({B, H, group, dk}), keys(layer).to(type), values(layer).to(type), o);
     return out.output.reshape({B, Hq, 1, dv});
   }
   const auto qf = q.to(at::kFloat).reshape({B, H, group, dk}).contiguous();

@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "qkv/core/errors.h"
-#include "qkv/layers/part_hooks.h"
 #include "qkv/core/shape.h"
+#include "qkv/layers/part_hooks.h"
 #include "qkv/layers/weight_binding.h"
 
 namespace qkv::attention {
@@ -35,7 +35,8 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
   if (!(options_.dropout() >= 0 && options_.dropout() < 1))
     fail("dropout must be in [0, 1), got " + std::to_string(options_.dropout()));
   if (options_.kv_heads() < 0 || (options_.kv_heads() > 0 && h % options_.kv_heads() != 0))
-    fail("kv_heads must divide heads " + std::to_string(h) + " (0 = heads), got " + std::to_string(options_.kv_heads()));
+    fail("kv_heads must divide heads " + std::to_string(h) + " (0 = heads), got " +
+         std::to_string(options_.kv_heads()));
   kv_heads_ = options_.kv_heads() > 0 ? options_.kv_heads() : h;
   r_ = options_.qk_dim() > 0 ? options_.qk_dim() : D / h;
   dv_ = options_.v_dim() > 0 ? options_.v_dim() : D / h;
@@ -65,8 +66,8 @@ void MultiHeadAttentionImpl::reset() {
 
 void MultiHeadAttentionImpl::pretty_print(std::ostream& stream) const {
   stream << "qkv::attention::MultiHeadAttention(embed_dim=" << options_.embed_dim() << ", heads=" << options_.heads()
-         << ", kv_heads=" << kv_heads_ << ", qk_dim=" << r_ << ", v_dim=" << dv_ << ", kv_dim=" << kv_dim_ << ", bias=" << options_.bias()
-         << ", dropout=" << options_.dropout() << ")";
+         << ", kv_heads=" << kv_heads_ << ", qk_dim=" << r_ << ", v_dim=" << dv_ << ", kv_dim=" << kv_dim_
+         << ", bias=" << options_.bias() << ", dropout=" << options_.dropout() << ")";
 }
 
 at::Tensor MultiHeadAttentionImpl::split_heads(const at::Tensor& x, int64_t heads, int64_t width) const {
@@ -131,8 +132,8 @@ MultiHeadAttentionOutput MultiHeadAttentionImpl::forward_cached(const at::Tensor
   if (cache.heads() != kv_heads_ || cache.key_dim() != r_ || cache.value_dim() != dv_ || cache.batch() != x.size(0))
     throw UsageError("MultiHeadAttention::forward_cached: cache is [B=" + std::to_string(cache.batch()) +
                      ", H=" + std::to_string(cache.heads()) + ", dk=" + std::to_string(cache.key_dim()) +
-                     ", dv=" + std::to_string(cache.value_dim()) + "] but this module needs [B=" +
-                     std::to_string(x.size(0)) + ", H=" + std::to_string(kv_heads_) +
+                     ", dv=" + std::to_string(cache.value_dim()) +
+                     "] but this module needs [B=" + std::to_string(x.size(0)) + ", H=" + std::to_string(kv_heads_) +
                      ", dk=" + std::to_string(r_) + ", dv=" + std::to_string(dv_) + "]");
   if (options.bool_mask.defined() || options.float_mask.defined() || options.key_padding_mask.defined() ||
       options.need_weights)
@@ -140,8 +141,8 @@ MultiHeadAttentionOutput MultiHeadAttentionImpl::forward_cached(const at::Tensor
   if (!(options.temperature > 0) || (options.scale && !(*options.scale > 0)))
     throw UsageError("MultiHeadAttention::forward_cached: scale and temperature must be > 0");
   const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(r_));
-  at::Tensor out = cache.append_and_attend(layer, project_q(x), project_k(x), project_v(x),
-                                           scale / options.temperature, options.causal);
+  at::Tensor out = cache.append_and_attend(layer, project_q(x), project_k(x), project_v(x), scale / options.temperature,
+                                           options.causal);
   return {observed(*this, {x}, merge_heads_and_project(out)), at::Tensor()};
 }
 

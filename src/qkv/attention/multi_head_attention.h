@@ -26,12 +26,12 @@ namespace qkv::attention {
 
 struct MultiHeadAttentionOptions {
   MultiHeadAttentionOptions(int64_t embed_dim, int64_t heads) : embed_dim_(embed_dim), heads_(heads) {}
-  TORCH_ARG(int64_t, embed_dim);  // D
-  TORCH_ARG(int64_t, heads);      // h
-  TORCH_ARG(int64_t, qk_dim) = 0;  // r per head; 0 = D / h
-  TORCH_ARG(int64_t, v_dim) = 0;   // d_v per head; 0 = D / h
+  TORCH_ARG(int64_t, embed_dim);     // D
+  TORCH_ARG(int64_t, heads);         // h
+  TORCH_ARG(int64_t, qk_dim) = 0;    // r per head; 0 = D / h
+  TORCH_ARG(int64_t, v_dim) = 0;     // d_v per head; 0 = D / h
   TORCH_ARG(int64_t, kv_heads) = 0;  // key/value heads g, a divisor of h; 0 = h
-  TORCH_ARG(int64_t, kv_dim) = 0;  // width of the key/value sources (cross-attention); 0 = D
+  TORCH_ARG(int64_t, kv_dim) = 0;    // width of the key/value sources (cross-attention); 0 = D
   TORCH_ARG(bool, bias) = true;
   TORCH_ARG(double, dropout) = 0.0;  // attention dropout, active in training mode
 };

@@ -15,9 +15,11 @@ namespace {
 
 void check_sources(const char* fn, const at::Tensor& x_q, const at::Tensor& x_k) {
   if (!x_q.defined() || x_q.dim() != 3)
-    throw UsageError(std::string(fn) + ": x_q must be 3-D [B,Nq,Dq], got " + (x_q.defined() ? shape_of(x_q) : "undefined"));
+    throw UsageError(std::string(fn) + ": x_q must be 3-D [B,Nq,Dq], got " +
+                     (x_q.defined() ? shape_of(x_q) : "undefined"));
   if (!x_k.defined() || x_k.dim() != 3)
-    throw UsageError(std::string(fn) + ": x_k must be 3-D [B,Nk,Dk], got " + (x_k.defined() ? shape_of(x_k) : "undefined"));
+    throw UsageError(std::string(fn) + ": x_k must be 3-D [B,Nk,Dk], got " +
+                     (x_k.defined() ? shape_of(x_k) : "undefined"));
   if (x_q.size(0) != x_k.size(0))
     throw UsageError(std::string(fn) + ": x_k batch " + std::to_string(x_k.size(0)) + " differs from x_q's " +
                      std::to_string(x_q.size(0)));

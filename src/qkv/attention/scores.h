@@ -36,9 +36,9 @@ enum class ScoreKind { DotProduct, Bilinear, Additive };
 const char* score_kind_name(ScoreKind kind);
 
 struct ScoreFunctionOptions {
-  int64_t query_dim = 0;  // Dq
-  int64_t key_dim = 0;    // Dk (0 = query_dim)
-  int64_t rank = 0;       // Bilinear: r (rows of W_q and W_k); Additive: hidden width h; 0 = query_dim
+  int64_t query_dim = 0;        // Dq
+  int64_t key_dim = 0;          // Dk (0 = query_dim)
+  int64_t rank = 0;             // Bilinear: r (rows of W_q and W_k); Additive: hidden width h; 0 = query_dim
   std::optional<double> scale;  // DotProduct only (default 1/sqrt(Dq))
   bool bias = true;             // Additive only: the b inside tanh
 };

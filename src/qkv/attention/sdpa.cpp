@@ -8,8 +8,8 @@
 
 #include "qkv/attention/tiled_attention.h"
 #include "qkv/core/errors.h"
-#include "qkv/layers/function_transforms.h"
 #include "qkv/core/shape.h"
+#include "qkv/layers/function_transforms.h"
 
 namespace qkv::attention {
 namespace {
@@ -26,7 +26,8 @@ void check_broadcastable(const char* name, const at::Tensor& mask, at::IntArrayR
     const int64_t have = mask.size(mask.dim() - i), want = target[target.size() - i];
     ok = have == want || have == 1;
   }
-  if (!ok) fail(std::string(name) + " " + shape_of(mask) + " is not broadcastable to [B,H,Nq,Nk] = " + shape_of(target));
+  if (!ok)
+    fail(std::string(name) + " " + shape_of(mask) + " is not broadcastable to [B,H,Nq,Nk] = " + shape_of(target));
 }
 
 void validate(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const SdpaOptions& o) {
@@ -36,20 +37,25 @@ void validate(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, con
   if (q.dim() != 4) fail("q must be 4-D [B,H,Nq,d], got " + shape_of(q));
   if (k.dim() != 4) fail("k must be 4-D [B,H,Nk,d], got " + shape_of(k));
   if (v.dim() != 4) fail("v must be 4-D [B,H,Nk,dv], got " + shape_of(v));
-  if (k.size(0) != q.size(0)) fail("k batch size B = " + std::to_string(k.size(0)) + " differs from q's " + std::to_string(q.size(0)));
-  if (k.size(1) != q.size(1)) fail("k heads H = " + std::to_string(k.size(1)) + " differ from q's " + std::to_string(q.size(1)));
-  if (k.size(3) != q.size(3)) fail("k head width d = " + std::to_string(k.size(3)) + " differs from q's " + std::to_string(q.size(3)));
+  if (k.size(0) != q.size(0))
+    fail("k batch size B = " + std::to_string(k.size(0)) + " differs from q's " + std::to_string(q.size(0)));
+  if (k.size(1) != q.size(1))
+    fail("k heads H = " + std::to_string(k.size(1)) + " differ from q's " + std::to_string(q.size(1)));
+  if (k.size(3) != q.size(3))
+    fail("k head width d = " + std::to_string(k.size(3)) + " differs from q's " + std::to_string(q.size(3)));
   if (v.size(0) != k.size(0) || v.size(1) != k.size(1))
     fail("v " + shape_of(v) + " differs from k " + shape_of(k) + " in B or H");
   if (v.size(2) != k.size(2))
     fail("v has Nk = " + std::to_string(v.size(2)) + " positions but k has " + std::to_string(k.size(2)));
   if (q.size(3) == 0) fail("q and k have head width d = 0");
-  if (!at::isFloatingType(q.scalar_type())) fail("q must be a floating-point tensor, got " + std::string(c10::toString(q.scalar_type())));
+  if (!at::isFloatingType(q.scalar_type()))
+    fail("q must be a floating-point tensor, got " + std::string(c10::toString(q.scalar_type())));
   if (k.scalar_type() != q.scalar_type() || v.scalar_type() != q.scalar_type())
     fail("q, k and v must share one dtype, got " + std::string(c10::toString(q.scalar_type())) + ", " +
          c10::toString(k.scalar_type()) + ", " + c10::toString(v.scalar_type()));
   if (k.device() != q.device() || v.device() != q.device())
-    fail("q, k and v must be on one device, got " + q.device().str() + ", " + k.device().str() + ", " + v.device().str());
+    fail("q, k and v must be on one device, got " + q.device().str() + ", " + k.device().str() + ", " +
+         v.device().str());
   if (o.scale && !(*o.scale > 0 && std::isfinite(*o.scale)))
     fail("scale must be a positive finite number, got " + std::to_string(*o.scale));
   if (!(o.temperature > 0 && std::isfinite(o.temperature)))
@@ -148,12 +154,12 @@ std::string tiled_unsupported_reason(const at::Tensor& q, const at::Tensor& k, c
   if (o.need_weights) return "need_weights requires the naive path (the tiled kernel never forms the weights)";
   if (o.training && o.dropout > 0) return "attention dropout is not supported by the tiled kernel";
   if (o.bool_mask.defined()) return "bool_mask is not supported by the tiled kernel (causal and key_padding_mask are)";
-  if (o.float_mask.defined()) return "float_mask is not supported by the tiled kernel (causal and key_padding_mask are)";
+  if (o.float_mask.defined())
+    return "float_mask is not supported by the tiled kernel (causal and key_padding_mask are)";
   return {};
 }
 
-AttentionBackend resolve_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                 const SdpaOptions& o) {
+AttentionBackend resolve_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const SdpaOptions& o) {
   switch (o.backend) {
     case AttentionBackend::Naive: return AttentionBackend::Naive;
     case AttentionBackend::Tiled: {

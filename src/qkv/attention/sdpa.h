@@ -68,8 +68,7 @@ SdpaResult scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k
 constexpr int64_t kTiledMinKeys = 128;
 
 // Which implementation `o.backend` resolves to for these inputs (after validation).
-AttentionBackend resolve_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                 const SdpaOptions& o);
+AttentionBackend resolve_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const SdpaOptions& o);
 
 // Empty if the tiled kernel can serve this call, else the reason (one line).
 std::string tiled_unsupported_reason(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

@@ -14,10 +14,9 @@
 // GCC 12's avx512fintrin.h builds _mm512_undefined_ps from a self-initialised
 // variable, which -Wuninitialized reports at every use (GCC bug 105593): code
 // using AVX-512 intrinsics sits between these two.
-#define QKV_AVX512_WARNINGS_OFF                                 \
-  _Pragma("GCC diagnostic push")                                \
-  _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")         \
-  _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
+#define QKV_AVX512_WARNINGS_OFF                                                        \
+  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wuninitialized\"") \
+      _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
 #define QKV_AVX512_WARNINGS_ON _Pragma("GCC diagnostic pop")
 
 namespace qkv::attention::simd {

@@ -13,11 +13,11 @@
 #include "qkv/attention/sdpa.h"
 #include "qkv/attention/tiled_attention_rows.h"
 #include "qkv/attention/tiled_attention_tile_kernels.h"
-#include "qkv/runtime/blas.h"
 #include "qkv/core/errors.h"
-#include "qkv/runtime/parallel.h"
-#include "qkv/layers/second_order.h"
 #include "qkv/core/shape.h"
+#include "qkv/layers/second_order.h"
+#include "qkv/runtime/blas.h"
+#include "qkv/runtime/parallel.h"
 
 namespace qkv::attention {
 namespace {
@@ -219,8 +219,8 @@ void backward_kernel(const T* q, const T* k, const T* v, const T* out, const T* 
   // into panels, with padded keys as a -inf column bias.
   const bool own = std::is_same_v<T, float> && tile_kernels::available();
   const int64_t panels = own ? tile_kernels::panel_floats(g.bk, g.d) + tile_kernels::panel_floats(g.bk, g.dv) +
-                                     tile_kernels::panel_floats(g.bk, 1)
-                               : 0;
+                                   tile_kernels::panel_floats(g.bk, 1)
+                             : 0;
   const int64_t per_worker = 2 * g.bq * g.bk + g.bq + panels;
   at::Tensor scratch = at::empty({workers, per_worker}, dtype);
   at::Tensor dq_extra;  // [workers-1, BH*Nq*d], per-block tasks only
@@ -357,8 +357,8 @@ Geometry check_inputs(const char* fn, const at::Tensor& q, const at::Tensor& k, 
   if (!why.empty()) fail(why);
   if (pad.defined()) {
     if (pad.scalar_type() != at::kBool || pad.dim() != 2 || pad.size(0) != q.size(0) || pad.size(1) != k.size(2))
-      fail("key_padding_mask must be bool [B,Nk] = [" + std::to_string(q.size(0)) + ", " +
-           std::to_string(k.size(2)) + "], got " + shape_of(pad) + " " + std::string(c10::toString(pad.scalar_type())));
+      fail("key_padding_mask must be bool [B,Nk] = [" + std::to_string(q.size(0)) + ", " + std::to_string(k.size(2)) +
+           "], got " + shape_of(pad) + " " + std::string(c10::toString(pad.scalar_type())));
   }
   Geometry g{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), v.size(3), k.size(2) - q.size(2), 0, 0};
   TileSizes def = default_tile_sizes(g.d, g.dv);
@@ -393,8 +393,10 @@ TileSizes default_tile_sizes(int64_t d, int64_t dv) {
     // blas::OneBlasThread): keep every tile GEMM at m*n*k <= 262144 (OpenBLAS's
     // 65536 * 4), above which it splits the GEMM across its threads.
     while (t.block_q * t.block_k * width > 262144 && std::max(t.block_q, t.block_k) > 16) {
-      if (t.block_k >= t.block_q) t.block_k /= 2;
-      else t.block_q /= 2;
+      if (t.block_k >= t.block_q)
+        t.block_k /= 2;
+      else
+        t.block_q /= 2;
     }
   }
   return t;
@@ -514,10 +516,10 @@ struct TiledAttentionFunction : public torch::autograd::Function<TiledAttentionF
     }
     at::Tensor grad = grad_outputs[0];
     if (!grad.defined()) grad = at::zeros_like(saved[3]);
-    TiledGradients g = tiled_attention_backward(
-        saved[0], saved[1], saved[2], saved[3], saved[4], grad, ctx->saved_data["softmax_scale"].toDouble(),
-        ctx->saved_data["causal"].toBool(), saved[5],
-        {ctx->saved_data["block_q"].toInt(), ctx->saved_data["block_k"].toInt()});
+    TiledGradients g =
+        tiled_attention_backward(saved[0], saved[1], saved[2], saved[3], saved[4], grad,
+                                 ctx->saved_data["softmax_scale"].toDouble(), ctx->saved_data["causal"].toBool(),
+                                 saved[5], {ctx->saved_data["block_q"].toInt(), ctx->saved_data["block_k"].toInt()});
     return {g.dq, g.dk, g.dv, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
@@ -531,8 +533,7 @@ at::Tensor tiled_attention(const at::Tensor& q, const at::Tensor& k, const at::T
   to_alpha<double>("tiled_attention", softmax_scale);
   c10::optional<at::Tensor> padding;
   if (key_padding_mask.defined()) padding = key_padding_mask;
-  return TiledAttentionFunction::apply(q, k, v, padding, softmax_scale, causal, tiles.block_q,
-                                       tiles.block_k)[0];
+  return TiledAttentionFunction::apply(q, k, v, padding, softmax_scale, causal, tiles.block_q, tiles.block_k)[0];
 }
 
 }  // namespace qkv::attention

@@ -56,8 +56,8 @@ struct TiledGradients {
 // The raw kernels (no autograd). Inputs need not be contiguous; shapes are
 // checked (qkv::UsageError naming the argument).
 TiledForward tiled_attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                     double softmax_scale, bool causal,
-                                     const at::Tensor& key_padding_mask = {}, TileSizes tiles = {});
+                                     double softmax_scale, bool causal, const at::Tensor& key_padding_mask = {},
+                                     TileSizes tiles = {});
 TiledGradients tiled_attention_backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                         const at::Tensor& output, const at::Tensor& logsumexp,
                                         const at::Tensor& grad_output, double softmax_scale, bool causal,

@@ -163,8 +163,8 @@ QKV_AVX512 void dsoftmax_avx512(float* dp, const float* p, int64_t n, float D) {
     _mm512_storeu_ps(dp + i, _mm512_mul_ps(_mm512_loadu_ps(p + i), _mm512_sub_ps(_mm512_loadu_ps(dp + i), d)));
   if (i < n) {
     const __mmask16 k = lanes_below(n - i);
-    _mm512_mask_storeu_ps(dp + i, k,
-                          _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + i), _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + i), d)));
+    _mm512_mask_storeu_ps(
+        dp + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + i), _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + i), d)));
   }
 }
 
@@ -185,8 +185,8 @@ QKV_AVX512_WARNINGS_ON
 }  // namespace
 
 std::vector<FloatRowKernels> float_row_kernels_here() {
-  std::vector<FloatRowKernels> here{{"portable", row_max_generic<float>, exp_sum_generic<float>,
-                                     dsoftmax_generic<float>, scale_generic<float>}};
+  std::vector<FloatRowKernels> here{
+      {"portable", row_max_generic<float>, exp_sum_generic<float>, dsoftmax_generic<float>, scale_generic<float>}};
 #ifdef QKV_ATTN_X86
   if (cpu_has_avx2_fma()) here.push_back({"avx2", row_max_avx2, exp_sum_avx2, dsoftmax_avx2, scale_avx2});
   if (cpu_has_avx512f()) here.push_back({"avx512", row_max_avx512, exp_sum_avx512, dsoftmax_avx512, scale_avx512});

@@ -85,9 +85,8 @@ QKV_AVX512 inline void score_block(const ScoreTile& t, int64_t r0, int64_t c0) {
   for (int r = 0; r < R; ++r) {
     // A row that sees nothing has lse = -inf; shifting by +inf makes its P 0.
     const float lse = t.lse[r0 + r];
-    const __m512 shift = _mm512_set1_ps(lse == -std::numeric_limits<float>::infinity()
-                                            ? std::numeric_limits<float>::infinity()
-                                            : lse);
+    const __m512 shift =
+        _mm512_set1_ps(lse == -std::numeric_limits<float>::infinity() ? std::numeric_limits<float>::infinity() : lse);
     const int64_t visible = (t.causal ? std::min(t.n, r0 + r + t.diagonal + 1) : t.n) - c0;
 #pragma GCC unroll 2
     for (int j = 0; j < NP; ++j) {
@@ -112,8 +111,10 @@ QKV_AVX512 inline void score_block(const ScoreTile& t, int64_t r0, int64_t c0) {
 template <int NP, int R>
 QKV_AVX512 inline void score_rows_tail(int64_t rest, const ScoreTile& t, int64_t r0, int64_t c0) {
   if constexpr (R > 0) {
-    if (rest == R) score_block<R, NP>(t, r0, c0);
-    else score_rows_tail<NP, R - 1>(rest, t, r0, c0);
+    if (rest == R)
+      score_block<R, NP>(t, r0, c0);
+    else
+      score_rows_tail<NP, R - 1>(rest, t, r0, c0);
   }
 }
 
@@ -129,8 +130,8 @@ QKV_AVX512 void column_block(const ScoreTile& t, int64_t c0) {
 
 // S = alpha Q K^T for R rows by 16 * NP keys.
 template <int R, int NP>
-QKV_AVX512 inline void scores_block(int64_t n, const float* q, int64_t d, const float* k_panels, float alpha,
-                                    float* s, int64_t ld, int64_t r0, int64_t c0) {
+QKV_AVX512 inline void scores_block(int64_t n, const float* q, int64_t d, const float* k_panels, float alpha, float* s,
+                                    int64_t ld, int64_t r0, int64_t c0) {
   __m512 acc[R][NP];
   row_panel_products<R, NP>(q + r0 * d, d, k_panels + (c0 / 16) * d * 16, acc);
   const __m512 scale = _mm512_set1_ps(alpha);
@@ -147,8 +148,10 @@ template <int NP, int R>
 QKV_AVX512 inline void scores_rows_tail(int64_t rest, int64_t n, const float* q, int64_t d, const float* k_panels,
                                         float alpha, float* s, int64_t ld, int64_t r0, int64_t c0) {
   if constexpr (R > 0) {
-    if (rest == R) scores_block<R, NP>(n, q, d, k_panels, alpha, s, ld, r0, c0);
-    else scores_rows_tail<NP, R - 1>(rest, n, q, d, k_panels, alpha, s, ld, r0, c0);
+    if (rest == R)
+      scores_block<R, NP>(n, q, d, k_panels, alpha, s, ld, r0, c0);
+    else
+      scores_rows_tail<NP, R - 1>(rest, n, q, d, k_panels, alpha, s, ld, r0, c0);
   }
 }
 
@@ -166,8 +169,10 @@ QKV_AVX512 void scores_columns(int64_t m, int64_t n, const float* q, int64_t d, 
 QKV_AVX512 void scaled_scores_avx512(int64_t m, int64_t n, const float* q, int64_t d, const float* k_panels,
                                      float alpha, float* s, int64_t ld) {
   for (int64_t c0 = 0; c0 < n; c0 += 32) {
-    if (n - c0 > 16) scores_columns<2>(m, n, q, d, k_panels, alpha, s, ld, c0);
-    else scores_columns<1>(m, n, q, d, k_panels, alpha, s, ld, c0);
+    if (n - c0 > 16)
+      scores_columns<2>(m, n, q, d, k_panels, alpha, s, ld, c0);
+    else
+      scores_columns<1>(m, n, q, d, k_panels, alpha, s, ld, c0);
   }
 }
 
@@ -175,8 +180,10 @@ QKV_AVX512 void score_tile_avx512(const ScoreTile& t) {
   // Column blocks outer: their key and value panels (2 * 32 * d floats) stay
   // in L1 while every query row passes.
   for (int64_t c0 = 0; c0 < t.n; c0 += 32) {
-    if (t.n - c0 > 16) column_block<2>(t, c0);
-    else column_block<1>(t, c0);
+    if (t.n - c0 > 16)
+      column_block<2>(t, c0);
+    else
+      column_block<1>(t, c0);
   }
 }
 
@@ -221,8 +228,10 @@ QKV_AVX512 inline void product_rows_tail(int64_t rest, int64_t depth, float alph
                                          int64_t cs, const float* b, int64_t ldb, __mmask16 last, float* c,
                                          int64_t ldc) {
   if constexpr (R > 0) {
-    if (rest == R) product_block<R, W>(depth, alpha, a, rs, cs, b, ldb, last, c, ldc);
-    else product_rows_tail<W, R - 1>(rest, depth, alpha, a, rs, cs, b, ldb, last, c, ldc);
+    if (rest == R)
+      product_block<R, W>(depth, alpha, a, rs, cs, b, ldb, last, c, ldc);
+    else
+      product_rows_tail<W, R - 1>(rest, depth, alpha, a, rs, cs, b, ldb, last, c, ldc);
   }
 }
 
@@ -238,8 +247,7 @@ QKV_AVX512 void product_columns(int64_t rows, int64_t depth, float alpha, const 
 }
 
 QKV_AVX512 void accumulate_product_avx512(int64_t rows, int64_t w, int64_t depth, float alpha, const float* a,
-                                          int64_t rs, int64_t cs, const float* b, int64_t ldb, float* c,
-                                          int64_t ldc) {
+                                          int64_t rs, int64_t cs, const float* b, int64_t ldb, float* c, int64_t ldc) {
   for (int64_t c0 = 0; c0 < w; c0 += 64) {  // up to 4 vectors of columns at a time
     const int64_t width = std::min<int64_t>(64, w - c0), vectors = (width + 15) / 16;
     const __mmask16 last = lanes_below(width - 16 * (vectors - 1));

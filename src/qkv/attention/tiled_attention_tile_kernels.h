@@ -27,7 +27,7 @@ int64_t panel_floats(int64_t n, int64_t w);
 void pack_panels(const float* x, int64_t n, int64_t w, float* panels);
 
 struct ScoreTile {
-  int64_t m = 0, n = 0;  // queries, keys
+  int64_t m = 0, n = 0;      // queries, keys
   const float* q = nullptr;  // m x d, row-major
   int64_t d = 0;
   const float* k_panels = nullptr;  // the n keys, pack_panels

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -9,13 +10,12 @@
 #include <limits>
 #include <map>
 #include <sstream>
-#include <algorithm>
 
-#include "qkv/core/json_file.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/json_file.h"
+#include "qkv/core/text.h"
 #include "qkv/models/presets.h"
 #include "qkv/runtime/runtime.h"
-#include "qkv/core/text.h"
 #include "qkv/tasks/recipes.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/run.h"
@@ -105,13 +105,22 @@ void option_section(CLI::App* cmd, const std::string& heading, const std::functi
 }
 
 void section_remaining_options(CLI::App& app) {
-  static const std::map<std::string, std::string> kHeadings = {
-      {"eval", "Evaluation"},         {"predict", "Prediction"},      {"attention", "Attention map"},
-      {"compare", "Runs to compare"}, {"explain", "Explanation"},     {"select", "Feature selection"},
-      {"generate", "Generation"},     {"cache-size", "Cache"},        {"inspect-mlp", "MLP memory"},
-      {"params", "Model"},            {"export-weights", "Export"},   {"launch", "Processes"},
-      {"synth-shapes", "Shapes"},     {"synth-parts", "Shapes"},      {"synth", "Cohort"},
-      {"cv", "Cross validation"}};
+  static const std::map<std::string, std::string> kHeadings = {{"eval", "Evaluation"},
+                                                               {"predict", "Prediction"},
+                                                               {"attention", "Attention map"},
+                                                               {"compare", "Runs to compare"},
+                                                               {"explain", "Explanation"},
+                                                               {"select", "Feature selection"},
+                                                               {"generate", "Generation"},
+                                                               {"cache-size", "Cache"},
+                                                               {"inspect-mlp", "MLP memory"},
+                                                               {"params", "Model"},
+                                                               {"export-weights", "Export"},
+                                                               {"launch", "Processes"},
+                                                               {"synth-shapes", "Shapes"},
+                                                               {"synth-parts", "Shapes"},
+                                                               {"synth", "Cohort"},
+                                                               {"cv", "Cross validation"}};
   static const char* const kRun[] = {"--seed", "--threads", "--device", "--out", "--output", "--overwrite", "--json"};
   for (CLI::App* cmd : app.get_subcommands({})) {
     section_remaining_options(*cmd);
@@ -153,9 +162,7 @@ CLI::App* add_command_group(CLI::App& app, Action& action, const std::string& na
   return group;
 }
 
-void add_overwrite_flag(CLI::App* cmd, bool& overwrite) {
-  cmd->add_flag("--overwrite", overwrite, kOverwriteHelp);
-}
+void add_overwrite_flag(CLI::App* cmd, bool& overwrite) { cmd->add_flag("--overwrite", overwrite, kOverwriteHelp); }
 
 void add_common_options(CLI::App* cmd, RunOptions& o, const std::string& out_help) {
   add_field_options(cmd, o, out_help.empty() ? std::set<std::string>{"out", "overwrite"} : std::set<std::string>{});
@@ -182,9 +189,10 @@ CLI::Option* add_checkpoint_option(CLI::App* cmd, std::string& checkpoint, const
       },
       "FILE or RUN folder");
   add_max_params_option(cmd);
-  cmd->add_flag_callback("--allow-non-finite", [] { train::allow_non_finite_checkpoints(true); },
-                         "read a checkpoint whose weights hold NaN or infinite values (a run that diverged); "
-                         "refused otherwise");
+  cmd->add_flag_callback(
+      "--allow-non-finite", [] { train::allow_non_finite_checkpoints(true); },
+      "read a checkpoint whose weights hold NaN or infinite values (a run that diverged); "
+      "refused otherwise");
   return cmd->add_option("--checkpoint", checkpoint, help + "; a run folder means its checkpoints/best.ckpt")
       ->required()
       ->transform(file_or_run);

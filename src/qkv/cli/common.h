@@ -13,9 +13,9 @@
 
 #include "qkv/cli/commands.h"
 #include "qkv/core/fields.h"
-#include "qkv/runtime/run_options.h"
 #include "qkv/data/dataset.h"
 #include "qkv/models/model.h"
+#include "qkv/runtime/run_options.h"
 
 namespace qkv::cli {
 
@@ -117,8 +117,8 @@ inline const std::string kEvalCheckpointHelp = "checkpoint file (RUN/checkpoints
 // An `eval` (--checkpoint, --split and the run options) that prints
 // `evaluate(checkpoint, split, device)`'s JSON; the caller may add options
 // to the command it returns.
-using Evaluate = std::function<nlohmann::json(const std::string& checkpoint, const std::string& split,
-                                              const c10::Device& device)>;
+using Evaluate =
+    std::function<nlohmann::json(const std::string& checkpoint, const std::string& split, const c10::Device& device)>;
 CLI::App* add_eval_command(CLI::App* parent, Action& action, const std::string& description, Evaluate evaluate);
 
 // What a command shows besides its fields: its name and description and,

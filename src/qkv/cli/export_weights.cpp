@@ -1,8 +1,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
-#include "qkv/cli/common.h"
 #include "qkv/cli/commands.h"
+#include "qkv/cli/common.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/text.h"
 #include "qkv/train/run.h"
@@ -10,8 +10,8 @@
 namespace qkv::cli {
 
 void register_export_weights(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand(
-      "export-weights", "write a checkpoint's weights as a name->tensor dict that Python's torch.load reads");
+  auto* cmd = app.add_subcommand("export-weights",
+                                 "write a checkpoint's weights as a name->tensor dict that Python's torch.load reads");
   auto ckpt = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   auto overwrite = std::make_shared<bool>(false);
@@ -27,8 +27,9 @@ void register_export_weights(CLI::App& app, Action& action) {
       if (extras.size() != 2 || !ckpt->empty() || !out->empty())
         throw UsageError("export-weights: arguments were not expected: " + join(extras, " ") +
                          " (use --checkpoint CKPT --output FILE)");
-      std::fprintf(stderr, "qkv: export-weights CKPT OUT is now spelled --checkpoint CKPT --output OUT (the old "
-                           "spelling goes in the next release)\n");
+      std::fprintf(stderr,
+                   "qkv: export-weights CKPT OUT is now spelled --checkpoint CKPT --output OUT (the old "
+                   "spelling goes in the next release)\n");
       *ckpt = extras[0];
       *out = extras[1];
     }

@@ -48,8 +48,7 @@ void register_launch(CLI::App& app, Action& action) {
   auto o = std::make_shared<distributed::LocalRanks>();
   add_field_option(cmd, distributed::launch_procs_field(), o->procs, "-n,--procs");
   add_field_options(cmd, *o, {"procs"});
-  cmd->add_option("command", o->command, "the qkv command to run after --, e.g. -- vnt train --epochs 10")
-      ->required();
+  cmd->add_option("command", o->command, "the qkv command to run after --, e.g. -- vnt train --epochs 10")->required();
   on_run(cmd, action, [o, &app] {
     check_launchable(app, o->command);
     return distributed::run_local_ranks(distributed::checked_launch_plan(*o));

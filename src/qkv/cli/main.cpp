@@ -12,14 +12,14 @@
 
 #include "qkv/cli/commands.h"
 #include "qkv/cli/common.h"
-#include "qkv/runtime/cpu.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
 #include "qkv/core/messages.h"
-#include "qkv/runtime/openblas_core.h"
-#include "qkv/runtime/runtime.h"
 #include "qkv/core/text.h"
 #include "qkv/core/version.h"
+#include "qkv/runtime/cpu.h"
+#include "qkv/runtime/openblas_core.h"
+#include "qkv/runtime/runtime.h"
 
 namespace {
 
@@ -108,8 +108,9 @@ int main(int argc, char** argv) {
   app.name("qkv");  // usage lines say "qkv", not the path it was started by
   app.require_subcommand(1);
   app.set_version_flag("--version", "qkv " + qkv::qkv_version());
-  app.footer("Exit status: 0 ok, 1 data or runtime error, 2 usage error, 130 interrupted.\n"
-             "Run 'qkv <command> --help' for a command's options and their defaults.");
+  app.footer(
+      "Exit status: 0 ok, 1 data or runtime error, 2 usage error, 130 interrupted.\n"
+      "Run 'qkv <command> --help' for a command's options and their defaults.");
   qkv::cli::Action action;
   // --help lists commands in this order: the three works (the flagship
   // first), then the demo, data and tools.

@@ -10,8 +10,8 @@
 #include "qkv/cli/train_command.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
-#include "qkv/runtime/runtime.h"
 #include "qkv/core/text.h"
+#include "qkv/runtime/runtime.h"
 #include "qkv/tasks/mhca_commands.h"
 #include "qkv/tasks/mhca_task.h"
 
@@ -107,7 +107,8 @@ void register_cv(CLI::App* parent, Action& action) {
   });
   option_section(cmd, "Feature selection (inside each fold)", [&] { add_field_options(cmd, o->cv.selection); });
   option_section(cmd, "Augmentation", [&] { add_field_options(cmd, o->cv.augmentation); });
-  option_section(cmd, "Training (each network of each fold)", [&] { add_field_options(cmd, o->cv.train, kBatchNormFields); });
+  option_section(cmd, "Training (each network of each fold)",
+                 [&] { add_field_options(cmd, o->cv.train, kBatchNormFields); });
   on_run(cmd, action, [o, cmd] {
     tasks::CVOptions cv = o->cv;
     tasks::prepare_cv_options(cv, o->models, o->model_options, o->recipe, given_setting(*cmd));
@@ -126,8 +127,7 @@ void register_cv(CLI::App* parent, Action& action) {
 void register_train(CLI::App* parent, Action& action) {
   auto s = std::make_shared<tasks::MhcaTrainSettings>();
   register_train_command(
-      parent, action, tasks::mhca_train_task(s),
-      [s](CLI::App* cmd) { add_field_options(cmd, s->data); },
+      parent, action, tasks::mhca_train_task(s), [s](CLI::App* cmd) { add_field_options(cmd, s->data); },
       [s](CLI::App* cmd) {
         cmd->add_option("--model", s->model, join(tasks::cv_model_names()))
             ->capture_default_str()

@@ -4,8 +4,8 @@
 
 #include "qkv/cli/commands.h"
 #include "qkv/cli/common.h"
-#include "qkv/core/messages.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/messages.h"
 #include "qkv/models/model.h"
 #include "qkv/models/model_card.h"
 #include "qkv/models/presets.h"
@@ -13,8 +13,9 @@
 namespace qkv::cli {
 
 void register_params(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("params", "a registered model: its task, inputs, options with defaults and help, "
-                                           "and parameter count");
+  auto* cmd = app.add_subcommand("params",
+                                 "a registered model: its task, inputs, options with defaults and help, "
+                                 "and parameter count");
   struct Opts {
     std::string model;
     std::string options = "{}";

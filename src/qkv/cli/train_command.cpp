@@ -22,7 +22,8 @@ void register_train_command(CLI::App* parent, Action& action, TrainTask task,
   o->common.out = task.default_out;
   o->train = task.defaults;
   option_section(cmd, "Run", [&] {
-    add_common_options(cmd, o->common, "run folder: config.json, metrics.jsonl, summary.json, report.html, checkpoints/");
+    add_common_options(cmd, o->common,
+                       "run folder: config.json, metrics.jsonl, summary.json, report.html, checkpoints/");
     add_recipe_option(cmd, o->recipe, task.command);
     cmd->add_option("--resume", o->resume,
                     "continue the run in this folder from its last checkpoint (only --epochs, --threads, --device and "
@@ -33,7 +34,8 @@ void register_train_command(CLI::App* parent, Action& action, TrainTask task,
   option_section(cmd, "Data", [&] { add_data_options(cmd); });
   option_section(cmd, "Model", [&] {
     add_model_options(cmd);
-    cmd->add_option("--init-weights", o->init_weights, "start from a name->tensor .pt dict (export-weights, torch.save)")
+    cmd->add_option("--init-weights", o->init_weights,
+                    "start from a name->tensor .pt dict (export-weights, torch.save)")
         ->check(CLI::ExistingFile);
     add_max_params_option(cmd);
   });

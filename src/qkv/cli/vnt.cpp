@@ -61,8 +61,8 @@ void register_attention(CLI::App* parent, Action& action) {
           .out("folder for shape.ply/.png and rotated.ply/.png (PLY: per-point 'attention' property)",
                "runs/attention"),
       [](const auto& o, const c10::Device& device) {
-        print_json(tasks::write_attention_pictures(o.checkpoint, o.settings, o.run.seed, o.run.out, o.run.overwrite,
-                                                   device));
+        print_json(
+            tasks::write_attention_pictures(o.checkpoint, o.settings, o.run.seed, o.run.out, o.run.overwrite, device));
         return 0;
       });
 }
@@ -77,8 +77,8 @@ void register_embed(CLI::App* parent, Action& action) {
           .out("folder for embeddings.npy ([shapes, dims] float32) and embeddings.csv (shape, class, values)",
                "runs/embed"),
       [](const auto& o, const c10::Device& device) {
-        print_json(tasks::write_shape_embeddings(o.checkpoint, o.settings, o.run.seed, o.run.out, o.run.overwrite,
-                                                 device));
+        print_json(
+            tasks::write_shape_embeddings(o.checkpoint, o.settings, o.run.seed, o.run.out, o.run.overwrite, device));
         return 0;
       });
 }
@@ -86,11 +86,10 @@ void register_embed(CLI::App* parent, Action& action) {
 }  // namespace
 
 void register_vnt(CLI::App& app, Action& action) {
-  add_command_group(app, action, "vnt",
-                    "rotation-invariant point-cloud classification: VNT-Net, VN-DGCNN and an xyz baseline",
-                    {point_train_command(tasks::classification_train_task, "classification"), register_eval,
-                     register_predict, register_embed, register_attention,
-                     point_compare_command(tasks::kClassificationCompare)});
+  add_command_group(
+      app, action, "vnt", "rotation-invariant point-cloud classification: VNT-Net, VN-DGCNN and an xyz baseline",
+      {point_train_command(tasks::classification_train_task, "classification"), register_eval, register_predict,
+       register_embed, register_attention, point_compare_command(tasks::kClassificationCompare)});
 }
 
 }  // namespace qkv::cli

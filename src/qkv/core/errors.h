@@ -46,9 +46,7 @@ std::string setting_message(const std::string& key, const std::string& problem, 
 // the problem mentions are written "{key}" (setting_message).
 struct ConfigError : UsageError {
   ConfigError(const std::string& key, const std::string& problem)
-      : UsageError(setting_message(key, problem, [](const std::string& k) { return k; })),
-        key(key),
-        problem(problem) {}
+      : UsageError(setting_message(key, problem, [](const std::string& k) { return k; })), key(key), problem(problem) {}
   std::string key, problem;
 };
 

@@ -97,7 +97,9 @@ struct Field {
     f.source = where;
     return f;
   }
-  bool has_range() const { return min != -std::numeric_limits<double>::max() || max != std::numeric_limits<double>::max(); }
+  bool has_range() const {
+    return min != -std::numeric_limits<double>::max() || max != std::numeric_limits<double>::max();
+  }
 };
 
 // "" when `value` is acceptable for `f`, else what is wrong ("must be at
@@ -182,9 +184,11 @@ inline auto field_range_checker() {
     using T = std::decay_t<decltype(value)>;
     if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
       const std::string problem = field_range_problem(f, static_cast<double>(value));
-      if (!problem.empty()) throw ConfigError(f.key, problem + ", got " + range_number_text(static_cast<double>(value)));
+      if (!problem.empty())
+        throw ConfigError(f.key, problem + ", got " + range_number_text(static_cast<double>(value)));
     } else if constexpr (std::is_same_v<T, std::string>) {
-      if (const std::string problem = field_choice_problem(f, value); !problem.empty()) throw ConfigError(f.key, problem);
+      if (const std::string problem = field_choice_problem(f, value); !problem.empty())
+        throw ConfigError(f.key, problem);
     }
   };
 }

@@ -1,8 +1,8 @@
 #pragma once
 // A JSON document read from a file (summary.json, config.json, ground truth):
 // DataError naming the file when it is missing or not valid JSON.
-#include <nlohmann/json.hpp>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 

@@ -67,8 +67,7 @@ struct ClaimedRoot {
   // new, with its folder's flock taken (exclusive, or shared) before anything
   // there is removed or written; UsageError naming `option` and the holder's
   // process id when another process holds it. Not yet a claim: hold() makes one.
-  static std::shared_ptr<ClaimedRoot> lock(const std::filesystem::path& dir, const std::string& option,
-                                           bool exclusive);
+  static std::shared_ptr<ClaimedRoot> lock(const std::filesystem::path& dir, const std::string& option, bool exclusive);
   // A claim of `root`, whose ledger lists `files` with the records `written`.
   static OutputClaim hold(const std::shared_ptr<ClaimedRoot>& root, const std::vector<std::string>& files,
                           const Fingerprints& written, bool replaced);
@@ -165,8 +164,7 @@ Found inspect(const fs::path& root, const fs::path& rel, bool folder = false) {
 // Whether the regular file `path` of `size` bytes holds what one of
 // `written` records; read only when a length matches.
 bool holds_one_of(const fs::path& path, uint64_t size, const std::vector<Fingerprint>& written) {
-  if (std::none_of(written.begin(), written.end(), [&](const Fingerprint& f) { return f.bytes == size; }))
-    return false;
+  if (std::none_of(written.begin(), written.end(), [&](const Fingerprint& f) { return f.bytes == size; })) return false;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return false;
   std::vector<char> buffer(1 << 20);
@@ -212,7 +210,7 @@ std::string unowned(const fs::path& root, const std::string& rel, const Fingerpr
 // synthetic-data generator finished. A plain string names a file without a
 // record of it (older ledgers): such a file is never replaced or deleted.
 struct Ledger {
-  nlohmann::json header;  // null if there is no ledger
+  nlohmann::json header;           // null if there is no ledger
   std::vector<std::string> files;  // each listed name once, in first-listed order
   Fingerprints written;
   bool complete = false;
@@ -376,8 +374,10 @@ std::shared_ptr<ClaimedRoot> ClaimedRoot::lock(const std::filesystem::path& dir,
   if (fd < 0) throw DataError(printable_path(dir.string()) + ": cannot open the folder: " + std::strerror(errno));
   if (::flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
     const int err = errno;
-    if (!root) ::close(fd);
-    else ::flock(fd, LOCK_SH | LOCK_NB);  // a failed upgrade may have dropped this process's shared lock
+    if (!root)
+      ::close(fd);
+    else
+      ::flock(fd, LOCK_SH | LOCK_NB);  // a failed upgrade may have dropped this process's shared lock
     if (err != EWOULDBLOCK)
       throw DataError(printable_path(dir.string()) + ": cannot lock the folder: " + std::strerror(err));
     refuse_held(dir, option);
@@ -470,8 +470,9 @@ bool is_empty_folder(const fs::path& dir) {
 // whose name is not would be recorded under another name.
 void require_utf8_name(const std::string& path, const std::string& option) {
   if (!is_valid_utf8(path))
-    refuse(option, printable_path(path) + ": the name is not valid UTF-8 (qkv records its outputs in JSON); "
-                     "choose a UTF-8 name");
+    refuse(option, printable_path(path) +
+                       ": the name is not valid UTF-8 (qkv records its outputs in JSON); "
+                       "choose a UTF-8 name");
 }
 
 }  // namespace
@@ -488,17 +489,16 @@ void check_output_dir(const std::string& dir, const std::string& option, bool ov
   if (is_empty_folder(root)) return;
   if (!overwrite)
     refuse(option, printable_path(dir) +
-                     ": exists and is not empty; add {overwrite} to replace what qkv wrote there (other files are "
-                     "kept), or choose another folder");
+                       ": exists and is not empty; add {overwrite} to replace what qkv wrote there (other files are "
+                       "kept), or choose another folder");
   const Ledger ledger = read_ledger(root);
   if (ledger.header.is_null())
     refuse(option, printable_path(dir) + ": not empty and holds nothing qkv wrote (no " + kLedgerName +
-                     "); qkv will not write into it, even with {overwrite}; choose another folder");
+                       "); qkv will not write into it, even with {overwrite}; choose another folder");
   // The file a torn line named would be found only when the new run writes
   // it, after the rest of the old run was deleted: refused before that.
   if (ledger.unreadable_line > 0)
-    refuse(option, printable_path((root / kLedgerName).string()) + ": line " +
-                       std::to_string(ledger.unreadable_line) +
+    refuse(option, printable_path((root / kLedgerName).string()) + ": line " + std::to_string(ledger.unreadable_line) +
                        " cannot be read (torn by a crash, or edited), so qkv cannot tell which files there it wrote; "
                        "it will not replace the folder, even with {overwrite} (nothing was changed); move it away or "
                        "choose another folder");
@@ -517,8 +517,8 @@ void check_names_writable(const std::string& dir, const std::string& option, con
     // verify_output_dir, --overwrite's claim (require_owned, before removing).
     if (std::find(ledger.files.begin(), ledger.files.end(), name) == ledger.files.end())
       refuse(option, printable_path((root / name).string()) +
-                       ": exists and was not written by qkv; this command writes that file and will not replace "
-                       "it (nothing was changed); move it away or choose another folder");
+                         ": exists and was not written by qkv; this command writes that file and will not replace "
+                         "it (nothing was changed); move it away or choose another folder");
   }
 }
 
@@ -527,7 +527,7 @@ void check_files_folder(const std::string& dir, const std::string& option) {
   std::error_code ec;
   if (!fs::is_directory(root, ec) || is_empty_folder(root) || !read_ledger(root).header.is_null()) return;
   refuse(option, printable_path(dir) + ": not empty and holds nothing qkv wrote (no " + kLedgerName +
-                   "); qkv will not mix its files into it; choose another folder");
+                     "); qkv will not mix its files into it; choose another folder");
 }
 
 OutputClaim claim_output_dir(const std::string& dir, const std::string& option, bool overwrite,
@@ -577,7 +577,7 @@ void check_output_file(const std::string& path, const std::string& option, bool 
     const std::string name = file.filename().string();
     if (std::find(ledger.files.begin(), ledger.files.end(), name) == ledger.files.end())
       refuse(option, printable_path(path) +
-                       ": exists and was not written by qkv; qkv will not replace it, even with {overwrite}");
+                         ": exists and was not written by qkv; qkv will not replace it, even with {overwrite}");
     if (const std::string why = unowned(dir, name, ledger.written); !why.empty()) throw UsageError(why);
   }
   const auto dir_status = fs::status(dir, ec);
@@ -610,12 +610,12 @@ Ledger verified_ledger(const std::string& dir, const std::string& option, const 
   // keeps a second command out).
   const Ledger ledger = read_ledger(root);
   if (ledger.header.is_null())
-    refuse(option, printable_path(dir) + ": has no " + kLedgerName +
-                     " (not a folder qkv wrote); qkv will not write into it");
+    refuse(option,
+           printable_path(dir) + ": has no " + kLedgerName + " (not a folder qkv wrote); qkv will not write into it");
   const std::string made_by = ledger.header.value("command", "");
   if (!command.empty() && made_by != command)
     refuse(option, printable_path(dir) + ": made by 'qkv " + (made_by.empty() ? "?" : made_by) + "', not by 'qkv " +
-                     command + "'; continue it with the command that made it, or choose another folder");
+                       command + "'; continue it with the command that made it, or choose another folder");
   require_owned(root, ledger);
   return ledger;
 }
@@ -684,7 +684,7 @@ SyntheticDir synthetic_dir_state(const std::string& dir, const std::string& opti
     const bool known = it->is_directory() ? listed_dirs.count(rel) > 0 : listed.count(rel) > 0;
     if (!known)
       refuse(option, printable_path(dir) + ": holds " + rel.string() +
-                       ", which qkv did not write; move it away or choose another folder (nothing was deleted)");
+                         ", which qkv did not write; move it away or choose another folder (nothing was deleted)");
   }
   const auto settings = marker.settings.is_null() ? nlohmann::json::object() : marker.settings;
   const bool same = ledger.header.value("command", "") == marker.command &&
@@ -695,8 +695,8 @@ SyntheticDir synthetic_dir_state(const std::string& dir, const std::string& opti
   }
   if (!same && !overwrite)
     refuse(option, printable_path(dir) +
-                     ": holds synthetic data made with other settings; add {overwrite} to regenerate it, or choose "
-                     "another folder");
+                       ": holds synthetic data made with other settings; add {overwrite} to regenerate it, or choose "
+                       "another folder");
   // Same settings but unfinished (interrupted), or --overwrite: regenerate.
   return SyntheticDir::Regenerate;
 }
@@ -711,12 +711,9 @@ bool check_synthetic_dir(const std::string& dir, const std::string& option, bool
 SyntheticDirClaim claim_synthetic_dir(const std::string& dir, const std::string& option, bool overwrite,
                                       const OutputMarker& marker) {
   switch (synthetic_dir_state(dir, option, overwrite, marker)) {
-    case SyntheticDir::Reuse:
-      return {false, {}};
-    case SyntheticDir::Empty:
-      return {true, claim_output_dir(dir, option, false, marker)};
-    case SyntheticDir::Regenerate:
-      break;
+    case SyntheticDir::Reuse: return {false, {}};
+    case SyntheticDir::Empty: return {true, claim_output_dir(dir, option, false, marker)};
+    case SyntheticDir::Regenerate: break;
   }
   return {true, claim_output_dir(dir, option, true, marker)};
 }
@@ -777,7 +774,8 @@ bool at_or_below(const fs::path& inner, const fs::path& outer) {
 
 // Whether two existing paths are one file or folder (a second hard link).
 bool same_file(const fs::path& a, const fs::path& b) {
-  struct stat sa {}, sb {};
+  struct stat sa {
+  }, sb{};
   return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 

@@ -10,9 +10,7 @@
 
 namespace qkv::parse {
 
-[[noreturn]] inline void fail(const std::string& path, const std::string& what) {
-  throw DataError(path + ": " + what);
-}
+[[noreturn]] inline void fail(const std::string& path, const std::string& what) { throw DataError(path + ": " + what); }
 
 [[noreturn]] inline void fail_at(const std::string& path, int64_t line, const std::string& what) {
   throw DataError(path + ": line " + std::to_string(line) + ": " + what);

@@ -70,7 +70,8 @@ std::string json_value_as(const nlohmann::json& j, std::vector<T>& out) {
   if (!j.is_array()) return "not a list";
   std::vector<T> values(j.size());
   for (size_t i = 0; i < j.size(); ++i)
-    if (std::string why = json_value_as(j[i], values[i]); !why.empty()) return "item " + std::to_string(i) + " is " + why;
+    if (std::string why = json_value_as(j[i], values[i]); !why.empty())
+      return "item " + std::to_string(i) + " is " + why;
   out = std::move(values);
   return "";
 }

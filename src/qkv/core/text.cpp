@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdlib>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "qkv/core/file_input.h"
@@ -51,15 +51,24 @@ size_t utf8_sequence_length(std::string_view text, size_t i) {
   if (b0 < 0x80) return 1;
   size_t n = 0;
   unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range (Unicode Table 3-7)
-  if (b0 >= 0xC2 && b0 <= 0xDF) n = 2;
-  else if (b0 == 0xE0) n = 3, lo = 0xA0;
-  else if (b0 >= 0xE1 && b0 <= 0xEC) n = 3;
-  else if (b0 == 0xED) n = 3, hi = 0x9F;
-  else if (b0 >= 0xEE && b0 <= 0xEF) n = 3;
-  else if (b0 == 0xF0) n = 4, lo = 0x90;
-  else if (b0 >= 0xF1 && b0 <= 0xF3) n = 4;
-  else if (b0 == 0xF4) n = 4, hi = 0x8F;
-  else return 0;
+  if (b0 >= 0xC2 && b0 <= 0xDF)
+    n = 2;
+  else if (b0 == 0xE0)
+    n = 3, lo = 0xA0;
+  else if (b0 >= 0xE1 && b0 <= 0xEC)
+    n = 3;
+  else if (b0 == 0xED)
+    n = 3, hi = 0x9F;
+  else if (b0 >= 0xEE && b0 <= 0xEF)
+    n = 3;
+  else if (b0 == 0xF0)
+    n = 4, lo = 0x90;
+  else if (b0 >= 0xF1 && b0 <= 0xF3)
+    n = 4;
+  else if (b0 == 0xF4)
+    n = 4, hi = 0x8F;
+  else
+    return 0;
   if (i + n > text.size()) return 0;
   if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
   for (size_t k = 2; k < n; ++k)
@@ -152,7 +161,8 @@ size_t typo_distance(const std::string& a, const std::string& b) {
   for (size_t i = 1; i <= a.size(); ++i)
     for (size_t j = 1; j <= b.size(); ++j) {
       d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
     }
   return d[a.size()][b.size()];
 }

@@ -20,7 +20,8 @@ class Bytes {
   template <typename T>
   T get(uint64_t at) const {
     uint64_t end = 0;
-    if (!checked_add(at, uint64_t{sizeof(T)}, end) || end > size_) fail("truncated zip structure at byte " + std::to_string(at));
+    if (!checked_add(at, uint64_t{sizeof(T)}, end) || end > size_)
+      fail("truncated zip structure at byte " + std::to_string(at));
     T v = 0;
     for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(static_cast<uint8_t>(data_[at + i])) << (8 * i);
     return v;
@@ -68,12 +69,14 @@ std::vector<ZipEntry> check_zip_entries(const char* data, size_t size, const std
   if (!checked_add(directory, directory_size, directory_end) || directory_end > e)
     b.fail("the zip central directory reaches past its end record");
   // Each directory entry takes at least 46 bytes: the count cannot exceed what fits.
-  if (entries > directory_size / 46) b.fail("the zip end record declares " + std::to_string(entries) + " entries, more than its directory holds");
+  if (entries > directory_size / 46)
+    b.fail("the zip end record declares " + std::to_string(entries) + " entries, more than its directory holds");
   std::vector<ZipEntry> out;
   out.reserve(static_cast<size_t>(entries));
   uint64_t at = directory;
   for (uint64_t i = 0; i < entries; ++i) {
-    if (b.get<uint32_t>(at) != kDirectoryEntry) b.fail("damaged zip central directory (entry " + std::to_string(i) + ")");
+    if (b.get<uint32_t>(at) != kDirectoryEntry)
+      b.fail("damaged zip central directory (entry " + std::to_string(i) + ")");
     ZipEntry z;
     z.method = b.get<uint16_t>(at + 10);
     z.compressed = b.get<uint32_t>(at + 20);
@@ -105,10 +108,11 @@ std::vector<ZipEntry> check_zip_entries(const char* data, size_t size, const std
     // The local header (30 bytes, its own name and extra) and the data must lie before the directory.
     if (b.get<uint32_t>(z.local_header) != kLocalHeader) b.fail(what + "has no local header where the directory says");
     uint64_t data_end = 0;
-    const uint64_t local_fixed = z.local_header + 30 + b.get<uint16_t>(z.local_header + 26) +
-                                 b.get<uint16_t>(z.local_header + 28);
+    const uint64_t local_fixed =
+        z.local_header + 30 + b.get<uint16_t>(z.local_header + 26) + b.get<uint16_t>(z.local_header + 28);
     if (!checked_add(local_fixed, z.compressed, data_end) || data_end > directory)
-      b.fail(what + "declares " + std::to_string(z.compressed) + " bytes, more than the archive holds before its directory");
+      b.fail(what + "declares " + std::to_string(z.compressed) +
+             " bytes, more than the archive holds before its directory");
     out.push_back(std::move(z));
     at += 46 + name_len + extra_len + comment_len;
   }

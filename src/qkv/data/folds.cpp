@@ -74,8 +74,7 @@ std::vector<std::vector<int64_t>> stratified_kfold(const std::vector<int64_t>& l
 std::pair<std::vector<int64_t>, std::vector<int64_t>> stratified_split(const std::vector<int64_t>& indices,
                                                                        const std::vector<int64_t>& labels,
                                                                        double fraction, uint64_t seed) {
-  if (!(fraction >= 0 && fraction < 1))
-  {
+  if (!(fraction >= 0 && fraction < 1)) {
     char shown[32];
     std::snprintf(shown, sizeof shown, "%g", fraction);
     throw ConfigError("val_fraction", std::string("must be in [0, 1), got ") + shown);

@@ -133,9 +133,10 @@ Splits load_text_corpus(const std::string& path, int64_t context) {
   constexpr int64_t kMinWindows = 10;
   const auto size = static_cast<int64_t>(text.size());
   if (size < kMinWindows * context + 1)
-    throw DataError(path + ": " + std::to_string(size) + " bytes hold " + std::to_string(std::max<int64_t>(0, (size - 1) / context)) +
-                    " windows of {context} " + std::to_string(context) + "; training with held-out text needs " +
-                    std::to_string(kMinWindows) + " (" + std::to_string(kMinWindows * context + 1) +
+    throw DataError(path + ": " + std::to_string(size) + " bytes hold " +
+                    std::to_string(std::max<int64_t>(0, (size - 1) / context)) + " windows of {context} " +
+                    std::to_string(context) + "; training with held-out text needs " + std::to_string(kMinWindows) +
+                    " (" + std::to_string(kMinWindows * context + 1) +
                     " bytes): give more text or a smaller {context}");
   const int64_t window = context + 1;
   std::vector<at::Tensor> inputs, targets;

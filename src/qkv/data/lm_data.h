@@ -23,7 +23,7 @@ struct LmTaskOptions {
   int64_t samples = 6000;     // split 80 / 10 / 10 into train / val / test
   int64_t min_length = 2;     // copy, reverse: string length; induction: context length
   int64_t max_length = 8;
-  int64_t max_digits = 3;     // addition: operands have 1..max_digits digits
+  int64_t max_digits = 3;  // addition: operands have 1..max_digits digits
 
   void validate() const;  // ConfigError naming the key
 };

@@ -23,8 +23,7 @@ DatasetPtr make_spirals(const SpiralsOptions& o, uint64_t seed) {
     xs.push_back(torch::stack({r * torch::cos(t), r * torch::sin(t)}, 1));
     ys.push_back(torch::full({n}, c, torch::kLong));
   }
-  return std::make_shared<TensorDataset>(std::map<std::string, at::Tensor>{{"x", torch::cat(xs)}},
-                                         torch::cat(ys));
+  return std::make_shared<TensorDataset>(std::map<std::string, at::Tensor>{{"x", torch::cat(xs)}}, torch::cat(ys));
 }
 
 }  // namespace qkv::data

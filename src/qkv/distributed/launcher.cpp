@@ -104,8 +104,8 @@ LocalRanks checked_launch_plan(LocalRanks plan) {
   check_field_ranges(plan);
   if (plan.node_rank >= plan.nodes) throw ConfigError("node_rank", "must be in 0.." + std::to_string(plan.nodes - 1));
   if (plan.nodes > 1 && plan.master.empty())
-    throw ConfigError("nodes", std::to_string(plan.nodes) +
-                                   " needs {master} ADDR:PORT, an address of node 0 the others can reach");
+    throw ConfigError(
+        "nodes", std::to_string(plan.nodes) + " needs {master} ADDR:PORT, an address of node 0 the others can reach");
   const bool master_given = !plan.master.empty();
   if (!master_given) plan.master = "127.0.0.1:" + std::to_string(free_local_port());
   parse_master(plan.master, "master");

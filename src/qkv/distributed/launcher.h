@@ -12,10 +12,10 @@
 namespace qkv::distributed {
 
 struct LocalRanks {
-  int64_t procs = 2;      // ranks on this machine
-  int64_t nodes = 1;      // machines taking part
-  int64_t node_rank = 0;  // this machine's index; node 0 hosts rank 0
-  std::string master;     // ADDR:PORT of rank 0's rendezvous (free_local_port's on one machine)
+  int64_t procs = 2;                 // ranks on this machine
+  int64_t nodes = 1;                 // machines taking part
+  int64_t node_rank = 0;             // this machine's index; node 0 hosts rank 0
+  std::string master;                // ADDR:PORT of rank 0's rendezvous (free_local_port's on one machine)
   std::vector<std::string> command;  // the qkv command each rank runs, e.g. vnt train --epochs 10
 };
 

@@ -94,9 +94,7 @@ void wait_for_listener(const std::string& host, int port, std::chrono::steady_cl
   }
 }
 
-bool is_loopback(const std::string& host) {
-  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
-}
+bool is_loopback(const std::string& host) { return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1"; }
 
 }  // namespace
 
@@ -123,10 +121,11 @@ ParallelOptions resolve_parallel_options(ParallelOptions o, const std::vector<st
   if (!on_cli("rank") && std::getenv("RANK")) o.rank = parse_int(env_or("RANK", "0"), "RANK");
   if (!on_cli("master") || o.master.empty())
     o.master = env_or("MASTER_ADDR", "127.0.0.1") + ":" + env_or("MASTER_PORT", "29500");
-  if (o.world_size < 1) throw ConfigError("world_size", "must be at least 1 (got " + std::to_string(o.world_size) + ")");
+  if (o.world_size < 1)
+    throw ConfigError("world_size", "must be at least 1 (got " + std::to_string(o.world_size) + ")");
   if (o.rank < 0 || o.rank >= o.world_size)
     throw ConfigError("rank", std::to_string(o.rank) + " is outside 0.." + std::to_string(o.world_size - 1) +
-                     " for {world_size} " + std::to_string(o.world_size));
+                                  " for {world_size} " + std::to_string(o.world_size));
   if (!(o.timeout_seconds > 0)) throw ConfigError("dist_timeout", "must be positive (seconds)");
   parse_master(o.master, "master");
   return o;
@@ -227,8 +226,8 @@ ProcessGroup::ProcessGroup(const ParallelOptions& options) : impl_(std::make_uni
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   } catch (const std::exception& e) {
-    throw DataError("distributed rendezvous failed on " + impl_->where + ": lost rank 0's store at " +
-                    options.master + " while waiting for the other ranks: " + first_line(e.what()));
+    throw DataError("distributed rendezvous failed on " + impl_->where + ": lost rank 0's store at " + options.master +
+                    " while waiting for the other ranks: " + first_line(e.what()));
   }
   if (!missing.empty()) {
     std::string names;

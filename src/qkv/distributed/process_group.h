@@ -26,8 +26,8 @@ namespace qkv::distributed {
 struct ParallelOptions {
   int64_t world_size = 1;
   int64_t rank = 0;
-  std::string master;             // ADDR:PORT of rank 0's store; empty: MASTER_ADDR:MASTER_PORT or 127.0.0.1:29500
-  double timeout_seconds = 300;   // rendezvous and every collective
+  std::string master;            // ADDR:PORT of rank 0's store; empty: MASTER_ADDR:MASTER_PORT or 127.0.0.1:29500
+  double timeout_seconds = 300;  // rendezvous and every collective
 
   bool distributed() const { return world_size > 1; }
 };

@@ -27,9 +27,7 @@ class AllReduceSum : public torch::autograd::Function<AllReduceSum> {
 
 }  // namespace
 
-at::Tensor all_reduce_sum_autograd(const at::Tensor& x, RankSum& group) {
-  return AllReduceSum::apply(x, &group);
-}
+at::Tensor all_reduce_sum_autograd(const at::Tensor& x, RankSum& group) { return AllReduceSum::apply(x, &group); }
 
 void update_running_stats(const at::Tensor& running_mean, const at::Tensor& running_var, const at::Tensor& mean,
                           const at::Tensor& var, double count, double momentum) {
@@ -54,8 +52,8 @@ at::Tensor batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::T
   // one-process two-pass variance keeps.
   const auto xd = x.to(torch::kDouble);
   const double local_count = static_cast<double>(x.numel() / std::max<int64_t>(channels, 1));
-  auto stats = torch::cat({xd.sum(dims), (xd * xd).sum(dims),
-                           torch::full({1}, local_count, xd.options().requires_grad(false))});
+  auto stats =
+      torch::cat({xd.sum(dims), (xd * xd).sum(dims), torch::full({1}, local_count, xd.options().requires_grad(false))});
   auto global = all_reduce_sum_autograd(stats, *group);
   const double count = global[2 * channels].item<double>();
   TORCH_CHECK(count > 1, "batch_norm: the global batch has ", count, " values per channel; need more than one");

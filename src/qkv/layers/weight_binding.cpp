@@ -20,9 +20,10 @@ void WeightBinding::bind(const std::string& name, const at::Tensor& registered, 
   if (value.sizes() != registered.sizes())
     throw UsageError(name + ": given " + shape_of(value) + ", but the module was built for " + shape_of(registered));
   if (value.scalar_type() != registered.scalar_type() || value.device() != registered.device())
-    throw UsageError(name + ": given " + std::string(c10::toString(value.scalar_type())) + " on " + value.device().str() +
-                     ", but the module's weights are " + c10::toString(registered.scalar_type()) + " on " +
-                     registered.device().str() + " (.to() the module, or the tensor)");
+    throw UsageError(name + ": given " + std::string(c10::toString(value.scalar_type())) + " on " +
+                     value.device().str() + ", but the module's weights are " +
+                     c10::toString(registered.scalar_type()) + " on " + registered.device().str() +
+                     " (.to() the module, or the tensor)");
   bound_[registered.unsafeGetTensorImpl()] = value;
 }
 

@@ -103,8 +103,8 @@ LogisticModel fit_logistic(const std::vector<double>& x, int64_t rows, int64_t c
 }
 
 double cross_validated_logistic_accuracy(const std::vector<double>& x, int64_t rows, int64_t cols,
-                                         const std::vector<int64_t>& labels, int64_t folds, int64_t runs,
-                                         uint64_t seed, double ridge) {
+                                         const std::vector<int64_t>& labels, int64_t folds, int64_t runs, uint64_t seed,
+                                         double ridge) {
   int64_t right = 0, total = 0;
   for (int64_t run = 0; run < runs; ++run) {
     const auto test_folds = data::stratified_kfold(labels, folds, seed + static_cast<uint64_t>(run));

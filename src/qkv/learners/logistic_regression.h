@@ -25,7 +25,7 @@ LogisticModel fit_logistic(const std::vector<double>& x, int64_t rows, int64_t c
 // cross validation (runs x folds, seeds seed .. seed + runs - 1): the share
 // of predictions that are right, pooled over every run and fold.
 double cross_validated_logistic_accuracy(const std::vector<double>& x, int64_t rows, int64_t cols,
-                                         const std::vector<int64_t>& labels, int64_t folds, int64_t runs,
-                                         uint64_t seed, double ridge = 1.0);
+                                         const std::vector<int64_t>& labels, int64_t folds, int64_t runs, uint64_t seed,
+                                         double ridge = 1.0);
 
 }  // namespace qkv::medical

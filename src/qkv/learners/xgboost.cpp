@@ -64,41 +64,38 @@ void check_shape(const float* features, int64_t rows, int64_t cols, const char* 
     throw DataError(std::string("XGBoost ") + what + ": need at least one row and one column, got " +
                     std::to_string(rows) + "x" + std::to_string(cols));
   if (static_cast<uint64_t>(rows) > std::numeric_limits<size_t>::max() / static_cast<uint64_t>(cols))
-    throw DataError(std::string("XGBoost ") + what + ": " + std::to_string(rows) + "x" +
-                    std::to_string(cols) + " is too large");
+    throw DataError(std::string("XGBoost ") + what + ": " + std::to_string(rows) + "x" + std::to_string(cols) +
+                    " is too large");
   if (features == nullptr) throw DataError(std::string("XGBoost ") + what + ": no feature data");
   const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(cols);
   for (size_t i = 0; i < n; ++i) {
     // NaN means missing; only infinities are rejected (XGBoost would reject them
     // too, without saying where they are).
     if (std::isinf(features[i]))
-      throw DataError(std::string("XGBoost ") + what + ": infinite feature value at row " +
-                      std::to_string(i / cols) + ", column " + std::to_string(i % cols));
+      throw DataError(std::string("XGBoost ") + what + ": infinite feature value at row " + std::to_string(i / cols) +
+                      ", column " + std::to_string(i % cols));
   }
 }
 
 void check_labels(const std::vector<int64_t>& labels, int64_t rows) {
   if (static_cast<int64_t>(labels.size()) != rows)
-    throw DataError("XGBoost fit: " + std::to_string(labels.size()) + " labels for " +
-                    std::to_string(rows) + " rows");
+    throw DataError("XGBoost fit: " + std::to_string(labels.size()) + " labels for " + std::to_string(rows) + " rows");
   bool seen[2] = {false, false};
   for (size_t i = 0; i < labels.size(); ++i) {
     if (labels[i] != 0 && labels[i] != 1)
-      throw DataError("XGBoost fit: label " + std::to_string(labels[i]) + " at row " +
-                      std::to_string(i) + " is neither 0 nor 1");
+      throw DataError("XGBoost fit: label " + std::to_string(labels[i]) + " at row " + std::to_string(i) +
+                      " is neither 0 nor 1");
     seen[labels[i]] = true;
   }
   if (!seen[0] || !seen[1])
-    throw DataError(std::string("XGBoost fit: labels hold one class only (all ") +
-                    (seen[0] ? "0" : "1") + "); a binary classifier needs both");
+    throw DataError(std::string("XGBoost fit: labels hold one class only (all ") + (seen[0] ? "0" : "1") +
+                    "); a binary classifier needs both");
 }
 
 DMatrixPtr make_dmatrix(const float* features, int64_t rows, int64_t cols, int64_t threads) {
   DMatrixHandle h = nullptr;
-  check(XGDMatrixCreateFromMat_omp(features, static_cast<bst_ulong>(rows),
-                                   static_cast<bst_ulong>(cols),
-                                   std::numeric_limits<float>::quiet_NaN(), &h,
-                                   static_cast<int>(threads)),
+  check(XGDMatrixCreateFromMat_omp(features, static_cast<bst_ulong>(rows), static_cast<bst_ulong>(cols),
+                                   std::numeric_limits<float>::quiet_NaN(), &h, static_cast<int>(threads)),
         "XGDMatrixCreateFromMat");
   return DMatrixPtr(h);
 }
@@ -127,8 +124,7 @@ void XGBoostParams::validate() const {
     fail("xgb_min_child_weight", "finite and >= 0", num(min_child_weight));
   if (!(gamma >= 0 && std::isfinite(gamma))) fail("xgb_gamma", "finite and >= 0", num(gamma));
   if (!(subsample > 0 && subsample <= 1)) fail("xgb_subsample", "in (0, 1]", num(subsample));
-  if (!(colsample_bytree > 0 && colsample_bytree <= 1))
-    fail("xgb_colsample", "in (0, 1]", num(colsample_bytree));
+  if (!(colsample_bytree > 0 && colsample_bytree <= 1)) fail("xgb_colsample", "in (0, 1]", num(colsample_bytree));
   if (!(scale_pos_weight > 0 && std::isfinite(scale_pos_weight)))
     fail("xgb_scale_pos_weight", "finite and > 0", num(scale_pos_weight));
   if (tree_method != "exact" && tree_method != "approx" && tree_method != "hist")
@@ -165,26 +161,35 @@ XGBoostParams XGBoostParams::from_json(const nlohmann::json& j) {
   };
   // nlohmann would silently truncate 2.5 to 2.
   auto integer = [](const nlohmann::json& v, const std::string& key) {
-    if (!v.is_number_integer())
-      throw DataError("XGBoost params: \"" + key + "\" must be an integer, got " + v.dump());
+    if (!v.is_number_integer()) throw DataError("XGBoost params: \"" + key + "\" must be an integer, got " + v.dump());
     if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
       throw DataError("XGBoost params: \"" + key + "\" is out of range: " + v.dump());
     return v.get<int64_t>();
   };
   for (const auto& [key, v] : j.items()) {
-    if (key == "learning_rate") p.learning_rate = real(v, key);
-    else if (key == "n_estimators") p.n_estimators = integer(v, key);
-    else if (key == "max_depth") p.max_depth = integer(v, key);
-    else if (key == "min_child_weight") p.min_child_weight = real(v, key);
-    else if (key == "gamma") p.gamma = real(v, key);
-    else if (key == "subsample") p.subsample = real(v, key);
-    else if (key == "colsample_bytree") p.colsample_bytree = real(v, key);
-    else if (key == "scale_pos_weight") p.scale_pos_weight = real(v, key);
+    if (key == "learning_rate")
+      p.learning_rate = real(v, key);
+    else if (key == "n_estimators")
+      p.n_estimators = integer(v, key);
+    else if (key == "max_depth")
+      p.max_depth = integer(v, key);
+    else if (key == "min_child_weight")
+      p.min_child_weight = real(v, key);
+    else if (key == "gamma")
+      p.gamma = real(v, key);
+    else if (key == "subsample")
+      p.subsample = real(v, key);
+    else if (key == "colsample_bytree")
+      p.colsample_bytree = real(v, key);
+    else if (key == "scale_pos_weight")
+      p.scale_pos_weight = real(v, key);
     else if (key == "tree_method") {
       if (!v.is_string()) throw DataError("XGBoost params: \"tree_method\" must be a string, got " + v.dump());
       p.tree_method = v.get<std::string>();
-    } else if (key == "max_bin") p.max_bin = integer(v, key);
-    else if (key == "threads") p.threads = integer(v, key);
+    } else if (key == "max_bin")
+      p.max_bin = integer(v, key);
+    else if (key == "threads")
+      p.threads = integer(v, key);
     else if (key == "seed") {
       if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
         throw DataError("XGBoost params: \"seed\" must be a non-negative integer, got " + v.dump());
@@ -223,8 +228,7 @@ XGBoostClassifier& XGBoostClassifier::operator=(XGBoostClassifier&& other) noexc
   return *this;
 }
 
-void XGBoostClassifier::fit(const float* features, int64_t rows, int64_t cols,
-                            const std::vector<int64_t>& labels) {
+void XGBoostClassifier::fit(const float* features, int64_t rows, int64_t cols, const std::vector<int64_t>& labels) {
   check_shape(features, rows, cols, "fit");
   check_labels(labels, rows);
   DMatrixPtr dtrain = make_dmatrix(features, rows, cols, params_.threads);
@@ -257,8 +261,7 @@ void XGBoostClassifier::fit(const float* features, int64_t rows, int64_t cols,
   set("seed", std::to_string(params_.seed));
   if (params_.threads > 0) set("nthread", std::to_string(params_.threads));
   for (int64_t it = 0; it < params_.n_estimators; ++it)
-    check(XGBoosterUpdateOneIter(booster.get(), static_cast<int>(it), dtrain.get()),
-          "XGBoosterUpdateOneIter");
+    check(XGBoosterUpdateOneIter(booster.get(), static_cast<int>(it), dtrain.get()), "XGBoosterUpdateOneIter");
   const std::string attr = params_.to_json().dump();
   check(XGBoosterSetAttr(booster.get(), kParamsAttr, attr.c_str()), "XGBoosterSetAttr");
 
@@ -267,8 +270,7 @@ void XGBoostClassifier::fit(const float* features, int64_t rows, int64_t cols,
   n_features_ = cols;
 }
 
-std::vector<double> XGBoostClassifier::predict_proba(const float* features, int64_t rows,
-                                                     int64_t cols) const {
+std::vector<double> XGBoostClassifier::predict_proba(const float* features, int64_t rows, int64_t cols) const {
   if (booster_ == nullptr) throw DataError("XGBoost predict: the classifier is not fitted");
   if (cols != n_features_)
     throw DataError("XGBoost predict: " + std::to_string(cols) + " columns, the model was trained on " +
@@ -280,13 +282,11 @@ std::vector<double> XGBoostClassifier::predict_proba(const float* features, int6
   const bst_ulong* shape = nullptr;
   bst_ulong dim = 0;
   const float* out = nullptr;
-  check(XGBoosterPredictFromDMatrix(booster_, dmat.get(), config, &shape, &dim, &out),
-        "XGBoosterPredictFromDMatrix");
+  check(XGBoosterPredictFromDMatrix(booster_, dmat.get(), config, &shape, &dim, &out), "XGBoosterPredictFromDMatrix");
   bst_ulong n = 1;
   for (bst_ulong i = 0; i < dim; ++i) n *= shape[i];
   if (n != static_cast<bst_ulong>(rows))
-    throw DataError("XGBoost predict: got " + std::to_string(n) + " predictions for " +
-                    std::to_string(rows) + " rows");
+    throw DataError("XGBoost predict: got " + std::to_string(n) + " predictions for " + std::to_string(rows) + " rows");
   return std::vector<double>(out, out + rows);
 }
 
@@ -297,8 +297,7 @@ std::vector<double> XGBoostClassifier::gain_importance() const {
   bst_ulong dim = 0;
   const bst_ulong* shape = nullptr;
   const float* scores = nullptr;
-  check(XGBoosterFeatureScore(booster_, R"({"importance_type": "gain"})", &n_names, &names, &dim,
-                              &shape, &scores),
+  check(XGBoosterFeatureScore(booster_, R"({"importance_type": "gain"})", &n_names, &names, &dim, &shape, &scores),
         "XGBoosterFeatureScore");
   // Without feature names XGBoost 1.7 names column i "f<i>" and leaves out the
   // columns no tree splits on.
@@ -320,17 +319,15 @@ std::vector<char> XGBoostClassifier::save() const {
   if (booster_ == nullptr) throw DataError("XGBoost save: the classifier is not fitted");
   bst_ulong len = 0;
   const char* data = nullptr;
-  check(XGBoosterSaveModelToBuffer(booster_, R"({"format": "json"})", &len, &data),
-        "XGBoosterSaveModelToBuffer");
+  check(XGBoosterSaveModelToBuffer(booster_, R"({"format": "json"})", &len, &data), "XGBoosterSaveModelToBuffer");
   return std::vector<char>(data, data + len);
 }
 
 XGBoostClassifier XGBoostClassifier::load(const std::vector<char>& bytes) {
   // Only what save() writes: XGBoost's legacy binary parser trusts sizes read
   // from the buffer, so arbitrary bytes are refused before they reach it.
-  const auto first = std::find_if(bytes.begin(), bytes.end(), [](char c) {
-    return c != ' ' && c != '\n' && c != '\r' && c != '\t';
-  });
+  const auto first =
+      std::find_if(bytes.begin(), bytes.end(), [](char c) { return c != ' ' && c != '\n' && c != '\r' && c != '\t'; });
   if (first == bytes.end() || *first != '{')
     throw DataError("XGBoost load: not an XGBoost JSON model (" + std::to_string(bytes.size()) + " bytes)");
   BoosterHandle raw = nullptr;
@@ -364,15 +361,15 @@ int64_t rfe_rounds(int64_t cols, const RFEParams& rfe) {
   return (to_remove + per_round - 1) / per_round;
 }
 
-RFEResult recursive_feature_elimination(
-    const float* features, int64_t rows, int64_t cols, const std::vector<int64_t>& labels,
-    const XGBoostParams& params, const RFEParams& rfe,
-    const std::function<void(int64_t round, int64_t remaining)>& progress) {
+RFEResult recursive_feature_elimination(const float* features, int64_t rows, int64_t cols,
+                                        const std::vector<int64_t>& labels, const XGBoostParams& params,
+                                        const RFEParams& rfe,
+                                        const std::function<void(int64_t round, int64_t remaining)>& progress) {
   params.validate();
   if (!(rfe.step > 0)) throw ConfigError("rfe_step", "must be > 0, got " + num(rfe.step));
   if (cols >= 1 && (rfe.n_features_to_select < 1 || rfe.n_features_to_select > cols))
     throw ConfigError("n_features", "must be in [1, " + std::to_string(cols) + "] (the column count), got " +
-                     std::to_string(rfe.n_features_to_select));
+                                        std::to_string(rfe.n_features_to_select));
   // Checked once here rather than only inside each fit, so that a zero-round
   // selection (n_features_to_select == cols) rejects bad data as well.
   check_shape(features, rows, cols, "RFE");
@@ -404,7 +401,8 @@ RFEResult recursive_feature_elimination(
     std::stable_sort(order.begin(), order.end(),
                      [&](int64_t a, int64_t b) { return gain[static_cast<size_t>(a)] < gain[static_cast<size_t>(b)]; });
     const int64_t drop = std::min(per_round, n - rfe.n_features_to_select);
-    for (int64_t k = 0; k < drop; ++k) removed_in[static_cast<size_t>(remaining[static_cast<size_t>(order[k])])] = round;
+    for (int64_t k = 0; k < drop; ++k)
+      removed_in[static_cast<size_t>(remaining[static_cast<size_t>(order[k])])] = round;
     std::vector<int64_t> kept;
     kept.reserve(static_cast<size_t>(n - drop));
     for (int64_t c : remaining)

@@ -126,9 +126,9 @@ struct RFEResult {
 // step <= 0; DataError if labels hold one class only or data are malformed.
 // progress(round, remaining) is called after each round (round counts from 1,
 // remaining is the column count after that round); it may throw to abort.
-RFEResult recursive_feature_elimination(
-    const float* features, int64_t rows, int64_t cols, const std::vector<int64_t>& labels,
-    const XGBoostParams& params, const RFEParams& rfe,
-    const std::function<void(int64_t round, int64_t remaining)>& progress = {});
+RFEResult recursive_feature_elimination(const float* features, int64_t rows, int64_t cols,
+                                        const std::vector<int64_t>& labels, const XGBoostParams& params,
+                                        const RFEParams& rfe,
+                                        const std::function<void(int64_t round, int64_t remaining)>& progress = {});
 
 }  // namespace qkv::medical

@@ -10,7 +10,7 @@ namespace qkv::lm {
 class ExactMatchMetric : public train::MetricAccumulator {
  public:
   void add(const at::Tensor& logits, const at::Tensor& target) override;  // logits [B,T,V], target [B,T]
-  nlohmann::json result() const override;  // accuracy (per token), exact_match (per sequence)
+  nlohmann::json result() const override;       // accuracy (per token), exact_match (per sequence)
   std::vector<double> totals() const override;  // [exact, sequences, token accuracy totals...]
   void load_totals(const std::vector<double>& totals) override;
 

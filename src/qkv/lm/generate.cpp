@@ -6,9 +6,9 @@
 
 #include "qkv/attention/kv_cache.h"
 #include "qkv/core/errors.h"
-#include "qkv/runtime/runtime.h"
 #include "qkv/data/lm_data.h"
 #include "qkv/lm/prompt_cache.h"
+#include "qkv/runtime/runtime.h"
 
 namespace qkv::lm {
 namespace {
@@ -37,15 +37,17 @@ void check_max_new(const models::TransformerLMOptions& mo, int64_t prompt, const
                    attention::CacheDtype dtype) {
   const int64_t limit = o.memory_limit_bytes > 0 ? o.memory_limit_bytes : physical_memory_bytes();
   int64_t positions = 0;
-  const int64_t bytes = __builtin_add_overflow(prompt, o.max_new, &positions) ? -1 : context_bytes(mo, dtype, positions);
+  const int64_t bytes =
+      __builtin_add_overflow(prompt, o.max_new, &positions) ? -1 : context_bytes(mo, dtype, positions);
   if (bytes >= 0 && bytes <= limit) return;
   const int64_t per_position = context_bytes(mo, dtype, 1);
   const int64_t most = per_position > 0 ? std::max<int64_t>(0, limit / per_position - prompt) : 0;
-  throw ConfigError("max_new", std::to_string(o.max_new) + ": keys and values for the prompt and that many bytes need " +
-                   (bytes < 0 ? std::string("more than 2^63") : std::to_string(bytes)) + " bytes, more than the " +
-                   std::to_string(limit) + " bytes of " +
-                   (o.memory_limit_bytes > 0 ? "the limit" : "this machine's memory") + "; at most " +
-                   std::to_string(most) + " with this model and prompt");
+  throw ConfigError("max_new", std::to_string(o.max_new) +
+                                   ": keys and values for the prompt and that many bytes need " +
+                                   (bytes < 0 ? std::string("more than 2^63") : std::to_string(bytes)) +
+                                   " bytes, more than the " + std::to_string(limit) + " bytes of " +
+                                   (o.memory_limit_bytes > 0 ? "the limit" : "this machine's memory") + "; at most " +
+                                   std::to_string(most) + " with this model and prompt");
 }
 
 }  // namespace
@@ -54,8 +56,9 @@ int64_t pick_token(const at::Tensor& logits, const GenerateOptions& o, at::Gener
   // NaN would be picked as byte 0 by argmax and fail inside multinomial; +inf
   // turns softmax to NaN. -inf (a token ruled out) is fine.
   if (torch::isnan(logits).any().item<bool>() || torch::isposinf(logits).any().item<bool>())
-    throw NonFiniteLogits("the model's next-byte logits hold NaN or +infinity (its weights or the prompt's cache are "
-                          "not finite)");
+    throw NonFiniteLogits(
+        "the model's next-byte logits hold NaN or +infinity (its weights or the prompt's cache are "
+        "not finite)");
   if (o.temperature == 0) return logits.argmax().item<int64_t>();
   auto scaled = logits.to(torch::kFloat) / o.temperature;
   if (o.top_k > 0 && o.top_k < scaled.size(0)) {
@@ -112,7 +115,7 @@ Generation generate(models::TransformerLM& model, const std::vector<int64_t>& pr
     auto loaded = load_prompt_cache(o.load_cache, model, o.cache_dtype, o.memory_limit_bytes);
     if (loaded.tokens.size() > prompt.size() || !std::equal(loaded.tokens.begin(), loaded.tokens.end(), prompt.begin()))
       throw ConfigError("load_cache", o.load_cache + ": the prompt does not begin with the " +
-                       std::to_string(loaded.tokens.size()) + " tokens it holds");
+                                          std::to_string(loaded.tokens.size()) + " tokens it holds");
     cache = std::move(loaded.cache);
     fed = loaded.tokens.size();
     out.resumed = static_cast<int64_t>(fed);
@@ -160,7 +163,8 @@ std::string complete(models::TransformerLM& model, const std::string& prompt, in
   o.temperature = 0;
   o.stop_token = data::kLmTerminator;
   const auto tokens = data::bytes_to_tokens(prompt);
-  auto result = generate(model, std::vector<int64_t>(tokens.data_ptr<int64_t>(), tokens.data_ptr<int64_t>() + tokens.numel()), o);
+  auto result =
+      generate(model, std::vector<int64_t>(tokens.data_ptr<int64_t>(), tokens.data_ptr<int64_t>() + tokens.numel()), o);
   std::string text;
   for (int64_t t : result.tokens) text += static_cast<char>(t);
   return text;

@@ -43,10 +43,10 @@ struct GenerateOptions {
 };
 
 struct Generation {
-  std::vector<int64_t> tokens;     // the new tokens
-  std::vector<at::Tensor> logits;  // per step [vocab] (float32 CPU) when keep_logits
-  bool stopped_by_caller = false;  // on_token returned false
-  int64_t resumed = 0;             // prompt positions taken from load_cache
+  std::vector<int64_t> tokens;         // the new tokens
+  std::vector<at::Tensor> logits;      // per step [vocab] (float32 CPU) when keep_logits
+  bool stopped_by_caller = false;      // on_token returned false
+  int64_t resumed = 0;                 // prompt positions taken from load_cache
   attention::KVCacheSize cache_bytes;  // what the cache held at the end
 };
 

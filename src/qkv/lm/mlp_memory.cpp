@@ -48,7 +48,7 @@ std::vector<MemoryUnit> inspect_mlp(models::TransformerLM& model, const std::str
   // Values through the unembedding: logits of W2[:, i] (the tied embedding maps D -> vocab).
   const auto w2 = model.block(o.layer)->mlp_out->weight.to(torch::kCPU, torch::kFloat);  // [D, hidden]
   const auto emb = model.embedding()->weight.to(torch::kCPU, torch::kFloat);             // [vocab, D]
-  const auto value_logits = emb.matmul(w2);                                               // [vocab, hidden]
+  const auto value_logits = emb.matmul(w2);                                              // [vocab, hidden]
 
   std::vector<MemoryUnit> out;
   for (int64_t r = 0; r < units; ++r) {
@@ -62,7 +62,8 @@ std::vector<MemoryUnit> inspect_mlp(models::TransformerLM& model, const std::str
       const int64_t pos = std::get<1>(top)[i].item<int64_t>();
       const int64_t from = std::max<int64_t>(0, pos - o.context_bytes + 1);
       std::string shown;
-      for (int64_t p = from; p <= pos; ++p) shown += printable_byte(static_cast<unsigned char>(text[static_cast<size_t>(p)]));
+      for (int64_t p = from; p <= pos; ++p)
+        shown += printable_byte(static_cast<unsigned char>(text[static_cast<size_t>(p)]));
       u.top_contexts.emplace_back(shown, std::get<0>(top)[i].item<double>());
     }
     const auto promoted = value_logits.select(1, u.unit).topk(std::min(o.tokens, mo.vocab));

@@ -39,7 +39,8 @@ void visit_fields(MemoryOptions& o, V&& visit) {
 }
 
 // Units ranked by their mean activation over the text.
-std::vector<MemoryUnit> inspect_mlp(models::TransformerLM& model, const std::string& text, const MemoryOptions& options);
+std::vector<MemoryUnit> inspect_mlp(models::TransformerLM& model, const std::string& text,
+                                    const MemoryOptions& options);
 
 nlohmann::json memory_units_to_json(const std::vector<MemoryUnit>& units);
 // Each unit as lines for people: its activations, the contexts that fire it

@@ -17,8 +17,9 @@ constexpr size_t kFixed = sizeof(kMagic) + 8;  // magic + header length
 constexpr int64_t kVersion = 1;
 
 nlohmann::json cache_settings_json(const attention::KVCacheSettings& s) {
-  return {{"layers", s.layers}, {"batch", s.batch}, {"kv_heads", s.kv_heads}, {"dk", s.dk},   {"dv", s.dv},
-          {"dtype", attention::cache_dtype_name(s.dtype)}, {"window", s.window}, {"sinks", s.sinks}};
+  return {{"layers", s.layers}, {"batch", s.batch}, {"kv_heads", s.kv_heads},
+          {"dk", s.dk},         {"dv", s.dv},       {"dtype", attention::cache_dtype_name(s.dtype)},
+          {"window", s.window}, {"sinks", s.sinks}};
 }
 
 at::ScalarType scalar_type_named(const std::string& name, const std::string& path) {
@@ -48,8 +49,12 @@ void save_prompt_cache(const std::string& path, models::TransformerLM& model, co
   auto add = [&](int64_t layer, const char* role, const at::Tensor& t) {
     const auto host = t.detach().to(torch::kCPU).contiguous();
     const size_t bytes = static_cast<size_t>(host.numel()) * host.element_size();
-    sections.push_back({{"layer", layer}, {"role", role}, {"dtype", c10::toString(host.scalar_type())},
-                        {"shape", host.sizes().vec()}, {"offset", payload.size()}, {"bytes", bytes}});
+    sections.push_back({{"layer", layer},
+                        {"role", role},
+                        {"dtype", c10::toString(host.scalar_type())},
+                        {"shape", host.sizes().vec()},
+                        {"offset", payload.size()},
+                        {"bytes", bytes}});
     const auto* from = static_cast<const char*>(host.data_ptr());
     payload.insert(payload.end(), from, from + bytes);
   };
@@ -66,13 +71,14 @@ void save_prompt_cache(const std::string& path, models::TransformerLM& model, co
     }
   }
   add(-1, "next_logits", next_logits.to(torch::kFloat).reshape({-1}));
-  const nlohmann::json header{{"format", "qkv prompt cache"},
-                              {"version", kVersion},
-                              {"model", {{"options", model.options().to_json()}, {"parameters_crc32", parameters_crc32(model)}}},
-                              {"cache", cache_settings_json(cache.settings())},
-                              {"lengths", lengths},
-                              {"tokens", tokens},
-                              {"sections", sections}};
+  const nlohmann::json header{
+      {"format", "qkv prompt cache"},
+      {"version", kVersion},
+      {"model", {{"options", model.options().to_json()}, {"parameters_crc32", parameters_crc32(model)}}},
+      {"cache", cache_settings_json(cache.settings())},
+      {"lengths", lengths},
+      {"tokens", tokens},
+      {"sections", sections}};
   const std::string text = header.dump();
   std::vector<char> file(kMagic, kMagic + sizeof(kMagic));
   uint64_t n = text.size();
@@ -123,8 +129,8 @@ PromptCache load_prompt_cache(const std::string& path, models::TransformerLM& mo
     if (c != cache_settings_json(s)) throw bad("its cache layout does not match this model's");
     if (dtype && *dtype != s.dtype)
       throw ConfigError("cache_dtype", std::string(attention::cache_dtype_name(*dtype)) + ": " + path + " holds an " +
-                       attention::cache_dtype_name(s.dtype) + " cache; give {cache_dtype} " +
-                       attention::cache_dtype_name(s.dtype) + " or leave it out");
+                                           attention::cache_dtype_name(s.dtype) + " cache; give {cache_dtype} " +
+                                           attention::cache_dtype_name(s.dtype) + " or leave it out");
     PromptCache out;
     out.tokens = header.at("tokens").get<std::vector<int64_t>>();
     for (const int64_t t : out.tokens)
@@ -144,7 +150,8 @@ PromptCache load_prompt_cache(const std::string& path, models::TransformerLM& mo
       const auto offset = sec.at("offset").get<uint64_t>(), bytes = sec.at("bytes").get<uint64_t>();
       uint64_t expect = c10::elementSize(type);
       for (const int64_t d : shape)
-        if (d < 0 || __builtin_mul_overflow(expect, static_cast<uint64_t>(d), &expect)) throw bad("a tensor's shape overflows");
+        if (d < 0 || __builtin_mul_overflow(expect, static_cast<uint64_t>(d), &expect))
+          throw bad("a tensor's shape overflows");
       uint64_t end = 0;
       if (expect != bytes || __builtin_add_overflow(offset, bytes, &end) || end > payload_size)
         throw bad("truncated (a tensor runs past the end of the file)");
@@ -160,17 +167,23 @@ PromptCache load_prompt_cache(const std::string& path, models::TransformerLM& mo
         throw bad("its " + role + (layer >= 0 ? " of layer " + std::to_string(layer) : std::string()) +
                   " hold NaN or an infinity");
       if (layer == -1 && role == "next_logits") {
-        if (t.dim() != 1 || t.size(0) != mo.vocab || type != at::kFloat) throw bad("its logits are not [vocab] float32");
+        if (t.dim() != 1 || t.size(0) != mo.vocab || type != at::kFloat)
+          throw bad("its logits are not [vocab] float32");
         out.next_logits = t.clone();
         continue;
       }
       if (layer < 0 || layer >= s.layers) throw bad("a tensor names layer " + std::to_string(layer));
       auto& r = rows[static_cast<size_t>(layer)];
-      if (role == "keys") r.keys = t;
-      else if (role == "values") r.values = t;
-      else if (role == "key_scales") r.key_scales = t;
-      else if (role == "value_scales") r.value_scales = t;
-      else throw bad("unknown tensor role '" + role + "'");
+      if (role == "keys")
+        r.keys = t;
+      else if (role == "values")
+        r.values = t;
+      else if (role == "key_scales")
+        r.key_scales = t;
+      else if (role == "value_scales")
+        r.value_scales = t;
+      else
+        throw bad("unknown tensor role '" + role + "'");
     }
     if (!out.next_logits.defined()) throw bad("it holds no logits");
     for (int64_t l = 0; l < s.layers; ++l) {

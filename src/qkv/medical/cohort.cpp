@@ -153,8 +153,8 @@ class Records {
 // a line break, or leading/trailing blanks the readers would trim.
 void append_field(std::string& out, std::string_view field, char delimiter) {
   const bool needs_quotes = field.find_first_of(std::string{delimiter, '"', '\n', '\r'}) != std::string_view::npos ||
-                            (!field.empty() && (field.front() == ' ' || field.back() == ' ' ||
-                                                field.front() == '\t' || field.back() == '\t'));
+                            (!field.empty() && (field.front() == ' ' || field.back() == ' ' || field.front() == '\t' ||
+                                                field.back() == '\t'));
   if (!needs_quotes) {
     out += field;
     return;
@@ -181,16 +181,11 @@ int64_t parse_label(std::string_view text) {
 
 bool is_missing(std::string_view cell) {
   switch (cell.size()) {
-    case 0:
-      return true;
-    case 2:
-      return lower(cell) == "na";
-    case 3:
-      return lower(cell) == "nan";
-    case 4:
-      return lower(cell) == "null";
-    default:
-      return false;
+    case 0: return true;
+    case 2: return lower(cell) == "na";
+    case 3: return lower(cell) == "nan";
+    case 4: return lower(cell) == "null";
+    default: return false;
   }
 }
 
@@ -329,7 +324,8 @@ void write_manifest(const std::string& path, const Manifest& manifest) {
     if (s.id.empty()) fail(path, "cannot write a subject with an empty id");
     if (!ids.insert(s.id).second) fail(path, "cannot write subject " + show(s.id) + " twice");
     if (s.label != 0 && s.label != 1)
-      fail(path, "cannot write subject " + show(s.id) + " with label " + std::to_string(s.label) + "; labels are 0 or 1");
+      fail(path,
+           "cannot write subject " + show(s.id) + " with label " + std::to_string(s.label) + "; labels are 0 or 1");
     if (s.spect_path.empty()) fail(path, "cannot write subject " + show(s.id) + " without a spect path");
     append_field(out, s.id, delim);
     out += delim;
@@ -401,15 +397,14 @@ MethylationTable read_methylation_table_unguarded(const std::string& path) {
       std::string hint;
       if (table.subject_ids.empty() && fields.size() == expected_fields + 1)
         hint = " (a header without the subject id column, as R's write.table writes, needs one added)";
-      fail_at(path, line,
-              "has " + std::to_string(fields.size()) + " fields, the header has " + std::to_string(expected_fields) +
-                  hint);
+      fail_at(
+          path, line,
+          "has " + std::to_string(fields.size()) + " fields, the header has " + std::to_string(expected_fields) + hint);
     }
     std::string id(fields[0]);
     if (id.empty()) fail_at(path, line, "empty subject id");
     const auto [it, fresh] = line_of_id.emplace(id, line);
-    if (!fresh)
-      fail_at(path, line, "subject " + show(id) + " is already listed on line " + std::to_string(it->second));
+    if (!fresh) fail_at(path, line, "subject " + show(id) + " is already listed on line " + std::to_string(it->second));
     for (size_t c = 0; c < cols; ++c) {
       const std::string_view cell = fields[c + 1];
       float v;
@@ -470,8 +465,8 @@ void write_methylation_table(const std::string& path, const MethylationTable& ta
         continue;
       }
       if (!(v >= 0.0f && v <= 1.0f))
-        fail(path, "cannot write subject " + show(id) + ", " + table.cpg_ids[c] + ": beta-value " +
-                       std::to_string(v) + " is outside [0, 1]");
+        fail(path, "cannot write subject " + show(id) + ", " + table.cpg_ids[c] + ": beta-value " + std::to_string(v) +
+                       " is outside [0, 1]");
       // Shortest digits that read back as the same float: round trips are bit-exact.
       const auto result = std::to_chars(number, number + sizeof number, v);
       out.append(number, result.ptr);
@@ -561,8 +556,7 @@ void write_cpg_list(const std::string& path, const std::vector<std::string>& ids
   }
   std::unordered_set<std::string_view> seen;
   for (const auto& id : ids) {
-    if (id.empty() || id.front() == '#' ||
-        std::any_of(id.begin(), id.end(), [](char c) {
+    if (id.empty() || id.front() == '#' || std::any_of(id.begin(), id.end(), [](char c) {
           return std::isspace(static_cast<unsigned char>(c)) || c == ',' || c == ';';
         }))
       fail(path, "cannot write " + show(id) + " as a CpG id");
@@ -578,8 +572,8 @@ void write_cpg_list(const std::string& path, const std::vector<std::string>& ids
 std::string CohortMatch::describe() const {
   std::string out = plural(manifest_rows.size(), "subject", "subjects") + " in both";
   if (!only_in_manifest.empty())
-    out += "; " + std::to_string(only_in_manifest.size()) + " only in the manifest (" + id_list(only_in_manifest, 5) +
-           ")";
+    out +=
+        "; " + std::to_string(only_in_manifest.size()) + " only in the manifest (" + id_list(only_in_manifest, 5) + ")";
   if (!only_in_methylation.empty())
     out += "; " + std::to_string(only_in_methylation.size()) + " only in " +
            (methylation_name.empty() ? "the methylation table" : methylation_name) + " (" +

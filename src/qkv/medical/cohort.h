@@ -103,11 +103,11 @@ void write_cpg_list(const std::string& path, const std::vector<std::string>& ids
 // Subjects matched across modalities by exact id, in manifest order, with what
 // did not match.
 struct CohortMatch {
-  std::vector<int64_t> manifest_rows;     // matched subject -> index in manifest.subjects
-  std::vector<int64_t> methylation_rows;  // matched subject -> row in the table
+  std::vector<int64_t> manifest_rows;            // matched subject -> index in manifest.subjects
+  std::vector<int64_t> methylation_rows;         // matched subject -> row in the table
   std::vector<std::string> only_in_manifest;     // manifest order
   std::vector<std::string> only_in_methylation;  // table order
-  std::string methylation_name;  // the table's file name, for describe()
+  std::string methylation_name;                  // the table's file name, for describe()
 
   // One line, e.g. "408 subjects in both; 2 only in the manifest (s001, s017);
   // 1 only in methylation.csv (s999)": at most 5 ids of each kind, then "...";

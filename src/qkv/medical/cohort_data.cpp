@@ -13,11 +13,11 @@
 
 #include "qkv/core/checked.h"
 #include "qkv/core/errors.h"
-#include "qkv/core/messages.h"
 #include "qkv/core/fields.h"
-#include "qkv/runtime/parallel.h"
+#include "qkv/core/messages.h"
 #include "qkv/core/text.h"
 #include "qkv/medical/orientation.h"
+#include "qkv/runtime/parallel.h"
 
 namespace qkv::medical {
 
@@ -95,7 +95,8 @@ std::string affine_difference(const medical::NiftiGeometry& a, const medical::Ni
   for (int r = 0; r < 3; ++r)
     for (int c = 0; c < 4; ++c) {
       const double x = ma[static_cast<size_t>(4 * r + c)], y = mb[static_cast<size_t>(4 * r + c)];
-      if (std::abs(x - y) > 1e-3 * std::max(1.0, std::max(std::abs(x), std::abs(y)))) (c < 3 ? axes_differ : origin_differs) = true;
+      if (std::abs(x - y) > 1e-3 * std::max(1.0, std::max(std::abs(x), std::abs(y))))
+        (c < 3 ? axes_differ : origin_differs) = true;
     }
   if (!axes_differ && !origin_differs) return "";
   auto row = [](const std::array<double, 16>& m, int r) {
@@ -110,9 +111,8 @@ std::string affine_difference(const medical::NiftiGeometry& a, const medical::Ni
     what = code_a != code_b ? "its orientation (" + code_a + " against " + code_b + ")"
                             : "its voxel axes (spacing or an oblique turn)";
   }
-  return what +
-         " differ from the first volume's: affine " + row(ma, 0) + " " + row(ma, 1) + " " + row(ma, 2) + " against " +
-         row(mb, 0) + " " + row(mb, 1) + " " + row(mb, 2);
+  return what + " differ from the first volume's: affine " + row(ma, 0) + " " + row(ma, 1) + " " + row(ma, 2) +
+         " against " + row(mb, 0) + " " + row(mb, 1) + " " + row(mb, 2);
 }
 
 }  // namespace
@@ -148,9 +148,9 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
       if (share >= 0.5 && share <= max_missing) sparse.push_back(id + text);
     }
     if (kept.size() < 2)
-      throw ConfigError("max_missing", range_number_text(max_missing) + ": leaves " +
-                       std::to_string(kept.size()) + " of " + std::to_string(match.manifest_rows.size()) +
-                       " subjects of " + methylation_path + "; allow a larger share of missing beta-values");
+      throw ConfigError("max_missing", range_number_text(max_missing) + ": leaves " + std::to_string(kept.size()) +
+                                           " of " + std::to_string(match.manifest_rows.size()) + " subjects of " +
+                                           methylation_path + "; allow a larger share of missing beta-values");
     std::vector<int64_t> manifest_rows, methylation_rows;
     for (size_t i : kept) {
       manifest_rows.push_back(match.manifest_rows[i]);
@@ -160,7 +160,8 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
     match.methylation_rows = std::move(methylation_rows);
   }
   auto some = [](const std::vector<std::string>& ids) {
-    std::vector<std::string> first(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(5, ids.size())));
+    std::vector<std::string> first(ids.begin(),
+                                   ids.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(5, ids.size())));
     return join(first) + (ids.size() > 5 ? ", ..." : "");
   };
 
@@ -231,8 +232,8 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
   try {
     c.volumes = torch::empty({n, dims[0], dims[1], dims[2]}, torch::kFloat32);
   } catch (const c10::Error&) {
-    throw DataError(manifest_path + ": out of memory stacking " + std::to_string(n) + " volumes of " +
-                    grid_text(grid) + " voxels (" + std::to_string(total * 4) + " bytes)");
+    throw DataError(manifest_path + ": out of memory stacking " + std::to_string(n) + " volumes of " + grid_text(grid) +
+                    " voxels (" + std::to_string(total * 4) + " bytes)");
   }
   c.volumes[0].copy_(volume_to_tensor(first));
   try {
@@ -261,8 +262,11 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
 }
 
 nlohmann::json Preprocessing::to_json() const {
-  return {{"normalisation", normalisation}, {"volume_min", volume_min}, {"volume_max", volume_max},
-          {"cpg_ids", cpg_ids},             {"cpg_means", cpg_means}};
+  return {{"normalisation", normalisation},
+          {"volume_min", volume_min},
+          {"volume_max", volume_max},
+          {"cpg_ids", cpg_ids},
+          {"cpg_means", cpg_means}};
 }
 
 Preprocessing Preprocessing::from_json(const nlohmann::json& j) {
@@ -382,19 +386,23 @@ at::Tensor rotate_volumes(const at::Tensor& volumes, const at::Tensor& angles) {
   auto theta = torch::zeros({m, 3, 4}, torch::kDouble);
   for (int64_t s = 0; s < m; ++s) {
     const double a = angles[s][0].item<double>(), bb = angles[s][1].item<double>(), c = angles[s][2].item<double>();
-    auto rx = torch::tensor({1.0, 0.0, 0.0, 0.0, std::cos(a), -std::sin(a), 0.0, std::sin(a), std::cos(a)},
-                            torch::kDouble).view({3, 3});
+    auto rx =
+        torch::tensor({1.0, 0.0, 0.0, 0.0, std::cos(a), -std::sin(a), 0.0, std::sin(a), std::cos(a)}, torch::kDouble)
+            .view({3, 3});
     auto ry = torch::tensor({std::cos(bb), 0.0, std::sin(bb), 0.0, 1.0, 0.0, -std::sin(bb), 0.0, std::cos(bb)},
-                            torch::kDouble).view({3, 3});
-    auto rz = torch::tensor({std::cos(c), -std::sin(c), 0.0, std::sin(c), std::cos(c), 0.0, 0.0, 0.0, 1.0},
-                            torch::kDouble).view({3, 3});
+                            torch::kDouble)
+                  .view({3, 3});
+    auto rz =
+        torch::tensor({std::cos(c), -std::sin(c), 0.0, std::sin(c), std::cos(c), 0.0, 0.0, 0.0, 1.0}, torch::kDouble)
+            .view({3, 3});
     theta[s].slice(1, 0, 3).copy_(rz.matmul(ry).matmul(rx));
   }
   auto grid = torch::nn::functional::affine_grid(theta.to(volumes.dtype()), volumes.sizes().vec(), false);
-  return torch::nn::functional::grid_sample(
-      volumes, grid,
-      torch::nn::functional::GridSampleFuncOptions().mode(torch::kBilinear).padding_mode(torch::kBorder).align_corners(
-          false));
+  return torch::nn::functional::grid_sample(volumes, grid,
+                                            torch::nn::functional::GridSampleFuncOptions()
+                                                .mode(torch::kBilinear)
+                                                .padding_mode(torch::kBorder)
+                                                .align_corners(false));
 }
 
 // A dataset and rows appended to it (TensorDataset-like, same inputs).

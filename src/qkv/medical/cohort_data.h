@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "qkv/core/fields.h"
-#include "qkv/medical/cohort.h"
 #include "qkv/data/dataset.h"
+#include "qkv/medical/cohort.h"
 #include "qkv/medical/nifti.h"
 
 namespace qkv::medical {
@@ -24,10 +24,10 @@ struct CohortData {
   std::vector<int64_t> labels;           // 0 control, 1 PD
   std::vector<std::string> spect_paths;
   medical::MethylationTable methylation;  // rows aligned with subject_ids, all CpG columns
-  at::Tensor volumes;                  // [N, X, Y, Z] float32 raw intensities (undefined if not loaded)
+  at::Tensor volumes;                     // [N, X, Y, Z] float32 raw intensities (undefined if not loaded)
   medical::NiftiGeometry geometry;        // the first volume's, for maps written on this grid
-  std::string match_summary;           // CohortMatch::describe()
-  bool reoriented = false;             // volumes turned to RAS+ as they were read (load_cohort's to_ras)
+  std::string match_summary;              // CohortMatch::describe()
+  bool reoriented = false;                // volumes turned to RAS+ as they were read (load_cohort's to_ras)
   std::string manifest_path, methylation_path;
 
   int64_t size() const { return static_cast<int64_t>(subject_ids.size()); }
@@ -50,9 +50,9 @@ struct CohortData {
 // orientation code such as LPS against RAS, or spacing). With `to_ras`,
 // each volume is first turned to RAS+ (orientation.h), so that volumes that
 // differ only in axis order and direction are accepted, the same way round.
-CohortData load_cohort(const std::string& manifest, const std::string& methylation, bool load_volumes,
-                       int64_t threads, bool quiet = false, const std::vector<int64_t>& expected_grid = {},
-                       double max_missing = 1.0, bool to_ras = false);
+CohortData load_cohort(const std::string& manifest, const std::string& methylation, bool load_volumes, int64_t threads,
+                       bool quiet = false, const std::vector<int64_t>& expected_grid = {}, double max_missing = 1.0,
+                       bool to_ras = false);
 
 // How volumes become model input: "global" min-max over the training
 // subjects' voxels (the paper's [0, 1] normalisation; the same two numbers
@@ -102,7 +102,7 @@ struct Augmentation {
   double max_degrees = 5.0;
   double noise = 0.05;
   std::string mode = "batch";  // batch | enlarge
-  at::Tensor cpg_std;  // [F]
+  at::Tensor cpg_std;          // [F]
   data::Batch operator()(const data::Batch& batch) const;
 };
 
@@ -112,7 +112,8 @@ void visit_fields(Augmentation& a, V&& visit) {
   visit(Field{"augment", "share of training samples augmented (paper: 10%): per batch, or added once (--augment-mode)"}
             .range(0, 1),
         a.fraction);
-  visit(Field{"augment_degrees", "largest random rotation of a volume about each axis, degrees"}.range(0, 180), a.max_degrees);
+  visit(Field{"augment_degrees", "largest random rotation of a volume about each axis, degrees"}.range(0, 180),
+        a.max_degrees);
   visit(Field{"augment_noise", "Gaussian noise on beta-values, in units of each CpG's std"}.range(0, 100), a.noise);
   visit(Field{"augment_mode",
               "batch (each batch's samples augmented with probability --augment, noise clamped to [0, 1]) or enlarge "
@@ -121,7 +122,6 @@ void visit_fields(Augmentation& a, V&& visit) {
             .one_of("batch|enlarge"),
         a.mode);
 }
-
 
 // The training set of mode "enlarge": `train` followed by its augmented
 // copies, drawn from a generator seeded with `seed`.

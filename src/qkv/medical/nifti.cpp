@@ -125,10 +125,8 @@ bool is_scalar_datatype(int datatype) {
     case NIFTI_TYPE_INT64:
     case NIFTI_TYPE_UINT64:
     case NIFTI_TYPE_FLOAT32:
-    case NIFTI_TYPE_FLOAT64:
-      return true;
-    default:
-      return false;
+    case NIFTI_TYPE_FLOAT64: return true;
+    default: return false;
   }
 }
 
@@ -136,7 +134,7 @@ bool is_scalar_datatype(int datatype) {
 struct RawHeader {
   int64_t file_size = 0;  // on disk
   bool gzipped = false;
-  int version = 0;        // 1 or 2
+  int version = 0;          // 1 or 2
   bool single_file = true;  // "n+1" / "n+2": voxels follow the header in the same file
   int64_t vox_offset = 0;
   int datatype = 0;
@@ -196,8 +194,8 @@ RawHeader check_header(const std::string& path) {
     dim[d] = raw.version == 1 ? field<int16_t>(h, 40 + 2 * d, swapped) : field<int64_t>(h, 16 + 8 * d, swapped);
   }
   raw.datatype = raw.version == 1 ? field<int16_t>(h, 70, swapped) : field<int16_t>(h, 12, swapped);
-  const double vox_offset = raw.version == 1 ? field<float>(h, 108, swapped)
-                                             : static_cast<double>(field<int64_t>(h, 168, swapped));
+  const double vox_offset =
+      raw.version == 1 ? field<float>(h, 108, swapped) : static_cast<double>(field<int64_t>(h, 168, swapped));
   if (!(vox_offset >= 0 && vox_offset < 1e15)) {
     throw DataError(path + ": bad vox_offset " + std::to_string(vox_offset));
   }
@@ -399,10 +397,10 @@ std::vector<char> gzip(const std::vector<char>& bytes, const std::string& path) 
 std::array<double, 16> NiftiGeometry::affine() const {
   if (sform_code > 0) return sform;
   if (qform_code > 0) return qform;
-  return {spacing[0], 0, 0, 0,  //
-          0, spacing[1], 0, 0,  //
-          0, 0, spacing[2], 0,  //
-          0, 0, 0, 1};
+  return {spacing[0], 0,          0,          0,  //
+          0,          spacing[1], 0,          0,  //
+          0,          0,          spacing[2], 0,  //
+          0,          0,          0,          1};
 }
 
 namespace {
@@ -576,9 +574,9 @@ NiftiGeometry mni_2mm_geometry() {
   g.qform_code = NIFTI_XFORM_MNI_152;
   g.sform_code = NIFTI_XFORM_MNI_152;
   g.sform = {-2, 0, 0, 90,    //
-             0, 2, 0, -126,   //
-             0, 0, 2, -72,    //
-             0, 0, 0, 1};
+             0,  2, 0, -126,  //
+             0,  0, 2, -72,   //
+             0,  0, 0, 1};
   g.qform = g.sform;
   g.xyzt_units = NIFTI_UNITS_MM;
   return g;

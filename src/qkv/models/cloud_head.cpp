@@ -3,9 +3,9 @@
 #include <torch/torch.h>
 
 #include "qkv/core/errors.h"
-#include "qkv/layers/function_transforms.h"
 #include "qkv/core/shape.h"
 #include "qkv/core/text.h"
+#include "qkv/layers/function_transforms.h"
 #include "qkv/layers/sync_batch_norm.h"
 #include "qkv/models/live_layers.h"
 #include "qkv/models/size_arithmetic.h"
@@ -51,8 +51,8 @@ ModelSize part_segmentation_head_size(int64_t point_features, int64_t global_fea
   int64_t width = sat_add(point_features, global_features, category_dim);
   int64_t per_point = width;
   for (size_t i = 0; i < hidden.size(); ++i) {
-    s.parameters = sat_add(s.parameters, linear_parameters(width, hidden[i], /*bias=*/false),
-                           norm_parameters(hidden[i]));
+    s.parameters =
+        sat_add(s.parameters, linear_parameters(width, hidden[i], /*bias=*/false), norm_parameters(hidden[i]));
     per_point = sat_add(per_point, sat_mul(dropout > 0 && i + 1 < hidden.size() ? 4 : 3, hidden[i]));
     width = hidden[i];
   }
@@ -62,8 +62,8 @@ ModelSize part_segmentation_head_size(int64_t point_features, int64_t global_fea
   return s;
 }
 
-ClassificationHeadImpl::ClassificationHeadImpl(int64_t in_features, const std::vector<int64_t>& hidden,
-                                               int64_t classes, double dropout, double negative_slope) {
+ClassificationHeadImpl::ClassificationHeadImpl(int64_t in_features, const std::vector<int64_t>& hidden, int64_t classes,
+                                               double dropout, double negative_slope) {
   layers = register_module("layers", LiveSequential());
   int64_t width = in_features;
   for (const int64_t h : hidden) {
@@ -76,15 +76,14 @@ ClassificationHeadImpl::ClassificationHeadImpl(int64_t in_features, const std::v
   layers->push_back(LiveLinear(width, classes));
 }
 
-PartSegmentationHeadImpl::PartSegmentationHeadImpl(int64_t point_features, int64_t global_features,
-                                                   int64_t categories, int64_t category_dim,
-                                                   const std::vector<int64_t>& hidden, int64_t parts, double dropout,
-                                                   double negative_slope)
+PartSegmentationHeadImpl::PartSegmentationHeadImpl(int64_t point_features, int64_t global_features, int64_t categories,
+                                                   int64_t category_dim, const std::vector<int64_t>& hidden,
+                                                   int64_t parts, double dropout, double negative_slope)
     : categories(categories) {
   const auto act = torch::nn::LeakyReLUOptions().negative_slope(negative_slope);
-  category_code = register_module("category_code", LiveSequential(
-                                                       LiveLinear(torch::nn::LinearOptions(categories, category_dim).bias(false)),
-                                                       layers::SyncBatchNorm(category_dim), LiveLeakyReLU(act)));
+  category_code = register_module(
+      "category_code", LiveSequential(LiveLinear(torch::nn::LinearOptions(categories, category_dim).bias(false)),
+                                      layers::SyncBatchNorm(category_dim), LiveLeakyReLU(act)));
   layers = register_module("layers", LiveSequential());
   int64_t width = point_features + global_features + category_dim;
   for (size_t i = 0; i < hidden.size(); ++i) {
@@ -114,7 +113,8 @@ at::Tensor PartSegmentationHeadImpl::forward(const at::Tensor& point, const at::
 
 at::Tensor category_input(const data::Batch& batch) {
   const auto& category = batch.input("category");
-  if (category.dim() != 1 || category.scalar_type() != torch::kLong || category.size(0) != batch.input("points").size(0))
+  if (category.dim() != 1 || category.scalar_type() != torch::kLong ||
+      category.size(0) != batch.input("points").size(0))
     throw UsageError("input 'category': expected [B] int64 category indices, got " + shape_of(category));
   return category;
 }

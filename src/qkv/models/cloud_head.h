@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "qkv/core/fields.h"
-#include "qkv/layers/part_hooks.h"
 #include "qkv/data/dataset.h"
+#include "qkv/layers/part_hooks.h"
 #include "qkv/models/live_layers.h"
 #include "qkv/models/model.h"
 

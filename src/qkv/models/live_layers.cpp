@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "qkv/core/errors.h"
-#include "qkv/layers/part_hooks.h"
 #include "qkv/core/shape.h"
+#include "qkv/layers/part_hooks.h"
 #include "qkv/layers/weight_binding.h"
 
 namespace qkv::models {
@@ -22,10 +22,15 @@ at::Tensor live_convolution(const Layer& layer, const at::Tensor& x, const char*
   const auto& o = layer.options;
   // get_enum_name reads LibTorch 1.13's c10::variant and 2.x's std::variant alike.
   const auto mode = torch::enumtype::get_enum_name(o.padding_mode());
-  if (mode != "kZeros") throw UsageError(std::string(name) + ": padding mode " + mode + " is not supported, only zeros");
+  if (mode != "kZeros")
+    throw UsageError(std::string(name) + ": padding mode " + mode + " is not supported, only zeros");
   return convolve(x, live(layer.weight),
-                  FuncOptions().bias(live(layer.bias)).stride(o.stride()).padding(o.padding()).dilation(o.dilation()).groups(
-                      o.groups()));
+                  FuncOptions()
+                      .bias(live(layer.bias))
+                      .stride(o.stride())
+                      .padding(o.padding())
+                      .dilation(o.dilation())
+                      .groups(o.groups()));
 }
 
 std::vector<at::Tensor> live_all(const std::vector<at::Tensor>& weights) {

@@ -4,8 +4,8 @@
 // so that what Python binds for a call (functional_call, parametrize, prune,
 // a swapped nn.Parameter) is what runs. Each is its LibTorch layer: the same
 // options, parameter names and initialisation; only forward differs.
-#include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>

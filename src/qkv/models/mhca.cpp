@@ -41,9 +41,7 @@ at::Tensor methylation_input(const data::Batch& batch, int64_t features, const s
   return x;
 }
 
-at::Tensor grid_to_tokens(const at::Tensor& grid) {
-  return grid.flatten(2).transpose(1, 2);
-}
+at::Tensor grid_to_tokens(const at::Tensor& grid) { return grid.flatten(2).transpose(1, 2); }
 
 void SpectEncoderOptions::check(const std::string& model) const {
   if (volume_shape.size() != 3)
@@ -179,16 +177,15 @@ MultiHeadCoAttentionImpl::MultiHeadCoAttentionImpl(int64_t query_dim, int64_t ke
   res_k_ = register_module("res_k", LiveLinear(query_dim, width));
   res_q_ = register_module("res_q", LiveLinear(key_dim, width));
   norm_ = register_module("norm", LiveLayerNorm(torch::nn::LayerNormOptions({width})));
-  key_dim_ = register_parameter(
-      "key_dim", torch::full({1}, key_dim_init > 0 ? key_dim_init : static_cast<double>(width / heads)));
+  key_dim_ = register_parameter("key_dim",
+                                torch::full({1}, key_dim_init > 0 ? key_dim_init : static_cast<double>(width / heads)));
 }
 
 MultiHeadCoAttentionImpl::Output MultiHeadCoAttentionImpl::forward(const at::Tensor& methylation_tokens,
                                                                    const at::Tensor& spect_tokens) {
   if (methylation_tokens.size(1) != spect_tokens.size(1))
     throw UsageError("co-attention needs as many methylation tokens as SPECT tokens (got " +
-                     std::to_string(methylation_tokens.size(1)) + " and " + std::to_string(spect_tokens.size(1)) +
-                     ")");
+                     std::to_string(methylation_tokens.size(1)) + " and " + std::to_string(spect_tokens.size(1)) + ")");
   auto q = torch::relu(q_->forward(methylation_tokens));
   auto k = torch::relu(k_->forward(spect_tokens));
   auto v = torch::relu(v_->forward(spect_tokens));
@@ -205,13 +202,13 @@ MHCAOptions MHCAOptions::from_json(const nlohmann::json& j) {
   const auto o = read_model_options<MHCAOptions>("mhca", j);
   o.spect.check("mhca");
   if (o.width % o.heads != 0)
-    throw UsageError("mhca option 'width' = " + std::to_string(o.width) + " is not divisible by 'heads' = " +
-                     std::to_string(o.heads));
+    throw UsageError("mhca option 'width' = " + std::to_string(o.width) +
+                     " is not divisible by 'heads' = " + std::to_string(o.heads));
   if (o.features != o.spect.tokens()) {
     const auto g = o.spect.token_grid();
     throw UsageError("mhca: features = " + std::to_string(o.features) + " must equal the SPECT token count " +
-                     std::to_string(o.spect.tokens()) + " (" + std::to_string(g[0]) + "x" + std::to_string(g[1]) +
-                     "x" + std::to_string(g[2]) + " for volume " + shape_text(o.spect.volume_shape) +
+                     std::to_string(o.spect.tokens()) + " (" + std::to_string(g[0]) + "x" + std::to_string(g[1]) + "x" +
+                     std::to_string(g[2]) + " for volume " + shape_text(o.spect.volume_shape) +
                      "): co-attention adds the two token sets");
   }
   return o;
@@ -220,9 +217,8 @@ MHCAOptions MHCAOptions::from_json(const nlohmann::json& j) {
 MHCANet::MHCANet(const MHCAOptions& o) : options_(o) {
   methylation_ = register_module("methylation_encoder", MethylationEncoder(o.features, o.embedding));
   spect_ = register_module("spect_encoder", SpectEncoder(o.spect));
-  co_attention_ = register_module(
-      "co_attention", MultiHeadCoAttention(o.embedding, o.spect.channels.back(), o.width, o.heads,
-                                                o.attention_dropout, o.key_dim_init));
+  co_attention_ = register_module("co_attention", MultiHeadCoAttention(o.embedding, o.spect.channels.back(), o.width,
+                                                                       o.heads, o.attention_dropout, o.key_dim_init));
   h1_ = register_module("h1", LiveLinear(o.features * o.width, o.hidden));
   out_ = register_module("out", LiveLinear(o.hidden, o.classes));
 }
@@ -240,9 +236,9 @@ ModelSize mhca_size(const MHCAOptions& o) {
   const int64_t co_attention = sat_add(sat_mul(2, linear_parameters(o.embedding, width)),  // q, res_k
                                        sat_mul(3, linear_parameters(spect_width, width)),  // k, v, res_q
                                        norm_parameters(width), 1);                         // norm, d_k
-  s.parameters = sat_add(s.parameters, sat_mul(o.features, o.embedding), co_attention,
-                         linear_parameters(sat_mul(o.features, width), o.hidden),
-                         linear_parameters(o.hidden, o.classes));
+  s.parameters =
+      sat_add(s.parameters, sat_mul(o.features, o.embedding), co_attention,
+              linear_parameters(sat_mul(o.features, width), o.hidden), linear_parameters(o.hidden, o.classes));
   s.activation_floats = sat_add(s.activation_floats, sat_mul(tokens, spect_width),
                                 sat_add(o.features, sat_mul(2, o.features, o.embedding)), sat_mul(17, tokens, width),
                                 sat_mul(4, o.heads, tokens, tokens), sat_mul(3, o.hidden), sat_mul(2, o.classes));
@@ -282,10 +278,10 @@ ModelSize concatnet_size(const ConcatNetOptions& o) {
   const int64_t spect_tokens = o.spect.tokens(), spect_width = o.spect.channels.back();
   const int64_t all_tokens = sat_add(o.features, spect_tokens);
   ModelSize s = spect_encoder_size(o.spect);
-  s.parameters = sat_add(s.parameters, sat_mul(o.features, o.embedding), linear_parameters(o.embedding, o.width),
-                         linear_parameters(spect_width, o.width),
-                         linear_parameters(sat_mul(all_tokens, o.width), o.hidden),
-                         linear_parameters(o.hidden, o.classes));
+  s.parameters =
+      sat_add(s.parameters, sat_mul(o.features, o.embedding), linear_parameters(o.embedding, o.width),
+              linear_parameters(spect_width, o.width), linear_parameters(sat_mul(all_tokens, o.width), o.hidden),
+              linear_parameters(o.hidden, o.classes));
   s.activation_floats = sat_add(s.activation_floats, sat_mul(spect_tokens, spect_width),
                                 sat_add(o.features, sat_mul(2, o.features, o.embedding)),
                                 sat_mul(2, all_tokens, o.width), sat_mul(3, o.hidden), sat_mul(2, o.classes));

@@ -46,15 +46,14 @@ struct SpectEncoderOptions {
 
 template <typename V>
 void visit_fields(SpectEncoderOptions& o, V&& visit) {
-  visit(Field{"volume_shape", "SPECT volume X, Y, Z: inputs[\"spect\"] [B, 1, X, Y, Z]"}.range(1, 4096).from(
-            "the paper"),
-        o.volume_shape);
+  visit(
+      Field{"volume_shape", "SPECT volume X, Y, Z: inputs[\"spect\"] [B, 1, X, Y, Z]"}.range(1, 4096).from("the paper"),
+      o.volume_shape);
   visit(Field{"channels", "Conv3d widths; each but the last is followed by ReLU and a 2x2x2 max pool"}
             .range(1, 4096)
             .from("the paper"),
         o.channels);
-  visit(Field{"padding", "Conv3d padding, 0 or 1"}.range(0, 1).from("the paper (its 7 x 9 x 7 token grid)"),
-        o.padding);
+  visit(Field{"padding", "Conv3d padding, 0 or 1"}.range(0, 1).from("the paper (its 7 x 9 x 7 token grid)"), o.padding);
   visit(Field{"conv_dropout", "dropout after the second convolution block"}.range(0, 0.99), o.dropout);
 }
 
@@ -124,8 +123,8 @@ TORCH_MODULE(MethylationEncoder);
 class MultiHeadCoAttentionImpl : public torch::nn::Module {
  public:
   // key_dim_init: the trainable d_k's first value; 0 = width / heads.
-  MultiHeadCoAttentionImpl(int64_t query_dim, int64_t key_dim, int64_t width, int64_t heads,
-                           double attention_dropout, double key_dim_init = 0);
+  MultiHeadCoAttentionImpl(int64_t query_dim, int64_t key_dim, int64_t width, int64_t heads, double attention_dropout,
+                           double key_dim_init = 0);
   struct Output {
     at::Tensor hidden;  // h [B, N, width]
     attention::CoAttentionResult attention;
@@ -171,7 +170,6 @@ struct MHCAOptions {
   static MHCAOptions from_json(const nlohmann::json& j);
   nlohmann::json to_json() const { return fields_to_json(*this); }
 };
-
 
 template <typename V>
 void visit_fields(MHCAOptions& o, V&& visit) {
@@ -222,7 +220,6 @@ struct ConcatNetOptions {
   nlohmann::json to_json() const { return fields_to_json(*this); }
 };
 
-
 template <typename V>
 void visit_fields(ConcatNetOptions& o, V&& visit) {
   visit_fields(o.spect, visit);
@@ -257,7 +254,6 @@ struct SpectNetOptions {
   static SpectNetOptions from_json(const nlohmann::json& j);
   nlohmann::json to_json() const { return fields_to_json(*this); }
 };
-
 
 template <typename V>
 void visit_fields(SpectNetOptions& o, V&& visit) {

@@ -31,8 +31,8 @@ MHCAXOptions MHCAXOptions::from_json(const nlohmann::json& j, const std::string&
   if (o.value_source == "intensity" && o.value_dim != 1)
     throw UsageError(name + " option 'value_source' = \"intensity\" gives one value per token: set 'value_dim' to 1");
   if (o.width % o.heads != 0)
-    throw UsageError(name + " option 'width' = " + std::to_string(o.width) + " is not divisible by 'heads' = " +
-                     std::to_string(o.heads));
+    throw UsageError(name + " option 'width' = " + std::to_string(o.width) +
+                     " is not divisible by 'heads' = " + std::to_string(o.heads));
   return o;
 }
 
@@ -44,21 +44,19 @@ ModelSize mhca_x_size(const MHCAXOptions& o) {
   const int64_t tokens = o.spect.tokens(), channels = o.spect.channels.back();
   const int64_t F = o.features, W = o.width, E = o.embedding, R = o.readout_hidden;
   const int64_t V = sat_mul(o.heads, o.value_dim), C = o.classes;
-  const int64_t readout = o.readout == "bilinear"
-                              ? sat_mul(F, sat_add(o.site_linear ? C : int64_t{0}, sat_mul(V, C)))
-                              : sat_add(linear_parameters(sat_add(E, V), R), sat_mul(F, R, C));
+  const int64_t readout = o.readout == "bilinear" ? sat_mul(F, sat_add(o.site_linear ? C : int64_t{0}, sat_mul(V, C)))
+                                                  : sat_add(linear_parameters(sat_add(E, V), R), sat_mul(F, R, C));
   ModelSize s = spect_encoder_size(o.spect);
-  s.parameters = sat_add(s.parameters, sat_mul(2, F, E), linear_parameters(channels, W),
-                         o.positions ? sat_mul(tokens, W) : int64_t{0}, norm_parameters(W), linear_parameters(E, W),
-                         linear_parameters(W, W),
-                         o.value_source == "content" ? linear_parameters(W, V, false) : int64_t{0},
-                         o.scores == "cosine" ? o.heads : int64_t{0},
-                         readout, C, norm_parameters(sat_mul(tokens, channels)),
-                         linear_parameters(sat_mul(tokens, channels), o.hidden), linear_parameters(o.hidden, C));
-  s.activation_floats = sat_add(s.activation_floats, sat_mul(tokens, channels), sat_mul(5, tokens, W),
-                                sat_mul(2, F, E), sat_mul(3, F, W), sat_mul(4, o.heads, F, tokens), sat_mul(2, F, V),
-                                o.readout == "mlp" ? sat_mul(2, F, R) : sat_mul(F, C),
-                                sat_mul(2, tokens, channels), sat_mul(3, o.hidden), sat_mul(4, C));
+  s.parameters =
+      sat_add(s.parameters, sat_mul(2, F, E), linear_parameters(channels, W),
+              o.positions ? sat_mul(tokens, W) : int64_t{0}, norm_parameters(W), linear_parameters(E, W),
+              linear_parameters(W, W), o.value_source == "content" ? linear_parameters(W, V, false) : int64_t{0},
+              o.scores == "cosine" ? o.heads : int64_t{0}, readout, C, norm_parameters(sat_mul(tokens, channels)),
+              linear_parameters(sat_mul(tokens, channels), o.hidden), linear_parameters(o.hidden, C));
+  s.activation_floats =
+      sat_add(s.activation_floats, sat_mul(tokens, channels), sat_mul(5, tokens, W), sat_mul(2, F, E), sat_mul(3, F, W),
+              sat_mul(4, o.heads, F, tokens), sat_mul(2, F, V), o.readout == "mlp" ? sat_mul(2, F, R) : sat_mul(F, C),
+              sat_mul(2, tokens, channels), sat_mul(3, o.hidden), sat_mul(4, C));
   return s;
 }
 
@@ -120,10 +118,10 @@ at::Tensor MHCAXNet::standardised(const at::Tensor& x, const at::Tensor& mean, c
 MHCAXNet::Explained MHCAXNet::forward_explained(const data::Batch& batch) {
   const auto& o = options_;
   const auto beta = methylation_input(batch, o.features, "mhca-x");
-  const auto volume = spect_input(batch, o.spect, "mhca-x");               // [B, 1, X, Y, Z]
+  const auto volume = spect_input(batch, o.spect, "mhca-x");            // [B, 1, X, Y, Z]
   const auto s = torch::relu(grid_to_tokens(spect_->forward(volume)));  // [B, T, C]
-  const auto spect_logits = spect_out_->forward(torch::dropout(
-      torch::relu(spect_h1_->forward(spect_norm_->forward(s.flatten(1)))), o.dropout, is_training()));
+  const auto spect_logits = spect_out_->forward(
+      torch::dropout(torch::relu(spect_h1_->forward(spect_norm_->forward(s.flatten(1)))), o.dropout, is_training()));
 
   // Keys see the token's content and place; values its content only,
   // standardised per token over the training data. A value with a constant
@@ -138,10 +136,7 @@ MHCAXNet::Explained MHCAXNet::forward_explained(const data::Batch& batch) {
   const auto raw_values =
       o.value_source == "content"
           ? v_->forward(content)
-          : torch::adaptive_avg_pool3d(volume, o.spect.token_grid())
-                .flatten(2)
-                .transpose(1, 2)
-                .repeat({1, 1, o.heads});
+          : torch::adaptive_avg_pool3d(volume, o.spect.token_grid()).flatten(2).transpose(1, 2).repeat({1, 1, o.heads});
   const auto token_values = standardised(raw_values, live(value_mean_), live(value_var_));  // [B, T, V]
   if (is_training()) {
     torch::NoGradGuard no_grad;
@@ -152,8 +147,8 @@ MHCAXNet::Explained MHCAXNet::forward_explained(const data::Batch& batch) {
   // its values, and the model fitted the training set before it found the
   // planted regions (our choice; docs/reproduction.md).
   const auto q = split_heads(q_->forward(live(site_embedding_)).unsqueeze(0).expand({beta.size(0), -1, -1}), o.heads);
-  const auto k = split_heads(k_->forward(tokens), o.heads);                       // [B, H, T, d]
-  const auto v = split_heads(token_values, o.heads);                              // [B, H, T, value_dim]
+  const auto k = split_heads(k_->forward(tokens), o.heads);  // [B, H, T, d]
+  const auto v = split_heads(token_values, o.heads);         // [B, H, T, value_dim]
   at::Tensor scores;
   if (o.scores == "cosine") {
     namespace F = torch::nn::functional;
@@ -182,7 +177,7 @@ MHCAXNet::Explained MHCAXNet::forward_explained(const data::Batch& batch) {
     site_logits = torch::einsum("bf,bfv,fvc->bc", {kept, a.values_out, live(site_bilinear_)});
     if (o.site_linear) site_logits = site_logits + torch::einsum("bf,fc->bc", {value, live(site_linear_)});
   } else {
-    const auto cpg = value.unsqueeze(2) * live(value_embedding_) + live(site_embedding_);                 // [B, F, E]
+    const auto cpg = value.unsqueeze(2) * live(value_embedding_) + live(site_embedding_);     // [B, F, E]
     const auto hidden = torch::relu(readout_->forward(torch::cat({cpg, a.values_out}, -1)));  // [B, F, R]
     site_logits = torch::einsum("bfr,frc->bc", {hidden, live(site_out_)});
   }

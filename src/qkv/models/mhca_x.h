@@ -58,16 +58,16 @@ struct MHCAXOptions {
   int64_t features = 441;  // CpG sites, any count
   int64_t embedding = 32;
   int64_t heads = 4;
-  int64_t width = 32;     // query and key width, all heads together
-  int64_t value_dim = 1;  // attended values per head
+  int64_t width = 32;                    // query and key width, all heads together
+  int64_t value_dim = 1;                 // attended values per head
   std::string value_source = "content";  // content | intensity
-  int64_t readout_hidden = 32;  // "mlp" readout only
-  int64_t hidden = 64;          // hidden units of the SPECT head
+  int64_t readout_hidden = 32;           // "mlp" readout only
+  int64_t hidden = 64;                   // hidden units of the SPECT head
   int64_t classes = 2;
-  double dropout = 0.2;  // on the SPECT head's hidden layer
-  double site_dropout = 0;  // bilinear readout: sites' terms dropped per training sample
-  std::string scores = "cosine";      // cosine | relu_dot
-  double temperature_init = 4;        // cosine scores' first temperature
+  double dropout = 0.2;           // on the SPECT head's hidden layer
+  double site_dropout = 0;        // bilinear readout: sites' terms dropped per training sample
+  std::string scores = "cosine";  // cosine | relu_dot
+  double temperature_init = 4;    // cosine scores' first temperature
   bool positions = true;
   bool standardise = false;
   std::string readout = "bilinear";   // bilinear | mlp
@@ -80,7 +80,6 @@ struct MHCAXOptions {
   static MHCAXOptions from_json(const nlohmann::json& j, const std::string& name = "mhca-x");
   nlohmann::json to_json() const { return fields_to_json(*this); }
 };
-
 
 template <typename V>
 void visit_fields(MHCAXOptions& o, V&& visit) {
@@ -123,8 +122,9 @@ void visit_fields(MHCAXOptions& o, V&& visit) {
   visit(Field{"standardise", "standardise each site's beta-values by the training batches' running mean and variance"}
             .from(ours),
         o.standardise);
-  visit(Field{"readout", "bilinear (site value x attended value, per-site weights) or mlp"}.one_of("bilinear|mlp").from(
-            ours),
+  visit(Field{"readout", "bilinear (site value x attended value, per-site weights) or mlp"}
+            .one_of("bilinear|mlp")
+            .from(ours),
         o.readout);
   visit(Field{"site_linear",
               "bilinear readout: also a per-site term linear in the site's value (methylation evidence alone)"}

@@ -15,9 +15,9 @@ ModelSize mlp_size(const MLPOptions& o) {
   if (o.layers == 0) {
     s.parameters = linear_parameters(o.in_features, o.classes);
   } else {  // in -> hidden, layers - 1 times hidden -> hidden, hidden -> classes (no loop: layers may be huge)
-    s.parameters = sat_add(linear_parameters(o.in_features, o.hidden),
-                           sat_mul(o.layers - 1, linear_parameters(o.hidden, o.hidden)),
-                           linear_parameters(o.hidden, o.classes));
+    s.parameters =
+        sat_add(linear_parameters(o.in_features, o.hidden),
+                sat_mul(o.layers - 1, linear_parameters(o.hidden, o.hidden)), linear_parameters(o.hidden, o.classes));
   }
   s.activation_floats = sat_add(o.in_features, sat_mul(o.layers, o.dropout > 0 ? 3 : 2, o.hidden), o.classes);
   return s;

@@ -9,8 +9,9 @@ at::Tensor Model::features(const data::Batch&) {
 }
 
 AttentionMaps Model::attention_maps(const data::Batch&) {
-  throw UsageError("attention_maps: this model has no attention over the points (the VNT-Net models do: vnt, vnt+n, "
-                   "vnt-local, vnt-seg)");
+  throw UsageError(
+      "attention_maps: this model has no attention over the points (the VNT-Net models do: vnt, vnt+n, "
+      "vnt-local, vnt-seg)");
 }
 
 }  // namespace qkv::models

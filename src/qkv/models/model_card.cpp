@@ -55,12 +55,9 @@ nlohmann::json model_card(const ModelEntry& e, const nlohmann::json& options, bo
     if (!o.source.empty()) item["source"] = o.source;
     opts[o.key] = item;
   }
-  nlohmann::json card = {{"model", e.name},
-                         {"description", e.description},
-                         {"task", e.task},
-                         {"inputs", e.inputs_with(options)},
-                         {"network", e.network},
-                         {"options", opts}};
+  nlohmann::json card = {{"model", e.name},      {"description", e.description},
+                         {"task", e.task},       {"inputs", e.inputs_with(options)},
+                         {"network", e.network}, {"options", opts}};
   if (!with_size) return card;
   if (!e.network) {  // trees: no parameters to count (null, as mhca cv's summary says)
     card["parameters"] = nullptr;

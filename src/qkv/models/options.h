@@ -65,8 +65,8 @@ Options read_model_options(const std::string& model, const nlohmann::json& j, Op
     if (j.is_null() || !j.contains(f.key)) return;
     const auto& given = j.at(f.key);
     // A long text is shortened inside its quotes, a long list or object as written.
-    const std::string shown = given.is_string() ? "\"" + shortened(given.get<std::string>()) + "\""
-                                                : shortened(given.dump());
+    const std::string shown =
+        given.is_string() ? "\"" + shortened(given.get<std::string>()) + "\"" : shortened(given.dump());
     const std::string said = model + " option '" + f.key + "' = " + shown + ": ";
     if (const std::string why = json_value_as(given, member); !why.empty()) throw UsageError(said + why);
     if (const std::string why = detail::option_value_problem(f, member); !why.empty()) throw UsageError(said + why);

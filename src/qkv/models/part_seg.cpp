@@ -45,8 +45,8 @@ VNTSegOptions VNTSegOptions::from_json(const nlohmann::json& j) {
 }
 
 VNTNetSeg::VNTNetSeg(const VNTSegOptions& o) : VNTBackbone(o.backbone) {
-  head_ = register_module("head", o.head.make(point_feature_width(),
-                                              pooled_width(point_feature_width(), o.backbone.pooling)));
+  head_ = register_module("head",
+                          o.head.make(point_feature_width(), pooled_width(point_feature_width(), o.backbone.pooling)));
 }
 
 // The backbone's size (vnt_backbone_size), then the head on the 6 L C
@@ -110,10 +110,10 @@ ModelSize vn_dgcnn_seg_size(const VNDGCNNSegOptions& o, int64_t points) {
   const int64_t edge_stage = sat_add(sat_mul(2, n, k), sat_mul(10, kC, 3, n, k), pool);
   const int64_t last_stage =
       sat_add(sat_mul(2, n, k), max ? sat_add(sat_mul(7, kC, 3, n, k), sat_mul(kC, n, k)) : sat_mul(5, kC, 3, n));
-  s.activation_floats = sat_add(sat_mul(2, edge_stage), last_stage,
-                                sat_mul(3, n, 3 * kC + (kWide + 1) + 2 * kWide),  // conv6
-                                sat_mul(4, 2 * kWide, 3, n), sat_mul(18, n),      // invariant
-                                sat_mul(3 * 3 * kC, n));                          // frame coordinates
+  s.activation_floats =
+      sat_add(sat_mul(2, edge_stage), last_stage, sat_mul(3, n, 3 * kC + (kWide + 1) + 2 * kWide),  // conv6
+              sat_mul(4, 2 * kWide, 3, n), sat_mul(18, n),                                          // invariant
+              sat_mul(3 * 3 * kC, n));                                                              // frame coordinates
   accumulate(s, o.head.size(3 * 3 * kC, 3 * 2 * kWide, points));
   return s;
 }
@@ -136,11 +136,11 @@ at::Tensor VNDGCNNSeg::forward(const data::Batch& batch) {
   const auto idx3 = graph(x2);
   const auto x3 = options_.pooling == "mean" ? vn::factorised_edge_conv_mean(*convs_[4], x2, idx3)
                                              : pool(2, vn::factorised_edge_conv(*convs_[4], x2, idx3));
-  const auto x123 = torch::cat({x1, x2, x3}, 1);  // [B, 63, 3, N]
-  x = conv6_->forward(x123);                      // [B, 341, 3, N]
-  const auto [invariant, frame] = invariant_->forward_with_mean(x);  // on [x; mean over N of x]
-  const auto global = std::get<0>(invariant.flatten(1, 2).max(-1));                // [B, 2046]
-  const auto per_point = vn::vn_frame_coordinates(x123, frame).flatten(1, 2);      // [B, 189, N]
+  const auto x123 = torch::cat({x1, x2, x3}, 1);                               // [B, 63, 3, N]
+  x = conv6_->forward(x123);                                                   // [B, 341, 3, N]
+  const auto [invariant, frame] = invariant_->forward_with_mean(x);            // on [x; mean over N of x]
+  const auto global = std::get<0>(invariant.flatten(1, 2).max(-1));            // [B, 2046]
+  const auto per_point = vn::vn_frame_coordinates(x123, frame).flatten(1, 2);  // [B, 189, N]
   return head_->forward(per_point, global, category);
 }
 
@@ -154,17 +154,16 @@ XYZTransformerSegOptions XYZTransformerSegOptions::from_json(const nlohmann::jso
   return o;
 }
 
-XYZTransformerSeg::XYZTransformerSeg(const XYZTransformerSegOptions& o)
-    : XYZTransformerBackbone(o.backbone) {
-  head_ = register_module("head", o.head.make(o.backbone.d_model, pooled_width(o.backbone.d_model, o.backbone.pooling)));
+XYZTransformerSeg::XYZTransformerSeg(const XYZTransformerSegOptions& o) : XYZTransformerBackbone(o.backbone) {
+  head_ =
+      register_module("head", o.head.make(o.backbone.d_model, pooled_width(o.backbone.d_model, o.backbone.pooling)));
 }
 
 // The encoder's size (xyz_transformer_backbone_size), then the head on its
 // d_model per-point features and their pooling.
 ModelSize xyz_transformer_seg_size(const XYZTransformerSegOptions& o, int64_t points) {
   auto s = xyz_transformer_backbone_size(o.backbone, points);
-  accumulate(s, o.head.size(o.backbone.d_model, pooled_width(o.backbone.d_model, o.backbone.pooling),
-                            points));
+  accumulate(s, o.head.size(o.backbone.d_model, pooled_width(o.backbone.d_model, o.backbone.pooling), points));
   return s;
 }
 

@@ -43,8 +43,7 @@ void visit_fields(PartHeadOptions& o, V&& visit) {
   visit(Field{"categories", "object categories, one-hot into the category code (ShapeNet-part: 16)"}.at_least(1),
         o.categories);
   visit(Field{"parts", "part classes over all categories (ShapeNet-part: 50)"}.at_least(2), o.parts);
-  visit(Field{"category_dim", "width of the category code (Linear, BatchNorm, LeakyReLU)"}.at_least(1),
-        o.category_dim);
+  visit(Field{"category_dim", "width of the category code (Linear, BatchNorm, LeakyReLU)"}.at_least(1), o.category_dim);
   visit(Field{"seg_hidden", "hidden widths of the per-point segmentation layers"}.at_least(1), o.seg_hidden);
   visit(Field{"dropout", "dropout after each hidden segmentation layer but the last"}.range(0, 0.99), o.dropout);
   visit(Field{"seg_negative_slope", "LeakyReLU slope of the segmentation head (0: ReLU)"}.range(0, 1),

@@ -42,11 +42,11 @@ nlohmann::json parse_model_options(const std::string& text, const std::string& m
     std::vector<std::string> known;
     for (const auto* p : presets_for(model)) known.push_back(p->name);
     throw ConfigError("model_options", shortened(text) + ": neither a JSON object nor a preset of " + model +
-                     (known.empty() ? " (it has none)" : " (" + join(known) + ")"));
+                                           (known.empty() ? " (it has none)" : " (" + join(known) + ")"));
   }
   if (const int64_t depth = json_nesting_depth(text); depth > kMaxJsonDepth)
     throw ConfigError("model_options", ": JSON nested " + std::to_string(depth) + " levels deep; at most " +
-                     std::to_string(kMaxJsonDepth));
+                                           std::to_string(kMaxJsonDepth));
   nlohmann::json options;
   try {
     options = nlohmann::json::parse(text);
@@ -56,6 +56,5 @@ nlohmann::json parse_model_options(const std::string& text, const std::string& m
   if (!options.is_object()) throw ConfigError("model_options", ": expected a JSON object");
   return options;
 }
-
 
 }  // namespace qkv::models

@@ -63,15 +63,13 @@ RecurrentLM::RecurrentLM(const RecurrentLMOptions& o) : options_(o) {
   // LibTorch warns about dropout between layers when there is one layer.
   const double between = o.layers > 1 ? o.dropout : 0.0;
   if (o.cell == "gru")
-    gru_ = register_module("rnn", LiveGRU(torch::nn::GRUOptions(o.embed, o.hidden)
-                                              .num_layers(o.layers)
-                                              .batch_first(true)
-                                              .dropout(between)));
+    gru_ = register_module(
+        "rnn",
+        LiveGRU(torch::nn::GRUOptions(o.embed, o.hidden).num_layers(o.layers).batch_first(true).dropout(between)));
   else
-    lstm_ = register_module("rnn", LiveLSTM(torch::nn::LSTMOptions(o.embed, o.hidden)
-                                                .num_layers(o.layers)
-                                                .batch_first(true)
-                                                .dropout(between)));
+    lstm_ = register_module(
+        "rnn",
+        LiveLSTM(torch::nn::LSTMOptions(o.embed, o.hidden).num_layers(o.layers).batch_first(true).dropout(between)));
   drop_ = register_module("drop", LiveDropout(o.dropout));
   out_ = register_module("out", LiveLinear(o.hidden, o.vocab));
 }
@@ -91,8 +89,8 @@ at::Tensor RecurrentLM::forward_tokens(const at::Tensor& tokens, RecurrentState*
     if (state) state->h = h;
   } else {
     auto [y, hc] = lstm_->forward(
-        x, resume ? std::optional<std::tuple<at::Tensor, at::Tensor>>(std::make_tuple(state->h, state->c))
-                  : std::nullopt);
+        x,
+        resume ? std::optional<std::tuple<at::Tensor, at::Tensor>>(std::make_tuple(state->h, state->c)) : std::nullopt);
     top = y;
     if (state) std::tie(state->h, state->c) = hc;
   }

@@ -44,8 +44,9 @@ void visit_fields(RecurrentLMOptions& o, V&& visit) {
             "our choice; lm train picks the largest within the transformer's parameter count"),
         o.hidden);
   visit(Field{"layers", "stacked recurrent layers"}.at_least(1).from("our choice: lm train's --layers"), o.layers);
-  visit(Field{"cell", "lstm (Hochreiter and Schmidhuber) or gru (Cho et al.)"}.one_of("lstm|gru").from(
-            "the registry name: gru-lm a GRU"),
+  visit(Field{"cell", "lstm (Hochreiter and Schmidhuber) or gru (Cho et al.)"}
+            .one_of("lstm|gru")
+            .from("the registry name: gru-lm a GRU"),
         o.cell);
   visit(Field{"dropout", "dropout between recurrent layers and on the top layer's output"}.range(0, 0.99), o.dropout);
 }

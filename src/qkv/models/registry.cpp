@@ -6,9 +6,8 @@
 #include <limits>
 #include <stdexcept>
 
-#include "qkv/core/messages.h"
 #include "qkv/core/errors.h"
-#include "qkv/runtime/runtime.h"
+#include "qkv/core/messages.h"
 #include "qkv/core/text.h"
 #include "qkv/learners/xgboost.h"
 #include "qkv/models/mhca.h"
@@ -22,6 +21,7 @@
 #include "qkv/models/vnt_local.h"
 #include "qkv/models/vnt_net.h"
 #include "qkv/models/xyz_transformer.h"
+#include "qkv/runtime/runtime.h"
 
 namespace qkv::models {
 namespace {
@@ -51,8 +51,8 @@ ModelEntry entry(std::string name, std::string description, std::string task, st
     check_parameter_count(name, size(j, 1));
     return make(j);
   };
-  return {std::move(name), std::move(description), std::move(task), std::move(inputs), std::move(options),
-          std::move(checked_make), std::move(resolve), std::move(size)};
+  return {std::move(name),    std::move(description),  std::move(task),    std::move(inputs),
+          std::move(options), std::move(checked_make), std::move(resolve), std::move(size)};
 }
 
 // The usual entry: Options::from_json(j) builds a Net; size(Options, points)
@@ -127,27 +127,27 @@ ModelEntry xgboost_entry() {
       throw UsageError(first_line(e.what()));
     }
   };
-  const OptionHelpList help = {
-      {"learning_rate", "shrinkage of each tree's contribution (eta)", "the paper"},
-      {"n_estimators", "boosting rounds", "the paper"},
-      {"max_depth", "tree depth", "the paper"},
-      {"min_child_weight", "least hessian weight in a leaf", "the paper"},
-      {"gamma", "least loss reduction a split must make", "the paper"},
-      {"subsample", "share of the rows each tree sees", "the paper"},
-      {"colsample_bytree", "share of the columns each tree sees", "the paper"},
-      {"scale_pos_weight", "weight of the positive class", "the paper"},
-      {"tree_method", "exact, approx or hist", "our choice"},
-      {"max_bin", "histogram bins (hist and approx)", ""},
-      {"threads", "XGBoost's threads; 0 = one per core", "our choice"},
-      {"seed", "XGBoost's seed", ""}};
+  const OptionHelpList help = {{"learning_rate", "shrinkage of each tree's contribution (eta)", "the paper"},
+                               {"n_estimators", "boosting rounds", "the paper"},
+                               {"max_depth", "tree depth", "the paper"},
+                               {"min_child_weight", "least hessian weight in a leaf", "the paper"},
+                               {"gamma", "least loss reduction a split must make", "the paper"},
+                               {"subsample", "share of the rows each tree sees", "the paper"},
+                               {"colsample_bytree", "share of the columns each tree sees", "the paper"},
+                               {"scale_pos_weight", "weight of the positive class", "the paper"},
+                               {"tree_method", "exact, approx or hist", "our choice"},
+                               {"max_bin", "histogram bins (hist and approx)", ""},
+                               {"threads", "XGBoost's threads; 0 = one per core", "our choice"},
+                               {"seed", "XGBoost's seed", ""}};
   ModelEntry e{"xgboost",
                "gradient-boosted trees on the CpG features (XGBoost; the paper's baseline, not a network)",
                "mhca",
                {"methylation"},
                describe_options(resolve(nlohmann::json::object()), help),
                [](const nlohmann::json&) -> ModelPtr {
-                 throw UsageError("xgboost is gradient-boosted trees, not a network: 'qkv mhca train --model xgboost' "
-                                  "and 'qkv mhca cv' train it");
+                 throw UsageError(
+                     "xgboost is gradient-boosted trees, not a network: 'qkv mhca train --model xgboost' "
+                     "and 'qkv mhca cv' train it");
                },
                resolve,
                [resolve](const nlohmann::json& j, int64_t) {
@@ -214,16 +214,17 @@ const std::vector<ModelEntry>& model_registry() {
       entry<VNDGCNNSeg, VNDGCNNSegOptions>("vn-dgcnn-seg", "Vector Neurons' part-segmentation DGCNN", "segmentation",
                                            {"points", "category"}, &vn_dgcnn_seg_size),
       entry<XYZTransformerSeg, XYZTransformerSegOptions>(
-          "xyz-transformer-seg", "transformer on raw xyz for part segmentation, not rotation invariant",
-          "segmentation", {"points", "category"}, &xyz_transformer_seg_size),
+          "xyz-transformer-seg", "transformer on raw xyz for part segmentation, not rotation invariant", "segmentation",
+          {"points", "category"}, &xyz_transformer_seg_size),
       entry<MHCANet, MHCAOptions>("mhca", "multi-head co-attention between SPECT and DNA methylation", "mhca",
                                   {"spect", "methylation"}, without_points(&mhca_size)),
       entry<ConcatNet, ConcatNetOptions>("concatnet", "SPECT and DNA-methylation features concatenated", "mhca",
                                          {"spect", "methylation"}, without_points(&concatnet_size)),
       entry<SpectNet, SpectNetOptions>("spectnet", "SPECT encoder alone", "mhca", {"spect"},
                                        without_points(&spectnet_size)),
-      mhca_x_entry("mhca-x", "co-attention as the only path from a CpG site to the volume (no bypass, cosine scores, "
-                             "token positions; our design)"),
+      mhca_x_entry("mhca-x",
+                   "co-attention as the only path from a CpG site to the volume (no bypass, cosine scores, "
+                   "token positions; our design)"),
       mhca_x_entry("mhca-x-uniform", "mhca-x with its attention frozen to uniform (ablation)"),
       mhca_x_entry("mhca-x-no-values", "mhca-x with the attended values zeroed (ablation)"),
       xgboost_entry(),
@@ -287,11 +288,11 @@ void check_parameter_count(const std::string& model, const ModelSize& size) {
   const int64_t limit = max_parameters();
   if (size.parameters <= limit) return;
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-  const std::string count =
-      size.parameters == kMax
-          ? "more than 9.2e18 parameters"
-          : grouped(size.parameters) + " parameters (" +
-                (size.parameters > kMax / 4 ? "over 8 EiB" : binary_size(size.parameters * 4)) + " of float32)";
+  const std::string count = size.parameters == kMax
+                                ? "more than 9.2e18 parameters"
+                                : grouped(size.parameters) + " parameters (" +
+                                      (size.parameters > kMax / 4 ? "over 8 EiB" : binary_size(size.parameters * 4)) +
+                                      " of float32)";
   throw UsageError(model + ": these options make a model of " + count + ", more than {max_params} " +
                    std::to_string(limit) + "; make the model smaller, or raise {max_params} if it is meant");
 }
@@ -303,15 +304,17 @@ void check_activation_memory(const ModelEntry& entry, const nlohmann::json& opti
   const int64_t memory = physical_memory_bytes();
   const int64_t per_sample = size.activation_floats > memory / 4 ? memory : size.activation_floats * 4;
   const bool clouds = entry.task == "classification" || entry.task == "segmentation";
-  const std::string sample = clouds                 ? "one cloud of " + std::to_string(points) + " points"
+  const std::string sample = clouds               ? "one cloud of " + std::to_string(points) + " points"
                              : entry.task == "lm" ? "one window of " + std::to_string(points) + " tokens"
                                                   : std::string("one sample");
   if (size.activation_floats > memory / 4)
-    throw UsageError(entry.name + ": " + sample + " would need more memory for its activations than this machine has (" +
-                     binary_size(memory) + "); use " +
-                     (clouds ? "fewer points or " : entry.task == "lm" ? "a shorter {context} or " : "") +
-                     "smaller model options (" +
-                     shortened(options.dump()) + ")");
+    throw UsageError(entry.name + ": " + sample +
+                     " would need more memory for its activations than this machine has (" + binary_size(memory) +
+                     "); use " +
+                     (clouds               ? "fewer points or "
+                      : entry.task == "lm" ? "a shorter {context} or "
+                                           : "") +
+                     "smaller model options (" + shortened(options.dump()) + ")");
   if (batch_size > 0 && per_sample > memory / batch_size)
     say("qkv: warning: " + entry.name + ": a batch of " + std::to_string(batch_size) +
         " may need more memory than this machine's " + binary_size(memory) + " (about " + binary_size(per_sample) +

@@ -16,7 +16,8 @@ namespace qkv::models {
 TransformerLMOptions TransformerLMOptions::from_json(const nlohmann::json& j) {
   const auto o = read_model_options<TransformerLMOptions>("transformer-lm", j);
   if (o.kv_heads > 0 && o.heads % o.kv_heads != 0)
-    throw ConfigError("kv_heads", "must divide heads " + std::to_string(o.heads) + ", got " + std::to_string(o.kv_heads));
+    throw ConfigError("kv_heads",
+                      "must divide heads " + std::to_string(o.heads) + ", got " + std::to_string(o.kv_heads));
   if (o.sinks > 0 && o.window == 0) throw ConfigError("sinks", "needs a window (sinks are kept besides the window)");
   if ((o.dk == 0 || o.dv == 0) && o.d_model % o.heads != 0)
     throw UsageError("transformer-lm: d_model " + std::to_string(o.d_model) + " is not divisible by heads " +
@@ -25,8 +26,8 @@ TransformerLMOptions TransformerLMOptions::from_json(const nlohmann::json& j) {
   return o;
 }
 
-attention::KVCacheSettings kv_cache_settings(const TransformerLMOptions& o, attention::CacheDtype dtype,
-                                             int64_t batch, c10::Device device) {
+attention::KVCacheSettings kv_cache_settings(const TransformerLMOptions& o, attention::CacheDtype dtype, int64_t batch,
+                                             c10::Device device) {
   attention::KVCacheSettings s;
   s.layers = o.layers;
   s.batch = batch;
@@ -42,8 +43,8 @@ attention::KVCacheSettings kv_cache_settings(const TransformerLMOptions& o, atte
 
 at::Tensor sinusoidal_positions(int64_t offset, int64_t n, int64_t d, const at::TensorOptions& options) {
   auto pos = torch::arange(offset, offset + n, options.dtype(torch::kDouble)).unsqueeze(1);  // [n,1]
-  auto i = torch::arange(0, d / 2, options.dtype(torch::kDouble));                            // [d/2]
-  auto angle = pos * torch::exp(i * (-2.0 * std::log(10000.0) / static_cast<double>(d)));     // [n,d/2]
+  auto i = torch::arange(0, d / 2, options.dtype(torch::kDouble));                           // [d/2]
+  auto angle = pos * torch::exp(i * (-2.0 * std::log(10000.0) / static_cast<double>(d)));    // [n,d/2]
   // Interleave sin (even columns) and cos (odd columns).
   return torch::stack({torch::sin(angle), torch::cos(angle)}, 2).reshape({n, d}).to(options.dtype());
 }
@@ -87,13 +88,13 @@ ModelSize transformer_block_size(const TransformerLMOptions& o, int64_t tokens) 
   const int64_t d = o.d_model, h = o.heads, g = o.head_kv(), r = o.head_dk(), dv = o.head_dv();
   const int64_t hidden = o.mlp_hidden > 0 ? o.mlp_hidden : sat_mul(4, d);  // not o.hidden(): 4 * d may overflow
   const int64_t attention = sat_add(sat_mul(h, r, d), sat_mul(g, r, d), sat_mul(g, dv, d),  // W_q, W_k, W_v
-                                    sat_mul(h, dv, d),                                        // W_O
-                                    sat_mul(h, r), sat_mul(g, r), sat_mul(g, dv), d);         // their biases
+                                    sat_mul(h, dv, d),                                      // W_O
+                                    sat_mul(h, r), sat_mul(g, r), sat_mul(g, dv), d);       // their biases
   ModelSize s;
-  s.parameters = sat_add(sat_mul(2, norm_parameters(d)), attention, linear_parameters(d, hidden),
-                         linear_parameters(hidden, d));
-  const int64_t per_token = sat_add(sat_mul(5, d), sat_mul(h, sat_add(sat_mul(2, r), sat_mul(2, dv))),
-                                    sat_mul(2, hidden));
+  s.parameters =
+      sat_add(sat_mul(2, norm_parameters(d)), attention, linear_parameters(d, hidden), linear_parameters(hidden, d));
+  const int64_t per_token =
+      sat_add(sat_mul(5, d), sat_mul(h, sat_add(sat_mul(2, r), sat_mul(2, dv))), sat_mul(2, hidden));
   s.activation_floats = sat_add(sat_mul(tokens, per_token), sat_mul(h, tokens, tokens));
   return s;
 }
@@ -104,8 +105,7 @@ ModelSize transformer_lm_size(const TransformerLMOptions& o, int64_t context) {
   check_points("transformer-lm", context);
   const auto block = transformer_block_size(o, context);
   ModelSize s;
-  s.parameters = sat_add(sat_mul(o.vocab, o.d_model), sat_mul(o.layers, block.parameters),
-                         norm_parameters(o.d_model));
+  s.parameters = sat_add(sat_mul(o.vocab, o.d_model), sat_mul(o.layers, block.parameters), norm_parameters(o.d_model));
   s.activation_floats = sat_add(sat_mul(o.layers, block.activation_floats),
                                 sat_mul(context, sat_add(sat_mul(3, o.d_model), sat_mul(2, o.vocab))));
   return s;

@@ -31,8 +31,7 @@ ModelSize vn_dgcnn_size(const VNDGCNNOptions& o, int64_t points) {
   const int64_t in[] = {vn_input_channels(false, o.point_features), kC1, kC2, kC3}, out[] = {kC1, kC2, kC3, kC4};
   ModelSize s;
   for (int i = 0; i < 4; ++i) {
-    s.parameters = sat_add(s.parameters, vn_linear_leaky_relu_parameters(2 * in[i], out[i]),
-                           max ? out[i] * out[i] : 0);
+    s.parameters = sat_add(s.parameters, vn_linear_leaky_relu_parameters(2 * in[i], out[i]), max ? out[i] * out[i] : 0);
     const int64_t edges = max ? sat_add(sat_mul(7, out[i], 3, n, k), sat_mul(out[i], n, k)) : sat_mul(5, out[i], 3, n);
     s.activation_floats = sat_add(s.activation_floats, sat_mul(2, n, k), edges);
   }
@@ -60,7 +59,8 @@ VNDGCNN::VNDGCNN(const VNDGCNNOptions& o) : options_(o) {
   if (o.pooling == "max") register_module("pools", pools);
   conv5_ = register_module("conv5", vn::VNLinearLeakyReLU(kC1 + kC2 + kC3 + kC4, kC5, /*share=*/true));
   invariant_ = register_module("invariant", vn::VNStdFeature(2 * kC5));
-  head_ = register_module("head", ClassificationHead(2 * 3 * 2 * kC5, std::vector<int64_t>{512, 256}, o.classes, o.dropout));
+  head_ = register_module("head",
+                          ClassificationHead(2 * 3 * 2 * kC5, std::vector<int64_t>{512, 256}, o.classes, o.dropout));
 }
 
 at::Tensor VNDGCNN::pool(size_t i, const at::Tensor& x) {

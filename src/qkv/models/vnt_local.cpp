@@ -27,8 +27,8 @@ ModelSize vnt_local_size(const VNTLocalOptions& options, int64_t points) {
   const int64_t per_query = sat_add(sat_mul(2, kn, rows), rows, sat_mul(3, kn));
   auto s = vnt_backbone_size(o, points, sat_mul(o.heads, n, per_query));
   accumulate(s, {0, kn == o.k ? 0 : sat_mul(2, n, kn)});
-  accumulate(s, classification_head_size(pooled_width(sat_mul(6, o.blocks, o.linear_dim), o.pooling),
-                                         o.head_hidden, o.classes, o.dropout));
+  accumulate(s, classification_head_size(pooled_width(sat_mul(6, o.blocks, o.linear_dim), o.pooling), o.head_hidden,
+                                         o.classes, o.dropout));
   return s;
 }
 
@@ -44,8 +44,8 @@ VNTLocalNet::VNTLocalNet(const VNTLocalOptions& options) : options_(options) {
     list->push_back(blocks_.back());
   }
   register_module("blocks", list);
-  invariant_ = register_module("invariant", vn::VNStdFeature(2 * o.blocks * o.linear_dim, o.normalize_frame, false,
-                                                              o.negative_slope));
+  invariant_ = register_module(
+      "invariant", vn::VNStdFeature(2 * o.blocks * o.linear_dim, o.normalize_frame, false, o.negative_slope));
   head_ = register_module("head", ClassificationHead(pooled_width(3 * 2 * o.blocks * o.linear_dim, o.pooling),
                                                      o.head_hidden, o.classes, o.dropout, o.negative_slope));
 }
@@ -69,8 +69,8 @@ at::Tensor VNTLocalNet::point_features(const data::Batch& batch, std::vector<at:
     if (attention) attention->push_back(weights);
     outputs.push_back(x);
   }
-  const auto features = torch::cat(outputs, 1);                          // [B, blocks*C, 3, N]
-  return invariant_->forward_with_mean(features).first.flatten(1, 2);   // [B, F, N]
+  const auto features = torch::cat(outputs, 1);                        // [B, blocks*C, 3, N]
+  return invariant_->forward_with_mean(features).first.flatten(1, 2);  // [B, F, N]
 }
 
 AttentionMaps VNTLocalNet::attention_maps(const data::Batch& batch) {

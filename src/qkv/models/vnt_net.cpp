@@ -3,8 +3,8 @@
 #include <torch/torch.h>
 
 #include "qkv/core/errors.h"
-#include "qkv/layers/function_transforms.h"
 #include "qkv/core/shape.h"
+#include "qkv/layers/function_transforms.h"
 #include "qkv/models/options.h"
 #include "qkv/models/size_arithmetic.h"
 
@@ -49,12 +49,12 @@ ModelSize vnt_backbone_size(const VNTNetOptions& o, int64_t points, int64_t atte
 
   ModelSize edge_conv, block, invariant;
   edge_conv.parameters = vn_linear_leaky_relu_parameters(edge_in, c);
-  edge_conv.activation_floats = sat_add(sat_mul(2, n, o.k), sat_mul(3, n, o.k, sat_add(edge_in, sat_mul(4, c))),
-                                        sat_mul(3, n, c));
+  edge_conv.activation_floats =
+      sat_add(sat_mul(2, n, o.k), sat_mul(3, n, o.k, sat_add(edge_in, sat_mul(4, c))), sat_mul(3, n, c));
   block.parameters = vnt_block_parameters(c, o.heads, o.head_dim, ffn, o.layer_norm);
-  block.activation_floats = sat_add(
-      sat_mul(3, n, sat_add(sat_mul(4, heads_width), sat_mul(o.layer_norm ? 6 : 4, c), sat_mul(3, ffn))),
-      attention_floats);
+  block.activation_floats =
+      sat_add(sat_mul(3, n, sat_add(sat_mul(4, heads_width), sat_mul(o.layer_norm ? 6 : 4, c), sat_mul(3, ffn))),
+              attention_floats);
   invariant.parameters = vn_std_feature_parameters(invariant_in, o.normalize_frame);
   invariant.activation_floats = sat_add(sat_mul(3, n, o.blocks, c), sat_mul(4, invariant_in, 3, n), sat_mul(18, n));
 
@@ -67,16 +67,17 @@ ModelSize vnt_backbone_size(const VNTNetOptions& o, int64_t points, int64_t atte
 // The backbone, then the classification head on the pooled 6 L C features.
 ModelSize vnt_net_size(const VNTNetOptions& o, int64_t points) {
   auto s = vnt_backbone_size(o, points);
-  accumulate(s, classification_head_size(pooled_width(sat_mul(6, o.blocks, o.linear_dim), o.pooling),
-                                         o.head_hidden, o.classes, o.dropout));
+  accumulate(s, classification_head_size(pooled_width(sat_mul(6, o.blocks, o.linear_dim), o.pooling), o.head_hidden,
+                                         o.classes, o.dropout));
   return s;
 }
 
 at::Tensor vn_input(const data::Batch& batch, bool with_normals, int64_t features) {
   const auto& points = batch.input("points");
   if (points.dim() != 3 || points.size(1) != 3)
-    throw UsageError("input 'points': expected [B, 3, N], got " + shape_of(points) +
-                     (points.dim() == 3 && points.size(2) == 3 ? " (points as rows: pass points.transpose(1, 2))" : ""));
+    throw UsageError(
+        "input 'points': expected [B, 3, N], got " + shape_of(points) +
+        (points.dim() == 3 && points.size(2) == 3 ? " (points as rows: pass points.transpose(1, 2))" : ""));
   // (.item() cannot run under a torch.func transform: there a non-finite value propagates.)
   const bool checkable = !under_function_transform();
   if (checkable && !torch::isfinite(points).all().item<bool>())
@@ -105,8 +106,8 @@ at::Tensor vn_input(const data::Batch& batch, bool with_normals, int64_t feature
 
 VNTBackbone::VNTBackbone(const VNTNetOptions& o) : options_(o) {
   const int64_t in_channels = vn_input_channels(o.normals, o.point_features);
-  edge_conv_ = register_module("edge_conv", vn::VNEdgeConv(in_channels, o.linear_dim, o.k, o.edge_cross,
-                                                            o.negative_slope));
+  edge_conv_ =
+      register_module("edge_conv", vn::VNEdgeConv(in_channels, o.linear_dim, o.k, o.edge_cross, o.negative_slope));
   auto list = torch::nn::ModuleList();
   for (int64_t i = 0; i < o.blocks; ++i) {
     blocks_.push_back(vn::VNTBlock(o.linear_dim, o.heads, o.head_dim, o.hidden(), o.layer_norm));
@@ -138,7 +139,7 @@ at::Tensor VNTBackbone::point_features(const data::Batch& batch, std::vector<at:
   const auto features = torch::cat(outputs, 1);  // [B, blocks*C, 3, N]
   // The invariant layer on [features; their mean over N].
   const auto invariant = invariant_->forward_with_mean(features).first;  // [B, 2*blocks*C, 3, N]
-  return invariant.flatten(1, 2);                              // [B, F, N]
+  return invariant.flatten(1, 2);                                        // [B, F, N]
 }
 
 AttentionMaps VNTBackbone::attention_maps(const data::Batch& batch) {
@@ -147,9 +148,7 @@ AttentionMaps VNTBackbone::attention_maps(const data::Batch& batch) {
   return maps;
 }
 
-at::Tensor VNTNet::features(const data::Batch& batch) {
-  return global_pool(point_features(batch), options_.pooling);
-}
+at::Tensor VNTNet::features(const data::Batch& batch) { return global_pool(point_features(batch), options_.pooling); }
 
 at::Tensor VNTNet::forward(const data::Batch& batch) { return head_->forward(features(batch)); }
 

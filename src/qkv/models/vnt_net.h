@@ -41,9 +41,8 @@ struct VNTNetOptions {
 };
 
 inline Field vnt_negative_slope_field() {
-  return Field{"negative_slope", "LeakyReLU slope of the edge conv, the invariant layer and the head"}
-      .range(0, 1)
-      .from("as DGCNN and Vector Neurons");
+  return Field{"negative_slope", "LeakyReLU slope of the edge conv, the invariant layer and the head"}.range(0, 1).from(
+      "as DGCNN and Vector Neurons");
 }
 
 // The options of the VNT-Net backbone but its LeakyReLU slope
@@ -79,10 +78,10 @@ template <typename V>
 void visit_fields(VNTNetOptions& o, V&& visit) {
   visit(Field{"classes", "output classes (ModelNet40)"}.at_least(2), o.classes);
   visit_vnt_backbone_fields(o, visit);
-  visit(Field{"head_hidden", "hidden widths of the classification head (BatchNorm, LeakyReLU, dropout)"}
-            .at_least(1)
-            .from("the paper (3 linear layers), widths as VN-DGCNN"),
-        o.head_hidden);
+  visit(
+      Field{"head_hidden", "hidden widths of the classification head (BatchNorm, LeakyReLU, dropout)"}.at_least(1).from(
+          "the paper (3 linear layers), widths as VN-DGCNN"),
+      o.head_hidden);
   visit(Field{"dropout", "dropout in the classification head"}.range(0, 0.99).from("the paper"), o.dropout);
   visit(vnt_negative_slope_field(), o.negative_slope);
 }

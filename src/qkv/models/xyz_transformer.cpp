@@ -63,8 +63,7 @@ ModelSize xyz_transformer_backbone_size(const XYZTransformerOptions& o, int64_t 
 // The encoder, then the classification head on the pooled features.
 ModelSize xyz_transformer_size(const XYZTransformerOptions& o, int64_t points) {
   auto s = xyz_transformer_backbone_size(o, points);
-  accumulate(s, classification_head_size(pooled_width(o.d_model, o.pooling), o.head_hidden, o.classes,
-                                         o.dropout));
+  accumulate(s, classification_head_size(pooled_width(o.d_model, o.pooling), o.head_hidden, o.classes, o.dropout));
   return s;
 }
 
@@ -76,8 +75,8 @@ at::Tensor XYZTransformerBackbone::point_features(const data::Batch& batch) {
 }
 
 XYZTransformer::XYZTransformer(const XYZTransformerOptions& o) : XYZTransformerBackbone(o) {
-  head_ = register_module("head", ClassificationHead(pooled_width(o.d_model, o.pooling), o.head_hidden, o.classes,
-                                                     o.dropout));
+  head_ = register_module("head",
+                          ClassificationHead(pooled_width(o.d_model, o.pooling), o.head_hidden, o.classes, o.dropout));
 }
 
 at::Tensor XYZTransformer::forward(const data::Batch& batch) {

@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-
 #include "qkv/models/cloud_head.h"
 #include "qkv/models/live_layers.h"
 #include "qkv/models/model.h"

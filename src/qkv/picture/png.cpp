@@ -148,8 +148,8 @@ std::vector<uint8_t> encode_png_rgb(int64_t width, int64_t height, const std::ve
                     " PNG (each side must be 1.." + std::to_string(kMaxSide) + ")");
   const auto expected = static_cast<uint64_t>(width) * static_cast<uint64_t>(height) * 3;
   if (rgb.size() != expected)
-    throw DataError(what + ": " + std::to_string(rgb.size()) + " bytes of pixels for a " + std::to_string(width) +
-                    "x" + std::to_string(height) + " RGB image, expected " + std::to_string(expected));
+    throw DataError(what + ": " + std::to_string(rgb.size()) + " bytes of pixels for a " + std::to_string(width) + "x" +
+                    std::to_string(height) + " RGB image, expected " + std::to_string(expected));
   std::vector<png_bytep> rows(static_cast<size_t>(height));
   for (size_t y = 0; y < rows.size(); ++y)
     rows[y] = const_cast<png_bytep>(rgb.data() + y * static_cast<size_t>(width) * 3);  // libpng reads, never writes

@@ -16,12 +16,11 @@ namespace qkv::picture {
 Rgb heat_colour(double t) {
   // matplotlib's _inferno_data sampled at t = i / 32, scaled to 0..255.
   static constexpr uint8_t kInferno[33][3] = {
-      {0, 0, 4},       {4, 3, 18},      {11, 7, 36},     {21, 11, 55},    {33, 12, 74},    {46, 10, 90},
-      {60, 9, 101},    {74, 12, 107},   {87, 16, 109},   {99, 20, 110},   {112, 25, 110},  {125, 30, 109},
-      {137, 34, 106},  {150, 39, 102},  {163, 43, 97},   {175, 49, 92},   {187, 55, 85},   {198, 62, 77},
-      {209, 70, 68},   {219, 79, 59},   {227, 89, 50},   {235, 101, 40},  {241, 113, 30},  {246, 127, 20},
-      {249, 141, 10},  {251, 156, 6},   {252, 171, 15},  {251, 186, 31},  {249, 202, 50},  {245, 217, 73},
-      {242, 232, 101}, {243, 245, 134}, {252, 255, 164}};
+      {0, 0, 4},      {4, 3, 18},     {11, 7, 36},     {21, 11, 55},    {33, 12, 74},   {46, 10, 90},   {60, 9, 101},
+      {74, 12, 107},  {87, 16, 109},  {99, 20, 110},   {112, 25, 110},  {125, 30, 109}, {137, 34, 106}, {150, 39, 102},
+      {163, 43, 97},  {175, 49, 92},  {187, 55, 85},   {198, 62, 77},   {209, 70, 68},  {219, 79, 59},  {227, 89, 50},
+      {235, 101, 40}, {241, 113, 30}, {246, 127, 20},  {249, 141, 10},  {251, 156, 6},  {252, 171, 15}, {251, 186, 31},
+      {249, 202, 50}, {245, 217, 73}, {242, 232, 101}, {243, 245, 134}, {252, 255, 164}};
   if (std::isnan(t)) t = 0;
   const double x = std::clamp(t, 0.0, 1.0) * 32;
   const int i = std::min(static_cast<int>(x), 31);
@@ -43,13 +42,13 @@ constexpr int64_t kMaxImageSide = 100000;
 // them; clamping to it keeps the sums below from overflowing.
 constexpr int64_t kFarAway = int64_t{1} << 40;
 
-constexpr Rgb kInk = {0, 0, 0};            // text of the colour bar and the legend
-constexpr Rgb kFrame = {96, 96, 96};       // outlines of the colour bar, its ticks, the swatches
-constexpr int64_t kTickLength = 3;         // columns of a colour bar's tick mark
-constexpr int64_t kTickGap = 2;            // columns between a tick mark and its number
-constexpr int64_t kLabelGap = 2;           // rows between a colour bar's label and its top number
-constexpr int64_t kLegendRowGap = 4;       // rows between two legend entries
-constexpr int64_t kLegendSwatchGap = 5;    // columns between a swatch and its name
+constexpr Rgb kInk = {0, 0, 0};          // text of the colour bar and the legend
+constexpr Rgb kFrame = {96, 96, 96};     // outlines of the colour bar, its ticks, the swatches
+constexpr int64_t kTickLength = 3;       // columns of a colour bar's tick mark
+constexpr int64_t kTickGap = 2;          // columns between a tick mark and its number
+constexpr int64_t kLabelGap = 2;         // rows between a colour bar's label and its top number
+constexpr int64_t kLegendRowGap = 4;     // rows between two legend entries
+constexpr int64_t kLegendSwatchGap = 5;  // columns between a swatch and its name
 
 bool far_away(int64_t position) { return position < -kFarAway || position > kFarAway; }
 
@@ -115,7 +114,9 @@ uint8_t mix(uint8_t ink, uint8_t paper, unsigned coverage) {  // coverage 0..255
 }
 
 // The rows of a vertical bar from its top (t = 1) to its bottom (t = 0).
-double bar_position(int64_t row, int64_t rows) { return rows > 1 ? 1.0 - static_cast<double>(row) / static_cast<double>(rows - 1) : 1.0; }
+double bar_position(int64_t row, int64_t rows) {
+  return rows > 1 ? 1.0 - static_cast<double>(row) / static_cast<double>(rows - 1) : 1.0;
+}
 
 }  // namespace
 
@@ -124,7 +125,8 @@ RgbImage::RgbImage(int64_t width_, int64_t height_, Rgb fill) : width(width_), h
     throw DataError("cannot make a " + std::to_string(width) + "x" + std::to_string(height) +
                     " picture (each side must be 1.." + std::to_string(kMaxImageSide) + ")");
   size_t bytes = 0;
-  if (!checked_mul(static_cast<size_t>(width), static_cast<size_t>(height), bytes) || !checked_mul(bytes, size_t{3}, bytes))
+  if (!checked_mul(static_cast<size_t>(width), static_cast<size_t>(height), bytes) ||
+      !checked_mul(bytes, size_t{3}, bytes))
     throw DataError("a " + std::to_string(width) + "x" + std::to_string(height) + " picture is too large");
   pixels.resize(bytes);
   for (size_t i = 0; i < bytes; i += 3) std::memcpy(&pixels[i], fill.data(), 3);
@@ -205,7 +207,9 @@ namespace {
 template <typename Coverage>
 void blend_shape(RgbImage& image, double x0, double y0, double x1, double y1, Rgb colour, Coverage covered) {
   const auto lo = [](double v) { return static_cast<int64_t>(std::floor(std::max(v, -1.0))); };
-  const auto hi = [](double v, int64_t size) { return static_cast<int64_t>(std::ceil(std::min(v, static_cast<double>(size)))); };
+  const auto hi = [](double v, int64_t size) {
+    return static_cast<int64_t>(std::ceil(std::min(v, static_cast<double>(size))));
+  };
   for (int64_t y = lo(y0); y <= hi(y1, image.height); ++y)
     for (int64_t x = lo(x0); x <= hi(x1, image.width); ++x) {
       const double coverage = covered(static_cast<double>(x) + 0.5, static_cast<double>(y) + 0.5);

@@ -42,8 +42,8 @@ std::vector<ListLine> read_list(const fs::path& path) {
   std::string line;
   for (int64_t n = 1; std::getline(in, line); ++n) {
     if (line.size() > kMaxListLine)
-      throw DataError(path.string() + ": line " + std::to_string(n) + ": longer than " +
-                      std::to_string(kMaxListLine) + " bytes (not a list of names)");
+      throw DataError(path.string() + ": line " + std::to_string(n) + ": longer than " + std::to_string(kMaxListLine) +
+                      " bytes (not a list of names)");
     const auto b = line.find_first_not_of(" \t\r");
     if (b == std::string::npos) continue;
     const auto e = line.find_last_not_of(" \t\r");
@@ -124,7 +124,8 @@ void probe_h5_in_child(const std::string& path) {
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
   if (WIFSIGNALED(status))
-    throw DataError(path + ": HDF5 cannot read this file's metadata (the library crashed on it in a probe: a "
+    throw DataError(path +
+                    ": HDF5 cannot read this file's metadata (the library crashed on it in a probe: a "
                     "corrupt or forged HDF5 file)");
 }
 

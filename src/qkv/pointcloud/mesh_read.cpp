@@ -167,8 +167,7 @@ Mesh parse_off(const std::string& path, std::string_view text) {
   Lines lines(text);
   std::string_view line;
   if (!lines.next_nonblank(line, true)) fail(path, "empty file (expected 'OFF')");
-  if (line.substr(0, 3) != "OFF")
-    fail(path, "bad magic: expected 'OFF' on the first line, found " + show(line));
+  if (line.substr(0, 3) != "OFF") fail(path, "bad magic: expected 'OFF' on the first line, found " + show(line));
   // Some ModelNet40 files fuse the counts onto the magic line: "OFF490 518 0".
   std::string_view counts_line = trim(line.substr(3));
   if (counts_line.empty() && !lines.next_nonblank(counts_line, true))
@@ -219,7 +218,8 @@ Mesh parse_off(const std::string& path, std::string_view text) {
     t.next(item);
     int64_t k = 0;
     if (!parse_int(item, k))
-      fail_at(path, lines.line(), "face vertex count " + show(item) + " is not an integer (wrong vertex count in the header?)");
+      fail_at(path, lines.line(),
+              "face vertex count " + show(item) + " is not an integer (wrong vertex count in the header?)");
     if (k < 3) fail_at(path, lines.line(), "face has " + std::to_string(k) + " vertices, need at least 3");
     FanBuilder polygon(mesh);
     for (int64_t j = 1; j <= k; ++j) {  // values after the k indices are a face colour: ignored
@@ -228,14 +228,16 @@ Mesh parse_off(const std::string& path, std::string_view text) {
       int64_t index = 0;
       if (!parse_int(item, index)) fail_at(path, lines.line(), "face index " + show(item) + " is not an integer");
       if (index < 0 || index >= n_vertices)
-        fail_at(path, lines.line(), "face index " + std::to_string(index) + " is out of range (" +
-                                        std::to_string(n_vertices) + " vertices)");
+        fail_at(
+            path, lines.line(),
+            "face index " + std::to_string(index) + " is out of range (" + std::to_string(n_vertices) + " vertices)");
       polygon.corner(index);
     }
   }
   if (lines.next_nonblank(line, true))
-    fail_at(path, lines.line(), "wrong counts: data after the " + std::to_string(n_vertices) + " vertices and " +
-                                    std::to_string(n_faces) + " faces the header declares");
+    fail_at(path, lines.line(),
+            "wrong counts: data after the " + std::to_string(n_vertices) + " vertices and " + std::to_string(n_faces) +
+                " faces the header declares");
   return mesh;
 }
 
@@ -346,7 +348,8 @@ class PlySink {
     auto coord = [&](int i) {
       const auto f = static_cast<float>(v[static_cast<size_t>(i)]);
       if (!std::isfinite(f)) {
-        const std::string what = "vertex " + std::to_string(mesh_.vertices.size()) + " has a coordinate that is not finite";
+        const std::string what =
+            "vertex " + std::to_string(mesh_.vertices.size()) + " has a coordinate that is not finite";
         if (line > 0) fail_at(path_, line, what);
         fail(path_, what);
       }
@@ -572,8 +575,9 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
           }
         }
         if (t != tok.size())
-          fail_at(path, body.line(), "element '" + e.name + "' has " + std::to_string(tok.size()) +
-                                         " values, more than the header declares (wrong counts?)");
+          fail_at(path, body.line(),
+                  "element '" + e.name + "' has " + std::to_string(tok.size()) +
+                      " values, more than the header declares (wrong counts?)");
         if (is_vertex) sink.vertex(values, body.line());
         if (is_face && layout.face_list >= 0) sink.face(polygon, body.line());
       }
@@ -624,7 +628,8 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
               p += skip;
               continue;
             }
-            for (int64_t j = 0; j < n; ++j) polygon.push_back(static_cast<int64_t>(decode(prop.type, p, end, big_endian)));
+            for (int64_t j = 0; j < n; ++j)
+              polygon.push_back(static_cast<int64_t>(decode(prop.type, p, end, big_endian)));
           }
           if (is_vertex) sink.vertex(values, 0);
           if (is_face && layout.face_list >= 0) sink.face(polygon, 0);
@@ -660,8 +665,9 @@ Mesh parse_point_text(const std::string& path, std::string_view text, int64_t ma
       columns = tok.size();
       first_line = lines.line();
     } else if (tok.size() != columns) {
-      fail_at(path, lines.line(), std::to_string(tok.size()) + " columns, but line " + std::to_string(first_line) +
-                                      " has " + std::to_string(columns));
+      fail_at(path, lines.line(),
+              std::to_string(tok.size()) + " columns, but line " + std::to_string(first_line) + " has " +
+                  std::to_string(columns));
     }
     const int64_t l = lines.line();
     mesh.vertices.push_back({coordinate(path, l, tok[0]), coordinate(path, l, tok[1]), coordinate(path, l, tok[2])});
@@ -710,8 +716,9 @@ Mesh parse_obj(const std::string& path, std::string_view text) {
         const auto defined = static_cast<int64_t>(mesh.vertices.size());
         if (i < 0) {
           if (-i > defined)
-            fail_at(path, l, "relative index " + std::to_string(i) + " reaches before the first vertex (" +
-                                 std::to_string(defined) + " so far)");
+            fail_at(path, l,
+                    "relative index " + std::to_string(i) + " reaches before the first vertex (" +
+                        std::to_string(defined) + " so far)");
           i = defined + i;
         } else {
           i -= 1;  // forward references are checked at the end
@@ -725,8 +732,8 @@ Mesh parse_obj(const std::string& path, std::string_view text) {
     if (statement == "v") {
       split(line, tok);
       if (tok.size() != 4 && tok.size() != 5 && tok.size() != 7 && tok.size() != 8)
-        fail_at(path, l, "a vertex has " + std::to_string(tok.size() - 1) +
-                             " values, expected x y z, x y z w or x y z r g b");
+        fail_at(path, l,
+                "a vertex has " + std::to_string(tok.size() - 1) + " values, expected x y z, x y z w or x y z r g b");
       mesh.vertices.push_back({coordinate(path, l, tok[1]), coordinate(path, l, tok[2]), coordinate(path, l, tok[3])});
     } else if (statement.size() > 16 || !std::all_of(statement.begin(), statement.end(), [](char c) {
                  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
@@ -838,8 +845,9 @@ Mesh parse_pcd(const std::string& path, const std::string& text) {
     const int64_t l = lines.line();
     auto per_field = [&](auto&& set) {
       if (tok.size() - 1 != fields.size())
-        fail_at(path, l, std::string(key) + " lists " + std::to_string(tok.size() - 1) + " values for " +
-                             std::to_string(fields.size()) + " fields");
+        fail_at(path, l,
+                std::string(key) + " lists " + std::to_string(tok.size() - 1) + " values for " +
+                    std::to_string(fields.size()) + " fields");
       for (size_t i = 0; i < fields.size(); ++i) set(fields[i], tok[i + 1]);
     };
     if (key == "VERSION" || key == "VIEWPOINT") continue;
@@ -849,7 +857,8 @@ Mesh parse_pcd(const std::string& path, const std::string& text) {
     } else if (key == "SIZE") {
       per_field([&](Field& f, std::string_view t) {
         f.size = count_of(t, l, "SIZE");
-        if (f.size != 1 && f.size != 2 && f.size != 4 && f.size != 8) fail_at(path, l, "SIZE " + show(t) + ": 1, 2, 4 or 8");
+        if (f.size != 1 && f.size != 2 && f.size != 4 && f.size != 8)
+          fail_at(path, l, "SIZE " + show(t) + ": 1, 2, 4 or 8");
       });
     } else if (key == "TYPE") {
       per_field([&](Field& f, std::string_view t) {
@@ -892,9 +901,14 @@ Mesh parse_pcd(const std::string& path, const std::string& text) {
         !checked_add(values, f.count, values))
       fail(path, "the fields' sizes overflow");
     if (f.count != 1) continue;
-    int* slot = f.name == "x" ? &x : f.name == "y" ? &y : f.name == "z" ? &z : f.name == "normal_x" ? &nx
-              : f.name == "normal_y" ? &ny : f.name == "normal_z" ? &nz
-              : (f.name == "rgb" || f.name == "rgba") && f.size == 4 && f.type != 'I' && rgb < 0 ? &rgb : nullptr;
+    int* slot = f.name == "x"                                                                      ? &x
+                : f.name == "y"                                                                    ? &y
+                : f.name == "z"                                                                    ? &z
+                : f.name == "normal_x"                                                             ? &nx
+                : f.name == "normal_y"                                                             ? &ny
+                : f.name == "normal_z"                                                             ? &nz
+                : (f.name == "rgb" || f.name == "rgba") && f.size == 4 && f.type != 'I' && rgb < 0 ? &rgb
+                                                                                                   : nullptr;
     const bool readable = f.type != 'F' || f.size == 4 || f.size == 8;  // an F of SIZE 1 or 2 has no C type
     if (slot && (slot == &rgb || readable || data == "ascii")) {
       if (*slot < 0) *slot = static_cast<int>(i);
@@ -966,13 +980,18 @@ Mesh parse_pcd(const std::string& path, const std::string& text) {
           continue;
         }
         double& out = v[k];
-        if (f.type == 'F') out = f.size == 8 ? load<double>(q, false) : load<float>(q, false);
+        if (f.type == 'F')
+          out = f.size == 8 ? load<double>(q, false) : load<float>(q, false);
         else if (f.type == 'I')
-          out = f.size == 1 ? load<int8_t>(q, false) : f.size == 2 ? load<int16_t>(q, false)
-                : f.size == 4 ? load<int32_t>(q, false) : static_cast<double>(load<int64_t>(q, false));
+          out = f.size == 1   ? load<int8_t>(q, false)
+                : f.size == 2 ? load<int16_t>(q, false)
+                : f.size == 4 ? load<int32_t>(q, false)
+                              : static_cast<double>(load<int64_t>(q, false));
         else
-          out = f.size == 1 ? load<uint8_t>(q, false) : f.size == 2 ? load<uint16_t>(q, false)
-                : f.size == 4 ? load<uint32_t>(q, false) : static_cast<double>(load<uint64_t>(q, false));
+          out = f.size == 1   ? load<uint8_t>(q, false)
+                : f.size == 2 ? load<uint16_t>(q, false)
+                : f.size == 4 ? load<uint32_t>(q, false)
+                              : static_cast<double>(load<uint64_t>(q, false));
       }
       add(i, false);
     }
@@ -980,7 +999,8 @@ Mesh parse_pcd(const std::string& path, const std::string& text) {
     Lines rows(std::string_view(text).substr(body), lines.line() + 1);
     for (int64_t i = 0; i < points; ++i) {
       if (!rows.next_nonblank(line, false))
-        fail(path, "truncated: " + std::to_string(points) + " points declared, the file ends after " + std::to_string(i));
+        fail(path,
+             "truncated: " + std::to_string(points) + " points declared, the file ends after " + std::to_string(i));
       split(line, tok);
       if (static_cast<int64_t>(tok.size()) != values)
         fail_at(path, rows.line(), std::to_string(tok.size()) + " values, the fields take " + std::to_string(values));
@@ -988,8 +1008,10 @@ Mesh parse_pcd(const std::string& path, const std::string& text) {
         const auto& f = fields[static_cast<size_t>(wanted[k])];
         const auto t = tok[static_cast<size_t>(f.offset)];
         double& out = v[k];
-        if (lower(std::string(t)) == "nan") out = NAN;
-        else if (!parse_double(t, out)) fail_at(path, rows.line(), "non-numeric value " + show(t));
+        if (lower(std::string(t)) == "nan")
+          out = NAN;
+        else if (!parse_double(t, out))
+          fail_at(path, rows.line(), "non-numeric value " + show(t));
         if (k == colour_at && rgb >= 0) {
           // PCL writes a float rgb as the float whose bits pack the colour, and a U rgb as the integer.
           if (f.type == 'F') {
@@ -1080,7 +1102,8 @@ std::string shape_file_kinds_text(bool without_txt) {
 std::string shape_file_extensions_text() {
   std::string out;
   const size_t n = sizeof(kShapeFileExtensions) / sizeof(kShapeFileExtensions[0]);
-  for (size_t i = 0; i < n; ++i) out += (i == 0 ? "" : i + 1 == n ? " or " : ", ") + std::string(kShapeFileExtensions[i]);
+  for (size_t i = 0; i < n; ++i)
+    out += (i == 0 ? "" : i + 1 == n ? " or " : ", ") + std::string(kShapeFileExtensions[i]);
   return out;
 }
 

@@ -52,7 +52,7 @@ inline constexpr const char* kMeshFileExtensions[] = {".off", ".ply", ".obj", ".
 inline constexpr const char* kPointFileExtensions[] = {".ply", ".pcd", ".txt", ".xyz", ".csv"};
 inline constexpr const char* kShapeFileExtensions[] = {".off", ".ply", ".obj", ".stl", ".pcd", ".txt", ".xyz", ".csv"};
 bool is_shape_file_extension(const std::string& ext);  // case-insensitive
-std::string shape_file_extensions_text();               // ".off, .ply, ... or .csv"
+std::string shape_file_extensions_text();              // ".off, .ply, ... or .csv"
 // "a mesh (.off .ply .obj .stl) or a point cloud (.ply .pcd .txt .xyz .csv)",
 // as a help text says it; `without_txt` leaves .txt out (a folder's .txt
 // files are skipped: they are READMEs and lists more often than points).

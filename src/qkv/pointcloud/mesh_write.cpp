@@ -37,8 +37,7 @@ void validate(const std::string& path, const Mesh& mesh) {
                         std::to_string(n));
   for (const auto& prop : mesh.vertex_properties) {
     static const char* const kTaken[] = {"x", "y", "z", "nx", "ny", "nz", "red", "green", "blue"};
-    const bool bad_name = prop.name.empty() ||
-                          prop.name.find_first_of(" \t\r\n") != std::string::npos ||
+    const bool bad_name = prop.name.empty() || prop.name.find_first_of(" \t\r\n") != std::string::npos ||
                           std::find(std::begin(kTaken), std::end(kTaken), prop.name) != std::end(kTaken) ||
                           std::count_if(mesh.vertex_properties.begin(), mesh.vertex_properties.end(),
                                         [&](const VertexProperty& q) { return q.name == prop.name; }) > 1;

@@ -40,9 +40,8 @@ bool is_hidden(const std::string& name) { return name.empty() || name[0] == '.' 
 // character would break a line. Refused, the path shown escaped.
 void check_class_name(const fs::path& folder) {
   const std::string name = folder.filename().string();
-  const bool control = std::any_of(name.begin(), name.end(), [](char c) {
-    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-  });
+  const bool control =
+      std::any_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
   if (!is_valid_utf8(name) || control)
     throw DataError(printable_path(folder.string()) + ": a class folder's name must be UTF-8 without control " +
                     "characters (it becomes the class name in JSON, tables and CSV); rename the folder");
@@ -236,7 +235,8 @@ ModelNetData load_class_files(const ClassFiles& tree, const fs::path& root, cons
       if (files.empty())
         throw DataError(tree.folders[split][c] + ": no shape files (" + tree_shape_extensions() + "; class '" +
                         tree.class_names[c] + "' is empty)");
-      const size_t take = o.max_per_class > 0 ? std::min(files.size(), static_cast<size_t>(o.max_per_class)) : files.size();
+      const size_t take =
+          o.max_per_class > 0 ? std::min(files.size(), static_cast<size_t>(o.max_per_class)) : files.size();
       for (size_t i = 0; i < take; ++i) {
         const auto relative = fs::relative(files[i], root).generic_string();
         items.push_back({files[i].string(), static_cast<int64_t>(c), seed_mix(o.seed, fnv1a(relative))});
@@ -262,7 +262,8 @@ ModelNetData load_class_files(const ClassFiles& tree, const fs::path& root, cons
 ModelNetData load_off_tree(const fs::path& dir, const ModelNetLoadOptions& o) {
   ClassFiles tree;
   const auto class_dirs = sorted_entries(dir, true);
-  if (class_dirs.empty()) throw DataError(dir.string() + ": no class folders (the ModelNet40 layout: <class>/{train,test}/*)");
+  if (class_dirs.empty())
+    throw DataError(dir.string() + ": no class folders (the ModelNet40 layout: <class>/{train,test}/*)");
   for (const auto& d : class_dirs) tree.class_names.push_back(d.filename().string());
   for (int split = 0; split < 2; ++split)
     for (size_t c = 0; c < class_dirs.size(); ++c) {
@@ -279,9 +280,11 @@ ModelNetData load_off_tree(const fs::path& dir, const ModelNetLoadOptions& o) {
 ModelNetData load_split_tree(const fs::path& dir, const ModelNetLoadOptions& o) {
   ClassFiles tree;
   for (const char* split : kSplits)
-    if (!is_dir(dir / split)) throw DataError((dir / split).string() + ": missing folder (the split layout: {train,test}/<class>/*)");
+    if (!is_dir(dir / split))
+      throw DataError((dir / split).string() + ": missing folder (the split layout: {train,test}/<class>/*)");
   for (const auto& d : sorted_entries(dir / "train", true)) tree.class_names.push_back(d.filename().string());
-  if (tree.class_names.empty()) throw DataError((dir / "train").string() + ": no class folders (the split layout: {train,test}/<class>/*)");
+  if (tree.class_names.empty())
+    throw DataError((dir / "train").string() + ": no class folders (the split layout: {train,test}/<class>/*)");
   for (int split = 0; split < 2; ++split)
     for (const auto& name : tree.class_names) {
       const auto folder = dir / kSplits[split] / name;
@@ -303,7 +306,8 @@ ModelNetData load_flat_tree(const fs::path& dir, const ModelNetLoadOptions& o) {
     const auto name = d.filename().string();
     auto files = shape_files_in(d, tree.skipped);
     if (files.size() < 2)
-      throw DataError(d.string() + ": " + std::to_string(files.size()) + " shape file" + (files.size() == 1 ? "" : "s") +
+      throw DataError(d.string() + ": " + std::to_string(files.size()) + " shape file" +
+                      (files.size() == 1 ? "" : "s") +
                       "; a flat folder is split into train and test, which needs at least 2 per class");
     std::mt19937_64 rng(seed_mix(o.seed, fnv1a(name)));
     std::shuffle(files.begin(), files.end(), rng);
@@ -371,8 +375,7 @@ ModelNetData load_resampled(const fs::path& dir, const std::string& prefix, cons
         throw DataError(item.path + ": " + std::to_string(n) + " points, fewer than the " +
                         std::to_string(each.points_per_shape) +
                         (o.points_per_shape == 0 ? " of " + items.front().path : std::string(" asked for")));
-      if (normals && !cloud.has_normals())
-        throw DataError(item.path + ": no normals (expected lines x,y,z,nx,ny,nz)");
+      if (normals && !cloud.has_normals()) throw DataError(item.path + ": no normals (expected lines x,y,z,nx,ny,nz)");
       for (int64_t i = 0; i < each.points_per_shape; ++i)
         for (size_t k = 0; k < 3; ++k) {
           points[3 * i + static_cast<int64_t>(k)] = cloud.vertices[static_cast<size_t>(i)][k];
@@ -432,7 +435,8 @@ PointCloudSet load_h5_split(const std::vector<std::string>& files, const std::ve
 
 ModelNetData load_h5(const fs::path& dir, const ModelNetLoadOptions& o) {
   fs::path names_path = dir / "shape_names.txt";
-  if (!is_file(names_path) && is_file(dir / "modelnet40_shape_names.txt")) names_path = dir / "modelnet40_shape_names.txt";
+  if (!is_file(names_path) && is_file(dir / "modelnet40_shape_names.txt"))
+    names_path = dir / "modelnet40_shape_names.txt";
   const auto class_names = read_class_names(names_path);
   int64_t p = o.points_per_shape;  // 0: every stored point, as many as the first file holds
 
@@ -482,8 +486,8 @@ ModelNetData load_scanobjectnn(const fs::path& given, const ModelNetLoadOptions&
     fs::path file = dir / folder / name;
     if (!is_file(file) && is_file(dir / name) && dir.filename() == folder) file = dir / name;
     if (!is_file(file))
-      throw DataError(file.string() + ": no such file (ScanObjectNN " + o.scanobjectnn_variant + "; give its h5_files " +
-                      "folder, which holds main_split/ and main_split_nobg/)");
+      throw DataError(file.string() + ": no such file (ScanObjectNN " + o.scanobjectnn_variant +
+                      "; give its h5_files " + "folder, which holds main_split/ and main_split_nobg/)");
     (split == 0 ? data.train : data.test) =
         load_h5_split({file.string()}, scanobjectnn_class_names(), "ScanObjectNN's class list", file.string(), o, p);
   }
@@ -493,8 +497,8 @@ ModelNetData load_scanobjectnn(const fs::path& given, const ModelNetLoadOptions&
 }  // namespace
 
 const std::vector<std::string>& scanobjectnn_class_names() {
-  static const std::vector<std::string> names = {"bag",   "bin",  "box", "cabinet", "chair",  "desk", "display", "door",
-                                                 "shelf", "table", "bed", "pillow",  "sink",   "sofa", "toilet"};
+  static const std::vector<std::string> names = {"bag",   "bin",   "box", "cabinet", "chair", "desk", "display", "door",
+                                                 "shelf", "table", "bed", "pillow",  "sink",  "sofa", "toilet"};
   return names;
 }
 
@@ -539,7 +543,8 @@ ModelNetData load_any_layout(const std::string& dir_name, const ModelNetLoadOpti
 ModelNetData load_modelnet40(const std::string& dir_name, const ModelNetLoadOptions& o) {
   auto data = load_any_layout(dir_name, o);
   if (!o.point_features.empty() && !data.train.features.defined())
-    throw UsageError(dir_name + ": point features: the " + data.layout + " layout holds none (a class tree of .ply "
+    throw UsageError(dir_name + ": point features: the " + data.layout +
+                     " layout holds none (a class tree of .ply "
                      "or .pcd point clouds does)");
   return data;
 }
@@ -554,11 +559,13 @@ ModelNetData load_any_layout(const std::string& dir_name, const ModelNetLoadOpti
   if (!(o.test_fraction > 0 && o.test_fraction < 1))
     throw UsageError("test fraction must be in (0, 1) (got " + std::to_string(o.test_fraction) + ")");
   if (!is_layout_choice(o.layout))
-    throw UsageError("layout '" + o.layout + "': expected one of auto, modelnet, split, flat, resampled, hdf5, scanobjectnn");
+    throw UsageError("layout '" + o.layout +
+                     "': expected one of auto, modelnet, split, flat, resampled, hdf5, scanobjectnn");
   fs::path dir(dir_name);
   if (is_file(dir))
-    throw DataError(dir_name + ": a file, not a data folder (give the folder of a data set; one shape file is read by "
-                               "the predict commands' --input)");
+    throw DataError(dir_name +
+                    ": a file, not a data folder (give the folder of a data set; one shape file is read by "
+                    "the predict commands' --input)");
   if (!is_dir(dir)) throw DataError(dir_name + ": no such folder");
   // A layout named by the caller is read as such, whatever else the folder holds.
   if (o.layout == "modelnet") return load_off_tree(dir, o);
@@ -578,16 +585,17 @@ ModelNetData load_any_layout(const std::string& dir_name, const ModelNetLoadOpti
   if (o.layout != "auto") {
     const char* wanted = o.layout == "hdf5" ? kH5Layout : kResampledLayout;
     if (!found || found->layout != wanted)
-      throw DataError(dir_name + ": not a " + wanted + " folder" +
-                      (o.layout == "hdf5" ? " (no train_files.txt, test_files.txt or .h5 file)"
-                                          : " (no <name>_train.txt list)") +
-                      (found ? "; it looks like the " + std::string(found->layout) + " layout" : ""));
+      throw DataError(
+          dir_name + ": not a " + wanted + " folder" +
+          (o.layout == "hdf5" ? " (no train_files.txt, test_files.txt or .h5 file)" : " (no <name>_train.txt list)") +
+          (found ? "; it looks like the " + std::string(found->layout) + " layout" : ""));
   }
   if (!found)
     throw DataError(dir_name +
                     ": not a ModelNet40 folder: looked for train_files.txt (modelnet40_ply_hdf5_2048), "
                     "modelnet40_train.txt (modelnet40_normal_resampled) and <class>/train/ with shape files (" +
-                    tree_shape_extensions() + "; ModelNet40), train/<class>/ (split) and <class>/ with shape files (flat), "
+                    tree_shape_extensions() +
+                    "; ModelNet40), train/<class>/ (split) and <class>/ with shape files (flat), "
                     "here and in subfolders of those names");
   if (found->layout == kH5Layout) return load_h5(dir, o);
   if (found->layout == kResampledLayout) return load_resampled(dir, found->prefix, o);

@@ -28,8 +28,8 @@ struct PointCloudSet {
 inline constexpr const char* kModelNetOffLayout = "ModelNet40";  // <class>/{train,test}/*
 inline constexpr const char* kModelNetResampledLayout = "modelnet40_normal_resampled";
 inline constexpr const char* kModelNetH5Layout = "modelnet40_ply_hdf5_2048";
-inline constexpr const char* kSplitLayout = "split";  // {train,test}/<class>/*
-inline constexpr const char* kFlatLayout = "flat";    // <class>/*, cut by test_fraction
+inline constexpr const char* kSplitLayout = "split";                // {train,test}/<class>/*
+inline constexpr const char* kFlatLayout = "flat";                  // <class>/*, cut by test_fraction
 inline constexpr const char* kScanObjectNNLayout = "ScanObjectNN";  // its h5_files, one variant
 
 // ScanObjectNN's variants (Uy et al., ICCV 2019) and its 15 classes, in label
@@ -43,7 +43,8 @@ const std::vector<std::string>& scanobjectnn_class_names();
 
 // The names ModelNetLoadOptions::layout takes: "auto" (detected), "modelnet"
 // (the OFF tree), "split", "flat", "resampled", "hdf5", "scanobjectnn".
-inline constexpr const char* kLayoutChoices[] = {"auto", "modelnet", "split", "flat", "resampled", "hdf5", "scanobjectnn"};
+inline constexpr const char* kLayoutChoices[] = {"auto",      "modelnet", "split",       "flat",
+                                                 "resampled", "hdf5",     "scanobjectnn"};
 inline bool is_layout_choice(const std::string& name) {
   for (const char* c : kLayoutChoices)
     if (name == c) return true;

@@ -15,14 +15,14 @@ namespace qkv::pointcloud {
 namespace {
 
 constexpr double kScaleLow = 0.8, kScaleHigh = 1.25;  // per-shape scale augmentation (PointNet++/DGCNN range)
-constexpr double kMaxShift = 0.1;                      // per-shape translation augmentation
-constexpr int64_t kMinSurfaceSamples = 2048;           // surface points a mesh is sampled to before the view
+constexpr double kMaxShift = 0.1;                     // per-shape translation augmentation
+constexpr int64_t kMinSurfaceSamples = 2048;          // surface points a mesh is sampled to before the view
 
 // Everything random about one shape's view, drawn before any geometry so that
 // the draws stay sequential while the geometry runs in parallel.
 struct ViewDraws {
   int64_t fps_start = 0;
-  at::Tensor subset;    // [N] int64, for sampling "random"
+  at::Tensor subset;  // [N] int64, for sampling "random"
   double scale = 1;
   at::Tensor shift;     // [3] float64, or undefined
   at::Tensor rotation;  // [3, 3] float64, or undefined
@@ -45,7 +45,8 @@ ViewDraws draw(const PointViewOptions& o, int64_t stored, bool train, OptionalGe
   if (o.sampling == "random") d.subset = torch::randperm(stored, gen, torch::kLong).slice(0, 0, o.num_points);
   if (sampling_gen) {
     if (o.sampling == "fps") d.fps_start = torch::randint(stored, {1}, sampling_gen, torch::kLong).item<int64_t>();
-    if (o.sampling == "random") d.subset = torch::randperm(stored, sampling_gen, torch::kLong).slice(0, 0, o.num_points);
+    if (o.sampling == "random")
+      d.subset = torch::randperm(stored, sampling_gen, torch::kLong).slice(0, 0, o.num_points);
   }
   if (train && o.point_dropout > 0) {
     const double ratio = o.point_dropout * torch::rand({1}, gen, torch::kDouble).item<double>();
@@ -71,7 +72,7 @@ struct ViewRows {
 // (picked, dropped) and are otherwise left as they are: rotation, scale and
 // shift do not act on them. Returns which stored points were taken ([N] int64).
 at::Tensor make_view(const at::Tensor& points, const ViewRows& rows, const PointViewOptions& o, const ViewDraws& d,
-               at::Tensor out_points) {
+                     at::Tensor out_points) {
   at::Tensor index;
   if (o.sampling == "fps")
     index = farthest_point_sample(points, o.num_points, d.fps_start);
@@ -114,7 +115,8 @@ void check_options(const PointViewOptions& o) {
   if (o.num_points <= 0) throw UsageError("num_points must be > 0 (got " + std::to_string(o.num_points) + ")");
   if (o.sampling != "fps" && o.sampling != "random" && o.sampling != "first")
     throw UsageError("unknown point sampling '" + o.sampling + "': expected fps, random or first");
-  if (o.up_axis < 0 || o.up_axis > 2) throw UsageError("up axis must be 0, 1 or 2 (got " + std::to_string(o.up_axis) + ")");
+  if (o.up_axis < 0 || o.up_axis > 2)
+    throw UsageError("up axis must be 0, 1 or 2 (got " + std::to_string(o.up_axis) + ")");
   if (!(o.point_dropout >= 0 && o.point_dropout < 1))
     throw UsageError("point dropout must be in [0, 1) (got " + std::to_string(o.point_dropout) + ")");
   if (o.vote < 0) throw UsageError("vote must be >= 0 (got " + std::to_string(o.vote) + ")");
@@ -155,10 +157,10 @@ PointCloudDataset::PointCloudDataset(std::shared_ptr<const PointCloudSet> set, P
   if (!options_.point_features.empty() &&
       !(f.defined() && f.dim() == 3 && f.size(0) == set_->size() && f.size(1) == stored &&
         f.size(2) == point_feature_channels(parse_point_features(options_.point_features, "point_features"))))
-    throw UsageError("point features " + options_.point_features + " were asked for but the data set was loaded "
+    throw UsageError("point features " + options_.point_features +
+                     " were asked for but the data set was loaded "
                      "without them");
-  TORCH_CHECK(!set_->point_labels.defined() ||
-                  set_->point_labels.sizes() == at::IntArrayRef({set_->size(), stored}),
+  TORCH_CHECK(!set_->point_labels.defined() || set_->point_labels.sizes() == at::IntArrayRef({set_->size(), stored}),
               "PointCloudDataset: point_labels must be [S, P] like the points");
 }
 
@@ -170,11 +172,10 @@ data::Batch PointCloudDataset::get(const std::vector<int64_t>& indices) const {
   std::vector<ViewDraws> draws;
   draws.reserve(indices.size());
   for (int64_t i : indices)
-    draws.push_back(options_.train ? draw(options_, stored, true, c10::nullopt)
-                    : options_.vote > 0
-                        ? draw(options_, stored, false, eval_generator(options_.seed, i),
-                               vote_generator(options_.seed, options_.vote, i))
-                        : draw(options_, stored, false, eval_generator(options_.seed, i)));
+    draws.push_back(options_.train      ? draw(options_, stored, true, c10::nullopt)
+                    : options_.vote > 0 ? draw(options_, stored, false, eval_generator(options_.seed, i),
+                                               vote_generator(options_.seed, options_.vote, i))
+                                        : draw(options_, stored, false, eval_generator(options_.seed, i)));
 
   auto points = torch::empty({b, n, 3}, torch::kFloat);
   at::Tensor normals = options_.use_normals ? torch::empty({b, n, 3}, torch::kFloat) : at::Tensor();
@@ -210,8 +211,9 @@ at::Tensor prepare_single_cloud(const Mesh& mesh, const PointViewOptions& option
                                 const std::string& source, at::Tensor* features) {
   check_options(options);
   const auto stored_features = cloud_feature_rows(mesh, options, source);
-  const int64_t count = mesh.is_point_cloud() ? std::max<int64_t>(options.num_points, static_cast<int64_t>(mesh.vertices.size()))
-                                              : std::max(2 * options.num_points, kMinSurfaceSamples);
+  const int64_t count = mesh.is_point_cloud()
+                            ? std::max<int64_t>(options.num_points, static_cast<int64_t>(mesh.vertices.size()))
+                            : std::max(2 * options.num_points, kMinSurfaceSamples);
   // A vote samples the mesh's surface anew; a point cloud's points stay.
   const uint64_t surface_seed = options.vote > 0 && !mesh.is_point_cloud()
                                     ? seed_mix(options.seed, kVoteSalt + static_cast<uint64_t>(options.vote))

@@ -22,13 +22,13 @@ Rotation parse_rotation(const std::string& name);
 std::string rotation_name(Rotation rotation);  // the name parse_rotation takes
 
 struct PointViewOptions {
-  int64_t num_points = 1024;      // N, at most the stored points per shape
-  std::string sampling = "fps";   // fps | random | first: how N of the stored points are chosen
-  bool normalize = true;          // centroid to the origin, farthest point at distance 1
+  int64_t num_points = 1024;     // N, at most the stored points per shape
+  std::string sampling = "fps";  // fps | random | first: how N of the stored points are chosen
+  bool normalize = true;         // centroid to the origin, farthest point at distance 1
   Rotation rotation = Rotation::None;
-  int64_t up_axis = 1;            // for Rotation::Up; the axis the data stand on (default_up_axis)
-  bool random_scale = false;      // x uniform [0.8, 1.25) per shape; train mode only
-  bool random_shift = false;      // + uniform [-0.1, 0.1)^3 per shape; train mode only
+  int64_t up_axis = 1;        // for Rotation::Up; the axis the data stand on (default_up_axis)
+  bool random_scale = false;  // x uniform [0.8, 1.25) per shape; train mode only
+  bool random_shift = false;  // + uniform [-0.1, 0.1)^3 per shape; train mode only
   // Train mode only: per shape a ratio r ~ U[0, point_dropout) is drawn and
   // each point is, with probability r, replaced by the shape's first point
   // (Vector Neurons' and PointNet++'s random_point_dropout, at 0.875); 0 = off.
@@ -39,12 +39,12 @@ struct PointViewOptions {
   // average over samplings of one pose. With sampling "first" every view of a
   // stored cloud is the same.
   int64_t vote = 0;
-  bool use_normals = false;       // also return "normals"; the set must have them
+  bool use_normals = false;  // also return "normals"; the set must have them
   // Also return "features": these per-point features, comma-separated names
   // (point_features.h); the set must hold them. "" = none.
   std::string point_features;
-  bool train = false;             // see PointCloudDataset
-  uint64_t seed = 0;              // eval mode's draws
+  bool train = false;  // see PointCloudDataset
+  uint64_t seed = 0;   // eval mode's draws
 };
 
 // get() gives inputs "points" [B, 3, N] float32 and, with use_normals,

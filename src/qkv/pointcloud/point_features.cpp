@@ -49,8 +49,9 @@ std::string features_held(const Mesh& cloud) {
 at::Tensor point_feature_rows(const Mesh& cloud, const std::vector<std::string>& names, const std::string& source) {
   const auto points = static_cast<int64_t>(cloud.vertices.size());
   if (!cloud.is_point_cloud())
-    throw DataError(source + ": a mesh; per-point features are read from point clouds (a mesh's vertices are not "
-                             "the points sampled on its surface)");
+    throw DataError(source +
+                    ": a mesh; per-point features are read from point clouds (a mesh's vertices are not "
+                    "the points sampled on its surface)");
   auto rows = torch::empty({points, point_feature_channels(names)}, torch::kFloat);
   auto* out = rows.data_ptr<float>();
   const int64_t width = rows.size(1);

@@ -23,8 +23,9 @@ void draw_disc(RgbImage& image, double px, double py, double radius, Rgb c) {
       const double d2 = (x - px) * (x - px) + (y - py) * (y - py);
       if (d2 > radius * radius) continue;
       const double shade = 1.0 - 0.35 * d2 / (radius * radius);
-      image.set(x, y, {static_cast<uint8_t>(c[0] * shade), static_cast<uint8_t>(c[1] * shade),
-                       static_cast<uint8_t>(c[2] * shade)});
+      image.set(
+          x, y,
+          {static_cast<uint8_t>(c[0] * shade), static_cast<uint8_t>(c[1] * shade), static_cast<uint8_t>(c[2] * shade)});
     }
 }
 
@@ -81,9 +82,9 @@ std::vector<uint8_t> render_points_png(const Mesh& cloud, const PointPicture& pi
   const double scale = 0.45 * static_cast<double>(size) / extent;
   const double radius = std::max(1.5, static_cast<double>(size) / 160.0);
   auto screen = [&](size_t i) {
-    return std::pair<double, double>{static_cast<double>(size) / 2.0 + (view[i][0] - cx) * scale,
-                                     static_cast<double>(title_h) + static_cast<double>(size) / 2.0 -
-                                         (view[i][1] - cy) * scale};
+    return std::pair<double, double>{
+        static_cast<double>(size) / 2.0 + (view[i][0] - cx) * scale,
+        static_cast<double>(title_h) + static_cast<double>(size) / 2.0 - (view[i][1] - cy) * scale};
   };
   for (const size_t i : order) {
     const auto [px, py] = screen(i);
@@ -98,8 +99,8 @@ std::vector<uint8_t> render_points_png(const Mesh& cloud, const PointPicture& pi
     draw_ring(image, px, py, 3.5 * radius, 3.0, kBlack);
     draw_ring(image, px, py, 3.5 * radius, 1.5, kMarker);
     if (!picture.marked_label.empty())
-      draw_text(image, static_cast<int64_t>(px + 3.5 * radius + 6), static_cast<int64_t>(py) - text_height(TextSize::Small) / 2,
-                picture.marked_label, kBlack);
+      draw_text(image, static_cast<int64_t>(px + 3.5 * radius + 6),
+                static_cast<int64_t>(py) - text_height(TextSize::Small) / 2, picture.marked_label, kBlack);
   }
 
   int64_t panel_y = title_h + kMargin + 2 * text_height(TextSize::Small);
@@ -122,8 +123,8 @@ void write_points_png(const std::string& path, const Mesh& cloud, const PointPic
 }
 
 Rgb part_colour(int64_t local_part) {
-  static const Rgb palette[] = {{228, 26, 28},  {55, 126, 184}, {77, 175, 74},   {152, 78, 163},
-                                {255, 127, 0},  {166, 86, 40},  {247, 129, 191}, {153, 153, 153}};
+  static const Rgb palette[] = {{228, 26, 28}, {55, 126, 184}, {77, 175, 74},   {152, 78, 163},
+                                {255, 127, 0}, {166, 86, 40},  {247, 129, 191}, {153, 153, 153}};
   return palette[static_cast<size_t>(local_part) % (sizeof palette / sizeof palette[0])];
 }
 

@@ -15,17 +15,17 @@
 namespace qkv::pointcloud {
 
 struct PointPicture {
-  int64_t size = 480;          // the cloud's square, pixels
-  std::string title;           // one line above the cloud; none when ""
-  int64_t marked_point = -1;   // a ring around this vertex, drawn over everything (a query point)
-  std::string marked_label;    // written beside the ring
+  int64_t size = 480;         // the cloud's square, pixels
+  std::string title;          // one line above the cloud; none when ""
+  int64_t marked_point = -1;  // a ring around this vertex, drawn over everything (a query point)
+  std::string marked_label;   // written beside the ring
   // A colour bar of heat_colour beside the cloud, labelled bar_lo (colour 0)
   // to bar_hi (colour 1): the caller maps values to colours the same way.
   bool colourbar = false;
   double bar_lo = 0, bar_hi = 1;
   std::string bar_label;
   std::vector<std::pair<std::string, picture::Rgb>> legend;  // beside the cloud (under the bar if both)
-  std::vector<std::string> notes;                   // small lines under the cloud
+  std::vector<std::string> notes;                            // small lines under the cloud
 };
 
 // Distinct colours for the parts of one object (at most 6 in ShapeNet-part;

@@ -39,10 +39,12 @@ SampledPoints sample_cloud(const Mesh& mesh, int64_t n, std::mt19937_64& rng) {
   std::iota(pick.begin(), pick.begin() + count, int64_t{0});
   if (count >= n) {
     for (int64_t i = 0; i < n; ++i)  // the first n steps of a Fisher-Yates shuffle
-      std::swap(pick[static_cast<size_t>(i)],
-                pick[static_cast<size_t>(i + static_cast<int64_t>(uniform_below(rng, static_cast<uint64_t>(count - i))))]);
+      std::swap(
+          pick[static_cast<size_t>(i)],
+          pick[static_cast<size_t>(i + static_cast<int64_t>(uniform_below(rng, static_cast<uint64_t>(count - i))))]);
   } else {
-    for (int64_t i = count; i < n; ++i) pick[static_cast<size_t>(i)] = static_cast<int64_t>(uniform_below(rng, static_cast<uint64_t>(count)));
+    for (int64_t i = count; i < n; ++i)
+      pick[static_cast<size_t>(i)] = static_cast<int64_t>(uniform_below(rng, static_cast<uint64_t>(count)));
     for (int64_t i = n - 1; i > 0; --i)
       std::swap(pick[static_cast<size_t>(i)], pick[uniform_below(rng, static_cast<uint64_t>(i + 1))]);
   }
@@ -132,7 +134,8 @@ SampledPoints sample_surface(const Mesh& mesh, int64_t n, uint64_t seed, const s
                         std::to_string(n_vertices));
     double cross[3];
     const double norm = cross_of(f, cross);
-    if (!std::isfinite(norm)) throw DataError(where + "face " + std::to_string(f) + " has a coordinate that is not finite");
+    if (!std::isfinite(norm))
+      throw DataError(where + "face " + std::to_string(f) + " has a coordinate that is not finite");
     total += 0.5 * norm;
     cumulative[f] = total;
   }

@@ -15,8 +15,8 @@
 #include <sstream>
 
 #include "qkv/core/errors.h"
-#include "qkv/core/interrupt.h"
 #include "qkv/core/file_input.h"
+#include "qkv/core/interrupt.h"
 #include "qkv/core/json_file.h"
 #include "qkv/core/text.h"
 #include "qkv/pointcloud/data_files.h"
@@ -60,11 +60,13 @@ void load_text_shape(const TextItem& item, const ShapeNetPartLoadOptions& o, flo
   for (int64_t i = 0; i < m; ++i) pick[static_cast<size_t>(i)] = i;
   std::mt19937_64 rng(seed_mix(o.seed, fnv1a(item.key)));
   if (m >= p) {
-    for (int64_t i = 0; i < p; ++i) std::swap(pick[static_cast<size_t>(i)], pick[static_cast<size_t>(i + rng() % (m - i))]);
+    for (int64_t i = 0; i < p; ++i)
+      std::swap(pick[static_cast<size_t>(i)], pick[static_cast<size_t>(i + rng() % (m - i))]);
     pick.resize(static_cast<size_t>(p));
   } else {
     while (static_cast<int64_t>(pick.size()) < p) pick.push_back(static_cast<int64_t>(rng() % m));
-    for (int64_t i = p - 1; i > 0; --i) std::swap(pick[static_cast<size_t>(i)], pick[static_cast<size_t>(rng() % (i + 1))]);
+    for (int64_t i = p - 1; i > 0; --i)
+      std::swap(pick[static_cast<size_t>(i)], pick[static_cast<size_t>(rng() % (i + 1))]);
   }
   for (int64_t i = 0; i < p; ++i) {
     const auto& r = rows[static_cast<size_t>(pick[static_cast<size_t>(i)])];
@@ -133,7 +135,8 @@ ShapeNetPartData load_text(const fs::path& dir, const ShapeNetPartLoadOptions& o
       const int64_t c = found->second;
       if (!keep[static_cast<size_t>(c)] || !cap.take(c)) continue;
       const auto path = dir / synset / (token + ".txt");
-      if (!is_file(path)) throw DataError(list_path.string() + ": lists '" + entry + "', but " + path.string() + " is missing");
+      if (!is_file(path))
+        throw DataError(list_path.string() + ": lists '" + entry + "', but " + path.string() + " is missing");
       items.push_back({path.string(), synset + "/" + token, c});
     }
     if (items.empty()) throw DataError(list_path.string() + ": lists no shapes (of the categories asked for)");
@@ -242,7 +245,8 @@ PartText read_part_text_unguarded(const std::string& path, const PartCategory* c
       char* end = nullptr;
       const double x = std::strtod(s, &end);
       if (end == s)
-        throw DataError(path + ": line " + std::to_string(n) + ": not a number: '" + std::string(s).substr(0, 20) + "'");
+        throw DataError(path + ": line " + std::to_string(n) + ": not a number: '" + std::string(s).substr(0, 20) +
+                        "'");
       if (count < 7) v[count] = x;
       ++count;
       s = end;
@@ -294,11 +298,11 @@ bool looks_like_part_text(const std::string& path) {
 
 const std::vector<PartCategory>& shapenet_part_categories() {
   static const std::vector<PartCategory> categories{
-      {"Airplane", "02691156", 0, 4},    {"Bag", "02773838", 4, 2},         {"Cap", "02954340", 6, 2},
-      {"Car", "02958343", 8, 4},         {"Chair", "03001627", 12, 4},      {"Earphone", "03261776", 16, 3},
-      {"Guitar", "03467517", 19, 3},     {"Knife", "03624134", 22, 2},      {"Lamp", "03636649", 24, 4},
-      {"Laptop", "03642806", 28, 2},     {"Motorbike", "03790512", 30, 6},  {"Mug", "03797390", 36, 2},
-      {"Pistol", "03948459", 38, 3},     {"Rocket", "04099429", 41, 3},     {"Skateboard", "04225987", 44, 3},
+      {"Airplane", "02691156", 0, 4}, {"Bag", "02773838", 4, 2},        {"Cap", "02954340", 6, 2},
+      {"Car", "02958343", 8, 4},      {"Chair", "03001627", 12, 4},     {"Earphone", "03261776", 16, 3},
+      {"Guitar", "03467517", 19, 3},  {"Knife", "03624134", 22, 2},     {"Lamp", "03636649", 24, 4},
+      {"Laptop", "03642806", 28, 2},  {"Motorbike", "03790512", 30, 6}, {"Mug", "03797390", 36, 2},
+      {"Pistol", "03948459", 38, 3},  {"Rocket", "04099429", 41, 3},    {"Skateboard", "04225987", 44, 3},
       {"Table", "04379243", 47, 3},
   };
   return categories;
@@ -322,13 +326,15 @@ int64_t find_part_category(const std::string& name_or_synset, const std::string&
 
 ShapeNetPartData load_shapenet_part(const std::string& dir_name, const ShapeNetPartLoadOptions& o) {
   if (o.points_per_shape < 0)
-    throw UsageError("points per shape must be >= 0 (0 = the layout's; got " + std::to_string(o.points_per_shape) + ")");
+    throw UsageError("points per shape must be >= 0 (0 = the layout's; got " + std::to_string(o.points_per_shape) +
+                     ")");
   if (o.max_per_category < 0)
     throw UsageError("max per category must be >= 0 (got " + std::to_string(o.max_per_category) + ")");
   fs::path dir(dir_name);
   if (is_file(dir))
-    throw DataError(dir_name + ": a file, not a data folder (give the folder of a data set; one shape file is read by "
-                               "the predict commands' --input)");
+    throw DataError(dir_name +
+                    ": a file, not a data folder (give the folder of a data set; one shape file is read by "
+                    "the predict commands' --input)");
   if (!is_dir(dir)) throw DataError(dir_name + ": no such folder");
   auto layout_of = [](const fs::path& d) -> std::string {
     if (is_file(d / "synsetoffset2category.txt")) return kShapeNetPartTextLayout;
@@ -339,8 +345,9 @@ ShapeNetPartData load_shapenet_part(const std::string& dir_name, const ShapeNetP
   for (const char* sub : {kShapeNetPartTextLayout, kShapeNetPartH5Layout})
     if (layout.empty() && is_dir(dir / sub) && !(layout = layout_of(dir / sub)).empty()) dir /= sub;
   if (layout.empty())
-    throw DataError(dir_name + ": not a ShapeNet-part folder: looked for synsetoffset2category.txt (" + kShapeNetPartTextLayout +
-                    ") and train_hdf5_file_list.txt (" + kShapeNetPartH5Layout + "), here and in subfolders of those names");
+    throw DataError(dir_name + ": not a ShapeNet-part folder: looked for synsetoffset2category.txt (" +
+                    kShapeNetPartTextLayout + ") and train_hdf5_file_list.txt (" + kShapeNetPartH5Layout +
+                    "), here and in subfolders of those names");
   // 0: more points than a view takes, so that views redraw among them each
   // epoch: 2,500 per text-layout shape (the files hold ~2,600), all 2,048 of
   // the HDF5 layout.

@@ -54,10 +54,10 @@ struct ShapeNetPartData {
 };
 
 struct ShapeNetPartLoadOptions {
-  int64_t points_per_shape = 2048;  // 0: the layout's (2,500 for the text layout, 2,048 for HDF5)
-  uint64_t seed = 0;            // resampling of the text layout's shapes
-  bool with_normals = false;    // the text layout has them; the h5 layout does not (DataError)
-  int64_t max_per_category = 0; // keep at most this many shapes per category and split (the first); 0 = all
+  int64_t points_per_shape = 2048;      // 0: the layout's (2,500 for the text layout, 2,048 for HDF5)
+  uint64_t seed = 0;                    // resampling of the text layout's shapes
+  bool with_normals = false;            // the text layout has them; the h5 layout does not (DataError)
+  int64_t max_per_category = 0;         // keep at most this many shapes per category and split (the first); 0 = all
   std::vector<std::string> categories;  // load only these (names or synsets); empty = all
 };
 

@@ -150,7 +150,8 @@ SynthPartsSummary write_synth_parts(const std::string& out_dir, const SynthParts
     const auto& cat = shapenet_part_categories()[static_cast<size_t>(find_part_category(name))];
     readme += "  " + cat.name + " " + cat.synset + ":";
     const auto parts = synth_part_names(name);
-    for (size_t i = 0; i < parts.size(); ++i) readme += " " + std::to_string(cat.first_part + static_cast<int64_t>(i)) + " " + parts[i];
+    for (size_t i = 0; i < parts.size(); ++i)
+      readme += " " + std::to_string(cat.first_part + static_cast<int64_t>(i)) + " " + parts[i];
     readme += "\n";
   }
   write_file_atomic((fs::path(out_dir) / "README.txt").string(), readme);

@@ -31,15 +31,18 @@ struct SynthPartsOptions {
 // ShapeNet-part's categories are classes here, as in every qkv command.
 template <typename V>
 void visit_fields(SynthPartsOptions& o, V&& visit) {
-  visit(Field{"train_per_category", "training shapes per class", "train-per-class"}.range(1, 100000).was("train-per-category"),
+  visit(Field{"train_per_category", "training shapes per class", "train-per-class"}.range(1, 100000).was(
+            "train-per-category"),
         o.train_per_category);
-  visit(Field{"val_per_category", "validation shapes per class", "val-per-class"}.range(0, 100000).was("val-per-category"),
+  visit(Field{"val_per_category", "validation shapes per class", "val-per-class"}.range(0, 100000).was(
+            "val-per-category"),
         o.val_per_category);
   visit(Field{"test_per_category", "test shapes per class", "test-per-class"}.range(1, 100000).was("test-per-category"),
         o.test_per_category);
   visit(Field{"points_per_shape", "surface points written per shape"}.range(1, 1 << 20), o.points_per_shape);
   visit(Field{"seed", "random seed; the same seed writes the same files"}.range(0, kMaxSeed), o.seed);
-  visit(Field{"categories", "comma-separated classes (default: all, see --list)", "classes"}.was("categories"), o.categories);
+  visit(Field{"categories", "comma-separated classes (default: all, see --list)", "classes"}.was("categories"),
+        o.categories);
 }
 
 struct SynthPartsSummary {

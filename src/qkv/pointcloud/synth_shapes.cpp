@@ -13,8 +13,8 @@
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
 #include "qkv/pointcloud/data_files.h"
-#include "qkv/pointcloud/sampling.h"
 #include "qkv/pointcloud/mesh_write.h"
+#include "qkv/pointcloud/sampling.h"
 
 namespace qkv::pointcloud {
 namespace {
@@ -595,13 +595,14 @@ Mesh make_lamp(Rng& rng) {
   Mesh m = labelled(frustum(base_r, base_r * rng.uniform(0.6, 0.95), base_h), kLampBase);
   merge(m, labelled(rod({0, base_h * 0.5, 0}, {0, pole_top, 0}, pole_r), kLampPole));
   // The shade's wall cross-section: a thin slanted quad, counter-clockwise.
-  merge(m, labelled(translate(revolve({{shade_r, 0},
-                                      {shade_top, shade_h},
-                                      {shade_top - shade_wall, shade_h},
-                                      {shade_r - shade_wall, 0}},
-                                     kRound),
-                             0, shade_y, 0),
-                   kLampShade));
+  merge(m,
+        labelled(
+            translate(
+                revolve(
+                    {{shade_r, 0}, {shade_top, shade_h}, {shade_top - shade_wall, shade_h}, {shade_r - shade_wall, 0}},
+                    kRound),
+                0, shade_y, 0),
+            kLampShade));
   const double bulb = std::min(shade_top * 0.8, rng.uniform(0.03, 0.05));
   merge(m, labelled(translate(ellipsoid(bulb, bulb * 1.2, bulb, kSmallRound), 0, pole_top, 0), kLampBulb));
   return m;

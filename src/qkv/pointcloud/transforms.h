@@ -30,7 +30,8 @@ at::Tensor farthest_point_sample(const at::Tensor& points, int64_t m, int64_t st
 // reference of the tree and the baseline of its benchmark.
 at::Tensor farthest_point_sample_exhaustive(const at::Tensor& points, int64_t m, int64_t start = 0);
 // The same with each cloud's start drawn uniformly from [0, N).
-at::Tensor farthest_point_sample_random_start(const at::Tensor& points, int64_t m, OptionalGenerator gen = c10::nullopt);
+at::Tensor farthest_point_sample_random_start(const at::Tensor& points, int64_t m,
+                                              OptionalGenerator gen = c10::nullopt);
 
 // m distinct indices drawn uniformly (a random permutation's first m), [m] or [B, m].
 at::Tensor random_subsample(const at::Tensor& points, int64_t m, OptionalGenerator gen = c10::nullopt);

@@ -10,8 +10,7 @@
 
 // jemalloc's control interface, declared weak: a build without jemalloc (the
 // sanitizers replace malloc) links, and the functions below do nothing.
-extern "C" int mallctl(const char* name, void* oldp, size_t* oldlenp, void* newp, size_t newlen)
-    __attribute__((weak));
+extern "C" int mallctl(const char* name, void* oldp, size_t* oldlenp, void* newp, size_t newlen) __attribute__((weak));
 
 namespace qkv {
 

@@ -5,8 +5,8 @@
 
 #include <climits>
 #include <cstdint>
-#include <mutex>
 #include <cstdlib>
+#include <mutex>
 #include <type_traits>
 
 namespace qkv::blas {
@@ -34,7 +34,8 @@ void gemm_loop(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
       T acc = 0;
-      for (int64_t p = 0; p < K; ++p) acc += (ta ? A[p * lda + i] : A[i * lda + p]) * (tb ? B[j * ldb + p] : B[p * ldb + j]);
+      for (int64_t p = 0; p < K; ++p)
+        acc += (ta ? A[p * lda + i] : A[i * lda + p]) * (tb ? B[j * ldb + p] : B[p * ldb + j]);
       C[i * ldc + j] = alpha * acc + (beta == T(0) ? T(0) : beta * C[i * ldc + j]);
     }
 }
@@ -60,8 +61,8 @@ void gemm_row_major(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, 
 
 }  // namespace
 
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+          int64_t ldb, float beta, float* C, int64_t ldc) {
   gemm_row_major(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 

@@ -11,8 +11,8 @@ namespace qkv::blas {
 // Row-major C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, op(X) = X^T
 // when ta / tb. Served by the process's sgemm_ / dgemm_, or by a plain loop
 // when no BLAS is loaded. beta = 0 overwrites C (NaN in C does not propagate).
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-          const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+          int64_t ldb, float beta, float* C, int64_t ldc);
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
           const double* B, int64_t ldb, double beta, double* C, int64_t ldc);
 

@@ -56,8 +56,8 @@ inline std::string unknown_cpu_capability() {
 
 // AVX2 and FMA (x86 only; false elsewhere or under the "default" cap). Asked once.
 inline bool cpu_has_avx2_fma() {
-  static const bool yes = cpu_detail::capability_cap() < 2 && cpu_detail::cpu_supports("avx2") &&
-                          cpu_detail::cpu_supports("fma");
+  static const bool yes =
+      cpu_detail::capability_cap() < 2 && cpu_detail::cpu_supports("avx2") && cpu_detail::cpu_supports("fma");
   return yes;
 }
 

@@ -13,13 +13,13 @@
 #include <sstream>
 #include <thread>
 
+#include "qkv/core/text.h"
+#include "qkv/core/version.h"
+#include "qkv/cuda/point_kernels.h"
 #include "qkv/runtime/blas.h"
 #include "qkv/runtime/cpu.h"
 #include "qkv/runtime/openblas_core.h"
 #include "qkv/runtime/runtime.h"
-#include "qkv/core/text.h"
-#include "qkv/core/version.h"
-#include "qkv/cuda/point_kernels.h"
 
 namespace qkv {
 namespace {
@@ -102,8 +102,8 @@ std::string machine_report_text(const nlohmann::json& d) {
   const std::string gpus = d["libtorch"]["cuda"].get<bool>()
                                ? std::to_string(d["libtorch"]["gpus"].get<size_t>()) + " GPU(s) visible"
                                : "no GPU visible";
-  append("qkv %s on LibTorch %s (%s; qkv's CUDA kernels %s; ATen kernels: %s)\n", qkv_version().c_str(),
-         TORCH_VERSION, gpus.c_str(), d["libtorch"]["qkv_cuda_kernels"].get<bool>() ? "built" : "not built",
+  append("qkv %s on LibTorch %s (%s; qkv's CUDA kernels %s; ATen kernels: %s)\n", qkv_version().c_str(), TORCH_VERSION,
+         gpus.c_str(), d["libtorch"]["qkv_cuda_kernels"].get<bool>() ? "built" : "not built",
          d["libtorch"]["cpu_capability"].get<std::string>().c_str());
   append("CPU: %s, %u logical cores\n", d["cpu"]["model"].get<std::string>().c_str(),
          d["cpu"]["logical_cores"].get<unsigned>());

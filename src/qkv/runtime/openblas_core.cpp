@@ -91,8 +91,10 @@ CoreChoice current_choice(const std::string& core) {
   execv("/proc/self/exe", argv);
   // Only reached when exec failed; the caller's environment changes cannot be
   // taken back safely after a half-done exec, so stop with the reason.
-  std::fprintf(stderr, "qkv: error: could not re-execute /proc/self/exe to choose OpenBLAS's kernels: %s "
-                       "(set OPENBLAS_CORETYPE yourself to skip this)\n", std::strerror(errno));
+  std::fprintf(stderr,
+               "qkv: error: could not re-execute /proc/self/exe to choose OpenBLAS's kernels: %s "
+               "(set OPENBLAS_CORETYPE yourself to skip this)\n",
+               std::strerror(errno));
   std::_Exit(1);
 }
 
@@ -193,8 +195,10 @@ void choose_openblas_core(char** argv) {
     reexecute(argv);
   }
   if (!c.reference_ok && c.chosen_by == "OpenBLAS")
-    std::fprintf(stderr, "qkv: warning: OpenBLAS's %s kernels give wrong results on qkv's reference products; "
-                         "set OPENBLAS_CORETYPE to another core (qkv doctor shows the CPU)\n", core->c_str());
+    std::fprintf(stderr,
+                 "qkv: warning: OpenBLAS's %s kernels give wrong results on qkv's reference products; "
+                 "set OPENBLAS_CORETYPE to another core (qkv doctor shows the CPU)\n",
+                 core->c_str());
   made_choice() = c;
 }
 

@@ -36,12 +36,12 @@ bool reference_products_ok();
 // What runs and who chose it, recorded in config.json and printed by
 // `qkv doctor` and at the start of a run.
 struct CoreChoice {
-  std::string core;            // openblas_get_corename() now; "" without OpenBLAS
-  std::string chosen_by;       // "OpenBLAS", "OPENBLAS_CORETYPE" (the user), "qkv"
-  std::string openblas_core;   // OpenBLAS's own choice, where qkv replaced it
-  std::string rejected;        // a core qkv tried and dropped (its products were wrong)
-  bool reference_ok = true;    // reference_products_ok() in this process
-  std::string summary() const; // "SkylakeX kernels (qkv's choice; OpenBLAS chose Prescott)"
+  std::string core;             // openblas_get_corename() now; "" without OpenBLAS
+  std::string chosen_by;        // "OpenBLAS", "OPENBLAS_CORETYPE" (the user), "qkv"
+  std::string openblas_core;    // OpenBLAS's own choice, where qkv replaced it
+  std::string rejected;         // a core qkv tried and dropped (its products were wrong)
+  bool reference_ok = true;     // reference_products_ok() in this process
+  std::string summary() const;  // "SkylakeX kernels (qkv's choice; OpenBLAS chose Prescott)"
 };
 
 // Called first in main() of qkv, its tests and benches. When OpenBLAS chose a

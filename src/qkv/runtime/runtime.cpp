@@ -13,8 +13,8 @@
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
-#include "qkv/runtime/blas.h"
 #include "qkv/core/errors.h"
+#include "qkv/runtime/blas.h"
 #include "qkv/runtime/openblas_core.h"
 
 namespace qkv {
@@ -67,8 +67,8 @@ c10::Device parse_device(const std::string& text) {
   if (text == "cpu") return c10::Device(c10::kCPU);
   if (text.rfind("cuda", 0) == 0) {
     if (!torch::cuda::is_available())
-      throw ConfigError("device", text +
-                       ": this LibTorch build has no CUDA support or no GPU is visible; use --device cpu");
+      throw ConfigError("device",
+                        text + ": this LibTorch build has no CUDA support or no GPU is visible; use --device cpu");
     c10::Device device(c10::kCPU);
     try {
       device = c10::Device(text);
@@ -77,8 +77,9 @@ c10::Device parse_device(const std::string& text) {
     }
     const int64_t visible = static_cast<int64_t>(torch::cuda::device_count());
     if (device.has_index() && device.index() >= visible)
-      throw ConfigError("device", text + ": only " + std::to_string(visible) + " GPU" + (visible == 1 ? " is" : "s are") +
-                                      " visible (cuda:0.." + std::to_string(visible - 1) + ")");
+      throw ConfigError("device", text + ": only " + std::to_string(visible) + " GPU" +
+                                      (visible == 1 ? " is" : "s are") + " visible (cuda:0.." +
+                                      std::to_string(visible - 1) + ")");
     return device;
   }
   throw ConfigError("device", text + ": expected cpu or cuda");

@@ -454,7 +454,7 @@ namespace {
 // most frequent non-zero label instead, when it fills at least that share of
 // the block (regions smaller than a coarse voxel still get one).
 medical::Volume majority_labels(const std::vector<uint8_t>& labels, int classes, const GridPlan& plan,
-                             const std::string& description, double min_share = 0) {
+                                const std::string& description, double min_share = 0) {
   medical::Volume mask;
   mask.dims = plan.dims;
   mask.geometry = plan.geometry;
@@ -516,7 +516,8 @@ void mark_cross_modal_regions(Anatomy& a) {
         const auto p = apply(a.affine, static_cast<double>(i), static_cast<double>(j), static_cast<double>(k));
         for (int r = 0; r < kCrossModalRegions; ++r) {
           const auto& c = kCrossModalRegionList[r].centre_mm;
-          const double d2 = (p[0] - c[0]) * (p[0] - c[0]) + (p[1] - c[1]) * (p[1] - c[1]) + (p[2] - c[2]) * (p[2] - c[2]);
+          const double d2 =
+              (p[0] - c[0]) * (p[0] - c[0]) + (p[1] - c[1]) * (p[1] - c[1]) + (p[2] - c[2]) * (p[2] - c[2]);
           if (d2 <= kCrossModalRadiusMm * kCrossModalRadiusMm) {
             a.cross_modal[v] = static_cast<uint8_t>(r + 1);
             ++counts[r];

@@ -5,12 +5,12 @@
 #include <filesystem>
 #include <sstream>
 
-#include "qkv/core/json_file.h"
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
-#include "qkv/runtime/parallel.h"
+#include "qkv/core/json_file.h"
 #include "qkv/medical/cohort.h"
 #include "qkv/medical/nifti.h"
+#include "qkv/runtime/parallel.h"
 #include "qkv/synth_cohort/synth_anatomy.h"
 #include "qkv/synth_cohort/synth_methylation.h"
 #include "qkv/synth_cohort/synth_oracle.h"
@@ -147,8 +147,9 @@ json ground_truth(const SynthCohortOptions& o, const Anatomy& anatomy, const Gri
     truth["cross_modal_regions"] = regions;
     truth["cross_modal_model"] = {
         {"uptake_factor", "exp(0.25 z), z ~ N(0, 1) per subject and region in PD and controls alike"},
-        {"sites", "logit += (+1 in PD, -1 in controls) * slope * z of the site's region, slope for a within-class "
-                  "correlation rho ~ U(0.4, 0.7)"}};
+        {"sites",
+         "logit += (+1 in PD, -1 in controls) * slope * z of the site's region, slope for a within-class "
+         "correlation rho ~ U(0.4, 0.7)"}};
     truth["oracle_check"] = oracle;
   }
   truth["informative_sites"] = informative;
@@ -192,10 +193,11 @@ void SynthCohortOptions::validate() const {
   }
   const int64_t planted = planted_class_sites + planted_putamen_sites + planted_interaction_sites + cross_modal_sites;
   if (cpg <= planted)
-    throw ConfigError("cpg", "must exceed the planted sites (" + std::to_string(planted) + "), got " + std::to_string(cpg));
+    throw ConfigError("cpg",
+                      "must exceed the planted sites (" + std::to_string(planted) + "), got " + std::to_string(cpg));
   if (static_cast<double>(cpg) * static_cast<double>(subjects) > 1e9)
-    throw ConfigError("cpg", std::to_string(cpg) + " x {subjects} " + std::to_string(subjects) +
-                                 " is over 1e9 methylation cells");
+    throw ConfigError(
+        "cpg", std::to_string(cpg) + " x {subjects} " + std::to_string(subjects) + " is over 1e9 methylation cells");
   for (int64_t d : shape)
     if (const std::string problem = field_range_problem(synth_shape_field(), static_cast<double>(d)); !problem.empty())
       throw ConfigError("shape", "sizes " + problem + ", got " + std::to_string(shape[0]) + "x" +
@@ -274,7 +276,8 @@ SynthCohortSummary write_synth_cohort(const std::string& out_dir, const SynthCoh
   };
   if (progress) progress(0, options.subjects);
   parallel_tasks(options.subjects, workers, [&](int64_t worker, int64_t i) {
-    medical::write_nifti(spect_files[i], render_subject(subjects[i], i, anatomy, plan, options.seed, workspaces[worker]));
+    medical::write_nifti(spect_files[i],
+                         render_subject(subjects[i], i, anatomy, plan, options.seed, workspaces[worker]));
     ++done;
     if (worker == 0 && progress) report();
   });

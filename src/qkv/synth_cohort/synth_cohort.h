@@ -148,11 +148,11 @@ struct SynthCohortOptions {
   std::array<int64_t, 3> shape{91, 109, 91};
   // "auto", "none" (ellipsoids) or the path of a label NIfTI; see "Anatomy".
   std::string atlas = "auto";
-  int64_t planted_class_sites = 30;    // CpG sites whose beta shifts with PD status
-  int64_t planted_putamen_sites = 15;  // CpG sites whose beta follows the mean putamen BR
+  int64_t planted_class_sites = 30;       // CpG sites whose beta shifts with PD status
+  int64_t planted_putamen_sites = 15;     // CpG sites whose beta follows the mean putamen BR
   int64_t planted_interaction_sites = 0;  // CpG sites whose PD shift follows one region's BR
-  int64_t cross_modal_sites = 0;  // CpG sites coupled to a cross-modal region's uptake, sign flipped by class
-  double missing_fraction = 0.001;     // beta cells left empty
+  int64_t cross_modal_sites = 0;          // CpG sites coupled to a cross-modal region's uptake, sign flipped by class
+  double missing_fraction = 0.001;        // beta cells left empty
   uint64_t seed = 0;
   // Volumes generated at once, on LibTorch's threads (so at most
   // at::get_num_threads()); 0 = as many as LibTorch has.
@@ -174,8 +174,9 @@ void visit_fields(SynthCohortOptions& o, V&& visit) {
   visit(Field{"subjects", "subjects (PPMI: 408)"}.range(2, 1000000), o.subjects);
   visit(Field{"pd_fraction", "share of Parkinson's patients (PPMI: 0.70)"}.range(0, 1), o.pd_fraction);
   visit(Field{"cpg", "CpG sites in the methylation table"}.range(1, 10000000), o.cpg);
-  visit(Field{"atlas", "striatum anatomy: auto (MRIcron's AICHAmc atlas if installed), none (ellipsoids), or a label "
-                       "NIfTI"},
+  visit(Field{"atlas",
+              "striatum anatomy: auto (MRIcron's AICHAmc atlas if installed), none (ellipsoids), or a label "
+              "NIfTI"},
         o.atlas);
   visit(Field{"planted_class_sites", "CpG sites shifted in PD"}.range(0, 10000000), o.planted_class_sites);
   visit(Field{"planted_putamen_sites", "CpG sites tied to putamen uptake"}.range(0, 10000000), o.planted_putamen_sites);

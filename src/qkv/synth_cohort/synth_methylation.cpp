@@ -11,7 +11,7 @@
 namespace qkv::medical::synth {
 namespace {
 
-constexpr double kPutamenCohortSd = 0.45;    // nominal sd of mean putamen BR over a cohort
+constexpr double kPutamenCohortSd = 0.45;  // nominal sd of mean putamen BR over a cohort
 // Within-class correlation of a cross-modal site's logit with its region's z
 // (our choice: strong enough that a handful of sites per region carry
 // several points of accuracy in the oracle check, weak enough that no single
@@ -152,7 +152,8 @@ void fill_methylation_row(const MethylationPlan& plan, const Subject& s, int64_t
     const Site& site = plan.sites[j];
     double x = site.mu + site.sd * rng.normal() + site.composition * composition;
     if (s.label == 1) x += site.class_shift;
-    if (s.label == 1 && site.region >= 0) x += site.interaction_slope * (s.region_br(site.region) - site.region_reference);
+    if (s.label == 1 && site.region >= 0)
+      x += site.interaction_slope * (s.region_br(site.region) - site.region_reference);
     if (site.cross_region >= 0)
       x += (s.label == 1 ? 1 : -1) * site.cross_modal_slope * s.cross_modal[static_cast<size_t>(site.cross_region)];
     x += site.putamen_slope * putamen + site.age_slope * age;

@@ -81,11 +81,12 @@ OracleCheck cross_modal_oracle(const std::vector<Subject>& subjects, const Methy
   check.subjects = n;
   check.sites = sites;
   const int64_t base = kStriatalRegions + kCrossModalRegions;
-  check.imaging = cross_validated_logistic_accuracy(design(false, false), n, base, labels, check.folds, check.runs, seed);
+  check.imaging =
+      cross_validated_logistic_accuracy(design(false, false), n, base, labels, check.folds, check.runs, seed);
   check.additive =
       cross_validated_logistic_accuracy(design(true, false), n, base + sites, labels, check.folds, check.runs, seed);
-  check.with_products = cross_validated_logistic_accuracy(design(true, true), n, base + 2 * sites, labels, check.folds,
-                                                          check.runs, seed);
+  check.with_products =
+      cross_validated_logistic_accuracy(design(true, true), n, base + 2 * sites, labels, check.folds, check.runs, seed);
   return check;
 }
 

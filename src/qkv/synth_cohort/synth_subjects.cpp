@@ -73,7 +73,7 @@ std::vector<Subject> draw_subjects(const SynthCohortOptions& o, const Anatomy& a
 }
 
 medical::Volume render_subject(const Subject& s, int64_t index, const Anatomy& anatomy, const GridPlan& plan,
-                            uint64_t seed, Workspace& ws) {
+                               uint64_t seed, Workspace& ws) {
   sample_anatomy(anatomy, plan, s.shift_mm, ws.tissue, ws.position, &ws.regions);
   const double counts_per_unit = kCountsPer8mm3 * plan.fine_voxel_mm3 / 8 * s.count_level;
   Rng rng(seed, Stream::kVolume, index);

@@ -86,6 +86,6 @@ struct Workspace {
 
 // The SPECT volume of subject `index` on the output grid.
 medical::Volume render_subject(const Subject& s, int64_t index, const Anatomy& anatomy, const GridPlan& plan,
-                            uint64_t seed, Workspace& ws);
+                               uint64_t seed, Workspace& ws);
 
 }  // namespace qkv::medical::synth

@@ -13,9 +13,9 @@
 #include "qkv/core/errors.h"
 #include "qkv/core/messages.h"
 #include "qkv/core/npy.h"
+#include "qkv/core/output_policy.h"
 #include "qkv/core/text.h"
 #include "qkv/picture/raster.h"
-#include "qkv/core/output_policy.h"
 #include "qkv/pointcloud/mesh_read.h"
 #include "qkv/pointcloud/mesh_write.h"
 #include "qkv/pointcloud/transforms.h"
@@ -57,7 +57,6 @@ OutputMarker ModelNetSource::marker(const pc::SynthShapesOptions& o) {
 
 namespace {
 
-
 // ModelNet has no validation split: a seeded shuffle of its train set gives
 // {train, val} indices.
 std::pair<std::vector<int64_t>, std::vector<int64_t>> train_val_indices(const ClassificationData& d, int64_t shapes) {
@@ -74,8 +73,8 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> train_val_indices(const Cl
 
 ClassificationData::ClassificationData() {
   protocol = "z/z";
-  view.up_axis = kUpAxisFromLayout;          // the layout's (resolve_up_axis)
-  load.points_per_shape = 0;  // every stored point: FPS chooses among all of them, as the paper's sampling does
+  view.up_axis = kUpAxisFromLayout;  // the layout's (resolve_up_axis)
+  load.points_per_shape = 0;         // every stored point: FPS chooses among all of them, as the paper's sampling does
 }
 
 ClassificationData ClassificationData::from_json(const nlohmann::json& j) {
@@ -87,9 +86,11 @@ ClassificationData ClassificationData::from_json(const nlohmann::json& j) {
 void ClassificationData::validate() const {
   check_field_ranges(*this);
   if (!pc::is_layout_choice(load.layout))
-    throw ConfigError("layout", load.layout + ": expected auto, modelnet, split, flat, resampled, hdf5 or scanobjectnn");
+    throw ConfigError("layout",
+                      load.layout + ": expected auto, modelnet, split, flat, resampled, hdf5 or scanobjectnn");
   if (source == "synthetic" && load.layout != "auto" && load.layout != "modelnet")
-    throw ConfigError("layout", load.layout + ": the synthetic shapes are written as a ModelNet40 tree (auto or modelnet)");
+    throw ConfigError("layout",
+                      load.layout + ": the synthetic shapes are written as a ModelNet40 tree (auto or modelnet)");
   check_source_settings();
 }
 
@@ -118,9 +119,9 @@ ClassificationSplits make_splits(const ClassificationData& d, const pc::ModelNet
   s.splits.val = std::make_shared<data::SubsetDataset>(view_of(train_set, d.view, false, train_rotation), val_idx);
   s.splits.test = voted_view_of(test_set, d.view, test_rotation, d.votes);
   for (const auto rotation : {train_rotation, pc::Rotation::SO3})
-    if (rotation != test_rotation &&
-        std::none_of(s.extra_tests.begin(), s.extra_tests.end(),
-                     [&](const auto& e) { return e.first == pc::rotation_name(rotation); }))
+    if (rotation != test_rotation && std::none_of(s.extra_tests.begin(), s.extra_tests.end(), [&](const auto& e) {
+          return e.first == pc::rotation_name(rotation);
+        }))
       s.extra_tests.emplace_back(pc::rotation_name(rotation), voted_view_of(test_set, d.view, rotation, d.votes));
   s.class_names = data.train.class_names;
   return s;
@@ -316,7 +317,10 @@ nlohmann::json evaluate_classifier_run(const PointEvalSettings& s, const c10::De
 nlohmann::json ShapeClassification::to_json(const std::string& input, const std::string& rotate) const {
   nlohmann::json p = nlohmann::json::object();
   for (const auto& [name, probability] : ranked) p[name] = probability;
-  return {{"input", input}, {"rotate", rotate}, {"votes", votes}, {"prediction", ranked.front().first},
+  return {{"input", input},
+          {"rotate", rotate},
+          {"votes", votes},
+          {"prediction", ranked.front().first},
           {"probabilities", p}};
 }
 
@@ -382,7 +386,8 @@ std::vector<std::string> shape_files_of(const std::string& input) {
 
 void check_embed_settings(const ShapeEmbedSettings& s) {
   if (s.input.empty() == s.split.empty())
-    throw ConfigError("input", "give a shape file or folder, or {split} for a split of the run's data (one of the two)");
+    throw ConfigError("input",
+                      "give a shape file or folder, or {split} for a split of the run's data (one of the two)");
   if (!s.split.empty() && s.split != "train" && s.split != "val" && s.split != "test")
     throw ConfigError("split", s.split + ": expected train, val or test");
   if (!s.data.empty() && s.split.empty()) throw ConfigError("data", "is read with {split} only");
@@ -483,8 +488,8 @@ nlohmann::json write_shape_embeddings(const std::string& checkpoint, const Shape
   const std::string csv_path = (std::filesystem::path(out) / "embeddings.csv").string();
   write_npy_float32(npy, {shapes, dims}, values);
   write_file_atomic(csv_path, csv);
-  return {{"shapes", shapes}, {"dims", dims}, {"votes", embeddings.votes}, {"rotate", s.rotate},
-          {"npy", npy}, {"csv", csv_path}};
+  return {{"shapes", shapes},   {"dims", dims}, {"votes", embeddings.votes},
+          {"rotate", s.rotate}, {"npy", npy},   {"csv", csv_path}};
 }
 
 nlohmann::json compare_classifier_runs(const std::vector<std::string>& runs, int64_t shapes, uint64_t seed,

@@ -12,11 +12,11 @@
 #include "qkv/core/fields.h"
 #include "qkv/core/output_policy.h"
 #include "qkv/data/dataset.h"
-#include "qkv/pointcloud/modelnet.h"
 #include "qkv/models/model.h"
+#include "qkv/pointcloud/mesh_read.h"
+#include "qkv/pointcloud/modelnet.h"
 #include "qkv/pointcloud/point_dataset.h"
 #include "qkv/pointcloud/render.h"
-#include "qkv/pointcloud/mesh_read.h"
 #include "qkv/pointcloud/synth_shapes.h"
 #include "qkv/tasks/point_task.h"
 #include "qkv/tasks/train_task.h"
@@ -67,8 +67,10 @@ void visit_fields(ClassificationData& d, V&& visit) {
               "data"},
         d.source);
   visit(Field{"synth_dir", "where --data synthetic writes its OFF tree; default OUT/synthetic"}, d.synth_dir);
-  visit(Field{"synth_train_per_class", "synthetic shapes per class for training"}.range(1, 100000), d.synth.train_per_class);
-  visit(Field{"synth_test_per_class", "synthetic shapes per class for testing"}.range(1, 100000), d.synth.test_per_class);
+  visit(Field{"synth_train_per_class", "synthetic shapes per class for training"}.range(1, 100000),
+        d.synth.train_per_class);
+  visit(Field{"synth_test_per_class", "synthetic shapes per class for testing"}.range(1, 100000),
+        d.synth.test_per_class);
   visit(Field{"synth_classes", "synthetic classes to use (comma-separated); default all"}, d.synth.classes);
   visit(Field{"points_per_shape",
               "points stored per shape: mesh surface samples, or the first of pre-sampled files; 0 = every point the "
@@ -129,8 +131,8 @@ data::DatasetPtr voted_view_of(const std::shared_ptr<const pointcloud::PointClou
 
 // One split ("train", "val", "test") in eval mode under `rotation`, train and
 // val cut as the run cut them, with `votes` views per shape.
-data::DatasetPtr eval_split(const ClassificationData& d, const pointcloud::ModelNetData& data,
-                            const std::string& split, pointcloud::Rotation rotation, int64_t votes = 1);
+data::DatasetPtr eval_split(const ClassificationData& d, const pointcloud::ModelNetData& data, const std::string& split,
+                            pointcloud::Rotation rotation, int64_t votes = 1);
 
 // One file as the run's model sees it: sampled, normalised and rotated by
 // `rotation` (seeded), as a one-cloud batch; with votes > 1, that many views
@@ -217,8 +219,9 @@ void visit_fields(ShapePredictSettings& s, V&& visit) {
   static const std::string input_help =
       "shape file: " + pointcloud::shape_file_kinds_text() + "; .txt .xyz .csv hold x y z [nx ny nz] lines";
   visit(Field{"input", input_help.c_str()}.needed(), s.input);
-  visit(Field{"rotate", "rotate the shape first: none, z or so3 (seeded by --seed); none by default: the file as it is"},
-        s.rotate);
+  visit(
+      Field{"rotate", "rotate the shape first: none, z or so3 (seeded by --seed); none by default: the file as it is"},
+      s.rotate);
   visit(Field{"top", "classes to print (text output)"}.range(1, 100000), s.top);
   visit(Field{"votes", kVotesHelp}.range(0, 64), s.votes);
 }
@@ -245,17 +248,18 @@ struct ShapeEmbedSettings {
 template <typename V>
 void visit_fields(ShapeEmbedSettings& s, V&& visit) {
   static const std::string input_help = "a shape file, or a folder whose shape files (" +
-                                         pointcloud::shape_file_kinds_text(/*without_txt=*/true) +
-                                         ", in subfolders too; .txt only as a file) are embedded in name order; or "
-                                         "--split";
+                                        pointcloud::shape_file_kinds_text(/*without_txt=*/true) +
+                                        ", in subfolders too; .txt only as a file) are embedded in name order; or "
+                                        "--split";
   visit(Field{"input", input_help.c_str()}, s.input);
   visit(Field{"split", "embed a split of the run's data instead of --input: train, val or test (with its labels)"},
         s.split);
   visit(Field{"data", "with --split: a data folder or 'synthetic'; default: the run's own data"}, s.data);
   visit(Field{"rotate", "rotate each shape first: none, z or so3 (seeded by --seed); none by default"}, s.rotate);
-  visit(Field{"votes", "views averaged per shape (each sampled as the run's eval views are); 0 = the run's votes"}
-            .range(0, 64),
-        s.votes);
+  visit(
+      Field{"votes", "views averaged per shape (each sampled as the run's eval views are); 0 = the run's votes"}.range(
+          0, 64),
+      s.votes);
 }
 
 // `vnt embed`: the run's model's rotation-invariant embedding

@@ -18,8 +18,11 @@ attention::KVCacheShape cache_shape(CacheSizeSettings s) {
     s.dk = s.dv = s.head_dim;
   }
   if (!s.checkpoint.empty()) {
-    for (const auto& [key, given] : {std::pair<const char*, bool>{"layers", s.layers > 0}, {"heads", s.heads > 0},
-                                     {"kv_heads", s.kv_heads > 0}, {"dk", s.dk > 0}, {"dv", s.dv > 0}})
+    for (const auto& [key, given] : {std::pair<const char*, bool>{"layers", s.layers > 0},
+                                     {"heads", s.heads > 0},
+                                     {"kv_heads", s.kv_heads > 0},
+                                     {"dk", s.dk > 0},
+                                     {"dv", s.dv > 0}})
       if (given) throw ConfigError(key, ": the checkpoint gives it; leave it out with {checkpoint}");
     const auto model = load_transformer_lm(s.checkpoint, nullptr);
     const auto& mo = model->options();
@@ -32,8 +35,11 @@ attention::KVCacheShape cache_shape(CacheSizeSettings s) {
     if (s.sinks == 0) s.sinks = mo.sinks;
     if (!s.dtype_given) shape.dtype = attention::cache_dtype_of(model->embedding()->weight.scalar_type());
   }
-  for (const auto& [key, value] : {std::pair<const char*, int64_t>{"layers", s.layers}, {"heads", s.heads},
-                                   {"dk", s.dk}, {"dv", s.dv}, {"seq", s.seq}})
+  for (const auto& [key, value] : {std::pair<const char*, int64_t>{"layers", s.layers},
+                                   {"heads", s.heads},
+                                   {"dk", s.dk},
+                                   {"dv", s.dv},
+                                   {"seq", s.seq}})
     if (value < 1) throw ConfigError(key, "is required (or {checkpoint} for a trained model's sizes)");
   const int64_t kv = s.kv_heads > 0 ? s.kv_heads : s.heads;
   if (s.heads % kv != 0)
@@ -50,13 +56,12 @@ attention::KVCacheShape cache_shape(CacheSizeSettings s) {
   try {
     attention::kv_cache_bytes(shape);
   } catch (const UsageError&) {
-    throw ConfigError("seq", std::to_string(s.seq) + " with {layers} " + std::to_string(s.layers) + " {heads} " +
-                                 std::to_string(s.heads) + " {kv_heads} " + std::to_string(kv) + " {dk} " +
-                                 std::to_string(s.dk) + " {dv} " + std::to_string(s.dv) + " {batch_size} " +
-                                 std::to_string(s.batch_size) + " {dtype} " + attention::cache_dtype_name(shape.dtype) +
-                                 ": the cache would be more than " +
-                                 std::to_string(std::numeric_limits<int64_t>::max()) +
-                                 " bytes (8 EiB), too large to count");
+    throw ConfigError(
+        "seq", std::to_string(s.seq) + " with {layers} " + std::to_string(s.layers) + " {heads} " +
+                   std::to_string(s.heads) + " {kv_heads} " + std::to_string(kv) + " {dk} " + std::to_string(s.dk) +
+                   " {dv} " + std::to_string(s.dv) + " {batch_size} " + std::to_string(s.batch_size) + " {dtype} " +
+                   attention::cache_dtype_name(shape.dtype) + ": the cache would be more than " +
+                   std::to_string(std::numeric_limits<int64_t>::max()) + " bytes (8 EiB), too large to count");
   }
   return shape;
 }

@@ -10,14 +10,14 @@
 #include "qkv/core/messages.h"
 #include "qkv/core/output_policy.h"
 #include "qkv/core/text.h"
-#include "qkv/lm/mlp_memory.h"
 #include "qkv/lm/exact_match.h"
-#include "qkv/lm/recurrent_generate.h"
 #include "qkv/lm/generate.h"
+#include "qkv/lm/mlp_memory.h"
+#include "qkv/lm/recurrent_generate.h"
+#include "qkv/models/recurrent_lm.h"
 #include "qkv/train/html_kit.h"
 #include "qkv/train/run.h"
 #include "qkv/train/trainer.h"
-#include "qkv/models/recurrent_lm.h"
 
 namespace qkv::tasks {
 
@@ -116,9 +116,9 @@ TrainTask lm_train_task(std::shared_ptr<const LmTrainSettings> s) {
     r.model_name = model.name;
     r.model_options = model.options;
     if (model.name != "transformer-lm" && r.train.parallel.rank == 0)
-      say_as_is(std::string(kLmCommand) + ": " + model.name + " with hidden " + model.options.at("hidden").dump() + ": " +
-                train::format_integer(model.parameters) + " parameters; the transformer-lm of these options: " +
-                train::format_integer(model.budget));
+      say_as_is(std::string(kLmCommand) + ": " + model.name + " with hidden " + model.options.at("hidden").dump() +
+                ": " + train::format_integer(model.parameters) +
+                " parameters; the transformer-lm of these options: " + train::format_integer(model.budget));
     r.data = data.to_json();
   };
   task.inputs = [](const train::RunRequest& r) {
@@ -153,8 +153,8 @@ nlohmann::json evaluate_lm_run(const std::string& checkpoint, const std::string&
   if (data.is_task()) examples = data::make_lm_task(data.task, data.seed);
   const auto splits = data.is_task() ? data::lm_task_datasets(examples) : data.make();
   const auto& part = data::split_named(splits, split);
-  auto metrics = train::evaluate(*measured, *part, config.at("train").at("batch_size").get<int64_t>(), device,
-                                 data.metrics());
+  auto metrics =
+      train::evaluate(*measured, *part, config.at("train").at("batch_size").get<int64_t>(), device, data.metrics());
   metrics["bits_per_byte"] = metrics.at("loss").get<double>() / std::log(2.0);
   if (data.is_task()) {
     // Exact match again, by real greedy decoding (KV cache or recurrent state).

@@ -48,7 +48,7 @@ void visit_fields(LmData& d, V&& visit) {
 // The model an LM run trains, from `lm train --model`: the transformer, or a
 // recurrent baseline on the transformer's parameter budget.
 struct LmModel {
-  std::string name;  // registry name: transformer-lm, lstm-lm, gru-lm
+  std::string name;        // registry name: transformer-lm, lstm-lm, gru-lm
   nlohmann::json options;  // its options, defaults filled in
   int64_t parameters = 0;
   int64_t budget = 0;  // parameters of the transformer-lm the options describe
@@ -142,7 +142,8 @@ struct GenerateSettings {
 template <typename V>
 void visit_fields(GenerateSettings& s, V&& visit) {
   visit(Field{"prompt", "the text to continue (UTF-8)"}.needed(), s.prompt);
-  visit(Field{"max_new", "bytes to generate at most; their keys and values must fit in this machine's memory"}.at_least(0),
+  visit(Field{"max_new", "bytes to generate at most; their keys and values must fit in this machine's memory"}.at_least(
+            0),
         s.gen.max_new);
   visit(Field{"temperature",
               "sampling temperature; 0 = greedy. Default: greedy up to the terminator for a model trained on a "
@@ -158,8 +159,9 @@ void visit_fields(GenerateSettings& s, V&& visit) {
   visit(Field{"save_cache",
               "write the prompt's KV cache to this file (resume with --load-cache); --max-new 0 writes it alone"},
         s.gen.save_cache);
-  visit(Field{"load_cache", "start from a cache --save-cache wrote; the prompt must begin with its text"}.existing_file(),
-        s.gen.load_cache);
+  visit(
+      Field{"load_cache", "start from a cache --save-cache wrote; the prompt must begin with its text"}.existing_file(),
+      s.gen.load_cache);
   visit(Field{"stop_at_newline",
               "stop after a newline (the built-in tasks' terminator; the default for a model trained on a task)"},
         s.stop_at_newline);

@@ -16,10 +16,10 @@
 #include "qkv/core/messages.h"
 #include "qkv/core/output_policy.h"
 #include "qkv/core/text.h"
-#include "qkv/models/presets.h"
+#include "qkv/learners/xgboost.h"
 #include "qkv/medical/cohort.h"
 #include "qkv/medical/orientation.h"
-#include "qkv/learners/xgboost.h"
+#include "qkv/models/presets.h"
 #include "qkv/tasks/recipes.h"
 #include "qkv/train/progress.h"
 #include "qkv/train/result_warnings.h"
@@ -40,8 +40,9 @@ std::vector<InputPath> cohort_inputs(const CohortFiles& files) {
 // volumes' orientation and voxel size (mhca train) and this cohort's differ
 // (voxel sizes by more than 1e-3 of their size, our tolerance), naming both.
 void check_recorded_geometry(const nlohmann::json& config, const medical::CohortData& cohort,
-                                const std::string& checkpoint, const CohortFiles& files) {
-  const nlohmann::json data = config.contains("data") && config.at("data").is_object() ? config.at("data") : nlohmann::json();
+                             const std::string& checkpoint, const CohortFiles& files) {
+  const nlohmann::json data =
+      config.contains("data") && config.at("data").is_object() ? config.at("data") : nlohmann::json();
   const std::string trained = data.is_object() ? data.value("orientation", "") : "";
   if (!trained.empty()) {
     const std::string here = medical::orientation_code(cohort.geometry);
@@ -77,7 +78,8 @@ std::string write_synth_cohort_to(const std::string& out, medical::SynthCohortOp
   std::optional<train::ProgressBar> bar;  // made at the first volume, when the total is known
   auto progress = [&bar, &out](int64_t done, int64_t total) {
     if (interrupt_requested())
-      throw Interrupted("interrupted; " + out + " is incomplete (no manifest.csv): run the command again with {overwrite}");
+      throw Interrupted("interrupted; " + out +
+                        " is incomplete (no manifest.csv): run the command again with {overwrite}");
     if (!bar) bar.emplace("synth", total, train::ProgressBar::stderr_is_terminal());
     bar->update(done, std::string("volumes"));
   };
@@ -143,7 +145,8 @@ nlohmann::json cross_validate(const CohortFiles& files, CVOptions cv, const RunO
   const int64_t n_features = check_cv_options(cohort, cv);
   say_as_is("mhca cv: " + std::to_string(cohort.size()) + " subjects, " + cohort.match_summary + "; volume " +
             (need_volumes ? nlohmann::json(cohort.volume_shape()).dump() : std::string("not loaded")) + "; " +
-            counted(cv.runs, "run") + " x " + counted(cv.folds, "fold") + "; " + counted(at::get_num_threads(), "thread"));
+            counted(cv.runs, "run") + " x " + counted(cv.folds, "fold") + "; " +
+            counted(at::get_num_threads(), "thread"));
   const auto folder = train::RunFolder::open(out, mode, "mhca cv");
   install_interrupt_handler();
   return run_cross_validation(cohort, cv, n_features, out, device);
@@ -178,10 +181,12 @@ CohortPrediction predict_cohort(const CohortFiles& files, const std::string& che
   const std::string name = config.at("model").at("name");
   // The checkpoint's grid, so that a volume on another grid is refused from its header.
   const auto& model_json = config.at("model");
-  const auto grid = model_json.contains("options") ? model_json.at("options").value("volume_shape", std::vector<int64_t>{})
-                                                   : std::vector<int64_t>{};
-  auto cohort = medical::load_cohort(files.manifest, files.methylation, model_reads_volumes(name), at::get_num_threads(),
-                                     false, grid, files.max_missing, files.reorient || recorded_reorient(config));
+  const auto grid = model_json.contains("options")
+                        ? model_json.at("options").value("volume_shape", std::vector<int64_t>{})
+                        : std::vector<int64_t>{};
+  auto cohort =
+      medical::load_cohort(files.manifest, files.methylation, model_reads_volumes(name), at::get_num_threads(), false,
+                           grid, files.max_missing, files.reorient || recorded_reorient(config));
   if (model_reads_volumes(name)) check_recorded_geometry(config, cohort, checkpoint, files);
   const auto rows = all_rows(cohort);
   std::vector<double> p;
@@ -224,7 +229,8 @@ CohortPrediction predict_cohort(const CohortFiles& files, const std::string& che
   if (result.seen > 0)
     result.note = "note: " + std::to_string(result.seen) + " of " + std::to_string(result.subjects) +
                   " subjects trained or validated this checkpoint; their predictions flatter it: \"unseen\" scores "
-                  "the other " + std::to_string(unseen_p.size()) + " alone";
+                  "the other " +
+                  std::to_string(unseen_p.size()) + " alone";
   const bool by_unseen = result.seen > 0 && !unseen_p.empty();
   for (const auto& w : train::degenerate_result_warnings(by_unseen ? result.metrics.at("unseen") : result.metrics))
     result.warnings.push_back((result.seen > 0 ? "unseen subjects: " : "") + w);

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "qkv/core/fields.h"
-#include "qkv/runtime/run_options.h"
 #include "qkv/medical/cohort_data.h"
+#include "qkv/runtime/run_options.h"
 #include "qkv/synth_cohort/synth_cohort.h"
 #include "qkv/tasks/mhca_cv.h"
 #include "qkv/tasks/mhca_explain.h"
@@ -33,7 +33,8 @@ struct CohortFiles {
 template <typename V>
 void visit_fields(CohortFiles& f, V&& visit) {
   visit(Field{"manifest", "cohort CSV: subject_id,label,spect[,covariates] (spect: NIfTI path)"}.needed(), f.manifest);
-  visit(Field{"methylation", "DNA-methylation table (CSV/TSV): subject_id, then one beta-value column per CpG site"}.needed(),
+  visit(Field{"methylation", "DNA-methylation table (CSV/TSV): subject_id, then one beta-value column per CpG site"}
+            .needed(),
         f.methylation);
   visit(Field{"max_missing", kMaxMissingHelp}.range(0, 1), f.max_missing);
   visit(Field{"reorient", kReorientHelp}, f.reorient);

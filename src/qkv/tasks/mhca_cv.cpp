@@ -118,10 +118,7 @@ class CVClock {
 
 bool model_reads_volumes(const std::string& model) { return entry_reads(models::find_model(model), "spect"); }
 
-bool model_reads_methylation(const std::string& model) {
-  return entry_reads(models::find_model(model), "methylation");
-}
-
+bool model_reads_methylation(const std::string& model) { return entry_reads(models::find_model(model), "methylation"); }
 
 int64_t spect_tokens(const nlohmann::json& user_options, const std::vector<int64_t>& volume_shape) {
   models::SpectEncoderOptions spect;
@@ -174,7 +171,7 @@ std::vector<std::string> select_features(const medical::CohortData& cohort, cons
   if (selection.mode != "rfe") throw ConfigError("select", "must be rfe, all or list (got '" + selection.mode + "')");
   if (n_features > table.cols())
     throw ConfigError("n_features", std::to_string(n_features) + " exceeds the " + std::to_string(table.cols()) +
-                     " CpG sites of " + table.path);
+                                        " CpG sites of " + table.path);
   medical::Preprocessing all;
   all.cpg_ids = table.cpg_ids;
   all.cpg_means = medical::column_means(table, rows);
@@ -185,22 +182,23 @@ std::vector<std::string> select_features(const medical::CohortData& cohort, cons
   medical::XGBoostParams xgb = selection.xgboost;
   xgb.threads = xgboost_threads(static_cast<int64_t>(rows.size()), table.cols(), xgb.threads);
   // One step per elimination round (one XGBoost fit), on a terminal only.
-  train::ProgressBar bar("RFE", medical::rfe_rounds(table.cols(), rfe), !quiet && train::ProgressBar::stderr_is_terminal());
+  train::ProgressBar bar("RFE", medical::rfe_rounds(table.cols(), rfe),
+                         !quiet && train::ProgressBar::stderr_is_terminal());
   auto progress = [&](int64_t round, int64_t remaining) {
     if (interrupt_requested())
       throw Interrupted("interrupted during feature selection; finished folds are kept: add {resume} to continue");
     bar.update(round, std::to_string(remaining) + " features left");
   };
-  auto result = medical::recursive_feature_elimination(x.data(), static_cast<int64_t>(rows.size()), table.cols(), labels,
-                                              xgb, rfe, progress);
+  auto result = medical::recursive_feature_elimination(x.data(), static_cast<int64_t>(rows.size()), table.cols(),
+                                                       labels, xgb, rfe, progress);
   bar.clear();
   std::vector<std::string> ids;
   for (auto c : result.selected) ids.push_back(table.cpg_ids[c]);
   return ids;
 }
 
-medical::XGBoostClassifier fit_xgboost(const medical::CohortData& cohort, const std::vector<int64_t>& rows, const medical::Preprocessing& prep,
-                              medical::XGBoostParams params) {
+medical::XGBoostClassifier fit_xgboost(const medical::CohortData& cohort, const std::vector<int64_t>& rows,
+                                       const medical::Preprocessing& prep, medical::XGBoostParams params) {
   const auto features = static_cast<int64_t>(prep.cpg_ids.size()), n = static_cast<int64_t>(rows.size());
   params.threads = xgboost_threads(n, features, params.threads);
   medical::XGBoostClassifier classifier(params);
@@ -275,9 +273,9 @@ struct FoldPredictions {
   nlohmann::json info;                // parameters, seconds per epoch, selected epoch, ...
 };
 
-FoldPredictions train_network_fold(const medical::CohortData& cohort, const data::CVFold& fold, const std::string& model_name,
-                                   const medical::Preprocessing& prep, const CVOptions& options, const std::string& dir,
-                                   const c10::Device& device) {
+FoldPredictions train_network_fold(const medical::CohortData& cohort, const data::CVFold& fold,
+                                   const std::string& model_name, const medical::Preprocessing& prep,
+                                   const CVOptions& options, const std::string& dir, const c10::Device& device) {
   auto train_set = medical::make_dataset(cohort, fold.train, prep);
   auto val_set = medical::make_dataset(cohort, fold.val, prep);
   auto test_set = medical::make_dataset(cohort, fold.test, prep);
@@ -324,8 +322,9 @@ FoldPredictions train_network_fold(const medical::CohortData& cohort, const data
   return out;
 }
 
-FoldPredictions train_xgboost_fold(const medical::CohortData& cohort, const data::CVFold& fold, const medical::Preprocessing& prep,
-                                   const CVOptions& options, const std::string& dir) {
+FoldPredictions train_xgboost_fold(const medical::CohortData& cohort, const data::CVFold& fold,
+                                   const medical::Preprocessing& prep, const CVOptions& options,
+                                   const std::string& dir) {
   std::vector<int64_t> rows = fold.train;
   rows.insert(rows.end(), fold.val.begin(), fold.val.end());  // no early stopping: the validation rows train too
   medical::XGBoostParams params = options.selection.xgboost;
@@ -414,10 +413,11 @@ std::string render_cv_report(const nlohmann::json& summary,
         return yes ? std::string("<td class=\"c yes\">&#10003;</td>") : std::string("<td class=\"c no\">&#10007;</td>");
       };
       const auto params = model.at("parameters");
-      t += "<tr><th>" + train::escape_html(name) + "</th>" + check(model_reads_methylation(name)) + check(model_reads_volumes(name)) +
-           "<td class=\"n\">" + format_mean_std(ms("accuracy"), 100, 2) + "</td><td class=\"n\">" +
-           format_mean_std(ms("auroc"), 1, 3) + "</td><td class=\"n\">" + format_mean_std(ms("auroc_hard"), 1, 3) +
-           "</td><td class=\"n\">" + format_mean_std(ms("sensitivity"), 1, 3) + "</td><td class=\"n\">" +
+      t += "<tr><th>" + train::escape_html(name) + "</th>" + check(model_reads_methylation(name)) +
+           check(model_reads_volumes(name)) + "<td class=\"n\">" + format_mean_std(ms("accuracy"), 100, 2) +
+           "</td><td class=\"n\">" + format_mean_std(ms("auroc"), 1, 3) + "</td><td class=\"n\">" +
+           format_mean_std(ms("auroc_hard"), 1, 3) + "</td><td class=\"n\">" +
+           format_mean_std(ms("sensitivity"), 1, 3) + "</td><td class=\"n\">" +
            format_mean_std(ms("specificity"), 1, 3) + "</td><td class=\"n\">" +
            (params.is_number_integer() ? train::format_cell(params) : std::string("-")) + "</td></tr>\n";
     }
@@ -458,10 +458,10 @@ int64_t check_cv_options(const medical::CohortData& cohort, const CVOptions& opt
   // Every network is sized for the CpG count its folds will see, so one that
   // cannot take this cohort (mhca needs as many CpG sites as SPECT tokens) is
   // refused before the first fold, not after the others have trained.
-  const int64_t fold_features =
-      options.selection.mode == "all"    ? cohort.methylation.cols()
-      : options.selection.mode == "list" ? static_cast<int64_t>(medical::read_cpg_list(options.selection.list_path).size())
-                                         : n_features;
+  const int64_t fold_features = options.selection.mode == "all" ? cohort.methylation.cols()
+                                : options.selection.mode == "list"
+                                    ? static_cast<int64_t>(medical::read_cpg_list(options.selection.list_path).size())
+                                    : n_features;
   for (const auto& m : options.models)
     if (model_reads_volumes(m))
       models::find_model(m).size(network_options(m, options.model_options, cohort.volume_shape(), fold_features), 1);
@@ -512,8 +512,8 @@ void claim_cv_settings(const std::string& out_dir, const nlohmann::json& setting
     now.erase("recipe");
     if (stored != now)
       throw ConfigError("out", out_dir + " holds a cross validation with other settings (" +
-                       settings_difference(stored, now) + "; " + settings_file +
-                       "); use another {out}, or the same options to continue it (nothing was changed)");
+                                   settings_difference(stored, now) + "; " + settings_file +
+                                   "); use another {out}, or the same options to continue it (nothing was changed)");
   } else {
     write_file_atomic(settings_file, json_text(settings) + "\n");
   }
@@ -527,10 +527,8 @@ nlohmann::json summarise_cv(const medical::CohortData& cohort, const CVOptions& 
                             const RunProbabilities& run_probs, const std::map<std::string, nlohmann::json>& per_fold,
                             const std::map<std::string, nlohmann::json>& model_info,
                             std::vector<std::tuple<std::string, train::RocCurve, double>>& curves) {
-  nlohmann::json summary = {{"cohort", cohort.manifest_path},
-                            {"subjects", cohort.size()},
-                            {"runs", options.runs},
-                            {"folds", options.folds}};
+  nlohmann::json summary = {
+      {"cohort", cohort.manifest_path}, {"subjects", cohort.size()}, {"runs", options.runs}, {"folds", options.folds}};
   int64_t pd = 0;
   for (auto l : cohort.labels) pd += l;
   summary["pd"] = pd;
@@ -609,8 +607,8 @@ std::string fold_result_line(const std::string& label, const std::string& model,
 
 nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVOptions& options, int64_t n_features,
                                     const std::string& out_dir, const c10::Device& device) {
-  const auto folds = data::repeated_stratified_folds(cohort.labels, options.runs, options.folds,
-                                                     options.val_fraction, options.seed);
+  const auto folds =
+      data::repeated_stratified_folds(cohort.labels, options.runs, options.folds, options.val_fraction, options.seed);
   make_directories(out_dir);
   const auto settings = cv_settings(cohort, options, n_features);
   claim_cv_settings(out_dir, settings);
@@ -641,16 +639,16 @@ nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVO
     }
   }
   if (!options.quiet && done_before > 0)
-    say_as_is("mhca cv: " + std::to_string(done_before) + " of " + std::to_string(folds.size() * options.models.size()) +
-              " model folds already done in " + out_dir + "; continuing");
+    say_as_is("mhca cv: " + std::to_string(done_before) + " of " +
+              std::to_string(folds.size() * options.models.size()) + " model folds already done in " + out_dir +
+              "; continuing");
 
   for (size_t fold_index = 0; fold_index < folds.size(); ++fold_index) {
     const auto& fold = folds[fold_index];
     const std::string dir = fold_dir(fold);
     // "fold 3/15 (run 1, fold 3)"
-    const std::string label = "fold " + std::to_string(fold_index + 1) + "/" + std::to_string(folds.size()) +
-                              " (run " + std::to_string(fold.run + 1) + ", fold " + std::to_string(fold.fold + 1) +
-                              ")";
+    const std::string label = "fold " + std::to_string(fold_index + 1) + "/" + std::to_string(folds.size()) + " (run " +
+                              std::to_string(fold.run + 1) + ", fold " + std::to_string(fold.fold + 1) + ")";
     make_directories(dir);
     std::vector<int64_t> fit_rows = fold.train;
     fit_rows.insert(fit_rows.end(), fold.val.begin(), fold.val.end());
@@ -660,8 +658,8 @@ nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVO
       cpgs = medical::read_cpg_list(cpg_file(fold));
     } else {
       if (!options.quiet)
-        say_as_is(label + ": selecting " + std::to_string(n_features) + " CpG sites (" + options.selection.mode + ") on " +
-                  std::to_string(fit_rows.size()) + " training subjects");
+        say_as_is(label + ": selecting " + std::to_string(n_features) + " CpG sites (" + options.selection.mode +
+                  ") on " + std::to_string(fit_rows.size()) + " training subjects");
       const auto start = std::chrono::steady_clock::now();
       cpgs = select_features(cohort, fit_rows, options.selection, n_features, options.quiet);
       clock.trained(kSelection, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -741,7 +739,8 @@ std::vector<std::string> resolve_cv_models(const std::vector<std::string>& reque
 std::string cv_summary_text(const nlohmann::json& summary, const std::vector<std::string>& models) {
   std::string text;
   for (const char* section : {"", "fold_mean"}) {
-    text += *section ? "fold-averaged, population std (the paper's Table 1):\n" : "pooled per run, sample std over runs:\n";
+    text +=
+        *section ? "fold-averaged, population std (the paper's Table 1):\n" : "pooled per run, sample std over runs:\n";
     for (const auto& name : models) {
       const auto& model = summary.at("models").at(name);
       const auto& m = *section ? model.at(section) : model;

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "qkv/data/dataset.h"
-#include "qkv/medical/cohort_data.h"
 #include "qkv/learners/xgboost.h"
+#include "qkv/medical/cohort_data.h"
 #include "qkv/models/model.h"
 #include "qkv/train/trainer.h"
 
@@ -110,8 +110,8 @@ std::vector<std::string> select_features(const medical::CohortData& cohort, cons
 int64_t xgboost_threads(int64_t rows, int64_t cols, int64_t requested);
 
 // XGBoost fitted on the rows' selected CpG sites (threads as xgboost_threads says).
-medical::XGBoostClassifier fit_xgboost(const medical::CohortData& cohort, const std::vector<int64_t>& rows, const medical::Preprocessing& prep,
-                              medical::XGBoostParams params);
+medical::XGBoostClassifier fit_xgboost(const medical::CohortData& cohort, const std::vector<int64_t>& rows,
+                                       const medical::Preprocessing& prep, medical::XGBoostParams params);
 
 // P(class 1) for every sample of the data set, in eval mode.
 std::vector<double> predict_probabilities(models::Model& model, const data::Dataset& dataset, int64_t batch_size,

@@ -15,8 +15,8 @@
 #include "qkv/core/errors.h"
 #include "qkv/core/json_file.h"
 #include "qkv/core/npy.h"
-#include "qkv/picture/raster.h"
 #include "qkv/medical/nifti.h"
+#include "qkv/picture/raster.h"
 #include "qkv/train/progress.h"
 
 namespace qkv::tasks {
@@ -27,7 +27,8 @@ GroundTruth read_ground_truth(const std::string& path) {
   const auto j = read_json_file(path);
   GroundTruth truth;
   try {
-    for (const auto& site : j.at("informative_sites")) truth.informative_cpgs.push_back(site.at("id").get<std::string>());
+    for (const auto& site : j.at("informative_sites"))
+      truth.informative_cpgs.push_back(site.at("id").get<std::string>());
     for (const auto& site : j.at("informative_sites")) {
       const auto kind = site.value("kind", "");
       if (kind == "interaction")
@@ -38,8 +39,9 @@ GroundTruth read_ground_truth(const std::string& path) {
                                      site.at("cross_modal_mask_label").get<int64_t>()});
     }
   } catch (const nlohmann::json::exception&) {
-    throw DataError(path + ": not a ground-truth file of 'qkv mhca synth' (no informative_sites with ids, or an "
-                           "interaction site without its region)");
+    throw DataError(path +
+                    ": not a ground-truth file of 'qkv mhca synth' (no informative_sites with ids, or an "
+                    "interaction site without its region)");
   }
   const auto mask = fs::path(path).parent_path() / "striatum_mask.nii.gz";
   if (fs::exists(mask)) truth.striatum_mask = mask.string();
@@ -160,18 +162,28 @@ void write_overlay_slices(const std::string& prefix, const at::Tensor& anatomy, 
     std::string slice;
   };
   const std::vector<View> views = {
-      {"axial", X, Y, [&](int64_t c, int64_t r) { return std::array<int64_t, 3>{c, Y - 1 - r, through[2]}; }, i_dir,
-       j_dir, "k = " + std::to_string(through[2])},
-      {"coronal", X, Z, [&](int64_t c, int64_t r) { return std::array<int64_t, 3>{c, through[1], Z - 1 - r}; },
+      {"axial", X, Y,
+       [&](int64_t c, int64_t r) {
+         return std::array<int64_t, 3>{c, Y - 1 - r, through[2]};
+       },
+       i_dir, j_dir, "k = " + std::to_string(through[2])},
+      {"coronal", X, Z,
+       [&](int64_t c, int64_t r) {
+         return std::array<int64_t, 3>{c, through[1], Z - 1 - r};
+       },
        i_dir, k_dir, "j = " + std::to_string(through[1])},
-      {"sagittal", Y, Z, [&](int64_t c, int64_t r) { return std::array<int64_t, 3>{through[0], c, Z - 1 - r}; },
+      {"sagittal", Y, Z,
+       [&](int64_t c, int64_t r) {
+         return std::array<int64_t, 3>{through[0], c, Z - 1 - r};
+       },
        j_dir, k_dir, "i = " + std::to_string(through[0])},
   };
   const Rgb black{0, 0, 0}, grey{90, 90, 90};
   const int64_t line = text_height(TextSize::Small), margin = 12;
   for (const auto& v : views) {
     // At least style.min_scale pixels per voxel and 360 pixels along the longer side.
-    const int64_t scale = std::max(style.min_scale, (360 + std::max(v.width, v.height) - 1) / std::max(v.width, v.height));
+    const int64_t scale =
+        std::max(style.min_scale, (360 + std::max(v.width, v.height) - 1) / std::max(v.width, v.height));
     const int64_t w = v.width * scale, ht = v.height * scale;
     const int64_t left = margin + 14, top = margin + text_height(TextSize::Large) + 8 + line + 4;
     const int64_t bar_x = left + w + 14 + margin;
@@ -179,7 +191,8 @@ void write_overlay_slices(const std::string& prefix, const at::Tensor& anatomy, 
     // how much the map really varies, so that a nearly flat one reads as such.
     const double shown_from = h_lo + style.threshold * (h_hi - h_lo);
     char spread[64];
-    std::snprintf(spread, sizeof spread, "; the map varies by %.2g%% of its peak", 100 * (h_hi - h_lo) / std::abs(h_hi));
+    std::snprintf(spread, sizeof spread, "; the map varies by %.2g%% of its peak",
+                  100 * (h_hi - h_lo) / std::abs(h_hi));
     const std::string notes[2] = {
         flat ? std::string("attention is flat: nothing painted")
              : "painted where attention >= " + compact_number(shown_from, 4) + " (threshold " +
@@ -197,7 +210,9 @@ void write_overlay_slices(const std::string& prefix, const at::Tensor& anatomy, 
         const double grey_level = av[p[0]][p[1]][p[2]];
         const double t = hv[p[0]][p[1]][p[2]];
         const double alpha =
-            t < style.threshold ? 0.0 : 0.8 * std::clamp((t - style.threshold) / std::max(1 - style.threshold, 1e-9) + 0.25, 0.0, 1.0);
+            t < style.threshold
+                ? 0.0
+                : 0.8 * std::clamp((t - style.threshold) / std::max(1 - style.threshold, 1e-9) + 0.25, 0.0, 1.0);
         const auto g = static_cast<uint8_t>(std::clamp(grey_level * 255.0, 0.0, 255.0));
         image.set(left + c, top + r, {g, g, g});
         image.blend(left + c, top + r, heat_colour(t), alpha);
@@ -341,7 +356,9 @@ class TokenResolutionScore {
       left_right += own / own_chance > mirror_mass / mirror_chance ? 1 : 0;
       ++scored;
     }
-    auto mean = [&](double x) { return scored > 0 ? nlohmann::json(x / static_cast<double>(scored)) : nlohmann::json(); };
+    auto mean = [&](double x) {
+      return scored > 0 ? nlohmann::json(x / static_cast<double>(scored)) : nlohmann::json();
+    };
     const double unplanted = unplanted_.sum().item<double>();
     const double region_chance = static_cast<double>(region_tokens_.numel()) / T;
     return {{"mask", mask_path_},
@@ -377,9 +394,9 @@ class TokenResolutionScore {
   std::string mask_path_;
   int64_t features_, tokens_, planted_ = 0, subjects_ = 0;
   std::vector<Site> sites_;
-  at::Tensor region_tokens_;            // every planted region's own tokens (indices, made once)
-  at::Tensor unplanted_;                // [F]: 1 for a site not planted here
-  double unplanted_mass_ = 0;           // their alpha_v on region_tokens_, summed over sites and subjects
+  at::Tensor region_tokens_;   // every planted region's own tokens (indices, made once)
+  at::Tensor unplanted_;       // [F]: 1 for a site not planted here
+  double unplanted_mass_ = 0;  // their alpha_v on region_tokens_, summed over sites and subjects
 };
 
 // A label NIfTI ([X, Y, Z]); DataError naming the file and `what` when it is
@@ -399,8 +416,9 @@ std::string file_name_of(std::string region) {
 
 }  // namespace
 
-nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::CohortData& cohort, const medical::Preprocessing& prep,
-                                const ExplainOptions& options, const std::string& out_dir, const c10::Device& device) {
+nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::CohortData& cohort,
+                                const medical::Preprocessing& prep, const ExplainOptions& options,
+                                const std::string& out_dir, const c10::Device& device) {
   if (!cohort.volumes.defined()) throw UsageError("explain needs the SPECT volumes");
   std::unordered_map<std::string, int64_t> row_of;
   for (int64_t i = 0; i < cohort.size(); ++i) row_of.emplace(cohort.subject_ids[i], i);
@@ -412,8 +430,8 @@ nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::
     for (const auto& id : options.subjects) {
       auto it = row_of.find(id);
       if (it == row_of.end())
-        throw ConfigError("subject", id + ": not among the cohort's subjects with both modalities (" +
-                         cohort.match_summary + ")");
+        throw ConfigError("subject",
+                          id + ": not among the cohort's subjects with both modalities (" + cohort.match_summary + ")");
       rows.push_back(it->second);
     }
   }
@@ -461,9 +479,9 @@ nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::
   at::Tensor cross_labels;
   if (!truth.cross_modal.empty() && !truth.cross_modal_mask.empty()) {
     cross_labels = read_label_mask(truth.cross_modal_mask, cohort.volume_shape(), "cross-modal mask");
-    token_scores.emplace_back("cross_modal", TokenResolutionScore(truth.cross_modal, cross_labels,
-                                                                  model.spect_options(), prep.cpg_ids,
-                                                                  truth.cross_modal_mask));
+    token_scores.emplace_back("cross_modal",
+                              TokenResolutionScore(truth.cross_modal, cross_labels, model.spect_options(), prep.cpg_ids,
+                                                   truth.cross_modal_mask));
   }
 
   make_directories(out_dir);
@@ -488,7 +506,7 @@ nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::
     auto scores = ex.attention.scores[0].to(torch::kCPU, torch::kFloat32).contiguous();
     auto alpha_v = ex.attention.alpha_v[0].to(torch::kCPU, torch::kFloat32).contiguous();
     auto alpha_q = ex.attention.alpha_q[0].to(torch::kCPU, torch::kFloat32).contiguous();
-    auto spect_tokens = alpha_v.mean(std::vector<int64_t>{0, 1});  // [T]
+    auto spect_tokens = alpha_v.mean(std::vector<int64_t>{0, 1});   // [T]
     auto cpg_attention = alpha_q.mean(std::vector<int64_t>{0, 2});  // [F]
     auto map = token_map_to_volume(spect_tokens, encoder);
     cpg_sum += cpg_attention.to(torch::kDouble);
@@ -505,8 +523,10 @@ nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::
         double others = 0;
         for (const auto& [label, weights] : region_tokens) {
           const double share = row.dot(weights).item<double>() / total;
-          if (label == pair.truth->mask_label) pair.own += share;
-          else others += share / 3;
+          if (label == pair.truth->mask_label)
+            pair.own += share;
+          else
+            others += share / 3;
         }
         pair.others += others;
       }
@@ -538,7 +558,8 @@ nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::
   auto cpg_mean = (cpg_sum / n).to(torch::kFloat32);
   auto map_mean = map_sum / n;
   write_cpg_ranking(out_dir + "/cpg_attention.csv", prep.cpg_ids, cpg_mean, planted);
-  medical::write_nifti(out_dir + "/spect_attention_mean.nii.gz", medical::tensor_to_volume(map_mean, described(cohort.geometry)));
+  medical::write_nifti(out_dir + "/spect_attention_mean.nii.gz",
+                       medical::tensor_to_volume(map_mean, described(cohort.geometry)));
   auto anatomy_mean = cohort.volumes.index_select(0, torch::tensor(rows, torch::kLong)).mean(0);
   const auto peak_voxel = peak_voxel_in(map_mean, brain_mask(anatomy_mean));
   write_overlay_slices(out_dir + "/spect_attention_mean", anatomy_mean, map_mean, peak_voxel, cohort.geometry,
@@ -571,15 +592,15 @@ nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::
     const double volume_fraction = mask.mean().item<double>();
     std::vector<double> all = fraction_pd;
     all.insert(all.end(), fraction_control.begin(), fraction_control.end());
-    result["spect"] = {{"striatum_mask", mask_path},
-                       {"striatal_attention_fraction", mean(all)},
-                       {"striatal_attention_fraction_pd", std::isnan(mean(fraction_pd)) ? nlohmann::json(nullptr)
-                                                                                         : nlohmann::json(mean(fraction_pd))},
-                       {"striatal_attention_fraction_control",
-                        std::isnan(mean(fraction_control)) ? nlohmann::json(nullptr)
-                                                           : nlohmann::json(mean(fraction_control))},
-                       {"striatum_volume_fraction", volume_fraction},
-                       {"enrichment", mean(all) / volume_fraction}};
+    result["spect"] = {
+        {"striatum_mask", mask_path},
+        {"striatal_attention_fraction", mean(all)},
+        {"striatal_attention_fraction_pd",
+         std::isnan(mean(fraction_pd)) ? nlohmann::json(nullptr) : nlohmann::json(mean(fraction_pd))},
+        {"striatal_attention_fraction_control",
+         std::isnan(mean(fraction_control)) ? nlohmann::json(nullptr) : nlohmann::json(mean(fraction_control))},
+        {"striatum_volume_fraction", volume_fraction},
+        {"enrichment", mean(all) / volume_fraction}};
   }
   if (!truth.interactions.empty() && mask_labels.defined()) {
     nlohmann::json list = nlohmann::json::array();
@@ -617,12 +638,12 @@ nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::
         {"planted_pairs", truth.interactions.size()},
         {"pairs_among_features", k},
         {"pairs", list},
-        {"mean_enrichment", scored > 0 ? nlohmann::json(own_enrichment / static_cast<double>(scored))
-                                        : nlohmann::json(nullptr)},
+        {"mean_enrichment",
+         scored > 0 ? nlohmann::json(own_enrichment / static_cast<double>(scored)) : nlohmann::json(nullptr)},
         {"mean_other_striatal_regions_enrichment",
          scored > 0 ? nlohmann::json(other_enrichment / static_cast<double>(scored)) : nlohmann::json(nullptr)},
-        {"precision_at_pairs", k > 0 ? nlohmann::json(static_cast<double>(hits) / static_cast<double>(k))
-                                     : nlohmann::json(nullptr)},
+        {"precision_at_pairs",
+         k > 0 ? nlohmann::json(static_cast<double>(hits) / static_cast<double>(k)) : nlohmann::json(nullptr)},
         {"chance_precision", static_cast<double>(k) / static_cast<double>(std::max<int64_t>(1, F))}};
   }
   if (!token_scores.empty()) {
@@ -645,12 +666,11 @@ nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::
                                            centre[2].item<int64_t>()};
       // The region itself drawn white on the anatomy, so the picture shows
       // both where the sites should look and where they do.
-      const auto marked = anatomy_mean.masked_fill(cross_labels == static_cast<double>(label),
-                                                   anatomy_mean.max().item<double>() * 1.5);
+      const auto marked =
+          anatomy_mean.masked_fill(cross_labels == static_cast<double>(label), anatomy_mean.max().item<double>() * 1.5);
       write_overlay_slices(out_dir + "/planted_" + file_name_of(name), marked, token_map_to_volume(row, encoder),
                            through, cohort.geometry,
-                           {options.png_scale, options.overlay_threshold,
-                            name + " sites' alpha_v, region white"});
+                           {options.png_scale, options.overlay_threshold, name + " sites' alpha_v, region white"});
     }
   }
   write_file_atomic(out_dir + "/explain.json", json_text(result) + "\n");

@@ -55,8 +55,8 @@ struct ExplainOptions {
   std::string ground_truth;           // optional ground_truth.json
   std::string striatum_mask;          // optional label NIfTI (non-zero = striatum) on the volumes' grid
   bool write_per_subject = true;
-  int64_t png_scale = 3;              // least pixels per voxel in the PNG slices (at least 360 px a side)
-  double overlay_threshold = 0.5;     // share of the map's range below which the PNGs paint nothing
+  int64_t png_scale = 3;           // least pixels per voxel in the PNG slices (at least 360 px a side)
+  double overlay_threshold = 0.5;  // share of the map's range below which the PNGs paint nothing
 };
 
 template <typename V>
@@ -120,7 +120,8 @@ void write_overlay_slices(const std::string& prefix, const at::Tensor& anatomy, 
 // mean alpha_v of each region's sites, through the region's centre.
 // The PNG slices go through the map's peak inside the brain (voxels above
 // half the mean of the anatomy's above-mean voxels; brain_mask()).
-nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::CohortData& cohort, const medical::Preprocessing& prep,
-                                const ExplainOptions& options, const std::string& out_dir, const c10::Device& device);
+nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::CohortData& cohort,
+                                const medical::Preprocessing& prep, const ExplainOptions& options,
+                                const std::string& out_dir, const c10::Device& device);
 
 }  // namespace qkv::tasks

@@ -110,8 +110,8 @@ train::MetricFactory binary_metric_factory() {
 
 MhcaTrainRun prepare_mhca_train(MhcaTrainData& d, bool volumes, uint64_t seed) {
   MhcaTrainRun run;
-  run.cohort =
-      medical::load_cohort(d.manifest, d.methylation, volumes, at::get_num_threads(), false, {}, d.max_missing, d.reorient);
+  run.cohort = medical::load_cohort(d.manifest, d.methylation, volumes, at::get_num_threads(), false, {}, d.max_missing,
+                                    d.reorient);
   // A stratified test part, then a stratified validation part of the rest.
   std::vector<int64_t> all(run.cohort.labels.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);

@@ -30,8 +30,10 @@ void visit_fields(FeatureSelection& s, V&& visit) {
               "cross validation lets the test folds leak into the features"}
             .existing_file(),
         s.list_path);
-  visit(Field{"n_features", "CpG sites RFE keeps; 0 = the SPECT token count (441 at 91x109x91)"}.range(0, 10000000), s.n_features);
-  visit(Field{"rfe_step", "RFE: share of the features removed per round (< 1) or a count (>= 1)"}.range(1e-6, 10000000), s.rfe.step);
+  visit(Field{"n_features", "CpG sites RFE keeps; 0 = the SPECT token count (441 at 91x109x91)"}.range(0, 10000000),
+        s.n_features);
+  visit(Field{"rfe_step", "RFE: share of the features removed per round (< 1) or a count (>= 1)"}.range(1e-6, 10000000),
+        s.rfe.step);
   visit_fields(s.xgboost, visit);
 }
 
@@ -46,7 +48,6 @@ inline constexpr const char* kMhcaCvCommand = "mhca cv";
 // fields' ranges and choices, and a list file for select = list.
 void validate_selection(const tasks::FeatureSelection& s);
 void validate_augmentation(const medical::Augmentation& a);
-
 
 // config.json's "data" of `mhca train`.
 // The help of --max-missing, shared by every command that reads a cohort.
@@ -91,7 +92,8 @@ struct MhcaTrainData {
 template <typename V>
 void visit_fields(MhcaTrainData& d, V&& visit) {
   // Required of a new run (validate() says so); --resume takes them from the run.
-  visit(Field{"manifest", "cohort CSV: subject_id,label,spect[,covariates] (spect: NIfTI path); required unless --resume"},
+  visit(Field{"manifest",
+              "cohort CSV: subject_id,label,spect[,covariates] (spect: NIfTI path); required unless --resume"},
         d.manifest);
   visit(Field{"methylation",
               "DNA-methylation table (CSV/TSV): subject_id, then one beta-value column per CpG site; required unless "

@@ -59,9 +59,9 @@ OutputMarker ShapeNetPartSource::marker(const pc::SynthPartsOptions& o) {
 PartSegData::PartSegData() {
   protocol = "i/i";
   view.num_points = 2048;
-  view.sampling = "random";  // the reader's points are already a random sample: take them all, shuffled
-  view.up_axis = kUpAxisFromLayout;         // the layout's (resolve_up_axis)
-  load.points_per_shape = 0; // the layout's: more than a view takes, so each epoch draws anew
+  view.sampling = "random";          // the reader's points are already a random sample: take them all, shuffled
+  view.up_axis = kUpAxisFromLayout;  // the layout's (resolve_up_axis)
+  load.points_per_shape = 0;         // the layout's: more than a view takes, so each epoch draws anew
 }
 
 PartSegData PartSegData::from_json(const nlohmann::json& j) {
@@ -139,7 +139,8 @@ const pc::PartCategory& checked_part_category(const PartSegData& data, int64_t c
   const auto& cat = pc::shapenet_part_categories().at(static_cast<size_t>(category));
   const auto& seen = data.trained_categories;
   if (!seen.empty() && std::find(seen.begin(), seen.end(), cat.name) == seen.end())
-    throw UsageError("class " + cat.name + ": the run was trained on " + join(seen) + " only");  // before any file is read
+    throw UsageError("class " + cat.name + ": the run was trained on " + join(seen) +
+                     " only");  // before any file is read
   return cat;
 }
 
@@ -152,9 +153,9 @@ struct EveryPointParts {
   at::Tensor points, probabilities;
   int64_t sampled = 0;
 };
-EveryPointParts label_every_point(models::Model& model, const PartSegData& data, const pc::Mesh& mesh,
-                                  int64_t category, const pc::PartCategory& cat, pc::Rotation rotation,
-                                  uint64_t seed, const c10::Device& device, int64_t votes, const std::string& source) {
+EveryPointParts label_every_point(models::Model& model, const PartSegData& data, const pc::Mesh& mesh, int64_t category,
+                                  const pc::PartCategory& cat, pc::Rotation rotation, uint64_t seed,
+                                  const c10::Device& device, int64_t votes, const std::string& source) {
   pc::PointViewOptions every = data.view;
   every.rotation = rotation;
   every.seed = seed;
@@ -195,9 +196,8 @@ EveryPointParts label_every_point(models::Model& model, const PartSegData& data,
 
 }  // namespace
 
-PartPrediction predict_parts(models::Model& model, const PartSegData& data, const std::string& input,
-                             int64_t category, pc::Rotation rotation, uint64_t seed, const c10::Device& device,
-                             int64_t votes) {
+PartPrediction predict_parts(models::Model& model, const PartSegData& data, const std::string& input, int64_t category,
+                             pc::Rotation rotation, uint64_t seed, const c10::Device& device, int64_t votes) {
   const auto& cat = checked_part_category(data, category, votes);
 
   // The points to label: every point of a cloud, or surface samples of a mesh.
@@ -252,7 +252,8 @@ PartPrediction predict_parts(models::Model& model, const PartSegData& data, cons
          pc::part_colour(p)});
 
   out.report = {{"input", input}, {"category", cat.name}, {"points", n}, {"rotate", pc::rotation_name(rotation)}};
-  if (n > run_points) out.report["votes"] = {{"samplings", votes}, {"points_each", run_points}, {"points_sampled", sampled}};
+  if (n > run_points)
+    out.report["votes"] = {{"samplings", votes}, {"points_each", run_points}, {"points_sampled", sampled}};
   nlohmann::json counts = nlohmann::json::object(), parts_json = nlohmann::json::array();
   for (int64_t p = 0; p < cat.parts; ++p) {
     const auto k = static_cast<size_t>(p);
@@ -306,8 +307,8 @@ TrainTask part_segmentation_train_task(std::shared_ptr<PartSegTrainSettings> set
         // The model's shape is fixed by the data set: 16 categories, 50 parts.
         for (const char* key : {"categories", "parts"})
           if (options.contains(key))
-            throw ConfigError("model_options", std::string(": '") + key +
-                                                   "' is fixed by ShapeNet-part (16 categories, 50 parts)");
+            throw ConfigError("model_options",
+                              std::string(": '") + key + "' is fixed by ShapeNet-part (16 categories, 50 parts)");
         options["categories"] = static_cast<int64_t>(pc::shapenet_part_categories().size());
         options["parts"] = pc::kShapeNetPartCount;
       },
@@ -377,12 +378,13 @@ PartPredictResult predict_parts_to_files(const PartPredictSettings& s, const c10
   result.text = line + ply + "\n";
   if (result.report.contains("votes")) {
     const auto& v = result.report.at("votes");
-    std::snprintf(line, sizeof line,
-                  "  %lld votes on samplings of the run's %lld points (%lld points sampled); every other point labelled "
-                  "from its nearest sampled point\n",
-                  static_cast<long long>(v.at("samplings").get<int64_t>()),
-                  static_cast<long long>(v.at("points_each").get<int64_t>()),
-                  static_cast<long long>(v.at("points_sampled").get<int64_t>()));
+    std::snprintf(
+        line, sizeof line,
+        "  %lld votes on samplings of the run's %lld points (%lld points sampled); every other point labelled "
+        "from its nearest sampled point\n",
+        static_cast<long long>(v.at("samplings").get<int64_t>()),
+        static_cast<long long>(v.at("points_each").get<int64_t>()),
+        static_cast<long long>(v.at("points_sampled").get<int64_t>()));
     result.text += line;
   }
   size_t width = 0;

@@ -11,10 +11,10 @@
 #include "qkv/core/output_policy.h"
 #include "qkv/data/dataset.h"
 #include "qkv/models/model.h"
+#include "qkv/pointcloud/mesh_read.h"
 #include "qkv/pointcloud/point_dataset.h"
 #include "qkv/pointcloud/render.h"
 #include "qkv/pointcloud/shapenet_part.h"
-#include "qkv/pointcloud/mesh_read.h"
 #include "qkv/pointcloud/synth_parts.h"
 #include "qkv/tasks/point_task.h"
 #include "qkv/tasks/train_task.h"
@@ -64,10 +64,21 @@ void visit_fields(PartSegData& d, V&& visit) {
               "data"},
         d.source);
   visit(Field{"synth_dir", "where --data synthetic writes its shapes; default OUT/synthetic"}, d.synth_dir);
-  visit(Field{"synth_train_per_category", "synthetic training shapes per category (object class)", "synth-train-per-class"}.range(1, 100000).was("synth-train-per-category"), d.synth.train_per_category);
-  visit(Field{"synth_val_per_category", "synthetic validation shapes per category", "synth-val-per-class"}.range(0, 100000).was("synth-val-per-category"), d.synth.val_per_category);
-  visit(Field{"synth_test_per_category", "synthetic test shapes per category", "synth-test-per-class"}.range(1, 100000).was("synth-test-per-category"), d.synth.test_per_category);
-  visit(Field{"synth_points_per_shape", "surface points written per synthetic shape"}.range(1, 1 << 20), d.synth.points_per_shape);
+  visit(Field{"synth_train_per_category", "synthetic training shapes per category (object class)",
+              "synth-train-per-class"}
+            .range(1, 100000)
+            .was("synth-train-per-category"),
+        d.synth.train_per_category);
+  visit(Field{"synth_val_per_category", "synthetic validation shapes per category", "synth-val-per-class"}
+            .range(0, 100000)
+            .was("synth-val-per-category"),
+        d.synth.val_per_category);
+  visit(Field{"synth_test_per_category", "synthetic test shapes per category", "synth-test-per-class"}
+            .range(1, 100000)
+            .was("synth-test-per-category"),
+        d.synth.test_per_category);
+  visit(Field{"synth_points_per_shape", "surface points written per synthetic shape"}.range(1, 1 << 20),
+        d.synth.points_per_shape);
   visit(Field{"synth_categories",
               "synthetic categories to write (comma-separated; qkv data synth-parts --list); default all",
               "synth-classes"}
@@ -83,10 +94,10 @@ void visit_fields(PartSegData& d, V&& visit) {
             .at_least(0)
             .was("max-per-category"),
         d.load.max_per_category);
-  visit(Field{"categories", "load only these categories (names or synsets, comma-separated); default all",
-              "classes"}
-            .was("categories"),
-        d.load.categories);
+  visit(
+      Field{"categories", "load only these categories (names or synsets, comma-separated); default all", "classes"}.was(
+          "categories"),
+      d.load.categories);
   visit_view_fields(d.view, visit, "how they are picked: random (a fresh subset each epoch), fps, first",
                     /*with_point_features=*/false);
   visit(Field{"protocol",
@@ -137,8 +148,8 @@ struct PartPrediction {
 // stay rotation invariant. UsageError when the run was trained on other
 // classes; DataError naming the file for an unreadable one.
 inline constexpr int64_t kDefaultPartVotes = 3;  // our choice: each point sampled with probability 1 - (1 - n/P)^3
-PartPrediction predict_parts(models::Model& model, const PartSegData& data, const std::string& input,
-                             int64_t category, pointcloud::Rotation rotation, uint64_t seed, const c10::Device& device,
+PartPrediction predict_parts(models::Model& model, const PartSegData& data, const std::string& input, int64_t category,
+                             pointcloud::Rotation rotation, uint64_t seed, const c10::Device& device,
                              int64_t votes = kDefaultPartVotes);
 
 // predict_parts on a cloud in memory, for the Python package: points
@@ -188,12 +199,13 @@ void visit_fields(PartPredictSettings& s, V&& visit) {
       ". A point cloud's every point is labelled (any size: see --votes); ShapeNet-part's 'x y z nx ny nz part' "
       "lines have their labels scored; a mesh is sampled to the run's --points";
   visit(Field{"input", input_help.c_str()}.needed(), s.input);
-  visit(Field{"category", "the object's class: a ShapeNet-part category name or synset, e.g. Table or 04379243 (REQUIRED)",
-              "class"}
+  visit(Field{"category",
+              "the object's class: a ShapeNet-part category name or synset, e.g. Table or 04379243 (REQUIRED)", "class"}
             .was("category"),
         s.category);
-  visit(Field{"rotate", "rotate the shape first: none, z or so3 (seeded by --seed); none by default: the file as it is"},
-        s.rotate);
+  visit(
+      Field{"rotate", "rotate the shape first: none, z or so3 (seeded by --seed); none by default: the file as it is"},
+      s.rotate);
   visit(Field{"votes",
               "a cloud larger than the run's --points: label this many random samplings of that size, then give "
               "every point the averaged part probabilities of its nearest sampled point (our choice: 3)"}

@@ -23,20 +23,23 @@ void set_point_feature_channels(const std::string& list, train::RunRequest& r, c
   const bool reads = resolved.contains("point_features");
   if (channels == 0 && !(reads && resolved["point_features"] != 0)) return;
   if (!reads)
-    throw ConfigError("point_features", "'" + list + "': " + r.model_name + " reads no per-point features (vnt, "
-                                        "vnt+n, vnt-local and vn-dgcnn do)");
+    throw ConfigError("point_features", "'" + list + "': " + r.model_name +
+                                            " reads no per-point features (vnt, "
+                                            "vnt+n, vnt-local and vn-dgcnn do)");
   if (r.model_options.contains("point_features") && r.model_options["point_features"] != channels)
-    throw ConfigError("point_features", "'" + list + "' gives " + std::to_string(channels) + " channels, but the "
-                                        "model option point_features is " + r.model_options["point_features"].dump() +
-                                        " (leave the option out: it follows the list)");
+    throw ConfigError("point_features", "'" + list + "' gives " + std::to_string(channels) +
+                                            " channels, but the "
+                                            "model option point_features is " +
+                                            r.model_options["point_features"].dump() +
+                                            " (leave the option out: it follows the list)");
   r.model_options["point_features"] = channels;
 }
 
 std::string compare_table_text(const nlohmann::json& rows, const char* scores_key,
-                         const std::function<std::string(const nlohmann::json& row)>& protocol,
-                         const std::vector<std::string>& score_headers,
-                         const std::function<std::vector<std::string>(const nlohmann::json& scores)>& scores,
-                         const std::string& note) {
+                               const std::function<std::string(const nlohmann::json& row)>& protocol,
+                               const std::vector<std::string>& score_headers,
+                               const std::function<std::vector<std::string>(const nlohmann::json& scores)>& scores,
+                               const std::string& note) {
   std::vector<std::vector<std::string>> table;
   for (const auto& r : rows) {
     std::vector<std::string> cells = {r.at("run").get<std::string>(), r.at("model").get<std::string>(), protocol(r),

@@ -139,8 +139,8 @@ nlohmann::json compare_point_runs(const std::vector<std::string>& runs, int64_t 
     if (shapes > 0) {
       const auto key = run.data.to_json().dump();
       if (!data_of.count(key)) data_of.emplace(key, run.data.load_data());
-      const auto view = view_of(std::make_shared<const pointcloud::PointCloudSet>(data_of.at(key).test),
-                                       run.data.view, false, pointcloud::Rotation::None);
+      const auto view = view_of(std::make_shared<const pointcloud::PointCloudSet>(data_of.at(key).test), run.data.view,
+                                false, pointcloud::Rotation::None);
       row["invariance"] = measure_invariance(*run.model, *view, shapes, 4, seed, device);
     }
     rows.push_back(row);

@@ -48,8 +48,8 @@ data::DatasetPtr view_of(const std::shared_ptr<const pc::PointCloudSet>& set, pc
   return std::make_shared<pc::PointCloudDataset>(set, view);
 }
 
-nlohmann::json measure_invariance(models::Model& model, const data::Dataset& dataset, int64_t shapes,
-                                  int64_t rotations, uint64_t seed, const c10::Device& device) {
+nlohmann::json measure_invariance(models::Model& model, const data::Dataset& dataset, int64_t shapes, int64_t rotations,
+                                  uint64_t seed, const c10::Device& device) {
   torch::NoGradGuard no_grad;
   std::vector<int64_t> idx(static_cast<size_t>(std::min<int64_t>(shapes, dataset.size())));
   std::iota(idx.begin(), idx.end(), 0);
@@ -111,8 +111,7 @@ int64_t default_up_axis(const std::string& layout) {
   // about y (our choice of convention; its files cannot be checked here:
   // --up-axis auto estimates it).
   if (layout == pc::kModelNetResampledLayout || layout == pc::kModelNetH5Layout || layout == "synthetic" ||
-      layout == pc::kScanObjectNNLayout ||
-      layout == pc::kShapeNetPartTextLayout || layout == pc::kShapeNetPartH5Layout)
+      layout == pc::kScanObjectNNLayout || layout == pc::kShapeNetPartTextLayout || layout == pc::kShapeNetPartH5Layout)
     return 1;
   throw std::invalid_argument("default_up_axis: unknown layout " + layout);
 }
@@ -131,8 +130,9 @@ std::string resolve_up_axis(pc::PointViewOptions& view, const std::string& layou
   char numbers[160];
   std::snprintf(numbers, sizeof numbers, "mirror asymmetry x %.3f, y %.3f, z %.3f over %lld training shapes",
                 e.asymmetry[0], e.asymmetry[1], e.asymmetry[2], static_cast<long long>(e.shapes));
-  std::string line = std::string("up axis: ") + names[e.axis] + " ({up_axis} auto: the shapes are least mirror-symmetric across " +
-                     names[e.axis] + "; " + numbers + ")";
+  std::string line = std::string("up axis: ") + names[e.axis] +
+                     " ({up_axis} auto: the shapes are least mirror-symmetric across " + names[e.axis] + "; " +
+                     numbers + ")";
   if (e.margin < kUpAxisWeakMargin) {
     char margin[32];
     std::snprintf(margin, sizeof margin, "%.2f", e.margin);

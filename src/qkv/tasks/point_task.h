@@ -6,8 +6,8 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdio>
-#include <nlohmann/json.hpp>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -42,8 +42,8 @@ data::DatasetPtr view_of(const std::shared_ptr<const pointcloud::PointCloudSet>&
 // The largest change of any output when the first `shapes` clouds of a data
 // set are rotated by `rotations` random SO(3) rotations, in float32 and in
 // float64 (the model is copied to double for the latter, then back).
-nlohmann::json measure_invariance(models::Model& model, const data::Dataset& dataset, int64_t shapes,
-                                  int64_t rotations, uint64_t seed, const c10::Device& device);
+nlohmann::json measure_invariance(models::Model& model, const data::Dataset& dataset, int64_t shapes, int64_t rotations,
+                                  uint64_t seed, const c10::Device& device);
 
 // The defaults of both tasks: the paper's batch 16, Adam 5e-4, step decay
 // x0.9 every 20 epochs, scale and shift augmentation (App. C, Sec. 4); 200
@@ -108,7 +108,6 @@ int64_t default_up_axis(const std::string& layout);
 // that is not the layout's convention.
 std::string resolve_up_axis(pointcloud::PointViewOptions& view, const std::string& layout,
                             const at::Tensor& train_points = {});
-
 
 // The help of eval's and predict's votes.
 inline constexpr const char* kVotesHelp =
@@ -277,11 +276,13 @@ struct PointSourceData {
     if (source.empty()) throw ConfigError("source", "must be 'synthetic' or a folder");
     if (!view.point_features.empty()) {
       if constexpr (!takes_point_features<typename Source::Load>::value)
-        throw ConfigError("point_features", "'" + view.point_features + "': this task's layouts hold no per-point "
-                                            "features (classification's do)");
+        throw ConfigError("point_features", "'" + view.point_features +
+                                                "': this task's layouts hold no per-point "
+                                                "features (classification's do)");
       if (source == "synthetic")
-        throw ConfigError("point_features", "'" + view.point_features + "': the synthetic shapes are meshes without "
-                                            "per-point features; give a folder of .ply or .pcd point clouds");
+        throw ConfigError("point_features", "'" + view.point_features +
+                                                "': the synthetic shapes are meshes without "
+                                                "per-point features; give a folder of .ply or .pcd point clouds");
       try {
         pointcloud::parse_point_features(view.point_features, "");
       } catch (const UsageError& e) {
@@ -328,7 +329,8 @@ auto load_point_data(Data& d, int64_t rank, bool overwrite, std::string* up_axis
   auto loaded = d.load_data(synth_dir.path(), overwrite);
   if (loaded.train.points.defined()) d.load.points_per_shape = loaded.train.points.size(1);
   if (d.view.up_axis < 0) {
-    const auto line = resolve_up_axis(d.view, d.source == "synthetic" ? "synthetic" : loaded.layout, loaded.train.points);
+    const auto line =
+        resolve_up_axis(d.view, d.source == "synthetic" ? "synthetic" : loaded.layout, loaded.train.points);
     if (up_axis_line) *up_axis_line = line;
   }
   return loaded;

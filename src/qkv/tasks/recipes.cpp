@@ -70,34 +70,33 @@ std::vector<Recipe> make_recipes() {
         {"momentum", "0.9", "our choice (the reference code's argument defaults are not in its repository)"}}});
 
   const std::string vn = "the reference code (FlyingGiraffe/vnn ";
-  r.push_back(
-      {"vnn",
-       {"vnt train"},
-       {"vn-dgcnn"},
-       "Vector Neurons' train_cls.py: SGD 0.1, StepLR(20, 0.7), batch 32, first 1,024 points, point dropout, "
-       "label smoothing 0.2, 3 votes, rotations about z",
-       "Vector Neurons reference code, github.com/FlyingGiraffe/vnn: train_cls.py, test_cls.py, provider.py, "
-       "data_utils/ModelNetDataLoader.py, models/vn_dgcnn_cls.py",
-       {{"optimizer", "sgd", vn + "train_cls.py: --optimizer SGD)"},
-        {"lr", "0.1", vn + "train_cls.py: --learning_rate 0.001, x 100 for SGD)"},
-        {"momentum", "0.9", vn + "train_cls.py)"},
-        {"weight_decay", "0.0001", vn + "train_cls.py: --decay_rate)"},
-        {"schedule", "step", vn + "train_cls.py: StepLR)"},
-        {"step_size", "20", vn + "train_cls.py: StepLR step_size)"},
-        {"gamma", "0.7", vn + "train_cls.py: StepLR gamma)"},
-        {"step_offset", "1", vn + "train_cls.py: scheduler.step() before each epoch's batches)"},
-        {"epochs", "250", vn + "train_cls.py: --epoch)"},
-        {"batch_size", "32", vn + "train_cls.py: --batch_size)"},
-        {"drop_last", "false", vn + "train_cls.py: DataLoader's default)"},
-        {"points", "1024", vn + "train_cls.py: --num_point)"},
-        {"sampling", "first", vn + "ModelNetDataLoader.py: uniform=False keeps the first points)"},
-        {"point_dropout", "0.875", vn + "provider.py: random_point_dropout)"},
-        {"random_scale", "true", vn + "provider.py: random_scale_point_cloud, U[0.8, 1.25])"},
-        {"random_shift", "true", vn + "provider.py: shift_point_cloud, U[-0.1, 0.1])"},
-        {"label_smoothing", "0.2", vn + "vn_dgcnn_cls.py: get_loss, eps 0.2)"},
-        {"label_smoothing_over", "others", vn + "vn_dgcnn_cls.py: eps / (n_class - 1) to each other class)"},
-        {"votes", "3", vn + "test_cls.py: --num_votes 3)"},
-        {"up_axis", "2", vn + "train_cls.py: pytorch3d RotateAxisAngle(axis=\"Z\"))"}}});
+  r.push_back({"vnn",
+               {"vnt train"},
+               {"vn-dgcnn"},
+               "Vector Neurons' train_cls.py: SGD 0.1, StepLR(20, 0.7), batch 32, first 1,024 points, point dropout, "
+               "label smoothing 0.2, 3 votes, rotations about z",
+               "Vector Neurons reference code, github.com/FlyingGiraffe/vnn: train_cls.py, test_cls.py, provider.py, "
+               "data_utils/ModelNetDataLoader.py, models/vn_dgcnn_cls.py",
+               {{"optimizer", "sgd", vn + "train_cls.py: --optimizer SGD)"},
+                {"lr", "0.1", vn + "train_cls.py: --learning_rate 0.001, x 100 for SGD)"},
+                {"momentum", "0.9", vn + "train_cls.py)"},
+                {"weight_decay", "0.0001", vn + "train_cls.py: --decay_rate)"},
+                {"schedule", "step", vn + "train_cls.py: StepLR)"},
+                {"step_size", "20", vn + "train_cls.py: StepLR step_size)"},
+                {"gamma", "0.7", vn + "train_cls.py: StepLR gamma)"},
+                {"step_offset", "1", vn + "train_cls.py: scheduler.step() before each epoch's batches)"},
+                {"epochs", "250", vn + "train_cls.py: --epoch)"},
+                {"batch_size", "32", vn + "train_cls.py: --batch_size)"},
+                {"drop_last", "false", vn + "train_cls.py: DataLoader's default)"},
+                {"points", "1024", vn + "train_cls.py: --num_point)"},
+                {"sampling", "first", vn + "ModelNetDataLoader.py: uniform=False keeps the first points)"},
+                {"point_dropout", "0.875", vn + "provider.py: random_point_dropout)"},
+                {"random_scale", "true", vn + "provider.py: random_scale_point_cloud, U[0.8, 1.25])"},
+                {"random_shift", "true", vn + "provider.py: shift_point_cloud, U[-0.1, 0.1])"},
+                {"label_smoothing", "0.2", vn + "vn_dgcnn_cls.py: get_loss, eps 0.2)"},
+                {"label_smoothing_over", "others", vn + "vn_dgcnn_cls.py: eps / (n_class - 1) to each other class)"},
+                {"votes", "3", vn + "test_cls.py: --num_votes 3)"},
+                {"up_axis", "2", vn + "train_cls.py: pytorch3d RotateAxisAngle(axis=\"Z\"))"}}});
 
   r.push_back(
       {"vnn-seg",

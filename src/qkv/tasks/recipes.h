@@ -19,7 +19,7 @@ struct RecipeSetting {
 };
 
 struct Recipe {
-  std::string name;                 // "vnn"
+  std::string name;                   // "vnn"
   std::vector<std::string> commands;  // the commands that take it: "vnt train", "mhca cv"
   // The models it is for; the first is set when --model is not given. Empty: any model.
   std::vector<std::string> models;

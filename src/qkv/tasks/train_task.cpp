@@ -6,10 +6,10 @@
 #include "qkv/core/errors.h"
 #include "qkv/core/fields.h"
 #include "qkv/core/messages.h"
-#include "qkv/runtime/runtime.h"
 #include "qkv/core/text.h"
 #include "qkv/distributed/process_group.h"
 #include "qkv/models/model.h"
+#include "qkv/runtime/runtime.h"
 #include "qkv/tasks/recipes.h"
 #include "qkv/train/checkpoint.h"
 
@@ -85,9 +85,9 @@ TrainOutcome run_train_task(const TrainTask& task, train::RunRequest& request, c
 }
 
 const std::vector<std::string>& resume_keys() {
-  static const std::vector<std::string> keys = {"resume",     "epochs", "threads",      "device", "json",
-                                                "world_size", "rank",   "dist_timeout", "master", "out",
-                                                "max_params"};
+  static const std::vector<std::string> keys = {"resume", "epochs",     "threads",   "device",
+                                                "json",   "world_size", "rank",      "dist_timeout",
+                                                "master", "out",        "max_params"};
   return keys;
 }
 
@@ -129,8 +129,9 @@ TrainOutcome train_command(const TrainTask& task, const TrainCall& call) {
       // Keys the recipe sets count as given from here on, as if typed.
       const std::string what = "recipe " + recipe->name;
       request.recipe = apply_recipe(*recipe, {given, [&](const std::string& key, const std::string& value) {
-                                                const bool has = set_field_from_text(request.train, key, value, what) ||
-                                                                 (task.set_setting && task.set_setting(key, value, what));
+                                                const bool has =
+                                                    set_field_from_text(request.train, key, value, what) ||
+                                                    (task.set_setting && task.set_setting(key, value, what));
                                                 if (has) given_keys.push_back(key);
                                                 return has;
                                               }});

@@ -65,7 +65,7 @@ struct TrainOutcome {
   nlohmann::json summary;  // summary.json's content (rank 0)
   bool interrupted = false;
   std::string test_label;
-  std::string dir;            // the run folder
+  std::string dir;             // the run folder
   bool nothing_to_do = false;  // a resumed run whose epochs were all done (said on stderr)
   int64_t rank = 0;            // this process's data-parallel rank (rank 0 reports)
 };

@@ -33,8 +33,7 @@ ClassTotals check_inputs(const char* what, const std::vector<double>& scores, co
     else if (labels[i] == 0)
       ++totals.negatives;
     else
-      throw DataError(name + ": label " + std::to_string(i) + " is " + std::to_string(labels[i]) +
-                      ", expected 0 or 1");
+      throw DataError(name + ": label " + std::to_string(i) + " is " + std::to_string(labels[i]) + ", expected 0 or 1");
   }
   return totals;
 }
@@ -66,10 +65,7 @@ std::vector<TieGroup> tie_groups(const std::vector<double>& scores, const std::v
   return groups;
 }
 
-double ratio(int64_t num, int64_t den) {
-  return den == 0 ? kNaN : static_cast<double>(num) / static_cast<double>(den);
-}
-
+double ratio(int64_t num, int64_t den) { return den == 0 ? kNaN : static_cast<double>(num) / static_cast<double>(den); }
 
 // Coordinates in fixed decimals (html_kit.h's fixed): the SVG stays small and
 // its numbers in the plain syntax SVG requires (no exponents).
@@ -162,8 +158,8 @@ std::string roc_svg(const std::vector<std::tuple<std::string, RocCurve, double>>
   auto py = [&](double y) { return fixed(bottom - y * ph, 2); };
 
   std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
-    << "\" viewBox=\"0 0 " << width << ' ' << height << "\" role=\"img\" aria-label=\"ROC curves\">\n";
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height << "\" viewBox=\"0 0 "
+    << width << ' ' << height << "\" role=\"img\" aria-label=\"ROC curves\">\n";
   o << "<rect x=\"" << px(0) << "\" y=\"" << py(1) << "\" width=\"" << fixed(pw, 2) << "\" height=\"" << fixed(ph, 2)
     << "\" fill=\"none\" stroke=\"#999\"/>\n";
   for (int i = 0; i <= 5; ++i) {
@@ -171,8 +167,8 @@ std::string roc_svg(const std::vector<std::tuple<std::string, RocCurve, double>>
     const std::string label = fixed(v, 1);
     o << "<line x1=\"" << px(v) << "\" x2=\"" << px(v) << "\" y1=\"" << py(0) << "\" y2=\"" << fixed(bottom + 4, 2)
       << "\" stroke=\"#999\"/>\n";
-    o << "<text x=\"" << px(v) << "\" y=\"" << fixed(bottom + 15, 2)
-      << "\" font-size=\"10\" text-anchor=\"middle\">" << label << "</text>\n";
+    o << "<text x=\"" << px(v) << "\" y=\"" << fixed(bottom + 15, 2) << "\" font-size=\"10\" text-anchor=\"middle\">"
+      << label << "</text>\n";
     o << "<line x1=\"" << fixed(L - 4, 2) << "\" x2=\"" << px(0) << "\" y1=\"" << py(v) << "\" y2=\"" << py(v)
       << "\" stroke=\"#999\"/>\n";
     o << "<text x=\"" << fixed(L - 6, 2) << "\" y=\"" << fixed(bottom - v * ph + 3.5, 2)
@@ -180,8 +176,9 @@ std::string roc_svg(const std::vector<std::tuple<std::string, RocCurve, double>>
   }
   o << "<text x=\"" << fixed(L + pw / 2, 2) << "\" y=\"" << fixed(bottom + 32, 2)
     << "\" font-size=\"11\" text-anchor=\"middle\">false positive rate (1 - specificity)</text>\n";
-  o << "<text x=\"12\" y=\"" << fixed(T + ph / 2, 2) << "\" font-size=\"11\" text-anchor=\"middle\" transform=\"rotate(-90 12 "
-    << fixed(T + ph / 2, 2) << ")\">true positive rate (sensitivity)</text>\n";
+  o << "<text x=\"12\" y=\"" << fixed(T + ph / 2, 2)
+    << "\" font-size=\"11\" text-anchor=\"middle\" transform=\"rotate(-90 12 " << fixed(T + ph / 2, 2)
+    << ")\">true positive rate (sensitivity)</text>\n";
   o << "<line x1=\"" << px(0) << "\" y1=\"" << py(0) << "\" x2=\"" << px(1) << "\" y2=\"" << py(1)
     << "\" stroke=\"#bbb\" stroke-dasharray=\"4 4\"/>\n";
 
@@ -210,8 +207,8 @@ std::string roc_svg(const std::vector<std::tuple<std::string, RocCurve, double>>
     const double box_w = std::min(pw - 8, 34 + 6.2 * static_cast<double>(longest));
     const double box_h = 8 + line_h * static_cast<double>(legend.size());
     const double bx = L + pw - box_w - 4, by = T + ph - box_h - 4;
-    o << "<rect x=\"" << fixed(bx, 2) << "\" y=\"" << fixed(by, 2) << "\" width=\"" << fixed(box_w, 2)
-      << "\" height=\"" << fixed(box_h, 2) << "\" fill=\"#fff\" fill-opacity=\"0.85\" stroke=\"#ccc\"/>\n";
+    o << "<rect x=\"" << fixed(bx, 2) << "\" y=\"" << fixed(by, 2) << "\" width=\"" << fixed(box_w, 2) << "\" height=\""
+      << fixed(box_h, 2) << "\" fill=\"#fff\" fill-opacity=\"0.85\" stroke=\"#ccc\"/>\n";
     for (size_t i = 0; i < legend.size(); ++i) {
       const char* color = kColors[i % (sizeof kColors / sizeof kColors[0])];
       const double ly = by + 4 + line_h * (static_cast<double>(i) + 0.5);

@@ -30,8 +30,7 @@ double auroc(const std::vector<double>& scores, const std::vector<int64_t>& labe
 // AUROC of the hard predictions (score >= threshold -> 1, else 0), as the MHCA
 // authors' code computes it from argmax labels: for two classes it equals the
 // balanced accuracy, (sensitivity + specificity) / 2. DataError as auroc.
-double auroc_of_labels(const std::vector<double>& scores, const std::vector<int64_t>& labels,
-                       double threshold = 0.5);
+double auroc_of_labels(const std::vector<double>& scores, const std::vector<int64_t>& labels, double threshold = 0.5);
 
 struct BinaryCounts {
   int64_t tp = 0, fp = 0, tn = 0, fn = 0;

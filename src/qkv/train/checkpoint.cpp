@@ -115,8 +115,7 @@ at::Tensor text_tensor(const std::string& text) {
   return t;
 }
 
-std::string text_entry(const std::map<std::string, at::Tensor>& file, const std::string& key,
-                       const std::string& path) {
+std::string text_entry(const std::map<std::string, at::Tensor>& file, const std::string& key, const std::string& path) {
   const auto it = file.find(key);
   if (it == file.end()) throw DataError(path + ": checkpoint lacks '" + key + "'");
   const at::Tensor t = it->second.contiguous();
@@ -172,8 +171,10 @@ void optimizer_entries(torch::optim::Optimizer& o, std::map<std::string, at::Ten
       const auto it = o.state().find(state_key(params[i]));
       if (it == o.state().end()) continue;  // no step has touched it yet
       const std::string prefix = "optimizer/" + std::to_string(g) + "/" + std::to_string(i) + "/";
-      if (kind == "adam") adam_state_entries<torch::optim::AdamParamState>(*it->second, prefix, out);
-      else if (kind == "adamw") adam_state_entries<torch::optim::AdamWParamState>(*it->second, prefix, out);
+      if (kind == "adam")
+        adam_state_entries<torch::optim::AdamParamState>(*it->second, prefix, out);
+      else if (kind == "adamw")
+        adam_state_entries<torch::optim::AdamWParamState>(*it->second, prefix, out);
       else if (const auto& buffer = static_cast<const torch::optim::SGDParamState&>(*it->second).momentum_buffer();
                buffer.defined())
         out[prefix + "momentum_buffer"] = buffer;
@@ -199,7 +200,6 @@ std::unique_ptr<torch::optim::OptimizerParamState> adam_state_of(const std::map<
   if (fields.count("max_exp_avg_sq")) s->max_exp_avg_sq(fields.at("max_exp_avg_sq").to(param.options()));
   return s;
 }
-
 
 // The optimizer's per-parameter states from format 2's entries, every entry
 // parsed and checked; the optimizer itself is not touched.
@@ -232,9 +232,10 @@ OptimizerStates optimizer_states_of(torch::optim::Optimizer& o, const std::map<s
       throw DataError(path + ": checkpoint's optimizer state names no parameter of this model ('" + it->first + "')");
     const std::string field = rest.substr(slash2 + 1);
     const at::Tensor& param = o.param_groups()[g].params()[i];
-    const bool moment = field == "exp_avg" || field == "exp_avg_sq" || field == "max_exp_avg_sq" ||
-                        field == "momentum_buffer";
-    const bool known = kind == "sgd" ? field == "momentum_buffer" : field == "step" || (moment && field != "momentum_buffer");
+    const bool moment =
+        field == "exp_avg" || field == "exp_avg_sq" || field == "max_exp_avg_sq" || field == "momentum_buffer";
+    const bool known =
+        kind == "sgd" ? field == "momentum_buffer" : field == "step" || (moment && field != "momentum_buffer");
     if (!known) throw DataError(path + ": checkpoint's optimizer state has an unknown entry '" + it->first + "'");
     if (moment) {
       if (it->second.sizes() != param.sizes())
@@ -248,7 +249,8 @@ OptimizerStates optimizer_states_of(torch::optim::Optimizer& o, const std::map<s
   OptimizerStates states;
   for (const auto& [at_param, fields] : by_param) {
     const at::Tensor& param = o.param_groups()[at_param.first].params()[at_param.second];
-    const std::string where = "optimizer/" + std::to_string(at_param.first) + "/" + std::to_string(at_param.second) + "/";
+    const std::string where =
+        "optimizer/" + std::to_string(at_param.first) + "/" + std::to_string(at_param.second) + "/";
     if (kind == "adam")
       states[state_key(param)] = adam_state_of<torch::optim::AdamParamState>(fields, param, where, path);
     else if (kind == "adamw")

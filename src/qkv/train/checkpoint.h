@@ -30,7 +30,7 @@ struct TrainState {
   int64_t best_epoch = -1;  // 1-based epoch of the best validation score, -1 if none yet
   double best_value = 0;
   double train_seconds = 0;
-  nlohmann::json history = nlohmann::json::array();  // one object per completed epoch
+  nlohmann::json history = nlohmann::json::array();      // one object per completed epoch
   nlohmann::json run_config = nlohmann::json::object();  // what config.json holds
   // Distributed runs: how many ranks trained, and the RNG states of ranks
   // 1..W-1 (rank 0's is the global one every checkpoint holds).

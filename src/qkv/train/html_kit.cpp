@@ -252,7 +252,6 @@ std::string cell(const std::string& html, bool numeric, const std::string& attri
   return std::string("<td") + (numeric ? " class=\"n\"" : "") + attributes + ">" + html + "</td>";
 }
 
-
 int series_rank(const std::string& name) {
   if (starts_with(name, "train_")) return 0;
   if (starts_with(name, "val_")) return 1;
@@ -406,23 +405,12 @@ std::string escape_html(const std::string& text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
     }
   }
   return out;
@@ -474,7 +462,8 @@ std::string html_page_begin(const std::string& title) {
 
 std::string warnings_box(const std::vector<std::string>& warnings) {
   if (warnings.empty()) return "";
-  std::string html = "<div class=\"warn\"><b>" + std::string(warnings.size() == 1 ? "Warning" : "Warnings") + "</b><ul>\n";
+  std::string html =
+      "<div class=\"warn\"><b>" + std::string(warnings.size() == 1 ? "Warning" : "Warnings") + "</b><ul>\n";
   for (const auto& w : warnings) html += "<li>" + escape_html(w) + "</li>\n";
   return html + "</ul></div>\n";
 }

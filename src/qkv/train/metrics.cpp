@@ -78,14 +78,16 @@ nlohmann::json AccuracyMetric::result() const {
   if (!pairs_kept_) return out;
   std::vector<std::pair<std::pair<int64_t, int64_t>, int64_t>> pairs(confusion_pairs_.begin(), confusion_pairs_.end());
   const size_t kept = std::min(kTopConfusions, pairs.size());
-  std::partial_sort(pairs.begin(), pairs.begin() + static_cast<long>(kept), pairs.end(),
-                    [](const auto& a, const auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
+  std::partial_sort(
+      pairs.begin(), pairs.begin() + static_cast<long>(kept), pairs.end(),
+      [](const auto& a, const auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
   nlohmann::json top = nlohmann::json::array();
   const auto name = [&](int64_t c) {
     return static_cast<size_t>(c) < class_names_.size() ? class_names_[static_cast<size_t>(c)] : std::to_string(c);
   };
   for (size_t k = 0; k < kept; ++k)
-    top.push_back({{"true", name(pairs[k].first.first)}, {"predicted", name(pairs[k].first.second)}, {"count", pairs[k].second}});
+    top.push_back(
+        {{"true", name(pairs[k].first.first)}, {"predicted", name(pairs[k].first.second)}, {"count", pairs[k].second}});
   out["top_confusions"] = top;
   return out;
 }

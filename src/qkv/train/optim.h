@@ -22,8 +22,8 @@ struct OptimConfig {
   // step: epochs added before dividing by step_size; 1 = each decay one epoch
   // early, as PyTorch's StepLR stepped at the start of every epoch does.
   int64_t step_offset = 0;
-  double min_lr = 0.0;              // cosine: final learning rate; step: the floor
-  int64_t warmup_epochs = 0;        // linear warm-up before the schedule
+  double min_lr = 0.0;        // cosine: final learning rate; step: the floor
+  int64_t warmup_epochs = 0;  // linear warm-up before the schedule
 
   void validate() const;  // throws ConfigError naming the key
 };

@@ -27,7 +27,8 @@ PartIoUMetric::PartIoUMetric(std::vector<std::vector<int64_t>> category_parts, s
   for (size_t c = 0; c < category_parts_.size(); ++c)
     for (const int64_t label : category_parts_[c]) {
       TORCH_CHECK(label >= 0, "PartIoUMetric: negative label");
-      if (static_cast<size_t>(label) >= category_of_label_.size()) category_of_label_.resize(static_cast<size_t>(label) + 1, -1);
+      if (static_cast<size_t>(label) >= category_of_label_.size())
+        category_of_label_.resize(static_cast<size_t>(label) + 1, -1);
       TORCH_CHECK(category_of_label_[static_cast<size_t>(label)] < 0, "PartIoUMetric: label ", label,
                   " is in two categories");
       category_of_label_[static_cast<size_t>(label)] = static_cast<int64_t>(c);

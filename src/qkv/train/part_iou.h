@@ -40,8 +40,8 @@ class PartIoUMetric : public MetricAccumulator {
   std::vector<std::vector<int64_t>> category_parts_;
   std::vector<std::string> category_names_;
   std::vector<int64_t> category_of_label_;  // -1: no category
-  at::Tensor category_of_label_tensor_;      // the same, [labels] int64, for whole-shape checks
-  std::vector<at::Tensor> part_index_;       // per category: its labels, [parts] int64
+  at::Tensor category_of_label_tensor_;     // the same, [labels] int64, for whole-shape checks
+  std::vector<at::Tensor> part_index_;      // per category: its labels, [parts] int64
   std::vector<double> category_sum_;
   std::vector<int64_t> category_shapes_;
   int64_t correct_ = 0, scored_ = 0;

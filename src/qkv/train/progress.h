@@ -19,8 +19,8 @@ class ProgressBar {
   ~ProgressBar() { clear(); }  // an exception's message starts on a clean line
   ProgressBar(const ProgressBar&) = delete;
   ProgressBar& operator=(const ProgressBar&) = delete;
-  void update(int64_t done, double running_loss);        // "... loss 0.1234"
-  void update(int64_t done, const std::string& note);    // "... <note>", e.g. "312 features left"
+  void update(int64_t done, double running_loss);      // "... loss 0.1234"
+  void update(int64_t done, const std::string& note);  // "... <note>", e.g. "312 features left"
   void clear();  // erase the bar (if one was drawn) before a normal line is printed
 
   static bool stderr_is_terminal();

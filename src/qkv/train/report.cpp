@@ -312,8 +312,9 @@ std::string class_report_table(const nlohmann::json& entry) {
       report.update(classification_report(matrix, names));
     }
   }
-  const nlohmann::json rows =
-      report.contains("per_class") && report.at("per_class").is_array() ? report.at("per_class") : nlohmann::json::array();
+  const nlohmann::json rows = report.contains("per_class") && report.at("per_class").is_array()
+                                  ? report.at("per_class")
+                                  : nlohmann::json::array();
   auto average = [&](const char* key) {
     return report.contains(key) && report.at(key).is_object() ? report.at(key) : nlohmann::json();
   };
@@ -394,8 +395,9 @@ std::string top_confusions_table(const nlohmann::json& entry) {
   const auto& top = entry.at("top_confusions");
   const size_t classes = entry.contains("classes") && entry.at("classes").is_array() ? entry.at("classes").size() : 0;
   std::ostringstream o;
-  o << "<p class=\"note\">The " << top.size() << " most frequent confusions of " << format_integer(static_cast<int64_t>(classes))
-    << " classes (the full matrix is drawn up to " << kDenseConfusionClasses << " classes).</p>\n";
+  o << "<p class=\"note\">The " << top.size() << " most frequent confusions of "
+    << format_integer(static_cast<int64_t>(classes)) << " classes (the full matrix is drawn up to "
+    << kDenseConfusionClasses << " classes).</p>\n";
   o << "<table class=\"classes\">\n<thead><tr><th>true</th><th>predicted</th><th class=\"n\">count</th></tr></thead>\n"
        "<tbody>\n";
   auto text = [](const nlohmann::json& row, const char* key) {

@@ -10,8 +10,8 @@
 // with the selected epoch marked; per-class precision / recall / F1 and the
 // confusion matrix of each classification split; the settings as key | value
 // tables.
-#include <nlohmann/json.hpp>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 

@@ -73,8 +73,10 @@ std::vector<std::string> degenerate_result_warnings(const nlohmann::json& m, boo
   if (counts) {
     const int64_t tp = m.at("tp"), fp = m.at("fp"), tn = m.at("tn"), fn = m.at("fn");
     const int64_t total = tp + fp + tn + fn;
-    if (one_class(tp + fp, tp + fn, total)) out.push_back(one_class_text("the positive class", tp + fp, tp + fn, total));
-    if (one_class(tn + fn, tn + fp, total)) out.push_back(one_class_text("the negative class", tn + fn, tn + fp, total));
+    if (one_class(tp + fp, tp + fn, total))
+      out.push_back(one_class_text("the positive class", tp + fp, tp + fn, total));
+    if (one_class(tn + fn, tn + fp, total))
+      out.push_back(one_class_text("the negative class", tn + fn, tn + fp, total));
   }
   // Said once: a one-class warning above already implies the zero.
   const double sensitivity = metric_value(m, "sensitivity"), specificity = metric_value(m, "specificity");

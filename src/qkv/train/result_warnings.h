@@ -4,8 +4,8 @@
 // does not shout: a classifier predicting (nearly) one class for everything,
 // a binary classifier with sensitivity or specificity 0, an AUROC at or
 // below chance.
-#include <nlohmann/json.hpp>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 

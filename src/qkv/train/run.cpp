@@ -12,14 +12,14 @@
 #include <filesystem>
 #include <memory>
 
-#include "qkv/core/json_file.h"
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
-#include "qkv/core/text.h"
 #include "qkv/core/interrupt.h"
+#include "qkv/core/json_file.h"
+#include "qkv/core/text.h"
 #include "qkv/core/version.h"
-#include "qkv/runtime/runtime.h"
 #include "qkv/distributed/process_group.h"
+#include "qkv/runtime/runtime.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/progress.h"
 #include "qkv/train/result_warnings.h"
@@ -48,16 +48,16 @@ nlohmann::json resolved_options(const RunRequest& r) {
 
 nlohmann::json run_config(const RunRequest& r) {
   nlohmann::json config = {{"qkv_version", qkv_version()},
-          {"command", r.command},
-          {"seed", r.seed},
-          {"threads", at::get_num_threads()},
-          {"blas", blas_info()},
-          {"device", r.device},
-          {"model", {{"name", r.model_name}, {"options", resolved_options(r)}}},
-          {"data", r.data},
-          {"train", r.train.to_json()},
-          {"init_weights", r.init_weights},
-          {"resumes", r.resumes}};
+                           {"command", r.command},
+                           {"seed", r.seed},
+                           {"threads", at::get_num_threads()},
+                           {"blas", blas_info()},
+                           {"device", r.device},
+                           {"model", {{"name", r.model_name}, {"options", resolved_options(r)}}},
+                           {"data", r.data},
+                           {"train", r.train.to_json()},
+                           {"init_weights", r.init_weights},
+                           {"resumes", r.resumes}};
   if (!r.recipe.is_null()) config["recipe"] = r.recipe;
   return config;
 }
@@ -73,8 +73,8 @@ RunRequest stored_request(const std::string& dir, const std::string& command) {
   if (!std::filesystem::exists(ckpt)) throw ConfigError("resume", dir + ": no checkpoint at " + ckpt);
   const auto stored = read_checkpoint_config(ckpt);
   if (stored.value("command", "") != command)
-    throw ConfigError("resume", dir + ": that run was made by '" + stored.value("command", "?") + "', not '" +
-                     command + "'");
+    throw ConfigError("resume",
+                      dir + ": that run was made by '" + stored.value("command", "?") + "', not '" + command + "'");
   RunRequest r;
   try {
     r.command = command;
@@ -196,8 +196,8 @@ namespace {
 // The metrics a person looks at first, in this order, where a task has them
 // (at most four).
 std::string headline(const nlohmann::json& metrics) {
-  static const char* const keys[] = {"accuracy",    "instance_miou",     "class_miou", "exact_match", "auroc",
-                                     "sensitivity", "specificity",       "balanced_accuracy", "loss"};
+  static const char* const keys[] = {"accuracy",    "instance_miou", "class_miou",        "exact_match", "auroc",
+                                     "sensitivity", "specificity",   "balanced_accuracy", "loss"};
   std::string line;
   int shown = 0;
   for (const char* key : keys) {
@@ -233,7 +233,8 @@ std::string run_summary_text(const nlohmann::json& s, const std::string& dir, co
   for (const auto& w : summary_warnings(s)) text += "warning: " + w + "\n";
   std::string files;
   for (const char* name : {"summary.json", "report.html", "checkpoints/best.ckpt", "xgboost.json"})
-    if (std::filesystem::exists(std::filesystem::path(dir) / name)) files += (files.empty() ? "" : ", ") + std::string(name);
+    if (std::filesystem::exists(std::filesystem::path(dir) / name))
+      files += (files.empty() ? "" : ", ") + std::string(name);
   text += "run folder " + dir + (files.empty() ? "" : " (" + files + ")") + "\n";
   return text;
 }

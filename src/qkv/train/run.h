@@ -26,8 +26,8 @@ struct RunPaths {
   std::string best_checkpoint() const { return dir + "/checkpoints/best.ckpt"; }
   // The files above, relative to the folder.
   static std::vector<std::string> names() {
-    return {"config.json",  "metrics.jsonl",         "summary.json",
-            "report.html",  "checkpoints/last.ckpt", "checkpoints/best.ckpt"};
+    return {"config.json", "metrics.jsonl",         "summary.json",
+            "report.html", "checkpoints/last.ckpt", "checkpoints/best.ckpt"};
   }
 };
 
@@ -135,7 +135,6 @@ void export_checkpoint_weights(const std::string& checkpoint, const std::string&
 
 // A few lines a person reads at the end of a run: the selected epoch, the
 // headline validation and test metrics, where the run folder is.
-std::string run_summary_text(const nlohmann::json& summary, const std::string& dir,
-                             const std::string& test_label = "");
+std::string run_summary_text(const nlohmann::json& summary, const std::string& dir, const std::string& test_label = "");
 
 }  // namespace qkv::train

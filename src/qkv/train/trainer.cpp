@@ -8,14 +8,14 @@
 #include <cstdio>
 #include <random>
 
-#include "qkv/runtime/allocator.h"
 #include "qkv/core/atomic_file.h"
-#include "qkv/core/output_policy.h"
 #include "qkv/core/errors.h"
-#include "qkv/core/messages.h"
 #include "qkv/core/interrupt.h"
 #include "qkv/core/json_file.h"
+#include "qkv/core/messages.h"
+#include "qkv/core/output_policy.h"
 #include "qkv/layers/sync_batch_norm.h"
+#include "qkv/runtime/allocator.h"
 #include "qkv/train/progress.h"
 #include "qkv/train/report.h"
 #include "qkv/train/run.h"
@@ -47,9 +47,7 @@ void write_metrics_jsonl(const RunPaths& paths, const nlohmann::json& history) {
   write_file_atomic(paths.metrics(), text);
 }
 
-void print_epoch_line(const nlohmann::json& row, int64_t epochs) {
-  say_as_is(epoch_line_text(row, epochs));
-}
+void print_epoch_line(const nlohmann::json& row, int64_t epochs) { say_as_is(epoch_line_text(row, epochs)); }
 
 // Sums an accumulator's counts over ranks (shorter vectors padded with zeros).
 void reduce_metric(MetricAccumulator& accumulator, distributed::ProcessGroup& group) {
@@ -116,7 +114,8 @@ std::string epoch_line_text(const nlohmann::json& row, int64_t epochs, size_t wi
 void TrainConfig::validate() const {
   check_field_ranges(*this);  // the optimizer's fields too
   if (label_smoothing_over == "others" && label_smoothing > 0.5)
-    throw ConfigError("label_smoothing", "must be at most 0.5 when spread over the other classes (two classes would swap)");
+    throw ConfigError("label_smoothing",
+                      "must be at most 0.5 when spread over the other classes (two classes would swap)");
   if (bn_momentum_min > bn_momentum) throw ConfigError("bn_momentum_min", "must be at most {bn_momentum}");
   optim.validate();
 }
@@ -179,13 +178,12 @@ nlohmann::json evaluate(models::Model& model, const data::Dataset& dataset, int6
 void check_resume_world_size(const std::string& dir, int64_t stored, int64_t now) {
   if (stored != now)
     throw ConfigError("resume", dir + ": the run was trained by " + std::to_string(stored) +
-                     " rank(s); resume it with {world_size} " + std::to_string(stored) + ", not " +
-                     std::to_string(now));
+                                    " rank(s); resume it with {world_size} " + std::to_string(stored) + ", not " +
+                                    std::to_string(now));
 }
 
 TrainResult train(models::Model& model, const data::Splits& splits, const TrainConfig& config, c10::Device device,
-                  const std::string& out_dir, const nlohmann::json& run_config, bool resume,
-                  const TrainHooks& hooks) {
+                  const std::string& out_dir, const nlohmann::json& run_config, bool resume, const TrainHooks& hooks) {
   config.validate();
   distributed::ProcessGroup* group = hooks.group && hooks.group->world_size() > 1 ? hooks.group : nullptr;
   const int64_t world = group ? group->world_size() : 1, rank = group ? group->rank() : 0;
@@ -291,8 +289,8 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
       batch = batch.to(device);
 
       auto logits = model.forward(batch);
-      auto loss = classification_loss(logits, batch.target, config.label_smoothing,
-                                      config.label_smoothing_over == "others");
+      auto loss =
+          classification_loss(logits, batch.target, config.label_smoothing, config.label_smoothing_over == "others");
       double count = 0, correct = 0;
       {
         torch::NoGradGuard no_grad;
@@ -364,8 +362,8 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
     if (have_val) {
       row.update(prefixed("val_", evaluate(model, *splits.val, eval_batch, device, hooks.metrics, group)));
       if (!row.contains(select_key))
-        throw ConfigError("select_metric", config.select_metric + ": the validation metrics have no '" +
-                         config.select_metric + "'");
+        throw ConfigError("select_metric",
+                          config.select_metric + ": the validation metrics have no '" + config.select_metric + "'");
     }
     row["seconds"] = seconds;
     state.history.push_back(row);
@@ -393,16 +391,16 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
     }
     if (interrupted(interrupt_requested())) {
       if (!quiet)
-        say("interrupted: checkpoint written to " + paths.last_checkpoint() + " (resume with {resume} " + paths.dir + ")");
+        say("interrupted: checkpoint written to " + paths.last_checkpoint() + " (resume with {resume} " + paths.dir +
+            ")");
       return {true, nlohmann::json{{"interrupted", true}}};
     }
   }
 
   // Model selection: the best validation epoch's weights, or the last epoch's
   // when there is no validation split. Test data is only looked at here.
-  nlohmann::json summary = {{"epochs", state.epoch},
-                            {"train_seconds", state.train_seconds},
-                            {"parameters", models::count_parameters(model)}};
+  nlohmann::json summary = {
+      {"epochs", state.epoch}, {"train_seconds", state.train_seconds}, {"parameters", models::count_parameters(model)}};
   if (world > 1) summary["world_size"] = world;
   if (stopped_early) summary["stopped_early"] = true;
   const MetricFactory& final_metrics = hooks.final_metrics ? hooks.final_metrics : hooks.metrics;

@@ -44,7 +44,7 @@ struct TrainConfig {
   // Early stopping: end training after this many epochs without a better
   // validation score (the selected weights are the best epoch's either way); 0 = off.
   int64_t patience = 0;
-  uint64_t seed = 0;                       // data order: epoch e uses seed and e
+  uint64_t seed = 0;  // data order: epoch e uses seed and e
   // Where this process sits in a data-parallel run (world_size is recorded in
   // config.json; rank and master are not). batch_size is per rank.
   distributed::ParallelOptions parallel;
@@ -58,7 +58,8 @@ struct TrainConfig {
 template <typename V>
 void visit_fields(TrainConfig& c, V&& visit) {
   visit(Field{"epochs", "training epochs"}.at_least(1), c.epochs);
-  visit(Field{"batch_size", "training mini-batch size (per rank in a data-parallel run)"}.range(1, 1 << 20), c.batch_size);
+  visit(Field{"batch_size", "training mini-batch size (per rank in a data-parallel run)"}.range(1, 1 << 20),
+        c.batch_size);
   visit(Field{"eval_batch_size", "evaluation batch size; 0 = --batch-size"}.range(0, 1 << 20), c.eval_batch_size);
   visit(Field{"drop_last", "skip a last partial training batch"}, c.drop_last);
   visit_fields(c.optim, visit);
@@ -76,9 +77,11 @@ void visit_fields(TrainConfig& c, V&& visit) {
   visit(Field{"bn_momentum_min", "lowest batch-norm momentum of the decay"}.range(0, 1), c.bn_momentum_min);
   visit(Field{"select_metric", "validation metric that picks the best epoch (loss is minimised, others maximised)"},
         c.select_metric);
-  visit(Field{"patience", "stop after this many epochs without a better validation score; 0 = train all epochs"}.at_least(0),
-        c.patience);
-  visit(Field{"seed", "", ""}, c.seed);  // set from --seed
+  visit(
+      Field{"patience", "stop after this many epochs without a better validation score; 0 = train all epochs"}.at_least(
+          0),
+      c.patience);
+  visit(Field{"seed", "", ""}, c.seed);                       // set from --seed
   visit(Field{"world_size", "", ""}, c.parallel.world_size);  // --world-size is a data-parallel option
 }
 
@@ -93,8 +96,8 @@ struct TrainHooks {
   // from the trained one (e.g. tasks::VoteAveraged when the test sets hold
   // several views per sample); default: the trained model.
   std::function<models::ModelPtr(models::Model& trained)> test_model;
-  bool live_progress = false;                              // progress bar on stderr
-  bool quiet = false;                                      // no per-epoch lines
+  bool live_progress = false;  // progress bar on stderr
+  bool quiet = false;          // no per-epoch lines
   std::string title = "qkv run";
   int64_t stop_after_steps = -1;  // tests: act as if Ctrl-C came after this many steps of this call
   // Data-parallel training: each rank takes a disjoint slice of every global

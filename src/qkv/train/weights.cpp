@@ -15,9 +15,9 @@
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/checked.h"
 #include "qkv/core/errors.h"
-#include "qkv/core/text.h"
 #include "qkv/core/file_input.h"
 #include "qkv/core/shape.h"
+#include "qkv/core/text.h"
 #include "qkv/core/zip_entries.h"
 
 namespace qkv::train {
@@ -42,8 +42,10 @@ bool setitem_as_setitems(std::string& pickle) {
   if (pickle.size() < 5 || pickle[0] != '\x80' || pickle[2] != '}') return false;
   if (pickle.compare(pickle.size() - 2, 2, "s.") != 0) return false;
   size_t after_dict = 3;
-  if (pickle[3] == 'q') after_dict = 5;
-  else if (pickle[3] == 'r') after_dict = 8;
+  if (pickle[3] == 'q')
+    after_dict = 5;
+  else if (pickle[3] == 'r')
+    after_dict = 8;
   if (after_dict > pickle.size() - 2) return false;
   pickle[pickle.size() - 2] = 'u';
   pickle.insert(after_dict, 1, '(');
@@ -75,24 +77,45 @@ std::optional<std::vector<PickleOp>> state_dict_pickle_ops(const std::string& pi
     size_t arg = 0;  // bytes of a fixed argument
     int prefix = 0;  // bytes of a length prefix
     switch (o.op) {
-      case 0x80: case 'K': case 'q': case 'h': arg = 1; break;  // PROTO BININT1 BINPUT BINGET
-      case 'M': arg = 2; break;                                 // BININT2
-      case 'J': case 'r': case 'j': arg = 4; break;             // BININT LONG_BINPUT LONG_BINGET
-      case 'G': arg = 8; break;                                 // BINFLOAT
-      case 'X': prefix = 4; break;                              // BINUNICODE
-      case 0x8c: case 0x8a: prefix = 1; break;                  // SHORT_BINUNICODE LONG1
-      case 'c': {                                               // GLOBAL: two lines
+      case 0x80:
+      case 'K':
+      case 'q':
+      case 'h': arg = 1; break;  // PROTO BININT1 BINPUT BINGET
+      case 'M': arg = 2; break;  // BININT2
+      case 'J':
+      case 'r':
+      case 'j': arg = 4; break;     // BININT LONG_BINPUT LONG_BINGET
+      case 'G': arg = 8; break;     // BINFLOAT
+      case 'X': prefix = 4; break;  // BINUNICODE
+      case 0x8c:
+      case 0x8a: prefix = 1; break;  // SHORT_BINUNICODE LONG1
+      case 'c': {                    // GLOBAL: two lines
         const auto first = pickle.find('\n', at + 1);
         const auto second = first == std::string::npos ? first : pickle.find('\n', first + 1);
         if (second == std::string::npos) return std::nullopt;
         o.size = second + 1 - at;
         break;
       }
-      case '(': case ')': case '}': case ']': case 'N': case 0x88: case 0x89: case 'R': case 'b': case 'u':
-      case 's': case 'e': case 'a': case 't': case 0x85: case 0x86: case 0x87: case 'Q': case '.':
-        break;
-      default:
-        return std::nullopt;
+      case '(':
+      case ')':
+      case '}':
+      case ']':
+      case 'N':
+      case 0x88:
+      case 0x89:
+      case 'R':
+      case 'b':
+      case 'u':
+      case 's':
+      case 'e':
+      case 'a':
+      case 't':
+      case 0x85:
+      case 0x86:
+      case 0x87:
+      case 'Q':
+      case '.': break;
+      default: return std::nullopt;
     }
     if (prefix > 0) {
       if (prefix > static_cast<int>(n - at - 1)) return std::nullopt;
@@ -132,8 +155,8 @@ bool ordered_dicts_as_dicts(std::string& pickle) {
   std::vector<bool> drop(count, false), to_empty_dict(count, false);
   std::vector<int> marks_before(count, 0);
   std::set<uint64_t> class_slots;
-  std::vector<size_t> stack;                         // the op where each stack item starts
-  std::vector<std::pair<size_t, size_t>> marks;      // (stack size, op index) of each open MARK
+  std::vector<size_t> stack;                     // the op where each stack item starts
+  std::vector<std::pair<size_t, size_t>> marks;  // (stack size, op index) of each open MARK
   auto pop = [&](size_t items) {
     if (stack.size() < items + (marks.empty() ? 0 : marks.back().first)) return false;
     stack.resize(stack.size() - items);
@@ -146,7 +169,8 @@ bool ordered_dicts_as_dicts(std::string& pickle) {
       case 'c':
       case 'h':
       case 'j': {
-        const bool is_class = o.op == 'c' ? pickle.compare(o.at, o.size, kOrderedDict) == 0 : class_slots.count(o.slot) > 0;
+        const bool is_class =
+            o.op == 'c' ? pickle.compare(o.at, o.size, kOrderedDict) == 0 : class_slots.count(o.slot) > 0;
         if (is_class) {  // OrderedDict [PUT] EMPTY_TUPLE REDUCE -> EMPTY_DICT
           size_t next = i + 1;
           if (o.op == 'c' && (is(next, 'q') || is(next, 'r'))) {
@@ -163,11 +187,22 @@ bool ordered_dicts_as_dicts(std::string& pickle) {
         stack.push_back(i);
         break;
       }
-      case 0x80: case 'q': case 'r': break;  // PROTO, and PUTs leave the top in place
-      case 'X': case 0x8c: case 0x8a: case 'K': case 'M': case 'J': case 'G':
-      case ')': case '}': case ']': case 'N': case 0x88: case 0x89:
-        stack.push_back(i);
-        break;
+      case 0x80:
+      case 'q':
+      case 'r': break;  // PROTO, and PUTs leave the top in place
+      case 'X':
+      case 0x8c:
+      case 0x8a:
+      case 'K':
+      case 'M':
+      case 'J':
+      case 'G':
+      case ')':
+      case '}':
+      case ']':
+      case 'N':
+      case 0x88:
+      case 0x89: stack.push_back(i); break;
       case '(': marks.emplace_back(stack.size(), i); break;
       case 't': {  // TUPLE: the items above the MARK become one, starting at the MARK
         if (marks.empty()) return false;
@@ -176,20 +211,23 @@ bool ordered_dicts_as_dicts(std::string& pickle) {
         marks.pop_back();
         break;
       }
-      case 'u': case 'e':  // SETITEMS APPENDS: the container stays
+      case 'u':
+      case 'e':  // SETITEMS APPENDS: the container stays
         if (marks.empty()) return false;
         stack.resize(marks.back().first);
         marks.pop_back();
         if (stack.empty()) return false;
         break;
-      case 'Q': case 0x85: {  // BINPERSID TUPLE1, and below: a result starts where its deepest input did
+      case 'Q':
+      case 0x85: {  // BINPERSID TUPLE1, and below: a result starts where its deepest input did
         if (stack.empty()) return false;
         const size_t start = stack.back();
         if (!pop(1)) return false;
         stack.push_back(start);
         break;
       }
-      case 'R': case 0x86: {
+      case 'R':
+      case 0x86: {
         if (stack.size() < 2) return false;
         const size_t start = stack[stack.size() - 2];
         if (!pop(2)) return false;
@@ -203,8 +241,10 @@ bool ordered_dicts_as_dicts(std::string& pickle) {
         stack.push_back(start);
         break;
       }
-      case 'a': if (!pop(1)) return false; break;  // APPEND: the list stays
-      case 's': {                                  // SETITEM -> MARK key value SETITEMS
+      case 'a':
+        if (!pop(1)) return false;
+        break;     // APPEND: the list stays
+      case 's': {  // SETITEM -> MARK key value SETITEMS
         if (stack.size() < 3) return false;
         ++marks_before[stack[stack.size() - 2]];
         if (!pop(2)) return false;
@@ -240,7 +280,8 @@ bool ordered_dicts_as_dicts(std::string& pickle) {
       const auto found = renumbered.find(o.slot);
       if (found == renumbered.end()) return false;
       out.push_back(static_cast<char>(o.op));
-      for (int b = 0; b < (o.op == 'h' ? 1 : 4); ++b) out.push_back(static_cast<char>((found->second >> (8 * b)) & 0xff));
+      for (int b = 0; b < (o.op == 'h' ? 1 : 4); ++b)
+        out.push_back(static_cast<char>((found->second >> (8 * b)) & 0xff));
     } else if (o.op == 's') {
       out.push_back('u');
     } else {
@@ -279,14 +320,20 @@ void check_pickle(const std::string& pickle, const std::string& path, const std:
       refuse("declares a " + std::string(what) + " of " + std::to_string(bytes) + " bytes, more than the " +
              std::to_string(n - at) + " left");
   };
-  uint64_t memo = 0;           // memo slots so far: picklers number them 0, 1, 2, ...
-  size_t depth = 0;            // stack items
-  std::vector<size_t> marks;   // depth at each open MARK
+  uint64_t memo = 0;          // memo slots so far: picklers number them 0, 1, 2, ...
+  size_t depth = 0;           // stack items
+  std::vector<size_t> marks;  // depth at each open MARK
   auto above_mark = [&] { return depth - (marks.empty() ? 0 : marks.back()); };
   auto take = [&](size_t items, uint8_t op) {  // pops `items`, as an opcode that needs them
     if (above_mark() < items)
-      refuse("pops " + std::to_string(items) + " items with " + std::to_string(above_mark()) + " on the stack (opcode 0x" +
-             [&] { char b[3]; std::snprintf(b, sizeof b, "%02x", op); return std::string(b); }() + ")");
+      refuse("pops " + std::to_string(items) + " items with " + std::to_string(above_mark()) +
+             " on the stack (opcode 0x" +
+             [&] {
+               char b[3];
+               std::snprintf(b, sizeof b, "%02x", op);
+               return std::string(b);
+             }() +
+             ")");
     depth -= items;
   };
   auto close_mark = [&] {  // pops back to the last MARK; returns the items above it
@@ -312,17 +359,53 @@ void check_pickle(const std::string& pickle, const std::string& path, const std:
     size_t fixed = 0;  // bytes of a fixed-size argument
     switch (op) {
       case '.': take(1, op); return;  // STOP
-      case 'X': case 'B': case 'T': case 0x8b: prefix = 4; ++depth; break;  // BINUNICODE BINBYTES BINSTRING LONG4
-      case 0x8c: case 'C': case 'U': case 0x8a: prefix = 1; ++depth; break;  // SHORT_BINUNICODE SHORT_BINBYTES SHORT_BINSTRING LONG1
-      case 0x8d: case 0x8e: case 0x96: prefix = 8; ++depth; break;           // BINUNICODE8 BINBYTES8 BYTEARRAY8
-      case 0x95: fixed = 8; break;                                           // FRAME (its length is a hint)
-      case 0x80: fixed = 1; break;                                           // PROTO
-      case 'K': case 'h': fixed = 1; ++depth; break;                         // BININT1 BINGET
-      case 'M': fixed = 2; ++depth; break;                                   // BININT2
-      case 'J': case 'j': fixed = 4; ++depth; break;                         // BININT LONG_BINGET
-      case 'G': fixed = 8; ++depth; break;                                   // BINFLOAT
-      case 'q': case 'r': take(1, op); ++depth; fixed = op == 'q' ? 1 : 4; break;  // BINPUT LONG_BINPUT: the top stays
-      case 'c': {                                                            // GLOBAL: two lines, one item
+      case 'X':
+      case 'B':
+      case 'T':
+      case 0x8b:
+        prefix = 4;
+        ++depth;
+        break;  // BINUNICODE BINBYTES BINSTRING LONG4
+      case 0x8c:
+      case 'C':
+      case 'U':
+      case 0x8a:
+        prefix = 1;
+        ++depth;
+        break;  // SHORT_BINUNICODE SHORT_BINBYTES SHORT_BINSTRING LONG1
+      case 0x8d:
+      case 0x8e:
+      case 0x96:
+        prefix = 8;
+        ++depth;
+        break;                      // BINUNICODE8 BINBYTES8 BYTEARRAY8
+      case 0x95: fixed = 8; break;  // FRAME (its length is a hint)
+      case 0x80: fixed = 1; break;  // PROTO
+      case 'K':
+      case 'h':
+        fixed = 1;
+        ++depth;
+        break;  // BININT1 BINGET
+      case 'M':
+        fixed = 2;
+        ++depth;
+        break;  // BININT2
+      case 'J':
+      case 'j':
+        fixed = 4;
+        ++depth;
+        break;  // BININT LONG_BINGET
+      case 'G':
+        fixed = 8;
+        ++depth;
+        break;  // BINFLOAT
+      case 'q':
+      case 'r':
+        take(1, op);
+        ++depth;
+        fixed = op == 'q' ? 1 : 4;
+        break;     // BINPUT LONG_BINPUT: the top stays
+      case 'c': {  // GLOBAL: two lines, one item
         for (int line = 0; line < 2; ++line) {
           const auto nl = pickle.find('\n', at);
           if (nl == std::string::npos) return;
@@ -331,30 +414,71 @@ void check_pickle(const std::string& pickle, const std::string& path, const std:
         ++depth;
         continue;
       }
-      case '(': marks.push_back(depth); continue;                             // MARK
-      case ')': case ']': case '}': case 0x8f: case 'N': case 0x88: case 0x89: ++depth; continue;  // empties, None, bools
-      case 0x94: take(1, op); ++depth; ++memo; continue;                      // MEMOIZE: the top stays
-      case 'Q': case 0x85: take(1, op); ++depth; continue;                    // BINPERSID TUPLE1
-      case 0x86: case 'R': case 'b': case 0x81: case 0x93: case 'a':          // TUPLE2 REDUCE BUILD NEWOBJ STACK_GLOBAL APPEND
-        take(2, op); ++depth; continue;
-      case 0x87: case 0x92: take(3, op); ++depth; continue;                   // TUPLE3 NEWOBJ_EX
-      case 's': take(3, op); ++depth; continue;                               // SETITEM: the dict stays
-      case '2': take(1, op); depth += 2; continue;                            // DUP
-      case '0': take(1, op); continue;                                        // POP
-      case '1': close_mark(); continue;                                     // POP_MARK
-      case 't': case 'l': case 'd': case 0x91: close_mark(); ++depth; continue;  // TUPLE LIST DICT FROZENSET
-      case 'o':                                                               // OBJ: class and arguments
+      case '(': marks.push_back(depth); continue;  // MARK
+      case ')':
+      case ']':
+      case '}':
+      case 0x8f:
+      case 'N':
+      case 0x88:
+      case 0x89: ++depth; continue;  // empties, None, bools
+      case 0x94:
+        take(1, op);
+        ++depth;
+        ++memo;
+        continue;  // MEMOIZE: the top stays
+      case 'Q':
+      case 0x85:
+        take(1, op);
+        ++depth;
+        continue;  // BINPERSID TUPLE1
+      case 0x86:
+      case 'R':
+      case 'b':
+      case 0x81:
+      case 0x93:
+      case 'a':  // TUPLE2 REDUCE BUILD NEWOBJ STACK_GLOBAL APPEND
+        take(2, op);
+        ++depth;
+        continue;
+      case 0x87:
+      case 0x92:
+        take(3, op);
+        ++depth;
+        continue;  // TUPLE3 NEWOBJ_EX
+      case 's':
+        take(3, op);
+        ++depth;
+        continue;  // SETITEM: the dict stays
+      case '2':
+        take(1, op);
+        depth += 2;
+        continue;                        // DUP
+      case '0': take(1, op); continue;   // POP
+      case '1': close_mark(); continue;  // POP_MARK
+      case 't':
+      case 'l':
+      case 'd':
+      case 0x91:
+        close_mark();
+        ++depth;
+        continue;  // TUPLE LIST DICT FROZENSET
+      case 'o':    // OBJ: class and arguments
         if (close_mark() < 1) refuse("builds an object without its class");
         ++depth;
         continue;
-      case 'e': case 0x90: close_mark(); take(1, op); ++depth; continue;   // APPENDS ADDITEMS: the container stays
-      case 'u':                                                               // SETITEMS: the dict stays
+      case 'e':
+      case 0x90:
+        close_mark();
+        take(1, op);
+        ++depth;
+        continue;  // APPENDS ADDITEMS: the container stays
+      case 'u':    // SETITEMS: the dict stays
         if (close_mark() % 2 != 0) refuse("sets a key without its value");
         take(1, op);
         ++depth;
         continue;
-      default:
-        return;  // not walked further
+      default: return;  // not walked further
     }
     if (prefix > 0) {
       need(static_cast<uint64_t>(prefix), "length");
@@ -430,7 +554,9 @@ bool within_storage(const at::Tensor& t, const std::map<const void*, size_t>& re
          bytes <= static_cast<int64_t>(storage.nbytes());
 }
 
-bool is_zip(const std::vector<char>& bytes) { return bytes.size() >= 4 && std::memcmp(bytes.data(), "PK\x03\x04", 4) == 0; }
+bool is_zip(const std::vector<char>& bytes) {
+  return bytes.size() >= 4 && std::memcmp(bytes.data(), "PK\x03\x04", 4) == 0;
+}
 
 }  // namespace
 
@@ -489,8 +615,8 @@ std::map<std::string, at::Tensor> read_tensor_dict(const std::vector<char>& byte
   return file;
 }
 
-void copy_into_module(torch::nn::Module& module, const std::map<std::string, at::Tensor>& file,
-                      const std::string& path, const std::string& misfit, bool refuse_non_finite) {
+void copy_into_module(torch::nn::Module& module, const std::map<std::string, at::Tensor>& file, const std::string& path,
+                      const std::string& misfit, bool refuse_non_finite) {
   auto model = named_tensors(module);
   std::vector<std::string> missing, unexpected, mismatched;
   for (const auto& [name, t] : model) {

@@ -36,8 +36,7 @@ at::Tensor factorised_edge_conv_mean(VNLinearLeakyReLUImpl& conv, const at::Tens
 at::Tensor edge_conv_mean(const at::Tensor& feat_towards, const at::Tensor& feat_centre, const at::Tensor& dir_towards,
                           const at::Tensor& dir_centre, const at::Tensor& idx, const at::Tensor& weight,
                           const at::Tensor& bias, const at::Tensor& running_mean, const at::Tensor& running_var,
-                          bool training, double momentum, double eps, RankSum* group,
-                          double negative_slope);
+                          bool training, double momentum, double eps, RankSum* group, double negative_slope);
 // The same from gather_neighbours, vn_batch_norm, vn_leaky_relu and
 // vn_mean_pool: the reference.
 at::Tensor edge_conv_mean_composed(const at::Tensor& feat_towards, const at::Tensor& feat_centre,

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "qkv/core/errors.h"
-#include "qkv/layers/function_transforms.h"
 #include "qkv/core/shape.h"
+#include "qkv/layers/function_transforms.h"
 #include "qkv/layers/weight_binding.h"
 #include "qkv/vn/vn_heads.h"
 
@@ -18,16 +18,17 @@ namespace {
 
 void check_local_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& idx,
                         int64_t channels) {
-  const std::string shapes = "q " + shape_of(q) + ", k " + shape_of(k) + ", v " + shape_of(v) + ", idx " + shape_of(idx);
+  const std::string shapes =
+      "q " + shape_of(q) + ", k " + shape_of(k) + ", v " + shape_of(v) + ", idx " + shape_of(idx);
   if (channels < 1 || q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || q.size(3) != 3 * channels ||
       k.size(3) != q.size(3) || v.size(3) % 3 != 0 || v.size(3) == 0)
-    throw UsageError("vn_local_attention_rows: expected q [B, H, Nq, 3C], k [B, H, Nk, 3C], v [B, H, Nk, 3Cv] with C = " +
-                     std::to_string(channels) + ", got " + shapes);
+    throw UsageError(
+        "vn_local_attention_rows: expected q [B, H, Nq, 3C], k [B, H, Nk, 3C], v [B, H, Nk, 3Cv] with C = " +
+        std::to_string(channels) + ", got " + shapes);
   for (const auto* t : {&k, &v})
     if (t->size(0) != q.size(0) || t->size(1) != q.size(1))
       throw UsageError("vn_local_attention_rows: q, k and v differ in batch or heads: " + shapes);
-  if (v.size(2) != k.size(2))
-    throw UsageError("vn_local_attention_rows: k and v differ in their points: " + shapes);
+  if (v.size(2) != k.size(2)) throw UsageError("vn_local_attention_rows: k and v differ in their points: " + shapes);
   if (idx.dim() != 3 || idx.size(0) != q.size(0) || idx.size(1) != q.size(2) || idx.size(2) < 1)
     throw UsageError("vn_local_attention_rows: expected idx [B, Nq, k] with k >= 1, got " + shapes);
   if (idx.scalar_type() != at::kLong) throw UsageError("vn_local_attention_rows: idx must be int64");
@@ -79,10 +80,11 @@ VNAttentionResult vn_local_attention_rows(const at::Tensor& q, const at::Tensor&
   const bool recording = at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
   const double per_query = static_cast<double>(b) * heads * kn * std::max(d, dv);
   const int64_t block =
-      recording ? nq
-                : std::clamp<int64_t>(
-                      static_cast<int64_t>(static_cast<double>(std::max<int64_t>(options.chunk_elements, 1)) / per_query),
-                      1, nq);
+      recording
+          ? nq
+          : std::clamp<int64_t>(
+                static_cast<int64_t>(static_cast<double>(std::max<int64_t>(options.chunk_elements, 1)) / per_query), 1,
+                nq);
   std::vector<at::Tensor> outputs, weights;
   for (int64_t start = 0; start < nq; start += block) {
     const int64_t n = std::min(block, nq - start);
@@ -91,7 +93,7 @@ VNAttentionResult vn_local_attention_rows(const at::Tensor& q, const at::Tensor&
     const auto values = value_rows.index_select(0, rows).view({b, n, kn, heads, dv});
     const auto queries = q.narrow(2, start, n).permute({0, 2, 1, 3}).unsqueeze(2) * scale;  // [B, n, 1, H, 3C]
     const auto attention = at::softmax((keys * queries).sum(-1), 2);                        // [B, n, kn, H]
-    outputs.push_back((attention.unsqueeze(-1) * values).sum(2));                            // [B, n, H, 3Cv]
+    outputs.push_back((attention.unsqueeze(-1) * values).sum(2));                           // [B, n, H, 3Cv]
     if (options.need_weights) weights.push_back(attention);
   }
   VNAttentionResult result;

@@ -16,13 +16,13 @@
 #include <cmath>
 #include <vector>
 
-#include "qkv/runtime/cpu.h"
 #include "qkv/core/errors.h"
-#include "qkv/layers/function_transforms.h"
-#include "qkv/layers/second_order.h"
-#include "qkv/layers/rank_sum.h"
 #include "qkv/core/shape.h"
+#include "qkv/layers/function_transforms.h"
+#include "qkv/layers/rank_sum.h"
+#include "qkv/layers/second_order.h"
 #include "qkv/layers/sync_batch_norm.h"
+#include "qkv/runtime/cpu.h"
 #include "qkv/vn/edge_conv.h"
 #include "qkv/vn/vn_layers.h"
 #include "qkv/vn/vn_ops.h"
@@ -84,8 +84,9 @@ class VNLeakyReLUFunction : public torch::autograd::Function<VNLeakyReLUFunction
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
     const double slope = ctx->saved_data["slope"].toDouble(), eps = ctx->saved_data["eps"].toDouble();
     if (gradient_graph_requested()) {
-      auto g = composed_vjp([&](const auto& in) { return variable_list{vn_leaky_relu_composed(in[0], in[1], slope, eps)}; },
-                            ctx->saved_data["inputs"].toTensorVector(), grad);
+      auto g =
+          composed_vjp([&](const auto& in) { return variable_list{vn_leaky_relu_composed(in[0], in[1], slope, eps)}; },
+                       ctx->saved_data["inputs"].toTensorVector(), grad);
       return {g[0], g[1], at::Tensor(), at::Tensor()};
     }
     const auto saved = ctx->get_saved_variables();
@@ -454,8 +455,8 @@ class VNBatchNormFunction : public torch::autograd::Function<VNBatchNormFunction
         }
       });
     });
-    return {gx, grad_weight, grad_bias, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
-            at::Tensor()};
+    return {gx,           grad_weight,  grad_bias,    at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -540,22 +541,22 @@ QKV_ALWAYS_INLINE void edge_forward_math(EdgeBlock<T>& b, const EdgeConstants<T>
 // Backward, shared by both passes: from p, d and g (the gradient of z), the
 // gradient of y through the leaky ReLU (as VNLeakyReLUFunction's backward,
 // without a branch) and the quantities batch norm's backward needs.
-#define QKV_EDGE_BACKWARD_COMMON                                                                      \
-  const T n = std::sqrt(px[e] * px[e] + py[e] * py[e] + pz[e] * pz[e] + c.eps2);                      \
-  const T inv_n = T(1) / n;                                                                           \
-  const T r = (c.k1 * n + c.k0) * inv_n;                                                              \
-  const T yx = px[e] * r, yy = py[e] * r, yz = pz[e] * r;                                             \
-  const T inv_q = T(1) / (dx[e] * dx[e] + dy[e] * dy[e] + dz[e] * dz[e] + c.e);                       \
-  const T f = (yx * dx[e] + yy * dy[e] + yz * dz[e]) * inv_q;                                         \
-  const T w = f <= 0 ? c.a : T(0);                                                                    \
-  const T h = (gx[e] * dx[e] + gy[e] * dy[e] + gz[e] * dz[e]) * inv_q;                                \
-  const T gyx = gx[e] - w * h * dx[e], gyy = gy[e] - w * h * dy[e], gyz = gz[e] - w * h * dz[e];      \
-  const T gm = (gyx * px[e] + gyy * py[e] + gyz * pz[e]) * inv_n;                                     \
+#define QKV_EDGE_BACKWARD_COMMON                                                                 \
+  const T n = std::sqrt(px[e] * px[e] + py[e] * py[e] + pz[e] * pz[e] + c.eps2);                 \
+  const T inv_n = T(1) / n;                                                                      \
+  const T r = (c.k1 * n + c.k0) * inv_n;                                                         \
+  const T yx = px[e] * r, yy = py[e] * r, yz = pz[e] * r;                                        \
+  const T inv_q = T(1) / (dx[e] * dx[e] + dy[e] * dy[e] + dz[e] * dz[e] + c.e);                  \
+  const T f = (yx * dx[e] + yy * dy[e] + yz * dz[e]) * inv_q;                                    \
+  const T w = f <= 0 ? c.a : T(0);                                                               \
+  const T h = (gx[e] * dx[e] + gy[e] * dy[e] + gz[e] * dz[e]) * inv_q;                           \
+  const T gyx = gx[e] - w * h * dx[e], gyy = gy[e] - w * h * dy[e], gyz = gz[e] - w * h * dz[e]; \
+  const T gm = (gyx * px[e] + gyy * py[e] + gyz * pz[e]) * inv_n;                                \
   const T nhat = (n - c.mu) * c.is;
 
-#define QKV_EDGE_BACKWARD_POINTERS                                                                  \
-  const T *px = b.p[0], *py = b.p[1], *pz = b.p[2], *dx = b.d[0], *dy = b.d[1], *dz = b.d[2];        \
-  const T *gx = b.g[0], *gy = b.g[1], *gz = b.g[2];                                                 \
+#define QKV_EDGE_BACKWARD_POINTERS                                                            \
+  const T *px = b.p[0], *py = b.p[1], *pz = b.p[2], *dx = b.d[0], *dy = b.d[1], *dz = b.d[2]; \
+  const T *gx = b.g[0], *gy = b.g[1], *gz = b.g[2];                                           \
   T *ox = b.out[0], *oy = b.out[1], *oz = b.out[2];
 
 // Pass 1: out = the gradient of d; the sums of gm and gm * nhat.
@@ -601,12 +602,12 @@ struct EdgeKernels {
   void (*backward_feature)(EdgeBlock<T>&, const EdgeConstants<T>&);
 };
 
-#define QKV_EDGE_KERNELS(T)                                                                                      \
+#define QKV_EDGE_KERNELS(T)                                                                                           \
   void norm_sums(const EdgeBlock<T>& b, const EdgeConstants<T>& c, T& s, T& ss) { edge_norm_sums_math(b, c, s, ss); } \
-  void forward(EdgeBlock<T>& b, const EdgeConstants<T>& c) { edge_forward_math(b, c); }                        \
-  void backward_direction(EdgeBlock<T>& b, const EdgeConstants<T>& c, T& s, T& ss) {                            \
-    edge_backward_direction_math(b, c, s, ss);                                                                 \
-  }                                                                                                            \
+  void forward(EdgeBlock<T>& b, const EdgeConstants<T>& c) { edge_forward_math(b, c); }                               \
+  void backward_direction(EdgeBlock<T>& b, const EdgeConstants<T>& c, T& s, T& ss) {                                  \
+    edge_backward_direction_math(b, c, s, ss);                                                                        \
+  }                                                                                                                   \
   void backward_feature(EdgeBlock<T>& b, const EdgeConstants<T>& c) { edge_backward_feature_math(b, c); }
 
 namespace portable {
@@ -765,7 +766,8 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
     auto* group = group_of(ctx);
     const auto g_out = grad[0].contiguous();
     const int64_t b = a.size(0), c = a.size(1), n = a.size(3), k = idx.size(2);
-    auto ga = torch::zeros_like(a), gac = torch::zeros_like(ac), gdd = torch::zeros_like(dd), gdc = torch::zeros_like(dc);
+    auto ga = torch::zeros_like(a), gac = torch::zeros_like(ac), gdd = torch::zeros_like(dd),
+         gdc = torch::zeros_like(dc);
     // Pass 1: the directions' gradients, and the channel sums of gm = <gy, p>/n
     // and gm * nhat (batch norm's weight and bias gradients and its backward
     // terms). One task per (batch, channel): it alone writes that channel's
@@ -814,7 +816,7 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
         }
       });
     });
-    return {ga,          gac,         gdd,         gdc,         at::Tensor(), grad_weight, grad_bias,
+    return {ga,           gac,          gdd,          gdc,          at::Tensor(), grad_weight,  grad_bias,
             at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 
@@ -823,8 +825,13 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
   static EdgeRows<T> edge_rows(const at::Tensor& a, const at::Tensor& ac, const at::Tensor& dd, const at::Tensor& dc,
                                const at::Tensor& idx, int64_t bc) {
     const int64_t c = a.size(1), n = a.size(3), k = idx.size(2), row = bc * 3 * n;
-    return {a.data_ptr<T>() + row,  ac.data_ptr<T>() + row, dd.data_ptr<T>() + row, dc.data_ptr<T>() + row,
-            idx.data_ptr<int64_t>() + (bc / c) * n * k, n, k};
+    return {a.data_ptr<T>() + row,
+            ac.data_ptr<T>() + row,
+            dd.data_ptr<T>() + row,
+            dc.data_ptr<T>() + row,
+            idx.data_ptr<int64_t>() + (bc / c) * n * k,
+            n,
+            k};
   }
 
   // Channel ci's constants; `global` [2, C]: the batch's sums of gm and
@@ -853,12 +860,11 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
 
 at::Tensor vn_leaky_relu(const at::Tensor& x, const at::Tensor& direction, double negative_slope, double eps) {
   require_vn(x, "vn_leaky_relu");
-  const bool fused = x.device().is_cpu() && (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) &&
-                     direction.scalar_type() == x.scalar_type() && direction.device() == x.device() &&
-                     direction.dim() == x.dim() && direction.size(0) == x.size(0) &&
-                     (direction.size(1) == x.size(1) || direction.size(1) == 1) &&
-                     direction.sizes().slice(2).equals(x.sizes().slice(2)) && x.numel() > 0 &&
-                     !under_function_transform();
+  const bool fused =
+      x.device().is_cpu() && (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) &&
+      direction.scalar_type() == x.scalar_type() && direction.device() == x.device() && direction.dim() == x.dim() &&
+      direction.size(0) == x.size(0) && (direction.size(1) == x.size(1) || direction.size(1) == 1) &&
+      direction.sizes().slice(2).equals(x.sizes().slice(2)) && x.numel() > 0 && !under_function_transform();
   if (!fused) return vn_leaky_relu_composed(x, direction, negative_slope, eps);
   return VNLeakyReLUFunction::apply(x, direction, negative_slope, eps);
 }
@@ -868,8 +874,8 @@ at::Tensor vn_frame_coordinates(const at::Tensor& x, const at::Tensor& frame) {
   std::vector<int64_t> frame_shape = x.sizes().vec();
   frame_shape[1] = 3;
   if (!frame.sizes().equals(frame_shape))
-    throw UsageError("vn_frame_coordinates: frame must be " + shape_of(at::IntArrayRef(frame_shape)) +
-                     " for x " + shape_of(x) + ", got " + shape_of(frame));
+    throw UsageError("vn_frame_coordinates: frame must be " + shape_of(at::IntArrayRef(frame_shape)) + " for x " +
+                     shape_of(x) + ", got " + shape_of(frame));
   const bool fused = x.device().is_cpu() && frame.device().is_cpu() &&
                      (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) &&
                      frame.scalar_type() == x.scalar_type() && x.numel() > 0 && !under_function_transform();
@@ -878,14 +884,13 @@ at::Tensor vn_frame_coordinates(const at::Tensor& x, const at::Tensor& frame) {
 }
 
 at::Tensor vn_batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                         const at::Tensor& running_mean, const at::Tensor& running_var, bool training,
-                         double momentum, double eps, RankSum* group) {
+                         const at::Tensor& running_mean, const at::Tensor& running_var, bool training, double momentum,
+                         double eps, RankSum* group) {
   require_vn(x, "vn_batch_norm");
   const bool fused = x.device().is_cpu() && (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) &&
                      weight.defined() && bias.defined() && x.numel() > 0 &&
                      (training || (running_mean.defined() && running_var.defined())) && !under_function_transform();
-  if (!fused)
-    return vn_batch_norm_composed(x, weight, bias, running_mean, running_var, training, momentum, eps, group);
+  if (!fused) return vn_batch_norm_composed(x, weight, bias, running_mean, running_var, training, momentum, eps, group);
   if (weight.dim() != 1 || weight.size(0) != x.size(1) || bias.sizes() != weight.sizes())
     throw UsageError("vn_batch_norm: weight " + shape_of(weight) + " and bias " + shape_of(bias) + " do not match " +
                      std::to_string(x.size(1)) + " channels");
@@ -899,16 +904,14 @@ at::Tensor edge_conv_mean_composed(const at::Tensor& feat_towards, const at::Ten
                                    RankSum* group, double negative_slope) {
   const auto p = gather_neighbours(feat_towards, idx) + feat_centre.unsqueeze(-1);
   const auto d = gather_neighbours(dir_towards, idx) + dir_centre.unsqueeze(-1);
-  return vn_mean_pool(vn_leaky_relu(vn_batch_norm(p, weight, bias, running_mean, running_var, training, momentum, eps,
-                                                  group),
-                                    d, negative_slope));
+  return vn_mean_pool(vn_leaky_relu(
+      vn_batch_norm(p, weight, bias, running_mean, running_var, training, momentum, eps, group), d, negative_slope));
 }
 
 at::Tensor edge_conv_mean(const at::Tensor& feat_towards, const at::Tensor& feat_centre, const at::Tensor& dir_towards,
                           const at::Tensor& dir_centre, const at::Tensor& idx, const at::Tensor& weight,
                           const at::Tensor& bias, const at::Tensor& running_mean, const at::Tensor& running_var,
-                          bool training, double momentum, double eps, RankSum* group,
-                          double negative_slope) {
+                          bool training, double momentum, double eps, RankSum* group, double negative_slope) {
   for (const auto* t : {&feat_towards, &feat_centre, &dir_towards, &dir_centre})
     if (t->dim() != 4 || t->size(2) != 3 || !t->sizes().equals(feat_towards.sizes()) ||
         t->scalar_type() != feat_towards.scalar_type() || t->device() != feat_towards.device())

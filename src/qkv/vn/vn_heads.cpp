@@ -5,12 +5,12 @@
 #include <cmath>
 #include <string>
 
-#include "qkv/runtime/blas.h"
 #include "qkv/core/errors.h"
-#include "qkv/layers/function_transforms.h"
-#include "qkv/runtime/parallel.h"
-#include "qkv/layers/second_order.h"
 #include "qkv/core/shape.h"
+#include "qkv/layers/function_transforms.h"
+#include "qkv/layers/second_order.h"
+#include "qkv/runtime/blas.h"
+#include "qkv/runtime/parallel.h"
 
 namespace qkv::vn {
 namespace {
@@ -22,9 +22,9 @@ using blas::gemm;
 // split's w [H*d, C] ([d, C]) or columns h*d.. of merge's w [C, H*d] ([C, d]).
 struct HeadGeometry {
   int64_t B, C, N, H, d;
-  int64_t x_axis(int64_t b, int64_t c, int64_t i) const { return ((b * C + c) * 3 + i) * N; }  // x[b, c, i, 0]
+  int64_t x_axis(int64_t b, int64_t c, int64_t i) const { return ((b * C + c) * 3 + i) * N; }     // x[b, c, i, 0]
   int64_t row(int64_t b, int64_t h, int64_t i) const { return (b * H + h) * N * 3 * d + i * d; }  // rows[b, h, 0, i*d]
-  int64_t block(int64_t h, bool split) const { return split ? h * d * C : h * d; }  // W_h[0, 0]
+  int64_t block(int64_t h, bool split) const { return split ? h * d * C : h * d; }                // W_h[0, 0]
   int64_t weight_stride(bool split) const { return split ? C : H * d; }
 };
 
@@ -104,15 +104,16 @@ struct VNHeadsFunction : public torch::autograd::Function<VNHeadsFunction> {
                  : HeadGeometry{input.size(0), w.size(0), input.size(2), input.size(1), input.size(3) / 3};
   }
 
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& input_in, const at::Tensor& w_in,
-                               int64_t heads, bool split) {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& input_in, const at::Tensor& w_in, int64_t heads,
+                               bool split) {
     const at::Tensor input = input_in.contiguous(), w = w_in.contiguous();
     const HeadGeometry g = geometry(input, w, heads, split);
-    at::Tensor out = split ? at::empty({g.B, g.H, g.N, 3 * g.d}, input.options())
-                           : at::empty({g.B, g.C, 3, g.N}, input.options());
+    at::Tensor out =
+        split ? at::empty({g.B, g.H, g.N, 3 * g.d}, input.options()) : at::empty({g.B, g.C, 3, g.N}, input.options());
     AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "vn_heads", [&] {
       const scalar_t *in = input.data_ptr<scalar_t>(), *wp = w.data_ptr<scalar_t>();
-      split ? to_rows(in, wp, out.data_ptr<scalar_t>(), g, true) : from_rows(in, wp, out.data_ptr<scalar_t>(), g, false);
+      split ? to_rows(in, wp, out.data_ptr<scalar_t>(), g, true)
+            : from_rows(in, wp, out.data_ptr<scalar_t>(), g, false);
     });
     ctx->save_for_backward({input, w});
     ctx->saved_data["heads"] = heads;

@@ -23,8 +23,7 @@ VNLinearImpl::VNLinearImpl(int64_t in_channels, int64_t out_channels) {
   weight.uniform_(-bound, bound);
 }
 
-VNLeakyReLUImpl::VNLeakyReLUImpl(int64_t channels, bool share, double negative_slope)
-    : negative_slope(negative_slope) {
+VNLeakyReLUImpl::VNLeakyReLUImpl(int64_t channels, bool share, double negative_slope) : negative_slope(negative_slope) {
   map_to_dir = register_module("map_to_dir", VNLinear(channels, share ? 1 : channels));
 }
 
@@ -33,8 +32,8 @@ at::Tensor VNLeakyReLUImpl::forward(const at::Tensor& x) {
 }
 
 at::Tensor VNBatchNormImpl::forward(const at::Tensor& x) {
-  auto y = vn_batch_norm(x, live(weight), live(bias), live(running_mean), live(running_var), is_training(), momentum, eps,
-                         ranks);
+  auto y = vn_batch_norm(x, live(weight), live(bias), live(running_mean), live(running_var), is_training(), momentum,
+                         eps, ranks);
   track_batch();  // after the forward: a batch that failed is not counted
   return observed(*this, {x}, std::move(y));
 }
@@ -46,7 +45,8 @@ VNLayerNormImpl::VNLayerNormImpl(int64_t channels, double eps) : eps(eps) {
 
 at::Tensor VNLayerNormImpl::forward(const at::Tensor& x) {
   const auto norm = vn_norm(x);  // [B, C, ...]
-  const auto normed = torch::layer_norm(norm.movedim(1, -1), {weight.size(0)}, live(weight), live(bias), eps).movedim(-1, 1);
+  const auto normed =
+      torch::layer_norm(norm.movedim(1, -1), {weight.size(0)}, live(weight), live(bias), eps).movedim(-1, 1);
   return observed(*this, {x}, vn_rescale(x, norm, normed));
 }
 
@@ -145,12 +145,11 @@ at::Tensor factorised_edge_conv_mean(VNLinearLeakyReLUImpl& conv, const at::Tens
   // The four per-point products as one GEMM: [A | Ac | D | Dc] = [W_a; W_b - W_a; V_a; V_b - V_a] x.
   const auto [feat_towards, feat_centre] = towards_and_centre(live(conv.map_to_feat->weight), x.size(1));
   const auto [dir_towards, dir_centre] = towards_and_centre(live(conv.map_to_dir->weight), x.size(1));
-  const auto parts =
-      vn_linear(x, torch::cat({feat_towards, feat_centre, dir_towards, dir_centre}, 0)).split(out, 1);
+  const auto parts = vn_linear(x, torch::cat({feat_towards, feat_centre, dir_towards, dir_centre}, 0)).split(out, 1);
   auto& bn = *conv.batchnorm;
-  auto y = edge_conv_mean(parts[0], parts[1], parts[2], parts[3], idx, live(bn.weight), live(bn.bias),
-                          live(bn.running_mean), live(bn.running_var), bn.is_training(), bn.momentum, bn.eps, bn.ranks,
-                          conv.negative_slope);
+  auto y =
+      edge_conv_mean(parts[0], parts[1], parts[2], parts[3], idx, live(bn.weight), live(bn.bias), live(bn.running_mean),
+                     live(bn.running_var), bn.is_training(), bn.momentum, bn.eps, bn.ranks, conv.negative_slope);
   bn.track_batch();  // after the forward, as VNBatchNorm: a batch that failed is not counted
   return y;
 }
@@ -236,8 +235,7 @@ at::Tensor VNEdgeConvImpl::forward(const at::Tensor& x, const at::Tensor& idx) {
 
 VNMultiHeadAttentionImpl::VNMultiHeadAttentionImpl(int64_t channels, int64_t heads, int64_t head_dim)
     : heads(heads), head_dim(head_dim) {
-  if (heads < 1 || head_dim < 1)
-    throw UsageError("VNMultiHeadAttention: heads and head_dim must be >= 1");
+  if (heads < 1 || head_dim < 1) throw UsageError("VNMultiHeadAttention: heads and head_dim must be >= 1");
   w_q = register_module("w_q", VNLinear(channels, heads * head_dim));
   w_k = register_module("w_k", VNLinear(channels, heads * head_dim));
   w_v = register_module("w_v", VNLinear(channels, heads * head_dim));

@@ -10,8 +10,8 @@
 #include <utility>
 
 #include "qkv/layers/part_hooks.h"
-#include "qkv/layers/weight_binding.h"
 #include "qkv/layers/sync_batch_norm.h"
+#include "qkv/layers/weight_binding.h"
 #include "qkv/vn/vn_ops.h"
 
 namespace qkv::vn {
@@ -19,14 +19,14 @@ namespace qkv::vn {
 // The VN layers' constructor defaults, written here once: the constructors
 // below and the Python bindings (qkv.nn) read them.
 struct VNDefaults {
-  static constexpr bool share = false;           // a learned direction per channel (the reference code's)
-  static constexpr double negative_slope = 0.2;  // the reference code (vnn)
-  static constexpr double momentum = 0.1;        // batch norm: LibTorch's BatchNorm
-  static constexpr double eps = 1e-5;            // batch and layer norm: LibTorch's
-  static constexpr bool batch_norm = true;       // VNLinearLeakyReLU: the reference code's
-  static constexpr bool normalize_frame = false; // VNStdFeature: the reference code's three predicted vectors
-  static constexpr bool with_cross = false;      // VNEdgeConv: the paper's [x_j - x_i, x_i]
-  static constexpr bool layer_norm = false;      // VNTBlock: the paper's block has none
+  static constexpr bool share = false;            // a learned direction per channel (the reference code's)
+  static constexpr double negative_slope = 0.2;   // the reference code (vnn)
+  static constexpr double momentum = 0.1;         // batch norm: LibTorch's BatchNorm
+  static constexpr double eps = 1e-5;             // batch and layer norm: LibTorch's
+  static constexpr bool batch_norm = true;        // VNLinearLeakyReLU: the reference code's
+  static constexpr bool normalize_frame = false;  // VNStdFeature: the reference code's three predicted vectors
+  static constexpr bool with_cross = false;       // VNEdgeConv: the paper's [x_j - x_i, x_i]
+  static constexpr bool layer_norm = false;       // VNTBlock: the paper's block has none
 };
 
 // Channel mixing W x, W [out, in], no bias. Initialised like nn::Linear.
@@ -42,8 +42,7 @@ TORCH_MODULE(VNLinear);
 // channel, or one shared by all channels (share = true).
 class VNLeakyReLUImpl : public torch::nn::Module {
  public:
-  VNLeakyReLUImpl(int64_t channels, bool share = VNDefaults::share,
-                  double negative_slope = VNDefaults::negative_slope);
+  VNLeakyReLUImpl(int64_t channels, bool share = VNDefaults::share, double negative_slope = VNDefaults::negative_slope);
   at::Tensor forward(const at::Tensor& x);
   VNLinear map_to_dir{nullptr};
   double negative_slope;

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "qkv/core/errors.h"
-#include "qkv/layers/function_transforms.h"
-#include "qkv/layers/second_order.h"
 #include "qkv/core/shape.h"
 #include "qkv/cuda/point_kernels.h"
+#include "qkv/layers/function_transforms.h"
+#include "qkv/layers/second_order.h"
 #include "qkv/layers/sync_batch_norm.h"
 #include "qkv/spatial/kd_tree.h"
 #include "qkv/vn/vn_heads.h"
@@ -39,8 +39,7 @@ at::Tensor vn_linear(const at::Tensor& x, const at::Tensor& weight) {
 
 at::Tensor vn_dot(const at::Tensor& a, const at::Tensor& b) { return (a * b).sum(2, /*keepdim=*/true); }
 
-at::Tensor vn_leaky_relu_composed(const at::Tensor& x, const at::Tensor& direction, double negative_slope,
-                                  double eps) {
+at::Tensor vn_leaky_relu_composed(const at::Tensor& x, const at::Tensor& direction, double negative_slope, double eps) {
   // x where <x,d> >= 0, else x minus its component along d, blended with x by
   // the slope: x - (1 - slope) * min(0, <x,d> / |d|^2) d. One broadcast
   // product on the full tensor instead of a mask blend (~5x faster).
@@ -58,8 +57,8 @@ at::Tensor vn_batch_norm_composed(const at::Tensor& x, const at::Tensor& weight,
                                   const at::Tensor& running_mean, const at::Tensor& running_var, bool training,
                                   double momentum, double eps, RankSum* group) {
   const auto norm = vn_norm(x);  // [B, C, ...]: invariant, so normalising it is too
-  return vn_rescale(
-      x, norm, layers::batch_norm(norm, weight, bias, running_mean, running_var, training, momentum, eps, group));
+  return vn_rescale(x, norm,
+                    layers::batch_norm(norm, weight, bias, running_mean, running_var, training, momentum, eps, group));
 }
 
 at::Tensor vn_mean_pool(const at::Tensor& x) { return x.mean(-1); }
@@ -177,7 +176,7 @@ at::Tensor knn_indices_cpu(const at::Tensor& features, int64_t k, bool tree_allo
     return out;
   }
   const auto points = features.detach().transpose(1, 2).contiguous();  // [B, N, D]
-  const auto sq = (points * points).sum(-1).contiguous();                // [B, N]
+  const auto sq = (points * points).sum(-1).contiguous();              // [B, N]
   // Blocks of queries, of one cloud or of several whole clouds, up to
   // kKnnBlockValues distances: the GEMMs of a block first (OpenBLAS's
   // threads), then its selection in parallel (OpenMP's).
@@ -220,8 +219,7 @@ at::Tensor knn_indices_cpu(const at::Tensor& features, int64_t k, bool tree_allo
 }
 
 void check_knn_inputs(const at::Tensor& features, int64_t k) {
-  if (features.dim() != 3)
-    throw UsageError("knn_indices: expected features [B, D, N], got " + shape_of(features));
+  if (features.dim() != 3) throw UsageError("knn_indices: expected features [B, D, N], got " + shape_of(features));
   const int64_t n = features.size(2);
   if (k < 1) throw UsageError("knn_indices: k must be >= 1, got " + std::to_string(k));
   if (n < k)
@@ -248,7 +246,7 @@ at::Tensor knn_indices(const at::Tensor& features, int64_t k) {
   // Other devices, and feature spaces on a GPU (where a GEMM of the blocks is
   // the fast way to the distances): the same blocks with topk (ties in topk's order).
   std::vector<at::Tensor> blocks;
-  const auto points = features.detach().transpose(1, 2);      // [B, N, D]
+  const auto points = features.detach().transpose(1, 2);        // [B, N, D]
   const auto sq = (points * points).sum(-1, /*keepdim=*/true);  // [B, N, 1]
   for (int64_t q0 = 0; q0 < n; q0 += kKnnQueryBlock) {
     const int64_t q1 = std::min(n, q0 + kKnnQueryBlock);
@@ -339,7 +337,9 @@ class EdgeFeaturesFunction : public torch::autograd::Function<EdgeFeaturesFuncti
     const bool with_cross = ctx->saved_data["cross"].toBool();
     if (gradient_graph_requested()) {
       const auto g = composed_vjp(
-          [&](const auto& in) { return torch::autograd::variable_list{edge_features_composed(in[0], idx, with_cross)}; },
+          [&](const auto& in) {
+            return torch::autograd::variable_list{edge_features_composed(in[0], idx, with_cross)};
+          },
           {ctx->saved_data["input"].toTensor()}, grad);
       return {g[0], at::Tensor(), at::Tensor()};
     }
@@ -366,8 +366,8 @@ class EdgeFeaturesFunction : public torch::autograd::Function<EdgeFeaturesFuncti
               const int64_t q = nb[p * k + j], at = p * k + j;
               for (int64_t d = 0; d < 3; ++d) {
                 const scalar_t gd = g_diff[d * n * k + at];
-                gv[d * n + q] += gd;                                // neighbour - centre
-                gv[d * n + p] += g_ctr[d * n * k + at] - gd;        // centre
+                gv[d * n + q] += gd;                          // neighbour - centre
+                gv[d * n + p] += g_ctr[d * n * k + at] - gd;  // centre
               }
               if (g_crs) {
                 // y = a x b: dL/da = b x g, dL/db = g x a.
@@ -396,7 +396,6 @@ at::Tensor edge_features(const at::Tensor& x, const at::Tensor& idx, bool with_c
     throw UsageError("edge_features: idx holds a point outside 0.." + std::to_string(n - 1));
   return EdgeFeaturesFunction::apply(x, idx, with_cross);
 }
-
 
 VNAttentionResult vn_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                attention::SdpaOptions options) {

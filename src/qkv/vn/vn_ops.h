@@ -36,8 +36,7 @@ at::Tensor vn_linear(const at::Tensor& x, const at::Tensor& weight);
 // float64, d with x's trailing sizes) one fused pass forward and backward (an
 // autograd Function, vn_fused.cpp; first derivatives only); elsewhere the
 // composed version.
-at::Tensor vn_leaky_relu(const at::Tensor& x, const at::Tensor& direction, double negative_slope,
-                         double eps = kVNEps);
+at::Tensor vn_leaky_relu(const at::Tensor& x, const at::Tensor& direction, double negative_slope, double eps = kVNEps);
 // The same from LibTorch ops: the reference.
 at::Tensor vn_leaky_relu_composed(const at::Tensor& x, const at::Tensor& direction, double negative_slope,
                                   double eps = kVNEps);
@@ -50,8 +49,8 @@ at::Tensor vn_leaky_relu_composed(const at::Tensor& x, const at::Tensor& directi
 // On the CPU (float32, float64) two fused passes forward and backward, norms
 // recomputed instead of stored (vn_fused.cpp); elsewhere the composed version.
 at::Tensor vn_batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                         const at::Tensor& running_mean, const at::Tensor& running_var, bool training,
-                         double momentum, double eps, RankSum* group);
+                         const at::Tensor& running_mean, const at::Tensor& running_var, bool training, double momentum,
+                         double eps, RankSum* group);
 // vn_rescale(x, n, layers::batch_norm(n, ...)): the reference.
 at::Tensor vn_batch_norm_composed(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                                   const at::Tensor& running_mean, const at::Tensor& running_var, bool training,
