@@ -24,22 +24,14 @@
 #include "qkv/models/vnt_local.h"
 #include "qkv/models/vnt_net.h"
 #include "qkv/models/xyz_transformer.h"
+#include "support/test_files.h"
 
 using namespace qkv;
+using qkv::testing::usage_error_of;
 
 namespace {
 
 using Resolve = std::function<nlohmann::json(const nlohmann::json&)>;
-
-// The UsageError's message of resolve(j), or "" when it accepts j.
-std::string refusal_of(const Resolve& resolve, const nlohmann::json& j) {
-  try {
-    resolve(j);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // Values of `f`'s member that its declaration refuses: below and above its
 // range, off its words, or of another type. Each must be refused by name.
@@ -84,15 +76,18 @@ void expect_declared_options_checked(const std::string& model, const Resolve& re
     EXPECT_TRUE(defaults.contains(f.key)) << f.key;
     EXPECT_GT(std::string(f.help).size(), 5u) << f.key << " needs help";
     for (const auto& value : refused_values<T>(f)) {
-      const std::string message = refusal_of(resolve, {{f.key, value}});
+      const std::string message = usage_error_of([&] { resolve({{f.key, value}}); });
       EXPECT_NE(message.find(model + " option '" + f.key + "'"), std::string::npos)
           << f.key << " = " << value.dump() << " gave: '" << message << "'";
     }
   });
   EXPECT_EQ(fields, defaults.size()) << "to_json writes exactly the declared fields";
-  EXPECT_NE(refusal_of(resolve, {{"no_such_option", 1}}).find(model + ": unknown option 'no_such_option'"),
+  EXPECT_NE(usage_error_of([&] {
+              resolve({{"no_such_option", 1}});
+            }).find(model + ": unknown option 'no_such_option'"),
             std::string::npos);
-  EXPECT_NE(refusal_of(resolve, nlohmann::json::array()).find("expected a JSON object"), std::string::npos);
+  EXPECT_NE(usage_error_of([&] { resolve(nlohmann::json::array()); }).find("expected a JSON object"),
+            std::string::npos);
 }
 
 template <typename Options>

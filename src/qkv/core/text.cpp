@@ -41,6 +41,12 @@ std::string join(const std::vector<std::string>& items, std::string_view separat
   return out;
 }
 
+std::string join_alternatives(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i == 0 ? "" : i + 1 == items.size() ? " or " : ", ") + items[i];
+  return out;
+}
+
 std::string read_text_file(const std::string& path) { return read_regular_file(path); }
 
 namespace {

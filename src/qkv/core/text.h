@@ -43,6 +43,9 @@ std::string shortened(std::string_view text, size_t max = 80);
 // The items with `separator` between them: {"a", "b"} -> "a, b".
 std::string join(const std::vector<std::string>& items, std::string_view separator = ", ");
 
+// The items as alternatives: {"a", "b", "c"} -> "a, b or c"; {"a"} -> "a".
+std::string join_alternatives(const std::vector<std::string>& items);
+
 // The byte offset of the first sequence in `text` that is not well-formed
 // UTF-8 (overlong forms, surrogates, code points above U+10FFFF, truncated
 // or stray bytes), or std::string_view::npos when there is none.

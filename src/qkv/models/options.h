@@ -30,14 +30,8 @@ std::string option_value_problem(const Field& f, const T& value) {
   if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
     return field_range_problem(f, static_cast<double>(value));
   } else if constexpr (std::is_same_v<T, std::string>) {
-    const auto words = field_choices(f);
-    if (words.empty()) return "";
-    for (const auto& w : words)
-      if (w == value) return "";
-    std::string expected;
-    for (size_t i = 0; i < words.size(); ++i)
-      expected += (i == 0 ? "" : i + 1 == words.size() ? " or " : ", ") + words[i];
-    return "expected " + expected;
+    if (field_choice_problem(f, value).empty()) return "";
+    return "expected " + join_alternatives(field_choices(f));
   } else if constexpr (std::is_same_v<T, std::vector<int64_t>> || std::is_same_v<T, std::vector<double>>) {
     // A list's range holds for each of its items (widths >= 1).
     for (size_t i = 0; i < value.size(); ++i)

@@ -1100,11 +1100,7 @@ std::string shape_file_kinds_text(bool without_txt) {
 }
 
 std::string shape_file_extensions_text() {
-  std::string out;
-  const size_t n = sizeof(kShapeFileExtensions) / sizeof(kShapeFileExtensions[0]);
-  for (size_t i = 0; i < n; ++i)
-    out += (i == 0 ? "" : i + 1 == n ? " or " : ", ") + std::string(kShapeFileExtensions[i]);
-  return out;
+  return join_alternatives({std::begin(kShapeFileExtensions), std::end(kShapeFileExtensions)});
 }
 
 }  // namespace qkv::pointcloud
