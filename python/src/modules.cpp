@@ -4,12 +4,15 @@
 // one forward, the library's.
 #include <pybind11/stl.h>
 
+#include <atomic>
+
 #include <nlohmann/json.hpp>
 
 #include "bindings.h"
 #include "qkv/attention/kv_cache.h"
 #include "qkv/attention/multi_head_attention.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/text.h"
 #include "qkv/layers/part_hooks.h"
 #include "qkv/layers/weight_binding.h"
 #include "qkv/models/model.h"
@@ -96,20 +99,37 @@ void bind_module_tree(py::module_& m) {
         });
 }
 
+// qkv.models.set_max_parameters(): the Python front end's --max-params,
+// which every model and module built from Python here is given (the library
+// takes it as an argument, as it takes the CLI's).
+std::atomic<int64_t> g_max_parameters{models::kDefaultMaxParameters};
+
+models::ModelLimits python_limits() { return {g_max_parameters.load()}; }
+
+// A checkpoint as the Python calls name it (a file or a run folder), read
+// within python_limits().
+train::CheckpointFile python_checkpoint(const std::string& path, bool allow_non_finite = false) {
+  train::CheckpointFile file(train::resolve_checkpoint(path));
+  file.limits = python_limits();
+  file.allow_non_finite = allow_non_finite;
+  return file;
+}
+
 // A module's sizes checked before its constructor allocates anything, as the
 // registry's models are: each size at least 1, and the parameters the sizes
-// ask for (an upper bound from the sizes, saturating) within
-// models::max_parameters(). qkv.nn.VNLinear(2**31, 2) was allocated and
-// initialised, 16 GiB, before anything said no.
+// ask for (an upper bound from the sizes, saturating) within python_limits().
+// qkv.nn.VNLinear(2**31, 2) was allocated and initialised, 16 GiB, before
+// anything said no.
 void check_module_sizes(const char* module, std::initializer_list<std::pair<const char*, int64_t>> sizes,
                         int64_t parameters) {
   for (const auto& [name, value] : sizes)
     if (value < 1)
       throw UsageError(std::string(module) + ": " + name + " must be at least 1, got " + std::to_string(value));
-  if (parameters > models::max_parameters())
+  const int64_t limit = python_limits().max_parameters;
+  if (parameters > limit)
     throw UsageError(std::string(module) + ": these sizes ask for " +
                      (parameters == models::kSaturated ? std::string("more than 2^63") : std::to_string(parameters)) +
-                     " parameters, more than max_parameters " + std::to_string(models::max_parameters()) +
+                     " parameters, more than max_parameters " + std::to_string(limit) +
                      " (qkv.models.set_max_parameters)");
 }
 
@@ -329,7 +349,7 @@ void bind_models(py::module_& m) {
   m.def("model_registry", [] { return models::registry_cards().dump(); });
   m.def("create_model", [](const std::string& name, const std::string& options) {
     const auto& entry = models::find_model(name);
-    return entry.make(parse_options(options, name));
+    return entry.make(parse_options(options, name), python_limits());
   });
   m.def("resolve_model_options", [](const std::string& name, const std::string& options) {
     return models::find_model(name).resolve(parse_options(options, name)).dump();
@@ -341,24 +361,19 @@ void bind_models(py::module_& m) {
     const auto s = models::find_model(name).size(parse_options(options, name), points);
     return py::make_tuple(s.parameters, s.activation_floats);
   });
-  m.def("set_max_parameters", &models::set_max_parameters);
-  m.def("max_parameters", &models::max_parameters);
+  m.def("set_max_parameters", [](int64_t limit) {
+    if (limit < 1) throw ConfigError("max_params", "must be at least 1");
+    g_max_parameters = limit;
+  });
+  m.def("max_parameters", [] { return g_max_parameters.load(); });
   m.def("resolve_checkpoint", &train::resolve_checkpoint);
   m.def("load_checkpoint", [](const std::string& path, bool allow_non_finite) {
     return interruptible([&] {
-      const auto file = train::resolve_checkpoint(path);
-      if (file.size() >= 12 && file.compare(file.size() - 12, 12, "xgboost.json") == 0)
-        throw UsageError(path + ": an XGBoost run (" + file + "), which has no torch model to load");
-      train::allow_non_finite_checkpoints(allow_non_finite);
+      const auto file = python_checkpoint(path, allow_non_finite);
+      if (ends_with(file.path, "xgboost.json"))
+        throw UsageError(path + ": an XGBoost run (" + file.path + "), which has no torch model to load");
       nlohmann::json config;
-      models::ModelPtr model;
-      try {
-        model = tasks::load_checked_model(file, &config);  // the CLI's checks of the stored settings
-      } catch (...) {
-        train::allow_non_finite_checkpoints(false);
-        throw;
-      }
-      train::allow_non_finite_checkpoints(false);
+      auto model = tasks::load_checked_model(file, &config);  // the CLI's checks of the stored settings
       return std::make_pair(model, config.dump());
     });
   });
@@ -367,8 +382,8 @@ void bind_models(py::module_& m) {
       [](const std::string& run, const at::Tensor& points, const std::string& category,
          const c10::optional<at::Tensor>& normals, int64_t votes, uint64_t seed, const std::string& rotate) {
         const auto parts = interruptible([&] {  // without the GIL: the tuple is made after
-          return tasks::predict_cloud_parts(train::resolve_checkpoint(run), points, normals ? *normals : at::Tensor(),
-                                            category, rotate, seed, votes, points.device());
+          return tasks::predict_cloud_parts(python_checkpoint(run), points, normals ? *normals : at::Tensor(), category,
+                                            rotate, seed, votes, points.device());
         });
         return py::make_tuple(parts.labels, parts.probabilities, parts.sampled);
       },

@@ -168,6 +168,28 @@ TEST(Hardening, ACheckpointWithNaNWeightsIsRefusedUnlessAsked) {
   EXPECT_FALSE(fs::exists(dir + "/w.pt"));
   const auto anyway = run_qkv("spirals eval --allow-non-finite --checkpoint " + diverged);
   EXPECT_EQ(anyway.status, 0) << anyway.output;
+  // The switch is the read's own argument: a read told nothing in the same
+  // process still refuses, and one told so still reads.
+  qkv::train::CheckpointFile allowed(diverged);
+  allowed.allow_non_finite = true;
+  EXPECT_NO_THROW(qkv::train::load_model_from_checkpoint(allowed));
+  EXPECT_THROW(qkv::train::load_model_from_checkpoint(diverged), qkv::DataError);
+  EXPECT_NO_THROW(qkv::train::load_model_from_checkpoint(allowed));
+}
+
+TEST(Hardening, MaxParamsTravelsWithTheCheckpointRead) {
+  const std::string dir = fresh_dir("hard_max_params");
+  ASSERT_EQ(run_qkv("spirals train --epochs 1 --points-per-arm 30 --batch-size 16 --threads 1 --out " + dir).status, 0);
+  const std::string best = dir + "/checkpoints/best.ckpt";
+  const auto parameters = qkv::models::count_parameters(*qkv::train::load_model_from_checkpoint(best));
+  const std::string below = std::to_string(parameters - 1);
+  expect_clean_failure(run_qkv("spirals eval --max-params " + below + " --checkpoint " + best), 1,
+                       "more than --max-params " + below);
+  EXPECT_EQ(run_qkv("spirals eval --max-params " + std::to_string(parameters) + " --checkpoint " + best).status, 0);
+  qkv::train::CheckpointFile tight(best);
+  tight.limits.max_parameters = parameters - 1;
+  EXPECT_THROW(qkv::train::load_model_from_checkpoint(tight), qkv::DataError);
+  EXPECT_NO_THROW(qkv::train::load_model_from_checkpoint(best));  // the limit was that read's alone
 }
 
 TEST(Hardening, ModelOptionsAreTypedStrictlyAndShownShort) {

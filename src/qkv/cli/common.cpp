@@ -169,15 +169,15 @@ void add_common_options(CLI::App* cmd, RunOptions& o, const std::string& out_hel
   if (!out_help.empty()) cmd->get_option("--out")->description(out_help);
 }
 
-void add_max_params_option(CLI::App* cmd) {
-  cmd->add_option_function<int64_t>(
-         "--max-params", [](const int64_t& limit) { models::set_max_parameters(limit); },
-         "the most parameters a model may be built with (default " + std::to_string(models::kDefaultMaxParameters) +
-             ", 1 GiB of float32); larger options are refused before anything is allocated")
+void add_max_params_option(CLI::App* cmd, models::ModelLimits& limits) {
+  cmd->add_option("--max-params", limits.max_parameters,
+                  "the most parameters a model may be built with (default " +
+                      std::to_string(models::kDefaultMaxParameters) +
+                      ", 1 GiB of float32); larger options are refused before anything is allocated")
       ->check(range_check(1, 9e18));
 }
 
-CLI::Option* add_checkpoint_option(CLI::App* cmd, std::string& checkpoint, const std::string& help) {
+CLI::Option* add_checkpoint_option(CLI::App* cmd, train::CheckpointFile& checkpoint, const std::string& help) {
   CLI::Validator file_or_run(
       [](std::string& path) -> std::string {
         try {
@@ -188,12 +188,11 @@ CLI::Option* add_checkpoint_option(CLI::App* cmd, std::string& checkpoint, const
         }
       },
       "FILE or RUN folder");
-  add_max_params_option(cmd);
-  cmd->add_flag_callback(
-      "--allow-non-finite", [] { train::allow_non_finite_checkpoints(true); },
-      "read a checkpoint whose weights hold NaN or infinite values (a run that diverged); "
-      "refused otherwise");
-  return cmd->add_option("--checkpoint", checkpoint, help + "; a run folder means its checkpoints/best.ckpt")
+  add_max_params_option(cmd, checkpoint.limits);
+  cmd->add_flag("--allow-non-finite", checkpoint.allow_non_finite,
+                "read a checkpoint whose weights hold NaN or infinite values (a run that diverged); "
+                "refused otherwise");
+  return cmd->add_option("--checkpoint", checkpoint.path, help + "; a run folder means its checkpoints/best.ckpt")
       ->required()
       ->transform(file_or_run);
 }

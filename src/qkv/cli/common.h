@@ -16,6 +16,7 @@
 #include "qkv/data/dataset.h"
 #include "qkv/models/model.h"
 #include "qkv/runtime/run_options.h"
+#include "qkv/train/run.h"
 
 namespace qkv::cli {
 
@@ -32,9 +33,9 @@ CLI::App* add_command_group(CLI::App& app, Action& action, const std::string& na
 // --device; --out (with out_help) and --overwrite when out_help is non-empty.
 void add_common_options(CLI::App* cmd, RunOptions& o, const std::string& out_help);
 
-// --max-params: the most parameters a model may be built with
-// (models::set_max_parameters), for commands that build one.
-void add_max_params_option(CLI::App* cmd);
+// --max-params: the most parameters a model may be built with, into
+// `limits`, for commands that build one.
+void add_max_params_option(CLI::App* cmd, models::ModelLimits& limits);
 
 // --recipe NAME (tasks/recipes.h), its help listing the recipes of
 // `command`; nothing when `command` has none. The library applies it.
@@ -107,8 +108,9 @@ CLI::Option* add_old_spelling(CLI::App* cmd, const std::string& old_flag, const 
 
 // --checkpoint FILE, required: a checkpoint file, or a run folder, which
 // stands for its checkpoints/best.ckpt (or, for an XGBoost run, its
-// xgboost.json). A usage error names what is missing.
-CLI::Option* add_checkpoint_option(CLI::App* cmd, std::string& checkpoint, const std::string& help);
+// xgboost.json). A usage error names what is missing. --max-params and
+// --allow-non-finite set how it is read.
+CLI::Option* add_checkpoint_option(CLI::App* cmd, train::CheckpointFile& checkpoint, const std::string& help);
 
 // --split train|val|test: the part of a run's data an eval reads.
 void add_split_option(CLI::App* cmd, std::string& split);
@@ -117,8 +119,8 @@ inline const std::string kEvalCheckpointHelp = "checkpoint file (RUN/checkpoints
 // An `eval` (--checkpoint, --split and the run options) that prints
 // `evaluate(checkpoint, split, device)`'s JSON; the caller may add options
 // to the command it returns.
-using Evaluate =
-    std::function<nlohmann::json(const std::string& checkpoint, const std::string& split, const c10::Device& device)>;
+using Evaluate = std::function<nlohmann::json(const train::CheckpointFile& checkpoint, const std::string& split,
+                                              const c10::Device& device)>;
 CLI::App* add_eval_command(CLI::App* parent, Action& action, const std::string& description, Evaluate evaluate);
 
 // What a command shows besides its fields: its name and description and,
@@ -150,7 +152,7 @@ template <typename S>
 struct CommandOptions {
   S settings;
   RunOptions run;
-  std::string checkpoint;
+  train::CheckpointFile checkpoint;
   bool json = false;
   std::function<bool(const std::string& key)> given;  // was the option of `key` on the command line?
 };

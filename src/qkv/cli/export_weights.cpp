@@ -12,7 +12,7 @@ namespace qkv::cli {
 void register_export_weights(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("export-weights",
                                  "write a checkpoint's weights as a name->tensor dict that Python's torch.load reads");
-  auto ckpt = std::make_shared<std::string>();
+  auto ckpt = std::make_shared<train::CheckpointFile>();
   auto out = std::make_shared<std::string>();
   auto overwrite = std::make_shared<bool>(false);
   add_checkpoint_option(cmd, *ckpt, "checkpoint to read (REQUIRED)")->required(false);
@@ -24,16 +24,16 @@ void register_export_weights(CLI::App& app, Action& action) {
   on_run(cmd, action, [=] {
     auto extras = cmd->remaining();
     if (!extras.empty()) {
-      if (extras.size() != 2 || !ckpt->empty() || !out->empty())
+      if (extras.size() != 2 || !ckpt->path.empty() || !out->empty())
         throw UsageError("export-weights: arguments were not expected: " + join(extras, " ") +
                          " (use --checkpoint CKPT --output FILE)");
       std::fprintf(stderr,
                    "qkv: export-weights CKPT OUT is now spelled --checkpoint CKPT --output OUT (the old "
                    "spelling goes in the next release)\n");
-      *ckpt = extras[0];
+      ckpt->path = extras[0];
       *out = extras[1];
     }
-    if (ckpt->empty()) throw UsageError("export-weights: --checkpoint is required");
+    if (ckpt->path.empty()) throw UsageError("export-weights: --checkpoint is required");
     if (out->empty()) throw UsageError("export-weights: --output is required (the .pt file to write)");
     train::export_checkpoint_weights(*ckpt, *out, *overwrite);
     std::fprintf(stderr, "wrote %s\n", out->c_str());

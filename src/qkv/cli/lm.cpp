@@ -18,10 +18,11 @@ namespace {
 
 void register_eval(CLI::App* parent, Action& action) {
   auto cache_dtype = std::make_shared<std::string>();
-  add_eval_command(parent, action, "loss, accuracy and (tasks) exact match of a checkpoint; prints JSON",
-                   [cache_dtype](const std::string& checkpoint, const std::string& split, const c10::Device& device) {
-                     return tasks::evaluate_lm_run(checkpoint, split, *cache_dtype, device);
-                   })
+  add_eval_command(
+      parent, action, "loss, accuracy and (tasks) exact match of a checkpoint; prints JSON",
+      [cache_dtype](const train::CheckpointFile& checkpoint, const std::string& split, const c10::Device& device) {
+        return tasks::evaluate_lm_run(checkpoint, split, *cache_dtype, device);
+      })
       ->add_option("--cache-dtype", *cache_dtype,
                    "measure through a KV cache of this type (f32, f16, bf16, int8, int4): every position attends "
                    "keys and values as that cache stores them, and the tasks are decoded with it");

@@ -88,7 +88,7 @@ void register_cv(CLI::App* parent, Action& action) {
   o->common.out = "runs/mhca-cv";
   option_section(cmd, "Run", [&] {
     add_common_options(cmd, o->common, "output folder: summary.json, predictions.csv, report.html, folds/");
-    add_max_params_option(cmd);
+    add_max_params_option(cmd, o->cv.limits);
     cmd->add_flag("--resume", o->resume,
                   "continue an interrupted cross validation in --out (with the same options): finished folds are kept");
     add_recipe_option(cmd, o->recipe, "mhca cv");

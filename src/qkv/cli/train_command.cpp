@@ -16,6 +16,7 @@ void register_train_command(CLI::App* parent, Action& action, TrainTask task,
     RunOptions common;
     train::TrainConfig train;
     std::string init_weights, resume, recipe;
+    models::ModelLimits limits;
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
@@ -37,7 +38,7 @@ void register_train_command(CLI::App* parent, Action& action, TrainTask task,
     cmd->add_option("--init-weights", o->init_weights,
                     "start from a name->tensor .pt dict (export-weights, torch.save)")
         ->check(CLI::ExistingFile);
-    add_max_params_option(cmd);
+    add_max_params_option(cmd, o->limits);
   });
   option_section(cmd, "Training", [&] {
     add_field_options(cmd, o->train, task.batch_norm ? std::set<std::string>{} : kBatchNormFields);
@@ -55,6 +56,7 @@ void register_train_command(CLI::App* parent, Action& action, TrainTask task,
     call.init_weights = o->init_weights;
     call.train = o->train;
     call.given = given_keys(*cmd);
+    call.limits = o->limits;
     const auto outcome = tasks::train_command(*shared, call);
     if (outcome.interrupted) return kExitInterrupted;
     if (outcome.nothing_to_do || outcome.rank != 0) return 0;

@@ -47,6 +47,17 @@ struct ModelOption {
   std::string source;            // where the default comes from, when it matters; may be empty
 };
 
+// The most parameters a model may have before it is built (--max-params):
+// 2^28 by default, 1 GiB of float32 weights (our choice: 4 GiB with Adam's
+// two moments and the gradient, a sixth of this 24 GiB class of machine).
+inline constexpr int64_t kDefaultMaxParameters = int64_t{1} << 28;
+
+// What a model may cost, as the front end was told (--max-params, or
+// qkv.models.set_max_parameters()); passed to every build, never global.
+struct ModelLimits {
+  int64_t max_parameters = kDefaultMaxParameters;
+};
+
 // What a model costs, from its options alone (no tensor is allocated).
 struct ModelSize {
   int64_t parameters = 0;         // exactly count_parameters() of the built model
@@ -62,10 +73,8 @@ struct ModelEntry {
   std::vector<std::string> inputs;
   // Every key resolve({}) returns, with its default and help, in help order.
   std::vector<ModelOption> options;
-  // Builds the model; options missing from the JSON take their defaults.
-  // Unknown keys or bad values throw UsageError, and so does a model with
-  // more parameters than max_parameters(), before anything is allocated.
-  std::function<ModelPtr(const nlohmann::json& options)> make;
+  // Builds the model, unchecked: make() is the way in.
+  std::function<ModelPtr(const nlohmann::json& options)> build;
   // The options the model was built with, defaults filled in (for config.json).
   std::function<nlohmann::json(const nlohmann::json& options)> resolve;
   // The size with these options for one sample of `points` points (point-cloud
@@ -83,6 +92,11 @@ struct ModelEntry {
   // reads inputs["normals"] exactly when it is true (vnt+n, or vnt-seg with
   // {"normals": true}). Throws UsageError on bad options, as resolve.
   std::vector<std::string> inputs_with(const nlohmann::json& options) const;
+
+  // Builds the model; options missing from the JSON take their defaults.
+  // Unknown keys or bad values throw UsageError, and so does a model with
+  // more parameters than limits.max_parameters, before anything is allocated.
+  ModelPtr make(const nlohmann::json& options, const ModelLimits& limits = {}) const;
 };
 
 struct ModelTask {
@@ -104,16 +118,9 @@ std::string model_help(const std::string& task);
 
 int64_t count_parameters(const torch::nn::Module& module);
 
-// The most parameters a model may have before it is built (--max-params):
-// 2^28 by default, 1 GiB of float32 weights (our choice: 4 GiB with Adam's
-// two moments and the gradient, a sixth of this 24 GiB class of machine).
-inline constexpr int64_t kDefaultMaxParameters = int64_t{1} << 28;
-void set_max_parameters(int64_t limit);
-int64_t max_parameters();
-
 // UsageError naming the model and --max-params when `size` has more
-// parameters than max_parameters().
-void check_parameter_count(const std::string& model, const ModelSize& size);
+// parameters than limits.max_parameters.
+void check_parameter_count(const std::string& model, const ModelSize& size, const ModelLimits& limits);
 
 // check_parameter_count, then a UsageError when one sample of `points`
 // points (tokens) would need more memory for its activations than this
@@ -121,7 +128,7 @@ void check_parameter_count(const std::string& model, const ModelSize& size);
 // batch of `batch_size` would. Estimates
 // (ModelSize::activation_floats) run high, up to ~4x for attention models,
 // so only a sample that cannot fit is refused.
-void check_activation_memory(const ModelEntry& entry, const nlohmann::json& options, int64_t points,
-                             int64_t batch_size);
+void check_activation_memory(const ModelEntry& entry, const nlohmann::json& options, int64_t points, int64_t batch_size,
+                             const ModelLimits& limits);
 
 }  // namespace qkv::models

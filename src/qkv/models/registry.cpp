@@ -1,7 +1,6 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <limits>
 #include <stdexcept>
@@ -45,14 +44,8 @@ ModelEntry entry(std::string name, std::string description, std::string task, st
                  std::function<nlohmann::json(const nlohmann::json&)> resolve, const OptionHelpList& help,
                  std::function<ModelSize(const nlohmann::json&, int64_t)> size) {
   auto options = describe_options(resolve(nlohmann::json::object()), help);
-  // Every build is sized first: options asking for billions of parameters
-  // fail in microseconds instead of growing until the kernel kills qkv.
-  auto checked_make = [name, make, size](const nlohmann::json& j) {
-    check_parameter_count(name, size(j, 1));
-    return make(j);
-  };
-  return {std::move(name),    std::move(description),  std::move(task),    std::move(inputs),
-          std::move(options), std::move(checked_make), std::move(resolve), std::move(size)};
+  return {std::move(name),    std::move(description), std::move(task),    std::move(inputs),
+          std::move(options), std::move(make),        std::move(resolve), std::move(size)};
 }
 
 // The usual entry: Options::from_json(j) builds a Net; size(Options, points)
@@ -263,8 +256,14 @@ std::string model_help(const std::string& task) {
   return help;
 }
 
+ModelPtr ModelEntry::make(const nlohmann::json& options, const ModelLimits& limits) const {
+  // Every build is sized first: options asking for billions of parameters
+  // fail in microseconds instead of growing until the kernel kills qkv.
+  check_parameter_count(name, size(options, 1), limits);
+  return build(options);
+}
+
 namespace {
-std::atomic<int64_t> g_max_parameters{kDefaultMaxParameters};
 
 // "1,234,567": counts that people read at a glance.
 std::string grouped(int64_t n) {
@@ -277,15 +276,8 @@ std::string grouped(int64_t n) {
 }
 }  // namespace
 
-void set_max_parameters(int64_t limit) {
-  if (limit < 1) throw ConfigError("max_params", "must be at least 1");
-  g_max_parameters = limit;
-}
-
-int64_t max_parameters() { return g_max_parameters; }
-
-void check_parameter_count(const std::string& model, const ModelSize& size) {
-  const int64_t limit = max_parameters();
+void check_parameter_count(const std::string& model, const ModelSize& size, const ModelLimits& limits) {
+  const int64_t limit = limits.max_parameters;
   if (size.parameters <= limit) return;
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   const std::string count = size.parameters == kMax
@@ -297,10 +289,10 @@ void check_parameter_count(const std::string& model, const ModelSize& size) {
                    std::to_string(limit) + "; make the model smaller, or raise {max_params} if it is meant");
 }
 
-void check_activation_memory(const ModelEntry& entry, const nlohmann::json& options, int64_t points,
-                             int64_t batch_size) {
+void check_activation_memory(const ModelEntry& entry, const nlohmann::json& options, int64_t points, int64_t batch_size,
+                             const ModelLimits& limits) {
   const ModelSize size = entry.size(options, points);
-  check_parameter_count(entry.name, size);  // the parameters first: their limit is the one a user sets
+  check_parameter_count(entry.name, size, limits);  // the parameters first: their limit is the one a user sets
   const int64_t memory = physical_memory_bytes();
   const int64_t per_sample = size.activation_floats > memory / 4 ? memory : size.activation_floats * 4;
   const bool clouds = entry.task == "classification" || entry.task == "segmentation";

@@ -267,14 +267,15 @@ TrainTask classification_train_task(std::shared_ptr<ClassificationTrainSettings>
 }
 
 namespace {
-auto load_classifier_run(const std::string& checkpoint, const c10::Device& device) {
+auto load_classifier_run(const train::CheckpointFile& checkpoint, const c10::Device& device) {
   return load_point_run<ClassificationData>(checkpoint, device, kClassificationCommand);
 }
 }  // namespace
 
-nlohmann::json write_attention_pictures(const std::string& checkpoint, const AttentionSettings& s, uint64_t seed,
-                                        const std::string& out, bool overwrite, const c10::Device& device) {
-  check_outputs_apart(out, "{out}", {{"input", s.input}, {"checkpoint", checkpoint}});
+nlohmann::json write_attention_pictures(const train::CheckpointFile& checkpoint, const AttentionSettings& s,
+                                        uint64_t seed, const std::string& out, bool overwrite,
+                                        const c10::Device& device) {
+  check_outputs_apart(out, "{out}", {{"input", s.input}, {"checkpoint", checkpoint.path}});
   check_output_dir(out, "{out}", overwrite);  // before the work, not after it
   auto run = load_classifier_run(checkpoint, device);
   auto pictures = attention_pictures(*run.model, run.data, s.input, s.query, s.block, s.scale, seed, device);
@@ -334,7 +335,7 @@ std::string ShapeClassification::text(const std::string& input, int64_t top) con
   return out;
 }
 
-ShapeClassification classify_shape_file(const std::string& checkpoint, const std::string& input,
+ShapeClassification classify_shape_file(const train::CheckpointFile& checkpoint, const std::string& input,
                                         const std::string& rotate, uint64_t seed, int64_t votes,
                                         const c10::Device& device) {
   const auto rotation = pc::parse_rotation(rotate);
@@ -402,7 +403,7 @@ at::Tensor average_view_features(const at::Tensor& features, int64_t votes) {
 
 }  // namespace
 
-ShapeEmbeddings embed_shapes(const std::string& checkpoint, const ShapeEmbedSettings& s, uint64_t seed,
+ShapeEmbeddings embed_shapes(const train::CheckpointFile& checkpoint, const ShapeEmbedSettings& s, uint64_t seed,
                              const c10::Device& device) {
   check_embed_settings(s);
   const auto rotation = pc::parse_rotation(s.rotate);
@@ -460,11 +461,12 @@ std::string csv_field(const std::string& text) {
 
 }  // namespace
 
-nlohmann::json write_shape_embeddings(const std::string& checkpoint, const ShapeEmbedSettings& s, uint64_t seed,
-                                      const std::string& out, bool overwrite, const c10::Device& device) {
+nlohmann::json write_shape_embeddings(const train::CheckpointFile& checkpoint, const ShapeEmbedSettings& s,
+                                      uint64_t seed, const std::string& out, bool overwrite,
+                                      const c10::Device& device) {
   // Everything that can be refused before the checkpoint is read.
   check_embed_settings(s);
-  check_outputs_apart(out, "{out}", {{"input", s.input}, {"checkpoint", checkpoint}, {"data", s.data}});
+  check_outputs_apart(out, "{out}", {{"input", s.input}, {"checkpoint", checkpoint.path}, {"data", s.data}});
   check_output_dir(out, "{out}", overwrite);
   const auto embeddings = embed_shapes(checkpoint, s, seed, device);
   const auto& f = embeddings.features;

@@ -191,8 +191,9 @@ void visit_fields(AttentionSettings& s, V&& visit) {
 // attention_pictures for the run of `checkpoint`, written to
 // <out>/{shape,rotated}.{ply,png} (out claimed as core/output_policy.h
 // allows); returns the report with the four file names.
-nlohmann::json write_attention_pictures(const std::string& checkpoint, const AttentionSettings& s, uint64_t seed,
-                                        const std::string& out, bool overwrite, const c10::Device& device);
+nlohmann::json write_attention_pictures(const train::CheckpointFile& checkpoint, const AttentionSettings& s,
+                                        uint64_t seed, const std::string& out, bool overwrite,
+                                        const c10::Device& device);
 
 // `vnt train`: the data and the model (vnt unless set).
 struct ClassificationTrainSettings {
@@ -236,7 +237,7 @@ struct ShapeClassification {
   // "INPUT: best" and the `top` most likely classes with their probabilities.
   std::string text(const std::string& input, int64_t top) const;
 };
-ShapeClassification classify_shape_file(const std::string& checkpoint, const std::string& input,
+ShapeClassification classify_shape_file(const train::CheckpointFile& checkpoint, const std::string& input,
                                         const std::string& rotate, uint64_t seed, int64_t votes,
                                         const c10::Device& device);
 
@@ -274,15 +275,15 @@ struct ShapeEmbeddings {
 // UsageError (naming the settings' keys) for neither or both of input and
 // split, another split or rotation, a folder without shape files, or a
 // model without features; DataError naming a file that cannot be read.
-ShapeEmbeddings embed_shapes(const std::string& checkpoint, const ShapeEmbedSettings& s, uint64_t seed,
+ShapeEmbeddings embed_shapes(const train::CheckpointFile& checkpoint, const ShapeEmbedSettings& s, uint64_t seed,
                              const c10::Device& device);
 // The same into the folder `out`: embeddings.npy ([S, D] float32, rows in
 // the order of embeddings.csv) and embeddings.csv (shape, class, then the D
 // values); the folder is claimed as every output is (core/output_policy.h).
 // The settings and the folder are checked before the checkpoint is read.
 // Returns {shapes, dims, votes, rotate, npy, csv}.
-nlohmann::json write_shape_embeddings(const std::string& checkpoint, const ShapeEmbedSettings& s, uint64_t seed,
-                                      const std::string& out, bool overwrite, const c10::Device& device);
+nlohmann::json write_shape_embeddings(const train::CheckpointFile& checkpoint, const ShapeEmbedSettings& s,
+                                      uint64_t seed, const std::string& out, bool overwrite, const c10::Device& device);
 
 // `vnt compare`: one row per finished run (compare_point_runs) with each test
 // rotation's accuracy under "test_accuracy"; and the table of those rows.

@@ -17,7 +17,7 @@ attention::KVCacheShape cache_shape(CacheSizeSettings s) {
     if (s.dk > 0 || s.dv > 0) throw ConfigError("head_dim", "sets {dk} and {dv}: give one or the others");
     s.dk = s.dv = s.head_dim;
   }
-  if (!s.checkpoint.empty()) {
+  if (!s.checkpoint.path.empty()) {
     for (const auto& [key, given] : {std::pair<const char*, bool>{"layers", s.layers > 0},
                                      {"heads", s.heads > 0},
                                      {"kv_heads", s.kv_heads > 0},
@@ -87,7 +87,7 @@ std::vector<std::pair<std::string, attention::KVCacheShape>> article_cache_shape
 std::string cache_size_report(const CacheSizeSettings& s, bool article, bool json) {
   std::vector<std::pair<std::string, attention::KVCacheShape>> rows;
   if (article) {
-    if (!s.checkpoint.empty()) throw ConfigError("article", "and {checkpoint} exclude each other");
+    if (!s.checkpoint.path.empty()) throw ConfigError("article", "and {checkpoint} exclude each other");
     attention::parse_cache_dtype(s.dtype, "{dtype}");
     rows = article_cache_shapes();
   } else {

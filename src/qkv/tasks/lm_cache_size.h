@@ -10,15 +10,16 @@
 
 #include "qkv/attention/kv_cache.h"
 #include "qkv/core/fields.h"
+#include "qkv/train/run.h"
 
 namespace qkv::tasks {
 
 struct CacheSizeSettings {
   int64_t layers = 0, heads = 0, kv_heads = 0, dk = 0, dv = 0, head_dim = 0, seq = 0, batch_size = 1, window = 0,
           sinks = 0;
-  std::string dtype = "f16";  // f16, bf16, f32, f64, int8, int4 and their usual spellings
-  bool dtype_given = false;   // with a checkpoint: false = the model's own element type
-  std::string checkpoint;     // layers, heads, kv heads, widths and window from this transformer-lm checkpoint
+  std::string dtype = "f16";         // f16, bf16, f32, f64, int8, int4 and their usual spellings
+  bool dtype_given = false;          // with a checkpoint: false = the model's own element type
+  train::CheckpointFile checkpoint;  // layers, heads, kv heads, widths and window from this transformer-lm checkpoint
 };
 
 template <typename V>

@@ -72,16 +72,17 @@ LmModel lm_model(const std::string& kind, const models::TransformerLMOptions& tr
   return m;
 }
 
-models::ModelPtr load_lm_model(const std::string& checkpoint, nlohmann::json* config) {
+models::ModelPtr load_lm_model(const train::CheckpointFile& checkpoint, nlohmann::json* config) {
   return train::load_model_from_checkpoint(checkpoint, config, kLmCommand);
 }
 
-std::shared_ptr<models::TransformerLM> load_transformer_lm(const std::string& checkpoint, nlohmann::json* config) {
+std::shared_ptr<models::TransformerLM> load_transformer_lm(const train::CheckpointFile& checkpoint,
+                                                           nlohmann::json* config) {
   nlohmann::json own;
   if (!config) config = &own;
   auto model = std::dynamic_pointer_cast<models::TransformerLM>(load_lm_model(checkpoint, config));
   if (!model)
-    throw UsageError(checkpoint + ": its model is " + config->at("model").at("name").get<std::string>() +
+    throw UsageError(checkpoint.path + ": its model is " + config->at("model").at("name").get<std::string>() +
                      "; this command reads transformer-lm checkpoints only");
   return model;
 }
@@ -134,8 +135,8 @@ TrainTask lm_train_task(std::shared_ptr<const LmTrainSettings> s) {
   return task;
 }
 
-nlohmann::json evaluate_lm_run(const std::string& checkpoint, const std::string& split, const std::string& cache_dtype,
-                               const c10::Device& device) {
+nlohmann::json evaluate_lm_run(const train::CheckpointFile& checkpoint, const std::string& split,
+                               const std::string& cache_dtype, const c10::Device& device) {
   std::optional<attention::CacheDtype> dtype;
   if (!cache_dtype.empty()) dtype = attention::parse_cache_dtype(cache_dtype, "{cache_dtype}");
   nlohmann::json config;
@@ -144,7 +145,8 @@ nlohmann::json evaluate_lm_run(const std::string& checkpoint, const std::string&
   auto measured = model;
   if (dtype) {
     auto transformer = std::dynamic_pointer_cast<models::TransformerLM>(model);
-    if (!transformer) throw UsageError("{cache_dtype}: " + checkpoint + " is a recurrent model, which keeps no cache");
+    if (!transformer)
+      throw UsageError("{cache_dtype}: " + checkpoint.path + " is a recurrent model, which keeps no cache");
     measured = lm::decoding_with_cache(transformer, *dtype);
   }
   const auto data = LmData::from_json(config.at("data"));
@@ -179,7 +181,8 @@ nlohmann::json generate_text(const GenerateSettings& s, uint64_t seed, const c10
   if (!s.cache_dtype.empty()) gen.cache_dtype = attention::parse_cache_dtype(s.cache_dtype, "{cache_dtype}");
   gen.use_cache = !s.no_cache;
   if (!gen.save_cache.empty()) {
-    check_outputs_apart(gen.save_cache, "save_cache", {{"load_cache", gen.load_cache}, {"checkpoint", s.checkpoint}});
+    check_outputs_apart(gen.save_cache, "save_cache",
+                        {{"load_cache", gen.load_cache}, {"checkpoint", s.checkpoint.path}});
     check_output_file(gen.save_cache, "{save_cache}", s.overwrite);
   }
   nlohmann::json config;
@@ -187,7 +190,7 @@ nlohmann::json generate_text(const GenerateSettings& s, uint64_t seed, const c10
   model->to(device);
   auto* recurrent = dynamic_cast<models::RecurrentLM*>(model.get());
   if (recurrent && (gen.cache_dtype || !gen.save_cache.empty() || !gen.load_cache.empty()))
-    throw UsageError("{cache_dtype}, {save_cache} and {load_cache}: " + s.checkpoint +
+    throw UsageError("{cache_dtype}, {save_cache} and {load_cache}: " + s.checkpoint.path +
                      " is a recurrent model, whose fixed state is all its memory (no KV cache)");
   // A model trained on a task answers it greedily and ends with the
   // terminator: that answer is what a user should see first (our choice).
@@ -206,7 +209,7 @@ nlohmann::json generate_text(const GenerateSettings& s, uint64_t seed, const c10
     result = recurrent ? lm::generate_recurrent(*recurrent, tokens, gen)
                        : lm::generate(dynamic_cast<models::TransformerLM&>(*model), tokens, gen);
   } catch (const lm::NonFiniteLogits& e) {
-    throw DataError(s.checkpoint + ": " + e.what());
+    throw DataError(s.checkpoint.path + ": " + e.what());
   }
   // Bytes that do not form UTF-8 on their own are shown escaped.
   std::string shown;
@@ -219,7 +222,7 @@ nlohmann::json generate_text(const GenerateSettings& s, uint64_t seed, const c10
   return doc;
 }
 
-std::vector<lm::MemoryUnit> inspect_mlp_file(const std::string& checkpoint, const std::string& text_file,
+std::vector<lm::MemoryUnit> inspect_mlp_file(const train::CheckpointFile& checkpoint, const std::string& text_file,
                                              const lm::MemoryOptions& options, const c10::Device& device) {
   const std::string text = read_text_file(text_file);
   if (text.empty()) throw DataError(text_file + ": the text file is empty");

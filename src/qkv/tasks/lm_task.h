@@ -110,10 +110,10 @@ TrainTask lm_train_task(std::shared_ptr<const LmTrainSettings> settings);
 
 // The model of an `lm train` checkpoint (the transformer or a recurrent
 // baseline), its run record in *config when given.
-models::ModelPtr load_lm_model(const std::string& checkpoint, nlohmann::json* config = nullptr);
+models::ModelPtr load_lm_model(const train::CheckpointFile& checkpoint, nlohmann::json* config = nullptr);
 // The same for commands that read transformers only (the KV cache, the MLP
 // as memory): UsageError naming the checkpoint's model otherwise.
-std::shared_ptr<models::TransformerLM> load_transformer_lm(const std::string& checkpoint,
+std::shared_ptr<models::TransformerLM> load_transformer_lm(const train::CheckpointFile& checkpoint,
                                                            nlohmann::json* config = nullptr);
 
 // A task's answer to `prompt` by greedy decoding (at most max_new bytes, up
@@ -127,12 +127,13 @@ std::string complete_answer(models::Model& model, const std::string& prompt, int
 // greedy decoding. With `cache_dtype` (f32, f16, bf16, int8, int4; "" =
 // none) every position attends keys and values as that cache stores them and
 // the answers are decoded with it (a recurrent model keeps no cache: UsageError).
-nlohmann::json evaluate_lm_run(const std::string& checkpoint, const std::string& split, const std::string& cache_dtype,
-                               const c10::Device& device);
+nlohmann::json evaluate_lm_run(const train::CheckpointFile& checkpoint, const std::string& split,
+                               const std::string& cache_dtype, const c10::Device& device);
 
 // `lm generate`: a prompt continued by a trained model.
 struct GenerateSettings {
-  std::string checkpoint, prompt, cache_dtype;
+  train::CheckpointFile checkpoint;
+  std::string prompt, cache_dtype;
   lm::GenerateOptions gen;
   bool no_cache = false, stop_at_newline = false, json = false;
   bool temperature_given = false;  // else a model trained on a task answers greedily
@@ -178,7 +179,7 @@ nlohmann::json generate_text(const GenerateSettings& s, uint64_t seed, const c10
 
 // `lm inspect-mlp`: the units of a transformer checkpoint's MLP read over a
 // UTF-8 text file (DataError naming it when empty or not UTF-8).
-std::vector<lm::MemoryUnit> inspect_mlp_file(const std::string& checkpoint, const std::string& text_file,
+std::vector<lm::MemoryUnit> inspect_mlp_file(const train::CheckpointFile& checkpoint, const std::string& text_file,
                                              const lm::MemoryOptions& options, const c10::Device& device);
 
 }  // namespace qkv::tasks

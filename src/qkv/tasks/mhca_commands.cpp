@@ -164,8 +164,9 @@ medical::Preprocessing recorded_preprocessing(const nlohmann::json& config, cons
   return medical::Preprocessing::from_json(config.at("data").at("preprocessing"));
 }
 
-CohortPrediction predict_cohort(const CohortFiles& files, const std::string& checkpoint, const std::string& output,
-                                bool overwrite, const c10::Device& device) {
+CohortPrediction predict_cohort(const CohortFiles& files, const train::CheckpointFile& checkpoint_file,
+                                const std::string& output, bool overwrite, const c10::Device& device) {
+  const std::string& checkpoint = checkpoint_file.path;
   auto inputs = cohort_inputs(files);
   inputs.push_back({"checkpoint", checkpoint});
   check_outputs_apart(output, "{output}", inputs);
@@ -175,7 +176,7 @@ CohortPrediction predict_cohort(const CohortFiles& files, const std::string& che
   if (xgb)
     config = read_json_file((fs::path(checkpoint).parent_path() / "config.json").string());
   else
-    model = train::load_model_from_checkpoint(checkpoint, &config);
+    model = train::load_model_from_checkpoint(checkpoint_file, &config);
   const auto prep = recorded_preprocessing(config, checkpoint);
   check_output_file(output, "{output}", overwrite);
   const std::string name = config.at("model").at("name");
@@ -237,10 +238,12 @@ CohortPrediction predict_cohort(const CohortFiles& files, const std::string& che
   return result;
 }
 
-nlohmann::json explain_checkpoint(const CohortFiles& files, const std::string& checkpoint, ExplainOptions options,
-                                  const std::string& out, bool overwrite, const c10::Device& device) {
+nlohmann::json explain_checkpoint(const CohortFiles& files, const train::CheckpointFile& checkpoint_file,
+                                  ExplainOptions options, const std::string& out, bool overwrite,
+                                  const c10::Device& device) {
+  const std::string& checkpoint = checkpoint_file.path;
   nlohmann::json config;
-  auto model = train::load_model_from_checkpoint(checkpoint, &config);
+  auto model = train::load_model_from_checkpoint(checkpoint_file, &config);
   auto* net = dynamic_cast<models::CoAttentionModel*>(model.get());
   if (!net)
     throw ConfigError("checkpoint", checkpoint + ": explain needs a co-attention model (mhca, mhca-x), this one is " +

@@ -78,16 +78,17 @@ struct CohortPrediction {
   std::vector<std::string> warnings;  // degenerate results (of the unseen subjects where some were seen)
   std::string note;                   // where some were seen: that "unseen" scores the others alone
 };
-CohortPrediction predict_cohort(const CohortFiles& files, const std::string& checkpoint, const std::string& output,
-                                bool overwrite, const c10::Device& device);
+CohortPrediction predict_cohort(const CohortFiles& files, const train::CheckpointFile& checkpoint,
+                                const std::string& output, bool overwrite, const c10::Device& device);
 
 // `mhca explain`: the attention maps of a co-attention checkpoint (mhca,
 // mhca-x...; UsageError naming "checkpoint" for another model) for
 // options.subjects (empty: all) written to `out`; the ground truth next to
 // the manifest is used when options.ground_truth is empty. Returns
 // explain_subjects' record.
-nlohmann::json explain_checkpoint(const CohortFiles& files, const std::string& checkpoint, ExplainOptions options,
-                                  const std::string& out, bool overwrite, const c10::Device& device);
+nlohmann::json explain_checkpoint(const CohortFiles& files, const train::CheckpointFile& checkpoint,
+                                  ExplainOptions options, const std::string& out, bool overwrite,
+                                  const c10::Device& device);
 
 // `mhca select`'s count of CpG sites to keep (key "n_features"): no volumes
 // are read, so it is a number (cv's 0, the SPECT token count, has nothing to

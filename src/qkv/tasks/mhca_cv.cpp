@@ -294,6 +294,7 @@ FoldPredictions train_network_fold(const medical::CohortData& cohort, const data
   request.train = options.train;
   request.seed = options.seed + 1000003ULL * static_cast<uint64_t>(fold.run * options.folds + fold.fold);
   request.device = device.str();
+  request.limits = options.limits;
   const train::TrainConfig config = train::effective_train_config(request);
   torch::manual_seed(request.seed);  // the initial weights depend on the fold, not on what ran before
 
@@ -464,7 +465,11 @@ int64_t check_cv_options(const medical::CohortData& cohort, const CVOptions& opt
                                     : n_features;
   for (const auto& m : options.models)
     if (model_reads_volumes(m))
-      models::find_model(m).size(network_options(m, options.model_options, cohort.volume_shape(), fold_features), 1);
+      models::check_parameter_count(
+          m,
+          models::find_model(m).size(network_options(m, options.model_options, cohort.volume_shape(), fold_features),
+                                     1),
+          options.limits);
   return n_features;
 }
 

@@ -62,7 +62,8 @@ struct CVOptions {
   nlohmann::json model_options = nlohmann::json::object();  // sizes shared by the networks (channels, padding, ...)
   uint64_t seed = 0;
   bool quiet = false;
-  nlohmann::json recipe;  // what the recipe set (tasks/recipes.h apply_recipe), or null
+  nlohmann::json recipe;       // what the recipe set (tasks/recipes.h apply_recipe), or null
+  models::ModelLimits limits;  // --max-params, for every network of every fold; not recorded
 
   CVOptions() { set_mhca_paper_defaults(train); }
 };

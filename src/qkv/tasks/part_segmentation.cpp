@@ -272,9 +272,9 @@ PartPrediction predict_parts(models::Model& model, const PartSegData& data, cons
   return out;
 }
 
-CloudParts predict_cloud_parts(const std::string& checkpoint, const at::Tensor& points, const at::Tensor& normals,
-                               const std::string& category, const std::string& rotate, uint64_t seed, int64_t votes,
-                               const c10::Device& device) {
+CloudParts predict_cloud_parts(const train::CheckpointFile& checkpoint, const at::Tensor& points,
+                               const at::Tensor& normals, const std::string& category, const std::string& rotate,
+                               uint64_t seed, int64_t votes, const c10::Device& device) {
   if (!points.defined() || points.dim() != 2 || points.size(1) != 3 || !points.is_floating_point())
     throw ConfigError("points", "expected a floating-point tensor [N, 3]");
   if (points.size(0) == 0) throw ConfigError("points", "the cloud has no points");
@@ -355,7 +355,7 @@ PartPredictResult predict_parts_to_files(const PartPredictSettings& s, const c10
   const std::string stem = (std::filesystem::path(s.out) / std::filesystem::path(s.input).stem()).string();
   const std::string ply = stem + ".parts.ply", png = stem + ".parts.png";
   // The outputs before the checkpoint is read: a refusal costs nothing.
-  check_outputs_apart(s.out, "{out}", {{"input", s.input}, {"checkpoint", s.checkpoint}});
+  check_outputs_apart(s.out, "{out}", {{"input", s.input}, {"checkpoint", s.checkpoint.path}});
   check_files_folder(s.out, "{out}");
   check_output_file(ply, "{out}", s.overwrite);
   check_output_file(png, "{out}", s.overwrite);

@@ -163,9 +163,9 @@ struct CloudParts {
   at::Tensor labels, probabilities;
   int64_t sampled = 0;  // points some vote's sampling held (N for a cloud of at most the run's points)
 };
-CloudParts predict_cloud_parts(const std::string& checkpoint, const at::Tensor& points, const at::Tensor& normals,
-                               const std::string& category, const std::string& rotate, uint64_t seed, int64_t votes,
-                               const c10::Device& device);
+CloudParts predict_cloud_parts(const train::CheckpointFile& checkpoint, const at::Tensor& points,
+                               const at::Tensor& normals, const std::string& category, const std::string& rotate,
+                               uint64_t seed, int64_t votes, const c10::Device& device);
 
 // `seg train`: the data and the model (vnt-seg unless set).
 struct PartSegTrainSettings {
@@ -186,7 +186,8 @@ nlohmann::json evaluate_segmenter_run(const PointEvalSettings& s, const c10::Dev
 // (per-point 'label') and .parts.png; both are checked before any work and
 // replaced only when qkv wrote them and `overwrite` is set.
 struct PartPredictSettings {
-  std::string checkpoint, input, category, rotate = "none";
+  train::CheckpointFile checkpoint;
+  std::string input, category, rotate = "none";
   std::string out = "runs/seg-predict";
   int64_t votes = kDefaultPartVotes;
   uint64_t seed = 0;

@@ -26,8 +26,10 @@ namespace qkv::tasks {
 
 // ConfigError ("points") unless the model fits clouds of `points` points: neighbourhoods
 // of k points need k points per shape, and one cloud's activations must fit
-// in memory; found before any data are loaded or written.
-void check_point_model_fits(const std::string& model, const nlohmann::json& options, int64_t points);
+// in memory, and its parameters within `limits`; found before any data are
+// loaded or written.
+void check_point_model_fits(const std::string& model, const nlohmann::json& options, int64_t points,
+                            const models::ModelLimits& limits);
 
 // Whether a data settings struct lists class names (classification).
 template <typename D, typename = void>
@@ -51,7 +53,7 @@ void prepare_point_data(Data d, train::RunRequest& r, const std::string& out) {
   const auto resolved = models::find_model(r.model_name).resolve(r.model_options);
   d.view.use_normals = resolved.value("normals", false);
   set_point_feature_channels(d.view.point_features, r, resolved);
-  check_point_model_fits(r.model_name, r.model_options, d.view.num_points);
+  check_point_model_fits(r.model_name, r.model_options, d.view.num_points, r.limits);
   d.copy_view_settings();
   if (d.source == "synthetic" && d.synth_dir.empty()) d.synth_dir = out + "/synthetic";
   d.validate();
@@ -78,13 +80,13 @@ struct LoadedPointRun {
 // checks a new run's options pass (the model fits the points, the classes
 // match the outputs); DataError naming the checkpoint.
 template <typename Data>
-Data checked_stored_point_data(const std::string& checkpoint, const nlohmann::json& config) {
+Data checked_stored_point_data(const train::CheckpointFile& checkpoint, const nlohmann::json& config) {
   // The stored settings pass the checks a new run's options pass, and a
   // failure names the checkpoint (it was edited, or made by another version).
   try {
     Data data = Data::from_json(config.at("data"));
     const auto& model = config.at("model");
-    check_point_model_fits(model.at("name"), model.at("options"), data.view.num_points);
+    check_point_model_fits(model.at("name"), model.at("options"), data.view.num_points, checkpoint.limits);
     if constexpr (has_class_names<Data>::value) {
       const auto classes = models::find_model(model.at("name")).resolve(model.at("options")).value("classes", 0);
       if (classes != static_cast<int64_t>(data.class_names.size()))
@@ -93,14 +95,15 @@ Data checked_stored_point_data(const std::string& checkpoint, const nlohmann::js
     }
     return data;
   } catch (const nlohmann::json::exception&) {
-    throw DataError(checkpoint + ": stored run configuration is incomplete");
+    throw DataError(checkpoint.path + ": stored run configuration is incomplete");
   } catch (const std::runtime_error& e) {  // UsageError, DataError
-    throw DataError(checkpoint + ": stored run configuration: " + first_line(e.what()));
+    throw DataError(checkpoint.path + ": stored run configuration: " + first_line(e.what()));
   }
 }
 
 template <typename Data>
-LoadedPointRun<Data> load_point_run(const std::string& checkpoint, const c10::Device& device, const char* command) {
+LoadedPointRun<Data> load_point_run(const train::CheckpointFile& checkpoint, const c10::Device& device,
+                                    const char* command) {
   LoadedPointRun<Data> r;
   r.model = train::load_model_from_checkpoint(checkpoint, &r.config, command);
   r.data = checked_stored_point_data<Data>(checkpoint, r.config);

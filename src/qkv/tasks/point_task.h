@@ -23,6 +23,7 @@
 #include "qkv/models/model.h"
 #include "qkv/pointcloud/point_dataset.h"
 #include "qkv/pointcloud/point_features.h"
+#include "qkv/train/run.h"
 #include "qkv/train/trainer.h"
 
 namespace qkv::tasks {
@@ -129,7 +130,7 @@ struct PointCompare {
 // `vnt eval` / `seg eval`: a run's checkpoint scored on one split of its
 // data, or of another folder with the same classes, under a rotation.
 struct PointEvalSettings {
-  std::string checkpoint;
+  train::CheckpointFile checkpoint;
   std::string split = "test";  // train and val as the run cut them
   std::string data;            // a data folder or "synthetic"; "" = the run's own
   std::string rotate = "so3";

@@ -50,7 +50,7 @@ TrainTask spirals_train_task(std::shared_ptr<const SpiralsTrainSettings> s) {
   return task;
 }
 
-nlohmann::json evaluate_spirals_run(const std::string& checkpoint, const std::string& split,
+nlohmann::json evaluate_spirals_run(const train::CheckpointFile& checkpoint, const std::string& split,
                                     const c10::Device& device) {
   nlohmann::json config;
   auto model = train::load_model_from_checkpoint(checkpoint, &config, kSpiralsCommand);

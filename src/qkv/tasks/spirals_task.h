@@ -64,6 +64,7 @@ TrainTask spirals_train_task(std::shared_ptr<const SpiralsTrainSettings> setting
 
 // `spirals eval`: loss and accuracy of a checkpoint on its run's `split`
 // (train, val or test, as the run cut them), with the split and its size.
-nlohmann::json evaluate_spirals_run(const std::string& checkpoint, const std::string& split, const c10::Device& device);
+nlohmann::json evaluate_spirals_run(const train::CheckpointFile& checkpoint, const std::string& split,
+                                    const c10::Device& device);
 
 }  // namespace qkv::tasks

@@ -7,7 +7,7 @@
 
 namespace qkv::tasks {
 
-models::ModelPtr load_checked_model(const std::string& checkpoint, nlohmann::json* config) {
+models::ModelPtr load_checked_model(const train::CheckpointFile& checkpoint, nlohmann::json* config) {
   nlohmann::json stored;
   auto model = train::load_model_from_checkpoint(checkpoint, &stored);
   const std::string command = stored.value("command", "");

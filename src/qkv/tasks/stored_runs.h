@@ -6,6 +6,7 @@
 #include <string>
 
 #include "qkv/models/model.h"
+#include "qkv/train/run.h"
 
 namespace qkv::tasks {
 
@@ -13,6 +14,6 @@ namespace qkv::tasks {
 // its run configuration in *config, after the checks the command that made
 // it applies to the stored settings when it reads one (vnt and seg runs:
 // load_point_run's). DataError naming the checkpoint.
-models::ModelPtr load_checked_model(const std::string& checkpoint, nlohmann::json* config);
+models::ModelPtr load_checked_model(const train::CheckpointFile& checkpoint, nlohmann::json* config);
 
 }  // namespace qkv::tasks

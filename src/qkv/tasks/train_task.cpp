@@ -24,7 +24,7 @@ train::RunRequest new_train_request(const TrainTask& task, const GivenSetting& g
     // Bad or huge model options fail here, before any data are read or written.
     const auto& entry = models::find_model(request.model_name);
     entry.resolve(request.model_options);
-    models::check_parameter_count(entry.name, entry.size(request.model_options, 1));
+    models::check_parameter_count(entry.name, entry.size(request.model_options, 1), request.limits);
   }
   return request;
 }
@@ -117,10 +117,12 @@ TrainOutcome train_command(const TrainTask& task, const TrainCall& call) {
     // Before anything is read or written through a link or a changed file.
     train::RunFolder::check(call.resume, train::RunFolderMode::Resume, task.command, "resume");
     request = train::stored_request(call.resume, task.command);
+    request.limits = call.limits;
     if (given("device")) request.device = call.run.device;
   } else {
     request.seed = call.run.seed;
     request.device = call.run.device;
+    request.limits = call.limits;
     request.init_weights = call.init_weights;
     request.train = config;
     request.train.seed = call.run.seed;

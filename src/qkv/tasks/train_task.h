@@ -88,6 +88,7 @@ struct TrainCall {
   train::TrainConfig train;
   std::string recipe;  // a recipe's name; "" = none
   std::vector<std::string> given;
+  models::ModelLimits limits;  // --max-params
 };
 
 // What a resumed run may be given: where and how long it goes on, never how

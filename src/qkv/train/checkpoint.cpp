@@ -2,7 +2,6 @@
 
 #include <torch/torch.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -22,13 +21,11 @@
 namespace qkv::train {
 namespace {
 
-std::atomic<bool> g_non_finite_allowed{false};
-
 // The first model weight or optimizer entry holding NaN or an infinity, as a
 // DataError naming it: a checkpoint of a run that diverged predicts NaN and
 // resumes into NaN.
 void require_finite(const std::map<std::string, at::Tensor>& entries, const std::string& path, bool accept) {
-  if (accept || g_non_finite_allowed) return;
+  if (accept) return;
   for (const auto& [name, t] : entries) {
     const bool weights = name.compare(0, 6, "model/") == 0, optimizer = name.compare(0, 10, "optimizer/") == 0;
     if (!(weights || optimizer) || !t.is_floating_point() || torch::isfinite(t).all().item<bool>()) continue;
@@ -440,8 +437,6 @@ TrainState load_checkpoint_bytes(const std::vector<char>& file, const std::strin
   }
   return s;
 }
-
-void allow_non_finite_checkpoints(bool allowed) { g_non_finite_allowed = allowed; }
 
 at::Tensor global_rng_state() {
   at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the global one

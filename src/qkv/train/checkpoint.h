@@ -45,8 +45,8 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::o
 // and returns the trainer state. Throws DataError naming the file when it is
 // missing, truncated, corrupt or from another model, and naming the tensor
 // when a weight or optimizer entry holds NaN or an infinity (unless
-// allow_non_finite_checkpoints(true), or `accept_non_finite`: the trainer
-// reloading the best epoch of its own run to test it); nothing is changed then.
+// `accept_non_finite`: --allow-non-finite, or the trainer reloading the best
+// epoch of its own run to test it); nothing is changed then.
 TrainState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer* optimizer,
                            bool accept_non_finite = false);
 
@@ -54,10 +54,6 @@ TrainState load_checkpoint(const std::string& path, torch::nn::Module& model, to
 // `name` names the file in messages.
 TrainState load_checkpoint_bytes(const std::vector<char>& file, const std::string& name, torch::nn::Module& model,
                                  torch::optim::Optimizer* optimizer, bool accept_non_finite = false);
-
-// Whether the loads below accept NaN and infinite weights and optimizer state
-// (--allow-non-finite, to inspect a run that diverged). Off by default.
-void allow_non_finite_checkpoints(bool allowed);
 
 // The state of LibTorch's global CPU generator (what checkpoints store), and
 // its restoration.

@@ -115,8 +115,8 @@ TrainResult execute_run(const RunRequest& r, const std::string& dir, bool resume
   for (const char* key : {"points", "context"})
     if (r.data.is_object() && r.data.contains(key) && r.data.at(key).is_number_integer())
       length = std::max<int64_t>(1, r.data.at(key).get<int64_t>());
-  models::check_activation_memory(entry, r.model_options, length, config.batch_size);
-  auto model = entry.make(r.model_options);
+  models::check_activation_memory(entry, r.model_options, length, config.batch_size, r.limits);
+  auto model = entry.make(r.model_options, r.limits);
   if (!r.init_weights.empty()) load_weights(*model, r.init_weights);
   const nlohmann::json config_json = run_config(r);
   hooks.live_progress = ProgressBar::stderr_is_terminal();
@@ -161,16 +161,17 @@ std::string resolve_checkpoint(const std::string& path) {
   return path;
 }
 
-void export_checkpoint_weights(const std::string& checkpoint, const std::string& output, bool overwrite) {
-  check_outputs_apart(output, "output", {{"checkpoint", checkpoint}});
+void export_checkpoint_weights(const CheckpointFile& checkpoint, const std::string& output, bool overwrite) {
+  check_outputs_apart(output, "output", {{"checkpoint", checkpoint.path}});
   check_output_file(output, "output", overwrite);
   const auto model = load_model_from_checkpoint(checkpoint);
   const auto claim = claim_output_file(output, "output", overwrite, {"export-weights", {}});
   export_weights(*model, output);
 }
 
-models::ModelPtr load_model_from_checkpoint(const std::string& checkpoint, nlohmann::json* run_config,
+models::ModelPtr load_model_from_checkpoint(const CheckpointFile& file, nlohmann::json* run_config,
                                             const std::string& expected_command) {
+  const std::string& checkpoint = file.path;
   auto config = read_checkpoint_config(checkpoint);
   if (!expected_command.empty() && config.value("command", "") != expected_command) {
     const std::string made_by = config.value("command", "?");
@@ -180,13 +181,14 @@ models::ModelPtr load_model_from_checkpoint(const std::string& checkpoint, nlohm
   }
   models::ModelPtr model;
   try {
-    model = models::find_model(config.at("model").at("name").get<std::string>()).make(config.at("model").at("options"));
+    model = models::find_model(config.at("model").at("name").get<std::string>())
+                .make(config.at("model").at("options"), file.limits);
   } catch (const nlohmann::json::exception&) {
     throw DataError(checkpoint + ": checkpoint does not name its model");
   } catch (const UsageError& e) {  // options a new run could not have: edited, or another version's
     throw DataError(checkpoint + ": stored model: " + first_line(e.what()));
   }
-  load_checkpoint(checkpoint, *model, nullptr);
+  load_checkpoint(checkpoint, *model, nullptr, file.allow_non_finite);
   if (run_config) *run_config = config;
   return model;
 }

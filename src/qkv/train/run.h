@@ -81,6 +81,8 @@ struct RunRequest {
   // One object per --resume (qkv version, epochs, threads, from_epoch), so
   // config.json keeps the original settings and says what changed.
   nlohmann::json resumes = nlohmann::json::array();
+  // What the model may cost (--max-params): this call's, not recorded.
+  models::ModelLimits limits;
 };
 
 // Whether the model registry builds `name` (XGBoost runs are recorded too, but
@@ -120,10 +122,30 @@ void write_fitted_run(const RunRequest& request, const std::string& dir, const n
 // UsageError "PATH: no such file" or "PATH is a folder without ...".
 std::string resolve_checkpoint(const std::string& path);
 
+// A checkpoint to read and how: the model it stores is built within
+// `limits` (--max-params), and NaN or infinite weights are refused unless
+// `allow_non_finite` (--allow-non-finite). A path alone reads with the
+// defaults, as a test or a caller that was told nothing else does.
+struct CheckpointFile {
+  std::string path;
+  models::ModelLimits limits;
+  bool allow_non_finite = false;
+
+  CheckpointFile() = default;
+  CheckpointFile(std::string file) : path(std::move(file)) {}  // NOLINT(google-explicit-constructor)
+  CheckpointFile(const char* file) : path(file) {}             // NOLINT(google-explicit-constructor)
+  // The same reading rules for another file (a run folder's checkpoint).
+  CheckpointFile at(std::string file) const {
+    CheckpointFile other = *this;
+    other.path = std::move(file);
+    return other;
+  }
+};
+
 // Builds a registered model from a checkpoint's run configuration and loads
 // its weights. With expected_command, a checkpoint made by another command
 // is a DataError naming the file.
-models::ModelPtr load_model_from_checkpoint(const std::string& checkpoint, nlohmann::json* run_config = nullptr,
+models::ModelPtr load_model_from_checkpoint(const CheckpointFile& checkpoint, nlohmann::json* run_config = nullptr,
                                             const std::string& expected_command = "");
 
 // `checkpoint`'s model's weights written to the file `output` as a
@@ -131,7 +153,7 @@ models::ModelPtr load_model_from_checkpoint(const std::string& checkpoint, nlohm
 // output is checked before the checkpoint is read and claimed before it is
 // written (core/output_policy.h: an existing file only with `overwrite`, and
 // only one qkv wrote); refusals name the setting "output".
-void export_checkpoint_weights(const std::string& checkpoint, const std::string& output, bool overwrite);
+void export_checkpoint_weights(const CheckpointFile& checkpoint, const std::string& output, bool overwrite);
 
 // A few lines a person reads at the end of a run: the selected epoch, the
 // headline validation and test metrics, where the run folder is.
