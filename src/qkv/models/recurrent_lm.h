@@ -11,6 +11,7 @@
 
 #include <string>
 
+#include "qkv/models/byte_vocab.h"
 #include "qkv/models/live_layers.h"
 #include "qkv/models/model.h"
 #include "qkv/models/options.h"
@@ -18,8 +19,8 @@
 namespace qkv::models {
 
 struct RecurrentLMOptions {
-  int64_t vocab = 256;  // bytes
-  int64_t embed = 64;   // embedding width, the first layer's input
+  int64_t vocab = kByteVocab;
+  int64_t embed = 64;  // embedding width, the first layer's input
   int64_t hidden = 128;
   int64_t layers = 2;
   std::string cell = "lstm";  // lstm | gru
@@ -36,7 +37,7 @@ struct RecurrentLMOptions {
 
 template <typename V>
 void visit_fields(RecurrentLMOptions& o, V&& visit) {
-  visit(Field{"vocab", "vocabulary size (256: one token per byte)"}.at_least(2), o.vocab);
+  visit(vocab_field(), o.vocab);
   visit(Field{"embed", "embedding width, the first recurrent layer's input"}.at_least(1).from(
             "our choice: lm train's --d-model"),
         o.embed);

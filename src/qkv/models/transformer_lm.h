@@ -7,6 +7,7 @@
 #include <torch/nn/modules/dropout.h>
 
 #include "qkv/attention/multi_head_attention.h"
+#include "qkv/models/byte_vocab.h"
 #include "qkv/models/live_layers.h"
 #include "qkv/models/model.h"
 #include "qkv/models/options.h"
@@ -18,7 +19,7 @@ class KVCache;
 namespace qkv::models {
 
 struct TransformerLMOptions {
-  int64_t vocab = 256;  // bytes
+  int64_t vocab = kByteVocab;
   int64_t d_model = 128;
   int64_t layers = 2;
   int64_t heads = 4;
@@ -40,7 +41,7 @@ struct TransformerLMOptions {
 
 template <typename V>
 void visit_fields(TransformerLMOptions& o, V&& visit) {
-  visit(Field{"vocab", "vocabulary size (256: one token per byte)"}.at_least(2), o.vocab);
+  visit(vocab_field(), o.vocab);
   visit(Field{"d_model", "model width"}.at_least(1), o.d_model);
   visit(Field{"layers", "transformer blocks"}.at_least(1), o.layers);
   visit(Field{"heads", "attention heads per block"}.at_least(1), o.heads);
