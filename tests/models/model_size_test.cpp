@@ -16,6 +16,7 @@
 #include "qkv/models/model.h"
 #include "qkv/models/size_arithmetic.h"
 #include "support/bounded_child.h"
+#include "support/option_values.h"
 
 namespace model_size_test {
 
@@ -193,6 +194,32 @@ TEST(ModelSize, EveryModelSaysItsSizeAndItsParameterCountIsExact) {
   std::set<std::string> listed;
   for (const auto& [name, sets] : option_sets()) listed.insert(name);
   EXPECT_EQ(listed, registered);
+}
+
+// Every option a model declares (its field list, through the registry),
+// changed alone from the defaults: where the model takes the new value, the
+// size function must count what the constructor builds. An option added to
+// a model without its size function following fails here, with no line to add.
+TEST(ModelSize, EveryDeclaredOptionChangedAloneKeepsTheCountExact) {
+  for (const auto& e : qkv::models::model_registry()) {
+    if (!e.network) continue;
+    int64_t checked = 0;
+    for (const auto& option : e.options) {
+      const json options = {{option.key, qkv::testing::changed(option.default_value)}};
+      SCOPED_TRACE(e.name + " " + options.dump());
+      qkv::models::ModelPtr model;
+      try {
+        model = e.make(options);
+      } catch (const qkv::UsageError&) {
+        continue;  // a value this model refuses (a divisor, a shape): nothing built to count
+      }
+      EXPECT_EQ(e.size(options, kPoints).parameters, qkv::models::count_parameters(*model));
+      ++checked;
+    }
+    // Most options take their neighbouring value; a model whose every change
+    // is refused would check nothing.
+    EXPECT_GE(2 * checked, static_cast<int64_t>(e.options.size())) << e.name << ": " << checked << " checked";
+  }
 }
 
 TEST(ModelSize, ReproducesThePublishedCounts) {

@@ -12,9 +12,11 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/models/model.h"
+#include "support/option_values.h"
 #include "support/paths.h"
 
 using namespace qkv;
+using qkv::testing::changed;
 
 namespace {
 
@@ -84,24 +86,6 @@ data::Batch batch_of(const std::vector<std::string>& names) {
   for (const auto& name : names) batch.inputs[name] = test_input(name);
   batch.target = torch::zeros({2}, torch::kLong);
   return batch;
-}
-
-// The JSON value next to `v` that the option's reader should still accept in
-// most cases: a bool flipped, a number changed, another pooling, an array's
-// first number changed.
-nlohmann::json changed(const nlohmann::json& v) {
-  if (v.is_boolean()) return !v.get<bool>();
-  if (v.is_number_integer()) return v.get<int64_t>() + 1;
-  if (v.is_number_float()) return v.get<double>() == 0 ? 0.25 : v.get<double>() / 2;
-  if (v.is_string()) return v == "max" ? "mean" : "max";
-  if (v.is_array() && !v.empty() && v[0].is_number_integer()) {
-    auto a = v;
-    a[0] = v[0].get<int64_t>() + 1;
-    return a;
-  }
-  if (v.is_array()) return nlohmann::json::array({8});
-  ADD_FAILURE() << "no change for " << v.dump();
-  return v;
 }
 
 }  // namespace
