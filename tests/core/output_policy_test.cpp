@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
@@ -348,4 +349,27 @@ TEST(OutputPolicy, AClaimEndsWithItsHolder) {
   qkv::write_file_atomic((outer / "synthetic/t.off").string(), std::string("OFF"));
   EXPECT_EQ(qkv::ledger_files((outer / "synthetic").string()), (std::vector<std::string>{"s.off"}));
   EXPECT_EQ(qkv::ledger_files(outer.string()), (std::vector<std::string>{"synthetic/t.off"}));
+}
+
+TEST(OutputPolicy, QkvDeletesOnlyItsOwnUnchangedFilesBelowAHeldClaim) {
+  const fs::path dir = fresh_dir("policy_remove");
+  const std::string own = (dir / "run/last.ckpt").string(), user = (dir / "notes.txt").string();
+  {
+    const auto claim = qkv::claim_output_dir(dir.string(), "--out", false, {"test", {}});
+    qkv::make_directories((dir / "run").string());
+    qkv::write_file_atomic(own, std::string("weights"));
+    std::ofstream(user) << "mine";                             // the user's, beside qkv's
+    EXPECT_THROW(qkv::remove_own_file(user), qkv::DataError);  // not listed: the user's
+    EXPECT_TRUE(fs::exists(user));
+    qkv::remove_own_file(own);
+    EXPECT_FALSE(fs::exists(own));
+    qkv::remove_own_file(own);  // already gone: nothing to do
+    qkv::write_file_atomic(own, std::string("weights"));
+    std::ofstream(own) << "edited by hand";
+    EXPECT_THROW(qkv::remove_own_file(own), qkv::DataError);  // changed since qkv wrote it
+    EXPECT_EQ(read(own), "edited by hand");
+  }
+  qkv::write_file_atomic((dir / "other.txt").string(), std::string("x"));  // no claim held now
+  EXPECT_THROW(qkv::remove_own_file((dir / "other.txt").string()), qkv::DataError);
+  EXPECT_TRUE(fs::exists(dir / "other.txt"));
 }

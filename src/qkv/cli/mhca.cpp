@@ -14,6 +14,7 @@
 #include "qkv/runtime/runtime.h"
 #include "qkv/tasks/mhca_commands.h"
 #include "qkv/tasks/mhca_task.h"
+#include "qkv/train/cv_report.h"
 
 namespace qkv::cli {
 namespace {
@@ -112,13 +113,13 @@ void register_cv(CLI::App* parent, Action& action) {
   on_run(cmd, action, [o, cmd] {
     tasks::CVOptions cv = o->cv;
     tasks::prepare_cv_options(cv, o->models, o->model_options, o->recipe, given_setting(*cmd));
-    const auto summary = tasks::cross_validate(o->files, cv, o->common, o->resume);
-    if (summary.value("interrupted", false)) {
+    const auto result = tasks::cross_validate(o->files, cv, o->common, o->resume);
+    if (result.interrupted) {
       std::fprintf(stderr, "interrupted: finished folds are kept; add --resume to the same command to continue in %s\n",
                    o->common.out.c_str());
       return kExitInterrupted;
     }
-    std::printf("%s", tasks::cv_summary_text(summary, cv.models).c_str());
+    std::printf("%s", train::cv_summary_text(result.summary, cv.models).c_str());
     std::fprintf(stderr, "wrote %s/{summary.json,predictions.csv,report.html,folds/}\n", o->common.out.c_str());
     return 0;
   });

@@ -724,20 +724,29 @@ nlohmann::json read_output_marker(const std::string& dir) { return read_ledger(n
 
 std::vector<std::string> ledger_files(const std::string& dir) { return read_ledger(normal(dir)).files; }
 
-void check_and_record_write(const std::string& path, const void* data, size_t size) {
-  std::lock_guard<std::mutex> lock(claims_mutex());
-  auto& roots = root_list_locked();
-  if (roots.empty()) return;
-  const fs::path file = normal(path);
-  if (file.filename() == kLedgerName) return;
-  std::shared_ptr<ClaimedRoot> best;  // the innermost held root above the file
-  for (const auto& weak : roots) {
+namespace {
+// The innermost held root above `file` (where claims nest), or null. The
+// caller holds claims_mutex.
+std::shared_ptr<ClaimedRoot> innermost_root_locked(const fs::path& file) {
+  std::shared_ptr<ClaimedRoot> best;
+  for (const auto& weak : root_list_locked()) {
     auto r = weak.lock();
     if (!r) continue;
     const auto rel = file.lexically_relative(r->dir);
     if (rel.empty() || !safe_relative(rel)) continue;
     if (!best || r->dir.string().size() > best->dir.string().size()) best = std::move(r);
   }
+  return best;
+}
+}  // namespace
+
+void check_and_record_write(const std::string& path, const void* data, size_t size) {
+  std::lock_guard<std::mutex> lock(claims_mutex());
+  auto& roots = root_list_locked();
+  if (roots.empty()) return;
+  const fs::path file = normal(path);
+  if (file.filename() == kLedgerName) return;
+  const auto best = innermost_root_locked(file);
   if (!best) return;
   const std::string rel = file.lexically_relative(best->dir).generic_string();
   const Found found = inspect(best->dir, fs::path(rel));
@@ -752,6 +761,22 @@ void check_and_record_write(const std::string& path, const void* data, size_t si
   best->listed.insert(rel);
   best->written[rel].push_back(f);
   best->known.insert(rel);
+}
+
+void remove_own_file(const std::string& path) {
+  std::lock_guard<std::mutex> lock(claims_mutex());
+  const fs::path file = normal(path);
+  const auto best = innermost_root_locked(file);
+  if (!best) throw DataError(printable_path(path) + ": not below an output qkv holds; not deleting it");
+  const std::string rel = file.lexically_relative(best->dir).generic_string();
+  if (!best->listed.count(rel)) {
+    if (inspect(best->dir, fs::path(rel)).kind == Found::Absent) return;
+    throw DataError(printable_path(path) + ": not written by qkv; not deleting it");
+  }
+  if (const std::string why = unowned(best->dir, rel, best->written); !why.empty()) throw DataError(why);
+  std::error_code ec;
+  if (!fs::remove(file, ec) && ec)
+    throw DataError(printable_path(path) + ": cannot remove (written by qkv): " + ec.message());
 }
 
 namespace {

@@ -189,4 +189,11 @@ std::vector<std::string> ledger_files(const std::string& dir);
 // a crash the file holds either contents the ledger records).
 void check_and_record_write(const std::string& path, const void* data, size_t size);
 
+// Deletes `path`, a file below a held claim that the claim's ledger records
+// and that still holds what qkv wrote there (a run's last checkpoint, no
+// longer needed once its best one is kept); nothing if it is missing.
+// DataError naming it otherwise (no claim above it, reached through a link,
+// not listed, or changed since): nothing is deleted then.
+void remove_own_file(const std::string& path);
+
 }  // namespace qkv

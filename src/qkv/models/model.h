@@ -92,6 +92,8 @@ struct ModelEntry {
   // reads inputs["normals"] exactly when it is true (vnt+n, or vnt-seg with
   // {"normals": true}). Throws UsageError on bad options, as resolve.
   std::vector<std::string> inputs_with(const nlohmann::json& options) const;
+  // Whether forward() reads `input` with the default options.
+  bool reads(const std::string& input) const;
 
   // Builds the model; options missing from the JSON take their defaults.
   // Unknown keys or bad values throw UsageError, and so does a model with

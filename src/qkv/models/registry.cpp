@@ -153,6 +153,10 @@ ModelEntry xgboost_entry() {
 
 }  // namespace
 
+bool ModelEntry::reads(const std::string& input) const {
+  return std::find(inputs.begin(), inputs.end(), input) != inputs.end();
+}
+
 std::vector<std::string> ModelEntry::inputs_with(const nlohmann::json& options) const {
   const auto resolved = resolve(options);
   const bool has_normals_option = resolved.contains("normals") && resolved.at("normals").is_boolean();

@@ -126,7 +126,7 @@ void prepare_cv_options(CVOptions& cv, std::vector<std::string> models, const st
   cv.train.validate();
 }
 
-nlohmann::json cross_validate(const CohortFiles& files, CVOptions cv, const RunOptions& run, bool resume) {
+CVResult cross_validate(const CohortFiles& files, CVOptions cv, const RunOptions& run, bool resume) {
   const std::string& out = run.out;
   // A resumed folder's settings are compared with these after the cohort is read.
   const auto mode = train::run_folder_mode(resume, run.overwrite);

@@ -65,8 +65,7 @@ void prepare_cv_options(CVOptions& cv, std::vector<std::string> models, const st
 // the run options applied (run.seed seeds the folds and every network), the
 // cohort read (volumes only when a model reads them, said on stderr), the
 // folder opened, the cross validation run (Ctrl-C keeps finished folds).
-// Returns its summary.
-nlohmann::json cross_validate(const CohortFiles& files, CVOptions cv, const RunOptions& run, bool resume);
+CVResult cross_validate(const CohortFiles& files, CVOptions cv, const RunOptions& run, bool resume);
 
 // `mhca predict`: P(PD) for every subject from a network checkpoint or an
 // XGBoost run's xgboost.json, written as CSV (subject_id, label, p_pd,

@@ -20,6 +20,8 @@
 #include "qkv/models/mhca.h"
 #include "qkv/models/options.h"
 #include "qkv/train/binary_metrics.h"
+#include "qkv/train/cv_folder.h"
+#include "qkv/train/cv_report.h"
 #include "qkv/train/progress.h"
 #include "qkv/train/report.h"
 #include "qkv/train/result_warnings.h"
@@ -37,36 +39,12 @@ namespace {
 
 bool is_network(const std::string& model) { return models::find_model(model).network; }
 
-bool entry_reads(const models::ModelEntry& entry, const std::string& input) {
-  return std::find(entry.inputs.begin(), entry.inputs.end(), input) != entry.inputs.end();
-}
-
 bool entry_has_option(const models::ModelEntry& entry, const std::string& key) {
   return std::any_of(entry.options.begin(), entry.options.end(),
                      [&](const models::ModelOption& o) { return o.key == key; });
 }
 
-// The first setting that differs, as "folds: 2 there, 3 now" (values
-// shortened), for a resume refused because of it.
-std::string settings_difference(const nlohmann::json& stored, const nlohmann::json& now) {
-  auto shown = [](const nlohmann::json& j, const std::string& key) {
-    return j.contains(key) ? shortened(j.at(key).dump(), 60) : std::string("none");
-  };
-  std::set<std::string> keys;
-  for (const auto& item : stored.items()) keys.insert(item.key());
-  for (const auto& item : now.items()) keys.insert(item.key());
-  for (const auto& key : keys) {
-    const bool same = stored.contains(key) && now.contains(key) && stored.at(key) == now.at(key);
-    if (!same) return key + ": " + shown(stored, key) + " there, " + shown(now, key) + " now";
-  }
-  return "none";
-}
-
 nlohmann::json number_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
-
-std::string fold_name(const data::CVFold& f) {
-  return "run" + std::to_string(f.run + 1) + "_fold" + std::to_string(f.fold + 1);
-}
 
 // "4.2 s" under a minute, else "1:02:03".
 std::string short_duration(double seconds) {
@@ -116,9 +94,9 @@ class CVClock {
 
 }  // namespace
 
-bool model_reads_volumes(const std::string& model) { return entry_reads(models::find_model(model), "spect"); }
+bool model_reads_volumes(const std::string& model) { return models::find_model(model).reads("spect"); }
 
-bool model_reads_methylation(const std::string& model) { return entry_reads(models::find_model(model), "methylation"); }
+bool model_reads_methylation(const std::string& model) { return models::find_model(model).reads("methylation"); }
 
 int64_t spect_tokens(const nlohmann::json& user_options, const std::vector<int64_t>& volume_shape) {
   models::SpectEncoderOptions spect;
@@ -143,7 +121,7 @@ nlohmann::json network_options(const std::string& model, const nlohmann::json& u
   const auto& entry = models::find_model(model);
   nlohmann::json j = nlohmann::json::object();
   j["volume_shape"] = volume_shape;
-  if (entry_reads(entry, "methylation")) j["features"] = features;
+  if (entry.reads("methylation")) j["features"] = features;
   for (const auto& item : user_options.items()) {
     // Options that only some networks have (the registry says which) are
     // passed to those only, so one --model-options serves a whole
@@ -292,7 +270,7 @@ FoldPredictions train_network_fold(const medical::CohortData& cohort, const data
                   {"fold", fold.fold + 1},
                   {"preprocessing", prep.to_json()}};
   request.train = options.train;
-  request.seed = options.seed + 1000003ULL * static_cast<uint64_t>(fold.run * options.folds + fold.fold);
+  request.seed = train::fold_seeds(options.seed, fold, options.folds).network;
   request.device = device.str();
   request.limits = options.limits;
   const train::TrainConfig config = train::effective_train_config(request);
@@ -306,7 +284,7 @@ FoldPredictions train_network_fold(const medical::CohortData& cohort, const data
   hooks.augment = training.augment;
   hooks.quiet = options.quiet;  // the trainer's line per epoch, under run_cross_validation's fold line
   hooks.live_progress = !options.quiet && train::ProgressBar::stderr_is_terminal();
-  hooks.title = "qkv mhca cv: " + model_name + " " + fold_name(fold);
+  hooks.title = "qkv mhca cv: " + model_name + " " + train::fold_name(fold);
   models::ModelPtr model;
   auto result = train::execute_run(request, dir, false, splits, hooks, &model);
   if (result.interrupted) return {};
@@ -318,8 +296,7 @@ FoldPredictions train_network_fold(const medical::CohortData& cohort, const data
               {"epochs", s.value("epochs", 0)},
               {"selected_epoch", s.value("selected_epoch", 0)},
               {"seconds_per_epoch", s.value("train_seconds", 0.0) / std::max(1.0, epochs)}};
-  std::error_code ec;
-  fs::remove(train::RunPaths{dir}.last_checkpoint(), ec);  // best.ckpt is what explain and predict need
+  remove_own_file(train::RunPaths{dir}.last_checkpoint());  // best.ckpt is what explain and predict need
   return out;
 }
 
@@ -329,7 +306,7 @@ FoldPredictions train_xgboost_fold(const medical::CohortData& cohort, const data
   std::vector<int64_t> rows = fold.train;
   rows.insert(rows.end(), fold.val.begin(), fold.val.end());  // no early stopping: the validation rows train too
   medical::XGBoostParams params = options.selection.xgboost;
-  params.seed = (options.seed + static_cast<uint64_t>(fold.run * options.folds + fold.fold)) & 0x7fffffffffffffffULL;
+  params.seed = train::fold_seeds(options.seed, fold, options.folds).xgboost;
   const auto start = std::chrono::steady_clock::now();
   const auto classifier = fit_xgboost(cohort, rows, prep, params);
   const int64_t f = static_cast<int64_t>(prep.cpg_ids.size());
@@ -355,105 +332,11 @@ FoldPredictions train_xgboost_fold(const medical::CohortData& cohort, const data
   return out;
 }
 
-std::string format_mean_std(const train::MeanStd& m, double scale, int digits) {
-  if (m.n == 0) return "-";
-  char buf[128];
-  if (m.n == 1)  // one run: no spread to show
-    std::snprintf(buf, sizeof buf, "%.*f", digits, m.mean * scale);
-  else
-    std::snprintf(buf, sizeof buf, "%.*f <span class=\"pm\">&#177; %.*f</span>", digits, m.mean * scale, digits,
-                  m.std * scale);
-  return buf;
-}
-
-std::string render_cv_report(const nlohmann::json& summary,
-                             const std::vector<std::tuple<std::string, train::RocCurve, double>>& curves) {
-  const std::string cohort = summary.value("cohort", std::string());
-  std::string html = train::html_page_begin("qkv mhca cv: " + cohort);
-  html += "<header>\n<h1>Cross validation: " + train::escape_html(cohort) + "</h1>\n";
-  const auto& settings = summary.at("settings");
-  html += "<p class=\"facts\"><b>" + std::to_string(summary.value("runs", 0)) + "</b> runs of stratified <b>" +
-          std::to_string(summary.value("folds", 0)) + "</b>-fold cross validation &#183; <b>" +
-          std::to_string(summary.value("subjects", 0)) + "</b> subjects (" + std::to_string(summary.value("pd", 0)) +
-          " PD, " + std::to_string(summary.value("controls", 0)) + " controls)";
-  if (settings.contains("n_features") && settings.contains("selection"))
-    html += " &#183; <b>" + train::format_cell(settings.at("n_features")) + "</b> CpG sites (" +
-            train::escape_html(train::format_cell(settings.at("selection"))) + ")";
-  if (summary.contains("match") && summary.at("match").is_string())
-    html += " &#183; " + train::escape_html(summary.at("match").get<std::string>());
-  html +=
-      "</p>\n<nav><a href=\"#results\">Results</a><a href=\"#roc\">ROC</a><a href=\"#settings\">Settings</a></nav>\n"
-      "</header>\n";
-  // One table per aggregation: pooled (qkv's), and fold-averaged with the
-  // population std (the paper's Table 1), each AUROC from probabilities and from labels.
-  auto table = [&](const std::string& title, const std::string& note, const std::string& section) {
-    std::string t =
-        "<h3>" + title + "</h3>\n<p class=\"note\">" + note +
-        "</p>\n<table class=\"cv\">\n<thead><tr><th>model</th>"
-        "<th class=\"c\" title=\"uses the DNA methylation table\">DNA-m</th>"
-        "<th class=\"c\" title=\"uses the SPECT volumes\">SPECT</th>"
-        "<th class=\"n\">accuracy (%)</th>"
-        "<th class=\"n\" title=\"AUROC of the predicted probabilities\">AUROC</th>"
-        "<th class=\"n\" title=\"AUROC of the hard predictions at 0.5, as the MHCA authors' code computes it\">"
-        "AUROC (labels)</th>"
-        "<th class=\"n\">sensitivity</th><th class=\"n\">specificity</th>"
-        "<th class=\"n\">parameters</th></tr></thead>\n<tbody>\n";
-    for (const auto& name_json : settings.at("models")) {
-      const std::string name = name_json.get<std::string>();
-      const auto& model = summary.at("models").at(name);
-      const auto& m = section.empty() ? model : model.at(section);
-      auto ms = [&](const char* key) {
-        train::MeanStd v;
-        if (!m.contains(key)) return train::MeanStd{NAN, NAN, 0};
-        v.mean = m.at(key).at("mean").is_null() ? NAN : m.at(key).at("mean").get<double>();
-        v.std = m.at(key).at("std").is_null() ? NAN : m.at(key).at("std").get<double>();
-        v.n = m.at(key).value("n", 0);
-        return v;
-      };
-      auto check = [](bool yes) {
-        return yes ? std::string("<td class=\"c yes\">&#10003;</td>") : std::string("<td class=\"c no\">&#10007;</td>");
-      };
-      const auto params = model.at("parameters");
-      t += "<tr><th>" + train::escape_html(name) + "</th>" + check(model_reads_methylation(name)) +
-           check(model_reads_volumes(name)) + "<td class=\"n\">" + format_mean_std(ms("accuracy"), 100, 2) +
-           "</td><td class=\"n\">" + format_mean_std(ms("auroc"), 1, 3) + "</td><td class=\"n\">" +
-           format_mean_std(ms("auroc_hard"), 1, 3) + "</td><td class=\"n\">" +
-           format_mean_std(ms("sensitivity"), 1, 3) + "</td><td class=\"n\">" +
-           format_mean_std(ms("specificity"), 1, 3) + "</td><td class=\"n\">" +
-           (params.is_number_integer() ? train::format_cell(params) : std::string("-")) + "</td></tr>\n";
-    }
-    return t + "</tbody>\n</table>\n";
-  };
-  if (summary.contains("warnings") && summary.at("warnings").is_array())
-    html += train::warnings_box(summary.at("warnings").get<std::vector<std::string>>());
-  html += "<h2 id=\"results\">Results</h2>\n";
-  html += table("Pooled",
-                "Each run's test predictions of all its folds scored together; mean &#177; sample std over runs.", "");
-  html += table("Fold mean, as the paper reports",
-                "Each fold scored alone, folds averaged per run; mean &#177; population std over runs.", "fold_mean");
-  html += "<h2 id=\"roc\">ROC</h2>\n<p class=\"note\">All runs' test predictions pooled.</p>\n" +
-          train::roc_svg(curves, 480, 480) + "\n";
-  html += "<h2 id=\"settings\">Settings</h2>\n" + train::settings_tables(settings);
-  html += "<footer>Written by qkv mhca cv. One self-contained file: no scripts, no network.</footer>\n";
-  return html + train::html_page_end();
-}
-
 }  // namespace
 
 int64_t check_cv_options(const medical::CohortData& cohort, const CVOptions& options) {
-  for (const auto& m : options.models) {
-    bool known = false;
-    for (const auto& n : cv_model_names()) known = known || n == m;
-    if (!known) {
-      std::string list;
-      for (const auto& n : cv_model_names()) list += (list.empty() ? "" : ", ") + n;
-      throw ConfigError("model", m + ": not one of " + list);
-    }
+  for (const auto& m : options.models)
     if (model_reads_volumes(m) && !cohort.volumes.defined()) throw ConfigError("model", m + " needs the SPECT volumes");
-  }
-  options.train.validate();
-  CVOptions fields = options;
-  visit_cv_fields(fields, field_range_checker());
   // Volumes are read only where a network reads them.
   const int64_t n_features = rfe_target(options.selection, options.model_options, cohort.volume_shape());
   // Every network is sized for the CpG count its folds will see, so one that
@@ -506,32 +389,13 @@ nlohmann::json cv_settings(const medical::CohortData& cohort, const CVOptions& o
   return settings;
 }
 
-// cv_settings.json written into a new folder, or compared with the one there
-// (ConfigError naming "out" for other settings; nothing is changed).
-void claim_cv_settings(const std::string& out_dir, const nlohmann::json& settings) {
-  const std::string settings_file = out_dir + "/cv_settings.json";
-  if (fs::exists(settings_file)) {
-    auto stored = read_json_file(settings_file);
-    auto now = settings;
-    stored.erase("recipe");  // a recipe's values are compared as the options they set
-    now.erase("recipe");
-    if (stored != now)
-      throw ConfigError("out", out_dir + " holds a cross validation with other settings (" +
-                                   settings_difference(stored, now) + "; " + settings_file +
-                                   "); use another {out}, or the same options to continue it (nothing was changed)");
-  } else {
-    write_file_atomic(settings_file, json_text(settings) + "\n");
-  }
-}
-
 using RunProbabilities = std::map<std::string, std::vector<std::vector<double>>>;  // model -> run -> per subject
 
 // summary.json's content (without its settings) from every fold's test
 // predictions, and each model's pooled ROC curve where AUROC is defined.
 nlohmann::json summarise_cv(const medical::CohortData& cohort, const CVOptions& options,
                             const RunProbabilities& run_probs, const std::map<std::string, nlohmann::json>& per_fold,
-                            const std::map<std::string, nlohmann::json>& model_info,
-                            std::vector<std::tuple<std::string, train::RocCurve, double>>& curves) {
+                            const std::map<std::string, nlohmann::json>& model_info, train::NamedRocCurves& curves) {
   nlohmann::json summary = {
       {"cohort", cohort.manifest_path}, {"subjects", cohort.size()}, {"runs", options.runs}, {"folds", options.folds}};
   int64_t pd = 0;
@@ -610,13 +474,14 @@ std::string fold_result_line(const std::string& label, const std::string& model,
 
 }  // namespace
 
-nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVOptions& options, int64_t n_features,
-                                    const std::string& out_dir, const c10::Device& device) {
+CVResult run_cross_validation(const medical::CohortData& cohort, const CVOptions& options, int64_t n_features,
+                              const std::string& out_dir, const c10::Device& device) {
   const auto folds =
       data::repeated_stratified_folds(cohort.labels, options.runs, options.folds, options.val_fraction, options.seed);
   make_directories(out_dir);
+  const train::CVFolder folder(out_dir);
   const auto settings = cv_settings(cohort, options, n_features);
-  claim_cv_settings(out_dir, settings);
+  folder.claim_settings(settings);
   RunProbabilities run_probs;
   std::map<std::string, nlohmann::json> per_fold;
   std::map<std::string, nlohmann::json> model_info;
@@ -626,18 +491,15 @@ nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVO
     per_fold[m] = nlohmann::json::array();
   }
 
-  auto fold_dir = [&](const data::CVFold& fold) { return out_dir + "/folds/" + fold_name(fold); };
-  auto cpg_file = [&](const data::CVFold& fold) { return fold_dir(fold) + "/selected_cpgs.txt"; };
-  auto done_file = [&](const data::CVFold& fold, const std::string& model) {
-    return fold_dir(fold) + "/" + model + "/fold_predictions.json";
-  };
+  // The CpG sites a fold's training part selected, which every model of the fold reads.
+  auto cpg_file = [&](const data::CVFold& fold) { return folder.fold_dir(fold) + "/selected_cpgs.txt"; };
   CVClock clock;
   const std::string kSelection = "feature selection";  // timed like a model: RFE takes a while at the paper's size
   int64_t done_before = 0;
   for (const auto& fold : folds) {
     if (!fs::exists(cpg_file(fold))) clock.pending(kSelection);
     for (const auto& m : options.models) {
-      if (fs::exists(done_file(fold, m)))
+      if (folder.is_finished(fold, m))
         ++done_before;
       else
         clock.pending(m);
@@ -650,7 +512,7 @@ nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVO
 
   for (size_t fold_index = 0; fold_index < folds.size(); ++fold_index) {
     const auto& fold = folds[fold_index];
-    const std::string dir = fold_dir(fold);
+    const std::string dir = folder.fold_dir(fold);
     // "fold 3/15 (run 1, fold 3)"
     const std::string label = "fold " + std::to_string(fold_index + 1) + "/" + std::to_string(folds.size()) + " (run " +
                               std::to_string(fold.run + 1) + ", fold " + std::to_string(fold.fold + 1) + ")";
@@ -668,11 +530,12 @@ nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVO
       const auto start = std::chrono::steady_clock::now();
       cpgs = select_features(cohort, fit_rows, options.selection, n_features, options.quiet);
       clock.trained(kSelection, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      medical::write_cpg_list(cpg_file(fold), cpgs, "CpG sites selected on " + fold_name(fold) + "'s training part");
+      medical::write_cpg_list(cpg_file(fold), cpgs,
+                              "CpG sites selected on " + train::fold_name(fold) + "'s training part");
     }
     const auto prep = medical::fit_preprocessing(cohort, fold.train, cpgs, options.normalisation);
     for (const auto& m : options.models) {
-      const std::string model_dir = dir + "/" + m;
+      const std::string model_dir = folder.model_dir(fold, m);
       const bool network = is_network(m);
       // XGBoost trains on train + val (no early stopping) and gets one line, once it is fitted.
       char sizes[96];
@@ -684,18 +547,16 @@ nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVO
                       fold.test.size());
       FoldPredictions fp;
       double seconds = -1;  // -1: read back from a previous call, nothing to print
-      if (fs::exists(done_file(fold, m))) {
-        auto j = read_json_file(done_file(fold, m));
-        fp.probabilities = j.at("probabilities").get<std::vector<double>>();
-        fp.info = j.at("info");
+      if (const auto record = folder.finished(fold, m)) {
+        fp.probabilities = record->at("probabilities").get<std::vector<double>>();
+        fp.info = record->at("info");
       } else {
         if (!options.quiet && network) say_as_is(label + " " + m + ": " + sizes);
         const auto start = std::chrono::steady_clock::now();
         fp = network ? train_network_fold(cohort, fold, m, prep, options, model_dir, device)
                      : train_xgboost_fold(cohort, fold, prep, options, model_dir);
-        if (fp.probabilities.empty() || interrupt_requested()) return {{"interrupted", true}};
-        nlohmann::json j = {{"probabilities", fp.probabilities}, {"info", fp.info}};
-        write_file_atomic(done_file(fold, m), j.dump() + "\n");
+        if (fp.probabilities.empty() || interrupt_requested()) return CVResult{{}, {}, true};
+        folder.record_finished(fold, m, {{"probabilities", fp.probabilities}, {"info", fp.info}});
         seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         clock.trained(m, seconds);
       }
@@ -719,13 +580,13 @@ nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVO
     }
   }
 
-  std::vector<std::tuple<std::string, train::RocCurve, double>> curves;
-  auto summary = summarise_cv(cohort, options, run_probs, per_fold, model_info, curves);
-  summary["settings"] = settings;
+  CVResult result;
+  result.summary = summarise_cv(cohort, options, run_probs, per_fold, model_info, result.curves);
+  result.summary["settings"] = settings;
   write_file_atomic(out_dir + "/predictions.csv", predictions_csv);
-  write_file_atomic(out_dir + "/summary.json", json_text(summary) + "\n");
-  write_file_atomic(out_dir + "/report.html", render_cv_report(summary, curves));
-  return summary;
+  write_file_atomic(out_dir + "/summary.json", json_text(result.summary) + "\n");
+  write_file_atomic(out_dir + "/report.html", train::cv_report_html(result.summary, result.curves));
+  return result;
 }
 
 std::vector<std::string> resolve_cv_models(const std::vector<std::string>& requested) {
@@ -739,37 +600,6 @@ std::vector<std::string> resolve_cv_models(const std::vector<std::string>& reque
     if (std::find(known.begin(), known.end(), m) == known.end())
       throw ConfigError("model", m + ": not one of " + join(known) + ", paper, all");
   return models;
-}
-
-std::string cv_summary_text(const nlohmann::json& summary, const std::vector<std::string>& models) {
-  std::string text;
-  for (const char* section : {"", "fold_mean"}) {
-    text +=
-        *section ? "fold-averaged, population std (the paper's Table 1):\n" : "pooled per run, sample std over runs:\n";
-    for (const auto& name : models) {
-      const auto& model = summary.at("models").at(name);
-      const auto& m = *section ? model.at(section) : model;
-      auto show = [&](const char* key, double scale) {
-        if (!m.contains(key) || m.at(key).at("mean").is_null()) return std::string("n/a");
-        const auto& v = m.at(key);
-        char buf[64];
-        if (v.value("n", 0) == 1 || v.at("std").is_null())  // one run: no spread to show
-          std::snprintf(buf, sizeof buf, "%.3f", v.at("mean").get<double>() * scale);
-        else
-          std::snprintf(buf, sizeof buf, "%.3f +- %.3f", v.at("mean").get<double>() * scale,
-                        v.at("std").get<double>() * scale);
-        return std::string(buf);
-      };
-      char line[512];
-      std::snprintf(line, sizeof line,
-                    "  %-10s accuracy %s %%  AUROC %s  AUROC(labels) %s  sensitivity %s  specificity %s\n",
-                    name.c_str(), show("accuracy", 100).c_str(), show("auroc", 1).c_str(),
-                    show("auroc_hard", 1).c_str(), show("sensitivity", 1).c_str(), show("specificity", 1).c_str());
-      text += line;
-    }
-  }
-  for (const auto& w : summary.value("warnings", std::vector<std::string>{})) text += "warning: " + w + "\n";
-  return text;
 }
 
 }  // namespace qkv::tasks

@@ -17,6 +17,7 @@
 #include "qkv/learners/xgboost.h"
 #include "qkv/medical/cohort_data.h"
 #include "qkv/models/model.h"
+#include "qkv/train/cv_report.h"
 #include "qkv/train/trainer.h"
 
 namespace qkv::tasks {
@@ -118,27 +119,33 @@ medical::XGBoostClassifier fit_xgboost(const medical::CohortData& cohort, const 
 std::vector<double> predict_probabilities(models::Model& model, const data::Dataset& dataset, int64_t batch_size,
                                           const c10::Device& device);
 
-// The settings checked against the cohort before anything is written: known
-// models with the inputs they read, training settings, and each network built
-// (on paper: sizes only) for the CpG count its folds will see. Returns the
+// What the cohort decides of settings already validated (prepare_cv_options,
+// tasks/mhca_commands.h), before anything is written: the volumes each model
+// reads are there, and each network is sized (on paper: no allocation),
+// within options.limits, for the CpG count its folds will see. Returns the
 // CpG count RFE keeps.
 int64_t check_cv_options(const medical::CohortData& cohort, const CVOptions& options);
 
+// What a cross validation gives its caller: summary.json's content (the
+// settings, each model's metrics, the warnings) and each model's pooled ROC
+// curve, as report.html draws them (train/cv_report.h); after Ctrl-C,
+// `interrupted` and nothing else.
+struct CVResult {
+  nlohmann::json summary;
+  train::NamedRocCurves curves;
+  bool interrupted = false;
+};
+
 // Runs the protocol into out_dir (summary.json, predictions.csv, report.html,
-// folds/run<r>_fold<k>/...), after check_cv_options, whose CpG count it takes
-// as `n_features`. Folds already finished there (a previous, interrupted call
-// with the same options) are read back, not recomputed. Returns the summary;
-// summary["interrupted"] is true after Ctrl-C.
-nlohmann::json run_cross_validation(const medical::CohortData& cohort, const CVOptions& options, int64_t n_features,
-                                    const std::string& out_dir, const c10::Device& device);
+// folds/run<r>_fold<k>/...; a train::CVFolder), after check_cv_options, whose
+// CpG count it takes as `n_features`. Folds already finished there (a
+// previous, interrupted call with the same options) are read back, not
+// recomputed. Each fold's seeds are train::fold_seeds'.
+CVResult run_cross_validation(const medical::CohortData& cohort, const CVOptions& options, int64_t n_features,
+                              const std::string& out_dir, const c10::Device& device);
 
 // Accuracy, AUROC (from probabilities), sensitivity, specificity at 0.5.
 // AUROC is null with a "note" when the labels hold one class.
-// The table `mhca cv` prints from run_cross_validation's summary: each of
-// `models` pooled per run (mean +- sample std over runs), then fold-averaged
-// with the population std (the paper's Table 1), then the warnings.
-std::string cv_summary_text(const nlohmann::json& summary, const std::vector<std::string>& models);
-
 nlohmann::json binary_metrics(const std::vector<double>& probabilities, const std::vector<int64_t>& labels);
 
 }  // namespace qkv::tasks
