@@ -128,16 +128,20 @@ void section_remaining_options(CLI::App& app) {
     const auto first = std::find_if(options.begin(), options.end(), [](const CLI::Option* opt) {
       return opt->get_group() != "Options" && !opt->get_group().empty();
     });
-    if (first != options.end()) {  // sectioned already: --help joins the first section
+    const auto is_run = [&](const CLI::Option* opt) {
+      return std::any_of(std::begin(kRun), std::end(kRun), [&](const char* n) { return opt->check_name(n); });
+    };
+    if (first != options.end()) {  // sectioned already: --help joins the first section, run options join "Run"
       if (CLI::Option* help = cmd->get_help_ptr()) help->group((*first)->get_group());
+      for (CLI::Option* opt : cmd->get_options())
+        if (opt->get_group() == "Options" && !opt->get_positional() && is_run(opt)) opt->group("Run");
       continue;
     }
     if (!cmd->get_subcommands({}).empty()) continue;
     const auto heading = kHeadings.count(cmd->get_name()) ? kHeadings.at(cmd->get_name()) : std::string("Options");
     for (CLI::Option* opt : cmd->get_options()) {
       if (opt->get_group() != "Options" || opt->get_positional()) continue;
-      const bool run = std::any_of(std::begin(kRun), std::end(kRun), [&](const char* n) { return opt->check_name(n); });
-      opt->group(run ? "Run" : heading);
+      opt->group(is_run(opt) ? "Run" : heading);
     }
   }
 }
@@ -164,9 +168,16 @@ CLI::App* add_command_group(CLI::App& app, Action& action, const std::string& na
 
 void add_overwrite_flag(CLI::App* cmd, bool& overwrite) { cmd->add_flag("--overwrite", overwrite, kOverwriteHelp); }
 
-void add_common_options(CLI::App* cmd, RunOptions& o, const std::string& out_help) {
-  add_field_options(cmd, o, out_help.empty() ? std::set<std::string>{"out", "overwrite"} : std::set<std::string>{});
+void add_common_options(CLI::App* cmd, RunOptions& o, const std::string& out_help, const std::set<std::string>& keys,
+                        const std::string& threads_help) {
+  std::set<std::string> skip;
+  for (const auto& key : kAllRunKeys)
+    if (!keys.count(key)) skip.insert(key);
+  if (out_help.empty()) skip.insert({"out", "overwrite"});
+  add_field_options(cmd, o, skip);
   if (!out_help.empty()) cmd->get_option("--out")->description(out_help);
+  if (!threads_help.empty())
+    cmd->get_option("--threads")->description(threads_help + range_help(0, max_useful_threads()));
 }
 
 void add_max_params_option(CLI::App* cmd, models::ModelLimits& limits) {

@@ -29,9 +29,12 @@ using RegisterCommand = std::function<void(CLI::App* group, Action& action)>;
 CLI::App* add_command_group(CLI::App& app, Action& action, const std::string& name, const std::string& description,
                             std::initializer_list<RegisterCommand> commands);
 
-// The run options' fields (runtime/run_options.h): --seed, --threads,
-// --device; --out (with out_help) and --overwrite when out_help is non-empty.
-void add_common_options(CLI::App* cmd, RunOptions& o, const std::string& out_help);
+// The run options' fields (runtime/run_options.h): those of `keys` among
+// --seed, --threads (with threads_help where it is not empty) and --device;
+// --out (with out_help) and --overwrite when out_help is non-empty.
+inline const std::set<std::string> kAllRunKeys = {"seed", "threads", "device"};
+void add_common_options(CLI::App* cmd, RunOptions& o, const std::string& out_help,
+                        const std::set<std::string>& keys = kAllRunKeys, const std::string& threads_help = "");
 
 // --max-params: the most parameters a model may be built with, into
 // `limits`, for commands that build one.
@@ -144,7 +147,30 @@ struct CommandText {
     t.default_out = std::move(default_out);
     return t;
   }
-  std::string name, description, checkpoint_help, json_help, out_help, default_out;
+  // --out without a default: the command refuses to run without it.
+  CommandText required_out(std::string help) const {
+    CommandText t = out(std::move(help));
+    t.out_is_required = true;
+    return t;
+  }
+  // The run options besides --out and --overwrite (keys of RunOptions'
+  // fields): all by default; fewer for a command whose settings seed
+  // themselves or that runs on the CPU alone (a writer of synthetic data).
+  CommandText run_options(std::set<std::string> keys) const {
+    CommandText t = *this;
+    t.run_keys = std::move(keys);
+    return t;
+  }
+  // --threads' help where they are something else than LibTorch's intra-op
+  // threads (volumes generated in parallel, XGBoost's threads).
+  CommandText threads(std::string help) const {
+    CommandText t = *this;
+    t.threads_help = std::move(help);
+    return t;
+  }
+  std::string name, description, checkpoint_help, json_help, out_help, default_out, threads_help;
+  bool out_is_required = false;
+  std::set<std::string> run_keys = kAllRunKeys;
 };
 
 // The parsed options of a command of settings S (add_settings_command).
@@ -173,7 +199,8 @@ CLI::App* add_settings_command(CLI::App* parent, Action& action, const CommandTe
   add_field_options(cmd, o->settings, skip);
   if (more) more(cmd, *o);
   if (!text.json_help.empty()) cmd->add_flag("--json", o->json, text.json_help);
-  add_common_options(cmd, o->run, text.out_help);
+  add_common_options(cmd, o->run, text.out_help, text.run_keys, text.threads_help);
+  if (text.out_is_required) cmd->get_option("--out")->required();
   on_run(cmd, action, [o, cmd, run = std::move(run)] {
     o->given = given_setting(*cmd);
     return run(*o, apply_run_options(o->run));

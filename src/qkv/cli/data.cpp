@@ -13,27 +13,31 @@
 namespace qkv::cli {
 namespace {
 
+// A synthetic set's settings as a command: the set's options, and --list.
+template <typename Options>
+struct SynthSetSettings {
+  Options options;
+  bool list = false;
+};
+template <typename Options, typename V>
+void visit_fields(SynthSetSettings<Options>& s, V&& visit) {
+  visit_fields(s.options, visit);
+}
+
 // The synthetic set `Options` as a command: its fields, --out, --overwrite
 // and --list; `write(out, options, overwrite)` and `list()` give the lines printed.
 template <typename Options>
 void register_synth(CLI::App* parent, Action& action, const std::string& name, const std::string& description,
                     const std::string& out_help, const std::string& list_help,
                     std::string (*write)(const std::string&, Options, bool), std::string (*list)()) {
-  auto* cmd = parent->add_subcommand(name, description);
-  struct Opts {
-    Options options;
-    std::string out;
-    bool list = false, overwrite = false;
-  };
-  auto o = std::make_shared<Opts>();
-  cmd->add_option("--out", o->out, out_help);
-  add_field_options(cmd, o->options);
-  add_overwrite_flag(cmd, o->overwrite);
-  cmd->add_flag("--list", o->list, list_help);
-  on_run(cmd, action, [o, write, list] {
-    std::printf("%s", o->list ? list().c_str() : write(o->out, o->options, o->overwrite).c_str());
-    return 0;
-  });
+  add_settings_command<SynthSetSettings<Options>>(
+      parent, action, CommandText(name, description).out(out_help).run_options({}),  // the set's --seed is its own
+      [write, list](const auto& o, const c10::Device&) {
+        std::printf("%s",
+                    o.settings.list ? list().c_str() : write(o.run.out, o.settings.options, o.run.overwrite).c_str());
+        return 0;
+      },
+      [list_help](CLI::App* cmd, auto& o) { cmd->add_flag("--list", o.settings.list, list_help); });
 }
 
 }  // namespace

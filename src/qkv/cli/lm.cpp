@@ -60,27 +60,37 @@ void register_generate(CLI::App* parent, Action& action) {
       [](CLI::App* cmd, auto& o) { add_overwrite_flag(cmd, o.run.overwrite); });
 }
 
+// lm cache-size's settings: the cache's sizes, and --article.
+struct CacheSizeCommandSettings {
+  tasks::CacheSizeSettings cache;
+  bool article = false;
+};
+template <typename V>
+void visit_fields(CacheSizeCommandSettings& s, V&& visit) {
+  visit_fields(s.cache, visit);
+}
+
 void register_cache_size(CLI::App* parent, Action& action) {
-  auto* cmd = parent->add_subcommand(
-      "cache-size", "bytes of a KV cache: keys, values and total, for a model's sizes or a trained checkpoint");
-  struct Opts {
-    tasks::CacheSizeSettings settings;
-    bool json = false, article = false;
-  };
-  auto o = std::make_shared<Opts>();
-  auto& c = o->settings;
-  add_checkpoint_option(cmd, c.checkpoint, "read layers, heads, kv heads, widths and window from this checkpoint")
-      ->required(false);
-  add_field_options(cmd, c);
-  cmd->add_flag("--article", o->article,
-                "the article's example, then each way of shrinking it: r = 200, 4 kv heads, int8, int4, a 1024 window");
-  cmd->add_flag("--json", o->json, "print {key_bytes, value_bytes, total_bytes} (a list with --article)");
-  on_run(cmd, action, [o, cmd] {
-    auto s = o->settings;
-    s.dtype_given = cmd->count("--dtype") > 0;
-    std::printf("%s", tasks::cache_size_report(s, o->article, o->json).c_str());
-    return 0;
-  });
+  add_settings_command<CacheSizeCommandSettings>(
+      parent, action,
+      CommandText("cache-size",
+                  "bytes of a KV cache: keys, values and total, for a model's sizes or a trained checkpoint")
+          .checkpoint("read layers, heads, kv heads, widths and window from this checkpoint")
+          .json("print {key_bytes, value_bytes, total_bytes} (a list with --article)")
+          .run_options({}),  // arithmetic: no seed, threads or device
+      [](const auto& o, const c10::Device&) {
+        auto s = o.settings.cache;
+        s.checkpoint = o.checkpoint;
+        s.dtype_given = o.given("dtype");
+        std::printf("%s", tasks::cache_size_report(s, o.settings.article, o.json).c_str());
+        return 0;
+      },
+      [](CLI::App* cmd, auto& o) {
+        cmd->get_option("--checkpoint")->required(false);  // or the sizes as options
+        cmd->add_flag(
+            "--article", o.settings.article,
+            "the article's example, then each way of shrinking it: r = 200, 4 kv heads, int8, int4, a 1024 window");
+      });
 }
 
 // lm inspect-mlp's settings: the memory's and the text to run.

@@ -20,109 +20,139 @@ namespace qkv::cli {
 namespace {
 using tasks::CohortFiles;
 
+// mhca synth's settings: the cohort's, and its volume grid as --shape X,Y,Z.
+struct SynthCommandSettings {
+  medical::SynthCohortOptions synth;
+  std::vector<int64_t> shape;
+};
+template <typename V>
+void visit_fields(SynthCommandSettings& s, V&& visit) {
+  visit_fields(s.synth, visit);
+}
+
 void register_synth(CLI::App* parent, Action& action) {
-  auto* cmd = parent->add_subcommand(
-      "synth", "write the built-in synthetic cohort: NIfTI SPECT volumes, manifest, methylation table, ground truth");
-  struct Opts {
-    medical::SynthCohortOptions synth;
-    std::string out;
-    std::vector<int64_t> shape;
-    bool overwrite = false;
-  };
-  auto o = std::make_shared<Opts>();
-  cmd->add_option("--out", o->out, "folder to write (missing or empty; --overwrite replaces what qkv wrote there)")
-      ->required();
-  add_overwrite_flag(cmd, o->overwrite);
-  add_field_options(cmd, o->synth);
-  const Field shape = medical::synth_shape_field();
-  cmd->add_option("--shape", o->shape, shape.help + range_help(shape))
-      ->delimiter(',')
-      ->expected(3)
-      ->check(range_check(shape));
-  add_ranged_option(cmd, "--threads", o->synth.threads, "volumes generated in parallel; 0 = one per core", 0,
-                    max_useful_threads());
-  on_run(cmd, action, [o] {
-    if (!o->shape.empty()) o->synth.shape = {o->shape[0], o->shape[1], o->shape[2]};
-    std::printf("%s", tasks::write_synth_cohort_to(o->out, o->synth, o->overwrite).c_str());
-    return 0;
+  add_settings_command<SynthCommandSettings>(
+      parent, action,
+      CommandText("synth",
+                  "write the built-in synthetic cohort: NIfTI SPECT volumes, manifest, methylation table, ground truth")
+          .required_out("folder to write (missing or empty; --overwrite replaces what qkv wrote there)")
+          .run_options({"threads"})  // the cohort's --seed is its own
+          .threads("volumes generated in parallel; 0 = one per core"),
+      [](const auto& o, const c10::Device&) {
+        auto synth = o.settings.synth;
+        const auto& shape = o.settings.shape;
+        if (!shape.empty()) synth.shape = {shape[0], shape[1], shape[2]};
+        synth.threads = o.run.threads;
+        std::printf("%s", tasks::write_synth_cohort_to(o.run.out, synth, o.run.overwrite).c_str());
+        return 0;
+      },
+      [](CLI::App* cmd, auto& o) {
+        const Field shape = medical::synth_shape_field();
+        cmd->add_option("--shape", o.settings.shape, shape.help + range_help(shape))
+            ->delimiter(',')
+            ->expected(3)
+            ->check(range_check(shape));
+      });
+}
+
+// mhca select's settings: the cohort (its volumes unread), how many CpG sites
+// RFE keeps (the paper's 441 by default) and RFE's and XGBoost's settings.
+struct SelectSettings {
+  CohortFiles files;
+  tasks::FeatureSelection selection;
+  SelectSettings() { selection.n_features = tasks::kPaperCpgSites; }
+};
+template <typename V>
+void visit_fields(SelectSettings& s, V&& visit) {
+  visit_fields(s.files, visit);
+  visit(tasks::select_n_features_field(), s.selection.n_features);
+  // RFE is the selection here: not which selection, nor a list, nor cv's count.
+  visit_fields(s.selection, [&](const Field& f, auto& value) {
+    const std::string key = f.key;
+    if (key != "select" && key != "cpg_list" && key != "n_features") visit(f, value);
   });
 }
 
 void register_select(CLI::App* parent, Action& action) {
-  auto* cmd = parent->add_subcommand(
-      "select", "XGBoost recursive feature elimination on the methylation table; writes the selected CpG list");
-  struct Opts {
-    CohortFiles files;
-    tasks::FeatureSelection selection;
-    std::string out;
-    int threads = 0;
-    bool overwrite = false;
-  };
-  auto o = std::make_shared<Opts>();
-  o->selection.n_features = tasks::kPaperCpgSites;
-  add_field_options(cmd, o->files, {"reorient"});  // no volumes read
-  cmd->add_option("--output", o->out, "CpG list to write, one id per line (REQUIRED)");
-  add_old_spelling(cmd, "--out", "--output", o->out);
-  add_overwrite_flag(cmd, o->overwrite);
-  field_option_adder(cmd)(tasks::select_n_features_field(), o->selection.n_features);
-  add_field_options(cmd, o->selection, {"select", "cpg_list", "n_features"});
-  add_ranged_option(cmd, "--threads", o->threads, "XGBoost threads; 0 = one per core", 0, max_useful_threads());
-  on_run(cmd, action, [o] {
-    set_threads(o->threads);
-    std::printf("%s\n", tasks::select_to_file(o->files, o->selection, o->out, o->overwrite).c_str());
-    return 0;
-  });
+  add_settings_command<SelectSettings>(
+      parent, action,
+      CommandText("select",
+                  "XGBoost recursive feature elimination on the methylation table; writes the selected CpG list")
+          .run_options({"threads"})
+          .threads("XGBoost threads; 0 = one per core"),
+      [](const auto& o, const c10::Device&) {
+        std::printf("%s\n",
+                    tasks::select_to_file(o.settings.files, o.settings.selection, o.run.out, o.run.overwrite).c_str());
+        return 0;
+      },
+      [](CLI::App* cmd, auto& o) {
+        cmd->add_option("--output", o.run.out, "CpG list to write, one id per line (REQUIRED)");
+        add_old_spelling(cmd, "--out", "--output", o.run.out);
+        add_overwrite_flag(cmd, o.run.overwrite);
+      },
+      {"reorient"});  // no volumes read
 }
 
+// mhca cv's settings. Their options come in sections (the command's `more`):
+// none is added from this list, which is empty.
+struct CvCommandSettings {
+  CohortFiles files;
+  tasks::CVOptions cv;
+  std::vector<std::string> models{"paper"};
+  std::string model_options = "{}", recipe;
+  bool resume = false;
+};
+template <typename V>
+void visit_fields(CvCommandSettings&, V&&) {}
+
 void register_cv(CLI::App* parent, Action& action) {
-  auto* cmd = parent->add_subcommand(
-      "cv", "repeated stratified k-fold cross validation of MHCA and its baselines; writes summary.json, report.html");
-  struct Opts {
-    CohortFiles files;
-    RunOptions common;
-    tasks::CVOptions cv;
-    std::vector<std::string> models{"paper"};
-    std::string model_options = "{}", recipe;
-    bool resume = false;
-  };
-  auto o = std::make_shared<Opts>();
-  o->common.out = "runs/mhca-cv";
-  option_section(cmd, "Run", [&] {
-    add_common_options(cmd, o->common, "output folder: summary.json, predictions.csv, report.html, folds/");
-    add_max_params_option(cmd, o->cv.limits);
-    cmd->add_flag("--resume", o->resume,
-                  "continue an interrupted cross validation in --out (with the same options): finished folds are kept");
-    add_recipe_option(cmd, o->recipe, "mhca cv");
-  });
-  option_section(cmd, "Cohort", [&] { add_field_options(cmd, o->files); });
-  option_section(cmd, "Cross validation and models", [&] {
-    cmd->add_option("--model", o->models,
-                    join(tasks::cv_model_names()) + "; paper (" + join(tasks::CVOptions{}.models) +
-                        ": the paper's comparison) or all (comma-separated)")
-        ->delimiter(',')
-        ->capture_default_str();
-    tasks::visit_cv_fields(o->cv, field_option_adder(cmd));
-    cmd->add_option("--model-options", o->model_options,
-                    "network sizes as JSON, e.g. {\"channels\":[8,16,32,32],\"padding\":1}")
-        ->capture_default_str();
-  });
-  option_section(cmd, "Feature selection (inside each fold)", [&] { add_field_options(cmd, o->cv.selection); });
-  option_section(cmd, "Augmentation", [&] { add_field_options(cmd, o->cv.augmentation); });
-  option_section(cmd, "Training (each network of each fold)",
-                 [&] { add_field_options(cmd, o->cv.train, kBatchNormFields); });
-  on_run(cmd, action, [o, cmd] {
-    tasks::CVOptions cv = o->cv;
-    tasks::prepare_cv_options(cv, o->models, o->model_options, o->recipe, given_setting(*cmd));
-    const auto result = tasks::cross_validate(o->files, cv, o->common, o->resume);
-    if (result.interrupted) {
-      std::fprintf(stderr, "interrupted: finished folds are kept; add --resume to the same command to continue in %s\n",
-                   o->common.out.c_str());
-      return kExitInterrupted;
-    }
-    std::printf("%s", train::cv_summary_text(result.summary, cv.models).c_str());
-    std::fprintf(stderr, "wrote %s/{summary.json,predictions.csv,report.html,folds/}\n", o->common.out.c_str());
-    return 0;
-  });
+  add_settings_command<CvCommandSettings>(
+      parent, action,
+      CommandText("cv",
+                  "repeated stratified k-fold cross validation of MHCA and its baselines; writes summary.json, "
+                  "report.html")
+          .out("output folder: summary.json, predictions.csv, report.html, folds/", "runs/mhca-cv"),
+      [](const auto& o, const c10::Device&) {
+        const auto& s = o.settings;
+        tasks::CVOptions cv = s.cv;
+        tasks::prepare_cv_options(cv, s.models, s.model_options, s.recipe, o.given);
+        const auto result = tasks::cross_validate(s.files, cv, o.run, s.resume);
+        if (result.interrupted) {
+          std::fprintf(stderr,
+                       "interrupted: finished folds are kept; add --resume to the same command to continue in %s\n",
+                       o.run.out.c_str());
+          return kExitInterrupted;
+        }
+        std::printf("%s", train::cv_summary_text(result.summary, cv.models).c_str());
+        std::fprintf(stderr, "wrote %s/{summary.json,predictions.csv,report.html,folds/}\n", o.run.out.c_str());
+        return 0;
+      },
+      [](CLI::App* cmd, auto& o) {
+        auto& s = o.settings;
+        option_section(cmd, "Run", [&] {
+          add_max_params_option(cmd, s.cv.limits);
+          cmd->add_flag("--resume", s.resume,
+                        "continue an interrupted cross validation in --out (with the same options): finished folds are "
+                        "kept");
+          add_recipe_option(cmd, s.recipe, "mhca cv");
+        });
+        option_section(cmd, "Cohort", [&] { add_field_options(cmd, s.files); });
+        option_section(cmd, "Cross validation and models", [&] {
+          cmd->add_option("--model", s.models,
+                          join(tasks::cv_model_names()) + "; paper (" + join(tasks::CVOptions{}.models) +
+                              ": the paper's comparison) or all (comma-separated)")
+              ->delimiter(',')
+              ->capture_default_str();
+          tasks::visit_cv_fields(s.cv, field_option_adder(cmd));
+          cmd->add_option("--model-options", s.model_options,
+                          "network sizes as JSON, e.g. {\"channels\":[8,16,32,32],\"padding\":1}")
+              ->capture_default_str();
+        });
+        option_section(cmd, "Feature selection (inside each fold)", [&] { add_field_options(cmd, s.cv.selection); });
+        option_section(cmd, "Augmentation", [&] { add_field_options(cmd, s.cv.augmentation); });
+        option_section(cmd, "Training (each network of each fold)",
+                       [&] { add_field_options(cmd, s.cv.train, kBatchNormFields); });
+      });
 }
 
 void register_train(CLI::App* parent, Action& action) {
