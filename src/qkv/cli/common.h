@@ -128,49 +128,39 @@ CLI::App* add_eval_command(CLI::App* parent, Action& action, const std::string& 
 
 // What a command shows besides its fields: its name and description and,
 // where it has them, the help of --checkpoint, of --json, and of --out (with
-// --overwrite) and --out's default. CommandText("eval", "...").checkpoint("...").
+// --overwrite) and --out's default; which run options it takes.
+// CommandText("eval", "...").checkpoint("...").
 struct CommandText {
   CommandText(std::string name, std::string description) : name(std::move(name)), description(std::move(description)) {}
-  CommandText checkpoint(std::string help) const {
-    CommandText t = *this;
-    t.checkpoint_help = std::move(help);
-    return t;
-  }
-  CommandText json(std::string help) const {
-    CommandText t = *this;
-    t.json_help = std::move(help);
-    return t;
-  }
+  CommandText checkpoint(std::string help) const { return with(&CommandText::checkpoint_help, std::move(help)); }
+  CommandText json(std::string help) const { return with(&CommandText::json_help, std::move(help)); }
   CommandText out(std::string help, std::string default_out = "") const {
-    CommandText t = *this;
-    t.out_help = std::move(help);
-    t.default_out = std::move(default_out);
-    return t;
+    return with(&CommandText::out_help, std::move(help)).with(&CommandText::default_out, std::move(default_out));
   }
   // --out without a default: the command refuses to run without it.
   CommandText required_out(std::string help) const {
-    CommandText t = out(std::move(help));
-    t.out_is_required = true;
-    return t;
+    return out(std::move(help)).with(&CommandText::out_is_required, true);
   }
   // The run options besides --out and --overwrite (keys of RunOptions'
   // fields): all by default; fewer for a command whose settings seed
   // themselves or that runs on the CPU alone (a writer of synthetic data).
-  CommandText run_options(std::set<std::string> keys) const {
-    CommandText t = *this;
-    t.run_keys = std::move(keys);
-    return t;
-  }
+  CommandText run_options(std::set<std::string> keys) const { return with(&CommandText::run_keys, std::move(keys)); }
   // --threads' help where they are something else than LibTorch's intra-op
   // threads (volumes generated in parallel, XGBoost's threads).
-  CommandText threads(std::string help) const {
-    CommandText t = *this;
-    t.threads_help = std::move(help);
-    return t;
-  }
+  CommandText threads(std::string help) const { return with(&CommandText::threads_help, std::move(help)); }
+
   std::string name, description, checkpoint_help, json_help, out_help, default_out, threads_help;
   bool out_is_required = false;
   std::set<std::string> run_keys = kAllRunKeys;
+
+ private:
+  // A copy with one member set: each setter above is one of these.
+  template <typename T>
+  CommandText with(T CommandText::*member, T value) const {
+    CommandText t = *this;
+    t.*member = std::move(value);
+    return t;
+  }
 };
 
 // The parsed options of a command of settings S (add_settings_command).
