@@ -95,6 +95,10 @@ struct ModelEntry {
   // Whether forward() reads `input` with the default options.
   bool reads(const std::string& input) const;
 
+  // UsageError (check_parameter_count) when these options make a model of
+  // more parameters than limits.max_parameters, or bad options; nothing is
+  // built or allocated.
+  void check_parameter_limit(const nlohmann::json& options, const ModelLimits& limits) const;
   // Builds the model; options missing from the JSON take their defaults.
   // Unknown keys or bad values throw UsageError, and so does a model with
   // more parameters than limits.max_parameters, before anything is allocated.

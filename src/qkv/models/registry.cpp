@@ -260,10 +260,14 @@ std::string model_help(const std::string& task) {
   return help;
 }
 
+void ModelEntry::check_parameter_limit(const nlohmann::json& options, const ModelLimits& limits) const {
+  check_parameter_count(name, size(options, 1), limits);
+}
+
 ModelPtr ModelEntry::make(const nlohmann::json& options, const ModelLimits& limits) const {
   // Every build is sized first: options asking for billions of parameters
   // fail in microseconds instead of growing until the kernel kills qkv.
-  check_parameter_count(name, size(options, 1), limits);
+  check_parameter_limit(options, limits);
   return build(options);
 }
 

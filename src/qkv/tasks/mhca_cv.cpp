@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
-#include <set>
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
@@ -23,7 +22,6 @@
 #include "qkv/train/cv_folder.h"
 #include "qkv/train/cv_report.h"
 #include "qkv/train/progress.h"
-#include "qkv/train/report.h"
 #include "qkv/train/result_warnings.h"
 #include "qkv/train/run.h"
 
@@ -348,11 +346,8 @@ int64_t check_cv_options(const medical::CohortData& cohort, const CVOptions& opt
                                     : n_features;
   for (const auto& m : options.models)
     if (model_reads_volumes(m))
-      models::check_parameter_count(
-          m,
-          models::find_model(m).size(network_options(m, options.model_options, cohort.volume_shape(), fold_features),
-                                     1),
-          options.limits);
+      models::find_model(m).check_parameter_limit(
+          network_options(m, options.model_options, cohort.volume_shape(), fold_features), options.limits);
   return n_features;
 }
 

@@ -24,7 +24,7 @@ train::RunRequest new_train_request(const TrainTask& task, const GivenSetting& g
     // Bad or huge model options fail here, before any data are read or written.
     const auto& entry = models::find_model(request.model_name);
     entry.resolve(request.model_options);
-    models::check_parameter_count(entry.name, entry.size(request.model_options, 1), request.limits);
+    entry.check_parameter_limit(request.model_options, request.limits);
   }
   return request;
 }

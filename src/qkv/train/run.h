@@ -134,12 +134,6 @@ struct CheckpointFile {
   CheckpointFile() = default;
   CheckpointFile(std::string file) : path(std::move(file)) {}  // NOLINT(google-explicit-constructor)
   CheckpointFile(const char* file) : path(file) {}             // NOLINT(google-explicit-constructor)
-  // The same reading rules for another file (a run folder's checkpoint).
-  CheckpointFile at(std::string file) const {
-    CheckpointFile other = *this;
-    other.path = std::move(file);
-    return other;
-  }
 };
 
 // Builds a registered model from a checkpoint's run configuration and loads
