@@ -153,10 +153,12 @@ TEST(Cli, HelpExplainsCommandsAndDefaults) {
   // a heading of their own, the shared ones under "Run"; none is left in
   // CLI11's catch-all "Options".
   for (const char* command :
-       {"params",         "export-weights",    "spirals eval",     "lm eval",     "lm generate", "lm cache-size",
-        "lm inspect-mlp", "data synth-shapes", "data synth-parts", "vnt eval",    "vnt predict", "vnt attention",
-        "vnt compare",    "seg eval",          "seg predict",      "seg compare", "mhca synth",  "mhca select",
-        "mhca cv",        "mhca predict",      "mhca explain",     "mhca train",  "lm train",    "seg train"}) {
+       {"params",        "export-weights", "spirals eval",      "lm eval",          "lm generate",
+        "lm cache-size", "lm inspect-mlp", "data synth-shapes", "data synth-parts", "vnt eval",
+        "vnt predict",   "vnt attention",  "vnt compare",       "seg eval",         "seg predict",
+        "seg compare",   "mhca synth",     "mhca select",       "mhca cv",          "mhca predict",
+        "mhca explain",  "mhca train",     "lm train",          "seg train",        "vnt embed",
+        "doctor"}) {
     const auto help = run(std::string(command) + " --help");
     ASSERT_EQ(help.status, 0) << command;
     EXPECT_EQ(help.output.find("\nOptions:\n"), std::string::npos) << command << "\n" << help.output;
@@ -312,6 +314,14 @@ TEST(Cli, TrainEvalExportAndInitWeights) {
   const auto weights = dir + "/w.pt";
   auto ex = run("export-weights --checkpoint " + dir + " --output " + weights);
   ASSERT_EQ(ex.status, 0) << ex.output;
+  // The positional form of earlier releases writes the same file and says its new spelling.
+  const auto old_form = run("export-weights " + dir + "/checkpoints/best.ckpt " + dir + "/w_old.pt");
+  ASSERT_EQ(old_form.status, 0) << old_form.output;
+  EXPECT_NE(old_form.output.find("is now spelled --checkpoint CKPT --output OUT"), std::string::npos)
+      << old_form.output;
+  EXPECT_EQ(fs::file_size(dir + "/w_old.pt"), fs::file_size(weights));
+  expect_clean_failure(run("export-weights " + dir + "/checkpoints/best.ckpt"), 2,
+                       "(use --checkpoint CKPT --output FILE)");
   auto init = run("spirals train --epochs 1 --out " + dir + "_init --init-weights " + weights + kFast);
   EXPECT_EQ(init.status, 0) << init.output;
   expect_clean_failure(

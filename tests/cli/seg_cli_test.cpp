@@ -103,6 +103,9 @@ TEST_F(SegCli, CompareTabulatesEveryTestRotation) {
   EXPECT_LE(row.at("invariance").at("float64").at("max_abs_logit_change").get<double>(), 1e-6);
   // The same run twice: a row per run, named by its folder, every line as
   // wide as the header (the last column is right-aligned).
+  // A run whose model is larger than --max-params is refused before it is built.
+  expect_clean_failure(run_qkv("seg compare " + *dir_ + " --invariance 0 --max-params 1"), 1,
+                       "more than --max-params 1");
   const auto table = run_qkv("seg compare " + *dir_ + " " + *dir_ + " --invariance 0 --threads 1");
   ASSERT_EQ(table.status, 0) << table.output;
   EXPECT_NE(table.output.find("I/I"), std::string::npos) << table.output;

@@ -174,7 +174,7 @@ TEST(SettingsRanges, CompareTakesEvalsInvarianceRange) {
   const c10::Device cpu(c10::kCPU);
   for (const auto* compare : {&qkv::tasks::kClassificationCompare, &qkv::tasks::kPartSegmentationCompare}) {
     for (const int64_t shapes : {int64_t{-1}, int64_t{100001}})
-      EXPECT_EQ(qkv::testing::config_error_key_of([&] { compare->rows({"no-such-run"}, shapes, 0, cpu); }),
+      EXPECT_EQ(qkv::testing::config_error_key_of([&] { compare->rows({"no-such-run"}, shapes, 0, {}, cpu); }),
                 "invariance_shapes")
           << compare->train_command << " " << shapes;
     EXPECT_EQ(qkv::field_range_problem(qkv::tasks::invariance_shapes_field(""), compare->default_shapes), "");

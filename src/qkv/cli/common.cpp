@@ -104,46 +104,25 @@ void option_section(CLI::App* cmd, const std::string& heading, const std::functi
     if (!options[i]->get_group().empty()) options[i]->group(heading);
 }
 
-void section_remaining_options(CLI::App& app) {
-  static const std::map<std::string, std::string> kHeadings = {{"eval", "Evaluation"},
-                                                               {"predict", "Prediction"},
-                                                               {"attention", "Attention map"},
-                                                               {"compare", "Runs to compare"},
-                                                               {"explain", "Explanation"},
-                                                               {"select", "Feature selection"},
-                                                               {"generate", "Generation"},
-                                                               {"cache-size", "Cache"},
-                                                               {"inspect-mlp", "MLP memory"},
-                                                               {"params", "Model"},
-                                                               {"export-weights", "Export"},
-                                                               {"launch", "Processes"},
-                                                               {"synth-shapes", "Shapes"},
-                                                               {"synth-parts", "Shapes"},
-                                                               {"synth", "Cohort"},
-                                                               {"cv", "Cross validation"}};
+void section_options(CLI::App* cmd, const std::string& heading) {
   static const char* const kRun[] = {"--seed", "--threads", "--device", "--out", "--output", "--overwrite", "--json"};
-  for (CLI::App* cmd : app.get_subcommands({})) {
-    section_remaining_options(*cmd);
-    const auto options = cmd->get_options();
-    const auto first = std::find_if(options.begin(), options.end(), [](const CLI::Option* opt) {
-      return opt->get_group() != "Options" && !opt->get_group().empty();
-    });
-    const auto is_run = [&](const CLI::Option* opt) {
-      return std::any_of(std::begin(kRun), std::end(kRun), [&](const char* n) { return opt->check_name(n); });
-    };
-    if (first != options.end()) {  // sectioned already: --help joins the first section, run options join "Run"
-      if (CLI::Option* help = cmd->get_help_ptr()) help->group((*first)->get_group());
-      for (CLI::Option* opt : cmd->get_options())
-        if (opt->get_group() == "Options" && !opt->get_positional() && is_run(opt)) opt->group("Run");
-      continue;
-    }
-    if (!cmd->get_subcommands({}).empty()) continue;
-    const auto heading = kHeadings.count(cmd->get_name()) ? kHeadings.at(cmd->get_name()) : std::string("Options");
-    for (CLI::Option* opt : cmd->get_options()) {
-      if (opt->get_group() != "Options" || opt->get_positional()) continue;
-      opt->group(is_run(opt) ? "Run" : heading);
-    }
+  const auto is_run = [](const CLI::Option* opt) {
+    return std::any_of(std::begin(kRun), std::end(kRun), [&](const char* n) { return opt->check_name(n); });
+  };
+  const auto options = cmd->get_options();
+  const auto first = std::find_if(options.begin(), options.end(), [](const CLI::Option* opt) {
+    return opt->get_group() != "Options" && !opt->get_group().empty();
+  });
+  const bool sectioned = first != options.end();
+  for (CLI::Option* opt : options) {
+    if (opt->get_group() != "Options" || opt->get_positional()) continue;
+    if (is_run(opt))
+      opt->group("Run");
+    else if (!sectioned)
+      opt->group(heading);
   }
+  if (sectioned)
+    if (CLI::Option* help = cmd->get_help_ptr()) help->group((*first)->get_group());
 }
 
 void add_recipe_option(CLI::App* cmd, std::string& recipe, const std::string& command) {
@@ -218,14 +197,18 @@ template <typename V>
 void visit_fields(EvalSplit&, V&&) {}
 }  // namespace
 
-CLI::App* add_eval_command(CLI::App* parent, Action& action, const std::string& description, Evaluate evaluate) {
+CLI::App* add_eval_command(CLI::App* parent, Action& action, const std::string& description, Evaluate evaluate,
+                           const std::function<void(CLI::App*)>& more) {
   return add_settings_command<EvalSplit>(
-      parent, action, CommandText("eval", description).checkpoint(kEvalCheckpointHelp),
+      parent, action, CommandText("eval", description).heading("Evaluation").checkpoint(kEvalCheckpointHelp),
       [evaluate = std::move(evaluate)](const auto& o, const c10::Device& device) {
         print_json(evaluate(o.checkpoint, o.settings.split, device));
         return 0;
       },
-      [](CLI::App* cmd, auto& o) { add_split_option(cmd, o.settings.split); });
+      [more](CLI::App* cmd, auto& o) {
+        add_split_option(cmd, o.settings.split);
+        if (more) more(cmd);
+      });
 }
 
 void add_split_option(CLI::App* cmd, std::string& split) {

@@ -73,11 +73,11 @@ std::function<bool(const std::string& key)> given_setting(const CLI::App& cmd);
 // (CLI11 orders sections by first use); hidden ones (group "") stay hidden.
 void option_section(CLI::App* cmd, const std::string& heading, const std::function<void()>& add);
 
-// For every command under `app` that set no sections itself: the shared
-// options (--seed, --threads, --device, --out, --output, --overwrite,
-// --json) under "Run", the command's own above them under a heading named
-// for the command ("Evaluation" for eval, ...).
-void section_remaining_options(CLI::App& app);
+// The last step of building a command: the shared options (--seed,
+// --threads, --device, --out, --output, --overwrite, --json) not yet in a
+// section go under "Run"; the command's own, if it set no sections itself,
+// above them under `heading`; --help joins the first section.
+void section_options(CLI::App* cmd, const std::string& heading);
 
 // An option's old spelling, kept for one release: hidden from --help, it
 // sets the same value as new_flag (added before it), is checked by the same
@@ -119,19 +119,23 @@ CLI::Option* add_checkpoint_option(CLI::App* cmd, train::CheckpointFile& checkpo
 void add_split_option(CLI::App* cmd, std::string& split);
 inline const std::string kEvalCheckpointHelp = "checkpoint file (RUN/checkpoints/best.ckpt)";
 
-// An `eval` (--checkpoint, --split and the run options) that prints
-// `evaluate(checkpoint, split, device)`'s JSON; the caller may add options
-// to the command it returns.
+// An `eval` (--checkpoint, --split, the options `more` adds and the run
+// options) that prints `evaluate(checkpoint, split, device)`'s JSON.
 using Evaluate = std::function<nlohmann::json(const train::CheckpointFile& checkpoint, const std::string& split,
                                               const c10::Device& device)>;
-CLI::App* add_eval_command(CLI::App* parent, Action& action, const std::string& description, Evaluate evaluate);
+CLI::App* add_eval_command(CLI::App* parent, Action& action, const std::string& description, Evaluate evaluate,
+                           const std::function<void(CLI::App*)>& more = {});
 
-// What a command shows besides its fields: its name and description and,
-// where it has them, the help of --checkpoint, of --json, and of --out (with
-// --overwrite) and --out's default; which run options it takes.
-// CommandText("eval", "...").checkpoint("...").
+// What a command shows besides its fields: its name and description, the
+// heading of its own options in --help and, where it has them, the help of
+// --checkpoint, of --json, and of --out (with --overwrite) and --out's
+// default; which run options it takes.
+// CommandText("eval", "...").heading("Evaluation").checkpoint("...").
 struct CommandText {
   CommandText(std::string name, std::string description) : name(std::move(name)), description(std::move(description)) {}
+  // The section of --help that lists the command's own options (the run
+  // options are under "Run"): "Evaluation", "Cohort", ...
+  CommandText heading(std::string text) const { return with(&CommandText::options_heading, std::move(text)); }
   CommandText checkpoint(std::string help) const { return with(&CommandText::checkpoint_help, std::move(help)); }
   CommandText json(std::string help) const { return with(&CommandText::json_help, std::move(help)); }
   CommandText out(std::string help, std::string default_out = "") const {
@@ -145,12 +149,18 @@ struct CommandText {
   // fields): all by default; fewer for a command whose settings seed
   // themselves or that runs on the CPU alone (a writer of synthetic data).
   CommandText run_options(std::set<std::string> keys) const { return with(&CommandText::run_keys, std::move(keys)); }
+  // No run option offered, none applied: the process's threads, seed and
+  // device stay as it started. For launch, whose ranks set their own (its
+  // environment is theirs), and the tools that compute nothing or, as
+  // doctor, set their threads themselves.
+  CommandText keeps_process_settings() const { return run_options({}).with(&CommandText::applies_run_options, false); }
   // --threads' help where they are something else than LibTorch's intra-op
   // threads (volumes generated in parallel, XGBoost's threads).
   CommandText threads(std::string help) const { return with(&CommandText::threads_help, std::move(help)); }
 
   std::string name, description, checkpoint_help, json_help, out_help, default_out, threads_help;
-  bool out_is_required = false;
+  std::string options_heading = "Options";
+  bool out_is_required = false, applies_run_options = true;
   std::set<std::string> run_keys = kAllRunKeys;
 
  private:
@@ -191,9 +201,10 @@ CLI::App* add_settings_command(CLI::App* parent, Action& action, const CommandTe
   if (!text.json_help.empty()) cmd->add_flag("--json", o->json, text.json_help);
   add_common_options(cmd, o->run, text.out_help, text.run_keys, text.threads_help);
   if (text.out_is_required) cmd->get_option("--out")->required();
-  on_run(cmd, action, [o, cmd, run = std::move(run)] {
+  section_options(cmd, text.options_heading);
+  on_run(cmd, action, [o, cmd, run = std::move(run), apply = text.applies_run_options] {
     o->given = given_setting(*cmd);
-    return run(*o, apply_run_options(o->run));
+    return run(*o, apply ? apply_run_options(o->run) : c10::Device(c10::kCPU));
   });
   return cmd;
 }
@@ -221,7 +232,7 @@ void print_json(const nlohmann::json& j);
 
 // One field as an option spelled `flag`, with its help, range or words and
 // current value shown, as add_field_options adds each (which spells it
-// "--" + option_name(f)); for a name a field cannot spell ("-n,--procs").
+// "--" + option_name(f), after "-" + f.letter + "," where it has one).
 template <typename T>
 void add_field_option(CLI::App* cmd, const Field& f, T& value, const std::string& flag);
 
@@ -254,7 +265,7 @@ inline auto field_option_adder(CLI::App* cmd, const std::set<std::string>& skip 
   return [cmd, skip](const Field& f, auto& value) {
     if ((f.option && *f.option == '\0') || skip.count(f.key)) return;
     remember_flag(cmd, f.key, "--" + option_name(f));
-    add_field_option(cmd, f, value, "--" + option_name(f));
+    add_field_option(cmd, f, value, (f.letter ? std::string("-") + f.letter + "," : "") + "--" + option_name(f));
     if constexpr (!std::is_same_v<std::decay_t<decltype(value)>, nlohmann::json>)
       if (f.old_option) add_old_spelling(cmd, std::string("--") + f.old_option, "--" + option_name(f), value);
   };

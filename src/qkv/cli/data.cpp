@@ -31,7 +31,8 @@ void register_synth(CLI::App* parent, Action& action, const std::string& name, c
                     const std::string& out_help, const std::string& list_help,
                     std::string (*write)(const std::string&, Options, bool), std::string (*list)()) {
   add_settings_command<SynthSetSettings<Options>>(
-      parent, action, CommandText(name, description).out(out_help).run_options({}),  // the set's --seed is its own
+      parent, action,
+      CommandText(name, description).heading("Shapes").out(out_help).run_options({}),  // the set's --seed is its own
       [write, list](const auto& o, const c10::Device&) {
         std::printf("%s",
                     o.settings.list ? list().c_str() : write(o.run.out, o.settings.options, o.run.overwrite).c_str());

@@ -43,16 +43,20 @@ void check_launchable(const CLI::App& app, const std::vector<std::string>& comma
 }  // namespace
 
 void register_launch(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand(
-      "launch", "run a train command as W data-parallel processes on this machine: qkv launch -n 2 -- vnt train ...");
-  auto o = std::make_shared<distributed::LocalRanks>();
-  add_field_option(cmd, distributed::launch_procs_field(), o->procs, "-n,--procs");
-  add_field_options(cmd, *o, {"procs"});
-  cmd->add_option("command", o->command, "the qkv command to run after --, e.g. -- vnt train --epochs 10")->required();
-  on_run(cmd, action, [o, &app] {
-    check_launchable(app, o->command);
-    return distributed::run_local_ranks(distributed::checked_launch_plan(*o));
-  });
+  add_settings_command<distributed::LocalRanks>(
+      &app, action,
+      CommandText("launch",
+                  "run a train command as W data-parallel processes on this machine: qkv launch -n 2 -- vnt train ...")
+          .heading("Processes")
+          .keeps_process_settings(),
+      [&app](const auto& o, const c10::Device&) {
+        check_launchable(app, o.settings.command);
+        return distributed::run_local_ranks(distributed::checked_launch_plan(o.settings));
+      },
+      [](CLI::App* cmd, auto& o) {
+        cmd->add_option("command", o.settings.command, "the qkv command to run after --, e.g. -- vnt train --epochs 10")
+            ->required();
+      });
 }
 
 }  // namespace qkv::cli

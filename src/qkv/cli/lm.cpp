@@ -22,16 +22,19 @@ void register_eval(CLI::App* parent, Action& action) {
       parent, action, "loss, accuracy and (tasks) exact match of a checkpoint; prints JSON",
       [cache_dtype](const train::CheckpointFile& checkpoint, const std::string& split, const c10::Device& device) {
         return tasks::evaluate_lm_run(checkpoint, split, *cache_dtype, device);
-      })
-      ->add_option("--cache-dtype", *cache_dtype,
-                   "measure through a KV cache of this type (f32, f16, bf16, int8, int4): every position attends "
-                   "keys and values as that cache stores them, and the tasks are decoded with it");
+      },
+      [cache_dtype](CLI::App* cmd) {
+        cmd->add_option("--cache-dtype", *cache_dtype,
+                        "measure through a KV cache of this type (f32, f16, bf16, int8, int4): every position attends "
+                        "keys and values as that cache stores them, and the tasks are decoded with it");
+      });
 }
 
 void register_generate(CLI::App* parent, Action& action) {
   add_settings_command<tasks::GenerateSettings>(
       parent, action,
       CommandText("generate", "continue a prompt with a trained model (KV cache by default)")
+          .heading("Generation")
           .checkpoint("checkpoint file"),
       [](const auto& o, const c10::Device& device) {
         auto s = o.settings;
@@ -75,6 +78,7 @@ void register_cache_size(CLI::App* parent, Action& action) {
       parent, action,
       CommandText("cache-size",
                   "bytes of a KV cache: keys, values and total, for a model's sizes or a trained checkpoint")
+          .heading("Cache")
           .checkpoint("read layers, heads, kv heads, widths and window from this checkpoint")
           .json("print {key_bytes, value_bytes, total_bytes} (a list with --article)")
           .run_options({}),  // arithmetic: no seed, threads or device
@@ -109,6 +113,7 @@ void register_inspect_mlp(CLI::App* parent, Action& action) {
       parent, action,
       CommandText("inspect-mlp",
                   "the MLP as a key-value memory: contexts that fire the most active units, tokens they promote")
+          .heading("MLP memory")
           .checkpoint("checkpoint file")
           .json("print JSON"),
       [](const auto& o, const c10::Device& device) {

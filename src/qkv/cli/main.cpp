@@ -124,7 +124,6 @@ int main(int argc, char** argv) {
   qkv::cli::register_params(app, action);
   qkv::cli::register_export_weights(app, action);
   qkv::cli::register_doctor(app, action);
-  qkv::cli::section_remaining_options(app);
 
   // CLI11 would only say "a subcommand is required" for a mistyped command.
   const auto commands = subcommand_names(app);

@@ -35,6 +35,7 @@ void register_synth(CLI::App* parent, Action& action) {
       parent, action,
       CommandText("synth",
                   "write the built-in synthetic cohort: NIfTI SPECT volumes, manifest, methylation table, ground truth")
+          .heading("Cohort")
           .required_out("folder to write (missing or empty; --overwrite replaces what qkv wrote there)")
           .run_options({"threads"})  // the cohort's --seed is its own
           .threads("volumes generated in parallel; 0 = one per core"),
@@ -78,6 +79,7 @@ void register_select(CLI::App* parent, Action& action) {
       parent, action,
       CommandText("select",
                   "XGBoost recursive feature elimination on the methylation table; writes the selected CpG list")
+          .heading("Feature selection")
           .run_options({"threads"})
           .threads("XGBoost threads; 0 = one per core"),
       [](const auto& o, const c10::Device&) {
@@ -172,6 +174,7 @@ void register_predict(CLI::App* parent, Action& action) {
       parent, action,
       CommandText("predict",
                   "P(PD) for every subject of a cohort from a trained model; writes a CSV (and metrics if labelled)")
+          .heading("Prediction")
           .checkpoint("RUN/checkpoints/best.ckpt of a network, or RUN/xgboost.json of an XGBoost run"),
       [](const auto& o, const c10::Device& device) {
         const auto result = tasks::predict_cohort(o.settings, o.checkpoint, o.run.out, o.run.overwrite, device);
@@ -207,6 +210,7 @@ void register_explain(CLI::App* parent, Action& action) {
       parent, action,
       CommandText("explain",
                   "MHCA attention maps: per-head scores and softmax maps, SPECT maps as NIfTI + PNG, ranked CpG sites")
+          .heading("Explanation")
           .checkpoint("an MHCA checkpoint (RUN/checkpoints/best.ckpt, or a cv fold's)")
           .out("output folder", "runs/mhca-explain"),
       [](const auto& o, const c10::Device& device) {

@@ -9,33 +9,45 @@
 
 namespace qkv::cli {
 
+namespace {
+// What a compare reads: the run folders (the command's positional
+// arguments), how many test shapes measure invariance, and the largest
+// model it builds.
+struct CompareSettings {
+  std::vector<std::string> runs;
+  int64_t shapes = 0;
+  models::ModelLimits limits;
+};
+template <typename V>
+void visit_fields(CompareSettings& s, V&& visit) {
+  visit(tasks::invariance_shapes_field("test shapes for the invariance measurement (0: skip it)").was("shapes"),
+        s.shapes);
+}
+}  // namespace
+
 RegisterCommand point_compare_command(const tasks::PointCompare& compare) {
   return [&compare](CLI::App* parent, Action& action) {
-    auto* cmd = parent->add_subcommand("compare", compare.description);
-    struct Opts {
-      RunOptions common;
-      std::vector<std::string> runs;
-      int64_t shapes = 0;
-      bool json = false;
-    };
-    auto o = std::make_shared<Opts>();
-    o->shapes = compare.default_shapes;
-    cmd->add_option("runs", o->runs, std::string("run folders of `qkv ") + compare.train_command + "`")
-        ->required()
-        ->check(CLI::ExistingDirectory);
-    const Field invariance = tasks::invariance_shapes_field("test shapes for the invariance measurement (0: skip it)");
-    field_option_adder(cmd)(invariance, o->shapes);
-    add_old_spelling(cmd, "--shapes", "--invariance", o->shapes);
-    cmd->add_flag("--json", o->json, "print JSON instead of a table");
-    add_common_options(cmd, o->common, "");
-    on_run(cmd, action, [o, &compare] {
-      const auto rows = compare.rows(o->runs, o->shapes, o->common.seed, apply_run_options(o->common));
-      if (o->json)
-        print_json(rows);
-      else
-        std::printf("%s", with_setting_names(compare.text(rows, o->shapes)).c_str());
-      return 0;
-    });
+    add_settings_command<CompareSettings>(
+        parent, action,
+        CommandText("compare", compare.description).heading("Runs to compare").json("print JSON instead of a table"),
+        [&compare](const auto& o, const c10::Device& device) {
+          const auto& s = o.settings;
+          const auto rows = compare.rows(s.runs, s.shapes, o.run.seed, s.limits, device);
+          if (o.json)
+            print_json(rows);
+          else
+            std::printf("%s", with_setting_names(compare.text(rows, s.shapes)).c_str());
+          return 0;
+        },
+        [&compare](CLI::App* cmd, auto& o) {
+          // The task's own default: the value and the one --help shows.
+          o.settings.shapes = compare.default_shapes;
+          cmd->get_option("--invariance")->default_str(std::to_string(compare.default_shapes));
+          cmd->add_option("runs", o.settings.runs, std::string("run folders of `qkv ") + compare.train_command + "`")
+              ->required()
+              ->check(CLI::ExistingDirectory);
+          add_max_params_option(cmd, o.settings.limits);
+        });
   };
 }
 

@@ -19,6 +19,7 @@ void register_eval(CLI::App* parent, Action& action) {
       parent, action,
       CommandText("eval",
                   "evaluate a seg checkpoint; prints JSON (instance and class mIoU, per-category mIoU, point accuracy)")
+          .heading("Evaluation")
           .checkpoint(kEvalCheckpointHelp),
       [](const auto& o, const c10::Device& device) {
         print_json(tasks::evaluate_segmenter_run(point_eval_settings(o), device));
@@ -33,6 +34,7 @@ void register_predict(CLI::App* parent, Action& action) {
       CommandText(
           "predict",
           "label the parts of one shape (a point cloud or a mesh, --input); writes a PLY and PNG coloured by part")
+          .heading("Prediction")
           .checkpoint(kEvalCheckpointHelp)
           .json("print the per-point part labels as JSON")
           .out("folder for <input name>.parts.ply (per-point 'label' property) and <input name>.parts.png; "

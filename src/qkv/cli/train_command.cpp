@@ -47,6 +47,7 @@ void register_train_command(CLI::App* parent, Action& action, TrainTask task,
   if (task.data_parallel)
     option_section(cmd, "Data-parallel training (qkv launch, or one process per rank)",
                    [&] { add_field_options(cmd, o->train.parallel); });
+  section_options(cmd, "Options");
   auto shared = std::make_shared<TrainTask>(std::move(task));
   on_run(cmd, action, [o, cmd, shared] {
     tasks::TrainCall call;

@@ -20,6 +20,7 @@ void register_eval(CLI::App* parent, Action& action) {
   add_settings_command<tasks::PointEvalSettings>(
       parent, action,
       CommandText("eval", "evaluate a vnt checkpoint; prints JSON (accuracy, mean class accuracy, confusion matrix)")
+          .heading("Evaluation")
           .checkpoint(kEvalCheckpointHelp),
       [](const auto& o, const c10::Device& device) {
         const auto metrics = tasks::evaluate_classifier_run(point_eval_settings(o), device);
@@ -38,6 +39,7 @@ void register_predict(CLI::App* parent, Action& action) {
   add_settings_command<tasks::ShapePredictSettings>(
       parent, action,
       CommandText("predict", "classify one shape file (a mesh or a point cloud, --input); prints class probabilities")
+          .heading("Prediction")
           .checkpoint(kEvalCheckpointHelp)
           .json("print all class probabilities as JSON"),
       [](const auto& o, const c10::Device& device) {
@@ -57,6 +59,7 @@ void register_attention(CLI::App* parent, Action& action) {
       CommandText("attention",
                   "write the shape and a rotated copy as PLY point clouds and PNG pictures coloured by one attention "
                   "row (Figure 1)")
+          .heading("Attention map")
           .checkpoint("checkpoint of a vnt or vnt+n run")
           .out("folder for shape.ply/.png and rotated.ply/.png (PLY: per-point 'attention' property)",
                "runs/attention"),
@@ -73,6 +76,7 @@ void register_embed(CLI::App* parent, Action& action) {
       CommandText("embed",
                   "write the model's rotation-invariant embedding of shapes (files, a folder, or a split of the "
                   "run's data) as embeddings.npy and embeddings.csv, one row per shape")
+          .heading("Embedding")
           .checkpoint("checkpoint of a vnt, vnt+n, vnt-local or vn-dgcnn run")
           .out("folder for embeddings.npy ([shapes, dims] float32) and embeddings.csv (shape, class, values)",
                "runs/embed"),

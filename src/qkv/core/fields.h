@@ -55,6 +55,9 @@ struct Field {
   // reference code", "our choice"); nullptr = not said. `qkv params` and
   // docs/models.md show it for model options.
   const char* source = nullptr;
+  // A one-letter command-line name besides the long one ("n" for launch's
+  // -n,--procs); nullptr = none.
+  const char* letter = nullptr;
   Field range(double lo, double hi) const {
     Field f = *this;
     f.min = lo;
@@ -95,6 +98,11 @@ struct Field {
   Field from(const char* where) const {
     Field f = *this;
     f.source = where;
+    return f;
+  }
+  Field short_name(const char* one_letter) const {
+    Field f = *this;
+    f.letter = one_letter;
     return f;
   }
   bool has_range() const {

@@ -19,13 +19,10 @@ struct LocalRanks {
   std::vector<std::string> command;  // the qkv command each rank runs, e.g. vnt train --epochs 10
 };
 
-// The plan's settings but the command. `procs` is the CLI's -n, which a
-// field list cannot spell: launch_procs_field() gives that option its help
-// and range.
-inline Field launch_procs_field() { return Field{"procs", "processes (ranks) on this machine"}.range(1, 1024); }
+// The plan's settings but the command (the CLI's positional arguments).
 template <typename V>
 void visit_fields(LocalRanks& r, V&& visit) {
-  visit(launch_procs_field(), r.procs);
+  visit(Field{"procs", "processes (ranks) on this machine"}.range(1, 1024).short_name("n"), r.procs);
   visit(Field{"nodes", "machines taking part, each running this launch"}.range(1, 65536), r.nodes);
   visit(Field{"node_rank", "this machine's index, 0..nodes-1; node 0 hosts rank 0"}.range(0, 65535), r.node_rank);
   visit(Field{"master", "ADDR:PORT of rank 0's rendezvous; default a free loopback port (one machine only)"}, r.master);

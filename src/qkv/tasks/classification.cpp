@@ -495,9 +495,9 @@ nlohmann::json write_shape_embeddings(const train::CheckpointFile& checkpoint, c
 }
 
 nlohmann::json compare_classifier_runs(const std::vector<std::string>& runs, int64_t shapes, uint64_t seed,
-                                       const c10::Device& device) {
+                                       const models::ModelLimits& limits, const c10::Device& device) {
   return compare_point_runs<ClassificationData>(
-      runs, shapes, seed, device, kClassificationCommand, "test_accuracy",
+      runs, shapes, seed, limits, device, kClassificationCommand, "test_accuracy",
       [](const nlohmann::json& split) { return split.value("accuracy", 0.0); });
 }
 

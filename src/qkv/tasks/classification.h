@@ -288,7 +288,7 @@ nlohmann::json write_shape_embeddings(const train::CheckpointFile& checkpoint, c
 // `vnt compare`: one row per finished run (compare_point_runs) with each test
 // rotation's accuracy under "test_accuracy"; and the table of those rows.
 nlohmann::json compare_classifier_runs(const std::vector<std::string>& runs, int64_t shapes, uint64_t seed,
-                                       const c10::Device& device);
+                                       const models::ModelLimits& limits, const c10::Device& device);
 std::string classifier_compare_text(const nlohmann::json& rows, int64_t shapes);
 inline const PointCompare kClassificationCompare{
     kClassificationCommand,

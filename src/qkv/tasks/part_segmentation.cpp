@@ -404,8 +404,8 @@ PartPredictResult predict_parts_to_files(const PartPredictSettings& s, const c10
 }
 
 nlohmann::json compare_segmenter_runs(const std::vector<std::string>& runs, int64_t shapes, uint64_t seed,
-                                      const c10::Device& device) {
-  return compare_point_runs<PartSegData>(runs, shapes, seed, device, kPartSegmentationCommand, "test",
+                                      const models::ModelLimits& limits, const c10::Device& device) {
+  return compare_point_runs<PartSegData>(runs, shapes, seed, limits, device, kPartSegmentationCommand, "test",
                                          [](const nlohmann::json& split) {
                                            return nlohmann::json{{"instance_miou", split.value("instance_miou", 0.0)},
                                                                  {"class_miou", split.value("class_miou", 0.0)}};

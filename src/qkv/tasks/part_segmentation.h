@@ -225,7 +225,7 @@ PartPredictResult predict_parts_to_files(const PartPredictSettings& s, const c10
 // rotation's instance and class mIoU under "test"; and the table of those
 // rows, protocols written as the papers write them (I/SO(3)).
 nlohmann::json compare_segmenter_runs(const std::vector<std::string>& runs, int64_t shapes, uint64_t seed,
-                                      const c10::Device& device);
+                                      const models::ModelLimits& limits, const c10::Device& device);
 std::string segmenter_compare_text(const nlohmann::json& rows, int64_t shapes);
 inline const PointCompare kPartSegmentationCompare{
     kPartSegmentationCommand,

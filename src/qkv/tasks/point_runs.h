@@ -116,17 +116,21 @@ LoadedPointRun<Data> load_point_run(const train::CheckpointFile& checkpoint, con
 // (run, model, protocol, parameters), the summary's test entries by rotation
 // under `scores_key` as `score` keeps them, and, with shapes > 0, the
 // invariance measured on that many test shapes ("invariance"). Runs on the
-// same data load (and announce) them once.
+// same data load (and announce) them once. A run's model is refused above
+// limits.max_parameters before it is built.
 template <typename Data>
 nlohmann::json compare_point_runs(const std::vector<std::string>& runs, int64_t shapes, uint64_t seed,
-                                  const c10::Device& device, const char* command, const char* scores_key,
+                                  const models::ModelLimits& limits, const c10::Device& device, const char* command,
+                                  const char* scores_key,
                                   const std::function<nlohmann::json(const nlohmann::json& split)>& score) {
   field_range_checker()(invariance_shapes_field(""), shapes);
   nlohmann::json rows = nlohmann::json::array();
   std::map<std::string, decltype(std::declval<const Data&>().load_data())> data_of;
   for (const auto& dir : runs) {
     const auto summary = read_summary(dir);
-    auto run = load_point_run<Data>(train::RunPaths{dir}.best_checkpoint(), device, command);
+    train::CheckpointFile best(train::RunPaths{dir}.best_checkpoint());
+    best.limits = limits;
+    auto run = load_point_run<Data>(best, device, command);
     const auto test_rotation = parse_protocol(run.data.protocol).second;
     nlohmann::json row = {{"run", dir},
                           {"model", run.config.at("model").at("name")},

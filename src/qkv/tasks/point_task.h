@@ -123,7 +123,7 @@ struct PointCompare {
   const char* description;
   int64_t default_shapes;  // in invariance_shapes_field's range
   nlohmann::json (*rows)(const std::vector<std::string>& runs, int64_t shapes, uint64_t seed,
-                         const c10::Device& device);
+                         const models::ModelLimits& limits, const c10::Device& device);
   std::string (*text)(const nlohmann::json& rows, int64_t shapes);
 };
 
