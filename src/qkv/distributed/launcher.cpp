@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -19,6 +18,7 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
+#include "qkv/core/messages.h"
 #include "qkv/distributed/process_group.h"
 
 namespace qkv::distributed {
@@ -153,9 +153,8 @@ int run_local_ranks(const LocalRanks& plan) {
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
 
-  std::fprintf(stderr, "launch: %lld rank(s) here of %lld, master %s\n", static_cast<long long>(plan.procs),
-               static_cast<long long>(world), plan.master.c_str());
-  std::fflush(stderr);
+  say_as_is("launch: " + std::to_string(plan.procs) + " rank(s) here of " + std::to_string(world) + ", master " +
+            plan.master);
   struct sigaction forward {};
   forward.sa_handler = on_launcher_signal;
   sigemptyset(&forward.sa_mask);
@@ -183,7 +182,9 @@ int run_local_ranks(const LocalRanks& plan) {
       setenv("OMP_NUM_THREADS", threads.c_str(), 0);
       setenv("TMPDIR", scratch.path().c_str(), 1);
       execv("/proc/self/exe", argv.data());
-      std::fprintf(stderr, "launch: cannot run /proc/self/exe\n");
+      // write(2), not stdio: between fork and exec only async-signal-safe calls.
+      constexpr char kCannotRun[] = "launch: cannot run /proc/self/exe\n";
+      [[maybe_unused]] const ssize_t written = write(STDERR_FILENO, kCannotRun, sizeof kCannotRun - 1);
       _exit(127);
     }
     g_children.push_back(pid);
@@ -232,14 +233,11 @@ int run_local_ranks(const LocalRanks& plan) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  if (!killed.empty()) {
-    std::fprintf(stderr, "qkv launch: error: %s; the other ranks were stopped\n", killed.c_str());
-    return 1;
-  }
+  if (!killed.empty()) throw DataError(killed + "; the other ranks were stopped");
   if (status_out == kExitInterrupted)
-    std::fprintf(stderr, "launch: interrupted; every rank stopped at the same step\n");
+    say_as_is("launch: interrupted; every rank stopped at the same step");
   else if (status_out != 0)
-    std::fprintf(stderr, "launch: a rank failed (exit status %d); the others were stopped\n", status_out);
+    say_as_is("launch: a rank failed (exit status " + std::to_string(status_out) + "); the others were stopped");
   return status_out;
 }
 

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "qkv/core/messages.h"
 #include "qkv/runtime/blas.h"
 #include "qkv/runtime/cpu.h"
 
@@ -91,10 +92,8 @@ CoreChoice current_choice(const std::string& core) {
   execv("/proc/self/exe", argv);
   // Only reached when exec failed; the caller's environment changes cannot be
   // taken back safely after a half-done exec, so stop with the reason.
-  std::fprintf(stderr,
-               "qkv: error: could not re-execute /proc/self/exe to choose OpenBLAS's kernels: %s "
-               "(set OPENBLAS_CORETYPE yourself to skip this)\n",
-               std::strerror(errno));
+  say_as_is(std::string("qkv: error: could not re-execute /proc/self/exe to choose OpenBLAS's kernels: ") +
+            std::strerror(errno) + " (set OPENBLAS_CORETYPE yourself to skip this)");
   std::_Exit(1);
 }
 
@@ -195,10 +194,9 @@ void choose_openblas_core(char** argv) {
     reexecute(argv);
   }
   if (!c.reference_ok && c.chosen_by == "OpenBLAS")
-    std::fprintf(stderr,
-                 "qkv: warning: OpenBLAS's %s kernels give wrong results on qkv's reference products; "
-                 "set OPENBLAS_CORETYPE to another core (qkv doctor shows the CPU)\n",
-                 core->c_str());
+    say_as_is("qkv: warning: OpenBLAS's " + *core +
+              " kernels give wrong results on qkv's reference products; set OPENBLAS_CORETYPE to another core (qkv "
+              "doctor shows the CPU)");
   made_choice() = c;
 }
 
