@@ -6,6 +6,8 @@
 //                              forward and backward each timed alone at N=1024, d=48 as fractions of sgemm
 //   bench_attention --sweep    also: tile sizes at N=4096 (one thread) and N=1024 (all cores), and the Auto crossover
 //   bench_attention --cold     leave glibc malloc as it is (see "Allocator" below)
+//   bench_attention --torch    the tiled kernel against PyTorch's fused CPU attention (the Torch
+//                              backend; a build against LibTorch >= 2.1), one thread and all
 //   bench_attention --tile-ops the tiled kernel's work on one tile, op by op, one thread
 //                              (d = 48, the default tiles): what each GEMM and row pass costs alone,
 //                              then the same tile through the AVX-512 tile kernels where the CPU has them
@@ -26,6 +28,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <malloc.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <atomic>
@@ -55,10 +58,18 @@ namespace {
 // with its size, so the raw deleter can account for it too.
 std::atomic<int64_t> g_live{0}, g_peak{0};
 
+// c10::Allocator's allocate became non-const in LibTorch 2.3, which added
+// copy_data (the copy of a storage's bytes).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define QKV_ALLOCATE_CONST
+#else
+#define QKV_ALLOCATE_CONST const
+#endif
+
 class TrackingAllocator final : public c10::Allocator {
  public:
   static constexpr size_t kHeader = 64;  // keeps c10's 64-byte alignment
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) QKV_ALLOCATE_CONST override {
     char* base = static_cast<char*>(c10::alloc_cpu(n + kHeader));
     std::memcpy(base, &n, sizeof n);
     const int64_t live = g_live.fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
@@ -69,6 +80,9 @@ class TrackingAllocator final : public c10::Allocator {
     return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
+#endif
 
  private:
   static void release(void* data) {
@@ -191,6 +205,40 @@ void crossover(int threads) {
                 bn.seconds / bt.seconds);
     std::fflush(stdout);
   }
+}
+
+// The tiled kernel against PyTorch's own fused CPU attention, the Torch
+// backend (why Auto keeps the tiled kernel on the CPU: docs/attention.md).
+int against_torch() {
+  if (!qa::torch_attention_available()) {
+    std::fprintf(stderr, "bench_attention --torch: this build's LibTorch has no fused attention (2.1 or later has)\n");
+    return 1;
+  }
+  std::printf(
+      "Tiled vs torch (at::scaled_dot_product_attention on the CPU): time ratio torch/tiled, > 1 = tiled\n"
+      "faster; d = 64, float32, forward (no grad) and forward+backward, causal and not\n");
+  std::printf("%8s %6s %6s %7s %10s %10s\n", "threads", "N", "BH", "causal", "fwd", "fwd+bwd");
+  const int all = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (const int threads : {1, all}) {
+    qkv::set_threads(threads);
+    for (const int64_t N : {256, 1024, 4096})
+      for (const bool causal : {false, true}) {
+        const int64_t d = 64, BH = pick_bh(N, d);
+        Inputs in = make_inputs(BH, N, d, true);
+        Measure ft, fp;
+        {
+          at::NoGradGuard ng;
+          ft = measure([&] { run_once(in, qa::AttentionBackend::Tiled, false, causal); }, 3, 0.1);
+          fp = measure([&] { run_once(in, qa::AttentionBackend::Torch, false, causal); }, 3, 0.1);
+        }
+        const Measure bt = measure([&] { run_once(in, qa::AttentionBackend::Tiled, true, causal); }, 3, 0.1);
+        const Measure bp = measure([&] { run_once(in, qa::AttentionBackend::Torch, true, causal); }, 3, 0.1);
+        std::printf("%8d %6lld %6lld %7s %10.2f %10.2f\n", threads, (long long)N, (long long)BH, causal ? "yes" : "no",
+                    fp.seconds / ft.seconds, bp.seconds / bt.seconds);
+        std::fflush(stdout);
+      }
+  }
+  return 0;
 }
 
 // The kernel's calls on one tile (the same qkv::blas::gemm and row kernels,
@@ -353,8 +401,13 @@ int main(int argc, char** argv) {
     else if (a == "--tile-ops") {
       tile_ops();
       return 0;
+    } else if (a == "--torch") {
+      mallopt(M_MMAP_MAX, 0);
+      mallopt(M_TRIM_THRESHOLD, 1 << 30);
+      torch::manual_seed(0);
+      return against_torch();
     } else {
-      std::fprintf(stderr, "usage: bench_attention [--sweep] [--cold] [--tile-ops]\n");
+      std::fprintf(stderr, "usage: bench_attention [--sweep] [--cold] [--tile-ops | --torch]\n");
       return 2;
     }
   }

@@ -5,8 +5,10 @@
 //            PyTorch: the expanded distances by one batched matmul + topk)
 //   fps      B 16 x 10,000 -> 1,024 points (qkv's kernel; PyTorch: the
 //            incremental min-distance loop of m tensor ops)
-//   attention  B 16, H 8, N 1,024, d 64, forward + backward (qkv's naive
-//            path, which a GPU takes)
+//   attention  B 16, H 8, N 1,024, d 64, forward + backward: what a GPU
+//            takes (Auto: PyTorch's fused kernels where the build has them)
+//            against the naive formula (PyTorch ops: matmul, softmax,
+//            matmul), causal and not
 //   models   VNT-Net and VN-DGCNN training steps (forward, backward, Adam) at
 //            batch 16, N = 1,024, paper settings; a ModelNet40 epoch
 //            (9,843 shapes) extrapolated from the step time
@@ -113,16 +115,25 @@ void bench_attention(int repeats) {
   auto q = torch::randn({16, 8, 1024, 64}, torch::TensorOptions(kGpu)).requires_grad_();
   auto k = torch::randn({16, 8, 1024, 64}, torch::TensorOptions(kGpu)).requires_grad_();
   auto v = torch::randn({16, 8, 1024, 64}, torch::TensorOptions(kGpu)).requires_grad_();
-  auto step = [&] {
-    const auto out = attention::scaled_dot_product_attention(q, k, v).output;
-    out.sum().backward();
-  };
-  report({{"case", "attention_fwd_bwd"},
-          {"b", 16},
-          {"h", 8},
-          {"n", 1024},
-          {"d", 64},
-          {"qkv_gpu_ms", median_ms(step, repeats, true)}});
+  for (const bool causal : {false, true}) {
+    attention::SdpaOptions chosen, naive;
+    chosen.causal = naive.causal = causal;
+    naive.backend = attention::AttentionBackend::Naive;
+    auto step = [&](const attention::SdpaOptions& o) {
+      return [&] {
+        const auto out = attention::scaled_dot_product_attention(q, k, v, o).output;
+        out.sum().backward();
+      };
+    };
+    report({{"case", causal ? "attention_fwd_bwd_causal" : "attention_fwd_bwd"},
+            {"b", 16},
+            {"h", 8},
+            {"n", 1024},
+            {"d", 64},
+            {"backend", attention::backend_name(attention::resolve_backend(q, k, v, chosen))},
+            {"qkv_gpu_ms", median_ms(step(chosen), repeats, true)},
+            {"pytorch_gpu_ms", median_ms(step(naive), repeats, true)}});
+  }
 }
 
 void bench_model(const std::string& name, int repeats) {

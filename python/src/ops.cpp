@@ -48,7 +48,8 @@ attention::AttentionBackend parse_backend(const std::string& name) {
   if (name == "auto") return attention::AttentionBackend::Auto;
   if (name == "naive") return attention::AttentionBackend::Naive;
   if (name == "tiled") return attention::AttentionBackend::Tiled;
-  throw UsageError("attention: backend '" + name + "': expected tiled, naive or auto");
+  if (name == "torch") return attention::AttentionBackend::Torch;
+  throw UsageError("attention: backend '" + name + "': expected tiled, torch, naive or auto");
 }
 
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
@@ -61,10 +62,11 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   if (backend) {
     o.backend = parse_backend(*backend);
   } else {
-    // The tiled kernel wherever it runs (exact, O(N d) memory); the
-    // composed one elsewhere (another device or dtype).
+    // The tiled kernel wherever it runs (exact, O(N d) memory); elsewhere
+    // (a GPU, another dtype) the library's choice: PyTorch's fused kernels
+    // on a GPU where this build has them, the composed version otherwise.
     o.backend = attention::tiled_unsupported_reason(q, k, v, o).empty() ? attention::AttentionBackend::Tiled
-                                                                        : attention::AttentionBackend::Naive;
+                                                                        : attention::AttentionBackend::Auto;
   }
   return attention::scaled_dot_product_attention(q, k, v, o).output;
 }
@@ -103,10 +105,11 @@ labels_of_all = sample_labels[qkv.ops.nearest_points(scan, scan[sample])].)doc")
 
 softmax(scale * q k^T) v with q [B, H, Nq, d], k [B, H, Nk, d], v [B, H, Nk, dv].
 On the CPU in float32/float64 the tiled (FlashAttention-style) kernel: exact,
-never forms the Nq x Nk matrix; elsewhere the composed version.
+never forms the Nq x Nk matrix; on a GPU PyTorch's fused kernels where qkv
+was built against torch 2.1 or later; elsewhere the composed version.
 causal is end-aligned (query i sees key j <= i + Nk - Nq);
 key_padding_mask [B, Nk] bool, True = padding; scale defaults to 1/sqrt(d);
-backend 'tiled' | 'naive' | 'auto' forces a path.)doc");
+backend 'tiled' | 'torch' | 'naive' | 'auto' forces a path.)doc");
   ops.def("edge_features", &vn::edge_features, py::arg("x"), py::arg("idx"), py::arg("with_cross") = false,
           R"doc(edge_features(x, idx, with_cross=False) -> [B, 2C (3C), 3, N, k]
 

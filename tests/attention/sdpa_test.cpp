@@ -1,6 +1,8 @@
 // scaled_dot_product_attention against a plain double-precision loop: every
 // mask kind, fully masked rows, temperature and scale, weights, dropout, the
-// Auto rule, and the UsageError messages for bad input.
+// Auto rule, and the UsageError messages for bad input. The Torch backend
+// (PyTorch 2.x's fused attention) is checked wherever the build has it, here
+// through its CPU kernels, on a GPU by tests/cuda.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -13,6 +15,7 @@
 #include "qkv/attention/sdpa.h"
 #include "qkv/attention/tiled_attention.h"
 #include "qkv/core/errors.h"
+#include "support/gradcheck.h"
 #include "support/test_files.h"
 #include "support/tolerance.h"
 
@@ -71,8 +74,8 @@ LoopResult loop_attention(const at::Tensor& q_in, const at::Tensor& k_in, const 
   return r;
 }
 
-// Runs both backends (where the tiled kernel supports the options) and checks
-// output (and weights on the naive path) against the loop.
+// Runs every backend (the tiled and torch ones where they serve the options)
+// and checks output (and weights on the naive path) against the loop.
 void check_against_loop(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, qa::SdpaOptions o,
                         double tol = 1e-10) {
   const double scale = o.scale ? *o.scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
@@ -88,6 +91,11 @@ void check_against_loop(const at::Tensor& q, const at::Tensor& k, const at::Tens
     o.backend = AttentionBackend::Tiled;
     EXPECT_LT(max_abs_difference(qa::scaled_dot_product_attention(q, k, v, o).output, ref.output), tol)
         << "tiled output";
+  }
+  if (qa::torch_attention_available()) {
+    o.backend = AttentionBackend::Torch;
+    EXPECT_LT(max_abs_difference(qa::scaled_dot_product_attention(q, k, v, o).output, ref.output), tol)
+        << "torch output";
   }
 }
 
@@ -169,7 +177,9 @@ TEST(Sdpa, KeyPaddingTrueMeansIgnored) {
 
 TEST(Sdpa, FullyMaskedRowsGiveZerosAndFiniteGradients) {
   torch::manual_seed(15);
-  for (AttentionBackend backend : {AttentionBackend::Naive, AttentionBackend::Tiled})
+  std::vector<AttentionBackend> backends{AttentionBackend::Naive, AttentionBackend::Tiled};
+  if (qa::torch_attention_available()) backends.push_back(AttentionBackend::Torch);
+  for (AttentionBackend backend : backends)
     for (at::ScalarType dtype : {at::kFloat, at::kDouble}) {
       at::Tensor q = rnd({2, 2, 5, 4}, dtype).requires_grad_(), k = rnd({2, 2, 3, 4}, dtype).requires_grad_(),
                  v = rnd({2, 2, 3, 2}, dtype).requires_grad_();
@@ -194,10 +204,11 @@ TEST(Sdpa, FullyMaskedRowsGiveZerosAndFiniteGradients) {
       }
       EXPECT_EQ(q.grad().narrow(2, 0, 2).abs().max().item<double>(), 0.0);  // empty rows: zero gradient
       EXPECT_EQ(k.grad()[1].abs().max().item<double>(), 0.0);
-      // Also with an all-false bool mask row on the naive path.
-      if (backend == AttentionBackend::Naive) {
+      // Also with an all-false bool mask row on the naive and torch paths.
+      if (backend != AttentionBackend::Tiled) {
         q.mutable_grad() = at::Tensor();
         qa::SdpaOptions ob;
+        ob.backend = backend;
         ob.bool_mask = at::ones({5, 3}, at::kBool);
         ob.bool_mask[2].fill_(false);
         at::Tensor out = qa::scaled_dot_product_attention(q, k, v, ob).output;
@@ -354,4 +365,106 @@ TEST(Sdpa, ValuesThatAreNotFiniteSpreadAsTheReferenceSpreadsThemOnEveryBackend) 
   EXPECT_LT(max_abs_difference(qa::scaled_dot_product_attention(q, k, v, tiled).output,
                                qa::scaled_dot_product_attention(q, k, v, naive).output),
             1e-5);
+}
+
+// The Torch backend gives what the naive path gives, output and gradients,
+// under every mask qkv has: masks PyTorch's kernels take in another form
+// (end-aligned causal with Nq != Nk, padding, fully masked rows) included.
+// A build without it refuses the request by name.
+TEST(Sdpa, TorchBackendMatchesNaiveInOutputAndGradients) {
+  at::Tensor q0 = rnd({1, 1, 2, 2}), k0 = rnd({1, 1, 2, 2});
+  qa::SdpaOptions torch_backend;
+  torch_backend.backend = AttentionBackend::Torch;
+  if (!qa::torch_attention_available()) {
+    expect_usage_error([&] { qa::scaled_dot_product_attention(q0, k0, k0, torch_backend); }, "2.1 or later");
+    GTEST_SKIP() << "this build's LibTorch has no fused attention";
+  }
+  torch_backend.need_weights = true;
+  expect_usage_error([&] { qa::scaled_dot_product_attention(q0, k0, k0, torch_backend); }, "need_weights");
+
+  torch::manual_seed(21);
+  const int64_t B = 2, H = 2, Nk = 7, d = 5, dv = 3;
+  std::vector<std::pair<std::string, std::function<qa::SdpaOptions(int64_t nq)>>> cases = {
+      {"plain", [](int64_t) { return qa::SdpaOptions{}; }},
+      {"causal",
+       [](int64_t) {
+         qa::SdpaOptions o;
+         o.causal = true;
+         return o;
+       }},
+      {"scale and temperature",
+       [](int64_t) {
+         qa::SdpaOptions o;
+         o.scale = 0.6;
+         o.temperature = 0.5;
+         return o;
+       }},
+      {"bool mask with an empty row and padding",
+       [&](int64_t nq) {
+         qa::SdpaOptions o;
+         o.bool_mask = at::rand({B, 1, nq, Nk}) < 0.6;
+         o.bool_mask[0][0][0].fill_(false);
+         o.key_padding_mask = at::zeros({B, Nk}, at::kBool);
+         o.key_padding_mask[1][2] = true;
+         return o;
+       }},
+      {"float mask with an empty row, causal",
+       [&](int64_t nq) {
+         qa::SdpaOptions o;
+         o.float_mask = rnd({1, H, nq, Nk});
+         o.float_mask[0][1][nq - 1].fill_(-kInf);
+         o.causal = true;
+         return o;
+       }},
+  };
+  for (const int64_t nq : {int64_t{7}, int64_t{4}, int64_t{9}})  // Nq = Nk, fewer queries, more (empty rows)
+    for (const auto& [name, make] : cases)
+      for (const at::ScalarType dtype : {at::kDouble, at::kFloat}) {
+        SCOPED_TRACE(name + ", Nq " + std::to_string(nq) + ", " + c10::toString(dtype));
+        const qa::SdpaOptions options = make(nq);
+        const at::Tensor q = rnd({B, H, nq, d}, dtype), k = rnd({B, H, Nk, d}, dtype), v = rnd({B, H, Nk, dv}, dtype);
+        const at::Tensor up = rnd({B, H, nq, dv}, dtype);
+        auto run = [&](AttentionBackend backend) {
+          std::vector<at::Tensor> leaves{q.clone().requires_grad_(), k.clone().requires_grad_(),
+                                         v.clone().requires_grad_()};
+          qa::SdpaOptions o = options;
+          o.backend = backend;
+          at::Tensor out = qa::scaled_dot_product_attention(leaves[0], leaves[1], leaves[2], o).output;
+          (out * up).sum().backward();
+          return std::vector<at::Tensor>{out, leaves[0].grad(), leaves[1].grad(), leaves[2].grad()};
+        };
+        const auto fused = run(AttentionBackend::Torch), naive = run(AttentionBackend::Naive);
+        const double bound = dtype == at::kDouble ? 1e-12 : 1e-5;
+        const char* const names[] = {"output", "dq", "dk", "dv"};
+        for (size_t i = 0; i < fused.size(); ++i)
+          EXPECT_LT(qkv::testing::precision_difference(fused[i], naive[i]), bound) << names[i];
+      }
+
+  // Central differences on small float64 inputs, with a padded key and causal rows.
+  qa::SdpaOptions o;
+  o.backend = AttentionBackend::Torch;
+  o.causal = true;
+  o.key_padding_mask = at::zeros({1, 6}, at::kBool);
+  o.key_padding_mask[0][1] = true;
+  const double error = qkv::testing::max_gradient_error(
+      [&](const std::vector<at::Tensor>& in) {
+        return qa::scaled_dot_product_attention(in[0], in[1], in[2], o).output;
+      },
+      {rnd({1, 2, 4, 3}), rnd({1, 2, 6, 3}), rnd({1, 2, 6, 2})});
+  EXPECT_LT(error, 1e-7);
+}
+
+// Off the CPU, Auto takes PyTorch's fused kernels where the build has them
+// (meta tensors stand for a GPU's here: the rule looks at the device alone).
+TEST(Sdpa, AutoTakesTheFusedKernelsOffTheCpu) {
+  const auto meta = at::TensorOptions().device(at::kMeta);
+  const at::Tensor q = at::empty({1, 2, 300, 8}, meta), k = at::empty({1, 2, 300, 8}, meta);
+  EXPECT_EQ(qa::resolve_backend(q, k, k, {}),
+            qa::torch_attention_available() ? AttentionBackend::Torch : AttentionBackend::Naive);
+  qa::SdpaOptions weights;
+  weights.need_weights = true;
+  EXPECT_EQ(qa::resolve_backend(q, k, k, weights), AttentionBackend::Naive);
+  // On the CPU Auto never takes them: the tiled kernel or the composed path.
+  EXPECT_EQ(qa::resolve_backend(rnd({1, 2, 300, 8}), rnd({1, 2, 300, 8}), rnd({1, 2, 300, 8}), {}),
+            AttentionBackend::Tiled);
 }

@@ -1,7 +1,8 @@
 // qkv on a GPU, each op against its CPU reference: qkv's CUDA kernels (kNN,
 // FPS) give the CPU kernels' indices; the ops that run composed ATen code on
-// a GPU (edge features, the VN nonlinearities and batch norm, attention) give
-// the CPU's outputs and gradients; VNT-Net's logits stay invariant under
+// a GPU (edge features, the VN nonlinearities and batch norm) and attention
+// (PyTorch's fused kernels, with qkv's masks) give the CPU's outputs and
+// gradients; VNT-Net's logits stay invariant under
 // rotation there, and its weights go GPU -> file -> CPU -> GPU bit for bit.
 // Every test skips where no GPU is visible (this machine); scripts/gpu-check
 // runs them on one.
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <limits>
 
 #include "qkv/attention/sdpa.h"
 #include "qkv/core/errors.h"
@@ -183,6 +185,50 @@ TEST(CudaOps, AttentionMatchesTheCpuWithMasks) {
             },
             {q, k, v}, 1e-10);
       }
+  }
+}
+
+// On a GPU attention runs PyTorch's fused kernels (where the build has them),
+// held to qkv's masks: end-aligned causal over more keys than queries, a bool
+// mask and a float mask with fully masked rows (0, no gradient); half and
+// bfloat16 (the flash kernels) within their precision of the CPU's float32.
+TEST(CudaOps, AttentionTakesPyTorchsFusedKernelsWithQkvsMasks) {
+  QKV_REQUIRE_GPU();
+  if (!attention::torch_attention_available()) GTEST_SKIP() << "this build's LibTorch has no fused attention";
+  const auto probe = gaussian({1, 1, 4, 8}, torch::kFloat, 1).to(kGpu);
+  EXPECT_EQ(attention::resolve_backend(probe, probe, probe, {}), attention::AttentionBackend::Torch);
+  auto bool_mask = torch::rand({2, 1, 64, 96}) < 0.7;
+  bool_mask[0][0][5].fill_(false);
+  auto float_mask = gaussian({1, 4, 64, 96}, torch::kFloat, 2);
+  float_mask[0][2][9].fill_(-std::numeric_limits<float>::infinity());
+  for (const auto dtype : {torch::kFloat, torch::kDouble}) {
+    const auto q = gaussian({2, 4, 64, 32}, dtype, 3), k = gaussian({2, 4, 96, 32}, dtype, 4),
+               v = gaussian({2, 4, 96, 16}, dtype, 5);
+    for (const int which : {0, 1, 2})
+      expect_same_on_gpu(
+          which == 0   ? "attention, causal over more keys"
+          : which == 1 ? "attention, bool mask"
+                       : "attention, float mask",
+          [&](auto& in) {
+            attention::SdpaOptions options;
+            options.causal = which != 1;
+            if (which == 1) options.bool_mask = bool_mask.to(in[0].device());
+            if (which == 2) options.float_mask = float_mask.to(in[0].device(), in[0].scalar_type());
+            return attention::scaled_dot_product_attention(in[0], in[1], in[2], options).output;
+          },
+          {q, k, v}, 1e-10);
+  }
+  const auto q = gaussian({2, 8, 256, 64}, torch::kFloat, 6), k = gaussian({2, 8, 256, 64}, torch::kFloat, 7),
+             v = gaussian({2, 8, 256, 64}, torch::kFloat, 8);
+  attention::SdpaOptions causal;
+  causal.causal = true;
+  const auto reference = attention::scaled_dot_product_attention(q, k, v, causal).output;
+  for (const auto dtype : {torch::kHalf, torch::kBFloat16}) {
+    const auto out =
+        attention::scaled_dot_product_attention(q.to(kGpu, dtype), k.to(kGpu, dtype), v.to(kGpu, dtype), causal).output;
+    EXPECT_LE(qkv::testing::scaled_difference(out.cpu().to(torch::kFloat), reference),
+              dtype == torch::kHalf ? 5e-3 : 3e-2)
+        << c10::toString(dtype);
   }
 }
 

@@ -124,6 +124,24 @@ def test_attention_float32_relative_to_scale():
     assert float((got.double() - want).abs().max()) <= 1e-5 * float(want.abs().max())
 
 
+def test_attention_torch_backend_follows_qkvs_masks_or_is_refused_by_name():
+    # PyTorch's fused attention where qkv was built against torch >= 2.1
+    # (its CPU kernels here), qkv's end-aligned causal and padding included.
+    q = torch.randn(2, 3, 20, 8, dtype=torch.float64)
+    k = torch.randn(2, 3, 30, 8, dtype=torch.float64)
+    v = torch.randn(2, 3, 30, 4, dtype=torch.float64)
+    pad = torch.zeros(2, 30, dtype=torch.bool)
+    pad[0, 25:] = True
+    if tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) < (2, 1):
+        with pytest.raises(qkv.UsageError, match="2.1 or later"):
+            qkv.ops.attention(q, k, v, backend="torch")
+        return
+    out = qkv.ops.attention(q, k, v, causal=True, key_padding_mask=pad, backend="torch")
+    assert torch.allclose(out, naive_attention(q, k, v, True, pad), rtol=1e-12, atol=1e-12)
+    small = [t[:, :, :6].detach().clone().requires_grad_() for t in (q, k, v)]
+    assert gradcheck(lambda a, b, c: qkv.ops.attention(a, b, c, causal=True, backend="torch"), small)
+
+
 def test_attention_errors():
     q = torch.randn(1, 2, 8, 4)
     with pytest.raises(qkv.UsageError):

@@ -1,6 +1,7 @@
 #include "qkv/attention/sdpa.h"
 
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <cmath>
 #include <limits>
@@ -85,6 +86,58 @@ double softmax_scale(const at::Tensor& q, const SdpaOptions& o) {
   return scale / o.temperature;
 }
 
+// LibTorch's fused attention (2.1 or later), where this build has it: the
+// one place attention depends on LibTorch's version.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+constexpr bool kTorchAttention = true;
+at::Tensor libtorch_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
+                              double dropout, bool causal, double scale) {
+  return at::scaled_dot_product_attention(q, k, v, mask.defined() ? c10::optional<at::Tensor>(mask) : c10::nullopt,
+                                          dropout, causal, scale);
+}
+#else
+constexpr bool kTorchAttention = false;
+at::Tensor libtorch_attention(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, double, bool,
+                              double) {
+  fail("backend torch: " + torch_unsupported_reason({}));  // resolve_backend refuses first
+}
+#endif
+
+// The Torch backend: qkv's masks as one attn_mask (a bool mask, or a float
+// one where float_mask is given); causal alone with Nq == Nk as PyTorch's
+// is_causal, which its fastest kernels take (its causal is top-left aligned,
+// qkv's end-aligned: the same only when Nq == Nk). A row with no attendable
+// key would be NaN there (or depend on the kernel): it attends every key
+// instead and its output is set to 0, so, as in the naive path, it is 0 and
+// sends no gradient back.
+at::Tensor torch_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const SdpaOptions& o) {
+  const bool masked = o.bool_mask.defined() || o.float_mask.defined() || o.key_padding_mask.defined();
+  const bool plain_causal = o.causal && !masked && q.size(2) == k.size(2);
+  at::Tensor mask, dead;
+  if (!plain_causal) {
+    SdpaOptions bool_masks = o;
+    bool_masks.float_mask = at::Tensor();
+    mask = combined_attend_mask(q, k, bool_masks);  // undefined without masks
+    if (o.float_mask.defined()) {
+      at::Tensor additive = o.float_mask.to(q.device(), q.scalar_type());
+      if (mask.defined()) additive = additive.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
+      mask = additive;
+      dead = additive.detach().amax(-1, true).eq(-std::numeric_limits<double>::infinity());
+    } else if (mask.defined()) {
+      dead = mask.logical_not().all(-1, true);
+    }
+    if (dead.defined() && dead.any().item<bool>())
+      mask = mask.scalar_type() == at::kBool ? mask.logical_or(dead) : mask.masked_fill(dead, 0.0);
+    else
+      dead = at::Tensor();
+    // PyTorch reads a mask of 2 to 4 dims; qkv's may be one ([Nk]).
+    while (mask.defined() && mask.dim() < 4) mask = mask.unsqueeze(0);
+  }
+  const double dropout = o.training ? o.dropout : 0.0;
+  at::Tensor out = libtorch_attention(q, k, v, mask, dropout, plain_causal, softmax_scale(q, o));
+  return dead.defined() ? out.masked_fill(dead, 0.0) : out;
+}
+
 SdpaResult naive_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const SdpaOptions& o) {
   SdpaResult r;
   at::Tensor logits = at::matmul(q * softmax_scale(q, o), k.transpose(-2, -1));  // [B,H,Nq,Nk]
@@ -123,8 +176,17 @@ const char* backend_name(AttentionBackend backend) {
     case AttentionBackend::Auto: return "auto";
     case AttentionBackend::Naive: return "naive";
     case AttentionBackend::Tiled: return "tiled";
+    case AttentionBackend::Torch: return "torch";
   }
   return "?";
+}
+
+bool torch_attention_available() { return kTorchAttention; }
+
+std::string torch_unsupported_reason(const SdpaOptions& o) {
+  if (!kTorchAttention) return std::string("LibTorch ") + TORCH_VERSION + " has no fused attention (2.1 or later has)";
+  if (o.need_weights) return "need_weights requires the naive path (the fused kernels never form the weights)";
+  return {};
 }
 
 at::Tensor combined_attend_mask(const at::Tensor& q, const at::Tensor& k, const SdpaOptions& o) {
@@ -167,8 +229,15 @@ AttentionBackend resolve_backend(const at::Tensor& q, const at::Tensor& k, const
       if (!why.empty()) fail("backend tiled: " + why + "; use AttentionBackend::Auto or Naive");
       return AttentionBackend::Tiled;
     }
+    case AttentionBackend::Torch: {
+      std::string why = torch_unsupported_reason(o);
+      if (!why.empty()) fail("backend torch: " + why + "; use AttentionBackend::Auto or Naive");
+      return AttentionBackend::Torch;
+    }
     case AttentionBackend::Auto: break;
   }
+  if (!q.device().is_cpu())
+    return torch_unsupported_reason(o).empty() ? AttentionBackend::Torch : AttentionBackend::Naive;
   if (k.size(2) >= kTiledMinKeys && tiled_unsupported_reason(q, k, v, o).empty()) return AttentionBackend::Tiled;
   return AttentionBackend::Naive;
 }
@@ -177,20 +246,27 @@ SdpaResult scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k
                                         const SdpaOptions& o) {
   validate(q, k, v, o);
   // One rule for values that are not finite: they propagate as in the
-  // reference softmax(q k^T) v. The tiled kernel's running maximum would skip
-  // a NaN score (a NaN key dropped, not spread), so such inputs take the
-  // composed path. One sum of the three decides it, one read back (a NaN or
-  // infinity anywhere makes it so; an overflowing sum sends finite inputs
-  // there too: slower, the same result).
+  // reference softmax(q k^T) v. The running maximum of the tiled kernel (and
+  // of PyTorch's fused ones) would skip a NaN score (a NaN key dropped, not
+  // spread), so such inputs take the composed path. One sum of the three
+  // decides it, one read back (a NaN or infinity anywhere makes it so; an
+  // overflowing sum sends finite inputs there too: slower, the same result).
   const auto all_finite = [&] {
     at::NoGradGuard no_grad;
     return at::isfinite(q.sum() + k.sum() + v.sum()).item<bool>();
   };
   // Under a torch.func transform the tiled kernel cannot read the wrapped
-  // tensors, nor can .item() run: the composed path serves it.
-  if (resolve_backend(q, k, v, o) == AttentionBackend::Naive || under_function_transform() || !all_finite())
+  // tensors, nor can .item() run: the composed path serves it, as it does a
+  // call without queries or keys, where PyTorch's kernels have nothing to do.
+  const AttentionBackend backend = resolve_backend(q, k, v, o);
+  const bool empty = backend == AttentionBackend::Torch && (q.size(2) == 0 || k.size(2) == 0);
+  if (backend == AttentionBackend::Naive || empty || under_function_transform() || !all_finite())
     return naive_attention(q, k, v, o);
   SdpaResult r;
+  if (backend == AttentionBackend::Torch) {
+    r.output = torch_attention(q, k, v, o);
+    return r;
+  }
   at::Tensor pad = o.key_padding_mask.defined() ? o.key_padding_mask.to(q.device()) : at::Tensor();
   r.output = tiled_attention(q, k, v, softmax_scale(q, o), o.causal, pad);
   return r;
