@@ -454,6 +454,39 @@ TEST(Sdpa, TorchBackendMatchesNaiveInOutputAndGradients) {
   EXPECT_LT(error, 1e-7);
 }
 
+// The Torch backend's gradients follow qkv's rules for fused kernels: a
+// learnable float_mask gets its gradient, a backward can run twice
+// (retain_graph), and a second-order gradient (create_graph, a gradient
+// penalty) equals the naive path's, which it differentiates.
+TEST(Sdpa, TorchBackendGradientsOfEveryOrderEqualTheNaivePaths) {
+  if (!qa::torch_attention_available()) GTEST_SKIP() << "this build's LibTorch has no fused attention";
+  torch::manual_seed(22);
+  const at::Tensor q0 = rnd({2, 2, 5, 4}), k0 = rnd({2, 2, 6, 4}), v0 = rnd({2, 2, 6, 3}), mask0 = rnd({1, 2, 5, 6});
+  const at::Tensor up = rnd({2, 2, 5, 3});
+  auto run = [&](AttentionBackend backend) {
+    std::vector<at::Tensor> in{q0.clone().requires_grad_(), k0.clone().requires_grad_(), v0.clone().requires_grad_(),
+                               mask0.clone().requires_grad_()};
+    qa::SdpaOptions o;
+    o.backend = backend;
+    o.causal = true;
+    o.float_mask = in[3];
+    const at::Tensor out = qa::scaled_dot_product_attention(in[0], in[1], in[2], o).output;
+    const at::Tensor loss = (out * up).sum();
+    const auto first = torch::autograd::grad({loss}, in, {}, /*retain_graph=*/true, /*create_graph=*/true);
+    const auto again = torch::autograd::grad({loss}, in, {}, /*retain_graph=*/true);
+    at::Tensor penalty = at::zeros({}, at::kDouble);
+    for (const auto& g : first) penalty = penalty + g.pow(2).sum();
+    auto second = torch::autograd::grad({penalty}, in);
+    second.insert(second.end(), first.begin(), first.end());
+    second.insert(second.end(), again.begin(), again.end());
+    return second;
+  };
+  const auto fused = run(AttentionBackend::Torch), naive = run(AttentionBackend::Naive);
+  ASSERT_EQ(fused.size(), naive.size());
+  for (size_t i = 0; i < fused.size(); ++i)
+    EXPECT_LT(max_abs_difference(fused[i], naive[i]), 1e-10) << (i < 4 ? "second order " : "first order ") << i % 4;
+}
+
 // Off the CPU, Auto takes PyTorch's fused kernels where the build has them
 // (meta tensors stand for a GPU's here: the rule looks at the device alone).
 TEST(Sdpa, AutoTakesTheFusedKernelsOffTheCpu) {

@@ -190,8 +190,9 @@ TEST(CudaOps, AttentionMatchesTheCpuWithMasks) {
 
 // On a GPU attention runs PyTorch's fused kernels (where the build has them),
 // held to qkv's masks: end-aligned causal over more keys than queries, a bool
-// mask and a float mask with fully masked rows (0, no gradient); half and
-// bfloat16 (the flash kernels) within their precision of the CPU's float32.
+// mask and a float mask with fully masked rows (0, no gradient); a
+// second-order gradient; half and bfloat16 (the flash kernels) within their
+// precision of the CPU's float32.
 TEST(CudaOps, AttentionTakesPyTorchsFusedKernelsWithQkvsMasks) {
   QKV_REQUIRE_GPU();
   if (!attention::torch_attention_available()) GTEST_SKIP() << "this build's LibTorch has no fused attention";
@@ -222,6 +223,21 @@ TEST(CudaOps, AttentionTakesPyTorchsFusedKernelsWithQkvsMasks) {
              v = gaussian({2, 8, 256, 64}, torch::kFloat, 8);
   attention::SdpaOptions causal;
   causal.causal = true;
+  // A gradient penalty (create_graph) in float32, which PyTorch's
+  // memory-efficient kernel serves and cannot differentiate twice: qkv
+  // differentiates the naive formula there, as on the CPU.
+  auto penalty_gradients = [&](const torch::Device& device) {
+    std::vector<at::Tensor> in;
+    for (const auto& t : {q, k, v}) in.push_back(t.narrow(2, 0, 32).to(device).requires_grad_());
+    const auto out = attention::scaled_dot_product_attention(in[0], in[1], in[2], causal).output;
+    const auto first = torch::autograd::grad({out.pow(2).sum()}, in, {}, /*retain_graph=*/true, /*create_graph=*/true);
+    auto second = torch::autograd::grad({first[0].pow(2).sum() + first[1].pow(2).sum() + first[2].pow(2).sum()}, in);
+    for (auto& g : second) g = g.cpu();
+    return second;
+  };
+  const auto on_cpu = penalty_gradients(torch::kCPU), on_gpu = penalty_gradients(kGpu);
+  for (size_t i = 0; i < on_cpu.size(); ++i)
+    EXPECT_LE(qkv::testing::scaled_difference(on_gpu[i], on_cpu[i]), 1e-4) << "second-order gradient of input " << i;
   const auto reference = attention::scaled_dot_product_attention(q, k, v, causal).output;
   for (const auto dtype : {torch::kHalf, torch::kBFloat16}) {
     const auto out =

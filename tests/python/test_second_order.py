@@ -42,6 +42,19 @@ def test_attention_second_order_in_the_tiled_kernel():
                     (q, k, v))
 
 
+def test_attention_second_order_in_pytorchs_fused_kernels():
+    # The torch backend (a qkv built against torch >= 2.1) differentiates the
+    # naive formula under create_graph, as every fused backward does.
+    if tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) < (2, 1):
+        pytest.skip("this torch has no fused attention")
+    q, k, v = f64(1, 2, 5, 4, seed=14), f64(1, 2, 7, 4, seed=15), f64(1, 2, 7, 3, seed=16)
+    pad = torch.zeros(1, 7, dtype=torch.bool)
+    pad[0, 6] = True
+    for causal in (False, True):
+        both_checks(lambda q, k, v: ops.attention(q, k, v, causal=causal, key_padding_mask=pad, backend="torch"),
+                    (q, k, v))
+
+
 def test_vn_batch_norm_second_order_keeps_the_running_statistics():
     x, w, b = f64(4, 3, 3, 5, seed=9), f64(3, seed=10), f64(3, seed=11)
     mean, var = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)

@@ -11,6 +11,7 @@
 #include "qkv/core/errors.h"
 #include "qkv/core/shape.h"
 #include "qkv/layers/function_transforms.h"
+#include "qkv/layers/second_order.h"
 
 namespace qkv::attention {
 namespace {
@@ -138,6 +139,87 @@ at::Tensor torch_attention(const at::Tensor& q, const at::Tensor& k, const at::T
   return dead.defined() ? out.masked_fill(dead, 0.0) : out;
 }
 
+SdpaResult naive_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const SdpaOptions& o);
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// The Torch backend under qkv's rule for second-order gradients
+// (layers/second_order.h). A first-order backward is PyTorch's own: the
+// graph torch_attention recorded in the forward, on detached copies of the
+// inputs. Under create_graph the naive formula is differentiated instead:
+// PyTorch's fused backwards on a GPU have no derivative, and would fail.
+// With active dropout the recorded graph serves both (the naive formula
+// would draw another mask). float_mask is an input, for its gradient.
+struct TorchAttentionFunction : public torch::autograd::Function<TorchAttentionFunction> {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                               const c10::optional<at::Tensor>& float_mask, const SdpaOptions& options) {
+    const at::Tensor inputs[] = {q, k, v, float_mask ? *float_mask : at::Tensor()};
+    std::vector<at::Tensor> leaves;
+    for (size_t i = 0; i < 4; ++i)
+      leaves.push_back(inputs[i].defined() ? inputs[i].detach().requires_grad_(ctx->needs_input_grad(i))
+                                           : at::Tensor());
+    SdpaOptions o = options;
+    o.float_mask = leaves[3];
+    at::Tensor out;
+    {
+      at::AutoGradMode record(true);
+      out = torch_attention(leaves[0], leaves[1], leaves[2], o);
+    }
+    ctx->save_for_backward({q, k, v, inputs[3], o.bool_mask, o.key_padding_mask});
+    // The recorded graph and its leaves, by identity (saved_data keeps the
+    // tensors themselves).
+    ctx->saved_data["recorded"] = out;
+    for (size_t i = 0; i < 4; ++i)
+      if (leaves[i].defined() && leaves[i].requires_grad()) ctx->saved_data["leaf" + std::to_string(i)] = leaves[i];
+    ctx->saved_data["scale"] = softmax_scale(q, options);
+    ctx->saved_data["causal"] = o.causal;
+    ctx->saved_data["dropout"] = o.training && o.dropout > 0;
+    return {out.detach()};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor recorded = ctx->saved_data["recorded"].toTensor();
+    const at::Tensor grad = grad_outputs[0].defined() ? grad_outputs[0] : at::zeros_like(recorded);
+    const bool graph = gradient_graph_requested();
+    variable_list grads(5);
+    if (graph && !ctx->saved_data["dropout"].toBool()) {
+      SdpaOptions o;
+      o.scale = ctx->saved_data["scale"].toDouble();
+      o.causal = ctx->saved_data["causal"].toBool();
+      o.bool_mask = saved[4];
+      o.key_padding_mask = saved[5];
+      std::vector<at::Tensor> inputs{saved[0], saved[1], saved[2]};
+      if (saved[3].defined()) inputs.push_back(saved[3]);
+      const auto g = composed_vjp(
+          [&](const std::vector<at::Tensor>& in) {
+            SdpaOptions with_mask = o;
+            if (in.size() > 3) with_mask.float_mask = in[3];
+            return variable_list{naive_attention(in[0], in[1], in[2], with_mask).output};
+          },
+          inputs, {grad});
+      for (size_t i = 0; i < g.size(); ++i) grads[i] = g[i];
+      return grads;
+    }
+    std::vector<at::Tensor> wanted;
+    std::vector<size_t> where;
+    for (size_t i = 0; i < 4; ++i) {
+      const auto leaf = ctx->saved_data.find("leaf" + std::to_string(i));
+      if (leaf == ctx->saved_data.end()) continue;
+      wanted.push_back(leaf->second.toTensor());
+      where.push_back(i);
+    }
+    if (wanted.empty()) return grads;
+    // retain_graph: a backward the caller runs again (retain_graph=True
+    // there) needs the recorded graph again.
+    const auto g = torch::autograd::grad({recorded}, wanted, {grad}, /*retain_graph=*/true, /*create_graph=*/graph,
+                                         /*allow_unused=*/true);
+    for (size_t i = 0; i < g.size(); ++i) grads[where[i]] = g[i];
+    return grads;
+  }
+};
+
 SdpaResult naive_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const SdpaOptions& o) {
   SdpaResult r;
   at::Tensor logits = at::matmul(q * softmax_scale(q, o), k.transpose(-2, -1));  // [B,H,Nq,Nk]
@@ -264,7 +346,11 @@ SdpaResult scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k
     return naive_attention(q, k, v, o);
   SdpaResult r;
   if (backend == AttentionBackend::Torch) {
-    r.output = torch_attention(q, k, v, o);
+    const bool recording = at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad() ||
+                                                          (o.float_mask.defined() && o.float_mask.requires_grad()));
+    c10::optional<at::Tensor> float_mask;
+    if (o.float_mask.defined()) float_mask = o.float_mask;
+    r.output = recording ? TorchAttentionFunction::apply(q, k, v, float_mask, o)[0] : torch_attention(q, k, v, o);
     return r;
   }
   at::Tensor pad = o.key_padding_mask.defined() ? o.key_padding_mask.to(q.device()) : at::Tensor();

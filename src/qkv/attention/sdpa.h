@@ -60,9 +60,10 @@ struct SdpaResult {
 // masks of the wrong shape or dtype, non-positive scale or temperature, dropout
 // outside [0,1), or a Tiled or Torch request that backend cannot serve. NaN
 // and infinities in q, k or v propagate as the reference formula spreads them
-// (every backend: such inputs always take the Naive path). On a GPU the
-// Torch backend's gradients are first-order (PyTorch's fused kernels have no
-// double backward): a second-order gradient there asks for Naive.
+// (every backend: such inputs always take the Naive path). Gradients of
+// every order: a second-order gradient through the Torch backend
+// differentiates the naive formula (layers/second_order.h), since PyTorch's
+// fused backwards on a GPU have none of their own.
 SdpaResult scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                         const SdpaOptions& o = {});
 
