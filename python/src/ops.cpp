@@ -110,6 +110,11 @@ was built against torch 2.1 or later; elsewhere the composed version.
 causal is end-aligned (query i sees key j <= i + Nk - Nq);
 key_padding_mask [B, Nk] bool, True = padding; scale defaults to 1/sqrt(d);
 backend 'tiled' | 'torch' | 'naive' | 'auto' forces a path.)doc");
+  ops.def("torch_attention_available", &attention::torch_attention_available,
+          R"doc(torch_attention_available() -> bool
+
+Whether this build of qkv has attention(..., backend='torch'): PyTorch's
+fused kernels, in a build against torch 2.1 or later.)doc");
   ops.def("edge_features", &vn::edge_features, py::arg("x"), py::arg("idx"), py::arg("with_cross") = false,
           R"doc(edge_features(x, idx, with_cross=False) -> [B, 2C (3C), 3, N, k]
 

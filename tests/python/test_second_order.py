@@ -33,25 +33,18 @@ def test_edge_features_second_order():
     both_checks(lambda x: ops.edge_features(x, idx, with_cross=True), (x,))
 
 
-def test_attention_second_order_in_the_tiled_kernel():
+@pytest.mark.parametrize("backend", ["tiled", "torch"])
+def test_attention_second_order_in_the_fused_kernels(backend):
+    # The tiled kernel, and PyTorch's fused attention where qkv was built
+    # against torch >= 2.1: both differentiate the naive formula under
+    # create_graph, as every fused backward does.
+    if backend == "torch" and not ops.torch_attention_available():
+        pytest.skip("this build's torch has no fused attention")
     q, k, v = f64(1, 2, 5, 4, seed=6), f64(1, 2, 7, 4, seed=7), f64(1, 2, 7, 3, seed=8)
     pad = torch.zeros(1, 7, dtype=torch.bool)
     pad[0, 6] = True
     for causal in (False, True):
-        both_checks(lambda q, k, v: ops.attention(q, k, v, causal=causal, key_padding_mask=pad, backend="tiled"),
-                    (q, k, v))
-
-
-def test_attention_second_order_in_pytorchs_fused_kernels():
-    # The torch backend (a qkv built against torch >= 2.1) differentiates the
-    # naive formula under create_graph, as every fused backward does.
-    if tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) < (2, 1):
-        pytest.skip("this torch has no fused attention")
-    q, k, v = f64(1, 2, 5, 4, seed=14), f64(1, 2, 7, 4, seed=15), f64(1, 2, 7, 3, seed=16)
-    pad = torch.zeros(1, 7, dtype=torch.bool)
-    pad[0, 6] = True
-    for causal in (False, True):
-        both_checks(lambda q, k, v: ops.attention(q, k, v, causal=causal, key_padding_mask=pad, backend="torch"),
+        both_checks(lambda q, k, v: ops.attention(q, k, v, causal=causal, key_padding_mask=pad, backend=backend),
                     (q, k, v))
 
 
