@@ -391,7 +391,7 @@ void sgemm_fractions(double one_thread_sgemm, int cores) {
 
 int main(int argc, char** argv) {
   qkv::blas::choose_openblas_core(argv);
-  bool sweep = false, cold = false;
+  bool sweep = false, cold = false, against = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--sweep")
@@ -402,10 +402,7 @@ int main(int argc, char** argv) {
       tile_ops();
       return 0;
     } else if (a == "--torch") {
-      mallopt(M_MMAP_MAX, 0);
-      mallopt(M_TRIM_THRESHOLD, 1 << 30);
-      torch::manual_seed(0);
-      return against_torch();
+      against = true;
     } else {
       std::fprintf(stderr, "usage: bench_attention [--sweep] [--cold] [--tile-ops | --torch]\n");
       return 2;
@@ -417,6 +414,7 @@ int main(int argc, char** argv) {
   }
   c10::SetCPUAllocator(&g_tracking, /*priority=*/100);
   torch::manual_seed(0);
+  if (against) return against_torch();
   const int all = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const double t_start = now();
 

@@ -116,9 +116,7 @@ at::Tensor torch_attention(const at::Tensor& q, const at::Tensor& k, const at::T
   const bool plain_causal = o.causal && !masked && q.size(2) == k.size(2);
   at::Tensor mask, dead;
   if (!plain_causal) {
-    SdpaOptions bool_masks = o;
-    bool_masks.float_mask = at::Tensor();
-    mask = combined_attend_mask(q, k, bool_masks);  // undefined without masks
+    mask = combined_attend_mask(q, k, o);  // causal, bool and padding; undefined without them
     if (o.float_mask.defined()) {
       at::Tensor additive = o.float_mask.to(q.device(), q.scalar_type());
       if (mask.defined()) additive = additive.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());

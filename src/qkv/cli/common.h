@@ -220,13 +220,6 @@ std::string range_help(const Field& f);
 CLI::Validator range_check(double lo, double hi);
 inline std::string range_help(double lo, double hi) { return range_help(Field{"", ""}.range(lo, hi)); }
 
-// A numeric option that is not a field, with its range checked and shown.
-template <typename T>
-CLI::Option* add_ranged_option(CLI::App* cmd, const std::string& flag, T& value, const std::string& help, double lo,
-                               double hi) {
-  return cmd->add_option(flag, value, help + range_help(lo, hi))->capture_default_str()->check(range_check(lo, hi));
-}
-
 // --json TEXT style output: the JSON with 2-space indent and a newline.
 void print_json(const nlohmann::json& j);
 

@@ -10,10 +10,10 @@
 namespace qkv::cli {
 namespace {
 
-// Where export-weights writes; the checkpoint is the command's --checkpoint.
+// Where export-weights writes; the checkpoint is the command's --checkpoint,
+// --overwrite its run options'.
 struct ExportSettings {
   std::string output;
-  bool overwrite = false;
   // The positional form of earlier releases (export-weights CKPT OUT): the
   // arguments left over, which --help does not show.
   std::vector<std::string> old_form;
@@ -21,10 +21,9 @@ struct ExportSettings {
 template <typename V>
 void visit_fields(ExportSettings& s, V&& visit) {
   visit(Field{"output", "the .pt file to write, atomically (REQUIRED)"}, s.output);
-  visit(Field{"overwrite", kOverwriteHelp}, s.overwrite);
 }
 
-int export_weights(train::CheckpointFile checkpoint, ExportSettings s) {
+int export_weights(train::CheckpointFile checkpoint, ExportSettings s, bool overwrite) {
   if (!s.old_form.empty()) {
     if (s.old_form.size() != 2 || !checkpoint.path.empty() || !s.output.empty())
       throw UsageError("export-weights: arguments were not expected: " + join(s.old_form, " ") +
@@ -37,7 +36,7 @@ int export_weights(train::CheckpointFile checkpoint, ExportSettings s) {
   }
   if (checkpoint.path.empty()) throw UsageError("export-weights: --checkpoint is required");
   if (s.output.empty()) throw UsageError("export-weights: --output is required (the .pt file to write)");
-  train::export_checkpoint_weights(checkpoint, s.output, s.overwrite);
+  train::export_checkpoint_weights(checkpoint, s.output, overwrite);
   std::fprintf(stderr, "wrote %s\n", s.output.c_str());
   return 0;
 }
@@ -52,8 +51,9 @@ void register_export_weights(CLI::App& app, Action& action) {
           .heading("Export")
           .checkpoint("checkpoint to read (REQUIRED)")
           .keeps_process_settings(),
-      [](const auto& o, const c10::Device&) { return export_weights(o.checkpoint, o.settings); },
+      [](const auto& o, const c10::Device&) { return export_weights(o.checkpoint, o.settings, o.run.overwrite); },
       [](CLI::App* cmd, auto& o) {
+        add_overwrite_flag(cmd, o.run.overwrite);
         cmd->allow_extras();
         // o lives as long as the command (its action holds it).
         cmd->parse_complete_callback([cmd, &o] { o.settings.old_form = cmd->remaining(); });

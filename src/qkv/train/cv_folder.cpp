@@ -49,7 +49,7 @@ void CVFolder::claim_settings(const nlohmann::json& settings) const {
   }
   auto stored = read_json_file(settings_file);
   auto now = settings;
-  stored.erase("recipe");
+  stored.erase("recipe");  // a recipe's values are compared as the options they set
   now.erase("recipe");
   if (stored != now)
     throw ConfigError("out", dir_ + " holds a cross validation with other settings (" +
