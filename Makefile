@@ -18,7 +18,7 @@ endif
 JOBS ?= $(shell nproc)
 DEMO_OUT ?= runs/demo
 
-.PHONY: deps configure build cli python demo demo-mhca test bench clean check-asan fuzz
+.PHONY: deps configure build cli python demo demo-mhca test bench clean check-asan check-minimal fuzz
 
 deps:
 	@scripts/install-deps
@@ -59,6 +59,15 @@ test: build
 
 bench: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target $(patsubst bench/%.cpp,bench_%,$(wildcard bench/*.cpp))
+
+# The build without any optional library (docs/build.md, "Optional libraries")
+# in build-minimal/: it compiles, and the suites that check the refusals pass
+# (the whole suite passes there too, its tests of what is missing skipped).
+check-minimal: deps
+	@cmake -S . -B build-minimal -G Ninja -DCMAKE_BUILD_TYPE=Release -DQKV_TORCH_PYTHON= \
+	  -DQKV_WITHOUT="hdf5;nifti;xgboost;gloo;jemalloc" >/dev/null
+	@cmake --build build-minimal -j $(JOBS)
+	@cd build-minimal && ctest --output-on-failure -j $(JOBS) -R '^(core|pointcloud|tasks)$$'
 
 # AddressSanitizer + UBSan build of the tests in build-asan/ (docs/reliability.md).
 # LibTorch is not instrumented; scripts/lsan.supp names the leaks it owns.

@@ -57,8 +57,10 @@ class BuildModuleWithCMake(build_py):
         # (`make TORCH=pip`'s build-pip/ from a venv that sees .venv's torch).
         same_torch = configured_torch_dir(build_dir) == os.path.join(TORCH_PREFIX, "Torch")
         torch_python = [] if DEBIAN_TORCH or same_torch else ["-DQKV_TORCH_PYTHON=" + sys.executable]
+        # QKV_WITHOUT="hdf5;nifti" leaves optional libraries out (docs/build.md).
+        without = ["-DQKV_WITHOUT=" + os.environ["QKV_WITHOUT"]] if "QKV_WITHOUT" in os.environ else []
         subprocess.check_call(["cmake", "-S", ROOT, "-B", build_dir, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release"] +
-                              torch_python, stdout=subprocess.DEVNULL)
+                              torch_python + without, stdout=subprocess.DEVNULL)
         subprocess.check_call(["cmake", "--build", build_dir, "--target", "qkv_python", "-j", str(os.cpu_count())])
         built = glob.glob(os.path.join(build_dir, "python", "qkv", "_qkv*.so"))
         usable = [f for f in built if any(f.endswith(s) for s in importlib.machinery.EXTENSION_SUFFIXES)]

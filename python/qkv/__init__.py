@@ -40,13 +40,14 @@ def _check_built_for():
 _check_built_for()
 
 from . import _qkv  # noqa: E402
-from ._qkv import DataError, UsageError, blas_summary, keep_freed_memory, release_memory, set_threads
+from ._qkv import (DataError, UsageError, blas_summary, keep_freed_memory, optional_libraries, release_memory,
+                   set_threads)
 from . import data, models, nn, ops
 from .models import load
 
 __version__ = _qkv.__version__
 __all__ = ["ops", "nn", "models", "data", "load", "UsageError", "DataError", "set_threads", "blas_summary",
-           "keep_freed_memory", "release_memory"]
+           "keep_freed_memory", "release_memory", "optional_libraries"]
 
 
 def _keep_freed_memory_unless_told():

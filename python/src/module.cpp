@@ -1,6 +1,7 @@
 // qkv._qkv: the module's entry point and how qkv's errors cross into Python.
 #include <pybind11/stl.h>
 
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "qkv/core/messages.h"
 #include "qkv/core/version.h"
 #include "qkv/runtime/allocator.h"
+#include "qkv/runtime/build_parts.h"
 #include "qkv/runtime/openblas_core.h"
 #include "qkv/runtime/runtime.h"
 
@@ -118,6 +120,19 @@ glibc as it is. Returns False, changing nothing, where jemalloc serves malloc
         "release_memory() -> int\n\nHands the freed memory glibc's malloc keeps back to the system (malloc_trim), "
         "e.g. between epochs; the bytes of resident memory that went (0 under jemalloc).");
   m.def("blas_summary", &qkv::blas_summary, "the BLAS that serves sgemm_ in this process, in one line");
+  m.def(
+      "optional_libraries",
+      [] {
+        std::map<std::string, bool> built;
+        for (const auto& part : qkv::optional_parts()) built[part.name] = part.built;
+        return built;
+      },
+      R"doc(optional_libraries() -> dict[str, bool]
+
+The optional libraries this build of qkv was made with ({"HDF5": True,
+"NIfTI": True, "XGBoost": True, "Gloo": True} where all were found). Without
+one, what needs it raises DataError naming the file and what to install
+(docs/build.md).)doc");
   m.def("openblas_core_advice", [] {
     // OpenBLAS picks its kernels when it loads, before Python runs any of
     // qkv: the CLI re-executes itself with OPENBLAS_CORETYPE set, a module

@@ -22,6 +22,7 @@
 #include "qkv/core/crc32.h"
 #include "qkv/medical/cohort.h"
 #include "qkv/medical/nifti.h"
+#include "support/build_parts.h"
 #include "support/cli_run.h"
 #include "support/file_tree.h"
 #include "support/test_files.h"
@@ -75,6 +76,8 @@ std::string FieldCases::cohort_root_;
 std::string FieldCases::lm_root_;
 
 TEST_F(FieldCases, AnOutputThatIsAnInputIsRefusedAndTheInputKept) {
+  QKV_SKIP_WITHOUT(qkv::Part::Nifti);
+  QKV_SKIP_WITHOUT(qkv::Part::XGBoost);
   const auto before = snapshot(cohort());
   // The run folder is the cohort's own folder: refused before anything is deleted.
   expect_clean_failure(run_qkv("mhca train " + cohort_args() + " --model xgboost --out " + cohort() + " --overwrite"),
@@ -215,6 +218,8 @@ TEST_F(FieldCases, AClassFolderWhoseNameIsNotUtf8IsRefusedNotMerged) {
 }
 
 TEST_F(FieldCases, MhcaTrainResumesFromItsFolderAlone) {
+  QKV_SKIP_WITHOUT(qkv::Part::Nifti);
+  QKV_SKIP_WITHOUT(qkv::Part::XGBoost);
   const std::string dir = fresh_dir("field_mhca_resume");
   const std::string net = " --model mhca --model-options '{\"channels\":[4,8,8,8],\"padding\":1}' --batch-size 8";
   const auto first = run_qkv("mhca train " + cohort_args() + net + " --epochs 1 --threads 1 --out " + dir);

@@ -21,6 +21,7 @@
 #include "qkv/tasks/stored_runs.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/run.h"
+#include "support/build_parts.h"
 #include "support/cli_run.h"
 #include "support/test_files.h"
 
@@ -230,6 +231,7 @@ TEST(Hardening, RangesArePrintedAsPeopleWriteThem) {
 }
 
 TEST(Hardening, CtrlCDuringMhcaSynthExits130) {
+  QKV_SKIP_WITHOUT(qkv::Part::Nifti);
   const std::string out = fresh_dir("hard_synth_sigint");
   const pid_t pid = qkv::testing::start_qkv_quietly({"mhca", "synth", "--subjects", "3000", "--cpg", "50", "--shape",
                                                      "24,28,24", "--atlas", "none", "--threads", "1", "--out", out});

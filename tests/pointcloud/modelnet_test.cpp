@@ -13,6 +13,7 @@
 #include "qkv/core/errors.h"
 #include "qkv/pointcloud/modelnet.h"
 #include "qkv/tasks/point_task.h"
+#include "support/build_parts.h"
 #include "support/cli_run.h"
 #include "support/h5_writer.h"
 #include "support/test_files.h"
@@ -187,20 +188,14 @@ TEST(ModelNetResampled, MalformedListsAndFilesNameTheFile) {
 
 // data [S, 32, 3] float32 = base + arange, label [S, 1] uint8, normal (optional) all +z.
 void write_h5(const std::string& path, float base, const std::vector<uint8_t>& labels, bool normals) {
-  const auto s = static_cast<hsize_t>(labels.size());
-  const hsize_t p = 32;
+  const auto s = static_cast<uint64_t>(labels.size());
+  const uint64_t p = 32;
   std::vector<float> data(s * p * 3), normal(s * p * 3, 0.f);
   for (size_t i = 0; i < data.size(); ++i) data[i] = base + float(i);
   for (size_t i = 2; i < normal.size(); i += 3) normal[i] = 1.f;
-  const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  ASSERT_GE(file, 0) << path;
-  auto put = [&](const char* name, hid_t file_type, hid_t mem_type, std::vector<hsize_t> dims, const void* buf) {
-    qkv::testing::put_h5_dataset(file, name, file_type, mem_type, dims, buf);
-  };
-  put("data", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {s, p, 3}, data.data());
-  put("label", H5T_STD_U8LE, H5T_NATIVE_UINT8, {s, 1}, labels.data());
-  if (normals) put("normal", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {s, p, 3}, normal.data());
-  H5Fclose(file);
+  std::vector<qkv::testing::H5Dataset> datasets = {{"data", {s, p, 3}, data}, {"label", {s, 1}, labels}};
+  if (normals) datasets.push_back({"normal", {s, p, 3}, normal});
+  qkv::testing::write_h5_file(path, datasets);
 }
 
 fs::path make_h5(const std::string& name) {
@@ -218,6 +213,7 @@ fs::path make_h5(const std::string& name) {
 }
 
 TEST(ModelNetH5, ReadsListedFilesByBaseName) {
+  QKV_SKIP_WITHOUT(qkv::Part::Hdf5);
   const auto dir = make_h5("modelnet_h5");
   ModelNetLoadOptions o;
   o.points_per_shape = 8;
@@ -245,6 +241,7 @@ TEST(ModelNetH5, ReadsListedFilesByBaseName) {
 }
 
 TEST(ModelNetH5, MalformedCasesNameTheFile) {
+  QKV_SKIP_WITHOUT(qkv::Part::Hdf5);
   const auto dir = make_h5("modelnet_h5_bad");
   ModelNetLoadOptions o;
   o.points_per_shape = 8;
@@ -298,21 +295,14 @@ void write_scanobjectnn_file(const fs::path& path, float base, std::vector<int32
   if (labels.empty())
     for (int32_t c = 0; c < 15; ++c) labels.push_back(c);
   make_directories(path.parent_path().string());
-  const auto s = static_cast<hsize_t>(labels.size());
-  const hsize_t p = 64;
+  const auto s = static_cast<uint64_t>(labels.size());
+  const uint64_t p = 64;
   std::vector<float> data(s * p * 3);
   for (size_t i = 0; i < data.size(); ++i)
     data[i] = base + static_cast<float>(i % (p * 3)) * 0.01f + static_cast<float>(i / (p * 3));
   std::vector<int32_t> mask(s * p, 1);
-  const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  ASSERT_GE(file, 0) << path;
-  auto put = [&](const char* name, hid_t file_type, hid_t mem_type, std::vector<hsize_t> dims, const void* buf) {
-    qkv::testing::put_h5_dataset(file, name, file_type, mem_type, dims, buf);
-  };
-  put("data", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {s, p, 3}, data.data());
-  put("label", H5T_STD_I32LE, H5T_NATIVE_INT32, {s}, labels.data());
-  put("mask", H5T_STD_I32LE, H5T_NATIVE_INT32, {s, p}, mask.data());
-  H5Fclose(file);
+  qkv::testing::write_h5_file(path.string(),
+                              {{"data", {s, p, 3}, data}, {"label", {s}, labels}, {"mask", {s, p}, mask}});
 }
 
 // ScanObjectNN's h5_files folder with OBJ_ONLY's and PB_T50_RS's files (synthetic stand-ins).
@@ -328,6 +318,7 @@ fs::path make_scanobjectnn(const std::string& name) {
 }  // namespace
 
 TEST(ScanObjectNN, ItsVariantsAreReadFromTheReleasedLayout) {
+  QKV_SKIP_WITHOUT(qkv::Part::Hdf5);
   const auto root = make_scanobjectnn("scanobjectnn");
   ModelNetLoadOptions o;
   o.points_per_shape = 32;
@@ -372,6 +363,7 @@ TEST(ScanObjectNN, ItsVariantsAreReadFromTheReleasedLayout) {
 // --recipe scanobjectnn: the reference code's settings in config.json; the
 // command line's sizes win (the stand-in files hold 64 points of 15 scans).
 TEST(ScanObjectNN, TheRecipeRecordsTheReferenceCodesSettings) {
+  QKV_SKIP_WITHOUT(qkv::Part::Hdf5);
   const auto root = make_scanobjectnn("scanobjectnn_recipe");
   const auto run =
       qkv::testing::run_qkv("vnt train --recipe scanobjectnn --data " + root.string() +
@@ -402,6 +394,7 @@ TEST(ScanObjectNN, TheRecipeRecordsTheReferenceCodesSettings) {
 // on y. Each fixture is loaded, so the layout name the reader reports is the
 // one the table is looked up with.
 TEST(ModelNet, EachLayoutHasTheUpAxisItsDataUse) {
+  QKV_SKIP_WITHOUT(qkv::Part::Hdf5);
   pointcloud::ModelNetLoadOptions o;
   o.points_per_shape = 8;
   const auto off = pointcloud::load_modelnet40(make_off_tree(), o);
@@ -428,6 +421,7 @@ TEST(ModelNet, EachLayoutHasTheUpAxisItsDataUse) {
 // them (the resampled distribution stores 10,000 per shape); meshes get 2,048
 // surface samples.
 TEST(ModelNet, ZeroPointsPerShapeKeepsEveryStoredPoint) {
+  QKV_SKIP_WITHOUT(qkv::Part::Hdf5);
   pointcloud::ModelNetLoadOptions all;
   all.points_per_shape = 0;
   const auto resampled = pointcloud::load_modelnet40(make_resampled("modelnet_all_points").string(), all);

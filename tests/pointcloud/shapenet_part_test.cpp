@@ -15,6 +15,7 @@
 #include "qkv/pointcloud/point_dataset.h"
 #include "qkv/pointcloud/shapenet_part.h"
 #include "qkv/pointcloud/synth_parts.h"
+#include "support/build_parts.h"
 #include "support/h5_writer.h"
 #include "support/test_files.h"
 
@@ -178,21 +179,13 @@ namespace {
 // data [S, 8, 3] = base + index, label [S, 1] uint8, pid [S, 8] uint8.
 void write_h5(const std::string& path, float base, const std::vector<uint8_t>& categories,
               const std::vector<std::vector<uint8_t>>& pids) {
-  const auto s = static_cast<hsize_t>(categories.size());
-  const hsize_t p = 8;
+  const auto s = static_cast<uint64_t>(categories.size());
+  const uint64_t p = 8;
   std::vector<float> data(s * p * 3);
   for (size_t i = 0; i < data.size(); ++i) data[i] = base + float(i);
   std::vector<uint8_t> pid;
   for (const auto& row : pids) pid.insert(pid.end(), row.begin(), row.end());
-  const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  ASSERT_GE(file, 0) << path;
-  auto put = [&](const char* name, hid_t file_type, hid_t mem_type, std::vector<hsize_t> dims, const void* buf) {
-    qkv::testing::put_h5_dataset(file, name, file_type, mem_type, dims, buf);
-  };
-  put("data", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {s, p, 3}, data.data());
-  put("label", H5T_STD_U8LE, H5T_NATIVE_UINT8, {s, 1}, categories.data());
-  put("pid", H5T_STD_U8LE, H5T_NATIVE_UINT8, {s, p}, pid.data());
-  H5Fclose(file);
+  qkv::testing::write_h5_file(path, {{"data", {s, p, 3}, data}, {"label", {s, 1}, categories}, {"pid", {s, p}, pid}});
 }
 
 fs::path make_h5_tree(const std::string& name) {
@@ -211,6 +204,7 @@ fs::path make_h5_tree(const std::string& name) {
 }  // namespace
 
 TEST(ShapeNetPartH5, ReadsDataCategoriesAndPartIds) {
+  QKV_SKIP_WITHOUT(qkv::Part::Hdf5);
   const auto dir = make_h5_tree("shapenet_h5");
   ShapeNetPartLoadOptions o;
   o.points_per_shape = 6;
@@ -227,6 +221,7 @@ TEST(ShapeNetPartH5, ReadsDataCategoriesAndPartIds) {
 }
 
 TEST(ShapeNetPartH5, MalformedFilesNameTheFile) {
+  QKV_SKIP_WITHOUT(qkv::Part::Hdf5);
   const auto dir = make_h5_tree("shapenet_h5_bad");
   ShapeNetPartLoadOptions o;
   o.points_per_shape = 8;

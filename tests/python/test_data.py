@@ -105,6 +105,8 @@ def test_synthetic_parts_items_have_per_point_labels(tmp_path):
 @pytest.fixture(scope="module")
 def cohort_dir(tmp_path_factory):
     from conftest import QKV_BINARY
+    if not qkv.optional_libraries()["NIfTI"]:
+        pytest.skip("this qkv was built without NIfTI: no cohort's volumes can be written")
     out = tmp_path_factory.mktemp("cohort") / "c"
     subprocess.run([QKV_BINARY, "mhca", "synth", "--subjects", "12", "--cpg", "60", "--shape", "12,14,12",
                     "--threads", "1", "--out", str(out)], check=True, capture_output=True, timeout=300)
@@ -175,3 +177,14 @@ def test_the_loaders_lines_go_to_logging_not_to_stderr(tmp_path, caplog, capfd):
     with caplog.at_level(logging.WARNING, logger="qkv"):
         qkv.data.SyntheticShapes(tmp_path / "s", "test", **SMALL)
     assert not [r for r in caplog.records if r.name == "qkv"]
+
+
+def test_the_optional_libraries_are_listed_and_a_missing_one_is_refused_by_name(tmp_path):
+    libraries = qkv.optional_libraries()
+    assert set(libraries) == {"HDF5", "NIfTI", "XGBoost", "Gloo"}
+    assert all(isinstance(built, bool) for built in libraries.values())
+    volume = tmp_path / "volume.nii"
+    volume.write_bytes(b"not a NIfTI header" * 30)
+    refusal = "" if libraries["NIfTI"] else ": this qkv was built without NIfTI, .*libnifti2-dev"
+    with pytest.raises(qkv.DataError, match="volume.nii" + refusal):
+        qkv.data.read_nifti(volume)

@@ -72,6 +72,7 @@ def test_knn_puts_the_point_itself_first_among_its_duplicates():
     assert idx[0, 2].tolist() == [2, 0, 1]  # then the duplicates by index
 
 
+@pytest.mark.skipif(not qkv.optional_libraries()["NIfTI"], reason="this qkv was built without NIfTI")
 def test_a_cohort_row_outside_the_cohort_is_named(tmp_path):
     from conftest import QKV_BINARY
     out = tmp_path / "c"

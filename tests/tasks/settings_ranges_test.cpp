@@ -25,6 +25,7 @@
 #include "qkv/tasks/part_segmentation.h"
 #include "qkv/tasks/spirals_task.h"
 #include "qkv/train/trainer.h"
+#include "support/build_parts.h"
 #include "support/test_files.h"
 
 namespace {
@@ -130,6 +131,7 @@ TEST(SettingsRanges, ChoicesAreCheckedLikeRanges) {
 // mhca cv's own fields are checked by their field list before the cohort is
 // read (prepare_cv_options), with the bound the cross validation needs.
 TEST(SettingsRanges, CrossValidationFieldsAreCheckedBeforeTheCohort) {
+  QKV_SKIP_WITHOUT(qkv::Part::XGBoost);
   const auto refused = [](const std::function<void(qkv::tasks::CVOptions&)>& change) {
     qkv::tasks::CVOptions cv;
     change(cv);

@@ -1,3 +1,6 @@
+// ProcessGroup through c10d's ProcessGroupGloo, which needs Gloo's headers; a
+// build without them compiles process_group_absent.cpp instead
+// (runtime/build_parts.h). The options it is given: parallel_options.cpp.
 #include "qkv/distributed/process_group.h"
 
 #include <torch/torch.h>
@@ -46,21 +49,6 @@ namespace {
 // work, so one at a time costs nothing; LibTorch 1.13 has no recorder.
 std::mutex g_launch_mutex;
 
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
-
-int64_t parse_int(const std::string& text, const std::string& what) {
-  try {
-    size_t used = 0;
-    const long long v = std::stoll(text, &used);
-    if (used == text.size()) return v;
-  } catch (const std::exception&) {
-  }
-  throw UsageError(what + ": '" + text + "' is not an integer");
-}
-
 // Returns once something accepts TCP connections at host:port, trying every
 // 50 ms; throws std::runtime_error at `deadline`.
 void wait_for_listener(const std::string& host, int port, std::chrono::steady_clock::time_point deadline) {
@@ -97,39 +85,6 @@ void wait_for_listener(const std::string& host, int port, std::chrono::steady_cl
 bool is_loopback(const std::string& host) { return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1"; }
 
 }  // namespace
-
-std::pair<std::string, int> parse_master(const std::string& text, const std::string& key) {
-  const auto colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())
-    throw ConfigError(key, text + ": expected ADDR:PORT (e.g. 10.0.0.1:29500)");
-  int64_t port = 0;
-  try {
-    port = parse_int(text.substr(colon + 1), "port");
-  } catch (const UsageError& e) {
-    throw ConfigError(key, text + ": " + e.what());
-  }
-  if (port < 1 || port > 65535) throw ConfigError(key, text + ": port must be in 1..65535");
-  return {text.substr(0, colon), static_cast<int>(port)};
-}
-
-ParallelOptions resolve_parallel_options(ParallelOptions o, const std::vector<std::string>& set_on_cli) {
-  auto on_cli = [&](const char* name) {
-    return std::find(set_on_cli.begin(), set_on_cli.end(), name) != set_on_cli.end();
-  };
-  if (!on_cli("world_size") && std::getenv("WORLD_SIZE"))
-    o.world_size = parse_int(env_or("WORLD_SIZE", "1"), "WORLD_SIZE");
-  if (!on_cli("rank") && std::getenv("RANK")) o.rank = parse_int(env_or("RANK", "0"), "RANK");
-  if (!on_cli("master") || o.master.empty())
-    o.master = env_or("MASTER_ADDR", "127.0.0.1") + ":" + env_or("MASTER_PORT", "29500");
-  if (o.world_size < 1)
-    throw ConfigError("world_size", "must be at least 1 (got " + std::to_string(o.world_size) + ")");
-  if (o.rank < 0 || o.rank >= o.world_size)
-    throw ConfigError("rank", std::to_string(o.rank) + " is outside 0.." + std::to_string(o.world_size - 1) +
-                                  " for {world_size} " + std::to_string(o.world_size));
-  if (!(o.timeout_seconds > 0)) throw ConfigError("dist_timeout", "must be positive (seconds)");
-  parse_master(o.master, "master");
-  return o;
-}
 
 struct ProcessGroup::Impl {
   c10::intrusive_ptr<c10d::Store> store;

@@ -2,7 +2,8 @@
 // Data-parallel training across processes and machines on PyTorch's own
 // distributed engine: c10d's ProcessGroupGloo, rendezvous through a TCPStore
 // served by rank 0. The trainer sees only this class; c10d and gloo stay in
-// process_group.cpp.
+// process_group.cpp. A build without Gloo's headers refuses to join a group
+// (process_group_absent.cpp, runtime/build_parts.h).
 //
 // Failure model: every collective and the rendezvous wait at most `timeout`;
 // a peer that never arrives, dies or stops answering becomes a DataError

@@ -1,7 +1,9 @@
 #pragma once
 // XGBoost (Debian's libxgboost, C API) for the MHCA paper's DNA-methylation
 // side (Appendix A): recursive feature elimination down to 441 CpG features,
-// and the unimodal XGBoost baseline on the selected ones. No LibTorch here.
+// and the unimodal XGBoost baseline on the selected ones. No LibTorch here. In
+// a build without XGBoost the classifier refuses to fit or load
+// (runtime/build_parts.h); parameters and RFE's arithmetic stay.
 #include <cstdint>
 #include <functional>
 #include <string>

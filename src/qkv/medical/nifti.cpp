@@ -392,19 +392,6 @@ std::vector<char> gzip(const std::vector<char>& bytes, const std::string& path) 
   return out;
 }
 
-}  // namespace
-
-std::array<double, 16> NiftiGeometry::affine() const {
-  if (sform_code > 0) return sform;
-  if (qform_code > 0) return qform;
-  return {spacing[0], 0,          0,          0,  //
-          0,          spacing[1], 0,          0,  //
-          0,          0,          spacing[2], 0,  //
-          0,          0,          0,          1};
-}
-
-namespace {
-
 Volume read_nifti_unguarded(const std::string& path) {
   quiet_nifticlib();
   const RawHeader raw = check_header(path);
@@ -566,20 +553,6 @@ void write_nifti(const std::string& path, const Volume& volume) {
   std::memcpy(bytes.data() + kNifti1VoxOffset, volume.voxels.data(), volume.voxels.size() * sizeof(float));
   if (gzipped) bytes = gzip(bytes, path);
   write_file_atomic(path, bytes);
-}
-
-NiftiGeometry mni_2mm_geometry() {
-  NiftiGeometry g;
-  g.spacing = {2.0, 2.0, 2.0};
-  g.qform_code = NIFTI_XFORM_MNI_152;
-  g.sform_code = NIFTI_XFORM_MNI_152;
-  g.sform = {-2, 0, 0, 90,    //
-             0,  2, 0, -126,  //
-             0,  0, 2, -72,   //
-             0,  0, 0, 1};
-  g.qform = g.sform;
-  g.xyzt_units = NIFTI_UNITS_MM;
-  return g;
 }
 
 }  // namespace qkv::medical

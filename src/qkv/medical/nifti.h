@@ -3,7 +3,9 @@
 // datatype is read as float with scl_slope / scl_inter applied, and float
 // volumes are written back with the geometry (qform, sform, pixdim, units) of
 // the volume they came from, so that a map computed on a subject's grid opens
-// aligned with that subject's scan in any viewer.
+// aligned with that subject's scan in any viewer. In a build without
+// nifticlib, reading and writing refuse by name (runtime/build_parts.h); the
+// geometry stays.
 #include <array>
 #include <cstdint>
 #include <string>

@@ -1,15 +1,16 @@
 #pragma once
 // File helpers the data-set readers share: existence checks that never throw,
-// the list files of the public layouts (one entry a line), and HDF5 datasets
-// read whole into tensors with one-line errors naming the file.
+// the list files of the public layouts (one entry a line), and the point
+// clouds of their HDF5 files (read through h5_file.h).
 #include <ATen/core/Tensor.h>
-#include <hdf5.h>
 
 #include <cstdint>
 #include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "qkv/pointcloud/h5_file.h"
 
 namespace qkv::pointcloud {
 
@@ -24,39 +25,6 @@ struct ListLine {
 // The non-blank lines of a list file, trimmed. DataError for a missing or
 // unreadable file.
 std::vector<ListLine> read_list(const std::filesystem::path& path);
-
-// Closes an HDF5 handle on every path out, errors included.
-class H5Handle {
- public:
-  H5Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
-  ~H5Handle() {
-    if (id_ >= 0) close_(id_);
-  }
-  H5Handle(const H5Handle&) = delete;
-  H5Handle& operator=(const H5Handle&) = delete;
-  hid_t get() const { return id_; }
-  bool ok() const { return id_ >= 0; }
-
- private:
-  hid_t id_;
-  herr_t (*close_)(hid_t);
-};
-
-class H5File {
- public:
-  explicit H5File(std::string path);  // DataError if it is not an HDF5 file
-
-  bool has(const std::string& name) const;
-  // The whole dataset (rank 1 to 3) converted by HDF5 to `dtype` (float32 or
-  // int64). integer_only refuses floating-point storage (labels).
-  at::Tensor read(const std::string& name, at::ScalarType dtype, bool integer_only) const;
-
- private:
-  static hid_t open(const std::string& path);
-
-  std::string path_;
-  H5Handle file_;
-};
 
 // The point clouds of one file of the HDF5 layouts (ModelNet40's
 // ply_hdf5_2048, ShapeNet-part's hdf5_data): "data" [S, P, 3] read whole and

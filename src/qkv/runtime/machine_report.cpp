@@ -17,6 +17,7 @@
 #include "qkv/core/version.h"
 #include "qkv/cuda/point_kernels.h"
 #include "qkv/runtime/blas.h"
+#include "qkv/runtime/build_parts.h"
 #include "qkv/runtime/cpu.h"
 #include "qkv/runtime/openblas_core.h"
 #include "qkv/runtime/runtime.h"
@@ -88,6 +89,7 @@ nlohmann::json machine_report(bool measure_sgemm) {
   d["blas"] = blas_info();
   if (const auto best = blas::core_for_level(blas::cpu_blas_level()); !best.empty()) d["blas"]["cpu_best_core"] = best;
   d["threads"] = {{"libtorch", at::get_num_threads()}, {"openblas", blas::openblas_threads().value_or(0)}};
+  for (const auto& part : optional_parts()) d["optional_libraries"][part.name] = part.built;
   if (measure_sgemm) d["sgemm_gflops"] = sgemm_gflops();
   return d;
 }
@@ -117,6 +119,16 @@ std::string machine_report_text(const nlohmann::json& d) {
     append("  reference products: %s; the core qkv asks for where OpenBLAS falls back here: %s\n",
            blas["reference_products"].get<std::string>().c_str(),
            blas.value("cpu_best_core", std::string("none (nothing wider than the generic kernels)")).c_str());
+  std::string built, without;
+  const auto libraries = d.value("optional_libraries", nlohmann::json::object());
+  for (const auto& part : optional_parts()) {
+    if (libraries.value(part.name, false))
+      built += std::string(built.empty() ? "" : ", ") + part.name;
+    else
+      without += std::string("  built without ") + part.name + " (" + part.package + "), which " + part.gives + "\n";
+  }
+  append("optional libraries: %s\n", built.empty() ? "none" : built.c_str());
+  out += without;
   append("threads: LibTorch %d, OpenBLAS %d\n", d["threads"]["libtorch"].get<int>(),
          d["threads"]["openblas"].get<int>());
   if (d.contains("sgemm_gflops"))

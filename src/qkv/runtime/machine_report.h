@@ -7,7 +7,7 @@
 
 namespace qkv {
 
-// {qkv, libtorch, cpu, blas, threads[, sgemm_gflops]}; the sgemm
+// {qkv, libtorch, cpu, blas, threads, optional_libraries[, sgemm_gflops]}; the sgemm
 // measurement (float32 1024^3 at::mm, best of 5, about a second) only when
 // `measure_sgemm`.
 nlohmann::json machine_report(bool measure_sgemm);

@@ -20,6 +20,7 @@
 #include "qkv/medical/cohort.h"
 #include "qkv/medical/orientation.h"
 #include "qkv/models/presets.h"
+#include "qkv/runtime/build_parts.h"
 #include "qkv/tasks/recipes.h"
 #include "qkv/train/progress.h"
 #include "qkv/train/result_warnings.h"
@@ -74,6 +75,8 @@ bool recorded_reorient(const nlohmann::json& config) {
 }  // namespace
 
 std::string write_synth_cohort_to(const std::string& out, medical::SynthCohortOptions options, bool overwrite) {
+  // A cohort is NIfTI volumes: refused before its folder is made.
+  if (!built_with(Part::Nifti)) refuse_without(Part::Nifti, out);
   install_interrupt_handler();
   std::optional<train::ProgressBar> bar;  // made at the first volume, when the total is known
   auto progress = [&bar, &out](int64_t done, int64_t total) {
@@ -124,6 +127,7 @@ void prepare_cv_options(CVOptions& cv, std::vector<std::string> models, const st
   validate_augmentation(cv.augmentation);
   cv.model_options = models::parse_model_options(model_options);
   cv.train.validate();
+  for (const auto& m : cv.models) check_model_is_built(m);
 }
 
 CVResult cross_validate(const CohortFiles& files, CVOptions cv, const RunOptions& run, bool resume) {

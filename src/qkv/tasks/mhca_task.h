@@ -45,8 +45,13 @@ inline constexpr const char* kMhcaTrainCommand = "mhca train";
 inline constexpr const char* kMhcaCvCommand = "mhca cv";
 
 // ConfigError naming the key: a selection and augmentation within their
-// fields' ranges and choices, and a list file for select = list.
+// fields' ranges and choices, and a list file for select = list; DataError
+// for select = rfe in a build without XGBoost.
 void validate_selection(const tasks::FeatureSelection& s);
+
+// DataError, before anything is read or written, for the XGBoost baseline in
+// a build without XGBoost (runtime/build_parts.h).
+void check_model_is_built(const std::string& model);
 void validate_augmentation(const medical::Augmentation& a);
 
 // config.json's "data" of `mhca train`.
