@@ -86,9 +86,13 @@ TEST(BuildParts, WhatAMissingLibraryServesIsRefusedByNameBeforeAnythingIsWritten
     // each refused before the cohort is read or the run folder made.
     const auto out = dir + "/cv";
     const auto cv = "mhca cv --manifest " + existing + " --methylation " + existing + " --out " + out;
-    expect_clean_failure(run_qkv(cv), 1, "--select rfe: this qkv was built without XGBoost");
+    expect_clean_failure(run_qkv(cv), 1, "RFE feature selection: this qkv was built without XGBoost");
     expect_clean_failure(run_qkv(cv + " --select all --model xgboost"), 1,
                          "--model xgboost: this qkv was built without XGBoost");
+    expect_clean_failure(
+        run_qkv("mhca select --manifest " + existing + " --methylation " + existing + " --output " + dir + "/cpgs.txt"),
+        1, "RFE feature selection: this qkv was built without XGBoost");
+    EXPECT_FALSE(std::filesystem::exists(dir + "/cpgs.txt"));
     EXPECT_FALSE(std::filesystem::exists(out));
   }
   if (!built_with(Part::Gloo)) {

@@ -127,7 +127,7 @@ void prepare_cv_options(CVOptions& cv, std::vector<std::string> models, const st
   validate_augmentation(cv.augmentation);
   cv.model_options = models::parse_model_options(model_options);
   cv.train.validate();
-  for (const auto& m : cv.models) check_model_is_built(m);
+  check_xgboost_is_built(cv.selection, cv.models);
 }
 
 CVResult cross_validate(const CohortFiles& files, CVOptions cv, const RunOptions& run, bool resume) {
@@ -275,6 +275,7 @@ std::string select_to_file(const CohortFiles& files, FeatureSelection selection,
   if (output.empty()) throw ConfigError("output", "is required (the CpG list to write)");
   field_range_checker()(select_n_features_field(), selection.n_features);
   validate_selection(selection);
+  check_xgboost_is_built(selection, {});
   check_outputs_apart(output, "{output}", cohort_inputs(files));
   check_output_file(output, "{output}", overwrite);  // before the work, not after it
   auto cohort = medical::load_cohort(files.manifest, files.methylation, false, 1, false, {}, files.max_missing);

@@ -20,11 +20,14 @@ void validate_selection(const tasks::FeatureSelection& s) {
   check_field_ranges(s);
   if (s.mode == "list" && s.list_path.empty()) throw ConfigError("select", "list needs {cpg_list} FILE");
   s.xgboost.validate();
-  if (s.mode == "rfe" && !built_with(Part::XGBoost)) refuse_without(Part::XGBoost, "{select} rfe");
 }
 
-void check_model_is_built(const std::string& model) {
-  if (model == "xgboost" && !built_with(Part::XGBoost)) refuse_without(Part::XGBoost, "{model} xgboost");
+void check_xgboost_is_built(const tasks::FeatureSelection& s, const std::vector<std::string>& models) {
+  if (built_with(Part::XGBoost)) return;
+  // Not "{select}": mhca select has no such option, it always runs RFE.
+  if (s.mode == "rfe") refuse_without(Part::XGBoost, "RFE feature selection");
+  for (const auto& m : models)
+    if (m == "xgboost") refuse_without(Part::XGBoost, "{model} xgboost");
 }
 
 void validate_augmentation(const medical::Augmentation& a) { check_field_ranges(a); }
@@ -160,7 +163,7 @@ TrainTask mhca_train_task(std::shared_ptr<MhcaTrainSettings> s) {
     if (!d.selection.list_path.empty()) d.selection.mode = "list";
     d.model_options = models::parse_model_options(s->model_options);
     d.validate();
-    check_model_is_built(s->model);
+    check_xgboost_is_built(d.selection, {s->model});
     r.model_name = s->model;
     // XGBoost's options are its --xgb-* settings; a network's, --model-options.
     r.model_options = models::find_model(s->model).network ? d.model_options : d.selection.xgboost.to_json();

@@ -45,14 +45,14 @@ inline constexpr const char* kMhcaTrainCommand = "mhca train";
 inline constexpr const char* kMhcaCvCommand = "mhca cv";
 
 // ConfigError naming the key: a selection and augmentation within their
-// fields' ranges and choices, and a list file for select = list; DataError
-// for select = rfe in a build without XGBoost.
+// fields' ranges and choices, and a list file for select = list.
 void validate_selection(const tasks::FeatureSelection& s);
-
-// DataError, before anything is read or written, for the XGBoost baseline in
-// a build without XGBoost (runtime/build_parts.h).
-void check_model_is_built(const std::string& model);
 void validate_augmentation(const medical::Augmentation& a);
+
+// In a build without XGBoost (runtime/build_parts.h), DataError for RFE
+// selection or the XGBoost baseline among `models`: called before anything is
+// read or written.
+void check_xgboost_is_built(const tasks::FeatureSelection& s, const std::vector<std::string>& models);
 
 // config.json's "data" of `mhca train`.
 // The help of --max-missing, shared by every command that reads a cohort.
