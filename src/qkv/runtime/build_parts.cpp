@@ -18,7 +18,8 @@ const std::vector<PartInfo>& optional_parts() {
       {Part::Nifti, "NIfTI", "libnifti2-dev", "reads and writes NIfTI volumes (.nii, .nii.gz: every MHCA cohort)",
        QKV_WITH_NIFTI != 0},
       {Part::XGBoost, "XGBoost", "libxgboost-dev",
-       "selects MHCA's CpG features and trains the XGBoost baseline (mhca select, mhca cv)", QKV_WITH_XGBOOST != 0},
+       "selects MHCA's CpG features and trains the XGBoost baseline (mhca select, cv and train)",
+       QKV_WITH_XGBOOST != 0},
       {Part::Gloo, "Gloo", "libgloo-dev",
        "joins the ranks of data-parallel training (qkv launch, --world-size above 1)", QKV_WITH_GLOO != 0},
   };
