@@ -5,15 +5,5 @@
 
 #include "qkv/runtime/build_parts.h"
 
-namespace qkv::testing {
-
-inline std::string part_name(Part part) {
-  for (const auto& p : optional_parts())
-    if (p.part == part) return p.name;
-  return "an optional library";
-}
-
-}  // namespace qkv::testing
-
 #define QKV_SKIP_WITHOUT(part) \
-  if (!::qkv::built_with(part)) GTEST_SKIP() << "this qkv was built without " << ::qkv::testing::part_name(part)
+  if (!::qkv::built_with(part)) GTEST_SKIP() << "this qkv was built without " << ::qkv::part_info(part).name

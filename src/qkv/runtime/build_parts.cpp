@@ -1,5 +1,7 @@
 #include "qkv/runtime/build_parts.h"
 
+#include <stdexcept>
+
 #include "qkv/core/errors.h"
 
 // CMake defines these for this file alone (1 where the library was found and
@@ -26,18 +28,16 @@ const std::vector<PartInfo>& optional_parts() {
   return parts;
 }
 
-bool built_with(Part part) {
+const PartInfo& part_info(Part part) {
   for (const auto& p : optional_parts())
-    if (p.part == part) return p.built;
-  return false;
+    if (p.part == part) return p;
+  throw std::logic_error("part_info: a Part missing from optional_parts()");
 }
 
 void refuse_without(Part part, const std::string& what) {
-  for (const auto& p : optional_parts())
-    if (p.part == part)
-      throw DataError(what + ": this qkv was built without " + p.name + ", which " + p.gives + "; rebuild it where " +
-                      p.name + " (" + p.package + ") is found (docs/build.md)");
-  throw DataError(what + ": this qkv was built without a library it needs");
+  const PartInfo& p = part_info(part);
+  throw DataError(what + ": this qkv was built without " + p.name + ", which " + p.gives + "; rebuild it where " +
+                  p.name + " (" + p.package + ") is found (docs/build.md)");
 }
 
 }  // namespace qkv

@@ -21,7 +21,10 @@ struct PartInfo {
 // Every optional part, in a fixed order.
 const std::vector<PartInfo>& optional_parts();
 
-bool built_with(Part part);
+// The entry of optional_parts() for `part`.
+const PartInfo& part_info(Part part);
+
+inline bool built_with(Part part) { return part_info(part).built; }
 
 // Throws DataError "<what>: this qkv was built without HDF5, which reads ...;
 // rebuild it where HDF5 (libhdf5-dev) is found (docs/build.md)".
