@@ -25,11 +25,16 @@
 #include "qkv/runtime/cpu.h"
 #include "qkv/vn/edge_conv.h"
 #include "qkv/vn/vn_layers.h"
+#include "qkv/vn/vn_math.h"
 #include "qkv/vn/vn_ops.h"
 
 namespace qkv::vn {
 namespace {
 
+using math::add_to;
+using math::load;
+using math::store;
+using math::Vec3;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
@@ -37,11 +42,6 @@ using torch::autograd::variable_list;
 // block of every channel's rows, so a shared direction's gradient is summed
 // over channels without atomics.
 constexpr int64_t kPointBlock = 1024;
-
-template <typename T>
-inline T norm3(T a, T b, T c, T eps2) {
-  return std::sqrt(a * a + b * b + c * c + eps2);
-}
 
 // ---- leaky ReLU --------------------------------------------------------------
 // x [B, C, 3, M], d [B, C or 1, 3, M], contiguous; a = 1 - slope. Where
@@ -68,13 +68,7 @@ class VNLeakyReLUFunction : public torch::autograd::Function<VNLeakyReLUFunction
           const scalar_t* x0 = xp + bc * 3 * m;
           const scalar_t* d0 = dp + ((bc / c) * cd + (cd == 1 ? 0 : bc % c)) * 3 * m;
           scalar_t* y0 = yp + bc * 3 * m;
-          for (int64_t i = 0; i < m; ++i) {
-            const scalar_t xa = x0[i], xb = x0[m + i], xc = x0[2 * m + i];
-            const scalar_t da = d0[i], db = d0[m + i], dc = d0[2 * m + i];
-            const scalar_t f = (xa * da + xb * db + xc * dc) / (da * da + db * db + dc * dc + e);
-            const scalar_t s = f <= 0 ? a * f : scalar_t(0);
-            y0[i] = xa - s * da, y0[m + i] = xb - s * db, y0[2 * m + i] = xc - s * dc;
-          }
+          for (int64_t i = 0; i < m; ++i) store(y0, m, i, math::leaky_relu(load(x0, m, i), load(d0, m, i), a, e));
         }
       });
     });
@@ -111,21 +105,9 @@ class VNLeakyReLUFunction : public torch::autograd::Function<VNLeakyReLUFunction
             const scalar_t *x0 = xp + row, *g0 = gp + row, *d0 = dp + drow;
             scalar_t *gx0 = gxp + row, *gd0 = gdp + drow;
             for (int64_t i = i0; i < i1; ++i) {
-              const scalar_t xa = x0[i], xb = x0[m + i], xc = x0[2 * m + i];
-              const scalar_t da = d0[i], db = d0[m + i], dc = d0[2 * m + i];
-              const scalar_t ga = g0[i], gb = g0[m + i], gc = g0[2 * m + i];
-              const scalar_t q = da * da + db * db + dc * dc + e;
-              const scalar_t f = (xa * da + xb * db + xc * dc) / q;
-              if (f > 0) {
-                gx0[i] = ga, gx0[m + i] = gb, gx0[2 * m + i] = gc;
-                continue;
-              }
-              // y = x - a f d: dL/dx = g - a <g,d>/q d; dL/dd = -a (f g + <g,d>/q (x - 2 f d)).
-              const scalar_t h = (ga * da + gb * db + gc * dc) / q;
-              gx0[i] = ga - a * h * da, gx0[m + i] = gb - a * h * db, gx0[2 * m + i] = gc - a * h * dc;
-              gd0[i] -= a * (f * ga + h * (xa - 2 * f * da));
-              gd0[m + i] -= a * (f * gb + h * (xb - 2 * f * db));
-              gd0[2 * m + i] -= a * (f * gc + h * (xc - 2 * f * dc));
+              const auto grad_i = math::leaky_relu_backward(load(x0, m, i), load(d0, m, i), load(g0, m, i), a, e);
+              store(gx0, m, i, grad_i.x);
+              add_to(gd0, m, i, grad_i.d);
             }
           }
         }
@@ -162,11 +144,9 @@ class VNFrameCoordinatesFunction : public torch::autograd::Function<VNFrameCoord
           const scalar_t* x0 = xp + bc * 3 * m;
           const scalar_t* f0 = fp + (bc / c) * 9 * m;
           scalar_t* y0 = yp + bc * 3 * m;
-          for (int64_t j = 0; j < 3; ++j) {
-            const scalar_t *fa = f0 + 3 * j * m, *fb = fa + m, *fc = fb + m;
-            scalar_t* yj = y0 + j * m;
-            for (int64_t i = 0; i < m; ++i) yj[i] = x0[i] * fa[i] + x0[m + i] * fb[i] + x0[2 * m + i] * fc[i];
-          }
+          _Pragma("omp simd")  // a pragma inside AT_DISPATCH's macro argument
+              for (int64_t i = 0; i < m; ++i)
+                  store(y0, m, i, math::frame_coordinates(load(x0, m, i), math::load_frame(f0, m, i)));
         }
       });
     });
@@ -199,20 +179,12 @@ class VNFrameCoordinatesFunction : public torch::autograd::Function<VNFrameCoord
             const int64_t row = (bi * c + ci) * 3 * m;
             const scalar_t *x0 = xp + row, *g0 = gp + row;
             scalar_t* gx0 = gxp + row;
-            // dx_i = sum_j g_j F[j, i]; dF[j, i] += g_j x_i.
-            for (int64_t e = 0; e < 3; ++e) {  // e: the xyz axis i
-              const scalar_t *fa = f0 + e * m, *fb = f0 + (3 + e) * m, *fc = f0 + (6 + e) * m;
-              scalar_t* gxe = gx0 + e * m;
-              for (int64_t i = i0; i < i1; ++i) gxe[i] = g0[i] * fa[i] + g0[m + i] * fb[i] + g0[2 * m + i] * fc[i];
-            }
-            for (int64_t j = 0; j < 3; ++j) {
-              const scalar_t* gj = g0 + j * m;
-              scalar_t *da = gf0 + 3 * j * m, *db = da + m, *dc = db + m;
-              for (int64_t i = i0; i < i1; ++i) {
-                da[i] += gj[i] * x0[i];
-                db[i] += gj[i] * x0[m + i];
-                dc[i] += gj[i] * x0[2 * m + i];
-              }
+            // The rows of x, g, dx and dF never overlap. (Only temporaries
+            // are passed: see vn_math.h on `omp simd`.)
+            _Pragma("omp simd")  // a pragma inside AT_DISPATCH's macro argument
+                for (int64_t i = i0; i < i1; ++i) {
+              store(gx0, m, i, math::frame_coordinates_backward(load(g0, m, i), math::load_frame(f0, m, i)));
+              math::add_outer(gf0, m, i, load(g0, m, i), load(x0, m, i));
             }
           }
         }
@@ -283,6 +255,15 @@ RankSum* group_of(AutogradContext* ctx) {
 struct NormAffine {
   at::Tensor mean, invstd, scale, shift;
   double count;
+
+  // Channel ci's constants for the per-vector math (CPU tensors); `global`
+  // [2, C] the batch's sums of gm and gm * nhat (training backward) or null.
+  template <typename T>
+  math::ChannelConstants<T> channel(int64_t ci, double slope = 0.0, const at::Tensor* global = nullptr) const {
+    return math::channel_constants<T>(scale.data_ptr<double>(), shift.data_ptr<double>(), mean.data_ptr<double>(),
+                                      invstd.data_ptr<double>(), global ? global->data_ptr<double>() : nullptr, count,
+                                      scale.size(0), ci, slope, kVNEps);
+  }
 };
 
 NormAffine norm_affine(at::Tensor sums, double count, const at::Tensor& weight, const at::Tensor& bias,
@@ -332,7 +313,7 @@ class VNBatchNormFunction : public torch::autograd::Function<VNBatchNormFunction
         sums = channel_sums(b, c, [&](int64_t bc, double& s, double& ss) {
           const scalar_t* x0 = xp + bc * 3 * m;
           for (int64_t i = 0; i < m; ++i) {
-            const double n = norm3(x0[i], x0[m + i], x0[2 * m + i], eps2);
+            const double n = math::norm(load(x0, m, i), eps2);
             s += n, ss += n * n;
           }
         });
@@ -345,20 +326,12 @@ class VNBatchNormFunction : public torch::autograd::Function<VNBatchNormFunction
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vn_batch_norm", [&] {
       const auto* xp = x.data_ptr<scalar_t>();
       auto* yp = y.data_ptr<scalar_t>();
-      const auto* sc = scale.data_ptr<double>();
-      const auto* sh = shift.data_ptr<double>();
-      const scalar_t eps2 = static_cast<scalar_t>(kVNEps * kVNEps);
       at::parallel_for(0, b * c, 1, [&](int64_t begin, int64_t end) {
         for (int64_t bc = begin; bc < end; ++bc) {
-          const scalar_t k1 = static_cast<scalar_t>(sc[bc % c]), k0 = static_cast<scalar_t>(sh[bc % c]);
+          const auto constants = norm.channel<scalar_t>(bc % c);
           const scalar_t* x0 = xp + bc * 3 * m;
           scalar_t* y0 = yp + bc * 3 * m;
-          for (int64_t i = 0; i < m; ++i) {
-            const scalar_t xa = x0[i], xb = x0[m + i], xc = x0[2 * m + i];
-            const scalar_t n = norm3(xa, xb, xc, eps2);
-            const scalar_t r = (k1 * n + k0) / n;
-            y0[i] = xa * r, y0[m + i] = xb * r, y0[2 * m + i] = xc * r;
-          }
+          for (int64_t i = 0; i < m; ++i) store(y0, m, i, math::rescale(load(x0, m, i), constants));
         }
       });
     });
@@ -385,32 +358,25 @@ class VNBatchNormFunction : public torch::autograd::Function<VNBatchNormFunction
       return g;
     }
     const auto saved = ctx->get_saved_variables();
-    const auto &x = saved[0], &weight = saved[1], &mean = saved[2], &invstd = saved[3];
-    const auto &scale = saved[4], &shift = saved[5];
+    const auto &x = saved[0], &weight = saved[1];
+    const NormAffine norm{saved[2], saved[3], saved[4], saved[5], ctx->saved_data["count"].toDouble()};
     const bool training = ctx->saved_data["training"].toBool();
-    const double count = ctx->saved_data["count"].toDouble();
     auto* group = group_of(ctx);
     const auto g = grad[0].contiguous();
     const int64_t b = x.size(0), c = x.size(1), m = x.numel() / (b * c * 3);
-    const auto* mu = mean.data_ptr<double>();
-    const auto* is = invstd.data_ptr<double>();
-    // n' = w nhat + b with nhat = (n - mean) invstd; y = x n'/n. Per vector,
-    // with r = <g, x>: dL/dn' = r/n (=: gm), and through the 1/n, -r n'/n^2.
     // Pass 1: the channel sums of gm and gm * nhat (bias and weight gradients,
-    // and batch norm's backward terms).
+    // and batch norm's backward terms; vn_math.h).
     at::Tensor sums;
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vn_batch_norm_backward_sums", [&] {
       const auto* xp = x.data_ptr<scalar_t>();
       const auto* gp = g.data_ptr<scalar_t>();
-      const scalar_t eps2 = static_cast<scalar_t>(kVNEps * kVNEps);
       sums = channel_sums(b, c, [&](int64_t bc, double& s_gm, double& s_gm_nhat) {
-        const scalar_t mu_c = static_cast<scalar_t>(mu[bc % c]), is_c = static_cast<scalar_t>(is[bc % c]);
+        const auto constants = norm.channel<scalar_t>(bc % c);
         const scalar_t *x0 = xp + bc * 3 * m, *g0 = gp + bc * 3 * m;
         for (int64_t i = 0; i < m; ++i) {
-          const scalar_t xa = x0[i], xb = x0[m + i], xc = x0[2 * m + i];
-          const scalar_t n = norm3(xa, xb, xc, eps2);
-          const scalar_t gm = (g0[i] * xa + g0[m + i] * xb + g0[2 * m + i] * xc) / n;
-          s_gm += gm, s_gm_nhat += gm * ((n - mu_c) * is_c);
+          const auto x = load(x0, m, i);
+          const auto terms = math::rescale_terms(x, load(g0, m, i), math::rescale_factors(x, constants), constants);
+          s_gm += terms.gm, s_gm_nhat += terms.gm * terms.nhat;
         }
       });
     });
@@ -420,37 +386,20 @@ class VNBatchNormFunction : public torch::autograd::Function<VNBatchNormFunction
     // are constants.
     auto global = sums.clone();
     if (training && group != nullptr && group->world_size() > 1) group->all_reduce_sum(global, "batch-norm gradient");
-    const auto* gs = global.data_ptr<double>();
-    const auto* sc = scale.data_ptr<double>();
-    const auto* sh = shift.data_ptr<double>();
     auto gx = torch::empty_like(x);
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vn_batch_norm_backward", [&] {
       const auto* xp = x.data_ptr<scalar_t>();
       const auto* gp = g.data_ptr<scalar_t>();
       auto* gxp = gx.data_ptr<scalar_t>();
-      const scalar_t eps2 = static_cast<scalar_t>(kVNEps * kVNEps);
       at::parallel_for(0, b * c, 1, [&](int64_t begin, int64_t end) {
         for (int64_t bc = begin; bc < end; ++bc) {
-          const int64_t ci = bc % c;
-          const scalar_t mu_c = static_cast<scalar_t>(mu[ci]), is_c = static_cast<scalar_t>(is[ci]);
-          const scalar_t k1 = static_cast<scalar_t>(sc[ci]), k0 = static_cast<scalar_t>(sh[ci]);
-          // Batch norm's backward: dL/dn = w invstd (gm - mean(gm) - nhat mean(gm nhat)) in training.
-          const scalar_t mean_gm = training ? static_cast<scalar_t>(gs[ci] / count) : scalar_t(0);
-          const scalar_t mean_gm_nhat = training ? static_cast<scalar_t>(gs[c + ci] / count) : scalar_t(0);
+          // In training, batch norm's backward subtracts the batch means of gm and gm * nhat.
+          const auto constants = norm.channel<scalar_t>(bc % c, 0.0, training ? &global : nullptr);
           const scalar_t *x0 = xp + bc * 3 * m, *g0 = gp + bc * 3 * m;
           scalar_t* gx0 = gxp + bc * 3 * m;
           for (int64_t i = 0; i < m; ++i) {
-            const scalar_t xa = x0[i], xb = x0[m + i], xc = x0[2 * m + i];
-            const scalar_t ga = g0[i], gb = g0[m + i], gc = g0[2 * m + i];
-            const scalar_t n = norm3(xa, xb, xc, eps2);
-            const scalar_t inv_n = 1 / n;
-            const scalar_t nhat = (n - mu_c) * is_c;
-            const scalar_t n_new = k1 * n + k0;
-            const scalar_t r = ga * xa + gb * xb + gc * xc;
-            const scalar_t gm = r * inv_n;
-            const scalar_t gn = k1 * (gm - mean_gm - nhat * mean_gm_nhat) - gm * n_new * inv_n;
-            const scalar_t s = n_new * inv_n, t = gn * inv_n;
-            gx0[i] = ga * s + xa * t, gx0[m + i] = gb * s + xb * t, gx0[2 * m + i] = gc * s + xc * t;
+            const auto x = load(x0, m, i);
+            store(gx0, m, i, math::rescale_backward(x, load(g0, m, i), math::rescale_factors(x, constants), constants));
           }
         }
       });
@@ -497,102 +446,77 @@ struct EdgeBlock {
   int64_t count = 0;
 };
 
-// One channel's constants: batch norm n' = k1 n + k0 with statistics mu and
-// is (= invstd); a = 1 - slope; the eps of the direction's norm; and in
-// backward the batch means of gm and gm * nhat (zero in eval).
 template <typename T>
-struct EdgeConstants {
-  T k1, k0, a, e, eps2, mu, is, mean_gm, mean_gm_nhat;
-};
+using EdgeConstants = math::ChannelConstants<T>;
 
 #define QKV_ALWAYS_INLINE inline __attribute__((always_inline))
+
+// The per-edge math is vn_math.h's; here it runs as SIMD loops over the
+// block's coordinate arrays. Each function copies the constants: no store can
+// alias a local copy, so the loop vectorises.
 
 // The sums of n and n^2 over the block (training statistics).
 template <typename T>
 QKV_ALWAYS_INLINE void edge_norm_sums_math(const EdgeBlock<T>& b, const EdgeConstants<T>& constants, T& s, T& ss) {
-  const EdgeConstants<T> c = constants;  // a local copy: no store can alias it, so the loop vectorises
+  const EdgeConstants<T> c = constants;
   const T *px = b.p[0], *py = b.p[1], *pz = b.p[2];
   T s0 = 0, s1 = 0;
 #pragma omp simd reduction(+ : s0, s1)
   for (int64_t e = 0; e < b.count; ++e) {
-    const T n = std::sqrt(px[e] * px[e] + py[e] * py[e] + pz[e] * pz[e] + c.eps2);
+    const T n = math::norm(Vec3<T>{px[e], py[e], pz[e]}, c.eps2);
     s0 += n, s1 += n * n;
   }
   s = s0, ss = s1;
 }
 
-// out = leaky(y, d), y = p n'/n.
-template <typename T>
-QKV_ALWAYS_INLINE void edge_forward_math(EdgeBlock<T>& b, const EdgeConstants<T>& constants) {
-  const EdgeConstants<T> c = constants;  // a local copy: no store can alias it, so the loop vectorises
-  const T *px = b.p[0], *py = b.p[1], *pz = b.p[2], *dx = b.d[0], *dy = b.d[1], *dz = b.d[2];
-  T *ox = b.out[0], *oy = b.out[1], *oz = b.out[2];
-#pragma omp simd
-  for (int64_t e = 0; e < b.count; ++e) {
-    const T n = std::sqrt(px[e] * px[e] + py[e] * py[e] + pz[e] * pz[e] + c.eps2);
-    const T r = (c.k1 * n + c.k0) / n;
-    const T yx = px[e] * r, yy = py[e] * r, yz = pz[e] * r;
-    const T f = (yx * dx[e] + yy * dy[e] + yz * dz[e]) / (dx[e] * dx[e] + dy[e] * dy[e] + dz[e] * dz[e] + c.e);
-    const T s = f <= 0 ? c.a * f : T(0);
-    ox[e] = yx - s * dx[e], oy[e] = yy - s * dy[e], oz[e] = yz - s * dz[e];
-  }
-}
-
-// Backward, shared by both passes: from p, d and g (the gradient of z), the
-// gradient of y through the leaky ReLU (as VNLeakyReLUFunction's backward,
-// without a branch) and the quantities batch norm's backward needs.
-#define QKV_EDGE_BACKWARD_COMMON                                                                 \
-  const T n = std::sqrt(px[e] * px[e] + py[e] * py[e] + pz[e] * pz[e] + c.eps2);                 \
-  const T inv_n = T(1) / n;                                                                      \
-  const T r = (c.k1 * n + c.k0) * inv_n;                                                         \
-  const T yx = px[e] * r, yy = py[e] * r, yz = pz[e] * r;                                        \
-  const T inv_q = T(1) / (dx[e] * dx[e] + dy[e] * dy[e] + dz[e] * dz[e] + c.e);                  \
-  const T f = (yx * dx[e] + yy * dy[e] + yz * dz[e]) * inv_q;                                    \
-  const T w = f <= 0 ? c.a : T(0);                                                               \
-  const T h = (gx[e] * dx[e] + gy[e] * dy[e] + gz[e] * dz[e]) * inv_q;                           \
-  const T gyx = gx[e] - w * h * dx[e], gyy = gy[e] - w * h * dy[e], gyz = gz[e] - w * h * dz[e]; \
-  const T gm = (gyx * px[e] + gyy * py[e] + gyz * pz[e]) * inv_n;                                \
-  const T nhat = (n - c.mu) * c.is;
-
-#define QKV_EDGE_BACKWARD_POINTERS                                                            \
+#define QKV_EDGE_POINTERS                                                                     \
   const T *px = b.p[0], *py = b.p[1], *pz = b.p[2], *dx = b.d[0], *dy = b.d[1], *dz = b.d[2]; \
   const T *gx = b.g[0], *gy = b.g[1], *gz = b.g[2];                                           \
   T *ox = b.out[0], *oy = b.out[1], *oz = b.out[2];
 
-// Pass 1: out = the gradient of d; the sums of gm and gm * nhat.
+// out = leaky(y, d), y = p n'/n.
+template <typename T>
+QKV_ALWAYS_INLINE void edge_forward_math(EdgeBlock<T>& b, const EdgeConstants<T>& constants) {
+  const EdgeConstants<T> c = constants;
+  QKV_EDGE_POINTERS(void) gx, (void)gy, (void)gz;
+#pragma omp simd
+  for (int64_t e = 0; e < b.count; ++e) {
+    const auto z = math::edge_forward(Vec3<T>{px[e], py[e], pz[e]}, Vec3<T>{dx[e], dy[e], dz[e]}, c);
+    ox[e] = z.x, oy[e] = z.y, oz[e] = z.z;
+  }
+}
+
+// Backward pass 1: out = the gradient of d; the sums of gm and gm * nhat.
 template <typename T>
 QKV_ALWAYS_INLINE void edge_backward_direction_math(EdgeBlock<T>& b, const EdgeConstants<T>& constants, T& s_gm,
                                                     T& s_gm_nhat) {
-  const EdgeConstants<T> c = constants;  // a local copy: no store can alias it, so the loop vectorises
-  QKV_EDGE_BACKWARD_POINTERS
+  const EdgeConstants<T> c = constants;
+  QKV_EDGE_POINTERS
   T s0 = 0, s1 = 0;
 #pragma omp simd reduction(+ : s0, s1)
   for (int64_t e = 0; e < b.count; ++e) {
-    QKV_EDGE_BACKWARD_COMMON
-    // y = x - a f d where f <= 0: dL/dd = -a (f g + h (y - 2 f d)).
-    ox[e] = -w * (f * gx[e] + h * (yx - 2 * f * dx[e]));
-    oy[e] = -w * (f * gy[e] + h * (yy - 2 * f * dy[e]));
-    oz[e] = -w * (f * gz[e] + h * (yz - 2 * f * dz[e]));
-    s0 += gm, s1 += gm * nhat;
+    const auto r = math::edge_backward_direction(Vec3<T>{px[e], py[e], pz[e]}, Vec3<T>{dx[e], dy[e], dz[e]},
+                                                 Vec3<T>{gx[e], gy[e], gz[e]}, c);
+    ox[e] = r.d.x, oy[e] = r.d.y, oz[e] = r.d.z;
+    s0 += r.gm, s1 += r.gm * r.nhat;
   }
   s_gm = s0, s_gm_nhat = s1;
 }
 
-// Pass 2: out = the gradient of p, through batch norm (VNBatchNormFunction's backward).
+// Backward pass 2: out = the gradient of p, through batch norm.
 template <typename T>
 QKV_ALWAYS_INLINE void edge_backward_feature_math(EdgeBlock<T>& b, const EdgeConstants<T>& constants) {
-  const EdgeConstants<T> c = constants;  // a local copy: no store can alias it, so the loop vectorises
-  QKV_EDGE_BACKWARD_POINTERS
+  const EdgeConstants<T> c = constants;
+  QKV_EDGE_POINTERS
 #pragma omp simd
   for (int64_t e = 0; e < b.count; ++e) {
-    QKV_EDGE_BACKWARD_COMMON
-    const T t = (c.k1 * (gm - c.mean_gm - nhat * c.mean_gm_nhat) - gm * r) * inv_n;
-    ox[e] = gyx * r + px[e] * t, oy[e] = gyy * r + py[e] * t, oz[e] = gyz * r + pz[e] * t;
+    const auto gp = math::edge_backward_feature(Vec3<T>{px[e], py[e], pz[e]}, Vec3<T>{dx[e], dy[e], dz[e]},
+                                                Vec3<T>{gx[e], gy[e], gz[e]}, c);
+    ox[e] = gp.x, oy[e] = gp.y, oz[e] = gp.z;
   }
 }
 
-#undef QKV_EDGE_BACKWARD_COMMON
-#undef QKV_EDGE_BACKWARD_POINTERS
+#undef QKV_EDGE_POINTERS
 
 template <typename T>
 struct EdgeKernels {
@@ -713,7 +637,7 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
         EdgeBlock<scalar_t> block(kEdgePointBlock * k);
         for (int64_t bc = begin; bc < end; ++bc) {
           const auto rows = edge_rows<scalar_t>(a, ac, dd, dc, idx, bc);
-          const auto constants = edge_constants<scalar_t>(norm, bc % c, slope, nullptr, 0);
+          const auto constants = norm.channel<scalar_t>(bc % c, slope);
           scalar_t* o = op + bc * 3 * n;
           for (int64_t i0 = 0; i0 < n; i0 += kEdgePointBlock) {
             const int64_t i1 = std::min(n, i0 + kEdgePointBlock);
@@ -779,7 +703,7 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
       auto *gdp = gdd.data_ptr<scalar_t>(), *gdcp = gdc.data_ptr<scalar_t>();
       sums = channel_sums(b, c, [&](int64_t bc, double& s_gm, double& s_gm_nhat) {
         const auto rows = edge_rows<scalar_t>(a, ac, dd, dc, idx, bc);
-        const auto constants = edge_constants<scalar_t>(norm, bc % c, slope, nullptr, 0);
+        const auto constants = norm.channel<scalar_t>(bc % c, slope);
         EdgeBlock<scalar_t> block(kEdgePointBlock * k);
         const int64_t row = bc * 3 * n;
         for (int64_t i0 = 0; i0 < n; i0 += kEdgePointBlock) {
@@ -805,7 +729,7 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
         EdgeBlock<scalar_t> block(kEdgePointBlock * k);
         for (int64_t bc = begin; bc < end; ++bc) {
           const auto rows = edge_rows<scalar_t>(a, ac, dd, dc, idx, bc);
-          const auto constants = edge_constants<scalar_t>(norm, bc % c, slope, training ? &global : nullptr, c);
+          const auto constants = norm.channel<scalar_t>(bc % c, slope, training ? &global : nullptr);
           const int64_t row = bc * 3 * n;
           for (int64_t i0 = 0; i0 < n; i0 += kEdgePointBlock) {
             const int64_t i1 = std::min(n, i0 + kEdgePointBlock);
@@ -832,27 +756,6 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
             idx.data_ptr<int64_t>() + (bc / c) * n * k,
             n,
             k};
-  }
-
-  // Channel ci's constants; `global` [2, C]: the batch's sums of gm and
-  // gm * nhat over `count` vectors (training backward), else the means are 0.
-  template <typename T>
-  static EdgeConstants<T> edge_constants(const NormAffine& norm, int64_t ci, double slope, const at::Tensor* global,
-                                         int64_t c) {
-    EdgeConstants<T> r{};
-    r.k1 = static_cast<T>(norm.scale.data_ptr<double>()[ci]);
-    r.k0 = static_cast<T>(norm.shift.data_ptr<double>()[ci]);
-    r.mu = static_cast<T>(norm.mean.data_ptr<double>()[ci]);
-    r.is = static_cast<T>(norm.invstd.data_ptr<double>()[ci]);
-    r.a = static_cast<T>(1.0 - slope);
-    r.e = static_cast<T>(kVNEps);
-    r.eps2 = static_cast<T>(kVNEps * kVNEps);
-    if (global) {
-      const auto* gs = global->data_ptr<double>();
-      r.mean_gm = static_cast<T>(gs[ci] / norm.count);
-      r.mean_gm_nhat = static_cast<T>(gs[c + ci] / norm.count);
-    }
-    return r;
   }
 };
 
