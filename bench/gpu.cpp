@@ -9,6 +9,11 @@
 //            takes (Auto: PyTorch's fused kernels where the build has them)
 //            against the naive formula (PyTorch ops: matmul, softmax,
 //            matmul), causal and not
+//   vn ops   forward + backward of the fused VN ops at VN-DGCNN's sizes
+//            (B 16, N 1,024, k 20): the edge convolution (C 21), leaky
+//            ReLU and batch norm (C 64), frame coordinates (C 682): qkv's
+//            kernel against the composed PyTorch formulation on the same GPU
+//            (and qkv's CPU kernel)
 //   models   VNT-Net and VN-DGCNN training steps (forward, backward, Adam) at
 //            batch 16, N = 1,024, paper settings; a ModelNet40 epoch
 //            (9,843 shapes) extrapolated from the step time
@@ -30,6 +35,8 @@
 #include "qkv/cuda/point_kernels.h"
 #include "qkv/models/model.h"
 #include "qkv/pointcloud/transforms.h"
+#include "qkv/vn/edge_conv.h"
+#include "qkv/vn/vn_layers.h"
 #include "qkv/vn/vn_ops.h"
 
 using namespace qkv;
@@ -136,6 +143,65 @@ void bench_attention(int repeats) {
   }
 }
 
+// One op's forward and backward, fused and composed, on the GPU, and fused
+// on the CPU; `inputs` are made on the CPU and copied.
+using VnOp = std::function<at::Tensor(const std::vector<at::Tensor>&)>;
+
+void bench_vn_op(const char* name, const VnOp& fused, const VnOp& composed, const std::vector<at::Tensor>& inputs,
+                 int repeats) {
+  std::vector<at::Tensor> cpu, gpu;
+  for (const auto& t : inputs) {
+    cpu.push_back(t.clone().requires_grad_(t.is_floating_point()));
+    gpu.push_back(t.to(kGpu).requires_grad_(t.is_floating_point()));
+  }
+  auto step = [](const VnOp& op, const std::vector<at::Tensor>& in) { return [&op, &in] { op(in).sum().backward(); }; };
+  report({{"case", std::string(name) + "_fwd_bwd"},
+          {"shape", inputs[0].sizes().vec()},
+          {"qkv_gpu_ms", median_ms(step(fused, gpu), repeats, true)},
+          {"pytorch_gpu_ms", median_ms(step(composed, gpu), repeats, true)},
+          {"qkv_cpu_ms", median_ms(step(fused, cpu), std::min(repeats, 3), false)},
+          {"kernel", cuda::kernels_built() ? "qkv" : "composed"}});
+}
+
+void bench_vn_ops(int repeats) {
+  const int64_t b = 16, n = 1024, k = 20;
+  const auto idx = torch::randint(0, n, {b, n, k}, torch::kLong);
+  auto statistics = [](const std::vector<at::Tensor>& in, size_t weight) {
+    const auto c = in[weight].size(0);
+    return std::make_pair(torch::zeros({c}, in[weight].options()).detach(),
+                          torch::ones({c}, in[weight].options()).detach());
+  };
+  auto edge = [&](bool fused) -> VnOp {
+    return [fused, statistics](const std::vector<at::Tensor>& in) {
+      auto [mean, var] = statistics(in, 5);
+      return (fused ? vn::edge_conv_mean : vn::edge_conv_mean_composed)(in[0], in[1], in[2], in[3], in[4], in[5], in[6],
+                                                                        mean, var, true, 0.1, 1e-5, nullptr, 0.2);
+    };
+  };
+  const int64_t c_edge = 21;
+  bench_vn_op("edge_conv_mean", edge(true), edge(false),
+              {torch::randn({b, c_edge, 3, n}), torch::randn({b, c_edge, 3, n}), torch::randn({b, c_edge, 3, n}),
+               torch::randn({b, c_edge, 3, n}), idx, torch::ones({c_edge}), torch::zeros({c_edge})},
+              repeats);
+  bench_vn_op(
+      "vn_leaky_relu", [](const auto& in) { return vn::vn_leaky_relu(in[0], in[1], 0.2); },
+      [](const auto& in) { return vn::vn_leaky_relu_composed(in[0], in[1], 0.2); },
+      {torch::randn({b, 64, 3, n}), torch::randn({b, 64, 3, n})}, repeats);
+  auto batch_norm = [&](bool fused) -> VnOp {
+    return [fused, statistics](const std::vector<at::Tensor>& in) {
+      auto [mean, var] = statistics(in, 1);
+      return (fused ? vn::vn_batch_norm : vn::vn_batch_norm_composed)(in[0], in[1], in[2], mean, var, true, 0.1, 1e-5,
+                                                                      nullptr);
+    };
+  };
+  bench_vn_op("vn_batch_norm", batch_norm(true), batch_norm(false),
+              {torch::randn({b, 64, 3, n}), torch::ones({64}), torch::zeros({64})}, repeats);
+  bench_vn_op(
+      "vn_frame_coordinates", [](const auto& in) { return vn::vn_frame_coordinates(in[0], in[1]); },
+      [](const auto& in) { return vn::vn_frame_coordinates_composed(in[0], in[1]); },
+      {torch::randn({b, 682, 3, n}), torch::randn({b, 3, 3, n})}, repeats);
+}
+
 void bench_model(const std::string& name, int repeats) {
   torch::manual_seed(0);
   auto model = models::find_model(name).make(nlohmann::json::object());
@@ -171,6 +237,7 @@ int main(int argc, char** argv) {
   bench_knn(repeats);
   bench_fps(repeats);
   bench_attention(repeats);
+  bench_vn_ops(repeats);
   for (const char* name : {"vnt", "vn-dgcnn"}) bench_model(name, std::max(3, repeats / 2));
   std::printf("gpu bench: done\n");
   return 0;

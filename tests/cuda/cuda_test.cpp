@@ -1,9 +1,11 @@
 // qkv on a GPU, each op against its CPU reference: qkv's CUDA kernels (kNN,
-// FPS) give the CPU kernels' indices; the ops that run composed ATen code on
-// a GPU (edge features, the VN nonlinearities and batch norm) and attention
-// (PyTorch's fused kernels, with qkv's masks) give the CPU's outputs and
-// gradients; VNT-Net's logits stay invariant under
-// rotation there, and its weights go GPU -> file -> CPU -> GPU bit for bit.
+// FPS, and the fused VN ops: leaky ReLU, batch norm of the norms, the edge
+// convolution, frame coordinates) give the CPU kernels' indices, outputs and
+// gradients and pass gradcheck there; the ops that run composed ATen code on
+// a GPU (VN linear, edge features) and attention (PyTorch's fused kernels,
+// with qkv's masks) give the CPU's outputs and gradients; a VN-DGCNN training
+// step matches the CPU's, VNT-Net's logits stay invariant under rotation
+// there, and its weights go GPU -> file -> CPU -> GPU bit for bit.
 // Every test skips where no GPU is visible (this machine); scripts/gpu-check
 // runs them on one.
 #include <gtest/gtest.h>
@@ -14,6 +16,7 @@
 
 #include <filesystem>
 #include <limits>
+#include <map>
 
 #include "qkv/attention/sdpa.h"
 #include "qkv/core/errors.h"
@@ -22,7 +25,10 @@
 #include "qkv/pointcloud/transforms.h"
 #include "qkv/runtime/runtime.h"
 #include "qkv/train/checkpoint.h"
+#include "qkv/vn/edge_conv.h"
+#include "qkv/vn/vn_layers.h"
 #include "qkv/vn/vn_ops.h"
+#include "support/gradcheck.h"
 #include "support/haar_rotation.h"
 #include "support/tolerance.h"
 
@@ -166,6 +172,110 @@ TEST(CudaOps, VectorNeuronOpsMatchTheCpu) {
   }
 }
 
+// The node of a fused op's output: its autograd Function's name.
+std::string node_of(const at::Tensor& t) { return t.grad_fn() ? t.grad_fn()->name() : "(no node)"; }
+
+// On a GPU the fused VN ops run qkv's CUDA kernels (vn_fused_cuda.cu), whose
+// per-vector math is the CPU loops' (vn/vn_math.h): outputs, gradients and
+// running statistics match the CPU's fused kernels, with a direction shared
+// across channels, in eval mode, and with repeated neighbours; the running
+// statistics travel in the compared output, after the op's own.
+TEST(CudaKernels, FusedVectorNeuronOpsMatchTheCpuKernels) {
+  QKV_REQUIRE_CUDA_KERNELS();
+  auto fused_on_gpu = [](const at::Tensor& out, const char* function) {
+    if (out.is_cuda()) {
+      EXPECT_NE(node_of(out).find(function), std::string::npos) << node_of(out);
+    }
+  };
+  for (const auto dtype : {torch::kFloat, torch::kDouble}) {
+    for (const bool shared : {false, true}) {
+      const auto x = gaussian({2, 6, 3, 50, 4}, dtype, 11), d = gaussian({2, shared ? 1 : 6, 3, 50, 4}, dtype, 12);
+      expect_same_on_gpu(
+          shared ? "vn_leaky_relu, shared direction" : "vn_leaky_relu",
+          [&](auto& in) {
+            const auto y = vn::vn_leaky_relu(in[0], in[1], 0.2);
+            fused_on_gpu(y, "VNLeakyReLUFunction");
+            return y;
+          },
+          {x, d}, 1e-10);
+    }
+    expect_same_on_gpu(
+        "vn_frame_coordinates",
+        [&](auto& in) {
+          const auto y = vn::vn_frame_coordinates(in[0], in[1]);
+          fused_on_gpu(y, "VNFrameCoordinatesFunction");
+          return y;
+        },
+        {gaussian({2, 6, 3, 50}, dtype, 13), gaussian({2, 3, 3, 50}, dtype, 14)}, 1e-10);
+    for (const bool training : {true, false}) {
+      // Running statistics that eval mode uses and training updates.
+      auto statistics = [](const at::Tensor& like, int64_t c) {
+        return std::make_pair(torch::linspace(0.5, 1.5, c, like.options()).detach(),
+                              torch::linspace(0.25, 2.0, c, like.options()).detach());
+      };
+      expect_same_on_gpu(
+          training ? "vn_batch_norm, training" : "vn_batch_norm, eval",
+          [&](auto& in) {
+            auto [mean, var] = statistics(in[1], in[1].size(0));
+            const auto y = vn::vn_batch_norm(in[0], in[1], in[2], mean, var, training, 0.1, 1e-5, nullptr);
+            fused_on_gpu(y, "VNBatchNormFunction");
+            return torch::cat({y.flatten(), mean, var});
+          },
+          {gaussian({3, 6, 3, 40}, dtype, 15), gaussian({6}, dtype, 16), gaussian({6}, dtype, 17)}, 1e-9);
+      const int64_t n = 40;
+      auto gen = at::make_generator<at::CPUGeneratorImpl>(18);
+      const auto idx = torch::randint(0, n, {3, n, 6}, gen, torch::kLong);  // repeats and self-loops on purpose
+      expect_same_on_gpu(
+          training ? "edge_conv_mean, training" : "edge_conv_mean, eval",
+          [&](auto& in) {
+            auto [mean, var] = statistics(in[5], in[5].size(0));
+            const auto y = vn::edge_conv_mean(in[0], in[1], in[2], in[3], in[4], in[5], in[6], mean, var, training, 0.1,
+                                              1e-5, nullptr, 0.2);
+            fused_on_gpu(y, "EdgeConvMeanFunction");
+            return torch::cat({y.flatten(), mean, var});
+          },
+          {gaussian({3, 5, 3, n}, dtype, 19), gaussian({3, 5, 3, n}, dtype, 20), gaussian({3, 5, 3, n}, dtype, 21),
+           gaussian({3, 5, 3, n}, dtype, 22), idx, gaussian({5}, dtype, 23), gaussian({5}, dtype, 24)},
+          1e-9);
+    }
+  }
+}
+
+// The CUDA kernels' gradients against central differences, on the GPU, in
+// float64 (small sizes: every element is perturbed).
+TEST(CudaKernels, FusedVectorNeuronOpsPassGradcheckOnTheGpu) {
+  QKV_REQUIRE_CUDA_KERNELS();
+  auto on_gpu = [](std::vector<int64_t> shape, int64_t seed) { return gaussian(shape, torch::kDouble, seed).to(kGpu); };
+  EXPECT_LT(qkv::testing::max_gradient_error([](const auto& in) { return vn::vn_leaky_relu(in[0], in[1], 0.2); },
+                                             {on_gpu({2, 3, 3, 5}, 1), on_gpu({2, 1, 3, 5}, 2)}),
+            1e-6);
+  EXPECT_LT(qkv::testing::max_gradient_error([](const auto& in) { return vn::vn_frame_coordinates(in[0], in[1]); },
+                                             {on_gpu({2, 2, 3, 4}, 3), on_gpu({2, 3, 3, 4}, 4)}),
+            1e-6);
+  for (const bool training : {true, false}) {
+    const auto mean = on_gpu({2}, 5).abs(), var = on_gpu({2}, 6).abs() + 0.5;
+    EXPECT_LT(qkv::testing::max_gradient_error(
+                  [&](const auto& in) {
+                    return vn::vn_batch_norm(in[0], in[1], in[2], mean.clone(), var.clone(), training, 0.1, 1e-5,
+                                             nullptr);
+                  },
+                  {on_gpu({2, 2, 3, 4}, 7), on_gpu({2}, 8), on_gpu({2}, 9)}),
+              1e-6)
+        << "vn_batch_norm, training " << training;
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(10);
+    const auto idx = torch::randint(0, 5, {2, 5, 3}, gen, torch::kLong).to(kGpu);
+    EXPECT_LT(qkv::testing::max_gradient_error(
+                  [&](const auto& in) {
+                    return vn::edge_conv_mean(in[0], in[1], in[2], in[3], idx, in[4], in[5], mean.clone(), var.clone(),
+                                              training, 0.1, 1e-5, nullptr, 0.2);
+                  },
+                  {on_gpu({2, 2, 3, 5}, 11), on_gpu({2, 2, 3, 5}, 12), on_gpu({2, 2, 3, 5}, 13),
+                   on_gpu({2, 2, 3, 5}, 14), on_gpu({2}, 15), on_gpu({2}, 16)}),
+              1e-6)
+        << "edge_conv_mean, training " << training;
+  }
+}
+
 TEST(CudaOps, AttentionMatchesTheCpuWithMasks) {
   QKV_REQUIRE_GPU();
   for (const auto dtype : {torch::kFloat, torch::kDouble}) {
@@ -269,6 +379,37 @@ TEST(CudaModels, VntNetIsInvariantOnTheGpuAndMatchesTheCpu) {
     rotated.inputs["points"] = torch::matmul(qkv::testing::haar_rotation(s).to(kGpu), on_gpu.inputs["points"]);
     EXPECT_LE(qkv::testing::max_abs_difference(model->forward(rotated).cpu(), cpu_logits), 1e-9) << "rotation " << s;
   }
+}
+
+// A VN-DGCNN training step on the GPU, where every fused op runs qkv's CUDA
+// kernels (batch statistics included), gives the CPU's logits and parameter
+// gradients.
+TEST(CudaModels, VnDgcnnTrainingStepMatchesTheCpu) {
+  QKV_REQUIRE_CUDA_KERNELS();
+  torch::manual_seed(12);
+  auto model = models::find_model("vn-dgcnn").make({{"classes", 5}, {"k", 8}, {"dropout", 0.0}});
+  model->to(torch::kDouble);
+  model->train();
+  data::Batch batch;
+  batch.inputs["points"] = gaussian({3, 3, 48}, torch::kDouble, 4);
+  const auto probe = gaussian({3, 5}, torch::kDouble, 5);
+  auto step = [&](const data::Batch& b) {
+    model->zero_grad();
+    const auto logits = model->forward(b);
+    (logits * probe.to(logits.device())).sum().backward();
+    std::map<std::string, at::Tensor> grads;
+    for (const auto& p : model->named_parameters()) grads[p.key()] = p.value().grad().cpu();
+    return std::make_pair(logits.cpu(), grads);
+  };
+  const auto [cpu_logits, cpu_grads] = step(batch);
+  model->to(kGpu);
+  data::Batch on_gpu;
+  on_gpu.inputs["points"] = batch.inputs["points"].to(kGpu);
+  const auto [gpu_logits, gpu_grads] = step(on_gpu);
+  EXPECT_LE(qkv::testing::max_abs_difference(gpu_logits, cpu_logits), 1e-9);
+  for (const auto& [name, grad] : cpu_grads)
+    EXPECT_LE(qkv::testing::max_abs_difference(gpu_grads.at(name), grad), 1e-8 * (1 + grad.abs().max().item<double>()))
+        << name;
 }
 
 TEST(CudaModels, CheckpointsWrittenOnTheGpuLoadOnTheCpuBitForBit) {

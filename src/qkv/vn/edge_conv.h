@@ -29,7 +29,8 @@ at::Tensor factorised_edge_conv_mean(VNLinearLeakyReLUImpl& conv, const at::Tens
 // The mean over the k neighbours of vn_leaky_relu(vn_batch_norm(p), d) per edge,
 // with p = A[idx] + Ac and d = D[idx] + Dc: A = feat_towards, Ac = feat_centre,
 // D = dir_towards, Dc = dir_centre, all [B, C, 3, N]; idx [B, N, k] int64.
-// The batch-norm arguments are vn_batch_norm's. On the CPU (float32, float64)
+// The batch-norm arguments are vn_batch_norm's. Float32 and float64 on the
+// CPU, or on a GPU where the build has qkv's CUDA kernels (vn_fused_cuda.h):
 // one pass forward (two in training: the norms' statistics first) and two
 // backward, recomputing the edges (vn_fused.cpp; first derivatives only);
 // elsewhere edge_conv_mean_composed.

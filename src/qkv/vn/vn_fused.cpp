@@ -10,6 +10,11 @@
 // one pass too (vn_frame_coordinates). All keep the composed versions as references
 // (tests/vn/vn_fused_test.cpp: gradcheck in float64 and equality with the
 // composed versions).
+//
+// Each autograd Function runs its passes on the CPU here, or on a GPU through
+// qkv's CUDA kernels (vn/vn_fused_cuda.h), which share the per-vector math
+// (vn_math.h); the statistics, their reduction over ranks, the saved tensors
+// and second-order gradients are the Function's on both.
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -18,12 +23,14 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/core/shape.h"
+#include "qkv/cuda/point_kernels.h"
 #include "qkv/layers/function_transforms.h"
 #include "qkv/layers/rank_sum.h"
 #include "qkv/layers/second_order.h"
 #include "qkv/layers/sync_batch_norm.h"
 #include "qkv/runtime/cpu.h"
 #include "qkv/vn/edge_conv.h"
+#include "qkv/vn/vn_fused_cuda.h"
 #include "qkv/vn/vn_layers.h"
 #include "qkv/vn/vn_math.h"
 #include "qkv/vn/vn_ops.h"
@@ -56,6 +63,7 @@ class VNLeakyReLUFunction : public torch::autograd::Function<VNLeakyReLUFunction
     ctx->saved_data["slope"] = slope;
     ctx->saved_data["eps"] = eps;
     ctx->saved_data["inputs"] = std::vector<at::Tensor>{x_in, d_in};  // with their history, for create_graph
+    if (x.is_cuda()) return gpu::vn_leaky_relu(x, d, slope, eps);
     const int64_t b = x.size(0), c = x.size(1), cd = d.size(1), m = x.numel() / (b * c * 3);
     auto y = torch::empty_like(x);
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vn_leaky_relu", [&] {
@@ -86,6 +94,10 @@ class VNLeakyReLUFunction : public torch::autograd::Function<VNLeakyReLUFunction
     const auto saved = ctx->get_saved_variables();
     const auto &x = saved[0], &d = saved[1];
     const auto g = grad[0].contiguous();
+    if (x.is_cuda()) {
+      auto [gx, gd] = gpu::vn_leaky_relu_backward(x, d, g, slope, eps);
+      return {gx, gd, at::Tensor(), at::Tensor()};
+    }
     const int64_t b = x.size(0), c = x.size(1), cd = d.size(1), m = x.numel() / (b * c * 3);
     const int64_t blocks = (m + kPointBlock - 1) / kPointBlock;
     auto gx = torch::empty_like(x);
@@ -133,6 +145,7 @@ class VNFrameCoordinatesFunction : public torch::autograd::Function<VNFrameCoord
     const auto x = x_in.contiguous(), frame = frame_in.contiguous();
     ctx->save_for_backward({x, frame});
     ctx->saved_data["inputs"] = std::vector<at::Tensor>{x_in, frame_in};
+    if (x.is_cuda()) return gpu::vn_frame_coordinates(x, frame);
     const int64_t b = x.size(0), c = x.size(1), m = x.numel() / (b * c * 3);
     auto y = torch::empty_like(x);
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vn_frame_coordinates", [&] {
@@ -160,6 +173,10 @@ class VNFrameCoordinatesFunction : public torch::autograd::Function<VNFrameCoord
     const auto saved = ctx->get_saved_variables();
     const auto &x = saved[0], &frame = saved[1];
     const auto g = grad[0].contiguous();
+    if (x.is_cuda()) {
+      auto [gx, gf] = gpu::vn_frame_coordinates_backward(x, frame, g);
+      return {gx, gf};
+    }
     const int64_t b = x.size(0), c = x.size(1), m = x.numel() / (b * c * 3);
     const int64_t blocks = (m + kBlock - 1) / kBlock;
     auto gx = torch::empty_like(x);
@@ -264,6 +281,11 @@ struct NormAffine {
                                       invstd.data_ptr<double>(), global ? global->data_ptr<double>() : nullptr, count,
                                       scale.size(0), ci, slope, kVNEps);
   }
+
+  // The same for qkv's CUDA kernels (the tensors on the GPU).
+  gpu::ChannelNorm for_gpu(double slope = 0.0, const at::Tensor* global = nullptr) const {
+    return {scale, shift, mean, invstd, global ? *global : at::Tensor(), count, slope, kVNEps};
+  }
 };
 
 NormAffine norm_affine(at::Tensor sums, double count, const at::Tensor& weight, const at::Tensor& bias,
@@ -273,7 +295,7 @@ NormAffine norm_affine(at::Tensor sums, double count, const at::Tensor& weight, 
   if (training) {
     const int64_t c = sums.size(1);
     if (group != nullptr && group->world_size() > 1) {
-      auto packed = torch::cat({sums.flatten(), torch::full({1}, count, torch::kDouble)});
+      auto packed = torch::cat({sums.flatten(), torch::full({1}, count, sums.options())});
       group->all_reduce_sum(packed, "batch-norm statistics");
       sums = packed.slice(0, 0, 2 * c).view({2, c});
       count = packed[2 * c].item<double>();
@@ -306,7 +328,9 @@ class VNBatchNormFunction : public torch::autograd::Function<VNBatchNormFunction
     const int64_t b = x.size(0), c = x.size(1), m = x.numel() / (b * c * 3);
     save_composed_inputs(ctx, {x_in, weight, bias}, running_mean, running_var, momentum, eps);
     at::Tensor sums;
-    if (training)
+    if (training && x.is_cuda())
+      sums = gpu::vn_norm_sums(x, kVNEps);
+    else if (training)
       AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vn_batch_norm_stats", [&] {
         const auto* xp = x.data_ptr<scalar_t>();
         const scalar_t eps2 = static_cast<scalar_t>(kVNEps * kVNEps);
@@ -322,19 +346,20 @@ class VNBatchNormFunction : public torch::autograd::Function<VNBatchNormFunction
                                   momentum, eps, group);
     const auto &mean = norm.mean, &invstd = norm.invstd, &scale = norm.scale, &shift = norm.shift;
     const double count = norm.count;
-    auto y = torch::empty_like(x);
-    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vn_batch_norm", [&] {
-      const auto* xp = x.data_ptr<scalar_t>();
-      auto* yp = y.data_ptr<scalar_t>();
-      at::parallel_for(0, b * c, 1, [&](int64_t begin, int64_t end) {
-        for (int64_t bc = begin; bc < end; ++bc) {
-          const auto constants = norm.channel<scalar_t>(bc % c);
-          const scalar_t* x0 = xp + bc * 3 * m;
-          scalar_t* y0 = yp + bc * 3 * m;
-          for (int64_t i = 0; i < m; ++i) store(y0, m, i, math::rescale(load(x0, m, i), constants));
-        }
+    auto y = x.is_cuda() ? gpu::vn_rescale(x, norm.for_gpu()) : torch::empty_like(x);
+    if (!x.is_cuda())
+      AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vn_batch_norm", [&] {
+        const auto* xp = x.data_ptr<scalar_t>();
+        auto* yp = y.data_ptr<scalar_t>();
+        at::parallel_for(0, b * c, 1, [&](int64_t begin, int64_t end) {
+          for (int64_t bc = begin; bc < end; ++bc) {
+            const auto constants = norm.channel<scalar_t>(bc % c);
+            const scalar_t* x0 = xp + bc * 3 * m;
+            scalar_t* y0 = yp + bc * 3 * m;
+            for (int64_t i = 0; i < m; ++i) store(y0, m, i, math::rescale(load(x0, m, i), constants));
+          }
+        });
       });
-    });
     ctx->save_for_backward({x, weight, mean, invstd, scale, shift});
     ctx->saved_data["training"] = training;
     ctx->saved_data["count"] = count;
@@ -367,43 +392,49 @@ class VNBatchNormFunction : public torch::autograd::Function<VNBatchNormFunction
     // Pass 1: the channel sums of gm and gm * nhat (bias and weight gradients,
     // and batch norm's backward terms; vn_math.h).
     at::Tensor sums;
-    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vn_batch_norm_backward_sums", [&] {
-      const auto* xp = x.data_ptr<scalar_t>();
-      const auto* gp = g.data_ptr<scalar_t>();
-      sums = channel_sums(b, c, [&](int64_t bc, double& s_gm, double& s_gm_nhat) {
-        const auto constants = norm.channel<scalar_t>(bc % c);
-        const scalar_t *x0 = xp + bc * 3 * m, *g0 = gp + bc * 3 * m;
-        for (int64_t i = 0; i < m; ++i) {
-          const auto x = load(x0, m, i);
-          const auto terms = math::rescale_terms(x, load(g0, m, i), math::rescale_factors(x, constants), constants);
-          s_gm += terms.gm, s_gm_nhat += terms.gm * terms.nhat;
-        }
+    if (x.is_cuda())
+      sums = gpu::vn_rescale_backward_sums(x, g, norm.for_gpu());
+    else
+      AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vn_batch_norm_backward_sums", [&] {
+        const auto* xp = x.data_ptr<scalar_t>();
+        const auto* gp = g.data_ptr<scalar_t>();
+        sums = channel_sums(b, c, [&](int64_t bc, double& s_gm, double& s_gm_nhat) {
+          const auto constants = norm.channel<scalar_t>(bc % c);
+          const scalar_t *x0 = xp + bc * 3 * m, *g0 = gp + bc * 3 * m;
+          for (int64_t i = 0; i < m; ++i) {
+            const auto x = load(x0, m, i);
+            const auto terms = math::rescale_terms(x, load(g0, m, i), math::rescale_factors(x, constants), constants);
+            s_gm += terms.gm, s_gm_nhat += terms.gm * terms.nhat;
+          }
+        });
       });
-    });
     const auto grad_bias = sums[0].to(weight.scalar_type()), grad_weight = sums[1].to(weight.scalar_type());
     // Batch norm's backward in training mode needs the means of gm and
     // gm * nhat over the whole (global) batch; in eval mode the statistics
     // are constants.
     auto global = sums.clone();
     if (training && group != nullptr && group->world_size() > 1) group->all_reduce_sum(global, "batch-norm gradient");
-    auto gx = torch::empty_like(x);
-    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vn_batch_norm_backward", [&] {
-      const auto* xp = x.data_ptr<scalar_t>();
-      const auto* gp = g.data_ptr<scalar_t>();
-      auto* gxp = gx.data_ptr<scalar_t>();
-      at::parallel_for(0, b * c, 1, [&](int64_t begin, int64_t end) {
-        for (int64_t bc = begin; bc < end; ++bc) {
-          // In training, batch norm's backward subtracts the batch means of gm and gm * nhat.
-          const auto constants = norm.channel<scalar_t>(bc % c, 0.0, training ? &global : nullptr);
-          const scalar_t *x0 = xp + bc * 3 * m, *g0 = gp + bc * 3 * m;
-          scalar_t* gx0 = gxp + bc * 3 * m;
-          for (int64_t i = 0; i < m; ++i) {
-            const auto x = load(x0, m, i);
-            store(gx0, m, i, math::rescale_backward(x, load(g0, m, i), math::rescale_factors(x, constants), constants));
+    // In training, batch norm's backward subtracts the batch means of gm and gm * nhat.
+    const at::Tensor* batch_sums = training ? &global : nullptr;
+    auto gx = x.is_cuda() ? gpu::vn_rescale_backward(x, g, norm.for_gpu(0.0, batch_sums)) : torch::empty_like(x);
+    if (!x.is_cuda())
+      AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vn_batch_norm_backward", [&] {
+        const auto* xp = x.data_ptr<scalar_t>();
+        const auto* gp = g.data_ptr<scalar_t>();
+        auto* gxp = gx.data_ptr<scalar_t>();
+        at::parallel_for(0, b * c, 1, [&](int64_t begin, int64_t end) {
+          for (int64_t bc = begin; bc < end; ++bc) {
+            const auto constants = norm.channel<scalar_t>(bc % c, 0.0, batch_sums);
+            const scalar_t *x0 = xp + bc * 3 * m, *g0 = gp + bc * 3 * m;
+            scalar_t* gx0 = gxp + bc * 3 * m;
+            for (int64_t i = 0; i < m; ++i) {
+              const auto x = load(x0, m, i);
+              store(gx0, m, i,
+                    math::rescale_backward(x, load(g0, m, i), math::rescale_factors(x, constants), constants));
+            }
           }
-        }
+        });
       });
-    });
     return {gx,           grad_weight,  grad_bias,    at::Tensor(), at::Tensor(),
             at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
@@ -609,8 +640,11 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
     save_composed_inputs(ctx, {feat_towards, feat_centre, dir_towards, dir_centre, weight, bias}, running_mean,
                          running_var, momentum, eps);
     const int64_t b = a.size(0), c = a.size(1), n = a.size(3), k = idx.size(2);
+    const bool on_gpu = a.is_cuda();
     at::Tensor sums;
-    if (training)
+    if (training && on_gpu)
+      sums = gpu::edge_norm_sums(a, ac, idx, kVNEps);
+    else if (training)
       AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "edge_conv_mean_stats", [&] {
         const auto kernels = edge_kernels<scalar_t>();
         EdgeConstants<scalar_t> constants{};
@@ -628,32 +662,33 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
       });
     const auto norm = norm_affine(sums, static_cast<double>(b * n * k), weight, bias, running_mean, running_var,
                                   training, momentum, eps, group);
-    auto out = torch::empty_like(a);
-    AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "edge_conv_mean", [&] {
-      const auto kernels = edge_kernels<scalar_t>();
-      auto* op = out.data_ptr<scalar_t>();
-      const scalar_t inv_k = scalar_t(1) / static_cast<scalar_t>(k);
-      at::parallel_for(0, b * c, 1, [&](int64_t begin, int64_t end) {
-        EdgeBlock<scalar_t> block(kEdgePointBlock * k);
-        for (int64_t bc = begin; bc < end; ++bc) {
-          const auto rows = edge_rows<scalar_t>(a, ac, dd, dc, idx, bc);
-          const auto constants = norm.channel<scalar_t>(bc % c, slope);
-          scalar_t* o = op + bc * 3 * n;
-          for (int64_t i0 = 0; i0 < n; i0 += kEdgePointBlock) {
-            const int64_t i1 = std::min(n, i0 + kEdgePointBlock);
-            rows.gather(block, i0, i1, true);
-            kernels.forward(block, constants);
-            for (int64_t i = i0; i < i1; ++i)
-              for (int x = 0; x < 3; ++x) {
-                const scalar_t* z = block.out[x] + (i - i0) * k;
-                scalar_t sum = 0;
-                for (int64_t j = 0; j < k; ++j) sum += z[j];
-                o[x * n + i] = sum * inv_k;
-              }
+    auto out = on_gpu ? gpu::edge_conv_mean(a, ac, dd, dc, idx, norm.for_gpu(slope)) : torch::empty_like(a);
+    if (!on_gpu)
+      AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "edge_conv_mean", [&] {
+        const auto kernels = edge_kernels<scalar_t>();
+        auto* op = out.data_ptr<scalar_t>();
+        const scalar_t inv_k = scalar_t(1) / static_cast<scalar_t>(k);
+        at::parallel_for(0, b * c, 1, [&](int64_t begin, int64_t end) {
+          EdgeBlock<scalar_t> block(kEdgePointBlock * k);
+          for (int64_t bc = begin; bc < end; ++bc) {
+            const auto rows = edge_rows<scalar_t>(a, ac, dd, dc, idx, bc);
+            const auto constants = norm.channel<scalar_t>(bc % c, slope);
+            scalar_t* o = op + bc * 3 * n;
+            for (int64_t i0 = 0; i0 < n; i0 += kEdgePointBlock) {
+              const int64_t i1 = std::min(n, i0 + kEdgePointBlock);
+              rows.gather(block, i0, i1, true);
+              kernels.forward(block, constants);
+              for (int64_t i = i0; i < i1; ++i)
+                for (int x = 0; x < 3; ++x) {
+                  const scalar_t* z = block.out[x] + (i - i0) * k;
+                  scalar_t sum = 0;
+                  for (int64_t j = 0; j < k; ++j) sum += z[j];
+                  o[x * n + i] = sum * inv_k;
+                }
+            }
           }
-        }
+        });
       });
-    });
     ctx->save_for_backward({a, ac, dd, dc, idx, weight, norm.mean, norm.invstd, norm.scale, norm.shift});
     ctx->saved_data["training"] = training;
     ctx->saved_data["count"] = norm.count;
@@ -692,54 +727,62 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
     const int64_t b = a.size(0), c = a.size(1), n = a.size(3), k = idx.size(2);
     auto ga = torch::zeros_like(a), gac = torch::zeros_like(ac), gdd = torch::zeros_like(dd),
          gdc = torch::zeros_like(dc);
+    const bool on_gpu = a.is_cuda();
     // Pass 1: the directions' gradients, and the channel sums of gm = <gy, p>/n
     // and gm * nhat (batch norm's weight and bias gradients and its backward
-    // terms). One task per (batch, channel): it alone writes that channel's
-    // rows, so the scatter to neighbours needs no atomics.
+    // terms). On the CPU one task per (batch, channel): it alone writes that
+    // channel's rows, so the scatter to neighbours needs no atomics.
     at::Tensor sums;
-    AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "edge_conv_mean_backward_sums", [&] {
-      const auto kernels = edge_kernels<scalar_t>();
-      const auto* gp = g_out.data_ptr<scalar_t>();
-      auto *gdp = gdd.data_ptr<scalar_t>(), *gdcp = gdc.data_ptr<scalar_t>();
-      sums = channel_sums(b, c, [&](int64_t bc, double& s_gm, double& s_gm_nhat) {
-        const auto rows = edge_rows<scalar_t>(a, ac, dd, dc, idx, bc);
-        const auto constants = norm.channel<scalar_t>(bc % c, slope);
-        EdgeBlock<scalar_t> block(kEdgePointBlock * k);
-        const int64_t row = bc * 3 * n;
-        for (int64_t i0 = 0; i0 < n; i0 += kEdgePointBlock) {
-          const int64_t i1 = std::min(n, i0 + kEdgePointBlock);
-          rows.gather(block, i0, i1, true, gp + row);
-          scalar_t s0, s1;
-          kernels.backward_direction(block, constants, s0, s1);
-          s_gm += s0, s_gm_nhat += s1;
-          rows.scatter(block, i0, i1, gdp + row, gdcp + row);
-        }
+    if (on_gpu)
+      sums = gpu::edge_conv_mean_backward_direction(a, ac, dd, dc, idx, g_out, norm.for_gpu(slope), gdd, gdc);
+    else
+      AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "edge_conv_mean_backward_sums", [&] {
+        const auto kernels = edge_kernels<scalar_t>();
+        const auto* gp = g_out.data_ptr<scalar_t>();
+        auto *gdp = gdd.data_ptr<scalar_t>(), *gdcp = gdc.data_ptr<scalar_t>();
+        sums = channel_sums(b, c, [&](int64_t bc, double& s_gm, double& s_gm_nhat) {
+          const auto rows = edge_rows<scalar_t>(a, ac, dd, dc, idx, bc);
+          const auto constants = norm.channel<scalar_t>(bc % c, slope);
+          EdgeBlock<scalar_t> block(kEdgePointBlock * k);
+          const int64_t row = bc * 3 * n;
+          for (int64_t i0 = 0; i0 < n; i0 += kEdgePointBlock) {
+            const int64_t i1 = std::min(n, i0 + kEdgePointBlock);
+            rows.gather(block, i0, i1, true, gp + row);
+            scalar_t s0, s1;
+            kernels.backward_direction(block, constants, s0, s1);
+            s_gm += s0, s_gm_nhat += s1;
+            rows.scatter(block, i0, i1, gdp + row, gdcp + row);
+          }
+        });
       });
-    });
     const auto grad_bias = sums[0].to(weight.scalar_type()), grad_weight = sums[1].to(weight.scalar_type());
     auto global = sums.clone();
     if (training && group != nullptr && group->world_size() > 1) group->all_reduce_sum(global, "batch-norm gradient");
     // Pass 2: the features' gradients through batch norm, scattered to the
     // neighbour (A) and the centre (Ac).
-    AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "edge_conv_mean_backward", [&] {
-      const auto kernels = edge_kernels<scalar_t>();
-      const auto* gp = g_out.data_ptr<scalar_t>();
-      auto *gap = ga.data_ptr<scalar_t>(), *gacp = gac.data_ptr<scalar_t>();
-      at::parallel_for(0, b * c, 1, [&](int64_t begin, int64_t end) {
-        EdgeBlock<scalar_t> block(kEdgePointBlock * k);
-        for (int64_t bc = begin; bc < end; ++bc) {
-          const auto rows = edge_rows<scalar_t>(a, ac, dd, dc, idx, bc);
-          const auto constants = norm.channel<scalar_t>(bc % c, slope, training ? &global : nullptr);
-          const int64_t row = bc * 3 * n;
-          for (int64_t i0 = 0; i0 < n; i0 += kEdgePointBlock) {
-            const int64_t i1 = std::min(n, i0 + kEdgePointBlock);
-            rows.gather(block, i0, i1, true, gp + row);
-            kernels.backward_feature(block, constants);
-            rows.scatter(block, i0, i1, gap + row, gacp + row);
+    const at::Tensor* batch_sums = training ? &global : nullptr;
+    if (on_gpu)
+      gpu::edge_conv_mean_backward_feature(a, ac, dd, dc, idx, g_out, norm.for_gpu(slope, batch_sums), ga, gac);
+    else
+      AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "edge_conv_mean_backward", [&] {
+        const auto kernels = edge_kernels<scalar_t>();
+        const auto* gp = g_out.data_ptr<scalar_t>();
+        auto *gap = ga.data_ptr<scalar_t>(), *gacp = gac.data_ptr<scalar_t>();
+        at::parallel_for(0, b * c, 1, [&](int64_t begin, int64_t end) {
+          EdgeBlock<scalar_t> block(kEdgePointBlock * k);
+          for (int64_t bc = begin; bc < end; ++bc) {
+            const auto rows = edge_rows<scalar_t>(a, ac, dd, dc, idx, bc);
+            const auto constants = norm.channel<scalar_t>(bc % c, slope, batch_sums);
+            const int64_t row = bc * 3 * n;
+            for (int64_t i0 = 0; i0 < n; i0 += kEdgePointBlock) {
+              const int64_t i1 = std::min(n, i0 + kEdgePointBlock);
+              rows.gather(block, i0, i1, true, gp + row);
+              kernels.backward_feature(block, constants);
+              rows.scatter(block, i0, i1, gap + row, gacp + row);
+            }
           }
-        }
+        });
       });
-    });
     return {ga,           gac,          gdd,          gdc,          at::Tensor(), grad_weight,  grad_bias,
             at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
@@ -759,15 +802,25 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
   }
 };
 
+// Whether the fused kernels take x: float32 or float64 on the CPU, or on a GPU
+// where this build has qkv's CUDA kernels, with every other tensor on x's
+// device (undefined ones aside).
+bool fused_kernels_take(const at::Tensor& x, std::initializer_list<const at::Tensor*> others) {
+  if (x.scalar_type() != at::kFloat && x.scalar_type() != at::kDouble) return false;
+  if (!x.device().is_cpu() && !(x.is_cuda() && cuda::kernels_built())) return false;
+  for (const auto* t : others)
+    if (t->defined() && t->device() != x.device()) return false;
+  return x.numel() > 0 && !under_function_transform();
+}
+
 }  // namespace
 
 at::Tensor vn_leaky_relu(const at::Tensor& x, const at::Tensor& direction, double negative_slope, double eps) {
   require_vn(x, "vn_leaky_relu");
-  const bool fused =
-      x.device().is_cpu() && (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) &&
-      direction.scalar_type() == x.scalar_type() && direction.device() == x.device() && direction.dim() == x.dim() &&
-      direction.size(0) == x.size(0) && (direction.size(1) == x.size(1) || direction.size(1) == 1) &&
-      direction.sizes().slice(2).equals(x.sizes().slice(2)) && x.numel() > 0 && !under_function_transform();
+  const bool fused = fused_kernels_take(x, {&direction}) && direction.scalar_type() == x.scalar_type() &&
+                     direction.dim() == x.dim() && direction.size(0) == x.size(0) &&
+                     (direction.size(1) == x.size(1) || direction.size(1) == 1) &&
+                     direction.sizes().slice(2).equals(x.sizes().slice(2));
   if (!fused) return vn_leaky_relu_composed(x, direction, negative_slope, eps);
   return VNLeakyReLUFunction::apply(x, direction, negative_slope, eps);
 }
@@ -779,9 +832,7 @@ at::Tensor vn_frame_coordinates(const at::Tensor& x, const at::Tensor& frame) {
   if (!frame.sizes().equals(frame_shape))
     throw UsageError("vn_frame_coordinates: frame must be " + shape_of(at::IntArrayRef(frame_shape)) + " for x " +
                      shape_of(x) + ", got " + shape_of(frame));
-  const bool fused = x.device().is_cpu() && frame.device().is_cpu() &&
-                     (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) &&
-                     frame.scalar_type() == x.scalar_type() && x.numel() > 0 && !under_function_transform();
+  const bool fused = fused_kernels_take(x, {&frame}) && frame.scalar_type() == x.scalar_type();
   if (!fused) return vn_frame_coordinates_composed(x, frame);
   return VNFrameCoordinatesFunction::apply(x, frame);
 }
@@ -790,9 +841,8 @@ at::Tensor vn_batch_norm(const at::Tensor& x, const at::Tensor& weight, const at
                          const at::Tensor& running_mean, const at::Tensor& running_var, bool training, double momentum,
                          double eps, RankSum* group) {
   require_vn(x, "vn_batch_norm");
-  const bool fused = x.device().is_cpu() && (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) &&
-                     weight.defined() && bias.defined() && x.numel() > 0 &&
-                     (training || (running_mean.defined() && running_var.defined())) && !under_function_transform();
+  const bool fused = fused_kernels_take(x, {&weight, &bias, &running_mean, &running_var}) && weight.defined() &&
+                     bias.defined() && (training || (running_mean.defined() && running_var.defined()));
   if (!fused) return vn_batch_norm_composed(x, weight, bias, running_mean, running_var, training, momentum, eps, group);
   if (weight.dim() != 1 || weight.size(0) != x.size(1) || bias.sizes() != weight.sizes())
     throw UsageError("vn_batch_norm: weight " + shape_of(weight) + " and bias " + shape_of(bias) + " do not match " +
@@ -828,10 +878,8 @@ at::Tensor edge_conv_mean(const at::Tensor& feat_towards, const at::Tensor& feat
   if (weight.dim() != 1 || weight.size(0) != c || !bias.sizes().equals(weight.sizes()))
     throw UsageError("edge_conv_mean: batch-norm weight " + shape_of(weight) + " and bias " + shape_of(bias) +
                      " do not match " + std::to_string(c) + " channels");
-  const bool fused = feat_towards.device().is_cpu() && idx.device().is_cpu() &&
-                     (feat_towards.scalar_type() == at::kFloat || feat_towards.scalar_type() == at::kDouble) &&
-                     feat_towards.numel() > 0 && (training || (running_mean.defined() && running_var.defined())) &&
-                     !under_function_transform();
+  const bool fused = fused_kernels_take(feat_towards, {&idx, &weight, &bias, &running_mean, &running_var}) &&
+                     (training || (running_mean.defined() && running_var.defined()));
   if (!fused)
     return edge_conv_mean_composed(feat_towards, feat_centre, dir_towards, dir_centre, idx, weight, bias, running_mean,
                                    running_var, training, momentum, eps, group, negative_slope);

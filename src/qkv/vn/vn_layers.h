@@ -110,8 +110,9 @@ TORCH_MODULE(VNMaxPool);
 // Coordinates of every vector channel in a per-point frame: x [B, C, 3, ...],
 // frame [B, 3, 3, ...] (dim 1 frame vector, dim 2 xyz) -> [B, C, 3, ...] with
 // dim 2 indexing the frame vectors. Invariant when x and frame rotate together.
-// CPU float32/float64: one pass forward and one backward (vn_fused.cpp);
-// elsewhere, and as the reference, the composed version: a batched matmul.
+// Float32/float64 on the CPU, or on a GPU where the build has qkv's CUDA
+// kernels: one pass forward and one backward (vn_fused.cpp); elsewhere, and as
+// the reference, the composed version: a batched matmul.
 at::Tensor vn_frame_coordinates(const at::Tensor& x, const at::Tensor& frame);
 at::Tensor vn_frame_coordinates_composed(const at::Tensor& x, const at::Tensor& frame);
 

@@ -1,6 +1,6 @@
 #pragma once
 // The per-vector math of the fused VN ops, written once for the CPU loops
-// (vn_fused.cpp) and the CUDA kernels (cuda/vn_kernels.cu), so that the two
+// (vn_fused.cpp) and the CUDA kernels (vn/vn_fused_cuda.cu), so that the two
 // devices compute the same formulas and the CPU's tests (gradcheck, equality
 // with the composed versions) check the GPU's math too. A VN feature stores
 // the three coordinates of a vector m apart ([..., 3, M] rows): load() and

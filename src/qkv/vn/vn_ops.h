@@ -32,8 +32,9 @@ at::Tensor vn_linear(const at::Tensor& x, const at::Tensor& weight);
 
 // Vector leaky ReLU: where <x, d> < 0, remove the component of x along the
 // direction d; blend with x by `negative_slope`. d is [B, C or 1, 3, ...]
-// (shared across channels when it has one channel). On the CPU (float32,
-// float64, d with x's trailing sizes) one fused pass forward and backward (an
+// (shared across channels when it has one channel). Float32 and float64 with
+// d of x's trailing sizes, on the CPU or on a GPU where the build has qkv's
+// CUDA kernels (vn_fused_cuda.h): one fused pass forward and backward (an
 // autograd Function, vn_fused.cpp; first derivatives only); elsewhere the
 // composed version.
 at::Tensor vn_leaky_relu(const at::Tensor& x, const at::Tensor& direction, double negative_slope, double eps = kVNEps);
@@ -46,8 +47,9 @@ at::Tensor vn_leaky_relu_composed(const at::Tensor& x, const at::Tensor& directi
 // channel over batch and trailing dims (training: the batch's, summed over
 // `group`'s ranks when given, running statistics updated with the unbiased
 // variance; eval: the running ones), as layers::batch_norm on the norms.
-// On the CPU (float32, float64) two fused passes forward and backward, norms
-// recomputed instead of stored (vn_fused.cpp); elsewhere the composed version.
+// Float32 and float64 on the CPU, or on a GPU where the build has qkv's CUDA
+// kernels: two fused passes forward and backward, norms recomputed instead of
+// stored (vn_fused.cpp); elsewhere the composed version.
 at::Tensor vn_batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                          const at::Tensor& running_mean, const at::Tensor& running_var, bool training, double momentum,
                          double eps, RankSum* group);
