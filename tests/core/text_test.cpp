@@ -84,5 +84,7 @@ TEST(Wording, LibTorchsOutOfMemoryBecomesOneLineForAUser) {
       << line;
   EXPECT_NE(line.find("--resume"), std::string::npos) << line;
   EXPECT_EQ(line.find('\n'), std::string::npos);
+  EXPECT_EQ(qkv::out_of_memory_line(cuda, "at batch size 64").rfind("out of GPU memory at batch size 64 (LibTorch", 0),
+            0u);
   EXPECT_EQ(qkv::out_of_memory_line("Expected all tensors to be on the same device"), "");
 }

@@ -103,7 +103,7 @@ TEST(Trainer, ResumeAfterInterruptionEqualsUninterruptedRun) {
   {
     auto model = make_mlp(0.1);
     auto hooks = quiet();
-    hooks.stop_after_steps = 17;  // mid-epoch 2 (12 batches per epoch)
+    hooks.stop_after_steps = 17;  // mid-epoch 2 (11 batches per epoch)
     auto r = train::train(*model, spirals(), small_config(4), torch::kCPU, broken, {}, false, hooks);
     ASSERT_TRUE(r.interrupted);
   }
@@ -143,6 +143,47 @@ TEST(Trainer, NaNInputIsAClearError) {
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("NaN"), std::string::npos) << e.what();
   }
+}
+
+// An MLP whose training forward runs out of GPU memory at one call, as
+// LibTorch's CUDA allocator would (its message, thrown as c10::Error).
+class OutOfMemoryAt : public models::MLP {
+ public:
+  OutOfMemoryAt(int64_t call, const models::MLPOptions& o) : models::MLP(o), fail_at_(call) {}
+  at::Tensor forward(const data::Batch& batch) override {
+    if (is_training() && ++calls_ == fail_at_)
+      TORCH_CHECK(false,
+                  "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of "
+                  "which 1.06 GiB is free.\nIf reserved but unallocated memory is large ...");
+    return models::MLP::forward(batch);
+  }
+
+ private:
+  int64_t fail_at_, calls_ = 0;
+};
+
+TEST(Trainer, OutOfGpuMemoryIsOneLineNamingTheBatchSizeAndResumeContinues) {
+  const auto dir = fresh_dir("oom");
+  torch::manual_seed(7);
+  OutOfMemoryAt model(11 + 5, models::MLPOptions{});  // step 5 of epoch 2 (11 batches an epoch)
+  try {
+    train::train(model, spirals(), small_config(3), torch::kCPU, dir, {}, false, quiet());
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("out of GPU memory in training step 5 of epoch 2 at batch size 32 (LibTorch could not "
+                         "allocate 2.00 GiB on cuda:0; a smaller --batch-size may fit",
+                         0),
+              0u)
+        << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+  // Epoch 1's checkpoint is intact, and --resume finishes the run from it.
+  EXPECT_EQ(train::read_checkpoint_state(dir + "/checkpoints/last.ckpt").epoch, 1);
+  auto healthy = make_mlp();
+  const auto r = train::train(*healthy, spirals(), small_config(3), torch::kCPU, dir, {}, true, quiet());
+  EXPECT_FALSE(r.interrupted);
+  EXPECT_EQ(train::read_checkpoint_state(dir + "/checkpoints/last.ckpt").epoch, 3);
 }
 
 TEST(Trainer, BadConfigIsAUsageErrorNamingTheOption) {

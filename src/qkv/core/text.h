@@ -32,8 +32,10 @@ std::string first_line(std::string_view text);
 // LibTorch's out-of-memory message (worded for its own developers, with a
 // paragraph of allocator advice) as one line for a user, or "" when `message`
 // is not one: the CPU's "... you tried to allocate N bytes ..." and CUDA's
-// "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has ...".
-std::string out_of_memory_line(std::string_view message);
+// "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has ...". `where`,
+// when given, follows "out of memory" (e.g. "in training step 3 of epoch 2 at
+// batch size 64").
+std::string out_of_memory_line(std::string_view message, const std::string& where = "");
 
 // A value shown in a message: the text when it has at most `max` bytes, else
 // its first bytes (cut at a UTF-8 character boundary) and "... (N bytes)", so

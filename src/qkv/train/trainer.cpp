@@ -14,6 +14,7 @@
 #include "qkv/core/json_file.h"
 #include "qkv/core/messages.h"
 #include "qkv/core/output_policy.h"
+#include "qkv/core/text.h"
 #include "qkv/layers/sync_batch_norm.h"
 #include "qkv/runtime/allocator.h"
 #include "qkv/train/progress.h"
@@ -24,6 +25,14 @@ namespace qkv::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Called from a handler of `e`: LibTorch's out-of-memory error (CPU or CUDA)
+// becomes a DataError of one line saying `where`; any other error passes on.
+[[noreturn]] void rethrow_out_of_memory(const c10::Error& e, const std::string& where) {
+  const auto line = out_of_memory_line(e.what_without_backtrace(), where);
+  if (line.empty()) throw;
+  throw DataError(line);
+}
 
 MetricFactory metrics_or_default(const MetricFactory& f) {
   if (f) return f;
@@ -282,73 +291,81 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
                     hooks.live_progress && writer);
     auto epoch_start = Clock::now();
     for (int64_t b = state.step_in_epoch; b < batches; ++b) {
-      const auto [begin, end] = rank_slice(b);
-      std::vector<int64_t> idx(order.begin() + begin, order.begin() + end);
-      auto batch = splits.train->get(idx);
-      if (hooks.augment) batch = hooks.augment(batch);
-      batch = batch.to(device);
+      try {
+        const auto [begin, end] = rank_slice(b);
+        std::vector<int64_t> idx(order.begin() + begin, order.begin() + end);
+        auto batch = splits.train->get(idx);
+        if (hooks.augment) batch = hooks.augment(batch);
+        batch = batch.to(device);
 
-      auto logits = model.forward(batch);
-      auto loss =
-          classification_loss(logits, batch.target, config.label_smoothing, config.label_smoothing_over == "others");
-      double count = 0, correct = 0;
-      {
-        torch::NoGradGuard no_grad;
-        auto flat_target = batch.target.reshape({-1});
-        auto scored = flat_target != kIgnoreIndex;
-        count = scored.sum().item<double>();
-        auto predicted = logits.reshape({-1, logits.size(-1)}).argmax(-1);
-        correct = ((predicted == flat_target) & scored).sum().item<double>();
-      }
-      double loss_sum = count > 0 ? loss.item<double>() * count : 0.0;
-      const bool stop_here =
-          interrupt_requested() || (hooks.stop_after_steps >= 0 && steps_this_call + 1 >= hooks.stop_after_steps);
-      bool stop = stop_here;
-      double weight = 1.0;  // this rank's share of the global batch's scored targets
-      if (group) {
-        auto sums = torch::tensor({count, loss_sum, correct, stop_here ? 1.0 : 0.0}, torch::kDouble);
-        group->all_reduce_sum(sums, "training step");
-        weight = sums[0].item<double>() > 0 ? count / sums[0].item<double>() : 0.0;
-        count = sums[0].item<double>();
-        loss_sum = sums[1].item<double>();
-        correct = sums[2].item<double>();
-        stop = sums[3].item<double>() > 0;
-      }
-      const double loss_value = count > 0 ? loss_sum / count : loss.item<double>();
-      if (!std::isfinite(loss_value))
-        throw DataError("training diverged: loss is " + std::to_string(loss_value) + " at epoch " +
-                        std::to_string(epoch + 1) + ", step " + std::to_string(b + 1) +
-                        " (check the input data for NaN, or lower {lr})");
-      optimizer->zero_grad();
-      if (group) {
-        // Sum over ranks of (share x local mean) = the mean over the global batch.
-        // A rank with nothing to score still runs backward: the batch-norm
-        // gradients are collectives every rank must join.
-        (weight > 0 ? loss * weight : logits.sum() * 0.0).backward();
-        group->all_reduce_gradients(model.parameters());
-      } else {
-        loss.backward();
-      }
-      if (config.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(model.parameters(), config.clip_grad_norm);
-      optimizer->step();
+        auto logits = model.forward(batch);
+        auto loss =
+            classification_loss(logits, batch.target, config.label_smoothing, config.label_smoothing_over == "others");
+        double count = 0, correct = 0;
+        {
+          torch::NoGradGuard no_grad;
+          auto flat_target = batch.target.reshape({-1});
+          auto scored = flat_target != kIgnoreIndex;
+          count = scored.sum().item<double>();
+          auto predicted = logits.reshape({-1, logits.size(-1)}).argmax(-1);
+          correct = ((predicted == flat_target) & scored).sum().item<double>();
+        }
+        double loss_sum = count > 0 ? loss.item<double>() * count : 0.0;
+        const bool stop_here =
+            interrupt_requested() || (hooks.stop_after_steps >= 0 && steps_this_call + 1 >= hooks.stop_after_steps);
+        bool stop = stop_here;
+        double weight = 1.0;  // this rank's share of the global batch's scored targets
+        if (group) {
+          auto sums = torch::tensor({count, loss_sum, correct, stop_here ? 1.0 : 0.0}, torch::kDouble);
+          group->all_reduce_sum(sums, "training step");
+          weight = sums[0].item<double>() > 0 ? count / sums[0].item<double>() : 0.0;
+          count = sums[0].item<double>();
+          loss_sum = sums[1].item<double>();
+          correct = sums[2].item<double>();
+          stop = sums[3].item<double>() > 0;
+        }
+        const double loss_value = count > 0 ? loss_sum / count : loss.item<double>();
+        if (!std::isfinite(loss_value))
+          throw DataError("training diverged: loss is " + std::to_string(loss_value) + " at epoch " +
+                          std::to_string(epoch + 1) + ", step " + std::to_string(b + 1) +
+                          " (check the input data for NaN, or lower {lr})");
+        optimizer->zero_grad();
+        if (group) {
+          // Sum over ranks of (share x local mean) = the mean over the global batch.
+          // A rank with nothing to score still runs backward: the batch-norm
+          // gradients are collectives every rank must join.
+          (weight > 0 ? loss * weight : logits.sum() * 0.0).backward();
+          group->all_reduce_gradients(model.parameters());
+        } else {
+          loss.backward();
+        }
+        if (config.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(model.parameters(), config.clip_grad_norm);
+        optimizer->step();
 
-      state.partial_correct += correct;
-      state.partial_loss_sum += loss_sum;
-      state.partial_count += count;
-      state.step_in_epoch = b + 1;
-      ++state.global_step;
-      ++steps_this_call;
-      bar.update(b + 1, state.partial_count > 0 ? state.partial_loss_sum / state.partial_count : 0.0);
+        state.partial_correct += correct;
+        state.partial_loss_sum += loss_sum;
+        state.partial_count += count;
+        state.step_in_epoch = b + 1;
+        ++state.global_step;
+        ++steps_this_call;
+        bar.update(b + 1, state.partial_count > 0 ? state.partial_loss_sum / state.partial_count : 0.0);
 
-      if (stop && state.step_in_epoch < batches) {
-        bar.clear();
-        state.partial_seconds += std::chrono::duration<double>(Clock::now() - epoch_start).count();
-        state.train_seconds += std::chrono::duration<double>(Clock::now() - epoch_start).count();
-        save_progress({{"interrupted", true}, {"epoch", epoch + 1}, {"step_in_epoch", state.step_in_epoch}});
-        if (!quiet)
-          say("interrupted: checkpoint written to " + paths.last_checkpoint() + " (resume with {resume} " + paths.dir +
-              ")");
-        return {true, nlohmann::json{{"interrupted", true}}};
+        if (stop && state.step_in_epoch < batches) {
+          bar.clear();
+          state.partial_seconds += std::chrono::duration<double>(Clock::now() - epoch_start).count();
+          state.train_seconds += std::chrono::duration<double>(Clock::now() - epoch_start).count();
+          save_progress({{"interrupted", true}, {"epoch", epoch + 1}, {"step_in_epoch", state.step_in_epoch}});
+          if (!quiet)
+            say("interrupted: checkpoint written to " + paths.last_checkpoint() + " (resume with {resume} " +
+                paths.dir + ")");
+          return {true, nlohmann::json{{"interrupted", true}}};
+        }
+      } catch (const c10::Error& e) {
+        // Out of (GPU) memory: one line naming the step and the batch size; the
+        // checkpoints written so far are untouched, so --resume continues.
+        rethrow_out_of_memory(e, "in training step " + std::to_string(b + 1) + " of epoch " +
+                                     std::to_string(epoch + 1) + " at batch size " + std::to_string(config.batch_size) +
+                                     (group ? " per rank" : ""));
       }
     }
     bar.clear();
