@@ -273,18 +273,20 @@ struct NormAffine {
   at::Tensor mean, invstd, scale, shift;
   double count;
 
-  // Channel ci's constants for the per-vector math (CPU tensors); `global`
-  // [2, C] the batch's sums of gm and gm * nhat (training backward) or null.
-  template <typename T>
-  math::ChannelConstants<T> channel(int64_t ci, double slope = 0.0, const at::Tensor* global = nullptr) const {
-    return math::channel_constants<T>(scale.data_ptr<double>(), shift.data_ptr<double>(), mean.data_ptr<double>(),
-                                      invstd.data_ptr<double>(), global ? global->data_ptr<double>() : nullptr, count,
-                                      scale.size(0), ci, slope, kVNEps);
-  }
-
-  // The same for qkv's CUDA kernels (the tensors on the GPU).
-  gpu::ChannelNorm for_gpu(double slope = 0.0, const at::Tensor* global = nullptr) const {
-    return {scale, shift, mean, invstd, global ? *global : at::Tensor(), count, slope, kVNEps};
+  // The per-channel constants as the per-vector math reads them, on the
+  // tensors' device (the CPU loops' and the CUDA kernels' alike):
+  // pointers(slope, global).at<T>(ci) is channel ci's; `global` [2, C] the
+  // batch's sums of gm and gm * nhat (training backward) or null.
+  gpu::ChannelPointers pointers(double slope = 0.0, const at::Tensor* global = nullptr) const {
+    return {scale.data_ptr<double>(),
+            shift.data_ptr<double>(),
+            mean.data_ptr<double>(),
+            invstd.data_ptr<double>(),
+            global ? global->data_ptr<double>() : nullptr,
+            scale.size(0),
+            count,
+            slope,
+            kVNEps};
   }
 };
 
@@ -346,14 +348,15 @@ class VNBatchNormFunction : public torch::autograd::Function<VNBatchNormFunction
                                   momentum, eps, group);
     const auto &mean = norm.mean, &invstd = norm.invstd, &scale = norm.scale, &shift = norm.shift;
     const double count = norm.count;
-    auto y = x.is_cuda() ? gpu::vn_rescale(x, norm.for_gpu()) : torch::empty_like(x);
+    const auto channels = norm.pointers();
+    auto y = x.is_cuda() ? gpu::vn_rescale(x, channels) : torch::empty_like(x);
     if (!x.is_cuda())
       AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vn_batch_norm", [&] {
         const auto* xp = x.data_ptr<scalar_t>();
         auto* yp = y.data_ptr<scalar_t>();
         at::parallel_for(0, b * c, 1, [&](int64_t begin, int64_t end) {
           for (int64_t bc = begin; bc < end; ++bc) {
-            const auto constants = norm.channel<scalar_t>(bc % c);
+            const auto constants = channels.at<scalar_t>(bc % c);
             const scalar_t* x0 = xp + bc * 3 * m;
             scalar_t* y0 = yp + bc * 3 * m;
             for (int64_t i = 0; i < m; ++i) store(y0, m, i, math::rescale(load(x0, m, i), constants));
@@ -391,15 +394,16 @@ class VNBatchNormFunction : public torch::autograd::Function<VNBatchNormFunction
     const int64_t b = x.size(0), c = x.size(1), m = x.numel() / (b * c * 3);
     // Pass 1: the channel sums of gm and gm * nhat (bias and weight gradients,
     // and batch norm's backward terms; vn_math.h).
+    const auto channels = norm.pointers();
     at::Tensor sums;
     if (x.is_cuda())
-      sums = gpu::vn_rescale_backward_sums(x, g, norm.for_gpu());
+      sums = gpu::vn_rescale_backward_sums(x, g, channels);
     else
       AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vn_batch_norm_backward_sums", [&] {
         const auto* xp = x.data_ptr<scalar_t>();
         const auto* gp = g.data_ptr<scalar_t>();
         sums = channel_sums(b, c, [&](int64_t bc, double& s_gm, double& s_gm_nhat) {
-          const auto constants = norm.channel<scalar_t>(bc % c);
+          const auto constants = channels.at<scalar_t>(bc % c);
           const scalar_t *x0 = xp + bc * 3 * m, *g0 = gp + bc * 3 * m;
           for (int64_t i = 0; i < m; ++i) {
             const auto x = load(x0, m, i);
@@ -415,8 +419,8 @@ class VNBatchNormFunction : public torch::autograd::Function<VNBatchNormFunction
     auto global = sums.clone();
     if (training && group != nullptr && group->world_size() > 1) group->all_reduce_sum(global, "batch-norm gradient");
     // In training, batch norm's backward subtracts the batch means of gm and gm * nhat.
-    const at::Tensor* batch_sums = training ? &global : nullptr;
-    auto gx = x.is_cuda() ? gpu::vn_rescale_backward(x, g, norm.for_gpu(0.0, batch_sums)) : torch::empty_like(x);
+    const auto with_means = norm.pointers(0.0, training ? &global : nullptr);
+    auto gx = x.is_cuda() ? gpu::vn_rescale_backward(x, g, with_means) : torch::empty_like(x);
     if (!x.is_cuda())
       AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vn_batch_norm_backward", [&] {
         const auto* xp = x.data_ptr<scalar_t>();
@@ -424,7 +428,7 @@ class VNBatchNormFunction : public torch::autograd::Function<VNBatchNormFunction
         auto* gxp = gx.data_ptr<scalar_t>();
         at::parallel_for(0, b * c, 1, [&](int64_t begin, int64_t end) {
           for (int64_t bc = begin; bc < end; ++bc) {
-            const auto constants = norm.channel<scalar_t>(bc % c, 0.0, batch_sums);
+            const auto constants = with_means.at<scalar_t>(bc % c);
             const scalar_t *x0 = xp + bc * 3 * m, *g0 = gp + bc * 3 * m;
             scalar_t* gx0 = gxp + bc * 3 * m;
             for (int64_t i = 0; i < m; ++i) {
@@ -477,9 +481,6 @@ struct EdgeBlock {
   int64_t count = 0;
 };
 
-template <typename T>
-using EdgeConstants = math::ChannelConstants<T>;
-
 #define QKV_ALWAYS_INLINE inline __attribute__((always_inline))
 
 // The per-edge math is vn_math.h's; here it runs as SIMD loops over the
@@ -488,8 +489,9 @@ using EdgeConstants = math::ChannelConstants<T>;
 
 // The sums of n and n^2 over the block (training statistics).
 template <typename T>
-QKV_ALWAYS_INLINE void edge_norm_sums_math(const EdgeBlock<T>& b, const EdgeConstants<T>& constants, T& s, T& ss) {
-  const EdgeConstants<T> c = constants;
+QKV_ALWAYS_INLINE void edge_norm_sums_math(const EdgeBlock<T>& b, const math::ChannelConstants<T>& constants, T& s,
+                                           T& ss) {
+  const math::ChannelConstants<T> c = constants;
   const T *px = b.p[0], *py = b.p[1], *pz = b.p[2];
   T s0 = 0, s1 = 0;
 #pragma omp simd reduction(+ : s0, s1)
@@ -500,16 +502,12 @@ QKV_ALWAYS_INLINE void edge_norm_sums_math(const EdgeBlock<T>& b, const EdgeCons
   s = s0, ss = s1;
 }
 
-#define QKV_EDGE_POINTERS                                                                     \
-  const T *px = b.p[0], *py = b.p[1], *pz = b.p[2], *dx = b.d[0], *dy = b.d[1], *dz = b.d[2]; \
-  const T *gx = b.g[0], *gy = b.g[1], *gz = b.g[2];                                           \
-  T *ox = b.out[0], *oy = b.out[1], *oz = b.out[2];
-
 // out = leaky(y, d), y = p n'/n.
 template <typename T>
-QKV_ALWAYS_INLINE void edge_forward_math(EdgeBlock<T>& b, const EdgeConstants<T>& constants) {
-  const EdgeConstants<T> c = constants;
-  QKV_EDGE_POINTERS(void) gx, (void)gy, (void)gz;
+QKV_ALWAYS_INLINE void edge_forward_math(EdgeBlock<T>& b, const math::ChannelConstants<T>& constants) {
+  const math::ChannelConstants<T> c = constants;
+  const T *px = b.p[0], *py = b.p[1], *pz = b.p[2], *dx = b.d[0], *dy = b.d[1], *dz = b.d[2];
+  T *ox = b.out[0], *oy = b.out[1], *oz = b.out[2];
 #pragma omp simd
   for (int64_t e = 0; e < b.count; ++e) {
     const auto z = math::edge_forward(Vec3<T>{px[e], py[e], pz[e]}, Vec3<T>{dx[e], dy[e], dz[e]}, c);
@@ -517,11 +515,16 @@ QKV_ALWAYS_INLINE void edge_forward_math(EdgeBlock<T>& b, const EdgeConstants<T>
   }
 }
 
+#define QKV_EDGE_POINTERS                                                                     \
+  const T *px = b.p[0], *py = b.p[1], *pz = b.p[2], *dx = b.d[0], *dy = b.d[1], *dz = b.d[2]; \
+  const T *gx = b.g[0], *gy = b.g[1], *gz = b.g[2];                                           \
+  T *ox = b.out[0], *oy = b.out[1], *oz = b.out[2];
+
 // Backward pass 1: out = the gradient of d; the sums of gm and gm * nhat.
 template <typename T>
-QKV_ALWAYS_INLINE void edge_backward_direction_math(EdgeBlock<T>& b, const EdgeConstants<T>& constants, T& s_gm,
-                                                    T& s_gm_nhat) {
-  const EdgeConstants<T> c = constants;
+QKV_ALWAYS_INLINE void edge_backward_direction_math(EdgeBlock<T>& b, const math::ChannelConstants<T>& constants,
+                                                    T& s_gm, T& s_gm_nhat) {
+  const math::ChannelConstants<T> c = constants;
   QKV_EDGE_POINTERS
   T s0 = 0, s1 = 0;
 #pragma omp simd reduction(+ : s0, s1)
@@ -536,8 +539,8 @@ QKV_ALWAYS_INLINE void edge_backward_direction_math(EdgeBlock<T>& b, const EdgeC
 
 // Backward pass 2: out = the gradient of p, through batch norm.
 template <typename T>
-QKV_ALWAYS_INLINE void edge_backward_feature_math(EdgeBlock<T>& b, const EdgeConstants<T>& constants) {
-  const EdgeConstants<T> c = constants;
+QKV_ALWAYS_INLINE void edge_backward_feature_math(EdgeBlock<T>& b, const math::ChannelConstants<T>& constants) {
+  const math::ChannelConstants<T> c = constants;
   QKV_EDGE_POINTERS
 #pragma omp simd
   for (int64_t e = 0; e < b.count; ++e) {
@@ -551,19 +554,21 @@ QKV_ALWAYS_INLINE void edge_backward_feature_math(EdgeBlock<T>& b, const EdgeCon
 
 template <typename T>
 struct EdgeKernels {
-  void (*norm_sums)(const EdgeBlock<T>&, const EdgeConstants<T>&, T&, T&);
-  void (*forward)(EdgeBlock<T>&, const EdgeConstants<T>&);
-  void (*backward_direction)(EdgeBlock<T>&, const EdgeConstants<T>&, T&, T&);
-  void (*backward_feature)(EdgeBlock<T>&, const EdgeConstants<T>&);
+  void (*norm_sums)(const EdgeBlock<T>&, const math::ChannelConstants<T>&, T&, T&);
+  void (*forward)(EdgeBlock<T>&, const math::ChannelConstants<T>&);
+  void (*backward_direction)(EdgeBlock<T>&, const math::ChannelConstants<T>&, T&, T&);
+  void (*backward_feature)(EdgeBlock<T>&, const math::ChannelConstants<T>&);
 };
 
-#define QKV_EDGE_KERNELS(T)                                                                                           \
-  void norm_sums(const EdgeBlock<T>& b, const EdgeConstants<T>& c, T& s, T& ss) { edge_norm_sums_math(b, c, s, ss); } \
-  void forward(EdgeBlock<T>& b, const EdgeConstants<T>& c) { edge_forward_math(b, c); }                               \
-  void backward_direction(EdgeBlock<T>& b, const EdgeConstants<T>& c, T& s, T& ss) {                                  \
-    edge_backward_direction_math(b, c, s, ss);                                                                        \
-  }                                                                                                                   \
-  void backward_feature(EdgeBlock<T>& b, const EdgeConstants<T>& c) { edge_backward_feature_math(b, c); }
+#define QKV_EDGE_KERNELS(T)                                                                      \
+  void norm_sums(const EdgeBlock<T>& b, const math::ChannelConstants<T>& c, T& s, T& ss) {       \
+    edge_norm_sums_math(b, c, s, ss);                                                            \
+  }                                                                                              \
+  void forward(EdgeBlock<T>& b, const math::ChannelConstants<T>& c) { edge_forward_math(b, c); } \
+  void backward_direction(EdgeBlock<T>& b, const math::ChannelConstants<T>& c, T& s, T& ss) {    \
+    edge_backward_direction_math(b, c, s, ss);                                                   \
+  }                                                                                              \
+  void backward_feature(EdgeBlock<T>& b, const math::ChannelConstants<T>& c) { edge_backward_feature_math(b, c); }
 
 namespace portable {
 QKV_EDGE_KERNELS(float)
@@ -647,7 +652,7 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
     else if (training)
       AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "edge_conv_mean_stats", [&] {
         const auto kernels = edge_kernels<scalar_t>();
-        EdgeConstants<scalar_t> constants{};
+        math::ChannelConstants<scalar_t> constants{};
         constants.eps2 = static_cast<scalar_t>(kVNEps * kVNEps);
         sums = channel_sums(b, c, [&](int64_t bc, double& s, double& ss) {
           const auto rows = edge_rows<scalar_t>(a, ac, dd, dc, idx, bc);
@@ -662,7 +667,8 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
       });
     const auto norm = norm_affine(sums, static_cast<double>(b * n * k), weight, bias, running_mean, running_var,
                                   training, momentum, eps, group);
-    auto out = on_gpu ? gpu::edge_conv_mean(a, ac, dd, dc, idx, norm.for_gpu(slope)) : torch::empty_like(a);
+    const auto channels = norm.pointers(slope);
+    auto out = on_gpu ? gpu::edge_conv_mean(a, ac, dd, dc, idx, channels) : torch::empty_like(a);
     if (!on_gpu)
       AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "edge_conv_mean", [&] {
         const auto kernels = edge_kernels<scalar_t>();
@@ -672,7 +678,7 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
           EdgeBlock<scalar_t> block(kEdgePointBlock * k);
           for (int64_t bc = begin; bc < end; ++bc) {
             const auto rows = edge_rows<scalar_t>(a, ac, dd, dc, idx, bc);
-            const auto constants = norm.channel<scalar_t>(bc % c, slope);
+            const auto constants = channels.at<scalar_t>(bc % c);
             scalar_t* o = op + bc * 3 * n;
             for (int64_t i0 = 0; i0 < n; i0 += kEdgePointBlock) {
               const int64_t i1 = std::min(n, i0 + kEdgePointBlock);
@@ -732,9 +738,10 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
     // and gm * nhat (batch norm's weight and bias gradients and its backward
     // terms). On the CPU one task per (batch, channel): it alone writes that
     // channel's rows, so the scatter to neighbours needs no atomics.
+    const auto channels = norm.pointers(slope);
     at::Tensor sums;
     if (on_gpu)
-      sums = gpu::edge_conv_mean_backward_direction(a, ac, dd, dc, idx, g_out, norm.for_gpu(slope), gdd, gdc);
+      sums = gpu::edge_conv_mean_backward_direction(a, ac, dd, dc, idx, g_out, channels, gdd, gdc);
     else
       AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "edge_conv_mean_backward_sums", [&] {
         const auto kernels = edge_kernels<scalar_t>();
@@ -742,7 +749,7 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
         auto *gdp = gdd.data_ptr<scalar_t>(), *gdcp = gdc.data_ptr<scalar_t>();
         sums = channel_sums(b, c, [&](int64_t bc, double& s_gm, double& s_gm_nhat) {
           const auto rows = edge_rows<scalar_t>(a, ac, dd, dc, idx, bc);
-          const auto constants = norm.channel<scalar_t>(bc % c, slope);
+          const auto constants = channels.at<scalar_t>(bc % c);
           EdgeBlock<scalar_t> block(kEdgePointBlock * k);
           const int64_t row = bc * 3 * n;
           for (int64_t i0 = 0; i0 < n; i0 += kEdgePointBlock) {
@@ -760,9 +767,9 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
     if (training && group != nullptr && group->world_size() > 1) group->all_reduce_sum(global, "batch-norm gradient");
     // Pass 2: the features' gradients through batch norm, scattered to the
     // neighbour (A) and the centre (Ac).
-    const at::Tensor* batch_sums = training ? &global : nullptr;
+    const auto with_means = norm.pointers(slope, training ? &global : nullptr);
     if (on_gpu)
-      gpu::edge_conv_mean_backward_feature(a, ac, dd, dc, idx, g_out, norm.for_gpu(slope, batch_sums), ga, gac);
+      gpu::edge_conv_mean_backward_feature(a, ac, dd, dc, idx, g_out, with_means, ga, gac);
     else
       AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "edge_conv_mean_backward", [&] {
         const auto kernels = edge_kernels<scalar_t>();
@@ -772,7 +779,7 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
           EdgeBlock<scalar_t> block(kEdgePointBlock * k);
           for (int64_t bc = begin; bc < end; ++bc) {
             const auto rows = edge_rows<scalar_t>(a, ac, dd, dc, idx, bc);
-            const auto constants = norm.channel<scalar_t>(bc % c, slope, batch_sums);
+            const auto constants = with_means.at<scalar_t>(bc % c);
             const int64_t row = bc * 3 * n;
             for (int64_t i0 = 0; i0 < n; i0 += kEdgePointBlock) {
               const int64_t i1 = std::min(n, i0 + kEdgePointBlock);

@@ -41,18 +41,6 @@ void require_cuda(std::initializer_list<const at::Tensor*> tensors, const char* 
       throw UsageError(std::string(fn) + ": expected contiguous tensors on a CUDA device");
 }
 
-ChannelPointers pointers_of(const ChannelNorm& norm) {
-  return {norm.scale.data_ptr<double>(),
-          norm.shift.data_ptr<double>(),
-          norm.mean.data_ptr<double>(),
-          norm.invstd.data_ptr<double>(),
-          norm.global.defined() ? norm.global.data_ptr<double>() : nullptr,
-          norm.scale.size(0),
-          norm.count,
-          norm.slope,
-          norm.eps};
-}
-
 template <typename Body>
 __global__ void for_each_index_kernel(Body body, int64_t total) {
   for (int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; index < total;
@@ -200,39 +188,37 @@ at::Tensor vn_norm_sums(const at::Tensor& x, double eps) {
   return sums;
 }
 
-at::Tensor vn_rescale(const at::Tensor& x, const ChannelNorm& norm) {
-  require_cuda({&x, &norm.scale, &norm.shift, &norm.mean, &norm.invstd}, "vn_rescale");
+at::Tensor vn_rescale(const at::Tensor& x, const ChannelPointers& norm) {
+  require_cuda({&x}, "vn_rescale");
   const c10::cuda::CUDAGuard guard(x.device());
   const auto s = sizes_of(x);
   auto y = at::empty_like(x);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vn_rescale_cuda", [&] {
-    for_each_index(Rescale<scalar_t>{x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), pointers_of(norm), s.c, s.m},
-                   s.b * s.c * s.m);
+    for_each_index(Rescale<scalar_t>{x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), norm, s.c, s.m}, s.b * s.c * s.m);
   });
   return y;
 }
 
-at::Tensor vn_rescale_backward_sums(const at::Tensor& x, const at::Tensor& g, const ChannelNorm& norm) {
-  require_cuda({&x, &g, &norm.scale, &norm.shift, &norm.mean, &norm.invstd}, "vn_rescale_backward_sums");
+at::Tensor vn_rescale_backward_sums(const at::Tensor& x, const at::Tensor& g, const ChannelPointers& norm) {
+  require_cuda({&x, &g}, "vn_rescale_backward_sums");
   const c10::cuda::CUDAGuard guard(x.device());
   const auto s = sizes_of(x);
   at::Tensor sums;
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vn_rescale_backward_sums_cuda", [&] {
-    sums = channel_sums(
-        RescaleBackwardSums<scalar_t>{x.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(), pointers_of(norm), s.c, s.m}, s.c,
-        s.b * s.m, x);
+    sums = channel_sums(RescaleBackwardSums<scalar_t>{x.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(), norm, s.c, s.m},
+                        s.c, s.b * s.m, x);
   });
   return sums;
 }
 
-at::Tensor vn_rescale_backward(const at::Tensor& x, const at::Tensor& g, const ChannelNorm& norm) {
-  require_cuda({&x, &g, &norm.scale, &norm.shift, &norm.mean, &norm.invstd}, "vn_rescale_backward");
+at::Tensor vn_rescale_backward(const at::Tensor& x, const at::Tensor& g, const ChannelPointers& norm) {
+  require_cuda({&x, &g}, "vn_rescale_backward");
   const c10::cuda::CUDAGuard guard(x.device());
   const auto s = sizes_of(x);
   auto gx = at::empty_like(x);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vn_rescale_backward_cuda", [&] {
     for_each_index(RescaleBackward<scalar_t>{x.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(), gx.data_ptr<scalar_t>(),
-                                             pointers_of(norm), s.c, s.m},
+                                             norm, s.c, s.m},
                    s.b * s.c * s.m);
   });
   return gx;
@@ -250,29 +236,27 @@ at::Tensor edge_norm_sums(const at::Tensor& a, const at::Tensor& ac, const at::T
 }
 
 at::Tensor edge_conv_mean(const at::Tensor& a, const at::Tensor& ac, const at::Tensor& dd, const at::Tensor& dc,
-                          const at::Tensor& idx, const ChannelNorm& norm) {
-  require_cuda({&a, &ac, &dd, &dc, &idx, &norm.scale, &norm.shift, &norm.mean, &norm.invstd}, "edge_conv_mean");
+                          const at::Tensor& idx, const ChannelPointers& norm) {
+  require_cuda({&a, &ac, &dd, &dc, &idx}, "edge_conv_mean");
   const c10::cuda::CUDAGuard guard(a.device());
   auto out = at::empty_like(a);
   AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "edge_conv_mean_cuda", [&] {
-    for_each_index(
-        EdgeForward<scalar_t>{edge_rows<scalar_t>(a, ac, dd, dc, idx), out.data_ptr<scalar_t>(), pointers_of(norm)},
-        a.size(0) * a.size(1) * a.size(3));
+    for_each_index(EdgeForward<scalar_t>{edge_rows<scalar_t>(a, ac, dd, dc, idx), out.data_ptr<scalar_t>(), norm},
+                   a.size(0) * a.size(1) * a.size(3));
   });
   return out;
 }
 
 at::Tensor edge_conv_mean_backward_direction(const at::Tensor& a, const at::Tensor& ac, const at::Tensor& dd,
                                              const at::Tensor& dc, const at::Tensor& idx, const at::Tensor& g,
-                                             const ChannelNorm& norm, at::Tensor& grad_dd, at::Tensor& grad_dc) {
-  require_cuda({&a, &ac, &dd, &dc, &idx, &g, &grad_dd, &grad_dc, &norm.scale, &norm.shift, &norm.mean, &norm.invstd},
-               "edge_conv_mean_backward_direction");
+                                             const ChannelPointers& norm, at::Tensor& grad_dd, at::Tensor& grad_dc) {
+  require_cuda({&a, &ac, &dd, &dc, &idx, &g, &grad_dd, &grad_dc}, "edge_conv_mean_backward_direction");
   const c10::cuda::CUDAGuard guard(a.device());
   at::Tensor sums;
   AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "edge_conv_mean_backward_direction_cuda", [&] {
     const auto rows = edge_rows<scalar_t>(a, ac, dd, dc, idx);
     sums = channel_sums(EdgeBackwardDirection<scalar_t>{rows, g.data_ptr<scalar_t>(), grad_dd.data_ptr<scalar_t>(),
-                                                        grad_dc.data_ptr<scalar_t>(), pointers_of(norm)},
+                                                        grad_dc.data_ptr<scalar_t>(), norm},
                         rows.c, a.size(0) * rows.n, a);
   });
   return sums;
@@ -280,15 +264,13 @@ at::Tensor edge_conv_mean_backward_direction(const at::Tensor& a, const at::Tens
 
 void edge_conv_mean_backward_feature(const at::Tensor& a, const at::Tensor& ac, const at::Tensor& dd,
                                      const at::Tensor& dc, const at::Tensor& idx, const at::Tensor& g,
-                                     const ChannelNorm& norm, at::Tensor& grad_a, at::Tensor& grad_ac) {
-  require_cuda({&a, &ac, &dd, &dc, &idx, &g, &grad_a, &grad_ac, &norm.scale, &norm.shift, &norm.mean, &norm.invstd},
-               "edge_conv_mean_backward_feature");
+                                     const ChannelPointers& norm, at::Tensor& grad_a, at::Tensor& grad_ac) {
+  require_cuda({&a, &ac, &dd, &dc, &idx, &g, &grad_a, &grad_ac}, "edge_conv_mean_backward_feature");
   const c10::cuda::CUDAGuard guard(a.device());
   AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "edge_conv_mean_backward_feature_cuda", [&] {
-    for_each_index(
-        EdgeBackwardFeature<scalar_t>{edge_rows<scalar_t>(a, ac, dd, dc, idx), g.data_ptr<scalar_t>(),
-                                      grad_a.data_ptr<scalar_t>(), grad_ac.data_ptr<scalar_t>(), pointers_of(norm)},
-        a.size(0) * a.size(1) * a.size(3));
+    for_each_index(EdgeBackwardFeature<scalar_t>{edge_rows<scalar_t>(a, ac, dd, dc, idx), g.data_ptr<scalar_t>(),
+                                                 grad_a.data_ptr<scalar_t>(), grad_ac.data_ptr<scalar_t>(), norm},
+                   a.size(0) * a.size(1) * a.size(3));
   });
 }
 

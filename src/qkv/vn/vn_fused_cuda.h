@@ -19,17 +19,16 @@
 
 #include <utility>
 
+#include "qkv/vn/vn_fused_cuda_bodies.h"
+
 namespace qkv::vn::gpu {
 
-// The batch norm of the norms as an affine map per channel, n' = scale n +
-// shift, with the statistics behind it ([C] float64 on the device each), and
-// in a training backward `global`, the batch's [2, C] sums of gm and
-// gm * nhat over `count` vectors (undefined otherwise); `slope` is the leaky
-// ReLU's where one follows, `eps` the norms' (vn::kVNEps).
-struct ChannelNorm {
-  at::Tensor scale, shift, mean, invstd, global;
-  double count = 0, slope = 0, eps = 0;
-};
+// `norm`: the batch norm of the norms per channel as pointers to [C] doubles
+// on the device (vn_fused.cpp's NormAffine::pointers, as the CPU loops use
+// them): n' = scale n + shift with the statistics behind it, in a training
+// backward the batch's [2, C] sums of gm and gm * nhat (null otherwise), the
+// leaky ReLU's slope where one follows, the norms' eps (vn::kVNEps).
+using bodies::ChannelPointers;
 
 // Leaky ReLU: y, and the gradients (of x, of d) for the gradient g of y.
 at::Tensor vn_leaky_relu(const at::Tensor& x, const at::Tensor& d, double slope, double eps);
@@ -45,9 +44,9 @@ std::pair<at::Tensor, at::Tensor> vn_frame_coordinates_backward(const at::Tensor
 // statistics); y = x n'/n; the channel sums of gm and gm * nhat for the
 // gradient g of y; the gradient of x (norm.global defined in training).
 at::Tensor vn_norm_sums(const at::Tensor& x, double eps);
-at::Tensor vn_rescale(const at::Tensor& x, const ChannelNorm& norm);
-at::Tensor vn_rescale_backward_sums(const at::Tensor& x, const at::Tensor& g, const ChannelNorm& norm);
-at::Tensor vn_rescale_backward(const at::Tensor& x, const at::Tensor& g, const ChannelNorm& norm);
+at::Tensor vn_rescale(const at::Tensor& x, const ChannelPointers& norm);
+at::Tensor vn_rescale_backward_sums(const at::Tensor& x, const at::Tensor& g, const ChannelPointers& norm);
+at::Tensor vn_rescale_backward(const at::Tensor& x, const at::Tensor& g, const ChannelPointers& norm);
 
 // The edge convolution (vn/edge_conv.h): per edge p = a[q] + ac[i], d = dd[q]
 // + dc[i]; the channel sums of |p| and |p|^2; out[i] = the mean over the k
@@ -57,12 +56,12 @@ at::Tensor vn_rescale_backward(const at::Tensor& x, const at::Tensor& g, const C
 // the features' gradients into grad_a and grad_ac.
 at::Tensor edge_norm_sums(const at::Tensor& a, const at::Tensor& ac, const at::Tensor& idx, double eps);
 at::Tensor edge_conv_mean(const at::Tensor& a, const at::Tensor& ac, const at::Tensor& dd, const at::Tensor& dc,
-                          const at::Tensor& idx, const ChannelNorm& norm);
+                          const at::Tensor& idx, const ChannelPointers& norm);
 at::Tensor edge_conv_mean_backward_direction(const at::Tensor& a, const at::Tensor& ac, const at::Tensor& dd,
                                              const at::Tensor& dc, const at::Tensor& idx, const at::Tensor& g,
-                                             const ChannelNorm& norm, at::Tensor& grad_dd, at::Tensor& grad_dc);
+                                             const ChannelPointers& norm, at::Tensor& grad_dd, at::Tensor& grad_dc);
 void edge_conv_mean_backward_feature(const at::Tensor& a, const at::Tensor& ac, const at::Tensor& dd,
                                      const at::Tensor& dc, const at::Tensor& idx, const at::Tensor& g,
-                                     const ChannelNorm& norm, at::Tensor& grad_a, at::Tensor& grad_ac);
+                                     const ChannelPointers& norm, at::Tensor& grad_a, at::Tensor& grad_ac);
 
 }  // namespace qkv::vn::gpu

@@ -25,25 +25,25 @@ std::pair<at::Tensor, at::Tensor> vn_frame_coordinates_backward(const at::Tensor
   absent("vn_frame_coordinates_backward");
 }
 at::Tensor vn_norm_sums(const at::Tensor&, double) { absent("vn_norm_sums"); }
-at::Tensor vn_rescale(const at::Tensor&, const ChannelNorm&) { absent("vn_rescale"); }
-at::Tensor vn_rescale_backward_sums(const at::Tensor&, const at::Tensor&, const ChannelNorm&) {
+at::Tensor vn_rescale(const at::Tensor&, const ChannelPointers&) { absent("vn_rescale"); }
+at::Tensor vn_rescale_backward_sums(const at::Tensor&, const at::Tensor&, const ChannelPointers&) {
   absent("vn_rescale_backward_sums");
 }
-at::Tensor vn_rescale_backward(const at::Tensor&, const at::Tensor&, const ChannelNorm&) {
+at::Tensor vn_rescale_backward(const at::Tensor&, const at::Tensor&, const ChannelPointers&) {
   absent("vn_rescale_backward");
 }
 at::Tensor edge_norm_sums(const at::Tensor&, const at::Tensor&, const at::Tensor&, double) { absent("edge_norm_sums"); }
 at::Tensor edge_conv_mean(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                          const ChannelNorm&) {
+                          const ChannelPointers&) {
   absent("edge_conv_mean");
 }
 at::Tensor edge_conv_mean_backward_direction(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                             const at::Tensor&, const at::Tensor&, const ChannelNorm&, at::Tensor&,
+                                             const at::Tensor&, const at::Tensor&, const ChannelPointers&, at::Tensor&,
                                              at::Tensor&) {
   absent("edge_conv_mean_backward_direction");
 }
 void edge_conv_mean_backward_feature(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                     const at::Tensor&, const at::Tensor&, const ChannelNorm&, at::Tensor&,
+                                     const at::Tensor&, const at::Tensor&, const ChannelPointers&, at::Tensor&,
                                      at::Tensor&) {
   absent("edge_conv_mean_backward_feature");
 }

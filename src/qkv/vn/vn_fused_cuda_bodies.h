@@ -38,7 +38,8 @@ QKV_VN_MATH void scatter_add(T* row, int64_t m, int64_t i, Vec3<T> v) {
 }
 
 // The batch norm of the norms per channel ([C] doubles each; global [2, C]
-// or null), as gpu::ChannelNorm holds it.
+// or null) and the constants around it, on the device of the loop that reads
+// them (vn_fused.cpp's NormAffine::pointers).
 struct ChannelPointers {
   const double *scale, *shift, *mean, *invstd, *global;
   int64_t c;
