@@ -54,12 +54,18 @@ TEST(TrainTask, SpiralsTrainsEvaluatesAndHasNothingToResume) {
   EXPECT_GT(test_accuracy, 0.8);  // three arms: chance is 1/3
 
   // eval of the selected checkpoint on the run's own test split is the run's test score.
-  const auto metrics = tasks::evaluate_spirals_run(train::RunPaths{dir}.best_checkpoint(), "test", torch::kCPU);
+  const auto metrics = tasks::evaluate_spirals_run(train::RunPaths{dir}.best_checkpoint(), "test", 0, torch::kCPU);
   EXPECT_NEAR(metrics.at("accuracy").get<double>(), test_accuracy, 1e-9);
   EXPECT_EQ(metrics.at("split"), "test");
   EXPECT_EQ(metrics.at("size"), 90);  // 15 % of 3 arms x 200 points
-  expect_usage_error([&] { tasks::evaluate_spirals_run(train::RunPaths{dir}.best_checkpoint(), "dev", torch::kCPU); },
-                     "split dev: expected train, val or test");
+  // Another batch size (7 does not divide 90) scores the same shapes alike.
+  const auto in_sevens = tasks::evaluate_spirals_run(train::RunPaths{dir}.best_checkpoint(), "test", 7, torch::kCPU);
+  EXPECT_NEAR(in_sevens.at("accuracy").get<double>(), test_accuracy, 1e-9);
+  EXPECT_NEAR(in_sevens.at("loss").get<double>(), metrics.at("loss").get<double>(),
+              1e-5 * std::max(1.0, metrics.at("loss").get<double>()));
+  expect_usage_error(
+      [&] { tasks::evaluate_spirals_run(train::RunPaths{dir}.best_checkpoint(), "dev", 0, torch::kCPU); },
+      "split dev: expected train, val or test");
 
   // Resumed with all epochs done: a note, nothing else; fewer epochs than done is refused by key.
   auto stored = train::stored_request(dir, task.command);
@@ -72,6 +78,17 @@ TEST(TrainTask, SpiralsTrainsEvaluatesAndHasNothingToResume) {
     EXPECT_EQ(e.key, "epochs");
   }
   fs::remove_all(dir);
+}
+
+TEST(TrainTask, EvalOfAStoredRunTakesItsEvalBatchSizeUnlessGivenOne) {
+  nlohmann::json config = {{"train", train::TrainConfig{}.to_json()}};
+  config["train"]["batch_size"] = 24;
+  EXPECT_EQ(train::stored_run_eval_batch_size(config, 0), 24);  // no --eval-batch-size: --batch-size's
+  config["train"]["eval_batch_size"] = 5;
+  EXPECT_EQ(train::stored_run_eval_batch_size(config, 0), 5);
+  EXPECT_EQ(train::stored_run_eval_batch_size(config, 9), 9);  // eval's --batch-size wins
+  config["train"].erase("eval_batch_size");                    // a run from before the setting
+  EXPECT_EQ(train::stored_run_eval_batch_size(config, 0), 24);
 }
 
 TEST(TrainTask, BadSettingsAreRefusedByKeyBeforeAnyFile) {

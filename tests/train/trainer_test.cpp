@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/text.h"
 #include "qkv/data/spirals.h"
 #include "qkv/models/mlp.h"
 #include "qkv/train/checkpoint.h"
@@ -145,13 +146,14 @@ TEST(Trainer, NaNInputIsAClearError) {
   }
 }
 
-// An MLP whose training forward runs out of GPU memory at one call, as
-// LibTorch's CUDA allocator would (its message, thrown as c10::Error).
+// An MLP whose forward in training (or in eval mode) runs out of GPU memory at
+// one call, as LibTorch's CUDA allocator would (its message, as c10::Error).
 class OutOfMemoryAt : public models::MLP {
  public:
-  OutOfMemoryAt(int64_t call, const models::MLPOptions& o) : models::MLP(o), fail_at_(call) {}
+  OutOfMemoryAt(int64_t call, const models::MLPOptions& o, bool in_training = true)
+      : models::MLP(o), fail_at_(call), in_training_(in_training) {}
   at::Tensor forward(const data::Batch& batch) override {
-    if (is_training() && ++calls_ == fail_at_)
+    if (is_training() == in_training_ && ++calls_ == fail_at_)
       TORCH_CHECK(false,
                   "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of "
                   "which 1.06 GiB is free.\nIf reserved but unallocated memory is large ...");
@@ -160,6 +162,7 @@ class OutOfMemoryAt : public models::MLP {
 
  private:
   int64_t fail_at_, calls_ = 0;
+  bool in_training_;
 };
 
 TEST(Trainer, OutOfGpuMemoryIsOneLineNamingTheBatchSizeAndResumeContinues) {
@@ -172,7 +175,8 @@ TEST(Trainer, OutOfGpuMemoryIsOneLineNamingTheBatchSizeAndResumeContinues) {
   } catch (const DataError& e) {
     const std::string what = e.what();
     EXPECT_EQ(what.rfind("out of GPU memory in training step 5 of epoch 2 at batch size 32 (LibTorch could not "
-                         "allocate 2.00 GiB on cuda:0; a smaller --batch-size may fit",
+                         "allocate 2.00 GiB on cuda:0; a smaller {batch_size} may fit; checkpoints written so far "
+                         "are intact",
                          0),
               0u)
         << what;
@@ -184,6 +188,34 @@ TEST(Trainer, OutOfGpuMemoryIsOneLineNamingTheBatchSizeAndResumeContinues) {
   const auto r = train::train(*healthy, spirals(), small_config(3), torch::kCPU, dir, {}, true, quiet());
   EXPECT_FALSE(r.interrupted);
   EXPECT_EQ(train::read_checkpoint_state(dir + "/checkpoints/last.ckpt").epoch, 3);
+}
+
+TEST(Trainer, OutOfGpuMemoryInEvaluationNamesTheBatchAndItsSize) {
+  torch::manual_seed(7);
+  const auto splits = spirals();
+  OutOfMemoryAt model(2, models::MLPOptions{}, /*in_training=*/false);
+  const int64_t n = splits.test->size(), batches = (n + 4) / 5;
+  ASSERT_GE(batches, 2);
+  try {
+    train::evaluate(model, *splits.test, 5, torch::kCPU);
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    // {eval_batch_size} is what the front end names: train's --eval-batch-size, eval's --batch-size.
+    EXPECT_EQ(std::string(e.what()), "out of GPU memory evaluating batch 2 of " + std::to_string(batches) +
+                                         " at batch size 5 (LibTorch could not allocate 2.00 GiB on cuda:0; a "
+                                         "smaller {eval_batch_size} may fit)");
+  }
+  // Any other error passes unchanged.
+  struct Broken : models::MLP {
+    Broken() : models::MLP(models::MLPOptions{}) {}
+    at::Tensor forward(const data::Batch&) override { TORCH_CHECK(false, "shape mismatch"); }
+  } broken;
+  try {
+    train::evaluate(broken, *splits.test, 5, torch::kCPU);
+    FAIL() << "expected c10::Error";
+  } catch (const c10::Error& e) {
+    EXPECT_EQ(qkv::first_line(e.what_without_backtrace()), "shape mismatch");
+  }
 }
 
 TEST(Trainer, BadConfigIsAUsageErrorNamingTheOption) {

@@ -188,13 +188,16 @@ CLI::Option* add_checkpoint_option(CLI::App* cmd, train::CheckpointFile& checkpo
 }
 
 namespace {
-// An eval's one setting, --split, which add_split_option adds (vnt and seg
-// eval add it to settings of their own).
+// An eval's settings: --batch-size, and --split, which add_split_option adds
+// (vnt and seg eval add both to settings of their own).
 struct EvalSplit {
   std::string split = "test";
+  int64_t batch_size = 0;
 };
 template <typename V>
-void visit_fields(EvalSplit&, V&&) {}
+void visit_fields(EvalSplit& s, V&& visit) {
+  visit(train::eval_batch_size_field(), s.batch_size);
+}
 }  // namespace
 
 CLI::App* add_eval_command(CLI::App* parent, Action& action, const std::string& description, Evaluate evaluate,
@@ -202,7 +205,7 @@ CLI::App* add_eval_command(CLI::App* parent, Action& action, const std::string& 
   return add_settings_command<EvalSplit>(
       parent, action, CommandText("eval", description).heading("Evaluation").checkpoint(kEvalCheckpointHelp),
       [evaluate = std::move(evaluate)](const auto& o, const c10::Device& device) {
-        print_json(evaluate(o.checkpoint, o.settings.split, device));
+        print_json(evaluate(o.checkpoint, o.settings.split, o.settings.batch_size, device));
         return 0;
       },
       [more](CLI::App* cmd, auto& o) {

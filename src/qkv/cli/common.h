@@ -119,10 +119,11 @@ CLI::Option* add_checkpoint_option(CLI::App* cmd, train::CheckpointFile& checkpo
 void add_split_option(CLI::App* cmd, std::string& split);
 inline const std::string kEvalCheckpointHelp = "checkpoint file (RUN/checkpoints/best.ckpt)";
 
-// An `eval` (--checkpoint, --split, the options `more` adds and the run
-// options) that prints `evaluate(checkpoint, split, device)`'s JSON.
+// An `eval` (--checkpoint, --split, --batch-size, the options `more` adds and
+// the run options) that prints `evaluate(checkpoint, split, batch_size,
+// device)`'s JSON; batch_size 0 = the run's.
 using Evaluate = std::function<nlohmann::json(const train::CheckpointFile& checkpoint, const std::string& split,
-                                              const c10::Device& device)>;
+                                              int64_t batch_size, const c10::Device& device)>;
 CLI::App* add_eval_command(CLI::App* parent, Action& action, const std::string& description, Evaluate evaluate,
                            const std::function<void(CLI::App*)>& more = {});
 

@@ -20,8 +20,9 @@ void register_eval(CLI::App* parent, Action& action) {
   auto cache_dtype = std::make_shared<std::string>();
   add_eval_command(
       parent, action, "loss, accuracy and (tasks) exact match of a checkpoint; prints JSON",
-      [cache_dtype](const train::CheckpointFile& checkpoint, const std::string& split, const c10::Device& device) {
-        return tasks::evaluate_lm_run(checkpoint, split, *cache_dtype, device);
+      [cache_dtype](const train::CheckpointFile& checkpoint, const std::string& split, int64_t batch_size,
+                    const c10::Device& device) {
+        return tasks::evaluate_lm_run(checkpoint, split, batch_size, *cache_dtype, device);
       },
       [cache_dtype](CLI::App* cmd) {
         cmd->add_option("--cache-dtype", *cache_dtype,

@@ -205,7 +205,10 @@ int main(int argc, char** argv) {
     // an allocation sized by the options (model or batch sizes).
     return fail(1, "out of memory (smaller sizes in the options, e.g. --batch-size, may fit)");
   } catch (const c10::Error& e) {
-    if (const auto oom = qkv::out_of_memory_line(e.what_without_backtrace()); !oom.empty()) return fail(1, oom);
+    if (const auto oom =
+            qkv::out_of_memory_line(e.what_without_backtrace(), "", "smaller sizes in the options may fit");
+        !oom.empty())
+      return fail(1, oom);
     return fail(1, qkv::first_line(e.what_without_backtrace()));
   } catch (const std::exception& e) {
     return fail(1, e.what());

@@ -130,11 +130,13 @@ std::string binary_size(int64_t bytes) {
 
 std::string first_line(std::string_view text) { return std::string(text.substr(0, text.find('\n'))); }
 
-std::string out_of_memory_line(std::string_view message, const std::string& where) {
+std::string out_of_memory_line(std::string_view message, const std::string& where, const std::string& advice) {
   const std::string_view line = message.substr(0, message.find('\n'));
   const std::string at_where = where.empty() ? "" : " " + where;
+  const std::string and_advice = advice.empty() ? "" : "; " + advice;
   if (const auto at = line.find("you tried to allocate "); at != std::string_view::npos)
-    return "out of memory" + at_where + " (LibTorch could not allocate " + std::string(line.substr(at + 22)) + ")";
+    return "out of memory" + at_where + " (LibTorch could not allocate " + std::string(line.substr(at + 22)) +
+           and_advice + ")";
   if (const auto at = line.find("CUDA out of memory"); at != std::string_view::npos) {
     std::string what = "GPU memory";
     if (const auto tried = line.find("Tried to allocate ", at); tried != std::string_view::npos) {
@@ -145,9 +147,7 @@ std::string out_of_memory_line(std::string_view message, const std::string& wher
         what += " on cuda:" + std::string(rest.substr(0, rest.find(' ')));
       }
     }
-    return "out of GPU memory" + at_where + " (LibTorch could not allocate " + what +
-           "; a smaller --batch-size may fit; checkpoints written so far are intact, and `train --resume` continues "
-           "from the last)";
+    return "out of GPU memory" + at_where + " (LibTorch could not allocate " + what + and_advice + ")";
   }
   return "";
 }

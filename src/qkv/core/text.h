@@ -34,8 +34,9 @@ std::string first_line(std::string_view text);
 // is not one: the CPU's "... you tried to allocate N bytes ..." and CUDA's
 // "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has ...". `where`,
 // when given, follows "out of memory" (e.g. "in training step 3 of epoch 2 at
-// batch size 64").
-std::string out_of_memory_line(std::string_view message, const std::string& where = "");
+// batch size 64"); `advice`, when given, follows what could not be allocated,
+// inside the parentheses (what the user can change, what is still intact).
+std::string out_of_memory_line(std::string_view message, const std::string& where = "", const std::string& advice = "");
 
 // A value shown in a message: the text when it has at most `max` bytes, else
 // its first bytes (cut at a UTF-8 character boundary) and "... (N bytes)", so

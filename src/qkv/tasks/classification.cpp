@@ -304,7 +304,7 @@ nlohmann::json evaluate_classifier_run(const PointEvalSettings& s, const c10::De
   const auto part = eval_split(d, loaded, s.split, rotation, votes);
   const auto names = run.data.class_names;
   VoteAveraged voted(*run.model, votes);
-  auto metrics = train::evaluate(voted, *part, run.config.at("train").at("batch_size").get<int64_t>(), device,
+  auto metrics = train::evaluate(voted, *part, train::stored_run_eval_batch_size(run.config, s.batch_size), device,
                                  [names] { return std::make_unique<train::AccuracyMetric>(names); });
   metrics["split"] = s.split;
   metrics["rotate"] = pc::rotation_name(rotation);

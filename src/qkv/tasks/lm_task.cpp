@@ -135,7 +135,7 @@ TrainTask lm_train_task(std::shared_ptr<const LmTrainSettings> s) {
   return task;
 }
 
-nlohmann::json evaluate_lm_run(const train::CheckpointFile& checkpoint, const std::string& split,
+nlohmann::json evaluate_lm_run(const train::CheckpointFile& checkpoint, const std::string& split, int64_t batch_size,
                                const std::string& cache_dtype, const c10::Device& device) {
   std::optional<attention::CacheDtype> dtype;
   if (!cache_dtype.empty()) dtype = attention::parse_cache_dtype(cache_dtype, "{cache_dtype}");
@@ -156,7 +156,7 @@ nlohmann::json evaluate_lm_run(const train::CheckpointFile& checkpoint, const st
   const auto splits = data.is_task() ? data::lm_task_datasets(examples) : data.make();
   const auto& part = data::split_named(splits, split);
   auto metrics =
-      train::evaluate(*measured, *part, config.at("train").at("batch_size").get<int64_t>(), device, data.metrics());
+      train::evaluate(*measured, *part, train::stored_run_eval_batch_size(config, batch_size), device, data.metrics());
   metrics["bits_per_byte"] = metrics.at("loss").get<double>() / std::log(2.0);
   if (data.is_task()) {
     // Exact match again, by real greedy decoding (KV cache or recurrent state).

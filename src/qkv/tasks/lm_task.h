@@ -127,7 +127,8 @@ std::string complete_answer(models::Model& model, const std::string& prompt, int
 // greedy decoding. With `cache_dtype` (f32, f16, bf16, int8, int4; "" =
 // none) every position attends keys and values as that cache stores them and
 // the answers are decoded with it (a recurrent model keeps no cache: UsageError).
-nlohmann::json evaluate_lm_run(const train::CheckpointFile& checkpoint, const std::string& split,
+// `batch_size` 0 = the run's (train::stored_run_eval_batch_size).
+nlohmann::json evaluate_lm_run(const train::CheckpointFile& checkpoint, const std::string& split, int64_t batch_size,
                                const std::string& cache_dtype, const c10::Device& device);
 
 // `lm generate`: a prompt continued by a trained model.

@@ -336,7 +336,7 @@ nlohmann::json evaluate_segmenter_run(const PointEvalSettings& s, const c10::Dev
   const auto loaded = d.load_data();
   const auto& set = s.split == "train" ? loaded.train : s.split == "val" ? loaded.val : loaded.test;
   const auto part = view_of(std::make_shared<const pc::PointCloudSet>(set), d.view, false, rotation);
-  auto metrics = train::evaluate(*run.model, *part, run.config.at("train").at("batch_size").get<int64_t>(), device,
+  auto metrics = train::evaluate(*run.model, *part, train::stored_run_eval_batch_size(run.config, s.batch_size), device,
                                  part_iou_metric());
   metrics["split"] = s.split;
   metrics["rotate"] = pc::rotation_name(rotation);

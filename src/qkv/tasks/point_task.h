@@ -136,6 +136,7 @@ struct PointEvalSettings {
   std::string rotate = "so3";
   int64_t invariance_shapes = 0;  // > 0: the largest logit change under 4 rotations on that many shapes
   int64_t votes = 0;              // classification's test-time votes; 0 = the run's
+  int64_t batch_size = 0;         // 0 = the run's (train::stored_run_eval_batch_size)
   uint64_t seed = 0;
 };
 
@@ -150,6 +151,7 @@ inline Field invariance_shapes_field(const char* help) {
 template <typename V>
 void visit_fields(PointEvalSettings& s, V&& visit) {
   visit(Field{"votes", kVotesHelp}.range(0, 64), s.votes);
+  visit(train::eval_batch_size_field(), s.batch_size);
   visit(Field{"data", "data folder or 'synthetic'; default: the run's own data"}, s.data);
   visit(Field{"rotate",
               "rotations of the evaluated clouds: none, z or so3 (so3 by default: eval tests invariance; predict "

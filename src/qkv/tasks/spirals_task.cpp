@@ -51,13 +51,13 @@ TrainTask spirals_train_task(std::shared_ptr<const SpiralsTrainSettings> s) {
 }
 
 nlohmann::json evaluate_spirals_run(const train::CheckpointFile& checkpoint, const std::string& split,
-                                    const c10::Device& device) {
+                                    int64_t batch_size, const c10::Device& device) {
   nlohmann::json config;
   auto model = train::load_model_from_checkpoint(checkpoint, &config, kSpiralsCommand);
   model->to(device);
   const auto splits = SpiralsData::from_json(config.at("data")).make();
   const auto& part = data::split_named(splits, split);
-  auto metrics = train::evaluate(*model, *part, config.at("train").at("batch_size").get<int64_t>(), device);
+  auto metrics = train::evaluate(*model, *part, train::stored_run_eval_batch_size(config, batch_size), device);
   metrics["split"] = split;
   metrics["size"] = part->size();
   return metrics;

@@ -63,8 +63,9 @@ struct SpiralsTrainSettings {
 TrainTask spirals_train_task(std::shared_ptr<const SpiralsTrainSettings> settings);
 
 // `spirals eval`: loss and accuracy of a checkpoint on its run's `split`
-// (train, val or test, as the run cut them), with the split and its size.
+// (train, val or test, as the run cut them), with the split and its size;
+// `batch_size` 0 = the run's (train::stored_run_eval_batch_size).
 nlohmann::json evaluate_spirals_run(const train::CheckpointFile& checkpoint, const std::string& split,
-                                    const c10::Device& device);
+                                    int64_t batch_size, const c10::Device& device);
 
 }  // namespace qkv::tasks

@@ -27,9 +27,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Called from a handler of `e`: LibTorch's out-of-memory error (CPU or CUDA)
-// becomes a DataError of one line saying `where`; any other error passes on.
-[[noreturn]] void rethrow_out_of_memory(const c10::Error& e, const std::string& where) {
-  const auto line = out_of_memory_line(e.what_without_backtrace(), where);
+// becomes a DataError of one line saying `where` and `advice`; any other error
+// passes on.
+[[noreturn]] void rethrow_out_of_memory(const c10::Error& e, const std::string& where, const std::string& advice) {
+  const auto line = out_of_memory_line(e.what_without_backtrace(), where, advice);
   if (line.empty()) throw;
   throw DataError(line);
 }
@@ -155,19 +156,28 @@ nlohmann::json evaluate(models::Model& model, const data::Dataset& dataset, int6
   const int64_t world = group ? group->world_size() : 1, rank = group ? group->rank() : 0;
   const int64_t first = dataset.size() * rank / world, n = dataset.size() * (rank + 1) / world;
   // Shown only when an evaluation runs past a second: a small validation set each epoch leaves no flicker.
-  ProgressBar bar("evaluating", (n - first + batch_size - 1) / batch_size,
-                  rank == 0 && ProgressBar::stderr_is_terminal(), /*delay_seconds=*/1.0);
+  const int64_t batches = (n - first + batch_size - 1) / batch_size;
+  ProgressBar bar("evaluating", batches, rank == 0 && ProgressBar::stderr_is_terminal(), /*delay_seconds=*/1.0);
   for (int64_t begin = first; begin < n; begin += batch_size) {
     std::vector<int64_t> idx;
     for (int64_t i = begin; i < std::min(n, begin + batch_size); ++i) idx.push_back(i);
-    auto batch = dataset.get(idx).to(device);
-    auto logits = model.forward(batch);
-    const double scored = (batch.target != kIgnoreIndex).sum().item<double>();
-    if (scored > 0) {
-      loss_sum += classification_loss(logits, batch.target, 0.0).item<double>() * scored;
-      weight += scored;
+    try {
+      auto batch = dataset.get(idx).to(device);
+      auto logits = model.forward(batch);
+      const double scored = (batch.target != kIgnoreIndex).sum().item<double>();
+      if (scored > 0) {
+        loss_sum += classification_loss(logits, batch.target, 0.0).item<double>() * scored;
+        weight += scored;
+      }
+      accumulator->add(logits.detach(), batch.target);
+    } catch (const c10::Error& e) {
+      // {eval_batch_size} is train's --eval-batch-size and eval's --batch-size.
+      rethrow_out_of_memory(e,
+                            "evaluating batch " + std::to_string((begin - first) / batch_size + 1) + " of " +
+                                std::to_string(batches) + " at batch size " + std::to_string(batch_size) +
+                                (group ? " per rank" : ""),
+                            "a smaller {eval_batch_size} may fit");
     }
-    accumulator->add(logits.detach(), batch.target);
     bar.update((begin - first) / batch_size + 1, weight > 0 ? loss_sum / weight : 0.0);
   }
   bar.clear();
@@ -182,6 +192,12 @@ nlohmann::json evaluate(models::Model& model, const data::Dataset& dataset, int6
   nlohmann::json out = {{"loss", weight > 0 ? loss_sum / weight : 0.0}};
   out.update(accumulator->result());
   return out;
+}
+
+int64_t stored_run_eval_batch_size(const nlohmann::json& run_config, int64_t requested) {
+  if (requested > 0) return requested;
+  const auto config = TrainConfig::from_json(run_config.at("train"));
+  return config.eval_batch_size > 0 ? config.eval_batch_size : config.batch_size;
 }
 
 void check_resume_world_size(const std::string& dir, int64_t stored, int64_t now) {
@@ -363,9 +379,11 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
       } catch (const c10::Error& e) {
         // Out of (GPU) memory: one line naming the step and the batch size; the
         // checkpoints written so far are untouched, so --resume continues.
-        rethrow_out_of_memory(e, "in training step " + std::to_string(b + 1) + " of epoch " +
-                                     std::to_string(epoch + 1) + " at batch size " + std::to_string(config.batch_size) +
-                                     (group ? " per rank" : ""));
+        rethrow_out_of_memory(e,
+                              "in training step " + std::to_string(b + 1) + " of epoch " + std::to_string(epoch + 1) +
+                                  " at batch size " + std::to_string(config.batch_size) + (group ? " per rank" : ""),
+                              "a smaller {batch_size} may fit; checkpoints written so far are intact, and `train "
+                              "--resume` continues from the last");
       }
     }
     bar.clear();

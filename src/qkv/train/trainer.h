@@ -135,8 +135,23 @@ void check_resume_world_size(const std::string& dir, int64_t stored, int64_t now
 // Mean loss and the accumulator's metrics over a whole dataset, in eval mode.
 // With a group, each rank scores a contiguous shard and the counts are summed,
 // so every rank returns the result of the whole set.
+// Out of (GPU) memory in a batch: DataError of one line naming the batch and
+// the batch size, advising a smaller {eval_batch_size}.
 nlohmann::json evaluate(models::Model& model, const data::Dataset& dataset, int64_t batch_size, c10::Device device,
                         const MetricFactory& metrics = {}, distributed::ProcessGroup* group = nullptr);
+
+// The batch size an eval command scores a stored run at: `requested` when
+// above 0, else the run's own (config.json's train.eval_batch_size, else its
+// train.batch_size), so that eval sees what training's validation saw.
+int64_t stored_run_eval_batch_size(const nlohmann::json& run_config, int64_t requested);
+
+// Eval commands' option for `requested`: --batch-size, under the key
+// eval_batch_size, which evaluate's out-of-memory line names.
+inline Field eval_batch_size_field() {
+  return Field{"eval_batch_size", "evaluation batch size; 0 = the run's (its --eval-batch-size, else its --batch-size)",
+               "batch-size"}
+      .range(0, 1 << 20);
+}
 
 // The line a finished epoch prints on stderr: "epoch 3/20", then every
 // numeric entry of `row` ("lr 0.001 train_loss 0.4312 ...", counts as
