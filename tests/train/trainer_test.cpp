@@ -200,7 +200,7 @@ TEST(Trainer, OutOfGpuMemoryInEvaluationNamesTheBatchAndItsSize) {
     train::evaluate(model, *splits.test, 5, torch::kCPU);
     FAIL() << "expected DataError";
   } catch (const DataError& e) {
-    // {eval_batch_size} is what the front end names: train's --eval-batch-size, eval's --batch-size.
+    // {eval_batch_size}: the front end names it --eval-batch-size (train and eval alike).
     EXPECT_EQ(std::string(e.what()), "out of GPU memory evaluating batch 2 of " + std::to_string(batches) +
                                          " at batch size 5 (LibTorch could not allocate 2.00 GiB on cuda:0; a "
                                          "smaller {eval_batch_size} may fit)");

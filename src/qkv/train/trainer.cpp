@@ -171,7 +171,6 @@ nlohmann::json evaluate(models::Model& model, const data::Dataset& dataset, int6
       }
       accumulator->add(logits.detach(), batch.target);
     } catch (const c10::Error& e) {
-      // {eval_batch_size} is train's --eval-batch-size and eval's --batch-size.
       rethrow_out_of_memory(e,
                             "evaluating batch " + std::to_string((begin - first) / batch_size + 1) + " of " +
                                 std::to_string(batches) + " at batch size " + std::to_string(batch_size) +

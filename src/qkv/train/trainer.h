@@ -145,11 +145,10 @@ nlohmann::json evaluate(models::Model& model, const data::Dataset& dataset, int6
 // train.batch_size), so that eval sees what training's validation saw.
 int64_t stored_run_eval_batch_size(const nlohmann::json& run_config, int64_t requested);
 
-// Eval commands' option for `requested`: --batch-size, under the key
-// eval_batch_size, which evaluate's out-of-memory line names.
+// Eval commands' option for `requested`: --eval-batch-size, the name train
+// gives the same concept, which evaluate's out-of-memory line names.
 inline Field eval_batch_size_field() {
-  return Field{"eval_batch_size", "evaluation batch size; 0 = the run's (its --eval-batch-size, else its --batch-size)",
-               "batch-size"}
+  return Field{"eval_batch_size", "evaluation batch size; 0 = the run's (its --eval-batch-size, else its --batch-size)"}
       .range(0, 1 << 20);
 }
 
