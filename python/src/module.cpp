@@ -130,7 +130,8 @@ glibc as it is. Returns False, changing nothing, where jemalloc serves malloc
       R"doc(optional_libraries() -> dict[str, bool]
 
 The optional libraries this build of qkv was made with ({"HDF5": True,
-"NIfTI": True, "XGBoost": True, "Gloo": True} where all were found). Without
+"NIfTI": True, "XGBoost": True, "Gloo": True, "NCCL": False} on a CPU-only
+LibTorch where Debian's packages were all found). Without
 one, what needs it raises DataError naming the file and what to install
 (docs/build.md).)doc");
   m.def("openblas_core_advice", [] {

@@ -32,9 +32,10 @@ TEST(BuildParts, EachOptionalLibraryIsListedOnceAndTheDoctorSaysWhichAreBuilt) {
   for (const auto& p : optional_parts()) {
     names.push_back(p.name);
     EXPECT_EQ(built_with(p.part), p.built) << p.name;
-    EXPECT_NE(std::string(p.package).find("-dev"), std::string::npos) << p.name;
+    // Debian's development package, except NCCL's, which comes with a CUDA PyTorch.
+    if (p.part != Part::Nccl) EXPECT_NE(std::string(p.package).find("-dev"), std::string::npos) << p.name;
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"HDF5", "NIfTI", "XGBoost", "Gloo"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"HDF5", "NIfTI", "XGBoost", "Gloo", "NCCL"}));
   const auto r = run_qkv("doctor --no-speed");
   ASSERT_EQ(r.status, 0) << r.output;
   std::string built;
@@ -102,6 +103,21 @@ TEST(BuildParts, WhatAMissingLibraryServesIsRefusedByNameBeforeAnythingIsWritten
                  "libgloo-dev");
     distributed::ParallelOptions one;
     EXPECT_EQ(distributed::resolve_parallel_options(one, {"world_size"}).world_size, 1);
+  }
+  if (!built_with(Part::Nccl)) {
+    // Asked for by name, NCCL is refused naming the option; auto takes gloo.
+    distributed::ParallelOptions two;
+    two.world_size = 2;
+    two.backend = "nccl";
+    try {
+      distributed::collective_backend(two, c10::Device(c10::kCUDA, 0));
+      FAIL() << "nccl accepted without NCCL";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.key, "dist_backend");
+      says_without(e.what(), "NCCL", "a PyTorch 2.11 or later with CUDA");
+    }
+    two.backend = "auto";
+    EXPECT_EQ(distributed::collective_backend(two, c10::Device(c10::kCUDA, 0)), "gloo");
   }
 }
 

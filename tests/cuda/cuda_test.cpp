@@ -5,7 +5,8 @@
 // a GPU (VN linear, edge features) and attention (PyTorch's fused kernels,
 // with qkv's masks) give the CPU's outputs and gradients; a VN-DGCNN training
 // step matches the CPU's, VNT-Net's logits stay invariant under rotation
-// there, and its weights go GPU -> file -> CPU -> GPU bit for bit.
+// there, and its weights go GPU -> file -> CPU -> GPU bit for bit; an NCCL
+// group of one rank runs every collective the trainer uses.
 // Every test skips where no GPU is visible (this machine); scripts/gpu-check
 // runs them on one.
 #include <gtest/gtest.h>
@@ -21,8 +22,10 @@
 #include "qkv/attention/sdpa.h"
 #include "qkv/core/errors.h"
 #include "qkv/cuda/point_kernels.h"
+#include "qkv/distributed/process_group.h"
 #include "qkv/models/model.h"
 #include "qkv/pointcloud/transforms.h"
+#include "qkv/runtime/build_parts.h"
 #include "qkv/runtime/runtime.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/vn/edge_conv.h"
@@ -437,6 +440,43 @@ TEST(CudaModels, CheckpointsWrittenOnTheGpuLoadOnTheCpuBitForBit) {
     ASSERT_TRUE(again[p.key()].is_cuda()) << p.key();
     EXPECT_TRUE(torch::equal(again[p.key()], p.value())) << p.key();
   }
+}
+
+// NCCL's group as the trainer uses it, at the one rank a one-GPU machine can
+// hold (NCCL refuses two ranks on one GPU): the collectives on this GPU, the
+// CPU tensors the trainer hands it (sums, flags, checkpoint bytes) carried
+// there and back, the bucketed gradient sum, and a clean shutdown.
+TEST(CudaDistributed, AnNcclGroupRunsEveryCollectiveOnThisGpu) {
+  QKV_REQUIRE_GPU();
+  if (!built_with(Part::Nccl)) GTEST_SKIP() << "this build has no NCCL";
+  distributed::ParallelOptions one;
+  one.master = "127.0.0.1:" + std::to_string(21000 + ::getpid() % 5000);
+  one.timeout_seconds = 60;
+  one.backend = "nccl";
+  distributed::ProcessGroup group(one, kGpu);
+  EXPECT_EQ(group.backend(), "nccl");
+  auto on_gpu = torch::arange(6, torch::TensorOptions(torch::kDouble).device(kGpu));
+  group.all_reduce_sum(on_gpu, "test");
+  EXPECT_TRUE(torch::equal(on_gpu.cpu(), torch::arange(6, torch::kDouble)));
+  auto on_cpu = torch::tensor({1.5f, -2.0f});
+  group.all_reduce_max(on_cpu, "test");
+  ASSERT_TRUE(on_cpu.device().is_cpu());
+  EXPECT_TRUE(torch::equal(on_cpu, torch::tensor({1.5f, -2.0f})));
+  const auto gathered = group.all_gather(torch::tensor({7}, torch::kLong), "test");
+  ASSERT_EQ(gathered.size(), 1u);
+  EXPECT_TRUE(gathered[0].device().is_cpu());
+  EXPECT_EQ(gathered[0].item<int64_t>(), 7);
+  EXPECT_EQ(group.broadcast_bytes(std::string("ckpt\0bytes", 10)), std::string("ckpt\0bytes", 10));
+  EXPECT_TRUE(group.any(true, "test"));
+  EXPECT_FALSE(group.any(false, "test"));
+  auto w = torch::randn({3, 4}, torch::TensorOptions().device(kGpu)).requires_grad_();
+  auto b = torch::randn({4}, torch::TensorOptions().device(kGpu)).requires_grad_();
+  w.mutable_grad() = torch::full_like(w, 2.0);
+  group.all_reduce_gradients({w, b}, /*bucket_bytes=*/16);  // b has no gradient: it gets zeros
+  EXPECT_TRUE(torch::equal(w.grad(), torch::full_like(w, 2.0)));
+  ASSERT_TRUE(b.grad().defined());
+  EXPECT_TRUE(torch::equal(b.grad(), torch::zeros_like(b)));
+  group.barrier("end of test");
 }
 
 }  // namespace

@@ -210,6 +210,10 @@ TEST(DistributedCliFailures, RankWithoutRankZeroEndsWithinTheTimeout) {
 TEST(DistributedCliFailures, BadOptionsAreUsageErrors) {
   expect_clean_failure(run_qkv("vnt train --world-size 2 --rank 2 --out /tmp/qkv_never"), 2, "--rank 2");
   expect_clean_failure(run_qkv("vnt train --world-size 2 --master nohost --out /tmp/qkv_never"), 2, "--master");
+  // On the CPU, or without NCCL in the build: refused before the rank joins or writes.
+  expect_clean_failure(run_qkv("vnt train --world-size 2 --rank 1 --dist-backend nccl --out /tmp/qkv_never"), 2,
+                       "--dist-backend nccl");
+  EXPECT_FALSE(fs::exists("/tmp/qkv_never"));
   expect_clean_failure(run_qkv("launch -n 0 -- vnt train"), 2, "--procs");
   expect_clean_failure(run_qkv("launch -n 2 --nodes 2 -- vnt train"), 2, "--master");
 }

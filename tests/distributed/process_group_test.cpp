@@ -2,6 +2,7 @@
 // ProcessGroup over loopback, so the collectives and SyncBatchNorm can be
 // checked against one process that sees the whole batch.
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -15,6 +16,7 @@
 #include "qkv/distributed/process_group.h"
 #include "qkv/layers/sync_batch_norm.h"
 #include "qkv/models/model.h"
+#include "qkv/runtime/build_parts.h"
 #include "qkv/train/metrics.h"
 
 namespace qkv::testing {
@@ -327,6 +329,53 @@ TEST(ParallelOptions, EnvironmentFillsWhatTheCommandLineLeavesOpen) {
   cli.master = "h:70000";
   EXPECT_THROW(distributed::resolve_parallel_options(cli, {"master"}), UsageError);
   EXPECT_EQ(distributed::resolve_parallel_options({}, {}).master, "127.0.0.1:29500");
+}
+
+TEST(ParallelOptions, ABareCudaIsEachRanksOwnGpuAndTheBackendFitsTheDevice) {
+  const c10::Device cpu(c10::kCPU), cuda(c10::kCUDA), cuda1(c10::kCUDA, 1);
+  auto two = options(2, 1, 29500);
+  ParallelOptions alone;
+  // Unchanged: the CPU, a GPU named by index, and a bare cuda in a run of one process.
+  EXPECT_EQ(distributed::rank_device(cpu, two), cpu);
+  EXPECT_EQ(distributed::rank_device(cuda1, two), cuda1);
+  EXPECT_EQ(distributed::rank_device(cuda, alone), cuda);
+  // A bare cuda in a group: cuda:LOCAL_RANK (qkv launch and torchrun set it), else cuda:RANK.
+  const int64_t visible = static_cast<int64_t>(torch::cuda::device_count());
+  for (const char* local : {"", "3"}) {
+    if (*local) setenv("LOCAL_RANK", local, 1);
+    const int64_t index = *local ? 3 : 1;
+    if (index < visible) {
+      EXPECT_EQ(distributed::rank_device(cuda, two), c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index)));
+    } else {
+      try {
+        distributed::rank_device(cuda, two);
+        FAIL() << "a GPU that is not there was taken";
+      } catch (const ConfigError& e) {
+        EXPECT_EQ(e.key, "device");
+        EXPECT_NE(std::string(e.what()).find("rank 1 (local rank " + std::to_string(index) +
+                                             ") has no GPU of its own: " + std::to_string(visible) + " visible"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+  }
+  unsetenv("LOCAL_RANK");
+
+  EXPECT_EQ(distributed::collective_backend(two, cpu), "gloo");  // auto on the CPU
+  two.backend = "gloo";
+  EXPECT_EQ(distributed::collective_backend(two, cuda1), "gloo");  // ranks may share a GPU through gloo
+  two.backend = "nccl";
+  try {
+    distributed::collective_backend(two, cpu);
+    FAIL() << "nccl accepted for CPU tensors";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key, "dist_backend");  // "nccl reduces GPU tensors", or "built without NCCL"
+  }
+  if (built_with(Part::Nccl)) {
+    EXPECT_EQ(distributed::collective_backend(two, cuda1), "nccl");
+    two.backend = "auto";
+    EXPECT_EQ(distributed::collective_backend(two, cuda1), "nccl");
+  }
 }
 
 }  // namespace

@@ -181,7 +181,7 @@ def test_the_loaders_lines_go_to_logging_not_to_stderr(tmp_path, caplog, capfd):
 
 def test_the_optional_libraries_are_listed_and_a_missing_one_is_refused_by_name(tmp_path):
     libraries = qkv.optional_libraries()
-    assert set(libraries) == {"HDF5", "NIfTI", "XGBoost", "Gloo"}
+    assert set(libraries) == {"HDF5", "NIfTI", "XGBoost", "Gloo", "NCCL"}
     assert all(isinstance(built, bool) for built in libraries.values())
     volume = tmp_path / "volume.nii"
     volume.write_bytes(b"not a NIfTI header" * 30)

@@ -1,7 +1,9 @@
 // The data-parallel settings of a run, from its options and the environment
-// (torchrun's WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT): no c10d here, so a
-// build without Gloo (runtime/build_parts.h) checks them too, and refuses
-// more than one rank.
+// (torchrun's WORLD_SIZE, RANK, LOCAL_RANK, MASTER_ADDR, MASTER_PORT): no c10d
+// here, so a build without Gloo (runtime/build_parts.h) checks them too, and
+// refuses more than one rank.
+#include <torch/cuda.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
@@ -66,6 +68,32 @@ ParallelOptions resolve_parallel_options(ParallelOptions o, const std::vector<st
   if (o.distributed() && !built_with(Part::Gloo))
     refuse_without(Part::Gloo, "{world_size} " + std::to_string(o.world_size));
   return o;
+}
+
+c10::Device rank_device(c10::Device requested, const ParallelOptions& o) {
+  if (!requested.is_cuda() || requested.has_index() || !o.distributed()) return requested;
+  const int64_t local = std::getenv("LOCAL_RANK") ? parse_int(env_or("LOCAL_RANK", "0"), "LOCAL_RANK") : o.rank;
+  const int64_t visible = static_cast<int64_t>(torch::cuda::device_count());
+  if (local < 0 || local >= visible)
+    throw ConfigError("device", "cuda: rank " + std::to_string(o.rank) + " (local rank " + std::to_string(local) +
+                                    ") has no GPU of its own: " + std::to_string(visible) +
+                                    " visible on this machine; " +
+                                    "run one rank per GPU, or share one with --device cuda:0 --dist-backend gloo");
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local));
+}
+
+std::string collective_backend(const ParallelOptions& o, c10::Device device) {
+  if (o.backend == "auto") return device.is_cuda() && built_with(Part::Nccl) ? "nccl" : "gloo";
+  if (o.backend == "nccl") {
+    if (!built_with(Part::Nccl))
+      throw ConfigError("dist_backend", "nccl: this qkv was built without NCCL (" +
+                                            std::string(part_info(Part::Nccl).package) + "; docs/build.md); use gloo");
+    if (!device.is_cuda())
+      throw ConfigError("dist_backend", "nccl reduces GPU tensors: with --device " + device.str() + " use gloo");
+  } else if (o.backend != "gloo") {
+    throw ConfigError("dist_backend", o.backend + ": expected auto, gloo or nccl");
+  }
+  return o.backend;
 }
 
 }  // namespace qkv::distributed

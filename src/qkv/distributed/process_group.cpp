@@ -1,6 +1,8 @@
 // ProcessGroup through c10d's ProcessGroupGloo, which needs Gloo's headers; a
 // build without them compiles process_group_absent.cpp instead
-// (runtime/build_parts.h). The options it is given: parallel_options.cpp.
+// (runtime/build_parts.h). Where CMake sets QKV_WITH_NCCL (a LibTorch 2.11 or
+// later with CUDA, and NCCL's header), also through c10d's ProcessGroupNCCL.
+// The options it is given: parallel_options.cpp.
 #include "qkv/distributed/process_group.h"
 
 #include <torch/torch.h>
@@ -11,6 +13,9 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#if QKV_WITH_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
 
 #include <netdb.h>
 #include <poll.h>
@@ -88,8 +93,39 @@ bool is_loopback(const std::string& host) { return host == "localhost" || host.r
 
 struct ProcessGroup::Impl {
   c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+#if QKV_WITH_NCCL
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
+#endif
+  // Where NCCL's collectives run (this rank's GPU); CPU for gloo, which takes
+  // tensors where they are.
+  c10::Device device{c10::kCPU};
   std::string where;  // "rank R of W (master ADDR:PORT)" for messages
+
+  ~Impl() {
+#if QKV_WITH_NCCL
+    // Without it c10d warns, at exit, that the group was never destroyed.
+    if (nccl) try {
+        nccl->shutdown();
+      } catch (const std::exception&) {
+      }
+#endif
+  }
+
+  // `call` on whichever of c10d's groups this is: call(group) -> Work.
+  template <typename Call>
+  c10::intrusive_ptr<c10d::Work> launch_on_group(Call&& call) {
+#if QKV_WITH_NCCL
+    if (nccl) return call(*nccl);
+#endif
+    return call(*gloo);
+  }
+
+  // `tensor` where the collectives run: itself for gloo or when it is there
+  // already, else a copy on the GPU (the caller copies the result back).
+  at::Tensor on_collective_device(const at::Tensor& tensor) const {
+    return device.is_cpu() || tensor.device() == device ? tensor : tensor.to(device);
+  }
 
   [[noreturn]] void fail(const std::string& what, const std::exception& e, double timeout) const {
     throw DataError("distributed " + what + " failed on " + where + ": " + first_line(e.what()) +
@@ -98,12 +134,13 @@ struct ProcessGroup::Impl {
   }
 
   void all_reduce(at::Tensor& tensor, c10d::ReduceOp::RedOpType op, const std::string& what, double timeout) {
-    std::vector<at::Tensor> one{tensor};
+    std::vector<at::Tensor> one{on_collective_device(tensor)};
     run(what, timeout, [&] {
       c10d::AllreduceOptions o;
       o.reduceOp = op;
-      return group->allreduce(one, o);
+      return launch_on_group([&](auto& group) { return group.allreduce(one, o); });
     });
+    if (!one[0].is_same(tensor)) tensor.copy_(one[0]);
   }
 
   template <typename Launch>
@@ -124,7 +161,8 @@ struct ProcessGroup::Impl {
   }
 };
 
-ProcessGroup::ProcessGroup(const ParallelOptions& options) : impl_(std::make_unique<Impl>()), options_(options) {
+ProcessGroup::ProcessGroup(const ParallelOptions& options, c10::Device device)
+    : impl_(std::make_unique<Impl>()), options_(options), backend_(collective_backend(options, device)) {
   // c10d logs every failed connection attempt and timeout on stderr before
   // throwing; the exception becomes our one-line error. GLOG_minloglevel=0
   // (Debian's LibTorch) or TORCH_CPP_LOG_LEVEL=INFO (PyTorch's) in the
@@ -190,6 +228,32 @@ ProcessGroup::ProcessGroup(const ParallelOptions& options) : impl_(std::make_uni
     throw DataError("distributed rendezvous failed on " + impl_->where + ": rank" + (missing.size() > 1 ? "s " : " ") +
                     names + " of " + std::to_string(options.world_size) + " did not join within " + timeout_text);
   }
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("qkv", impl_->store);
+#if QKV_WITH_NCCL
+  if (backend_ == "nccl") {
+    try {
+      impl_->store->setTimeout(time_left());
+      // c10d reads it as the group is made: each wait() then blocks this
+      // thread until the collective ends or times out, and throws; without it
+      // a watchdog thread aborts the whole process on a timeout. (Set here,
+      // not at start-up, so that the tests' groups get it too; no other
+      // thread of ours reads the environment meanwhile.)
+      setenv("TORCH_NCCL_BLOCKING_WAIT", "1", /*overwrite=*/0);
+      auto no = c10d::ProcessGroupNCCL::Options::create();
+      no->timeout = timeout;
+      impl_->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, static_cast<int>(options.rank),
+                                                                static_cast<int>(options.world_size), no);
+      impl_->device = device;
+      // Connects now, on this rank's GPU, so that a failure is the setup's.
+      impl_->nccl->setBoundDeviceId(device);
+      impl_->nccl->eagerConnectSingleDevice(device);
+      impl_->store->setTimeout(timeout);
+    } catch (const std::exception& e) {
+      impl_->fail("NCCL connection setup", e, options.timeout_seconds);
+    }
+    return;
+  }
+#endif
   try {
     impl_->store->setTimeout(time_left());
     auto go = c10d::ProcessGroupGloo::Options::create();
@@ -204,9 +268,8 @@ ProcessGroup::ProcessGroup(const ParallelOptions& options) : impl_(std::make_uni
       go->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
     else
       go->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("qkv", impl_->store);
-    impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, static_cast<int>(options.rank),
-                                                               static_cast<int>(options.world_size), go);
+    impl_->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, static_cast<int>(options.rank),
+                                                              static_cast<int>(options.world_size), go);
     impl_->store->setTimeout(timeout);
   } catch (const std::exception& e) {
     impl_->fail("connection setup", e, options.timeout_seconds);
@@ -225,20 +288,23 @@ void ProcessGroup::all_reduce_max(at::Tensor& tensor, const std::string& what) {
 
 void ProcessGroup::broadcast(std::vector<at::Tensor>& tensors, int64_t root, const std::string& what) {
   for (auto& t : tensors) {
-    std::vector<at::Tensor> one{t};
+    std::vector<at::Tensor> one{impl_->on_collective_device(t)};
     impl_->run(what, options_.timeout_seconds, [&] {
       c10d::BroadcastOptions o;
       o.rootRank = root;
-      return impl_->group->broadcast(one, o);
+      return impl_->launch_on_group([&](auto& group) { return group.broadcast(one, o); });
     });
+    if (!one[0].is_same(t)) t.copy_(one[0]);
   }
 }
 
 std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& tensor, const std::string& what) {
-  std::vector<at::Tensor> input{tensor.contiguous()};
+  std::vector<at::Tensor> input{impl_->on_collective_device(tensor).contiguous()};
   std::vector<std::vector<at::Tensor>> output(1);
   for (int64_t r = 0; r < options_.world_size; ++r) output[0].push_back(torch::empty_like(input[0]));
-  impl_->run(what, options_.timeout_seconds, [&] { return impl_->group->allgather(output, input); });
+  impl_->run(what, options_.timeout_seconds,
+             [&] { return impl_->launch_on_group([&](auto& group) { return group.allgather(output, input); }); });
+  for (auto& part : output[0]) part = part.to(tensor.device());
   return output[0];
 }
 

@@ -1,14 +1,18 @@
 #pragma once
 // Data-parallel training across processes and machines on PyTorch's own
-// distributed engine: c10d's ProcessGroupGloo, rendezvous through a TCPStore
-// served by rank 0. The trainer sees only this class; c10d and gloo stay in
+// distributed engine: c10d's ProcessGroupGloo, or its ProcessGroupNCCL for
+// GPUs where LibTorch has CUDA (2.x); rendezvous through a TCPStore served by
+// rank 0. The trainer sees only this class; c10d, gloo and NCCL stay in
 // process_group.cpp. A build without Gloo's headers refuses to join a group
 // (process_group_absent.cpp, runtime/build_parts.h).
 //
 // Failure model: every collective and the rendezvous wait at most `timeout`;
 // a peer that never arrives, dies or stops answering becomes a DataError
 // naming this rank, the operation and the master address, never a hang.
+// NCCL runs in c10d's blocking-wait mode for it (no watchdog that aborts the
+// process), unless TORCH_NCCL_BLOCKING_WAIT says otherwise.
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <cstdint>
 #include <memory>
@@ -29,6 +33,7 @@ struct ParallelOptions {
   int64_t rank = 0;
   std::string master;            // ADDR:PORT of rank 0's store; empty: MASTER_ADDR:MASTER_PORT or 127.0.0.1:29500
   double timeout_seconds = 300;  // rendezvous and every collective
+  std::string backend = "auto";  // auto, gloo or nccl (collective_backend)
 
   bool distributed() const { return world_size > 1; }
 };
@@ -46,6 +51,11 @@ void visit_fields(ParallelOptions& p, V&& visit) {
   visit(Field{"dist_timeout", "seconds to wait for peers at rendezvous and in each collective before failing"}.range(
             0.1, 86400),
         p.timeout_seconds);
+  visit(Field{"dist_backend",
+              "collectives through nccl (GPUs, one per rank; a LibTorch with CUDA) or gloo (CPU tensors, or GPU "
+              "tensors through host copies); auto = nccl where --device is cuda and this build has NCCL, else gloo"}
+            .one_of("auto|gloo|nccl"),
+        p.backend);
 }
 
 // Fills what the command line left unset from WORLD_SIZE, RANK, MASTER_ADDR and
@@ -57,15 +67,30 @@ ParallelOptions resolve_parallel_options(ParallelOptions cli, const std::vector<
 // "host:port" -> (host, port); ConfigError naming `key` when malformed.
 std::pair<std::string, int> parse_master(const std::string& text, const std::string& key);
 
+// The device this rank computes on: `requested`, except that a bare "cuda"
+// in a run of several ranks is this rank's own GPU, cuda:LOCAL_RANK (set by
+// qkv launch and torchrun; the rank where unset). ConfigError naming device
+// when this machine has no such GPU.
+c10::Device rank_device(c10::Device requested, const ParallelOptions& options);
+
+// "gloo" or "nccl": options.backend for a rank computing on `device` (auto:
+// nccl for a GPU where the build has NCCL, runtime/build_parts.h, else gloo).
+// ConfigError naming dist_backend for nccl on the CPU or in a build without.
+std::string collective_backend(const ParallelOptions& options, c10::Device device);
+
 class ProcessGroup : public RankSum {
  public:
   // Joins the group: rank 0 serves the store and waits for the others.
-  explicit ProcessGroup(const ParallelOptions& options);
+  // `device` is where this rank computes (rank_device): NCCL's collectives run
+  // there, and tensors given from elsewhere (CPU sums, flags) travel there and
+  // back; gloo takes them where they are.
+  explicit ProcessGroup(const ParallelOptions& options, c10::Device device = c10::Device(c10::kCPU));
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
   int64_t rank() const { return options_.rank; }
+  const std::string& backend() const { return backend_; }  // "gloo" or "nccl"
   int64_t world_size() const override { return options_.world_size; }
   const ParallelOptions& options() const { return options_; }
 
@@ -92,6 +117,7 @@ class ProcessGroup : public RankSum {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   ParallelOptions options_;
+  std::string backend_;
 };
 
 }  // namespace qkv::distributed

@@ -13,7 +13,7 @@ namespace {
 [[noreturn]] void refuse() { refuse_without(Part::Gloo, "data-parallel training"); }
 }  // namespace
 
-ProcessGroup::ProcessGroup(const ParallelOptions& options) : options_(options) { refuse(); }
+ProcessGroup::ProcessGroup(const ParallelOptions& options, c10::Device) : options_(options) { refuse(); }
 ProcessGroup::~ProcessGroup() = default;
 void ProcessGroup::all_reduce_sum(at::Tensor&, const std::string&) { refuse(); }
 void ProcessGroup::all_reduce_max(at::Tensor&, const std::string&) { refuse(); }

@@ -6,8 +6,9 @@
 
 // CMake defines these for this file alone (1 where the library was found and
 // not left out), so that no other file's compile line changes with them.
-#if !defined(QKV_WITH_HDF5) || !defined(QKV_WITH_NIFTI) || !defined(QKV_WITH_XGBOOST) || !defined(QKV_WITH_GLOO)
-#error "build_parts.cpp is compiled with QKV_WITH_HDF5, _NIFTI, _XGBOOST and _GLOO from CMakeLists.txt"
+#if !defined(QKV_WITH_HDF5) || !defined(QKV_WITH_NIFTI) || !defined(QKV_WITH_XGBOOST) || !defined(QKV_WITH_GLOO) || \
+    !defined(QKV_WITH_NCCL)
+#error "build_parts.cpp is compiled with QKV_WITH_HDF5, _NIFTI, _XGBOOST, _GLOO and _NCCL from CMakeLists.txt"
 #endif
 
 namespace qkv {
@@ -24,6 +25,8 @@ const std::vector<PartInfo>& optional_parts() {
        QKV_WITH_XGBOOST != 0},
       {Part::Gloo, "Gloo", "libgloo-dev",
        "joins the ranks of data-parallel training (qkv launch, --world-size above 1)", QKV_WITH_GLOO != 0},
+      {Part::Nccl, "NCCL", "a PyTorch 2.11 or later with CUDA, and Gloo's headers",
+       "joins data-parallel ranks on GPUs (--dist-backend nccl, the default with --device cuda)", QKV_WITH_NCCL != 0},
   };
   return parts;
 }

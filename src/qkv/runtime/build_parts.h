@@ -1,6 +1,7 @@
 #pragma once
 // The optional libraries a build of qkv was made with. CMake takes each one it
-// finds, unless QKV_WITHOUT names it (docs/build.md); a build without one has
+// finds, unless QKV_WITHOUT names it (docs/build.md); NCCL comes with a
+// LibTorch that has CUDA (2.x) and needs Gloo's part. A build without one has
 // every command, and the readers that need the library refuse with one line
 // naming the file and what to install. `qkv doctor` lists them.
 #include <string>
@@ -8,7 +9,7 @@
 
 namespace qkv {
 
-enum class Part { Hdf5, Nifti, XGBoost, Gloo };
+enum class Part { Hdf5, Nifti, XGBoost, Gloo, Nccl };
 
 struct PartInfo {
   Part part;

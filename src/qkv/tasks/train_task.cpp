@@ -145,9 +145,11 @@ TrainOutcome train_command(const TrainTask& task, const TrainCall& call) {
   request.train.parallel.rank = config.parallel.rank;  // where this process runs now
   request.train.parallel.master = config.parallel.master;
   request.train.parallel.timeout_seconds = config.parallel.timeout_seconds;
+  request.train.parallel.backend = config.parallel.backend;
   set_threads(call.run.threads);
   seed_everything(request.seed);
-  parse_device(request.device);
+  const c10::Device device = distributed::rank_device(parse_device(request.device), config.parallel);
+  if (config.parallel.distributed()) distributed::collective_backend(config.parallel, device);
   TrainOutcome outcome;
   outcome.dir = dir;
   outcome.rank = config.parallel.rank;

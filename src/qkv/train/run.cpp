@@ -108,7 +108,7 @@ TrainResult execute_run(const RunRequest& r, const std::string& dir, bool resume
   TrainConfig config = effective_train_config(r);
   config.seed = r.seed;
   config.validate();
-  const c10::Device device = parse_device(r.device);
+  const c10::Device device = distributed::rank_device(parse_device(r.device), config.parallel);
   const auto& entry = models::find_model(r.model_name);
   // Points per cloud or tokens per window, where the task has them.
   int64_t length = 1;
@@ -124,7 +124,7 @@ TrainResult execute_run(const RunRequest& r, const std::string& dir, bool resume
   install_interrupt_handler();
   std::unique_ptr<distributed::ProcessGroup> group;
   if (config.parallel.distributed()) {
-    group = std::make_unique<distributed::ProcessGroup>(config.parallel);
+    group = std::make_unique<distributed::ProcessGroup>(config.parallel, device);
     hooks.group = group.get();
   }
   const bool writer = config.parallel.rank == 0;
