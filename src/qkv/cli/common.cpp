@@ -188,21 +188,21 @@ CLI::Option* add_checkpoint_option(CLI::App* cmd, train::CheckpointFile& checkpo
 }
 
 namespace {
-// An eval's settings: --batch-size, and --split, which add_split_option adds
-// (vnt and seg eval add both to settings of their own).
-struct EvalSplit {
+// An eval's settings: --eval-batch-size, and --split, which add_split_option
+// adds (vnt and seg eval add both to settings of their own).
+struct EvalSettings {
   std::string split = "test";
   int64_t batch_size = 0;
 };
 template <typename V>
-void visit_fields(EvalSplit& s, V&& visit) {
+void visit_fields(EvalSettings& s, V&& visit) {
   visit(train::eval_batch_size_field(), s.batch_size);
 }
 }  // namespace
 
 CLI::App* add_eval_command(CLI::App* parent, Action& action, const std::string& description, Evaluate evaluate,
                            const std::function<void(CLI::App*)>& more) {
-  return add_settings_command<EvalSplit>(
+  return add_settings_command<EvalSettings>(
       parent, action, CommandText("eval", description).heading("Evaluation").checkpoint(kEvalCheckpointHelp),
       [evaluate = std::move(evaluate)](const auto& o, const c10::Device& device) {
         print_json(evaluate(o.checkpoint, o.settings.split, o.settings.batch_size, device));

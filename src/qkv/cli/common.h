@@ -119,8 +119,8 @@ CLI::Option* add_checkpoint_option(CLI::App* cmd, train::CheckpointFile& checkpo
 void add_split_option(CLI::App* cmd, std::string& split);
 inline const std::string kEvalCheckpointHelp = "checkpoint file (RUN/checkpoints/best.ckpt)";
 
-// An `eval` (--checkpoint, --split, --batch-size, the options `more` adds and
-// the run options) that prints `evaluate(checkpoint, split, batch_size,
+// An `eval` (--checkpoint, --split, --eval-batch-size, the options `more` adds
+// and the run options) that prints `evaluate(checkpoint, split, batch_size,
 // device)`'s JSON; batch_size 0 = the run's.
 using Evaluate = std::function<nlohmann::json(const train::CheckpointFile& checkpoint, const std::string& split,
                                               int64_t batch_size, const c10::Device& device)>;
