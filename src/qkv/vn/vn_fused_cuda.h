@@ -42,7 +42,7 @@ std::pair<at::Tensor, at::Tensor> vn_frame_coordinates_backward(const at::Tensor
 
 // Batch norm of the norms: the channel sums of n and n^2 (training
 // statistics); y = x n'/n; the channel sums of gm and gm * nhat for the
-// gradient g of y; the gradient of x (norm.global defined in training).
+// gradient g of y; the gradient of x (norm.global non-null in training).
 at::Tensor vn_norm_sums(const at::Tensor& x, double eps);
 at::Tensor vn_rescale(const at::Tensor& x, const ChannelPointers& norm);
 at::Tensor vn_rescale_backward_sums(const at::Tensor& x, const at::Tensor& g, const ChannelPointers& norm);
