@@ -157,7 +157,7 @@ TEST(OutputPolicy, LedgerEntriesCannotReachOutsideTheFolder) {
   const fs::path dir = fresh_dir("policy_escape");
   const fs::path victim = fs::path(fresh_dir("policy_victim")) / "precious.txt";
   write_text_file(victim, "keep");
-  const auto relative = victim.lexically_relative(dir).generic_string();  // "../qkv_test_policy_victim_N/precious.txt"
+  const auto relative = victim.lexically_relative(dir).generic_string();  // "../policy_victim/precious.txt"
   // An edited ledger is refused as a whole, naming it, before anything is
   // removed or rewritten.
   for (const std::string& entry : {relative, victim.string()}) {

@@ -14,16 +14,25 @@
 
 namespace qkv::testing {
 
-// A folder path unique to this process and name, removed if present, not created.
+// The one folder that holds every scratch path of this test process, so that
+// its main() can remove them all (test_main.cpp).
+inline std::filesystem::path scratch_root() {
+  return std::filesystem::temp_directory_path() / ("qkv_test_" + std::to_string(::getpid()));
+}
+
+// A folder path unique to this process and name, removed if present, not
+// created (its parent, the scratch root, is).
 inline std::string fresh_dir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("qkv_test_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(scratch_root());
+  auto dir = scratch_root() / name;
   std::filesystem::remove_all(dir);
   return dir.string();
 }
 
-// A file path in this process's scratch folder (the folder is created).
+// A file path in this process's scratch folder (the folder is created). Apart
+// from fresh_dir's folders, whose names start with no underscore.
 inline std::string temp_path(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("qkv_test_" + std::to_string(::getpid()));
+  auto dir = scratch_root() / "_files";
   std::filesystem::create_directories(dir);
   return (dir / name).string();
 }
