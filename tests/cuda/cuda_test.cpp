@@ -33,6 +33,7 @@
 #include "qkv/vn/vn_ops.h"
 #include "support/gradcheck.h"
 #include "support/haar_rotation.h"
+#include "support/test_files.h"
 #include "support/tolerance.h"
 
 namespace {
@@ -421,8 +422,7 @@ TEST(CudaModels, CheckpointsWrittenOnTheGpuLoadOnTheCpuBitForBit) {
   torch::manual_seed(5);
   auto model = models::find_model("vnt").make(options);
   model->to(kGpu);
-  const auto path =
-      (std::filesystem::temp_directory_path() / ("qkv_cuda_test_" + std::to_string(::getpid()) + ".ckpt")).string();
+  const auto path = qkv::testing::temp_path("gpu.ckpt");
   train::save_checkpoint(path, *model, nullptr, train::TrainState{});
   torch::manual_seed(6);
   auto on_cpu = models::find_model("vnt").make(options);
