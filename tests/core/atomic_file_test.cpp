@@ -183,6 +183,11 @@ TEST(Runtime, ThreadsReachTorchAndBlas) {
   EXPECT_EQ(at::get_num_threads(), 1);
   auto info = qkv::blas_info();
   EXPECT_EQ(info.at("torch_threads"), 1);
+  // PyTorch's wheels serve sgemm_ from the MKL inside libtorch_cpu.
+  if (info.at("library").get<std::string>().find("libtorch_cpu") != std::string::npos) {
+    EXPECT_EQ(info.at("name"), "MKL") << info.dump();
+    EXPECT_EQ(info.value("summary", "").rfind("MKL 20", 0), 0u) << info.dump();
+  }
   if (info.at("name") == "OpenBLAS") {
     EXPECT_EQ(info.at("threads"), 1);
   }

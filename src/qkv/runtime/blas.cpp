@@ -87,6 +87,14 @@ std::optional<std::string> openblas_config() {
   return std::nullopt;
 }
 
+std::optional<std::string> mkl_version() {
+  auto version = find_symbol<void (*)(char*, int)>("MKL_Get_Version_String");
+  if (!version) return std::nullopt;
+  char text[256] = {};
+  version(text, sizeof text - 1);
+  return std::string(text);
+}
+
 std::optional<std::string> openblas_corename() {
   if (auto name = find_symbol<char* (*)()>("openblas_get_corename")) return std::string(name());
   return std::nullopt;

@@ -23,6 +23,10 @@ std::string library();
 // OpenBLAS's build configuration (openblas_get_config); nullopt for another BLAS.
 std::optional<std::string> openblas_config();
 
+// Intel MKL's version text (MKL_Get_Version_String), where a loaded library
+// serves it: PyTorch's wheels link MKL into libtorch_cpu; nullopt otherwise.
+std::optional<std::string> mkl_version();
+
 // The kernels OpenBLAS runs (openblas_get_corename: "SkylakeX", "Prescott");
 // nullopt for another BLAS. Who chose them: runtime/openblas_core.h.
 std::optional<std::string> openblas_corename();

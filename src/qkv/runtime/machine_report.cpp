@@ -87,8 +87,12 @@ nlohmann::json machine_report(bool measure_sgemm) {
               {"vector_extensions", cpu_vector_extensions()},
               {"qkv_kernels", kernels_line()}};
   d["blas"] = blas_info();
-  if (const auto best = blas::core_for_level(blas::cpu_blas_level()); !best.empty()) d["blas"]["cpu_best_core"] = best;
-  d["threads"] = {{"libtorch", at::get_num_threads()}, {"openblas", blas::openblas_threads().value_or(0)}};
+  const bool openblas = d["blas"].value("name", "") == "OpenBLAS";
+  if (const auto best = blas::core_for_level(blas::cpu_blas_level()); openblas && !best.empty())
+    d["blas"]["cpu_best_core"] = best;
+  // OpenBLAS keeps a thread count of its own; MKL's follows LibTorch's.
+  d["threads"] = {{"libtorch", at::get_num_threads()}};
+  if (openblas) d["threads"]["openblas"] = blas::openblas_threads().value_or(0);
   for (const auto& part : optional_parts()) d["optional_libraries"][part.name] = part.built;
   if (measure_sgemm) d["sgemm_gflops"] = sgemm_gflops();
   return d;
@@ -129,8 +133,11 @@ std::string machine_report_text(const nlohmann::json& d) {
   }
   append("optional libraries: %s\n", built.empty() ? "none" : built.c_str());
   out += without;
-  append("threads: LibTorch %d, OpenBLAS %d\n", d["threads"]["libtorch"].get<int>(),
-         d["threads"]["openblas"].get<int>());
+  if (d["threads"].contains("openblas"))
+    append("threads: LibTorch %d, OpenBLAS %d\n", d["threads"]["libtorch"].get<int>(),
+           d["threads"]["openblas"].get<int>());
+  else
+    append("threads: LibTorch %d\n", d["threads"]["libtorch"].get<int>());
   if (d.contains("sgemm_gflops"))
     append("sgemm 1024^3 float32 (at::mm, best of 5): %.1f GFLOP/s on %s\n", d["sgemm_gflops"].get<double>(),
            counted(d["threads"]["libtorch"].get<int64_t>(), "thread").c_str());

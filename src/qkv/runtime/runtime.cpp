@@ -51,6 +51,13 @@ nlohmann::json blas_info() {
     if (!core.rejected.empty()) info["core_rejected"] = core.rejected;
     info["reference_products"] = core.reference_ok ? "passed" : "failed";
     info["summary"] = "OpenBLAS, " + core.summary();
+  } else if (const auto mkl = blas::mkl_version()) {
+    info["name"] = "MKL";
+    info["version"] = *mkl;
+    // "... Version 2024.2-Product Build ..." -> "MKL 2024.2"
+    const auto at = mkl->find("Version ");
+    info["summary"] =
+        at == std::string::npos ? "MKL" : "MKL " + mkl->substr(at + 8, mkl->find_first_of("- ", at + 8) - at - 8);
   } else {
     info["name"] = library.find("openblas") != std::string::npos ? "OpenBLAS" : "reference or other";
   }
