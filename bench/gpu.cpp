@@ -100,7 +100,7 @@ void bench_knn(int repeats) {
             {"qkv_gpu_ms", median_ms([&] { vn::knn_indices(x, 20); }, repeats, true)},
             {"pytorch_gpu_ms", median_ms([&] { knn_pytorch(x, 20); }, repeats, true)},
             {"qkv_cpu_ms", median_ms([&] { vn::knn_indices(x_cpu, 20); }, std::min(repeats, 3), false)},
-            {"kernel", cuda::kernels_built() ? "qkv" : "composed"}});
+            {"kernel", cuda::kernels_run_on(kGpu) ? "qkv" : "composed"}});
   }
 }
 
@@ -115,7 +115,7 @@ void bench_fps(int repeats) {
        {"qkv_gpu_ms", median_ms([&] { pointcloud::farthest_point_sample(p, 1024); }, repeats, true)},
        {"pytorch_gpu_ms", median_ms([&] { fps_pytorch(p, 1024); }, repeats, true)},
        {"qkv_cpu_ms", median_ms([&] { pointcloud::farthest_point_sample(p_cpu, 1024); }, std::min(repeats, 3), false)},
-       {"kernel", cuda::kernels_built() ? "qkv" : "cpu copy"}});
+       {"kernel", cuda::kernels_run_on(kGpu) ? "qkv" : "cpu copy"}});
 }
 
 void bench_attention(int repeats) {
@@ -160,7 +160,7 @@ void bench_vn_op(const char* name, const VnOp& fused, const VnOp& composed, cons
           {"qkv_gpu_ms", median_ms(step(fused, gpu), repeats, true)},
           {"pytorch_gpu_ms", median_ms(step(composed, gpu), repeats, true)},
           {"qkv_cpu_ms", median_ms(step(fused, cpu), std::min(repeats, 3), false)},
-          {"kernel", cuda::kernels_built() ? "qkv" : "composed"}});
+          {"kernel", cuda::kernels_run_on(kGpu) ? "qkv" : "composed"}});
 }
 
 void bench_vn_ops(int repeats) {

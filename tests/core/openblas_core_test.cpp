@@ -129,4 +129,22 @@ TEST(OpenBlasCore, DoctorPrintsTheMachine) {
     EXPECT_NE(r.output.find(line), std::string::npos) << line << " in\n" << r.output;
 }
 
+// Each visible GPU gets a line saying whether qkv's CUDA kernels have code
+// for it (else LibTorch's serve it); the architectures they were built for
+// are named where they were built.
+TEST(Doctor, ListsEachGpuAndWhetherQkvsKernelsRunThere) {
+  const auto r = qkv::testing::run_qkv("doctor --json --no-speed");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto d = qkv::testing::trailing_json(r.output);
+  const auto& libtorch = d.at("libtorch");
+  const bool built = libtorch.at("qkv_cuda_kernels").get<bool>();
+  EXPECT_EQ(built, !libtorch.at("qkv_cuda_architectures").get<std::string>().empty()) << libtorch.dump();
+  ASSERT_EQ(d.at("gpu_devices").size(), libtorch.at("gpus").get<size_t>()) << d.dump();
+  const auto text = qkv::testing::run_qkv("doctor --no-speed");
+  for (const auto& gpu : d.at("gpu_devices")) {
+    if (!built) EXPECT_FALSE(gpu.at("qkv_kernels_run").get<bool>()) << gpu.dump();
+    EXPECT_NE(text.output.find(gpu.at("device").get<std::string>() + ": "), std::string::npos) << text.output;
+  }
+}
+
 }  // namespace

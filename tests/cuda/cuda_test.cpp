@@ -78,6 +78,19 @@ TEST(CudaDevice, ParseDeviceRefusesWhatIsNotThere) {
   }
 }
 
+// The bundle's kernels are built for the GPU the check runs on (sm_90: H100,
+// H200), so every kernel test below runs qkv's kernels, not the fallback.
+TEST(CudaKernels, TheKernelsHaveCodeForThisGpu) {
+  QKV_REQUIRE_CUDA_KERNELS();
+  const auto info = cuda::gpu_info(0);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_TRUE(cuda::kernels_run_on(kGpu)) << info->name << " (compute capability " << info->major << "." << info->minor
+                                          << ") with kernels built for " << cuda::built_architectures();
+  EXPECT_TRUE(cuda::kernels_run_on(torch::Device(torch::kCUDA))) << "a bare cuda is the current GPU";
+  EXPECT_FALSE(cuda::kernels_run_on(torch::Device(torch::kCPU)));
+  EXPECT_GT(info->memory_bytes, 0);
+}
+
 TEST(CudaKernels, KnnGivesTheCpuKernelsIndices) {
   QKV_REQUIRE_CUDA_KERNELS();
   for (const auto dtype : {torch::kFloat, torch::kDouble})

@@ -11,6 +11,8 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include <limits>
+#include <map>
+#include <mutex>
 
 #include "qkv/core/errors.h"
 
@@ -142,6 +144,33 @@ void require_cuda(const at::Tensor& t, const char* fn) {
 }  // namespace
 
 bool kernels_built() { return true; }
+
+bool kernels_run_on(const c10::Device& device) {
+  if (!device.is_cuda()) return false;
+  const int index = device.has_index() ? device.index() : c10::cuda::current_device();
+  static std::mutex mutex;
+  static std::map<int, bool> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (const auto it = known.find(index); it != known.end()) return it->second;
+  c10::cuda::CUDAGuard on(static_cast<c10::DeviceIndex>(index));
+  // The driver finds no code for the device (no kernel image) where no
+  // architecture built covers it; every kernel of qkv's is built alike.
+  cudaFuncAttributes attributes{};
+  const bool runs = cudaFuncGetAttributes(&attributes, fps_kernel<float>) == cudaSuccess;
+  (void)cudaGetLastError();  // not sticky, but leave nothing for the next check
+  return known[index] = runs;
+}
+
+std::string built_architectures() { return QKV_CUDA_ARCHITECTURES; }
+
+std::optional<GpuInfo> gpu_info(int64_t index) {
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, static_cast<int>(index)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return std::nullopt;
+  }
+  return GpuInfo{p.name, p.major, p.minor, static_cast<int64_t>(p.totalGlobalMem)};
+}
 
 at::Tensor knn_direct(const at::Tensor& features, int64_t k) {
   require_cuda(features, "knn_direct");

@@ -7,13 +7,35 @@
 // on a GPU instead. Each kernel has the CPU kernel of its caller as its
 // reference: the same floats give the same indices, tie rules included.
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 namespace qkv::cuda {
 
-// Whether this build holds the kernels below.
+// Whether this build holds qkv's CUDA kernels (these and vn/vn_fused_cuda.h's).
 bool kernels_built();
+
+// Whether they have code for `device`'s GPU: the architectures they were built
+// for (TORCH_CUDA_ARCH_LIST) cover its compute capability. False for a CPU
+// device and where kernels_built() is false; callers then run composed ATen
+// code, which LibTorch's own kernels serve on every GPU it supports. The
+// driver is asked once per GPU.
+bool kernels_run_on(const c10::Device& device);
+
+// The architectures the kernels were built for ("9.0"); empty without them.
+std::string built_architectures();
+
+// A GPU, as qkv doctor shows it.
+struct GpuInfo {
+  std::string name;
+  int major = 0, minor = 0;  // compute capability
+  int64_t memory_bytes = 0;
+};
+// nullopt where this build has no CUDA code of its own to ask with.
+std::optional<GpuInfo> gpu_info(int64_t index);
 
 // Largest k the kNN kernel keeps per query (its best list lives in registers
 // and local memory); beyond it the caller's composed path runs.

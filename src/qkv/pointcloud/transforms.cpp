@@ -99,7 +99,7 @@ constexpr int64_t kFpsTreeMinPicks = 64;
 at::Tensor fps(const at::Tensor& points, int64_t m, const std::vector<int64_t>& starts, bool tree_allowed = true) {
   if (!points.device().is_cpu()) {
     const auto start_tensor = torch::tensor(starts, torch::kLong);
-    if (points.is_cuda() && cuda::kernels_built())
+    if (cuda::kernels_run_on(points.device()))
       return like_input(cuda::farthest_point_sample(as_batch(points), m, start_tensor), points);
     // Without a kernel for the device: the CPU kernel on a copy (a sequential
     // arg-max per pick does not compose into fast tensor code).

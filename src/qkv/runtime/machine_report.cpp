@@ -80,12 +80,25 @@ nlohmann::json machine_report(bool measure_sgemm) {
                    {"cuda", torch::cuda::is_available()},
                    {"gpus", torch::cuda::is_available() ? torch::cuda::device_count() : 0},
                    {"qkv_cuda_kernels", cuda::kernels_built()},
+                   {"qkv_cuda_architectures", cuda::built_architectures()},
                    {"cpu_capability", config_line("CPU capability usage: ")},
                    {"parallel", at::get_parallel_info()}};
   d["cpu"] = {{"model", cpu_model_name()},
               {"logical_cores", std::thread::hardware_concurrency()},
               {"vector_extensions", cpu_vector_extensions()},
               {"qkv_kernels", kernels_line()}};
+  d["gpu_devices"] = nlohmann::json::array();
+  for (int64_t i = 0; i < d["libtorch"]["gpus"].get<int64_t>(); ++i) {
+    nlohmann::json gpu = {
+        {"device", "cuda:" + std::to_string(i)},
+        {"qkv_kernels_run", cuda::kernels_run_on(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(i)))}};
+    if (const auto info = cuda::gpu_info(i)) {
+      gpu["name"] = info->name;
+      gpu["compute_capability"] = std::to_string(info->major) + "." + std::to_string(info->minor);
+      gpu["memory_bytes"] = info->memory_bytes;
+    }
+    d["gpu_devices"].push_back(gpu);
+  }
   d["blas"] = blas_info();
   const bool openblas = d["blas"].value("name", "") == "OpenBLAS";
   if (const auto best = blas::core_for_level(blas::cpu_blas_level()); openblas && !best.empty())
@@ -111,6 +124,21 @@ std::string machine_report_text(const nlohmann::json& d) {
   append("qkv %s on LibTorch %s (%s; qkv's CUDA kernels %s; ATen kernels: %s)\n", qkv_version().c_str(), TORCH_VERSION,
          gpus.c_str(), d["libtorch"]["qkv_cuda_kernels"].get<bool>() ? "built" : "not built",
          d["libtorch"]["cpu_capability"].get<std::string>().c_str());
+  for (const auto& gpu : d.value("gpu_devices", nlohmann::json::array())) {
+    std::string line = gpu["device"].get<std::string>() + ": ";
+    if (gpu.contains("name"))
+      line += gpu["name"].get<std::string>() + " (compute capability " + gpu["compute_capability"].get<std::string>() +
+              ", " + binary_size(gpu["memory_bytes"].get<int64_t>()) + "): ";
+    if (gpu["qkv_kernels_run"].get<bool>())
+      line += "qkv's CUDA kernels run here";
+    else if (!d["libtorch"]["qkv_cuda_kernels"].get<bool>())
+      line += "LibTorch's kernels (this qkv has no CUDA kernels of its own)";
+    else
+      line += "LibTorch's kernels: qkv's were built for " + d["libtorch"]["qkv_cuda_architectures"].get<std::string>() +
+              "; TORCH_CUDA_ARCH_LIST=" + gpu.value("compute_capability", std::string("its compute capability")) +
+              " at build time gives it them (docs/gpu.md)";
+    append("%s\n", line.c_str());
+  }
   append("CPU: %s, %u logical cores\n", d["cpu"]["model"].get<std::string>().c_str(),
          d["cpu"]["logical_cores"].get<unsigned>());
   append("vector extensions: %s\n", d["cpu"]["vector_extensions"].get<std::string>().c_str());

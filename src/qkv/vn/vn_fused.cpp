@@ -810,11 +810,11 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
 };
 
 // Whether the fused kernels take x: float32 or float64 on the CPU, or on a GPU
-// where this build has qkv's CUDA kernels, with every other tensor on x's
+// that this build's CUDA kernels have code for, with every other tensor on x's
 // device (undefined ones aside).
 bool fused_kernels_take(const at::Tensor& x, std::initializer_list<const at::Tensor*> others) {
   if (x.scalar_type() != at::kFloat && x.scalar_type() != at::kDouble) return false;
-  if (!x.device().is_cpu() && !(x.is_cuda() && cuda::kernels_built())) return false;
+  if (!x.device().is_cpu() && !cuda::kernels_run_on(x.device())) return false;
   for (const auto* t : others)
     if (t->defined() && t->device() != x.device()) return false;
   return x.numel() > 0 && !under_function_transform();

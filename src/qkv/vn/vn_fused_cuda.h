@@ -7,9 +7,9 @@
 // for CUDA tensors and keep everything else (saved tensors, statistics and
 // their reduction over ranks, second-order gradients through the composed
 // versions). Built with nvcc where QKV_CUDA is on (vn_fused_cuda.cu); elsewhere
-// vn_fused_cuda_absent.cpp refuses, and cuda::kernels_built()
-// (cuda/point_kernels.h, true where the build has every .cu) is false, so the
-// callers never reach it.
+// vn_fused_cuda_absent.cpp refuses, and cuda::kernels_run_on()
+// (cuda/point_kernels.h: the build has every .cu, with code for the GPU) is
+// false, so the callers never reach it.
 //
 // Every tensor is contiguous, float32 or float64 (one type), on one CUDA
 // device; VN features are [B, C, 3, M], directions [B, C or 1, 3, M], frames

@@ -1,5 +1,5 @@
 // A build without qkv's CUDA kernels (QKV_CUDA off, or no nvcc): callers see
-// cuda::kernels_built() false (point_kernels.h) and never reach these.
+// cuda::kernels_run_on() false (point_kernels.h) and never reach these.
 #include <stdexcept>
 #include <string>
 

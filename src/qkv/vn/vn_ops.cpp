@@ -241,7 +241,7 @@ at::Tensor knn_indices(const at::Tensor& features, int64_t k) {
   // the blocks below (ATen ops) serve them.
   if (features.device().is_cpu() && !under_function_transform())
     return knn_indices_cpu(features, k, /*tree_allowed=*/true);
-  if (features.is_cuda() && cuda::kernels_built() && features.size(1) <= cuda::kKnnMaxDims && k <= cuda::kKnnMaxK)
+  if (cuda::kernels_run_on(features.device()) && features.size(1) <= cuda::kKnnMaxDims && k <= cuda::kKnnMaxK)
     return cuda::knn_direct(features, k);
   // Other devices, and feature spaces on a GPU (where a GEMM of the blocks is
   // the fast way to the distances): the same blocks with topk (ties in topk's order).
