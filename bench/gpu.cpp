@@ -7,8 +7,9 @@
 //            incremental min-distance loop of m tensor ops)
 //   attention  B 16, H 8, N 1,024, d 64, forward + backward: what a GPU
 //            takes (Auto: PyTorch's fused kernels where the build has them)
-//            against the naive formula (PyTorch ops: matmul, softmax,
-//            matmul), causal and not
+//            against PyTorch's own at::scaled_dot_product_attention call
+//            (LibTorch 2.x) and the naive formula (matmul, softmax, matmul),
+//            causal and not
 //   vn ops   forward + backward of the fused VN ops at VN-DGCNN's sizes
 //            (B 16, N 1,024, k 20): the edge convolution (C 21), leaky
 //            ReLU and batch norm (C 64), frame coordinates (C 682): qkv's
@@ -21,6 +22,7 @@
 //   build-pip/bench_gpu [repeats]
 #include <torch/cuda.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <chrono>
@@ -132,14 +134,20 @@ void bench_attention(int repeats) {
         out.sum().backward();
       };
     };
-    report({{"case", causal ? "attention_fwd_bwd_causal" : "attention_fwd_bwd"},
-            {"b", 16},
-            {"h", 8},
-            {"n", 1024},
-            {"d", 64},
-            {"backend", attention::backend_name(attention::resolve_backend(q, k, v, chosen))},
-            {"qkv_gpu_ms", median_ms(step(chosen), repeats, true)},
-            {"pytorch_gpu_ms", median_ms(step(naive), repeats, true)}});
+    nlohmann::json row = {{"case", causal ? "attention_fwd_bwd_causal" : "attention_fwd_bwd"},
+                          {"b", 16},
+                          {"h", 8},
+                          {"n", 1024},
+                          {"d", 64},
+                          {"backend", attention::backend_name(attention::resolve_backend(q, k, v, chosen))},
+                          {"qkv_gpu_ms", median_ms(step(chosen), repeats, true)},
+                          {"naive_gpu_ms", median_ms(step(naive), repeats, true)}};
+#if TORCH_VERSION_MAJOR >= 2
+    // PyTorch's own call, without qkv's mask handling around it.
+    row["pytorch_gpu_ms"] =
+        median_ms([&] { at::scaled_dot_product_attention(q, k, v, {}, 0.0, causal).sum().backward(); }, repeats, true);
+#endif
+    report(row);
   }
 }
 
