@@ -29,11 +29,11 @@ void write_file_atomic(const std::string& path, const void* data, size_t size) {
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::string tmp = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
-  int fd = mkstemp(tmp.data());
+  // Until the rename, a signal that ends the process removes the temporary
+  // too; every failure below removes it before throwing.
+  int slot = -1;
+  int fd = make_partial_file(tmp, &slot);
   if (fd < 0) throw DataError(path + ": cannot create a temporary file in " + dir.string() + ": " + errno_text());
-  // From here to the rename, a signal that ends the process removes the
-  // temporary too; every failure below removes it before throwing.
-  const int slot = remember_partial_file(tmp);
   auto fail = [&](const std::string& what) {
     const std::string reason = errno_text();
     if (fd >= 0) ::close(fd);
@@ -53,7 +53,7 @@ void write_file_atomic(const std::string& path, const void* data, size_t size) {
     left -= static_cast<size_t>(n);
   }
   if (::fsync(fd) != 0) fail("fsync failed");
-  // mkstemp creates 0600; results are meant to be shared like any other file.
+  // The temporary is created 0600; results are meant to be shared like any other file.
   ::fchmod(fd, 0644);
   const int closed = ::close(fd);
   fd = -1;
@@ -76,7 +76,7 @@ void write_file_atomic(const std::string& path, const std::vector<char>& content
 }
 
 bool is_atomic_temp_name(const std::string& name) {
-  // ".NAME.tmp.XXXXXX": NAME not empty, then mkstemp's six letters or digits.
+  // ".NAME.tmp.XXXXXX": NAME not empty, then six letters or digits (make_partial_file).
   constexpr size_t kSuffix = 11;  // ".tmp.XXXXXX"
   if (name.size() < 1 + 1 + kSuffix || name[0] != '.') return false;
   const size_t at = name.size() - kSuffix;

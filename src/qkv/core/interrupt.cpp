@@ -1,11 +1,14 @@
 #include "qkv/core/interrupt.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <mutex>
+#include <random>
 
 namespace qkv {
 namespace {
@@ -80,15 +83,47 @@ InterruptScope::~InterruptScope() {
   g_soft_sigint.store(was_soft_);
 }
 
+namespace {
+
+// The slot now holding `path` for removal on a signal, or -1 when all are busy
+// or the path is too long.
 int remember_partial_file(const std::string& path) {
   if (path.size() >= kPathMax) return -1;
-  install_cleanup_handlers();
   for (int i = 0; i < kSlots; ++i) {
     int expected = 0;
     if (!g_slot_state[i].compare_exchange_strong(expected, 1)) continue;
     std::memcpy(g_paths[i], path.c_str(), path.size() + 1);
     g_slot_state[i].store(2);
     return i;
+  }
+  return -1;
+}
+
+}  // namespace
+
+int make_partial_file(std::string& pattern, int* slot) {
+  install_cleanup_handlers();
+  static const char kLetters[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  thread_local std::mt19937_64 random(std::random_device{}());
+  *slot = -1;
+  if (pattern.size() < 6 || pattern.compare(pattern.size() - 6, 6, "XXXXXX") != 0) {
+    errno = EINVAL;
+    return -1;
+  }
+  const size_t x = pattern.size() - 6;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    for (size_t i = x; i < pattern.size(); ++i) pattern[i] = kLetters[random() % (sizeof kLetters - 1)];
+    // Registered first: a signal from here on unlinks the name, whether or not
+    // the file exists yet. Created first, a signal between the creation and
+    // the registration would leave the file behind.
+    *slot = remember_partial_file(pattern);
+    const int fd = ::open(pattern.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) return fd;
+    const int error = errno;
+    forget_partial_file(*slot);
+    *slot = -1;
+    errno = error;
+    if (error != EEXIST) return -1;
   }
   return -1;
 }

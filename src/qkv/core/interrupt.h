@@ -46,11 +46,15 @@ struct Interrupted : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Registers `path` for removal should a signal end the process before
-// forget_partial_file(slot). Returns the slot, or -1 when all slots are busy or
-// the path is too long (the file is then simply not cleaned up on a signal).
-// Thread-safe; the removal itself is async-signal-safe (unlink only).
-int remember_partial_file(const std::string& path);
+// Creates a new file as mkstemp does (`pattern` ends in XXXXXX, which become
+// six random letters and digits; mode 0600) and registers it for removal
+// should a signal end the process before forget_partial_file(*slot). The name
+// is registered before the file exists, so no signal can fall between the
+// file's creation and its registration. Returns the open descriptor, or -1
+// with errno set. *slot is -1 when all slots are busy or the path is too long
+// (the file is then simply not cleaned up on a signal). Thread-safe; the
+// removal itself is async-signal-safe (unlink only).
+int make_partial_file(std::string& pattern, int* slot);
 void forget_partial_file(int slot);
 
 }  // namespace qkv
