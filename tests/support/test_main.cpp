@@ -30,8 +30,10 @@ int main(int argc, char** argv) {
   if (!std::filesystem::exists(scratch, error)) return status;
   if (status != 0) {
     std::fprintf(stderr, "scratch files kept in %s\n", scratch.c_str());
-  } else if (std::filesystem::remove_all(scratch, error), error) {
-    std::fprintf(stderr, "could not remove the scratch folder %s: %s\n", scratch.c_str(), error.message().c_str());
+    return status;
   }
+  std::filesystem::remove_all(scratch, error);
+  if (error)
+    std::fprintf(stderr, "could not remove the scratch folder %s: %s\n", scratch.c_str(), error.message().c_str());
   return status;
 }

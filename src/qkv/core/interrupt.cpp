@@ -104,7 +104,7 @@ int remember_partial_file(const std::string& path) {
 int make_partial_file(std::string& pattern, int* slot) {
   install_cleanup_handlers();
   static const char kLetters[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-  thread_local std::mt19937_64 random(std::random_device{}());
+  thread_local std::mt19937_64 name_random(std::random_device{}());
   *slot = -1;
   if (pattern.size() < 6 || pattern.compare(pattern.size() - 6, 6, "XXXXXX") != 0) {
     errno = EINVAL;
@@ -112,7 +112,7 @@ int make_partial_file(std::string& pattern, int* slot) {
   }
   const size_t x = pattern.size() - 6;
   for (int attempt = 0; attempt < 100; ++attempt) {
-    for (size_t i = x; i < pattern.size(); ++i) pattern[i] = kLetters[random() % (sizeof kLetters - 1)];
+    for (size_t i = x; i < pattern.size(); ++i) pattern[i] = kLetters[name_random() % (sizeof kLetters - 1)];
     // Registered first: a signal from here on unlinks the name, whether or not
     // the file exists yet. Created first, a signal between the creation and
     // the registration would leave the file behind.

@@ -10,9 +10,8 @@
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <atomic>
 #include <limits>
-#include <map>
-#include <mutex>
 
 #include "qkv/core/errors.h"
 
@@ -147,18 +146,20 @@ bool kernels_built() { return true; }
 
 bool kernels_run_on(const c10::Device& device) {
   if (!device.is_cuda()) return false;
-  const int index = device.has_index() ? device.index() : c10::cuda::current_device();
-  static std::mutex mutex;
-  static std::map<int, bool> known;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (const auto it = known.find(index); it != known.end()) return it->second;
-  c10::cuda::CUDAGuard on(static_cast<c10::DeviceIndex>(index));
+  const c10::DeviceIndex index = device.has_index() ? device.index() : c10::cuda::current_device();
+  // Each GPU's answer, read without a lock on every kernel call: 0 not yet
+  // asked, 1 runs, 2 no code (two threads asking at once both get the same).
+  static std::atomic<int8_t> known[std::numeric_limits<c10::DeviceIndex>::max() + 1];
+  if (index < 0) return false;
+  if (const int8_t answer = known[index].load(std::memory_order_relaxed)) return answer == 1;
+  c10::cuda::CUDAGuard on(index);
   // The driver finds no code for the device (no kernel image) where no
   // architecture built covers it; every kernel of qkv's is built alike.
   cudaFuncAttributes attributes{};
   const bool runs = cudaFuncGetAttributes(&attributes, fps_kernel<float>) == cudaSuccess;
   (void)cudaGetLastError();  // not sticky, but leave nothing for the next check
-  return known[index] = runs;
+  known[index].store(runs ? 1 : 2, std::memory_order_relaxed);
+  return runs;
 }
 
 std::string built_architectures() { return QKV_CUDA_ARCHITECTURES; }
