@@ -11,9 +11,10 @@ import typing
 
 import torch
 
-# As pybind11 2 (LibTorch 1.13's) and pybind11 3 (PyTorch 2.x's) spell them.
+# As pybind11 2 (LibTorch 1.13's), pybind11 3.0 (PyTorch 2.11's) and 3.1 spell them.
 _TYPES = {"at::Tensor": torch.Tensor, "torch.Tensor": torch.Tensor, "int": int, "typing.SupportsInt": int,
-          "float": float, "typing.SupportsFloat": float, "bool": bool, "str": str, "tuple": tuple}
+          "typing.SupportsInt | typing.SupportsIndex": int, "float": float, "typing.SupportsFloat": float,
+          "typing.SupportsFloat | typing.SupportsIndex": float, "bool": bool, "str": str, "tuple": tuple}
 
 
 def _annotation(text):

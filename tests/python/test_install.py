@@ -37,3 +37,18 @@ def test_pip_install_offline_into_a_venv(tmp_path):
     assert shape == "torch.Size([2, 512, 16])" and where.startswith(str(venv)), r.stdout
     installed = os.path.dirname(where)  # the type stubs and PEP 561's marker come with the package
     assert all(os.path.exists(os.path.join(installed, f)) for f in ("ops.pyi", "nn.pyi", "py.typed"))
+
+
+def test_a_build_folder_refuses_another_torch_and_keeps_its_own(tmp_path):
+    # A folder made for Debian's LibTorch, asked for this interpreter's torch:
+    # refused in one line, and its cache still names its own torch, so that
+    # the next plain `cmake` of it works (the refused -D had stuck there).
+    folder = tmp_path / "build"
+    r = subprocess.run(["cmake", "-S", str(SOURCE_DIR), "-B", str(folder), "-G", "Ninja",
+                        "-DQKV_TORCH_CONFIGURED:INTERNAL=Debian's libtorch-dev",
+                        "-DQKV_TORCH_PYTHON_CONFIGURED:INTERNAL=", "-DQKV_TORCH_PYTHON=" + sys.executable],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0
+    assert "was configured for the LibTorch of Debian's libtorch-dev, not" in " ".join(r.stderr.split()), r.stderr
+    cache = (folder / "CMakeCache.txt").read_text().splitlines()
+    assert "QKV_TORCH_PYTHON:FILEPATH=" in cache, [l for l in cache if l.startswith("QKV_TORCH_PYTHON")]
