@@ -31,6 +31,7 @@
 #include "qkv/vn/edge_conv.h"
 #include "qkv/vn/vn_layers.h"
 #include "qkv/vn/vn_ops.h"
+#include "support/clouds_with_ties.h"
 #include "support/gradcheck.h"
 #include "support/haar_rotation.h"
 #include "support/test_files.h"
@@ -39,6 +40,7 @@
 namespace {
 
 using namespace qkv;
+using qkv::testing::clouds_with_ties;
 
 #define QKV_REQUIRE_GPU()                                               \
   do {                                                                  \
@@ -52,15 +54,6 @@ using namespace qkv;
   } while (0)
 
 const torch::Device kGpu(torch::kCUDA, 0);
-
-// Clouds with exact duplicates and points on a coarse grid, so that equal
-// distances (the tie rules) occur, in float32 and float64 alike.
-at::Tensor clouds_with_ties(int64_t b, int64_t n, int64_t dims, torch::Dtype dtype, int64_t seed) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  auto x = torch::randint(-6, 7, {b, dims, n}, gen, torch::kDouble) / 4.0;  // exact in both precisions
-  x.narrow(2, n / 2, n / 8).copy_(x.narrow(2, 0, n / 8));                   // duplicates
-  return x.to(dtype);
-}
 
 at::Tensor gaussian(std::vector<int64_t> shape, torch::Dtype dtype, int64_t seed) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);

@@ -1,6 +1,7 @@
 // CUDA kernels of the fused VN ops (vn_fused_cuda.h). Each thread's work is a
 // functor of vn_fused_cuda_bodies.h (whose math is vn/vn_math.h's, as on the
-// CPU): a body per index of a grid-stride loop, or an item of a channel sum.
+// CPU): a body per index of a grid-stride loop, or an item of a channel sum,
+// the two kernels of vn_fused_cuda_kernels.h.
 // Channel sums: double per thread, a block reduction per (channel, slice of
 // the batch), then ATen's sum over the slices, so they do not depend on
 // scheduling. The edge convolution's backward scatters each edge's gradient
@@ -16,22 +17,17 @@
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 
-#include <algorithm>
 #include <initializer_list>
 #include <string>
 
 #include "qkv/core/errors.h"
 #include "qkv/vn/vn_fused_cuda_bodies.h"
+#include "qkv/vn/vn_fused_cuda_kernels.h"
 
 namespace qkv::vn::gpu {
 namespace {
 
 using namespace bodies;
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = int64_t(1) << 16;
-// Blocks a channel-sum launch aims at (a few per multiprocessor).
-constexpr int64_t kSumBlocks = 1024;
 
 cudaStream_t stream() { return at::cuda::getCurrentCUDAStream(); }
 
@@ -41,51 +37,18 @@ void require_cuda(std::initializer_list<const at::Tensor*> tensors, const char* 
       throw UsageError(std::string(fn) + ": expected contiguous tensors on a CUDA device");
 }
 
-template <typename Body>
-__global__ void for_each_index_kernel(Body body, int64_t total) {
-  for (int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; index < total;
-       index += static_cast<int64_t>(blockDim.x) * gridDim.x)
-    body(index);
-}
-
 // body(index) for every index below total.
 template <typename Body>
 void for_each_index(const Body& body, int64_t total) {
   if (total <= 0) return;
-  const auto blocks = std::min<int64_t>((total + kThreads - 1) / kThreads, kMaxBlocks);
-  for_each_index_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream()>>>(body, total);
+  for_each_index_kernel<<<static_cast<unsigned>(for_each_index_blocks(total)), kThreads, 0, stream()>>>(body, total);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-}
-
-// Block (channel ci, slice s) sums item(ci, j, s0, s1) over j = s * kThreads +
-// thread, stepping by slices * kThreads, below `items`; partial [slices, 2, C].
-template <typename Item>
-__global__ void channel_sums_kernel(Item item, int64_t c, int64_t items, int64_t slices, double* partial) {
-  const int64_t ci = blockIdx.x % c, slice = blockIdx.x / c;
-  double s0 = 0, s1 = 0;
-  for (int64_t j = slice * kThreads + threadIdx.x; j < items; j += slices * kThreads) item(ci, j, s0, s1);
-  __shared__ double shared[2][kThreads];
-  shared[0][threadIdx.x] = s0;
-  shared[1][threadIdx.x] = s1;
-  __syncthreads();
-  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) {
-      shared[0][threadIdx.x] += shared[0][threadIdx.x + stride];
-      shared[1][threadIdx.x] += shared[1][threadIdx.x + stride];
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) {
-    partial[(slice * 2) * c + ci] = shared[0][0];
-    partial[(slice * 2 + 1) * c + ci] = shared[1][0];
-  }
 }
 
 // [2, C] float64: the sums of item over `items` per channel.
 template <typename Item>
 at::Tensor channel_sums(const Item& item, int64_t c, int64_t items, const at::Tensor& like) {
-  const int64_t slices =
-      std::max<int64_t>(1, std::min<int64_t>((kSumBlocks + c - 1) / c, (items + kThreads - 1) / kThreads));
+  const int64_t slices = channel_sum_slices(c, items);
   auto partial = at::zeros({slices, 2, c}, like.options().dtype(at::kDouble));
   if (c > 0 && items > 0) {
     channel_sums_kernel<<<static_cast<unsigned>(c * slices), kThreads, 0, stream()>>>(item, c, items, slices,
