@@ -23,6 +23,7 @@
 #include "support/clouds_with_ties.h"
 #include "support/cuda_on_cpu.h"
 #include "support/tolerance.h"
+#include "support/vn_kernel_loops.h"
 
 // The CUDA names the kernels use (threadIdx, __syncthreads, ...), in the
 // kernels' namespaces.
@@ -147,11 +148,7 @@ TEST(CudaKernelsOnCpu, ChannelSumsOverBlocksAndSlicesEqualAPlainLoop) {
       on_cpu::launch(static_cast<unsigned>(c * slices), vn::gpu::kThreads, 0,
                      vn::gpu::channel_sums_kernel<vn::gpu::bodies::NormSums<scalar_t>>, item, c, items, slices,
                      partial.data_ptr<double>());
-      auto expected = torch::zeros({2, c}, torch::kDouble);
-      auto e = expected.accessor<double, 2>();
-      for (int64_t ci = 0; ci < c; ++ci)
-        for (int64_t j = 0; j < items; ++j) item(ci, j, e[0][ci], e[1][ci]);
-      EXPECT_LE(scaled_difference(partial.sum(0), expected), 1e-12) << dtype;
+      EXPECT_LE(scaled_difference(partial.sum(0), run_sums(item, c, items)), 1e-12) << dtype;
     });
 }
 

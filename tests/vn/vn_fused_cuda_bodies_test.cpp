@@ -12,6 +12,7 @@
 #include "qkv/vn/vn_layers.h"
 #include "qkv/vn/vn_ops.h"
 #include "support/tolerance.h"
+#include "support/vn_kernel_loops.h"
 
 namespace qkv::testing {
 namespace {
@@ -19,22 +20,6 @@ namespace {
 namespace bodies = vn::gpu::bodies;
 
 constexpr double kSlope = 0.2, kBatchNormEps = 1e-5;
-
-// One thread's work at every index, in order.
-template <typename Body>
-void run_body(const Body& body, int64_t total) {
-  for (int64_t index = 0; index < total; ++index) body(index);
-}
-
-// [2, C] float64: item's two sums per channel over `items` vectors or points.
-template <typename Item>
-at::Tensor run_sums(const Item& item, int64_t c, int64_t items) {
-  auto sums = torch::zeros({2, c}, torch::kDouble);
-  auto s = sums.accessor<double, 2>();
-  for (int64_t ci = 0; ci < c; ++ci)
-    for (int64_t j = 0; j < items; ++j) item(ci, j, s[0][ci], s[1][ci]);
-  return sums;
-}
 
 at::Tensor body_gaussian(std::vector<int64_t> shape, torch::Dtype dtype, int64_t seed) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
