@@ -179,19 +179,24 @@ class _Part(torch.nn.Module):
         raise TypeError("a part of a qkv module cannot be pickled alone; pickle the qkv module it belongs to")
 
 
-def _rebuilt(make, state, training, where):
+def _rebuilt(make, state, training, where, frozen=()):
     """A module made by make() without touching torch's random stream, holding `state`, on the original's
-    device and dtype (where: (device, floating dtype) or None), in its mode."""
+    device and dtype (where: (device, floating dtype) or None), in its mode, its parameters named in `frozen`
+    not requiring grad (as the original's)."""
     with torch.random.fork_rng(devices=[]):
         module = make()
     if where is not None:
         module.to(device=where[0], dtype=where[1])
     module.load_state_dict(state)
+    frozen = set(frozen)
+    for name, parameter in module.named_parameters():
+        if name in frozen:
+            parameter.requires_grad_(False)
     return module.train(training)
 
 
-def _rebuild(cls, args, kwargs, state, training, where):
-    return _rebuilt(lambda: cls(*args, **kwargs), state, training, where)
+def _rebuild(cls, args, kwargs, state, training, where, frozen=()):
+    return _rebuilt(lambda: cls(*args, **kwargs), state, training, where, frozen)
 
 
 class CppModule(_Part):
@@ -294,14 +299,16 @@ class CppModule(_Part):
         # The weights that would run now, under the C++ names: a parametrized or pruned part is copied as a plain
         # one holding its effective weight.
         function, head = self._rebuild_args()
-        state = {}
-        with torch.no_grad():
-            for name, _, current in self._weights_now():
-                if not isinstance(current, torch.Tensor):
-                    raise TypeError("%s: cannot copy a qkv module whose %s is %s" % (self._what(), name,
-                                                                                    type(current).__name__))
-                state[name] = current.detach().clone()
-        return function, head + (state, self.training, self._placement())
+        state, frozen = {}, []
+        # With grad mode on: a weight computed at call time requires grad as what it is computed from does.
+        for name, _, current in self._weights_now():
+            if not isinstance(current, torch.Tensor):
+                raise TypeError("%s: cannot copy a qkv module whose %s is %s" % (self._what(), name,
+                                                                                type(current).__name__))
+            state[name] = current.detach().clone()
+            if not current.requires_grad:  # a frozen parameter stays frozen (buffers never require grad)
+                frozen.append(name)
+        return function, head + (state, self.training, self._placement(), frozen)
 
     def __deepcopy__(self, memo):
         function, arguments = self.__reduce_ex__(4)

@@ -10,6 +10,7 @@ the models read them ("points" [3, N], "normals" [3, N], "category" []),
 so that the default collate gives model(**inputs) its batch.
 """
 import json
+import operator
 
 import torch
 
@@ -60,9 +61,10 @@ class _Split(torch.utils.data.Dataset):
         return len(self._handle)
 
     def __getitem__(self, index):
-        if index < 0:
-            index += len(self)
-        inputs, target = self._handle.get([index])
+        index, n = operator.index(index), len(self)
+        if not -n <= index < n:  # named as given, not as counted from the end
+            raise IndexError("index %d is outside a data set of %d" % (index, n))
+        inputs, target = self._handle.get([index % n])
         return {k: v[0] for k, v in inputs.items()}, target[0]
 
     def batch(self, indices):

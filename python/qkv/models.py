@@ -54,12 +54,12 @@ def describe(name):
     _qkv.create_model(name, "{}")  # raises qkv.UsageError listing the known names
 
 
-def _rebuild_model(name, options, config, state, training, where):
+def _rebuild_model(name, options, config, state, training, where, frozen=()):
     from ._modules import _rebuilt
 
     def make():
         return Model(_qkv.create_model(name, json.dumps(options)), name, options, config)
-    return _rebuilt(make, state, training, where)
+    return _rebuilt(make, state, training, where, frozen)
 
 
 class Model(CppModule):

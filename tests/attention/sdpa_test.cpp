@@ -487,6 +487,37 @@ TEST(Sdpa, TorchBackendGradientsOfEveryOrderEqualTheNaivePaths) {
     EXPECT_LT(max_abs_difference(fused[i], naive[i]), 1e-10) << (i < 4 ? "second order " : "first order ") << i % 4;
 }
 
+// Self-attention feeds one tensor to q, k and v (and here 2x to k): a fused
+// backward under create_graph must give each input its partial derivative,
+// not the total one, which the engine would then sum three times over.
+TEST(Sdpa, FusedGradientsOfSelfAttentionEqualTheNaivePathsToSecondOrder) {
+  torch::manual_seed(23);
+  const at::Tensor x0 = rnd({2, 2, 6, 4}), up = rnd({2, 2, 6, 4});
+  auto run = [&](AttentionBackend backend) {
+    const at::Tensor x = x0.clone().requires_grad_();
+    qa::SdpaOptions o;
+    o.backend = backend;
+    o.causal = true;
+    const at::Tensor loss = (qa::scaled_dot_product_attention(x, 2 * x, x, o).output * up).sum();
+    const auto first = torch::autograd::grad({loss}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true)[0];
+    const auto plain = torch::autograd::grad({loss}, {x}, {}, /*retain_graph=*/true)[0];
+    const auto second = torch::autograd::grad({first.pow(2).sum()}, {x})[0];
+    return std::vector<at::Tensor>{first, plain, second};
+  };
+  const auto naive = run(AttentionBackend::Naive);
+  std::vector<AttentionBackend> fused{AttentionBackend::Tiled};
+  if (qa::torch_attention_available()) fused.push_back(AttentionBackend::Torch);
+  for (const auto backend : fused) {
+    const auto got = run(backend);
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_LT(max_abs_difference(got[i], naive[i]), 1e-10 * naive[i].abs().max().item<double>())
+          << qa::backend_name(backend)
+          << (i == 0   ? ": first order under create_graph"
+              : i == 1 ? ": first order"
+                       : ": second order");
+  }
+}
+
 // Off the CPU, Auto takes PyTorch's fused kernels where the build has them
 // (meta tensors stand for a GPU's here: the rule looks at the device alone).
 TEST(Sdpa, AutoTakesTheFusedKernelsOffTheCpu) {

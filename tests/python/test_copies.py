@@ -43,6 +43,31 @@ def test_copying_draws_no_random_numbers_and_keeps_dtype_and_mode():
     assert duplicate.training and all(p.dtype == torch.float64 for p in duplicate.parameters())
 
 
+def test_a_frozen_parameter_stays_frozen_in_every_copy():
+    # As torch.nn's own modules: a frozen backbone stays frozen in its copies
+    # (an EMA or SWA copy, a pickle sent to a worker).
+    module = qkv.nn.VNTBlock(8, 2, 4, 16, layer_norm=True)
+    names = [n for n, _ in module.named_parameters()]
+    frozen = set(names[::2])
+    for n, p in module.named_parameters():
+        p.requires_grad_(n not in frozen)
+    torch.nn.utils.parametrize.register_parametrization(module.attn.w_q, "weight", Double())
+    model = qkv.models.create("vn-dgcnn", classes=2, k=4).requires_grad_(False)
+    for original in (module, model):
+        expected = {n: p.requires_grad for n, p in original.named_parameters()}
+        assert any(expected.values()) or original is model
+        for duplicate in (copy.deepcopy(original), copy.copy(original), pickle.loads(pickle.dumps(original))):
+            got = {n: p.requires_grad for n, p in duplicate.named_parameters()}
+            # The parametrized weight is copied as the plain weight it computes, trainable as its original.
+            expected_here = {("attn.w_q.weight" if "parametrizations" in n else n): v for n, v in expected.items()}
+            assert got == expected_here
+
+
+class Double(torch.nn.Module):
+    def forward(self, weight):
+        return 2 * weight
+
+
 def test_a_model_round_trips_through_torch_save_and_averaged_model(tmp_path):
     torch.manual_seed(0)
     model = qkv.models.create("vnt", classes=3, linear_dim=4, heads=2, head_dim=4, k=4).eval()

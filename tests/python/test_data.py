@@ -58,6 +58,12 @@ def test_synthetic_shapes_as_the_cli_loads_them(tmp_path):
     # Eval views are deterministic; training views draw anew (augmentation).
     test = qkv.data.SyntheticShapes(root, "test", **SMALL)
     assert len(test) == 6 and torch.equal(test[3][0]["points"], test[3][0]["points"])
+    # Python's indexing: from the end, numpy and tensor integers; past either end an IndexError naming the index.
+    assert torch.equal(test[-1][0]["points"], test[5][0]["points"])
+    assert torch.equal(test[torch.tensor(2)][0]["points"], test[2][0]["points"])
+    for outside in (6, -7):
+        with pytest.raises(IndexError, match="^index %d is outside a data set of 6$" % outside):
+            test[outside]
     # The default collate gives a model its batch.
     loader = torch.utils.data.DataLoader(test, batch_size=4)
     batch_inputs, batch_target = next(iter(loader))

@@ -11,6 +11,7 @@
 #include "qkv/vn/vn_layers.h"
 #include "qkv/vn/vn_ops.h"
 #include "support/haar_rotation.h"
+#include "support/test_files.h"
 
 using namespace qkv;
 using qkv::testing::haar_rotation;
@@ -150,6 +151,16 @@ TEST_F(VNLayers, StdFeatureIsInvariantWithFreeAndOrthonormalFrames) {
   }
 }
 
+TEST_F(VNLayers, StdFeatureRefusesAnOrthonormalFrameFromOneChannel) {
+  // 4..7 channels leave vn2 one channel: its two predicted vectors are parallel.
+  for (int64_t channels = 4; channels < 8; ++channels) {
+    qkv::testing::expect_usage_error([&] { VNStdFeature(channels, /*normalize_frame=*/true); },
+                                     "normalize_frame needs at least 8 input channels");
+    VNStdFeature free_frame(channels, /*normalize_frame=*/false);  // the reference code's: allowed
+  }
+  qkv::testing::expect_usage_error([] { VNStdFeature(3, false); }, "needs at least 4 input channels");
+}
+
 TEST_F(VNLayers, EdgeFeaturesAreEquivariantAndMatchTheirDefinition) {
   const auto x = features({2, 2, 3, 12});
   const auto idx = knn_indices(x.reshape({2, 6, 12}), 4);
@@ -177,6 +188,13 @@ TEST_F(VNLayers, EdgeConvIsEquivariantAndItsGraphInvariant) {
   const auto points = features({2, 1, 3, 30});
   auto f = [&](const at::Tensor& p) { return conv->forward(p, knn_indices(p.reshape({2, 3, 30}), 6)); };
   expect_equivariant(f, points);
+  // A graph of another k than the module's is refused, not silently used.
+  qkv::testing::expect_usage_error(
+      [&] {
+        conv->forward(points, knn_indices(points.reshape({2, 3, 30}), 5));
+      },
+      "expected idx [B, N, k] with the module's k = 6, got [2, 30, 5]");
+  qkv::testing::expect_usage_error([] { VNEdgeConv(1, 8, 0); }, "k must be at least 1, got 0");
 }
 
 TEST_F(VNLayers, KnnMatchesBruteForceAndRejectsTooFewPoints) {

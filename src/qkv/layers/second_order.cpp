@@ -9,16 +9,26 @@ bool gradient_graph_requested() { return at::GradMode::is_enabled(); }
 std::vector<at::Tensor> composed_vjp(
     const std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>& composed,
     const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& grad_outputs) {
-  std::vector<at::Tensor> wrt;
+  // The composed op runs on an alias of each input that requires grad, and is
+  // differentiated with respect to the aliases: a partial derivative each.
+  // With respect to the inputs themselves, autograd would give each input's
+  // total derivative, paths through the other inputs included where one is
+  // computed from another (attention(x, x, x), vn_leaky_relu(x, U x)), and
+  // the engine, which sends each input's gradient back along its history,
+  // would count those paths again. An alias is a new node after its input:
+  // no other input's history passes through it, and its gradient still flows
+  // back through the input's history to any order.
+  std::vector<at::Tensor> wrt, aliased = inputs;
   std::vector<size_t> position;
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].defined() && inputs[i].requires_grad()) {
-      wrt.push_back(inputs[i]);
+      aliased[i] = inputs[i].view_as(inputs[i]);
+      wrt.push_back(aliased[i]);
       position.push_back(i);
     }
   std::vector<at::Tensor> result(inputs.size());
   if (wrt.empty()) return result;
-  const auto outputs = composed(inputs);
+  const auto outputs = composed(aliased);
   std::vector<at::Tensor> differentiated, weights;
   for (size_t o = 0; o < outputs.size() && o < grad_outputs.size(); ++o)
     if (grad_outputs[o].defined() && outputs[o].requires_grad()) {

@@ -20,9 +20,10 @@ namespace qkv {
 bool gradient_graph_requested();
 
 // The vector-Jacobian product of composed(inputs) with grad_outputs, as a
-// graph: the gradients with respect to each of `inputs` (the Function's
-// original inputs, with their history), an undefined tensor for an input
-// that does not require grad. `composed` returns its outputs in the order of
+// graph: the partial derivatives with respect to each of `inputs` (the
+// Function's original inputs, with their history; one may be computed from
+// another, or be the same tensor), an undefined tensor for an input that
+// does not require grad. `composed` returns its outputs in the order of
 // grad_outputs.
 std::vector<at::Tensor> composed_vjp(
     const std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>& composed,

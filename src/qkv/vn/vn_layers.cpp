@@ -185,6 +185,11 @@ VNStdFeatureImpl::VNStdFeatureImpl(int64_t in_channels, bool normalize_frame, bo
     : normalize_frame(normalize_frame) {
   if (in_channels < 4)
     throw UsageError("VNStdFeature: needs at least 4 input channels, got " + std::to_string(in_channels));
+  // Both predicted vectors would be multiples of vn2's one channel: Gram-Schmidt
+  // would divide by a zero remainder (a frame of one vector and noise).
+  if (normalize_frame && in_channels < 8)
+    throw UsageError("VNStdFeature: normalize_frame needs at least 8 input channels (two independent vectors from " +
+                     std::to_string(in_channels) + " / 4 = 1 channel), got " + std::to_string(in_channels));
   vn1 = register_module("vn1", VNLinearLeakyReLU(in_channels, in_channels / 2, share, negative_slope));
   vn2 = register_module("vn2", VNLinearLeakyReLU(in_channels / 2, in_channels / 4, share, negative_slope));
   vn_lin = register_module("vn_lin", VNLinear(in_channels / 4, normalize_frame ? 2 : 3));
@@ -225,11 +230,15 @@ at::Tensor vn_frame_coordinates_composed(const at::Tensor& x, const at::Tensor& 
 VNEdgeConvImpl::VNEdgeConvImpl(int64_t in_channels, int64_t out_channels, int64_t k, bool with_cross,
                                double negative_slope)
     : k(k), with_cross(with_cross) {
+  if (k < 1) throw UsageError("VNEdgeConv: k must be at least 1, got " + std::to_string(k));
   conv = register_module("conv",
                          VNLinearLeakyReLU(in_channels * (with_cross ? 3 : 2), out_channels, false, negative_slope));
 }
 
 at::Tensor VNEdgeConvImpl::forward(const at::Tensor& x, const at::Tensor& idx) {
+  if (idx.dim() != 3 || idx.size(2) != k)
+    throw UsageError("VNEdgeConv: expected idx [B, N, k] with the module's k = " + std::to_string(k) + ", got " +
+                     shape_of(idx));
   return observed(*this, {x, idx}, vn_mean_pool(conv->forward(edge_features(x, idx, with_cross))));
 }
 

@@ -106,7 +106,10 @@ TORCH_MODULE(VNMaxPool);
 // and a VNLinear predict an equivariant 3x3 frame F(x) per point; x projected
 // on it, <x_c, F_j>, is invariant since both rotate together.
 // normalize_frame: Gram-Schmidt on two predicted vectors plus their cross
-// product (an orthonormal, right-handed frame) instead of three free vectors.
+// product (an orthonormal, right-handed frame) instead of three free vectors;
+// it needs in_channels >= 8, so that in_channels / 4 channels predict two
+// independent vectors. Without it, fewer than 12 give a frame of fewer than
+// three independent vectors, as in the reference code.
 // Coordinates of every vector channel in a per-point frame: x [B, C, 3, ...],
 // frame [B, 3, 3, ...] (dim 1 frame vector, dim 2 xyz) -> [B, C, 3, ...] with
 // dim 2 indexing the frame vectors. Invariant when x and frame rotate together.
@@ -141,7 +144,8 @@ class VNEdgeConvImpl : public torch::nn::Module {
  public:
   VNEdgeConvImpl(int64_t in_channels, int64_t out_channels, int64_t k, bool with_cross = VNDefaults::with_cross,
                  double negative_slope = VNDefaults::negative_slope);
-  // x [B, C_in, 3, N]; idx [B, N, k] from knn_indices -> [B, C_out, 3, N].
+  // x [B, C_in, 3, N]; idx [B, N, k] from knn_indices, k this module's (a
+  // UsageError otherwise) -> [B, C_out, 3, N].
   at::Tensor forward(const at::Tensor& x, const at::Tensor& idx);
   VNLinearLeakyReLU conv{nullptr};
   int64_t k;
