@@ -119,7 +119,7 @@ template <typename Data>
 py::dict load_splits(const std::string& what, const std::string& settings) {
   auto d = settings_from<Data>(what, nlohmann::json::parse(settings));
   auto [splits, layout] = interruptible([&] {
-    const auto loaded = tasks::load_point_data(d, 0, /*overwrite=*/false);
+    const auto loaded = tasks::load_point_data(d, /*run_dir=*/"", 0, /*overwrite=*/false);
     return std::make_pair(tasks::make_splits(d, loaded), d.source == "synthetic" ? "synthetic" : loaded.layout);
   });
   if constexpr (std::is_same_v<Data, tasks::ClassificationData>) d.class_names = splits.class_names;

@@ -239,6 +239,55 @@ TEST(VntCliErrors, BadInputFailsWithOneLine) {
   expect_clean_failure(run_qkv(model_options), 2, "--model-options");
 }
 
+// A run trained from one folder is read from any other, and after a move:
+// it records its own synthetic shapes as RUN/synthetic, not as a path from
+// where it was trained, which a read-only command would have written into.
+TEST(VntCliStoredRuns, ARunIsReadFromAnyFolderAndWritesNothingThere) {
+  const std::string root = qkv::testing::fresh_dir("vnt_stored_run");
+  fs::create_directories(root + "/trained_here");
+  fs::create_directories(root + "/elsewhere");
+  const std::string qkv = qkv::testing::qkv_binary();
+  const auto made = qkv::testing::run_shell(
+      "cd " + root + "/trained_here && " + qkv +
+      " vnt train --synth-classes box,sphere --synth-train-per-class 4 --synth-test-per-class 2 "
+      "--points-per-shape 64 --points 32 --epochs 1 --batch-size 4 --val-fraction 0 --linear-dim 4 --heads 2 "
+      "--head-dim 4 --threads 1 --out run 2>&1");
+  ASSERT_EQ(made.status, 0) << made.output;
+  EXPECT_EQ(read_json(root + "/trained_here/run/config.json").at("data").at("synth_dir"), "");
+  const double accuracy = read_json(root + "/trained_here/run/summary.json").at("test").at("accuracy");
+  fs::rename(root + "/trained_here/run", root + "/moved");
+  const auto eval = qkv::testing::run_shell("cd " + root + "/elsewhere && " + qkv +
+                                            " vnt eval --checkpoint ../moved --rotate none --threads 1 2>&1");
+  ASSERT_EQ(eval.status, 0) << eval.output;
+  EXPECT_DOUBLE_EQ(trailing_json(eval.output).at("accuracy").get<double>(), accuracy);
+  EXPECT_TRUE(fs::is_empty(root + "/elsewhere"));
+  EXPECT_TRUE(fs::is_empty(root + "/trained_here"));
+  // A split the run does not have is refused, not scored as 0 of 0.
+  expect_clean_failure(run_qkv("vnt eval --checkpoint " + root + "/moved --split val"), 2,
+                       "--split val: the run's val split holds no shapes (it was trained with val_fraction 0)");
+  // A file name that is a folder (export-weights sub/) is refused before anything is written.
+  expect_clean_failure(qkv::testing::run_shell("cd " + root + "/elsewhere && " + qkv +
+                                               " export-weights --checkpoint ../moved --output sub/ 2>&1"),
+                       2, "sub/: names a folder; name a file");
+  EXPECT_TRUE(fs::is_empty(root + "/elsewhere"));
+  fs::remove_all(root);
+}
+
+// One sample per batch cannot train batch norm (its running variance turns
+// NaN): refused before the run folder is made, where the model has one.
+TEST(VntCliStoredRuns, OneSamplePerBatchIsRefusedForABatchNormModel) {
+  const std::string out = qkv::testing::fresh_dir("vnt_batch_of_one");
+  const std::string args =
+      "vnt train --synth-classes box,sphere --synth-train-per-class 2 --synth-test-per-class 1 "
+      "--points-per-shape 64 --points 32 --epochs 1 --val-fraction 0 --linear-dim 4 --heads 2 --head-dim 4 "
+      "--threads 1 --out " +
+      out;
+  expect_clean_failure(run_qkv(args + " --batch-size 1"), 2,
+                       "--batch-size 1: this model's batch norm needs at least 2 samples per training batch");
+  EXPECT_FALSE(fs::exists(out));
+  fs::remove_all(out);
+}
+
 TEST(VntCliResume, ResumedRunEqualsAnUninterruptedOne) {
   // Training views draw FPS starts, scales, shifts and rotations from the
   // global generator, which checkpoints carry: the resumed run must match.

@@ -79,7 +79,9 @@ def test_a_cli_run_continues_in_python(tiny_run, qkv_binary):
     # ... equals the same evaluation in Python, through qkv.data with the run's settings.
     settings = dict(model.config["data"], protocol="none/none")
     settings.pop("source")
-    test = qkv.data.SyntheticShapes(settings.pop("synth_dir"), "test", **settings)
+    # A run records its own synthetic folder (RUN/synthetic) as an empty synth_dir.
+    assert settings.pop("synth_dir") == ""
+    test = qkv.data.SyntheticShapes(tiny_run / "synthetic", "test", **settings)
     inputs, target = test.batch(range(len(test)))
     with torch.no_grad():
         predicted = model(**inputs).argmax(-1)

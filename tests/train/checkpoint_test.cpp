@@ -2,10 +2,12 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -72,6 +74,26 @@ TEST(Checkpoint, RoundTripRestoresWeightsOptimizerRngAndState) {
   opt_b.step();
   pa = a->parameters(), pb = b->parameters();
   for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::allclose(pa[i], pb[i]));
+}
+
+TEST(Checkpoint, ADivergedRunsNaNStateIsReadBackAsNaN) {
+  // JSON writes NaN as null: a run whose loss went NaN must still resume and
+  // be read (its best value and loss sum come back NaN, not an error).
+  auto a = mlp();
+  train::TrainState s;
+  s.epoch = 1;
+  s.best_epoch = 1;
+  s.best_value = std::numeric_limits<double>::quiet_NaN();
+  s.partial_loss_sum = std::numeric_limits<double>::quiet_NaN();
+  s.history = nlohmann::json::array({{{"epoch", 1}, {"val_loss", std::numeric_limits<double>::quiet_NaN()}}});
+  s.run_config = {{"model", {{"name", "mlp"}}}};
+  const auto path = temp_path("nan_state.ckpt");
+  train::save_checkpoint(path, *a, nullptr, s);
+  const auto r = train::read_checkpoint_state(path);
+  EXPECT_EQ(r.best_epoch, 1);
+  EXPECT_TRUE(std::isnan(r.best_value));
+  EXPECT_TRUE(std::isnan(r.partial_loss_sum));
+  EXPECT_TRUE(r.history.at(0).at("val_loss").is_null());
 }
 
 TEST(Checkpoint, TruncatedFileIsRejectedWithItsName) {

@@ -321,6 +321,8 @@ void write_new_ledger(const fs::path& dir, const OutputMarker& marker) {
 
 }  // namespace
 
+std::string absolute_normal_path(const std::string& path) { return normal(path).string(); }
+
 namespace {
 
 // The process holding the flock on the folder `dir` and its command line
@@ -564,6 +566,11 @@ void OutputClaim::release_if_unused(bool remove_folder) noexcept {
 void check_output_file(const std::string& path, const std::string& option, bool overwrite) {
   if (path.empty()) refuse(option, ": must name a file");
   require_utf8_name(path, option);
+  // "out/", "out/." and ".." name folders, which normal() would turn into a
+  // file of the folder's name beside it.
+  const auto last = fs::path(path).filename();
+  if (last.empty() || last == "." || last == "..")
+    refuse(option, printable_path(path) + ": names a folder; name a file");
   const fs::path file = normal(path);
   const fs::path dir = file.parent_path();
   std::error_code ec;

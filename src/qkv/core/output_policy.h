@@ -48,6 +48,10 @@ struct OutputMarker {
   nlohmann::json settings = nlohmann::json::object();
 };
 
+// `path` absolute, without "." and ".." parts or a trailing separator (links
+// are kept): how a run records a folder it will be read from elsewhere.
+std::string absolute_normal_path(const std::string& path);
+
 // A file or folder a command reads, and the setting that names it ("manifest",
 // "checkpoint"; messages say "{key}", which the CLI names by its flag).
 struct InputPath {

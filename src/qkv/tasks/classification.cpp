@@ -144,6 +144,17 @@ std::function<models::ModelPtr(models::Model&)> voted_test_model(int64_t votes) 
   return [votes](models::Model& trained) { return std::make_shared<VoteAveraged>(trained, votes); };
 }
 
+namespace {
+
+// A run without a validation split (val_fraction 0) has no val split to
+// score: said before its data are read.
+void refuse_missing_val_split(const ClassificationData& d, const std::string& split) {
+  if (split == "val" && d.val_fraction <= 0)
+    throw ConfigError("split", "val: the run's val split holds no shapes (it was trained with val_fraction 0)");
+}
+
+}  // namespace
+
 data::DatasetPtr eval_split(const ClassificationData& d, const pc::ModelNetData& data, const std::string& split,
                             pc::Rotation rotation, int64_t votes) {
   const bool test = split == "test";
@@ -297,11 +308,13 @@ nlohmann::json evaluate_classifier_run(const PointEvalSettings& s, const c10::De
   auto run = load_classifier_run(s.checkpoint, device);
   ClassificationData d = run.data;
   if (!s.data.empty()) d.source = s.data;
+  refuse_missing_val_split(d, s.split);
   const auto loaded = d.load_data();
   if (loaded.train.class_names != run.data.class_names)
     throw DataError(d.source + ": its classes differ from those the checkpoint was trained on");
   const int64_t votes = s.votes > 0 ? s.votes : run.data.votes;
   const auto part = eval_split(d, loaded, s.split, rotation, votes);
+  if (part->size() == 0) throw ConfigError("split", s.split + ": the run's " + s.split + " split holds no shapes");
   const auto names = run.data.class_names;
   VoteAveraged voted(*run.model, votes);
   auto metrics = train::evaluate(voted, *part, train::stored_run_eval_batch_size(run.config, s.batch_size), device,
@@ -425,6 +438,7 @@ ShapeEmbeddings embed_shapes(const train::CheckpointFile& checkpoint, const Shap
   } else {
     ClassificationData d = run.data;
     if (!s.data.empty()) d.source = s.data;
+    refuse_missing_val_split(d, s.split);
     const auto loaded = d.load_data();
     if (loaded.train.class_names != run.data.class_names)
       throw DataError(d.source + ": its classes differ from those the checkpoint was trained on");

@@ -335,6 +335,7 @@ nlohmann::json evaluate_segmenter_run(const PointEvalSettings& s, const c10::Dev
   if (!s.data.empty()) d.source = s.data;
   const auto loaded = d.load_data();
   const auto& set = s.split == "train" ? loaded.train : s.split == "val" ? loaded.val : loaded.test;
+  if (set.size() == 0) throw ConfigError("split", s.split + ": the run's " + s.split + " split holds no shapes");
   const auto part = view_of(std::make_shared<const pc::PointCloudSet>(set), d.view, false, rotation);
   auto metrics = train::evaluate(*run.model, *part, train::stored_run_eval_batch_size(run.config, s.batch_size), device,
                                  part_iou_metric());
@@ -350,6 +351,7 @@ PartPredictResult predict_parts_to_files(const PartPredictSettings& s, const c10
   if (s.category.empty()) throw ConfigError("category", "is required (the object's ShapeNet-part category)");
   const int64_t category = pc::find_part_category(s.category, "category");
   const auto rotation = pc::parse_rotation(s.rotate);
+  if (s.out.empty()) throw ConfigError("out", ": must name a folder");
   if (ends_with(s.out, ".ply"))
     throw ConfigError("out", "is a folder (it receives <input name>.parts.ply and .png), got " + s.out);
   const std::string stem = (std::filesystem::path(s.out) / std::filesystem::path(s.input).stem()).string();

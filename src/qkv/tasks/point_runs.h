@@ -45,8 +45,8 @@ void set_point_feature_channels(const std::string& list, train::RunRequest& r, c
 // A point-cloud task's data settings for a new run (Data: ClassificationData
 // or PartSegData): the run's seed, normals where the model reads them, the
 // model's feature channels from the data's point features, the synthetic
-// folder inside the run folder unless synth_dir says otherwise; validated and
-// stored as request.data.
+// folder inside the run folder (recorded empty) unless synth_dir names
+// another (recorded absolute); validated and stored as request.data.
 template <typename Data>
 void prepare_point_data(Data d, train::RunRequest& r, const std::string& out) {
   d.view.seed = r.seed;
@@ -55,16 +55,16 @@ void prepare_point_data(Data d, train::RunRequest& r, const std::string& out) {
   set_point_feature_channels(d.view.point_features, r, resolved);
   check_point_model_fits(r.model_name, r.model_options, d.view.num_points, r.limits);
   d.copy_view_settings();
-  if (d.source == "synthetic" && d.synth_dir.empty()) d.synth_dir = out + "/synthetic";
+  if (d.source == "synthetic" && !d.synth_dir.empty()) d.synth_dir = absolute_normal_path(d.synth_dir);
   d.validate();
   r.data = d.to_json();
 }
 
-// The synthetic folder of request.data checked without writing (TrainCommand::check_outputs).
+// The synthetic folder of request.data for a run in `dir`, checked without writing (TrainCommand::check_outputs).
 template <typename Data>
-void check_point_outputs(const train::RunRequest& r, bool overwrite) {
+void check_point_outputs(const train::RunRequest& r, const std::string& dir, bool overwrite) {
   const auto d = Data::from_json(r.data);
-  d.check_synthetic_dir(d.synth_dir, overwrite);
+  d.check_synthetic_dir(d.synthetic_dir_of_run(dir), overwrite);
 }
 
 // Model (in eval mode on `device`), run configuration and data settings of a
@@ -85,6 +85,7 @@ Data checked_stored_point_data(const train::CheckpointFile& checkpoint, const nl
   // failure names the checkpoint (it was edited, or made by another version).
   try {
     Data data = Data::from_json(config.at("data"));
+    data.locate_stored_synthetic_dir(checkpoint.path);
     const auto& model = config.at("model");
     check_point_model_fits(model.at("name"), model.at("options"), data.view.num_points, checkpoint.limits);
     if constexpr (has_class_names<Data>::value) {
@@ -197,7 +198,7 @@ TrainTask point_train_task(std::shared_ptr<Settings> s, const char* command, con
   task.load = [finish](train::RunRequest& r, const LoadContext& context) {
     auto d = Data::from_json(r.data);
     std::string up_axis_line;
-    const auto loaded = load_point_data(d, context.rank, context.overwrite, &up_axis_line);
+    const auto loaded = load_point_data(d, context.run_dir, context.rank, context.overwrite, &up_axis_line);
     if (context.rank == 0 && !up_axis_line.empty()) say(up_axis_line);
     const auto splits = make_splits(d, loaded);
     TaskRun run;

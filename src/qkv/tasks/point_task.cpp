@@ -148,6 +148,15 @@ std::string resolve_up_axis(pc::PointViewOptions& view, const std::string& layou
 
 nlohmann::json read_summary(const std::string& run) { return read_json_file(train::RunPaths{run}.summary()); }
 
+std::string run_folder_of_checkpoint(const std::string& checkpoint) {
+  const auto folder = std::filesystem::path(checkpoint).parent_path();
+  if (folder.filename() != "checkpoints") return "";
+  const auto run = folder.parent_path();
+  return run.empty() ? "." : run.string();
+}
+
+bool is_absolute_path(const std::string& path) { return std::filesystem::path(path).is_absolute(); }
+
 SyntheticDataDir::SyntheticDataDir(const std::string& recorded, int64_t rank) : path_(recorded) {
   if (rank == 0 || recorded.empty()) return;
   namespace fs = std::filesystem;

@@ -229,10 +229,23 @@ struct takes_point_features : std::false_type {};
 template <typename Load>
 struct takes_point_features<Load, std::void_t<decltype(std::declval<Load>().point_features)>> : std::true_type {};
 
+// The run folder holding `checkpoint` (RUN/checkpoints/NAME), or "" for a
+// checkpoint file elsewhere.
+std::string run_folder_of_checkpoint(const std::string& checkpoint);
+bool is_absolute_path(const std::string& path);
+
 template <typename Source>
 struct PointSourceData {
   std::string source = "synthetic";
-  std::string synth_dir;  // synthetic: where the shapes are written (default <run>/synthetic)
+  // synthetic: where the shapes are written. A run records it empty for its
+  // own OUT/synthetic, and a folder given with --synth-dir as an absolute
+  // path, so that a stored run finds its shapes from any folder and after a
+  // move (synthetic_dir_of_run, locate_stored_synthetic_dir).
+  std::string synth_dir;
+  // False for a stored run that recorded synth_dir relative to where it was
+  // trained (before runs recorded it as above): its shapes are read there if
+  // present, never written (the current folder may be anyone's).
+  bool synthetic_dir_may_be_written = true;
   typename Source::Synth synth;
   typename Source::Load load;
   pointcloud::PointViewOptions view;  // seed, points, augmentation; view_of sets mode and rotation per split
@@ -269,7 +282,41 @@ struct PointSourceData {
     }
     return Source::read(dir, load);
   }
-  typename Source::Data load_data() const { return load_data(synth_dir, false); }
+  // The data of a stored run (locate_stored_synthetic_dir first): the
+  // synthetic shapes are written again only where the run wrote them.
+  typename Source::Data load_data() const {
+    if (source == "synthetic") {
+      if (synth_dir.empty())
+        throw DataError(
+            "the run's synthetic shapes lie in its run folder, and its checkpoint is not in one "
+            "(RUN/checkpoints/); give the run folder as the checkpoint, or the shapes with --data");
+      if (!synthetic_dir_may_be_written &&
+          qkv::check_synthetic_dir(synth_dir, "synth_dir", false, Source::marker(synth)))
+        throw DataError(synth_dir +
+                        ": the run's synthetic shapes are not there (the run names this folder relative "
+                        "to the folder it was trained in); run this command from there, or give the shapes with "
+                        "--data");
+    }
+    return load_data(synth_dir, false);
+  }
+  // Where the synthetic shapes of a run in `run_dir` are.
+  std::string synthetic_dir_of_run(const std::string& run_dir) const {
+    if (!synth_dir.empty()) return synth_dir;
+    if (run_dir.empty()) throw ConfigError("synth_dir", "must name the folder of the synthetic shapes");
+    return run_dir + "/synthetic";
+  }
+  // For a run read back from `checkpoint` (checked_stored_point_data):
+  // synth_dir becomes a path from here, empty when the checkpoint lies
+  // outside its run folder.
+  void locate_stored_synthetic_dir(const std::string& checkpoint) {
+    if (source != "synthetic") return;
+    if (synth_dir.empty()) {
+      const std::string run = run_folder_of_checkpoint(checkpoint);
+      if (!run.empty()) synth_dir = synthetic_dir_of_run(run);
+    } else if (!is_absolute_path(synth_dir)) {
+      synthetic_dir_may_be_written = false;
+    }
+  }
 
  protected:
   // What the task's validate() checks of this half besides the fields'
@@ -320,15 +367,16 @@ class SyntheticDataDir {
   bool scratch_ = false;
 };
 
-// A point-cloud task's data (Data: ClassificationData or PartSegData),
-// loaded where this rank reads them (a rank > 0 makes its synthetic copy in a
+// A point-cloud task's data (Data: ClassificationData or PartSegData) for a
+// run in `run_dir`, loaded where this rank reads them (a rank > 0 makes its synthetic copy in a
 // scratch folder); an up axis left at -1 is set from the layout (-2: from
 // the training shapes), and
 // *up_axis_line (when given) says so; a points-per-shape of 0 (the layout's)
 // is set to what it came to, so that a run records the numbers it used.
 template <typename Data>
-auto load_point_data(Data& d, int64_t rank, bool overwrite, std::string* up_axis_line = nullptr) {
-  SyntheticDataDir synth_dir(d.source == "synthetic" ? d.synth_dir : "", rank);
+auto load_point_data(Data& d, const std::string& run_dir, int64_t rank, bool overwrite,
+                     std::string* up_axis_line = nullptr) {
+  SyntheticDataDir synth_dir(d.source == "synthetic" ? d.synthetic_dir_of_run(run_dir) : "", rank);
   auto loaded = d.load_data(synth_dir.path(), overwrite);
   if (loaded.train.points.defined()) d.load.points_per_shape = loaded.train.points.size(1);
   if (d.view.up_axis < 0) {

@@ -25,6 +25,9 @@ train::RunRequest new_train_request(const TrainTask& task, const GivenSetting& g
     const auto& entry = models::find_model(request.model_name);
     entry.resolve(request.model_options);
     entry.check_parameter_limit(request.model_options, request.limits);
+    // Said before any data are read; the model is built for it only then.
+    if (request.train.batch_size < 2)
+      train::refuse_batches_of_one(*entry.make(request.model_options, request.limits), request.train.batch_size);
   }
   return request;
 }
@@ -52,7 +55,7 @@ TrainOutcome run_train_task(const TrainTask& task, train::RunRequest& request, c
     check_outputs_apart(dir, resume ? "resume" : "out", inputs);
     if (!resume) {
       train::RunFolder::check(dir, mode, task.command);
-      if (task.check_outputs) task.check_outputs(request, overwrite);
+      if (task.check_outputs) task.check_outputs(request, dir, overwrite);
     }
     folder = train::RunFolder::open(dir, mode, task.command, resume ? "resume" : "out");
   }

@@ -41,7 +41,7 @@ struct TrainTask {
   std::function<std::vector<InputPath>(const train::RunRequest& request)> inputs;
   // Optional: the task's own outputs (a synthetic-data folder) checked
   // without writing, before the run folder is claimed.
-  std::function<void(const train::RunRequest& request, bool overwrite)> check_outputs;
+  std::function<void(const train::RunRequest& request, const std::string& dir, bool overwrite)> check_outputs;
   // Sets the task's own setting `key` (data or model) from its text, for a
   // recipe; false where the task has no such setting. DataError naming `what`.
   std::function<bool(const std::string& key, const std::string& value, const std::string& what)> set_setting;

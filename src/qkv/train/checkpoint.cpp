@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <type_traits>
@@ -278,18 +279,24 @@ nlohmann::json state_json(const TrainState& s) {
 
 TrainState train_state_of(const std::string& state_text, const std::string& config_text, const std::string& path) {
   const auto j = parse_json(state_text, "state", path);
+  // JSON has no NaN: a diverged run's loss sum or best value is written as
+  // null, and read back as the NaN it was.
+  const auto real = [&j](const char* key) {
+    const auto& value = j.at(key);
+    return value.is_null() ? std::numeric_limits<double>::quiet_NaN() : value.get<double>();
+  };
   TrainState s;
   try {
     s.epoch = j.at("epoch");
     s.step_in_epoch = j.at("step_in_epoch");
     s.global_step = j.at("global_step");
-    s.partial_loss_sum = j.at("partial_loss_sum");
-    s.partial_count = j.at("partial_count");
-    s.partial_correct = j.at("partial_correct");
-    s.partial_seconds = j.at("partial_seconds");
+    s.partial_loss_sum = real("partial_loss_sum");
+    s.partial_count = real("partial_count");
+    s.partial_correct = real("partial_correct");
+    s.partial_seconds = real("partial_seconds");
     s.best_epoch = j.at("best_epoch");
-    s.best_value = j.at("best_value");
-    s.train_seconds = j.at("train_seconds");
+    s.best_value = real("best_value");
+    s.train_seconds = real("train_seconds");
     s.history = j.at("history");
     s.world_size = j.value("world_size", int64_t{1});
   } catch (const nlohmann::json::exception& e) {

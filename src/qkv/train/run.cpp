@@ -118,6 +118,8 @@ TrainResult execute_run(const RunRequest& r, const std::string& dir, bool resume
   models::check_activation_memory(entry, r.model_options, length, config.batch_size, r.limits);
   auto model = entry.make(r.model_options, r.limits);
   if (!r.init_weights.empty()) load_weights(*model, r.init_weights);
+  // Refusals that need the model and the data, before the first line of the run.
+  plan_training_batches(*model, splits, config, config.parallel.world_size, hooks.metrics);
   const nlohmann::json config_json = run_config(r);
   hooks.live_progress = ProgressBar::stderr_is_terminal();
   if (hooks.title == "qkv run") hooks.title = "qkv " + r.command + ": " + r.model_name;

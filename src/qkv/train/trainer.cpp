@@ -51,6 +51,13 @@ std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch) {
 
 bool lower_is_better(const std::string& metric) { return metric == "loss"; }
 
+// Whether some layer of `model` keeps running statistics (batch norm's running_mean).
+bool has_running_statistics(torch::nn::Module& model) {
+  for (const auto& buffer : model.named_buffers(/*recurse=*/true))
+    if (ends_with(buffer.key(), "running_mean")) return true;
+  return false;
+}
+
 void write_metrics_jsonl(const RunPaths& paths, const nlohmann::json& history) {
   std::string text;
   for (const auto& row : history) text += row.dump() + "\n";
@@ -206,6 +213,50 @@ void check_resume_world_size(const std::string& dir, int64_t stored, int64_t now
                                     std::to_string(now));
 }
 
+void refuse_batches_of_one(torch::nn::Module& model, int64_t batch_size) {
+  if (batch_size < 2 && has_running_statistics(model))
+    throw ConfigError("batch_size", std::to_string(batch_size) +
+                                        ": this model's batch norm needs at least 2 samples per training batch");
+}
+
+TrainingBatches plan_training_batches(torch::nn::Module& model, const data::Splits& splits, const TrainConfig& config,
+                                      int64_t world, const MetricFactory& metrics) {
+  const int64_t n_train = splits.train->size();
+  if (n_train == 0) throw DataError("the training split is empty");
+  if (n_train < world)
+    throw DataError("the training split has " + std::to_string(n_train) + " samples, fewer than the " +
+                    std::to_string(world) + " ranks");
+  // A global batch is batch_size samples per rank; rank r takes the r-th slice.
+  const int64_t global_batch = config.batch_size * world;
+  int64_t batches = config.drop_last && n_train >= global_batch ? n_train / global_batch
+                                                                : (n_train + global_batch - 1) / global_batch;
+  // A last partial batch that would give a rank fewer than two samples is
+  // skipped: batch norm's statistics need two (PyTorch's BatchNorm raises on
+  // one; here the running variance would turn NaN and stay so).
+  if (batches > 1 && n_train % global_batch != 0 && n_train % global_batch < 2 * world) --batches;
+  // The selection metric is one evaluate() gives (the loss and the metric's
+  // numbers), with or without a validation split.
+  nlohmann::json names_of = metrics_or_default(metrics)()->result();
+  names_of["loss"] = 0.0;
+  if (!names_of.contains(config.select_metric) || !names_of.at(config.select_metric).is_number()) {
+    std::string names;
+    for (const auto& item : names_of.items())
+      if (item.value().is_number()) names += (names.empty() ? "" : ", ") + item.key();
+    throw ConfigError("select_metric", config.select_metric + ": the validation metrics have no '" +
+                                           config.select_metric + "'; this run's are " + names);
+  }
+  // Every batch must give each rank two samples where the model has batch
+  // norm: with one, the running variance turns NaN and the run trains on for
+  // nothing.
+  const int64_t smallest_batch = std::min(global_batch, n_train - (batches - 1) * global_batch) / world;
+  if (smallest_batch < 2 && has_running_statistics(model)) {
+    refuse_batches_of_one(model, config.batch_size);
+    throw DataError("the training split has " + counted(n_train, "sample") + ", and this model's batch norm needs " +
+                    "at least 2 per rank in every training batch");
+  }
+  return {global_batch, batches};
+}
+
 TrainResult train(models::Model& model, const data::Splits& splits, const TrainConfig& config, c10::Device device,
                   const std::string& out_dir, const nlohmann::json& run_config, bool resume, const TrainHooks& hooks) {
   config.validate();
@@ -216,20 +267,10 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
   layers::RankSumAttachment batch_norm_ranks(model, group);  // SyncBatchNorm layers sum their statistics over the ranks
 
   const int64_t n_train = splits.train->size();
-  if (n_train == 0) throw DataError("the training split is empty");
-  if (n_train < world)
-    throw DataError("the training split has " + std::to_string(n_train) + " samples, fewer than the " +
-                    std::to_string(world) + " ranks");
   const bool have_val = splits.val && splits.val->size() > 0;
   const int64_t eval_batch = config.eval_batch_size > 0 ? config.eval_batch_size : config.batch_size;
-  // A global batch is batch_size samples per rank; rank r takes the r-th slice.
-  const int64_t global_batch = config.batch_size * world;
-  int64_t batches = config.drop_last && n_train >= global_batch ? n_train / global_batch
-                                                                : (n_train + global_batch - 1) / global_batch;
-  // A last partial batch that would give a rank fewer than two samples is
-  // skipped: batch norm's statistics need two (PyTorch's BatchNorm raises on
-  // one; here the running variance would turn NaN and stay so).
-  if (batches > 1 && n_train % global_batch != 0 && n_train % global_batch < 2 * world) --batches;
+  const TrainingBatches plan = plan_training_batches(model, splits, config, world, hooks.metrics);
+  const int64_t global_batch = plan.global_batch, batches = plan.batches;
   auto rank_slice = [&](int64_t b) {
     const int64_t begin = b * global_batch, size = std::min(n_train, begin + global_batch) - begin;
     return std::make_pair(begin + size * rank / world, begin + size * (rank + 1) / world);
@@ -395,9 +436,6 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
                           {"train_accuracy", state.partial_correct / std::max(1.0, state.partial_count)}};
     if (have_val) {
       row.update(prefixed("val_", evaluate(model, *splits.val, eval_batch, device, hooks.metrics, group)));
-      if (!row.contains(select_key))
-        throw ConfigError("select_metric",
-                          config.select_metric + ": the validation metrics have no '" + config.select_metric + "'");
     }
     row["seconds"] = seconds;
     state.history.push_back(row);
@@ -407,7 +445,9 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
 
     if (have_val) {
       const double value = row.at(select_key).get<double>();
-      const bool better = state.best_epoch < 0 || (minimise ? value < state.best_value : value > state.best_value);
+      // A finite value replaces a NaN one (a diverged first epoch); NaN never replaces anything.
+      const bool better = state.best_epoch < 0 || (std::isnan(state.best_value) && !std::isnan(value)) ||
+                          (minimise ? value < state.best_value : value > state.best_value);
       if (better) {
         state.best_epoch = epoch + 1;
         state.best_value = value;

@@ -113,6 +113,24 @@ struct TrainResult {
   nlohmann::json summary;
 };
 
+// ConfigError naming batch_size where `batch_size` < 2 and some layer of
+// `model` keeps running statistics (batch norm: torch's BatchNorm,
+// layers::SyncBatchNorm, VN batch norm), which one sample turns NaN.
+void refuse_batches_of_one(torch::nn::Module& model, int64_t batch_size);
+
+// How train() batches the training split over `world` ranks, after checking
+// the run can train at all: the split is not empty and gives every rank a
+// sample, the selection metric is one the validation metrics (`metrics`, and
+// the loss) hold, and a model with batch norm gets two samples per rank in
+// every batch (ConfigError naming the option, or DataError). execute_run
+// checks it before the run writes anything; train() again, for its callers.
+struct TrainingBatches {
+  int64_t global_batch = 0;  // batch_size per rank x world
+  int64_t batches = 0;       // per epoch
+};
+TrainingBatches plan_training_batches(torch::nn::Module& model, const data::Splits& splits, const TrainConfig& config,
+                                      int64_t world, const MetricFactory& metrics);
+
 // Trains `model` (moved to `device`) and writes the run folder. With `resume`,
 // continues from out_dir's last checkpoint and ends with the same weights an
 // uninterrupted run would have. run_config is stored in config.json and in
