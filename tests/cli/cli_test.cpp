@@ -94,6 +94,12 @@ TEST(Cli, UsageErrorsExit2WithOneLine) {
   expect_clean_failure(run("spirals train --resume /nonexistent-qkv-run"), 2, "--resume");
   expect_clean_failure(run("params --model nope"), 2, "unknown model 'nope'");
   expect_clean_failure(run("params --model mlp --model-options '{\"hiden\": 3}'"), 2, "unknown option 'hiden'");
+  // An empty value (an unset shell variable) is refused by the option's name, before anything is written.
+  const std::string never = fresh_dir("empty_value");
+  expect_clean_failure(run("vnt train --synth-dir '' --out " + never), 2,
+                       "--synth-dir: empty; give a value, or leave the option out for its default");
+  expect_clean_failure(run("spirals train --select-metric '' --out " + never), 2, "--select-metric: empty");
+  EXPECT_FALSE(std::filesystem::exists(never));
 }
 
 // What the settings' field lists mark as required, or as a file that must
@@ -428,4 +434,15 @@ TEST(Cli, PatienceStopsTrainingEarly) {
   EXPECT_EQ(summary.at("selected_epoch"), 1);
   EXPECT_TRUE(summary.value("stopped_early", false));
   expect_clean_failure(run("spirals train --patience -1 --out " + qkv::testing::fresh_dir("p-1")), 2, "--patience");
+}
+
+TEST(Cli, AnUnknownSelectionMetricIsRefusedBeforeTheRunFolderIsMade) {
+  // With a validation split or without (where no epoch would ever be scored by it).
+  for (const char* val : {"0.2", "0"}) {
+    const std::string out = qkv::testing::fresh_dir("select_bogus");
+    expect_clean_failure(
+        run(std::string("spirals train --select-metric bogus --val-fraction ") + val + " --out " + out + kFast), 2,
+        "--select-metric bogus: the validation metrics have no 'bogus'; this run's are accuracy");
+    EXPECT_FALSE(std::filesystem::exists(out)) << val;
+  }
 }

@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 // Files are also written with nifticlib itself, so the reader is checked
@@ -472,4 +474,18 @@ TEST(Nifti, AnAffineHoldingNaNIsRefusedWhereItIsRead) {
   qkv::medical::write_nifti(dir + "/offset.nii", v);
   expect_data_error([&] { qkv::medical::read_nifti(dir + "/offset.nii"); }, dir + "/offset.nii",
                     "its sform holds an infinity (row 0, column 3)");
+  // A voxel size (pixdim[1..3], float32 from byte 80 of a NIfTI-1 header)
+  // that is not finite, which nifticlib would take for 1 mm.
+  for (const auto& [d, value, said] : {std::tuple{1, std::numeric_limits<float>::quiet_NaN(), "NaN"},
+                                       std::tuple{3, std::numeric_limits<float>::infinity(), "infinite"}}) {
+    const std::string path = dir + "/pixdim" + std::to_string(d) + ".nii";
+    qkv::medical::write_nifti(path, test_volume());
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(76 + 4 * d);
+    file.write(reinterpret_cast<const char*>(&value), sizeof value);
+    file.close();
+    expect_data_error([&] { qkv::medical::read_nifti(path); }, path,
+                      "its voxel size pixdim[" + std::to_string(d) + "] is " + said);
+    expect_data_error([&] { qkv::medical::read_nifti_grid(path); }, path, "its voxel size");
+  }
 }

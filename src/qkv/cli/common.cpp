@@ -133,8 +133,31 @@ void add_recipe_option(CLI::App* cmd, std::string& recipe, const std::string& co
   cmd->add_option("--recipe", recipe, help);
 }
 
+namespace {
+
+// An option given an empty value ("--synth-dir ''", often a shell variable
+// that was never set) is refused: an empty value would mean the option's
+// default, which leaving it out says. --prompt may be empty (generation from
+// nothing).
+void refuse_empty_values(const CLI::App& cmd) {
+  for (const CLI::Option* opt : cmd.get_options()) {
+    if (opt->count() == 0 || opt->get_expected_min() == 0 || opt->get_lnames().empty()) continue;
+    const std::string flag = "--" + opt->get_lnames().front();
+    if (flag == "--prompt") continue;
+    for (const auto& value : opt->results())
+      if (value.empty()) throw UsageError(flag + ": empty; give a value, or leave the option out for its default");
+  }
+}
+
+}  // namespace
+
 void on_run(CLI::App* cmd, Action& action, Action run) {
-  cmd->callback([&action, run = std::move(run)] { action = run; });
+  cmd->callback([cmd, &action, run = std::move(run)] {
+    action = [cmd, run] {
+      refuse_empty_values(*cmd);
+      return run();
+    };
+  });
 }
 
 CLI::App* add_command_group(CLI::App& app, Action& action, const std::string& name, const std::string& description,

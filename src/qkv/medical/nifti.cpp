@@ -230,6 +230,15 @@ RawHeader check_header(const std::string& path) {
     throw DataError(path + ": " + std::to_string(frames) + " frames (dims 4..7 of a " + std::to_string(dim[0]) +
                     "-D image); need a single 3-D volume");
   }
+  // The voxel size, as the file holds it: nifticlib turns a pixdim that is
+  // NaN or infinite into 1 mm without a word.
+  for (int d = 1; d <= 3; ++d) {
+    const double size =
+        raw.version == 1 ? field<float>(h, 76 + 4 * d, swapped) : field<double>(h, 104 + 8 * d, swapped);
+    if (!std::isfinite(size))
+      throw DataError(path + ": its voxel size pixdim[" + std::to_string(d) + "] is " +
+                      (std::isnan(size) ? "NaN" : "infinite"));
+  }
   raw.nvox = frames;
   for (int d = 1; d <= 3; ++d) {
     if (!checked_mul(raw.nvox, dim[d], raw.nvox)) throw DataError(path + ": bad dims (the voxel count overflows)");
@@ -467,9 +476,6 @@ Volume read_nifti_unguarded(const std::string& path) {
   };
   if (g.sform_code > 0) check_finite(g.sform, "sform");
   if (g.qform_code > 0) check_finite(g.qform, "qform (quaternion, offsets and pixdim)");
-  for (int d = 0; d < 3; ++d)
-    if (!std::isfinite(g.spacing[static_cast<size_t>(d)]))
-      throw DataError(path + ": its voxel size (pixdim) holds NaN or an infinity");
   return vol;
 }
 

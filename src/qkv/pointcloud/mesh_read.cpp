@@ -701,6 +701,9 @@ Mesh parse_obj(const std::string& path, std::string_view text) {
     }
     reserve_triangles(mesh, triangles);
   }
+  // The largest forward reference, as the file writes it, and its line:
+  // checked once every vertex is known.
+  int64_t largest_index = 0, largest_line = 0;
   while (lines.next_nonblank(line, true)) {
     const int64_t l = lines.line();
     Tokens t(line);
@@ -721,6 +724,7 @@ Mesh parse_obj(const std::string& path, std::string_view text) {
                         std::to_string(defined) + " so far)");
           i = defined + i;
         } else {
+          if (i > largest_index) largest_index = i, largest_line = l;
           i -= 1;  // forward references are checked at the end
         }
         polygon.corner(i);
@@ -742,7 +746,10 @@ Mesh parse_obj(const std::string& path, std::string_view text) {
     }
   }
   if (mesh.vertices.empty()) fail(path, "no vertices ('v' lines)");
-  check_face_indices(path, mesh);
+  if (largest_index > static_cast<int64_t>(mesh.vertices.size()))
+    fail_at(path, largest_line,
+            "vertex index " + std::to_string(largest_index) + " is out of range (" +
+                std::to_string(mesh.vertices.size()) + " vertices)");
   return mesh;
 }
 

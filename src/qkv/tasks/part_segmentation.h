@@ -70,7 +70,7 @@ void visit_fields(PartSegData& d, V&& visit) {
             .was("synth-train-per-category"),
         d.synth.train_per_category);
   visit(Field{"synth_val_per_category", "synthetic validation shapes per category", "synth-val-per-class"}
-            .range(0, 100000)
+            .range(1, 100000)
             .was("synth-val-per-category"),
         d.synth.val_per_category);
   visit(Field{"synth_test_per_category", "synthetic test shapes per category", "synth-test-per-class"}
