@@ -83,5 +83,36 @@ TEST(SyntheticSets, PartsFollowTheSameRule) {
   fs::remove_all(dir);
 }
 
+// Where a stored run's synthetic shapes are: its own RUN/synthetic (an empty
+// synth_dir) found from the checkpoint's place, an absolute --synth-dir as
+// it is; a path relative to where an older run was trained is read, never
+// written, and a checkpoint outside its run folder says what to give.
+TEST(SyntheticSets, AStoredRunFindsItsShapesFromItsCheckpoint) {
+  tasks::ClassificationData d;
+  d.source = "synthetic";
+  d.locate_stored_synthetic_dir("/data/runs/a/checkpoints/best.ckpt");
+  EXPECT_EQ(d.synth_dir, "/data/runs/a/synthetic");
+  EXPECT_TRUE(d.synthetic_dir_may_be_written);
+  d.synth_dir = "";
+  d.locate_stored_synthetic_dir("checkpoints/last.ckpt");
+  EXPECT_EQ(d.synth_dir, "./synthetic");
+  d.synth_dir = "/shared/shapes";
+  d.locate_stored_synthetic_dir("/data/runs/a/checkpoints/best.ckpt");
+  EXPECT_EQ(d.synth_dir, "/shared/shapes");
+  EXPECT_TRUE(d.synthetic_dir_may_be_written);
+
+  const std::string here = fresh_dir("stored_synth_dir");
+  fs::create_directories(here);
+  d.synth_dir = "";
+  d.locate_stored_synthetic_dir(here + "/copied.ckpt");
+  EXPECT_NE(data_error_of([&] { d.load_data(); }).find("its checkpoint is not in one"), std::string::npos);
+  d.synth_dir = fs::relative(here + "/missing", fs::current_path()).string();
+  d.locate_stored_synthetic_dir(here + "/run/checkpoints/best.ckpt");
+  EXPECT_FALSE(d.synthetic_dir_may_be_written);
+  EXPECT_NE(data_error_of([&] { d.load_data(); }).find("the run's synthetic shapes are not there"), std::string::npos);
+  EXPECT_FALSE(fs::exists(here + "/missing"));
+  fs::remove_all(here);
+}
+
 }  // namespace
 }  // namespace qkv::testing
