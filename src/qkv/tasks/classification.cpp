@@ -314,7 +314,7 @@ nlohmann::json evaluate_classifier_run(const PointEvalSettings& s, const c10::De
     throw DataError(d.source + ": its classes differ from those the checkpoint was trained on");
   const int64_t votes = s.votes > 0 ? s.votes : run.data.votes;
   const auto part = eval_split(d, loaded, s.split, rotation, votes);
-  if (part->size() == 0) throw ConfigError("split", s.split + ": the run's " + s.split + " split holds no shapes");
+  refuse_empty_split(part->size(), s.split);
   const auto names = run.data.class_names;
   VoteAveraged voted(*run.model, votes);
   auto metrics = train::evaluate(voted, *part, train::stored_run_eval_batch_size(run.config, s.batch_size), device,
@@ -457,7 +457,7 @@ ShapeEmbeddings embed_shapes(const train::CheckpointFile& checkpoint, const Shap
       }
     }
   }
-  if (rows.empty()) throw ConfigError("split", s.split + ": the run's " + s.split + " split holds no shapes");
+  refuse_empty_split(static_cast<int64_t>(rows.size()), s.split);
   result.features = torch::cat(rows).to(torch::kFloat).contiguous();
   return result;
 }

@@ -335,7 +335,7 @@ nlohmann::json evaluate_segmenter_run(const PointEvalSettings& s, const c10::Dev
   if (!s.data.empty()) d.source = s.data;
   const auto loaded = d.load_data();
   const auto& set = s.split == "train" ? loaded.train : s.split == "val" ? loaded.val : loaded.test;
-  if (set.size() == 0) throw ConfigError("split", s.split + ": the run's " + s.split + " split holds no shapes");
+  refuse_empty_split(set.size(), s.split);
   const auto part = view_of(std::make_shared<const pc::PointCloudSet>(set), d.view, false, rotation);
   auto metrics = train::evaluate(*run.model, *part, train::stored_run_eval_batch_size(run.config, s.batch_size), device,
                                  part_iou_metric());

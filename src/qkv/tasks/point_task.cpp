@@ -157,6 +157,10 @@ std::string run_folder_of_checkpoint(const std::string& checkpoint) {
 
 bool is_absolute_path(const std::string& path) { return std::filesystem::path(path).is_absolute(); }
 
+void refuse_empty_split(int64_t size, const std::string& split) {
+  if (size == 0) throw ConfigError("split", split + ": the run's " + split + " split holds no shapes");
+}
+
 SyntheticDataDir::SyntheticDataDir(const std::string& recorded, int64_t rank) : path_(recorded) {
   if (rank == 0 || recorded.empty()) return;
   namespace fs = std::filesystem;

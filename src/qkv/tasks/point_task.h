@@ -346,6 +346,10 @@ struct PointSourceData {
   }
 };
 
+// ConfigError naming split when a stored run's `split` holds no shapes
+// (`size` 0): nothing to score or embed.
+void refuse_empty_split(int64_t size, const std::string& split);
+
 // A finished run's summary.json; DataError naming the file.
 nlohmann::json read_summary(const std::string& run);
 
