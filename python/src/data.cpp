@@ -50,6 +50,7 @@ py::dict mesh_dict(const pointcloud::Mesh& mesh) {
   std::memcpy(vertices.data_ptr<float>(), mesh.vertices.data(), sizeof(float) * 3 * mesh.vertices.size());
   py::dict out;
   out["vertices"] = vertices;
+  out["origin"] = torch::tensor({mesh.origin[0], mesh.origin[1], mesh.origin[2]}, torch::kDouble);
   out["faces"] = py::none();
   out["normals"] = py::none();
   if (!mesh.faces.empty()) {

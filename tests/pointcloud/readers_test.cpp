@@ -3,12 +3,14 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <filesystem>
 #include <set>
 #include <string>
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
 #include "qkv/pointcloud/mesh_read.h"
+#include "qkv/pointcloud/mesh_write.h"
 #include "qkv/pointcloud/sampling.h"
 #include "support/test_files.h"
 
@@ -16,6 +18,7 @@ using namespace qkv;
 using namespace qkv::pointcloud;
 using qkv::testing::data_error_of;
 using qkv::testing::temp_path;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -94,6 +97,26 @@ TEST(ReadOff, CrlfLineEndings) {
   EXPECT_EQ(m.faces.size(), 1u);
 }
 
+TEST(ReadOff, TheKeywordSaysWhatEachVertexLineHolds) {
+  // Geomview's order: x y z [nx ny nz] [colour of 1, 3 or 4] [s t].
+  const std::string face = "3 0 1 2\n";
+  const auto noff = read_off(write("n.off", "NOFF\n3 1 0\n0 0 0 0 0 1\n1 0 0 0 0 1\n0 1 0 0 0 -1\n" + face));
+  ASSERT_EQ(noff.normals.size(), 3u);
+  EXPECT_EQ(noff.vertices[1], (Vec3{1, 0, 0}));
+  EXPECT_EQ(noff.normals[2], (Vec3{0, 0, -1}));
+  EXPECT_EQ(noff.faces.size(), 1u);
+  // COFF as MeshLab writes it (RGBA bytes), three colour values, and one.
+  const auto coff = read_off(write("c.off", "COFF\n3 1 0\n0 0 0 255 0 0 255\n1 0 0 0.5 0.5 0.5\n0 1 0 7\n" + face));
+  EXPECT_EQ(coff.vertices[2], (Vec3{0, 1, 0}));
+  EXPECT_FALSE(coff.has_normals());
+  const auto all = read_off(write("stcn.off",
+                                  "STCNOFF3 1 0\n0 0 0 0 0 1 9 9 9 0.1 0.2\n1 0 0 0 0 1 9 9 9 9 0.3 0.4\n"
+                                  "0 2 0 0 1 0 9 0.5 0.6\n" +
+                                      face));
+  EXPECT_EQ(all.vertices[2], (Vec3{0, 2, 0}));
+  EXPECT_EQ(all.normals[2], (Vec3{0, 1, 0}));
+}
+
 TEST(ReadOff, MalformedFilesNameTheFile) {
   const std::string tri = "0 0 0\n1 0 0\n0 1 0\n";
   struct Case {
@@ -116,6 +139,11 @@ TEST(ReadOff, MalformedFilesNameTheFile) {
       {"short_face.off", "OFF\n3 1 0\n" + tri + "4 0 1 2\n", "face says 4 vertices"},
       {"empty.off", "OFF\n0 0 0\n", "empty cloud"},
       {"nothing.off", "", "empty file"},
+      {"noff_short.off", "NOFF\n3 1 0\n0 0 0 0 0 1\n1 0 0\n0 1 0 0 0 1\n3 0 1 2\n", "expected 6"},
+      {"coff_two.off", "COFF\n3 1 0\n" + tri + "3 0 1 2\n", "a colour of 1, 3 or 4"},
+      {"order.off", "NCOFF\n3 1 0\n" + tri + "3 0 1 2\n", "bad magic"},
+      {"four_d.off", "4OFF\n3 1 0\n" + tri + "3 0 1 2\n", "4-D and n-D"},
+      {"binary.off", "OFF BINARY\n", "binary OFF"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -308,6 +336,89 @@ TEST(ReadPointText, CommasSpacesAndNormals) {
   EXPECT_TRUE(b.is_point_cloud());
 }
 
+TEST(ReadPointText, AHeaderLineNamesTheColumns) {
+  // As spreadsheets (with their byte-order mark), CloudCompare ("//X") and
+  // Open3D write them: x y z found by name, other columns skipped.
+  const auto csv = write("scan.csv", "\xEF\xBB\xBFintensity,\"X\",y,z\r\n0.5,1,2,3\r\n0.7,4,5,6\r\n");
+  const auto a = read_point_text(csv);
+  ASSERT_EQ(a.vertices.size(), 2u);
+  EXPECT_EQ(a.vertices[1], (Vec3{4, 5, 6}));
+  EXPECT_FALSE(a.has_normals());
+
+  const auto txt = write("scan.txt", "//X Y Z R G B Nx Ny Nz\n1 2 3 255 0 0 0 0 1\n4 5 6 0 0 0 1 0 0\n");
+  const auto b = read_point_text(txt, 1);
+  ASSERT_EQ(b.vertices.size(), 1u);  // the header is not a point
+  EXPECT_EQ(b.vertices[0], (Vec3{1, 2, 3}));
+  ASSERT_TRUE(b.has_normals());
+  EXPECT_EQ(b.normals[0], (Vec3{0, 0, 1}));
+  EXPECT_EQ(read_point_text(write("n.csv", "normal_x,normal_y,normal_z,x,y,z\n0,1,0,7,8,9\n")).normals[0],
+            (Vec3{0, 1, 0}));
+}
+
+TEST(ReadPointText, SixColumnsThatAreNotUnitNormalsAreAColourAndSkipped) {
+  // "x y z r g b" without a header, as CloudCompare writes it.
+  const auto rgb = read_point_text(write("rgb.xyz", "1 2 3 200 100 50\n4 5 6 0 0 0\n"));
+  EXPECT_EQ(rgb.vertices[1], (Vec3{4, 5, 6}));
+  EXPECT_FALSE(rgb.has_normals());
+  const auto normals = read_point_text(write("n.xyz", "1 2 3 0 0 1\n4 5 6 0.6 0.8 0\n"));
+  EXPECT_TRUE(normals.has_normals());
+}
+
+TEST(ReadShapeFile, AScanFarFromZeroKeepsItsDetailRelativeToItsOrigin) {
+  // UTM metres: float32 steps 0.5 at 4.5e6; the positions relative to the
+  // origin (the first point's, rounded to multiples of 1024) keep millimetres.
+  const std::string points = "500000.125 4500000.001 101.5\n500000.375 4500000.002 101.25\n";
+  const std::array<double, 3> origin{499712, 4500480, 0};
+  auto expect_detail = [&](const Mesh& m) {
+    EXPECT_EQ(m.origin, origin);
+    ASSERT_EQ(m.vertices.size(), 2u);
+    EXPECT_NEAR(m.vertices[0][0] + origin[0], 500000.125, 1e-6);
+    EXPECT_NEAR(m.vertices[1][1] + origin[1], 4500000.002, 1e-4);
+    EXPECT_NEAR(m.vertices[1][2] + origin[2], 101.25, 1e-6);
+  };
+  expect_detail(read_shape_file(write("utm.xyz", points)));
+  expect_detail(read_shape_file(write("utm.ply",
+                                      "ply\nformat ascii 1.0\nelement vertex 2\nproperty double x\n"
+                                      "property double y\nproperty double z\nend_header\n" +
+                                          points)));
+  expect_detail(read_shape_file(write("utm.off", "OFF\n2 0 0\n" + points)));
+  expect_detail(read_shape_file(write("utm.obj", "v 500000.125 4500000.001 101.5\nv 500000.375 4500000.002 101.25\n")));
+  expect_detail(read_shape_file(write("utm.pcd",
+                                      "FIELDS x y z\nSIZE 8 8 8\nTYPE F F F\nCOUNT 1 1 1\nPOINTS 2\n"
+                                      "DATA ascii\n" +
+                                          points)));
+  // A shape near 0 keeps origin 0 and the floats it had.
+  EXPECT_FALSE(read_shape_file(write("near.xyz", "511 -511 3\n")).has_origin());
+  // Written back (a labelled scan), the PLY holds the file's own coordinates as double.
+  Mesh far = read_shape_file(write("far.xyz", points));
+  for (const bool binary : {false, true}) {
+    SCOPED_TRACE(binary);
+    const auto out = temp_path(binary ? "far_binary.ply" : "far_ascii.ply");
+    write_ply(out, far, binary);
+    const auto back = read_ply(out);
+    expect_detail(back);
+  }
+}
+
+TEST(ReadPly, ColoursOfAnyTypeAreBytes) {
+  // Bytes as they are, floats in [0, 1] (Open3D) times 255, 16 bits scaled down.
+  const auto m = read_ply(write("colours.ply",
+                                "ply\nformat ascii 1.0\nelement vertex 2\nproperty float x\nproperty float y\n"
+                                "property float z\nproperty float red\nproperty ushort green\nproperty uchar blue\n"
+                                "end_header\n0 0 0 1.0 65535 7\n1 0 0 0.5 257 255\n"));
+  ASSERT_EQ(m.colors.size(), 2u);
+  EXPECT_EQ(m.colors[0], (std::array<uint8_t, 3>{255, 255, 7}));
+  EXPECT_EQ(m.colors[1], (std::array<uint8_t, 3>{128, 1, 255}));
+}
+
+TEST(ReadPly, ANonFiniteNormalIsNamedWithItsVertex) {
+  const auto path = write("nan_normal.ply",
+                          "ply\nformat ascii 1.0\nelement vertex 2\nproperty float x\nproperty float y\n"
+                          "property float z\nproperty float nx\nproperty float ny\nproperty float nz\n"
+                          "end_header\n0 0 0 0 0 1\n1 0 0 nan 0 1\n");
+  expect_error([&] { read_ply(path); }, path, "vertex 1 has a normal that is not finite");
+}
+
 TEST(ReadPointText, MalformedFilesNameTheFile) {
   struct Case {
     const char* name;
@@ -315,15 +426,29 @@ TEST(ReadPointText, MalformedFilesNameTheFile) {
     const char* what;
   };
   const Case cases[] = {
-      {"four.txt", "1 2 3 4\n", "4 columns"},        {"mixed.txt", "1 2 3\n1 2 3 0 0 1\n", "line 1 has 3"},
-      {"nan.txt", "1 2 3\nNaN 2 3\n", "not finite"}, {"word.txt", "1 2 3\n1 two 3\n", "non-numeric"},
+      {"four.txt", "1 2 3 4\n", "4 columns"},
+      {"mixed.txt", "1 2 3\n1 2 3 0 0 1\n", "line 1 has 3"},
+      {"nan.txt", "1 2 3\nNaN 2 3\n", "not finite"},
+      {"word.txt", "1 2 3\n1 two 3\n", "non-numeric"},
       {"empty.txt", "\n\n", "empty cloud"},
+      {"typo.txt", "1 2 3a\n", "non-numeric"},
+      {"no_z.csv", "x,y,intensity\n1,2,3\n", "names no z column"},
+      {"twice.csv", "x,y,z,X\n1,2,3,4\n", "names column 'X' twice"},
+      {"half_normal.csv", "x,y,z,nx,ny\n1,2,3,0,0\n", "not all three"},
+      {"short_row.csv", "x,y,z,i\n1,2,3\n", "the header on line 1 has 4"},
+      {"header_only.csv", "x,y,z\n", "empty cloud"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     const auto path = write(c.name, c.text);
     expect_error([&] { read_point_text(path); }, path, c.what);
   }
+}
+
+TEST(ReadShapeFile, AFolderIsNamedAsOneWhateverItsName) {
+  const auto dir = temp_path("a_folder");
+  fs::create_directories(dir);
+  expect_error([&] { read_shape_file(dir); }, dir, "is a folder, not a file");
 }
 
 TEST(ReadShapeFile, UnknownExtensionIsAUsageError) {

@@ -157,6 +157,21 @@ TEST(NormalizeUnitSphere, ZeroCentroidAndUnitRadius) {
   EXPECT_TRUE(torch::equal(normalize_unit_sphere(torch::ones({4, 3})), torch::zeros({4, 3})));
 }
 
+TEST(NormalizeUnitSphere, ACloudInAnyUnitsKeepsItsShape) {
+  // Squares of float32 overflow past 1.8e19 and vanish below 1e-19: the
+  // norm is taken in float64, so a cloud 1e20 or 1e-30 times the size keeps
+  // its normalised shape (it was all zeros).
+  auto gen = generator(5);
+  const auto cloud = torch::rand({50, 3}, gen, torch::kFloat) * 2 - 1;
+  const auto unit = normalize_unit_sphere(cloud);
+  for (const double scale : {1e20, 1e-30}) {
+    SCOPED_TRACE(scale);
+    const auto x = normalize_unit_sphere(cloud * scale);
+    EXPECT_EQ(x.scalar_type(), torch::kFloat);
+    EXPECT_LT(max_magnitude(x - unit), 1e-5);
+  }
+}
+
 TEST(RandomScaleShift, OneDrawPerCloudInRange) {
   const auto batch = torch::rand({64, 20, 3}) + 0.5;
   const auto scaled = random_scale(batch, 0.8, 1.25, generator(3));

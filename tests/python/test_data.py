@@ -23,6 +23,21 @@ def test_read_shape_off_ply_and_text(tmp_path):
     assert cloud["faces"] is None and torch.equal(cloud["vertices"][1], torch.tensor([1.0, 2.0, 3.0]))
 
 
+def test_a_georeferenced_scan_keeps_its_detail_relative_to_its_origin(tmp_path):
+    # UTM metres: float32 steps 0.5 at 4.5e6, so the millimetres live in
+    # vertices relative to an origin kept in float64.
+    xyz = tmp_path / "utm.xyz"
+    xyz.write_text("500000.125 4500000.001 101.5\n500000.375 4500000.002 101.25\n")
+    cloud = qkv.data.read_shape(xyz)
+    absolute = cloud["vertices"].double() + cloud["origin"]
+    expected = torch.tensor([[500000.125, 4500000.001, 101.5], [500000.375, 4500000.002, 101.25]], dtype=torch.float64)
+    assert torch.allclose(absolute, expected, rtol=0, atol=1e-4)  # float32 alone would be 0.5 off
+    assert cloud["origin"].tolist() == [499712.0, 4500480.0, 0.0]
+    near = tmp_path / "near.xyz"
+    near.write_text("1 2 3\n4 5 6\n")
+    assert qkv.data.read_shape(near)["origin"].tolist() == [0.0, 0.0, 0.0]
+
+
 def test_read_shape_of_other_tools_formats(tmp_path):
     obj = tmp_path / "quad.obj"
     obj.write_text("v 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 0\nvn 0 0 1\nf 1//1 2//1 3//1 -1//1\n")

@@ -65,6 +65,10 @@ TEST(PredictParts, EveryPointGetsOneOfItsClasssPartsScoredAgainstTheFile) {
   }
   EXPECT_EQ(std::accumulate(p.per_part.begin(), p.per_part.end(), int64_t{0}), 300);
   EXPECT_EQ(p.cloud.vertices.size(), 300u);
+  // Written in the file's own coordinates, not the centred, scaled view.
+  const auto rows = pc::read_part_text(file, nullptr).rows;
+  for (size_t i = 0; i < rows.size(); ++i)
+    ASSERT_EQ(p.cloud.vertices[i], (pc::Vec3{rows[i][0], rows[i][1], rows[i][2]})) << "point " << i;
   EXPECT_EQ(p.cloud.colors.size(), 300u);
   ASSERT_EQ(p.cloud.vertex_properties.size(), 2u);  // 'label', and 'true_label' from the file
   EXPECT_EQ(p.cloud.vertex_properties[1].name, "true_label");
@@ -145,6 +149,30 @@ TEST(PredictParts, ACloudLargerThanTheRunsPointsIsLabelledWholeByVotesAndStaysIn
   EXPECT_TRUE(torch::equal(pc::nearest_point_indices(xyz, xyz), torch::arange(50, torch::kLong)));
   EXPECT_EQ(pc::nearest_point_indices(torch::zeros({2, 3}), torch::zeros({4, 3})).sum().item<int64_t>(),
             0);  // ties: lowest
+  fs::remove_all(dir);
+}
+
+TEST(PredictParts, ACloudOfFewerPointsThanTheModelsNeighboursIsLabelled) {
+  // 5 points for a model of k = 8: filled up to the run's size by repeats.
+  const auto dir = fresh_dir("tasks_predict_tiny");
+  fs::create_directories(dir);
+  const auto file = dir + "/five.xyz";
+  std::ofstream(file) << "0 0 0\n1 0 0\n0 1 0\n0 0 1\n0.5 0.5 0.5\n";
+  tasks::PartSegData data;
+  data.source = "synthetic";
+  data.view.up_axis = 1;
+  data.view.num_points = 64;
+  torch::manual_seed(0);
+  auto model = small_segmenter();
+  const int64_t table = pc::find_part_category("Table", "class");
+  const auto& cat = pc::shapenet_part_categories()[static_cast<size_t>(table)];
+  const auto p = tasks::predict_parts(*model, data, file, table, pc::Rotation::None, 1, torch::kCPU);
+  ASSERT_EQ(p.labels.size(), 5u);
+  for (const auto label : p.labels) {
+    EXPECT_GE(label, cat.first_part);
+    EXPECT_LT(label, cat.first_part + cat.parts);
+  }
+  EXPECT_EQ(p.cloud.vertices[3], (pc::Vec3{0, 0, 1}));
   fs::remove_all(dir);
 }
 

@@ -32,6 +32,10 @@ std::string_view trim(std::string_view text) {
   return text.substr(b, e - b);
 }
 
+std::string_view without_byte_order_mark(std::string_view text) {
+  return starts_with(text, "\xEF\xBB\xBF") ? text.substr(3) : text;
+}
+
 std::string join(const std::vector<std::string>& items, std::string_view separator) {
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) {

@@ -18,6 +18,10 @@ bool ends_with(std::string_view text, std::string_view suffix);
 // text without leading and trailing whitespace (std::isspace).
 std::string_view trim(std::string_view text);
 
+// text without the UTF-8 byte-order mark that spreadsheets write first (which
+// would otherwise become part of the first column's name).
+std::string_view without_byte_order_mark(std::string_view text);
+
 // "1 thread", "2 threads": n and the noun, with an s unless n is 1.
 std::string counted(int64_t n, std::string_view noun);
 

@@ -31,8 +31,14 @@ struct Mesh {
   // empty when the mesh has no part labels, else one per face.
   std::vector<int32_t> face_parts;
   std::vector<VertexProperty> vertex_properties;
+  // Where `vertices` are measured from: the file's coordinates are vertices +
+  // origin. A georeferenced scan (UTM metres in the millions) would lose its
+  // detail as float32 (steps of 0.5 at 4.5e6), so readers keep it relative
+  // to an origin near its first point; (0, 0, 0) for a shape near 0.
+  std::array<double, 3> origin{0, 0, 0};
 
   bool has_normals() const { return !normals.empty(); }
+  bool has_origin() const { return origin[0] != 0 || origin[1] != 0 || origin[2] != 0; }
   bool is_point_cloud() const { return faces.empty(); }
 };
 

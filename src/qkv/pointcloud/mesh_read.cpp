@@ -112,14 +112,42 @@ bool parse_int(std::string_view tok, int64_t& out) {
   return ec == std::errc() && ptr == tok.data() + tok.size();
 }
 
-// A coordinate or normal component: numeric and finite once stored as float.
-float coordinate(const std::string& path, int64_t line, std::string_view tok) {
+// A coordinate or normal component: numeric, and finite once stored as float.
+double finite_value(const std::string& path, int64_t line, std::string_view tok) {
   double v = 0;
   if (!parse_double(tok, v)) fail_at(path, line, "non-numeric value " + show(tok));
-  const auto f = static_cast<float>(v);
-  if (!std::isfinite(f)) fail_at(path, line, "coordinate " + show(tok) + " is not finite");
-  return f;
+  if (!std::isfinite(static_cast<float>(v))) fail_at(path, line, "value " + show(tok) + " is not finite");
+  return v;
 }
+
+float coordinate(const std::string& path, int64_t line, std::string_view tok) {
+  return static_cast<float>(finite_value(path, line, tok));
+}
+
+// Positions relative to Mesh::origin: the first point's coordinates rounded
+// to multiples of 1024 (our choice: a shape within 512 of 0 keeps origin 0
+// and exactly the floats it had), so that a point kilometres from 0 keeps
+// its millimetres. The difference is taken in double, then stored as float.
+class RelativePositions {
+ public:
+  explicit RelativePositions(Mesh& mesh) : mesh_(mesh) {}
+  Vec3 operator()(double x, double y, double z) {
+    if (!started_) {
+      started_ = true;
+      mesh_.origin = {rounded(x), rounded(y), rounded(z)};
+    }
+    const auto& o = mesh_.origin;
+    return {static_cast<float>(x - o[0]), static_cast<float>(y - o[1]), static_cast<float>(z - o[2])};
+  }
+  Vec3 operator()(const std::string& path, int64_t line, std::string_view x, std::string_view y, std::string_view z) {
+    return (*this)(finite_value(path, line, x), finite_value(path, line, y), finite_value(path, line, z));
+  }
+
+ private:
+  static double rounded(double v) { return std::nearbyint(v / 1024.0) * 1024.0; }
+  Mesh& mesh_;
+  bool started_ = false;
+};
 
 void check_face_indices(const std::string& path, const Mesh& mesh) {
   const auto n = static_cast<int64_t>(mesh.vertices.size());
@@ -163,13 +191,42 @@ void reserve_triangles(Mesh& mesh, int64_t triangles) {
 
 // ---------------------------------------------------------------------------- OFF
 
+// What an OFF file's keyword says its vertex lines hold beyond x y z, in
+// Geomview's order "x y z [nx ny nz] [colour] [s t]": ST (texture
+// coordinates), C (a colour: 1, 3 or 4 values, as writers differ) and N
+// (a normal) before "OFF", each at most once, in that order.
+struct OffVertexLayout {
+  bool texture = false, colour = false, normal = false;
+  int64_t fixed_values() const { return 3 + (normal ? 3 : 0) + (texture ? 2 : 0); }
+};
+
+// The keyword's layout and the rest of the magic line (counts some ModelNet40
+// files fuse onto it: "OFF490 518 0").
+std::string_view read_off_keyword(const std::string& path, std::string_view line, OffVertexLayout& layout) {
+  std::string_view rest = line;
+  auto take = [&](std::string_view prefix) {
+    if (!starts_with(rest, prefix)) return false;
+    rest.remove_prefix(prefix.size());
+    return true;
+  };
+  layout.texture = take("ST");
+  layout.colour = take("C");
+  layout.normal = take("N");
+  if (take("4") || take("n"))
+    fail(path, "4-D and n-D OFF vertices (" + show(line.substr(0, line.find_first_of(" \t"))) + ") are not read");
+  if (!take("OFF"))
+    fail(path, "bad magic: expected 'OFF' (or COFF, NOFF, STOFF...) on the first line, found " + show(line));
+  rest = trim(rest);
+  if (starts_with(rest, "BINARY")) fail(path, "binary OFF is not read (an ascii OFF is)");
+  return rest;
+}
+
 Mesh parse_off(const std::string& path, std::string_view text) {
   Lines lines(text);
   std::string_view line;
   if (!lines.next_nonblank(line, true)) fail(path, "empty file (expected 'OFF')");
-  if (line.substr(0, 3) != "OFF") fail(path, "bad magic: expected 'OFF' on the first line, found " + show(line));
-  // Some ModelNet40 files fuse the counts onto the magic line: "OFF490 518 0".
-  std::string_view counts_line = trim(line.substr(3));
+  OffVertexLayout layout;
+  std::string_view counts_line = read_off_keyword(path, line, layout);
   if (counts_line.empty() && !lines.next_nonblank(counts_line, true))
     fail(path, "truncated: no counts line after 'OFF'");
   std::vector<std::string_view> tok;
@@ -185,16 +242,26 @@ Mesh parse_off(const std::string& path, std::string_view text) {
   const auto available = static_cast<int64_t>(text.size() - lines.consumed());
 
   Mesh mesh;
+  RelativePositions position(mesh);
   mesh.vertices.reserve(static_cast<size_t>(std::min(n_vertices, available / 6 + 1)));
+  if (layout.normal) mesh.normals.reserve(mesh.vertices.capacity());
   for (int64_t i = 0; i < n_vertices; ++i) {
     if (!lines.next_nonblank(line, true))
       fail(path, "truncated: the header says " + std::to_string(n_vertices) + " vertices, the file ends after " +
                      std::to_string(i));
     split(line, tok);
-    if (tok.size() != 3)
-      fail_at(path, lines.line(), "vertex has " + std::to_string(tok.size()) + " values, expected 3 (x y z)");
-    mesh.vertices.push_back({coordinate(path, lines.line(), tok[0]), coordinate(path, lines.line(), tok[1]),
-                             coordinate(path, lines.line(), tok[2])});
+    const auto values = static_cast<int64_t>(tok.size());
+    const int64_t colour_values = values - layout.fixed_values();
+    if (layout.colour ? colour_values != 1 && colour_values != 3 && colour_values != 4 : colour_values != 0)
+      fail_at(path, lines.line(),
+              "vertex has " + std::to_string(values) + " values, expected " + std::to_string(layout.fixed_values()) +
+                  (layout.colour ? " and a colour of 1, 3 or 4" : "") + " (" +
+                  (layout.normal ? "x y z nx ny nz" : "x y z") + (layout.colour ? " colour" : "") +
+                  (layout.texture ? " s t" : "") + ")");
+    const int64_t l = lines.line();
+    mesh.vertices.push_back(position(path, l, tok[0], tok[1], tok[2]));
+    if (layout.normal)
+      mesh.normals.push_back({coordinate(path, l, tok[3]), coordinate(path, l, tok[4]), coordinate(path, l, tok[5])});
   }
   {
     // The triangles the face lines declare (k - 2 each, k no more than the
@@ -334,6 +401,9 @@ double decode(PlyType t, const char*& p, const char* end, bool big_endian) {
 struct PlyLayout {
   int x = -1, y = -1, z = -1, nx = -1, ny = -1, nz = -1, red = -1, green = -1, blue = -1;
   int face_list = -1;
+  // What turns each of red, green, blue into 0..255: 1 for bytes, 255 for
+  // floats (0..1, as Open3D writes them), 255/65535 for 16 bits.
+  std::array<double, 3> colour_scale{1, 1, 1};
   std::vector<int> extra;  // every other scalar vertex property: Mesh::vertex_properties, in order
   bool has_normals() const { return nx >= 0 && ny >= 0 && nz >= 0; }
   bool has_colors() const { return red >= 0 && green >= 0 && blue >= 0; }
@@ -342,27 +412,32 @@ struct PlyLayout {
 // Receives one element item's values as doubles (list values flattened after their count).
 class PlySink {
  public:
-  PlySink(const std::string& path, const PlyLayout& layout, Mesh& mesh) : path_(path), layout_(layout), mesh_(mesh) {}
+  PlySink(const std::string& path, const PlyLayout& layout, Mesh& mesh)
+      : path_(path), layout_(layout), mesh_(mesh), position_(mesh) {}
 
   void vertex(const std::vector<double>& v, int64_t line) {
-    auto coord = [&](int i) {
+    const auto index = mesh_.vertices.size();  // 0-based, as PLY counts its elements
+    auto finite = [&](int i, const char* what) {
       const auto f = static_cast<float>(v[static_cast<size_t>(i)]);
       if (!std::isfinite(f)) {
-        const std::string what =
-            "vertex " + std::to_string(mesh_.vertices.size()) + " has a coordinate that is not finite";
-        if (line > 0) fail_at(path_, line, what);
-        fail(path_, what);
+        const std::string message = "vertex " + std::to_string(index) + " has a " + what + " that is not finite";
+        if (line > 0) fail_at(path_, line, message);
+        fail(path_, message);
       }
       return f;
     };
-    mesh_.vertices.push_back({coord(layout_.x), coord(layout_.y), coord(layout_.z)});
-    if (layout_.has_normals()) mesh_.normals.push_back({coord(layout_.nx), coord(layout_.ny), coord(layout_.nz)});
+    for (const int i : {layout_.x, layout_.y, layout_.z}) finite(i, "coordinate");
+    mesh_.vertices.push_back(position_(v[static_cast<size_t>(layout_.x)], v[static_cast<size_t>(layout_.y)],
+                                       v[static_cast<size_t>(layout_.z)]));
+    if (layout_.has_normals())
+      mesh_.normals.push_back(
+          {finite(layout_.nx, "normal"), finite(layout_.ny, "normal"), finite(layout_.nz, "normal")});
     if (layout_.has_colors()) {
-      auto byte = [&](int i) {
-        const double c = v[static_cast<size_t>(i)];
-        return c >= 0.0 ? static_cast<uint8_t>(std::min(c, 255.0)) : uint8_t{0};  // NaN too
+      auto byte = [&](int i, int channel) {
+        const double c = v[static_cast<size_t>(i)] * layout_.colour_scale[static_cast<size_t>(channel)];
+        return c >= 0.0 ? static_cast<uint8_t>(std::lround(std::min(c, 255.0))) : uint8_t{0};  // NaN too
       };
-      mesh_.colors.push_back({byte(layout_.red), byte(layout_.green), byte(layout_.blue)});
+      mesh_.colors.push_back({byte(layout_.red, 0), byte(layout_.green, 1), byte(layout_.blue, 2)});
     }
     for (size_t k = 0; k < layout_.extra.size(); ++k)
       mesh_.vertex_properties[k].values.push_back(v[static_cast<size_t>(layout_.extra[k])]);
@@ -388,6 +463,7 @@ class PlySink {
   const std::string& path_;
   const PlyLayout& layout_;
   Mesh& mesh_;
+  RelativePositions position_;
   int64_t faces_seen_ = 0;
 };
 
@@ -487,6 +563,16 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
   }
   if (!vertex_element) fail(path, "no 'vertex' element in the header");
   if (layout.x < 0 || layout.y < 0 || layout.z < 0) fail(path, "the vertex element lacks an x, y or z property");
+  if (layout.has_colors()) {
+    const std::array<int, 3> channels{layout.red, layout.green, layout.blue};
+    for (size_t c = 0; c < 3; ++c) {
+      const PlyType type = vertex_element->properties[static_cast<size_t>(channels[c])].type;
+      const size_t bytes = ply_size(type);
+      layout.colour_scale[c] = !ply_is_integer(type) ? 255.0
+                               : bytes == 1          ? 1.0
+                                                     : 255.0 / (std::ldexp(1.0, 8 * static_cast<int>(bytes)) - 1);
+    }
+  }
   if (vertex_element->count == 0) fail(path, "no vertices (empty cloud)");
   // Every declared item must fit in what follows the header before any of
   // them is reserved: an ascii item takes at least a digit and a separator
@@ -648,33 +734,101 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
 
 // ---------------------------------------------------------------------------- point text
 
+// Which columns of a point text file hold what: x y z, and the normal's
+// nx ny nz when there (-1 when not).
+struct PointColumns {
+  std::array<int64_t, 3> position{-1, -1, -1};
+  std::array<int64_t, 3> normal{-1, -1, -1};
+  int64_t count = 0;  // columns every line has
+};
+
+// A header line names the columns, as CloudCompare, Open3D and spreadsheets
+// write them ("x,y,z,intensity", "//X Y Z Nx Ny Nz", "\"x\",\"y\",\"z\""):
+// x, y and z are found by name, case aside, and the normal's nx ny nz (or
+// normal_x normal_y normal_z) when all three are there; other columns are
+// skipped. Our choice: a name means one column, so a repeated one is refused.
+PointColumns header_columns(const std::string& path, int64_t line, std::string_view header,
+                            const std::vector<std::string_view>& names) {
+  PointColumns columns;
+  columns.count = static_cast<int64_t>(names.size());
+  auto assign = [&](std::array<int64_t, 3>& slot, int axis, int64_t column, std::string_view name) {
+    if (slot[axis] >= 0) fail_at(path, line, "header names column " + show(name) + " twice");
+    slot[axis] = column;
+  };
+  for (int64_t c = 0; c < columns.count; ++c) {
+    std::string_view raw = names[c];
+    if (raw.substr(0, 2) == "//") raw.remove_prefix(2);
+    if (raw.size() >= 2 && (raw.front() == '"' || raw.front() == '\'') && raw.back() == raw.front())
+      raw = raw.substr(1, raw.size() - 2);
+    const std::string name = lower(raw);
+    for (int axis = 0; axis < 3; ++axis) {
+      const std::string letter(1, static_cast<char>('x' + axis));
+      if (name == letter) assign(columns.position, axis, c, names[c]);
+      if (name == "n" + letter || name == "normal_" + letter) assign(columns.normal, axis, c, names[c]);
+    }
+  }
+  std::vector<std::string> missing;
+  for (int axis = 0; axis < 3; ++axis)
+    if (columns.position[axis] < 0) missing.emplace_back(1, static_cast<char>('x' + axis));
+  if (!missing.empty())
+    fail_at(path, line, "the header line " + show(header) + " names no " + join_alternatives(missing) + " column");
+  const auto normals = std::count(columns.normal.begin(), columns.normal.end(), -1);
+  if (normals != 0 && normals != 3) fail_at(path, line, "the header names some of nx, ny, nz but not all three");
+  return columns;
+}
+
 Mesh parse_point_text(const std::string& path, std::string_view text, int64_t max_points) {
-  Lines lines(text);
+  Lines lines(without_byte_order_mark(text));
   std::string_view line;
   std::vector<std::string_view> tok;
   Mesh mesh;
-  size_t columns = 0;
+  RelativePositions position(mesh);
+  PointColumns columns;
   int64_t first_line = 0;
+  bool from_header = false, unit_normals = true;
   while ((max_points <= 0 || static_cast<int64_t>(mesh.vertices.size()) < max_points) &&
          lines.next_nonblank(line, false)) {
     if (line[0] == '#') continue;
     split(line, tok, true);
-    if (tok.size() != 3 && tok.size() != 6)
-      fail_at(path, lines.line(), std::to_string(tok.size()) + " columns, expected 3 (x y z) or 6 (x y z nx ny nz)");
-    if (columns == 0) {
-      columns = tok.size();
+    if (columns.count == 0) {
       first_line = lines.line();
-    } else if (tok.size() != columns) {
+      double ignored = 0;
+      // A header holds no number: a data line with a typo ("1 2 3a") is
+      // named as a bad value, not taken for column names.
+      from_header = std::none_of(tok.begin(), tok.end(), [&](std::string_view t) { return parse_double(t, ignored); });
+      if (from_header) {
+        columns = header_columns(path, first_line, line, tok);
+        continue;
+      }
+      if (tok.size() != 3 && tok.size() != 6)
+        fail_at(path, lines.line(),
+                std::to_string(tok.size()) +
+                    " columns, expected 3 (x y z) or 6 (x y z nx ny nz), or a header line naming them");
+      columns.count = static_cast<int64_t>(tok.size());
+      columns.position = {0, 1, 2};
+      if (columns.count == 6) columns.normal = {3, 4, 5};
+    } else if (static_cast<int64_t>(tok.size()) != columns.count) {
       fail_at(path, lines.line(),
-              std::to_string(tok.size()) + " columns, but line " + std::to_string(first_line) + " has " +
-                  std::to_string(columns));
+              std::to_string(tok.size()) + " columns, but " + (from_header ? "the header on line " : "line ") +
+                  std::to_string(first_line) + " has " + std::to_string(columns.count));
     }
     const int64_t l = lines.line();
-    mesh.vertices.push_back({coordinate(path, l, tok[0]), coordinate(path, l, tok[1]), coordinate(path, l, tok[2])});
-    if (columns == 6)
-      mesh.normals.push_back({coordinate(path, l, tok[3]), coordinate(path, l, tok[4]), coordinate(path, l, tok[5])});
+    auto value = [&](int64_t column) { return coordinate(path, l, tok[static_cast<size_t>(column)]); };
+    const auto& p = columns.position;
+    mesh.vertices.push_back(position(path, l, tok[static_cast<size_t>(p[0])], tok[static_cast<size_t>(p[1])],
+                                     tok[static_cast<size_t>(p[2])]));
+    if (const auto& n = columns.normal; n[0] >= 0) {
+      const Vec3 normal{value(n[0]), value(n[1]), value(n[2])};
+      unit_normals = unit_normals && normal[0] * normal[0] + normal[1] * normal[1] + normal[2] * normal[2] <= 2.25f;
+      mesh.normals.push_back(normal);
+    }
   }
   if (mesh.vertices.empty()) fail(path, "no points (empty cloud)");
+  // Six columns without a header are x y z nx ny nz, unless one of the last
+  // three's lengths is past 1.5: then they are a colour ("x y z r g b", what
+  // CloudCompare and most scanners write) and skipped; our choice, so that a
+  // colour is never a normal. A header line says which they are.
+  if (!from_header && !unit_normals) std::vector<Vec3>().swap(mesh.normals);
   return mesh;
 }
 
@@ -690,6 +844,7 @@ Mesh parse_obj(const std::string& path, std::string_view text) {
   std::string_view line;
   std::vector<std::string_view> tok;
   Mesh mesh;
+  RelativePositions position(mesh);
   {
     // The triangles the "f" lines make (corners - 2 each), counted before any is stored.
     Lines ahead = lines;
@@ -738,7 +893,7 @@ Mesh parse_obj(const std::string& path, std::string_view text) {
       if (tok.size() != 4 && tok.size() != 5 && tok.size() != 7 && tok.size() != 8)
         fail_at(path, l,
                 "a vertex has " + std::to_string(tok.size() - 1) + " values, expected x y z, x y z w or x y z r g b");
-      mesh.vertices.push_back({coordinate(path, l, tok[1]), coordinate(path, l, tok[2]), coordinate(path, l, tok[3])});
+      mesh.vertices.push_back(position(path, l, tok[1], tok[2], tok[3]));
     } else if (statement.size() > 16 || !std::all_of(statement.begin(), statement.end(), [](char c) {
                  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
                })) {
@@ -762,6 +917,7 @@ Mesh parse_obj(const std::string& path, std::string_view text) {
 // each triangle gets its own three vertices.
 Mesh parse_stl(const std::string& path, const std::string& text) {
   Mesh mesh;
+  RelativePositions position(mesh);  // ASCII: binary STL holds float32 already
   if (text.size() >= 84) {
     const auto count = static_cast<int64_t>(load_ordered<uint32_t>(text.data() + 80, false));
     int64_t bytes = 0;
@@ -801,7 +957,7 @@ Mesh parse_stl(const std::string& path, const std::string& text) {
       if (!in_loop) fail_at(path, l, "'vertex' outside an 'outer loop'");
       if (tok.size() != 4) fail_at(path, l, "a vertex needs x y z, found " + show(line));
       polygon.push_back(static_cast<int64_t>(mesh.vertices.size()));
-      mesh.vertices.push_back({coordinate(path, l, tok[1]), coordinate(path, l, tok[2]), coordinate(path, l, tok[3])});
+      mesh.vertices.push_back(position(path, l, tok[1], tok[2], tok[3]));
     } else if (key == "outer") {
       if (in_loop) fail_at(path, l, "'outer loop' inside another");
       in_loop = true;
@@ -933,6 +1089,7 @@ Mesh parse_pcd(const std::string& path, const std::string& text) {
     std::sort(scalars.begin(), scalars.end());
   }
   Mesh mesh;
+  RelativePositions position(mesh);
   for (const int i : scalars) {
     const auto& f = fields[static_cast<size_t>(i)];
     mesh.vertex_properties.push_back({f.name, f.type != 'F', {}});
@@ -956,9 +1113,9 @@ Mesh parse_pcd(const std::string& path, const std::string& text) {
       ++dropped;
       return;
     }
-    Vec3 p{static_cast<float>(v[0]), static_cast<float>(v[1]), static_cast<float>(v[2])};
-    if (!std::isfinite(p[0]) || !std::isfinite(p[1]) || !std::isfinite(p[2])) bad("a coordinate is not finite");
-    mesh.vertices.push_back(p);
+    for (int c = 0; c < 3; ++c)
+      if (!std::isfinite(static_cast<float>(v[static_cast<size_t>(c)]))) bad("a coordinate is not finite");
+    mesh.vertices.push_back(position(v[0], v[1], v[2]));
     if (normals) {
       Vec3 n{static_cast<float>(v[3]), static_cast<float>(v[4]), static_cast<float>(v[5])};
       if (!std::isfinite(n[0]) || !std::isfinite(n[1]) || !std::isfinite(n[2])) bad("a normal is not finite");
@@ -1086,6 +1243,8 @@ bool is_shape_file_extension(const std::string& ext) {
 }
 
 Mesh read_shape_file(const std::string& path) {
+  // A folder (or a FIFO, a device) is named as such, whatever its name ends in.
+  if (std::error_code ec; std::filesystem::exists(path, ec)) regular_file_size(path);
   const auto ext = lower(std::filesystem::path(path).extension().string());
   if (ext == ".off") return read_off(path);
   if (ext == ".ply") return read_ply(path);

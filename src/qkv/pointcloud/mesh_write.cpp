@@ -82,6 +82,19 @@ void append_vec3(std::string& out, const Vec3& v) {
   append_float(out, v[2]);
 }
 
+// A vertex's position in the file's own coordinates (Mesh::origin added):
+// the shortest decimal of the double when the mesh has an origin, else of
+// the float.
+void append_position(std::string& out, const Mesh& mesh, size_t i) {
+  if (!mesh.has_origin()) return append_vec3(out, mesh.vertices[i]);
+  for (size_t c = 0; c < 3; ++c) {
+    char buf[32];
+    const auto r = std::to_chars(buf, buf + sizeof buf, double{mesh.vertices[i][c]} + mesh.origin[c]);
+    out.append(buf, r.ptr);
+    if (c < 2) out += ' ';
+  }
+}
+
 // Binary PLY is little-endian whatever the host: bytes are assembled from
 // the value's bit pattern, not copied in host order.
 void append_le32(std::string& out, uint32_t bits) {
@@ -92,6 +105,12 @@ void append_le_float(std::string& out, float value) {
   uint32_t bits;
   std::memcpy(&bits, &value, sizeof bits);
   append_le32(out, bits);
+}
+
+void append_le_double(std::string& out, double value) {
+  uint64_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  for (int shift = 0; shift < 64; shift += 8) out += static_cast<char>((bits >> shift) & 0xFFu);
 }
 
 // "3 a b c": a triangle as OFF and ascii PLY both write it.
@@ -115,8 +134,8 @@ void write_off(const std::string& path, const Mesh& mesh) {
   out += ' ';
   append_int(out, static_cast<int64_t>(mesh.faces.size()));
   out += " 0\n";
-  for (const auto& v : mesh.vertices) {
-    append_vec3(out, v);
+  for (size_t i = 0; i < mesh.vertices.size(); ++i) {
+    append_position(out, mesh, i);
     out += '\n';
   }
   for (const auto& f : mesh.faces) append_face_line(out, f);
@@ -131,7 +150,10 @@ void write_ply(const std::string& path, const Mesh& mesh, bool binary) {
   out += binary ? "format binary_little_endian 1.0\n" : "format ascii 1.0\n";
   out += "comment written by qkv\n";
   out += "element vertex " + std::to_string(mesh.vertices.size()) + "\n";
-  out += "property float x\nproperty float y\nproperty float z\n";
+  // Positions far from 0 (Mesh::origin) as double, which keeps their detail.
+  const bool wide = mesh.has_origin();
+  out += wide ? "property double x\nproperty double y\nproperty double z\n"
+              : "property float x\nproperty float y\nproperty float z\n";
   if (normals) out += "property float nx\nproperty float ny\nproperty float nz\n";
   if (colors) out += "property uchar red\nproperty uchar green\nproperty uchar blue\n";
   for (const auto& prop : mesh.vertex_properties)
@@ -144,7 +166,12 @@ void write_ply(const std::string& path, const Mesh& mesh, bool binary) {
 
   for (size_t i = 0; i < mesh.vertices.size(); ++i) {
     if (binary) {
-      for (float c : mesh.vertices[i]) append_le_float(out, c);
+      for (size_t c = 0; c < 3; ++c) {
+        if (wide)
+          append_le_double(out, double{mesh.vertices[i][c]} + mesh.origin[c]);
+        else
+          append_le_float(out, mesh.vertices[i][c]);
+      }
       if (normals)
         for (float c : mesh.normals[i]) append_le_float(out, c);
       if (colors)
@@ -156,7 +183,7 @@ void write_ply(const std::string& path, const Mesh& mesh, bool binary) {
           append_le_float(out, static_cast<float>(prop.values[i]));
       }
     } else {
-      append_vec3(out, mesh.vertices[i]);
+      append_position(out, mesh, i);
       if (normals) {
         out += ' ';
         append_vec3(out, mesh.normals[i]);

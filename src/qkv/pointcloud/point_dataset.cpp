@@ -149,8 +149,8 @@ PointCloudDataset::PointCloudDataset(std::shared_ptr<const PointCloudSet> set, P
   check_options(options_);
   const int64_t stored = set_->points.size(1);
   if (options_.num_points > stored)
-    throw UsageError("num_points " + std::to_string(options_.num_points) + " exceeds the " + std::to_string(stored) +
-                     " points stored per shape");
+    throw UsageError("num_points (--points) " + std::to_string(options_.num_points) + " exceeds the " +
+                     std::to_string(stored) + " points loaded per shape (--points-per-shape)");
   if (options_.use_normals && !set_->normals.defined())
     throw UsageError("normals were asked for but the data set was loaded without them");
   const auto& f = set_->features;
@@ -238,7 +238,7 @@ at::Tensor prepare_single_cloud(const Mesh& mesh, const PointViewOptions& option
 }
 
 at::Tensor prepare_every_point(const Mesh& mesh, const PointViewOptions& options, at::Tensor* normals,
-                               const std::string& source, at::Tensor* features) {
+                               const std::string& source, at::Tensor* features, at::Tensor* unprepared) {
   check_options(options);
   const auto stored_features = cloud_feature_rows(mesh, options, source);
   const std::string where = source.empty() ? "" : source + ": ";
@@ -257,6 +257,7 @@ at::Tensor prepare_every_point(const Mesh& mesh, const PointViewOptions& options
     stored_normals = sampled.normals;
   }
   if (!torch::isfinite(points).all().item<bool>()) throw DataError(where + "a coordinate is not finite");
+  if (unprepared) *unprepared = points;
   PointViewOptions all = options;  // every point, in order
   all.num_points = points.size(0);
   all.sampling = "first";

@@ -97,8 +97,11 @@ at::Tensor prepare_single_cloud(const Mesh& mesh, const PointViewOptions& option
 // samples of a mesh (seeded with options.seed); then normalised and rotated
 // as the eval-mode view of index 0 (never scaled or shifted). Returns
 // [1, 3, P] float32; with use_normals, *normals (if given) receives [1, 3, P]
-// (DataError naming `source` when a cloud has none).
+// (DataError naming `source` when a cloud has none). *unprepared (if given)
+// receives the same P points [P, 3] in the shape's own coordinates, before
+// the view centres, scales and turns them: what a labelled cloud is written in.
 at::Tensor prepare_every_point(const Mesh& mesh, const PointViewOptions& options, at::Tensor* normals = nullptr,
-                               const std::string& source = "", at::Tensor* features = nullptr);
+                               const std::string& source = "", at::Tensor* features = nullptr,
+                               at::Tensor* unprepared = nullptr);
 
 }  // namespace qkv::pointcloud

@@ -200,11 +200,15 @@ at::Tensor gather_points(const at::Tensor& points, const at::Tensor& indices) {
 at::Tensor normalize_unit_sphere(const at::Tensor& points) {
   check_points(points, "normalize_unit_sphere");
   if (points.size(-2) == 0) throw DataError("normalize_unit_sphere: the cloud has no points");
-  const auto centred = points - points.mean(-2, true);
+  // In float64: a float32 square overflows past 1.8e19 and underflows below
+  // 1e-19 (a scan in other units than the model's), which made the radius
+  // inf or 0 and the whole cloud a point at the origin.
+  const auto wide = points.to(torch::kDouble);
+  const auto centred = wide - wide.mean(-2, true);
   auto radius = centred.norm(2, -1).amax(-1, true).unsqueeze(-1);
   // Coincident points: leave them at the origin rather than divide 0 by 0.
   radius = torch::where(radius > 0, radius, torch::ones_like(radius));
-  return centred / radius;
+  return (centred / radius).to(points.scalar_type());
 }
 
 at::Tensor random_scale(const at::Tensor& points, double low, double high, OptionalGenerator gen) {

@@ -74,7 +74,7 @@ void visit_fields(ClassificationData& d, V&& visit) {
   visit(Field{"synth_classes", "synthetic classes to use (comma-separated); default all"}, d.synth.classes);
   visit(Field{"points_per_shape",
               "points stored per shape: mesh surface samples, or the first of pre-sampled files; 0 = every point the "
-              "files hold (10,000 in modelnet40_normal_resampled), 2,048 samples of a mesh"}
+              "files hold (10,000 in modelnet40_normal_resampled), 2,048 of a mesh or cloud file of your own"}
             .range(0, 1 << 20),
         d.load.points_per_shape);
   visit(Field{"max_per_class", "keep at most this many shapes per class; 0 = all"}.at_least(0), d.load.max_per_class);

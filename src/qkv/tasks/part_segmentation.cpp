@@ -145,12 +145,16 @@ const pc::PartCategory& checked_part_category(const PartSegData& data, int64_t c
 }
 
 // Every point of `mesh` as the run's views prepare it ([1, 3, N], and its
-// normals where the run takes them), and its part probabilities [N, parts]:
-// the cloud whole when it has at most the run's points, else `votes`
-// samplings of the run's size, each point taking the averaged probabilities
-// of its nearest sampled point. `sampled`: the points some vote saw.
+// normals where the run takes them), the same points in the shape's own
+// coordinates ([N, 3]), and their part probabilities [N, parts]: the cloud
+// whole when it has the run's points; a smaller one filled up to that size
+// with repeats of its own points, as a training view of a small file is (so
+// that a cloud of fewer points than the model's k neighbours has labels too),
+// each point taking its first row; a larger one by `votes` samplings of the
+// run's size, each point taking the averaged probabilities of its nearest
+// sampled point. `sampled`: the points some vote saw.
 struct EveryPointParts {
-  at::Tensor points, probabilities;
+  at::Tensor points, unprepared, probabilities;
   int64_t sampled = 0;
 };
 EveryPointParts label_every_point(models::Model& model, const PartSegData& data, const pc::Mesh& mesh, int64_t category,
@@ -161,15 +165,27 @@ EveryPointParts label_every_point(models::Model& model, const PartSegData& data,
   every.seed = seed;
   at::Tensor normals;
   EveryPointParts out;
-  out.points = pc::prepare_every_point(mesh, every, data.view.use_normals ? &normals : nullptr, source);
+  out.points = pc::prepare_every_point(mesh, every, data.view.use_normals ? &normals : nullptr, source, nullptr,
+                                       &out.unprepared);
   const auto& points = out.points;
   const int64_t n = points.size(2), run_points = data.view.num_points;
 
   torch::NoGradGuard no_grad;
   model.eval();
   out.sampled = n;
-  if (n <= run_points) {
+  if (n == run_points) {
     out.probabilities = part_probabilities(model, points, normals, category, cat, device);
+    return out;
+  }
+  if (n < run_points) {
+    // Every point as often as the size allows (n-th, 2n-th... repeats),
+    // whatever the seed: a turned copy is filled the same way.
+    const auto filled = torch::arange(run_points, torch::kLong).remainder(n);
+    auto full_points = points.index_select(2, filled);
+    if (data.view.normalize) full_points = pc::normalize_unit_sphere(full_points[0].t()).t().unsqueeze(0);
+    const auto full_normals = normals.defined() ? normals.index_select(2, filled).contiguous() : at::Tensor();
+    out.probabilities =
+        part_probabilities(model, full_points.contiguous(), full_normals, category, cat, device).slice(0, 0, n);
     return out;
   }
   // Votes on samplings of the run's size, then each point from its nearest sampled point.
@@ -230,7 +246,9 @@ PartPrediction predict_parts(models::Model& model, const PartSegData& data, cons
     if (static_cast<int64_t>(known.size()) == cat.parts) out.part_names = known;
   }
   out.per_part.assign(static_cast<size_t>(cat.parts), 0);
-  const auto pts = points[0].t().contiguous();  // [N, 3]
+  // In the input's own coordinates, so that the labelled cloud lies on the
+  // scan in a viewer (the network saw them centred, scaled and turned).
+  const auto pts = labelled.unprepared.contiguous();  // [N, 3]
   const float* xyz = pts.data_ptr<float>();
   const int64_t* part_of = local.data_ptr<int64_t>();
   pc::VertexProperty label{"label", true, {}}, true_label{"true_label", true, {}};
@@ -243,6 +261,7 @@ PartPrediction predict_parts(models::Model& model, const PartSegData& data, cons
     ++out.per_part[static_cast<size_t>(part)];
     out.labels.push_back(cat.first_part + part);
   }
+  out.cloud.origin = mesh.origin;
   out.cloud.vertex_properties.push_back(std::move(label));
   if (!truth.empty()) out.cloud.vertex_properties.push_back(std::move(true_label));
   out.picture.title = cat.name + ": " + std::to_string(n) + " points, predicted parts";
