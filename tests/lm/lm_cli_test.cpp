@@ -179,6 +179,10 @@ TEST_F(LmCli, CacheSizeReadsTheCheckpointAndKnowsEverySpelling) {
   EXPECT_NE(hidden.output.find("did you mean --prompt"), std::string::npos) << hidden.output;
   expect_clean_failure(run_qkv("lm cache-size --layers 2 --heads 3 --kv-heads 2 --head-dim 4 --seq 8"), 2,
                        "--kv-heads 2");
+  // An odd width for int4 is said as such (it was reported as an 8 EiB overflow).
+  expect_clean_failure(run_qkv("lm cache-size --layers 2 --heads 4 --head-dim 7 --seq 1 --dtype int4"), 2,
+                       "--head-dim: an int4 cache packs two numbers a byte: the head width must be even, got 7");
+  expect_clean_failure(run_qkv("lm cache-size --layers 2 --heads 4 --dk 8 --dv 5 --seq 1 --dtype int4"), 2, "--dv:");
   expect_clean_failure(run_qkv("lm cache-size --layers 2 --heads 2 --head-dim 4 --seq 8 --dtype int3"), 2,
                        "--dtype 'int3'");
   // The article's example, shrunk step by step.

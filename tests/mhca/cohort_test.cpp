@@ -332,6 +332,10 @@ TEST(Methylation, StructuralProblemsAreDataErrorsNamingTheFile) {
   expect_error([&] { read_methylation_table(dup_subject); }, {dup_subject, "line 3", "'s1'", "line 2"});
   const auto dup_cpg = write("meth_dup_cpg.csv", "subject_id,cg1,cg2,cg1\ns1,0.1,0.2,0.3\n");
   expect_error([&] { read_methylation_table(dup_cpg); }, {dup_cpg, "line 1", "'cg1'", "columns 2 and 4"});
+  // An id a CpG list could not hold is refused where it is read, not when a
+  // selection of it is written after RFE.
+  const auto blank_cpg = write("meth_blank_cpg.csv", "subject_id,\"cg 1\",cg2\ns1,0.1,0.2\n");
+  expect_error([&] { read_methylation_table(blank_cpg); }, {blank_cpg, "line 1", "'cg 1' (column 2)"});
   const auto no_cpgs = write("meth_no_cpgs.csv", "subject_id\ns1\n");
   expect_error([&] { read_methylation_table(no_cpgs); }, {no_cpgs, "no CpG column"});
   const auto empty = write("meth_empty.csv", "");

@@ -428,6 +428,46 @@ TEST_F(MhcaCli, CrossValidationWarnsWhereAModelPredictsOneClass) {
   EXPECT_EQ(warning.rfind("concatnet: 2 of 2 folds are degenerate, e.g. run 1 fold 1 predicts the ", 0), 0u) << warning;
   EXPECT_NE(r.output.find("warning: " + warning), std::string::npos) << r.output;
   EXPECT_NE(read_text(out + "/report.html").find("<div class=\"warn\">"), std::string::npos);
+  // --select all: every one of the table's 300 sites, as the folds see them.
+  EXPECT_EQ(summary.at("settings").at("n_features"), 300);
+  EXPECT_NE(r.output.find("selecting 300 CpG sites (all)"), std::string::npos) << r.output;
+}
+
+TEST_F(MhcaCli, ARunResumesFromAnyFolderOnTheCohortItBeganWithAlone) {
+  // The cohort's files are recorded absolute: the run resumes from another
+  // folder, its files typed relative at first.
+  const std::string dir = root_ + "/resume";
+  make_directories(dir);
+  fs::copy(cohort_, dir + "/cohort", fs::copy_options::recursive);
+  const std::string out = dir + "/run";
+  auto r = run_shell("cd " + dir + " && " + qkv_binary() +
+                     " mhca train --manifest cohort/manifest.csv --methylation cohort/methylation.csv --out run " +
+                     kNetOptions + " --model spectnet --select all --epochs 1 --lr 1e-3 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(read_json(out + "/config.json").at("data").at("manifest"),
+            fs::absolute(dir + "/cohort/manifest.csv").lexically_normal().string());
+  r = run_shell("cd / && " + std::string(qkv_binary()) + " mhca train --resume " + out + " --epochs 2 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  // A cohort changed since would be split anew, test subjects into training:
+  // refused, the run's record left as it was.
+  auto m = medical::read_manifest(dir + "/cohort/manifest.csv");
+  m.subjects.resize(m.subjects.size() - 4);
+  fs::remove(dir + "/cohort/manifest.csv");
+  medical::write_manifest(dir + "/cohort/manifest.csv", m);
+  const auto before = read_text(out + "/config.json");
+  r = run_qkv("mhca train --resume " + out + " --epochs 3");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("the cohort is not the one this run began with"), std::string::npos) << r.output;
+  EXPECT_EQ(read_text(out + "/config.json"), before);
+
+  // One subject is enough to predict (it was refused as too few to fit).
+  auto one = medical::read_manifest(manifest());
+  one.subjects.resize(1);
+  medical::write_manifest(dir + "/one.csv", one);
+  const auto single = "--manifest " + dir + "/one.csv --methylation " + methylation() + " --checkpoint " + out;
+  r = run_qkv("mhca predict " + single + " --output " + dir + "/one_pred.csv");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(count_lines(read_text(dir + "/one_pred.csv")), 2);
 }
 
 TEST_F(MhcaCli, PredictRefusesAVolumeOffTheCheckpointsGridFromItsHeader) {
@@ -483,6 +523,9 @@ TEST_F(MhcaCli, BadCohortsGetOneLineErrors) {
                        1, "cut.nii.gz");
   // An unknown model is a usage error naming it.
   expect_clean_failure(run_qkv("mhca cv " + cohort_args() + " --model resnet --out " + dir + "/cv2"), 2, "resnet");
+  // A model named twice would train and count its folds twice.
+  expect_clean_failure(run_qkv("mhca cv " + cohort_args() + " --model xgboost,spectnet,xgboost --out " + dir + "/cv2"),
+                       2, "--model xgboost is named twice");
   // A network that cannot take this cohort (mhca needs as many CpG sites as
   // SPECT tokens) is refused before any fold trains and before the folder is made.
   // (The cohort reader's note on missing beta-values comes first.)

@@ -120,5 +120,20 @@ TEST(Orientation, ACohortStoredInTwoAxisOrdersLoadsTheSameWayRoundWithReorient) 
   EXPECT_EQ(medical::load_cohort(manifest, table, true, 1, true, {5, 3, 4}, 1.0, true).size(), 2);
 }
 
+TEST(Orientation, AVolumeWhoseAffineHasNoDirectionIsNamedByItsFileAsItIsRead) {
+  const auto dir = fresh_dir("orientation_flat");
+  make_directories(dir);
+  const auto good = psl_volume();
+  auto flat = good;
+  for (int r = 0; r < 3; ++r) flat.geometry.sform[4 * r + 1] = 0;
+  medical::write_nifti(dir + "/a.nii.gz", good);
+  medical::write_nifti(dir + "/flat.nii.gz", flat);
+  write_text_file(dir + "/manifest.csv", "subject_id,label,spect\ns1,0,a.nii.gz\ns2,1,flat.nii.gz\n");
+  write_text_file(dir + "/meth.csv", "subject_id,cg1,cg2\ns1,0.1,0.2\ns2,0.3,0.4\n");
+  // Without --reorient too: its orientation is recorded and compared.
+  expect_data_error([&] { medical::load_cohort(dir + "/manifest.csv", dir + "/meth.csv", true, 1, true); },
+                    "flat.nii.gz", "has no direction");
+}
+
 }  // namespace
 }  // namespace qkv::testing

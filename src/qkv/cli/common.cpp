@@ -137,8 +137,8 @@ namespace {
 
 // An option given an empty value ("--synth-dir ''", often a shell variable
 // that was never set) is refused: an empty value would mean the option's
-// default, which leaving it out says. --prompt may be empty (generation from
-// nothing).
+// default, which leaving it out says. --prompt is left to lm generate, which
+// refuses an empty one in words of its own (it has no default to point to).
 void refuse_empty_values(const CLI::App& cmd) {
   for (const CLI::Option* opt : cmd.get_options()) {
     if (opt->count() == 0 || opt->get_expected_min() == 0 || opt->get_lnames().empty()) continue;

@@ -29,13 +29,13 @@ using parse::show;
 
 bool ends_with_tsv(const std::string& path) { return ends_with(lower(path), ".tsv"); }
 
-// Spreadsheets save CSV with a UTF-8 byte-order mark, which would otherwise
-// become part of the first header name.
-const char* skip_bom(const char* begin, const char* end) {
-  if (end - begin >= 3 && static_cast<unsigned char>(begin[0]) == 0xEF &&
-      static_cast<unsigned char>(begin[1]) == 0xBB && static_cast<unsigned char>(begin[2]) == 0xBF)
-    return begin + 3;
-  return begin;
+// What a CpG list file (one id a line, '#' comments, read_cpg_list) can
+// hold; a table's header is held to it too, so that every selection can be
+// written.
+bool fits_a_cpg_list(std::string_view id) {
+  return !id.empty() && id.front() != '#' && std::none_of(id.begin(), id.end(), [](char c) {
+    return std::isspace(static_cast<unsigned char>(c)) || c == ',' || c == ';';
+  });
 }
 
 char detect_delimiter(const char* begin, const char* end) {
@@ -227,7 +227,7 @@ namespace {
 Manifest read_manifest_unguarded(const std::string& path) {
   regular_file_size(path);
   const std::string bytes = read_text_file(path);
-  const char* begin = skip_bom(bytes.data(), bytes.data() + bytes.size());
+  const char* begin = without_byte_order_mark(bytes).data();
   const char* end = bytes.data() + bytes.size();
   Records records(begin, end, detect_delimiter(begin, end), path);
   std::vector<std::string_view> fields;
@@ -353,7 +353,7 @@ namespace {
 MethylationTable read_methylation_table_unguarded(const std::string& path) {
   regular_file_size(path);
   const std::string bytes = read_text_file(path);
-  const char* begin = skip_bom(bytes.data(), bytes.data() + bytes.size());
+  const char* begin = without_byte_order_mark(bytes).data();
   const char* end = bytes.data() + bytes.size();
   const char delim = detect_delimiter(begin, end);
   Records records(begin, end, delim, path);
@@ -371,6 +371,10 @@ MethylationTable read_methylation_table_unguarded(const std::string& path) {
     for (size_t c = 0; c < table.cpg_ids.size(); ++c) {
       const std::string& id = table.cpg_ids[c];
       if (id.empty()) fail_at(path, header_line, "column " + std::to_string(c + 2) + " has no CpG id");
+      if (!fits_a_cpg_list(id))
+        fail_at(path, header_line,
+                "CpG id " + show(id) + " (column " + std::to_string(c + 2) +
+                    ") holds a blank, ',' or ';', or starts with '#': a CpG list could not name it");
       const auto [it, fresh] = column_of.emplace(id, c);
       if (!fresh)
         fail_at(path, header_line,
@@ -516,8 +520,7 @@ MethylationTable select_cpgs(const MethylationTable& table, const std::vector<st
 std::vector<std::string> read_cpg_list(const std::string& path) {
   regular_file_size(path);
   const std::string bytes = read_text_file(path);
-  const char* begin = skip_bom(bytes.data(), bytes.data() + bytes.size());
-  const std::string_view text(begin, static_cast<size_t>(bytes.data() + bytes.size() - begin));
+  const std::string_view text = without_byte_order_mark(bytes);
   std::vector<std::string> ids;
   std::unordered_map<std::string, int64_t> line_of_id;
   int64_t line = 0;
@@ -556,10 +559,7 @@ void write_cpg_list(const std::string& path, const std::vector<std::string>& ids
   }
   std::unordered_set<std::string_view> seen;
   for (const auto& id : ids) {
-    if (id.empty() || id.front() == '#' || std::any_of(id.begin(), id.end(), [](char c) {
-          return std::isspace(static_cast<unsigned char>(c)) || c == ',' || c == ';';
-        }))
-      fail(path, "cannot write " + show(id) + " as a CpG id");
+    if (!fits_a_cpg_list(id)) fail(path, "cannot write " + show(id) + " as a CpG id");
     if (!seen.insert(id).second) fail(path, "cannot write CpG id " + show(id) + " twice");
     out += id;
     out += '\n';

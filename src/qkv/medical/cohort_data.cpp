@@ -119,7 +119,7 @@ std::string affine_difference(const medical::NiftiGeometry& a, const medical::Ni
 
 CohortData load_cohort(const std::string& manifest_path, const std::string& methylation_path, bool load_volumes,
                        int64_t threads, bool quiet, const std::vector<int64_t>& expected_grid, double max_missing,
-                       bool to_ras) {
+                       bool to_ras, int64_t min_subjects) {
   auto manifest = medical::read_manifest(manifest_path);
   auto table = medical::read_methylation_table(methylation_path);
   auto match = medical::match_cohort(manifest, table);
@@ -147,10 +147,14 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
         kept.push_back(i);
       if (share >= 0.5 && share <= max_missing) sparse.push_back(id + text);
     }
-    if (kept.size() < 2)
-      throw ConfigError("max_missing", range_number_text(max_missing) + ": leaves " + std::to_string(kept.size()) +
-                                           " of " + std::to_string(match.manifest_rows.size()) + " subjects of " +
-                                           methylation_path + "; allow a larger share of missing beta-values");
+    if (static_cast<int64_t>(kept.size()) < min_subjects) {
+      if (!dropped.empty())
+        throw ConfigError("max_missing", range_number_text(max_missing) + ": leaves " + std::to_string(kept.size()) +
+                                             " of " + std::to_string(match.manifest_rows.size()) + " subjects of " +
+                                             methylation_path + "; allow a larger share of missing beta-values");
+      throw DataError(manifest_path + ": " + counted(static_cast<int64_t>(kept.size()), "subject") +
+                      " in both it and " + methylation_path + "; fitting needs " + std::to_string(min_subjects));
+    }
     std::vector<int64_t> manifest_rows, methylation_rows;
     for (size_t i : kept) {
       manifest_rows.push_back(match.manifest_rows[i]);
@@ -218,7 +222,9 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
   std::atomic<int64_t> turned{0};
   auto read_volume = [&](const std::string& path) {
     auto v = medical::read_nifti(path);
-    if (!to_ras || medical::orientation_code(v.geometry) == "RAS") return v;
+    // Every volume's affine checked as it is read, so that one whose voxel
+    // axis has no direction is named by its file.
+    if (medical::orientation_code(v.geometry, path) == "RAS" || !to_ras) return v;
     ++turned;
     return medical::reorient_to_ras(v, path);
   };

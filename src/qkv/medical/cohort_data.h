@@ -44,7 +44,9 @@ struct CohortData {
 // file declaring a huge grid is refused by name instead of being stacked.
 // Subjects with at least half their beta-values missing are named in a
 // warning; those with a larger share than `max_missing` are left out (named
-// too), and fewer than 2 left is a UsageError naming --max-missing.
+// too). Fewer than `min_subjects` left (2 to fit anything, 1 to predict or
+// explain) is a UsageError naming --max-missing when it left some out, else
+// a DataError naming the manifest.
 // Every volume's affine is compared with the first's (1e-3 mm per entry);
 // a difference is a DataError naming both files and what differs (origin,
 // orientation code such as LPS against RAS, or spacing). With `to_ras`,
@@ -52,7 +54,7 @@ struct CohortData {
 // differ only in axis order and direction are accepted, the same way round.
 CohortData load_cohort(const std::string& manifest, const std::string& methylation, bool load_volumes, int64_t threads,
                        bool quiet = false, const std::vector<int64_t>& expected_grid = {}, double max_missing = 1.0,
-                       bool to_ras = false);
+                       bool to_ras = false, int64_t min_subjects = 2);
 
 // How volumes become model input: "global" min-max over the training
 // subjects' voxels (the paper's [0, 1] normalisation; the same two numbers

@@ -62,9 +62,9 @@ Mat4 reoriented_affine(const Mat4& m, const AxisMap& a, const std::array<int64_t
 
 }  // namespace
 
-std::string orientation_code(const NiftiGeometry& geometry) {
+std::string orientation_code(const NiftiGeometry& geometry, const std::string& source) {
   const Mat4 m = geometry.affine();
-  const AxisMap a = axis_map(m, "volume");
+  const AxisMap a = axis_map(m, source);
   static const char positive[] = {'R', 'A', 'S'}, negative[] = {'L', 'P', 'I'};
   std::string code;
   for (int c = 0; c < 3; ++c) code += a.flip[c] ? negative[a.perm[c]] : positive[a.perm[c]];

@@ -14,8 +14,9 @@ namespace qkv::medical {
 
 // The axis codes of a geometry's affine (sform, else qform, else spacing):
 // for each voxel axis the world direction it runs most along, "R"/"L",
-// "A"/"P", "S"/"I"; e.g. "RAS", "LPS", "ASR".
-std::string orientation_code(const NiftiGeometry& geometry);
+// "A"/"P", "S"/"I"; e.g. "RAS", "LPS", "ASR". An affine with a voxel axis of
+// no direction is a DataError naming `source` (the volume's file).
+std::string orientation_code(const NiftiGeometry& geometry, const std::string& source = "volume");
 
 // The volume with its axes permuted and flipped so that its orientation code
 // is "RAS" and every voxel lies where it lay (the sform and qform, where set,

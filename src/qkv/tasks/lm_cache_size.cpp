@@ -21,6 +21,7 @@ attention::KVCacheShape cache_shape(CacheSizeSettings s) {
     for (const auto& [key, given] : {std::pair<const char*, bool>{"layers", s.layers > 0},
                                      {"heads", s.heads > 0},
                                      {"kv_heads", s.kv_heads > 0},
+                                     {"head_dim", s.head_dim > 0},
                                      {"dk", s.dk > 0},
                                      {"dv", s.dv > 0}})
       if (given) throw ConfigError(key, ": the checkpoint gives it; leave it out with {checkpoint}");
@@ -53,6 +54,18 @@ attention::KVCacheShape cache_shape(CacheSizeSettings s) {
   shape.seq = s.seq;
   shape.window = s.window;
   shape.sinks = s.sinks;
+  // A head width the dtype cannot hold is said as such, not as an overflow,
+  // naming the option that gave the width (the dtype, for a checkpoint's).
+  for (const auto& [name, width] : {std::pair<const char*, int64_t>{"dk", s.dk}, {"dv", s.dv}}) {
+    try {
+      attention::head_row_bytes(shape.dtype, width);
+    } catch (const UsageError& e) {
+      throw ConfigError(!s.checkpoint.path.empty() ? "dtype"
+                        : s.head_dim > 0           ? "head_dim"
+                                                   : name,
+                        std::string(": ") + e.what());
+    }
+  }
   try {
     attention::kv_cache_bytes(shape);
   } catch (const UsageError&) {

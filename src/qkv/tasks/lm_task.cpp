@@ -112,6 +112,7 @@ TrainTask lm_train_task(std::shared_ptr<const LmTrainSettings> s) {
     if (given("task") && !data.text.empty()) throw ConfigError("task", "and {text} exclude each other");
     data.seed = r.seed;
     data.validate();
+    if (!data.text.empty()) data.text = absolute_normal_path(data.text);  // so that --resume reads it from anywhere
     if (data.is_task() && !given("select_metric")) r.train.select_metric = "exact_match";
     const auto model = lm_model(s->model.kind, s->model.transformer, s->model.hidden);
     r.model_name = model.name;

@@ -191,7 +191,7 @@ CohortPrediction predict_cohort(const CohortFiles& files, const train::Checkpoin
                         : std::vector<int64_t>{};
   auto cohort =
       medical::load_cohort(files.manifest, files.methylation, model_reads_volumes(name), at::get_num_threads(), false,
-                           grid, files.max_missing, files.reorient || recorded_reorient(config));
+                           grid, files.max_missing, files.reorient || recorded_reorient(config), 1);
   if (model_reads_volumes(name)) check_recorded_geometry(config, cohort, checkpoint, files);
   const auto rows = all_rows(cohort);
   std::vector<double> p;
@@ -238,7 +238,7 @@ CohortPrediction predict_cohort(const CohortFiles& files, const train::Checkpoin
                   std::to_string(unseen_p.size()) + " alone";
   const bool by_unseen = result.seen > 0 && !unseen_p.empty();
   for (const auto& w : train::degenerate_result_warnings(by_unseen ? result.metrics.at("unseen") : result.metrics))
-    result.warnings.push_back((result.seen > 0 ? "unseen subjects: " : "") + w);
+    result.warnings.push_back((by_unseen ? "unseen subjects: " : "") + w);
   return result;
 }
 
@@ -264,7 +264,7 @@ nlohmann::json explain_checkpoint(const CohortFiles& files, const train::Checkpo
   check_output_dir(out, "{out}", overwrite);
   auto cohort = medical::load_cohort(files.manifest, files.methylation, true, at::get_num_threads(), false,
                                      net->spect_options().volume_shape, files.max_missing,
-                                     files.reorient || recorded_reorient(config));
+                                     files.reorient || recorded_reorient(config), 1);
   check_recorded_geometry(config, cohort, checkpoint, files);
   const auto claim = claim_output_dir(out, "{out}", overwrite, {"mhca explain", {}});
   return explain_subjects(*net, cohort, prep, options, out, device);

@@ -14,6 +14,7 @@
 #include "qkv/core/interrupt.h"
 #include "qkv/core/json_file.h"
 #include "qkv/core/messages.h"
+#include "qkv/core/output_policy.h"
 #include "qkv/core/text.h"
 #include "qkv/data/folds.h"
 #include "qkv/models/mhca.h"
@@ -262,8 +263,8 @@ FoldPredictions train_network_fold(const medical::CohortData& cohort, const data
   request.command = "mhca cv";
   request.model_name = model_name;
   request.model_options = model_options;
-  request.data = {{"manifest", cohort.manifest_path},
-                  {"methylation", cohort.methylation_path},
+  request.data = {{"manifest", absolute_normal_path(cohort.manifest_path)},
+                  {"methylation", absolute_normal_path(cohort.methylation_path)},
                   {"run", fold.run + 1},
                   {"fold", fold.fold + 1},
                   {"preprocessing", prep.to_json()}};
@@ -316,8 +317,8 @@ FoldPredictions train_xgboost_fold(const medical::CohortData& cohort, const data
   request.command = "mhca cv";
   request.model_name = "xgboost";
   request.model_options = params.to_json();
-  request.data = {{"manifest", cohort.manifest_path},
-                  {"methylation", cohort.methylation_path},
+  request.data = {{"manifest", absolute_normal_path(cohort.manifest_path)},
+                  {"methylation", absolute_normal_path(cohort.methylation_path)},
                   {"run", fold.run + 1},
                   {"fold", fold.fold + 1},
                   {"preprocessing", prep.to_json()}};
@@ -348,7 +349,7 @@ int64_t check_cv_options(const medical::CohortData& cohort, const CVOptions& opt
     if (model_reads_volumes(m))
       models::find_model(m).check_parameter_limit(
           network_options(m, options.model_options, cohort.volume_shape(), fold_features), options.limits);
-  return n_features;
+  return fold_features;
 }
 
 namespace {
@@ -357,28 +358,29 @@ namespace {
 // a call with the same settings, the model list, folds and runs included, so
 // that cv_settings.json describes every fold in the folder.
 nlohmann::json cv_settings(const medical::CohortData& cohort, const CVOptions& options, int64_t n_features) {
-  nlohmann::json settings = {
-      {"models", options.models},
-      {"runs", options.runs},
-      {"folds", options.folds},
-      {"val_fraction", options.val_fraction},
-      {"selection", options.selection.mode},
-      {"n_features", n_features},
-      {"rfe_step", options.selection.rfe.step},
-      {"xgboost", options.selection.xgboost.to_json()},
-      {"normalisation", options.normalisation},
-      {"augmentation",
-       {{"fraction", options.augmentation.fraction},
-        {"max_degrees", options.augmentation.max_degrees},
-        {"noise", options.augmentation.noise},
-        {"mode", options.augmentation.mode}}},
-      {"train", options.train.to_json()},
-      {"model_options", options.model_options},
-      {"volume_shape", cohort.volume_shape()},
-      {"seed", options.seed},
-      {"recipe", options.recipe},
-      {"cohort",
-       {{"manifest", cohort.manifest_path}, {"methylation", cohort.methylation_path}, {"subjects", cohort.size()}}}};
+  nlohmann::json settings = {{"models", options.models},
+                             {"runs", options.runs},
+                             {"folds", options.folds},
+                             {"val_fraction", options.val_fraction},
+                             {"selection", options.selection.mode},
+                             {"n_features", n_features},
+                             {"rfe_step", options.selection.rfe.step},
+                             {"xgboost", options.selection.xgboost.to_json()},
+                             {"normalisation", options.normalisation},
+                             {"augmentation",
+                              {{"fraction", options.augmentation.fraction},
+                               {"max_degrees", options.augmentation.max_degrees},
+                               {"noise", options.augmentation.noise},
+                               {"mode", options.augmentation.mode}}},
+                             {"train", options.train.to_json()},
+                             {"model_options", options.model_options},
+                             {"volume_shape", cohort.volume_shape()},
+                             {"seed", options.seed},
+                             {"recipe", options.recipe},
+                             {"cohort",
+                              {{"manifest", absolute_normal_path(cohort.manifest_path)},
+                               {"methylation", absolute_normal_path(cohort.methylation_path)},
+                               {"subjects", cohort.size()}}}};
   // Recorded only when set, so that folders of earlier versions still resume.
   if (cohort.reoriented) settings["cohort"]["reorient"] = true;
   return settings;
@@ -475,7 +477,21 @@ CVResult run_cross_validation(const medical::CohortData& cohort, const CVOptions
       data::repeated_stratified_folds(cohort.labels, options.runs, options.folds, options.val_fraction, options.seed);
   make_directories(out_dir);
   const train::CVFolder folder(out_dir);
-  const auto settings = cv_settings(cohort, options, n_features);
+  auto settings = cv_settings(cohort, options, n_features);
+  {
+    // The cohort's files are recorded absolute, so that a folder continues
+    // from anywhere; a folder of an earlier version recorded them as typed,
+    // and the same files typed from the same place still continue it.
+    const std::string stored_file = out_dir + "/cv_settings.json";
+    if (fs::exists(stored_file)) {
+      const auto stored = read_json_file(stored_file);
+      auto& now = settings["cohort"];
+      for (const char* key : {"manifest", "methylation"})
+        if (stored.contains("cohort") && stored["cohort"].value(key, std::string()) != now[key] &&
+            absolute_normal_path(stored["cohort"].value(key, std::string())) == now[key])
+          now[key] = stored["cohort"][key];
+    }
+  }
   folder.claim_settings(settings);
   RunProbabilities run_probs;
   std::map<std::string, nlohmann::json> per_fold;
@@ -588,6 +604,8 @@ std::vector<std::string> resolve_cv_models(const std::vector<std::string>& reque
   std::vector<std::string> models;
   for (const auto& m : requested) {
     if (m == "all" || m == "paper") return m == "all" ? cv_model_names() : CVOptions{}.models;
+    // Each model once: a repeat would train and count its folds twice.
+    if (std::find(models.begin(), models.end(), m) != models.end()) throw ConfigError("model", m + " is named twice");
     models.push_back(m);
   }
   const auto& known = cv_model_names();

@@ -9,6 +9,7 @@
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/output_policy.h"
 #include "qkv/data/folds.h"
 #include "qkv/medical/orientation.h"
 #include "qkv/models/presets.h"
@@ -163,6 +164,9 @@ TrainTask mhca_train_task(std::shared_ptr<MhcaTrainSettings> s) {
     if (!d.selection.list_path.empty()) d.selection.mode = "list";
     d.model_options = models::parse_model_options(s->model_options);
     d.validate();
+    // Recorded absolute, so that --resume reads the same files from anywhere.
+    for (std::string* path : {&d.manifest, &d.methylation, &d.selection.list_path})
+      if (!path->empty()) *path = absolute_normal_path(*path);
     check_xgboost_is_built(d.selection, {s->model});
     r.model_name = s->model;
     // XGBoost's options are its --xgb-* settings; a network's, --model-options.
@@ -181,8 +185,18 @@ TrainTask mhca_train_task(std::shared_ptr<MhcaTrainSettings> s) {
   };
   task.load = [](train::RunRequest& r, const LoadContext&) {
     auto d = MhcaTrainData::from_json(r.data);
+    const MhcaTrainData recorded = d;  // a resumed run's split and preprocessing; empty for a new run
     const bool xgboost = !models::find_model(r.model_name).network;
     auto prepared = std::make_shared<MhcaTrainRun>(prepare_mhca_train(d, !xgboost, r.seed));
+    // A resumed run goes on with the subjects and CpG sites it began with: a
+    // cohort file changed since would split it anew, putting test subjects
+    // into training under the same weights.
+    if (!recorded.fit_subjects.empty() &&
+        (recorded.test_subjects != d.test_subjects || recorded.fit_subjects != d.fit_subjects ||
+         recorded.preprocessing != d.preprocessing))
+      throw DataError(d.manifest + ", " + d.methylation +
+                      ": the cohort is not the one this run began with (its split, CpG sites or normalisation "
+                      "differ); resume with the same files, or train a new run");
     r.data = d.to_json();
     TaskRun run;
     if (xgboost) {
