@@ -157,6 +157,9 @@ TEST(LmCacheSize, EverySizeMustBePositive) {
 TEST_F(LmCli, CacheSizeReadsTheCheckpointAndKnowsEverySpelling) {
   ASSERT_EQ(train_->status, 0) << train_->output;
   // The fixture's model: 1 layer, 2 heads of width 8, float32.
+  // A prompt that is not UTF-8 is an option's fault: exit 2, naming it.
+  expect_clean_failure(run_qkv("lm generate --checkpoint " + checkpoint() + " --prompt \"$(printf 'a\\377')\""), 2,
+                       "--prompt: not valid UTF-8 (byte offset 1)");
   const auto r = run_qkv("lm cache-size --checkpoint " + checkpoint() + " --seq 100 --json");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(nlohmann::json::parse(r.output).at("total_bytes").get<int64_t>(), 1 * 2 * 100 * (8 + 8) * 4);

@@ -281,6 +281,25 @@ TEST(MlpMemory, ReadsKeysAndValuesOffTheModel) {
       EXPECT_EQ(u.top_tokens[0].first, "z");
     }
   }
+  // Read in windows of 8 bytes, each unit's keys are the top activations
+  // over the whole text, as of the activations computed window by window.
+  o.window = 8;
+  o.contexts = 3;
+  const auto windowed = lm::inspect_mlp(*lm, text, o);
+  std::vector<at::Tensor> parts;
+  const auto tokens = data::bytes_to_tokens(text);
+  for (int64_t start = 0; start < tokens.size(0); start += 8)
+    parts.push_back(lm->mlp_activations(tokens.slice(0, start, start + 8).unsqueeze(0), 1).squeeze(0));
+  const auto all = torch::cat(parts, 0);
+  for (const auto& u : windowed) {
+    const auto column = all.select(1, u.unit);
+    const double scale = column.abs().max().item<double>() + 1e-12;
+    EXPECT_NEAR(u.mean_activation, column.mean().item<double>(), 1e-5 * scale);
+    EXPECT_NEAR(u.max_activation, column.max().item<double>(), 1e-6 * scale);
+    const auto top = std::get<0>(column.topk(3));
+    ASSERT_EQ(u.top_contexts.size(), 3u);
+    for (int64_t i = 0; i < 3; ++i) EXPECT_NEAR(u.top_contexts[i].second, top[i].item<double>(), 1e-6 * scale);
+  }
   EXPECT_THROW(lm::inspect_mlp(*lm, text, lm::MemoryOptions{5}), UsageError);
 }
 

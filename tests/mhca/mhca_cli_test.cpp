@@ -433,6 +433,44 @@ TEST_F(MhcaCli, CrossValidationWarnsWhereAModelPredictsOneClass) {
   EXPECT_NE(r.output.find("selecting 300 CpG sites (all)"), std::string::npos) << r.output;
 }
 
+TEST_F(MhcaCli, PredictScoresNewPatientsWithoutLabels) {
+  const std::string dir = root_ + "/unlabelled";
+  make_directories(dir);
+  const auto run =
+      run_qkv("mhca train " + cohort_args() + " --out " + dir + "/run --model xgboost --select all --xgb-estimators 5");
+  ASSERT_EQ(run.status, 0) << run.output;
+  // No label column at all: every subject gets P(PD), and no metric is made up.
+  auto m = medical::read_manifest(manifest());
+  std::string csv = "subject_id,spect\n";
+  for (size_t i = 0; i < 6; ++i) csv += m.subjects[i].id + "," + m.subjects[i].spect_path + "\n";
+  write_text_file(dir + "/new.csv", csv);
+  const auto files = " --methylation " + methylation() + " --checkpoint " + dir + "/run";
+  auto r = run_qkv_stderr_to("mhca predict --manifest " + dir + "/new.csv" + files + " --output " + dir + "/new_p.csv",
+                             dir + "/new.err");
+  ASSERT_EQ(r.status, 0) << r.output << read_text(dir + "/new.err");
+  const auto metrics = trailing_json(r.output);
+  EXPECT_EQ(metrics.at("labelled"), 0);
+  EXPECT_FALSE(metrics.contains("auroc"));
+  const auto rows = read_text(dir + "/new_p.csv");
+  EXPECT_EQ(count_lines(rows), 7);
+  EXPECT_NE(rows.find("\n" + m.subjects[0].id + ",,"), std::string::npos) << rows;  // an empty label cell
+  // Some labelled, some not: the metrics score the labelled alone.
+  csv = "subject_id,label,spect\n";
+  for (size_t i = 0; i < 6; ++i)
+    csv += m.subjects[i].id + "," + (i < 4 ? std::to_string(m.subjects[i].label) : "") + "," +
+           m.subjects[i].spect_path + "\n";
+  write_text_file(dir + "/mixed.csv", csv);
+  r = run_qkv_stderr_to("mhca predict --manifest " + dir + "/mixed.csv" + files + " --output " + dir + "/mixed_p.csv",
+                        dir + "/mixed.err");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(trailing_json(r.output).at("n"), 4);
+  EXPECT_NE(read_text(dir + "/mixed.err").find("metrics score the 4 labelled subjects of 6"), std::string::npos);
+  // Training still needs every label.
+  expect_clean_failure(run_qkv("mhca train --manifest " + dir + "/new.csv --methylation " + methylation() + " --out " +
+                               dir + "/run2 --model xgboost --select all"),
+                       1, "no 'label' column");
+}
+
 TEST_F(MhcaCli, ARunResumesFromAnyFolderOnTheCohortItBeganWithAlone) {
   // The cohort's files are recorded absolute: the run resumes from another
   // folder, its files typed relative at first.
@@ -542,6 +580,16 @@ TEST_F(MhcaCli, BadCohortsGetOneLineErrors) {
   expect_clean_failure(
       run_qkv("mhca explain " + cohort_args() + " --checkpoint " + manifest() + " --out " + dir + "/ex"), 2,
       "--subject");
+  // One class alone is refused before anything trains, whatever the model.
+  auto controls = good;
+  for (auto& subject : controls.subjects) subject.label = 0;
+  medical::write_manifest(dir + "/controls.csv", controls);
+  const auto one_class = run_qkv("mhca train --manifest " + dir + "/controls.csv --methylation " + methylation() +
+                                 " --model spectnet --out " + dir + "/one_class");
+  EXPECT_EQ(one_class.status, 1) << one_class.output;
+  EXPECT_NE(one_class.output.find("is labelled 0 (control); a classifier needs both classes"), std::string::npos)
+      << one_class.output;
+  EXPECT_FALSE(fs::exists(dir + "/one_class/checkpoints"));
   // Subjects in one modality only are reported, not silently dropped.
   auto extra = good;
   extra.subjects.push_back(good.subjects[0]);

@@ -362,6 +362,16 @@ TEST(Nifti, MalformedHeadersAreDataErrors) {
   put_bytes(dir + "/zero.nii", zero_size);
   expect_data_error([&] { qkv::medical::read_nifti(dir + "/zero.nii"); }, dir + "/zero.nii", "dim[2] = 0");
 
+  // vox_offset 0 (some writers leave it): nifticlib would read from byte
+  // 348, 4 bytes before where such a file's voxels are.
+  for (const float offset : {0.0f, 348.0f}) {
+    auto early = good;
+    patch<float>(early, 108, offset);
+    put_bytes(dir + "/early.nii", early);
+    expect_data_error([&] { qkv::medical::read_nifti(dir + "/early.nii"); }, dir + "/early.nii",
+                      "voxels start at byte 352 or later");
+  }
+
   const auto empty = dir + "/empty.nii";
   put_bytes(empty, {});
   expect_data_error([&] { qkv::medical::read_nifti(empty); }, empty, "truncated");

@@ -432,6 +432,7 @@ TEST(ReadPointText, MalformedFilesNameTheFile) {
       {"word.txt", "1 2 3\n1 two 3\n", "non-numeric"},
       {"empty.txt", "\n\n", "empty cloud"},
       {"typo.txt", "1 2 3a\n", "non-numeric"},
+      {"semicolons.csv", "1;2;3\n", "';' separates nothing here"},
       {"no_z.csv", "x,y,intensity\n1,2,3\n", "names no z column"},
       {"twice.csv", "x,y,z,X\n1,2,3,4\n", "names column 'X' twice"},
       {"half_normal.csv", "x,y,z,nx,ny\n1,2,3,0,0\n", "not all three"},

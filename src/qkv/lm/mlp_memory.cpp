@@ -33,15 +33,29 @@ std::vector<MemoryUnit> inspect_mlp(models::TransformerLM& model, const std::str
   const auto tokens = data::bytes_to_tokens(text);
   const int64_t n = tokens.size(0);
 
-  // Activations of every position, window by window (positions restart at 0
-  // in each window, as in training).
-  std::vector<at::Tensor> parts;
+  // Window by window (positions restart at 0 in each, as in training), each
+  // unit's running sum, maximum and top `contexts` activations with their
+  // positions: memory of a window and those few rows, whatever the text's
+  // length (every position's activations, [n, hidden] twice, took about 2 KB
+  // a byte of text).
+  const int64_t keep = std::min(o.contexts, n);
+  at::Tensor sum = torch::zeros({hidden}, torch::kDouble), max, top_values, top_positions;
   for (int64_t start = 0; start < n; start += o.window) {
-    auto w = tokens.slice(0, start, std::min(n, start + o.window)).unsqueeze(0).to(device);
-    parts.push_back(model.mlp_activations(w, o.layer).squeeze(0).to(torch::kCPU, torch::kFloat));
+    const auto w = tokens.slice(0, start, std::min(n, start + o.window)).unsqueeze(0).to(device);
+    const auto act = model.mlp_activations(w, o.layer).squeeze(0).to(torch::kCPU, torch::kFloat);  // [w, hidden]
+    sum += act.sum(0, false, torch::kDouble);
+    const auto window_max = std::get<0>(act.max(0));
+    max = max.defined() ? torch::maximum(max, window_max) : window_max;
+    // Unit-major [hidden, k + w], so that topk runs along contiguous rows.
+    const auto by_unit = act.t().contiguous();
+    auto positions = torch::arange(start, start + act.size(0), torch::kLong).unsqueeze(0).expand_as(by_unit);
+    const auto values = top_values.defined() ? torch::cat({top_values, by_unit}, 1) : by_unit;
+    positions = top_positions.defined() ? torch::cat({top_positions, positions}, 1) : positions;
+    const auto [best, columns] = values.topk(std::min(keep, values.size(1)), 1);
+    top_values = best;
+    top_positions = positions.gather(1, columns);
   }
-  const auto act = torch::cat(parts, 0);  // [n, hidden]
-  const auto mean = act.mean(0), max = std::get<0>(act.max(0));
+  const auto mean = (sum / static_cast<double>(n)).to(torch::kFloat);
   const int64_t units = std::min(o.units, hidden);
   const auto ranked = std::get<1>(mean.topk(units));
 
@@ -56,15 +70,13 @@ std::vector<MemoryUnit> inspect_mlp(models::TransformerLM& model, const std::str
     u.unit = ranked[r].item<int64_t>();
     u.mean_activation = mean[u.unit].item<double>();
     u.max_activation = max[u.unit].item<double>();
-    const auto column = act.select(1, u.unit);
-    const auto top = column.topk(std::min(o.contexts, n));
-    for (int64_t i = 0; i < std::get<1>(top).size(0); ++i) {
-      const int64_t pos = std::get<1>(top)[i].item<int64_t>();
+    for (int64_t i = 0; i < keep; ++i) {
+      const int64_t pos = top_positions[u.unit][i].item<int64_t>();
       const int64_t from = std::max<int64_t>(0, pos - o.context_bytes + 1);
       std::string shown;
       for (int64_t p = from; p <= pos; ++p)
         shown += printable_byte(static_cast<unsigned char>(text[static_cast<size_t>(p)]));
-      u.top_contexts.emplace_back(shown, std::get<0>(top)[i].item<double>());
+      u.top_contexts.emplace_back(shown, top_values[u.unit][i].item<double>());
     }
     const auto promoted = value_logits.select(1, u.unit).topk(std::min(o.tokens, mo.vocab));
     for (int64_t i = 0; i < o.tokens && i < mo.vocab; ++i)

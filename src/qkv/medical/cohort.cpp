@@ -224,7 +224,7 @@ std::string plural(size_t n, const std::string& one, const std::string& many) {
 
 namespace {
 
-Manifest read_manifest_unguarded(const std::string& path) {
+Manifest read_manifest_unguarded(const std::string& path, bool labels_optional) {
   regular_file_size(path);
   const std::string bytes = read_text_file(path);
   const char* begin = without_byte_order_mark(bytes).data();
@@ -250,7 +250,7 @@ Manifest read_manifest_unguarded(const std::string& path) {
     if (key == "spect") spect_col = static_cast<int64_t>(c);
   }
   for (const auto& [col, name] : {std::pair{id_col, "subject_id"}, {label_col, "label"}, {spect_col, "spect"}})
-    if (col < 0) {
+    if (col < 0 && !(labels_optional && std::string_view(name) == "label")) {
       std::string header;
       for (const auto& n : names) header += (header.empty() ? "" : ", ") + n;
       fail_at(path, header_line, std::string("no '") + name + "' column (the header has: " + header + ")");
@@ -271,8 +271,12 @@ Manifest read_manifest_unguarded(const std::string& path) {
     const auto [it, fresh] = line_of_id.emplace(subject.id, line);
     if (!fresh)
       fail_at(path, line, "subject " + show(subject.id) + " is already listed on line " + std::to_string(it->second));
-    subject.label = parse_label(fields[label_col]);
-    if (subject.label < 0) fail_at(path, line, label_text(fields[label_col]));
+    if (label_col < 0 || (labels_optional && is_missing(fields[label_col]))) {
+      subject.label = kUnlabelled;
+    } else {
+      subject.label = parse_label(fields[label_col]);
+      if (subject.label < 0) fail_at(path, line, label_text(fields[label_col]));
+    }
     const std::string spect(fields[spect_col]);
     if (spect.empty()) fail_at(path, line, "empty spect path for subject " + show(subject.id));
     const fs::path spect_path(spect);
@@ -292,8 +296,8 @@ Manifest read_manifest_unguarded(const std::string& path) {
 
 }  // namespace
 
-Manifest read_manifest(const std::string& path) {
-  return guard_memory(path, "a manifest", [&] { return read_manifest_unguarded(path); });
+Manifest read_manifest(const std::string& path, bool labels_optional) {
+  return guard_memory(path, "a manifest", [&] { return read_manifest_unguarded(path, labels_optional); });
 }
 
 void write_manifest(const std::string& path, const Manifest& manifest) {

@@ -28,9 +28,12 @@
 
 namespace qkv::medical {
 
+// A subject whose diagnosis is not known: a new patient to predict for.
+constexpr int64_t kUnlabelled = -1;
+
 struct CohortSubject {
   std::string id;
-  int64_t label = 0;       // 0 healthy control, 1 Parkinson's disease
+  int64_t label = 0;       // 0 healthy control, 1 Parkinson's disease, kUnlabelled (prediction alone)
   std::string spect_path;  // as read_manifest resolved it; see there
   // Covariate columns by header name as written; an empty cell is absent here.
   std::map<std::string, std::string> covariates;
@@ -47,7 +50,9 @@ struct Manifest {
 // kept as written. Throws DataError for a missing or empty file, no subject
 // rows, a missing or duplicate column, a row with the wrong number of fields,
 // an empty subject id or spect cell, an unknown label, or a repeated subject id.
-Manifest read_manifest(const std::string& path);
+// With `labels_optional` (prediction), the label column may be left out and
+// a label cell empty or NA: that subject is kUnlabelled.
+Manifest read_manifest(const std::string& path, bool labels_optional = false);
 
 // Writes subject_id,label,spect then the covariate columns (the union of all
 // subjects' names, sorted), quoting fields where CSV needs it; a TSV when the

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <unordered_map>
 
@@ -119,8 +120,9 @@ std::string affine_difference(const medical::NiftiGeometry& a, const medical::Ni
 
 CohortData load_cohort(const std::string& manifest_path, const std::string& methylation_path, bool load_volumes,
                        int64_t threads, bool quiet, const std::vector<int64_t>& expected_grid, double max_missing,
-                       bool to_ras, int64_t min_subjects) {
-  auto manifest = medical::read_manifest(manifest_path);
+                       bool to_ras, CohortUse use) {
+  auto manifest = medical::read_manifest(manifest_path, use == CohortUse::Predict);
+  const int64_t min_subjects = use == CohortUse::Fit ? 2 : 1;
   auto table = medical::read_methylation_table(methylation_path);
   auto match = medical::match_cohort(manifest, table);
   CohortData c;
@@ -179,6 +181,12 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
     c.spect_paths.push_back(s.spect_path);
     ids.push_back(s.id);
   }
+  // A classifier learns nothing from one class (select and XGBoost refused
+  // it each in its own words, a network trained on and said little).
+  if (use == CohortUse::Fit &&
+      std::adjacent_find(c.labels.begin(), c.labels.end(), std::not_equal_to<>()) == c.labels.end())
+    throw DataError(manifest_path + ": every subject it shares with " + methylation_path + " is labelled " +
+                    (c.labels.front() == 1 ? "1 (PD)" : "0 (control)") + "; a classifier needs both classes");
   c.methylation.path = table.path;
   c.methylation.cpg_ids = table.cpg_ids;
   c.methylation.subject_ids = ids;

@@ -44,17 +44,21 @@ struct CohortData {
 // file declaring a huge grid is refused by name instead of being stacked.
 // Subjects with at least half their beta-values missing are named in a
 // warning; those with a larger share than `max_missing` are left out (named
-// too). Fewer than `min_subjects` left (2 to fit anything, 1 to predict or
-// explain) is a UsageError naming --max-missing when it left some out, else
-// a DataError naming the manifest.
+// too). Fewer left than `use` needs (2 to fit, 1 to predict or explain) is a
+// UsageError naming --max-missing when it left some out, else a DataError
+// naming the manifest. To predict, labels may be left out (kUnlabelled).
 // Every volume's affine is compared with the first's (1e-3 mm per entry);
 // a difference is a DataError naming both files and what differs (origin,
 // orientation code such as LPS against RAS, or spacing). With `to_ras`,
 // each volume is first turned to RAS+ (orientation.h), so that volumes that
 // differ only in axis order and direction are accepted, the same way round.
+// What a cohort is loaded for: fitting a model needs labels and 2 subjects;
+// predicting and explaining take one subject, labelled or not.
+enum class CohortUse { Fit, Predict };
+
 CohortData load_cohort(const std::string& manifest, const std::string& methylation, bool load_volumes, int64_t threads,
                        bool quiet = false, const std::vector<int64_t>& expected_grid = {}, double max_missing = 1.0,
-                       bool to_ras = false, int64_t min_subjects = 2);
+                       bool to_ras = false, CohortUse use = CohortUse::Fit);
 
 // How volumes become model input: "global" min-max over the training
 // subjects' voxels (the paper's [0, 1] normalisation; the same two numbers

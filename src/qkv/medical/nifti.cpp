@@ -200,6 +200,15 @@ RawHeader check_header(const std::string& path) {
     throw DataError(path + ": bad vox_offset " + std::to_string(vox_offset));
   }
   raw.vox_offset = static_cast<int64_t>(vox_offset);
+  // In a .nii the voxels follow the header and its 4-byte extension flag. A
+  // smaller offset (0, which some writers leave) says nothing sure of where
+  // they are: nifticlib reads them from the header's end, 4 bytes early for
+  // a file laid out as usual, so the volume would come out shifted.
+  const int64_t first_voxel_byte = static_cast<int64_t>(header_size) + 4;
+  if (raw.single_file && raw.vox_offset < first_voxel_byte)
+    throw DataError(path + ": bad vox_offset " + std::to_string(raw.vox_offset) + ": a single-file NIfTI-" +
+                    std::to_string(raw.version) + "'s voxels start at byte " + std::to_string(first_voxel_byte) +
+                    " or later (the header and its extension flag); the writer left the header wrong");
   if (raw.single_file && !raw.gzipped && raw.vox_offset > raw.file_size) {
     throw DataError(path + ": bad vox_offset " + std::to_string(raw.vox_offset) + ": beyond the file's " +
                     std::to_string(raw.file_size) + " bytes");

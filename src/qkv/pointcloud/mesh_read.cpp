@@ -792,6 +792,10 @@ Mesh parse_point_text(const std::string& path, std::string_view text, int64_t ma
     split(line, tok, true);
     if (columns.count == 0) {
       first_line = lines.line();
+      // A European spreadsheet's CSV: ';' between fields, ',' in numbers.
+      if (line.find(';') != std::string_view::npos)
+        fail_at(path, first_line,
+                "';' separates nothing here: save the file with commas or blanks between values and decimal points");
       double ignored = 0;
       // A header holds no number: a data line with a typo ("1 2 3a") is
       // named as a bad value, not taken for column names.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "qkv/core/atomic_file.h"
@@ -257,6 +258,24 @@ SynthCohortSummary write_synth_cohort(const std::string& out_dir, const SynthCoh
     fill_methylation_row(meth, subjects[row], row, options, table.values.data() + row * options.cpg);
   });
 
+  // The oracle check needs no volume: made before anything is written, so
+  // that a cohort too small for its folds leaves no half-written folder.
+  std::optional<OracleCheck> oracle;
+  if (options.cross_modal_sites > 0) {
+    int64_t smallest_class = options.subjects;
+    for (const int64_t label : {0, 1})
+      smallest_class = std::min<int64_t>(
+          smallest_class,
+          std::count_if(subjects.begin(), subjects.end(), [&](const Subject& s) { return s.label == label; }));
+    const int64_t folds = OracleCheck{}.folds;
+    if (smallest_class < folds)
+      throw ConfigError("cross_modal_sites",
+                        ": its oracle check is " + std::to_string(folds) + "-fold cross validation, which needs " +
+                            std::to_string(folds) + " subjects of each class; {subjects} " +
+                            std::to_string(options.subjects) + " gives " + std::to_string(smallest_class) + " of one");
+    oracle = cross_modal_oracle(subjects, meth, table, options.seed);
+  }
+
   make_directories(join(out_dir, "spect"));
   SynthCohortSummary summary;
   summary.subjects = options.subjects;
@@ -292,9 +311,8 @@ SynthCohortSummary write_synth_cohort(const std::string& out_dir, const SynthCoh
     const std::string cross_path = join(out_dir, "cross_modal_mask.nii.gz");
     medical::write_nifti(cross_path, cross_modal_mask(anatomy, plan));
     summary.files.push_back(cross_path);
-    const auto check = cross_modal_oracle(subjects, meth, table, options.seed);
-    summary.oracle = check.to_json();
-    summary.oracle_check = check.describe();
+    summary.oracle = oracle->to_json();
+    summary.oracle_check = oracle->describe();
   }
 
   const std::string methylation_path = join(out_dir, "methylation.csv");

@@ -177,7 +177,11 @@ nlohmann::json evaluate_lm_run(const train::CheckpointFile& checkpoint, const st
 nlohmann::json generate_text(const GenerateSettings& s, uint64_t seed, const c10::Device& device,
                              const std::function<bool(int64_t token)>& on_token) {
   if (s.prompt.empty()) throw ConfigError("prompt", "must not be empty");
-  data::check_utf8(s.prompt, "{prompt}");
+  try {
+    data::check_utf8(s.prompt, "{prompt}");
+  } catch (const DataError& e) {
+    throw UsageError(e.what());  // an option's value, not a file: exit 2
+  }
   auto gen = s.gen;
   if (!s.cache_dtype.empty()) gen.cache_dtype = attention::parse_cache_dtype(s.cache_dtype, "{cache_dtype}");
   gen.use_cache = !s.no_cache;

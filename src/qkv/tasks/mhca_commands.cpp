@@ -189,9 +189,9 @@ CohortPrediction predict_cohort(const CohortFiles& files, const train::Checkpoin
   const auto grid = model_json.contains("options")
                         ? model_json.at("options").value("volume_shape", std::vector<int64_t>{})
                         : std::vector<int64_t>{};
-  auto cohort =
-      medical::load_cohort(files.manifest, files.methylation, model_reads_volumes(name), at::get_num_threads(), false,
-                           grid, files.max_missing, files.reorient || recorded_reorient(config), 1);
+  auto cohort = medical::load_cohort(files.manifest, files.methylation, model_reads_volumes(name),
+                                     at::get_num_threads(), false, grid, files.max_missing,
+                                     files.reorient || recorded_reorient(config), medical::CohortUse::Predict);
   if (model_reads_volumes(name)) check_recorded_geometry(config, cohort, checkpoint, files);
   const auto rows = all_rows(cohort);
   std::vector<double> p;
@@ -207,35 +207,54 @@ CohortPrediction predict_cohort(const CohortFiles& files, const train::Checkpoin
   std::set<std::string> fit;
   if (config.contains("data") && config.at("data").contains("fit_subjects"))
     for (const auto& id : config.at("data").at("fit_subjects")) fit.insert(id.get<std::string>());
+  // Metrics score the labelled subjects alone; an unlabelled one (a new
+  // patient) gets its probability and an empty label cell.
   std::string csv = "subject_id,label,p_pd,predicted,seen_in_training\n";
-  std::vector<double> unseen_p;
-  std::vector<int64_t> unseen_labels;
+  std::vector<double> labelled_p, unseen_p;
+  std::vector<int64_t> labelled, unseen_labels;
+  int64_t seen_count = 0;
   for (int64_t i = 0; i < cohort.size(); ++i) {
     char prob[32];
     std::snprintf(prob, sizeof prob, "%.6f", p[i]);
     const bool seen = fit.count(cohort.subject_ids[i]) > 0;
-    csv += cohort.subject_ids[i] + "," + std::to_string(cohort.labels[i]) + "," + prob + "," +
-           (p[i] >= 0.5 ? "1" : "0") + "," + (seen ? "1" : "0") + "\n";
+    const int64_t label = cohort.labels[i];
+    csv += cohort.subject_ids[i] + "," + (label == medical::kUnlabelled ? "" : std::to_string(label)) + "," + prob +
+           "," + (p[i] >= 0.5 ? "1" : "0") + "," + (seen ? "1" : "0") + "\n";
+    seen_count += seen;
+    if (label == medical::kUnlabelled) continue;
+    labelled_p.push_back(p[i]);
+    labelled.push_back(label);
     if (!seen) {
       unseen_p.push_back(p[i]);
-      unseen_labels.push_back(cohort.labels[i]);
+      unseen_labels.push_back(label);
     }
   }
   const auto claim = claim_output_file(output, "{output}", overwrite, {"mhca predict", {}});
   write_file_atomic(output, csv);
   CohortPrediction result;
   result.subjects = cohort.size();
-  result.seen = cohort.size() - static_cast<int64_t>(unseen_p.size());
-  result.metrics = binary_metrics(p, cohort.labels);
+  result.seen = seen_count;
+  if (labelled.empty()) {
+    result.metrics = {{"model", name}, {"n", cohort.size()}, {"labelled", 0}, {"seen_in_training", result.seen}};
+    result.note = "note: no subject is labelled: P(PD) alone, no metrics";
+    return result;
+  }
+  result.metrics = binary_metrics(labelled_p, labelled);
+  if (static_cast<int64_t>(labelled.size()) < cohort.size()) {
+    result.metrics["labelled"] = labelled.size();
+    result.note = "note: metrics score the " + std::to_string(labelled.size()) + " labelled subjects of " +
+                  std::to_string(cohort.size());
+  }
   result.metrics["model"] = name;
   result.metrics["seen_in_training"] = result.seen;
   if (result.seen > 0)
     result.metrics["unseen"] = unseen_p.empty() ? nlohmann::json(nullptr) : binary_metrics(unseen_p, unseen_labels);
   if (result.seen > 0)
-    result.note = "note: " + std::to_string(result.seen) + " of " + std::to_string(result.subjects) +
-                  " subjects trained or validated this checkpoint; their predictions flatter it: \"unseen\" scores "
-                  "the other " +
-                  std::to_string(unseen_p.size()) + " alone";
+    result.note += std::string(result.note.empty() ? "" : "\n") + "note: " + std::to_string(result.seen) + " of " +
+                   std::to_string(result.subjects) +
+                   " subjects trained or validated this checkpoint; their predictions flatter it: \"unseen\" scores "
+                   "the other " +
+                   std::to_string(unseen_p.size()) + " alone";
   const bool by_unseen = result.seen > 0 && !unseen_p.empty();
   for (const auto& w : train::degenerate_result_warnings(by_unseen ? result.metrics.at("unseen") : result.metrics))
     result.warnings.push_back((by_unseen ? "unseen subjects: " : "") + w);
@@ -264,7 +283,7 @@ nlohmann::json explain_checkpoint(const CohortFiles& files, const train::Checkpo
   check_output_dir(out, "{out}", overwrite);
   auto cohort = medical::load_cohort(files.manifest, files.methylation, true, at::get_num_threads(), false,
                                      net->spect_options().volume_shape, files.max_missing,
-                                     files.reorient || recorded_reorient(config), 1);
+                                     files.reorient || recorded_reorient(config), medical::CohortUse::Predict);
   check_recorded_geometry(config, cohort, checkpoint, files);
   const auto claim = claim_output_dir(out, "{out}", overwrite, {"mhca explain", {}});
   return explain_subjects(*net, cohort, prep, options, out, device);

@@ -494,7 +494,7 @@ nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::
   auto cpg_sum = torch::zeros({F}, torch::kDouble);
   auto map_sum = torch::zeros({encoder.volume_shape[0], encoder.volume_shape[1], encoder.volume_shape[2]});
   nlohmann::json subjects = nlohmann::json::array();
-  std::vector<double> fraction_pd, fraction_control;
+  std::vector<double> fraction_pd, fraction_control, fraction_all;  // _all: unlabelled subjects too
   // Per subject, on a terminal; stdout carries the result.
   train::ProgressBar bar("explain", static_cast<int64_t>(rows.size()),
                          rows.size() > 1 && train::ProgressBar::stderr_is_terminal());
@@ -514,7 +514,11 @@ nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::
     const double p_pd = ex.log_probs[0][1].exp().item<double>();
     for (auto& [kind, score] : token_scores) score.add(alpha_v, alpha_q);
     const auto peak_voxel = peak_voxel_in(map, brain_mask(cohort.volumes[r]));
-    nlohmann::json s = {{"subject_id", id}, {"label", cohort.labels[r]}, {"p_pd", p_pd}, {"peak_voxel", peak_voxel}};
+    const int64_t label = cohort.labels[r];
+    nlohmann::json s = {{"subject_id", id},
+                        {"label", label == medical::kUnlabelled ? nlohmann::json(nullptr) : nlohmann::json(label)},
+                        {"p_pd", p_pd},
+                        {"peak_voxel", peak_voxel}};
     if (!pairs.empty()) {
       auto per_site = alpha_v.mean(0).to(torch::kDouble);  // [F, T]
       for (auto& pair : pairs) {
@@ -534,7 +538,8 @@ nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::
     if (mask.defined()) {
       const double fraction = (map * mask).sum().item<double>() / map.sum().item<double>();
       s["striatal_attention_fraction"] = fraction;
-      (cohort.labels[r] == 1 ? fraction_pd : fraction_control).push_back(fraction);
+      fraction_all.push_back(fraction);
+      if (label != medical::kUnlabelled) (label == 1 ? fraction_pd : fraction_control).push_back(fraction);
     }
     if (options.write_per_subject) {
       const std::string dir = out_dir + "/" + id;
@@ -590,8 +595,7 @@ nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::
       return v.empty() ? NAN : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
     };
     const double volume_fraction = mask.mean().item<double>();
-    std::vector<double> all = fraction_pd;
-    all.insert(all.end(), fraction_control.begin(), fraction_control.end());
+    const auto& all = fraction_all;
     result["spect"] = {
         {"striatum_mask", mask_path},
         {"striatal_attention_fraction", mean(all)},
