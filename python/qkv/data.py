@@ -21,8 +21,8 @@ _data = _qkv.data
 def read_shape(path):
     """A shape file (.off .ply .obj .stl .pcd .txt .xyz .csv) -> {"vertices" [V, 3] float32, "origin" [3] float64,
     "faces" [F, 3] int64 or None, "normals" [V, 3] or None}. The file's coordinates are vertices + origin: a shape
-    far from 0 (a georeferenced scan) is kept relative to an origin near its first point, whose detail float32 would
-    lose; zeros for a shape within 512 of 0. A malformed file is a qkv.DataError naming it."""
+    far from 0 (a georeferenced scan) is kept relative to an origin near its centre, whose detail float32 would
+    lose; zeros for a shape near 0. A malformed file is a qkv.DataError naming it."""
     return _data.read_shape(str(path))
 
 

@@ -387,8 +387,15 @@ TEST(ReadShapeFile, AScanFarFromZeroKeepsItsDetailRelativeToItsOrigin) {
                                       "FIELDS x y z\nSIZE 8 8 8\nTYPE F F F\nCOUNT 1 1 1\nPOINTS 2\n"
                                       "DATA ascii\n" +
                                           points)));
-  // A shape near 0 keeps origin 0 and the floats it had.
+  // A shape near 0 keeps origin 0 and the floats it had, and so does one
+  // that spans from 0 to far away (an outlier first or last).
   EXPECT_FALSE(read_shape_file(write("near.xyz", "511 -511 3\n")).has_origin());
+  const auto spans = read_shape_file(write("spans.xyz", "1e7 0 0\n0.001 0.002 0.003\n1.001 2.002 3.003\n"));
+  EXPECT_FALSE(spans.has_origin());
+  EXPECT_EQ(spans.vertices[1], (Vec3{0.001f, 0.002f, 0.003f}));
+  // Coordinates near the float limit on both sides stay finite.
+  const auto wide = read_shape_file(write("wide.xyz", "3e38 0 0\n-3e38 0 0\n0 1 0\n"));
+  for (const auto& v : wide.vertices) EXPECT_TRUE(std::isfinite(v[0]));
   // Written back (a labelled scan), the PLY holds the file's own coordinates as double.
   Mesh far = read_shape_file(write("far.xyz", points));
   for (const bool binary : {false, true}) {
@@ -409,6 +416,13 @@ TEST(ReadPly, ColoursOfAnyTypeAreBytes) {
   ASSERT_EQ(m.colors.size(), 2u);
   EXPECT_EQ(m.colors[0], (std::array<uint8_t, 3>{255, 255, 7}));
   EXPECT_EQ(m.colors[1], (std::array<uint8_t, 3>{128, 1, 255}));
+  // Floats and 32-bit integers holding 0..255 are bytes already.
+  const auto bytes = read_ply(write("colours255.ply",
+                                    "ply\nformat ascii 1.0\nelement vertex 2\nproperty float x\nproperty float y\n"
+                                    "property float z\nproperty float red\nproperty int green\nproperty short blue\n"
+                                    "end_header\n0 0 0 200 30 255\n1 0 0 0.5 0 12\n"));
+  EXPECT_EQ(bytes.colors[0], (std::array<uint8_t, 3>{200, 30, 255}));
+  EXPECT_EQ(bytes.colors[1], (std::array<uint8_t, 3>{1, 0, 12}));
 }
 
 TEST(ReadPly, ANonFiniteNormalIsNamedWithItsVertex) {

@@ -46,23 +46,35 @@ models::ModelPtr small_segmenter() {
   return model;
 }
 
+// The task's data settings as a synthetic run records them (the up axis
+// resolved); `num_points` the run's points, 0 for the task's default.
+tasks::PartSegData synthetic_run_data(int64_t num_points = 0) {
+  tasks::PartSegData data;
+  data.source = "synthetic";
+  data.view.up_axis = 1;
+  if (num_points > 0) data.view.num_points = num_points;
+  return data;
+}
+
+void expect_parts_of(const pc::PartCategory& cat, const std::vector<int64_t>& labels) {
+  for (const auto label : labels) {
+    EXPECT_GE(label, cat.first_part);
+    EXPECT_LT(label, cat.first_part + cat.parts);
+  }
+}
+
 TEST(PredictParts, EveryPointGetsOneOfItsClasssPartsScoredAgainstTheFile) {
   const auto dir = fresh_dir("tasks_predict_parts");
   const auto file = one_table_file(dir);
   ASSERT_FALSE(file.empty());
-  tasks::PartSegData data;  // the task's defaults, as a run records them: the up axis resolved
-  data.source = "synthetic";
-  data.view.up_axis = 1;
+  const auto data = synthetic_run_data();
   torch::manual_seed(0);
   auto model = small_segmenter();
   const int64_t table = pc::find_part_category("Table", "class");
   const auto& cat = pc::shapenet_part_categories()[static_cast<size_t>(table)];
   const auto p = tasks::predict_parts(*model, data, file, table, pc::Rotation::None, 1, torch::kCPU);
   ASSERT_EQ(p.labels.size(), 300u);  // a labelled cloud: every point, none resampled
-  for (const auto label : p.labels) {
-    EXPECT_GE(label, cat.first_part);
-    EXPECT_LT(label, cat.first_part + cat.parts);
-  }
+  expect_parts_of(cat, p.labels);
   EXPECT_EQ(std::accumulate(p.per_part.begin(), p.per_part.end(), int64_t{0}), 300);
   EXPECT_EQ(p.cloud.vertices.size(), 300u);
   // Written in the file's own coordinates, not the centred, scaled view.
@@ -118,10 +130,7 @@ TEST(PredictParts, ACloudLargerThanTheRunsPointsIsLabelledWholeByVotesAndStaysIn
   const auto dir = fresh_dir("tasks_predict_votes");
   const auto file = one_table_file(dir);
   ASSERT_FALSE(file.empty());
-  tasks::PartSegData data;
-  data.source = "synthetic";
-  data.view.up_axis = 1;
-  data.view.num_points = 300;
+  const auto data = synthetic_run_data(300);
   torch::manual_seed(0);
   auto model = small_segmenter();
   const int64_t table = pc::find_part_category("Table", "class");
@@ -131,10 +140,7 @@ TEST(PredictParts, ACloudLargerThanTheRunsPointsIsLabelledWholeByVotesAndStaysIn
   const auto turned_file = dense_copy(file, dir + "/turned.txt", 10, q);
   const auto p = tasks::predict_parts(*model, data, plain, table, pc::Rotation::None, 4, torch::kCPU, 3);
   ASSERT_EQ(p.labels.size(), 3000u);
-  for (const auto label : p.labels) {
-    EXPECT_GE(label, cat.first_part);
-    EXPECT_LT(label, cat.first_part + cat.parts);
-  }
+  expect_parts_of(cat, p.labels);
   EXPECT_EQ(p.report.at("votes").at("samplings"), 3);
   EXPECT_EQ(p.report.at("votes").at("points_each"), 300);
   const int64_t sampled = p.report.at("votes").at("points_sampled");
@@ -158,20 +164,14 @@ TEST(PredictParts, ACloudOfFewerPointsThanTheModelsNeighboursIsLabelled) {
   fs::create_directories(dir);
   const auto file = dir + "/five.xyz";
   std::ofstream(file) << "0 0 0\n1 0 0\n0 1 0\n0 0 1\n0.5 0.5 0.5\n";
-  tasks::PartSegData data;
-  data.source = "synthetic";
-  data.view.up_axis = 1;
-  data.view.num_points = 64;
+  const auto data = synthetic_run_data(64);
   torch::manual_seed(0);
   auto model = small_segmenter();
   const int64_t table = pc::find_part_category("Table", "class");
   const auto& cat = pc::shapenet_part_categories()[static_cast<size_t>(table)];
   const auto p = tasks::predict_parts(*model, data, file, table, pc::Rotation::None, 1, torch::kCPU);
   ASSERT_EQ(p.labels.size(), 5u);
-  for (const auto label : p.labels) {
-    EXPECT_GE(label, cat.first_part);
-    EXPECT_LT(label, cat.first_part + cat.parts);
-  }
+  expect_parts_of(cat, p.labels);
   EXPECT_EQ(p.cloud.vertices[3], (pc::Vec3{0, 0, 1}));
   fs::remove_all(dir);
 }

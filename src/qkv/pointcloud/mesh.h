@@ -34,7 +34,7 @@ struct Mesh {
   // Where `vertices` are measured from: the file's coordinates are vertices +
   // origin. A georeferenced scan (UTM metres in the millions) would lose its
   // detail as float32 (steps of 0.5 at 4.5e6), so readers keep it relative
-  // to an origin near its first point; (0, 0, 0) for a shape near 0.
+  // to an origin near its centre; (0, 0, 0) for a shape near 0.
   std::array<double, 3> origin{0, 0, 0};
 
   bool has_normals() const { return !normals.empty(); }

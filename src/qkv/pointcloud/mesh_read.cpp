@@ -124,29 +124,50 @@ float coordinate(const std::string& path, int64_t line, std::string_view tok) {
   return static_cast<float>(finite_value(path, line, tok));
 }
 
-// Positions relative to Mesh::origin: the first point's coordinates rounded
-// to multiples of 1024 (our choice: a shape within 512 of 0 keeps origin 0
-// and exactly the floats it had), so that a point kilometres from 0 keeps
-// its millimetres. The difference is taken in double, then stored as float.
+// Positions relative to Mesh::origin, which keeps a georeferenced scan's
+// detail (UTM metres: float32 steps of 0.5 at 4.5e6). Readers push each
+// vertex as this returns it, and call finish() once all are read: the exact
+// values are kept aside in double until then, when, per axis, the origin is
+// the bounding box's centre rounded to a multiple of 1024 if the box lies
+// farther from 0 than its own size, else 0 (our choice: a shape near 0, or
+// one that spans from 0 to far away, keeps exactly the floats it had), and
+// every vertex is made again relative to it.
 class RelativePositions {
  public:
   explicit RelativePositions(Mesh& mesh) : mesh_(mesh) {}
   Vec3 operator()(double x, double y, double z) {
-    if (!started_) {
-      started_ = true;
-      mesh_.origin = {rounded(x), rounded(y), rounded(z)};
+    const std::array<double, 3> v{x, y, z};
+    for (size_t c = 0; c < 3; ++c) {
+      low_[c] = std::min(low_[c], v[c]);
+      high_[c] = std::max(high_[c], v[c]);
     }
-    const auto& o = mesh_.origin;
-    return {static_cast<float>(x - o[0]), static_cast<float>(y - o[1]), static_cast<float>(z - o[2])};
+    exact_.push_back(v);
+    return {static_cast<float>(x), static_cast<float>(y), static_cast<float>(z)};
   }
+  // Values read in file order (x, then y, then z), so that the first bad one is named.
   Vec3 operator()(const std::string& path, int64_t line, std::string_view x, std::string_view y, std::string_view z) {
-    return (*this)(finite_value(path, line, x), finite_value(path, line, y), finite_value(path, line, z));
+    const double vx = finite_value(path, line, x);
+    const double vy = finite_value(path, line, y);
+    const double vz = finite_value(path, line, z);
+    return (*this)(vx, vy, vz);
+  }
+  void finish() {
+    if (exact_.size() != mesh_.vertices.size() || exact_.empty()) return;
+    for (size_t c = 0; c < 3; ++c) {
+      const double centre = low_[c] / 2 + high_[c] / 2;
+      mesh_.origin[c] = std::abs(centre) > high_[c] - low_[c] ? std::nearbyint(centre / 1024.0) * 1024.0 : 0.0;
+    }
+    if (!mesh_.has_origin()) return;  // the floats pushed are the ones to keep
+    const auto& o = mesh_.origin;
+    for (size_t i = 0; i < exact_.size(); ++i)
+      for (size_t c = 0; c < 3; ++c) mesh_.vertices[i][c] = static_cast<float>(exact_[i][c] - o[c]);
+    std::vector<std::array<double, 3>>().swap(exact_);
   }
 
  private:
-  static double rounded(double v) { return std::nearbyint(v / 1024.0) * 1024.0; }
   Mesh& mesh_;
-  bool started_ = false;
+  std::vector<std::array<double, 3>> exact_;
+  std::array<double, 3> low_{HUGE_VAL, HUGE_VAL, HUGE_VAL}, high_{-HUGE_VAL, -HUGE_VAL, -HUGE_VAL};
 };
 
 void check_face_indices(const std::string& path, const Mesh& mesh) {
@@ -305,6 +326,7 @@ Mesh parse_off(const std::string& path, std::string_view text) {
     fail_at(path, lines.line(),
             "wrong counts: data after the " + std::to_string(n_vertices) + " vertices and " + std::to_string(n_faces) +
                 " faces the header declares");
+  position.finish();
   return mesh;
 }
 
@@ -401,10 +423,8 @@ double decode(PlyType t, const char*& p, const char* end, bool big_endian) {
 struct PlyLayout {
   int x = -1, y = -1, z = -1, nx = -1, ny = -1, nz = -1, red = -1, green = -1, blue = -1;
   int face_list = -1;
-  // What turns each of red, green, blue into 0..255: 1 for bytes, 255 for
-  // floats (0..1, as Open3D writes them), 255/65535 for 16 bits.
-  std::array<double, 3> colour_scale{1, 1, 1};
-  std::vector<int> extra;  // every other scalar vertex property: Mesh::vertex_properties, in order
+  std::vector<PlyType> vertex_types;  // of each vertex property, in order
+  std::vector<int> extra;             // every other scalar vertex property: Mesh::vertex_properties, in order
   bool has_normals() const { return nx >= 0 && ny >= 0 && nz >= 0; }
   bool has_colors() const { return red >= 0 && green >= 0 && blue >= 0; }
 };
@@ -433,11 +453,13 @@ class PlySink {
       mesh_.normals.push_back(
           {finite(layout_.nx, "normal"), finite(layout_.ny, "normal"), finite(layout_.nz, "normal")});
     if (layout_.has_colors()) {
-      auto byte = [&](int i, int channel) {
-        const double c = v[static_cast<size_t>(i)] * layout_.colour_scale[static_cast<size_t>(channel)];
-        return c >= 0.0 ? static_cast<uint8_t>(std::lround(std::min(c, 255.0))) : uint8_t{0};  // NaN too
-      };
-      mesh_.colors.push_back({byte(layout_.red, 0), byte(layout_.green, 1), byte(layout_.blue, 2)});
+      const std::array<int, 3> channels{layout_.red, layout_.green, layout_.blue};
+      std::array<double, 3> rgb{};
+      for (size_t c = 0; c < 3; ++c) {
+        rgb[c] = v[static_cast<size_t>(channels[c])];
+        if (rgb[c] > colour_high_[c]) colour_high_[c] = rgb[c];
+      }
+      colours_.push_back(rgb);
     }
     for (size_t k = 0; k < layout_.extra.size(); ++k)
       mesh_.vertex_properties[k].values.push_back(v[static_cast<size_t>(layout_.extra[k])]);
@@ -459,11 +481,43 @@ class PlySink {
     fan(mesh_, polygon);
   }
 
+  // Once every vertex is read: positions relative to their origin, and the
+  // colours as bytes. A colour's range is told by its type and its largest
+  // value, as writers differ: bytes as they are; floats in 0..1 (Open3D)
+  // times 255, floats above 1 taken as 0..255; 16 or 32 bits within 0..255
+  // taken as bytes, else scaled from 0..65535 (or 0..2^32-1) to 0..255.
+  void finish() {
+    position_.finish();
+    if (colours_.empty()) return;
+    const std::array<int, 3> channels{layout_.red, layout_.green, layout_.blue};
+    std::array<double, 3> scale{};
+    for (size_t c = 0; c < 3; ++c) {
+      const PlyType type = layout_.vertex_types[static_cast<size_t>(channels[c])];
+      const double high = colour_high_[c];
+      scale[c] = !ply_is_integer(type) ? (high <= 1.0 ? 255.0 : 1.0)
+                 : high <= 255.0       ? 1.0
+                 : high <= 65535.0     ? 255.0 / 65535.0
+                                       : 255.0 / 4294967295.0;
+    }
+    mesh_.colors.reserve(colours_.size());
+    for (const auto& rgb : colours_) {
+      std::array<uint8_t, 3> bytes{};
+      for (size_t c = 0; c < 3; ++c) {
+        const double value = rgb[c] * scale[c];
+        bytes[c] = value >= 0.0 ? static_cast<uint8_t>(std::lround(std::min(value, 255.0))) : uint8_t{0};  // NaN too
+      }
+      mesh_.colors.push_back(bytes);
+    }
+    std::vector<std::array<double, 3>>().swap(colours_);
+  }
+
  private:
   const std::string& path_;
   const PlyLayout& layout_;
   Mesh& mesh_;
   RelativePositions position_;
+  std::vector<std::array<double, 3>> colours_;  // as read, until finish() knows their range
+  std::array<double, 3> colour_high_{0, 0, 0};
   int64_t faces_seen_ = 0;
 };
 
@@ -563,16 +617,7 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
   }
   if (!vertex_element) fail(path, "no 'vertex' element in the header");
   if (layout.x < 0 || layout.y < 0 || layout.z < 0) fail(path, "the vertex element lacks an x, y or z property");
-  if (layout.has_colors()) {
-    const std::array<int, 3> channels{layout.red, layout.green, layout.blue};
-    for (size_t c = 0; c < 3; ++c) {
-      const PlyType type = vertex_element->properties[static_cast<size_t>(channels[c])].type;
-      const size_t bytes = ply_size(type);
-      layout.colour_scale[c] = !ply_is_integer(type) ? 255.0
-                               : bytes == 1          ? 1.0
-                                                     : 255.0 / (std::ldexp(1.0, 8 * static_cast<int>(bytes)) - 1);
-    }
-  }
+  for (const auto& property : vertex_element->properties) layout.vertex_types.push_back(property.type);
   if (vertex_element->count == 0) fail(path, "no vertices (empty cloud)");
   // Every declared item must fit in what follows the header before any of
   // them is reserved: an ascii item takes at least a digit and a separator
@@ -729,6 +774,7 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
       fail(path, "wrong counts: " + std::to_string(end - p) + " bytes after the last element the header declares");
   }
   check_face_indices(path, mesh);
+  sink.finish();
   return mesh;
 }
 
@@ -833,6 +879,7 @@ Mesh parse_point_text(const std::string& path, std::string_view text, int64_t ma
   // CloudCompare and most scanners write) and skipped; our choice, so that a
   // colour is never a normal. A header line says which they are.
   if (!from_header && !unit_normals) std::vector<Vec3>().swap(mesh.normals);
+  position.finish();
   return mesh;
 }
 
@@ -909,6 +956,7 @@ Mesh parse_obj(const std::string& path, std::string_view text) {
     fail_at(path, largest_line,
             "vertex index " + std::to_string(largest_index) + " is out of range (" +
                 std::to_string(mesh.vertices.size()) + " vertices)");
+  position.finish();
   return mesh;
 }
 
@@ -921,7 +969,7 @@ Mesh parse_obj(const std::string& path, std::string_view text) {
 // each triangle gets its own three vertices.
 Mesh parse_stl(const std::string& path, const std::string& text) {
   Mesh mesh;
-  RelativePositions position(mesh);  // ASCII: binary STL holds float32 already
+  RelativePositions position(mesh);  // ASCII: binary STL holds float32 already, as its file does
   if (text.size() >= 84) {
     const auto count = static_cast<int64_t>(load_ordered<uint32_t>(text.data() + 80, false));
     int64_t bytes = 0;
@@ -977,6 +1025,7 @@ Mesh parse_stl(const std::string& path, const std::string& text) {
   }
   if (in_loop) fail(path, "truncated: the last facet has no 'endloop'");
   if (mesh.faces.empty()) fail(path, "ASCII STL with no facets");
+  position.finish();
   return mesh;
 }
 
@@ -1197,6 +1246,7 @@ Mesh parse_pcd(const std::string& path, const std::string& text) {
   }
   if (mesh.vertices.empty())
     fail(path, dropped > 0 ? "no points: all " + std::to_string(dropped) + " are NaN" : "no points (empty cloud)");
+  position.finish();
   return mesh;
 }
 

@@ -15,10 +15,12 @@ namespace qkv::pointcloud {
 
 // OFF: "OFF", the counts, one "x y z" line per vertex, one "3 a b c" line per
 // triangle. Geometry only: normals and colors are not written (use PLY).
-// Numbers are written in the shortest form that reads back to the same float.
+// Numbers are written in the shortest form that reads back to the same float
+// (to the same double vertex + origin, for a mesh with an origin).
 void write_off(const std::string& path, const Mesh& mesh);
 
-// PLY, ASCII or binary little-endian: vertex x y z (float), nx ny nz (float)
+// PLY, ASCII or binary little-endian: vertex x y z (float; double, vertex +
+// origin, for a mesh with an origin: a scan far from 0), nx ny nz (float)
 // when the mesh has normals, red green blue (uchar) when it has colors, one
 // `int`/`float` property per vertex_properties entry (a DataError for a
 // name that is empty, has spaces or repeats a standard one, a wrong count, or

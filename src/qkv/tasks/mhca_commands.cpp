@@ -235,7 +235,7 @@ CohortPrediction predict_cohort(const CohortFiles& files, const train::Checkpoin
   result.subjects = cohort.size();
   result.seen = seen_count;
   if (labelled.empty()) {
-    result.metrics = {{"model", name}, {"n", cohort.size()}, {"labelled", 0}, {"seen_in_training", result.seen}};
+    result.metrics = {{"model", name}, {"subjects", cohort.size()}, {"labelled", 0}, {"seen_in_training", result.seen}};
     result.note = "note: no subject is labelled: P(PD) alone, no metrics";
     return result;
   }
@@ -250,14 +250,16 @@ CohortPrediction predict_cohort(const CohortFiles& files, const train::Checkpoin
   if (result.seen > 0)
     result.metrics["unseen"] = unseen_p.empty() ? nlohmann::json(nullptr) : binary_metrics(unseen_p, unseen_labels);
   if (result.seen > 0)
-    result.note += std::string(result.note.empty() ? "" : "\n") + "note: " + std::to_string(result.seen) + " of " +
-                   std::to_string(result.subjects) +
-                   " subjects trained or validated this checkpoint; their predictions flatter it: \"unseen\" scores "
-                   "the other " +
-                   std::to_string(unseen_p.size()) + " alone";
+    result.note +=
+        std::string(result.note.empty() ? "" : "\n") + "note: " + std::to_string(result.seen) + " of " +
+        std::to_string(result.subjects) +
+        " subjects trained or validated this checkpoint; their predictions flatter it: " +
+        (unseen_p.empty() ? std::string("no other subject is labelled, so every metric here is in-sample")
+                          : "\"unseen\" scores the other " + std::to_string(unseen_p.size()) + " labelled alone");
   const bool by_unseen = result.seen > 0 && !unseen_p.empty();
+  const std::string prefix = by_unseen ? "unseen subjects: " : result.seen > 0 ? "in-sample: " : "";
   for (const auto& w : train::degenerate_result_warnings(by_unseen ? result.metrics.at("unseen") : result.metrics))
-    result.warnings.push_back((by_unseen ? "unseen subjects: " : "") + w);
+    result.warnings.push_back(prefix + w);
   return result;
 }
 

@@ -479,9 +479,11 @@ CVResult run_cross_validation(const medical::CohortData& cohort, const CVOptions
   const train::CVFolder folder(out_dir);
   auto settings = cv_settings(cohort, options, n_features);
   {
-    // The cohort's files are recorded absolute, so that a folder continues
-    // from anywhere; a folder of an earlier version recorded them as typed,
-    // and the same files typed from the same place still continue it.
+    // What a folder of an earlier version recorded otherwise, for the same
+    // settings, still continues it: the cohort's files as typed (now
+    // absolute, so that a folder continues from anywhere), typed from the
+    // same place; and with --select all or list, RFE's target as the CpG
+    // count (now the count the folds use).
     const std::string stored_file = out_dir + "/cv_settings.json";
     if (fs::exists(stored_file)) {
       const auto stored = read_json_file(stored_file);
@@ -490,6 +492,10 @@ CVResult run_cross_validation(const medical::CohortData& cohort, const CVOptions
         if (stored.contains("cohort") && stored["cohort"].value(key, std::string()) != now[key] &&
             absolute_normal_path(stored["cohort"].value(key, std::string())) == now[key])
           now[key] = stored["cohort"][key];
+      if (options.selection.mode != "rfe" &&
+          stored.value("n_features", int64_t{-1}) ==
+              rfe_target(options.selection, options.model_options, cohort.volume_shape()))
+        settings["n_features"] = stored["n_features"];
     }
   }
   folder.claim_settings(settings);

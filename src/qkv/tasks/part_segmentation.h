@@ -122,7 +122,7 @@ train::MetricFactory part_iou_metric();
 
 // One shape's parts as a run's model labels them (`qkv seg predict`).
 struct PartPrediction {
-  pointcloud::Mesh cloud;            // the points as the model saw them, coloured by part; per-point
+  pointcloud::Mesh cloud;            // the points in the input's coordinates, coloured by part; per-point
                                      // properties 'label' (and 'true_label' where the file had labels)
   pointcloud::PointPicture picture;  // its title and the parts' legend
   std::vector<int64_t> labels;       // per point, ShapeNet-part's global part id

@@ -46,7 +46,8 @@ void set_point_feature_channels(const std::string& list, train::RunRequest& r, c
 // or PartSegData): the run's seed, normals where the model reads them, the
 // model's feature channels from the data's point features, the synthetic
 // folder inside the run folder (recorded empty) unless synth_dir names
-// another (recorded absolute); validated and stored as request.data.
+// another (recorded absolute), a data folder recorded absolute (so that a
+// run resumes from anywhere); validated and stored as request.data.
 template <typename Data>
 void prepare_point_data(Data d, train::RunRequest& r, const std::string& out) {
   d.view.seed = r.seed;
@@ -56,6 +57,7 @@ void prepare_point_data(Data d, train::RunRequest& r, const std::string& out) {
   check_point_model_fits(r.model_name, r.model_options, d.view.num_points, r.limits);
   d.copy_view_settings();
   if (d.source == "synthetic" && !d.synth_dir.empty()) d.synth_dir = absolute_normal_path(d.synth_dir);
+  if (d.source != "synthetic") d.source = absolute_normal_path(d.source);
   d.validate();
   r.data = d.to_json();
 }
