@@ -134,6 +134,12 @@ TEST(ReadStl, BinaryAsciiAndBinaryWhoseHeaderSaysSolid) {
                         "      vertex 0 1 0\n    endloop\n  endfacet\nendsolid part\n"));
   ASSERT_EQ(ascii.faces.size(), 1u);
   EXPECT_EQ(ascii.vertices[1], (Vec3{1, 0, 0}));
+  // Keywords in upper case, as older CAD tools write them.
+  const auto upper =
+      read_stl(write_format_file("upper.stl",
+                                 "SOLID PART\nFACET NORMAL 0 0 1\nOUTER LOOP\nVERTEX 0 0 0\nVERTEX 1 0 0\n"
+                                 "VERTEX 0 1 0\nENDLOOP\nENDFACET\nENDSOLID PART\n"));
+  EXPECT_EQ(upper.faces.size(), 1u);
 }
 
 TEST(ReadStl, MalformedFilesAreRefused) {

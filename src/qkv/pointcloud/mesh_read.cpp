@@ -993,7 +993,8 @@ Mesh parse_stl(const std::string& path, const std::string& text) {
       return mesh;
     }
   }
-  if (text.compare(0, 5, "solid") != 0)
+  // Keywords in any case: older CAD tools write "SOLID", "FACET NORMAL".
+  if (lower(std::string_view(text).substr(0, 5)) != "solid")
     fail(path, "neither ASCII STL (starting 'solid') nor binary STL (84 + 50 x triangles = " +
                    std::to_string(text.size()) + " bytes, with the count its header gives)");
   Lines lines(text);
@@ -1003,7 +1004,7 @@ Mesh parse_stl(const std::string& path, const std::string& text) {
   bool in_loop = false;
   while (lines.next_nonblank(line, false)) {
     split(line, tok);
-    const auto key = tok[0];
+    const std::string key = lower(tok[0]);
     const int64_t l = lines.line();
     if (key == "vertex") {
       if (!in_loop) fail_at(path, l, "'vertex' outside an 'outer loop'");
