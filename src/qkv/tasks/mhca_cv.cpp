@@ -250,6 +250,24 @@ struct FoldPredictions {
   nlohmann::json info;                // parameters, seconds per epoch, selected epoch, ...
 };
 
+// The cohort's files as a record names them: absolute, so that the record
+// is read from anywhere.
+nlohmann::json cohort_files_record(const medical::CohortData& cohort) {
+  return {{"manifest", absolute_normal_path(cohort.manifest_path)},
+          {"methylation", absolute_normal_path(cohort.methylation_path)}};
+}
+
+// What a fold's run records of its data: the cohort's files, the fold and
+// the preprocessing fitted on its training part.
+nlohmann::json fold_record(const medical::CohortData& cohort, const data::CVFold& fold,
+                           const medical::Preprocessing& prep) {
+  auto record = cohort_files_record(cohort);
+  record["run"] = fold.run + 1;
+  record["fold"] = fold.fold + 1;
+  record["preprocessing"] = prep.to_json();
+  return record;
+}
+
 FoldPredictions train_network_fold(const medical::CohortData& cohort, const data::CVFold& fold,
                                    const std::string& model_name, const medical::Preprocessing& prep,
                                    const CVOptions& options, const std::string& dir, const c10::Device& device) {
@@ -263,11 +281,7 @@ FoldPredictions train_network_fold(const medical::CohortData& cohort, const data
   request.command = "mhca cv";
   request.model_name = model_name;
   request.model_options = model_options;
-  request.data = {{"manifest", absolute_normal_path(cohort.manifest_path)},
-                  {"methylation", absolute_normal_path(cohort.methylation_path)},
-                  {"run", fold.run + 1},
-                  {"fold", fold.fold + 1},
-                  {"preprocessing", prep.to_json()}};
+  request.data = fold_record(cohort, fold, prep);
   request.train = options.train;
   request.seed = train::fold_seeds(options.seed, fold, options.folds).network;
   request.device = device.str();
@@ -317,11 +331,7 @@ FoldPredictions train_xgboost_fold(const medical::CohortData& cohort, const data
   request.command = "mhca cv";
   request.model_name = "xgboost";
   request.model_options = params.to_json();
-  request.data = {{"manifest", absolute_normal_path(cohort.manifest_path)},
-                  {"methylation", absolute_normal_path(cohort.methylation_path)},
-                  {"run", fold.run + 1},
-                  {"fold", fold.fold + 1},
-                  {"preprocessing", prep.to_json()}};
+  request.data = fold_record(cohort, fold, prep);
   request.seed = params.seed;
   write_file_atomic(train::RunPaths{dir}.config(), json_text(train::run_config(request)) + "\n");
   const auto test_x = medical::methylation_matrix(cohort, fold.test, prep);
@@ -377,10 +387,8 @@ nlohmann::json cv_settings(const medical::CohortData& cohort, const CVOptions& o
                              {"volume_shape", cohort.volume_shape()},
                              {"seed", options.seed},
                              {"recipe", options.recipe},
-                             {"cohort",
-                              {{"manifest", absolute_normal_path(cohort.manifest_path)},
-                               {"methylation", absolute_normal_path(cohort.methylation_path)},
-                               {"subjects", cohort.size()}}}};
+                             {"cohort", cohort_files_record(cohort)}};
+  settings["cohort"]["subjects"] = cohort.size();
   // Recorded only when set, so that folders of earlier versions still resume.
   if (cohort.reoriented) settings["cohort"]["reorient"] = true;
   return settings;
@@ -469,6 +477,28 @@ std::string fold_result_line(const std::string& label, const std::string& model,
   return eta.empty() ? line : line + "; " + eta;
 }
 
+// `settings` where the folder's cv_settings.json, written by an earlier
+// version for the same settings, spells something otherwise, so that it
+// still continues: the cohort's files as typed (now absolute, so that a
+// folder continues from anywhere), typed from the same place; and with
+// --select all or list, RFE's target as the CpG count (now the count the
+// folds use).
+void keep_earlier_spellings(const std::string& out_dir, const medical::CohortData& cohort, const CVOptions& options,
+                            nlohmann::json& settings) {
+  const std::string stored_file = out_dir + "/cv_settings.json";
+  if (!fs::exists(stored_file)) return;
+  const auto stored = read_json_file(stored_file);
+  auto& now = settings["cohort"];
+  for (const char* key : {"manifest", "methylation"})
+    if (stored.contains("cohort") && stored["cohort"].value(key, std::string()) != now[key] &&
+        absolute_normal_path(stored["cohort"].value(key, std::string())) == now[key])
+      now[key] = stored["cohort"][key];
+  if (options.selection.mode != "rfe" &&
+      stored.value("n_features", int64_t{-1}) ==
+          rfe_target(options.selection, options.model_options, cohort.volume_shape()))
+    settings["n_features"] = stored["n_features"];
+}
+
 }  // namespace
 
 CVResult run_cross_validation(const medical::CohortData& cohort, const CVOptions& options, int64_t n_features,
@@ -478,26 +508,7 @@ CVResult run_cross_validation(const medical::CohortData& cohort, const CVOptions
   make_directories(out_dir);
   const train::CVFolder folder(out_dir);
   auto settings = cv_settings(cohort, options, n_features);
-  {
-    // What a folder of an earlier version recorded otherwise, for the same
-    // settings, still continues it: the cohort's files as typed (now
-    // absolute, so that a folder continues from anywhere), typed from the
-    // same place; and with --select all or list, RFE's target as the CpG
-    // count (now the count the folds use).
-    const std::string stored_file = out_dir + "/cv_settings.json";
-    if (fs::exists(stored_file)) {
-      const auto stored = read_json_file(stored_file);
-      auto& now = settings["cohort"];
-      for (const char* key : {"manifest", "methylation"})
-        if (stored.contains("cohort") && stored["cohort"].value(key, std::string()) != now[key] &&
-            absolute_normal_path(stored["cohort"].value(key, std::string())) == now[key])
-          now[key] = stored["cohort"][key];
-      if (options.selection.mode != "rfe" &&
-          stored.value("n_features", int64_t{-1}) ==
-              rfe_target(options.selection, options.model_options, cohort.volume_shape()))
-        settings["n_features"] = stored["n_features"];
-    }
-  }
+  keep_earlier_spellings(out_dir, cohort, options, settings);
   folder.claim_settings(settings);
   RunProbabilities run_probs;
   std::map<std::string, nlohmann::json> per_fold;

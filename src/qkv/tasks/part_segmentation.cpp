@@ -177,15 +177,18 @@ EveryPointParts label_every_point(models::Model& model, const PartSegData& data,
     out.probabilities = part_probabilities(model, points, normals, category, cat, device);
     return out;
   }
+  // The probabilities of the run's size of points at `indices`, normalised
+  // together as a training view is.
+  auto probabilities_at = [&](const at::Tensor& indices) {
+    auto chosen = points.index_select(2, indices);
+    if (data.view.normalize) chosen = pc::normalize_unit_sphere(chosen[0].t()).t().unsqueeze(0);
+    const auto chosen_normals = normals.defined() ? normals.index_select(2, indices).contiguous() : at::Tensor();
+    return part_probabilities(model, chosen.contiguous(), chosen_normals, category, cat, device);
+  };
   if (n < run_points) {
     // Every point as often as the size allows (n-th, 2n-th... repeats),
     // whatever the seed: a turned copy is filled the same way.
-    const auto filled = torch::arange(run_points, torch::kLong).remainder(n);
-    auto full_points = points.index_select(2, filled);
-    if (data.view.normalize) full_points = pc::normalize_unit_sphere(full_points[0].t()).t().unsqueeze(0);
-    const auto full_normals = normals.defined() ? normals.index_select(2, filled).contiguous() : at::Tensor();
-    out.probabilities =
-        part_probabilities(model, full_points.contiguous(), full_normals, category, cat, device).slice(0, 0, n);
+    out.probabilities = probabilities_at(torch::arange(run_points, torch::kLong).remainder(n)).slice(0, 0, n);
     return out;
   }
   // Votes on samplings of the run's size, then each point from its nearest sampled point.
@@ -196,10 +199,7 @@ EveryPointParts label_every_point(models::Model& model, const PartSegData& data,
     auto gen =
         at::make_generator<at::CPUGeneratorImpl>(pc::seed_mix(seed, 0x73616d706c65ULL + static_cast<uint64_t>(v)));
     const auto subset = torch::randperm(n, gen, torch::kLong).slice(0, 0, run_points);
-    auto sub_points = points.index_select(2, subset);
-    if (data.view.normalize) sub_points = pc::normalize_unit_sphere(sub_points[0].t()).t().unsqueeze(0).contiguous();
-    const auto sub_normals = normals.defined() ? normals.index_select(2, subset).contiguous() : at::Tensor();
-    sum.index_add_(0, subset, part_probabilities(model, sub_points.contiguous(), sub_normals, category, cat, device));
+    sum.index_add_(0, subset, probabilities_at(subset));
     count.index_add_(0, subset, torch::ones({run_points}, torch::kDouble));
   }
   const auto taken = (count > 0).nonzero().squeeze(1);
