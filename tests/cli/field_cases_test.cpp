@@ -310,7 +310,9 @@ TEST_F(FieldCases, SegPredictWritesOnlyIntoItsOwnOrAnEmptyFolder) {
 TEST_F(FieldCases, AFileOfTheUsersWhereARunWritesIsRefusedBeforeTheRun) {
   // A folder qkv wrote one file into (export-weights), where the user keeps
   // a report.html: --overwrite removed qkv's file, trained, and was refused
-  // only when it wrote its report, after the whole training.
+  // only when it wrote its report, after the whole training. Another
+  // command's folder is now refused first (a user's report.html in a folder
+  // of the same command: OutputPolicy.ANameTheRunWillWriteIsCheckedBeforeTheRun).
   const std::string root = fresh_dir("field_user_report");
   const std::string run = root + "/run", dir = root + "/shared";
   ASSERT_EQ(run_qkv("spirals train --points-per-arm 20 --epochs 1 --threads 1 --out " + run).status, 0);
@@ -318,7 +320,7 @@ TEST_F(FieldCases, AFileOfTheUsersWhereARunWritesIsRefusedBeforeTheRun) {
   write_text_file(dir + "/report.html", "<p>my notes</p>");
   const auto before = snapshot(dir);
   expect_clean_failure(run_qkv("spirals train --points-per-arm 20 --epochs 1 --threads 1 --overwrite --out " + dir), 2,
-                       dir + "/report.html: exists and was not written by qkv");
+                       dir + ": made by 'qkv export-weights', not by 'qkv spirals train'");
   EXPECT_EQ(changes(before, snapshot(dir)), "");
   fs::remove_all(root);
 }

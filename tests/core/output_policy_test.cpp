@@ -73,6 +73,65 @@ TEST(OutputPolicy, OverwriteRemovesOnlyQkvsFiles) {
   EXPECT_TRUE(qkv::ledger_files(dir.string()).empty());
 }
 
+// --overwrite replaces what this command made, not another command's output:
+// a trained run is not replaced by synthetic data, nor a run's summary.json
+// by an export; a file another command wrote into a folder stays when the
+// folder's own command overwrites it.
+TEST(OutputPolicy, OverwriteReplacesOnlyWhatThisCommandMade) {
+  const fs::path dir = fresh_dir("policy_other_command");
+  {
+    const auto claim = qkv::claim_output_dir(dir.string(), "--out", false, {"vnt train", {}});
+    qkv::write_file_atomic((dir / "summary.json").string(), std::string("{}"));
+  }
+  {
+    const auto claim = qkv::claim_output_file((dir / "weights.pt").string(), "--output", false, {"export-weights", {}});
+    qkv::write_file_atomic((dir / "weights.pt").string(), std::string("weights"));
+  }
+  const auto other = usage_error_of([&] {
+    static_cast<void>(qkv::claim_output_dir(dir.string(), "--out", true, {"qkv data synth-shapes", {}}));
+  });
+  EXPECT_NE(other.find(": made by 'qkv vnt train', not by 'qkv data synth-shapes'; overwrite replaces only"),
+            std::string::npos)
+      << other;
+  const auto synthetic = usage_error_of([&] {
+    static_cast<void>(qkv::claim_synthetic_dir(dir.string(), "--out", true, {"qkv data synth-shapes", {}}));
+  });
+  EXPECT_NE(synthetic.find("made by 'qkv vnt train'"), std::string::npos) << synthetic;
+  const auto summary = usage_error_of([&] {
+    static_cast<void>(
+        qkv::claim_output_file((dir / "summary.json").string(), "--output", true, {"export-weights", {}}));
+  });
+  EXPECT_NE(summary.find("summary.json: written by 'qkv vnt train', not by 'qkv export-weights'"), std::string::npos)
+      << summary;
+  EXPECT_EQ(read(dir / "summary.json"), "{}");
+  // The export replaces its own file; the run's command keeps it when it
+  // overwrites the run.
+  {
+    const auto claim = qkv::claim_output_file((dir / "weights.pt").string(), "--output", true, {"export-weights", {}});
+    qkv::write_file_atomic((dir / "weights.pt").string(), std::string("weights 2"));
+  }
+  EXPECT_TRUE(qkv::claim_output_dir(dir.string(), "--out", true, {"vnt train", {}}).replaced());
+  EXPECT_FALSE(fs::exists(dir / "summary.json"));
+  EXPECT_EQ(read(dir / "weights.pt"), "weights 2");
+}
+
+// A run stopped before its report, where the user then saved a report.html:
+// the name the run will write is refused before the run, not after it.
+TEST(OutputPolicy, ANameTheRunWillWriteIsCheckedBeforeTheRun) {
+  const fs::path dir = fresh_dir("policy_names");
+  {
+    const auto claim = qkv::claim_output_dir(dir.string(), "--out", false, {"test", {}});
+    qkv::write_file_atomic((dir / "summary.json").string(), std::string("{}"));
+  }
+  write_text_file(dir / "report.html", "mine");
+  EXPECT_NO_THROW(qkv::check_names_writable(dir.string(), "--out", {"summary.json", "metrics.jsonl"}));
+  const auto message = usage_error_of([&] {
+    qkv::check_names_writable(dir.string(), "--out", {"summary.json", "report.html"});
+  });
+  EXPECT_NE(message.find("report.html: exists and was not written by qkv"), std::string::npos) << message;
+  EXPECT_EQ(read(dir / "report.html"), "mine");
+}
+
 TEST(OutputPolicy, AFolderQkvDidNotWriteIsRefusedEvenWithOverwrite) {
   const fs::path dir = fresh_dir("policy_foreign");
   write_text_file(dir / "config.json", "{\"mine\": true}");

@@ -55,6 +55,9 @@ struct ClaimedRoot {
   std::set<std::string> known;   // written by this process, or checked against the ledger
   int lock_fd = -1;              // the folder, opened for its flock (closing it drops the lock)
   bool exclusive = false;        // the flock is exclusive (a folder claimed whole)
+  // The command writing now, and the one whose ledger heads the folder: a
+  // file written by another than the folder's maker is recorded with "by".
+  std::string writer, maker;
 
   ClaimedRoot() = default;
   ClaimedRoot(const ClaimedRoot&) = delete;
@@ -70,7 +73,8 @@ struct ClaimedRoot {
   static std::shared_ptr<ClaimedRoot> lock(const std::filesystem::path& dir, const std::string& option, bool exclusive);
   // A claim of `root`, whose ledger lists `files` with the records `written`.
   static OutputClaim hold(const std::shared_ptr<ClaimedRoot>& root, const std::vector<std::string>& files,
-                          const Fingerprints& written, bool replaced);
+                          const Fingerprints& written, bool replaced, const std::string& writer,
+                          const std::string& maker);
 };
 
 namespace {
@@ -213,14 +217,31 @@ struct Ledger {
   nlohmann::json header;           // null if there is no ledger
   std::vector<std::string> files;  // each listed name once, in first-listed order
   Fingerprints written;
+  std::map<std::string, std::string> written_by;  // a file another command than the maker wrote: that command
   bool complete = false;
   int64_t unreadable_line = 0;  // the first line that is not JSON (torn by a crash, or edited); 0 if none
+
+  std::string maker() const { return header.is_object() ? header.value("command", "") : std::string(); }
+  // The command that last wrote `name`: its entry's "by", else the maker.
+  std::string writer_of(const std::string& name) const {
+    const auto it = written_by.find(name);
+    return it != written_by.end() ? it->second : maker();
+  }
 };
 
-std::string entry_line(const std::string& rel, const Fingerprint& f) {
+// A command as people type it: "vnt train" -> "qkv vnt train" (some
+// markers say "qkv ..." already).
+std::string typed_command(const std::string& command) {
+  if (command.empty()) return "qkv ?";
+  return command.rfind("qkv ", 0) == 0 ? command : "qkv " + command;
+}
+
+std::string entry_line(const std::string& rel, const Fingerprint& f, const std::string& by) {
   char crc[9];
   std::snprintf(crc, sizeof crc, "%08x", f.crc);
-  return json_text(nlohmann::json{{"file", rel}, {"bytes", f.bytes}, {"crc32", crc}}, -1);
+  nlohmann::json entry{{"file", rel}, {"bytes", f.bytes}, {"crc32", crc}};
+  if (!by.empty()) entry["by"] = by;
+  return json_text(entry, -1);
 }
 
 // The fingerprint an entry line records; false if it records none.
@@ -282,6 +303,10 @@ Ledger read_ledger(const fs::path& dir) {
       }
       Fingerprint f;
       if (j.is_object() && fingerprint_of(j, f)) ledger.written[name].push_back(f);
+      if (j.is_object() && j.contains("by") && j.at("by").is_string())
+        ledger.written_by[name] = j.at("by").get<std::string>();
+      else
+        ledger.written_by.erase(name);  // written again by the folder's maker
     } else if (j.is_object() && j.value("complete", false)) {
       ledger.complete = true;
     }
@@ -417,8 +442,11 @@ void refuse_if_held_elsewhere(const fs::path& dir, const std::string& option, bo
 }  // namespace
 
 OutputClaim ClaimedRoot::hold(const std::shared_ptr<ClaimedRoot>& root, const std::vector<std::string>& files,
-                              const Fingerprints& written, bool replaced) {
+                              const Fingerprints& written, bool replaced, const std::string& writer,
+                              const std::string& maker) {
   std::lock_guard<std::mutex> lock(claims_mutex());
+  root->writer = writer;
+  root->maker = maker;
   // A folder claimed again starts from its ledger as it is now (--overwrite emptied it).
   root->listed = std::set<std::string>(files.begin(), files.end());
   root->written = written;
@@ -446,6 +474,7 @@ void remove_ledger_files(const fs::path& dir, const Ledger& ledger) {
     const fs::path rel(name);
     const fs::path p = dir / rel;
     if (inspect(dir, rel).kind != Found::File) continue;
+    if (ledger.writer_of(name) != ledger.maker()) continue;  // another command's: --overwrite is not its
     std::error_code ec;
     if (!fs::remove(p, ec) && ec) throw DataError(p.string() + ": cannot remove (written by qkv): " + ec.message());
     for (fs::path up = rel.parent_path(); !up.empty(); up = up.parent_path()) parents.insert(dir / up);
@@ -479,7 +508,7 @@ void require_utf8_name(const std::string& path, const std::string& option) {
 
 }  // namespace
 
-void check_output_dir(const std::string& dir, const std::string& option, bool overwrite) {
+void check_output_dir(const std::string& dir, const std::string& option, bool overwrite, const std::string& command) {
   if (dir.empty()) refuse(option, ": must name a folder");
   require_utf8_name(dir, option);
   const fs::path root = normal(dir);
@@ -497,6 +526,10 @@ void check_output_dir(const std::string& dir, const std::string& option, bool ov
   if (ledger.header.is_null())
     refuse(option, printable_path(dir) + ": not empty and holds nothing qkv wrote (no " + kLedgerName +
                        "); qkv will not write into it, even with {overwrite}; choose another folder");
+  if (ledger.maker() != command)
+    refuse(option, printable_path(dir) + ": made by '" + typed_command(ledger.maker()) + "', not by '" +
+                       typed_command(command) + "'; {overwrite} replaces only what this command made there; " +
+                       "choose another folder (nothing was changed)");
   // The file a torn line named would be found only when the new run writes
   // it, after the rest of the old run was deleted: refused before that.
   if (ledger.unreadable_line > 0)
@@ -534,19 +567,20 @@ void check_files_folder(const std::string& dir, const std::string& option) {
 
 OutputClaim claim_output_dir(const std::string& dir, const std::string& option, bool overwrite,
                              const OutputMarker& marker) {
-  check_output_dir(dir, option, overwrite);
+  check_output_dir(dir, option, overwrite, marker.command);
   const fs::path root = normal(dir);
   std::error_code ec;
   if (!fs::exists(root, ec)) make_directories(root.string());
   const auto held = ClaimedRoot::lock(root, option, /*exclusive=*/true);
-  check_output_dir(dir, option, overwrite);  // again: another command may have written there before the lock
+  // Again: another command may have written there before the lock.
+  check_output_dir(dir, option, overwrite, marker.command);
   bool replaced = false;
   if (!is_empty_folder(root)) {
     remove_ledger_files(root, read_ledger(root));
     replaced = true;
   }
   write_new_ledger(root, marker);
-  return ClaimedRoot::hold(held, {}, {}, replaced);
+  return ClaimedRoot::hold(held, {}, {}, replaced, marker.command, marker.command);
 }
 
 void OutputClaim::release_if_unused(bool remove_folder) noexcept {
@@ -563,7 +597,7 @@ void OutputClaim::release_if_unused(bool remove_folder) noexcept {
   }
 }
 
-void check_output_file(const std::string& path, const std::string& option, bool overwrite) {
+void check_output_file(const std::string& path, const std::string& option, bool overwrite, const std::string& command) {
   if (path.empty()) refuse(option, ": must name a file");
   require_utf8_name(path, option);
   // "out/", "out/." and ".." name folders, which normal() would turn into a
@@ -586,6 +620,10 @@ void check_output_file(const std::string& path, const std::string& option, bool 
       refuse(option, printable_path(path) +
                          ": exists and was not written by qkv; qkv will not replace it, even with {overwrite}");
     if (const std::string why = unowned(dir, name, ledger.written); !why.empty()) throw UsageError(why);
+    if (ledger.writer_of(name) != command)
+      refuse(option, printable_path(path) + ": written by '" + typed_command(ledger.writer_of(name)) + "', not by '" +
+                         typed_command(command) + "'; {overwrite} replaces only this command's own files; " +
+                         "choose another name (nothing was changed)");
   }
   const auto dir_status = fs::status(dir, ec);
   if (fs::exists(dir_status) && !fs::is_directory(dir_status))
@@ -594,14 +632,15 @@ void check_output_file(const std::string& path, const std::string& option, bool 
 
 OutputClaim claim_output_file(const std::string& path, const std::string& option, bool overwrite,
                               const OutputMarker& marker) {
-  check_output_file(path, option, overwrite);
+  check_output_file(path, option, overwrite, marker.command);
   const fs::path dir = normal(path).parent_path();
   make_directories(dir.string());
   const auto held = ClaimedRoot::lock(dir, option, /*exclusive=*/false);
-  check_output_file(path, option, overwrite);  // again, under the lock
+  check_output_file(path, option, overwrite, marker.command);  // again, under the lock
   const Ledger ledger = read_ledger(dir);
   if (ledger.header.is_null()) write_new_ledger(dir, marker);
-  return ClaimedRoot::hold(held, ledger.files, ledger.written, false);
+  const std::string maker = ledger.header.is_null() ? marker.command : ledger.maker();
+  return ClaimedRoot::hold(held, ledger.files, ledger.written, false, marker.command, maker);
 }
 
 namespace {
@@ -619,10 +658,11 @@ Ledger verified_ledger(const std::string& dir, const std::string& option, const 
   if (ledger.header.is_null())
     refuse(option,
            printable_path(dir) + ": has no " + kLedgerName + " (not a folder qkv wrote); qkv will not write into it");
-  const std::string made_by = ledger.header.value("command", "");
+  const std::string made_by = ledger.maker();
   if (!command.empty() && made_by != command)
-    refuse(option, printable_path(dir) + ": made by 'qkv " + (made_by.empty() ? "?" : made_by) + "', not by 'qkv " +
-                       command + "'; continue it with the command that made it, or choose another folder");
+    refuse(option, printable_path(dir) + ": made by '" + typed_command(made_by) + "', not by '" +
+                       typed_command(command) +
+                       "'; continue it with the command that made it, or choose another folder");
   require_owned(root, ledger);
   return ledger;
 }
@@ -634,7 +674,15 @@ OutputClaim adopt_output_dir(const std::string& dir, const std::string& option, 
   const fs::path root = normal(dir);
   const auto held = ClaimedRoot::lock(root, option, /*exclusive=*/true);
   const Ledger ledger = verified_ledger(dir, option, command);  // again, under the lock
-  return ClaimedRoot::hold(held, ledger.files, ledger.written, false);
+  return ClaimedRoot::hold(held, ledger.files, ledger.written, false, command, ledger.maker());
+}
+
+std::string folder_made_by(const std::string& dir) noexcept {
+  try {
+    return read_ledger(normal(dir)).header.value("command", "");
+  } catch (const std::exception&) {
+    return "";
+  }
 }
 
 void verify_output_dir(const std::string& dir, const std::string& option, const std::string& command) {
@@ -693,6 +741,10 @@ SyntheticDir synthetic_dir_state(const std::string& dir, const std::string& opti
       refuse(option, printable_path(dir) + ": holds " + rel.string() +
                          ", which qkv did not write; move it away or choose another folder (nothing was deleted)");
   }
+  if (ledger.maker() != marker.command)
+    refuse(option, printable_path(dir) + ": made by '" + typed_command(ledger.maker()) + "', not by '" +
+                       typed_command(marker.command) + "'; qkv will not replace it with synthetic data, even with " +
+                       "{overwrite}; choose another folder (nothing was changed)");
   const auto settings = marker.settings.is_null() ? nlohmann::json::object() : marker.settings;
   const bool same = ledger.header.value("command", "") == marker.command &&
                     ledger.header.value("settings", nlohmann::json::object()) == settings;
@@ -764,7 +816,7 @@ void check_and_record_write(const std::string& path, const void* data, size_t si
     if (const std::string why = unowned(best->dir, rel, best->written); !why.empty()) throw DataError(why);
   }
   const Fingerprint f{static_cast<uint64_t>(size), crc32(data, size)};
-  append_line(best->dir / kLedgerName, entry_line(rel, f));
+  append_line(best->dir / kLedgerName, entry_line(rel, f, best->writer != best->maker ? best->writer : ""));
   best->listed.insert(rel);
   best->written[rel].push_back(f);
   best->known.insert(rel);

@@ -105,7 +105,10 @@ class [[nodiscard]] OutputClaim {
 //  - holding files, without `overwrite`: UsageError naming it and the way out;
 //  - holding files, with `overwrite`: the files its ledger lists are removed
 //    (and folders this leaves empty), every other file stays; a folder holding
-//    no ledger is refused even then, since nothing there is qkv's.
+//    no ledger is refused even then, since nothing there is qkv's, and so is
+//    one another command made (marker.command: a trained run is not replaced
+//    by synthetic data, nor a cohort by a run). Files another command wrote
+//    into the folder (its ledger says "by") are kept.
 // The folder becomes a claimed root with a fresh ledger, for as long as the
 // claim returned is held.
 OutputClaim claim_output_dir(const std::string& dir, const std::string& option, bool overwrite,
@@ -113,13 +116,15 @@ OutputClaim claim_output_dir(const std::string& dir, const std::string& option, 
 
 // The same for one output file: a missing file is fine (its parent folders
 // are created); an existing one is replaced only with `overwrite` and only if
-// qkv wrote it (listed in its folder's ledger). The folder's ledger records it
-// while the claim is held.
+// this command wrote it (listed in its folder's ledger as marker.command's:
+// export-weights does not replace a run's summary.json). The folder's ledger
+// records it while the claim is held, with "by" where another command made
+// the folder.
 OutputClaim claim_output_file(const std::string& path, const std::string& option, bool overwrite,
                               const OutputMarker& marker);
 
-// claim_output_file's refusals without its effects.
-void check_output_file(const std::string& path, const std::string& option, bool overwrite);
+// claim_output_file's refusals without its effects; `command` is the marker's.
+void check_output_file(const std::string& path, const std::string& option, bool overwrite, const std::string& command);
 
 // Continues in a folder a command claimed before (--resume): claims it with
 // its existing ledger, removing nothing, after verify_output_dir's checks.
@@ -134,6 +139,10 @@ OutputClaim adopt_output_dir(const std::string& dir, const std::string& option, 
 // edited since). qkv neither reads its own files, writes nor deletes through
 // any of these. claim_output_dir (with --overwrite) makes the same file checks.
 void verify_output_dir(const std::string& dir, const std::string& option, const std::string& command);
+
+// The command whose ledger heads the folder `dir` ("qkv data synth-shapes",
+// "vnt train"): what made it; "" where there is no ledger qkv can read.
+std::string folder_made_by(const std::string& dir) noexcept;
 
 // Removes the temporaries a killed write_file_atomic left next to the files
 // the ledger of `dir` lists (".NAME.tmp.XXXXXX" for a listed NAME), in folders
@@ -172,8 +181,8 @@ void check_files_folder(const std::string& dir, const std::string& option);
 void check_names_writable(const std::string& dir, const std::string& option, const std::vector<std::string>& names);
 
 // claim_output_dir's refusals without its effects, so that a command can check
-// every output before it writes any.
-void check_output_dir(const std::string& dir, const std::string& option, bool overwrite);
+// every output before it writes any; `command` is the marker's.
+void check_output_dir(const std::string& dir, const std::string& option, bool overwrite, const std::string& command);
 
 // Marks a synthetic-data folder finished, so that a later claim with the same
 // settings reuses it instead of a half-written tree.

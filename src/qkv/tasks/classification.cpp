@@ -287,7 +287,7 @@ nlohmann::json write_attention_pictures(const train::CheckpointFile& checkpoint,
                                         uint64_t seed, const std::string& out, bool overwrite,
                                         const c10::Device& device) {
   check_outputs_apart(out, "{out}", {{"input", s.input}, {"checkpoint", checkpoint.path}});
-  check_output_dir(out, "{out}", overwrite);  // before the work, not after it
+  check_output_dir(out, "{out}", overwrite, "vnt attention");  // before the work, not after it
   auto run = load_classifier_run(checkpoint, device);
   auto pictures = attention_pictures(*run.model, run.data, s.input, s.query, s.block, s.scale, seed, device);
   const auto claim = claim_output_dir(out, "{out}", overwrite, {"vnt attention", {}});
@@ -481,7 +481,7 @@ nlohmann::json write_shape_embeddings(const train::CheckpointFile& checkpoint, c
   // Everything that can be refused before the checkpoint is read.
   check_embed_settings(s);
   check_outputs_apart(out, "{out}", {{"input", s.input}, {"checkpoint", checkpoint.path}, {"data", s.data}});
-  check_output_dir(out, "{out}", overwrite);
+  check_output_dir(out, "{out}", overwrite, "vnt embed");
   const auto embeddings = embed_shapes(checkpoint, s, seed, device);
   const auto& f = embeddings.features;
   const int64_t shapes = f.size(0), dims = f.size(1);

@@ -188,7 +188,7 @@ nlohmann::json generate_text(const GenerateSettings& s, uint64_t seed, const c10
   if (!gen.save_cache.empty()) {
     check_outputs_apart(gen.save_cache, "save_cache",
                         {{"load_cache", gen.load_cache}, {"checkpoint", s.checkpoint.path}});
-    check_output_file(gen.save_cache, "{save_cache}", s.overwrite);
+    check_output_file(gen.save_cache, "{save_cache}", s.overwrite, "lm generate");
   }
   nlohmann::json config;
   auto model = load_lm_model(s.checkpoint, &config);

@@ -182,7 +182,7 @@ CohortPrediction predict_cohort(const CohortFiles& files, const train::Checkpoin
   else
     model = train::load_model_from_checkpoint(checkpoint_file, &config);
   const auto prep = recorded_preprocessing(config, checkpoint);
-  check_output_file(output, "{output}", overwrite);
+  check_output_file(output, "{output}", overwrite, "mhca predict");
   const std::string name = config.at("model").at("name");
   // The checkpoint's grid, so that a volume on another grid is refused from its header.
   const auto& model_json = config.at("model");
@@ -282,13 +282,21 @@ nlohmann::json explain_checkpoint(const CohortFiles& files, const train::Checkpo
   inputs.push_back({"checkpoint", checkpoint});
   inputs.push_back({"ground_truth", options.ground_truth});
   check_outputs_apart(out, "{out}", inputs);
-  check_output_dir(out, "{out}", overwrite);
+  check_output_dir(out, "{out}", overwrite, "mhca explain");
   auto cohort = medical::load_cohort(files.manifest, files.methylation, true, at::get_num_threads(), false,
                                      net->spect_options().volume_shape, files.max_missing,
                                      files.reorient || recorded_reorient(config), medical::CohortUse::Predict);
   check_recorded_geometry(config, cohort, checkpoint, files);
-  const auto claim = claim_output_dir(out, "{out}", overwrite, {"mhca explain", {}});
-  return explain_subjects(*net, cohort, prep, options, out, device);
+  const bool created = !fs::exists(out);
+  auto claim = claim_output_dir(out, "{out}", overwrite, {"mhca explain", {}});
+  try {
+    return explain_subjects(*net, cohort, prep, options, out, device);
+  } catch (...) {
+    // Refused before anything was written (an unknown subject, a mask off
+    // the grid, another cohort's ground truth): no folder left behind.
+    claim.release_if_unused(created);
+    throw;
+  }
 }
 
 std::string select_to_file(const CohortFiles& files, FeatureSelection selection, const std::string& output,
@@ -298,7 +306,7 @@ std::string select_to_file(const CohortFiles& files, FeatureSelection selection,
   validate_selection(selection);
   check_xgboost_is_built(selection, {});
   check_outputs_apart(output, "{output}", cohort_inputs(files));
-  check_output_file(output, "{output}", overwrite);  // before the work, not after it
+  check_output_file(output, "{output}", overwrite, "qkv mhca select");  // before the work, not after it
   auto cohort = medical::load_cohort(files.manifest, files.methylation, false, 1, false, {}, files.max_missing);
   selection.xgboost.threads = at::get_num_threads();
   const auto ids = select_features(cohort, all_rows(cohort), selection, selection.n_features, false);

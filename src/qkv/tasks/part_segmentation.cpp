@@ -378,8 +378,8 @@ PartPredictResult predict_parts_to_files(const PartPredictSettings& s, const c10
   // The outputs before the checkpoint is read: a refusal costs nothing.
   check_outputs_apart(s.out, "{out}", {{"input", s.input}, {"checkpoint", s.checkpoint.path}});
   check_files_folder(s.out, "{out}");
-  check_output_file(ply, "{out}", s.overwrite);
-  check_output_file(png, "{out}", s.overwrite);
+  check_output_file(ply, "{out}", s.overwrite, "seg predict");
+  check_output_file(png, "{out}", s.overwrite, "seg predict");
   auto run = load_point_run<PartSegData>(s.checkpoint, device, kPartSegmentationCommand);
   auto prediction = predict_parts(*run.model, run.data, s.input, category, rotation, s.seed, device, s.votes);
   const auto ply_claim = claim_output_file(ply, "{out}", s.overwrite, {"seg predict", {}});

@@ -165,7 +165,7 @@ std::string resolve_checkpoint(const std::string& path) {
 
 void export_checkpoint_weights(const CheckpointFile& checkpoint, const std::string& output, bool overwrite) {
   check_outputs_apart(output, "output", {{"checkpoint", checkpoint.path}});
-  check_output_file(output, "output", overwrite);
+  check_output_file(output, "output", overwrite, "export-weights");
   const auto model = load_model_from_checkpoint(checkpoint);
   const auto claim = claim_output_file(output, "output", overwrite, {"export-weights", {}});
   export_weights(*model, output);
@@ -252,7 +252,7 @@ void RunFolder::check(const std::string& dir, RunFolderMode mode, const std::str
   if (mode == RunFolderMode::Resume)
     verify_output_dir(dir, key, command);
   else
-    check_output_dir(dir, key, mode == RunFolderMode::Overwrite);
+    check_output_dir(dir, key, mode == RunFolderMode::Overwrite, command);
   // A user's report.html there would be found when the run writes it, at its end.
   check_names_writable(dir, key, RunPaths::names());
 }
