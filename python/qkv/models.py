@@ -126,7 +126,8 @@ class Model(CppModule):
         return _rebuild_model, (self.name, self.options, self.config)
 
     def forward_tokens(self, tokens, cache=None):
-        """The LM only: logits of tokens [B, n], following (and extending) a KVCache when given."""
+        """The LM only: logits of tokens [B, n], following (and extending) a KVCache when given
+        (under torch.no_grad(): the cache keeps no autograd graph)."""
         if not hasattr(self._impl, "forward_tokens"):
             raise _qkv.UsageError("%s: forward_tokens is the language model's" % self.name)
         return self._call(self._impl.forward_tokens, tokens, cache)

@@ -12,6 +12,7 @@
 #include "qkv/attention/kv_cache.h"
 #include "qkv/attention/multi_head_attention.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/shape.h"
 #include "qkv/core/text.h"
 #include "qkv/layers/part_hooks.h"
 #include "qkv/layers/weight_binding.h"
@@ -49,12 +50,35 @@ Named named(const Dict& dict) {
 
 py::object tensor_or_none(const at::Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }
 
+// The Python module's masks mean what torch.nn.MultiheadAttention's do:
+// key_padding_mask True = padding, a bool attn_mask True = may NOT attend
+// (the library's bool_mask is the opposite, true = may attend), a float one
+// added to the scores. `scores` is [B, H, Nq, Nk] (empty: unknown), which
+// attn_mask must broadcast to (named as Python names it, not as the library
+// does).
 attention::SdpaOptions attention_options(bool causal, const c10::optional<at::Tensor>& key_padding_mask,
-                                         const c10::optional<at::Tensor>& attn_mask, bool need_weights) {
+                                         const c10::optional<at::Tensor>& attn_mask, bool need_weights,
+                                         const std::vector<int64_t>& scores) {
   attention::SdpaOptions o;
   o.causal = causal;
   if (key_padding_mask) o.key_padding_mask = *key_padding_mask;
-  if (attn_mask) (attn_mask->scalar_type() == at::kBool ? o.bool_mask : o.float_mask) = *attn_mask;
+  if (attn_mask) {
+    const auto& m = *attn_mask;
+    bool broadcasts = scores.empty() || m.dim() <= static_cast<int64_t>(scores.size());
+    for (int64_t d = 1; broadcasts && !scores.empty() && d <= m.dim(); ++d)
+      broadcasts = m.size(-d) == 1 || m.size(-d) == scores[scores.size() - static_cast<size_t>(d)];
+    if (!broadcasts)
+      throw UsageError("attn_mask " + shape_of(m) +
+                       " does not broadcast to the scores [B, H, Nq, Nk] = " + shape_of(at::IntArrayRef(scores)));
+    if (m.scalar_type() == at::kBool)
+      o.bool_mask = m.logical_not();
+    else if (at::isFloatingType(m.scalar_type()))
+      o.float_mask = m;
+    else
+      throw UsageError(std::string("attn_mask must be bool (True = may not attend, as torch.nn.MultiheadAttention) "
+                                   "or floating point (added to the scores), got ") +
+                       c10::toString(m.scalar_type()));
+  }
   o.need_weights = need_weights;
   return o;
 }
@@ -302,8 +326,11 @@ void bind_attention_modules(py::module_& m) {
           [](MultiHeadAttentionImpl& self, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
              bool causal, const c10::optional<at::Tensor>& key_padding_mask, const c10::optional<at::Tensor>& attn_mask,
              bool need_weights) {
-            auto r =
-                self.forward(query, key, value, attention_options(causal, key_padding_mask, attn_mask, need_weights));
+            std::vector<int64_t> scores;  // unknown for inputs the forward refuses itself
+            if (query.dim() == 3 && key.dim() == 3)
+              scores = {query.size(0), self.options().heads(), query.size(1), key.size(1)};
+            auto r = self.forward(query, key, value,
+                                  attention_options(causal, key_padding_mask, attn_mask, need_weights, scores));
             return py::make_tuple(r.output, tensor_or_none(r.weights));
           },
           py::arg("query"), py::arg("key"), py::arg("value"), py::arg("causal") = SdpaOptions().causal,

@@ -76,7 +76,26 @@ TEST(GroupedQueryAttention, MultiQueryEqualsPerHeadLoops) {
   expect_usage_error([] { qa::MultiHeadAttention(qa::MultiHeadAttentionOptions(8, 4).kv_heads(3)); }, "kv_heads");
 }
 
+// The cache keeps no autograd graph: with gradients wanted, decoding through
+// it would train W_O alone, so it is refused before anything is appended.
+TEST(GroupedQueryAttention, CachedDecodingWithGradientsWantedIsRefused) {
+  qa::MultiHeadAttention mha(qa::MultiHeadAttentionOptions(8, 4).kv_heads(2));
+  qa::KVCache cache(settings(2, 2, 2, qa::CacheDtype::kFloat32));
+  qa::SdpaOptions o;
+  o.causal = true;
+  expect_usage_error(
+      [&] {
+        mha->forward_cached(at::randn({2, 3, 8}), cache, 0, o);
+      },
+      "a KV cache keeps no autograd graph");
+  EXPECT_EQ(cache.length(0), 0);
+  torch::NoGradGuard no_grad;
+  EXPECT_EQ(mha->forward_cached(at::randn({2, 3, 8}), cache, 0, o).output.sizes(), (std::vector<int64_t>{2, 3, 8}));
+  EXPECT_EQ(cache.length(0), 3);
+}
+
 TEST(GroupedQueryAttention, CachedDecodingEqualsFullForward) {
+  torch::NoGradGuard no_grad;  // decoding with a cache keeps no graph
   torch::manual_seed(5);
   const int64_t B = 2, N = 11, D = 8, h = 4, g = 2;
   qa::MultiHeadAttention mha(qa::MultiHeadAttentionOptions(D, h).kv_heads(g));
@@ -151,6 +170,7 @@ TEST(QuantizedCache, NonFiniteOrOutOfRangeRefusedAndNothingWritten) {
 }
 
 TEST(SlidingWindowCache, DecodeEqualsFullAttentionWithTheWindowMask) {
+  torch::NoGradGuard no_grad;  // decoding with a cache keeps no graph
   torch::manual_seed(8);
   const int64_t B = 2, N = 23, D = 8, h = 2;
   for (auto [window, sinks] : {std::pair<int64_t, int64_t>{4, 0}, {5, 2}, {1, 1}}) {
@@ -195,6 +215,7 @@ TEST(SlidingWindowCache, DecodeEqualsFullAttentionWithTheWindowMask) {
 }
 
 TEST(GrowingCache, SameOutputsAsPreallocatedAndBoundedByTheMemoryLimit) {
+  torch::NoGradGuard no_grad;  // decoding with a cache keeps no graph
   torch::manual_seed(9);
   const int64_t B = 2, N = 40, D = 8, h = 2;
   qa::MultiHeadAttention mha(qa::MultiHeadAttentionOptions(D, h));

@@ -261,6 +261,7 @@ TEST(KVCache, ArticleSizes) {
 }
 
 TEST(KVCache, CachedDecodingEqualsFullCausalAttention) {
+  torch::NoGradGuard no_grad;  // decoding with a cache keeps no graph
   torch::manual_seed(26);
   const int64_t B = 2, N = 9, D = 6, h = 2, r = 2, dv = 3;
   for (auto backend : {qa::AttentionBackend::Naive, qa::AttentionBackend::Tiled}) {

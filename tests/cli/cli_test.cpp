@@ -417,6 +417,9 @@ TEST(Cli, LmTrainGenerateAndBadText) {
   expect_clean_failure(run("lm train --text " + binary + " --out " + dir + "_b"), 1, binary + ": not valid UTF-8");
   expect_clean_failure(run("lm train --task sorting --out " + dir + "_s"), 2,
                        "--task: sorting not in {copy,reverse,addition,induction}");
+  // Induction's letters are distinct: 26 at most (27 was taken and cut to 26).
+  expect_clean_failure(run("lm train --task induction --min-length 3 --max-length 27 --out " + dir + "_i"), 2,
+                       "--max-length must be at most 26 for induction");
   expect_clean_failure(run("lm inspect-mlp --checkpoint " + ckpt + " --block 3 --text " + binary), 1,
                        "not valid UTF-8");
 }

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -167,6 +168,9 @@ TEST_F(LmCli, CacheSizeReadsTheCheckpointAndKnowsEverySpelling) {
   ASSERT_EQ(int8.status, 0) << int8.output;
   EXPECT_EQ(nlohmann::json::parse(int8.output).at("total_bytes").get<int64_t>(), 1 * 2 * 100 * 2 * (8 + 2));
   expect_clean_failure(run_qkv("lm cache-size --checkpoint " + checkpoint() + " --seq 10 --heads 4"), 2, "--heads");
+  // The window too, even 0: the model decodes with its own.
+  expect_clean_failure(run_qkv("lm cache-size --checkpoint " + checkpoint() + " --seq 10 --window 0"), 2, "--window");
+  expect_clean_failure(run_qkv("lm cache-size --checkpoint " + checkpoint() + " --seq 10 --sinks 2"), 2, "--sinks");
   // --head-dim for both widths, fp16 for f16, windows and kv heads.
   const auto spelled = run_qkv(
       "lm cache-size --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --seq 4096 --window 1000 "
@@ -229,6 +233,44 @@ TEST_F(LmCli, TaskModelAnswersGreedilyByDefault) {
   ASSERT_EQ(one.status, 0) << one.output;
   EXPECT_EQ(nlohmann::json::parse(one.output).at("tokens"), nlohmann::json::parse(two.output).at("tokens"));
   for (const auto& t : nlohmann::json::parse(one.output).at("tokens")) EXPECT_NE(t.get<int>(), '\n');
+}
+
+// A text run records its file's size and CRC: after the text changes, eval
+// and --resume would read other held-out windows and say nothing; they are
+// refused by name. inspect-mlp reads in the run's context windows, and a
+// unit's contexts never reach back past a window's start.
+TEST(LmTextRun, AChangedTextIsRefusedAndInspectReadsInTheRunsWindows) {
+  const std::string dir = fresh_dir("lm_text_run");
+  fs::create_directories(dir);
+  const std::string text = dir + "/words.txt";
+  {
+    std::ofstream f(text);
+    const char* words[] = {"alpha", "beta", "gamma", "delta", "epsilon"};
+    for (int i = 0; i < 120; ++i) f << words[(i * 7) % 5] << (i % 9 == 8 ? '.' : '_');
+  }
+  const auto run =
+      run_qkv("lm train --text " + text +
+              " --context 16 --epochs 1 --d-model 16 --heads 2 --layers 1 --threads 1 --out " + dir + "/run");
+  ASSERT_EQ(run.status, 0) << run.output;
+  const auto eval = run_qkv("lm eval --threads 1 --checkpoint " + dir + "/run");
+  ASSERT_EQ(eval.status, 0) << eval.output;
+
+  const auto inspect =
+      run_qkv("lm inspect-mlp --json --threads 1 --contexts 20 --checkpoint " + dir + "/run --text " + text);
+  ASSERT_EQ(inspect.status, 0) << inspect.output;
+  size_t longest = 0;
+  for (const auto& unit : nlohmann::json::parse(inspect.output))
+    for (const auto& key : unit.at("keys")) longest = std::max(longest, key.at("context").get<std::string>().size());
+  EXPECT_LE(longest, 16u);  // --contexts' 24 bytes of context, cut at the 16-byte window's start
+  EXPECT_GE(longest, 8u);
+
+  { std::ofstream(text, std::ios::app) << "zeta_"; }
+  expect_clean_failure(run_qkv("lm eval --threads 1 --checkpoint " + dir + "/run"), 1,
+                       text + ": changed since the run trained on it (744 bytes then, 749 bytes now)");
+  const auto resumed = run_qkv("lm train --resume " + dir + "/run --epochs 2 --threads 1");
+  EXPECT_EQ(resumed.status, 1) << resumed.output;
+  EXPECT_NE(resumed.output.find(text + ": changed since the run trained on it"), std::string::npos) << resumed.output;
+  fs::remove_all(dir);
 }
 
 }  // namespace

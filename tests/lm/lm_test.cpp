@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "qkv/attention/kv_cache.h"
 #include "qkv/core/atomic_file.h"
@@ -160,6 +161,16 @@ TEST(TransformerLM, CachedStepsEqualTheFullForward) {
   EXPECT_EQ(cache.length(), 11);
   EXPECT_TRUE(torch::allclose(torch::cat(pieces, 1), full, 1e-5, 1e-5))
       << (torch::cat(pieces, 1) - full).abs().max().item<double>();
+  // Another model's cache (more layers, a window the model lacks) would give
+  // other logits with no error: refused, naming both.
+  attention::KVCache deeper(o.layers + 1, 2, o.heads, 16, o.head_dk(), o.head_dv());
+  qkv::testing::expect_usage_error([&] { lm->forward_tokens(tokens.slice(1, 0, 5), &deeper); },
+                                   "the KV cache has 3 layer(s), window 0 and 0 sink(s); this model has 2, window 0");
+  auto windowed = models::kv_cache_settings(o, attention::CacheDtype::kFloat32, 2, torch::kCPU);
+  windowed.window = 4;
+  attention::KVCache ring(windowed);
+  qkv::testing::expect_usage_error([&] { lm->forward_tokens(tokens.slice(1, 0, 5), &ring); }, "window 4");
+  EXPECT_EQ(ring.length(), 0);
 }
 
 TEST(Generate, CacheAndRecomputeGiveTheSameTokensAndLogits) {
@@ -354,4 +365,25 @@ TEST(PickToken, LogitsHoldingNaNOrPlusInfinityAreAnErrorNotByteZero) {
     EXPECT_THROW(lm::pick_token(poisoned, greedy, gen), lm::NonFiniteLogits);
     EXPECT_THROW(lm::pick_token(poisoned, sampled, gen), lm::NonFiniteLogits);
   }
+}
+
+// However small the temperature, sampling is the greedy pick in the limit:
+// logits divided by 1e-40 used to overflow to +inf and fail in softmax.
+TEST(PickToken, ATinyTemperatureSamplesTheLargestLogit) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  auto logits = torch::linspace(-2, 2, 256);
+  logits[40] = 50.0;  // large logits overflow first
+  logits[41] = 49.9f;
+  for (const double temperature : {1e-3, 1e-20, 1e-40, 1e-300}) {
+    lm::GenerateOptions o;
+    o.temperature = temperature;
+    for (int draw = 0; draw < 20; ++draw) EXPECT_EQ(lm::pick_token(logits, o, gen), 40) << temperature;
+  }
+  // Ties at the top stay a fair draw between them.
+  logits[41] = 50.0;
+  lm::GenerateOptions o;
+  o.temperature = 1e-40;
+  std::set<int64_t> picked;
+  for (int draw = 0; draw < 64; ++draw) picked.insert(lm::pick_token(logits, o, gen));
+  EXPECT_EQ(picked, (std::set<int64_t>{40, 41}));
 }

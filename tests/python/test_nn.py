@@ -119,22 +119,29 @@ def test_multi_head_attention_with_cache_matches_full_causal():
     x = torch.randn(2, 10, 16, dtype=torch.float64)
     full, _ = mha(x, causal=True)
     cache = qkv.nn.KVCache(1, 2, 4, 16, 3, 5, dtype=torch.float64)
-    steps = [mha.forward_cached(x[:, :6], cache)] + [mha.forward_cached(x[:, t:t + 1], cache) for t in range(6, 10)]
-    assert len(cache) == 10
-    assert torch.allclose(torch.cat(steps, 1), full, rtol=0, atol=1e-12)
-    with pytest.raises(qkv.UsageError):
-        mha.forward_cached(torch.randn(2, 7, 16, dtype=torch.float64), cache)  # past max_len 16
+    # The cache keeps no autograd graph: decoding with gradients wanted would
+    # train W_O alone, so it is refused and appends nothing.
+    with pytest.raises(qkv.UsageError, match="keeps no autograd graph"):
+        mha.forward_cached(x[:, :6], cache)
+    assert len(cache) == 0
+    with torch.no_grad():
+        steps = [mha.forward_cached(x[:, :6], cache)] + [mha.forward_cached(x[:, t:t + 1], cache) for t in range(6, 10)]
+        assert len(cache) == 10
+        assert torch.allclose(torch.cat(steps, 1), full, rtol=0, atol=1e-12)
+        with pytest.raises(qkv.UsageError):
+            mha.forward_cached(torch.randn(2, 7, 16, dtype=torch.float64), cache)  # past max_len 16
 
 
 def test_shared_heads_and_an_int8_window_cache_from_python():
     mha = qkv.nn.MultiHeadAttention(16, 4, kv_heads=1).eval()
     assert dict(mha.named_parameters())["w_k"].shape == (4, 16)  # one key head of width 16 / 4
     x = torch.randn(2, 12, 16)
-    mask = torch.ones(12, 12, dtype=torch.bool).tril() & ~torch.ones(12, 12, dtype=torch.bool).tril(-4)
-    full, _ = mha(x, causal=True, attn_mask=mask)  # each position sees itself and the 3 before
+    seen = torch.ones(12, 12, dtype=torch.bool).tril() & ~torch.ones(12, 12, dtype=torch.bool).tril(-4)
+    full, _ = mha(x, causal=True, attn_mask=~seen)  # each position sees itself and the 3 before
     cache = qkv.nn.KVCache(1, 2, 1, 12, 4, 4, cache_dtype="int8", window=4)
     assert cache.cache_dtype == "int8" and cache.heads == 1
-    steps = [mha.forward_cached(x[:, :5], cache)] + [mha.forward_cached(x[:, t:t + 1], cache) for t in range(5, 12)]
+    with torch.inference_mode():
+        steps = [mha.forward_cached(x[:, :5], cache)] + [mha.forward_cached(x[:, t:t + 1], cache) for t in range(5, 12)]
     # int8 keys and values: within a few quantisation steps of the float result.
     assert torch.allclose(torch.cat(steps, 1), full, rtol=0, atol=0.05 * float(full.abs().max()))
     with pytest.raises(qkv.UsageError, match="cache_dtype 'int3'"):
@@ -148,6 +155,23 @@ def test_multi_head_attention_weights_and_masks():
     out, w = mha(x, key_padding_mask=pad, need_weights=True)
     assert out.shape == (1, 5, 8) and w.shape == (1, 2, 5, 5)
     assert torch.all(w[..., 3:] == 0) and torch.allclose(w.sum(-1), torch.ones(1, 2, 5))
+
+
+def test_attn_mask_means_what_torch_multihead_attentions_does():
+    # A bool attn_mask is True where a query may NOT attend, as in
+    # torch.nn.MultiheadAttention; a float one is added to the scores.
+    mha = qkv.nn.MultiHeadAttention(8, 2).double()
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    blocked = torch.rand(5, 5) < 0.4
+    blocked.fill_diagonal_(False)
+    out, w = mha(x, attn_mask=blocked, need_weights=True)
+    added = torch.zeros(5, 5, dtype=torch.float64).masked_fill(blocked, float("-inf"))
+    assert torch.allclose(out, mha(x, attn_mask=added)[0], rtol=0, atol=1e-12)
+    assert torch.all(w[..., blocked] == 0)
+    with pytest.raises(qkv.UsageError, match=r"attn_mask \[5, 4\] does not broadcast to the scores"):
+        mha(x, attn_mask=blocked[:, :4])
+    with pytest.raises(qkv.UsageError, match="attn_mask must be bool .* or floating point"):
+        mha(x, attn_mask=blocked.long())
 
 
 def test_parts_are_not_called_alone_and_not_copied_alone():

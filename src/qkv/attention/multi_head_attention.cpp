@@ -140,6 +140,16 @@ MultiHeadAttentionOutput MultiHeadAttentionImpl::forward_cached(const at::Tensor
     throw UsageError("MultiHeadAttention::forward_cached: masks and attention weights are not available with a cache");
   if (!(options.temperature > 0) || (options.scale && !(*options.scale > 0)))
     throw UsageError("MultiHeadAttention::forward_cached: scale and temperature must be > 0");
+  // The cache holds plain values, no autograd graph: gradients would reach
+  // the output projection alone, silently. Decoding runs without them.
+  if (at::GradMode::is_enabled()) {
+    bool wants_grad = x.requires_grad();
+    for (const auto& p : parameters()) wants_grad = wants_grad || p.requires_grad();
+    if (wants_grad)
+      throw UsageError(
+          "MultiHeadAttention::forward_cached: a KV cache keeps no autograd graph (gradients would reach W_O "
+          "alone); decode under torch.no_grad() (C++: torch::NoGradGuard), train with forward and a causal mask");
+  }
   const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(r_));
   at::Tensor out = cache.append_and_attend(layer, project_q(x), project_k(x), project_v(x), scale / options.temperature,
                                            options.causal);

@@ -25,9 +25,10 @@ void register_eval(CLI::App* parent, Action& action) {
         return tasks::evaluate_lm_run(checkpoint, split, batch_size, *cache_dtype, device);
       },
       [cache_dtype](CLI::App* cmd) {
-        cmd->add_option("--cache-dtype", *cache_dtype,
-                        "measure through a KV cache of this type (f32, f16, bf16, int8, int4): every position attends "
-                        "keys and values as that cache stores them, and the tasks are decoded with it");
+        cmd->add_option(
+            "--cache-dtype", *cache_dtype,
+            "measure through a KV cache of this type (f32, f16, bf16, f64, int8, int4): every position attends "
+            "keys and values as that cache stores them, and the tasks are decoded with it");
       });
 }
 
@@ -87,6 +88,8 @@ void register_cache_size(CLI::App* parent, Action& action) {
         auto s = o.settings.cache;
         s.checkpoint = o.checkpoint;
         s.dtype_given = o.given("dtype");
+        s.window_given = o.given("window");
+        s.sinks_given = o.given("sinks");
         std::printf("%s", tasks::cache_size_report(s, o.settings.article, o.json).c_str());
         return 0;
       },

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "qkv/core/crc32.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/text.h"
 
@@ -46,8 +47,8 @@ void LmTaskOptions::validate() const {
   check_field_ranges(*this);
   if (max_length < min_length) throw ConfigError("max_length", "must be at least {min_length}");
   if (task == "induction" && min_length < 3) throw ConfigError("min_length", "must be at least 3 for induction");
-  if (task == "induction" && max_length > 27)
-    throw ConfigError("max_length", "must be at most 27 for induction (the query letter occurs once)");
+  if (task == "induction" && max_length > 26)
+    throw ConfigError("max_length", "must be at most 26 for induction (its letters are distinct)");
 }
 
 LmExample make_lm_example(const LmTaskOptions& o, std::mt19937_64& rng) {
@@ -68,7 +69,7 @@ LmExample make_lm_example(const LmTaskOptions& o, std::mt19937_64& rng) {
   const int64_t n = length(rng);
   std::string alphabet = "abcdefghijklmnopqrstuvwxyz";
   std::shuffle(alphabet.begin(), alphabet.end(), rng);
-  std::string context = alphabet.substr(0, static_cast<size_t>(std::min<int64_t>(n, 26)));
+  std::string context = alphabet.substr(0, static_cast<size_t>(n));  // n <= 26: validate()
   std::uniform_int_distribution<size_t> pick(0, context.size() - 2);
   const size_t at = pick(rng);
   return {context + "|" + context[at], std::string(1, context[at + 1])};
@@ -123,9 +124,20 @@ void check_utf8(const std::string& s, const std::string& source) {
                   std::to_string(at) + ")");
 }
 
-Splits load_text_corpus(const std::string& path, int64_t context) {
+TextFingerprint fingerprint_of(const std::string& text) {
+  return {static_cast<int64_t>(text.size()), static_cast<int64_t>(crc32(text.data(), text.size()))};
+}
+
+Splits load_text_corpus(const std::string& path, int64_t context, const TextFingerprint& recorded) {
   if (context < 1) throw ConfigError("context", "must be at least 1");
   const std::string text = read_text_file(path);
+  if (recorded.bytes > 0) {
+    const auto now = fingerprint_of(text);
+    if (now.bytes != recorded.bytes || now.crc32 != recorded.crc32)
+      throw DataError(path + ": changed since the run trained on it (" + std::to_string(recorded.bytes) +
+                      " bytes then, " + std::to_string(now.bytes) + (now.bytes == recorded.bytes ? ", other" : "") +
+                      " bytes now): its held-out windows would be other text; restore the file or train a new run");
+  }
   if (text.empty()) throw DataError(path + ": the text file is empty");
   check_utf8(text, path);
   // Held-out text needs whole windows: 10 at least (8 train, 1 val, 1 test).

@@ -64,11 +64,21 @@ Splits lm_task_datasets(const LmTaskSplits& task);
 // UTF-8 sequence.
 void check_utf8(const std::string& bytes, const std::string& source);
 
+// What a run records of its text file, to tell that text from an edited one:
+// the held-out windows are the file's last fifth, so another text would
+// evaluate (or resume) on other windows, and say nothing.
+struct TextFingerprint {
+  int64_t bytes = 0;  // 0: not recorded (a run of an earlier version)
+  int64_t crc32 = 0;
+};
+TextFingerprint fingerprint_of(const std::string& text);
+
 // Text for next-byte prediction: windows of context + 1 bytes taken with
 // stride `context`, split in file order 80 / 10 / 10 (so validation and test
 // text never overlaps training text). Throws DataError for an unreadable,
-// empty, too short or non-UTF-8 file.
-Splits load_text_corpus(const std::string& path, int64_t context);
+// empty, too short or non-UTF-8 file, or one whose bytes are not `recorded`
+// (when it holds a fingerprint).
+Splits load_text_corpus(const std::string& path, int64_t context, const TextFingerprint& recorded = {});
 
 // Bytes <-> token tensors.
 at::Tensor bytes_to_tokens(const std::string& text);

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "qkv/attention/kv_cache.h"
@@ -60,7 +61,13 @@ int64_t pick_token(const at::Tensor& logits, const GenerateOptions& o, at::Gener
         "the model's next-byte logits hold NaN or +infinity (its weights or the prompt's cache are "
         "not finite)");
   if (o.temperature == 0) return logits.argmax().item<int64_t>();
-  auto scaled = logits.to(torch::kFloat) / o.temperature;
+  // Relative to the largest logit before the division: however small the
+  // temperature, the scaled values are <= 0 (the largest exactly 0) and
+  // cannot overflow to +inf, which softmax would turn into NaN. A temperature
+  // below 1e-30 (0 in float32) divides as 1e-30: every logit below the
+  // largest already gets weight 0 there, so the pick is the same.
+  const auto as_float = logits.to(torch::kFloat);
+  auto scaled = (as_float - as_float.max()) / std::max(o.temperature, 1e-30);
   if (o.top_k > 0 && o.top_k < scaled.size(0)) {
     const auto kth = std::get<0>(scaled.topk(o.top_k)).min();
     scaled = scaled.masked_fill(scaled < kth, -std::numeric_limits<float>::infinity());

@@ -72,7 +72,7 @@ std::vector<MemoryUnit> inspect_mlp(models::TransformerLM& model, const std::str
     u.max_activation = max[u.unit].item<double>();
     for (int64_t i = 0; i < keep; ++i) {
       const int64_t pos = top_positions[u.unit][i].item<int64_t>();
-      const int64_t from = std::max<int64_t>(0, pos - o.context_bytes + 1);
+      const int64_t from = std::max<int64_t>(pos / o.window * o.window, pos - o.context_bytes + 1);
       std::string shown;
       for (int64_t p = from; p <= pos; ++p)
         shown += printable_byte(static_cast<unsigned char>(text[static_cast<size_t>(p)]));

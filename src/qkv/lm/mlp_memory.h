@@ -17,8 +17,10 @@ namespace qkv::lm {
 struct MemoryUnit {
   int64_t unit = 0;
   double mean_activation = 0, max_activation = 0;
-  std::vector<std::pair<std::string, double>> top_contexts;  // context ending at the firing byte, activation
-  std::vector<std::pair<std::string, double>> top_tokens;    // promoted byte (printable form), logit
+  // The context ending at the firing byte (within its window: what the model
+  // saw), and the activation.
+  std::vector<std::pair<std::string, double>> top_contexts;
+  std::vector<std::pair<std::string, double>> top_tokens;  // promoted byte (printable form), logit
 };
 
 struct MemoryOptions {
@@ -27,7 +29,10 @@ struct MemoryOptions {
   int64_t contexts = 5;        // top contexts per unit
   int64_t tokens = 5;          // top promoted tokens per unit
   int64_t context_bytes = 24;  // bytes of context shown before the firing position
-  int64_t window = 256;        // the text is read in windows of this many bytes
+  // The text is read in windows of this many bytes, positions from 0 in
+  // each: a text run's training context (tasks::inspect_mlp_file), since
+  // positions past it were never trained.
+  int64_t window = 256;
 };
 
 template <typename V>

@@ -133,6 +133,17 @@ at::Tensor TransformerLM::embed(const at::Tensor& tokens, int64_t offset) {
 }
 
 at::Tensor TransformerLM::forward_tokens(const at::Tensor& tokens, attention::KVCache* cache) {
+  // Each layer's attention checks the cache's heads and widths; what only
+  // the model knows is checked here: another model's cache would give other
+  // logits, with no error, and positions counted from another length.
+  if (cache) {
+    const auto& s = cache->settings();
+    if (s.layers != options_.layers || s.window != options_.window || s.sinks != options_.sinks)
+      throw UsageError("transformer-lm: the KV cache has " + std::to_string(s.layers) + " layer(s), window " +
+                       std::to_string(s.window) + " and " + std::to_string(s.sinks) + " sink(s); this model has " +
+                       std::to_string(options_.layers) + ", window " + std::to_string(options_.window) + " and " +
+                       std::to_string(options_.sinks) + " (make it with the model's settings)");
+  }
   auto x = embed(tokens, cache ? cache->length() : 0);
   for (int64_t l = 0; l < options_.layers; ++l) x = blocks_[static_cast<size_t>(l)]->forward(x, cache, l);
   return at::linear(ln_final_->forward(x), live(embed_->weight));

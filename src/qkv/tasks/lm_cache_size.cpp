@@ -23,7 +23,9 @@ attention::KVCacheShape cache_shape(CacheSizeSettings s) {
                                      {"kv_heads", s.kv_heads > 0},
                                      {"head_dim", s.head_dim > 0},
                                      {"dk", s.dk > 0},
-                                     {"dv", s.dv > 0}})
+                                     {"dv", s.dv > 0},
+                                     {"window", s.window_given},
+                                     {"sinks", s.sinks_given}})
       if (given) throw ConfigError(key, ": the checkpoint gives it; leave it out with {checkpoint}");
     const auto model = load_transformer_lm(s.checkpoint, nullptr);
     const auto& mo = model->options();
@@ -32,8 +34,8 @@ attention::KVCacheShape cache_shape(CacheSizeSettings s) {
     s.kv_heads = mo.head_kv();
     s.dk = mo.head_dk();
     s.dv = mo.head_dv();
-    if (s.window == 0) s.window = mo.window;
-    if (s.sinks == 0) s.sinks = mo.sinks;
+    s.window = mo.window;  // what `lm generate` decodes with
+    s.sinks = mo.sinks;
     if (!s.dtype_given) shape.dtype = attention::cache_dtype_of(model->embedding()->weight.scalar_type());
   }
   for (const auto& [key, value] : {std::pair<const char*, int64_t>{"layers", s.layers},

@@ -17,8 +17,9 @@ namespace qkv::tasks {
 struct CacheSizeSettings {
   int64_t layers = 0, heads = 0, kv_heads = 0, dk = 0, dv = 0, head_dim = 0, seq = 0, batch_size = 1, window = 0,
           sinks = 0;
-  std::string dtype = "f16";         // f16, bf16, f32, f64, int8, int4 and their usual spellings
-  bool dtype_given = false;          // with a checkpoint: false = the model's own element type
+  std::string dtype = "f16";                       // f16, bf16, f32, f64, int8, int4 and their usual spellings
+  bool dtype_given = false;                        // with a checkpoint: false = the model's own element type
+  bool window_given = false, sinks_given = false;  // with a checkpoint: refused (the model decodes with its own)
   train::CheckpointFile checkpoint;  // layers, heads, kv heads, widths and window from this transformer-lm checkpoint
 };
 

@@ -30,7 +30,7 @@ void LmData::validate() const {
 }
 
 data::Splits LmData::make() const {
-  if (!is_task()) return data::load_text_corpus(text, context);
+  if (!is_task()) return data::load_text_corpus(text, context, text_fingerprint);
   return data::lm_task_datasets(data::make_lm_task(task, seed));
 }
 
@@ -112,7 +112,10 @@ TrainTask lm_train_task(std::shared_ptr<const LmTrainSettings> s) {
     if (given("task") && !data.text.empty()) throw ConfigError("task", "and {text} exclude each other");
     data.seed = r.seed;
     data.validate();
-    if (!data.text.empty()) data.text = absolute_normal_path(data.text);  // so that --resume reads it from anywhere
+    if (!data.text.empty()) {
+      data.text = absolute_normal_path(data.text);  // so that --resume reads it from anywhere
+      data.text_fingerprint = data::fingerprint_of(read_text_file(data.text));  // eval and --resume check it
+    }
     if (data.is_task() && !given("select_metric")) r.train.select_metric = "exact_match";
     const auto model = lm_model(s->model.kind, s->model.transformer, s->model.hidden);
     r.model_name = model.name;
@@ -232,9 +235,13 @@ std::vector<lm::MemoryUnit> inspect_mlp_file(const train::CheckpointFile& checkp
   const std::string text = read_text_file(text_file);
   if (text.empty()) throw DataError(text_file + ": the text file is empty");
   data::check_utf8(text, text_file);
-  auto model = load_transformer_lm(checkpoint);
+  nlohmann::json config;
+  auto model = load_transformer_lm(checkpoint, &config);
   model->to(device);
-  return lm::inspect_mlp(*model, text, options);
+  auto read_as_trained = options;
+  const auto data = LmData::from_json(config.at("data"));
+  if (!data.is_task()) read_as_trained.window = data.context;
+  return lm::inspect_mlp(*model, text, read_as_trained);
 }
 
 }  // namespace qkv::tasks

@@ -26,6 +26,7 @@ struct LmData {
   std::string text;  // a text file instead of a task
   int64_t context = 128;
   uint64_t seed = 0;
+  data::TextFingerprint text_fingerprint;  // of `text` when the run began
 
   LmData();
   bool is_task() const { return text.empty(); }
@@ -43,6 +44,8 @@ void visit_fields(LmData& d, V&& visit) {
   visit_fields(d.task, visit);
   visit(Field{"context", "text: training window in bytes"}.range(1, 1 << 20), d.context);
   visit(Field{"seed", "", ""}, d.seed);  // --seed
+  visit(Field{"text_bytes", "", ""}, d.text_fingerprint.bytes);
+  visit(Field{"text_crc32", "", ""}, d.text_fingerprint.crc32);
 }
 
 // The model an LM run trains, from `lm train --model`: the transformer, or a
@@ -124,7 +127,7 @@ std::string complete_answer(models::Model& model, const std::string& prompt, int
 
 // `lm eval`: loss, bits per byte, accuracy and (tasks) exact match of a
 // checkpoint on its run's `split`; for a task also the exact match of real
-// greedy decoding. With `cache_dtype` (f32, f16, bf16, int8, int4; "" =
+// greedy decoding. With `cache_dtype` (f32, f16, bf16, f64, int8, int4; "" =
 // none) every position attends keys and values as that cache stores them and
 // the answers are decoded with it (a recurrent model keeps no cache: UsageError).
 // `batch_size` 0 = the run's (train::stored_run_eval_batch_size).
