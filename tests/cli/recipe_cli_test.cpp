@@ -144,6 +144,15 @@ TEST(UpAxis, ChosenFromTheLayoutAndPrinted) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("up axis: y (the synthetic layout's"), std::string::npos) << r.output;
   EXPECT_EQ(read_json(out + "/synthetic/config.json").at("data").at("up_axis"), 1);
+  // So do they given as the folder qkv wrote them to (its layout reads as
+  // ModelNet40's OFF tree, which stands on z).
+  r = run_qkv("vnt train --data " + out +
+              "/synthetic/synthetic --points-per-shape 128 --points 64 --epochs 1 "
+              "--threads 1 --model vn-dgcnn --batch-size 8 --out " +
+              out + "/as_folder");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("up axis: y (the synthetic layout's"), std::string::npos) << r.output;
+  EXPECT_EQ(read_json(out + "/as_folder/config.json").at("data").at("up_axis"), 1);
   // ModelNet40's OFF meshes stand on z: the same shapes as an OFF tree named like the distribution.
   const std::string tree = out + "/ModelNet40";
   fs::create_directories(tree);

@@ -237,6 +237,9 @@ TEST(VntCliErrors, BadInputFailsWithOneLine) {
   }
   const std::string model_options = "vnt train --model-options '{\"heads\":' --out /tmp/qkv_never";
   expect_clean_failure(run_qkv(model_options), 2, "--model-options");
+  // The data set the head's size: a class count given here was replaced silently.
+  expect_clean_failure(run_qkv("vnt train --model-options '{\"classes\":7}' --out /tmp/qkv_never"), 2,
+                       "--model-options: 'classes' is fixed by the data");
 }
 
 // A run trained from one folder is read from any other, and after a move:

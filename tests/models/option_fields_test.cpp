@@ -134,6 +134,8 @@ TEST(ModelOptionFields, TheRegistryNameSetsItsDefaultsAndTheSegmentersSayWhereTh
     return std::string();
   };
   EXPECT_EQ(source_of("linear_dim"), "the paper (segmentation)");  // vnt's says "the paper (classification)"
-  EXPECT_EQ(source_of("pooling"), "");
+  EXPECT_EQ(source_of("pooling"), "our choice (the paper is silent)");
+  // vnt's k is "as DGCNN and Vector Neurons", whose part segmentation takes 40.
+  EXPECT_NE(source_of("k").find("Vector Neurons' part segmentation takes 40"), std::string::npos);
   EXPECT_EQ(source_of("head_dim"), "the paper");  // as vnt's
 }

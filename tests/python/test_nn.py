@@ -112,6 +112,19 @@ def test_vnt_net_from_qkv_nn_is_rotation_invariant():
         assert torch.allclose(net(r @ points), logits, rtol=0, atol=1e-10 * float(logits.abs().max()))
 
 
+def test_a_training_batch_of_one_is_refused_and_leaves_the_statistics_finite():
+    # A DataLoader's last batch of one sample: PyTorch's BatchNorm raises; the
+    # running variance would otherwise turn NaN and every later eval with it.
+    model = qkv.models.create("vnt", classes=3, linear_dim=4, heads=1, head_dim=4, k=4)
+    model.train()
+    with pytest.raises(ValueError, match="training batch of 1 value per channel.*drop_last=True"):
+        model(points=torch.randn(1, 3, 32))
+    model(points=torch.randn(2, 3, 32))
+    assert all(torch.isfinite(b).all() for b in model.buffers())
+    model.eval()
+    assert torch.isfinite(model(points=torch.randn(1, 3, 32))).all()
+
+
 def test_multi_head_attention_with_cache_matches_full_causal():
     mha = qkv.nn.MultiHeadAttention(16, 4, qk_dim=3, v_dim=5).double().eval()
     assert (mha.qk_dim, mha.v_dim) == (3, 5)

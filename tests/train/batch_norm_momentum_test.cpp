@@ -49,3 +49,26 @@ TEST(BatchNormMomentum, ReachesEveryBatchNormLayer) {
   net.sync->forward(torch::ones({8, 4}));
   EXPECT_NEAR(net.sync->running_mean[0].item<double>(), 0.025, 1e-7);
 }
+
+// One value per channel in training: torch::batch_norm would take it and turn
+// the running variance NaN for good (var * n / (n - 1)); it is refused, as
+// PyTorch's BatchNorm refuses it, and nothing is updated.
+TEST(SyncBatchNorm, ATrainingBatchOfOneValuePerChannelIsRefused) {
+  layers::SyncBatchNorm bn(4);
+  bn->train();
+  try {
+    bn->forward(torch::randn({1, 4}));
+    FAIL() << "a training batch of one was taken";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("a training batch of 1 value per channel (input [1, 4])"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(torch::equal(bn->running_var, torch::ones({4})));
+  EXPECT_TRUE(torch::equal(bn->running_mean, torch::zeros({4})));
+  // Two samples, or one sample of several points per channel, train.
+  EXPECT_NO_THROW(bn->forward(torch::randn({2, 4})));
+  EXPECT_NO_THROW(bn->forward(torch::randn({1, 4, 5})));
+  EXPECT_TRUE(torch::isfinite(bn->running_var).all().item<bool>());
+  bn->eval();
+  EXPECT_NO_THROW(bn->forward(torch::randn({1, 4})));
+}

@@ -1,5 +1,7 @@
 #include "qkv/layers/sync_batch_norm.h"
 
+#include "qkv/core/errors.h"
+#include "qkv/core/shape.h"
 #include "qkv/layers/part_hooks.h"
 #include "qkv/layers/weight_binding.h"
 
@@ -39,9 +41,16 @@ void update_running_stats(const at::Tensor& running_mean, const at::Tensor& runn
 at::Tensor batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                       const at::Tensor& running_mean, const at::Tensor& running_var, bool training, double momentum,
                       double eps, RankSum* group) {
-  if (!training || group == nullptr || group->world_size() == 1)
+  if (!training || group == nullptr || group->world_size() == 1) {
+    // torch::batch_norm takes one value per channel in training (PyTorch's
+    // Python layer refuses it) and turns the running variance NaN for good;
+    // a DataLoader's last batch of one sample gives exactly that.
+    if (training && x.dim() >= 2 && x.numel() == x.size(1))
+      throw UsageError("batch norm: a training batch of 1 value per channel (input " + shape_of(x) +
+                       "); training needs more than one (a DataLoader's last batch of one sample: drop_last=True)");
     return torch::batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps,
                              at::globalContext().userEnabledCuDNN());
+  }
   TORCH_CHECK(x.dim() >= 2, "batch_norm: expected [B, C, ...], got ", x.sizes());
   const int64_t channels = x.size(1);
   std::vector<int64_t> dims{0};

@@ -62,8 +62,16 @@ template <typename V>
 void visit_fields(VNTSegOptions& o, V&& visit) {
   auto sourced = with_sources(visit, {{"linear_dim", "the paper (segmentation)"},
                                       {"heads", "the paper (segmentation)"},
-                                      {"pooling", ""},
-                                      {"seg_hidden", "the paper (4 linear layers)"},
+                                      {"k",
+                                       "our choice (the paper is silent), as vnt's (Vector Neurons' part "
+                                       "segmentation takes 40)"},
+                                      {"pooling", "our choice (the paper is silent)"},
+                                      {"category_dim",
+                                       "as Vector Neurons' part segmentation (the paper: a linear "
+                                       "layer, no width)"},
+                                      {"seg_hidden",
+                                       "widths as Vector Neurons' part segmentation (the paper: 4 "
+                                       "linear layers, no widths)"},
                                       {"dropout", "the paper (no dropout in its head)"},
                                       {"seg_negative_slope", "the paper (ReLU)"}});
   visit_vnt_backbone_fields(o.backbone, sourced);

@@ -48,7 +48,7 @@ std::string synth_shapes_list_text() {
 }
 
 OutputMarker ModelNetSource::marker(const pc::SynthShapesOptions& o) {
-  return {"qkv data synth-shapes",
+  return {kSynthShapesCommand,
           {{"train_per_class", o.train_per_class},
            {"test_per_class", o.test_per_class},
            {"classes", o.classes},
@@ -264,7 +264,14 @@ AttentionPictures attention_pictures(models::Model& model, const ClassificationD
 TrainTask classification_train_task(std::shared_ptr<ClassificationTrainSettings> settings) {
   return point_train_task(
       settings, kClassificationCommand, "train a point-cloud classifier; writes a run folder", "runs/vnt",
-      [](nlohmann::json&) {},
+      [](nlohmann::json& options) {
+        // The data's classes size the head; another count given here was
+        // replaced without a word.
+        if (options.contains("classes"))
+          throw ConfigError("model_options",
+                            ": 'classes' is fixed by the data (their class folders or "
+                            "--synth-classes)");
+      },
       [](train::RunRequest& r, ClassificationData& d, const pc::ModelNetData&, const ClassificationSplits& s,
          const LoadContext& context, TaskRun& run) {
         if (context.resume && s.class_names != d.class_names)

@@ -47,7 +47,7 @@ std::string synth_parts_list_text() {
 }
 
 OutputMarker ShapeNetPartSource::marker(const pc::SynthPartsOptions& o) {
-  return {"qkv data synth-parts",
+  return {kSynthPartsCommand,
           {{"train_per_category", o.train_per_category},
            {"val_per_category", o.val_per_category},
            {"test_per_category", o.test_per_category},
@@ -237,11 +237,13 @@ PartPrediction predict_parts(models::Model& model, const PartSegData& data, cons
   const auto labels = local + cat.first_part;
 
   PartPrediction out;
-  // Part names are known for the built-in shapes; ShapeNet-part's files
-  // carry numbers only, so a real run's parts are named by their ids.
+  // Part names are known for the built-in shapes (generated, or the folder
+  // `data synth-parts` wrote); ShapeNet-part's files carry numbers only, so
+  // a real run's parts are named by their ids.
   for (int64_t p = 0; p < cat.parts; ++p) out.part_names.push_back("part " + std::to_string(cat.first_part + p));
   const auto synthetic = pc::synth_part_categories();
-  if (data.source == "synthetic" && std::find(synthetic.begin(), synthetic.end(), cat.name) != synthetic.end()) {
+  if (is_qkv_synthetic_source(data.source) &&
+      std::find(synthetic.begin(), synthetic.end(), cat.name) != synthetic.end()) {
     const auto known = pc::synth_part_names(cat.name);
     if (static_cast<int64_t>(known.size()) == cat.parts) out.part_names = known;
   }

@@ -116,6 +116,12 @@ int64_t default_up_axis(const std::string& layout) {
   throw std::invalid_argument("default_up_axis: unknown layout " + layout);
 }
 
+bool is_qkv_synthetic_source(const std::string& source) {
+  if (source == "synthetic") return true;
+  const auto made_by = folder_made_by(source);
+  return made_by == kSynthShapesCommand || made_by == kSynthPartsCommand;
+}
+
 std::string resolve_up_axis(pc::PointViewOptions& view, const std::string& layout, const at::Tensor& train_points) {
   static const char* const names[] = {"x", "y", "z"};
   if (view.up_axis >= 0)

@@ -28,6 +28,16 @@
 
 namespace qkv::tasks {
 
+// The commands that write qkv's synthetic point sets, as their folders'
+// ledgers name them: such a folder given as --data is still qkv's shapes
+// (they stand on y; their parts have names).
+inline constexpr const char* kSynthShapesCommand = "qkv data synth-shapes";
+inline constexpr const char* kSynthPartsCommand = "qkv data synth-parts";
+
+// Whether `source` (a run's --data: "synthetic" or a folder) holds qkv's
+// synthetic shapes or parts.
+bool is_qkv_synthetic_source(const std::string& source);
+
 // "z/so3" -> {Up, SO3}; "i/so3" -> {None, SO3}. ConfigError naming "protocol".
 std::pair<pointcloud::Rotation, pointcloud::Rotation> parse_protocol(const std::string& protocol);
 
@@ -384,8 +394,11 @@ auto load_point_data(Data& d, const std::string& run_dir, int64_t rank, bool ove
   auto loaded = d.load_data(synth_dir.path(), overwrite);
   if (loaded.train.points.defined()) d.load.points_per_shape = loaded.train.points.size(1);
   if (d.view.up_axis < 0) {
+    // qkv's own synthetic shapes stand on y in whichever way they are given
+    // (--data synthetic, or the folder `data synth-shapes` wrote, whose
+    // layout reads as ModelNet40's, which stands on z).
     const auto line =
-        resolve_up_axis(d.view, d.source == "synthetic" ? "synthetic" : loaded.layout, loaded.train.points);
+        resolve_up_axis(d.view, is_qkv_synthetic_source(d.source) ? "synthetic" : loaded.layout, loaded.train.points);
     if (up_axis_line) *up_axis_line = line;
   }
   return loaded;

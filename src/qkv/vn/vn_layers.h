@@ -25,8 +25,8 @@ struct VNDefaults {
   static constexpr double eps = 1e-5;             // batch and layer norm: LibTorch's
   static constexpr bool batch_norm = true;        // VNLinearLeakyReLU: the reference code's
   static constexpr bool normalize_frame = false;  // VNStdFeature: the reference code's three predicted vectors
-  static constexpr bool with_cross = false;       // VNEdgeConv: the paper's [x_j - x_i, x_i]
-  static constexpr bool layer_norm = false;       // VNTBlock: the paper's block has none
+  static constexpr bool with_cross = false;  // VNEdgeConv: [x_j - x_i, x_i] as Vector Neurons (the paper is silent)
+  static constexpr bool layer_norm = false;  // VNTBlock: the paper's block has none
 };
 
 // Channel mixing W x, W [out, in], no bias. Initialised like nn::Linear.
