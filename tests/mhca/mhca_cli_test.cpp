@@ -203,6 +203,21 @@ TEST_F(MhcaCli, CrossValidationThenExplainEndToEnd) {
   expect_clean_failure(run_qkv("mhca explain " + cohort_args() + " --checkpoint " + out +
                                "/folds/run1_fold1/spectnet/checkpoints/best.ckpt --all --out " + root_ + "/ex2"),
                        2, "needs a co-attention model");
+  // Another cohort's ground truth (here: one subject's label turned) is
+  // refused by name, not scored against this cohort's attention.
+  auto other_truth = read_json(cohort_ + "/ground_truth.json");
+  auto& turned = other_truth.at("subjects").at(0);
+  turned["label"] = 1 - turned.at("label").get<int64_t>();
+  write_file_atomic(root_ + "/other_truth.json", other_truth.dump());
+  const auto wrong_truth = run_qkv("mhca explain " + cohort_args() + " --checkpoint " + ckpt + " --subject " +
+                                   turned.at("id").get<std::string>() + " --ground-truth " + root_ +
+                                   "/other_truth.json --out " + root_ + "/ex3");
+  EXPECT_EQ(wrong_truth.status, 1) << wrong_truth.output;
+  EXPECT_NE(wrong_truth.output.find("other_truth.json: the ground truth of another cohort: subject " +
+                                    turned.at("id").get<std::string>() + " is "),
+            std::string::npos)
+      << wrong_truth.output;
+  EXPECT_FALSE(fs::exists(root_ + "/ex3"));
 }
 
 // The cross-modal benchmark's scoring: explain.json's share of each planted
@@ -561,6 +576,17 @@ TEST_F(MhcaCli, BadCohortsGetOneLineErrors) {
                        1, "cut.nii.gz");
   // An unknown model is a usage error naming it.
   expect_clean_failure(run_qkv("mhca cv " + cohort_args() + " --model resnet --out " + dir + "/cv2"), 2, "resnet");
+  // RFE's default target, where nothing reads the volumes, is the paper's 441
+  // sites: more than this table holds, said as a default, not as if typed.
+  const auto xgb = run_qkv("mhca train " + cohort_args() + " --model xgboost --xgb-estimators 5 --out " + dir + "/xgb");
+  EXPECT_EQ(xgb.status, 2) << xgb.output;
+  EXPECT_NE(xgb.output.find("--n-features not given, so RFE's target is 441"), std::string::npos) << xgb.output;
+  EXPECT_NE(xgb.output.find("; give --n-features"), std::string::npos) << xgb.output;
+  // A network's training options do nothing for gradient boosting: refused.
+  expect_clean_failure(
+      run_qkv("mhca train " + cohort_args() + " --model xgboost --n-features 20 --lr 0.1 --out " + dir + "/xgb2"), 2,
+      "--lr trains a network; --model xgboost trains by its --xgb-* options");
+  EXPECT_FALSE(fs::exists(dir + "/xgb2"));
   // A model named twice would train and count its folds twice.
   expect_clean_failure(run_qkv("mhca cv " + cohort_args() + " --model xgboost,spectnet,xgboost --out " + dir + "/cv2"),
                        2, "--model xgboost is named twice");

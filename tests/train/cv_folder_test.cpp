@@ -43,6 +43,22 @@ TEST(CVFolder, SettingsAreWrittenOnceAndAnotherCallMustBringTheSame) {
     EXPECT_EQ(e.key, "out");
     EXPECT_NE(std::string(e.what()).find("folds: 2 there, 3 now"), std::string::npos) << e.what();
   }
+  // A setting inside a long object is named by its path, not by the object
+  // cut short (which showed the same text twice).
+  auto nested = settings;
+  nested["train"] = {
+      {"batch_size", 4}, {"bn_momentum", 0.1}, {"clip", "none of these fit in sixty characters"}, {"epochs", 2}};
+  const std::string nested_dir = fresh_dir("cv_folder_nested");
+  make_directories(nested_dir);
+  const train::CVFolder second(nested_dir);
+  second.claim_settings(nested);
+  nested["train"]["epochs"] = 3;
+  try {
+    second.claim_settings(nested);
+    ADD_FAILURE() << "other settings were accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("train.epochs: 2 there, 3 now"), std::string::npos) << e.what();
+  }
   EXPECT_EQ(read_file_bytes(dir + "/cv_settings.json"), written);  // nothing changed
 }
 

@@ -45,8 +45,9 @@ int free_local_port();
 // Starts the ranks (this binary again, /proc/self/exe, in a process group of
 // its own, with OMP_NUM_THREADS cores/procs unless set and a private TMPDIR
 // removed at the end), forwards SIGINT and SIGTERM to them once, and waits.
-// After the first failure the others get 30 s (the peers' timeout) to fail on
-// their own, then SIGTERM, then SIGKILL; a rank killed by a signal nobody sent
+// After the first failure the others get 30 s (the peers' timeout; 1 s after
+// a usage error, exit 2) to fail on their own, then SIGTERM, then SIGKILL; a
+// rank killed by a signal nobody sent
 // through the launcher stops the others at once. Returns the exit status: 0,
 // the first failing rank's, or 1 for a killed rank (said on stderr).
 int run_local_ranks(const LocalRanks& plan);

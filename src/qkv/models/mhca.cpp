@@ -72,18 +72,22 @@ void SpectEncoderOptions::check(const std::string& model) const {
 }
 
 std::array<int64_t, 3> SpectEncoderOptions::token_grid() const {
+  // The CPU-sized grids `mhca synth --help` suggests take fewer blocks and
+  // padding (docs/mhca.md): say so, not just that the grid is too small.
+  const std::string smaller = "; a small grid takes {model_options} '{\"channels\":[8,16,32],\"padding\":1}'";
   std::array<int64_t, 3> g{};
   for (int axis = 0; axis < 3; ++axis) {
     int64_t n = volume_shape.at(axis);
     for (size_t layer = 0; layer < channels.size(); ++layer) {
       if (n + 2 * padding < 3)
         throw UsageError("volume_shape " + shape_text(volume_shape) + " is too small for " +
-                         std::to_string(channels.size()) + " convolutions with padding " + std::to_string(padding));
+                         std::to_string(channels.size()) + " convolutions with padding " + std::to_string(padding) +
+                         smaller);
       n = n + 2 * padding - 2;
       if (layer + 1 < channels.size()) {
         if (n < 2)
           throw UsageError("volume_shape " + shape_text(volume_shape) + " is too small for " +
-                           std::to_string(channels.size() - 1) + " pooling blocks");
+                           std::to_string(channels.size() - 1) + " pooling blocks" + smaller);
         n /= 2;
       }
     }

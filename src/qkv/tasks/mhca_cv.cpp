@@ -146,9 +146,16 @@ std::vector<std::string> select_features(const medical::CohortData& cohort, cons
   if (selection.mode == "all") return table.cpg_ids;
   if (selection.mode == "list") return medical::read_cpg_list(selection.list_path);
   if (selection.mode != "rfe") throw ConfigError("select", "must be rfe, all or list (got '" + selection.mode + "')");
-  if (n_features > table.cols())
-    throw ConfigError("n_features", std::to_string(n_features) + " exceeds the " + std::to_string(table.cols()) +
-                                        " CpG sites of " + table.path);
+  if (n_features > table.cols()) {
+    // Not given: say where the number came from (rfe_target), not as if typed.
+    const std::string target = selection.n_features > 0
+                                   ? std::to_string(n_features)
+                                   : "not given, so RFE's target is " + std::to_string(n_features) +
+                                         " (the SPECT token count, or the paper's " + std::to_string(kPaperCpgSites) +
+                                         " where no network reads the volumes), which";
+    throw ConfigError("n_features", target + " exceeds the " + std::to_string(table.cols()) + " CpG sites of " +
+                                        table.path + (selection.n_features > 0 ? "" : "; give {n_features}"));
+  }
   medical::Preprocessing all;
   all.cpg_ids = table.cpg_ids;
   all.cpg_means = medical::column_means(table, rows);
@@ -296,6 +303,7 @@ FoldPredictions train_network_fold(const medical::CohortData& cohort, const data
   splits.train = training.train;
   hooks.augment = training.augment;
   hooks.quiet = options.quiet;  // the trainer's line per epoch, under run_cross_validation's fold line
+  hooks.resume_hint = false;    // a fold resumes with the cv command's --resume, which says so itself
   hooks.live_progress = !options.quiet && train::ProgressBar::stderr_is_terminal();
   hooks.title = "qkv mhca cv: " + model_name + " " + train::fold_name(fold);
   models::ModelPtr model;

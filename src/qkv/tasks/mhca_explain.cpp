@@ -38,16 +38,35 @@ GroundTruth read_ground_truth(const std::string& path) {
         truth.cross_modal.push_back({site.at("id").get<std::string>(), site.at("region").get<std::string>(),
                                      site.at("cross_modal_mask_label").get<int64_t>()});
     }
+    for (const auto& subject : j.at("subjects"))
+      truth.subject_labels.emplace(subject.at("id").get<std::string>(), subject.at("label").get<int64_t>());
   } catch (const nlohmann::json::exception&) {
     throw DataError(path +
-                    ": not a ground-truth file of 'qkv mhca synth' (no informative_sites with ids, or an "
-                    "interaction site without its region)");
+                    ": not a ground-truth file of 'qkv mhca synth' (no informative_sites with ids, an "
+                    "interaction site without its region, or no subjects with ids and labels)");
   }
+  truth.path = path;
   const auto mask = fs::path(path).parent_path() / "striatum_mask.nii.gz";
   if (fs::exists(mask)) truth.striatum_mask = mask.string();
   const auto cross = fs::path(path).parent_path() / "cross_modal_mask.nii.gz";
   if (!truth.cross_modal.empty() && fs::exists(cross)) truth.cross_modal_mask = cross.string();
   return truth;
+}
+
+void check_ground_truth_is_of(const GroundTruth& truth, const medical::CohortData& cohort,
+                              const std::vector<int64_t>& rows) {
+  const auto other_cohort = truth.path + ": the ground truth of another cohort: ";
+  for (const int64_t row : rows) {
+    const auto& id = cohort.subject_ids[static_cast<size_t>(row)];
+    const auto it = truth.subject_labels.find(id);
+    if (it == truth.subject_labels.end())
+      throw DataError(other_cohort + "subject " + id + " is not among its " +
+                      std::to_string(truth.subject_labels.size()) + " subjects");
+    const int64_t label = cohort.labels[static_cast<size_t>(row)];
+    if (label != medical::kUnlabelled && label != it->second)
+      throw DataError(other_cohort + "subject " + id + " is " + (it->second == 1 ? "PD" : "a control") + " there and " +
+                      (label == 1 ? "PD" : "a control") + " in " + cohort.manifest_path);
+  }
 }
 
 namespace {
@@ -436,7 +455,10 @@ nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::
     }
   }
   GroundTruth truth;
-  if (!options.ground_truth.empty()) truth = read_ground_truth(options.ground_truth);
+  if (!options.ground_truth.empty()) {
+    truth = read_ground_truth(options.ground_truth);
+    check_ground_truth_is_of(truth, cohort, rows);
+  }
   const std::string mask_path = !options.striatum_mask.empty() ? options.striatum_mask : truth.striatum_mask;
   at::Tensor mask, mask_labels;
   if (!mask_path.empty()) {

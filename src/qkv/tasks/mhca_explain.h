@@ -20,6 +20,7 @@
 // interpolated trilinearly in between, clamped at the edges.
 #include <c10/core/Device.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -46,9 +47,18 @@ struct GroundTruth {
   // their region in cross_modal_mask.nii.gz.
   std::vector<Interaction> cross_modal;
   std::string cross_modal_mask;  // NIfTI path; empty if unknown
+  // The synthetic cohort's subjects and their labels (0 control, 1 PD): what
+  // tells this cohort's truth from another's (the same ids, other labels).
+  std::string path;
+  std::map<std::string, int64_t> subject_labels;
 };
 // DataError naming the file if it is not a ground-truth file of `mhca synth`.
 GroundTruth read_ground_truth(const std::string& path);
+// DataError naming the ground truth's file when it is another cohort's: a
+// subject explained that it does not list, or one whose label there is not
+// the manifest's. Unlabelled subjects are checked by id alone.
+void check_ground_truth_is_of(const GroundTruth& truth, const medical::CohortData& cohort,
+                              const std::vector<int64_t>& rows);
 
 struct ExplainOptions {
   std::vector<std::string> subjects;  // empty: every subject of the cohort

@@ -159,8 +159,19 @@ TrainTask mhca_train_task(std::shared_ptr<MhcaTrainSettings> s) {
   task.model_options_from_data = true;
   task.batch_norm = false;
   task.data_parallel = false;
-  task.prepare = [s](const GivenSetting&, train::RunRequest& r, const std::string&) {
+  task.prepare = [s](const GivenSetting& given, train::RunRequest& r, const std::string&) {
     MhcaTrainData d = s->data;
+    // Gradient boosting trains by its --xgb-* settings: a network's training
+    // options given with it were taken and ignored without a word.
+    if (!models::find_model(s->model).network) {
+      train::TrainConfig networks_only;
+      visit_fields(networks_only, [&](const Field& f, auto&) {
+        if ((f.option == nullptr || *f.option != '\0') && given(f.key))
+          throw ConfigError(f.key, "trains a network; --model " + s->model + " trains by its --xgb-* options");
+      });
+      if (given("model_options"))
+        throw ConfigError("model_options", "are a network's; --model " + s->model + " takes its --xgb-* options");
+    }
     if (!d.selection.list_path.empty()) d.selection.mode = "list";
     d.model_options = models::parse_model_options(s->model_options);
     d.validate();

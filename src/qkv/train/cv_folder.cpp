@@ -15,7 +15,10 @@ namespace {
 
 // The first setting that differs, as "folds: 2 there, 3 now" (values
 // shortened), for a resume refused because of it.
-std::string settings_difference(const nlohmann::json& stored, const nlohmann::json& now) {
+// The first setting that differs, by its path through nested objects
+// ("train.epochs: 2 there, 3 now"): a whole object cut to a few dozen
+// characters would show the same text twice.
+std::string settings_difference(const nlohmann::json& stored, const nlohmann::json& now, const std::string& path = "") {
   auto shown = [](const nlohmann::json& j, const std::string& key) {
     return j.contains(key) ? shortened(j.at(key).dump(), 60) : std::string("none");
   };
@@ -24,7 +27,10 @@ std::string settings_difference(const nlohmann::json& stored, const nlohmann::js
   for (const auto& item : now.items()) keys.insert(item.key());
   for (const auto& key : keys) {
     const bool same = stored.contains(key) && now.contains(key) && stored.at(key) == now.at(key);
-    if (!same) return key + ": " + shown(stored, key) + " there, " + shown(now, key) + " now";
+    if (same) continue;
+    if (stored.contains(key) && now.contains(key) && stored.at(key).is_object() && now.at(key).is_object())
+      return settings_difference(stored.at(key), now.at(key), path + key + ".");
+    return path + key + ": " + shown(stored, key) + " there, " + shown(now, key) + " now";
   }
   return "none";
 }

@@ -277,6 +277,9 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
   };
 
   RunPaths paths{out_dir};
+  const std::string interrupted_line =
+      "interrupted: checkpoint written to " + paths.last_checkpoint() +
+      (hooks.resume_hint ? " (resume with {resume} " + paths.dir + ")" : std::string());
   if (writer) {
     make_directories(paths.dir + "/checkpoints");
     // A run killed mid-checkpoint left its temporary behind; nothing else
@@ -411,9 +414,7 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
           state.partial_seconds += std::chrono::duration<double>(Clock::now() - epoch_start).count();
           state.train_seconds += std::chrono::duration<double>(Clock::now() - epoch_start).count();
           save_progress({{"interrupted", true}, {"epoch", epoch + 1}, {"step_in_epoch", state.step_in_epoch}});
-          if (!quiet)
-            say("interrupted: checkpoint written to " + paths.last_checkpoint() + " (resume with {resume} " +
-                paths.dir + ")");
+          if (!quiet) say(interrupted_line);
           return {true, nlohmann::json{{"interrupted", true}}};
         }
       } catch (const c10::Error& e) {
@@ -464,9 +465,7 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
       break;
     }
     if (interrupted(interrupt_requested())) {
-      if (!quiet)
-        say("interrupted: checkpoint written to " + paths.last_checkpoint() + " (resume with {resume} " + paths.dir +
-            ")");
+      if (!quiet) say(interrupted_line);
       return {true, nlohmann::json{{"interrupted", true}}};
     }
   }

@@ -98,6 +98,9 @@ struct TrainHooks {
   std::function<models::ModelPtr(models::Model& trained)> test_model;
   bool live_progress = false;  // progress bar on stderr
   bool quiet = false;          // no per-epoch lines
+  // After Ctrl-C, "(resume with --resume DIR)": false where the caller says
+  // how to continue (a cross validation resumes by its own command).
+  bool resume_hint = true;
   std::string title = "qkv run";
   int64_t stop_after_steps = -1;  // tests: act as if Ctrl-C came after this many steps of this call
   // Data-parallel training: each rank takes a disjoint slice of every global
