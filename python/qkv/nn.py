@@ -99,8 +99,9 @@ class MultiHeadAttention(CppModule):
     forward(query, key, value, causal=False, key_padding_mask=None,
             attn_mask=None, need_weights=False) -> (out [B, Nq, D], weights or None)
     The masks mean what torch.nn.MultiheadAttention's do: key_padding_mask
-    [B, Nk] bool, True = padding; attn_mask broadcast to [B, H, Nq, Nk], bool
-    with True = may not attend, or float added to the scores.
+    [B, Nk] bool, True = padding; attn_mask broadcast to [B, H, Nq, Nk] (torch's
+    3-D [B*H, Nq, Nk] only for B = 1), bool with True = may not attend, or float
+    added to the scores.
     forward_cached(x, cache, layer=0, causal=True) -> out: self-attention of the
     new positions x [B, n, D] over a KVCache(layers, B, kv_heads, max_len, qk_dim,
     v_dim, cache_dtype="int8", window=W), whose keys and values it appends.

@@ -307,12 +307,11 @@ TEST_F(FieldCases, SegPredictWritesOnlyIntoItsOwnOrAnEmptyFolder) {
   fs::remove_all(dir);
 }
 
-TEST_F(FieldCases, AFileOfTheUsersWhereARunWritesIsRefusedBeforeTheRun) {
-  // A folder qkv wrote one file into (export-weights), where the user keeps
-  // a report.html: --overwrite removed qkv's file, trained, and was refused
-  // only when it wrote its report, after the whole training. Another
-  // command's folder is now refused first (a user's report.html in a folder
-  // of the same command: OutputPolicy.ANameTheRunWillWriteIsCheckedBeforeTheRun).
+TEST_F(FieldCases, AFolderAnotherCommandWroteIntoIsRefusedBeforeTheRun) {
+  // A folder export-weights made, where the user keeps a report.html: a train
+  // command's --overwrite is refused before anything changes, not after the
+  // training when it writes its report (a user's report.html in a folder of
+  // the same command: OutputPolicy.ANameTheRunWillWriteIsCheckedBeforeTheRun).
   const std::string root = fresh_dir("field_user_report");
   const std::string run = root + "/run", dir = root + "/shared";
   ASSERT_EQ(run_qkv("spirals train --points-per-arm 20 --epochs 1 --threads 1 --out " + run).status, 0);

@@ -73,10 +73,10 @@ TEST(OutputPolicy, OverwriteRemovesOnlyQkvsFiles) {
   EXPECT_TRUE(qkv::ledger_files(dir.string()).empty());
 }
 
-// --overwrite replaces what this command made, not another command's output:
-// a trained run is not replaced by synthetic data, nor a run's summary.json
-// by an export; a file another command wrote into a folder stays when the
-// folder's own command overwrites it.
+// A folder or file is replaced only by the command that made it, with or
+// without --overwrite: a trained run is not replaced by synthetic data, nor a
+// run's summary.json by an export. The folder's own command, with
+// --overwrite, replaces everything qkv wrote there, the export's file too.
 TEST(OutputPolicy, OverwriteReplacesOnlyWhatThisCommandMade) {
   const fs::path dir = fresh_dir("policy_other_command");
   {
@@ -90,9 +90,14 @@ TEST(OutputPolicy, OverwriteReplacesOnlyWhatThisCommandMade) {
   const auto other = usage_error_of([&] {
     static_cast<void>(qkv::claim_output_dir(dir.string(), "--out", true, {"qkv data synth-shapes", {}}));
   });
-  EXPECT_NE(other.find(": made by 'qkv vnt train', not by 'qkv data synth-shapes'; overwrite replaces only"),
+  EXPECT_NE(other.find(": made by 'qkv vnt train', not by 'qkv data synth-shapes'; only that command replaces"),
             std::string::npos)
       << other;
+  // Said first, also without --overwrite (which would not help).
+  EXPECT_NE(usage_error_of([&] {
+              static_cast<void>(qkv::claim_output_dir(dir.string(), "--out", false, {"qkv data synth-shapes", {}}));
+            }).find("made by 'qkv vnt train'"),
+            std::string::npos);
   const auto synthetic = usage_error_of([&] {
     static_cast<void>(qkv::claim_synthetic_dir(dir.string(), "--out", true, {"qkv data synth-shapes", {}}));
   });
@@ -104,15 +109,36 @@ TEST(OutputPolicy, OverwriteReplacesOnlyWhatThisCommandMade) {
   EXPECT_NE(summary.find("summary.json: written by 'qkv vnt train', not by 'qkv export-weights'"), std::string::npos)
       << summary;
   EXPECT_EQ(read(dir / "summary.json"), "{}");
-  // The export replaces its own file; the run's command keeps it when it
-  // overwrites the run.
+  // The export replaces its own file.
   {
     const auto claim = qkv::claim_output_file((dir / "weights.pt").string(), "--output", true, {"export-weights", {}});
     qkv::write_file_atomic((dir / "weights.pt").string(), std::string("weights 2"));
   }
+  EXPECT_EQ(read(dir / "weights.pt"), "weights 2");
   EXPECT_TRUE(qkv::claim_output_dir(dir.string(), "--out", true, {"vnt train", {}}).replaced());
   EXPECT_FALSE(fs::exists(dir / "summary.json"));
-  EXPECT_EQ(read(dir / "weights.pt"), "weights 2");
+  EXPECT_FALSE(fs::exists(dir / "weights.pt"));
+  // A ledger from before writers were recorded (no "writers" in its header,
+  // no "by" in its entries) says nothing of who wrote a file: --overwrite
+  // replaces what qkv wrote there, as it did.
+  const fs::path old = fresh_dir("policy_old_ledger");
+  fs::create_directories(old);
+  write_text_file(old / qkv::kLedgerName, "{\"command\":\"vnt train\",\"qkv_version\":\"0.1.0\",\"settings\":{}}\n");
+  {
+    const auto claim = qkv::claim_output_file((old / "weights.pt").string(), "--output", false, {"export-weights", {}});
+    qkv::write_file_atomic((old / "weights.pt").string(), std::string("w"));
+  }
+  auto ledger = read(old / qkv::kLedgerName);
+  const std::string said_by = "\"by\":\"export-weights\",";  // keys in order: by, bytes, crc32, file
+  const auto by = ledger.find(said_by);
+  ASSERT_NE(by, std::string::npos) << ledger;
+  ledger.erase(by, said_by.size());  // as the earlier version wrote it
+  write_text_file(old / qkv::kLedgerName, ledger);
+  {
+    const auto claim = qkv::claim_output_file((old / "weights.pt").string(), "--output", true, {"export-weights", {}});
+    qkv::write_file_atomic((old / "weights.pt").string(), std::string("w2"));
+  }
+  EXPECT_EQ(read(old / "weights.pt"), "w2");
 }
 
 // A run stopped before its report, where the user then saved a report.html:

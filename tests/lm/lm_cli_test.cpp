@@ -266,7 +266,7 @@ TEST(LmTextRun, AChangedTextIsRefusedAndInspectReadsInTheRunsWindows) {
 
   { std::ofstream(text, std::ios::app) << "zeta_"; }
   expect_clean_failure(run_qkv("lm eval --threads 1 --checkpoint " + dir + "/run"), 1,
-                       text + ": changed since the run trained on it (744 bytes then, 749 bytes now)");
+                       text + ": changed since the run trained on it (744 bytes then, 749 now)");
   const auto resumed = run_qkv("lm train --resume " + dir + "/run --epochs 2 --threads 1");
   EXPECT_EQ(resumed.status, 1) << resumed.output;
   EXPECT_NE(resumed.output.find(text + ": changed since the run trained on it"), std::string::npos) << resumed.output;

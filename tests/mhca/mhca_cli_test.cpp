@@ -218,6 +218,12 @@ TEST_F(MhcaCli, CrossValidationThenExplainEndToEnd) {
             std::string::npos)
       << wrong_truth.output;
   EXPECT_FALSE(fs::exists(root_ + "/ex3"));
+  // Refused before --overwrite empties an earlier explanation.
+  const auto over = run_qkv("mhca explain " + cohort_args() + " --checkpoint " + ckpt + " --subject " +
+                            turned.at("id").get<std::string>() + " --ground-truth " + root_ +
+                            "/other_truth.json --overwrite --out " + ex);
+  EXPECT_EQ(over.status, 1) << over.output;
+  EXPECT_TRUE(fs::exists(ex + "/explain.json"));
 }
 
 // The cross-modal benchmark's scoring: explain.json's share of each planted

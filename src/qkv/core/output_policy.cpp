@@ -222,10 +222,13 @@ struct Ledger {
   int64_t unreadable_line = 0;  // the first line that is not JSON (torn by a crash, or edited); 0 if none
 
   std::string maker() const { return header.is_object() ? header.value("command", "") : std::string(); }
-  // The command that last wrote `name`: its entry's "by", else the maker.
+  // The command that last wrote `name`: its entry's "by", else the maker;
+  // "" (unknown) in a ledger from before writers were recorded, whose
+  // entries never say "by".
   std::string writer_of(const std::string& name) const {
     const auto it = written_by.find(name);
-    return it != written_by.end() ? it->second : maker();
+    if (it != written_by.end()) return it->second;
+    return header.is_object() && header.value("writers", false) ? maker() : std::string();
   }
 };
 
@@ -340,7 +343,8 @@ void append_line(const fs::path& file, const std::string& line) {
 void write_new_ledger(const fs::path& dir, const OutputMarker& marker) {
   const nlohmann::json header = {{"qkv_version", qkv_version()},
                                  {"command", marker.command},
-                                 {"settings", marker.settings.is_null() ? nlohmann::json::object() : marker.settings}};
+                                 {"settings", marker.settings.is_null() ? nlohmann::json::object() : marker.settings},
+                                 {"writers", true}};  // entries another command writes say "by"
   write_file_atomic((dir / kLedgerName).string(), json_text(header, -1) + "\n");
 }
 
@@ -474,7 +478,6 @@ void remove_ledger_files(const fs::path& dir, const Ledger& ledger) {
     const fs::path rel(name);
     const fs::path p = dir / rel;
     if (inspect(dir, rel).kind != Found::File) continue;
-    if (ledger.writer_of(name) != ledger.maker()) continue;  // another command's: --overwrite is not its
     std::error_code ec;
     if (!fs::remove(p, ec) && ec) throw DataError(p.string() + ": cannot remove (written by qkv): " + ec.message());
     for (fs::path up = rel.parent_path(); !up.empty(); up = up.parent_path()) parents.insert(dir / up);
@@ -518,6 +521,11 @@ void check_output_dir(const std::string& dir, const std::string& option, bool ov
   if (!fs::is_directory(status)) refuse(option, printable_path(dir) + ": exists and is not a folder");
   refuse_if_held_elsewhere(root, option, /*exclusive=*/true);
   if (is_empty_folder(root)) return;
+  // Another command's folder first: --overwrite would not help.
+  if (const std::string maker = folder_made_by(dir); !maker.empty() && maker != command)
+    refuse(option, printable_path(dir) + ": made by '" + typed_command(maker) + "', not by '" + typed_command(command) +
+                       "'; only that command replaces what it made there, even with " +
+                       "{overwrite}; choose another folder (nothing was changed)");
   if (!overwrite)
     refuse(option, printable_path(dir) +
                        ": exists and is not empty; add {overwrite} to replace what qkv wrote there (other files are "
@@ -526,10 +534,6 @@ void check_output_dir(const std::string& dir, const std::string& option, bool ov
   if (ledger.header.is_null())
     refuse(option, printable_path(dir) + ": not empty and holds nothing qkv wrote (no " + kLedgerName +
                        "); qkv will not write into it, even with {overwrite}; choose another folder");
-  if (ledger.maker() != command)
-    refuse(option, printable_path(dir) + ": made by '" + typed_command(ledger.maker()) + "', not by '" +
-                       typed_command(command) + "'; {overwrite} replaces only what this command made there; " +
-                       "choose another folder (nothing was changed)");
   // The file a torn line named would be found only when the new run writes
   // it, after the rest of the old run was deleted: refused before that.
   if (ledger.unreadable_line > 0)
@@ -612,18 +616,25 @@ void check_output_file(const std::string& path, const std::string& option, bool 
   if (fs::is_directory(status)) refuse(option, printable_path(path) + ": is a folder; name a file");
   refuse_if_held_elsewhere(dir, option, /*exclusive=*/false);
   if (fs::exists(status)) {
+    const std::string name = file.filename().string();
+    // Another command's file first: --overwrite would not help.
+    std::string writer;
+    try {
+      writer = read_ledger(dir).writer_of(name);
+    } catch (const std::exception&) {
+      // A ledger qkv cannot read is refused below, with or without overwrite.
+    }
+    if (!writer.empty() && writer != command)
+      refuse(option, printable_path(path) + ": written by '" + typed_command(writer) + "', not by '" +
+                         typed_command(command) + "'; only that command replaces it, even with {overwrite}; " +
+                         "choose another name (nothing was changed)");
     if (!overwrite)
       refuse(option, printable_path(path) + ": exists; add {overwrite} to replace it, or choose another name");
     const Ledger ledger = read_ledger(dir);
-    const std::string name = file.filename().string();
     if (std::find(ledger.files.begin(), ledger.files.end(), name) == ledger.files.end())
       refuse(option, printable_path(path) +
                          ": exists and was not written by qkv; qkv will not replace it, even with {overwrite}");
     if (const std::string why = unowned(dir, name, ledger.written); !why.empty()) throw UsageError(why);
-    if (ledger.writer_of(name) != command)
-      refuse(option, printable_path(path) + ": written by '" + typed_command(ledger.writer_of(name)) + "', not by '" +
-                         typed_command(command) + "'; {overwrite} replaces only this command's own files; " +
-                         "choose another name (nothing was changed)");
   }
   const auto dir_status = fs::status(dir, ec);
   if (fs::exists(dir_status) && !fs::is_directory(dir_status))

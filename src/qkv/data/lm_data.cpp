@@ -47,6 +47,14 @@ void LmTaskOptions::validate() const {
   check_field_ranges(*this);
   if (max_length < min_length) throw ConfigError("max_length", "must be at least {min_length}");
   if (task == "induction" && min_length < 3) throw ConfigError("min_length", "must be at least 3 for induction");
+  // 27 is taken as 26 (its letters are distinct): what runs stored with it
+  // were trained on. A new run is refused it (check_new_run).
+  if (task == "induction" && max_length > 27)
+    throw ConfigError("max_length", "must be at most 26 for induction (its letters are distinct)");
+}
+
+void LmTaskOptions::check_new_run() const {
+  validate();
   if (task == "induction" && max_length > 26)
     throw ConfigError("max_length", "must be at most 26 for induction (its letters are distinct)");
 }
@@ -69,7 +77,7 @@ LmExample make_lm_example(const LmTaskOptions& o, std::mt19937_64& rng) {
   const int64_t n = length(rng);
   std::string alphabet = "abcdefghijklmnopqrstuvwxyz";
   std::shuffle(alphabet.begin(), alphabet.end(), rng);
-  std::string context = alphabet.substr(0, static_cast<size_t>(n));  // n <= 26: validate()
+  std::string context = alphabet.substr(0, static_cast<size_t>(std::min<int64_t>(n, 26)));
   std::uniform_int_distribution<size_t> pick(0, context.size() - 2);
   const size_t at = pick(rng);
   return {context + "|" + context[at], std::string(1, context[at + 1])};
@@ -134,9 +142,11 @@ Splits load_text_corpus(const std::string& path, int64_t context, const TextFing
   if (recorded.bytes > 0) {
     const auto now = fingerprint_of(text);
     if (now.bytes != recorded.bytes || now.crc32 != recorded.crc32)
-      throw DataError(path + ": changed since the run trained on it (" + std::to_string(recorded.bytes) +
-                      " bytes then, " + std::to_string(now.bytes) + (now.bytes == recorded.bytes ? ", other" : "") +
-                      " bytes now): its held-out windows would be other text; restore the file or train a new run");
+      throw DataError(path + ": changed since the run trained on it (" +
+                      (now.bytes == recorded.bytes
+                           ? "the same " + std::to_string(now.bytes) + " bytes, other ones"
+                           : std::to_string(recorded.bytes) + " bytes then, " + std::to_string(now.bytes) + " now") +
+                      "): its held-out windows would be other text; restore the file or train a new run");
   }
   if (text.empty()) throw DataError(path + ": the text file is empty");
   check_utf8(text, path);

@@ -25,7 +25,10 @@ struct LmTaskOptions {
   int64_t max_length = 8;
   int64_t max_digits = 3;  // addition: operands have 1..max_digits digits
 
-  void validate() const;  // ConfigError naming the key
+  void validate() const;  // ConfigError naming the key; what a stored run may hold
+  // validate(), and what a new run may not take any more (induction past 26
+  // letters, which stored runs recorded and were cut to 26).
+  void check_new_run() const;
 };
 
 template <typename V>

@@ -221,10 +221,11 @@ int run_local_ranks(const LocalRanks& plan) {
         }
         if (status_out != 0) continue;
         status_out = code;
-        // A usage error (exit 2) comes before the ranks meet: the others
-        // wait at the rendezvous for a rank that is gone, and would say
-        // nothing for the whole grace. A second is enough for ranks failing
-        // alike to say so themselves.
+        // A usage error (exit 2) is a rank's settings or outputs, refused as
+        // a rule before the ranks meet: the others wait at the rendezvous for
+        // a rank that is gone and would say nothing for the whole grace. They
+        // get a second (ranks failing alike usually say so in it; the first
+        // rank's line is the one that counts).
         const auto grace = code == 2 ? std::chrono::seconds(1) : std::chrono::seconds(30);
         if (killed.empty()) deadline = std::chrono::steady_clock::now() + grace;
       }

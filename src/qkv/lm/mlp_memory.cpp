@@ -24,8 +24,9 @@ std::vector<MemoryUnit> inspect_mlp(models::TransformerLM& model, const std::str
   if (o.layer < 0 || o.layer >= mo.layers)
     throw ConfigError("block", std::to_string(o.layer) + ": the model has blocks 0.." + std::to_string(mo.layers - 1));
   if (text.empty()) throw DataError("inspect-mlp: the text is empty");
-  if (o.units < 1 || o.contexts < 1 || o.tokens < 1 || o.window < 2)
+  if (o.units < 1 || o.contexts < 1 || o.tokens < 1)
     throw ConfigError("units", ", {contexts} and {tokens} must be positive");
+  if (o.window < 1) throw UsageError("inspect-mlp: the reading window must hold at least one byte");
   torch::NoGradGuard no_grad;
   model.eval();
   const auto device = model.embedding()->weight.device();

@@ -112,6 +112,7 @@ TrainTask lm_train_task(std::shared_ptr<const LmTrainSettings> s) {
     if (given("task") && !data.text.empty()) throw ConfigError("task", "and {text} exclude each other");
     data.seed = r.seed;
     data.validate();
+    if (data.is_task()) data.task.check_new_run();
     if (!data.text.empty()) {
       data.text = absolute_normal_path(data.text);  // so that --resume reads it from anywhere
       data.text_fingerprint = data::fingerprint_of(read_text_file(data.text));  // eval and --resume check it

@@ -158,8 +158,8 @@ void visit_fields(GenerateSettings& s, V&& visit) {
   visit(Field{"top_k", "sample among the k most likely bytes; 0 = all"}.range(0, 256), s.gen.top_k);
   visit(Field{"no_cache", "recompute the whole prefix at every step instead of using the KV cache"}, s.no_cache);
   visit(Field{"cache_dtype",
-              "KV cache element type: f32, f16, bf16, int8 or int4 (blocks of 32 with a float16 scale); default the "
-              "model's"},
+              "KV cache element type: f32, f16, bf16, f64, int8 or int4 (blocks of 32 with a float16 scale); default "
+              "the model's"},
         s.cache_dtype);
   visit(Field{"save_cache",
               "write the prompt's KV cache to this file (resume with --load-cache); --max-new 0 writes it alone"},

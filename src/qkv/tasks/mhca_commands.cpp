@@ -287,14 +287,13 @@ nlohmann::json explain_checkpoint(const CohortFiles& files, const train::Checkpo
                                      net->spect_options().volume_shape, files.max_missing,
                                      files.reorient || recorded_reorient(config), medical::CohortUse::Predict);
   check_recorded_geometry(config, cohort, checkpoint, files);
+  const auto explained = read_explain_inputs(cohort, options);  // before the claim, which empties an --overwrite
   const bool created = !fs::exists(out);
   auto claim = claim_output_dir(out, "{out}", overwrite, {"mhca explain", {}});
   try {
-    return explain_subjects(*net, cohort, prep, options, out, device);
+    return explain_subjects(*net, cohort, prep, options, explained, out, device);
   } catch (...) {
-    // Refused before anything was written (an unknown subject, a mask off
-    // the grid, another cohort's ground truth): no folder left behind.
-    claim.release_if_unused(created);
+    claim.release_if_unused(created);  // failed before writing anything: no folder left behind
     throw;
   }
 }

@@ -435,13 +435,12 @@ std::string file_name_of(std::string region) {
 
 }  // namespace
 
-nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::CohortData& cohort,
-                                const medical::Preprocessing& prep, const ExplainOptions& options,
-                                const std::string& out_dir, const c10::Device& device) {
+ExplainInputs read_explain_inputs(const medical::CohortData& cohort, const ExplainOptions& options) {
   if (!cohort.volumes.defined()) throw UsageError("explain needs the SPECT volumes");
+  ExplainInputs in;
   std::unordered_map<std::string, int64_t> row_of;
   for (int64_t i = 0; i < cohort.size(); ++i) row_of.emplace(cohort.subject_ids[i], i);
-  std::vector<int64_t> rows;
+  auto& rows = in.rows;
   if (options.subjects.empty()) {
     rows.resize(static_cast<size_t>(cohort.size()));
     std::iota(rows.begin(), rows.end(), 0);
@@ -454,17 +453,24 @@ nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::
       rows.push_back(it->second);
     }
   }
-  GroundTruth truth;
   if (!options.ground_truth.empty()) {
-    truth = read_ground_truth(options.ground_truth);
-    check_ground_truth_is_of(truth, cohort, rows);
+    in.truth = read_ground_truth(options.ground_truth);
+    check_ground_truth_is_of(in.truth, cohort, rows);
   }
-  const std::string mask_path = !options.striatum_mask.empty() ? options.striatum_mask : truth.striatum_mask;
-  at::Tensor mask, mask_labels;
-  if (!mask_path.empty()) {
-    mask_labels = read_label_mask(mask_path, cohort.volume_shape(), "striatum mask");
-    mask = (mask_labels > 0).to(torch::kFloat32);
-  }
+  in.mask_path = !options.striatum_mask.empty() ? options.striatum_mask : in.truth.striatum_mask;
+  if (!in.mask_path.empty()) in.mask_labels = read_label_mask(in.mask_path, cohort.volume_shape(), "striatum mask");
+  return in;
+}
+
+nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::CohortData& cohort,
+                                const medical::Preprocessing& prep, const ExplainOptions& options,
+                                const ExplainInputs& inputs, const std::string& out_dir, const c10::Device& device) {
+  const auto& rows = inputs.rows;
+  const auto& truth = inputs.truth;
+  const auto& mask_labels = inputs.mask_labels;
+  const auto& mask_path = inputs.mask_path;
+  at::Tensor mask;
+  if (mask_labels.defined()) mask = (mask_labels > 0).to(torch::kFloat32);
   const std::set<std::string> planted(truth.informative_cpgs.begin(), truth.informative_cpgs.end());
   // The interaction pairs among the model's features, and per striatal label
   // (1..4) the token-side weights of its voxels.

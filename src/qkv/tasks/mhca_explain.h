@@ -83,6 +83,20 @@ void visit_fields(ExplainOptions& o, V&& visit) {
         o.striatum_mask);
 }
 
+// What explain reads besides the model and the cohort, checked before
+// anything is written (an --overwrite would have emptied the folder first):
+// the rows of the subjects to explain, the ground truth (check_ground_truth_is_of)
+// and the striatum mask's labels on the volumes' grid. UsageError without
+// volumes, ConfigError for an unknown subject, DataError for a ground truth
+// or mask that is not this cohort's.
+struct ExplainInputs {
+  std::vector<int64_t> rows;
+  GroundTruth truth;
+  std::string mask_path;   // --striatum-mask, else the ground truth's; "" for none
+  at::Tensor mask_labels;  // [X, Y, Z]; undefined without a mask
+};
+ExplainInputs read_explain_inputs(const medical::CohortData& cohort, const ExplainOptions& options);
+
 struct OverlayStyle {
   int64_t min_scale = 3;   // least pixels per voxel; the longer side is at least 360 px
   double threshold = 0.5;  // in [0, 1]: share of the heat map's range below which nothing is painted
@@ -132,6 +146,6 @@ void write_overlay_slices(const std::string& prefix, const at::Tensor& anatomy, 
 // half the mean of the anatomy's above-mean voxels; brain_mask()).
 nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::CohortData& cohort,
                                 const medical::Preprocessing& prep, const ExplainOptions& options,
-                                const std::string& out_dir, const c10::Device& device);
+                                const ExplainInputs& inputs, const std::string& out_dir, const c10::Device& device);
 
 }  // namespace qkv::tasks

@@ -162,14 +162,21 @@ TrainTask mhca_train_task(std::shared_ptr<MhcaTrainSettings> s) {
   task.prepare = [s](const GivenSetting& given, train::RunRequest& r, const std::string&) {
     MhcaTrainData d = s->data;
     // Gradient boosting trains by its --xgb-* settings: a network's training
-    // options given with it were taken and ignored without a word.
+    // and augmentation options typed with it were taken and ignored without a
+    // word (a recipe's are its own business: it sets them for every model).
     if (!models::find_model(s->model).network) {
-      train::TrainConfig networks_only;
-      visit_fields(networks_only, [&](const Field& f, auto&) {
-        if ((f.option == nullptr || *f.option != '\0') && given(f.key))
+      const auto recipe_set =
+          r.recipe.is_object() ? r.recipe.value("set", nlohmann::json::object()) : nlohmann::json::object();
+      auto typed = [&](const std::string& key) { return given(key) && !recipe_set.contains(key); };
+      auto refuse_network_option = [&](const Field& f, auto&) {
+        if ((f.option == nullptr || *f.option != '\0') && typed(f.key))
           throw ConfigError(f.key, "trains a network; --model " + s->model + " trains by its --xgb-* options");
-      });
-      if (given("model_options"))
+      };
+      train::TrainConfig network_training;
+      visit_fields(network_training, refuse_network_option);
+      medical::Augmentation network_augmentation;
+      visit_fields(network_augmentation, refuse_network_option);
+      if (typed("model_options"))
         throw ConfigError("model_options", "are a network's; --model " + s->model + " takes its --xgb-* options");
     }
     if (!d.selection.list_path.empty()) d.selection.mode = "list";

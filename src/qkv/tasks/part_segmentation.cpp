@@ -238,11 +238,11 @@ PartPrediction predict_parts(models::Model& model, const PartSegData& data, cons
 
   PartPrediction out;
   // Part names are known for the built-in shapes (generated, or the folder
-  // `data synth-parts` wrote); ShapeNet-part's files carry numbers only, so
-  // a real run's parts are named by their ids.
+  // `data synth-parts` wrote: PartSegData::named_parts); ShapeNet-part's
+  // files carry numbers only, so a real run's parts are named by their ids.
   for (int64_t p = 0; p < cat.parts; ++p) out.part_names.push_back("part " + std::to_string(cat.first_part + p));
   const auto synthetic = pc::synth_part_categories();
-  if (is_qkv_synthetic_source(data.source) &&
+  if ((data.named_parts || data.source == "synthetic") &&
       std::find(synthetic.begin(), synthetic.end(), cat.name) != synthetic.end()) {
     const auto known = pc::synth_part_names(cat.name);
     if (static_cast<int64_t>(known.size()) == cat.parts) out.part_names = known;
@@ -336,6 +336,7 @@ TrainTask part_segmentation_train_task(std::shared_ptr<PartSegTrainSettings> set
       [](train::RunRequest& r, PartSegData& d, const pc::ShapeNetPartData& loaded, const PartSegSplits&,
          const LoadContext&, TaskRun& run) {
         d.trained_categories.clear();
+        d.named_parts = d.named_parts || is_qkv_synthetic_source(d.source);
         if (loaded.train.size() > 0) {
           const auto present = std::get<0>(torch::_unique(loaded.train.labels));
           for (int64_t i = 0; i < present.numel(); ++i)

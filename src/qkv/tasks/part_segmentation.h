@@ -42,6 +42,10 @@ struct PartSegData : PointSourceData<ShapeNetPartSource> {
   // that `seg predict` refuses one the model never learnt. Empty in runs
   // made before it was recorded.
   std::vector<std::string> trained_categories;
+  // Decided by the data: the shapes are qkv's synthetic parts (--data
+  // synthetic, or a folder `data synth-parts` wrote), whose parts have names;
+  // recorded when the run trains, so that a moved folder keeps them named.
+  bool named_parts = false;
 
   PartSegData();
   nlohmann::json to_json() const { return fields_to_json(*this); }
@@ -105,6 +109,7 @@ void visit_fields(PartSegData& d, V&& visit) {
               "set under the other rotations"},
         d.protocol);
   visit(Field{"trained_categories", "", ""}, d.trained_categories);
+  visit(Field{"named_parts", "", ""}, d.named_parts);
 }
 
 struct PartSegSplits {
