@@ -94,6 +94,14 @@ def _as_parameter(tensor):
     return tensor
 
 
+# Autograd sees a qkv module's C++ forward as one operation: there is no
+# backward of a part alone to hook (nn.Module's backward hooks wrap the part's
+# own call, which never happens). Silence would be worse than a refusal.
+_NO_BACKWARD_HOOKS = ("qkv: %s on %s would never fire: a part runs inside its parent's C++ forward, which autograd "
+                      "sees as one operation; register a forward hook on the part that calls output.register_hook(...) "
+                      "for the gradient of its output")
+
+
 class _Part(torch.nn.Module):
     """A submodule of a CppModule: its parameters, buffers and children."""
 
@@ -132,6 +140,15 @@ class _Part(torch.nn.Module):
                           "its elements)" % self.extra_repr(), stacklevel=2)
         return super().register_forward_hook(hook, *args, **kwargs)
 
+    def register_full_backward_hook(self, hook, *args, **kwargs):
+        raise _qkv.UsageError(_NO_BACKWARD_HOOKS % ("a backward hook", self.extra_repr()))
+
+    def register_full_backward_pre_hook(self, hook, *args, **kwargs):
+        raise _qkv.UsageError(_NO_BACKWARD_HOOKS % ("a backward pre-hook", self.extra_repr()))
+
+    def register_backward_hook(self, hook):
+        raise _qkv.UsageError(_NO_BACKWARD_HOOKS % ("a backward hook", self.extra_repr()))
+
     def _run_forward_hooks(self, inputs, outputs):
         """This part's forward hooks, as nn.Module runs them after its forward (in order, each given what the one
         before returned): called from the C++ forward with the part's tensor inputs and outputs; returns the
@@ -155,9 +172,17 @@ class _Part(torch.nn.Module):
         self._impl.train(mode)
         return self
 
-    def _apply(self, fn):
+    def _apply(self, fn, *args, **kwargs):
         # In place, like nn.Module's parameters: the C++ module keeps reading
         # the same tensors (buffers included, which nn.Module would replace).
+        # A conversion to half or bfloat16 is refused before anything changes:
+        # qkv's kernels compute in float32 or float64 (call_cpp), and a half
+        # module failed at its first call with LibTorch's "expected scalar type".
+        with torch.no_grad():
+            probe = fn(torch.empty(0))
+        if probe.is_floating_point() and probe.dtype not in _FULL_PRECISION:
+            raise _qkv.UsageError("qkv: %s cannot hold %s weights: qkv computes in float32 or float64 (run it under "
+                                  "torch.autocast to take half inputs)" % (self.extra_repr(), probe.dtype))
         for child in self.children():
             child._apply(fn)
         for tensor in list(self._parameters.values()) + list(self._buffers.values()):
@@ -212,13 +237,24 @@ class CppModule(_Part):
 
         @functools.wraps(init)
         def recording_init(self, *args, **kw):
-            if "_built_with" not in self.__dict__:
+            outermost = "_built_with" not in self.__dict__
+            if outermost:
                 object.__setattr__(self, "_built_with", (cls, args, kw))
             init(self, *args, **kw)
+            if outermost:
+                # What the __init__s added beside the C++ weights (a subclass's head, a parameter): a copy is
+                # built again by the same __init__ and given these too. What is added later is not copied.
+                registered = set(self._registered_names())
+                object.__setattr__(self, "_added_state", [k for k in self.state_dict() if k not in registered])
 
         cls.__init__ = recording_init
 
-    register_forward_hook = torch.nn.Module.register_forward_hook  # the module itself is called: its hooks fire
+    # The module itself is called: its hooks fire.
+    register_forward_hook = torch.nn.Module.register_forward_hook
+    register_full_backward_hook = torch.nn.Module.register_full_backward_hook
+    register_backward_hook = torch.nn.Module.register_backward_hook
+    if hasattr(torch.nn.Module, "register_full_backward_pre_hook"):  # torch >= 2.0
+        register_full_backward_pre_hook = torch.nn.Module.register_full_backward_pre_hook
 
     def forward(self, *args, **kwargs):
         return self._call(self._impl.forward, *args, **kwargs)
@@ -236,19 +272,33 @@ class CppModule(_Part):
     def _what(self):
         return type(self).__name__
 
-    def _weights_now(self):
+    def _weights_now(self, for_copy=False):
         """(name, registered, current) for every weight of every part: the tensor the C++ forward registered and
         the one the part holds now (an attribute, as nn.Module reads it), after running the parts' forward
-        pre-hooks (with no inputs), which may recompute it."""
+        pre-hooks (with no inputs), which may recompute it. for_copy: the hooks run as in eval mode, so that
+        copying changes nothing of the original (the old spectral_norm's hook steps its power iteration, and
+        updates its vectors, in training mode only)."""
         for prefix, part in self.named_modules():
             registered = part.__dict__.get("_registered")
             if registered is None:  # a parametrization's container, not a part
                 continue
-            if part is not self:
-                for hook in list(part._forward_pre_hooks.values()):
-                    hook(part, ())
+            if part is not self and part._forward_pre_hooks:
+                training = part.training
+                if for_copy:
+                    object.__setattr__(part, "training", False)  # the attribute alone: the C++ module is left as is
+                try:
+                    for hook in list(part._forward_pre_hooks.values()):
+                        hook(part, ())
+                finally:
+                    object.__setattr__(part, "training", training)
             for name, tensor in registered.items():
                 yield (prefix + "." + name if prefix else name), tensor, getattr(part, name, None)
+
+    def _registered_names(self):
+        """The state_dict names of the C++ module's own weights."""
+        for prefix, part in self.named_modules():
+            for name in part.__dict__.get("_registered", ()):
+                yield prefix + "." + name if prefix else name
 
     def _held_weights(self):
         """(registered, held) for every weight a part holds as a tensor of its own in place of the registered
@@ -297,11 +347,17 @@ class CppModule(_Part):
 
     def __reduce_ex__(self, protocol):
         # The weights that would run now, under the C++ names: a parametrized or pruned part is copied as a plain
-        # one holding its effective weight.
+        # one holding its effective weight; then what a subclass's __init__ added (an nn.Linear head).
         function, head = self._rebuild_args()
         state, frozen = {}, []
-        # With grad mode on: a weight computed at call time requires grad as what it is computed from does.
-        for name, _, current in self._weights_now():
+        # Grad mode on, whatever the caller's (a copy saved under torch.no_grad()): a weight computed at call
+        # time requires grad as what it is computed from does, and only a frozen one is recorded frozen.
+        with torch.enable_grad():
+            weights = [(name, current) for name, _, current in self._weights_now(for_copy=True)]
+            for key in self.__dict__.get("_added_state", ()):
+                prefix, _, leaf = key.rpartition(".")
+                weights.append((key, getattr(self.get_submodule(prefix) if prefix else self, leaf, None)))
+        for name, current in weights:
             if not isinstance(current, torch.Tensor):
                 raise TypeError("%s: cannot copy a qkv module whose %s is %s" % (self._what(), name,
                                                                                 type(current).__name__))

@@ -62,16 +62,20 @@ class _Split(torch.utils.data.Dataset):
     def __len__(self):
         return len(self._handle)
 
-    def __getitem__(self, index):
+    def _position(self, index):
+        """index as a position in 0..n-1; negative ones count from the end, as for a list."""
         index, n = operator.index(index), len(self)
         if not -n <= index < n:  # named as given, not as counted from the end
             raise IndexError("index %d is outside a data set of %d" % (index, n))
-        inputs, target = self._handle.get([index % n])
+        return index % n
+
+    def __getitem__(self, index):
+        inputs, target = self._handle.get([self._position(index)])
         return {k: v[0] for k, v in inputs.items()}, target[0]
 
     def batch(self, indices):
-        """Several items at once, already batched: (inputs [B, ...], target [B, ...])."""
-        return self._handle.get(list(indices))
+        """Several items at once, already batched: (inputs [B, ...], target [B, ...]); indices as ds[i] takes."""
+        return self._handle.get([self._position(i) for i in indices])
 
 
 def _made_again(cls, root, split, settings):

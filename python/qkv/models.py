@@ -80,8 +80,8 @@ class Model(CppModule):
 
     def features(self, batch=None, **inputs):
         """The embedding the classification head reads, [B, F], inputs as forward takes them: for the
-        VNT-Net and VN-DGCNN classifiers the pooled rotation-invariant features of each shape (the same
-        for a rotated copy). Other models raise qkv.UsageError."""
+        VNT-Net (vnt, vnt+n, vnt-local) and VN-DGCNN classifiers the pooled rotation-invariant features of each
+        shape (the same for a rotated copy). Other models raise qkv.UsageError."""
         return self._call_method("features", batch, inputs)
 
     def attention_maps(self, batch=None, **inputs):
@@ -103,6 +103,9 @@ class Model(CppModule):
             raise
 
     def _named_inputs(self, batch, inputs):
+        # A keyword the model does not read is a mistake (a misspelt "nomrals" ran without normals); a batch
+        # dict may carry more than one model reads (a dataset's normals for a model without them).
+        unknown = [k for k in inputs if k not in self.inputs]
         if isinstance(batch, torch.Tensor):
             first = self.inputs[0]
             if first in inputs:
@@ -114,6 +117,9 @@ class Model(CppModule):
         if missing:
             raise _qkv.UsageError("%s: missing input%s %s (it reads %s)" % (
                 self.name, "s" if len(missing) > 1 else "", ", ".join(missing), ", ".join(self.inputs)))
+        if unknown:
+            raise _qkv.UsageError("%s: no input named %s (it reads %s)" % (self.name, ", ".join(unknown),
+                                                                          ", ".join(self.inputs)))
         return inputs
 
     def extra_repr(self):

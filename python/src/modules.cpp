@@ -287,6 +287,9 @@ void bind_attention_modules(py::module_& m) {
       .def("length", py::overload_cast<int64_t>(&KVCache::length, py::const_), py::arg("layer"))
       .def("__len__", py::overload_cast<>(&KVCache::length, py::const_))
       .def("reset", &KVCache::reset)
+      // Copies are deep (copy.copy too, as for qkv's modules): a continuation appends to its own buffers.
+      .def("__deepcopy__", [](const KVCache& c, py::object) { return std::make_shared<KVCache>(c.clone()); })
+      .def("__copy__", [](const KVCache& c) { return std::make_shared<KVCache>(c.clone()); })
       .def_property_readonly("layers", &KVCache::layers)
       .def_property_readonly("batch", &KVCache::batch)
       .def_property_readonly("heads", &KVCache::heads)
@@ -309,6 +312,15 @@ void bind_attention_modules(py::module_& m) {
       m, "MultiHeadAttention", py::multiple_inheritance())
       .def(py::init([](int64_t embed_dim, int64_t heads, int64_t qk_dim, int64_t v_dim, int64_t kv_dim, bool bias,
                        double dropout, int64_t kv_heads) {
+             // Sizes the constructor would refuse are left to it (it names them before allocating).
+             if (embed_dim >= 1 && heads >= 1 && qk_dim >= 0 && v_dim >= 0 && kv_dim >= 0 && kv_heads >= 0) {
+               auto given_or = [](int64_t given, int64_t otherwise) { return given > 0 ? given : otherwise; };
+               check_module_sizes(
+                   "MultiHeadAttention", {{"embed_dim", embed_dim}, {"heads", heads}},
+                   models::multi_head_attention_parameters(
+                       embed_dim, heads, given_or(qk_dim, embed_dim / heads), given_or(v_dim, embed_dim / heads),
+                       given_or(kv_heads, heads), given_or(kv_dim, embed_dim), bias));
+             }
              return std::make_shared<MultiHeadAttentionImpl>(MultiHeadAttentionOptions(embed_dim, heads)
                                                                  .kv_heads(kv_heads)
                                                                  .qk_dim(qk_dim)

@@ -96,6 +96,15 @@ TEST(CudaKernelsOnCpu, KnnGivesTheCpuKernelsIndices) {
         }
 }
 
+TEST(CudaKernelsOnCpu, KnnRanksAPointThatIsNotANumberAsTheCpuKernelDoes) {
+  for (const int64_t n : {20, 300}) {
+    auto x = clouds_with_ties(1, n, 3, torch::kFloat, 5 + n);
+    x[0][2][1] = std::numeric_limits<float>::quiet_NaN();
+    x[0][0][n - 1] = std::numeric_limits<float>::quiet_NaN();
+    EXPECT_TRUE(torch::equal(knn_kernel_on_cpu<float>(x, 7), vn::knn_indices_exhaustive(x, 7))) << "n " << n;
+  }
+}
+
 TEST(CudaKernelsOnCpu, FarthestPointSampleGivesTheCpuKernelsIndices) {
   // 300 points: fewer than the block's 512 threads (idle threads, idle
   // warps); 1100: three strides of the block. Each cloud its own start. A

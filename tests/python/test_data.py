@@ -79,6 +79,10 @@ def test_synthetic_shapes_as_the_cli_loads_them(tmp_path):
     for outside in (6, -7):
         with pytest.raises(IndexError, match="^index %d is outside a data set of 6$" % outside):
             test[outside]
+        with pytest.raises(IndexError, match="^index %d is outside a data set of 6$" % outside):
+            test.batch([0, outside])
+    # batch() takes the indices ds[i] takes.
+    assert torch.equal(test.batch([-1, 2])[0]["points"], test.batch([5, 2])[0]["points"])
     # The default collate gives a model its batch.
     loader = torch.utils.data.DataLoader(test, batch_size=4)
     batch_inputs, batch_target = next(iter(loader))

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "qkv/core/errors.h"
 #include "qkv/vn/vn_ops.h"
@@ -68,6 +69,31 @@ TEST(KnnIndices, ContinuousPointsMatchBruteForce) {
   EXPECT_TRUE(torch::equal(vn::knn_indices(x, 16), brute_force_knn(x, 16)));
   // Nearest first: each point is its own nearest neighbour.
   EXPECT_TRUE(torch::equal(vn::knn_indices(x, 16).select(2, 0), torch::arange(700).expand({2, 700})));
+}
+
+TEST(KnnIndices, APointThatIsNotANumberRanksAfterEveryOther) {
+  // NaN compares false with every distance: among a row's first k it once
+  // stopped every later point from entering, the point itself included.
+  // Ranked as infinitely far, it leaves the finite points' neighbours as
+  // they are without it (both paths: xyz rows, the GEMM of wide features;
+  // 1,100 points: the k-d tree's size, which gives a cloud with NaN to them).
+  for (const int64_t d : {int64_t{3}, int64_t{12}})
+    for (const int64_t n : {int64_t{20}, int64_t{1100}}) {
+      torch::manual_seed(d + n);
+      auto x = torch::randn({1, d, n});
+      for (const int64_t bad : {int64_t{1}, n - 1}) x[0][0][bad] = std::numeric_limits<float>::quiet_NaN();
+      const int64_t k = 4;
+      const auto got = vn::knn_indices(x, k);
+      auto finite = torch::ones({n}, torch::kBool);
+      finite[1] = false, finite[n - 1] = false;
+      const auto kept = torch::nonzero(finite).squeeze(1);  // old index of each finite point
+      const auto without = vn::knn_indices(x.index_select(2, kept), k);
+      EXPECT_TRUE(torch::equal(got[0].index_select(0, kept), kept.index_select(0, without[0].flatten()).view({-1, k})))
+          << "d " << d << " n " << n;
+      // The NaN point's own row: itself, then the others by index.
+      EXPECT_EQ(got[0][1][0].item<int64_t>(), 1);
+      EXPECT_EQ(got[0][1][1].item<int64_t>(), 0);
+    }
 }
 
 TEST(KnnIndices, RejectsBadInput) {

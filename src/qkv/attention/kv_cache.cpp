@@ -479,6 +479,14 @@ int64_t KVCache::length() const { return *std::min_element(lengths_.begin(), len
 
 void KVCache::reset() { std::fill(lengths_.begin(), lengths_.end(), 0); }
 
+KVCache KVCache::clone() const {
+  KVCache copy = *this;
+  auto cloned = [](const at::Tensor& t) { return t.defined() ? t.clone() : t; };
+  for (auto& s : copy.storage_)
+    s = Storage{cloned(s.keys), cloned(s.key_scales), cloned(s.values), cloned(s.value_scales)};
+  return copy;
+}
+
 KVCacheSize KVCache::size_bytes() const {
   const auto& s = settings_;
   return kv_cache_bytes(KVCacheShape{s.layers, s.batch, s.kv_heads, s.dk, s.dv, capacity_, s.dtype});

@@ -146,6 +146,9 @@ class KVCache {
   int64_t length() const;               // min over layers
   int64_t held(int64_t layer) const;    // positions it holds: <= capacity
   void reset();                         // all lengths to 0 (buffers kept)
+  // A cache of its own holding the same positions (its buffers copied): one
+  // prefix decoded into several continuations (beam search, sampling twice).
+  KVCache clone() const;
 
   const KVCacheSettings& settings() const { return settings_; }
   int64_t layers() const { return settings_.layers; }

@@ -76,6 +76,7 @@ __global__ void knn_direct_kernel(const T* __restrict__ points, int64_t dims, in
         d += diff * diff;
       }
       const int64_t index = t0 + j;
+      if (d != d) d = std::numeric_limits<T>::infinity();       // not a number: after every other (select_k_nearest)
       if (index == q) d = -std::numeric_limits<T>::infinity();  // itself first, before its duplicates
       int64_t at;
       if (filled < k) {

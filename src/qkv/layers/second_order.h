@@ -12,7 +12,23 @@
 #include <functional>
 #include <vector>
 
+namespace torch::autograd {
+struct AutogradContext;
+}
+
 namespace qkv {
+
+// A fused op's forward keeps the inputs a create_graph backward
+// differentiates (the Function's own inputs, with their history) and the
+// version of each. Its saved tensors are copies or views the fused backward
+// reads; these are not among them, so autograd's check that nothing it saved
+// changed in place would not cover them.
+void keep_inputs_for_graph(torch::autograd::AutogradContext* ctx, const std::vector<at::Tensor>& inputs);
+
+// Those inputs, in the order kept; an error, as autograd gives for a saved
+// tensor, when one was changed in place after the forward (its gradient
+// would be taken at its new value, silently).
+std::vector<at::Tensor> inputs_for_graph(torch::autograd::AutogradContext* ctx);
 
 // Inside a custom autograd Function's backward: whether the gradient must
 // itself be differentiable (the engine runs a create_graph backward with

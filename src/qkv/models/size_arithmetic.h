@@ -87,6 +87,18 @@ inline int64_t vn_attention_parameters(int64_t channels, int64_t heads, int64_t 
   return sat_mul(4, channels, sat_mul(heads, head_dim));
 }
 
+// attention::MultiHeadAttention with its options' zeros resolved (embed_dim
+// D, h query heads of width r and value width dv, g key/value heads over
+// sources of width kv): W_Q [h r, D], W_K [g r, kv], W_V [g dv, kv], W_O
+// [D, h dv], and with bias one per output row of each.
+inline int64_t multi_head_attention_parameters(int64_t embed_dim, int64_t heads, int64_t qk_dim, int64_t v_dim,
+                                               int64_t kv_heads, int64_t kv_dim, bool bias) {
+  const int64_t q = sat_mul(heads, qk_dim), k = sat_mul(kv_heads, qk_dim), v = sat_mul(kv_heads, v_dim),
+                o = sat_mul(heads, v_dim);
+  return sat_add(linear_parameters(embed_dim, q, bias), linear_parameters(kv_dim, k, bias),
+                 linear_parameters(kv_dim, v, bias), linear_parameters(o, embed_dim, bias));
+}
+
 // vn::VNFeedForward(channels, hidden): lin1 [hidden, channels], the ReLU's
 // directions [hidden, hidden], lin2 [channels, hidden].
 inline int64_t vn_feed_forward_parameters(int64_t channels, int64_t hidden) {

@@ -62,7 +62,7 @@ class VNLeakyReLUFunction : public torch::autograd::Function<VNLeakyReLUFunction
     ctx->save_for_backward({x, d});
     ctx->saved_data["slope"] = slope;
     ctx->saved_data["eps"] = eps;
-    ctx->saved_data["inputs"] = std::vector<at::Tensor>{x_in, d_in};  // with their history, for create_graph
+    keep_inputs_for_graph(ctx, {x_in, d_in});
     if (x.is_cuda()) return gpu::vn_leaky_relu(x, d, slope, eps);
     const int64_t b = x.size(0), c = x.size(1), cd = d.size(1), m = x.numel() / (b * c * 3);
     auto y = torch::empty_like(x);
@@ -88,7 +88,7 @@ class VNLeakyReLUFunction : public torch::autograd::Function<VNLeakyReLUFunction
     if (gradient_graph_requested()) {
       auto g =
           composed_vjp([&](const auto& in) { return variable_list{vn_leaky_relu_composed(in[0], in[1], slope, eps)}; },
-                       ctx->saved_data["inputs"].toTensorVector(), grad);
+                       inputs_for_graph(ctx), grad);
       return {g[0], g[1], at::Tensor(), at::Tensor()};
     }
     const auto saved = ctx->get_saved_variables();
@@ -144,7 +144,7 @@ class VNFrameCoordinatesFunction : public torch::autograd::Function<VNFrameCoord
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x_in, const at::Tensor& frame_in) {
     const auto x = x_in.contiguous(), frame = frame_in.contiguous();
     ctx->save_for_backward({x, frame});
-    ctx->saved_data["inputs"] = std::vector<at::Tensor>{x_in, frame_in};
+    keep_inputs_for_graph(ctx, {x_in, frame_in});
     if (x.is_cuda()) return gpu::vn_frame_coordinates(x, frame);
     const int64_t b = x.size(0), c = x.size(1), m = x.numel() / (b * c * 3);
     auto y = torch::empty_like(x);
@@ -169,7 +169,7 @@ class VNFrameCoordinatesFunction : public torch::autograd::Function<VNFrameCoord
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
     if (gradient_graph_requested())
       return composed_vjp([](const auto& in) { return variable_list{vn_frame_coordinates_composed(in[0], in[1])}; },
-                          ctx->saved_data["inputs"].toTensorVector(), grad);
+                          inputs_for_graph(ctx), grad);
     const auto saved = ctx->get_saved_variables();
     const auto &x = saved[0], &frame = saved[1];
     const auto g = grad[0].contiguous();
@@ -245,7 +245,7 @@ at::Tensor channel_sums(int64_t b, int64_t c, F&& f) {
 // the module's own).
 void save_composed_inputs(AutogradContext* ctx, std::vector<at::Tensor> inputs, const at::Tensor& running_mean,
                           const at::Tensor& running_var, double momentum, double eps) {
-  ctx->saved_data["inputs"] = std::move(inputs);
+  keep_inputs_for_graph(ctx, inputs);
   if (running_mean.defined()) ctx->saved_data["running_mean"] = running_mean.detach().clone();
   if (running_var.defined()) ctx->saved_data["running_var"] = running_var.detach().clone();
   ctx->saved_data["momentum"] = momentum;
@@ -381,7 +381,7 @@ class VNBatchNormFunction : public torch::autograd::Function<VNBatchNormFunction
                                                         ctx->saved_data["momentum"].toDouble(),
                                                         ctx->saved_data["eps"].toDouble(), group)};
           },
-          ctx->saved_data["inputs"].toTensorVector(), grad);
+          inputs_for_graph(ctx), grad);
       g.resize(9);
       return g;
     }
@@ -716,7 +716,7 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
                                                          training, ctx->saved_data["momentum"].toDouble(),
                                                          ctx->saved_data["eps"].toDouble(), group, slope)};
           },
-          ctx->saved_data["inputs"].toTensorVector(), grad);
+          inputs_for_graph(ctx), grad);
       // The Function's inputs: the four features, idx, weight, bias, then what needs no gradient.
       variable_list out(14);
       for (int i = 0; i < 4; ++i) out[i] = g[i];
@@ -844,10 +844,30 @@ at::Tensor vn_frame_coordinates(const at::Tensor& x, const at::Tensor& frame) {
   return VNFrameCoordinatesFunction::apply(x, frame);
 }
 
+namespace {
+
+// Running statistics, where given, are one per channel, both of them: the
+// kernels index them by channel, and a single value was broadcast to every
+// channel without a word (the composed path's batch_norm refuses it).
+void check_running_stats(const char* op, const at::Tensor& running_mean, const at::Tensor& running_var,
+                         int64_t channels) {
+  if (!running_mean.defined() && !running_var.defined()) return;
+  const auto wanted = std::vector<int64_t>{channels};
+  if (!running_mean.defined() || !running_var.defined() || !running_mean.sizes().equals(wanted) ||
+      !running_var.sizes().equals(wanted))
+    throw UsageError(std::string(op) + ": running_mean " +
+                     (running_mean.defined() ? shape_of(running_mean) : std::string("None")) + " and running_var " +
+                     (running_var.defined() ? shape_of(running_var) : std::string("None")) + " must both be [" +
+                     std::to_string(channels) + "], one per channel");
+}
+
+}  // namespace
+
 at::Tensor vn_batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                          const at::Tensor& running_mean, const at::Tensor& running_var, bool training, double momentum,
                          double eps, RankSum* group) {
   require_vn(x, "vn_batch_norm");
+  check_running_stats("vn_batch_norm", running_mean, running_var, x.size(1));
   const bool fused = fused_kernels_take(x, {&weight, &bias, &running_mean, &running_var}) && weight.defined() &&
                      bias.defined() && (training || (running_mean.defined() && running_var.defined()));
   if (!fused) return vn_batch_norm_composed(x, weight, bias, running_mean, running_var, training, momentum, eps, group);
@@ -885,6 +905,7 @@ at::Tensor edge_conv_mean(const at::Tensor& feat_towards, const at::Tensor& feat
   if (weight.dim() != 1 || weight.size(0) != c || !bias.sizes().equals(weight.sizes()))
     throw UsageError("edge_conv_mean: batch-norm weight " + shape_of(weight) + " and bias " + shape_of(bias) +
                      " do not match " + std::to_string(c) + " channels");
+  check_running_stats("edge_conv_mean", running_mean, running_var, c);
   const bool fused = fused_kernels_take(feat_towards, {&idx, &weight, &bias, &running_mean, &running_var}) &&
                      (training || (running_mean.defined() && running_var.defined()));
   if (!fused)

@@ -118,7 +118,7 @@ struct VNHeadsFunction : public torch::autograd::Function<VNHeadsFunction> {
     ctx->save_for_backward({input, w});
     ctx->saved_data["heads"] = heads;
     ctx->saved_data["split"] = split;
-    ctx->saved_data["inputs"] = std::vector<at::Tensor>{input_in, w_in};  // for create_graph (layers/second_order.h)
+    keep_inputs_for_graph(ctx, {input_in, w_in});  // for create_graph (layers/second_order.h)
     return {out};
   }
 
@@ -131,7 +131,7 @@ struct VNHeadsFunction : public torch::autograd::Function<VNHeadsFunction> {
             return variable_list{split ? vn_heads_split_composed(in[0], in[1], heads)
                                        : vn_heads_merge_composed(in[0], in[1])};
           },
-          ctx->saved_data["inputs"].toTensorVector(), grads);
+          inputs_for_graph(ctx), grads);
       return {g[0], g[1], at::Tensor(), at::Tensor()};
     }
     const auto saved = ctx->get_saved_variables();

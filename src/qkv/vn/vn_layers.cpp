@@ -44,6 +44,10 @@ VNLayerNormImpl::VNLayerNormImpl(int64_t channels, double eps) : eps(eps) {
 }
 
 at::Tensor VNLayerNormImpl::forward(const at::Tensor& x) {
+  // Named here: layer_norm would name the shape it was given, [B, ..., C], not x's.
+  if (x.dim() < 3 || x.size(2) != 3 || x.size(1) != weight.size(0))
+    throw UsageError("VNLayerNorm: expected x [B, " + std::to_string(weight.size(0)) + ", 3, ...] (the module's " +
+                     std::to_string(weight.size(0)) + " channels), got " + shape_of(x));
   const auto norm = vn_norm(x);  // [B, C, ...]
   const auto normed =
       torch::layer_norm(norm.movedim(1, -1), {weight.size(0)}, live(weight), live(bias), eps).movedim(-1, 1);

@@ -75,7 +75,10 @@ constexpr int64_t kKnnQueryBlock = 256;
 constexpr int64_t kKnnBlockValues = int64_t{1} << 22;
 
 // The k smallest (distance, index) pairs of a row of distances, nearest
-// first; equal distances go to the lower index. The k best so far are kept
+// first; equal distances go to the lower index, and a distance that is not a
+// number (a point with a NaN coordinate) ranks as infinite, after every
+// other: NaN compares false with all, and among the first k it would stop
+// every later point from entering the row. The k best so far are kept
 // sorted: a later point enters only when strictly nearer than the worst, and
 // goes after the entries of its distance (they have lower indices). About
 // k ln(N/k) points enter a row in random order (~80 at N = 1,024, k = 20);
@@ -85,7 +88,7 @@ void select_k_nearest(const T* dist, int64_t n, int64_t k, int64_t* out, std::ve
   best.resize(static_cast<size_t>(k));
   T* bd = best.data();
   auto insert = [&](int64_t j, int64_t at) {
-    const T v = dist[j];
+    const T v = std::isnan(dist[j]) ? std::numeric_limits<T>::infinity() : dist[j];
     while (at > 0 && v < bd[at - 1]) {
       bd[at] = bd[at - 1], out[at] = out[at - 1];
       --at;
@@ -133,7 +136,7 @@ constexpr int64_t kKnnTreeMinPoints = 1024;
 
 // Each cloud's tree, then its points' searches in parallel. False (nothing
 // written) when a cloud holds a coordinate that is not finite: the brute
-// force's ordering of NaN is kept for those.
+// force ranks those points (select_k_nearest).
 bool knn_indices_tree(const at::Tensor& points, int64_t k, int64_t* out) {
   const int64_t b = points.size(0), n = points.size(2);
   bool finite = true;
@@ -295,7 +298,7 @@ class EdgeFeaturesFunction : public torch::autograd::Function<EdgeFeaturesFuncti
     const auto idx = idx_in.contiguous();
     ctx->save_for_backward({x, idx});
     ctx->saved_data["cross"] = with_cross;
-    ctx->saved_data["input"] = x_in;  // with its history, for create_graph (layers/second_order.h)
+    keep_inputs_for_graph(ctx, {x_in});  // for create_graph (layers/second_order.h)
     const int64_t b = x.size(0), c = x.size(1), n = x.size(3), k = idx.size(2), parts = with_cross ? 3 : 2;
     auto out = torch::empty({b, parts * c, 3, n, k}, x.options());
     const auto* id = idx.data_ptr<int64_t>();
@@ -340,7 +343,7 @@ class EdgeFeaturesFunction : public torch::autograd::Function<EdgeFeaturesFuncti
           [&](const auto& in) {
             return torch::autograd::variable_list{edge_features_composed(in[0], idx, with_cross)};
           },
-          {ctx->saved_data["input"].toTensor()}, grad);
+          inputs_for_graph(ctx), grad);
       return {g[0], at::Tensor(), at::Tensor()};
     }
     const auto g = grad[0].contiguous();
@@ -388,6 +391,10 @@ class EdgeFeaturesFunction : public torch::autograd::Function<EdgeFeaturesFuncti
 }  // namespace
 
 at::Tensor edge_features(const at::Tensor& x, const at::Tensor& idx, bool with_cross) {
+  // Another integer type is taken as int64 (the kernel's), so that its range is checked as int64's is.
+  if (x.device().is_cpu() && c10::isIntegralType(idx.scalar_type(), /*includeBool=*/false) &&
+      idx.scalar_type() != torch::kLong)
+    return edge_features(x, idx.to(torch::kLong), with_cross);
   if (!x.device().is_cpu() || idx.scalar_type() != torch::kLong || under_function_transform())
     return edge_features_composed(x, idx, with_cross);
   check_edge_inputs(x, idx);
