@@ -156,6 +156,9 @@ TEST(ReadStl, MalformedFilesAreRefused) {
       {"two.stl", "solid x\nouter loop\nvertex 0 0 0\nvertex 1 0 0\nendloop\nendsolid\n", "need 3"},
       {"word.stl", "solid x\nfacet normal 0 0 1\nouter loop\nvertex 0 0 zero\n", "non-numeric"},
       {"empty.stl", "solid x\nendsolid x\n", "no facets"},
+      // A binary file whose header starts "solid" (as some exporters write it), 2 bytes too long.
+      {"padded.stl", binary_stl(12, "solid exported") + "\n\n",
+       "nor binary STL: 84 + 50 x 12 triangles = 684 bytes, the file has 686"},
   };
   expect_each_refused(cases, read_stl);
 }
@@ -243,8 +246,14 @@ TEST(ReadPcd, BinaryWithAPackedColourAndIntegerFields) {
 }
 
 TEST(ReadPcd, MalformedFilesAreRefusedInBoundedMemory) {
-  const std::string xyz = "FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nCOUNT 1 1 1\nWIDTH 1\nHEIGHT 1\n";
+  const std::string xyz = "FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nCOUNT 1 1 1\n";
   const std::vector<MalformedCase> cases = {
+      // Points past the count the header gives, and two counts that disagree: which is the cloud?
+      {"more.pcd", xyz + "POINTS 1\nDATA ascii\n1 2 3\n4 5 6\n", "wrong counts: data after the 1 points"},
+      {"morebin.pcd", xyz + "POINTS 1\nDATA binary\n" + std::string(24, '\0'),
+       "wrong counts: 12 bytes after the 1 points"},
+      {"wh.pcd", xyz + "WIDTH 10\nHEIGHT 10\nPOINTS 3\nDATA ascii\n1 2 3\n4 5 6\n7 8 9\n",
+       "WIDTH 10 x HEIGHT 10 is not POINTS 3"},
       {"lzf.pcd", xyz + "POINTS 1\nDATA binary_compressed\n", "binary_compressed"},
       {"short.pcd", xyz + "POINTS 2\nDATA binary\n" + std::string(12, '\0'), "truncated"},
       {"noxyz.pcd", "FIELDS a b c\nSIZE 4 4 4\nTYPE F F F\nCOUNT 1 1 1\nPOINTS 1\nDATA ascii\n1 2 3\n",

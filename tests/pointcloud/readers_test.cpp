@@ -310,6 +310,10 @@ TEST(ReadPly, MalformedFilesNameTheFile) {
       {"header.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\n", "no 'end_header'"},
       {"no_z.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nproperty float y\nend_header\n1 2\n",
        "x, y or z"},
+      {"twice.ply",
+       "ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nproperty float x\nproperty float y\n"
+       "property float z\nend_header\n0 9 1 2\n",
+       "line 5: property 'x' of element 'vertex' declared twice"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -360,8 +364,25 @@ TEST(ReadPointText, SixColumnsThatAreNotUnitNormalsAreAColourAndSkipped) {
   const auto rgb = read_point_text(write("rgb.xyz", "1 2 3 200 100 50\n4 5 6 0 0 0\n"));
   EXPECT_EQ(rgb.vertices[1], (Vec3{4, 5, 6}));
   EXPECT_FALSE(rgb.has_normals());
-  const auto normals = read_point_text(write("n.xyz", "1 2 3 0 0 1\n4 5 6 0.6 0.8 0\n"));
+  const auto normals = read_point_text(write("n.xyz", "1 2 3 0 0 1\n4 5 6 0.6 0.8 0\n7 8 9 0 0 0\n"));
   EXPECT_TRUE(normals.has_normals());
+  // Open3D's colours, in 0..1: lengths below 1.5, but not a unit vector.
+  const auto unit_rgb = read_point_text(write("rgb01.xyz", "0 0 0 0.5 0.5 0.5\n1 0 0 0.2 0.3 0.4\n0 1 0 1 0 0\n"));
+  EXPECT_EQ(unit_rgb.vertices.size(), 3u);
+  EXPECT_FALSE(unit_rgb.has_normals());
+}
+
+TEST(ReadPointText, DecimalCommasAreRefusedNotSplitIntoColumns) {
+  // Tabs or blanks between fields and commas in the numbers: split on its
+  // commas, each line was six columns, x y z taken from 1, 5 and 2.
+  for (const char* sep : {"\t", " "}) {
+    const auto path =
+        write("de.xyz", std::string("1,5") + sep + "2,25" + sep + "3,125\n4,5" + sep + "5,25" + sep + "6,125\n");
+    expect_data_error([&] { read_point_text(path); }, "de.xyz", "line 1: the numbers have decimal commas");
+  }
+  // Commas between values, with or without blanks, are columns as before.
+  EXPECT_EQ(read_point_text(write("c.csv", "1.5, 2.25, 3.125\n")).vertices[0], (Vec3{1.5f, 2.25f, 3.125f}));
+  EXPECT_EQ(read_point_text(write("i.csv", "1,5,2\n")).vertices[0], (Vec3{1, 5, 2}));
 }
 
 TEST(ReadShapeFile, AScanFarFromZeroKeepsItsDetailRelativeToItsOrigin) {

@@ -234,6 +234,11 @@ def test_predict_parts_labels_every_point_as_seg_predict_does(tiny_seg_run, tmp_
     labels_turned, _, _ = qkv.models.predict_parts(tiny_seg_run, turned, "Table", votes=3, seed=7)
     assert int((labels_turned == labels).sum()) >= 2985
 
+    # Far from 0 (map coordinates) a float64 cloud keeps its detail, as a file does: the same labels.
+    far = cloud + torch.tensor([5e5, 4.5e6, 100.0], dtype=torch.float64)
+    labels_far, _, _ = qkv.models.predict_parts(tiny_seg_run, far, "Table", votes=3, seed=7)
+    assert int((labels_far == labels).sum()) >= 2985
+
     with pytest.raises(qkv.UsageError, match="points"):
         qkv.models.predict_parts(tiny_seg_run, cloud[:, :2], "Table")
     with pytest.raises(qkv.UsageError, match="Airplane"):

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -173,6 +175,62 @@ TEST(PredictParts, ACloudOfFewerPointsThanTheModelsNeighboursIsLabelled) {
   ASSERT_EQ(p.labels.size(), 5u);
   expect_parts_of(cat, p.labels);
   EXPECT_EQ(p.cloud.vertices[3], (pc::Vec3{0, 0, 1}));
+  fs::remove_all(dir);
+}
+
+TEST(PredictParts, APartFileFarFromZeroKeepsItsDetailAndItsLabels) {
+  // The table moved to UTM-like coordinates: float32 steps of 0.5 there. Its
+  // labels are the ones near 0, and the labelled cloud lies on the file's
+  // own coordinates to the millimetre (origin + relative floats).
+  const auto dir = fresh_dir("tasks_predict_far");
+  const auto file = one_table_file(dir);
+  ASSERT_FALSE(file.empty());
+  const double shift[3] = {500000.0, 4500000.0, 100.0};
+  std::ifstream in(file);
+  std::ofstream far(dir + "/far.txt");
+  std::vector<std::array<double, 3>> exact;
+  for (double v[7]; in >> v[0] >> v[1] >> v[2] >> v[3] >> v[4] >> v[5] >> v[6];) {
+    char line[256];
+    std::snprintf(line, sizeof line, "%.4f %.4f %.4f %g %g %g %d\n", v[0] + shift[0], v[1] + shift[1], v[2] + shift[2],
+                  v[3], v[4], v[5], static_cast<int>(v[6]));
+    far << line;
+    exact.push_back({v[0] + shift[0], v[1] + shift[1], v[2] + shift[2]});
+  }
+  far.close();
+  ASSERT_TRUE(pc::looks_like_part_text(dir + "/far.txt"));
+  const auto data = synthetic_run_data();
+  torch::manual_seed(0);
+  auto model = small_segmenter();
+  const int64_t table = pc::find_part_category("Table", "class");
+  const auto near = tasks::predict_parts(*model, data, file, table, pc::Rotation::None, 1, torch::kCPU);
+  const auto moved = tasks::predict_parts(*model, data, dir + "/far.txt", table, pc::Rotation::None, 1, torch::kCPU);
+  ASSERT_EQ(moved.labels.size(), exact.size());
+  int64_t same = 0;
+  for (size_t i = 0; i < exact.size(); ++i) {
+    same += near.labels[i] == moved.labels[i];
+    for (size_t c = 0; c < 3; ++c)
+      ASSERT_NEAR(moved.cloud.vertices[i][c] + moved.cloud.origin[c], std::round(exact[i][c] * 1e4) / 1e4, 1e-3)
+          << "point " << i;
+  }
+  EXPECT_GE(same, 297) << "labels that changed far from 0: " << 300 - same;
+  fs::remove_all(dir);
+}
+
+TEST(PredictParts, OnlyShapeNetPartsOwnLinesAreReadAsAPartFile) {
+  // Seven numbers a line, a unit normal and a part id: ShapeNet-part. A
+  // header, a comment, or a scan's x y z intensity r g b is another point
+  // text, for read_shape_file.
+  const auto dir = fresh_dir("tasks_part_text_kinds");
+  fs::create_directories(dir);
+  auto file = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + "/" + name) << text;
+    return dir + "/" + name;
+  };
+  EXPECT_TRUE(pc::looks_like_part_text(file("part.txt", "0.1 0.2 0.3 0 0 1 47\n0.2 0.1 0.3 0.6 0.8 0 48\n")));
+  EXPECT_FALSE(pc::looks_like_part_text(file("header.txt", "x y z intensity r g b\n1 2 3 0.5 20 30 40\n")));
+  EXPECT_FALSE(pc::looks_like_part_text(file("comment.txt", "# x y z nx ny nz\n1 2 3 0 0 1\n")));
+  EXPECT_FALSE(pc::looks_like_part_text(file("scan.txt", "1 2 3 -1200 140 120 110\n4 5 6 -900 20 30 40\n")));
+  EXPECT_FALSE(pc::looks_like_part_text(file("part.xyz", "0.1 0.2 0.3 0 0 1 47\n")));  // .txt only
   fs::remove_all(dir);
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/text.h"
 
 namespace qkv {
 
@@ -27,15 +28,20 @@ int64_t regular_file_size(const std::string& path);
 // (read_text_file and read_file_bytes do).
 std::string read_regular_file(const std::string& path);
 
-// f(), with a std::bad_alloc that still escapes a reader's own size checks
-// turned into a one-line DataError naming the file: "PATH: out of memory
-// reading WHAT". Allocation sizes come from the file, so the file is at fault.
+// f(), with a std::bad_alloc (or LibTorch's failed allocation) that still
+// escapes a reader's own size checks turned into a one-line DataError naming
+// the file: "PATH: out of memory reading WHAT". Allocation sizes come from the file, so the file is at fault.
 template <typename F>
 auto guard_memory(const std::string& path, const std::string& what, F&& f) -> decltype(f()) {
   try {
     return f();
   } catch (const std::bad_alloc&) {
     throw DataError(path + ": out of memory reading " + what);
+  } catch (const std::exception& e) {
+    // LibTorch's allocator throws c10::Error, not std::bad_alloc.
+    const std::string oom = out_of_memory_line(e.what(), "reading " + what, "");
+    if (oom.empty()) throw;
+    throw DataError(path + ": " + oom);
   }
 }
 

@@ -3,6 +3,7 @@
 // return, what the procedural shape generator builds and what writers take.
 // Tensors come later (sampling), so that mesh code needs no LibTorch.
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -41,5 +42,19 @@ struct Mesh {
   bool has_origin() const { return origin[0] != 0 || origin[1] != 0 || origin[2] != 0; }
   bool is_point_cloud() const { return faces.empty(); }
 };
+
+// The origin positions are held relative to (Mesh::origin), from their
+// bounding box [low, high] per axis: the box's centre rounded to a multiple
+// of 1024 where the box lies farther from 0 than its own size, else 0 (our
+// choice: a shape near 0, or one that spans from 0 to far away, keeps
+// exactly the floats it had). Every reader and cloud qkv labels uses it.
+inline std::array<double, 3> origin_of_box(const std::array<double, 3>& low, const std::array<double, 3>& high) {
+  std::array<double, 3> origin{0, 0, 0};
+  for (size_t c = 0; c < 3; ++c) {
+    const double centre = low[c] / 2 + high[c] / 2;
+    origin[c] = std::abs(centre) > high[c] - low[c] ? std::nearbyint(centre / 1024.0) * 1024.0 : 0.0;
+  }
+  return origin;
+}
 
 }  // namespace qkv::pointcloud

@@ -127,11 +127,9 @@ float coordinate(const std::string& path, int64_t line, std::string_view tok) {
 // Positions relative to Mesh::origin, which keeps a georeferenced scan's
 // detail (UTM metres: float32 steps of 0.5 at 4.5e6). Readers push each
 // vertex as this returns it, and call finish() once all are read: the exact
-// values are kept aside in double until then, when, per axis, the origin is
-// the bounding box's centre rounded to a multiple of 1024 if the box lies
-// farther from 0 than its own size, else 0 (our choice: a shape near 0, or
-// one that spans from 0 to far away, keeps exactly the floats it had), and
-// every vertex is made again relative to it.
+// values are kept aside in double until then, when the origin is taken from
+// their bounding box (origin_of_box, mesh.h) and every vertex is made again
+// relative to it.
 class RelativePositions {
  public:
   explicit RelativePositions(Mesh& mesh) : mesh_(mesh) {}
@@ -153,10 +151,7 @@ class RelativePositions {
   }
   void finish() {
     if (exact_.size() != mesh_.vertices.size() || exact_.empty()) return;
-    for (size_t c = 0; c < 3; ++c) {
-      const double centre = low_[c] / 2 + high_[c] / 2;
-      mesh_.origin[c] = std::abs(centre) > high_[c] - low_[c] ? std::nearbyint(centre / 1024.0) * 1024.0 : 0.0;
-    }
+    mesh_.origin = origin_of_box(low_, high_);
     if (!mesh_.has_origin()) return;  // the floats pushed are the ones to keep
     const auto& o = mesh_.origin;
     for (size_t i = 0; i < exact_.size(); ++i)
@@ -570,6 +565,11 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
       } else {
         fail_at(path, lines.line(), "bad property line " + show(line));
       }
+      // Our choice: a name means one property (the last of two x's was read, silently).
+      for (const auto& seen : elements.back().properties)
+        if (seen.name == p.name)
+          fail_at(path, lines.line(),
+                  "property '" + p.name + "' of element '" + elements.back().name + "' declared twice");
       elements.back().properties.push_back(std::move(p));
     } else {
       fail_at(path, lines.line(), "unknown header line " + show(line));
@@ -823,6 +823,23 @@ PointColumns header_columns(const std::string& path, int64_t line, std::string_v
   return columns;
 }
 
+// A decimal comma: one comma between digits, no point ("1,5"). A line whose
+// blank-separated fields are all such numbers is a European spreadsheet's
+// export with tabs or spaces between fields; split on its commas too, three
+// coordinates became six columns, read as x y z and a colour, silently.
+bool has_decimal_commas(std::string_view line) {
+  std::vector<std::string_view> fields;
+  split(line, fields, false);
+  auto decimal_comma = [](std::string_view f) {
+    const auto comma = f.find(',');
+    return comma != std::string_view::npos && f.find(',', comma + 1) == std::string_view::npos &&
+           f.find('.') == std::string_view::npos && comma > 0 && comma + 1 < f.size() &&
+           std::isdigit(static_cast<unsigned char>(f[comma - 1])) &&
+           std::isdigit(static_cast<unsigned char>(f[comma + 1]));
+  };
+  return fields.size() >= 2 && std::all_of(fields.begin(), fields.end(), decimal_comma);
+}
+
 Mesh parse_point_text(const std::string& path, std::string_view text, int64_t max_points) {
   Lines lines(without_byte_order_mark(text));
   std::string_view line;
@@ -842,6 +859,10 @@ Mesh parse_point_text(const std::string& path, std::string_view text, int64_t ma
       if (line.find(';') != std::string_view::npos)
         fail_at(path, first_line,
                 "';' separates nothing here: save the file with commas or blanks between values and decimal points");
+      if (has_decimal_commas(line))
+        fail_at(path, first_line,
+                "the numbers have decimal commas (" + show(line.substr(0, 40)) +
+                    "): save the file with decimal points, and commas or blanks between values");
       double ignored = 0;
       // A header holds no number: a data line with a typo ("1 2 3a") is
       // named as a bad value, not taken for column names.
@@ -869,15 +890,17 @@ Mesh parse_point_text(const std::string& path, std::string_view text, int64_t ma
                                      tok[static_cast<size_t>(p[2])]));
     if (const auto& n = columns.normal; n[0] >= 0) {
       const Vec3 normal{value(n[0]), value(n[1]), value(n[2])};
-      unit_normals = unit_normals && normal[0] * normal[0] + normal[1] * normal[1] + normal[2] * normal[2] <= 2.25f;
+      const float length2 = normal[0] * normal[0] + normal[1] * normal[1] + normal[2] * normal[2];
+      unit_normals = unit_normals && (length2 == 0 || std::abs(length2 - 1) <= 0.1f);
       mesh.normals.push_back(normal);
     }
   }
   if (mesh.vertices.empty()) fail(path, "no points (empty cloud)");
-  // Six columns without a header are x y z nx ny nz, unless one of the last
-  // three's lengths is past 1.5: then they are a colour ("x y z r g b", what
-  // CloudCompare and most scanners write) and skipped; our choice, so that a
-  // colour is never a normal. A header line says which they are.
+  // Six columns without a header are x y z nx ny nz when every row's last
+  // three are a unit vector (length within 5 %, or the zeros of a point
+  // without one); otherwise they are a colour ("x y z r g b", as CloudCompare
+  // and most scanners write it, in 0..255 or Open3D's 0..1) and skipped. Our
+  // choice, so that a colour is never a normal. A header line says which.
   if (!from_header && !unit_normals) std::vector<Vec3>().swap(mesh.normals);
   position.finish();
   return mesh;
@@ -993,10 +1016,18 @@ Mesh parse_stl(const std::string& path, const std::string& text) {
       return mesh;
     }
   }
+  // What a binary STL of the count its header gives would be: a binary file
+  // whose 80-byte header starts "solid" (some exporters write that) and whose
+  // size is off is named as such, not as an ASCII one without facets.
+  auto not_binary = [&] {
+    if (text.size() < 84) return std::string("binary STL: shorter than its 84-byte header");
+    const auto count = static_cast<int64_t>(load_ordered<uint32_t>(text.data() + 80, false));
+    return "binary STL: 84 + 50 x " + std::to_string(count) + " triangles = " + std::to_string(84 + 50 * count) +
+           " bytes, the file has " + std::to_string(text.size());
+  };
   // Keywords in any case: older CAD tools write "SOLID", "FACET NORMAL".
   if (lower(std::string_view(text).substr(0, 5)) != "solid")
-    fail(path, "neither ASCII STL (starting 'solid') nor binary STL (84 + 50 x triangles = " +
-                   std::to_string(text.size()) + " bytes, with the count its header gives)");
+    fail(path, "neither ASCII STL (starting 'solid') nor " + not_binary());
   Lines lines(text);
   std::string_view line;
   std::vector<std::string_view> tok;
@@ -1025,7 +1056,7 @@ Mesh parse_stl(const std::string& path, const std::string& text) {
     }
   }
   if (in_loop) fail(path, "truncated: the last facet has no 'endloop'");
-  if (mesh.faces.empty()) fail(path, "ASCII STL with no facets");
+  if (mesh.faces.empty()) fail(path, "neither ASCII STL (no facets) nor " + not_binary());
   position.finish();
   return mesh;
 }
@@ -1106,6 +1137,10 @@ Mesh parse_pcd(const std::string& path, const std::string& text) {
   if (points < 0) {
     if (width < 0) fail(path, "the header gives neither POINTS nor WIDTH");
     if (!checked_mul(width, height, points)) fail(path, "WIDTH x HEIGHT overflows");
+  } else if (int64_t cells = 0; width >= 0 && (!checked_mul(width, height, cells) || cells != points)) {
+    // PCL's own reader refuses it too: which count is the cloud's?
+    fail(path, "wrong counts: WIDTH " + std::to_string(width) + " x HEIGHT " + std::to_string(height) +
+                   " is not POINTS " + std::to_string(points));
   }
   int x = -1, y = -1, z = -1, nx = -1, ny = -1, nz = -1, rgb = -1;
   std::vector<int> scalars;  // the other fields of COUNT 1: Mesh::vertex_properties, in order
@@ -1213,6 +1248,9 @@ Mesh parse_pcd(const std::string& path, const std::string& text) {
       }
       add(i, false);
     }
+    if (const int64_t after = available - need; after > 0)
+      fail(path, "wrong counts: " + std::to_string(after) + " bytes after the " + std::to_string(points) +
+                     " points the header declares");
   } else {
     Lines rows(std::string_view(text).substr(body), lines.line() + 1);
     for (int64_t i = 0; i < points; ++i) {
@@ -1244,6 +1282,9 @@ Mesh parse_pcd(const std::string& path, const std::string& text) {
       }
       add(rows.line(), true);
     }
+    if (rows.next_nonblank(line, true))
+      fail_at(path, rows.line(),
+              "wrong counts: data after the " + std::to_string(points) + " points the header declares");
   }
   if (mesh.vertices.empty())
     fail(path, dropped > 0 ? "no points: all " + std::to_string(dropped) + " are NaN" : "no points (empty cloud)");

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -232,6 +233,9 @@ PartText read_part_text_unguarded(const std::string& path, const PartCategory* c
   if (!in) throw DataError(path + ": cannot open: " + std::strerror(errno));
   PartText out;
   std::string line;
+  // The exact positions until all are read (a scan far from 0 keeps its detail, as read_shape_file's).
+  std::vector<std::array<double, 3>> exact;
+  std::array<double, 3> low{HUGE_VAL, HUGE_VAL, HUGE_VAL}, high{-HUGE_VAL, -HUGE_VAL, -HUGE_VAL};
   for (int64_t n = 1; std::getline(in, line); ++n) {
     if (line.size() > kMaxPartLine)
       throw DataError(path + ": line " + std::to_string(n) + ": longer than " + std::to_string(kMaxPartLine) +
@@ -268,9 +272,15 @@ PartText read_part_text_unguarded(const std::string& path, const PartCategory* c
     out.rows.push_back({static_cast<float>(v[0]), static_cast<float>(v[1]), static_cast<float>(v[2]),
                         static_cast<float>(v[3]), static_cast<float>(v[4]), static_cast<float>(v[5])});
     out.parts.push_back(static_cast<int64_t>(part));
+    exact.push_back({v[0], v[1], v[2]});
+    for (size_t c = 0; c < 3; ++c) low[c] = std::min(low[c], v[c]), high[c] = std::max(high[c], v[c]);
   }
   if (in.bad()) throw DataError(path + ": read failed");
   if (out.rows.empty()) throw DataError(path + ": no points");
+  out.origin = origin_of_box(low, high);
+  if (out.origin != std::array<double, 3>{0, 0, 0})
+    for (size_t i = 0; i < exact.size(); ++i)
+      for (size_t c = 0; c < 3; ++c) out.rows[i][c] = static_cast<float>(exact[i][c] - out.origin[c]);
   return out;
 }
 
@@ -284,16 +294,33 @@ bool looks_like_part_text(const std::string& path) {
   // Only .txt: an OBJ line "v x y z r g b" has seven columns too.
   if (lower(fs::path(path).extension().string()) != ".txt") return false;
   if (!is_file(path)) return false;  // a FIFO would block the open
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
+  std::string head(size_t{64} * 1024, '\0');  // the lines looked at, bounded whatever the file holds
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  std::istringstream lines(head);
   std::string line;
-  while (std::getline(in, line)) {
+  int seen = 0;
+  while (seen < 64 && std::getline(lines, line)) {
+    if (lines.eof() && in.gcount() == static_cast<std::streamsize>(head.size())) break;  // cut by the bound
+    for (char& c : line)
+      if (c == ',') c = ' ';
     std::istringstream fields(line);
+    std::vector<double> v;
     std::string field;
-    int count = 0;
-    while (fields >> field) ++count;
-    if (count > 0) return count == 7;
+    while (fields >> field) {
+      char* end = nullptr;
+      v.push_back(std::strtod(field.c_str(), &end));
+      if (end != field.c_str() + field.size()) return false;  // a word: a header, a comment
+    }
+    if (v.empty()) continue;
+    const double normal2 = v.size() == 7 ? v[3] * v[3] + v[4] * v[4] + v[5] * v[5] : 0;
+    if (v.size() != 7 || !(normal2 == 0 || std::abs(normal2 - 1) <= 0.1) || v[6] != std::floor(v[6]) || v[6] < 0 ||
+        v[6] >= kShapeNetPartCount)
+      return false;
+    ++seen;
   }
-  return false;
+  return seen > 0;
 }
 
 const std::vector<PartCategory>& shapenet_part_categories() {

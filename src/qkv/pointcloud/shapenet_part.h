@@ -31,15 +31,19 @@ int64_t find_part_category(const std::string& name_or_synset, const std::string&
 
 // One shape file of the text layout: lines "x y z nx ny nz part".
 struct PartText {
-  std::vector<std::array<float, 6>> rows;  // x y z nx ny nz
+  std::vector<std::array<float, 6>> rows;  // x y z (relative to origin) nx ny nz
   std::vector<int64_t> parts;
+  std::array<double, 3> origin{0, 0, 0};  // as Mesh::origin: the file's x y z are rows' + origin
 };
 // Reads it; DataError naming the file and line for a wrong column count, a
 // value that is not a number or not finite, a part id that is not an integer,
 // or (with `category`) a part outside the category's range; also for no points.
 PartText read_part_text(const std::string& path, const PartCategory* category = nullptr);
-// Whether a .txt file's first non-blank line has 7 columns (a shape
-// file of the text layout rather than x y z [nx ny nz]).
+// Whether a .txt file is ShapeNet-part's text layout rather than a point
+// text read_shape_file reads: its first lines (up to 64) are each seven
+// numbers x y z nx ny nz part, the normal a unit vector and the part an
+// integer 0-49. A header line, a comment, or seven columns of another kind
+// (a scan's x y z intensity r g b) go to read_shape_file.
 bool looks_like_part_text(const std::string& path);
 
 // The two public layouts, by the folder names they are published under.

@@ -226,6 +226,7 @@ PartPrediction predict_parts(models::Model& model, const PartSegData& data, cons
       mesh.normals.push_back({r[3], r[4], r[5]});
     }
     truth = std::move(text.parts);
+    mesh.origin = text.origin;
   } else {
     mesh = pc::read_shape_file(input);
   }
@@ -305,7 +306,8 @@ CloudParts predict_cloud_parts(const train::CheckpointFile& checkpoint, const at
   const auto rotation = pc::parse_rotation(rotate);
   auto run = load_point_run<PartSegData>(checkpoint, device, kPartSegmentationCommand);
   const auto& cat = checked_part_category(run.data, index, votes);
-  // A cloud as a reader returns one (float32 vectors, as Mesh holds them).
+  // A cloud as a reader returns one: float32 vectors relative to an origin
+  // (a float64 cloud far from 0 keeps its detail, as a file of it does).
   auto vectors_of = [](const at::Tensor& rows) {
     const auto t = rows.detach().to(torch::kCPU, torch::kFloat).contiguous();
     const float* v = t.data_ptr<float>();
@@ -313,8 +315,12 @@ CloudParts predict_cloud_parts(const train::CheckpointFile& checkpoint, const at
     for (size_t i = 0; i < out.size(); ++i) out[i] = {v[3 * i], v[3 * i + 1], v[3 * i + 2]};
     return out;
   };
+  const auto exact = points.detach().to(torch::kCPU, torch::kDouble);
+  const auto low = std::get<0>(exact.min(0)), high = std::get<0>(exact.max(0));
   pc::Mesh mesh;
-  mesh.vertices = vectors_of(points);
+  mesh.origin = pc::origin_of_box({low[0].item<double>(), low[1].item<double>(), low[2].item<double>()},
+                                  {high[0].item<double>(), high[1].item<double>(), high[2].item<double>()});
+  mesh.vertices = vectors_of(exact - torch::tensor({mesh.origin[0], mesh.origin[1], mesh.origin[2]}, torch::kDouble));
   if (normals.defined()) mesh.normals = vectors_of(normals);
   const auto labelled =
       label_every_point(*run.model, run.data, mesh, index, cat, rotation, seed, device, votes, "points");
