@@ -73,6 +73,11 @@ TEST(Hardening, NumericOptionsAreCheckedAgainstTheirRange) {
   expect_clean_failure(run_qkv("mhca synth --out " + out + " --seed -1"), 2, "--seed");
   expect_clean_failure(run_qkv("mhca synth --out " + out + " --shape 0,10,10"), 2, "--shape");
   expect_clean_failure(run_qkv("data synth-shapes --out " + out + " --train-per-class -1"), 2, "--train-per-class");
+  // More points than the built-in shapes will hold: known before they are written into the run folder.
+  expect_clean_failure(run_qkv("vnt train --data synthetic --points 4096 --out " + out), 2,
+                       "--points 4096 is more than the 2048 points stored per shape (--points-per-shape 4096");
+  expect_clean_failure(run_qkv("seg train --data synthetic --points 3000 --out " + out), 2,
+                       "--points 3000 is more than the 2500 points each shape is resampled to");
   EXPECT_FALSE(fs::exists(out));
   // The range is part of the help.
   const auto help = run_qkv("vnt train --help");

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "qkv/core/errors.h"
+#include "qkv/data/dataset.h"
 #include "qkv/models/model.h"
 #include "qkv/pointcloud/shapenet_part.h"
 #include "qkv/pointcloud/synth_parts.h"
@@ -232,6 +233,30 @@ TEST(PredictParts, OnlyShapeNetPartsOwnLinesAreReadAsAPartFile) {
   EXPECT_FALSE(pc::looks_like_part_text(file("scan.txt", "1 2 3 -1200 140 120 110\n4 5 6 -900 20 30 40\n")));
   EXPECT_FALSE(pc::looks_like_part_text(file("part.xyz", "0.1 0.2 0.3 0 0 1 47\n")));  // .txt only
   fs::remove_all(dir);
+}
+
+TEST(PredictParts, TrainingAccuracyCountsWhatTheValidationMetricCounts) {
+  // The trainer's accuracy of a seg batch (predict_among_class_parts) and
+  // PartIoUMetric's: the arg-max among the shape's class's parts, one
+  // measure for train and val (over all 50 parts, an untrained model scored
+  // 0 in training against 0.5 in validation).
+  torch::manual_seed(3);
+  const auto& cats = pc::shapenet_part_categories();
+  const int64_t table = pc::find_part_category("Table", "class"), plane = pc::find_part_category("Airplane", "class");
+  data::Batch batch;
+  batch.inputs["category"] = torch::tensor({table, plane}, torch::kLong);
+  const auto logits = torch::randn({2, 40, pc::kShapeNetPartCount});
+  const auto& t = cats[static_cast<size_t>(table)];
+  const auto& a = cats[static_cast<size_t>(plane)];
+  const auto target = torch::stack({torch::randint(t.first_part, t.first_part + t.parts, {40}),
+                                    torch::randint(a.first_part, a.first_part + a.parts, {40})});
+  const auto predicted = tasks::predict_among_class_parts(batch, logits);
+  EXPECT_TRUE(
+      torch::equal(predicted[0], logits[0].slice(1, t.first_part, t.first_part + t.parts).argmax(1) + t.first_part));
+  auto metric = tasks::part_iou_metric()();
+  metric->add(logits, target);
+  EXPECT_DOUBLE_EQ(metric->result().at("accuracy").get<double>(),
+                   (predicted == target).to(torch::kDouble).mean().item<double>());
 }
 
 TEST(PredictParts, AClassTheRunDidNotLearnIsRefusedBeforeTheFileIsRead) {

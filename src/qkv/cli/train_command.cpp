@@ -27,8 +27,8 @@ void register_train_command(CLI::App* parent, Action& action, TrainTask task,
                        "run folder: config.json, metrics.jsonl, summary.json, report.html, checkpoints/");
     add_recipe_option(cmd, o->recipe, task.command);
     cmd->add_option("--resume", o->resume,
-                    "continue the run in this folder from its last checkpoint (only --epochs, --threads, --device and "
-                    "the data-parallel options may be given with it)")
+                    "continue the run in this folder from its last checkpoint (only --epochs, --threads, --device, "
+                    "--json, --max-params and the data-parallel options may be given with it)")
         ->check(CLI::ExistingDirectory);
     cmd->add_flag("--json", o->json, "print the whole summary.json at the end instead of a short summary");
   });

@@ -29,7 +29,6 @@ constexpr const char* kOffLayout = kModelNetOffLayout;
 constexpr const char* kResampledLayout = kModelNetResampledLayout;
 constexpr const char* kH5Layout = kModelNetH5Layout;
 const char* const kSplits[2] = {"train", "test"};
-constexpr int64_t kDefaultSurfaceSamples = 2048;  // an OFF mesh's samples when points_per_shape is 0
 
 // Archive debris such as .DS_Store or __MACOSX is not a class.
 bool is_hidden(const std::string& name) { return name.empty() || name[0] == '.' || name.rfind("__", 0) == 0; }
@@ -243,7 +242,7 @@ ModelNetData load_class_files(const ClassFiles& tree, const fs::path& root, cons
       }
     }
     ModelNetLoadOptions meshes = o;
-    if (meshes.points_per_shape == 0) meshes.points_per_shape = kDefaultSurfaceSamples;
+    if (meshes.points_per_shape == 0) meshes.points_per_shape = kMeshSamplesByDefault;
     auto set = load_items(items, tree.class_names, meshes, [&](const Item& item, const ShapeRows& rows) {
       const auto shape = read_shape_file(item.path);
       // The features first: a mesh, or a cloud without them, is refused before it is sampled.

@@ -62,6 +62,10 @@ struct ModelNetData {
   std::string skipped;
 };
 
+// Surface samples of an OFF mesh (the built-in shapes too) when
+// ModelNetLoadOptions::points_per_shape is 0.
+inline constexpr int64_t kMeshSamplesByDefault = 2048;
+
 struct ModelNetLoadOptions {
   // 0: every point a pre-sampled layout stores (as many as its first file
   // holds: 10,000 in modelnet40_normal_resampled, 2,048 in the HDF5 files),

@@ -379,7 +379,8 @@ ShapeNetPartData load_shapenet_part(const std::string& dir_name, const ShapeNetP
   // epoch: 2,500 per text-layout shape (the files hold ~2,600), all 2,048 of
   // the HDF5 layout.
   ShapeNetPartLoadOptions resolved = o;
-  if (resolved.points_per_shape == 0) resolved.points_per_shape = layout == kShapeNetPartTextLayout ? 2500 : 2048;
+  if (resolved.points_per_shape == 0)
+    resolved.points_per_shape = layout == kShapeNetPartTextLayout ? kPartTextPointsByDefault : 2048;
   return layout == kShapeNetPartTextLayout ? load_text(dir, resolved) : load_h5(dir, resolved);
 }
 

@@ -57,6 +57,10 @@ struct ShapeNetPartData {
   std::string layout;  // kShapeNetPartTextLayout or kShapeNetPartH5Layout
 };
 
+// Points a shape of the text layout (the built-in part shapes too) is
+// resampled to when ShapeNetPartLoadOptions::points_per_shape is 0.
+inline constexpr int64_t kPartTextPointsByDefault = 2500;
+
 struct ShapeNetPartLoadOptions {
   int64_t points_per_shape = 2048;      // 0: the layout's (2,500 for the text layout, 2,048 for HDF5)
   uint64_t seed = 0;                    // resampling of the text layout's shapes

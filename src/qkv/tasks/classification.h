@@ -32,6 +32,10 @@ struct ModelNetSource {
   using Load = pointcloud::ModelNetLoadOptions;
   using Data = pointcloud::ModelNetData;
   static constexpr const char* kStoredPoints = " points stored per shape";
+  // Points each built-in shape holds once loaded with `load`.
+  static int64_t synthetic_points(const Load& load) {
+    return load.points_per_shape > 0 ? load.points_per_shape : pointcloud::kMeshSamplesByDefault;
+  }
   static void check(const Synth& options) { pointcloud::check_synth_shapes_options(options); }
   static OutputMarker marker(const Synth& options);
   static std::string write(const std::string& dir, const Synth& options);

@@ -114,6 +114,19 @@ train::MetricFactory part_iou_metric() {
   };
 }
 
+at::Tensor predict_among_class_parts(const data::Batch& batch, const at::Tensor& logits) {
+  // [categories, 50]: which parts each class has (PartIoUMetric scores the same way).
+  static const at::Tensor allowed = [] {
+    const auto& cats = pc::shapenet_part_categories();
+    auto mask = torch::zeros({static_cast<int64_t>(cats.size()), pc::kShapeNetPartCount}, torch::kBool);
+    for (size_t c = 0; c < cats.size(); ++c)
+      mask[static_cast<int64_t>(c)].slice(0, cats[c].first_part, cats[c].first_part + cats[c].parts).fill_(true);
+    return mask;
+  }();
+  const auto rows = allowed.to(logits.device()).index_select(0, batch.inputs.at("category").reshape({-1}));  // [B, 50]
+  return logits.masked_fill(~rows.unsqueeze(1), -std::numeric_limits<float>::infinity()).argmax(-1);
+}
+
 namespace {
 
 // The category's part probabilities [N, parts] of one cloud (points [1, 3, N]).
@@ -350,6 +363,7 @@ TrainTask part_segmentation_train_task(std::shared_ptr<PartSegTrainSettings> set
                 pc::shapenet_part_categories().at(static_cast<size_t>(present[i].item<int64_t>())).name);
         }
         run.hooks.metrics = part_iou_metric();
+        run.hooks.predict = predict_among_class_parts;
         run.hooks.title = "qkv seg train: " + r.model_name;
       });
   task.defaults.select_metric = "instance_miou";

@@ -31,6 +31,10 @@ struct ShapeNetPartSource {
   using Load = pointcloud::ShapeNetPartLoadOptions;
   using Data = pointcloud::ShapeNetPartData;
   static constexpr const char* kStoredPoints = " points each shape is resampled to";
+  // Points each built-in shape holds once loaded with `load` (they are written in the text layout).
+  static int64_t synthetic_points(const Load& load) {
+    return load.points_per_shape > 0 ? load.points_per_shape : pointcloud::kPartTextPointsByDefault;
+  }
   static void check(const Synth& options) { pointcloud::check_synth_parts_options(options); }
   static OutputMarker marker(const Synth& options);
   static std::string write(const std::string& dir, const Synth& options);
@@ -124,6 +128,9 @@ PartSegSplits make_splits(const PartSegData& d, const pointcloud::ShapeNetPartDa
 
 // The scores of ShapeNet-part: mIoU with each shape's category's parts.
 train::MetricFactory part_iou_metric();
+// The part of each point of a batch [B, N] from its logits [B, N, 50]: the
+// arg-max among the parts of the shape's class, as part_iou_metric scores.
+at::Tensor predict_among_class_parts(const data::Batch& batch, const at::Tensor& logits);
 
 // One shape's parts as a run's model labels them (`qkv seg predict`).
 struct PartPrediction {

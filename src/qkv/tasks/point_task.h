@@ -233,6 +233,7 @@ auto write_synthetic_set(const std::string& out, const Options& options, bool ov
 //   write(dir, synth)        writes the synthetic shapes; returns the line said on stderr
 //   read(dir, load)          loads a folder, saying on stderr what it found
 //   kStoredPoints            how messages name the points stored per shape
+//   synthetic_points(load)   the points each built-in shape holds once loaded
 // Whether a loader's settings take per-point features (the classification layouts' do).
 template <typename Load, typename = void>
 struct takes_point_features : std::false_type {};
@@ -352,6 +353,11 @@ struct PointSourceData {
     if (load.points_per_shape > 0 && view.num_points > load.points_per_shape)
       throw ConfigError("points", std::to_string(view.num_points) + " is more than the " +
                                       std::to_string(load.points_per_shape) + Source::kStoredPoints);
+    // The built-in shapes' count is known before they are written (a folder's, once it is read).
+    if (source == "synthetic" && view.num_points > Source::synthetic_points(load))
+      throw ConfigError("points", std::to_string(view.num_points) + " is more than the " +
+                                      std::to_string(Source::synthetic_points(load)) + Source::kStoredPoints +
+                                      " (--points-per-shape " + std::to_string(view.num_points) + " gives them)");
     parse_protocol(protocol);
   }
 };

@@ -113,8 +113,8 @@ TrainOutcome train_command(const TrainTask& task, const TrainCall& call) {
     for (const auto& key : given_keys)
       if (std::find(resume_keys().begin(), resume_keys().end(), key) == resume_keys().end())
         throw ConfigError(key, "cannot be changed on a resumed run: {resume} " + call.resume +
-                                   " keeps its stored settings; only {epochs}, {threads}, {device} and the "
-                                   "data-parallel options may be given with it");
+                                   " keeps its stored settings; only {epochs}, {threads}, {device}, {json}, "
+                                   "{max_params} and the data-parallel options may be given with it");
     if (given("out") && call.run.out != call.resume)
       throw ConfigError("out", "differs from {resume} " + call.resume + ", which continues in that folder; drop it");
     // Before anything is read or written through a link or a changed file.

@@ -149,7 +149,8 @@ std::string run_table(const nlohmann::json& summary, const std::vector<std::stri
 // One row per split, one column per metric. A column of rates (every value
 // in [0, 1]) shows 4 decimals, others 4 significant digits of the column's
 // largest value; integers stay integers.
-std::string results_table(const nlohmann::json& summary, const std::vector<std::string>& splits) {
+std::string results_table(const nlohmann::json& summary, const std::vector<std::string>& splits,
+                          const std::string& test_label) {
   if (splits.empty()) return "";
   std::vector<std::string> columns;
   std::map<std::string, std::map<std::string, nlohmann::json>> values;  // split -> column -> value
@@ -204,7 +205,7 @@ std::string results_table(const nlohmann::json& summary, const std::vector<std::
   }
   o << "</tr></thead>\n<tbody>\n";
   for (const auto& split : splits) {
-    o << "<tr><th>" << escape_html(split) << "</th>";
+    o << "<tr><th>" << escape_html(split_label(split, test_label)) << "</th>";
     for (const auto& c : columns) {
       if (!values[split].count(c)) {
         o << cell("-", true);
@@ -501,6 +502,23 @@ std::string facts_line(const nlohmann::json& summary, const nlohmann::json& conf
 
 }  // namespace
 
+std::string split_label(const std::string& key, const std::string& test_label) {
+  if (key == "test") return test_label.empty() ? key : "test " + test_label;
+  if (starts_with(key, "test_")) return "test " + key.substr(5);
+  return key;
+}
+
+std::string test_label_of_config(const nlohmann::json& config) {
+  if (!config.is_object() || !config.contains("data") || !config.at("data").is_object()) return "";
+  const auto& data = config.at("data");
+  if (!data.contains("protocol") || !data.at("protocol").is_string()) return "";
+  const std::string protocol = data.at("protocol").get<std::string>();
+  const auto slash = protocol.find('/');
+  if (slash == std::string::npos) return "";
+  const std::string test = protocol.substr(slash + 1);
+  return test == "i" ? "none" : test;
+}
+
 std::string render_report_html(const std::string& title, const nlohmann::json& history,
                                const nlohmann::json& summary_in, const nlohmann::json& config) {
   const nlohmann::json summary = summary_in.is_object() ? summary_in : nlohmann::json::object();
@@ -562,7 +580,7 @@ std::string render_report_html(const std::string& title, const nlohmann::json& h
   }
 
   const std::string run = run_table(summary, splits);
-  const std::string results = results_table(summary, splits);
+  const std::string results = results_table(summary, splits, test_label_of_config(config));
   const std::string categories = category_iou_table(summary, splits);
   const std::string classification = classification_section(summary, splits);
 

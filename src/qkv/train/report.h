@@ -29,6 +29,15 @@ namespace qkv::train {
 std::string render_report_html(const std::string& title, const nlohmann::json& history, const nlohmann::json& summary,
                                const nlohmann::json& config);
 
+// How the terminal and the report name a summary's split: "test" as "test
+// TEST_LABEL" (a run's test rotation: "test so3"; "test" when empty),
+// "test_NAME" as "test NAME", the others as they are.
+std::string split_label(const std::string& key, const std::string& test_label);
+
+// The test rotation a run's config.json names in data.protocol ("z/so3":
+// "so3", "i" read as "none"); "" without one.
+std::string test_label_of_config(const nlohmann::json& config);
+
 void write_report_html(const std::string& path, const std::string& title, const nlohmann::json& history,
                        const nlohmann::json& summary, const nlohmann::json& config);
 

@@ -22,6 +22,7 @@
 #include "qkv/runtime/runtime.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/progress.h"
+#include "qkv/train/report.h"
 #include "qkv/train/result_warnings.h"
 #include "qkv/train/weights.h"
 
@@ -230,7 +231,7 @@ std::string run_summary_text(const nlohmann::json& s, const std::string& dir, co
   for (const auto& item : s.items()) {
     const std::string& key = item.key();
     if (key != "test" && key.rfind("test_", 0) != 0) continue;
-    std::string label = key == "test" ? (test_label.empty() ? "test" : "test " + test_label) : "test " + key.substr(5);
+    std::string label = split_label(key, test_label);
     label.resize(std::max<size_t>(label.size(), 12), ' ');
     text += "  " + label + " " + headline(item.value()) + "\n";
   }

@@ -366,7 +366,8 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
           auto flat_target = batch.target.reshape({-1});
           auto scored = flat_target != kIgnoreIndex;
           count = scored.sum().item<double>();
-          auto predicted = logits.reshape({-1, logits.size(-1)}).argmax(-1);
+          auto predicted = hooks.predict ? hooks.predict(batch, logits).reshape({-1})
+                                         : logits.reshape({-1, logits.size(-1)}).argmax(-1);
           correct = ((predicted == flat_target) & scored).sum().item<double>();
         }
         double loss_sum = count > 0 ? loss.item<double>() * count : 0.0;

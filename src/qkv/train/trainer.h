@@ -88,6 +88,11 @@ void visit_fields(TrainConfig& c, V&& visit) {
 struct TrainHooks {
   std::function<data::Batch(const data::Batch&)> augment;  // training batches only; may use the global RNG
   MetricFactory metrics;                                   // default: AccuracyMetric
+  // The labels a training batch's accuracy counts, from its logits; default:
+  // the arg-max over the last dimension. A task whose metrics predict
+  // otherwise (part segmentation: among the shape's class's parts) says so,
+  // so that train and val accuracy are one measure on one chart.
+  std::function<at::Tensor(const data::Batch&, const at::Tensor& logits)> predict;
   MetricFactory final_metrics;  // for summary.json's val/test (e.g. with a confusion matrix); default: metrics
   // More test sets, evaluated once with the selected weights into summary.json
   // under "test_<name>" (e.g. the SO(3)-rotated test set of a z/z run).
