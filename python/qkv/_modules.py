@@ -143,8 +143,9 @@ class _Part(torch.nn.Module):
     def register_full_backward_hook(self, hook, *args, **kwargs):
         raise _qkv.UsageError(_NO_BACKWARD_HOOKS % ("a backward hook", self.extra_repr()))
 
-    def register_full_backward_pre_hook(self, hook, *args, **kwargs):
-        raise _qkv.UsageError(_NO_BACKWARD_HOOKS % ("a backward pre-hook", self.extra_repr()))
+    if hasattr(torch.nn.Module, "register_full_backward_pre_hook"):  # torch >= 2.0
+        def register_full_backward_pre_hook(self, hook, *args, **kwargs):
+            raise _qkv.UsageError(_NO_BACKWARD_HOOKS % ("a backward pre-hook", self.extra_repr()))
 
     def register_backward_hook(self, hook):
         raise _qkv.UsageError(_NO_BACKWARD_HOOKS % ("a backward hook", self.extra_repr()))
@@ -172,19 +173,21 @@ class _Part(torch.nn.Module):
         self._impl.train(mode)
         return self
 
-    def _apply(self, fn, *args, **kwargs):
+    def _apply(self, fn, recurse=True):
         # In place, like nn.Module's parameters: the C++ module keeps reading
         # the same tensors (buffers included, which nn.Module would replace).
         # A conversion to half or bfloat16 is refused before anything changes:
         # qkv's kernels compute in float32 or float64 (call_cpp), and a half
         # module failed at its first call with LibTorch's "expected scalar type".
         with torch.no_grad():
-            probe = fn(torch.empty(0))
-        if probe.is_floating_point() and probe.dtype not in _FULL_PRECISION:
+            probe = fn(torch.empty(0, dtype=torch.float32, device="cpu"))
+        if (probe.is_floating_point() or probe.is_complex()) and probe.dtype not in _FULL_PRECISION:
+            what = self._what() if isinstance(self, CppModule) else self.extra_repr()
             raise _qkv.UsageError("qkv: %s cannot hold %s weights: qkv computes in float32 or float64 (run it under "
-                                  "torch.autocast to take half inputs)" % (self.extra_repr(), probe.dtype))
-        for child in self.children():
-            child._apply(fn)
+                                  "torch.autocast to take half inputs)" % (what, probe.dtype))
+        if recurse:
+            for child in self.children():
+                child._apply(fn)
         for tensor in list(self._parameters.values()) + list(self._buffers.values()):
             if tensor is None:
                 continue
@@ -282,17 +285,25 @@ class CppModule(_Part):
             registered = part.__dict__.get("_registered")
             if registered is None:  # a parametrization's container, not a part
                 continue
-            if part is not self and part._forward_pre_hooks:
-                training = part.training
-                if for_copy:
-                    object.__setattr__(part, "training", False)  # the attribute alone: the C++ module is left as is
-                try:
+            # For a copy, the part and its parametrizations as in eval mode: the old spectral_norm's pre-hook
+            # and the new one's parametrization step their power iteration in training mode only. The
+            # attribute alone: the C++ module is left as it is.
+            flipped = []
+            if for_copy:
+                parametrizations = part._modules.get("parametrizations")
+                for m in [part] + (list(parametrizations.modules()) if parametrizations is not None else []):
+                    flipped.append((m, m.training))
+                    object.__setattr__(m, "training", False)
+            try:
+                if part is not self:
                     for hook in list(part._forward_pre_hooks.values()):
                         hook(part, ())
-                finally:
-                    object.__setattr__(part, "training", training)
-            for name, tensor in registered.items():
-                yield (prefix + "." + name if prefix else name), tensor, getattr(part, name, None)
+                current = [(name, tensor, getattr(part, name, None)) for name, tensor in registered.items()]
+            finally:
+                for m, training in flipped:
+                    object.__setattr__(m, "training", training)
+            for name, tensor, now in current:
+                yield (prefix + "." + name if prefix else name), tensor, now
 
     def _registered_names(self):
         """The state_dict names of the C++ module's own weights."""

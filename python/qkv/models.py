@@ -11,6 +11,7 @@ saved from Python (torch.save(model.state_dict(), path)) is read by the CLI's
 --init-weights, and load() reads the CLI's runs.
 """
 import collections
+import functools
 import json
 
 import torch
@@ -27,6 +28,12 @@ attention layer; keys, the [B, N, k] points local attention weighs, or None wher
 
 def _registry():
     return json.loads(_qkv.model_registry())
+
+
+@functools.lru_cache(maxsize=None)
+def _input_names():
+    """Every input some registered model reads (points, normals, category, tokens, ...)."""
+    return frozenset(i for e in _registry() for i in e["inputs"])
 
 
 def set_max_parameters(limit):
@@ -103,9 +110,9 @@ class Model(CppModule):
             raise
 
     def _named_inputs(self, batch, inputs):
-        # A keyword the model does not read is a mistake (a misspelt "nomrals" ran without normals); a batch
-        # dict may carry more than one model reads (a dataset's normals for a model without them).
-        unknown = [k for k in inputs if k not in self.inputs]
+        # A keyword no model reads is a mistake (a misspelt "nomrals" ran without normals); one another model
+        # reads is taken and left unread, as a batch dict's are (model(**inputs) with a data set's normals).
+        unknown = [k for k in inputs if k not in self.inputs and k not in _input_names()]
         if isinstance(batch, torch.Tensor):
             first = self.inputs[0]
             if first in inputs:
@@ -115,8 +122,9 @@ class Model(CppModule):
             inputs = dict(batch, **inputs)
         missing = [k for k in self.inputs if k not in inputs]
         if missing:
-            raise _qkv.UsageError("%s: missing input%s %s (it reads %s)" % (
-                self.name, "s" if len(missing) > 1 else "", ", ".join(missing), ", ".join(self.inputs)))
+            raise _qkv.UsageError("%s: missing input%s %s (it reads %s)%s" % (
+                self.name, "s" if len(missing) > 1 else "", ", ".join(missing), ", ".join(self.inputs),
+                "; no input is named %s" % ", ".join(unknown) if unknown else ""))
         if unknown:
             raise _qkv.UsageError("%s: no input named %s (it reads %s)" % (self.name, ", ".join(unknown),
                                                                           ", ".join(self.inputs)))
@@ -129,6 +137,9 @@ class Model(CppModule):
         return self.name
 
     def _rebuild_args(self):
+        # A subclass with an __init__ of its own is built again by it (what it added included).
+        if self.__dict__.get("_built_with", (Model,))[0] is not Model:
+            return super()._rebuild_args()
         return _rebuild_model, (self.name, self.options, self.config)
 
     def forward_tokens(self, tokens, cache=None):

@@ -265,6 +265,10 @@ TEST(ReadPcd, MalformedFilesAreRefusedInBoundedMemory) {
       {"nodata.pcd", xyz + "POINTS 1\n", "no DATA line"},
   };
   expect_each_refused(cases, read_pcd);
+  // A line end after a binary cloud's points is no data.
+  EXPECT_EQ(read_pcd(write_format_file("nl.pcd", xyz + "POINTS 1\nDATA binary\n" + std::string(12, '\0') + "\n"))
+                .vertices.size(),
+            1u);
   const auto huge =
       write_format_file("huge.pcd", xyz + "POINTS 4611686018427387904\nDATA binary\n" + std::string(12, '\0'));
   expect_bounded_data_error(

@@ -380,6 +380,9 @@ TEST(ReadPointText, DecimalCommasAreRefusedNotSplitIntoColumns) {
         write("de.xyz", std::string("1,5") + sep + "2,25" + sep + "3,125\n4,5" + sep + "5,25" + sep + "6,125\n");
     expect_data_error([&] { read_point_text(path); }, "de.xyz", "line 1: the numbers have decimal commas");
   }
+  // After a header line too (six names would have read them as x y z and a normal).
+  expect_data_error([&] { read_point_text(write("deh.xyz", "x y z\n1,5 2,5 3,5\n")); }, "deh.xyz",
+                    "line 2: the numbers have decimal commas");
   // Commas between values, with or without blanks, are columns as before.
   EXPECT_EQ(read_point_text(write("c.csv", "1.5, 2.25, 3.125\n")).vertices[0], (Vec3{1.5f, 2.25f, 3.125f}));
   EXPECT_EQ(read_point_text(write("i.csv", "1,5,2\n")).vertices[0], (Vec3{1, 5, 2}));

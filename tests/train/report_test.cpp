@@ -131,12 +131,14 @@ TEST(Report, IntegersPrintAsIntegersAndNullAsDash) {
 
 TEST(Report, TestRowsNameTheirRotationAsTheTerminalDoes) {
   // An i/so3 run's "test" is SO(3)-rotated; its rows read test so3, test none, test z, not test, test_none.
-  const nlohmann::json summary = {
-      {"test", {{"accuracy", 0.5}}}, {"test_none", {{"accuracy", 0.9}}}, {"test_z", {{"accuracy", 0.8}}}};
+  const nlohmann::json summary = {{"test", {{"accuracy", 0.5}}},
+                                  {"test_none", {{"accuracy", 0.9}, {"category_iou", {{"Mug", {{"miou", 0.5}}}}}}},
+                                  {"test_z", {{"accuracy", 0.8}}}};
   const nlohmann::json config = {{"data", {{"protocol", "i/so3"}}}};
   const auto html = qkv::train::render_report_html("rotations", five_epochs(), summary, config);
   EXPECT_EQ(xml_problem(html), "");
-  for (const char* row : {"<tr><th>test so3</th>", "<tr><th>test none</th>", "<tr><th>test z</th>"})
+  for (const char* row : {"<tr><th>test so3</th>", "<tr><th>test none</th>", "<tr><th>test z</th>",
+                          "<th class=\"n\">test none</th>"})  // the per-category table's column too
     EXPECT_NE(html.find(row), std::string::npos) << row;
   EXPECT_EQ(qkv::train::split_label("test", ""), "test");  // a run without a protocol (MHCA)
   EXPECT_EQ(qkv::train::split_label("val", "z"), "val");

@@ -6,23 +6,27 @@ namespace qkv {
 
 bool gradient_graph_requested() { return at::GradMode::is_enabled(); }
 
-void keep_inputs_for_graph(torch::autograd::AutogradContext* ctx, const std::vector<at::Tensor>& inputs) {
+void keep_inputs_for_graph(torch::autograd::AutogradContext* ctx, const char* op,
+                           const std::vector<at::Tensor>& inputs) {
   std::vector<int64_t> versions;
-  for (const auto& t : inputs) versions.push_back(t.defined() ? static_cast<int64_t>(t._version()) : -1);
+  for (const auto& t : inputs)
+    versions.push_back(t.defined() && !t.is_inference() ? static_cast<int64_t>(t._version()) : -1);
   ctx->saved_data["graph_inputs"] = inputs;
   ctx->saved_data["graph_input_versions"] = versions;
+  ctx->saved_data["graph_op"] = std::string(op);
 }
 
 std::vector<at::Tensor> inputs_for_graph(torch::autograd::AutogradContext* ctx) {
   auto inputs = ctx->saved_data.at("graph_inputs").toTensorVector();
   const auto versions = ctx->saved_data.at("graph_input_versions").toIntVector();
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].defined()) continue;
+    if (versions[i] < 0) continue;
     const auto now = static_cast<int64_t>(inputs[i]._version());
     TORCH_CHECK(now == versions[i],
                 "one of the variables needed for gradient computation has been modified by an inplace operation: "
                 "input ",
-                i, " of a qkv op (", inputs[i].sizes(), ") is at version ", now, "; expected version ", versions[i],
+                i, " of ", ctx->saved_data.at("graph_op").toStringRef(), " (", inputs[i].sizes(), ") is at version ",
+                now, "; expected version ", versions[i],
                 " instead (create_graph differentiates the op at the inputs its forward saw)");
   }
   return inputs;

@@ -23,7 +23,10 @@ namespace qkv {
 // version of each. Its saved tensors are copies or views the fused backward
 // reads; these are not among them, so autograd's check that nothing it saved
 // changed in place would not cover them.
-void keep_inputs_for_graph(torch::autograd::AutogradContext* ctx, const std::vector<at::Tensor>& inputs);
+// `op` names it in the refusal. An inference tensor (torch.inference_mode)
+// has no version; it is kept unchecked (no backward can reach it anyway).
+void keep_inputs_for_graph(torch::autograd::AutogradContext* ctx, const char* op,
+                           const std::vector<at::Tensor>& inputs);
 
 // Those inputs, in the order kept; an error, as autograd gives for a saved
 // tensor, when one was changed in place after the forward (its gradient

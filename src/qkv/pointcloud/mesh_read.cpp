@@ -852,6 +852,10 @@ Mesh parse_point_text(const std::string& path, std::string_view text, int64_t ma
   while ((max_points <= 0 || static_cast<int64_t>(mesh.vertices.size()) < max_points) &&
          lines.next_nonblank(line, false)) {
     if (line[0] == '#') continue;
+    if (mesh.vertices.empty() && has_decimal_commas(line))  // the first data line, after a header or not
+      fail_at(path, lines.line(),
+              "the numbers have decimal commas (" + show(line.substr(0, 40)) +
+                  "): save the file with decimal points, and commas or blanks between values");
     split(line, tok, true);
     if (columns.count == 0) {
       first_line = lines.line();
@@ -859,10 +863,6 @@ Mesh parse_point_text(const std::string& path, std::string_view text, int64_t ma
       if (line.find(';') != std::string_view::npos)
         fail_at(path, first_line,
                 "';' separates nothing here: save the file with commas or blanks between values and decimal points");
-      if (has_decimal_commas(line))
-        fail_at(path, first_line,
-                "the numbers have decimal commas (" + show(line.substr(0, 40)) +
-                    "): save the file with decimal points, and commas or blanks between values");
       double ignored = 0;
       // A header holds no number: a data line with a typo ("1 2 3a") is
       // named as a bad value, not taken for column names.
@@ -1021,6 +1021,13 @@ Mesh parse_stl(const std::string& path, const std::string& text) {
   // size is off is named as such, not as an ASCII one without facets.
   auto not_binary = [&] {
     if (text.size() < 84) return std::string("binary STL: shorter than its 84-byte header");
+    // Text after the header is an ASCII file's: its "count" would be letters.
+    const auto after = std::string_view(text).substr(80, 1024);
+    if (std::none_of(after.begin(), after.end(), [](char c) {
+          const auto b = static_cast<unsigned char>(c);
+          return b < 0x09 || (b > 0x0d && b < 0x20);
+        }))
+      return std::string("binary STL (the file is text)");
     const auto count = static_cast<int64_t>(load_ordered<uint32_t>(text.data() + 80, false));
     return "binary STL: 84 + 50 x " + std::to_string(count) + " triangles = " + std::to_string(84 + 50 * count) +
            " bytes, the file has " + std::to_string(text.size());
@@ -1248,8 +1255,11 @@ Mesh parse_pcd(const std::string& path, const std::string& text) {
       }
       add(i, false);
     }
-    if (const int64_t after = available - need; after > 0)
-      fail(path, "wrong counts: " + std::to_string(after) + " bytes after the " + std::to_string(points) +
+    // A line end or blanks after the points (a hand-written exporter's) are
+    // no data; anything else is points the header does not count.
+    const auto rest = std::string_view(text).substr(body + static_cast<size_t>(need));
+    if (!trim(rest).empty())
+      fail(path, "wrong counts: " + std::to_string(rest.size()) + " bytes after the " + std::to_string(points) +
                      " points the header declares");
   } else {
     Lines rows(std::string_view(text).substr(body), lines.line() + 1);

@@ -374,7 +374,8 @@ ModelNetData load_resampled(const fs::path& dir, const std::string& prefix, cons
         throw DataError(item.path + ": " + std::to_string(n) + " points, fewer than the " +
                         std::to_string(each.points_per_shape) +
                         (o.points_per_shape == 0 ? " of " + items.front().path : std::string(" asked for")));
-      if (normals && !cloud.has_normals()) throw DataError(item.path + ": no normals (expected lines x,y,z,nx,ny,nz)");
+      if (normals && !cloud.has_normals())
+        throw DataError(item.path + ": no normals (expected lines x,y,z,nx,ny,nz, every nx,ny,nz a unit vector)");
       for (int64_t i = 0; i < each.points_per_shape; ++i)
         for (size_t k = 0; k < 3; ++k) {
           points[3 * i + static_cast<int64_t>(k)] = cloud.vertices[static_cast<size_t>(i)][k];

@@ -328,12 +328,16 @@ CloudParts predict_cloud_parts(const train::CheckpointFile& checkpoint, const at
     for (size_t i = 0; i < out.size(); ++i) out[i] = {v[3 * i], v[3 * i + 1], v[3 * i + 2]};
     return out;
   };
-  const auto exact = points.detach().to(torch::kCPU, torch::kDouble);
-  const auto low = std::get<0>(exact.min(0)), high = std::get<0>(exact.max(0));
+  // The bounds in the input's own type; a float64 copy only where an origin is taken.
+  const auto given = points.detach().to(torch::kCPU);
+  const auto low = std::get<0>(given.min(0)).to(torch::kDouble), high = std::get<0>(given.max(0)).to(torch::kDouble);
   pc::Mesh mesh;
   mesh.origin = pc::origin_of_box({low[0].item<double>(), low[1].item<double>(), low[2].item<double>()},
                                   {high[0].item<double>(), high[1].item<double>(), high[2].item<double>()});
-  mesh.vertices = vectors_of(exact - torch::tensor({mesh.origin[0], mesh.origin[1], mesh.origin[2]}, torch::kDouble));
+  mesh.vertices =
+      vectors_of(mesh.has_origin() ? given.to(torch::kDouble) -
+                                         torch::tensor({mesh.origin[0], mesh.origin[1], mesh.origin[2]}, torch::kDouble)
+                                   : given);
   if (normals.defined()) mesh.normals = vectors_of(normals);
   const auto labelled =
       label_every_point(*run.model, run.data, mesh, index, cat, rotation, seed, device, votes, "points");

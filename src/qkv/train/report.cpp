@@ -225,7 +225,8 @@ std::string results_table(const nlohmann::json& summary, const std::vector<std::
 
 // Part segmentation: one row per category, one column per evaluated split
 // (val, test, test_so3, ...), each cell the category's mean shape mIoU.
-std::string category_iou_table(const nlohmann::json& summary, const std::vector<std::string>& splits) {
+std::string category_iou_table(const nlohmann::json& summary, const std::vector<std::string>& splits,
+                               const std::string& test_label) {
   std::vector<std::string> columns, rows;
   for (const auto& split : splits) {
     const auto& entry = summary.at(split);
@@ -241,7 +242,7 @@ std::string category_iou_table(const nlohmann::json& summary, const std::vector<
   std::ostringstream o;
   o << "<h3>Per-category mIoU</h3>\n<p class=\"note\">Mean IoU of each category's shapes; the number of shapes in "
        "grey.</p>\n<table>\n<thead><tr><th>category</th>";
-  for (const auto& c : columns) o << "<th class=\"n\">" << escape_html(c) << "</th>";
+  for (const auto& c : columns) o << "<th class=\"n\">" << escape_html(split_label(c, test_label)) << "</th>";
   o << "</tr></thead>\n<tbody>\n";
   for (const auto& r : rows) {
     o << "<tr><th>" << escape_html(r) << "</th>";
@@ -411,14 +412,15 @@ std::string top_confusions_table(const nlohmann::json& entry) {
   return o.str();
 }
 
-std::string classification_section(const nlohmann::json& summary, const std::vector<std::string>& splits) {
+std::string classification_section(const nlohmann::json& summary, const std::vector<std::string>& splits,
+                                   const std::string& test_label) {
   std::ostringstream o;
   for (const auto& split : splits) {
     const auto& entry = summary.at(split);
     const bool matrix = entry.contains("confusion") && entry.at("confusion").is_array() && entry.contains("classes");
     if (!matrix && !(entry.contains("per_class") && entry.at("per_class").is_array())) continue;
-    o << "<h3>" << escape_html(split) << "</h3>\n<div class=\"pair\">\n<div class=\"fit\">" << class_report_table(entry)
-      << "</div>\n";
+    o << "<h3>" << escape_html(split_label(split, test_label)) << "</h3>\n<div class=\"pair\">\n<div class=\"fit\">"
+      << class_report_table(entry) << "</div>\n";
     if (matrix)
       o << "<div class=\"cmbox\"><p class=\"note\">Confusion matrix: rows true class, columns predicted.</p>\n"
         << confusion_table(entry.at("confusion"), entry.at("classes")) << "</div>\n";
@@ -515,7 +517,7 @@ std::string test_label_of_config(const nlohmann::json& config) {
   const std::string protocol = data.at("protocol").get<std::string>();
   const auto slash = protocol.find('/');
   if (slash == std::string::npos) return "";
-  const std::string test = protocol.substr(slash + 1);
+  const std::string test = lower(protocol.substr(slash + 1));  // as parse_rotation reads it
   return test == "i" ? "none" : test;
 }
 
@@ -580,9 +582,10 @@ std::string render_report_html(const std::string& title, const nlohmann::json& h
   }
 
   const std::string run = run_table(summary, splits);
-  const std::string results = results_table(summary, splits, test_label_of_config(config));
-  const std::string categories = category_iou_table(summary, splits);
-  const std::string classification = classification_section(summary, splits);
+  const std::string test_label = test_label_of_config(config);
+  const std::string results = results_table(summary, splits, test_label);
+  const std::string categories = category_iou_table(summary, splits, test_label);
+  const std::string classification = classification_section(summary, splits, test_label);
 
   std::ostringstream o;
   o << html_page_begin(title);

@@ -62,7 +62,7 @@ class VNLeakyReLUFunction : public torch::autograd::Function<VNLeakyReLUFunction
     ctx->save_for_backward({x, d});
     ctx->saved_data["slope"] = slope;
     ctx->saved_data["eps"] = eps;
-    keep_inputs_for_graph(ctx, {x_in, d_in});
+    keep_inputs_for_graph(ctx, "vn_leaky_relu", {x_in, d_in});
     if (x.is_cuda()) return gpu::vn_leaky_relu(x, d, slope, eps);
     const int64_t b = x.size(0), c = x.size(1), cd = d.size(1), m = x.numel() / (b * c * 3);
     auto y = torch::empty_like(x);
@@ -144,7 +144,7 @@ class VNFrameCoordinatesFunction : public torch::autograd::Function<VNFrameCoord
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x_in, const at::Tensor& frame_in) {
     const auto x = x_in.contiguous(), frame = frame_in.contiguous();
     ctx->save_for_backward({x, frame});
-    keep_inputs_for_graph(ctx, {x_in, frame_in});
+    keep_inputs_for_graph(ctx, "vn_frame_coordinates", {x_in, frame_in});
     if (x.is_cuda()) return gpu::vn_frame_coordinates(x, frame);
     const int64_t b = x.size(0), c = x.size(1), m = x.numel() / (b * c * 3);
     auto y = torch::empty_like(x);
@@ -243,9 +243,9 @@ at::Tensor channel_sums(int64_t b, int64_t c, F&& f) {
 // differentiate, with their history, and copies of the running statistics as
 // the forward found them (the composed recomputation updates copies, never
 // the module's own).
-void save_composed_inputs(AutogradContext* ctx, std::vector<at::Tensor> inputs, const at::Tensor& running_mean,
-                          const at::Tensor& running_var, double momentum, double eps) {
-  keep_inputs_for_graph(ctx, inputs);
+void save_composed_inputs(AutogradContext* ctx, const char* op, std::vector<at::Tensor> inputs,
+                          const at::Tensor& running_mean, const at::Tensor& running_var, double momentum, double eps) {
+  keep_inputs_for_graph(ctx, op, inputs);
   if (running_mean.defined()) ctx->saved_data["running_mean"] = running_mean.detach().clone();
   if (running_var.defined()) ctx->saved_data["running_var"] = running_var.detach().clone();
   ctx->saved_data["momentum"] = momentum;
@@ -328,7 +328,7 @@ class VNBatchNormFunction : public torch::autograd::Function<VNBatchNormFunction
                             bool training, double momentum, double eps, RankSum* group) {
     const auto x = x_in.contiguous();
     const int64_t b = x.size(0), c = x.size(1), m = x.numel() / (b * c * 3);
-    save_composed_inputs(ctx, {x_in, weight, bias}, running_mean, running_var, momentum, eps);
+    save_composed_inputs(ctx, "vn_batch_norm", {x_in, weight, bias}, running_mean, running_var, momentum, eps);
     at::Tensor sums;
     if (training && x.is_cuda())
       sums = gpu::vn_norm_sums(x, kVNEps);
@@ -642,8 +642,8 @@ class EdgeConvMeanFunction : public torch::autograd::Function<EdgeConvMeanFuncti
     const auto a = feat_towards.contiguous(), ac = feat_centre.contiguous();
     const auto dd = dir_towards.contiguous(), dc = dir_centre.contiguous();
     const auto idx = idx_in.contiguous();
-    save_composed_inputs(ctx, {feat_towards, feat_centre, dir_towards, dir_centre, weight, bias}, running_mean,
-                         running_var, momentum, eps);
+    save_composed_inputs(ctx, "edge_conv_mean", {feat_towards, feat_centre, dir_towards, dir_centre, weight, bias},
+                         running_mean, running_var, momentum, eps);
     const int64_t b = a.size(0), c = a.size(1), n = a.size(3), k = idx.size(2);
     const bool on_gpu = a.is_cuda();
     at::Tensor sums;

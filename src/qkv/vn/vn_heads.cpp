@@ -118,7 +118,7 @@ struct VNHeadsFunction : public torch::autograd::Function<VNHeadsFunction> {
     ctx->save_for_backward({input, w});
     ctx->saved_data["heads"] = heads;
     ctx->saved_data["split"] = split;
-    keep_inputs_for_graph(ctx, {input_in, w_in});  // for create_graph (layers/second_order.h)
+    keep_inputs_for_graph(ctx, "vn_heads", {input_in, w_in});  // for create_graph (layers/second_order.h)
     return {out};
   }
 

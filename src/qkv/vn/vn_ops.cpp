@@ -298,7 +298,7 @@ class EdgeFeaturesFunction : public torch::autograd::Function<EdgeFeaturesFuncti
     const auto idx = idx_in.contiguous();
     ctx->save_for_backward({x, idx});
     ctx->saved_data["cross"] = with_cross;
-    keep_inputs_for_graph(ctx, {x_in});  // for create_graph (layers/second_order.h)
+    keep_inputs_for_graph(ctx, "edge_features", {x_in});  // for create_graph (layers/second_order.h)
     const int64_t b = x.size(0), c = x.size(1), n = x.size(3), k = idx.size(2), parts = with_cross ? 3 : 2;
     auto out = torch::empty({b, parts * c, 3, n, k}, x.options());
     const auto* id = idx.data_ptr<int64_t>();
