@@ -124,6 +124,11 @@ TEST(Hardening, DegeneratePointCloudsAreRefusedByName) {
   expect_clean_failure(run_qkv("vnt predict --checkpoint " + ckpt + " --input " + one), 1, one + ": only 1 point");
   expect_clean_failure(run_qkv("vnt predict --checkpoint " + ckpt + " --input " + same), 1,
                        same + ": all 100 points are the same point");
+  // A rotation that is not one names the option that gave it.
+  expect_clean_failure(run_qkv("vnt predict --checkpoint " + ckpt + " --input " + same + " --rotate x"), 2,
+                       "--rotate unknown rotation 'x': expected none (or i), z or so3");
+  expect_clean_failure(run_qkv("vnt eval --checkpoint " + ckpt + " --rotate so4"), 2,
+                       "--rotate unknown rotation 'so4'");
 }
 
 TEST(Hardening, TextTooShortForHeldOutWindowsIsNamed) {

@@ -149,6 +149,12 @@ TEST(PointDataset, OptionErrors) {
   EXPECT_EQ(parse_rotation("z"), Rotation::Up);
   EXPECT_EQ(parse_rotation("SO3"), Rotation::SO3);
   EXPECT_THROW(parse_rotation("x"), UsageError);
+  try {
+    parse_rotation("x", "rotate");
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key, "rotate");
+  }
   for (auto r : {Rotation::None, Rotation::Up, Rotation::SO3}) EXPECT_EQ(parse_rotation(rotation_name(r)), r);
 }
 

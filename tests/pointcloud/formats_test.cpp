@@ -182,6 +182,22 @@ TEST(ReadPcd, AsciiWithNormalsDropsTheNaNPointsOfAnOrganizedCloud) {
   EXPECT_EQ(cloud.vertex_properties[0].values, (std::vector<double>{0.5, 0.1}));
 }
 
+TEST(ReadPcd, ANaNNormalFromPclsNormalEstimationIsThePointsZeros) {
+  // PCL gives a point with too few neighbours a NaN normal (and curvature): the point is kept.
+  const auto cloud = read_shape_file(write_format_file(
+      "nan_normal.pcd", std::string(kPcdHeader) + "DATA ascii\n1 2 3 0 0 1 0.5\n7 8 9 nan nan nan nan\n"
+                                                  "4 5 6 0 1 0 0.1\n"));
+  ASSERT_EQ(cloud.vertices.size(), 3u);
+  EXPECT_EQ(cloud.vertices[1], (Vec3{7, 8, 9}));
+  ASSERT_EQ(cloud.normals.size(), 3u);
+  EXPECT_EQ(cloud.normals[1], (Vec3{0, 0, 0}));
+  EXPECT_EQ(cloud.normals[2], (Vec3{0, 1, 0}));
+  EXPECT_THROW(read_shape_file(write_format_file("inf_normal.pcd", std::string(kPcdHeader) +
+                                                                       "DATA ascii\n1 2 3 0 0 1 0.5\n7 8 9 inf 0 0 0\n"
+                                                                       "4 5 6 0 1 0 0.1\n")),
+               DataError);
+}
+
 TEST(ReadPcd, AsciiColourAsPclWritesItAndIntensity) {
   // PCL writes a float rgb as the float whose bits pack 0x00RRGGBB.
   const uint32_t packed = (200u << 16) | (100u << 8) | 50u;

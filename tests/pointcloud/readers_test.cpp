@@ -97,6 +97,29 @@ TEST(ReadOff, CrlfLineEndings) {
   EXPECT_EQ(m.faces.size(), 1u);
 }
 
+TEST(ReadShapeFile, AByteOrderMarkAsWindowsToolsWriteItIsSkipped) {
+  const std::string bom = "\xEF\xBB\xBF";
+  const std::string triangle = "0 0 0\n1 0 0\n0 1 0\n";
+  for (const auto& [name, text] : std::vector<std::pair<std::string, std::string>>{
+           {"bom.off", bom + "OFF\n3 1 0\n" + triangle + "3 0 1 2\n"},
+           {"bom.obj", bom + "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n"},
+           {"bom.ply", bom +
+                           "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n"
+                           "property float z\nelement face 1\nproperty list uchar int vertex_indices\nend_header\n" +
+                           triangle + "3 0 1 2\n"},
+           {"bom.stl", bom + "solid t\nfacet normal 0 0 1\nouter loop\nvertex 0 0 0\nvertex 1 0 0\nvertex 0 1 0\n"
+                             "endloop\nendfacet\nendsolid t\n"},
+           {"bom.pcd", bom +
+                           "VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nCOUNT 1 1 1\nWIDTH 3\nHEIGHT 1\n"
+                           "POINTS 3\nDATA ascii\n" +
+                           triangle},
+           {"bom.xyz", bom + triangle}}) {
+    const auto mesh = read_shape_file(write(name, text));
+    ASSERT_EQ(mesh.vertices.size(), 3u) << name;
+    EXPECT_EQ(mesh.vertices[1], (Vec3{1, 0, 0})) << name;
+  }
+}
+
 TEST(ReadOff, TheKeywordSaysWhatEachVertexLineHolds) {
   // Geomview's order: x y z [nx ny nz] [colour of 1, 3 or 4] [s t].
   const std::string face = "3 0 1 2\n";

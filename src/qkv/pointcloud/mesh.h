@@ -2,6 +2,7 @@
 // A triangle mesh or a bare point cloud in plain std containers: what readers
 // return, what the procedural shape generator builds and what writers take.
 // Tensors come later (sampling), so that mesh code needs no LibTorch.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -55,6 +56,41 @@ inline std::array<double, 3> origin_of_box(const std::array<double, 3>& low, con
     origin[c] = std::abs(centre) > high[c] - low[c] ? std::nearbyint(centre / 1024.0) * 1024.0 : 0.0;
   }
   return origin;
+}
+
+// Positions as a reader reads them, kept exactly (double) until all are
+// read, when origin() is taken from their bounding box and relative(i) gives
+// each as float32 relative to it. Every reader of positions uses it.
+class ExactPositions {
+ public:
+  void push(const std::array<double, 3>& v) {
+    for (size_t c = 0; c < 3; ++c) {
+      low_[c] = std::min(low_[c], v[c]);
+      high_[c] = std::max(high_[c], v[c]);
+    }
+    exact_.push_back(v);
+  }
+  size_t size() const { return exact_.size(); }
+  std::array<double, 3> origin() const {
+    return exact_.empty() ? std::array<double, 3>{0, 0, 0} : origin_of_box(low_, high_);
+  }
+  Vec3 relative(size_t i, const std::array<double, 3>& origin) const {
+    const auto& v = exact_[i];
+    return {static_cast<float>(v[0] - origin[0]), static_cast<float>(v[1] - origin[1]),
+            static_cast<float>(v[2] - origin[2])};
+  }
+
+ private:
+  std::vector<std::array<double, 3>> exact_;
+  std::array<double, 3> low_{HUGE_VAL, HUGE_VAL, HUGE_VAL}, high_{-HUGE_VAL, -HUGE_VAL, -HUGE_VAL};
+};
+
+// Whether a normal read from a file is a unit vector (its squared length
+// within 0.1 of 1, i.e. the length within 5 %) or the zeros a point without
+// one gets: how readers tell a normal from a colour in 0..1 (our choice).
+inline bool is_unit_or_zero_normal(double x, double y, double z) {
+  const double length2 = x * x + y * y + z * z;
+  return length2 == 0 || std::abs(length2 - 1) <= 0.1;
 }
 
 }  // namespace qkv::pointcloud

@@ -27,7 +27,9 @@ using parse::show;
 // Walks a text buffer line by line, counting lines from 1 and dropping '\r'.
 class Lines {
  public:
-  Lines(std::string_view text, int64_t first_line = 1) : rest_(text), size_(text.size()), line_(first_line - 1) {}
+  // A UTF-8 byte order mark (Windows tools write one) is skipped: consumed() still counts its bytes.
+  Lines(std::string_view text, int64_t first_line = 1)
+      : rest_(without_byte_order_mark(text)), size_(text.size()), line_(first_line - 1) {}
 
   // The next line with '#' comments (if strip_comments) and surrounding blanks
   // removed that is not empty; false at the end of the text.
@@ -127,19 +129,14 @@ float coordinate(const std::string& path, int64_t line, std::string_view tok) {
 // Positions relative to Mesh::origin, which keeps a georeferenced scan's
 // detail (UTM metres: float32 steps of 0.5 at 4.5e6). Readers push each
 // vertex as this returns it, and call finish() once all are read: the exact
-// values are kept aside in double until then, when the origin is taken from
-// their bounding box (origin_of_box, mesh.h) and every vertex is made again
-// relative to it.
+// values are kept aside (ExactPositions, mesh.h) until then, when the origin
+// is taken from their bounding box and every vertex is made again relative
+// to it.
 class RelativePositions {
  public:
   explicit RelativePositions(Mesh& mesh) : mesh_(mesh) {}
   Vec3 operator()(double x, double y, double z) {
-    const std::array<double, 3> v{x, y, z};
-    for (size_t c = 0; c < 3; ++c) {
-      low_[c] = std::min(low_[c], v[c]);
-      high_[c] = std::max(high_[c], v[c]);
-    }
-    exact_.push_back(v);
+    exact_.push({x, y, z});
     return {static_cast<float>(x), static_cast<float>(y), static_cast<float>(z)};
   }
   // Values read in file order (x, then y, then z), so that the first bad one is named.
@@ -150,19 +147,16 @@ class RelativePositions {
     return (*this)(vx, vy, vz);
   }
   void finish() {
-    if (exact_.size() != mesh_.vertices.size() || exact_.empty()) return;
-    mesh_.origin = origin_of_box(low_, high_);
+    if (exact_.size() != mesh_.vertices.size() || exact_.size() == 0) return;
+    mesh_.origin = exact_.origin();
     if (!mesh_.has_origin()) return;  // the floats pushed are the ones to keep
-    const auto& o = mesh_.origin;
-    for (size_t i = 0; i < exact_.size(); ++i)
-      for (size_t c = 0; c < 3; ++c) mesh_.vertices[i][c] = static_cast<float>(exact_[i][c] - o[c]);
-    std::vector<std::array<double, 3>>().swap(exact_);
+    for (size_t i = 0; i < exact_.size(); ++i) mesh_.vertices[i] = exact_.relative(i, mesh_.origin);
+    exact_ = ExactPositions();
   }
 
  private:
   Mesh& mesh_;
-  std::vector<std::array<double, 3>> exact_;
-  std::array<double, 3> low_{HUGE_VAL, HUGE_VAL, HUGE_VAL}, high_{-HUGE_VAL, -HUGE_VAL, -HUGE_VAL};
+  ExactPositions exact_;
 };
 
 void check_face_indices(const std::string& path, const Mesh& mesh) {
@@ -841,7 +835,7 @@ bool has_decimal_commas(std::string_view line) {
 }
 
 Mesh parse_point_text(const std::string& path, std::string_view text, int64_t max_points) {
-  Lines lines(without_byte_order_mark(text));
+  Lines lines(text);
   std::string_view line;
   std::vector<std::string_view> tok;
   Mesh mesh;
@@ -890,8 +884,7 @@ Mesh parse_point_text(const std::string& path, std::string_view text, int64_t ma
                                      tok[static_cast<size_t>(p[2])]));
     if (const auto& n = columns.normal; n[0] >= 0) {
       const Vec3 normal{value(n[0]), value(n[1]), value(n[2])};
-      const float length2 = normal[0] * normal[0] + normal[1] * normal[1] + normal[2] * normal[2];
-      unit_normals = unit_normals && (length2 == 0 || std::abs(length2 - 1) <= 0.1f);
+      unit_normals = unit_normals && is_unit_or_zero_normal(normal[0], normal[1], normal[2]);
       mesh.normals.push_back(normal);
     }
   }
@@ -1033,7 +1026,7 @@ Mesh parse_stl(const std::string& path, const std::string& text) {
            " bytes, the file has " + std::to_string(text.size());
   };
   // Keywords in any case: older CAD tools write "SOLID", "FACET NORMAL".
-  if (lower(std::string_view(text).substr(0, 5)) != "solid")
+  if (lower(without_byte_order_mark(text).substr(0, 5)) != "solid")
     fail(path, "neither ASCII STL (starting 'solid') nor " + not_binary());
   Lines lines(text);
   std::string_view line;
@@ -1074,8 +1067,10 @@ Mesh parse_stl(const std::string& path, const std::string& text) {
 // refused, naming it): the fields x, y, z and, when all three are there,
 // normal_x, normal_y, normal_z; every other field is skipped. Points whose
 // x, y or z is NaN (how an organized cloud marks a pixel without a point)
-// are dropped, as PCL's removeNaNFromPointCloud does; an infinite value is
-// an error.
+// are dropped, as PCL's removeNaNFromPointCloud does; a NaN normal (PCL's
+// normal estimation gives one to a point with too few neighbours) is read as
+// the zeros of a point without one (our choice: the point is kept); an
+// infinite value is an error.
 Mesh parse_pcd(const std::string& path, const std::string& text) {
   struct Field {
     std::string name;
@@ -1214,6 +1209,7 @@ Mesh parse_pcd(const std::string& path, const std::string& text) {
     mesh.vertices.push_back(position(v[0], v[1], v[2]));
     if (normals) {
       Vec3 n{static_cast<float>(v[3]), static_cast<float>(v[4]), static_cast<float>(v[5])};
+      if (std::isnan(n[0]) || std::isnan(n[1]) || std::isnan(n[2])) n = {0, 0, 0};
       if (!std::isfinite(n[0]) || !std::isfinite(n[1]) || !std::isfinite(n[2])) bad("a normal is not finite");
       mesh.normals.push_back(n);
     }

@@ -124,12 +124,14 @@ void check_options(const PointViewOptions& o) {
 
 }  // namespace
 
-Rotation parse_rotation(const std::string& name) {
+Rotation parse_rotation(const std::string& name, const std::string& key) {
   const std::string s = lower(name);
   if (s == "none" || s == "i") return Rotation::None;  // "I" in the segmentation papers' protocols
   if (s == "z") return Rotation::Up;
   if (s == "so3") return Rotation::SO3;
-  throw UsageError("unknown rotation '" + name + "': expected none (or i), z or so3");
+  const std::string problem = "unknown rotation '" + name + "': expected none (or i), z or so3";
+  if (!key.empty()) throw ConfigError(key, problem);
+  throw UsageError(problem);
 }
 
 std::string rotation_name(Rotation rotation) {

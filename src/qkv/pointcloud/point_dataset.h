@@ -17,8 +17,9 @@ namespace qkv::pointcloud {
 // The rotation protocol of a split, as rotation-invariance papers name them:
 // none, z (about the up axis, which is y for ModelNet40 and ShapeNet), so3.
 enum class Rotation { None, Up, SO3 };
-// "none" (or "i"), "z" or "so3" (any case); UsageError naming the value otherwise.
-Rotation parse_rotation(const std::string& name);
+// "none" (or "i"), "z" or "so3" (any case); otherwise UsageError naming the
+// value, a ConfigError naming the setting `key` too where one is given.
+Rotation parse_rotation(const std::string& name, const std::string& key = "");
 std::string rotation_name(Rotation rotation);  // the name parse_rotation takes
 
 struct PointViewOptions {

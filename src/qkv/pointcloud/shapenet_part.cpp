@@ -234,8 +234,7 @@ PartText read_part_text_unguarded(const std::string& path, const PartCategory* c
   PartText out;
   std::string line;
   // The exact positions until all are read (a scan far from 0 keeps its detail, as read_shape_file's).
-  std::vector<std::array<double, 3>> exact;
-  std::array<double, 3> low{HUGE_VAL, HUGE_VAL, HUGE_VAL}, high{-HUGE_VAL, -HUGE_VAL, -HUGE_VAL};
+  ExactPositions exact;
   for (int64_t n = 1; std::getline(in, line); ++n) {
     if (line.size() > kMaxPartLine)
       throw DataError(path + ": line " + std::to_string(n) + ": longer than " + std::to_string(kMaxPartLine) +
@@ -272,15 +271,16 @@ PartText read_part_text_unguarded(const std::string& path, const PartCategory* c
     out.rows.push_back({static_cast<float>(v[0]), static_cast<float>(v[1]), static_cast<float>(v[2]),
                         static_cast<float>(v[3]), static_cast<float>(v[4]), static_cast<float>(v[5])});
     out.parts.push_back(static_cast<int64_t>(part));
-    exact.push_back({v[0], v[1], v[2]});
-    for (size_t c = 0; c < 3; ++c) low[c] = std::min(low[c], v[c]), high[c] = std::max(high[c], v[c]);
+    exact.push({v[0], v[1], v[2]});
   }
   if (in.bad()) throw DataError(path + ": read failed");
   if (out.rows.empty()) throw DataError(path + ": no points");
-  out.origin = origin_of_box(low, high);
+  out.origin = exact.origin();
   if (out.origin != std::array<double, 3>{0, 0, 0})
-    for (size_t i = 0; i < exact.size(); ++i)
-      for (size_t c = 0; c < 3; ++c) out.rows[i][c] = static_cast<float>(exact[i][c] - out.origin[c]);
+    for (size_t i = 0; i < exact.size(); ++i) {
+      const auto p = exact.relative(i, out.origin);
+      std::copy(p.begin(), p.end(), out.rows[i].begin());
+    }
   return out;
 }
 
@@ -314,8 +314,7 @@ bool looks_like_part_text(const std::string& path) {
       if (end != field.c_str() + field.size()) return false;  // a word: a header, a comment
     }
     if (v.empty()) continue;
-    const double normal2 = v.size() == 7 ? v[3] * v[3] + v[4] * v[4] + v[5] * v[5] : 0;
-    if (v.size() != 7 || !(normal2 == 0 || std::abs(normal2 - 1) <= 0.1) || v[6] != std::floor(v[6]) || v[6] < 0 ||
+    if (v.size() != 7 || !is_unit_or_zero_normal(v[3], v[4], v[5]) || v[6] != std::floor(v[6]) || v[6] < 0 ||
         v[6] >= kShapeNetPartCount)
       return false;
     ++seen;

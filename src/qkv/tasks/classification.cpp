@@ -311,7 +311,7 @@ nlohmann::json write_attention_pictures(const train::CheckpointFile& checkpoint,
 }
 
 nlohmann::json evaluate_classifier_run(const PointEvalSettings& s, const c10::Device& device) {
-  const auto rotation = pc::parse_rotation(s.rotate);
+  const auto rotation = pc::parse_rotation(s.rotate, "rotate");
   auto run = load_classifier_run(s.checkpoint, device);
   ClassificationData d = run.data;
   if (!s.data.empty()) d.source = s.data;
@@ -358,7 +358,7 @@ std::string ShapeClassification::text(const std::string& input, int64_t top) con
 ShapeClassification classify_shape_file(const train::CheckpointFile& checkpoint, const std::string& input,
                                         const std::string& rotate, uint64_t seed, int64_t votes,
                                         const c10::Device& device) {
-  const auto rotation = pc::parse_rotation(rotate);
+  const auto rotation = pc::parse_rotation(rotate, "rotate");
   auto run = load_classifier_run(checkpoint, device);
   ShapeClassification result;
   result.votes = votes > 0 ? votes : run.data.votes;
@@ -412,7 +412,7 @@ void check_embed_settings(const ShapeEmbedSettings& s) {
   if (!s.split.empty() && s.split != "train" && s.split != "val" && s.split != "test")
     throw ConfigError("split", s.split + ": expected train, val or test");
   if (!s.data.empty() && s.split.empty()) throw ConfigError("data", "is read with {split} only");
-  pc::parse_rotation(s.rotate);
+  pc::parse_rotation(s.rotate, "rotate");
 }
 
 // [V * B, D] features of VotedViews' layout (the V views of a batch one
@@ -426,7 +426,7 @@ at::Tensor average_view_features(const at::Tensor& features, int64_t votes) {
 ShapeEmbeddings embed_shapes(const train::CheckpointFile& checkpoint, const ShapeEmbedSettings& s, uint64_t seed,
                              const c10::Device& device) {
   check_embed_settings(s);
-  const auto rotation = pc::parse_rotation(s.rotate);
+  const auto rotation = pc::parse_rotation(s.rotate, "rotate");
   const auto files = s.input.empty() ? std::vector<std::string>{} : shape_files_of(s.input);
   auto run = load_classifier_run(checkpoint, device);
   ShapeEmbeddings result;

@@ -316,7 +316,7 @@ CloudParts predict_cloud_parts(const train::CheckpointFile& checkpoint, const at
   if (normals.defined() && (normals.dim() != 2 || normals.sizes() != points.sizes()))
     throw ConfigError("normals", "expected [N, 3] like the points");
   const int64_t index = pc::find_part_category(category, "category");
-  const auto rotation = pc::parse_rotation(rotate);
+  const auto rotation = pc::parse_rotation(rotate, "rotate");
   auto run = load_point_run<PartSegData>(checkpoint, device, kPartSegmentationCommand);
   const auto& cat = checked_part_category(run.data, index, votes);
   // A cloud as a reader returns one: float32 vectors relative to an origin
@@ -375,7 +375,7 @@ TrainTask part_segmentation_train_task(std::shared_ptr<PartSegTrainSettings> set
 }
 
 nlohmann::json evaluate_segmenter_run(const PointEvalSettings& s, const c10::Device& device) {
-  const auto rotation = pc::parse_rotation(s.rotate);
+  const auto rotation = pc::parse_rotation(s.rotate, "rotate");
   auto run = load_point_run<PartSegData>(s.checkpoint, device, kPartSegmentationCommand);
   PartSegData d = run.data;
   if (!s.data.empty()) d.source = s.data;
@@ -396,7 +396,7 @@ nlohmann::json evaluate_segmenter_run(const PointEvalSettings& s, const c10::Dev
 PartPredictResult predict_parts_to_files(const PartPredictSettings& s, const c10::Device& device) {
   if (s.category.empty()) throw ConfigError("category", "is required (the object's ShapeNet-part category)");
   const int64_t category = pc::find_part_category(s.category, "category");
-  const auto rotation = pc::parse_rotation(s.rotate);
+  const auto rotation = pc::parse_rotation(s.rotate, "rotate");
   if (s.out.empty()) throw ConfigError("out", ": must name a folder");
   if (ends_with(s.out, ".ply"))
     throw ConfigError("out", "is a folder (it receives <input name>.parts.ply and .png), got " + s.out);

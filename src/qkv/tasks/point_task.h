@@ -354,10 +354,10 @@ struct PointSourceData {
       throw ConfigError("points", std::to_string(view.num_points) + " is more than the " +
                                       std::to_string(load.points_per_shape) + Source::kStoredPoints);
     // The built-in shapes' count is known before they are written (a folder's, once it is read).
-    if (source == "synthetic" && view.num_points > Source::synthetic_points(load))
-      throw ConfigError("points", std::to_string(view.num_points) + " is more than the " +
-                                      std::to_string(Source::synthetic_points(load)) + Source::kStoredPoints +
-                                      " (--points-per-shape " + std::to_string(view.num_points) + " gives them)");
+    if (const int64_t built_in = Source::synthetic_points(load); source == "synthetic" && view.num_points > built_in)
+      throw ConfigError("points", std::to_string(view.num_points) + " is more than the " + std::to_string(built_in) +
+                                      Source::kStoredPoints + " (--points-per-shape " +
+                                      std::to_string(view.num_points) + " gives them)");
     parse_protocol(protocol);
   }
 };

@@ -438,7 +438,7 @@ std::string fact(const std::string& label, const std::string& value_html, const 
 // The line under the title: model, data, size, the selected epoch and its
 // headline score, training time.
 std::string facts_line(const nlohmann::json& summary, const nlohmann::json& config,
-                       const std::vector<std::string>& splits) {
+                       const std::vector<std::string>& splits, const std::string& test_label) {
   std::vector<std::string> facts;
   auto text_at = [](const nlohmann::json& j, const char* a, const char* b) -> std::string {
     if (j.is_object() && j.contains(a) && j.at(a).is_object() && j.at(a).contains(b) && j.at(a).at(b).is_string())
@@ -493,7 +493,8 @@ std::string facts_line(const nlohmann::json& summary, const nlohmann::json& conf
         }
     }
     if (key.empty()) continue;
-    facts.push_back(fact(escape_html(std::string(split) + " " + key), escape_html(format_cell(entry.at(key)))));
+    facts.push_back(
+        fact(escape_html(split_label(split, test_label) + " " + key), escape_html(format_cell(entry.at(key)))));
     break;
   }
   if (number_at("train_seconds").is_number())
@@ -590,7 +591,7 @@ std::string render_report_html(const std::string& title, const nlohmann::json& h
   std::ostringstream o;
   o << html_page_begin(title);
   o << "<header>\n<h1>" << escape_html(title) << "</h1>\n";
-  const std::string facts = facts_line(summary, config, splits);
+  const std::string facts = facts_line(summary, config, splits, test_label);
   if (!facts.empty()) o << "<p class=\"facts\">" << facts << "</p>\n";
   o << "<nav><a href=\"#summary\">Summary</a><a href=\"#curves\">Curves</a>"
     << (classification.empty() ? "" : "<a href=\"#classes\">Classes</a>")
