@@ -333,6 +333,12 @@ TEST(Cli, TrainEvalExportAndInitWeights) {
   expect_clean_failure(
       run("spirals train --epochs 1 --hidden 8 --out " + dir + "_bad --init-weights " + weights + kFast), 1,
       "net.0.weight [64, 2] vs model [8, 2]");
+  // A file that is no weights file is refused before the run folder (or synthetic data) is written.
+  const auto junk = dir + "/junk.txt";
+  qkv::testing::write_text_file(junk, "not weights\n");
+  expect_clean_failure(run("vnt train --synth-classes box,sphere --out " + dir + "_junk --init-weights " + junk), 1,
+                       junk + ": not a weights file");
+  EXPECT_FALSE(fs::exists(dir + "_junk"));
 }
 
 TEST(Cli, BrokenCheckpointIsExit1NamingTheFile) {

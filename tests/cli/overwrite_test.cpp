@@ -427,6 +427,30 @@ TEST_F(OverwriteMhca, SelectPredictExplain) {
                          ex, {"explain.json", "cpg_attention.csv"});
 }
 
+TEST_F(OverwriteMhca, AVolumeTheManifestListsIsAnInputToo) {
+  // A manifest naming a volume inside --out: --overwrite would empty the
+  // folder before the volume is read (an earlier explanation's map, say).
+  const std::string out = root_ + "/listed_out", manifest = root_ + "/listed_manifest.csv";
+  fs::create_directories(out);
+  std::string text = read_text(cohort_ + "/manifest.csv");
+  const auto first_row = text.find('\n') + 1;
+  const auto spect = text.find("spect/", first_row);
+  const auto end = text.find(".nii.gz", spect) + 7;
+  fs::copy_file(cohort_ + "/" + text.substr(spect, end - spect), out + "/volume.nii.gz");
+  text.replace(spect, end - spect, "listed_out/volume.nii.gz");
+  write_text_file(manifest, text);
+  const Tree before = snapshot(out);
+  const std::string ckpt = run_ + "/checkpoints/best.ckpt";
+  for (const auto& command :
+       {"mhca explain --manifest " + manifest + " --methylation " + cohort_ + "/methylation.csv --checkpoint " + ckpt +
+            " --all --threads 1 --overwrite --out " + out,
+        "mhca train --manifest " + manifest + " --methylation " + cohort_ + "/methylation.csv " + kMhcaNet +
+            " --model mhca --epochs 1 --threads 1 --overwrite --out " + out})
+    expect_clean_failure(run_qkv(command), 2,
+                         out + ": holds " + out + "/volume.nii.gz (listed in --manifest " + manifest + ")");
+  EXPECT_EQ(changes(before, snapshot(out)), "");
+}
+
 TEST_F(OverwriteMhca, SynthNeverWritesThroughALinkedSpectFolder) {
   const std::string out = root_ + "/linked_cohort", mine = root_ + "/my_spect";
   const std::string synth =
@@ -472,6 +496,25 @@ TEST_F(OverwriteMhca, CrossValidationResumesOnlyItsOwnFolderWithItsOwnSettings) 
   // The same settings continue (all folds done: nothing trained again).
   const auto same = run_qkv(base + " --model xgboost --folds 2 --resume --out " + cv);
   EXPECT_EQ(same.status, 0) << same.output;
+  {  // The same files holding other values: the finished folds are of the old ones.
+    const std::string table = root_ + "/cv_resume_methylation.csv", changed_cv = root_ + "/cv_changed";
+    fs::copy_file(cohort_ + "/methylation.csv", table);
+    const std::string args = "mhca cv --manifest " + cohort_ + "/manifest.csv --methylation " + table +
+                             " --select all --xgb-estimators 5 --threads 1 --runs 1 --model xgboost --folds 2 --out " +
+                             changed_cv;
+    ASSERT_EQ(run_qkv(args).status, 0);
+    std::string text = read_text(table);
+    const auto cell = text.find(",0.", text.find('\n'));  // the first value of the first subject
+    ASSERT_NE(cell, std::string::npos);
+    text[cell + 3] = text[cell + 3] == '9' ? '1' : '9';
+    std::ofstream(table, std::ios::trunc) << text;
+    const Tree before = snapshot(changed_cv);
+    const auto r = run_qkv(args + " --resume");
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_NE(r.output.find("holds a cross validation with other settings (cohort.data_crc32: "), std::string::npos)
+        << r.output;
+    EXPECT_EQ(changes(before, snapshot(changed_cv)), "");
+  }
 }
 
 }  // namespace qkv::testing

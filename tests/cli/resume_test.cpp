@@ -102,6 +102,14 @@ TEST(Resume, EpochsNotAboveThoseDoneChangeNothing) {
     EXPECT_EQ(count_lines(r.output), 1) << r.output;
     EXPECT_EQ(file_bytes(dir), before);
   }
+  // Stopped after the last epoch's checkpoint, before the summary: --resume writes it.
+  const auto summary = read_json(dir + "/summary.json");
+  fs::remove(dir + "/summary.json");
+  const auto finished = run_qkv("spirals train --resume " + dir + " --threads 1");
+  EXPECT_EQ(finished.status, 0) << finished.output;
+  EXPECT_EQ(finished.output.find("nothing to do"), std::string::npos) << finished.output;
+  ASSERT_TRUE(fs::exists(dir + "/summary.json")) << finished.output;
+  EXPECT_EQ(read_json(dir + "/summary.json").at("test"), summary.at("test"));
   fs::remove_all(dir);
 }
 

@@ -196,6 +196,26 @@ TEST_F(VntCli, EmbedWritesOneInvariantVectorPerShape) {
   EXPECT_GT(scale, 0);
   EXPECT_LE(worst, 1e-4 * scale) << "largest change " << worst << " on a scale of " << scale;
 
+  {  // What a folder holds beside its shapes is said, not skipped silently (a .txt is a note).
+    const std::string mixed = *dir_ + "/embed-mixed-input";
+    fs::create_directories(mixed + "/more");
+    std::vector<fs::path> shapes;
+    for (const auto& e : fs::directory_iterator(folder)) shapes.push_back(e.path());
+    std::sort(shapes.begin(), shapes.end());
+    fs::copy_file(shapes.at(0), fs::path(mixed) / shapes.at(0).filename());
+    fs::copy_file(shapes.at(1), mixed + "/more/" + shapes.at(1).filename().string());
+    std::ofstream(mixed + "/photo.png") << "not a shape";
+    std::ofstream(mixed + "/README.txt") << "a note";
+    const auto e =
+        run_qkv("vnt embed --checkpoint " + checkpoint + " --input " + mixed + " --out " + *dir_ + "/embed-mixed");
+    ASSERT_EQ(e.status, 0) << e.output;
+    EXPECT_NE(e.output.find(mixed + ": left out 1 file that qkv does not read as shapes (1 .png)"), std::string::npos)
+        << e.output;
+    std::vector<int64_t> sizes;
+    qkv::read_npy_float32(*dir_ + "/embed-mixed/embeddings.npy", sizes);
+    EXPECT_EQ(sizes.at(0), 2);
+  }
+
   // Refused before anything is read or written: neither input, both, another
   // split, an output inside the input, an output that exists.
   expect_clean_failure(run_qkv("vnt embed --checkpoint " + checkpoint + " --out " + *dir_ + "/embed-none"), 2,

@@ -204,6 +204,65 @@ TEST(OutputPolicy, OneOutputFileIsReplacedOnlyIfQkvWroteIt) {
   });
   EXPECT_NE(message.find("was not written by qkv"), std::string::npos) << message;
   EXPECT_EQ(read(users), "keep");
+  // Nor is it named as another command's (the folder's maker wrote other files).
+  const auto other = usage_error_of([&] {
+    static_cast<void>(qkv::claim_output_file(users, "--out", true, {"other", {}}));
+  });
+  EXPECT_EQ(other.find("written by 'qkv test'"), std::string::npos) << other;
+  EXPECT_NE(other.find("was not written by qkv"), std::string::npos) << other;
+}
+
+TEST(OutputPolicy, TheLedgersNameIsNoOutputAndAUsersFileOfThatNameIsNoLedger) {
+  const fs::path dir = fresh_dir("policy_ledger_name");
+  expect_usage_error(
+      [&] {
+        static_cast<void>(qkv::claim_output_file((dir / ".qkv-written").string(), "--out", false, {"test", {}}));
+      },
+      "is the name of qkv's record of what it wrote in a folder");
+  EXPECT_FALSE(fs::exists(dir / ".qkv-written"));
+  // A JSON list of the user's own by that name: never appended to, nor read as qkv's record.
+  const fs::path users = fresh_dir("policy_users_ledger");
+  write_text_file(users / ".qkv-written", "{\"todo\":\"my own list\"}\n");
+  expect_usage_error(
+      [&] {
+        static_cast<void>(qkv::claim_output_file((users / "w.pt").string(), "--out", false, {"test", {}}));
+      },
+      "is not a ledger qkv wrote");
+  expect_usage_error(
+      [&] {
+        static_cast<void>(qkv::claim_output_dir(users.string(), "--out", true, {"test", {}}));
+      },
+      "is not a ledger qkv wrote");
+  EXPECT_EQ(read((users / ".qkv-written").string()), "{\"todo\":\"my own list\"}\n");
+}
+
+TEST(OutputPolicy, AGenerationStoppedMidwayIsTakenOverByTheNext) {
+  // Killed while writing: a class folder made before its files, and the
+  // temporary of the file being written (listed before it is written).
+  const fs::path dir = fresh_dir("policy_synth_stopped");
+  const qkv::OutputMarker a{"synth", {{"seed", 1}}};
+  {
+    const auto claim = qkv::claim_synthetic_dir(dir.string(), "--synth-dir", false, a);
+    qkv::make_directories((dir / "box").string());
+    qkv::write_file_atomic((dir / "box/b1.off").string(), std::string("OFF"));
+    qkv::write_file_atomic((dir / "box/b2.off").string(), std::string("OFF"));
+  }
+  fs::rename(dir / "box/b2.off", dir / "box/.b2.off.tmp.Ab12cD");
+  qkv::make_directories((dir / "sphere/test").string());
+  EXPECT_TRUE(qkv::check_synthetic_dir(dir.string(), "--synth-dir", false, a));  // made again
+  {
+    const auto again = qkv::claim_synthetic_dir(dir.string(), "--synth-dir", false, a);
+    EXPECT_TRUE(again.generate);
+  }
+  EXPECT_FALSE(fs::exists(dir / "box/.b2.off.tmp.Ab12cD"));
+  EXPECT_FALSE(fs::exists(dir / "box/b1.off"));
+  EXPECT_FALSE(fs::exists(dir / "sphere"));  // no class folder is left without files
+  // Once complete, a folder qkv did not list is an extra class, refused as before.
+  qkv::make_directories((dir / "cone").string());  // not made by a claim: not listed
+  qkv::mark_output_complete(dir.string());
+  const auto message =
+      usage_error_of([&] { static_cast<void>(qkv::claim_synthetic_dir(dir.string(), "--synth-dir", false, a)); });
+  EXPECT_NE(message.find("which qkv did not write"), std::string::npos) << message;
 }
 
 TEST(OutputPolicy, SyntheticFolderIsReusedRegeneratedOrRefused) {
@@ -246,7 +305,7 @@ TEST(OutputPolicy, LedgerEntriesCannotReachOutsideTheFolder) {
   // An edited ledger is refused as a whole, naming it, before anything is
   // removed or rewritten.
   for (const std::string& entry : {relative, victim.string()}) {
-    const std::string ledger = "{\"command\":\"x\"}\n\"" + entry + "\"\n";
+    const std::string ledger = "{\"qkv_version\":\"0.1.0\",\"command\":\"x\"}\n\"" + entry + "\"\n";
     write_text_file(dir / qkv::kLedgerName, ledger);
     try {
       static_cast<void>(qkv::claim_output_dir(dir.string(), "--out", true, {"test", {}}));

@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "qkv/core/errors.h"
 #include "qkv/core/text.h"
+#include "support/test_files.h"
 
 TEST(Utf8, WellFormedSequencesPass) {
   EXPECT_TRUE(qkv::is_valid_utf8(""));
@@ -88,4 +90,22 @@ TEST(Wording, LibTorchsOutOfMemoryBecomesOneLineForAUser) {
                 "evaluating batch 1 of 2", "less"),
             "out of memory evaluating batch 1 of 2 (LibTorch could not allocate 8 bytes. Error code 12; less)");
   EXPECT_EQ(qkv::out_of_memory_line("Expected all tensors to be on the same device"), "");
+}
+
+TEST(ReadTextFile, ACompressedFileIsNamedAsWhatItIs) {
+  // A gzipped table was parsed as text: "CpG id '<binary>' holds a blank".
+  const std::string gz = qkv::testing::temp_path("table.csv.gz");
+  qkv::testing::write_text_file(gz, std::string("\x1f\x8b\x08\x00\x00\x00\x00\x00", 8) + "rest");
+  try {
+    qkv::read_text_file(gz);
+    ADD_FAILURE() << "no error";
+  } catch (const qkv::DataError& e) {
+    EXPECT_EQ(std::string(e.what()), gz + ": a gzip-compressed file; qkv reads it as text: gunzip it first");
+  }
+  const std::string bz2 = qkv::testing::temp_path("table.csv.bz2");
+  qkv::testing::write_text_file(bz2, "BZh91AY&SY...");
+  EXPECT_THROW(qkv::read_text_file(bz2), qkv::DataError);
+  const std::string plain = qkv::testing::temp_path("plain.csv");  // text that begins as bzip2 does
+  qkv::testing::write_text_file(plain, "BZh5,a column\n");
+  EXPECT_EQ(qkv::read_text_file(plain), "BZh5,a column\n");
 }

@@ -64,6 +64,12 @@ double max_weight_difference(const std::string& a, const std::string& b) {
   return worst;
 }
 
+size_t count_of(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
 class DistributedCli : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -116,11 +122,11 @@ TEST_F(DistributedCli, OnlyRankZeroWritesAndPrints) {
   ASSERT_EQ(two_->status, 0) << two_->output;
   // One summary (ending with the run folder), and the run folder holds exactly
   // what a single-process run holds.
-  size_t summaries = 0;
-  for (size_t at = two_->output.find("run folder "); at != std::string::npos;
-       at = two_->output.find("run folder ", at + 1))
-    ++summaries;
-  EXPECT_EQ(summaries, 1u) << two_->output;
+  EXPECT_EQ(count_of(two_->output, "run folder "), 1u) << two_->output;
+  // What the run reads is said once, by rank 0: not again naming rank 1's scratch copy.
+  for (const char* line : {"synthetic shapes: ", "(ModelNet40 layout, detected)", "vnt train: model vnt"})
+    EXPECT_EQ(count_of(two_->output, line), 1u) << line << "\n" << two_->output;
+  EXPECT_EQ(two_->output.find("qkv-rank1"), std::string::npos) << two_->output;
   std::vector<std::string> a, b;
   for (const auto& e : fs::recursive_directory_iterator(*dir_ + "/two"))
     a.push_back(fs::relative(e.path(), *dir_ + "/two"));

@@ -7,8 +7,10 @@
 #include <cmath>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/messages.h"
 #include "qkv/medical/cohort_data.h"
 #include "qkv/tasks/mhca_cv.h"
+#include "support/test_files.h"
 
 namespace qkv::testing {
 namespace {
@@ -29,6 +31,23 @@ medical::CohortData small_cohort() {
   for (int64_t i = 0; i < 4; ++i) c.volumes[i].fill_(static_cast<double>(i));
   c.volumes[3][0][0][0] = 100;  // a test subject's outlier must not set the scale
   return c;
+}
+
+TEST(CohortData, ACpgSiteWithNoValueForAnySubjectIsNamed) {
+  // Imputed as 0.5 for everyone (no mean to take): it says nothing, and the user hears so.
+  const auto dir = fresh_dir("cohort_empty_site");
+  write_text_file(dir + "/manifest.csv", "subject_id,label,spect\ns1,0,a.nii.gz\ns2,1,b.nii.gz\n");
+  write_text_file(dir + "/meth.csv", "subject_id,cg1,cg2,cg3\ns1,0.1,,0.3\ns2,0.4,,\n");
+  std::vector<std::string> said;
+  {
+    const ScopedLineSink capture([&](const std::string& line) { said.push_back(line); });
+    medical::load_cohort(dir + "/manifest.csv", dir + "/meth.csv", /*load_volumes=*/false, 1);
+  }
+  std::string all;
+  for (const auto& line : said) all += line + "\n";
+  EXPECT_NE(all.find("warning: 1 CpG site has no value for any subject in " + dir + "/meth.csv: cg2 "),
+            std::string::npos)
+      << all;
 }
 
 TEST(CohortData, PreprocessingSeesTrainingRowsOnly) {

@@ -224,6 +224,12 @@ TEST_F(MhcaCli, CrossValidationThenExplainEndToEnd) {
                             "/other_truth.json --overwrite --out " + ex);
   EXPECT_EQ(over.status, 1) << over.output;
   EXPECT_TRUE(fs::exists(ex + "/explain.json"));
+  // A subject given twice would weigh twice in the mean map.
+  const std::string id = turned.at("id").get<std::string>();
+  expect_clean_failure(run_qkv("mhca explain " + cohort_args() + " --checkpoint " + ckpt + " --subject " + id + "," +
+                               id + " --out " + root_ + "/ex4"),
+                       2, "--subject " + id + ": given twice");
+  EXPECT_FALSE(fs::exists(root_ + "/ex4"));
 }
 
 // The cross-modal benchmark's scoring: explain.json's share of each planted

@@ -120,6 +120,37 @@ TEST(Orientation, ACohortStoredInTwoAxisOrdersLoadsTheSameWayRoundWithReorient) 
   EXPECT_EQ(medical::load_cohort(manifest, table, true, 1, true, {5, 3, 4}, 1.0, true).size(), 2);
 }
 
+TEST(Orientation, AMaskIsReadInTheCohortsSpaceOrRefused) {
+  // A striatum mask lies where the volumes lie: turned to RAS+ with them,
+  // and refused on another grid or affine (a mirrored mask would score the
+  // other hemisphere). The maps explain writes take the same geometry.
+  const auto dir = fresh_dir("orientation_mask");
+  make_directories(dir);
+  const auto psl = psl_volume();
+  const auto ras = medical::reorient_to_ras(psl, "a");
+  medical::write_nifti(dir + "/a.nii.gz", psl);
+  medical::write_nifti(dir + "/b.nii.gz", ras);
+  auto moved = ras;
+  moved.geometry.sform[3] += 10;
+  moved.geometry.qform[3] += 10;
+  medical::write_nifti(dir + "/moved.nii.gz", moved);
+  write_text_file(dir + "/meth.csv", "subject_id,cg1,cg2\ns1,0.1,0.2\ns2,0.3,0.4\n");
+  write_text_file(dir + "/mixed.csv", "subject_id,label,spect\ns1,0,a.nii.gz\ns2,1,b.nii.gz\n");
+  const auto turned = medical::load_cohort(dir + "/mixed.csv", dir + "/meth.csv", true, 1, true, {}, 1.0, true);
+  for (const char* mask : {"/a.nii.gz", "/b.nii.gz"}) {
+    EXPECT_TRUE(torch::equal(medical::read_cohort_label_mask(turned, dir + mask, "striatum mask"), turned.volumes[0]))
+        << mask;
+    const auto header = medical::read_cohort_volume(dir + mask, turned.reoriented);
+    EXPECT_EQ(header.geometry.affine(), turned.geometry.affine()) << mask;  // the map's affine
+  }
+  expect_data_error([&] { medical::read_cohort_label_mask(turned, dir + "/moved.nii.gz", "striatum mask"); },
+                    "moved.nii.gz", "striatum mask: its origin differs from the volumes'");
+  write_text_file(dir + "/ras.csv", "subject_id,label,spect\ns1,0,b.nii.gz\ns2,1,b.nii.gz\n");
+  const auto plain = medical::load_cohort(dir + "/ras.csv", dir + "/meth.csv", true, 1, true);
+  expect_data_error([&] { medical::read_cohort_label_mask(plain, dir + "/a.nii.gz", "striatum mask"); }, "a.nii.gz",
+                    "striatum mask on grid 3x4x5, not the volumes' 5x3x4");
+}
+
 TEST(Orientation, AVolumeWhoseAffineHasNoDirectionIsNamedByItsFileAsItIsRead) {
   const auto dir = fresh_dir("orientation_flat");
   make_directories(dir);

@@ -231,6 +231,34 @@ TEST(ReadPly, AsciiVertexIndexNameAndPointCloud) {
   EXPECT_EQ(c.vertices[1], (Vec3{4, 5, 6}));
 }
 
+TEST(ReadPly, TriangleStripsAreTrianglesFacingOneWay) {
+  // A square as one strip, then a strip of one degenerate triangle (how strips are stitched).
+  const std::string header =
+      "element vertex 4\nproperty float x\nproperty float y\nproperty float z\nelement tristrips 1\n"
+      "property list int int vertex_indices\nend_header\n";
+  const auto ascii = read_ply(
+      write("strips.ply", "ply\nformat ascii 1.0\n" + header + "0 0 0\n1 0 0\n0 1 0\n1 1 0\n8 0 1 2 3 -1 1 1 3\n"));
+  ASSERT_EQ(ascii.faces.size(), 2u);
+  EXPECT_EQ(ascii.faces[0], (Face{0, 1, 2}));
+  EXPECT_EQ(ascii.faces[1], (Face{2, 1, 3}));  // flipped: both face +z
+  std::string binary = "ply\nformat binary_little_endian 1.0\n" + header;
+  for (const float v : {0.f, 0.f, 0.f, 1.f, 0.f, 0.f, 0.f, 1.f, 0.f, 1.f, 1.f, 0.f})
+    binary.append(reinterpret_cast<const char*>(&v), 4);
+  for (const int32_t i : {8, 0, 1, 2, 3, -1, 1, 1, 3}) binary.append(reinterpret_cast<const char*>(&i), 4);
+  EXPECT_EQ(read_ply(write("strips_binary.ply", binary)).faces, ascii.faces);
+  // -1 written in an unsigned index type is its largest value: a restart too.
+  const auto unsigned_strips =
+      read_ply(write("strips_uint.ply",
+                     "ply\nformat ascii 1.0\nelement vertex 4\nproperty float x\nproperty float y\n"
+                     "property float z\nelement tristrips 1\nproperty list uchar uint vertex_indices\nend_header\n"
+                     "0 0 0\n1 0 0\n0 1 0\n1 1 0\n8 0 1 2 3 4294967295 1 1 3\n"));
+  EXPECT_EQ(unsigned_strips.faces, ascii.faces);
+  // An index past the vertices is refused as a face's is.
+  EXPECT_THROW(
+      read_ply(write("strips_bad.ply", "ply\nformat ascii 1.0\n" + header + "0 0 0\n1 0 0\n0 1 0\n1 1 0\n3 0 1 9\n")),
+      DataError);
+}
+
 namespace {
 
 // Binary little endian: x float, y double, z short, a skipped uchar, colours;

@@ -141,7 +141,7 @@ TEST(Report, TestRowsNameTheirRotationAsTheTerminalDoes) {
                           "<th class=\"n\">test none</th>"})  // the per-category table's column too
     EXPECT_NE(html.find(row), std::string::npos) << row;
   EXPECT_NE(html.find("test so3 accuracy <b>0.5</b>"), std::string::npos);  // the line under the title
-  EXPECT_EQ(qkv::train::split_label("test", ""), "test");                      // a run without a protocol (MHCA)
+  EXPECT_EQ(qkv::train::split_label("test", ""), "test");                   // a run without a protocol (MHCA)
   EXPECT_EQ(qkv::train::split_label("val", "z"), "val");
   EXPECT_EQ(qkv::train::test_label_of_config({{"data", {{"protocol", "z/i"}}}}), "none");
 }

@@ -86,6 +86,10 @@ bool is_atomic_temp_name(const std::string& name) {
   return true;
 }
 
+std::string atomic_temp_target(const std::string& name) {
+  return is_atomic_temp_name(name) ? name.substr(1, name.size() - 1 - 11) : std::string();  // 11: ".tmp.XXXXXX"
+}
+
 std::vector<std::string> remove_stale_temp_files(const std::string& dir, const std::set<std::string>& targets) {
   namespace fs = std::filesystem;
   std::vector<std::string> removed;
@@ -95,8 +99,7 @@ std::vector<std::string> remove_stale_temp_files(const std::string& dir, const s
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     // symlink_status: a link named like a temporary is not one of ours.
     const std::string name = it->path().filename().string();
-    if (!fs::is_regular_file(it->symlink_status()) || !is_atomic_temp_name(name)) continue;
-    if (!targets.count(name.substr(1, name.size() - 1 - 11))) continue;  // ".NAME.tmp.XXXXXX" -> NAME
+    if (!fs::is_regular_file(it->symlink_status()) || !targets.count(atomic_temp_target(name))) continue;
     std::error_code gone;
     if (fs::remove(it->path(), gone)) removed.push_back(it->path().string());
   }

@@ -16,6 +16,8 @@ void write_file_atomic(const std::string& path, const std::vector<char>& content
 // Whether a file name has the form of write_file_atomic's temporaries,
 // ".NAME.tmp.XXXXXX" (six letters or digits).
 bool is_atomic_temp_name(const std::string& name);
+// The file such a temporary is for (".NAME.tmp.XXXXXX" -> "NAME"); "" for any other name.
+std::string atomic_temp_target(const std::string& name);
 
 // Removes the temporaries a killed or crashed write_file_atomic left in `dir`
 // for the files named in `targets` (regular files named ".NAME.tmp.XXXXXX"

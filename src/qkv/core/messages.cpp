@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <mutex>
+#include <utility>
 
 #include "qkv/core/errors.h"
 
@@ -29,6 +30,16 @@ std::function<void(const std::string&)> g_sink;
 void set_line_sink(std::function<void(const std::string& line)> sink) {
   std::lock_guard<std::mutex> lock(g_sink_mutex);
   g_sink = std::move(sink);
+}
+
+ScopedLineSink::ScopedLineSink(std::function<void(const std::string& line)> sink) {
+  std::lock_guard<std::mutex> lock(g_sink_mutex);
+  before_ = std::exchange(g_sink, std::move(sink));
+}
+
+ScopedLineSink::~ScopedLineSink() {
+  std::lock_guard<std::mutex> lock(g_sink_mutex);
+  g_sink = std::move(before_);
 }
 
 void say_as_is(const std::string& line) {

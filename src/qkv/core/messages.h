@@ -24,4 +24,19 @@ void say_as_is(const std::string& line);
 // that says something, so it must be thread-safe.
 void set_line_sink(std::function<void(const std::string& line)> sink);
 
+// Sends say's lines to `sink` while it lives, then back where they went
+// before (a data-parallel rank other than 0 drops them: rank 0 says them).
+// Process-wide, like set_line_sink: scopes must end in reverse order, and a
+// set_line_sink made while one lives is undone when it ends.
+class ScopedLineSink {
+ public:
+  explicit ScopedLineSink(std::function<void(const std::string& line)> sink);
+  ~ScopedLineSink();
+  ScopedLineSink(const ScopedLineSink&) = delete;
+  ScopedLineSink& operator=(const ScopedLineSink&) = delete;
+
+ private:
+  std::function<void(const std::string& line)> before_;
+};
+
 }  // namespace qkv

@@ -223,11 +223,13 @@ struct Ledger {
 
   std::string maker() const { return header.is_object() ? header.value("command", "") : std::string(); }
   // The command that last wrote `name`: its entry's "by", else the maker;
-  // "" (unknown) in a ledger from before writers were recorded, whose
-  // entries never say "by".
+  // "" (unknown) for a name the ledger does not list (the user's file beside
+  // qkv's) and in a ledger from before writers were recorded, whose entries
+  // never say "by".
   std::string writer_of(const std::string& name) const {
     const auto it = written_by.find(name);
     if (it != written_by.end()) return it->second;
+    if (std::find(files.begin(), files.end(), name) == files.end()) return "";
     return header.is_object() && header.value("writers", false) ? maker() : std::string();
   }
 };
@@ -292,7 +294,13 @@ Ledger read_ledger(const fs::path& dir) {
       continue;
     }
     if (first) {
-      ledger.header = j.is_object() ? j : nlohmann::json::object();
+      // Every ledger qkv wrote begins so: a file of the user's own by this
+      // name would be appended to and taken for a record of qkv's files.
+      if (!j.is_object() || !j.contains("qkv_version") || !j.contains("command") || !j.at("command").is_string())
+        throw UsageError(printable_path(file.string()) +
+                         ": is not a ledger qkv wrote (its first line is not qkv's header); qkv will not use this "
+                         "folder (nothing was changed)");
+      ledger.header = j;
       first = false;
     } else if (j.is_string() || (j.is_object() && j.contains("file") && j.at("file").is_string())) {
       const std::string name = j.is_string() ? j.get<std::string>() : j.at("file").get<std::string>();
@@ -490,6 +498,30 @@ void remove_ledger_files(const fs::path& dir, const Ledger& ledger) {
   fs::remove(dir / kLedgerName, ec);
 }
 
+// A folder holding folders at most, at any depth (no file, link or other
+// entry): what a generation leaves when stopped before a class's files.
+bool holds_no_files(const fs::path& dir) {
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec))
+    if (!fs::is_directory(it->symlink_status())) return false;
+  return !ec;
+}
+
+// The folders below `root` that hold no file at any depth, deepest first
+// (nothing in them to lose); links are not followed.
+void remove_folders_without_files(const fs::path& root) {
+  std::error_code ec;
+  std::set<fs::path, std::greater<>> folders;  // deepest first
+  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec))
+    if (fs::is_directory(it->symlink_status())) folders.insert(it->path());
+  for (const auto& folder : folders) {
+    std::error_code gone;
+    if (fs::is_empty(folder, gone)) fs::remove(folder, gone);
+  }
+}
+
 // Empty, or holding only a ledger that lists nothing (a command that failed
 // after claiming the folder and before writing): nothing there to lose.
 bool is_empty_folder(const fs::path& dir) {
@@ -580,7 +612,10 @@ OutputClaim claim_output_dir(const std::string& dir, const std::string& option, 
   check_output_dir(dir, option, overwrite, marker.command);
   bool replaced = false;
   if (!is_empty_folder(root)) {
-    remove_ledger_files(root, read_ledger(root));
+    const Ledger ledger = read_ledger(root);
+    require_owned(root, ledger);                  // refused before anything is touched
+    remove_stale_temps_of_ledger(root.string());  // a killed write's, under the lock: no writer is left
+    remove_ledger_files(root, ledger);
     replaced = true;
   }
   write_new_ledger(root, marker);
@@ -609,6 +644,9 @@ void check_output_file(const std::string& path, const std::string& option, bool 
   const auto last = fs::path(path).filename();
   if (last.empty() || last == "." || last == "..")
     refuse(option, printable_path(path) + ": names a folder; name a file");
+  if (last == kLedgerName)
+    refuse(option,
+           printable_path(path) + ": is the name of qkv's record of what it wrote in a folder; name another file");
   const fs::path file = normal(path);
   const fs::path dir = file.parent_path();
   std::error_code ec;
@@ -747,7 +785,16 @@ SyntheticDir synthetic_dir_state(const std::string& dir, const std::string& opti
        it.increment(ec)) {
     const fs::path rel = it->path().lexically_relative(root);
     if (rel == kLedgerName) continue;
-    const bool known = it->is_directory() ? listed_dirs.count(rel) > 0 : listed.count(rel) > 0;
+    bool known = it->is_directory() ? listed_dirs.count(rel) > 0 : listed.count(rel) > 0;
+    // What a generation stopped midway leaves (its ledger not complete): a
+    // class folder made before its files, and the temporary of the file it
+    // was writing (listed before it is written). Regenerating takes them over.
+    if (!known && !ledger.complete) {
+      const std::string name = rel.filename().string();
+      known = it->is_directory()
+                  ? holds_no_files(it->path())
+                  : is_atomic_temp_name(name) && listed.count(rel.parent_path() / atomic_temp_target(name));
+    }
     if (!known)
       refuse(option, printable_path(dir) + ": holds " + rel.string() +
                          ", which qkv did not write; move it away or choose another folder (nothing was deleted)");
@@ -785,7 +832,11 @@ SyntheticDirClaim claim_synthetic_dir(const std::string& dir, const std::string&
     case SyntheticDir::Empty: return {true, claim_output_dir(dir, option, false, marker)};
     case SyntheticDir::Regenerate: break;
   }
-  return {true, claim_output_dir(dir, option, true, marker)};
+  auto claim = claim_output_dir(dir, option, true, marker);
+  // Class folders an earlier generation made and left without files (it was
+  // stopped, or had other classes): under the claim's lock, none is read as a class.
+  remove_folders_without_files(normal(dir));
+  return {true, std::move(claim)};
 }
 
 void mark_output_complete(const std::string& dir) { append_line(normal(dir) / kLedgerName, kCompleteLine); }
@@ -882,7 +933,9 @@ void check_outputs_apart(const std::string& output, const std::string& option, c
   for (const auto& input : inputs) {
     if (input.path.empty()) continue;
     const fs::path in = resolved(input.path);
-    const std::string named = "{" + input.key + "} " + printable_path(input.path);
+    const std::string named = input.listed_in.empty() ? "{" + input.key + "} " + printable_path(input.path)
+                                                      : printable_path(input.path) + " (listed in {" + input.key +
+                                                            "} " + printable_path(input.listed_in) + ")";
     std::string how;
     if (at_or_below(in, out) && at_or_below(out, in))
       how = "is " + named;

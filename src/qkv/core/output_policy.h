@@ -57,6 +57,10 @@ std::string absolute_normal_path(const std::string& path);
 struct InputPath {
   std::string key;
   std::string path;
+  // Where `path` is named when not by the setting itself: the file that
+  // lists it (a cohort's manifest lists its volumes); messages then say
+  // "PATH (listed in {key} LISTED_IN)".
+  std::string listed_in = "";
 };
 
 // UsageError naming both when the output `output` (named by `option`, as

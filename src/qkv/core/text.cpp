@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "qkv/core/errors.h"
 #include "qkv/core/file_input.h"
 
 namespace qkv {
@@ -51,7 +52,31 @@ std::string join_alternatives(const std::vector<std::string>& items) {
   return out;
 }
 
-std::string read_text_file(const std::string& path) { return read_regular_file(path); }
+std::string read_text_file(const std::string& path) {
+  std::string bytes = read_regular_file(path);
+  // A compressed file would be parsed as text and refused for bytes that
+  // mean nothing to the user (a CpG id of binary noise): named as what it
+  // is, by signatures no text begins with (bzip2's "BZh" is text, so its
+  // block-size digit and first block's or end's magic are required too).
+  const std::string_view xz(
+      "\xfd"
+      "7zXZ\0",
+      6);
+  const char* kind = starts_with(bytes, "\x1f\x8b")           ? "gzip"
+                     : starts_with(bytes, "PK\x03\x04")       ? "zip"
+                     : starts_with(bytes, xz)                 ? "xz"
+                     : starts_with(bytes, "\x28\xb5\x2f\xfd") ? "zstd"
+                                                              : nullptr;
+  if (!kind && bytes.size() >= 10 && starts_with(bytes, "BZh") && bytes[3] >= '1' && bytes[3] <= '9' &&
+      (bytes.compare(4, 6, "1AY&SY") == 0 || bytes.compare(4, 6, "\x17\x72\x45\x38\x50\x90") == 0))
+    kind = "bzip2";
+  if (kind) {
+    const std::string k = kind;
+    const std::string undo = k == "gzip" ? "gunzip" : k == "bzip2" ? "bunzip2" : "un" + k;  // unzip, unxz, unzstd
+    throw DataError(path + ": a " + kind + "-compressed file; qkv reads it as text: " + undo + " it first");
+  }
+  return bytes;
+}
 
 namespace {
 // The length of the well-formed UTF-8 sequence at text[i], or 0.

@@ -75,7 +75,9 @@ std::string format_table(const std::vector<std::string>& header, const std::vect
 
 // The whole regular file, as read_regular_file (core/file_input.h) reads it:
 // DataError "PATH: no such file", "PATH: is a folder, not a file", "PATH: is
-// not a regular file (FIFO, device or socket)", "PATH: cannot open: REASON".
+// not a regular file (FIFO, device or socket)", "PATH: cannot open: REASON";
+// and "PATH: a gzip-compressed file; ..." for a gzip, zip, bzip2, xz or zstd
+// file, told by its first bytes.
 std::string read_text_file(const std::string& path);
 
 }  // namespace qkv

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "qkv/core/checked.h"
+#include "qkv/core/crc32.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/fields.h"
 #include "qkv/core/messages.h"
@@ -90,7 +91,8 @@ std::vector<int64_t> check_grids(const std::vector<std::string>& paths, const st
 // tolerance: headers written by different tools round differently). A
 // flipped or permuted volume on the same grid would otherwise reach the
 // model as a mirrored or rotated brain.
-std::string affine_difference(const medical::NiftiGeometry& a, const medical::NiftiGeometry& b) {
+std::string affine_difference(const medical::NiftiGeometry& a, const medical::NiftiGeometry& b,
+                              const std::string& b_owner = "the first volume's") {
   const auto ma = a.affine(), mb = b.affine();
   bool axes_differ = false, origin_differs = false;
   for (int r = 0; r < 3; ++r)
@@ -106,17 +108,51 @@ std::string affine_difference(const medical::NiftiGeometry& a, const medical::Ni
                   m[static_cast<size_t>(4 * r + 2)], m[static_cast<size_t>(4 * r + 3)]);
     return std::string(text);
   };
-  std::string what = "its origin";
+  std::string what = "its origin differs";
   if (axes_differ) {
     const auto code_a = medical::orientation_code(a), code_b = medical::orientation_code(b);
-    what = code_a != code_b ? "its orientation (" + code_a + " against " + code_b + ")"
-                            : "its voxel axes (spacing or an oblique turn)";
+    what = code_a != code_b ? "its orientation (" + code_a + " against " + code_b + ") differs"
+                            : "its voxel axes (spacing or an oblique turn) differ";
   }
-  return what + " differ from the first volume's: affine " + row(ma, 0) + " " + row(ma, 1) + " " + row(ma, 2) +
-         " against " + row(mb, 0) + " " + row(mb, 1) + " " + row(mb, 2);
+  return what + " from " + b_owner + ": affine " + row(ma, 0) + " " + row(ma, 1) + " " + row(ma, 2) + " against " +
+         row(mb, 0) + " " + row(mb, 1) + " " + row(mb, 2);
 }
 
 }  // namespace
+
+uint32_t cohort_data_crc32(const CohortData& c) {
+  uint32_t crc = 0;
+  auto add_text = [&](const std::string& text) { crc = crc32(text.c_str(), text.size() + 1, crc); };  // with its NUL
+  for (const auto& id : c.subject_ids) add_text(id);
+  crc = crc32(c.labels.data(), c.labels.size() * sizeof(int64_t), crc);
+  for (const auto& id : c.methylation.cpg_ids) add_text(id);
+  crc = crc32(c.methylation.values.data(), c.methylation.values.size() * sizeof(float), crc);
+  if (c.volumes.defined()) {
+    const auto volumes = c.volumes.contiguous();
+    crc = crc32(volumes.data_ptr(), volumes.nbytes(), crc);
+  }
+  return crc;
+}
+
+Volume read_cohort_volume(const std::string& path, bool to_ras, bool* turned) {
+  auto v = medical::read_nifti(path);
+  // Every volume's affine checked as it is read, so that one whose voxel
+  // axis has no direction is named by its file.
+  const bool turn = medical::orientation_code(v.geometry, path) != "RAS" && to_ras;
+  if (turned) *turned = turn;
+  return turn ? medical::reorient_to_ras(v, path) : v;
+}
+
+at::Tensor read_cohort_label_mask(const CohortData& cohort, const std::string& path, const std::string& what) {
+  const auto mask = read_cohort_volume(path, cohort.reoriented);
+  const auto shape = cohort.volume_shape();
+  if (std::vector<int64_t>(mask.dims.begin(), mask.dims.end()) != shape)
+    throw DataError(path + ": " + what + " on grid " + grid_text({mask.dims.begin(), mask.dims.end()}) +
+                    ", not the volumes' " + grid_text(shape) + (cohort.reoriented ? " (both turned to RAS+)" : ""));
+  if (const auto why = affine_difference(mask.geometry, cohort.geometry, "the volumes'"); !why.empty())
+    throw DataError(path + ": " + what + ": " + why + (cohort.reoriented ? " (both turned to RAS+)" : ""));
+  return volume_to_tensor(mask);
+}
 
 CohortData load_cohort(const std::string& manifest_path, const std::string& methylation_path, bool load_volumes,
                        int64_t threads, bool quiet, const std::vector<int64_t>& expected_grid, double max_missing,
@@ -196,8 +232,24 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
                 c.methylation.values.begin() + i * table.cols());
   // Said once the cohort has loaded, so that a failure stays one line.
   const int64_t missing = c.methylation.missing_count();
+  // A CpG site with no value for any subject has no mean to impute: fitted
+  // on, it is 0.5 everywhere (column_means), which says nothing; named, not
+  // hidden. (To predict, a checkpoint's recorded means fill the gaps.)
+  std::vector<std::string> empty_sites;
+  if (use == CohortUse::Fit && missing >= n)
+    for (int64_t col = 0; col < table.cols(); ++col) {
+      bool any = false;
+      for (int64_t row = 0; row < n && !any; ++row) any = !std::isnan(c.methylation.at(row, col));
+      if (!any) empty_sites.push_back(table.cpg_ids[static_cast<size_t>(col)]);
+    }
   auto report = [&] {
     if (quiet) return;
+    if (!empty_sites.empty())
+      say_as_is("cohort: warning: " +
+                (empty_sites.size() == 1 ? std::string("1 CpG site has")
+                                         : std::to_string(empty_sites.size()) + " CpG sites have") +
+                " no value for any subject in " + methylation_path + ": " + some(empty_sites) +
+                " (each is 0.5 for every subject and tells the models nothing)");
     if (!match.only_in_manifest.empty() || !match.only_in_methylation.empty())
       say_as_is("cohort: " + c.match_summary + "; only subjects in both are used");
     if (missing > 0)
@@ -229,12 +281,10 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
                     " voxels are too many to hold in memory");
   std::atomic<int64_t> turned{0};
   auto read_volume = [&](const std::string& path) {
-    auto v = medical::read_nifti(path);
-    // Every volume's affine checked as it is read, so that one whose voxel
-    // axis has no direction is named by its file.
-    if (medical::orientation_code(v.geometry, path) == "RAS" || !to_ras) return v;
-    ++turned;
-    return medical::reorient_to_ras(v, path);
+    bool was_turned = false;
+    auto v = read_cohort_volume(path, to_ras, &was_turned);
+    if (was_turned) ++turned;
+    return v;
   };
   auto first = read_volume(c.spect_paths.at(0));
   if (to_ras && !expected_grid.empty() && std::vector<int64_t>(first.dims.begin(), first.dims.end()) != expected_grid)

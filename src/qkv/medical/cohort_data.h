@@ -60,6 +60,24 @@ CohortData load_cohort(const std::string& manifest, const std::string& methylati
                        bool quiet = false, const std::vector<int64_t>& expected_grid = {}, double max_missing = 1.0,
                        bool to_ras = false, CohortUse use = CohortUse::Fit);
 
+// CRC-32 of what a cohort holds as loaded: its subjects in order, their
+// labels, the methylation table's CpG ids and values, and the volumes (when
+// loaded). A cross validation records it, so that --resume refuses a cohort
+// whose files changed since its first folds.
+uint32_t cohort_data_crc32(const CohortData& cohort);
+
+// A volume as a cohort holds it: read, and turned to RAS+ (orientation.h)
+// where the cohort's volumes were (`to_ras`); `turned`, when given, is set
+// to whether it was.
+Volume read_cohort_volume(const std::string& path, bool to_ras, bool* turned = nullptr);
+
+// A label volume (a mask) in the cohort's space: read as its volumes were
+// (turned to RAS+ with them), as a tensor [X, Y, Z]; DataError naming the
+// file and `what` when it is not on their grid or does not lie where they
+// lie (its affine against the cohort's, as the volumes' are checked: a
+// mirrored mask would score the other hemisphere).
+at::Tensor read_cohort_label_mask(const CohortData& cohort, const std::string& path, const std::string& what);
+
 // How volumes become model input: "global" min-max over the training
 // subjects' voxels (the paper's [0, 1] normalisation; the same two numbers
 // for every subject, so absolute uptake differences stay), or "subject": each

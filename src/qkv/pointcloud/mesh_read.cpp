@@ -412,6 +412,8 @@ double decode(PlyType t, const char*& p, const char* end, bool big_endian) {
 struct PlyLayout {
   int x = -1, y = -1, z = -1, nx = -1, ny = -1, nz = -1, red = -1, green = -1, blue = -1;
   int face_list = -1;
+  int strip_list = -1;                // the 'tristrips' element's vertex_indices (Stanford's older scans)
+  int64_t strip_restart = -1;         // what ends a strip: -1, or the largest value of an unsigned index type
   std::vector<PlyType> vertex_types;  // of each vertex property, in order
   std::vector<int> extra;             // every other scalar vertex property: Mesh::vertex_properties, in order
   bool has_normals() const { return nx >= 0 && ny >= 0 && nz >= 0; }
@@ -468,6 +470,24 @@ class PlySink {
     const size_t need = mesh_.faces.size() + polygon.size() - 2;
     if (need > mesh_.faces.capacity()) mesh_.faces.reserve(std::max(need, 2 * mesh_.faces.capacity()));
     fan(mesh_, polygon);
+  }
+
+  // Triangle strips, layout_.strip_restart (-1) between strips: each run of three is a triangle,
+  // every other one flipped so that all face the same way; the degenerate
+  // ones that stitch strips together (a repeated index) are left out.
+  void strips(const std::vector<int64_t>& indices) {
+    size_t begin = 0;
+    while (begin < indices.size()) {
+      size_t end = begin;
+      while (end < indices.size() && indices[end] != layout_.strip_restart) ++end;
+      for (size_t i = begin; i + 2 < end; ++i) {
+        int64_t a = indices[i], b = indices[i + 1];
+        const int64_t c = indices[i + 2];
+        if ((i - begin) % 2 == 1) std::swap(a, b);
+        if (a != b && b != c && a != c) mesh_.faces.push_back({a, b, c});
+      }
+      begin = end + 1;
+    }
   }
 
   // Once every vertex is read: positions relative to their origin, and the
@@ -542,7 +562,7 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
       // 'vertex' or 'face' would be read with the first one's property
       // indices (found by fuzzing: a read past the item's values).
       for (const auto& seen : elements)
-        if (seen.name == e.name && (e.name == "vertex" || e.name == "face"))
+        if (seen.name == e.name && (e.name == "vertex" || e.name == "face" || e.name == "tristrips"))
           fail_at(path, lines.line(), "element '" + e.name + "' declared twice");
       elements.push_back(std::move(e));
     } else if (key == "property") {
@@ -598,15 +618,28 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
         else
           layout.extra.push_back(static_cast<int>(i));
       }
-    } else if (e.name == "face") {
+    } else if (e.name == "face" || e.name == "tristrips") {
+      // The element's list of vertex indices (vertex_indices, or vertex_index as some writers name it).
+      int list = -1;
       for (size_t i = 0; i < e.properties.size(); ++i) {
         const auto& p = e.properties[i];
         if (p.is_list && (p.name == "vertex_indices" || p.name == "vertex_index")) {
-          if (!ply_is_integer(p.type)) fail(path, "face property '" + p.name + "' must hold integers");
-          layout.face_list = static_cast<int>(i);
+          if (!ply_is_integer(p.type)) fail(path, e.name + " property '" + p.name + "' must hold integers");
+          list = static_cast<int>(i);
         }
       }
-      if (layout.face_list < 0 && e.count > 0) fail(path, "face element has no 'vertex_indices' list property");
+      if (list < 0 && e.count > 0) fail(path, e.name + " element has no 'vertex_indices' list property");
+      if (e.name == "face") {
+        layout.face_list = list;
+      } else if (list >= 0) {
+        layout.strip_list = list;
+        // -1 stored in an unsigned type is its largest value.
+        const PlyType type = e.properties[static_cast<size_t>(list)].type;
+        layout.strip_restart = type == PlyType::UInt8    ? 0xff
+                               : type == PlyType::UInt16 ? 0xffff
+                               : type == PlyType::UInt32 ? 0xffffffffLL
+                                                         : -1;
+      }
     }
   }
   if (!vertex_element) fail(path, "no 'vertex' element in the header");
@@ -653,7 +686,7 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
     Lines body(std::string_view(text).substr(header_end), header_lines + 1);
     for (const auto& e : elements) {
       const bool is_vertex = &e == vertex_element;
-      const bool is_face = e.name == "face";
+      const bool is_face = e.name == "face", is_strips = e.name == "tristrips";
       for (int64_t item = 0; item < e.count; ++item) {
         if (!body.next_nonblank(line, false))
           fail(path, "truncated: element '" + e.name + "' should have " + std::to_string(e.count) +
@@ -690,7 +723,8 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
           }
           const int64_t n = next_int();
           if (n < 0) fail_at(path, body.line(), "negative list length");
-          const bool keep = is_face && static_cast<int>(pi) == layout.face_list;
+          const bool keep = (is_face && static_cast<int>(pi) == layout.face_list) ||
+                            (is_strips && static_cast<int>(pi) == layout.strip_list);
           values.push_back(0);
           for (int64_t j = 0; j < n; ++j) {
             if (keep)
@@ -705,6 +739,7 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
                       " values, more than the header declares (wrong counts?)");
         if (is_vertex) sink.vertex(values, body.line());
         if (is_face && layout.face_list >= 0) sink.face(polygon, body.line());
+        if (is_strips && layout.strip_list >= 0) sink.strips(polygon);
       }
     }
     if (body.next_nonblank(line, false))
@@ -715,7 +750,7 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
     const char* end = text.data() + text.size();
     for (const auto& e : elements) {
       const bool is_vertex = &e == vertex_element;
-      const bool is_face = e.name == "face";
+      const bool is_face = e.name == "face", is_strips = e.name == "tristrips";
       bool fixed = true;
       size_t row = 0;
       for (const auto& prop : e.properties) {
@@ -724,7 +759,7 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
       }
       int64_t item = 0;
       try {
-        if (!is_vertex && !is_face && fixed) {
+        if (!is_vertex && !is_face && !is_strips && fixed) {
           // Skipped by size, without decoding; the product was checked above.
           const auto need = static_cast<size_t>(e.count) * row;
           if (static_cast<size_t>(end - p) < need) {
@@ -745,7 +780,8 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
             }
             const auto n = static_cast<int64_t>(decode(prop.count_type, p, end, big_endian));
             if (n < 0) fail(path, "negative list length in element '" + e.name + "' item " + std::to_string(item));
-            const bool keep = is_face && static_cast<int>(pi) == layout.face_list;
+            const bool keep = (is_face && static_cast<int>(pi) == layout.face_list) ||
+                              (is_strips && static_cast<int>(pi) == layout.strip_list);
             values.push_back(0);
             if (!keep) {
               const size_t skip = static_cast<size_t>(n) * ply_size(prop.type);
@@ -758,6 +794,7 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
           }
           if (is_vertex) sink.vertex(values, 0);
           if (is_face && layout.face_list >= 0) sink.face(polygon, 0);
+          if (is_strips && layout.strip_list >= 0) sink.strips(polygon);
         }
       } catch (const PlyOutOfData&) {
         fail(path, "truncated: element '" + e.name + "' should have " + std::to_string(e.count) +

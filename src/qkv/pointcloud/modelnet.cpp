@@ -205,6 +205,34 @@ std::vector<fs::path> shape_files_in(const fs::path& folder, SkippedFiles& skipp
   return out;
 }
 
+}  // namespace
+
+ShapeFilesBelow shape_files_below(const std::string& folder) {
+  ShapeFilesBelow out;
+  SkippedFiles skipped;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& f = it->path();
+    if (is_hidden(f.filename().string())) {
+      if (is_dir(f)) it.disable_recursion_pending();
+      continue;
+    }
+    if (is_dir(f)) continue;
+    if (!is_file(f))
+      skipped.add_as("not a regular file", f);
+    else if (is_tree_shape_file(f))
+      out.files.push_back(f.string());
+    else if (lower(f.extension().string()) != ".txt")
+      skipped.add(f);
+  }
+  if (ec) throw DataError(folder + ": cannot list the folder (" + ec.message() + ")");
+  std::sort(out.files.begin(), out.files.end());
+  out.skipped = skipped.text();
+  return out;
+}
+
+namespace {
+
 // A tree of shape files by class and split, whatever its layout: the files
 // of class c in split s are files[s][c], found in folders[s][c].
 struct ClassFiles {

@@ -375,34 +375,20 @@ ShapeClassification classify_shape_file(const train::CheckpointFile& checkpoint,
 
 namespace {
 
-// The shape files of a folder, below it too, in name order; the file itself
-// when `input` is one. In a folder .txt files are left out, as the folder
-// layouts of pointcloud/modelnet.h leave them: beside shapes they are
-// READMEs and lists more often than points.
+// The shape files of a folder, below it too, in name order
+// (pc::shape_files_below, the class trees' rule: .txt left out, other files
+// that are not shapes counted and said); the file itself when `input` is one.
 std::vector<std::string> shape_files_of(const std::string& input) {
-  namespace fs = std::filesystem;
   std::error_code error;
-  if (!fs::is_directory(input, error)) {
-    if (!fs::exists(input, error)) throw ConfigError("input", input + ": no such file or folder");
+  if (!std::filesystem::is_directory(input, error)) {
+    if (!std::filesystem::exists(input, error)) throw ConfigError("input", input + ": no such file or folder");
     return {input};
   }
-  std::vector<std::string> files;
-  for (auto it = fs::recursive_directory_iterator(input, error); !error && it != fs::recursive_directory_iterator();
-       it.increment(error)) {
-    const auto name = it->path().filename().string();
-    if (!name.empty() && name[0] == '.') {  // hidden files and folders, qkv's ledger among them
-      if (it->is_directory(error)) it.disable_recursion_pending();
-      continue;
-    }
-    const auto extension = lower(it->path().extension().string());
-    if (it->is_regular_file(error) && extension != ".txt" && pc::is_shape_file_extension(extension))
-      files.push_back(it->path().string());
-  }
-  if (error) throw DataError(input + ": cannot list the folder (" + error.message() + ")");
-  if (files.empty())
+  auto below = pc::shape_files_below(input);
+  if (below.files.empty())
     throw ConfigError("input", input + ": holds no shape file: " + pc::shape_file_kinds_text(/*without_txt=*/true));
-  std::sort(files.begin(), files.end());
-  return files;
+  if (!below.skipped.empty()) say_as_is(input + ": left out " + below.skipped);
+  return std::move(below.files);
 }
 
 void check_embed_settings(const ShapeEmbedSettings& s) {

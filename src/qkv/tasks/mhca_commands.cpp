@@ -30,9 +30,8 @@ namespace qkv::tasks {
 namespace fs = std::filesystem;
 
 namespace {
-// The files a command reads a cohort from, for check_outputs_apart.
 std::vector<InputPath> cohort_inputs(const CohortFiles& files) {
-  return {{"manifest", files.manifest}, {"methylation", files.methylation}};
+  return cohort_input_paths(files.manifest, files.methylation);
 }
 
 // A checkpoint's grid says nothing of which way its volumes point or how
@@ -266,6 +265,10 @@ CohortPrediction predict_cohort(const CohortFiles& files, const train::Checkpoin
 nlohmann::json explain_checkpoint(const CohortFiles& files, const train::CheckpointFile& checkpoint_file,
                                   ExplainOptions options, const std::string& out, bool overwrite,
                                   const c10::Device& device) {
+  // A subject given twice would weigh twice in the mean map and the counts.
+  std::set<std::string> given;
+  for (const auto& id : options.subjects)
+    if (!given.insert(id).second) throw ConfigError("subject", id + ": given twice");
   const std::string& checkpoint = checkpoint_file.path;
   nlohmann::json config;
   auto model = train::load_model_from_checkpoint(checkpoint_file, &config);

@@ -352,6 +352,8 @@ FoldPredictions train_xgboost_fold(const medical::CohortData& cohort, const data
 }  // namespace
 
 int64_t check_cv_options(const medical::CohortData& cohort, const CVOptions& options) {
+  // The folds' refusals (a class smaller than --folds) before the folder is opened.
+  data::repeated_stratified_folds(cohort.labels, options.runs, options.folds, options.val_fraction, options.seed);
   for (const auto& m : options.models)
     if (model_reads_volumes(m) && !cohort.volumes.defined()) throw ConfigError("model", m + " needs the SPECT volumes");
   // Volumes are read only where a network reads them.
@@ -397,6 +399,11 @@ nlohmann::json cv_settings(const medical::CohortData& cohort, const CVOptions& o
                              {"recipe", options.recipe},
                              {"cohort", cohort_files_record(cohort)}};
   settings["cohort"]["subjects"] = cohort.size();
+  // What the files held: a folder's finished folds are of these subjects,
+  // labels and values, so a cohort changed since is refused, not mixed in.
+  char crc[9];
+  std::snprintf(crc, sizeof crc, "%08x", medical::cohort_data_crc32(cohort));
+  settings["cohort"]["data_crc32"] = crc;
   // Recorded only when set, so that folders of earlier versions still resume.
   if (cohort.reoriented) settings["cohort"]["reorient"] = true;
   return settings;
@@ -490,7 +497,7 @@ std::string fold_result_line(const std::string& label, const std::string& model,
 // still continues: the cohort's files as typed (now absolute, so that a
 // folder continues from anywhere), typed from the same place; and with
 // --select all or list, RFE's target as the CpG count (now the count the
-// folds use).
+// folds use); and without the cohort's data CRC (not recorded then).
 void keep_earlier_spellings(const std::string& out_dir, const medical::CohortData& cohort, const CVOptions& options,
                             nlohmann::json& settings) {
   const std::string stored_file = out_dir + "/cv_settings.json";
@@ -505,6 +512,7 @@ void keep_earlier_spellings(const std::string& out_dir, const medical::CohortDat
       stored.value("n_features", int64_t{-1}) ==
           rfe_target(options.selection, options.model_options, cohort.volume_shape()))
     settings["n_features"] = stored["n_features"];
+  if (stored.contains("cohort") && !stored["cohort"].contains("data_crc32")) now.erase("data_crc32");  // not recorded
 }
 
 }  // namespace

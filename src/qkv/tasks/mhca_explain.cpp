@@ -418,15 +418,6 @@ class TokenResolutionScore {
   double unplanted_mass_ = 0;  // their alpha_v on region_tokens_, summed over sites and subjects
 };
 
-// A label NIfTI ([X, Y, Z]); DataError naming the file and `what` when it is
-// not on the volumes' grid.
-at::Tensor read_label_mask(const std::string& path, const std::vector<int64_t>& shape, const std::string& what) {
-  auto labels = medical::volume_to_tensor(medical::read_nifti(path));
-  if (labels.size(0) != shape[0] || labels.size(1) != shape[1] || labels.size(2) != shape[2])
-    throw DataError(path + ": " + what + " is not on the volumes' grid");
-  return labels;
-}
-
 std::string file_name_of(std::string region) {
   for (auto& c : region)
     if (c == ' ') c = '_';
@@ -458,7 +449,7 @@ ExplainInputs read_explain_inputs(const medical::CohortData& cohort, const Expla
     check_ground_truth_is_of(in.truth, cohort, rows);
   }
   in.mask_path = !options.striatum_mask.empty() ? options.striatum_mask : in.truth.striatum_mask;
-  if (!in.mask_path.empty()) in.mask_labels = read_label_mask(in.mask_path, cohort.volume_shape(), "striatum mask");
+  if (!in.mask_path.empty()) in.mask_labels = medical::read_cohort_label_mask(cohort, in.mask_path, "striatum mask");
   return in;
 }
 
@@ -506,7 +497,7 @@ nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::
                                                                   model.spect_options(), prep.cpg_ids, mask_path));
   at::Tensor cross_labels;
   if (!truth.cross_modal.empty() && !truth.cross_modal_mask.empty()) {
-    cross_labels = read_label_mask(truth.cross_modal_mask, cohort.volume_shape(), "cross-modal mask");
+    cross_labels = medical::read_cohort_label_mask(cohort, truth.cross_modal_mask, "cross-modal mask");
     token_scores.emplace_back("cross_modal",
                               TokenResolutionScore(truth.cross_modal, cross_labels, model.spect_options(), prep.cpg_ids,
                                                    truth.cross_modal_mask));
@@ -576,7 +567,8 @@ nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::
       write_npy_float32(dir + "/scores.npy", shape, scores.data_ptr<float>());
       write_npy_float32(dir + "/alpha_v.npy", shape, alpha_v.data_ptr<float>());
       write_npy_float32(dir + "/alpha_q.npy", shape, alpha_q.data_ptr<float>());
-      const auto header = medical::read_nifti(cohort.spect_paths[r]);  // the subject's own affine
+      // The subject's own affine, of its volume as the model saw it (turned to RAS+ with --reorient).
+      const auto header = medical::read_cohort_volume(cohort.spect_paths[r], cohort.reoriented);
       medical::write_nifti(dir + "/spect_attention.nii.gz", medical::tensor_to_volume(map, described(header.geometry)));
       write_overlay_slices(dir + "/spect_attention", cohort.volumes[r], map, peak_voxel, header.geometry,
                            {options.png_scale, options.overlay_threshold, "Subject " + id});

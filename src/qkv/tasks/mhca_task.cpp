@@ -33,6 +33,14 @@ void check_xgboost_is_built(const tasks::FeatureSelection& s, const std::vector<
 
 void validate_augmentation(const medical::Augmentation& a) { check_field_ranges(a); }
 
+std::vector<InputPath> cohort_input_paths(const std::string& manifest, const std::string& methylation) {
+  std::vector<InputPath> inputs{{"manifest", manifest}, {"methylation", methylation}};
+  if (manifest.empty()) return inputs;
+  for (const auto& subject : medical::read_manifest(manifest, /*labels_optional=*/true).subjects)
+    inputs.push_back({"manifest", subject.spect_path, manifest});
+  return inputs;
+}
+
 void set_mhca_paper_defaults(train::TrainConfig& c) {
   c.epochs = 200;
   c.batch_size = 16;
@@ -70,6 +78,8 @@ nlohmann::json MhcaTrainRun::fit_xgboost(const medical::XGBoostParams& params, c
   fit_rows.insert(fit_rows.end(), val_rows.begin(), val_rows.end());  // no early stopping: validation rows train too
   const auto classifier = tasks::fit_xgboost(cohort, fit_rows, prep, params);
   write_file_atomic(dir + "/xgboost.json", classifier.save());
+  // A cohort too small for a test split (2 subjects) is fitted, as a network's is, and scored on nothing.
+  if (test_rows.empty()) return {{"features", cpgs.size()}};
   const auto tx = medical::methylation_matrix(cohort, test_rows, prep);
   const auto metrics = tasks::binary_metrics(
       classifier.predict_proba(tx.data(), static_cast<int64_t>(test_rows.size()), static_cast<int64_t>(cpgs.size())),
@@ -198,8 +208,9 @@ TrainTask mhca_train_task(std::shared_ptr<MhcaTrainSettings> s) {
   };
   task.inputs = [](const train::RunRequest& r) {
     const auto d = MhcaTrainData::from_json(r.data);
-    return std::vector<InputPath>{
-        {"manifest", d.manifest}, {"methylation", d.methylation}, {"cpg_list", d.selection.list_path}};
+    auto inputs = cohort_input_paths(d.manifest, d.methylation);
+    inputs.push_back({"cpg_list", d.selection.list_path});
+    return inputs;
   };
   task.load = [](train::RunRequest& r, const LoadContext&) {
     auto d = MhcaTrainData::from_json(r.data);

@@ -54,6 +54,12 @@ void validate_augmentation(const medical::Augmentation& a);
 // read or written.
 void check_xgboost_is_built(const tasks::FeatureSelection& s, const std::vector<std::string>& models);
 
+// The files a command reads a cohort from, for check_outputs_apart: the
+// manifest, the methylation table and every volume the manifest lists (an
+// output folder holding one would be emptied by --overwrite before it is
+// read). DataError for a manifest that cannot be read.
+std::vector<InputPath> cohort_input_paths(const std::string& manifest, const std::string& methylation);
+
 // config.json's "data" of `mhca train`.
 // The help of --max-missing, shared by every command that reads a cohort.
 inline constexpr const char* kMaxMissingHelp =

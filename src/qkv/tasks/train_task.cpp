@@ -1,6 +1,7 @@
 #include "qkv/tasks/train_task.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <optional>
 
 #include "qkv/core/errors.h"
@@ -12,6 +13,7 @@
 #include "qkv/runtime/runtime.h"
 #include "qkv/tasks/recipes.h"
 #include "qkv/train/checkpoint.h"
+#include "qkv/train/weights.h"
 
 namespace qkv::tasks {
 
@@ -39,7 +41,10 @@ std::string finished_run_note(const train::RunRequest& request, const std::strin
     throw ConfigError("epochs", std::to_string(target) + ": {resume} " + dir + " has already trained " +
                                     counted(done.epoch, "epoch") + "; {epochs} is the total, give more than " +
                                     std::to_string(done.epoch) + " to train further (nothing was changed)");
-  if (target > done.epoch || done.step_in_epoch > 0) return "";
+  // A run stopped after its last epoch's checkpoint but before its summary
+  // (the test split's scores) goes on to write it.
+  if (target > done.epoch || done.step_in_epoch > 0 || !std::filesystem::exists(train::RunPaths{dir}.summary()))
+    return "";
   return request.command + ": nothing to do: " + dir + " has finished all " + counted(done.epoch, "epoch") +
          "; give {epochs} above " + std::to_string(done.epoch) + " to train further";
 }
@@ -54,6 +59,7 @@ TrainOutcome run_train_task(const TrainTask& task, train::RunRequest& request, c
     inputs.push_back({"init_weights", request.init_weights});
     check_outputs_apart(dir, resume ? "resume" : "out", inputs);
     if (!resume) {
+      if (!request.init_weights.empty()) train::check_weights_file(request.init_weights);
       train::RunFolder::check(dir, mode, task.command);
       if (task.check_outputs) task.check_outputs(request, dir, overwrite);
     }
@@ -107,6 +113,11 @@ TrainOutcome train_command(const TrainTask& task, const TrainCall& call) {
       if (given(key)) on_command_line.push_back(key);
     config.parallel = distributed::resolve_parallel_options(config.parallel, on_command_line);
   }
+  // Rank 0 says what the run reads and does; the others would say it again
+  // (naming their own scratch copies of the synthetic data). Errors still
+  // come from every rank.
+  std::optional<ScopedLineSink> quiet_rank;
+  if (config.parallel.rank > 0) quiet_rank.emplace([](const std::string&) {});
   train::RunRequest request;
   if (resume) {
     if (!call.recipe.empty()) given_keys.push_back("recipe");

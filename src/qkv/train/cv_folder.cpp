@@ -57,10 +57,17 @@ void CVFolder::claim_settings(const nlohmann::json& settings) const {
   auto now = settings;
   stored.erase("recipe");  // a recipe's values are compared as the options they set
   now.erase("recipe");
-  if (stored != now)
-    throw ConfigError("out", dir_ + " holds a cross validation with other settings (" +
-                                 settings_difference(stored, now) + "; " + settings_file +
+  if (stored != now) {
+    // A setting that differs is named before the data's digest, which says less ("models: ... there").
+    auto stored_settings = stored, now_settings = now;
+    for (auto* j : {&stored_settings, &now_settings})
+      if (j->contains("cohort") && j->at("cohort").is_object()) j->at("cohort").erase("data_crc32");
+    const std::string what = stored_settings != now_settings
+                                 ? settings_difference(stored_settings, now_settings)
+                                 : settings_difference(stored, now) + ": the cohort's files hold other data";
+    throw ConfigError("out", dir_ + " holds a cross validation with other settings (" + what + "; " + settings_file +
                                  "); use another {out}, or the same options to continue it (nothing was changed)");
+  }
 }
 
 std::string CVFolder::fold_dir(const data::CVFold& fold) const { return dir_ + "/folds/" + fold_name(fold); }

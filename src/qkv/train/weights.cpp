@@ -578,6 +578,13 @@ void load_weights(torch::nn::Module& module, const std::string& path) {
   });
 }
 
+void check_weights_file(const std::string& path) {
+  guard_memory(path, "a weights file", [&] {
+    regular_file_size(path);
+    read_tensor_dict(read_file_bytes(path), path, "weights file");
+  });
+}
+
 std::map<std::string, at::Tensor> read_tensor_dict(const std::vector<char>& bytes, const std::string& path,
                                                    const std::string& kind) {
   c10::IValue value;

@@ -21,6 +21,12 @@ void export_weights(const torch::nn::Module& module, const std::string& path);
 // side and shape mismatches are all reported, by name, in one DataError.
 void load_weights(torch::nn::Module& module, const std::string& path);
 
+// A weights file read as load_weights reads it, fitted to no model:
+// DataError naming the file when it is not one (a run checks --init-weights
+// so before it writes anything; whether the tensors fit is known once the
+// model is built).
+void check_weights_file(const std::string& path);
+
 // A module's parameters and buffers by their dotted names.
 std::map<std::string, at::Tensor> named_tensors(const torch::nn::Module& module);
 
