@@ -62,12 +62,12 @@ TEST(ResultWarnings, TheSummaryAndTheReportCarryThem) {
   const auto warnings = qkv::train::summary_warnings(summary);
   ASSERT_EQ(warnings.size(), 2u);
   EXPECT_EQ(warnings[0].rfind("test: predicts 'cube' for 50 of 50", 0), 0u) << warnings[0];
-  EXPECT_EQ(warnings[1].rfind("test_so3: ", 0), 0u) << warnings[1];
+  EXPECT_EQ(warnings[1].rfind("test so3: ", 0), 0u) << warnings[1];  // as the results name the split
   const auto text = qkv::train::run_summary_text(summary, "/nonexistent", "z");
-  EXPECT_NE(text.find("warning: test: predicts 'cube'"), std::string::npos) << text;
+  EXPECT_NE(text.find("warning: test z: predicts 'cube'"), std::string::npos) << text;
   const auto html = qkv::train::render_report_html("run", nlohmann::json::array(), summary, nlohmann::json::object());
   EXPECT_NE(html.find("<div class=\"warn\"><b>Warnings</b>"), std::string::npos);
-  EXPECT_NE(html.find("test_so3: predicts &#39;cube&#39;"), std::string::npos);
+  EXPECT_NE(html.find("test so3: predicts &#39;cube&#39;"), std::string::npos);
   // A healthy run's report has no box.
   const nlohmann::json healthy = {{"test", {{"accuracy", 0.9}, {"confusion", {{24, 1}, {4, 21}}}}}};
   EXPECT_EQ(qkv::train::render_report_html("run", nlohmann::json::array(), healthy, nlohmann::json::object())

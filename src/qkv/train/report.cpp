@@ -598,7 +598,7 @@ std::string render_report_html(const std::string& title, const nlohmann::json& h
     << "<a href=\"#settings\">Settings</a></nav>\n"
     << "</header>\n";
 
-  o << warnings_box(summary_warnings(summary));
+  o << warnings_box(summary_warnings(summary, test_label));
   o << "<h2 id=\"summary\">Summary</h2>\n";
   if (run.empty() && results.empty()) o << "<p class=\"muted\">No summary yet.</p>\n";
   if (!run.empty()) o << "<h3>Run</h3>\n" << run;

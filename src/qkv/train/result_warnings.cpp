@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "qkv/train/report.h"
+
 namespace qkv::train {
 namespace {
 
@@ -93,7 +95,7 @@ std::vector<std::string> degenerate_result_warnings(const nlohmann::json& m, boo
   return out;
 }
 
-std::vector<std::string> summary_warnings(const nlohmann::json& summary) {
+std::vector<std::string> summary_warnings(const nlohmann::json& summary, const std::string& test_label) {
   std::vector<std::string> out;
   if (!summary.is_object()) return out;
   std::vector<std::string> splits;
@@ -102,7 +104,8 @@ std::vector<std::string> summary_warnings(const nlohmann::json& summary) {
   for (const auto& item : summary.items())
     if (item.key().rfind("test_", 0) == 0) splits.push_back(item.key());
   for (const auto& key : splits)
-    for (const auto& w : degenerate_result_warnings(summary.at(key))) out.push_back(key + ": " + w);
+    for (const auto& w : degenerate_result_warnings(summary.at(key)))
+      out.push_back(split_label(key, test_label) + ": " + w);
   return out;
 }
 

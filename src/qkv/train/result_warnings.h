@@ -28,7 +28,8 @@ inline constexpr int64_t kOneClassMinSamples = 5;  // fewer say nothing
 std::vector<std::string> degenerate_result_warnings(const nlohmann::json& metrics, bool judge_auroc = true);
 
 // The warnings of every evaluated split of a run summary ("val", "test",
-// "test_*"), each as "<split>: <warning>".
-std::vector<std::string> summary_warnings(const nlohmann::json& summary);
+// "test_*"), each as "<split>: <warning>", the split named as the results
+// name it (split_label, report.h: "test so3" for an i/so3 run's "test").
+std::vector<std::string> summary_warnings(const nlohmann::json& summary, const std::string& test_label = "");
 
 }  // namespace qkv::train

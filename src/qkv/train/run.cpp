@@ -235,7 +235,7 @@ std::string run_summary_text(const nlohmann::json& s, const std::string& dir, co
     label.resize(std::max<size_t>(label.size(), 12), ' ');
     text += "  " + label + " " + headline(item.value()) + "\n";
   }
-  for (const auto& w : summary_warnings(s)) text += "warning: " + w + "\n";
+  for (const auto& w : summary_warnings(s, test_label)) text += "warning: " + w + "\n";
   std::string files;
   for (const char* name : {"summary.json", "report.html", "checkpoints/best.ckpt", "xgboost.json"})
     if (std::filesystem::exists(std::filesystem::path(dir) / name))
