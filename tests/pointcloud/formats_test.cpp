@@ -168,10 +168,14 @@ const char* const kPcdHeader =
     "FIELDS x y z normal_x normal_y normal_z curvature\nSIZE 4 4 4 4 4 4 4\nTYPE F F F F F F F\n"
     "COUNT 1 1 1 1 1 1 1\nWIDTH 3\nHEIGHT 1\nVIEWPOINT 0 0 0 1 0 0 0\nPOINTS 3\n";
 
+// Three points of kPcdHeader's fields, as an ascii PCD: the middle row is the case at hand.
+Mesh read_pcd_around(const std::string& name, const std::string& middle_row) {
+  return read_shape_file(write_format_file(
+      name, std::string(kPcdHeader) + "DATA ascii\n1 2 3 0 0 1 0.5\n" + middle_row + "\n4 5 6 0 1 0 0.1\n"));
+}
+
 TEST(ReadPcd, AsciiWithNormalsDropsTheNaNPointsOfAnOrganizedCloud) {
-  const auto cloud = read_shape_file(write_format_file(
-      "normals.pcd", std::string(kPcdHeader) + "DATA ascii\n1 2 3 0 0 1 0.5\nnan nan nan nan nan nan nan\n"
-                                               "4 5 6 0 1 0 0.1\n"));
+  const auto cloud = read_pcd_around("normals.pcd", "nan nan nan nan nan nan nan");
   ASSERT_EQ(cloud.vertices.size(), 2u);
   EXPECT_EQ(cloud.vertices[1], (Vec3{4, 5, 6}));
   ASSERT_EQ(cloud.normals.size(), 2u);
@@ -184,18 +188,13 @@ TEST(ReadPcd, AsciiWithNormalsDropsTheNaNPointsOfAnOrganizedCloud) {
 
 TEST(ReadPcd, ANaNNormalFromPclsNormalEstimationIsThePointsZeros) {
   // PCL gives a point with too few neighbours a NaN normal (and curvature): the point is kept.
-  const auto cloud = read_shape_file(write_format_file(
-      "nan_normal.pcd", std::string(kPcdHeader) + "DATA ascii\n1 2 3 0 0 1 0.5\n7 8 9 nan nan nan nan\n"
-                                                  "4 5 6 0 1 0 0.1\n"));
+  const auto cloud = read_pcd_around("nan_normal.pcd", "7 8 9 nan nan nan nan");
   ASSERT_EQ(cloud.vertices.size(), 3u);
   EXPECT_EQ(cloud.vertices[1], (Vec3{7, 8, 9}));
   ASSERT_EQ(cloud.normals.size(), 3u);
   EXPECT_EQ(cloud.normals[1], (Vec3{0, 0, 0}));
   EXPECT_EQ(cloud.normals[2], (Vec3{0, 1, 0}));
-  EXPECT_THROW(read_shape_file(write_format_file("inf_normal.pcd", std::string(kPcdHeader) +
-                                                                       "DATA ascii\n1 2 3 0 0 1 0.5\n7 8 9 inf 0 0 0\n"
-                                                                       "4 5 6 0 1 0 0.1\n")),
-               DataError);
+  EXPECT_THROW(read_pcd_around("inf_normal.pcd", "7 8 9 inf 0 0 0"), DataError);
 }
 
 TEST(ReadPcd, AsciiColourAsPclWritesItAndIntensity) {

@@ -417,6 +417,10 @@ struct PlyLayout {
   std::vector<PlyType> vertex_types;  // of each vertex property, in order
   std::vector<int> extra;             // every other scalar vertex property: Mesh::vertex_properties, in order
   bool has_normals() const { return nx >= 0 && ny >= 0 && nz >= 0; }
+  // The list property read of an element: a face's or a strip's vertex indices; -1 for any other element.
+  int kept_list(const std::string& element) const {
+    return element == "face" ? face_list : element == "tristrips" ? strip_list : -1;
+  }
   bool has_colors() const { return red >= 0 && green >= 0 && blue >= 0; }
 };
 
@@ -470,6 +474,14 @@ class PlySink {
     const size_t need = mesh_.faces.size() + polygon.size() - 2;
     if (need > mesh_.faces.capacity()) mesh_.faces.reserve(std::max(need, 2 * mesh_.faces.capacity()));
     fan(mesh_, polygon);
+  }
+
+  // The vertex indices of one item of the element layout_.kept_list names.
+  void indices(const std::string& element, const std::vector<int64_t>& list, int64_t line) {
+    if (element == "face")
+      face(list, line);
+    else
+      strips(list);
   }
 
   // Triangle strips, layout_.strip_restart (-1) between strips: each run of three is a triangle,
@@ -686,7 +698,7 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
     Lines body(std::string_view(text).substr(header_end), header_lines + 1);
     for (const auto& e : elements) {
       const bool is_vertex = &e == vertex_element;
-      const bool is_face = e.name == "face", is_strips = e.name == "tristrips";
+      const int kept = layout.kept_list(e.name);
       for (int64_t item = 0; item < e.count; ++item) {
         if (!body.next_nonblank(line, false))
           fail(path, "truncated: element '" + e.name + "' should have " + std::to_string(e.count) +
@@ -723,8 +735,7 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
           }
           const int64_t n = next_int();
           if (n < 0) fail_at(path, body.line(), "negative list length");
-          const bool keep = (is_face && static_cast<int>(pi) == layout.face_list) ||
-                            (is_strips && static_cast<int>(pi) == layout.strip_list);
+          const bool keep = static_cast<int>(pi) == kept;
           values.push_back(0);
           for (int64_t j = 0; j < n; ++j) {
             if (keep)
@@ -738,8 +749,7 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
                   "element '" + e.name + "' has " + std::to_string(tok.size()) +
                       " values, more than the header declares (wrong counts?)");
         if (is_vertex) sink.vertex(values, body.line());
-        if (is_face && layout.face_list >= 0) sink.face(polygon, body.line());
-        if (is_strips && layout.strip_list >= 0) sink.strips(polygon);
+        if (kept >= 0) sink.indices(e.name, polygon, body.line());
       }
     }
     if (body.next_nonblank(line, false))
@@ -750,7 +760,7 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
     const char* end = text.data() + text.size();
     for (const auto& e : elements) {
       const bool is_vertex = &e == vertex_element;
-      const bool is_face = e.name == "face", is_strips = e.name == "tristrips";
+      const int kept = layout.kept_list(e.name);
       bool fixed = true;
       size_t row = 0;
       for (const auto& prop : e.properties) {
@@ -759,7 +769,7 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
       }
       int64_t item = 0;
       try {
-        if (!is_vertex && !is_face && !is_strips && fixed) {
+        if (!is_vertex && kept < 0 && fixed) {
           // Skipped by size, without decoding; the product was checked above.
           const auto need = static_cast<size_t>(e.count) * row;
           if (static_cast<size_t>(end - p) < need) {
@@ -780,8 +790,7 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
             }
             const auto n = static_cast<int64_t>(decode(prop.count_type, p, end, big_endian));
             if (n < 0) fail(path, "negative list length in element '" + e.name + "' item " + std::to_string(item));
-            const bool keep = (is_face && static_cast<int>(pi) == layout.face_list) ||
-                              (is_strips && static_cast<int>(pi) == layout.strip_list);
+            const bool keep = static_cast<int>(pi) == kept;
             values.push_back(0);
             if (!keep) {
               const size_t skip = static_cast<size_t>(n) * ply_size(prop.type);
@@ -793,8 +802,7 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
               polygon.push_back(static_cast<int64_t>(decode(prop.type, p, end, big_endian)));
           }
           if (is_vertex) sink.vertex(values, 0);
-          if (is_face && layout.face_list >= 0) sink.face(polygon, 0);
-          if (is_strips && layout.strip_list >= 0) sink.strips(polygon);
+          if (kept >= 0) sink.indices(e.name, polygon, 0);
         }
       } catch (const PlyOutOfData&) {
         fail(path, "truncated: element '" + e.name + "' should have " + std::to_string(e.count) +

@@ -121,9 +121,10 @@ std::vector<double> predict_probabilities(models::Model& model, const data::Data
 
 // What the cohort decides of settings already validated (prepare_cv_options,
 // tasks/mhca_commands.h), before anything is written: every class can fill
-// --folds folds, the volumes each model reads are there, and each network is sized (on paper: no allocation),
-// within options.limits, for the CpG count its folds will see. Returns that
-// count: RFE's target, the table's every site (all) or the list's (list).
+// --folds folds, the volumes each model reads are there, and each network is
+// sized (on paper: no allocation), within options.limits, for the CpG count
+// its folds will see. Returns that count: RFE's target, the table's every
+// site (all) or the list's (list).
 int64_t check_cv_options(const medical::CohortData& cohort, const CVOptions& options);
 
 // What a cross validation gives its caller: summary.json's content (the
