@@ -269,7 +269,7 @@ TEST(VntCliStoredRuns, ARunIsReadFromAnyFolderAndWritesNothingThere) {
   const std::string root = qkv::testing::fresh_dir("vnt_stored_run");
   fs::create_directories(root + "/trained_here");
   fs::create_directories(root + "/elsewhere");
-  const std::string qkv = qkv::testing::qkv_binary();
+  const std::string qkv = qkv::testing::qkv_command();
   const auto made = qkv::testing::run_shell(
       "cd " + root + "/trained_here && " + qkv +
       " vnt train --synth-classes box,sphere --synth-train-per-class 4 --synth-test-per-class 2 "
@@ -421,8 +421,8 @@ TEST(VntCliOwnShapes, TheReadmeExampleRunsAsPrinted) {
   ASSERT_EQ(written, 30);
   for (const auto& command : commands) {
     ASSERT_EQ(command.rfind("qkv ", 0), 0u) << command;
-    const auto r = qkv::testing::run_shell("cd " + dir + " && " + qkv::testing::qkv_binary() + " " + command.substr(4) +
-                                           " --threads 1 2>&1");
+    const auto r = qkv::testing::run_shell("cd " + dir + " && " + qkv::testing::qkv_command() + " " +
+                                           command.substr(4) + " --threads 1 2>&1");
     ASSERT_EQ(r.status, 0) << command << "\n" << r.output;
     if (command.find("vnt train") != std::string::npos) {
       EXPECT_NE(r.output.find("my_shapes (flat layout, detected): 24 train / 6 test shapes, 3 classes"),

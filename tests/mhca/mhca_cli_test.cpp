@@ -505,13 +505,13 @@ TEST_F(MhcaCli, ARunResumesFromAnyFolderOnTheCohortItBeganWithAlone) {
   make_directories(dir);
   fs::copy(cohort_, dir + "/cohort", fs::copy_options::recursive);
   const std::string out = dir + "/run";
-  auto r = run_shell("cd " + dir + " && " + qkv_binary() +
+  auto r = run_shell("cd " + dir + " && " + qkv_command() +
                      " mhca train --manifest cohort/manifest.csv --methylation cohort/methylation.csv --out run " +
                      kNetOptions + " --model spectnet --select all --epochs 1 --lr 1e-3 2>&1");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(read_json(out + "/config.json").at("data").at("manifest"),
             fs::absolute(dir + "/cohort/manifest.csv").lexically_normal().string());
-  r = run_shell("cd / && " + std::string(qkv_binary()) + " mhca train --resume " + out + " --epochs 2 2>&1");
+  r = run_shell("cd / && " + std::string(qkv_command()) + " mhca train --resume " + out + " --epochs 2 2>&1");
   ASSERT_EQ(r.status, 0) << r.output;
   // A cohort changed since would be split anew, test subjects into training:
   // refused, the run's record left as it was.

@@ -54,12 +54,12 @@ inline CliResult run_shell(const std::string& cmd) {
 }
 
 inline CliResult run_qkv(const std::string& args) {
-  return run_shell(std::string(qkv_binary()) + " " + args + " 2>&1");
+  return run_shell(std::string(qkv_command()) + " " + args + " 2>&1");
 }
 
 // stdout alone in `output`; stderr goes to the file stderr_path.
 inline CliResult run_qkv_stderr_to(const std::string& args, const std::string& stderr_path) {
-  return run_shell(std::string(qkv_binary()) + " " + args + " 2>" + stderr_path);
+  return run_shell(std::string(qkv_command()) + " " + args + " 2>" + stderr_path);
 }
 
 inline int count_lines(const std::string& s) {
