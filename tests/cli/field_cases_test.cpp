@@ -124,6 +124,10 @@ TEST_F(FieldCases, InputsThatAreNotRegularFilesAreRefusedAtOnce) {
   expect_clean_failure(run_qkv("lm generate --checkpoint " + ckpt + " --prompt ab --load-cache " + dir + "/zero.txt"),
                        1, "is not a regular file");
   expect_clean_failure(run_qkv("lm inspect-mlp --checkpoint " + ckpt + " --text " + fifo), 1, "is not a regular file");
+  // A data folder that is a FIFO was "no such folder".
+  for (const char* command : {"vnt train", "seg train"})
+    expect_clean_failure(run_qkv(std::string(command) + " --data " + fifo + " --epochs 1 --out " + dir + "/run"), 1,
+                         fifo + ": not a folder (a FIFO, device or socket)");
   EXPECT_FALSE(fs::exists(dir + "/run"));
   fs::remove_all(dir);
 }

@@ -3,7 +3,9 @@
 // replaced, even by a later write in a claimed folder.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -350,6 +352,59 @@ void expect_untouched(const fs::path& dir, const std::string& needle, const fs::
 }
 
 }  // namespace
+
+// An output inside finished synthetic data (vnt embed --out RUN/synthetic/emb)
+// made the data folder refuse every later use: refused before it is made.
+// Inside a run folder, or data not yet finished, an output is fine.
+TEST(OutputPolicy, NoOutputIsPlacedInsideSyntheticData) {
+  const fs::path dir = fresh_dir("policy_inside_synth");
+  {
+    const auto claim =
+        qkv::claim_synthetic_dir((dir / "data").string(), "--synth-dir", false, {"synth", {{"seed", 1}}});
+    qkv::make_directories((dir / "data/cls").string());
+    qkv::write_file_atomic((dir / "data/cls/x.off").string(), std::string("OFF"));
+  }
+  static_cast<void>(qkv::claim_output_file((dir / "data/early.txt").string(), "--out", false, {"test", {}}));
+  qkv::mark_output_complete((dir / "data").string());
+  const std::string ledger = read(dir / "data" / qkv::kLedgerName);
+  for (const fs::path inside : {dir / "data/emb", dir / "data/cls/deeper/emb"}) {
+    const auto message = usage_error_of([&] {
+      static_cast<void>(qkv::claim_output_dir(inside.string(), "--out", false, {"test", {}}));
+    });
+    EXPECT_NE(message.find(": inside " + (dir / "data").string() + ", synthetic data that 'qkv synth' made"),
+              std::string::npos)
+        << message;
+    EXPECT_FALSE(fs::exists(inside));
+  }
+  const auto message = usage_error_of([&] {
+    static_cast<void>(qkv::claim_output_file((dir / "data/emb.npy").string(), "--out", false, {"test", {}}));
+  });
+  EXPECT_NE(message.find("data/emb.npy: inside "), std::string::npos) << message;
+  EXPECT_EQ(read(dir / "data" / qkv::kLedgerName), ledger);
+  const fs::path run = written_run("policy_inside_run");
+  EXPECT_TRUE(qkv::claim_output_dir((run / "embeddings").string(), "--out", false, {"test", {}}).held());
+}
+
+// A folder qkv cannot remove from (immutable, which stops root too, or
+// read-only for another user) is found before the first removal: --overwrite
+// removes all it must or nothing (config.json went before checkpoints/ failed).
+TEST(OutputPolicy, OverwriteRemovesAllItMustOrNothing) {
+  const fs::path dir = written_run("policy_locked_folder");
+  const std::string ledger = read(dir / qkv::kLedgerName);
+  const std::string checkpoints = (dir / "checkpoints").string();
+  const bool root = ::geteuid() == 0;
+  const std::string lock = root ? "chattr +i " + checkpoints : "chmod a-w " + checkpoints;
+  if (std::system((lock + " 2>/dev/null").c_str()) != 0) GTEST_SKIP() << "cannot lock a folder here: " << lock;
+  const auto message = qkv::testing::data_error_of([&] {
+    static_cast<void>(qkv::claim_output_dir(dir.string(), "--out", true, {"test", {}}));
+  });
+  ASSERT_EQ(std::system(((root ? "chattr -i " : "chmod u+w ") + checkpoints).c_str()), 0);
+  EXPECT_NE(message.find("checkpoints/last.ckpt: cannot remove (written by qkv)"), std::string::npos) << message;
+  EXPECT_NE(message.find("nothing was removed"), std::string::npos) << message;
+  EXPECT_EQ(read(dir / "config.json"), "{\"a\": 1}");
+  EXPECT_EQ(read(dir / "checkpoints/last.ckpt"), "weights");
+  EXPECT_EQ(read(dir / qkv::kLedgerName), ledger);
+}
 
 TEST(OutputPolicy, TheLedgerRecordsWhatQkvWroteAndAChangedFileIsNotQkvs) {
   // Each write records the file's length and CRC-32: a file replaced or

@@ -478,9 +478,19 @@ void require_owned(const fs::path& dir, const Ledger& ledger) {
 
 // Removes the files a ledger lists, then the folders that leaves empty
 // (never `dir` itself) and the ledger. Every listed file is checked to be
-// what qkv wrote before any is removed.
+// what qkv wrote, and its folder to let it be removed (not read-only, not
+// immutable, not another user's), before any is removed: a command fails
+// with all of its earlier files or with none of them gone.
 void remove_ledger_files(const fs::path& dir, const Ledger& ledger) {
   require_owned(dir, ledger);
+  for (const auto& name : ledger.files) {
+    const fs::path rel(name);
+    if (inspect(dir, rel).kind != Found::File) continue;
+    const fs::path p = dir / rel;
+    if (::access(p.parent_path().c_str(), W_OK | X_OK) != 0)
+      throw DataError(printable_path(p.string()) + ": cannot remove (written by qkv): " + std::strerror(errno) +
+                      "; nothing was removed");
+  }
   std::set<fs::path, std::greater<>> parents;  // deepest first
   for (const auto& name : ledger.files) {
     const fs::path rel(name);
@@ -543,10 +553,39 @@ void require_utf8_name(const std::string& path, const std::string& option) {
 
 }  // namespace
 
+namespace {
+
+// A UsageError naming `option` when `path` lies in a finished folder of
+// synthetic data (`from` is the first folder looked at, going up): its
+// loader reads every file there as data and refuses what qkv did not write
+// in it, so an output placed there made the data folder useless.
+void refuse_inside_data_folder(const std::string& path, const fs::path& from, const std::string& option) {
+  for (fs::path up = from; !up.empty(); up = up.parent_path()) {
+    std::error_code ec;
+    if (fs::exists(up / kLedgerName, ec)) {
+      Ledger ledger;
+      try {
+        ledger = read_ledger(up);
+      } catch (const std::exception&) {
+        continue;  // not a ledger qkv can read: not data it made
+      }
+      if (ledger.complete)
+        refuse(option, printable_path(path) + ": inside " + printable_path(up.string()) + ", synthetic data that '" +
+                           typed_command(ledger.maker()) +
+                           "' made and whose loader would read it as data; choose a place outside it (nothing "
+                           "was changed)");
+    }
+    if (up == up.root_path()) break;
+  }
+}
+
+}  // namespace
+
 void check_output_dir(const std::string& dir, const std::string& option, bool overwrite, const std::string& command) {
   if (dir.empty()) refuse(option, ": must name a folder");
   require_utf8_name(dir, option);
   const fs::path root = normal(dir);
+  refuse_inside_data_folder(dir, root.parent_path(), option);
   std::error_code ec;
   const auto status = fs::status(root, ec);
   if (!fs::exists(status)) return;
@@ -649,6 +688,7 @@ void check_output_file(const std::string& path, const std::string& option, bool 
            printable_path(path) + ": is the name of qkv's record of what it wrote in a folder; name another file");
   const fs::path file = normal(path);
   const fs::path dir = file.parent_path();
+  refuse_inside_data_folder(path, dir, option);
   std::error_code ec;
   const auto status = fs::status(file, ec);
   if (fs::is_directory(status)) refuse(option, printable_path(path) + ": is a folder; name a file");

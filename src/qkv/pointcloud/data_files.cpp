@@ -24,6 +24,18 @@ bool is_dir(const fs::path& p) {
   return fs::is_directory(p, ec);
 }
 
+void require_data_folder(const std::string& dir_name) {
+  std::error_code ec;
+  const auto status = fs::status(dir_name, ec);
+  if (fs::is_directory(status)) return;
+  if (fs::is_regular_file(status))
+    throw DataError(dir_name +
+                    ": a file, not a data folder (give the folder of a data set; one shape file is read by "
+                    "the predict commands' --input)");
+  if (fs::exists(status)) throw DataError(dir_name + ": not a folder (a FIFO, device or socket)");
+  throw DataError(dir_name + ": no such folder");
+}
+
 std::vector<ListLine> read_list(const fs::path& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw DataError(path.string() + ": missing list file");

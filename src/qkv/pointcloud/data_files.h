@@ -17,6 +17,11 @@ namespace qkv::pointcloud {
 bool is_file(const std::filesystem::path& p);
 bool is_dir(const std::filesystem::path& p);
 
+// The folder of a data set a caller names: DataError "DIR: a file, not a data
+// folder (...)", "DIR: not a folder (a FIFO, device or socket)" or "DIR: no
+// such folder".
+void require_data_folder(const std::string& dir_name);
+
 struct ListLine {
   std::string text;
   int64_t line;  // 1-based, for messages

@@ -590,11 +590,7 @@ ModelNetData load_any_layout(const std::string& dir_name, const ModelNetLoadOpti
     throw UsageError("layout '" + o.layout +
                      "': expected one of auto, modelnet, split, flat, resampled, hdf5, scanobjectnn");
   fs::path dir(dir_name);
-  if (is_file(dir))
-    throw DataError(dir_name +
-                    ": a file, not a data folder (give the folder of a data set; one shape file is read by "
-                    "the predict commands' --input)");
-  if (!is_dir(dir)) throw DataError(dir_name + ": no such folder");
+  require_data_folder(dir_name);
   // A layout named by the caller is read as such, whatever else the folder holds.
   if (o.layout == "modelnet") return load_off_tree(dir, o);
   if (o.layout == "split") return load_split_tree(dir, o);

@@ -357,11 +357,7 @@ ShapeNetPartData load_shapenet_part(const std::string& dir_name, const ShapeNetP
   if (o.max_per_category < 0)
     throw UsageError("max per category must be >= 0 (got " + std::to_string(o.max_per_category) + ")");
   fs::path dir(dir_name);
-  if (is_file(dir))
-    throw DataError(dir_name +
-                    ": a file, not a data folder (give the folder of a data set; one shape file is read by "
-                    "the predict commands' --input)");
-  if (!is_dir(dir)) throw DataError(dir_name + ": no such folder");
+  require_data_folder(dir_name);
   auto layout_of = [](const fs::path& d) -> std::string {
     if (is_file(d / "synsetoffset2category.txt")) return kShapeNetPartTextLayout;
     if (is_file(d / "train_hdf5_file_list.txt") || is_file(d / "test_hdf5_file_list.txt")) return kShapeNetPartH5Layout;
