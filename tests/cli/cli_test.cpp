@@ -9,8 +9,10 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -36,6 +38,51 @@ const char* kFast = " --threads 1 --points-per-arm 60 --batch-size 16";
 }  // namespace
 
 // A typo gets the word it most likely meant; a word far from every known one gets none.
+// The processes whose command line names the tests' zygote's socket: the
+// zygote, a handler per command, and the commands it forked.
+static int processes_of_this_zygote() {
+  const char* socket_path = std::getenv("QKV_TEST_ZYGOTE_SOCKET");
+  if (!socket_path) return 0;
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream in(entry.path() / "cmdline");
+    const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    count += cmdline.find(socket_path) != std::string::npos;
+  }
+  return count;
+}
+
+// The tests' zygote (support/qkv_zygote.cpp) runs a test's command in a fork
+// of a loaded qkv, passes on the signal a shell's timeout sends, ends as the
+// command ended, and leaves a command whose load-time environment differs to
+// a fresh qkv.
+TEST(Cli, TheTestsZygoteRunsCommandsAsAFreshQkvWould) {
+  const std::string client = qkv::testing::qkv_command();
+  if (client == qkv::testing::qkv_binary())
+    GTEST_SKIP() << "no zygote (QKV_TEST_FRESH_PROCESSES=1, or it did not start)";
+  const std::string dir = fresh_dir("zygote");
+  int most = 0;
+  std::thread watcher([&most] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (std::chrono::steady_clock::now() < until) {
+      most = std::max(most, processes_of_this_zygote());
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  const auto r = qkv::testing::run_shell("timeout --preserve-status -s INT 3 " + client +
+                                         " spirals train --points-per-arm 20 --epochs 100000000 --threads 1 --out " +
+                                         dir + "/run 2>&1");
+  watcher.join();
+  EXPECT_EQ(r.status, 130) << r.output;
+  EXPECT_NE(r.output.find("interrupted: checkpoint written to " + dir + "/run/checkpoints/last.ckpt"),
+            std::string::npos)
+      << r.output;
+  EXPECT_GE(most, 3) << "the zygote, the command's handler and the command itself";
+  const auto fresh = qkv::testing::run_shell("OMP_NUM_THREADS=1 " + client + " vnt train --epochs 0 2>&1");
+  expect_clean_failure(fresh, 2, "--epochs: value 0 must be at least 1");
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Cli, TyposGetASuggestion) {
   expect_clean_failure(run("vnx"), 2, "unknown command 'vnx'; did you mean 'vnt'?");
   expect_clean_failure(run("vnt trian"), 2, "qkv vnt: error: unknown command 'trian'; did you mean 'train'?");

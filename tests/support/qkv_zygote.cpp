@@ -17,8 +17,8 @@
 // zygote's in a variable that libraries read while they load (OpenBLAS,
 // OpenMP, the allocator, the loader) is told to start qkv itself: a forked
 // copy would keep what its libraries read at load.
+#include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -157,8 +157,9 @@ std::vector<std::string> load_time_entries(const std::vector<std::string>& envir
 
 int serve(const char* socket_path) {
   // The test executable that started the zygote ends it; should it die
-  // first, so does the zygote.
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // first, the zygote ends within a second (a parent-death signal would come
+  // when the thread that started it ends, which may be a test's thread).
+  const pid_t parent = getppid();
   const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
@@ -170,6 +171,11 @@ int serve(const char* socket_path) {
   }
   signal(SIGCHLD, SIG_IGN);  // handlers are reaped by the kernel
   for (;;) {
+    pollfd waiting{listener, POLLIN, 0};
+    if (poll(&waiting, 1, 1000) == 0) {
+      if (getppid() != parent) return 0;
+      continue;
+    }
     const int conn = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
     if (conn < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;

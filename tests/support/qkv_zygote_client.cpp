@@ -36,7 +36,13 @@ void pass_on(int sig) {
   if (command_pid > 0) kill(static_cast<pid_t>(command_pid), sig);
 }
 
+// The signals passed on to the command, and the mask the client started
+// with (which the command, or qkv started here, is given).
+constexpr int kPassedOn[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+sigset_t started_mask;
+
 [[noreturn]] void start_qkv_itself(char** argv) {
+  sigprocmask(SIG_SETMASK, &started_mask, nullptr);
   const char* qkv = std::getenv(kBinaryVariable);
   if (!qkv) {
     std::fprintf(stderr, "qkv test client: %s is not set\n", kBinaryVariable);
@@ -76,13 +82,18 @@ int main(int argc, char** argv) {
   const mode_t mask = umask(0);
   umask(mask);
   header.umask = mask;
-  sigset_t blocked;
-  sigprocmask(SIG_SETMASK, nullptr, &blocked);
+  sigprocmask(SIG_SETMASK, nullptr, &started_mask);
   for (int sig = 1; sig < 32; ++sig) {
     struct sigaction action {};
     if (sigaction(sig, nullptr, &action) == 0 && action.sa_handler == SIG_IGN) header.ignored_signals |= 1u << sig;
-    if (sigismember(&blocked, sig) == 1) header.blocked_signals |= 1u << sig;
+    if (sigismember(&started_mask, sig) == 1) header.blocked_signals |= 1u << sig;
   }
+  // A signal that comes before the command's pid is known waits (blocked),
+  // to be passed on once it is, instead of ending the client alone.
+  sigset_t passed_on;
+  sigemptyset(&passed_on);
+  for (int sig : kPassedOn) sigaddset(&passed_on, sig);
+  sigprocmask(SIG_BLOCK, &passed_on, nullptr);
   for (int i = 0; i < kLimitCount; ++i) {
     rlimit limit{};
     getrlimit(kLimits[i], &limit);
@@ -121,13 +132,14 @@ int main(int argc, char** argv) {
   }
   if (kind != kStarted) _exit(125);
   command_pid = value;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) {
+  for (int sig : kPassedOn) {
     if ((header.ignored_signals >> sig) & 1) continue;
     struct sigaction action {};
     action.sa_handler = pass_on;
     action.sa_flags = SA_RESTART;
     sigaction(sig, &action, nullptr);
   }
+  sigprocmask(SIG_SETMASK, &started_mask, nullptr);
   if (!read_reply(conn, kind, value) || kind != kEnded) {
     std::fprintf(stderr, "qkv test client: the zygote ended before the command did\n");
     _exit(125);

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -39,7 +40,6 @@ namespace {
 struct Zygote {
   pid_t pid = -1;
   std::string folder;  // holds the socket
-  bool tried = false;
 };
 
 Zygote& the_zygote() {
@@ -109,11 +109,11 @@ void stop_zygote() {
 
 const char* qkv_command() {
   Zygote& server = the_zygote();
-  if (!server.tried) {
-    server.tried = true;
+  static std::once_flag started;  // tests may run commands from several threads
+  std::call_once(started, [&server] {
     const char* fresh = std::getenv("QKV_TEST_FRESH_PROCESSES");
     if (!(fresh && *fresh && std::strcmp(fresh, "0") != 0)) start_zygote(server);
-  }
+  });
   return server.pid > 0 ? QKV_ZYGOTE_CLIENT : QKV_BINARY;
 }
 
