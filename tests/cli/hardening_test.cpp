@@ -240,24 +240,47 @@ TEST(Hardening, RangesArePrintedAsPeopleWriteThem) {
   EXPECT_LT(r.output.size(), 200u) << r.output;
 }
 
-TEST(Hardening, CtrlCDuringMhcaSynthExits130) {
-  QKV_SKIP_WITHOUT(qkv::Part::Nifti);
-  const std::string out = fresh_dir("hard_synth_sigint");
-  const pid_t pid = qkv::testing::start_qkv_quietly({"mhca", "synth", "--subjects", "3000", "--cpg", "50", "--shape",
-                                                     "24,28,24", "--atlas", "none", "--threads", "1", "--out", out});
-  ASSERT_GE(pid, 0);
-  // Interrupt once volumes are being written.
+// Starts qkv with `args` (start_qkv_quietly), sends it one SIGINT once
+// `folder` holds a file (within 60 s), and returns how it ended: its exit
+// status, or minus the signal that killed it (a shell would say 130 for both
+// an exit status of 130 and SIGINT's death).
+static int interrupted_once_writing(const std::vector<std::string>& args, const std::string& folder) {
+  const pid_t pid = qkv::testing::start_qkv_quietly(args);
+  EXPECT_GE(pid, 0);
+  if (pid < 0) return -1;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  auto started = [&] { return fs::exists(out + "/spect") && !fs::is_empty(out + "/spect"); };
+  auto started = [&] { return fs::exists(folder) && !fs::is_empty(folder); };
   while (!started() && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_TRUE(started());
+  EXPECT_TRUE(started()) << folder;
   kill(pid, SIGINT);
   int raw = 0;
   waitpid(pid, &raw, 0);
-  ASSERT_TRUE(WIFEXITED(raw)) << "killed by signal " << WTERMSIG(raw);
-  EXPECT_EQ(WEXITSTATUS(raw), 130);
+  return WIFEXITED(raw) ? WEXITSTATUS(raw) : -WTERMSIG(raw);
+}
+
+TEST(Hardening, CtrlCDuringMhcaSynthExits130) {
+  QKV_SKIP_WITHOUT(qkv::Part::Nifti);
+  const std::string out = fresh_dir("hard_synth_sigint");
+  EXPECT_EQ(interrupted_once_writing({"mhca", "synth", "--subjects", "3000", "--cpg", "50", "--shape", "24,28,24",
+                                      "--atlas", "none", "--threads", "1", "--out", out},
+                                     out + "/spect"),
+            130);
   EXPECT_FALSE(fs::exists(out + "/manifest.csv"));
+  fs::remove_all(out);
+}
+
+// data synth-shapes was killed by the signal, saying nothing: it stops at
+// the next file with one line and exits 130, its folder left unfinished (no
+// README.txt, no complete mark) for the next command to make again.
+TEST(Hardening, CtrlCDuringDataSynthShapesExits130) {
+  const std::string out = fresh_dir("hard_shapes_sigint");
+  EXPECT_EQ(interrupted_once_writing(
+                {"data", "synth-shapes", "--classes", "cone", "--train-per-class", "100000", "--out", out},
+                out + "/cone/train"),
+            130);
+  EXPECT_FALSE(fs::exists(out + "/README.txt"));
+  EXPECT_EQ(qkv::testing::read_text(out + "/.qkv-written").find("\"complete\""), std::string::npos);
   fs::remove_all(out);
 }
 

@@ -7,6 +7,7 @@
 
 #include "qkv/cli/commands.h"
 #include "qkv/cli/common.h"
+#include "qkv/core/interrupt.h"
 #include "qkv/tasks/classification.h"
 #include "qkv/tasks/part_segmentation.h"
 
@@ -34,8 +35,14 @@ void register_synth(CLI::App* parent, Action& action, const std::string& name, c
       parent, action,
       CommandText(name, description).heading("Shapes").out(out_help).run_options({}),  // the set's --seed is its own
       [write, list](const auto& o, const c10::Device&) {
-        std::printf("%s",
-                    o.settings.list ? list().c_str() : write(o.run.out, o.settings.options, o.run.overwrite).c_str());
+        if (o.settings.list) {
+          std::printf("%s", list().c_str());
+          return 0;
+        }
+        // Ctrl-C stops at the next file with one line (the writers poll for
+        // it); the folder is made again by the next command that uses it.
+        install_interrupt_handler();
+        std::printf("%s", write(o.run.out, o.settings.options, o.run.overwrite).c_str());
         return 0;
       },
       [list_help](CLI::App* cmd, auto& o) { cmd->add_flag("--list", o.settings.list, list_help); });
