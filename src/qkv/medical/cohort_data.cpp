@@ -291,6 +291,7 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
     throw DataError(c.spect_paths[0] + ": grid " + grid_text({first.dims.begin(), first.dims.end()}) +
                     " turned to RAS+ differs from the checkpoint's " + grid_text(expected_grid));
   c.geometry = first.geometry;
+  c.geometries.assign(static_cast<size_t>(n), first.geometry);
   c.reoriented = to_ras;
   const auto dims = first.dims;
   try {
@@ -314,6 +315,7 @@ CohortData load_cohort(const std::string& manifest_path, const std::string& meth
                         "; every volume must lie the same way in space: resample it onto the first one's grid, "
                         "or turn them all to RAS+ (--reorient) where they differ only in axis order and direction)");
       c.volumes[i].copy_(volume_to_tensor(v));
+      c.geometries[static_cast<size_t>(i)] = v.geometry;
     });
   } catch (const std::exception& e) {
     throw DataError(e.what());

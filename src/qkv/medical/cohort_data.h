@@ -26,8 +26,11 @@ struct CohortData {
   medical::MethylationTable methylation;  // rows aligned with subject_ids, all CpG columns
   at::Tensor volumes;                     // [N, X, Y, Z] float32 raw intensities (undefined if not loaded)
   medical::NiftiGeometry geometry;        // the first volume's, for maps written on this grid
-  std::string match_summary;              // CohortMatch::describe()
-  bool reoriented = false;                // volumes turned to RAS+ as they were read (load_cohort's to_ras)
+  // Each volume's, as read (turned to RAS+ where `reoriented`): the others'
+  // agree with the first's within 1e-3 mm, and a subject's own map carries its own.
+  std::vector<medical::NiftiGeometry> geometries;
+  std::string match_summary;  // CohortMatch::describe()
+  bool reoriented = false;    // volumes turned to RAS+ as they were read (load_cohort's to_ras)
   std::string manifest_path, methylation_path;
 
   int64_t size() const { return static_cast<int64_t>(subject_ids.size()); }

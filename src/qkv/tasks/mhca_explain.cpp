@@ -568,9 +568,9 @@ nlohmann::json explain_subjects(models::CoAttentionModel& model, const medical::
       write_npy_float32(dir + "/alpha_v.npy", shape, alpha_v.data_ptr<float>());
       write_npy_float32(dir + "/alpha_q.npy", shape, alpha_q.data_ptr<float>());
       // The subject's own affine, of its volume as the model saw it (turned to RAS+ with --reorient).
-      const auto header = medical::read_cohort_volume(cohort.spect_paths[r], cohort.reoriented);
-      medical::write_nifti(dir + "/spect_attention.nii.gz", medical::tensor_to_volume(map, described(header.geometry)));
-      write_overlay_slices(dir + "/spect_attention", cohort.volumes[r], map, peak_voxel, header.geometry,
+      const auto& geometry = cohort.geometries.at(static_cast<size_t>(r));
+      medical::write_nifti(dir + "/spect_attention.nii.gz", medical::tensor_to_volume(map, described(geometry)));
+      write_overlay_slices(dir + "/spect_attention", cohort.volumes[r], map, peak_voxel, geometry,
                            {options.png_scale, options.overlay_threshold, "Subject " + id});
       write_cpg_ranking(dir + "/cpg_attention.csv", prep.cpg_ids, cpg_attention, planted);
     }
