@@ -69,7 +69,9 @@ TEST(Cli, TheTestsZygoteRunsCommandsAsAFreshQkvWould) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });
-  const auto r = qkv::testing::run_shell("timeout --preserve-status -s INT 3 " + client +
+  // --foreground: timeout signals the client alone, once (without it, it
+  // signals its process group as well, and a second SIGINT ends qkv at once).
+  const auto r = qkv::testing::run_shell("timeout --foreground --preserve-status -s INT 3 " + client +
                                          " spirals train --points-per-arm 20 --epochs 100000000 --threads 1 --out " +
                                          dir + "/run 2>&1");
   watcher.join();
