@@ -367,7 +367,7 @@ TEST(OutputPolicy, NoOutputIsPlacedInsideSyntheticData) {
   static_cast<void>(qkv::claim_output_file((dir / "data/early.txt").string(), "--out", false, {"test", {}}));
   qkv::mark_output_complete((dir / "data").string());
   const std::string ledger = read(dir / "data" / qkv::kLedgerName);
-  for (const fs::path inside : {dir / "data/emb", dir / "data/cls/deeper/emb"}) {
+  for (const fs::path& inside : {dir / "data/emb", dir / "data/cls/deeper/emb"}) {
     const auto message = usage_error_of([&] {
       static_cast<void>(qkv::claim_output_dir(inside.string(), "--out", false, {"test", {}}));
     });
