@@ -11,7 +11,6 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -101,12 +100,8 @@ int main(int argc, char** argv) {
     header.limits[i][1] = limit.rlim_max;
   }
 
-  const int conn = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (conn < 0 || std::strlen(socket_path) >= sizeof address.sun_path) start_qkv_itself(argv);
-  std::strcpy(address.sun_path, socket_path);
-  if (connect(conn, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) start_qkv_itself(argv);
+  const int conn = connect_to_zygote(socket_path);
+  if (conn < 0) start_qkv_itself(argv);
 
   msghdr message{};
   iovec part{&header, sizeof header};

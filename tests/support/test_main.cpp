@@ -7,8 +7,6 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,13 +46,9 @@ Zygote& the_zygote() {
 }
 
 bool zygote_answers(const std::string& socket_path) {
-  const int conn = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::strcpy(address.sun_path, socket_path.c_str());
-  const bool connected = conn >= 0 && connect(conn, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  const int conn = zygote::connect_to_zygote(socket_path.c_str());
   if (conn >= 0) close(conn);  // the zygote's handler reads no request and ends
-  return connected;
+  return conn >= 0;
 }
 
 // Starts the zygote and waits until it answers; false (and a line saying

@@ -8,6 +8,8 @@
 // command's pid, then kEnded and its wait status; or kStartItYourself alone.
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -52,6 +54,18 @@ inline bool is_load_time_variable(const std::string& entry) {
                              "TORCH_", "PYTORCH_", "CUDA_", "NCCL_", "GLIBC_TUNABLES", "ATEN_"})
     if (entry.compare(0, std::strlen(prefix), prefix) == 0) return true;
   return false;
+}
+
+// A connection to the zygote at `socket_path`: its descriptor, or -1.
+inline int connect_to_zygote(const char* socket_path) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (std::strlen(socket_path) >= sizeof address.sun_path) return -1;
+  std::strcpy(address.sun_path, socket_path);
+  const int conn = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (conn >= 0 && connect(conn, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0) return conn;
+  if (conn >= 0) close(conn);
+  return -1;
 }
 
 // Whole messages over the socket, through interruptions and short transfers;

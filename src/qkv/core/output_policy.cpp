@@ -483,19 +483,20 @@ void require_owned(const fs::path& dir, const Ledger& ledger) {
 // with all of its earlier files or with none of them gone.
 void remove_ledger_files(const fs::path& dir, const Ledger& ledger) {
   require_owned(dir, ledger);
+  std::vector<fs::path> present;  // relative to dir
+  std::set<fs::path> checked;     // folders that let a file be removed
   for (const auto& name : ledger.files) {
     const fs::path rel(name);
     if (inspect(dir, rel).kind != Found::File) continue;
-    const fs::path p = dir / rel;
-    if (::access(p.parent_path().c_str(), W_OK | X_OK) != 0)
-      throw DataError(printable_path(p.string()) + ": cannot remove (written by qkv): " + std::strerror(errno) +
-                      "; nothing was removed");
+    const fs::path folder = (dir / rel).parent_path();
+    if (checked.insert(folder).second && ::access(folder.c_str(), W_OK | X_OK) != 0)
+      throw DataError(printable_path((dir / rel).string()) +
+                      ": cannot remove (written by qkv): " + std::strerror(errno) + "; nothing was removed");
+    present.push_back(rel);
   }
   std::set<fs::path, std::greater<>> parents;  // deepest first
-  for (const auto& name : ledger.files) {
-    const fs::path rel(name);
+  for (const auto& rel : present) {
     const fs::path p = dir / rel;
-    if (inspect(dir, rel).kind != Found::File) continue;
     std::error_code ec;
     if (!fs::remove(p, ec) && ec) throw DataError(p.string() + ": cannot remove (written by qkv): " + ec.message());
     for (fs::path up = rel.parent_path(); !up.empty(); up = up.parent_path()) parents.insert(dir / up);
@@ -551,10 +552,6 @@ void require_utf8_name(const std::string& path, const std::string& option) {
                        "choose a UTF-8 name");
 }
 
-}  // namespace
-
-namespace {
-
 // A UsageError naming `option` when `path` lies in a finished folder of
 // synthetic data (`from` is the first folder looked at, going up): its
 // loader reads every file there as data and refuses what qkv did not write
@@ -562,20 +559,18 @@ namespace {
 void refuse_inside_data_folder(const std::string& path, const fs::path& from, const std::string& option) {
   for (fs::path up = from; !up.empty(); up = up.parent_path()) {
     std::error_code ec;
-    if (fs::exists(up / kLedgerName, ec)) {
-      Ledger ledger;
-      try {
-        ledger = read_ledger(up);
-      } catch (const std::exception&) {
-        continue;  // not a ledger qkv can read: not data it made
-      }
-      if (ledger.complete)
-        refuse(option, printable_path(path) + ": inside " + printable_path(up.string()) + ", synthetic data that '" +
-                           typed_command(ledger.maker()) +
-                           "' made and whose loader would read it as data; choose a place outside it (nothing "
-                           "was changed)");
+    Ledger ledger;
+    try {
+      if (fs::exists(up / kLedgerName, ec)) ledger = read_ledger(up);
+    } catch (const std::exception&) {
+      // Not a ledger qkv can read: not data it made.
     }
-    if (up == up.root_path()) break;
+    if (ledger.complete)
+      refuse(option, printable_path(path) + ": inside " + printable_path(up.string()) + ", synthetic data that '" +
+                         typed_command(ledger.maker()) +
+                         "' made and whose loader would read it as data; choose a place outside it (nothing "
+                         "was changed)");
+    if (up == up.root_path()) break;  // "/" is its own parent
   }
 }
 
