@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "qkv/core/file_input.h"
 #include "qkv/models/model.h"
 #include "support/cli_run.h"
 #include "support/paths.h"
@@ -45,9 +46,7 @@ static int processes_of_this_zygote() {
   if (!socket_path) return 0;
   int count = 0;
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    std::ifstream in(entry.path() / "cmdline");
-    const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    count += cmdline.find(socket_path) != std::string::npos;
+    count += qkv::read_proc_file(entry.path() / "cmdline").find(socket_path) != std::string::npos;
   }
   return count;
 }

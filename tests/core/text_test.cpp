@@ -2,12 +2,16 @@
 // not UTF-8 is shown in a message; counts and sizes in messages.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/file_input.h"
 #include "qkv/core/text.h"
 #include "support/test_files.h"
 
@@ -108,4 +112,18 @@ TEST(ReadTextFile, ACompressedFileIsNamedAsWhatItIs) {
   const std::string plain = qkv::testing::temp_path("plain.csv");  // text that begins as bzip2 does
   qkv::testing::write_text_file(plain, "BZh5,a column\n");
   EXPECT_EQ(qkv::read_text_file(plain), "BZh5,a column\n");
+}
+
+TEST(ReadProcFile, AProcessThatHasEndedReadsAsNothing) {
+  // A lock's holder or a test's child may end between listing /proc and
+  // reading its files: nothing, never an exception.
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  EXPECT_EQ(qkv::read_proc_file("/proc/" + std::to_string(child) + "/cmdline"), "");
+  // stat sizes /proc's files 0; they are read to their end, or to the limit.
+  const std::string self = qkv::read_proc_file("/proc/self/cmdline");
+  EXPECT_NE(self.find("test_core"), std::string::npos) << self;
+  EXPECT_EQ(qkv::read_proc_file("/proc/self/cmdline", 3), self.substr(0, 3));
 }

@@ -17,6 +17,7 @@
 #include <set>
 #include <sstream>
 
+#include "qkv/core/file_input.h"
 #include "qkv/models/model.h"
 #include "qkv/train/checkpoint.h"
 #include "support/cli_run.h"
@@ -250,7 +251,7 @@ std::map<int, pid_t> ranks_of(pid_t parent) {
   for (const auto& e : fs::directory_iterator("/proc")) {
     const std::string name = e.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(e.path() / "stat");
+    std::istringstream stat(qkv::read_proc_file(e.path() / "stat"));  // "": it has just ended
     std::string line;
     std::getline(stat, line);
     const auto close = line.rfind(')');
@@ -260,7 +261,7 @@ std::map<int, pid_t> ranks_of(pid_t parent) {
     pid_t ppid = 0;
     rest >> state >> ppid;
     if (ppid != parent) continue;
-    std::ifstream env(e.path() / "environ");
+    std::istringstream env(qkv::read_proc_file(e.path() / "environ"));
     std::string var;
     while (std::getline(env, var, '\0'))
       if (var.rfind("RANK=", 0) == 0) found[std::stoi(var.substr(5))] = std::stoi(name);

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -58,6 +59,25 @@ std::string read_regular_file(const std::string& path) {
     done += static_cast<size_t>(n);
   }
   return bytes;
+}
+
+std::string read_proc_file(const std::string& path, size_t limit) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return "";
+  std::string content;
+  char buffer[4096];
+  while (content.size() < limit) {
+    const ssize_t got = ::read(fd, buffer, std::min(sizeof buffer, limit - content.size()));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      content.clear();
+      break;
+    }
+    if (got == 0) break;
+    content.append(buffer, static_cast<size_t>(got));
+  }
+  ::close(fd);
+  return content;
 }
 
 }  // namespace qkv

@@ -28,6 +28,13 @@ int64_t regular_file_size(const std::string& path);
 // (read_text_file and read_file_bytes do).
 std::string read_regular_file(const std::string& path);
 
+// The content of a file of /proc (which stat sizes 0, so read_regular_file
+// does not apply), at most `limit` bytes; "" where it cannot be read, as when
+// its process has ended meanwhile. A stream would throw there: reading such a
+// file fails with ESRCH, which libstdc++'s file buffer throws whatever the
+// stream's exception mask.
+std::string read_proc_file(const std::string& path, size_t limit = size_t{1} << 20);
+
 // f(), with a std::bad_alloc (or LibTorch's failed allocation) that still
 // escapes a reader's own size checks turned into a one-line DataError naming
 // the file: "PATH: out of memory reading WHAT". Allocation sizes come from the file, so the file is at fault.

@@ -20,6 +20,7 @@
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/crc32.h"
 #include "qkv/core/errors.h"
+#include "qkv/core/file_input.h"
 #include "qkv/core/json_file.h"
 #include "qkv/core/text.h"
 #include "qkv/core/version.h"
@@ -369,7 +370,7 @@ namespace {
 std::string lock_holder(const fs::path& dir) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) return "";
-  std::ifstream locks("/proc/locks");
+  std::istringstream locks(read_proc_file("/proc/locks"));
   std::string line;
   while (std::getline(locks, line)) {
     // "1: FLOCK  ADVISORY  WRITE 12345 08:01:1234567 0 EOF"
@@ -381,8 +382,7 @@ std::string lock_holder(const fs::path& dir) {
     unsigned long long inode = 0;
     if (std::sscanf(where.c_str(), "%x:%x:%llu", &major, &minor, &inode) != 3) continue;
     if (inode != st.st_ino || major != ::major(st.st_dev) || minor != ::minor(st.st_dev)) continue;
-    std::ifstream cmdline("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
-    std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+    std::string args = read_proc_file("/proc/" + std::to_string(pid) + "/cmdline");  // "": it has just ended
     for (auto& c : args)
       if (c == '\0') c = ' ';
     while (!args.empty() && args.back() == ' ') args.pop_back();
