@@ -73,6 +73,10 @@ def nn_stub():
              "KVCache: Any  # the C++ KV cache (docs/python.md)", "kv_cache_bytes: Any", ""]
     for name in nn.__all__:
         cls = getattr(nn, name)
+        if inspect.isfunction(cls):  # written in Python: its own signature
+            lines.append("")
+            lines.append("def %s(%s) -> None: ..." % (name, _parameters_text(inspect.signature(cls))))
+            continue
         if not (isinstance(cls, type) and issubclass(cls, CppModule)):
             continue
         lines.append("")

@@ -4,10 +4,13 @@ Each class builds the C++ module and adopts its weights as ordinary
 nn.Parameters (see _modules.CppModule): state_dict, .to(), optimizers,
 hooks on parameters and torch.save(m.state_dict()) work as usual. Shapes
 follow the library: VN features [B, C, 3, N] (or [B, C, 3, N, k] on a kNN
-graph); attention inputs [B, N, D].
+graph); attention inputs [B, N, D]. update_bn is torch.optim.swa_utils.update_bn
+for models that hold them.
 """
+import torch
+
 from . import _qkv
-from ._modules import CppModule
+from ._modules import CppModule, _Part
 from ._signatures import signature_of
 
 
@@ -129,5 +132,54 @@ class MultiHeadAttention(CppModule):
         return self._impl.v_dim
 
 
+def _to_device(batch, device):
+    if isinstance(batch, dict):
+        return {key: _to_device(value, device) for key, value in batch.items()}
+    return batch.to(device) if isinstance(batch, torch.Tensor) else batch
+
+
+def update_bn(loader, model, device=None):
+    """torch.optim.swa_utils.update_bn for models that hold qkv modules.
+
+    PyTorch's update_bn finds only its own batch norms (qkv's are not
+    torch.nn.BatchNorm modules, so it leaves their statistics as they were).
+    This recomputes both: every batch norm of `model`, qkv's and PyTorch's, is
+    reset, and its running statistics become the plain average over the
+    batches of `loader` (PyTorch's BatchNorm with momentum=None), one pass in
+    training mode without gradients; each layer's momentum and the model's
+    mode are restored after. As PyTorch's: a batch that is a list or tuple
+    gives its first element (its inputs), moved to `device` when given; inputs
+    that are a dict (qkv.data's) are passed as keyword arguments.
+    """
+    parts = [module._impl for module in model.modules() if isinstance(module, _Part)]
+    torch_norms = {module: module.momentum for module in model.modules()
+                   if isinstance(module, torch.nn.modules.batchnorm._BatchNorm)}
+    recount = _qkv.BatchStatisticsRecount(parts)  # resets qkv's batch norms
+    was_training = model.training
+    try:
+        if not recount.layers and not torch_norms:
+            return
+        for norm in torch_norms:
+            norm.reset_running_stats()
+            norm.momentum = None
+        model.train()
+        with torch.no_grad():
+            for batch in loader:
+                if isinstance(batch, (list, tuple)):
+                    batch = batch[0]
+                if device is not None:
+                    batch = _to_device(batch, device)
+                if isinstance(batch, dict):
+                    model(**batch)
+                else:
+                    model(batch)
+    finally:
+        recount.end()
+        for norm, momentum in torch_norms.items():
+            norm.momentum = momentum
+        model.train(was_training)
+
+
 __all__ = ["VNLinear", "VNLeakyReLU", "VNBatchNorm", "VNLayerNorm", "VNLinearLeakyReLU", "VNMaxPool", "VNStdFeature",
-           "VNEdgeConv", "VNAttention", "VNFeedForward", "VNTBlock", "MultiHeadAttention", "KVCache", "kv_cache_bytes"]
+           "VNEdgeConv", "VNAttention", "VNFeedForward", "VNTBlock", "MultiHeadAttention", "KVCache", "kv_cache_bytes",
+           "update_bn"]

@@ -63,4 +63,6 @@ class MultiHeadAttention(CppModule):
     @property
     def v_dim(self) -> int: ...
 
-__all__ = ['VNLinear', 'VNLeakyReLU', 'VNBatchNorm', 'VNLayerNorm', 'VNLinearLeakyReLU', 'VNMaxPool', 'VNStdFeature', 'VNEdgeConv', 'VNAttention', 'VNFeedForward', 'VNTBlock', 'MultiHeadAttention', 'KVCache', 'kv_cache_bytes']
+def update_bn(loader, model, device=None) -> None: ...
+
+__all__ = ['VNLinear', 'VNLeakyReLU', 'VNBatchNorm', 'VNLayerNorm', 'VNLinearLeakyReLU', 'VNMaxPool', 'VNStdFeature', 'VNEdgeConv', 'VNAttention', 'VNFeedForward', 'VNTBlock', 'MultiHeadAttention', 'KVCache', 'kv_cache_bytes', 'update_bn']

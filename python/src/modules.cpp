@@ -15,6 +15,7 @@
 #include "qkv/core/shape.h"
 #include "qkv/core/text.h"
 #include "qkv/layers/part_hooks.h"
+#include "qkv/layers/sync_batch_norm.h"
 #include "qkv/layers/weight_binding.h"
 #include "qkv/models/model.h"
 #include "qkv/models/model_card.h"
@@ -96,6 +97,13 @@ void bind_module_tree(py::module_& m) {
       .def("train", [](torch::nn::Module& self, bool on) { self.train(on); })
       .def_property_readonly("training", &torch::nn::Module::is_training)
       .def_property_readonly("type_name", &torch::nn::Module::name);
+  // qkv.nn.update_bn's hold on the batch norms of the modules it was given
+  // (layers/sync_batch_norm.h): reset, then averaged over the batches that
+  // follow until end().
+  py::class_<layers::BatchStatisticsRecount>(m, "BatchStatisticsRecount")
+      .def(py::init<const std::vector<ModulePtr>&>(), py::arg("modules"))
+      .def("end", &layers::BatchStatisticsRecount::end)
+      .def_property_readonly("layers", &layers::BatchStatisticsRecount::layers);
   // forward(*args, **kwargs), a method of `root`, as the nn.Module face calls
   // it: with tensors bound to registered weights for the call (whatever its
   // modules hold at call time: functional_call's, a parametrization's,

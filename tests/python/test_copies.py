@@ -88,6 +88,73 @@ def test_a_model_round_trips_through_torch_save_and_averaged_model(tmp_path):
     assert torch.equal(pickle.load(buf)(points=points), expected)
 
 
+class VectorsAndScalars(torch.nn.Module):
+    """One of qkv's batch norms beside one of PyTorch's."""
+
+    def __init__(self):
+        super().__init__()
+        self.vn = qkv.nn.VNBatchNorm(4, momentum=0.3)
+        self.plain = torch.nn.BatchNorm1d(5, momentum=0.3)
+
+    def forward(self, vectors, scalars):
+        return self.vn(vectors), self.plain(scalars)
+
+
+def test_update_bn_averages_qkv_and_torch_batch_norms_over_the_loader():
+    # torch.optim.swa_utils.update_bn resets and recounts PyTorch's batch norms
+    # only; qkv.nn.update_bn does both: the plain average over the batches,
+    # as PyTorch's BatchNorm with momentum=None computes it.
+    torch.manual_seed(0)
+    model = VectorsAndScalars().double().eval()
+    loader = [({"vectors": torch.randn(3, 4, 3, 7, dtype=torch.float64) * (i + 1),
+                "scalars": torch.randn(6, 5, dtype=torch.float64) + i}, torch.zeros(3)) for i in range(4)]
+    with torch.no_grad():
+        for buffer in (model.vn.running_mean, model.plain.running_mean):
+            buffer.fill_(7.0)  # statistics of other weights
+    qkv.nn.update_bn(loader, model)
+    norms = torch.nn.BatchNorm1d(4, momentum=None).double()  # VN batch norm normalises each vector's length
+    scalars = torch.nn.BatchNorm1d(5, momentum=None).double()
+    for inputs, _ in loader:
+        norms((inputs["vectors"].pow(2).sum(2) + 1e-6 ** 2).sqrt())
+        scalars(inputs["scalars"])
+    for got, want in ((model.vn, norms), (model.plain, scalars)):
+        assert torch.allclose(got.running_mean, want.running_mean, rtol=1e-12, atol=1e-12)
+        assert torch.allclose(got.running_var, want.running_var, rtol=1e-12, atol=1e-12)
+        assert int(got.num_batches_tracked) == 4
+    # The mode and each layer's momentum are what they were: a training batch
+    # now moves the statistics by 0.3 of the way.
+    assert not model.training
+    before = model.vn.running_mean.clone()
+    vectors = loader[0][0]["vectors"]
+    model.train()(vectors, loader[0][0]["scalars"])
+    batch_mean = (vectors.pow(2).sum(2) + 1e-6 ** 2).sqrt().mean((0, 2))
+    assert torch.allclose(model.vn.running_mean, 0.7 * before + 0.3 * batch_mean, rtol=1e-12, atol=1e-12)
+    assert model.plain.momentum == 0.3
+
+
+def test_update_bn_recounts_every_batch_norm_of_an_averaged_model():
+    # After update_bn a model's statistics depend on the loader alone, not on
+    # what its batch norms held before: every layer was reset and recounted
+    # (the fused edge convolution's and the classifier head's included).
+    torch.manual_seed(0)
+    model = qkv.models.create("vnt", classes=3, linear_dim=4, heads=2, head_dim=4, k=4)
+    loader = [(torch.randn(4, 3, 32), torch.zeros(4)) for _ in range(3)]
+    averaged = torch.optim.swa_utils.AveragedModel(model)
+    stale = copy.deepcopy(averaged)
+    with torch.no_grad():
+        stale.train()(torch.randn(4, 3, 32) * 5)  # moves every layer's statistics
+    assert any(not torch.equal(a, b) for a, b in zip(averaged.buffers(), stale.buffers()))
+    for m in (averaged, stale):
+        torch.manual_seed(1)  # the pass is in training mode: the head's dropout draws the same masks
+        qkv.nn.update_bn(loader, m)
+    names = [n for n, _ in averaged.named_buffers() if n.endswith("running_var")]
+    assert len(names) == 5, names  # the edge convolution, the invariant layer (2) and the head (2)
+    for (name, a), b in zip(averaged.named_buffers(), stale.buffers()):
+        assert torch.allclose(a.double(), b.double(), rtol=1e-5, atol=1e-6 * float(a.abs().max() + 1)), name
+    points = torch.randn(2, 3, 32)
+    assert torch.allclose(averaged.eval()(points=points), stale.eval()(points=points), rtol=1e-4, atol=1e-5)
+
+
 def test_a_model_takes_its_points_as_a_plain_tensor():
     # model(x), as every PyTorch classifier is called, failed with "dictionary update sequence element".
     torch.manual_seed(0)

@@ -7,6 +7,8 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+
 namespace qkv::layers {
 namespace {
 
@@ -83,6 +85,11 @@ SyncBatchNormImpl::SyncBatchNormImpl(int64_t channels, double momentum, double e
   num_batches_tracked = register_buffer("num_batches_tracked", torch::tensor(0, torch::kLong));
 }
 
+double SyncBatchNormImpl::batch_weight() const {
+  if (!recounting) return momentum;
+  return 1.0 / static_cast<double>(live(num_batches_tracked).item<int64_t>() + 1);
+}
+
 void SyncBatchNormImpl::track_batch() {
   if (!is_training()) return;
   torch::NoGradGuard no_grad;
@@ -90,10 +97,29 @@ void SyncBatchNormImpl::track_batch() {
 }
 
 at::Tensor SyncBatchNormImpl::forward(const at::Tensor& x) {
+  auto y = batch_norm(x, live(weight), live(bias), live(running_mean), live(running_var), is_training(), batch_weight(),
+                      eps, ranks);
   track_batch();
-  auto y = batch_norm(x, live(weight), live(bias), live(running_mean), live(running_var), is_training(), momentum, eps,
-                      ranks);
   return observed(*this, {x}, std::move(y));
+}
+
+BatchStatisticsRecount::BatchStatisticsRecount(const std::vector<std::shared_ptr<torch::nn::Module>>& modules) {
+  torch::NoGradGuard no_grad;
+  for (const auto& root : modules)
+    for (const auto& module : root->modules())
+      if (auto layer = std::dynamic_pointer_cast<SyncBatchNormImpl>(module);
+          layer && std::find(layers_.begin(), layers_.end(), layer) == layers_.end()) {
+        layer->running_mean.zero_();
+        layer->running_var.fill_(1);
+        layer->num_batches_tracked.zero_();
+        layer->recounting = true;
+        layers_.push_back(std::move(layer));
+      }
+}
+
+void BatchStatisticsRecount::end() {
+  for (const auto& layer : layers_) layer->recounting = false;
+  layers_.clear();
 }
 
 RankSumAttachment::RankSumAttachment(torch::nn::Module& model, RankSum* ranks) {

@@ -8,6 +8,7 @@
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
+#include <memory>
 #include <vector>
 
 #include "qkv/layers/rank_sum.h"
@@ -42,14 +43,40 @@ class SyncBatchNormImpl : public torch::nn::Module {
  public:
   explicit SyncBatchNormImpl(int64_t channels, double momentum = 0.1, double eps = 1e-5);
   at::Tensor forward(const at::Tensor& x);
-  // Counts a training forward in num_batches_tracked (as BatchNorm does).
+  // The weight in the running statistics of the training batch about to be
+  // counted: momentum, or 1/n for the n-th batch of a recount (the cumulative
+  // average of PyTorch's BatchNorm with momentum=None).
+  double batch_weight() const;
+  // Counts a training forward in num_batches_tracked (as BatchNorm does),
+  // after it succeeded: a batch that failed is not counted.
   void track_batch();
 
   at::Tensor weight, bias, running_mean, running_var, num_batches_tracked;
   double momentum, eps;
   RankSum* ranks = nullptr;  // not owned; null: this process alone
+  bool recounting = false;   // set by BatchStatisticsRecount
 };
 TORCH_MODULE(SyncBatchNorm);
+
+// Recomputes the running statistics of every SyncBatchNorm (and subclass) of
+// `modules` from the training batches that follow, as PyTorch's
+// torch.optim.swa_utils.update_bn does for its own batch norms (after
+// averaging weights, say): each is reset (mean 0, variance 1, no batch
+// counted), and each batch then weighs 1/n, so that after n batches the
+// statistics are their plain average, until end() (or the holder's end)
+// gives the layers their momentum back. A layer reached twice is counted once.
+class BatchStatisticsRecount {
+ public:
+  explicit BatchStatisticsRecount(const std::vector<std::shared_ptr<torch::nn::Module>>& modules);
+  ~BatchStatisticsRecount() { end(); }
+  BatchStatisticsRecount(const BatchStatisticsRecount&) = delete;
+  BatchStatisticsRecount& operator=(const BatchStatisticsRecount&) = delete;
+  void end();
+  size_t layers() const { return layers_.size(); }
+
+ private:
+  std::vector<std::shared_ptr<SyncBatchNormImpl>> layers_;
+};
 
 // Attaches `ranks` to every SyncBatchNorm (and subclass) of `model` for the
 // holder's lifetime; the layers forget it when the holder goes. A null

@@ -32,8 +32,8 @@ at::Tensor VNLeakyReLUImpl::forward(const at::Tensor& x) {
 }
 
 at::Tensor VNBatchNormImpl::forward(const at::Tensor& x) {
-  auto y = vn_batch_norm(x, live(weight), live(bias), live(running_mean), live(running_var), is_training(), momentum,
-                         eps, ranks);
+  auto y = vn_batch_norm(x, live(weight), live(bias), live(running_mean), live(running_var), is_training(),
+                         batch_weight(), eps, ranks);
   track_batch();  // after the forward: a batch that failed is not counted
   return observed(*this, {x}, std::move(y));
 }
@@ -153,7 +153,7 @@ at::Tensor factorised_edge_conv_mean(VNLinearLeakyReLUImpl& conv, const at::Tens
   auto& bn = *conv.batchnorm;
   auto y =
       edge_conv_mean(parts[0], parts[1], parts[2], parts[3], idx, live(bn.weight), live(bn.bias), live(bn.running_mean),
-                     live(bn.running_var), bn.is_training(), bn.momentum, bn.eps, bn.ranks, conv.negative_slope);
+                     live(bn.running_var), bn.is_training(), bn.batch_weight(), bn.eps, bn.ranks, conv.negative_slope);
   bn.track_batch();  // after the forward, as VNBatchNorm: a batch that failed is not counted
   return y;
 }
