@@ -75,7 +75,9 @@ def nn_stub():
         cls = getattr(nn, name)
         if inspect.isfunction(cls):  # written in Python: its own signature
             lines.append("")
-            lines.append("def %s(%s) -> None: ..." % (name, _parameters_text(inspect.signature(cls))))
+            signature = inspect.signature(cls)
+            returns = "None" if signature.return_annotation is None else "Any"
+            lines.append("def %s(%s) -> %s: ..." % (name, _parameters_text(signature), returns))
             continue
         if not (isinstance(cls, type) and issubclass(cls, CppModule)):
             continue

@@ -4,7 +4,8 @@ Each class builds the C++ module and adopts its weights as ordinary
 nn.Parameters (see _modules.CppModule): state_dict, .to(), optimizers,
 hooks on parameters and torch.save(m.state_dict()) work as usual. Shapes
 follow the library: VN features [B, C, 3, N] (or [B, C, 3, N, k] on a kNN
-graph); attention inputs [B, N, D]. update_bn is torch.optim.swa_utils.update_bn
+graph); attention inputs [B, N, D]. update_bn and sync_batch_norm are
+torch.optim.swa_utils.update_bn and torch.nn.SyncBatchNorm.convert_sync_batchnorm
 for models that hold them.
 """
 import torch
@@ -138,7 +139,7 @@ def _to_device(batch, device):
     return batch.to(device) if isinstance(batch, torch.Tensor) else batch
 
 
-def update_bn(loader, model, device=None):
+def update_bn(loader, model, device=None) -> None:
     """torch.optim.swa_utils.update_bn for models that hold qkv modules.
 
     PyTorch's update_bn finds only its own batch norms (qkv's are not
@@ -180,6 +181,33 @@ def update_bn(loader, model, device=None):
         model.train(was_training)
 
 
+def sync_batch_norm(model, process_group=None):
+    """torch.nn.SyncBatchNorm.convert_sync_batchnorm for qkv's batch norms.
+
+    PyTorch's conversion finds only its own batch norms. After this, every
+    qkv batch norm of `model` computes its training statistics over the batch
+    of all ranks of `process_group` (torch.distributed's default group when
+    None), in the forward and in the backward, as qkv's own data-parallel
+    trainer does; returns `model`. Call convert_sync_batchnorm as well for
+    PyTorch's batch norms. A copy of the model (deepcopy, AveragedModel) is
+    not synchronised.
+    """
+    import torch.distributed as dist
+    if not (dist.is_available() and dist.is_initialized()):
+        raise _qkv.UsageError("sync_batch_norm: torch.distributed is not initialized (call "
+                              "torch.distributed.init_process_group first)")
+    group = process_group if process_group is not None else dist.group.WORLD
+
+    def all_reduce(tensor):
+        dist.all_reduce(tensor, group=group)
+
+    for module in model.modules():
+        if isinstance(module, CppModule):  # held by the module: the layers sum over the ranks while it lives
+            object.__setattr__(module, "_batch_norm_ranks",
+                               _qkv.BatchNormRanks([module._impl], all_reduce, dist.get_world_size(group)))
+    return model
+
+
 __all__ = ["VNLinear", "VNLeakyReLU", "VNBatchNorm", "VNLayerNorm", "VNLinearLeakyReLU", "VNMaxPool", "VNStdFeature",
            "VNEdgeConv", "VNAttention", "VNFeedForward", "VNTBlock", "MultiHeadAttention", "KVCache", "kv_cache_bytes",
-           "update_bn"]
+           "update_bn", "sync_batch_norm"]

@@ -65,4 +65,6 @@ class MultiHeadAttention(CppModule):
 
 def update_bn(loader, model, device=None) -> None: ...
 
-__all__ = ['VNLinear', 'VNLeakyReLU', 'VNBatchNorm', 'VNLayerNorm', 'VNLinearLeakyReLU', 'VNMaxPool', 'VNStdFeature', 'VNEdgeConv', 'VNAttention', 'VNFeedForward', 'VNTBlock', 'MultiHeadAttention', 'KVCache', 'kv_cache_bytes', 'update_bn']
+def sync_batch_norm(model, process_group=None) -> Any: ...
+
+__all__ = ['VNLinear', 'VNLeakyReLU', 'VNBatchNorm', 'VNLayerNorm', 'VNLinearLeakyReLU', 'VNMaxPool', 'VNStdFeature', 'VNEdgeConv', 'VNAttention', 'VNFeedForward', 'VNTBlock', 'MultiHeadAttention', 'KVCache', 'kv_cache_bytes', 'update_bn', 'sync_batch_norm']

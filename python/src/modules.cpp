@@ -84,6 +84,26 @@ attention::SdpaOptions attention_options(bool causal, const c10::optional<at::Te
   return o;
 }
 
+// torch.distributed's ranks as those that qkv's batch norms sum their
+// training statistics over (layers/rank_sum.h): `all_reduce` is a Python
+// callable summing a tensor in place over the group. Attached to the batch
+// norms of `modules` while it lives.
+class PythonRankSum final : public RankSum {
+ public:
+  PythonRankSum(const std::vector<ModulePtr>& modules, py::function all_reduce, int64_t world_size)
+      : all_reduce_(std::move(all_reduce)), world_size_(world_size), attachment_(modules, this) {}
+  int64_t world_size() const override { return world_size_; }
+  void all_reduce_sum(at::Tensor& tensor, const std::string& /*what*/) override {
+    py::gil_scoped_acquire gil;  // the forwards and backwards run without it
+    all_reduce_(tensor);
+  }
+
+ private:
+  py::function all_reduce_;
+  int64_t world_size_;
+  layers::RankSumAttachment attachment_;  // declared last: detached first
+};
+
 void bind_module_tree(py::module_& m) {
   py::class_<torch::nn::Module, ModulePtr>(m, "Module", py::module_local())
       .def("children",
@@ -104,6 +124,10 @@ void bind_module_tree(py::module_& m) {
       .def(py::init<const std::vector<ModulePtr>&>(), py::arg("modules"))
       .def("end", &layers::BatchStatisticsRecount::end)
       .def_property_readonly("layers", &layers::BatchStatisticsRecount::layers);
+  // qkv.nn.sync_batch_norm's hold.
+  py::class_<PythonRankSum>(m, "BatchNormRanks")
+      .def(py::init<const std::vector<ModulePtr>&, py::function, int64_t>(), py::arg("modules"), py::arg("all_reduce"),
+           py::arg("world_size"));
   // forward(*args, **kwargs), a method of `root`, as the nn.Module face calls
   // it: with tensors bound to registered weights for the call (whatever its
   // modules hold at call time: functional_call's, a parametrization's,

@@ -103,18 +103,31 @@ at::Tensor SyncBatchNormImpl::forward(const at::Tensor& x) {
   return observed(*this, {x}, std::move(y));
 }
 
-BatchStatisticsRecount::BatchStatisticsRecount(const std::vector<std::shared_ptr<torch::nn::Module>>& modules) {
-  torch::NoGradGuard no_grad;
-  for (const auto& root : modules)
+namespace {
+
+// Every SyncBatchNorm (and subclass) of `roots` and their submodules, once each.
+std::vector<std::shared_ptr<SyncBatchNormImpl>> batch_norms_of(
+    const std::vector<std::shared_ptr<torch::nn::Module>>& roots) {
+  std::vector<std::shared_ptr<SyncBatchNormImpl>> found;
+  for (const auto& root : roots)
     for (const auto& module : root->modules())
       if (auto layer = std::dynamic_pointer_cast<SyncBatchNormImpl>(module);
-          layer && std::find(layers_.begin(), layers_.end(), layer) == layers_.end()) {
-        layer->running_mean.zero_();
-        layer->running_var.fill_(1);
-        layer->num_batches_tracked.zero_();
-        layer->recounting = true;
-        layers_.push_back(std::move(layer));
-      }
+          layer && std::find(found.begin(), found.end(), layer) == found.end())
+        found.push_back(std::move(layer));
+  return found;
+}
+
+}  // namespace
+
+BatchStatisticsRecount::BatchStatisticsRecount(const std::vector<std::shared_ptr<torch::nn::Module>>& modules)
+    : layers_(batch_norms_of(modules)) {
+  torch::NoGradGuard no_grad;
+  for (const auto& layer : layers_) {
+    layer->running_mean.zero_();
+    layer->running_var.fill_(1);
+    layer->num_batches_tracked.zero_();
+    layer->recounting = true;
+  }
 }
 
 void BatchStatisticsRecount::end() {
@@ -122,17 +135,20 @@ void BatchStatisticsRecount::end() {
   layers_.clear();
 }
 
-RankSumAttachment::RankSumAttachment(torch::nn::Module& model, RankSum* ranks) {
+RankSumAttachment::RankSumAttachment(torch::nn::Module& model, RankSum* ranks)
+    // modules() needs a model held by a shared_ptr; one process alone needs none.
+    : RankSumAttachment(ranks ? model.modules() : std::vector<std::shared_ptr<torch::nn::Module>>{}, ranks) {}
+
+RankSumAttachment::RankSumAttachment(const std::vector<std::shared_ptr<torch::nn::Module>>& models, RankSum* ranks)
+    : ranks_(ranks) {
   if (ranks == nullptr) return;
-  for (const auto& module : model.modules())
-    if (auto* layer = dynamic_cast<SyncBatchNormImpl*>(module.get())) {
-      layer->ranks = ranks;
-      layers_.push_back(layer);
-    }
+  layers_ = batch_norms_of(models);
+  for (const auto& layer : layers_) layer->ranks = ranks;
 }
 
 RankSumAttachment::~RankSumAttachment() {
-  for (auto* layer : layers_) layer->ranks = nullptr;
+  for (const auto& layer : layers_)
+    if (layer->ranks == ranks_) layer->ranks = nullptr;
 }
 
 }  // namespace qkv::layers

@@ -78,18 +78,21 @@ class BatchStatisticsRecount {
   std::vector<std::shared_ptr<SyncBatchNormImpl>> layers_;
 };
 
-// Attaches `ranks` to every SyncBatchNorm (and subclass) of `model` for the
-// holder's lifetime; the layers forget it when the holder goes. A null
-// `ranks` attaches nothing.
+// Attaches `ranks` to every SyncBatchNorm (and subclass) of `model` (or of
+// `models`) for the holder's lifetime; the layers forget it when the holder
+// goes, unless another attachment has replaced it since. A null `ranks`
+// attaches nothing.
 class RankSumAttachment {
  public:
   RankSumAttachment(torch::nn::Module& model, RankSum* ranks);
+  RankSumAttachment(const std::vector<std::shared_ptr<torch::nn::Module>>& models, RankSum* ranks);
   ~RankSumAttachment();
   RankSumAttachment(const RankSumAttachment&) = delete;
   RankSumAttachment& operator=(const RankSumAttachment&) = delete;
 
  private:
-  std::vector<SyncBatchNormImpl*> layers_;
+  RankSum* ranks_ = nullptr;
+  std::vector<std::shared_ptr<SyncBatchNormImpl>> layers_;
 };
 
 }  // namespace qkv::layers
