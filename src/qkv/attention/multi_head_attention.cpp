@@ -12,7 +12,7 @@
 namespace qkv::attention {
 namespace {
 
-[[noreturn]] void fail(const std::string& what) { throw UsageError("MultiHeadAttention: " + what); }
+[[noreturn]] void mha_fail(const std::string& what) { throw UsageError("MultiHeadAttention: " + what); }
 
 void check_input(const char* fn, const char* name, const at::Tensor& x, int64_t width, const char* wname) {
   if (!x.defined() || x.dim() != 3 || x.size(2) != width)
@@ -24,19 +24,19 @@ void check_input(const char* fn, const char* name, const at::Tensor& x, int64_t 
 
 MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& options) : options_(options) {
   const int64_t D = options_.embed_dim(), h = options_.heads();
-  if (D < 1) fail("embed_dim must be >= 1, got " + std::to_string(D));
-  if (h < 1) fail("heads must be >= 1, got " + std::to_string(h));
-  if (options_.qk_dim() < 0) fail("qk_dim must be >= 0 (0 = embed_dim / heads)");
-  if (options_.v_dim() < 0) fail("v_dim must be >= 0 (0 = embed_dim / heads)");
-  if (options_.kv_dim() < 0) fail("kv_dim must be >= 0 (0 = embed_dim)");
+  if (D < 1) mha_fail("embed_dim must be >= 1, got " + std::to_string(D));
+  if (h < 1) mha_fail("heads must be >= 1, got " + std::to_string(h));
+  if (options_.qk_dim() < 0) mha_fail("qk_dim must be >= 0 (0 = embed_dim / heads)");
+  if (options_.v_dim() < 0) mha_fail("v_dim must be >= 0 (0 = embed_dim / heads)");
+  if (options_.kv_dim() < 0) mha_fail("kv_dim must be >= 0 (0 = embed_dim)");
   if ((options_.qk_dim() == 0 || options_.v_dim() == 0) && D % h != 0)
-    fail("embed_dim " + std::to_string(D) + " is not divisible by heads " + std::to_string(h) +
-         "; set qk_dim and v_dim explicitly");
+    mha_fail("embed_dim " + std::to_string(D) + " is not divisible by heads " + std::to_string(h) +
+             "; set qk_dim and v_dim explicitly");
   if (!(options_.dropout() >= 0 && options_.dropout() < 1))
-    fail("dropout must be in [0, 1), got " + std::to_string(options_.dropout()));
+    mha_fail("dropout must be in [0, 1), got " + std::to_string(options_.dropout()));
   if (options_.kv_heads() < 0 || (options_.kv_heads() > 0 && h % options_.kv_heads() != 0))
-    fail("kv_heads must divide heads " + std::to_string(h) + " (0 = heads), got " +
-         std::to_string(options_.kv_heads()));
+    mha_fail("kv_heads must divide heads " + std::to_string(h) + " (0 = heads), got " +
+             std::to_string(options_.kv_heads()));
   kv_heads_ = options_.kv_heads() > 0 ? options_.kv_heads() : h;
   r_ = options_.qk_dim() > 0 ? options_.qk_dim() : D / h;
   dv_ = options_.v_dim() > 0 ? options_.v_dim() : D / h;

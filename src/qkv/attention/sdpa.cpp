@@ -18,7 +18,7 @@ namespace {
 
 constexpr const char* kFn = "scaled_dot_product_attention";
 
-[[noreturn]] void fail(const std::string& what) { throw UsageError(std::string(kFn) + ": " + what); }
+[[noreturn]] void sdpa_fail(const std::string& what) { throw UsageError(std::string(kFn) + ": " + what); }
 
 // A mask must broadcast to [B,H,Nq,Nk]: at most 4 dims, each trailing-aligned
 // size equal to the target's or 1.
@@ -29,56 +29,57 @@ void check_broadcastable(const char* name, const at::Tensor& mask, at::IntArrayR
     ok = have == want || have == 1;
   }
   if (!ok)
-    fail(std::string(name) + " " + shape_of(mask) + " is not broadcastable to [B,H,Nq,Nk] = " + shape_of(target));
+    sdpa_fail(std::string(name) + " " + shape_of(mask) + " is not broadcastable to [B,H,Nq,Nk] = " + shape_of(target));
 }
 
 void validate(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const SdpaOptions& o) {
-  if (!q.defined()) fail("q is undefined");
-  if (!k.defined()) fail("k is undefined");
-  if (!v.defined()) fail("v is undefined");
-  if (q.dim() != 4) fail("q must be 4-D [B,H,Nq,d], got " + shape_of(q));
-  if (k.dim() != 4) fail("k must be 4-D [B,H,Nk,d], got " + shape_of(k));
-  if (v.dim() != 4) fail("v must be 4-D [B,H,Nk,dv], got " + shape_of(v));
+  if (!q.defined()) sdpa_fail("q is undefined");
+  if (!k.defined()) sdpa_fail("k is undefined");
+  if (!v.defined()) sdpa_fail("v is undefined");
+  if (q.dim() != 4) sdpa_fail("q must be 4-D [B,H,Nq,d], got " + shape_of(q));
+  if (k.dim() != 4) sdpa_fail("k must be 4-D [B,H,Nk,d], got " + shape_of(k));
+  if (v.dim() != 4) sdpa_fail("v must be 4-D [B,H,Nk,dv], got " + shape_of(v));
   if (k.size(0) != q.size(0))
-    fail("k batch size B = " + std::to_string(k.size(0)) + " differs from q's " + std::to_string(q.size(0)));
+    sdpa_fail("k batch size B = " + std::to_string(k.size(0)) + " differs from q's " + std::to_string(q.size(0)));
   if (k.size(1) != q.size(1))
-    fail("k heads H = " + std::to_string(k.size(1)) + " differ from q's " + std::to_string(q.size(1)));
+    sdpa_fail("k heads H = " + std::to_string(k.size(1)) + " differ from q's " + std::to_string(q.size(1)));
   if (k.size(3) != q.size(3))
-    fail("k head width d = " + std::to_string(k.size(3)) + " differs from q's " + std::to_string(q.size(3)));
+    sdpa_fail("k head width d = " + std::to_string(k.size(3)) + " differs from q's " + std::to_string(q.size(3)));
   if (v.size(0) != k.size(0) || v.size(1) != k.size(1))
-    fail("v " + shape_of(v) + " differs from k " + shape_of(k) + " in B or H");
+    sdpa_fail("v " + shape_of(v) + " differs from k " + shape_of(k) + " in B or H");
   if (v.size(2) != k.size(2))
-    fail("v has Nk = " + std::to_string(v.size(2)) + " positions but k has " + std::to_string(k.size(2)));
-  if (q.size(3) == 0) fail("q and k have head width d = 0");
+    sdpa_fail("v has Nk = " + std::to_string(v.size(2)) + " positions but k has " + std::to_string(k.size(2)));
+  if (q.size(3) == 0) sdpa_fail("q and k have head width d = 0");
   if (!at::isFloatingType(q.scalar_type()))
-    fail("q must be a floating-point tensor, got " + std::string(c10::toString(q.scalar_type())));
+    sdpa_fail("q must be a floating-point tensor, got " + std::string(c10::toString(q.scalar_type())));
   if (k.scalar_type() != q.scalar_type() || v.scalar_type() != q.scalar_type())
-    fail("q, k and v must share one dtype, got " + std::string(c10::toString(q.scalar_type())) + ", " +
-         c10::toString(k.scalar_type()) + ", " + c10::toString(v.scalar_type()));
+    sdpa_fail("q, k and v must share one dtype, got " + std::string(c10::toString(q.scalar_type())) + ", " +
+              c10::toString(k.scalar_type()) + ", " + c10::toString(v.scalar_type()));
   if (k.device() != q.device() || v.device() != q.device())
-    fail("q, k and v must be on one device, got " + q.device().str() + ", " + k.device().str() + ", " +
-         v.device().str());
+    sdpa_fail("q, k and v must be on one device, got " + q.device().str() + ", " + k.device().str() + ", " +
+              v.device().str());
   if (o.scale && !(*o.scale > 0 && std::isfinite(*o.scale)))
-    fail("scale must be a positive finite number, got " + std::to_string(*o.scale));
+    sdpa_fail("scale must be a positive finite number, got " + std::to_string(*o.scale));
   if (!(o.temperature > 0 && std::isfinite(o.temperature)))
-    fail("temperature must be a positive finite number, got " + std::to_string(o.temperature));
-  if (!(o.dropout >= 0 && o.dropout < 1)) fail("dropout must be in [0, 1), got " + std::to_string(o.dropout));
+    sdpa_fail("temperature must be a positive finite number, got " + std::to_string(o.temperature));
+  if (!(o.dropout >= 0 && o.dropout < 1)) sdpa_fail("dropout must be in [0, 1), got " + std::to_string(o.dropout));
   const std::vector<int64_t> target{q.size(0), q.size(1), q.size(2), k.size(2)};
   if (o.bool_mask.defined()) {
     if (o.bool_mask.scalar_type() != at::kBool)
-      fail("bool_mask must have dtype bool, got " + std::string(c10::toString(o.bool_mask.scalar_type())));
+      sdpa_fail("bool_mask must have dtype bool, got " + std::string(c10::toString(o.bool_mask.scalar_type())));
     check_broadcastable("bool_mask", o.bool_mask, target);
   }
   if (o.float_mask.defined()) {
     if (!at::isFloatingType(o.float_mask.scalar_type()))
-      fail("float_mask must be floating point, got " + std::string(c10::toString(o.float_mask.scalar_type())));
+      sdpa_fail("float_mask must be floating point, got " + std::string(c10::toString(o.float_mask.scalar_type())));
     check_broadcastable("float_mask", o.float_mask, target);
   }
   if (o.key_padding_mask.defined()) {
     const auto& p = o.key_padding_mask;
     if (p.scalar_type() != at::kBool || p.dim() != 2 || p.size(0) != q.size(0) || p.size(1) != k.size(2))
-      fail("key_padding_mask must be bool [B,Nk] = [" + std::to_string(q.size(0)) + ", " + std::to_string(k.size(2)) +
-           "], got " + std::string(c10::toString(p.scalar_type())) + " " + shape_of(p));
+      sdpa_fail("key_padding_mask must be bool [B,Nk] = [" + std::to_string(q.size(0)) + ", " +
+                std::to_string(k.size(2)) + "], got " + std::string(c10::toString(p.scalar_type())) + " " +
+                shape_of(p));
   }
 }
 
@@ -100,7 +101,7 @@ at::Tensor libtorch_attention(const at::Tensor& q, const at::Tensor& k, const at
 constexpr bool kTorchAttention = false;
 at::Tensor libtorch_attention(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, double, bool,
                               double) {
-  fail("backend torch: " + torch_unsupported_reason({}));  // resolve_backend refuses first
+  sdpa_fail("backend torch: " + torch_unsupported_reason({}));  // resolve_backend refuses first
 }
 #endif
 
@@ -306,12 +307,12 @@ AttentionBackend resolve_backend(const at::Tensor& q, const at::Tensor& k, const
     case AttentionBackend::Naive: return AttentionBackend::Naive;
     case AttentionBackend::Tiled: {
       std::string why = tiled_unsupported_reason(q, k, v, o);
-      if (!why.empty()) fail("backend tiled: " + why + "; use AttentionBackend::Auto or Naive");
+      if (!why.empty()) sdpa_fail("backend tiled: " + why + "; use AttentionBackend::Auto or Naive");
       return AttentionBackend::Tiled;
     }
     case AttentionBackend::Torch: {
       std::string why = torch_unsupported_reason(o);
-      if (!why.empty()) fail("backend torch: " + why + "; use AttentionBackend::Auto or Naive");
+      if (!why.empty()) sdpa_fail("backend torch: " + why + "; use AttentionBackend::Auto or Naive");
       return AttentionBackend::Torch;
     }
     case AttentionBackend::Auto: break;

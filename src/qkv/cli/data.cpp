@@ -28,9 +28,9 @@ void visit_fields(SynthSetSettings<Options>& s, V&& visit) {
 // The synthetic set `Options` as a command: its fields, --out, --overwrite
 // and --list; `write(out, options, overwrite)` and `list()` give the lines printed.
 template <typename Options>
-void register_synth(CLI::App* parent, Action& action, const std::string& name, const std::string& description,
-                    const std::string& out_help, const std::string& list_help,
-                    std::string (*write)(const std::string&, Options, bool), std::string (*list)()) {
+void register_data_synth(CLI::App* parent, Action& action, const std::string& name, const std::string& description,
+                         const std::string& out_help, const std::string& list_help,
+                         std::string (*write)(const std::string&, Options, bool), std::string (*list)()) {
   add_settings_command<SynthSetSettings<Options>>(
       parent, action,
       CommandText(name, description).heading("Shapes").out(out_help).run_options({}),  // the set's --seed is its own
@@ -52,12 +52,12 @@ void register_synth(CLI::App* parent, Action& action, const std::string& name, c
 
 void register_data(CLI::App& app, Action& action) {
   auto* cmd = add_command_group(app, action, "data", "write built-in data sets to disk: synth-shapes, synth-parts", {});
-  register_synth<pointcloud::SynthShapesOptions>(
+  register_data_synth<pointcloud::SynthShapesOptions>(
       cmd, action, "synth-shapes",
       "write procedural meshes of everyday classes as a ModelNet40-style OFF tree (--list: the classes)",
       "folder to write <class>/{train,test}/<class>_NNNN.off and README.txt into",
       "list the classes and what varies in each", tasks::write_synth_shapes_to, tasks::synth_shapes_list_text);
-  register_synth<pointcloud::SynthPartsOptions>(
+  register_data_synth<pointcloud::SynthPartsOptions>(
       cmd, action, "synth-parts",
       "write procedural shapes with labelled parts in ShapeNet-part's text layout (--list: classes and parts)",
       "folder to write <synset>/<token>.txt, train_test_split/ and README.txt into",

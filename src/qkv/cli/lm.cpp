@@ -16,7 +16,7 @@
 namespace qkv::cli {
 namespace {
 
-void register_eval(CLI::App* parent, Action& action) {
+void register_lm_eval(CLI::App* parent, Action& action) {
   auto cache_dtype = std::make_shared<std::string>();
   add_eval_command(
       parent, action, "loss, accuracy and (tasks) exact match of a checkpoint; prints JSON",
@@ -32,7 +32,7 @@ void register_eval(CLI::App* parent, Action& action) {
       });
 }
 
-void register_generate(CLI::App* parent, Action& action) {
+void register_lm_generate(CLI::App* parent, Action& action) {
   add_settings_command<tasks::GenerateSettings>(
       parent, action,
       CommandText("generate", "continue a prompt with a trained model (KV cache by default)")
@@ -75,7 +75,7 @@ void visit_fields(CacheSizeCommandSettings& s, V&& visit) {
   visit_fields(s.cache, visit);
 }
 
-void register_cache_size(CLI::App* parent, Action& action) {
+void register_lm_cache_size(CLI::App* parent, Action& action) {
   add_settings_command<CacheSizeCommandSettings>(
       parent, action,
       CommandText("cache-size",
@@ -112,7 +112,7 @@ void visit_fields(InspectMlpSettings& s, V&& visit) {
   visit(Field{"text", "UTF-8 text to run through the model"}.needed().existing_file(), s.text);
 }
 
-void register_inspect_mlp(CLI::App* parent, Action& action) {
+void register_lm_inspect_mlp(CLI::App* parent, Action& action) {
   add_settings_command<InspectMlpSettings>(
       parent, action,
       CommandText("inspect-mlp",
@@ -134,8 +134,8 @@ void register_lm(CLI::App& app, Action& action) {
   add_command_group(app, action, "lm",
                     "the autoregressive transformer (and its LSTM/GRU baseline): train, eval, generate, cache-size, "
                     "inspect-mlp",
-                    {field_train_command(tasks::lm_train_task), register_eval, register_generate, register_cache_size,
-                     register_inspect_mlp});
+                    {field_train_command(tasks::lm_train_task), register_lm_eval, register_lm_generate,
+                     register_lm_cache_size, register_lm_inspect_mlp});
 }
 
 }  // namespace qkv::cli

@@ -30,7 +30,7 @@ void visit_fields(SynthCommandSettings& s, V&& visit) {
   visit_fields(s.synth, visit);
 }
 
-void register_synth(CLI::App* parent, Action& action) {
+void register_mhca_synth(CLI::App* parent, Action& action) {
   add_settings_command<SynthCommandSettings>(
       parent, action,
       CommandText("synth",
@@ -74,7 +74,7 @@ void visit_fields(SelectSettings& s, V&& visit) {
   });
 }
 
-void register_select(CLI::App* parent, Action& action) {
+void register_mhca_select(CLI::App* parent, Action& action) {
   add_settings_command<SelectSettings>(
       parent, action,
       CommandText("select",
@@ -107,7 +107,7 @@ struct CvCommandSettings {
 template <typename V>
 void visit_fields(CvCommandSettings&, V&&) {}
 
-void register_cv(CLI::App* parent, Action& action) {
+void register_mhca_cv(CLI::App* parent, Action& action) {
   add_settings_command<CvCommandSettings>(
       parent, action,
       CommandText("cv",
@@ -157,7 +157,7 @@ void register_cv(CLI::App* parent, Action& action) {
       });
 }
 
-void register_train(CLI::App* parent, Action& action) {
+void register_mhca_train(CLI::App* parent, Action& action) {
   auto s = std::make_shared<tasks::MhcaTrainSettings>();
   register_train_command(
       parent, action, tasks::mhca_train_task(s), [s](CLI::App* cmd) { add_field_options(cmd, s->data); },
@@ -169,7 +169,7 @@ void register_train(CLI::App* parent, Action& action) {
       });
 }
 
-void register_predict(CLI::App* parent, Action& action) {
+void register_mhca_predict(CLI::App* parent, Action& action) {
   add_settings_command<CohortFiles>(
       parent, action,
       CommandText("predict",
@@ -205,7 +205,7 @@ void visit_fields(CohortExplainSettings& c, V&& visit) {
   visit(Field{"all", "explain every subject (also writes the cohort-level ranking and mean map)"}, c.all);
 }
 
-void register_explain(CLI::App* parent, Action& action) {
+void register_mhca_explain(CLI::App* parent, Action& action) {
   add_settings_command<CohortExplainSettings>(
       parent, action,
       CommandText("explain",
@@ -233,7 +233,8 @@ void register_explain(CLI::App* parent, Action& action) {
 void register_mhca(CLI::App& app, Action& action) {
   add_command_group(app, action, "mhca",
                     "MHCA: co-attention between SPECT volumes and DNA methylation (Parkinson's disease vs controls)",
-                    {register_synth, register_select, register_cv, register_train, register_predict, register_explain});
+                    {register_mhca_synth, register_mhca_select, register_mhca_cv, register_mhca_train,
+                     register_mhca_predict, register_mhca_explain});
 }
 
 }  // namespace qkv::cli

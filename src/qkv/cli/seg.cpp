@@ -14,7 +14,7 @@
 namespace qkv::cli {
 namespace {
 
-void register_eval(CLI::App* parent, Action& action) {
+void register_seg_eval(CLI::App* parent, Action& action) {
   add_settings_command<tasks::PointEvalSettings>(
       parent, action,
       CommandText("eval",
@@ -28,7 +28,7 @@ void register_eval(CLI::App* parent, Action& action) {
       add_point_eval_split, {"votes"});
 }
 
-void register_predict(CLI::App* parent, Action& action) {
+void register_seg_predict(CLI::App* parent, Action& action) {
   add_settings_command<tasks::PartPredictSettings>(
       parent, action,
       CommandText(
@@ -62,8 +62,8 @@ void register_predict(CLI::App* parent, Action& action) {
 void register_seg(CLI::App& app, Action& action) {
   add_command_group(app, action, "seg",
                     "rotation-invariant part segmentation: VNT-Net, VN-DGCNN and an xyz baseline on ShapeNet-part",
-                    {point_train_command(tasks::part_segmentation_train_task, "segmentation"), register_eval,
-                     register_predict, point_compare_command(tasks::kPartSegmentationCompare)});
+                    {point_train_command(tasks::part_segmentation_train_task, "segmentation"), register_seg_eval,
+                     register_seg_predict, point_compare_command(tasks::kPartSegmentationCompare)});
 }
 
 }  // namespace qkv::cli

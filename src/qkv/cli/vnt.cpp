@@ -16,7 +16,7 @@
 namespace qkv::cli {
 namespace {
 
-void register_eval(CLI::App* parent, Action& action) {
+void register_vnt_eval(CLI::App* parent, Action& action) {
   add_settings_command<tasks::PointEvalSettings>(
       parent, action,
       CommandText("eval", "evaluate a vnt checkpoint; prints JSON (accuracy, mean class accuracy, confusion matrix)")
@@ -35,7 +35,7 @@ void register_eval(CLI::App* parent, Action& action) {
       add_point_eval_split);
 }
 
-void register_predict(CLI::App* parent, Action& action) {
+void register_vnt_predict(CLI::App* parent, Action& action) {
   add_settings_command<tasks::ShapePredictSettings>(
       parent, action,
       CommandText("predict", "classify one shape file (a mesh or a point cloud, --input); prints class probabilities")
@@ -53,7 +53,7 @@ void register_predict(CLI::App* parent, Action& action) {
       });
 }
 
-void register_attention(CLI::App* parent, Action& action) {
+void register_vnt_attention(CLI::App* parent, Action& action) {
   add_settings_command<tasks::AttentionSettings>(
       parent, action,
       CommandText("attention",
@@ -70,7 +70,7 @@ void register_attention(CLI::App* parent, Action& action) {
       });
 }
 
-void register_embed(CLI::App* parent, Action& action) {
+void register_vnt_embed(CLI::App* parent, Action& action) {
   add_settings_command<tasks::ShapeEmbedSettings>(
       parent, action,
       CommandText("embed",
@@ -92,8 +92,8 @@ void register_embed(CLI::App* parent, Action& action) {
 void register_vnt(CLI::App& app, Action& action) {
   add_command_group(
       app, action, "vnt", "rotation-invariant point-cloud classification: VNT-Net, VN-DGCNN and an xyz baseline",
-      {point_train_command(tasks::classification_train_task, "classification"), register_eval, register_predict,
-       register_embed, register_attention, point_compare_command(tasks::kClassificationCompare)});
+      {point_train_command(tasks::classification_train_task, "classification"), register_vnt_eval, register_vnt_predict,
+       register_vnt_embed, register_vnt_attention, point_compare_command(tasks::kClassificationCompare)});
 }
 
 }  // namespace qkv::cli

@@ -7,7 +7,7 @@
 namespace qkv {
 namespace {
 
-thread_local const PartHooks* t_innermost = nullptr;
+thread_local const PartHooks* t_innermost_hooks = nullptr;
 
 // Whether `part` is `m` or below it; each module on the way (`m` included,
 // `part` not) goes into `above`.
@@ -22,9 +22,11 @@ bool mark_path(const torch::nn::Module& m, const torch::nn::Module* part,
 
 }  // namespace
 
-PartHooks::PartHooks(const torch::nn::Module& root) : root_(root), outer_(t_innermost) { t_innermost = this; }
+PartHooks::PartHooks(const torch::nn::Module& root) : root_(root), outer_(t_innermost_hooks) {
+  t_innermost_hooks = this;
+}
 
-PartHooks::~PartHooks() { t_innermost = outer_; }
+PartHooks::~PartHooks() { t_innermost_hooks = outer_; }
 
 void PartHooks::add(const torch::nn::Module& part, PartHook hook) {
   if (!mark_path(root_, &part, above_hooked_))
@@ -33,7 +35,7 @@ void PartHooks::add(const torch::nn::Module& part, PartHook hook) {
 }
 
 Tensors observed(const torch::nn::Module& part, at::TensorList inputs, Tensors outputs) {
-  for (const PartHooks* h = t_innermost; h != nullptr; h = h->outer_) {
+  for (const PartHooks* h = t_innermost_hooks; h != nullptr; h = h->outer_) {
     const auto it = h->hooks_.find(&part);
     if (it == h->hooks_.end()) continue;
     auto replaced = it->second(inputs, outputs);
@@ -46,18 +48,18 @@ Tensors observed(const torch::nn::Module& part, at::TensorList inputs, Tensors o
 }
 
 at::Tensor observed(const torch::nn::Module& part, at::TensorList inputs, at::Tensor output) {
-  if (t_innermost == nullptr) return output;
+  if (t_innermost_hooks == nullptr) return output;
   return observed(part, inputs, Tensors{std::move(output)}).front();
 }
 
 bool hooked(const torch::nn::Module& part) {
-  for (const PartHooks* h = t_innermost; h != nullptr; h = h->outer_)
+  for (const PartHooks* h = t_innermost_hooks; h != nullptr; h = h->outer_)
     if (h->hooks_.count(&part)) return true;
   return false;
 }
 
 bool hooked_below(const torch::nn::Module& part) {
-  for (const PartHooks* h = t_innermost; h != nullptr; h = h->outer_)
+  for (const PartHooks* h = t_innermost_hooks; h != nullptr; h = h->outer_)
     if (h->above_hooked_.count(&part)) return true;
   return false;
 }

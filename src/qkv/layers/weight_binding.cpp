@@ -6,13 +6,13 @@
 namespace qkv {
 namespace {
 
-thread_local const WeightBinding* t_innermost = nullptr;
+thread_local const WeightBinding* t_innermost_binding = nullptr;
 
 }  // namespace
 
-WeightBinding::WeightBinding() : outer_(t_innermost) { t_innermost = this; }
+WeightBinding::WeightBinding() : outer_(t_innermost_binding) { t_innermost_binding = this; }
 
-WeightBinding::~WeightBinding() { t_innermost = outer_; }
+WeightBinding::~WeightBinding() { t_innermost_binding = outer_; }
 
 void WeightBinding::bind(const std::string& name, const at::Tensor& registered, const at::Tensor& value) {
   if (!registered.defined()) throw UsageError(name + ": this module has no such weight to bind a tensor to");
@@ -28,7 +28,7 @@ void WeightBinding::bind(const std::string& name, const at::Tensor& registered, 
 }
 
 const at::Tensor& live(const at::Tensor& registered) {
-  for (const WeightBinding* b = t_innermost; b != nullptr; b = b->outer_) {
+  for (const WeightBinding* b = t_innermost_binding; b != nullptr; b = b->outer_) {
     const auto it = b->bound_.find(registered.unsafeGetTensorImpl());
     if (it != b->bound_.end()) return it->second;
   }

@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 constexpr const char* kOffLayout = kModelNetOffLayout;
 constexpr const char* kResampledLayout = kModelNetResampledLayout;
 constexpr const char* kH5Layout = kModelNetH5Layout;
-const char* const kSplits[2] = {"train", "test"};
+const char* const kModelNetSplits[2] = {"train", "test"};
 
 // Archive debris such as .DS_Store or __MACOSX is not a class.
 bool is_hidden(const std::string& name) { return name.empty() || name[0] == '.' || name.rfind("__", 0) == 0; }
@@ -294,7 +294,7 @@ ModelNetData load_off_tree(const fs::path& dir, const ModelNetLoadOptions& o) {
   for (const auto& d : class_dirs) tree.class_names.push_back(d.filename().string());
   for (int split = 0; split < 2; ++split)
     for (size_t c = 0; c < class_dirs.size(); ++c) {
-      const auto split_dir = class_dirs[c] / kSplits[split];
+      const auto split_dir = class_dirs[c] / kModelNetSplits[split];
       if (!is_dir(split_dir))
         throw DataError(split_dir.string() + ": missing folder (class '" + tree.class_names[c] + "')");
       tree.files[split].push_back(shape_files_in(split_dir, tree.skipped));
@@ -306,7 +306,7 @@ ModelNetData load_off_tree(const fs::path& dir, const ModelNetLoadOptions& o) {
 // {train,test}/<class>/*: the classes are train's folders, and test has each.
 ModelNetData load_split_tree(const fs::path& dir, const ModelNetLoadOptions& o) {
   ClassFiles tree;
-  for (const char* split : kSplits)
+  for (const char* split : kModelNetSplits)
     if (!is_dir(dir / split))
       throw DataError((dir / split).string() + ": missing folder (the split layout: {train,test}/<class>/*)");
   for (const auto& d : sorted_entries(dir / "train", true)) tree.class_names.push_back(d.filename().string());
@@ -314,7 +314,7 @@ ModelNetData load_split_tree(const fs::path& dir, const ModelNetLoadOptions& o) 
     throw DataError((dir / "train").string() + ": no class folders (the split layout: {train,test}/<class>/*)");
   for (int split = 0; split < 2; ++split)
     for (const auto& name : tree.class_names) {
-      const auto folder = dir / kSplits[split] / name;
+      const auto folder = dir / kModelNetSplits[split] / name;
       if (!is_dir(folder)) throw DataError(folder.string() + ": missing folder (class '" + name + "' of train/)");
       tree.files[split].push_back(shape_files_in(folder, tree.skipped));
       tree.folders[split].push_back(folder.string());
@@ -364,7 +364,7 @@ ModelNetData load_resampled(const fs::path& dir, const std::string& prefix, cons
   ModelNetData data;
   data.layout = kResampledLayout;
   for (int split = 0; split < 2; ++split) {
-    const auto list_path = dir / (prefix + "_" + kSplits[split] + ".txt");
+    const auto list_path = dir / (prefix + "_" + kModelNetSplits[split] + ".txt");
     const auto where = [&](int64_t line) { return list_path.string() + ": line " + std::to_string(line) + ": "; };
     std::vector<Item> items;
     ClassCap cap(class_names.size(), o.max_per_class);
@@ -471,7 +471,7 @@ ModelNetData load_h5(const fs::path& dir, const ModelNetLoadOptions& o) {
   ModelNetData data;
   data.layout = kH5Layout;
   for (int split = 0; split < 2; ++split) {
-    const auto list_path = dir / (std::string(kSplits[split]) + "_files.txt");
+    const auto list_path = dir / (std::string(kModelNetSplits[split]) + "_files.txt");
     (split == 0 ? data.train : data.test) = load_h5_split(listed_h5_files(dir, list_path), class_names,
                                                           names_path.filename().string(), list_path.string(), o, p);
   }

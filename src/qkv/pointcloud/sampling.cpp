@@ -9,16 +9,10 @@
 #include <vector>
 
 #include "qkv/core/errors.h"
+#include "qkv/core/splitmix64.h"
 
 namespace qkv::pointcloud {
 namespace {
-
-uint64_t splitmix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 // Our own mapping to [0, 1): std::uniform_real_distribution's output is not
 // specified bit for bit across standard libraries.

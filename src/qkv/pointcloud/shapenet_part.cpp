@@ -28,7 +28,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* const kSplits[3] = {"train", "val", "test"};
+const char* const kShapeNetSplits[3] = {"train", "val", "test"};
 
 std::string part_range(const PartCategory& c) {
   return c.name + " (" + std::to_string(c.first_part) + "-" + std::to_string(c.first_part + c.parts - 1) + ")";
@@ -122,7 +122,8 @@ ShapeNetPartData load_text(const fs::path& dir, const ShapeNetPartLoadOptions& o
   ShapeNetPartData data;
   data.layout = kShapeNetPartTextLayout;
   for (int split = 0; split < 3; ++split) {
-    const auto list_path = dir / "train_test_split" / ("shuffled_" + std::string(kSplits[split]) + "_file_list.json");
+    const auto list_path =
+        dir / "train_test_split" / ("shuffled_" + std::string(kShapeNetSplits[split]) + "_file_list.json");
     std::vector<TextItem> items;
     ClassCap cap(shapenet_part_categories().size(), o.max_per_category);
     for (const auto& entry : read_split_list(list_path)) {
@@ -179,7 +180,7 @@ ShapeNetPartData load_h5(const fs::path& dir, const ShapeNetPartLoadOptions& o) 
   ShapeNetPartData data;
   data.layout = kShapeNetPartH5Layout;
   for (int split = 0; split < 3; ++split) {
-    const auto list_path = dir / (std::string(kSplits[split]) + "_hdf5_file_list.txt");
+    const auto list_path = dir / (std::string(kShapeNetSplits[split]) + "_hdf5_file_list.txt");
     std::vector<at::Tensor> points, parts;
     KeptShapes kept{ClassCap(cats.size(), o.max_per_category)};
     for (const auto& file : listed_h5_files(dir, list_path)) {

@@ -12,6 +12,7 @@
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
+#include "qkv/core/splitmix64.h"
 #include "qkv/pointcloud/data_files.h"
 #include "qkv/pointcloud/mesh_write.h"
 #include "qkv/pointcloud/sampling.h"
@@ -894,13 +895,6 @@ Mesh to_canonical_pose(Mesh m) {
   const double s = 1.0 / std::max({hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2]});
   return affine(std::move(m), {{{s, 0, 0}, {0, s, 0}, {0, 0, s}}},
                 {-s * (lo[0] + hi[0]) / 2, -s * lo[1], -s * (lo[2] + hi[2]) / 2});
-}
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
 }
 
 std::string numbered_name(const std::string& cls, int64_t index) {

@@ -14,8 +14,6 @@
 namespace qkv::pointcloud {
 namespace {
 
-constexpr double kTwoPi = 6.283185307179586476925286766559;
-
 void check_points(const at::Tensor& points, const char* fn) {
   TORCH_CHECK(points.defined() && (points.dim() == 2 || points.dim() == 3) && points.size(-1) == 3, fn,
               ": points must be [N, 3] or [B, N, 3], got ", points.defined() ? points.sizes() : at::IntArrayRef{});
@@ -241,7 +239,7 @@ at::Tensor rotation_about_axis(double angle, int64_t axis) {
 
 at::Tensor random_rotation_about_axis(int64_t axis, OptionalGenerator gen) {
   if (axis < 0 || axis > 2) throw UsageError("rotation axis must be 0, 1 or 2 (got " + std::to_string(axis) + ")");
-  const double angle = kTwoPi * torch::rand({1}, gen, torch::kDouble).item<double>();
+  const double angle = 2 * M_PI * torch::rand({1}, gen, torch::kDouble).item<double>();
   return rotation_about_axis(angle, axis);
 }
 

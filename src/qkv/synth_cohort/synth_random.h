@@ -8,18 +8,13 @@
 #include <cstdint>
 #include <limits>
 
+#include "qkv/core/splitmix64.h"
+
 namespace qkv::medical::synth {
 
 // xoshiro256** seeded through splitmix64, with its own distributions: the
 // standard library's are implementation-defined, and the files must be the
 // same on every platform for a seed.
-inline uint64_t splitmix64(uint64_t& x) {
-  uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 // Streams, so that adding a draw to one purpose does not shift another's.
 enum class Stream : uint64_t { kCohort = 1, kSubject, kVolume, kSites, kMethylation, kCrossModal };
 
@@ -27,9 +22,9 @@ class Rng {
  public:
   Rng(uint64_t seed, Stream stream, uint64_t index) {
     uint64_t x = seed;
-    x = splitmix64(x) ^ static_cast<uint64_t>(stream);
-    x = splitmix64(x) ^ index;
-    for (auto& s : s_) s = splitmix64(x);
+    x = splitmix64_next(x) ^ static_cast<uint64_t>(stream);
+    x = splitmix64_next(x) ^ index;
+    for (auto& s : s_) s = splitmix64_next(x);
   }
 
   uint64_t next() {
