@@ -21,7 +21,6 @@
 #include "support/test_files.h"
 
 using namespace qkv;
-using namespace qkv::data;
 using namespace qkv::medical;
 using qkv::testing::data_error_of;
 using qkv::testing::fresh_dir;

@@ -17,6 +17,7 @@
 using namespace qkv;
 using namespace qkv::pointcloud;
 using qkv::testing::data_error_of;
+using qkv::testing::expect_data_error;
 using qkv::testing::temp_path;
 namespace fs = std::filesystem;
 
