@@ -15,6 +15,7 @@ namespace qkv::medical::synth {
 // xoshiro256** seeded through splitmix64, with its own distributions: the
 // standard library's are implementation-defined, and the files must be the
 // same on every platform for a seed.
+
 // Streams, so that adding a draw to one purpose does not shift another's.
 enum class Stream : uint64_t { kCohort = 1, kSubject, kVolume, kSites, kMethylation, kCrossModal };
 
