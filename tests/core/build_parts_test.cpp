@@ -33,7 +33,9 @@ TEST(BuildParts, EachOptionalLibraryIsListedOnceAndTheDoctorSaysWhichAreBuilt) {
     names.push_back(p.name);
     EXPECT_EQ(built_with(p.part), p.built) << p.name;
     // Debian's development package, except NCCL's, which comes with a CUDA PyTorch.
-    if (p.part != Part::Nccl) EXPECT_NE(std::string(p.package).find("-dev"), std::string::npos) << p.name;
+    if (p.part != Part::Nccl) {
+      EXPECT_NE(std::string(p.package).find("-dev"), std::string::npos) << p.name;
+    }
   }
   EXPECT_EQ(names, (std::vector<std::string>{"HDF5", "NIfTI", "XGBoost", "Gloo", "NCCL"}));
   const auto r = run_qkv("doctor --no-speed");

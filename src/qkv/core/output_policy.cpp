@@ -26,20 +26,22 @@
 #include "qkv/core/version.h"
 
 namespace qkv {
-namespace {
 
-namespace fs = std::filesystem;
-
-// A line that is not a JSON string: the generator finished writing (synthetic data).
-const char* const kCompleteLine = "{\"complete\":true}";
-
-// What qkv wrote under one name: its length and CRC-32.
+// What qkv wrote under one name: its length and CRC-32. Outside the unnamed
+// namespace because ClaimedRoot, declared in the header, holds them.
 struct Fingerprint {
   uint64_t bytes = 0;
   uint32_t crc = 0;
   bool operator==(const Fingerprint& o) const { return bytes == o.bytes && crc == o.crc; }
 };
 using Fingerprints = std::map<std::string, std::vector<Fingerprint>>;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A line that is not a JSON string: the generator finished writing (synthetic data).
+const char* const kCompleteLine = "{\"complete\":true}";
 
 std::mutex& claims_mutex() {
   static std::mutex m;
