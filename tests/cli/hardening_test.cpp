@@ -2,7 +2,6 @@
 // one line naming the option or file, before anything is written.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -284,29 +283,6 @@ TEST(Hardening, CtrlCDuringDataSynthShapesExits130) {
   fs::remove_all(out);
 }
 
-namespace {
-
-// Runs qkv with `args` (start_qkv_quietly), and
-// returns its exit status and peak resident memory in KiB (wait4's rusage of
-// that one child).
-std::pair<int, long> status_and_peak_kib(const std::vector<std::string>& args) {
-  const pid_t pid = qkv::testing::start_qkv_quietly(args);
-  if (pid < 0) return {-1, 0};
-  int raw = 0;
-  struct rusage usage {};
-  wait4(pid, &raw, 0, &usage);
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw), usage.ru_maxrss};
-}
-
-// The peak resident memory of qkv doing nothing much (LibTorch's own start-up,
-// and a sanitizer's shadow memory in make check-asan), in KiB.
-long baseline_peak_kib() {
-  static const long peak = status_and_peak_kib({"params", "--model", "vnt", "--count"}).second;
-  return peak;
-}
-
-}  // namespace
-
 TEST(Hardening, HugeModelsAreRefusedBeforeTheyAreBuilt) {
   // Each grew past 3.5 GB before it was killed; sized by arithmetic now, each
   // is refused with LibTorch's own footprint (~180 MB) and at most 120 MB more.
@@ -316,10 +292,11 @@ TEST(Hardening, HugeModelsAreRefusedBeforeTheyAreBuilt) {
     const std::string train = "vnt train --synth-classes box,sphere --points 32 --threads 1 --out " + out +
                               " --model-options '" + options + "'";
     expect_clean_failure(run_qkv(train), 2, "more than --max-params 268435456");
-    const auto [status, peak] = status_and_peak_kib({"vnt", "train", "--synth-classes", "box,sphere", "--points", "32",
-                                                     "--threads", "1", "--out", out, "--model-options", options});
+    const auto [status, peak] =
+        qkv::testing::qkv_status_and_peak_kib({"vnt", "train", "--synth-classes", "box,sphere", "--points", "32",
+                                               "--threads", "1", "--out", out, "--model-options", options});
     EXPECT_EQ(status, 2) << options;
-    EXPECT_LT(peak, baseline_peak_kib() + 120 * 1024) << options;
+    EXPECT_LT(peak, qkv::testing::qkv_baseline_peak_kib() + 120 * 1024) << options;
     EXPECT_FALSE(fs::exists(out)) << options;
   }
   // One cloud whose neighbourhood graph alone would not fit in memory.
@@ -330,10 +307,10 @@ TEST(Hardening, HugeModelsAreRefusedBeforeTheyAreBuilt) {
   const auto count = run_qkv("params --model vnt --count --model-options '{\"blocks\":1000000}'");
   EXPECT_EQ(count.status, 0) << count.output;
   EXPECT_EQ(count.output, "1280129096143752\n");
-  const auto [status, peak] =
-      status_and_peak_kib({"params", "--model", "vnt", "--count", "--model-options", "{\"blocks\":1000000}"});
+  const auto [status, peak] = qkv::testing::qkv_status_and_peak_kib(
+      {"params", "--model", "vnt", "--count", "--model-options", "{\"blocks\":1000000}"});
   EXPECT_EQ(status, 0);
-  EXPECT_LT(peak, baseline_peak_kib() + 120 * 1024);
+  EXPECT_LT(peak, qkv::testing::qkv_baseline_peak_kib() + 120 * 1024);
 }
 
 TEST(Hardening, CraftedCheckpointSettingsNameTheCheckpoint) {
@@ -374,9 +351,10 @@ TEST(Hardening, CraftedCheckpointSettingsNameTheCheckpoint) {
     const std::string path = crafted(name, edit);
     const auto r = run_qkv("vnt predict --checkpoint " + path + " --input " + input);
     expect_clean_failure(r, 1, expected.at(name));
-    const auto [status, peak] = status_and_peak_kib({"vnt", "predict", "--checkpoint", path, "--input", input});
+    const auto [status, peak] =
+        qkv::testing::qkv_status_and_peak_kib({"vnt", "predict", "--checkpoint", path, "--input", input});
     EXPECT_EQ(status, 1) << name;
-    EXPECT_LT(peak, baseline_peak_kib() + 120 * 1024) << name;
+    EXPECT_LT(peak, qkv::testing::qkv_baseline_peak_kib() + 120 * 1024) << name;
     // qkv.load reads checkpoints through load_checked_model: the same refusal.
     const std::string message = qkv::testing::data_error_of([&] {
       nlohmann::json stored;

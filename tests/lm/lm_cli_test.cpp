@@ -231,8 +231,9 @@ TEST_F(LmCli, TaskModelAnswersGreedilyByDefault) {
   const std::string base = "lm generate --checkpoint " + checkpoint() + " --prompt 'abc|' --max-new 40 --json --seed ";
   const auto one = run_qkv(base + "1"), two = run_qkv(base + "2");
   ASSERT_EQ(one.status, 0) << one.output;
-  EXPECT_EQ(nlohmann::json::parse(one.output).at("tokens"), nlohmann::json::parse(two.output).at("tokens"));
-  for (const auto& t : nlohmann::json::parse(one.output).at("tokens")) EXPECT_NE(t.get<int>(), '\n');
+  const auto tokens = nlohmann::json::parse(one.output).at("tokens");
+  EXPECT_EQ(tokens, nlohmann::json::parse(two.output).at("tokens"));
+  for (const auto& t : tokens) EXPECT_NE(t.get<int>(), '\n');
 }
 
 // A text run records its file's size and CRC: after the text changes, eval

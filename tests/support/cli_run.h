@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "support/paths.h"
@@ -35,6 +37,25 @@ inline pid_t start_qkv_quietly(const std::vector<std::string>& args) {
   const int spawned = posix_spawn(&pid, qkv, &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   return spawned == 0 ? pid : -1;
+}
+
+// Runs qkv as start_qkv_quietly does and returns its exit status (128 +
+// the signal when killed) and peak resident memory in KiB (wait4's rusage of
+// that one child).
+inline std::pair<int, long> qkv_status_and_peak_kib(const std::vector<std::string>& args) {
+  const pid_t pid = start_qkv_quietly(args);
+  if (pid < 0) return {-1, 0};
+  int raw = 0;
+  struct rusage usage {};
+  wait4(pid, &raw, 0, &usage);
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw), usage.ru_maxrss};
+}
+
+// The peak resident memory of qkv doing next to nothing (LibTorch's own
+// start-up, and a sanitizer's shadow memory in make check-asan), in KiB.
+inline long qkv_baseline_peak_kib() {
+  static const long peak = qkv_status_and_peak_kib({"params", "--model", "vnt", "--count"}).second;
+  return peak;
 }
 
 struct CliResult {

@@ -9,6 +9,7 @@
 #include "qkv/models/mlp.h"
 #include "qkv/runtime/allocator.h"
 #include "qkv/train/trainer.h"
+#include "support/sanitizers.h"
 #include "support/test_files.h"
 
 using namespace qkv;
@@ -35,23 +36,11 @@ size_t train_epochs(int64_t epochs, const std::string& dir) {
 
 }  // namespace
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-
 TEST(LongRun, TwoThousandEpochsKeepMemoryBounded) {
   // Under AddressSanitizer (make check-asan) freed memory waits in its
   // quarantine (256 MiB by default) and jemalloc is left out: the RSS is the
   // sanitizer's, not the allocator's this test is about.
-  if (kAddressSanitizer) GTEST_SKIP() << "RSS under ASan measures its quarantine, not qkv's allocator";
+  if (qkv::testing::kAddressSanitizer) GTEST_SKIP() << "RSS under ASan measures its quarantine, not qkv's allocator";
   constexpr size_t kMiB = 1024 * 1024;
   const std::string dir = qkv::testing::fresh_dir("long_run");
   const size_t after_warmup = train_epochs(50, dir + "_warmup");

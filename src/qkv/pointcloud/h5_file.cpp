@@ -96,9 +96,11 @@ herr_t probe_link(hid_t group, const char* name, const H5L_info_t*, void*) {
 // header makes it ask malloc for hundreds of GB, and when malloc fails it
 // copies into the null pointer (libhdf5 1.10; found by fuzz_h5_scanobjectnn).
 // No check of ours can run first, so the file's metadata is walked once in
-// a child process: if HDF5 kills the child, the file is refused here, and
-// the read this process then makes walks only metadata that the child walked
-// safely. Errors HDF5 reports are left to that read, which names them.
+// a child process: unless the child exits with 0 (killed by a signal, or made
+// to exit otherwise, as AddressSanitizer does on a crash), the file is
+// refused here, and the read this process then makes walks only metadata
+// that the child walked safely. Errors HDF5 reports are left to that read,
+// which names them.
 void probe_h5_in_child(const std::string& path) {
   std::fflush(nullptr);
   const pid_t child = ::fork();
@@ -115,7 +117,7 @@ void probe_h5_in_child(const std::string& path) {
   int status = 0;
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
-  if (WIFSIGNALED(status))
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     throw DataError(path +
                     ": HDF5 cannot read this file's metadata (the library crashed on it in a probe: a "
                     "corrupt or forged HDF5 file)");

@@ -1,0 +1,20 @@
+#pragma once
+// Whether the tests run under AddressSanitizer (make check-asan), for the
+// few checks whose measure is then the sanitizer's: resident memory, where
+// freed blocks wait in its quarantine and its shadow maps the address space.
+
+namespace qkv::testing {
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+
+}  // namespace qkv::testing
