@@ -29,12 +29,12 @@ namespace qkv {
 
 // What qkv wrote under one name: its length and CRC-32. Outside the unnamed
 // namespace because ClaimedRoot, declared in the header, holds them.
-struct Fingerprint {
+struct LedgerFingerprint {
   uint64_t bytes = 0;
   uint32_t crc = 0;
-  bool operator==(const Fingerprint& o) const { return bytes == o.bytes && crc == o.crc; }
+  bool operator==(const LedgerFingerprint& o) const { return bytes == o.bytes && crc == o.crc; }
 };
-using Fingerprints = std::map<std::string, std::vector<Fingerprint>>;
+using LedgerFingerprints = std::map<std::string, std::vector<LedgerFingerprint>>;
 
 namespace {
 
@@ -54,7 +54,7 @@ std::mutex& claims_mutex() {
 struct ClaimedRoot {
   std::filesystem::path dir;     // absolute, normalised
   std::set<std::string> listed;  // in the ledger
-  Fingerprints written;          // what the ledger records of each listed file
+  LedgerFingerprints written;    // what the ledger records of each listed file
   std::set<std::string> known;   // written by this process, or checked against the ledger
   int lock_fd = -1;              // the folder, opened for its flock (closing it drops the lock)
   bool exclusive = false;        // the flock is exclusive (a folder claimed whole)
@@ -76,7 +76,7 @@ struct ClaimedRoot {
   static std::shared_ptr<ClaimedRoot> lock(const std::filesystem::path& dir, const std::string& option, bool exclusive);
   // A claim of `root`, whose ledger lists `files` with the records `written`.
   static OutputClaim hold(const std::shared_ptr<ClaimedRoot>& root, const std::vector<std::string>& files,
-                          const Fingerprints& written, bool replaced, const std::string& writer,
+                          const LedgerFingerprints& written, bool replaced, const std::string& writer,
                           const std::string& maker);
 };
 
@@ -170,8 +170,9 @@ Found inspect(const fs::path& root, const fs::path& rel, bool folder = false) {
 
 // Whether the regular file `path` of `size` bytes holds what one of
 // `written` records; read only when a length matches.
-bool holds_one_of(const fs::path& path, uint64_t size, const std::vector<Fingerprint>& written) {
-  if (std::none_of(written.begin(), written.end(), [&](const Fingerprint& f) { return f.bytes == size; })) return false;
+bool holds_one_of(const fs::path& path, uint64_t size, const std::vector<LedgerFingerprint>& written) {
+  if (std::none_of(written.begin(), written.end(), [&](const LedgerFingerprint& f) { return f.bytes == size; }))
+    return false;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return false;
   std::vector<char> buffer(1 << 20);
@@ -188,7 +189,7 @@ bool holds_one_of(const fs::path& path, uint64_t size, const std::vector<Fingerp
     crc = crc32(buffer.data(), static_cast<size_t>(n), crc);
     total += static_cast<uint64_t>(n);
   }
-  const Fingerprint now{total, crc};
+  const LedgerFingerprint now{total, crc};
   return std::find(written.begin(), written.end(), now) != written.end();
 }
 
@@ -200,7 +201,7 @@ std::string not_as_written(const fs::path& path, bool recorded) {
 
 // Refused, or a file that is not what the ledger records of `rel`: the one
 // line saying so; empty for a file qkv wrote or nothing at all.
-std::string unowned(const fs::path& root, const std::string& rel, const Fingerprints& written) {
+std::string unowned(const fs::path& root, const std::string& rel, const LedgerFingerprints& written) {
   const Found found = inspect(root, fs::path(rel));
   if (found.kind == Found::Refused) return found.why;
   if (found.kind == Found::Absent) return "";
@@ -219,7 +220,7 @@ std::string unowned(const fs::path& root, const std::string& rel, const Fingerpr
 struct Ledger {
   nlohmann::json header;           // null if there is no ledger
   std::vector<std::string> files;  // each listed name once, in first-listed order
-  Fingerprints written;
+  LedgerFingerprints written;
   std::map<std::string, std::string> written_by;  // a file another command than the maker wrote: that command
   bool complete = false;
   int64_t unreadable_line = 0;  // the first line that is not JSON (torn by a crash, or edited); 0 if none
@@ -244,7 +245,7 @@ std::string typed_command(const std::string& command) {
   return command.rfind("qkv ", 0) == 0 ? command : "qkv " + command;
 }
 
-std::string entry_line(const std::string& rel, const Fingerprint& f, const std::string& by) {
+std::string entry_line(const std::string& rel, const LedgerFingerprint& f, const std::string& by) {
   char crc[9];
   std::snprintf(crc, sizeof crc, "%08x", f.crc);
   nlohmann::json entry{{"file", rel}, {"bytes", f.bytes}, {"crc32", crc}};
@@ -253,7 +254,7 @@ std::string entry_line(const std::string& rel, const Fingerprint& f, const std::
 }
 
 // The fingerprint an entry line records; false if it records none.
-bool fingerprint_of(const nlohmann::json& j, Fingerprint& f) {
+bool fingerprint_of(const nlohmann::json& j, LedgerFingerprint& f) {
   const auto bytes = j.find("bytes");
   const auto crc = j.find("crc32");
   if (bytes == j.end() || !bytes->is_number_unsigned() || crc == j.end() || !crc->is_string()) return false;
@@ -315,7 +316,7 @@ Ledger read_ledger(const fs::path& dir) {
         listed.insert(name);
         ledger.files.push_back(name);
       }
-      Fingerprint f;
+      LedgerFingerprint f;
       if (j.is_object() && fingerprint_of(j, f)) ledger.written[name].push_back(f);
       if (j.is_object() && j.contains("by") && j.at("by").is_string())
         ledger.written_by[name] = j.at("by").get<std::string>();
@@ -456,7 +457,7 @@ void refuse_if_held_elsewhere(const fs::path& dir, const std::string& option, bo
 }  // namespace
 
 OutputClaim ClaimedRoot::hold(const std::shared_ptr<ClaimedRoot>& root, const std::vector<std::string>& files,
-                              const Fingerprints& written, bool replaced, const std::string& writer,
+                              const LedgerFingerprints& written, bool replaced, const std::string& writer,
                               const std::string& maker) {
   std::lock_guard<std::mutex> lock(claims_mutex());
   root->writer = writer;
@@ -914,7 +915,7 @@ void check_and_record_write(const std::string& path, const void* data, size_t si
       throw DataError(printable_path(file.string()) + ": exists and was not written by qkv; not replacing it");
     if (const std::string why = unowned(best->dir, rel, best->written); !why.empty()) throw DataError(why);
   }
-  const Fingerprint f{static_cast<uint64_t>(size), crc32(data, size)};
+  const LedgerFingerprint f{static_cast<uint64_t>(size), crc32(data, size)};
   append_line(best->dir / kLedgerName, entry_line(rel, f, best->writer != best->maker ? best->writer : ""));
   best->listed.insert(rel);
   best->written[rel].push_back(f);
