@@ -1,7 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
+#include <random>
 #include <regex>
+#include <sstream>
 #include <vector>
 
 #include "qkv/train/report.h"
@@ -296,4 +300,71 @@ TEST(Report, OddInputsStillRender) {
   EXPECT_NE(single.find("<th>train_loss</th><td>0.5</td>"), std::string::npos);
   const auto interrupted = qkv::train::render_report_html("stopped", one_epoch, summaries[2], {});
   EXPECT_NE(interrupted.find("<b>interrupted</b> in epoch 2"), std::string::npos);
+}
+
+// The pixel envelope against a plain reference: the points it keeps are some
+// of the input's, in their order; each pixel column keeps its first and last
+// point and its lowest and highest value, at most four points.
+TEST(Report, PixelEnvelopeKeepsEachColumnsEndsAndExtremes) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> value(-1, 1);
+  for (const double per_column : {0.5, 1.0, 3.0, 37.0}) {
+    std::vector<std::pair<double, double>> points;
+    for (int i = 0; i < 4000; ++i)
+      points.emplace_back(10.0 + i / per_column, i % 7 == 0 ? std::round(value(rng)) : value(rng));  // ties too
+    const auto kept = qkv::train::pixel_envelope(points);
+    std::map<double, std::vector<size_t>> column_of;  // input indices by pixel column
+    for (size_t i = 0; i < points.size(); ++i) column_of[std::floor(points[i].first)].push_back(i);
+    std::map<double, std::vector<std::pair<double, double>>> kept_in;
+    size_t at = 0;
+    for (const auto& p : kept) {
+      while (at < points.size() && points[at] != p) ++at;
+      ASSERT_LT(at, points.size()) << "a kept point is not one of the input's, in order";
+      kept_in[std::floor(p.first)].push_back(p);
+      ++at;
+    }
+    ASSERT_EQ(kept_in.size(), column_of.size()) << per_column;
+    for (const auto& [column, indices] : column_of) {
+      const auto& mine = kept_in[column];
+      EXPECT_LE(mine.size(), 4u);
+      EXPECT_LE(mine.size(), indices.size());
+      EXPECT_EQ(mine.front(), points[indices.front()]);
+      EXPECT_EQ(mine.back(), points[indices.back()]);
+      double low = 1e9, high = -1e9, kept_low = 1e9, kept_high = -1e9;
+      for (const size_t i : indices) low = std::min(low, points[i].second), high = std::max(high, points[i].second);
+      for (const auto& p : mine) kept_low = std::min(kept_low, p.second), kept_high = std::max(kept_high, p.second);
+      EXPECT_EQ(kept_low, low);
+      EXPECT_EQ(kept_high, high);
+    }
+    if (per_column <= 1.0) {
+      EXPECT_EQ(kept, points);  // a point a column or fewer: all kept
+    }
+  }
+}
+
+// A run of 100,000 epochs charts in about as many points as the chart is
+// wide, and its one spike is still drawn where a three-point series with the
+// same axes draws it.
+TEST(Report, LongRunsChartInBoundedSizeAndKeepTheirSpikes) {
+  qkv::train::Series long_series{"train_loss", {}, 0.0}, short_series{"train_loss", {}, 0.0};
+  for (int e = 1; e <= 100000; ++e)
+    long_series.points.emplace_back(e, e == 50000 ? 5.0 : e == 1 ? 0.0 : e == 2 ? 1.0 : 0.5 + 0.4 * std::sin(e * 0.01));
+  short_series.points = {{1, 0.0}, {50000, 5.0}, {100000, 1.0}};
+  const auto polyline_points = [](const std::string& svg) {
+    const auto begin = svg.find("points=\"") + 8;
+    std::vector<std::string> points;
+    std::istringstream in(svg.substr(begin, svg.find('"', begin) - begin));
+    for (std::string p; in >> p;) points.push_back(p);
+    return points;
+  };
+  const auto chart = [](const qkv::train::Series& s) {
+    return qkv::train::svg_chart("loss", {s}, 1, 100000, {}, qkv::train::kMainChart);
+  };
+  const auto long_chart = chart(long_series);
+  const auto drawn = polyline_points(long_chart);
+  EXPECT_LE(drawn.size(), 4 * static_cast<size_t>(qkv::train::kMainChart.width));
+  EXPECT_GT(drawn.size(), 100u);
+  const auto spike = polyline_points(chart(short_series)).at(1);
+  EXPECT_NE(std::find(drawn.begin(), drawn.end(), spike), drawn.end()) << spike;
+  EXPECT_LT(long_chart.size(), 64u * 1024);
 }

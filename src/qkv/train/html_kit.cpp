@@ -1,6 +1,7 @@
 #include "qkv/train/html_kit.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -225,8 +226,12 @@ const char kStyle[] =
 }  // namespace
 
 std::string fixed(double v, int decimals) {
+  // to_chars rounds as printf's %.*f does, several times faster: a chart of a
+  // long run prints thousands of coordinates each time the report is written.
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  const auto printed = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, decimals);
+  if (printed.ec == std::errc()) return std::string(buf, printed.ptr);
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);  // too long for buf: cut, as before
   return buf;
 }
 
@@ -257,6 +262,22 @@ int series_rank(const std::string& name) {
   if (starts_with(name, "val_")) return 1;
   if (starts_with(name, "test_")) return 2;
   return 3;
+}
+
+std::vector<std::pair<double, double>> pixel_envelope(const std::vector<std::pair<double, double>>& points) {
+  std::vector<std::pair<double, double>> kept;
+  for (size_t begin = 0, end = 0; begin < points.size(); begin = end) {
+    const double column = std::floor(points[begin].first);
+    size_t low = begin, high = begin;
+    for (end = begin + 1; end < points.size() && std::floor(points[end].first) == column; ++end) {
+      if (points[end].second < points[low].second) low = end;
+      if (points[end].second > points[high].second) high = end;
+    }
+    const size_t order[] = {begin, std::min(low, high), std::max(low, high), end - 1};
+    for (size_t i = 0; i < 4; ++i)
+      if (i == 0 || order[i] != order[i - 1]) kept.push_back(points[order[i]]);
+  }
+  return kept;
 }
 
 std::string svg_chart(const std::string& title, const std::vector<Series>& series, double x0, double x1,
@@ -365,9 +386,13 @@ std::string svg_chart(const std::string& title, const std::vector<Series>& serie
     const auto& s = series[i];
     const char* color = colors[i];
     if (s.points.size() > 1) {
+      std::vector<std::pair<double, double>> drawn;
+      drawn.reserve(s.points.size());
+      for (const auto& [x, y] : s.points) drawn.emplace_back(px(x), py(y));
+      if (static_cast<double>(drawn.size()) > W - L - R) drawn = pixel_envelope(drawn);
       o << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\" stroke-linejoin=\"round\" points=\"";
-      for (size_t j = 0; j < s.points.size(); ++j)
-        o << (j ? " " : "") << coord(px(s.points[j].first)) << ',' << coord(py(s.points[j].second));
+      for (size_t j = 0; j < drawn.size(); ++j)
+        o << (j ? " " : "") << coord(drawn[j].first) << ',' << coord(drawn[j].second);
       o << "\"/>\n";
     }
     // Dots where there is room for them.

@@ -88,8 +88,17 @@ inline constexpr ChartSize kSmallChart{500, 230, 8, 5};
 // Series order and colour by split: train_ 0, val_ 1, test_ 2, others 3.
 int series_rank(const std::string& name);
 
+// A polyline's points in screen coordinates as a chart draws them: of the
+// points that fall in one pixel column (consecutive, same floor(x)) it keeps
+// the first, the lowest, the highest and the last, in their order. The line
+// drawn through them covers the same pixels as the line through all of them,
+// and a run of 100,000 epochs charts in as many points as the chart is wide.
+std::vector<std::pair<double, double>> pixel_envelope(const std::vector<std::pair<double, double>>& points);
+
 // An SVG line chart over epochs [x0, x1] with a title, a legend, nice axes
 // and the marker; x_label names the x axis (another quantity than epochs).
+// A series with more points than the chart has pixel columns is drawn
+// through its pixel_envelope.
 std::string svg_chart(const std::string& title, const std::vector<Series>& series, double x0, double x1,
                       const Marker& marker, const ChartSize& size, const std::string& x_label = "epoch");
 
