@@ -262,19 +262,24 @@ OptimizerStates optimizer_states_of(torch::optim::Optimizer& o, const std::map<s
   return states;
 }
 
-nlohmann::json state_json(const TrainState& s) {
-  return {{"epoch", s.epoch},
-          {"step_in_epoch", s.step_in_epoch},
-          {"global_step", s.global_step},
-          {"partial_loss_sum", s.partial_loss_sum},
-          {"partial_count", s.partial_count},
-          {"partial_correct", s.partial_correct},
-          {"partial_seconds", s.partial_seconds},
-          {"best_epoch", s.best_epoch},
-          {"best_value", s.best_value},
-          {"train_seconds", s.train_seconds},
-          {"history", s.history},
-          {"world_size", s.world_size}};
+// The state as the checkpoint's JSON text. The history, which grows by an
+// epoch each time a run saves, is printed into the text as it stands rather
+// than copied into a JSON object first.
+std::string state_json_text(const TrainState& s) {
+  const nlohmann::json fixed_size = {{"epoch", s.epoch},
+                                     {"step_in_epoch", s.step_in_epoch},
+                                     {"global_step", s.global_step},
+                                     {"partial_loss_sum", s.partial_loss_sum},
+                                     {"partial_count", s.partial_count},
+                                     {"partial_correct", s.partial_correct},
+                                     {"partial_seconds", s.partial_seconds},
+                                     {"best_epoch", s.best_epoch},
+                                     {"best_value", s.best_value},
+                                     {"train_seconds", s.train_seconds},
+                                     {"world_size", s.world_size}};
+  std::string text = json_text(fixed_size, -1);
+  text.pop_back();  // the closing brace
+  return text + ",\"history\":" + json_text(s.history, -1) + "}";
 }
 
 TrainState train_state_of(const std::string& state_text, const std::string& config_text, const std::string& path) {
@@ -378,7 +383,7 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::o
   std::map<std::string, at::Tensor> entries;
   for (const auto& [name, t] : named_tensors(model)) entries["model/" + name] = t;
   if (optimizer) optimizer_entries(*optimizer, entries);
-  entries["state"] = text_tensor(json_text(state_json(s), -1));
+  entries["state"] = text_tensor(state_json_text(s));
   entries["config"] = text_tensor(json_text(s.run_config, -1));
   entries["rng"] = global_rng_state();
   for (size_t r = 0; r < s.rank_rng.size(); ++r) entries["rng_rank_" + std::to_string(r + 1)] = s.rank_rng[r];

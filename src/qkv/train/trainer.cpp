@@ -58,11 +58,20 @@ bool has_running_statistics(torch::nn::Module& model) {
   return false;
 }
 
-void write_metrics_jsonl(const RunPaths& paths, const nlohmann::json& history) {
-  std::string text;
-  for (const auto& row : history) text += row.dump() + "\n";
-  write_file_atomic(paths.metrics(), text);
-}
+// metrics.jsonl, a line an epoch, rewritten whole after each (atomically, as
+// every file of a run) from lines kept as they were first printed: an epoch
+// costs the write of the file, not the printing of every earlier row again.
+class MetricsLines {
+ public:
+  void write(const RunPaths& paths, const nlohmann::json& history) {
+    for (; rows_ < history.size(); ++rows_) text_ += history[rows_].dump() + "\n";
+    write_file_atomic(paths.metrics(), text_);
+  }
+
+ private:
+  std::string text_;
+  size_t rows_ = 0;
+};
 
 void print_epoch_line(const nlohmann::json& row, int64_t epochs) { say_as_is(epoch_line_text(row, epochs)); }
 
@@ -330,11 +339,12 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
   const std::string select_key = "val_" + config.select_metric;
   const bool minimise = lower_is_better(config.select_metric);
   int64_t steps_this_call = 0;
+  MetricsLines metrics_lines;  // state.history only grows from here on
   auto save_progress = [&](const nlohmann::json& summary) {
     state.rank_rng = gather_rank_rng(group);  // collective: every rank calls it
     if (!writer) return;
     save_checkpoint(paths.last_checkpoint(), model, optimizer.get(), state);
-    write_metrics_jsonl(paths, state.history);
+    metrics_lines.write(paths, state.history);
     write_report_html(paths.report(), hooks.title, state.history, summary, state.run_config);
   };
   auto interrupted = [&](bool local) { return group ? group->any(local, "interrupt check") : local; };
@@ -500,7 +510,7 @@ TrainResult train(models::Model& model, const data::Splits& splits, const TrainC
       summary["test_" + name] = evaluate(test_with, *dataset, eval_batch, device, final_metrics, group);
   if (writer) {
     write_file_atomic(paths.summary(), json_text(summary) + "\n");
-    write_metrics_jsonl(paths, state.history);
+    metrics_lines.write(paths, state.history);
     write_report_html(paths.report(), hooks.title, state.history, summary, state.run_config);
   }
   return {false, summary};
