@@ -142,9 +142,8 @@ std::vector<std::string> load_time_entries(const std::vector<std::string>& envir
     std::vector<char*> argv{self.data()};
     for (auto a = argument; a != environment; ++a) argv.push_back(a->data());
     argv.push_back(nullptr);
-    // exit, not _exit: stdio is flushed and static objects destroyed as when
-    // qkv's main() returns.
-    std::exit(qkv::cli::run_command_line(static_cast<int>(argv.size()) - 1, argv.data()));
+    // As qkv's main() ends.
+    qkv::cli::end_process(qkv::cli::run_command_line(static_cast<int>(argv.size()) - 1, argv.data()));
   }
   for (int fd : request.fds) close(fd);
   reply(conn, kStarted, pid);
@@ -194,5 +193,5 @@ int serve(const char* socket_path) {
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], kServeFlag) == 0) return serve(argv[2]);
-  return qkv::cli::run_command_line(argc, argv);
+  qkv::cli::end_process(qkv::cli::run_command_line(argc, argv));
 }

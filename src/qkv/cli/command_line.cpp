@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <sstream>
 #include <string>
@@ -216,4 +217,13 @@ int qkv::cli::run_command_line(int argc, char** argv) {
   } catch (const std::exception& e) {
     return fail(1, e.what());
   }
+}
+
+void qkv::cli::end_process(int status) {
+  std::fflush(nullptr);
+#if defined(__SANITIZE_ADDRESS__)
+  std::exit(status);
+#else
+  std::_Exit(status);
+#endif
 }
