@@ -21,10 +21,10 @@
 #include "qkv/core/crc32.h"
 #include "qkv/medical/cohort.h"
 #include "qkv/medical/nifti.h"
+#include "qkv/runtime/sanitizers.h"
 #include "support/build_parts.h"
 #include "support/cli_run.h"
 #include "support/file_tree.h"
-#include "support/sanitizers.h"
 #include "support/test_files.h"
 
 namespace fs = std::filesystem;
@@ -363,7 +363,7 @@ TEST_F(FieldCases, ThousandsOfClassesCostLinearlyInTheRunsFilesAndMemory) {
   ASSERT_EQ(status, 0);
   // 269 MB here, 94 MB above qkv's start-up. Under AddressSanitizer freed
   // memory waits in its quarantine (256 MB): the peak is the sanitizer's.
-  if (!qkv::testing::kAddressSanitizer) {
+  if (!qkv::kAddressSanitizer) {
     EXPECT_LT(peak - qkv::testing::qkv_baseline_peak_kib(), 400L * 1024) << "KiB";
   }
   EXPECT_LT(fs::file_size(run + "/summary.json"), 3u << 20);

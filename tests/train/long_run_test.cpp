@@ -8,8 +8,8 @@
 #include "qkv/data/spirals.h"
 #include "qkv/models/mlp.h"
 #include "qkv/runtime/allocator.h"
+#include "qkv/runtime/sanitizers.h"
 #include "qkv/train/trainer.h"
-#include "support/sanitizers.h"
 #include "support/test_files.h"
 
 using namespace qkv;
@@ -40,7 +40,7 @@ TEST(LongRun, TwoThousandEpochsKeepMemoryBounded) {
   // Under AddressSanitizer (make check-asan) freed memory waits in its
   // quarantine (256 MiB by default) and jemalloc is left out: the RSS is the
   // sanitizer's, not the allocator's this test is about.
-  if (qkv::testing::kAddressSanitizer) GTEST_SKIP() << "RSS under ASan measures its quarantine, not qkv's allocator";
+  if (qkv::kAddressSanitizer) GTEST_SKIP() << "RSS under ASan measures its quarantine, not qkv's allocator";
   constexpr size_t kMiB = 1024 * 1024;
   const std::string dir = qkv::testing::fresh_dir("long_run");
   const size_t after_warmup = train_epochs(50, dir + "_warmup");

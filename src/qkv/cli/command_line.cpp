@@ -24,6 +24,7 @@
 #include "qkv/runtime/cpu.h"
 #include "qkv/runtime/openblas_core.h"
 #include "qkv/runtime/runtime.h"
+#include "qkv/runtime/sanitizers.h"
 
 namespace {
 
@@ -221,9 +222,6 @@ int qkv::cli::run_command_line(int argc, char** argv) {
 
 void qkv::cli::end_process(int status) {
   std::fflush(nullptr);
-#if defined(__SANITIZE_ADDRESS__)
-  std::exit(status);
-#else
+  if (qkv::kAddressSanitizer) std::exit(status);
   std::_Exit(status);
-#endif
 }
