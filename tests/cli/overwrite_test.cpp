@@ -274,6 +274,13 @@ TEST(Overwrite, VntTrainAndAttention) {
   expect_clean_failure(run_qkv(bad), 2, "--synth-train-per-class");
   expect_clean_failure(run_qkv(bad + " --overwrite"), 2, "--synth-train-per-class");
   EXPECT_EQ(changes(before, snapshot(run)), "");
+  // Data that cannot be read are found after the run folder is claimed, and
+  // before the run writes: --overwrite then leaves the earlier run as it was
+  // (it had emptied it, the ledger too).
+  const std::string missing = root + "/no_such_shapes";
+  expect_clean_failure(run_qkv("vnt train --data " + missing + " " + kVntModel + " --out " + run + " --overwrite"), 1,
+                       missing);
+  EXPECT_EQ(changes(before, snapshot(run)), "");
 
   const std::string shape = first_file_in(run + "/synthetic/box/test");
   ASSERT_FALSE(shape.empty());

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/errors.h"
@@ -27,6 +29,14 @@ std::string read(const fs::path& p) {
 }
 
 using qkv::testing::usage_error_of;
+
+// --overwrite of `dir` as a command does it: the claim, then its first write
+// (first.txt), at which the earlier files go. Whether the claim found qkv's files.
+bool overwritten(const fs::path& dir, const std::string& command) {
+  const auto claim = qkv::claim_output_dir(dir.string(), "--out", true, {command, {}});
+  qkv::write_file_atomic((dir / "first.txt").string(), std::string("new"));
+  return claim.replaced();
+}
 
 }  // namespace
 
@@ -67,12 +77,46 @@ TEST(OutputPolicy, OverwriteRemovesOnlyQkvsFiles) {
   }
   write_text_file(dir / "notes.txt", "mine");
   write_text_file(dir / "checkpoints/keep.me", "mine too");
-  EXPECT_TRUE(qkv::claim_output_dir(dir.string(), "--out", true, {"test", {}}).replaced());
+  EXPECT_TRUE(overwritten(dir, "test"));
   EXPECT_FALSE(fs::exists(dir / "summary.json"));
   EXPECT_FALSE(fs::exists(dir / "checkpoints/last.ckpt"));
   EXPECT_EQ(read(dir / "notes.txt"), "mine");
   EXPECT_EQ(read(dir / "checkpoints/keep.me"), "mine too");
-  EXPECT_TRUE(qkv::ledger_files(dir.string()).empty());
+  EXPECT_EQ(qkv::ledger_files(dir.string()), std::vector<std::string>{"first.txt"});
+}
+
+// --overwrite removes the earlier output at the command's first write, not
+// at its claim: a command refused in between (data that cannot be read, after
+// the run folder is claimed) leaves that output as it was, ledger and all.
+TEST(OutputPolicy, OverwriteRemovesNothingUntilTheCommandWrites) {
+  const fs::path dir = fresh_dir("policy_overwrite_later");
+  {
+    const auto claim = qkv::claim_output_dir(dir.string(), "--out", false, {"test", {}});
+    qkv::make_directories((dir / "checkpoints").string());
+    qkv::write_file_atomic((dir / "checkpoints/best.ckpt").string(), std::string("best"));
+    qkv::write_file_atomic((dir / "summary.json").string(), std::string("{}"));
+  }
+  const std::string ledger = read(dir / qkv::kLedgerName);
+  for (const bool release : {false, true}) {
+    auto claim = qkv::claim_output_dir(dir.string(), "--out", true, {"test", {}});
+    EXPECT_TRUE(claim.replaced());
+    if (release) claim.release_if_unused(/*remove_folder=*/true);  // a failed command's way out
+  }
+  EXPECT_EQ(read(dir / "checkpoints/best.ckpt"), "best");
+  EXPECT_EQ(read(dir / "summary.json"), "{}");
+  EXPECT_EQ(read(dir / qkv::kLedgerName), ledger);
+  // The first folder made is a change too: the earlier files go before it
+  // is made, and it stays.
+  {
+    const auto claim = qkv::claim_output_dir(dir.string(), "--out", true, {"test", {}});
+    qkv::make_directories((dir / "checkpoints").string());
+    EXPECT_FALSE(fs::exists(dir / "checkpoints/best.ckpt"));
+    EXPECT_FALSE(fs::exists(dir / "summary.json"));
+    EXPECT_TRUE(fs::is_directory(dir / "checkpoints"));
+    EXPECT_TRUE(qkv::ledger_files(dir.string()).empty());
+    qkv::write_file_atomic((dir / "checkpoints/last.ckpt").string(), std::string("new"));
+  }
+  EXPECT_EQ(qkv::ledger_files(dir.string()), std::vector<std::string>{"checkpoints/last.ckpt"});
 }
 
 // A folder or file is replaced only by the command that made it, with or
@@ -117,7 +161,7 @@ TEST(OutputPolicy, OverwriteReplacesOnlyWhatThisCommandMade) {
     qkv::write_file_atomic((dir / "weights.pt").string(), std::string("weights 2"));
   }
   EXPECT_EQ(read(dir / "weights.pt"), "weights 2");
-  EXPECT_TRUE(qkv::claim_output_dir(dir.string(), "--out", true, {"vnt train", {}}).replaced());
+  EXPECT_TRUE(overwritten(dir, "vnt train"));
   EXPECT_FALSE(fs::exists(dir / "summary.json"));
   EXPECT_FALSE(fs::exists(dir / "weights.pt"));
   // A ledger from before writers were recorded (no "writers" in its header,
@@ -417,7 +461,7 @@ TEST(OutputPolicy, TheLedgerRecordsWhatQkvWroteAndAChangedFileIsNotQkvs) {
   expect_untouched(dir, "last.ckpt: changed since qkv wrote it", dir / "checkpoints/last.ckpt", "weightz");
   // Put back as written: qkv's again.
   write_text_file(dir / "checkpoints/last.ckpt", "weights");
-  EXPECT_TRUE(qkv::claim_output_dir(dir.string(), "--out", true, {"test", {}}).replaced());
+  EXPECT_TRUE(overwritten(dir, "test"));
   EXPECT_FALSE(fs::exists(dir / "checkpoints/last.ckpt"));
 }
 
@@ -453,7 +497,7 @@ TEST(OutputPolicy, AWriteInterruptedBeforeItsRenameLeavesAFileTheLedgerRecords) 
   const std::string ledger = read(dir / qkv::kLedgerName);
   write_text_file(dir / qkv::kLedgerName,
                   ledger + "{\"file\":\"checkpoints/last.ckpt\",\"bytes\":3,\"crc32\":\"12345678\"}\n");
-  EXPECT_TRUE(qkv::claim_output_dir(dir.string(), "--out", true, {"test", {}}).replaced());
+  EXPECT_TRUE(overwritten(dir, "test"));
   EXPECT_FALSE(fs::exists(dir / "checkpoints/last.ckpt"));
 }
 

@@ -112,6 +112,7 @@ std::vector<char> read_file_bytes(const std::string& path) {
 }
 
 void make_directories(const std::string& path) {
+  replace_earlier_output_below(path);  // a folder made for a run's files: its earlier files go first
   std::error_code ec;
   std::filesystem::create_directories(path, ec);
   if (ec) throw DataError(path + ": cannot create folder: " + ec.message());

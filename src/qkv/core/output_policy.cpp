@@ -11,11 +11,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "qkv/core/atomic_file.h"
 #include "qkv/core/crc32.h"
@@ -57,7 +59,12 @@ struct ClaimedRoot {
   LedgerFingerprints written;    // what the ledger records of each listed file
   std::set<std::string> known;   // written by this process, or checked against the ledger
   int lock_fd = -1;              // the folder, opened for its flock (closing it drops the lock)
-  bool exclusive = false;        // the flock is exclusive (a folder claimed whole)
+  // Set by claim_output_dir with --overwrite of a folder holding qkv's files:
+  // removes them and writes the fresh ledger, run at the first change below
+  // the root (replace_earlier_output_below), so that a command refused
+  // before it writes (data that cannot be read) leaves that output as it was.
+  std::function<void()> replace_earlier;
+  bool exclusive = false;  // the flock is exclusive (a folder claimed whole)
   // The command writing now, and the one whose ledger heads the folder: a
   // file written by another than the folder's maker is recorded with "by".
   std::string writer, maker;
@@ -484,7 +491,9 @@ void require_owned(const fs::path& dir, const Ledger& ledger) {
 // what qkv wrote, and its folder to let it be removed (not read-only, not
 // immutable, not another user's), before any is removed: a command fails
 // with all of its earlier files or with none of them gone.
-void remove_ledger_files(const fs::path& dir, const Ledger& ledger) {
+// The files a ledger lists that are there (relative to dir), after checking
+// that each is what qkv wrote and that its folder lets it be removed.
+std::vector<fs::path> removable_ledger_files(const fs::path& dir, const Ledger& ledger) {
   require_owned(dir, ledger);
   std::vector<fs::path> present;  // relative to dir
   std::set<fs::path> checked;     // folders that let a file be removed
@@ -497,6 +506,11 @@ void remove_ledger_files(const fs::path& dir, const Ledger& ledger) {
                       ": cannot remove (written by qkv): " + std::strerror(errno) + "; nothing was removed");
     present.push_back(rel);
   }
+  return present;
+}
+
+void remove_ledger_files(const fs::path& dir, const Ledger& ledger) {
+  const std::vector<fs::path> present = removable_ledger_files(dir, ledger);
   std::set<fs::path, std::greater<>> parents;  // deepest first
   for (const auto& rel : present) {
     const fs::path p = dir / rel;
@@ -647,21 +661,53 @@ OutputClaim claim_output_dir(const std::string& dir, const std::string& option, 
   const auto held = ClaimedRoot::lock(root, option, /*exclusive=*/true);
   // Again: another command may have written there before the lock.
   check_output_dir(dir, option, overwrite, marker.command);
-  bool replaced = false;
-  if (!is_empty_folder(root)) {
-    const Ledger ledger = read_ledger(root);
-    require_owned(root, ledger);                  // refused before anything is touched
+  if (is_empty_folder(root)) {
+    write_new_ledger(root, marker);
+    return ClaimedRoot::hold(held, {}, {}, /*replaced=*/false, marker.command, marker.command);
+  }
+  const Ledger ledger = read_ledger(root);
+  removable_ledger_files(root, ledger);  // refused before anything is touched
+  auto claim = ClaimedRoot::hold(held, {}, {}, /*replaced=*/true, marker.command, marker.command);
+  std::lock_guard<std::mutex> lock(claims_mutex());
+  held->replace_earlier = [root, ledger, marker] {
     remove_stale_temps_of_ledger(root.string());  // a killed write's, under the lock: no writer is left
     remove_ledger_files(root, ledger);
-    replaced = true;
+    write_new_ledger(root, marker);
+  };
+  return claim;
+}
+
+void replace_earlier_output_below(const std::string& path) {
+  const fs::path target = normal(path);
+  std::vector<std::pair<std::shared_ptr<ClaimedRoot>, std::function<void()>>> due;
+  {
+    std::lock_guard<std::mutex> lock(claims_mutex());
+    for (const auto& weak : root_list_locked()) {
+      auto root = weak.lock();
+      if (!root || !root->replace_earlier) continue;
+      const fs::path rel = target.lexically_relative(root->dir);
+      if (rel == "." || safe_relative(rel)) due.emplace_back(root, std::exchange(root->replace_earlier, nullptr));
+    }
   }
-  write_new_ledger(root, marker);
-  return ClaimedRoot::hold(held, {}, {}, replaced, marker.command, marker.command);
+  // Outside the lock: the replacement writes the fresh ledger.
+  for (auto& [root, replace] : due) {
+    try {
+      replace();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(claims_mutex());
+      root->replace_earlier = std::move(replace);  // what was not removed is still the earlier output's
+      throw;
+    }
+  }
 }
 
 void OutputClaim::release_if_unused(bool remove_folder) noexcept {
   const auto held = std::move(root_);  // the claim ends on every path out
   if (!held) return;
+  {
+    std::lock_guard<std::mutex> lock(claims_mutex());
+    if (held->replace_earlier) return;  // nothing written: the earlier output is as it was
+  }
   try {
     const fs::path& root = held->dir;
     std::error_code ec;
@@ -871,6 +917,7 @@ SyntheticDirClaim claim_synthetic_dir(const std::string& dir, const std::string&
     case SyntheticDir::Regenerate: break;
   }
   auto claim = claim_output_dir(dir, option, true, marker);
+  replace_earlier_output_below(dir);  // the generation writes at once
   // Class folders an earlier generation made and left without files (it was
   // stopped, or had other classes): under the claim's lock, none is read as a class.
   remove_folders_without_files(normal(dir));
@@ -900,6 +947,7 @@ std::shared_ptr<ClaimedRoot> innermost_root_locked(const fs::path& file) {
 }  // namespace
 
 void check_and_record_write(const std::string& path, const void* data, size_t size) {
+  replace_earlier_output_below(path);
   std::lock_guard<std::mutex> lock(claims_mutex());
   auto& roots = root_list_locked();
   if (roots.empty()) return;
@@ -923,6 +971,7 @@ void check_and_record_write(const std::string& path, const void* data, size_t si
 }
 
 void remove_own_file(const std::string& path) {
+  replace_earlier_output_below(path);
   std::lock_guard<std::mutex> lock(claims_mutex());
   const fs::path file = normal(path);
   const auto best = innermost_root_locked(file);

@@ -86,8 +86,9 @@ class [[nodiscard]] OutputClaim {
   OutputClaim& operator=(const OutputClaim&) = delete;
 
   bool held() const { return root_ != nullptr; }
-  // claim_output_dir with `overwrite` removed qkv's own earlier files there
-  // (a user's files are kept); false for a missing or empty folder.
+  // claim_output_dir with `overwrite` found qkv's own earlier files there,
+  // which go at the claim's first write (a user's files are kept); false for
+  // a missing or empty folder.
   bool replaced() const { return replaced_; }
   // Ends the claim, for a command that failed before writing anything: when
   // the folder holds nothing but its ledger (listing no file), the ledger
@@ -108,7 +109,8 @@ class [[nodiscard]] OutputClaim {
 //  - missing or empty: created (with its parents);
 //  - holding files, without `overwrite`: UsageError naming it and the way out;
 //  - holding files, with `overwrite`: the files its ledger lists are removed
-//    (and folders this leaves empty), every other file stays; a folder holding
+//    (and folders this leaves empty) at the claim's first write
+//    (replace_earlier_output_below), every other file stays; a folder holding
 //    no ledger is refused even then, since nothing there is qkv's, and so is
 //    one another command made (marker.command: a trained run is not replaced
 //    by synthetic data, nor a cohort by a run). Files another command wrote
@@ -197,6 +199,14 @@ nlohmann::json read_output_marker(const std::string& dir);
 
 // The relative paths a folder's ledger lists (empty if there is none).
 std::vector<std::string> ledger_files(const std::string& dir);
+
+// Before the first change below a folder claimed whole with `overwrite` (a
+// file written or removed, a folder made): the files the earlier output's
+// ledger lists are removed and a fresh ledger written then, not when the
+// folder is claimed, so that a command refused after its claim but before it
+// writes anything (data that cannot be read) leaves the earlier output as it
+// was. write_file_atomic, make_directories and remove_own_file call it.
+void replace_earlier_output_below(const std::string& path);
 
 // For write_file_atomic, before it writes `size` bytes at `data` to `path`:
 // below a held claim (the innermost, where claims nest), throws DataError if
