@@ -402,3 +402,32 @@ TEST_F(FieldCases, TwoRunsIntoOneFolderOneIsRefusedNamingTheOther) {
   EXPECT_EQ(read_json(dir + "/config.json").at("train").at("lr").get<double>(), 0.002);
   fs::remove_all(dir);
 }
+
+// A folder of clouds: vnt+n reads normals that .xyz files without them do
+// not hold (LibTorch's "Expected a proper Tensor but got None" named no
+// file), and one class is the data's problem, not the model option
+// 'classes' the user never gave. Neither leaves a run folder.
+TEST_F(FieldCases, VntTrainNamesACloudWithoutNormalsAndAFolderOfOneClass) {
+  const std::string dir = fresh_dir("fc_vnt_clouds");
+  for (const std::string cls : {"ball", "rod"})
+    for (int s = 0; s < 5; ++s) {
+      std::string text;
+      for (int i = 0; i < 64; ++i) {
+        const double t = 0.1 * i + s, r = cls == "ball" ? 1.0 : 0.1;
+        text += std::to_string(r * std::cos(t)) + " " + std::to_string(r * std::sin(t)) + " " +
+                std::to_string(cls == "ball" ? std::sin(3 * t) : 0.05 * i) + "\n";
+      }
+      write_text_file(dir + "/two/" + cls + "/" + std::to_string(s) + ".xyz", text);
+      if (cls == "ball") write_text_file(dir + "/one/" + cls + "/" + std::to_string(s) + ".xyz", text);
+    }
+  const std::string train = "vnt train --points 32 --epochs 1 --batch-size 2 --threads 1 ";
+  expect_clean_failure(run_qkv(train + "--model vnt+n --data " + dir + "/two --out " + dir + "/run"), 1,
+                       "/two/ball/0.xyz: the point cloud has no normals");
+  const auto one = run_qkv(train + "--data " + dir + "/one --out " + dir + "/run");  // after the data's summary
+  EXPECT_EQ(one.status, 1) << one.output;
+  EXPECT_NE(one.output.find("error: " + dir + "/one: holds 1 class (ball); a classifier is trained on at least 2"),
+            std::string::npos)
+      << one.output;
+  EXPECT_FALSE(fs::exists(dir + "/run"));
+  fs::remove_all(dir);
+}

@@ -189,6 +189,22 @@ TEST(HostileCohort, AVolumeFlippedOrShiftedOnTheSameGridIsRefusedNamingBoth) {
   EXPECT_EQ(medical::load_cohort(c.manifest, c.methylation, true, 1, true).size(), 2);
 }
 
+TEST(HostileCohort, IdsThatAreNotUtf8TextAreRefusedNamingTheirLine) {
+  // A Latin-1 export's 'sub-\xe91' and 'sub-\xe81' were both recorded as 'sub-\ufffd1' (one subject of
+  // two), and a UTF-16 file's ids held NUL bytes, which cut the message short.
+  const auto dir = scratch("not_utf8");
+  write_file_atomic(dir + "/latin1.csv", std::string("subject_id,cg01\nsub-1,0.5\nsub-\xe9"
+                                                     "1,0.5\n"));
+  expect_data_error([&] { medical::read_methylation_table(dir + "/latin1.csv"); }, dir + "/latin1.csv",
+                    ": line 3: subject id 'sub-?1' is not UTF-8 text");
+  const char nul[] =
+      "subject_id,cg0\0"
+      "1\nsub-1,0.5\n";
+  write_file_atomic(dir + "/nul.csv", std::string(nul, sizeof nul - 1));
+  expect_data_error([&] { medical::read_methylation_table(dir + "/nul.csv"); }, dir + "/nul.csv",
+                    ": line 1: CpG id 'cg0?1' is not UTF-8 text");
+}
+
 TEST(HostileCohort, AMethylationHeaderLineOverTheLimitIsRefused) {
   // The 53 MB single header line: refused at that line, holding at most a few times the file.
   const auto path = scratch("long_header") + "/meth.csv";

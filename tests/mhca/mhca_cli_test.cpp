@@ -230,6 +230,26 @@ TEST_F(MhcaCli, CrossValidationThenExplainEndToEnd) {
                                id + " --out " + root_ + "/ex4"),
                        2, "--subject " + id + ": given twice");
   EXPECT_FALSE(fs::exists(root_ + "/ex4"));
+  // Each subject's maps go into a folder named by its id: '..' would have put
+  // them (and over a user's cpg_attention.csv) beside the output.
+  const std::string dots = root_ + "/dots";
+  make_directories(dots);
+  auto m = medical::read_manifest(manifest());
+  const std::string renamed = m.subjects[0].id;
+  m.subjects[0].id = "..";
+  medical::write_manifest(dots + "/manifest.csv", m);
+  std::string table = read_text(methylation());
+  table.replace(table.find("\n" + renamed + ",") + 1, renamed.size(), "..");
+  write_file_atomic(dots + "/methylation.csv", table);
+  write_file_atomic(dots + "/cpg_attention.csv", std::string("the user's own"));
+  const auto escaped = run_qkv("mhca explain --manifest " + dots + "/manifest.csv --methylation " + dots +
+                               "/methylation.csv --checkpoint " + ckpt + " --subject .. --out " + dots + "/ex");
+  EXPECT_EQ(escaped.status, 1) << escaped.output;  // after the cohort's note on its missing values
+  EXPECT_NE(escaped.output.find("error: subject '..': explain writes each subject's maps into a folder"),
+            std::string::npos)
+      << escaped.output;
+  EXPECT_EQ(read_text(dots + "/cpg_attention.csv"), "the user's own");
+  EXPECT_FALSE(fs::exists(dots + "/ex"));
 }
 
 // The cross-modal benchmark's scoring: explain.json's share of each planted

@@ -32,6 +32,17 @@ bool ends_with_tsv(const std::string& path) { return ends_with(lower(path), ".ts
 // What a CpG list file (one id a line, '#' comments, read_cpg_list) can
 // hold; a table's header is held to it too, so that every selection can be
 // written.
+// A subject or CpG id: recorded in JSON (config.json, summaries) and named in
+// messages, so UTF-8 text without NUL bytes. Another encoding (a Latin-1 or
+// UTF-16 export) is refused here, not recorded as U+FFFD, which made two
+// subjects one.
+void require_text_id(const std::string& path, int64_t line, const char* what, std::string_view id) {
+  if (id.find('\0') != std::string_view::npos || !is_valid_utf8(id))
+    fail_at(path, line,
+            std::string(what) + " " + show(id) +
+                " is not UTF-8 text (another encoding, or UTF-16?); save the file as UTF-8");
+}
+
 bool fits_a_cpg_list(std::string_view id) {
   return !id.empty() && id.front() != '#' && std::none_of(id.begin(), id.end(), [](char c) {
     return std::isspace(static_cast<unsigned char>(c)) || c == ',' || c == ';';
@@ -268,6 +279,7 @@ Manifest read_manifest_unguarded(const std::string& path, bool labels_optional) 
     CohortSubject subject;
     subject.id = std::string(fields[id_col]);
     if (subject.id.empty()) fail_at(path, line, "empty subject_id");
+    require_text_id(path, line, "subject_id", subject.id);
     const auto [it, fresh] = line_of_id.emplace(subject.id, line);
     if (!fresh)
       fail_at(path, line, "subject " + show(subject.id) + " is already listed on line " + std::to_string(it->second));
@@ -375,6 +387,7 @@ MethylationTable read_methylation_table_unguarded(const std::string& path) {
     for (size_t c = 0; c < table.cpg_ids.size(); ++c) {
       const std::string& id = table.cpg_ids[c];
       if (id.empty()) fail_at(path, header_line, "column " + std::to_string(c + 2) + " has no CpG id");
+      require_text_id(path, header_line, "CpG id", id);
       if (!fits_a_cpg_list(id))
         fail_at(path, header_line,
                 "CpG id " + show(id) + " (column " + std::to_string(c + 2) +
@@ -411,6 +424,7 @@ MethylationTable read_methylation_table_unguarded(const std::string& path) {
     }
     std::string id(fields[0]);
     if (id.empty()) fail_at(path, line, "empty subject id");
+    require_text_id(path, line, "subject id", id);
     const auto [it, fresh] = line_of_id.emplace(id, line);
     if (!fresh) fail_at(path, line, "subject " + show(id) + " is already listed on line " + std::to_string(it->second));
     for (size_t c = 0; c < cols; ++c) {

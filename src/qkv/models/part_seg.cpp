@@ -125,11 +125,10 @@ at::Tensor VNDGCNNSeg::pool(size_t i, const at::Tensor& x) {
 at::Tensor VNDGCNNSeg::forward(const data::Batch& batch) {
   const auto category = category_input(batch);
   auto x = vn_input(batch, false);  // [B, 1, 3, N]
-  const int64_t b = x.size(0);
   // Dynamic graphs: neighbours by distance between the current VN features;
   // each graph's first conv factorised (vn/edge_conv.h), the second on its
   // edges; the last graph's single conv fused with its mean pooling.
-  auto graph = [&](const at::Tensor& v) { return vn::knn_indices(v.reshape({b, -1, v.size(3)}), options_.k); };
+  auto graph = [&](const at::Tensor& v) { return vn::knn_indices(v.flatten(1, 2), options_.k); };
   auto edge_conv = [&](size_t i, const at::Tensor& v) { return vn::factorised_edge_conv(*convs_[i], v, graph(v)); };
   const auto x1 = pool(0, convs_[1]->forward(edge_conv(0, x)));
   const auto x2 = pool(1, convs_[3]->forward(edge_conv(2, x1)));

@@ -71,13 +71,12 @@ at::Tensor VNDGCNN::forward(const data::Batch& batch) { return head_->forward(fe
 
 at::Tensor VNDGCNN::features(const data::Batch& batch) {
   auto x = vn_input(batch, false, options_.point_features);  // [B, 1 + F, 3, N]
-  const int64_t b = x.size(0);
   std::vector<at::Tensor> levels;
   for (size_t i = 0; i < convs_.size(); ++i) {
     // Dynamic graph: neighbours by distance between the current VN features;
     // the first one by the points alone (the feature channels f x left out).
     const auto graph = i == 0 ? x.narrow(1, 0, 1) : x;
-    const auto idx = vn::knn_indices(graph.reshape({b, -1, graph.size(3)}), options_.k);
+    const auto idx = vn::knn_indices(graph.flatten(1, 2), options_.k);
     x = options_.pooling == "mean" ? vn::factorised_edge_conv_mean(*convs_[i], x, idx)
                                    : pool(i, vn::factorised_edge_conv(*convs_[i], x, idx));
     levels.push_back(x);

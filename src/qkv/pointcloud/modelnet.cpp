@@ -277,7 +277,11 @@ ModelNetData load_class_files(const ClassFiles& tree, const fs::path& root, cons
       const auto features = rows.features ? point_feature_rows(shape, o.point_features, item.path) : at::Tensor();
       const auto sampled = sample_surface(shape, meshes.points_per_shape, item.seed, item.path);
       copy_rows(sampled.points, rows.points);
-      if (rows.normals) copy_rows(sampled.normals, rows.normals);
+      if (rows.normals) {
+        // A mesh's normals are its faces'; a cloud's, the file's own columns.
+        if (!sampled.normals.defined()) throw DataError(item.path + ": the point cloud has no normals");
+        copy_rows(sampled.normals, rows.normals);
+      }
       if (rows.features) copy_rows(features.index_select(0, sampled.indices), rows.features);
     });
     (split == 0 ? data.train : data.test) = std::move(set);

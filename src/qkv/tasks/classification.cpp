@@ -10,6 +10,7 @@
 #include <random>
 
 #include "qkv/core/atomic_file.h"
+#include "qkv/core/csv.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/messages.h"
 #include "qkv/core/npy.h"
@@ -276,6 +277,12 @@ TrainTask classification_train_task(std::shared_ptr<ClassificationTrainSettings>
          const LoadContext& context, TaskRun& run) {
         if (context.resume && s.class_names != d.class_names)
           throw DataError("{resume} " + context.run_dir + ": the data's classes differ from the stored run's");
+        // Said of the data, not as the model option 'classes' the user never gave.
+        if (s.class_names.size() < 2)
+          throw DataError(
+              d.source + ": holds " +
+              (s.class_names.empty() ? std::string("no class") : "1 class (" + s.class_names.front() + ")") +
+              "; a classifier is trained on at least 2");
         d.class_names = s.class_names;
         r.model_options["classes"] = static_cast<int64_t>(s.class_names.size());
         run.hooks.test_model = voted_test_model(d.votes);
@@ -454,19 +461,6 @@ ShapeEmbeddings embed_shapes(const train::CheckpointFile& checkpoint, const Shap
   result.features = torch::cat(rows).to(torch::kFloat).contiguous();
   return result;
 }
-
-namespace {
-
-// A CSV field as RFC 4180 writes one: quoted when it holds a comma, a quote
-// or a line break, its quotes doubled.
-std::string csv_field(const std::string& text) {
-  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
-  std::string out = "\"";
-  for (const char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
-}  // namespace
 
 nlohmann::json write_shape_embeddings(const train::CheckpointFile& checkpoint, const ShapeEmbedSettings& s,
                                       uint64_t seed, const std::string& out, bool overwrite,

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "qkv/core/atomic_file.h"
+#include "qkv/core/csv.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
 #include "qkv/core/json_file.h"
@@ -217,8 +218,8 @@ CohortPrediction predict_cohort(const CohortFiles& files, const train::Checkpoin
     std::snprintf(prob, sizeof prob, "%.6f", p[i]);
     const bool seen = fit.count(cohort.subject_ids[i]) > 0;
     const int64_t label = cohort.labels[i];
-    csv += cohort.subject_ids[i] + "," + (label == medical::kUnlabelled ? "" : std::to_string(label)) + "," + prob +
-           "," + (p[i] >= 0.5 ? "1" : "0") + "," + (seen ? "1" : "0") + "\n";
+    csv += csv_field(cohort.subject_ids[i]) + "," + (label == medical::kUnlabelled ? "" : std::to_string(label)) + "," +
+           prob + "," + (p[i] >= 0.5 ? "1" : "0") + "," + (seen ? "1" : "0") + "\n";
     seen_count += seen;
     if (label == medical::kUnlabelled) continue;
     labelled_p.push_back(p[i]);

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "qkv/core/atomic_file.h"
+#include "qkv/core/csv.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
 #include "qkv/core/json_file.h"
@@ -613,7 +614,8 @@ CVResult run_cross_validation(const medical::CohortData& cohort, const CVOptions
         char line[64];
         std::snprintf(line, sizeof line, "%.9g", fp.probabilities[i]);
         predictions_csv += std::to_string(fold.run + 1) + "," + std::to_string(fold.fold + 1) + "," + m + "," +
-                           cohort.subject_ids[r] + "," + std::to_string(cohort.labels[r]) + "," + line + "\n";
+                           csv_field(cohort.subject_ids[r]) + "," + std::to_string(cohort.labels[r]) + "," + line +
+                           "\n";
       }
       metrics["run"] = fold.run + 1;
       metrics["fold"] = fold.fold + 1;

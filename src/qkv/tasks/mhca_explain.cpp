@@ -12,9 +12,11 @@
 #include <unordered_map>
 
 #include "qkv/core/atomic_file.h"
+#include "qkv/core/csv.h"
 #include "qkv/core/errors.h"
 #include "qkv/core/json_file.h"
 #include "qkv/core/npy.h"
+#include "qkv/core/parse_errors.h"
 #include "qkv/medical/nifti.h"
 #include "qkv/picture/raster.h"
 #include "qkv/train/progress.h"
@@ -99,7 +101,7 @@ void write_cpg_ranking(const std::string& path, const std::vector<std::string>& 
   std::string csv = planted.empty() ? "rank,cpg_id,attention\n" : "rank,cpg_id,attention,planted\n";
   for (int64_t r = 0; r < order.size(0); ++r) {
     const int64_t i = order[r].item<int64_t>();
-    csv += std::to_string(r + 1) + "," + ids[i] + "," + format_double(attention[i].item<double>());
+    csv += std::to_string(r + 1) + "," + csv_field(ids[i]) + "," + format_double(attention[i].item<double>());
     if (!planted.empty()) csv += planted.count(ids[i]) ? ",yes" : ",no";
     csv += "\n";
   }
@@ -444,6 +446,17 @@ ExplainInputs read_explain_inputs(const medical::CohortData& cohort, const Expla
       rows.push_back(it->second);
     }
   }
+  // Each subject's maps go into a folder of --out named by its id: an id that
+  // is not one plain folder name ('..', 'a/b') would write outside --out.
+  if (options.write_per_subject)
+    for (const auto r : rows) {
+      const std::string& id = cohort.subject_ids[static_cast<size_t>(r)];
+      if (id.empty() || id == "." || id == ".." || id.find('/') != std::string::npos)
+        throw DataError("subject " + parse::show(id) +
+                        ": explain writes each subject's maps into a folder of the output named by its id, and "
+                        "'.', '..' or an id holding '/' is not a plain folder name; rename the subject in the "
+                        "manifest and the methylation table (nothing was written)");
+    }
   if (!options.ground_truth.empty()) {
     in.truth = read_ground_truth(options.ground_truth);
     check_ground_truth_is_of(in.truth, cohort, rows);

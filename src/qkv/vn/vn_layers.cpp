@@ -163,6 +163,8 @@ VNMaxPoolImpl::VNMaxPoolImpl(int64_t channels) {
 }
 
 at::Tensor VNMaxPoolImpl::forward(const at::Tensor& x) {
+  // [B, C, 3] would be pooled over its axes, silently.
+  if (x.dim() < 4 || x.size(2) != 3) throw UsageError("VNMaxPool: expected x [B, C, 3, N], got " + shape_of(x));
   const auto dot = vn_dot(x, map_to_dir->forward(x));  // [B, C, 1, ..., N]
   auto sizes = x.sizes().vec();
   sizes.back() = 1;
@@ -226,8 +228,9 @@ at::Tensor vn_frame_coordinates_composed(const at::Tensor& x, const at::Tensor& 
   // <x_c, F_j> for every channel c and frame vector j, as one batched matmul
   // over the flattened trailing dims: [B, M, C, xyz] @ [B, M, xyz, j].
   const auto b = x.size(0), c = x.size(1);
-  const auto xs = x.reshape({b, c, 3, -1}).permute({0, 3, 1, 2});
-  const auto fs = frame.reshape({b, 3, 3, -1}).permute({0, 3, 2, 1});
+  const auto m = c10::multiply_integers(x.sizes().slice(3));  // not -1: an empty batch has no size to infer
+  const auto xs = x.reshape({b, c, 3, m}).permute({0, 3, 1, 2});
+  const auto fs = frame.reshape({b, 3, 3, m}).permute({0, 3, 2, 1});
   return torch::matmul(xs, fs).permute({0, 2, 3, 1}).reshape(x.sizes());
 }
 

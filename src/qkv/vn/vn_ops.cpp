@@ -47,7 +47,10 @@ at::Tensor vn_leaky_relu_composed(const at::Tensor& x, const at::Tensor& directi
   return x - (1.0 - negative_slope) * coef * direction;
 }
 
-at::Tensor vn_norm(const at::Tensor& x, double eps) { return (vn_dot(x, x).squeeze(2) + eps * eps).sqrt(); }
+at::Tensor vn_norm(const at::Tensor& x, double eps) {
+  require_vn(x, "vn_norm");
+  return (vn_dot(x, x).squeeze(2) + eps * eps).sqrt();
+}
 
 at::Tensor vn_rescale(const at::Tensor& x, const at::Tensor& norm, const at::Tensor& new_norm) {
   return x * (new_norm / norm).unsqueeze(2);
