@@ -29,7 +29,9 @@ the arguments it was built with (a registry model from its name and options),
 outside torch's random stream (copying draws no random numbers), and given
 the original's state_dict, dtype, device and train/eval mode. copy.copy is
 therefore a deep copy too (the weights are the C++ module's own). A part of a
-module is not copied on its own.
+module is not copied on its own. A parameter stays one object with whatever
+is copied or pickled with it (an optimizer, a module it is tied to), as
+nn.Module's do: the copy holds that object in place of its registered weight.
 """
 import contextlib
 import functools
@@ -118,7 +120,7 @@ class _Part(torch.nn.Module):
         # The tensors the C++ forward reads unless others are bound for a call.
         object.__setattr__(self, "_registered", registered)
         for name, child in impl.children():
-            self.add_module(name, _Part(child))
+            self.add_module(name, (_ListPart if child.type_name.endswith(_LISTS) else _Part)(child))
 
     def extra_repr(self):
         # The C++ class without its namespace and Impl, then its own weights' sizes:
@@ -181,16 +183,24 @@ class _Part(torch.nn.Module):
         # module failed at its first call with LibTorch's "expected scalar type".
         with torch.no_grad():
             probe = fn(torch.empty(0, dtype=torch.float32, device="cpu"))
+        what = self._what() if isinstance(self, CppModule) else self.extra_repr()
         if (probe.is_floating_point() or probe.is_complex()) and probe.dtype not in _FULL_PRECISION:
-            what = self._what() if isinstance(self, CppModule) else self.extra_repr()
             raise _qkv.UsageError("qkv: %s cannot hold %s weights: qkv computes in float32 or float64 (run it under "
                                   "torch.autocast to take half inputs)" % (what, probe.dtype))
+        if not torch._has_compatible_shallow_copy_type(torch.empty(0), probe):
+            # nn.Module would put new tensors in place of its own (a meta tensor cannot hold a CPU one's
+            # data); the C++ module keeps reading the ones it registered.
+            raise _qkv.UsageError("qkv: %s cannot move to the %s device: its C++ module computes with the tensors it "
+                                  "registered, which cannot hold that device's (the module is as it was)"
+                                  % (what, probe.device.type))
         if recurse:
             for child in self.children():
                 child._apply(fn)
-        for tensor in list(self._parameters.values()) + list(self._buffers.values()):
-            if tensor is None:
-                continue
+        # The tensors the part holds, then the registered ones it holds no longer (an nn.Parameter assigned in
+        # place of one is bound to it at call time, and must stay of its dtype and device).
+        tensors = {id(t): t for t in list(self._parameters.values()) + list(self._buffers.values()) +
+                   list(self.__dict__.get("_registered", {}).values()) if t is not None}
+        for tensor in tensors.values():
             with torch.no_grad():
                 converted = fn(tensor)
             if converted is not tensor:
@@ -207,15 +217,51 @@ class _Part(torch.nn.Module):
         raise TypeError("a part of a qkv module cannot be pickled alone; pickle the qkv module it belongs to")
 
 
+def _owner(module, name):
+    """(the submodule holding the weight `name`, its attribute name)."""
+    prefix, _, leaf = name.rpartition(".")
+    return (module.get_submodule(prefix) if prefix else module), leaf
+
+
+_LISTS = ("ModuleListImpl", "SequentialImpl")
+
+
+class _ListPart(_Part):
+    """A C++ ModuleList or Sequential: its parts by position, as torch.nn.ModuleList gives them
+    (model.blocks[-1].register_forward_hook(...), len(model.blocks), for block in model.blocks)."""
+
+    def __getitem__(self, index):
+        parts = list(self._modules.values())
+        return tuple(parts[index]) if isinstance(index, slice) else parts[index]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(list(self._modules.values()))
+
+
 def _rebuilt(make, state, training, where, frozen=()):
-    """A module made by make() without touching torch's random stream, holding `state`, on the original's
-    device and dtype (where: (device, floating dtype) or None), in its mode, its parameters named in `frozen`
-    not requiring grad (as the original's)."""
+    """A module made by make() without touching torch's random stream, holding `state`, on the device and
+    dtype of its tensors (as torch.load's map_location left them; else where: (device, floating dtype) or None),
+    in its mode, its parameters named in `frozen` not requiring grad (as the original's). A parameter in
+    `state` (pickled as itself, not as a copy) is held as it is: pickle gave the same object to whatever else
+    held it (an optimizer, a module it is tied to), as nn.Module's own pickles do."""
     with torch.random.fork_rng(devices=[]):
         module = make()
+    floating = [t for t in state.values() if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    if floating:
+        where = (floating[0].device, floating[0].dtype)
     if where is not None:
         module.to(device=where[0], dtype=where[1])
     module.load_state_dict(state)
+    for name, value in state.items():
+        owner, leaf = _owner(module, name)
+        held = owner._parameters.get(leaf)
+        if isinstance(value, torch.nn.Parameter) and held is not None and held is not value:
+            with torch.no_grad():
+                held.data = value.data  # the registered tensor keeps no copy of its own
+            setattr(owner, leaf, value)
     frozen = set(frozen)
     for name, parameter in module.named_parameters():
         if name in frozen:
@@ -357,6 +403,11 @@ class CppModule(_Part):
         return _rebuild, (cls, args, kwargs)
 
     def __reduce_ex__(self, protocol):
+        return self._reduced(share=True)
+
+    def _reduced(self, share):
+        """(function, arguments) that build this module again. share: each parameter a part holds is given as
+        itself (pickle's memo then keeps it one object with whatever else holds it); else as a copy."""
         # The weights that would run now, under the C++ names: a parametrized or pruned part is copied as a plain
         # one holding its effective weight; then what a subclass's __init__ added (an nn.Linear head).
         function, head = self._rebuild_args()
@@ -372,15 +423,33 @@ class CppModule(_Part):
             if not isinstance(current, torch.Tensor):
                 raise TypeError("%s: cannot copy a qkv module whose %s is %s" % (self._what(), name,
                                                                                 type(current).__name__))
-            state[name] = current.detach().clone()
+            state[name] = current if share and isinstance(current, torch.nn.Parameter) else current.detach().clone()
             if not current.requires_grad:  # a frozen parameter stays frozen (buffers never require grad)
                 frozen.append(name)
         return function, head + (state, self.training, self._placement(), frozen)
 
     def __deepcopy__(self, memo):
-        function, arguments = self.__reduce_ex__(4)
+        if id(self) in memo:
+            return memo[id(self)]
+        function, arguments = self._reduced(share=False)
         copy = function(*arguments)
         memo[id(self)] = copy
+        # Each parameter stays one object with what else is copied with it, as copy.deepcopy keeps nn.Module's:
+        # one copied before (an optimizer's, a module it is tied to) is held by the copy; one copied later
+        # finds the copy's. A parametrized part's weight is computed, not held: the copy's is its own.
+        state = arguments[-4]
+        for name in state:
+            original_owner, leaf = _owner(self, name)
+            original = original_owner._parameters.get(leaf)  # a parametrization's weight is computed, not held
+            if original is None:
+                continue
+            owner, leaf = _owner(copy, name)
+            mine = owner._parameters.get(leaf)
+            known = memo.get(id(original))
+            if known is None:
+                memo[id(original)] = mine
+            elif known is not mine and isinstance(known, torch.nn.Parameter):
+                setattr(owner, leaf, known)
         return copy
 
     def __copy__(self):

@@ -15,6 +15,7 @@ import operator
 import torch
 
 from . import _qkv
+from ._settings import settings_text
 
 _data = _qkv.data
 
@@ -91,7 +92,7 @@ def _splits(kind, what, root, settings):
     if root is not None:
         settings["source"] = str(root)
     info = (_data.classification_splits if kind == "classification" else _data.part_segmentation_splits)(
-        what, json.dumps(settings))
+        what, settings_text(settings, what))
     meta = {k: v for k, v in info.items() if not isinstance(v, _data.Dataset)}
     meta["settings"] = json.loads(meta["settings"])
     return {k: _Split(v, meta) for k, v in info.items() if isinstance(v, _data.Dataset)}, meta

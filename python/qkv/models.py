@@ -18,6 +18,7 @@ import torch
 
 from . import _qkv
 from ._modules import CppModule
+from ._settings import settings_text
 from ._signatures import signature_of
 
 
@@ -65,7 +66,7 @@ def _rebuild_model(name, options, config, state, training, where, frozen=()):
     from ._modules import _rebuilt
 
     def make():
-        return Model(_qkv.create_model(name, json.dumps(options)), name, options, config)
+        return Model(_qkv.create_model(name, settings_text(options, name)), name, options, config)
     return _rebuilt(make, state, training, where, frozen)
 
 
@@ -77,7 +78,7 @@ class Model(CppModule):
         super().__init__(impl)
         self.name = name
         self.options = options  # every option, defaults filled in (as config.json records them)
-        self.inputs = _qkv.model_inputs(name, json.dumps(options))
+        self.inputs = _qkv.model_inputs(name, settings_text(options, name))
         self.config = config  # the run configuration of a loaded checkpoint, else None
 
     def forward(self, batch=None, **inputs):
@@ -146,14 +147,15 @@ class Model(CppModule):
         """The LM only: logits of tokens [B, n], following (and extending) a KVCache when given
         (under torch.no_grad(): the cache keeps no autograd graph)."""
         if not hasattr(self._impl, "forward_tokens"):
-            raise _qkv.UsageError("%s: forward_tokens is the language model's" % self.name)
+            raise _qkv.UsageError("%s: forward_tokens (logits that follow a KVCache) is the transformer language "
+                                  "model's (transformer-lm); call this model on the tokens: model(tokens)" % self.name)
         return self._call(self._impl.forward_tokens, tokens, cache)
 
 
 def create(name, **options):
     """A new model with qkv's initialisation; options and defaults as `qkv params NAME` lists them.
     Seed it with torch.manual_seed (qkv draws from torch's generator)."""
-    text = json.dumps(options)
+    text = settings_text(options, name)
     resolved = json.loads(_qkv.resolve_model_options(name, text))
     return Model(_qkv.create_model(name, text), name, resolved)
 
@@ -190,7 +192,7 @@ predict_parts.__signature__ = signature_of(_qkv.predict_parts)
 
 def parameter_count(name, points=1024, **options):
     """(parameters, activation floats per sample) from the options alone, as `qkv params` computes them."""
-    return _qkv.model_size(name, json.dumps(options), points)
+    return _qkv.model_size(name, settings_text(options, name), points)
 
 
 __all__ = ["create", "load", "load_weights", "names", "describe", "parameter_count", "predict_parts",

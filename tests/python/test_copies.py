@@ -189,3 +189,72 @@ def test_repr_shows_the_sizes_a_module_was_built_with():
     text = repr(qkv.models.create("vnt", classes=3, linear_dim=4, heads=2, head_dim=4, k=4))
     assert "(map_to_feat): _Part(VNLinear: weight=[4, 2])" in text, text
     assert "qkv::" not in text and "Impl" not in text, text
+
+
+class TiedToALinear(torch.nn.Module):
+    """A plain layer sharing a qkv module's weight (tied weights)."""
+
+    def __init__(self):
+        super().__init__()
+        self.vn = qkv.nn.VNLinear(4, 4)
+        self.lin = torch.nn.Linear(4, 4, bias=False)
+        self.lin.weight = self.vn.weight
+
+
+def _trains(module, optimizer, x):
+    """Whether a step of `optimizer` on module(x).sum() changes every parameter of `module`."""
+    before = [p.detach().clone() for p in module.parameters()]
+    optimizer.zero_grad()
+    module(x).sum().backward()
+    optimizer.step()
+    return all(not torch.equal(a, p) for a, p in zip(before, module.parameters()))
+
+
+def test_copies_and_pickles_keep_a_parameter_one_object_with_its_optimizer_and_ties():
+    # As nn.Module's: copy.deepcopy((model, optimizer)) gave an optimizer of
+    # tensors the copy did not compute with (its steps changed nothing), and a
+    # weight tied to a plain layer came apart in every copy (2 parameters).
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 3, 5)
+    module = qkv.nn.VNLinear(4, 4)
+    optimizer = torch.optim.SGD(module.parameters(), lr=0.5)
+    buf = io.BytesIO()
+    torch.save({"model": module, "optimizer": optimizer}, buf)
+    buf.seek(0)
+    loaded = torch.load(buf)
+    copies = [copy.deepcopy((module, optimizer)), copy.deepcopy((optimizer, module))[::-1],
+              (loaded["model"], loaded["optimizer"]), pickle.loads(pickle.dumps((module, optimizer)))]
+    for duplicate, its_optimizer in copies:
+        assert its_optimizer.param_groups[0]["params"][0] is duplicate.weight
+        assert duplicate.weight is not module.weight
+        assert torch.equal(duplicate(x), module(x))
+        assert _trains(duplicate, its_optimizer, x)
+    tied = TiedToALinear()
+    buf = io.BytesIO()
+    torch.save(tied, buf)
+    buf.seek(0)
+    for duplicate in (copy.deepcopy(tied), torch.load(buf), pickle.loads(pickle.dumps(tied))):
+        assert duplicate.lin.weight is duplicate.vn.weight and len(list(duplicate.parameters())) == 1
+        with torch.no_grad():
+            duplicate.lin.weight.add_(1.0)  # the qkv forward computes with the tied weight
+        assert torch.allclose(duplicate.vn(x), torch.einsum("oc,bcjn->bojn", duplicate.lin.weight, x), atol=1e-6)
+        assert not torch.equal(duplicate.vn(x), tied.vn(x))
+
+
+def test_a_module_holding_an_assigned_parameter_converts_it_with_the_rest():
+    # .double() converted the assigned parameter but not the registered one it
+    # is bound to: the next call failed ("given Double ... weights are Float").
+    module = qkv.nn.VNLinear(4, 6)
+    module.weight = torch.nn.Parameter(module.weight.detach().clone())
+    module.double()
+    x = torch.randn(2, 4, 3, 5, dtype=torch.float64)
+    assert module.weight.dtype == torch.float64
+    assert torch.allclose(module(x), torch.einsum("oc,bcjn->bojn", module.weight, x), rtol=1e-12, atol=1e-12)
+
+
+def test_a_move_to_the_meta_device_is_refused_and_leaves_the_module_as_it_was():
+    module = qkv.nn.VNLinear(4, 6)
+    before = module.weight.detach().clone()
+    with pytest.raises(qkv.UsageError, match="cannot move to the meta device"):
+        module.to("meta")
+    assert module.weight.device.type == "cpu" and torch.equal(module.weight, before)

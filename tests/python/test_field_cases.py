@@ -92,3 +92,45 @@ def test_read_shape_refuses_what_is_not_a_regular_file(tmp_path):
     (tmp_path / "zero.obj").symlink_to("/dev/zero")
     with pytest.raises(qkv.DataError, match="is not a regular file"):
         qkv.data.read_shape(tmp_path / "zero.obj")
+
+
+def test_vn_pooling_and_norm_refuse_a_feature_without_its_points_or_axes():
+    # VNMaxPool([B, C, 3]) pooled over x, y and z: neither equivariant nor invariant, without a word.
+    with pytest.raises(qkv.UsageError, match=r"VNMaxPool: expected x \[B, C, 3, N\], got \[2, 4, 3\]"):
+        qkv.nn.VNMaxPool(4)(torch.randn(2, 4, 3))
+    with pytest.raises(qkv.UsageError, match=r"vn_norm: expected a VN feature \[B, C, 3, \.\.\.\], got \[2, 4, 5\]"):
+        qkv.ops.vn_norm(torch.randn(2, 4, 5))
+
+
+SMALL_VNT = dict(linear_dim=8, heads=2, head_dim=4, k=6, head_hidden=[16], blocks=2)
+
+
+@pytest.mark.parametrize("name,options", [("vnt", SMALL_VNT), ("vn-dgcnn", dict(k=6))])
+def test_an_empty_batch_gives_empty_logits(name, options):
+    # As PyTorch's layers (and qkv's other models) do; a reshape that inferred a size from no elements failed.
+    model = qkv.models.create(name, classes=5, **options).eval()
+    assert model(torch.randn(0, 3, 32)).shape == (0, 5)
+    assert qkv.nn.VNStdFeature(4)(torch.randn(0, 4, 3, 10))[0].shape == (0, 4, 3, 10)
+
+
+def test_a_models_lists_of_parts_index_as_module_lists():
+    model = qkv.models.create("vnt", classes=5, **SMALL_VNT)
+    assert len(model.blocks) == 2
+    assert model.blocks[-1] is model.blocks[1] is model.get_submodule("blocks.1")
+    assert [b for b in model.blocks] == list(model.blocks[0:2])
+    fired = []
+    model.blocks[-1].register_forward_hook(lambda part, inputs, output: fired.append(output.shape))
+    model.eval()(torch.randn(2, 3, 32))
+    assert len(fired) == 1
+    block = model.blocks[0]  # a part, not a list: no length, true as any module
+    assert bool(block) and not hasattr(block, "__len__")
+
+
+def test_settings_take_numpy_numbers_and_name_a_value_that_is_not_finite():
+    np = pytest.importorskip("numpy")
+    model = qkv.models.create("vnt", classes=np.int64(5), dropout=np.float32(0.25), **SMALL_VNT)
+    assert model.options["classes"] == 5 and model.options["dropout"] == 0.25
+    with pytest.raises(qkv.UsageError, match="vnt: dropout must be a finite number, got nan"):
+        qkv.models.create("vnt", dropout=float("nan"), **SMALL_VNT)
+    with pytest.raises(qkv.UsageError, match="forward_tokens .* is the transformer language model's"):
+        qkv.models.create("lstm-lm").forward_tokens(torch.zeros(1, 3, dtype=torch.long))
