@@ -135,6 +135,12 @@ TEST(Cli, UsageErrorsExit2WithOneLine) {
   expect_clean_failure(run("spirals frob"), 2, "qkv spirals: error: unknown command 'frob' (known: train, eval)");
   expect_clean_failure(run("frobnicate"), 2, "frobnicate");
   expect_clean_failure(run("spirals train --epochs abc"), 2, "--epochs");
+  // Past int64: refused, not taken as its largest value (which trained for ever).
+  expect_clean_failure(run("spirals train --epochs 99999999999999999999 --out " + fresh_dir("e_huge")), 2,
+                       "--epochs: value 99999999999999999999 is out of range: -9223372036854775808 to "
+                       "9223372036854775807");
+  expect_clean_failure(run("lm cache-size --layers 99999999999999999999 --heads 2 --head-dim 4 --seq 10"), 2,
+                       "--layers: value 99999999999999999999 is out of range");
   expect_clean_failure(run("spirals train --no-such-flag"), 2, "--no-such-flag");
   expect_clean_failure(run("spirals train --epochs 0 --out " + fresh_dir("e0")), 2, "--epochs");
   expect_clean_failure(run("spirals train --optimizer adagrad --out " + fresh_dir("opt")), 2, "--optimizer");

@@ -242,6 +242,17 @@ TEST(Generate, MaxNewBeyondTheMemoryLimitIsRefusedByName) {
   o.memory_limit_bytes = 0;
   o.max_new = std::numeric_limits<int64_t>::max();  // prompt + max_new itself overflows
   EXPECT_THROW(lm::generate(*lm, {1, 2}, o), UsageError);
+  // A sliding window's cache holds its ring however many bytes follow: the
+  // overflowing count was refused as needing "more than 2^63 bytes".
+  models::TransformerLMOptions windowed;
+  windowed.d_model = 32;
+  windowed.window = 8;
+  windowed.sinks = 2;
+  models::TransformerLM ring(windowed);
+  ring.eval();
+  int64_t seen = 0;
+  o.on_token = [&](int64_t) { return ++seen < 5; };
+  EXPECT_EQ(lm::generate(ring, {1, 2}, o).tokens.size(), 5u);
 }
 
 TEST(KVCacheBytes, OverflowThrowsInsteadOfWrapping) {

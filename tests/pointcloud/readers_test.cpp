@@ -155,7 +155,10 @@ TEST(ReadOff, MalformedFilesNameTheFile) {
       {"extra.off", "OFF\n3 1 0\n" + tri + "3 0 1 2\n3 0 1 2\n", "wrong counts"},
       {"bad_counts.off", "OFF\n3 x 0\n" + tri, "bad counts line"},
       {"nan.off", "OFF\n3 1 0\n0 0 0\nnan 0 0\n0 1 0\n3 0 1 2\n", "not finite"},
-      {"inf.off", "OFF\n3 1 0\n0 0 0\n1e999 0 0\n0 1 0\n3 0 1 2\n", "not finite"},
+      {"inf.off", "OFF\n3 1 0\n0 0 0\ninf 0 0\n0 1 0\n3 0 1 2\n", "not finite"},
+      // Finite, and beyond what float32 (and 1e999 what double) can hold: not "not finite".
+      {"huge.off", "OFF\n3 1 0\n0 0 0\n1e300 0 0\n0 1 0\n3 0 1 2\n", "value '1e300' is beyond float32's range"},
+      {"huger.off", "OFF\n3 1 0\n0 0 0\n-1e999 0 0\n0 1 0\n3 0 1 2\n", "value '-1e999' is beyond float32's range"},
       {"token.off", "OFF\n3 1 0\n0 0 0\n1.0abc 0 0\n0 1 0\n3 0 1 2\n", "non-numeric"},
       {"columns.off", "OFF\n3 1 0\n0 0 0\n1 0\n0 1 0\n3 0 1 2\n", "expected 3"},
       {"range.off", "OFF\n3 1 0\n" + tri + "3 0 1 3\n", "out of range"},
@@ -392,6 +395,14 @@ TEST(ReadPointText, CommasSpacesAndNormals) {
   EXPECT_TRUE(b.is_point_cloud());
 }
 
+TEST(ReadPointText, AValueTooSmallForADoubleIsZero) {
+  // from_chars says "out of range" for 1e-400 as for 1e400; it was refused as "not finite".
+  const auto a = read_point_text(write("tiny.xyz", "1 2 1e-400\n4 5 -0.0000e-999\n"));
+  ASSERT_EQ(a.vertices.size(), 2u);
+  EXPECT_EQ(a.vertices[0], (Vec3{1, 2, 0}));
+  EXPECT_EQ(a.vertices[1], (Vec3{4, 5, 0}));
+}
+
 TEST(ReadPointText, AHeaderLineNamesTheColumns) {
   // As spreadsheets (with their byte-order mark), CloudCompare ("//X") and
   // Open3D write them: x y z found by name, other columns skipped.
@@ -519,6 +530,7 @@ TEST(ReadPointText, MalformedFilesNameTheFile) {
       {"four.txt", "1 2 3 4\n", "4 columns"},
       {"mixed.txt", "1 2 3\n1 2 3 0 0 1\n", "line 1 has 3"},
       {"nan.txt", "1 2 3\nNaN 2 3\n", "not finite"},
+      {"huge.txt", "1 2 3\n1e39 2 3\n", "line 2: value '1e39' is beyond float32's range"},
       {"word.txt", "1 2 3\n1 two 3\n", "non-numeric"},
       {"empty.txt", "\n\n", "empty cloud"},
       {"typo.txt", "1 2 3a\n", "non-numeric"},

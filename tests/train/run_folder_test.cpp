@@ -48,6 +48,8 @@ TEST(RunFolder, OverwriteRemovesOnlyWhatQkvWrote) {
   }
   write_user_file(dir / "mine.txt", "a user's file");
   const auto folder = RunFolder::open(dir.string(), RunFolderMode::Overwrite, "vnt train");
+  EXPECT_TRUE(fs::exists(dir / "summary.json"));  // until the run writes: its data may still be refused
+  write_file_atomic(folder.paths().config(), std::string("{}"));
   EXPECT_FALSE(fs::exists(dir / "summary.json"));
   EXPECT_TRUE(fs::exists(dir / "mine.txt"));
   // While the folder is held, a write there is refused where a user's file lies.

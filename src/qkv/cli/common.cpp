@@ -187,7 +187,8 @@ void add_max_params_option(CLI::App* cmd, models::ModelLimits& limits) {
                   "the most parameters a model may be built with (default " +
                       std::to_string(models::kDefaultMaxParameters) +
                       ", 1 GiB of float32); larger options are refused before anything is allocated")
-      ->check(range_check(1, 9e18));
+      ->check(range_check(1, 9e18))
+      ->check(integer_fits<int64_t>());
 }
 
 CLI::Option* add_checkpoint_option(CLI::App* cmd, train::CheckpointFile& checkpoint, const std::string& help) {

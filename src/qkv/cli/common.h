@@ -4,8 +4,10 @@
 // (core/fields.h), the command of a settings struct (add_settings_command)
 // and the eval command. The train-command skeleton is in train_command.h.
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -221,6 +223,21 @@ std::string range_help(const Field& f);
 CLI::Validator range_check(double lo, double hi);
 inline std::string range_help(double lo, double hi) { return range_help(Field{"", ""}.range(lo, hi)); }
 
+// The check that an integer option's text fits its type: CLI11 2.1 turned
+// 99999999999999999999 into the largest int64 without a word.
+template <typename T>
+CLI::Validator integer_fits() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        T value{};
+        const char* end = text.data() + text.size();
+        if (std::from_chars(text.data(), end, value).ec != std::errc::result_out_of_range) return "";
+        return "value " + text + " is out of range: " + std::to_string(std::numeric_limits<T>::min()) + " to " +
+               std::to_string(std::numeric_limits<T>::max());
+      },
+      "", "integer range");
+}
+
 // --json TEXT style output: the JSON with 2-space indent and a newline.
 void print_json(const nlohmann::json& j);
 
@@ -244,7 +261,8 @@ void add_field_option(CLI::App* cmd, const Field& f, T& value, const std::string
     else
       cmd->add_flag(flag, value, f.help);
   } else if constexpr (std::is_arithmetic_v<T>) {
-    cmd->add_option(flag, value, f.help + range_help(f))->capture_default_str()->check(range_check(f));
+    auto* opt = cmd->add_option(flag, value, f.help + range_help(f))->capture_default_str()->check(range_check(f));
+    if constexpr (std::is_integral_v<T>) opt->check(integer_fits<T>());
   } else {
     auto* opt = cmd->add_option(flag, value, f.help)->capture_default_str();
     if constexpr (std::is_same_v<T, std::vector<std::string>>) opt->delimiter(',');

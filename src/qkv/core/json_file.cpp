@@ -37,7 +37,10 @@ nlohmann::json read_json_file(const std::string& path) {
   try {
     return nlohmann::json::parse(bytes.begin(), bytes.end());
   } catch (const nlohmann::json::exception& e) {
-    throw DataError(path + ": not valid JSON (" + e.what() + ")");
+    // "[json.exception.parse_error.101] parse error at line 1, column 1: ...": the library's tag is noise.
+    std::string why = e.what();
+    if (why.rfind("[json.exception.", 0) == 0 && why.find("] ") != std::string::npos) why.erase(0, why.find("] ") + 2);
+    throw DataError(path + ": not valid JSON (" + why + ")");
   }
 }
 

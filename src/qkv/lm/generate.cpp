@@ -37,18 +37,20 @@ int64_t context_bytes(const models::TransformerLMOptions& mo, attention::CacheDt
 void check_max_new(const models::TransformerLMOptions& mo, int64_t prompt, const GenerateOptions& o,
                    attention::CacheDtype dtype) {
   const int64_t limit = o.memory_limit_bytes > 0 ? o.memory_limit_bytes : physical_memory_bytes();
+  // Past int64 the count saturates: a sliding window's cache holds its ring
+  // whatever the count, and a full cache is too large anyway.
   int64_t positions = 0;
-  const int64_t bytes =
-      __builtin_add_overflow(prompt, o.max_new, &positions) ? -1 : context_bytes(mo, dtype, positions);
+  if (__builtin_add_overflow(prompt, o.max_new, &positions)) positions = std::numeric_limits<int64_t>::max();
+  const int64_t bytes = context_bytes(mo, dtype, positions);
   if (bytes >= 0 && bytes <= limit) return;
   const int64_t per_position = context_bytes(mo, dtype, 1);
   const int64_t most = per_position > 0 ? std::max<int64_t>(0, limit / per_position - prompt) : 0;
-  throw ConfigError("max_new", std::to_string(o.max_new) +
-                                   ": keys and values for the prompt and that many bytes need " +
-                                   (bytes < 0 ? std::string("more than 2^63") : std::to_string(bytes)) +
-                                   " bytes, more than the " + std::to_string(limit) + " bytes of " +
-                                   (o.memory_limit_bytes > 0 ? "the limit" : "this machine's memory") + "; at most " +
-                                   std::to_string(most) + " with this model and prompt");
+  throw ConfigError("max_new",
+                    std::to_string(o.max_new) + ": keys and values for the prompt and that many bytes need " +
+                        (bytes < 0 ? std::string("more than 2^63") : std::to_string(bytes)) + " bytes, more than the " +
+                        std::to_string(limit) + " bytes of " +
+                        (o.memory_limit_bytes > 0 ? "the limit" : "this machine's memory") +
+                        (mo.window > 0 ? "" : "; at most " + std::to_string(most) + " with this model and prompt"));
 }
 
 }  // namespace

@@ -101,7 +101,15 @@ bool parse_double(std::string_view tok, double& out) {
   if (tok.empty()) return false;
   const auto [ptr, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), out);
   if (ec == std::errc::result_out_of_range) {
-    out = std::numeric_limits<double>::infinity();  // reported as not finite, not as non-numeric
+    // 1e400 is too large for any float (reported as beyond float32's range,
+    // not as non-numeric); 1e-400 is 0 to a float. from_chars says neither.
+    // Small when its exponent is negative or, without one, when no digit
+    // before the point is (strtod would depend on the locale).
+    const size_t e = tok.find_first_of("eE");
+    const std::string_view integral = tok.substr(0, std::min(tok.find('.'), e));
+    const bool small = e != std::string_view::npos ? e + 1 < tok.size() && tok[e + 1] == '-'
+                                                   : integral.find_first_of("123456789") == std::string_view::npos;
+    out = small ? 0.0 : std::numeric_limits<double>::max() * (tok[0] == '-' ? -1 : 1);
     return ptr == tok.data() + tok.size();
   }
   return ec == std::errc() && ptr == tok.data() + tok.size();
@@ -114,11 +122,17 @@ bool parse_int(std::string_view tok, int64_t& out) {
   return ec == std::errc() && ptr == tok.data() + tok.size();
 }
 
+// Why a value read as double is no float coordinate: 1e300 is finite, and
+// too large for the float32 that clouds are stored in.
+std::string not_a_float(double v) {
+  return std::isfinite(v) ? "is beyond float32's range (magnitude above 3.4e38)" : "is not finite";
+}
+
 // A coordinate or normal component: numeric, and finite once stored as float.
 double finite_value(const std::string& path, int64_t line, std::string_view tok) {
   double v = 0;
   if (!parse_double(tok, v)) fail_at(path, line, "non-numeric value " + show(tok));
-  if (!std::isfinite(static_cast<float>(v))) fail_at(path, line, "value " + show(tok) + " is not finite");
+  if (!std::isfinite(static_cast<float>(v))) fail_at(path, line, "value " + show(tok) + " " + not_a_float(v));
   return v;
 }
 
@@ -435,7 +449,8 @@ class PlySink {
     auto finite = [&](int i, const char* what) {
       const auto f = static_cast<float>(v[static_cast<size_t>(i)]);
       if (!std::isfinite(f)) {
-        const std::string message = "vertex " + std::to_string(index) + " has a " + what + " that is not finite";
+        const std::string message =
+            "vertex " + std::to_string(index) + " has a " + what + " that " + not_a_float(v[static_cast<size_t>(i)]);
         if (line > 0) fail_at(path_, line, message);
         fail(path_, message);
       }
