@@ -311,6 +311,7 @@ class CppModule(_Part):
     def _call(self, forward, *args, **kwargs):
         """forward (one of the C++ module's methods) through call_cpp, with the weights its parts hold now and
         their forward hooks."""
+        self._check_input_dtypes(args, kwargs)
         bound = self._bound_weights()
         hooks = [(part._impl, part._run_forward_hooks) for part in self.modules()
                  if part is not self and part._forward_hooks and "_impl" in part.__dict__]
@@ -320,6 +321,21 @@ class CppModule(_Part):
 
     def _what(self):
         return type(self).__name__
+
+    def _check_input_dtypes(self, args, kwargs):
+        """UsageError naming the input (and the module) for float32 values given to float64 weights or the
+        other way round: LibTorch's "expected scalar type Double but found Float" named neither."""
+        placement = self._placement()
+        if placement is None or placement[1] not in _FULL_PRECISION:
+            return
+        named = [("input %d" % i, a) for i, a in enumerate(args)] + list(kwargs.items())
+        for name, value in named:  # a dict's items are appended as they are met
+            if isinstance(value, dict):
+                named.extend(value.items())
+            elif (isinstance(value, torch.Tensor) and value.dtype in _FULL_PRECISION
+                  and value.dtype != placement[1] and not _autocast_devices()):
+                raise _qkv.UsageError("%s: %s is %s, its weights are %s (.to(%s) the input, or the module)" % (
+                    self._what(), name, value.dtype, placement[1], placement[1]))
 
     def _weights_now(self, for_copy=False):
         """(name, registered, current) for every weight of every part: the tensor the C++ forward registered and

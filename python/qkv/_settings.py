@@ -1,8 +1,10 @@
-"""Settings as qkv's C++ side reads them: JSON text, from the values Python
-code passes (numpy's and 0-d tensors' numbers included)."""
+"""Arguments as qkv's C++ side reads them: settings as JSON text, from the
+values Python code passes (numpy's and 0-d tensors' numbers included), and
+paths as text."""
 import json
 import math
 import numbers
+import os
 
 import torch
 
@@ -34,3 +36,8 @@ def _plain(value, name, what):
 def settings_text(settings, what):
     """The JSON text of the dict `settings` (what: the model or data set, for messages)."""
     return json.dumps(_plain(settings, "", what))
+
+
+def path_text(path):
+    """A path given as str, bytes or os.PathLike, as text (str(b"x") is "b'x'", a name no file has)."""
+    return os.fsdecode(os.fspath(path))

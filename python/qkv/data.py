@@ -15,7 +15,7 @@ import operator
 import torch
 
 from . import _qkv
-from ._settings import settings_text
+from ._settings import path_text, settings_text
 
 _data = _qkv.data
 
@@ -24,13 +24,13 @@ def read_shape(path):
     "faces" [F, 3] int64 or None, "normals" [V, 3] or None}. The file's coordinates are vertices + origin: a shape
     far from 0 (a georeferenced scan) is kept relative to an origin near its centre, whose detail float32 would
     lose; zeros for a shape near 0. A malformed file is a qkv.DataError naming it."""
-    return _data.read_shape(str(path))
+    return _data.read_shape(path_text(path))
 
 
 def read_nifti(path):
     """A NIfTI-1/2 volume -> (voxels [X, Y, Z] float32 with scl_slope/inter applied, affine [4, 4] float64
     voxel -> world (sform, else qform, else spacing), geometry dict)."""
-    return _data.read_nifti(str(path))
+    return _data.read_nifti(path_text(path))
 
 
 synthetic_shape_classes = _data.synthetic_shape_classes
@@ -90,7 +90,7 @@ def _split_made_again(cls, root, name, settings):
 def _splits(kind, what, root, settings):
     settings = dict(settings)
     if root is not None:
-        settings["source"] = str(root)
+        settings["source"] = path_text(root)
     info = (_data.classification_splits if kind == "classification" else _data.part_segmentation_splits)(
         what, settings_text(settings, what))
     meta = {k: v for k, v in info.items() if not isinstance(v, _data.Dataset)}
@@ -116,7 +116,7 @@ class _PointSet(_Split):
     @classmethod
     def _load(cls, root, settings):
         if cls._synthetic:
-            root, settings = None, dict(settings, source="synthetic", synth_dir=str(root))
+            root, settings = None, dict(settings, source="synthetic", synth_dir=path_text(root))
         return _splits(cls._kind, cls.__name__, root, settings)
 
     @classmethod
@@ -180,8 +180,8 @@ class Cohort(_Split):
 
     def __init__(self, manifest, methylation, *, rows=None, fit_rows=None, cpgs=None, normalisation="global",
                  max_missing=1.0, reorient=False):
-        self._files = (str(manifest), str(methylation), max_missing, reorient)
-        self._select(_data.Cohort(str(manifest), str(methylation), max_missing, reorient), rows, fit_rows, cpgs,
+        self._files = (path_text(manifest), path_text(methylation), max_missing, reorient)
+        self._select(_data.Cohort(path_text(manifest), path_text(methylation), max_missing, reorient), rows, fit_rows, cpgs,
                      normalisation)
 
     def _select(self, cohort, rows, fit_rows, cpgs, normalisation):

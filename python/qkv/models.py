@@ -18,7 +18,7 @@ import torch
 
 from . import _qkv
 from ._modules import CppModule
-from ._settings import settings_text
+from ._settings import path_text, settings_text
 from ._signatures import signature_of
 
 
@@ -29,6 +29,10 @@ attention layer; keys, the [B, N, k] points local attention weighs, or None wher
 
 def _registry():
     return json.loads(_qkv.model_registry())
+
+
+# The inputs that hold indices (int64), not values.
+_INDEX_INPUTS = ("tokens", "category")
 
 
 @functools.lru_cache(maxsize=None)
@@ -129,6 +133,11 @@ class Model(CppModule):
         if unknown:
             raise _qkv.UsageError("%s: no input named %s (it reads %s)" % (self.name, ", ".join(unknown),
                                                                           ", ".join(self.inputs)))
+        for key in self.inputs:  # values, not indices: integers failed inside a kernel ("not implemented for 'Long'")
+            value = inputs[key]
+            if key not in _INDEX_INPUTS and isinstance(value, torch.Tensor) and not value.is_floating_point():
+                raise _qkv.UsageError("%s: input '%s' is %s; it takes float32 or float64 values" % (
+                    self.name, key, value.dtype))
         return inputs
 
     def extra_repr(self):
@@ -163,7 +172,7 @@ def create(name, **options):
 def load(path, allow_non_finite=False):
     """The model of a checkpoint file or a run folder (its checkpoints/best.ckpt), with its weights,
     in eval mode; model.config is the run's configuration (config.json)."""
-    impl, config_text = _qkv.load_checkpoint(str(path), allow_non_finite)
+    impl, config_text = _qkv.load_checkpoint(path_text(path), allow_non_finite)
     config = json.loads(config_text)
     model = Model(impl, config["model"]["name"], config["model"]["options"], config)
     return model.eval()
@@ -175,7 +184,7 @@ def load_weights(model, path):
     place of its registered one (an assigned nn.Parameter) takes the loaded values, since it is what runs; a
     weight computed at call time (a parametrization, pruning) is refused first, since loading cannot set it."""
     held = model._held_weights()
-    _qkv.load_weights(model._impl, str(path))
+    _qkv.load_weights(model._impl, path_text(path))
     with torch.no_grad():
         for registered, tensor in held:
             tensor.copy_(registered)
@@ -183,7 +192,7 @@ def load_weights(model, path):
 
 
 def predict_parts(run, points, category, **options):
-    return _qkv.predict_parts(str(run), points, category, **options)
+    return _qkv.predict_parts(path_text(run), points, category, **options)
 
 
 predict_parts.__doc__ = _qkv.predict_parts.__doc__  # the C++ binding's: defaults written once

@@ -134,3 +134,21 @@ def test_settings_take_numpy_numbers_and_name_a_value_that_is_not_finite():
         qkv.models.create("vnt", dropout=float("nan"), **SMALL_VNT)
     with pytest.raises(qkv.UsageError, match="forward_tokens .* is the transformer language model's"):
         qkv.models.create("lstm-lm").forward_tokens(torch.zeros(1, 3, dtype=torch.long))
+
+
+def test_inputs_of_another_dtype_are_named_with_the_module():
+    # LibTorch's "expected scalar type Float but found Double" and a kernel's "not implemented for 'Long'"
+    # named neither the input nor the module.
+    model = qkv.models.create("vnt", classes=5, **SMALL_VNT).eval()
+    with pytest.raises(qkv.UsageError, match="vnt: input 'points' is torch.int64; it takes float32 or float64"):
+        model(torch.randint(0, 5, (2, 3, 32)))
+    with pytest.raises(qkv.UsageError, match="vnt: points is torch.float64, its weights are torch.float32"):
+        model(torch.randn(2, 3, 32, dtype=torch.float64))
+    with pytest.raises(qkv.UsageError, match="VNLinear: input 0 is torch.float64, its weights are torch.float32"):
+        qkv.nn.VNLinear(4, 6)(torch.randn(2, 4, 3, 5, dtype=torch.float64))
+
+
+def test_a_path_given_as_bytes_is_the_file_it_names(tmp_path):
+    path = tmp_path / "tri.off"
+    path.write_text("OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n")
+    assert qkv.data.read_shape(bytes(path))["vertices"].shape == (3, 3)
