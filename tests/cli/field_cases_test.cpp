@@ -431,3 +431,22 @@ TEST_F(FieldCases, VntTrainNamesACloudWithoutNormalsAndAFolderOfOneClass) {
   EXPECT_FALSE(fs::exists(dir + "/run"));
   fs::remove_all(dir);
 }
+
+// A run's synthetic shapes kept apart from the run: --synth-dir naming the run
+// folder made a run that was "made by 'qkv data synth-shapes'" to --resume and
+// --overwrite, and one inside checkpoints/ mixed shapes with best.ckpt.
+TEST_F(FieldCases, SyntheticShapesAreKeptApartFromTheirRun) {
+  const std::string dir = fresh_dir("fc_synth_apart");
+  const std::string train =
+      "vnt train --synth-classes box,sphere --synth-train-per-class 2 --synth-test-per-class 1 --points 32 "
+      "--epochs 1 --threads 1 --out " +
+      dir + "/run --synth-dir ";
+  expect_clean_failure(run_qkv(train + dir + "/run"), 2, "--synth-dir " + dir + "/run: is or holds the run folder");
+  expect_clean_failure(run_qkv(train + dir), 2, "--synth-dir " + dir + ": is or holds the run folder");
+  expect_clean_failure(run_qkv(train + dir + "/run/checkpoints/shapes"), 2,
+                       "lies in the files of the run folder --out " + dir + "/run");
+  EXPECT_FALSE(fs::exists(dir + "/run"));
+  // seg train reads ShapeNet-part's val list: synth-parts makes one, as seg train's own option does.
+  expect_clean_failure(run_qkv("data synth-parts --val-per-class 0 --out " + dir + "/parts"), 2, "--val-per-class");
+  fs::remove_all(dir);
+}

@@ -102,6 +102,10 @@ TEST(Resume, EpochsNotAboveThoseDoneChangeNothing) {
     EXPECT_EQ(count_lines(r.output), 1) << r.output;
     EXPECT_EQ(file_bytes(dir), before);
   }
+  // With --json, stdout is still one document: the finished run's summary.
+  const auto json = run_qkv("spirals train --resume " + dir + " --json --threads 1");
+  EXPECT_EQ(json.status, 0) << json.output;
+  EXPECT_NE(json.output.find("\"selected_epoch\""), std::string::npos) << json.output;
   // Stopped after the last epoch's checkpoint, before the summary: --resume writes it.
   const auto summary = read_json(dir + "/summary.json");
   fs::remove(dir + "/summary.json");

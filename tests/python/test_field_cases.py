@@ -152,3 +152,11 @@ def test_a_path_given_as_bytes_is_the_file_it_names(tmp_path):
     path = tmp_path / "tri.off"
     path.write_text("OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n")
     assert qkv.data.read_shape(bytes(path))["vertices"].shape == (3, 3)
+
+
+def test_a_query_holding_nan_is_refused_as_a_point_is():
+    # Its nearest point was any one (111 in one run, 365 in another).
+    queries = torch.randn(50, 3)
+    queries[3, 0] = float("nan")
+    with pytest.raises(qkv.UsageError, match="nearest_point_indices: query 3 holds NaN or an infinity"):
+        qkv.ops.nearest_points(queries, torch.randn(400, 3))

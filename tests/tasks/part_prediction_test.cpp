@@ -232,6 +232,11 @@ TEST(PredictParts, OnlyShapeNetPartsOwnLinesAreReadAsAPartFile) {
   EXPECT_FALSE(pc::looks_like_part_text(file("comment.txt", "# x y z nx ny nz\n1 2 3 0 0 1\n")));
   EXPECT_FALSE(pc::looks_like_part_text(file("scan.txt", "1 2 3 -1200 140 120 110\n4 5 6 -900 20 30 40\n")));
   EXPECT_FALSE(pc::looks_like_part_text(file("part.xyz", "0.1 0.2 0.3 0 0 1 47\n")));  // .txt only
+  // A part outside 0-49 is still a part: the reader names it (the cloud
+  // reader, which has no parts, said "7 columns, expected 3 or 6").
+  const auto bad = file("bad_part.txt", "0 0 0 0 0 1 99\n1 0 0 0 0 1 37\n");
+  ASSERT_TRUE(pc::looks_like_part_text(bad));
+  expect_data_error([&] { pc::read_part_text(bad); }, bad, "line 1: part 99.000000 is not a part id (0-49)");
   fs::remove_all(dir);
 }
 

@@ -6,6 +6,7 @@
 
 #include "qkv/core/errors.h"
 #include "qkv/core/interrupt.h"
+#include "qkv/core/json_file.h"
 
 namespace qkv::cli {
 void register_train_command(CLI::App* parent, Action& action, TrainTask task,
@@ -60,7 +61,12 @@ void register_train_command(CLI::App* parent, Action& action, TrainTask task,
     call.limits = o->limits;
     const auto outcome = tasks::train_command(*shared, call);
     if (outcome.interrupted) return kExitInterrupted;
-    if (outcome.nothing_to_do || outcome.rank != 0) return 0;
+    if (outcome.rank != 0) return 0;
+    if (outcome.nothing_to_do) {
+      // --json's reader gets one document still: the finished run's summary.
+      if (o->json) print_json(read_json_file(train::RunPaths{outcome.dir}.summary()));
+      return 0;
+    }
     if (o->json)
       print_json(outcome.summary);
     else

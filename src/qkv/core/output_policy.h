@@ -114,7 +114,9 @@ class [[nodiscard]] OutputClaim {
 //    no ledger is refused even then, since nothing there is qkv's, and so is
 //    one another command made (marker.command: a trained run is not replaced
 //    by synthetic data, nor a cohort by a run). Files another command wrote
-//    into the folder (its ledger says "by") are kept.
+//    into the folder (its ledger says "by": an export's weights.pt in a run)
+//    go with the rest: they belonged to the output being replaced, and kept
+//    out of the fresh ledger they would be nobody's.
 // The folder becomes a claimed root with a fresh ledger, for as long as the
 // claim returned is held.
 OutputClaim claim_output_dir(const std::string& dir, const std::string& option, bool overwrite,

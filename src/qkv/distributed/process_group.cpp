@@ -203,8 +203,12 @@ ProcessGroup::ProcessGroup(const ParallelOptions& options, c10::Device device)
   } catch (const std::exception& e) {
     const std::string role = options.rank == 0 ? "serve the rendezvous store on port " + std::to_string(port)
                                                : "reach rank 0's store at " + options.master;
+    std::string why = first_line(e.what());
+    // LibTorch's text for a busy port runs to several sentences.
+    if (options.rank == 0 && why.find("Address already in use") != std::string::npos)
+      why = "another process listens on that port; give --master another one";
     throw DataError("distributed rendezvous failed on " + impl_->where + ": could not " + role + " within " +
-                    timeout_text + ": " + first_line(e.what()));
+                    timeout_text + ": " + why);
   }
   std::vector<int64_t> missing;
   try {

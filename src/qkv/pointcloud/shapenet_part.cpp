@@ -315,9 +315,9 @@ bool looks_like_part_text(const std::string& path) {
       if (end != field.c_str() + field.size()) return false;  // a word: a header, a comment
     }
     if (v.empty()) continue;
-    if (v.size() != 7 || !is_unit_or_zero_normal(v[3], v[4], v[5]) || v[6] != std::floor(v[6]) || v[6] < 0 ||
-        v[6] >= kShapeNetPartCount)
-      return false;
+    // Any whole number as the part: the reader names one outside 0-49
+    // (refused as "7 columns" by the cloud reader, which has no parts).
+    if (v.size() != 7 || !is_unit_or_zero_normal(v[3], v[4], v[5]) || v[6] != std::floor(v[6])) return false;
     ++seen;
   }
   return seen > 0;

@@ -41,9 +41,9 @@ struct PartText {
 PartText read_part_text(const std::string& path, const PartCategory* category = nullptr);
 // Whether a .txt file is ShapeNet-part's text layout rather than a point
 // text read_shape_file reads: its first lines (up to 64) are each seven
-// numbers x y z nx ny nz part, the normal a unit vector and the part an
-// integer 0-49. A header line, a comment, or seven columns of another kind
-// (a scan's x y z intensity r g b) go to read_shape_file.
+// numbers x y z nx ny nz part, the normal a unit vector and the part a
+// whole number (one outside 0-49 is refused by the reader, naming it). A header line, a comment, or seven columns of
+// another kind (a scan's x y z intensity r g b) go to read_shape_file.
 bool looks_like_part_text(const std::string& path);
 
 // The two public layouts, by the folder names they are published under.

@@ -34,7 +34,8 @@ void visit_fields(SynthPartsOptions& o, V&& visit) {
   visit(Field{"train_per_category", "training shapes per class", "train-per-class"}.range(1, 100000).was(
             "train-per-category"),
         o.train_per_category);
-  visit(Field{"val_per_category", "validation shapes per class", "val-per-class"}.range(0, 100000).was(
+  // At least 1: seg train reads ShapeNet-part's val list, as its own --synth-val-per-class says.
+  visit(Field{"val_per_category", "validation shapes per class", "val-per-class"}.range(1, 100000).was(
             "val-per-category"),
         o.val_per_category);
   visit(Field{"test_per_category", "test shapes per class", "test-per-class"}.range(1, 100000).was("test-per-category"),

@@ -27,12 +27,13 @@ at::Tensor like_input(const at::Tensor& batched, const at::Tensor& points) {
 }
 
 // FPS compares distances: a NaN compares as neither nearer nor farther, and
-// the sample would repeat one index. Refused, naming the point.
-void check_finite_points(const at::Tensor& points, const char* fn) {
+// the sample would repeat one index. Refused, naming the point (`what`:
+// "point", or "query" for the points whose nearest are looked for).
+void check_finite_points(const at::Tensor& points, const char* fn, const char* what = "point") {
   if (points.numel() == 0 || at::isfinite(points.sum()).item<bool>()) return;
   const auto bad = (~at::isfinite(as_batch(points))).any(-1).nonzero();
   if (bad.size(0) == 0) return;  // the sum overflowed; every coordinate is finite
-  throw UsageError(std::string(fn) + ": point " + std::to_string(bad[0][1].item<int64_t>()) +
+  throw UsageError(std::string(fn) + ": " + what + " " + std::to_string(bad[0][1].item<int64_t>()) +
                    (points.dim() == 3 ? " of cloud " + std::to_string(bad[0][0].item<int64_t>()) : std::string()) +
                    " holds NaN or an infinity");
 }
@@ -163,6 +164,7 @@ at::Tensor nearest_point_indices(const at::Tensor& queries, const at::Tensor& po
     throw UsageError("nearest_point_indices: queries and points must be [Q, 3] and [P, 3]");
   if (points.size(0) == 0) throw UsageError("nearest_point_indices: no points to be nearest to");
   check_finite_points(points, "nearest_point_indices");
+  check_finite_points(queries, "nearest_point_indices", "query");  // its nearest point would be any one
   at::NoGradGuard no_grad;
   const auto p = points.to(torch::kDouble).contiguous();
   const auto q = queries.to(torch::kDouble).contiguous();

@@ -321,7 +321,7 @@ nlohmann::json evaluate_classifier_run(const PointEvalSettings& s, const c10::De
   const auto rotation = pc::parse_rotation(s.rotate, "rotate");
   auto run = load_classifier_run(s.checkpoint, device);
   ClassificationData d = run.data;
-  if (!s.data.empty()) d.source = s.data;
+  d.take_data_option(s.data);
   refuse_missing_val_split(d, s.split);
   const auto loaded = d.load_data();
   if (loaded.train.class_names != run.data.class_names)
@@ -437,7 +437,7 @@ ShapeEmbeddings embed_shapes(const train::CheckpointFile& checkpoint, const Shap
     }
   } else {
     ClassificationData d = run.data;
-    if (!s.data.empty()) d.source = s.data;
+    d.take_data_option(s.data);
     refuse_missing_val_split(d, s.split);
     const auto loaded = d.load_data();
     if (loaded.train.class_names != run.data.class_names)
@@ -503,7 +503,8 @@ nlohmann::json compare_classifier_runs(const std::vector<std::string>& runs, int
 }
 
 std::string classifier_compare_text(const nlohmann::json& rows, int64_t shapes) {
-  const std::string note = shapes > 0 ? "(max |dlogit|: largest change of any logit over " + std::to_string(shapes) +
+  const std::string note = shapes > 0 ? "(max |dlogit|: largest change of any logit over " +
+                                            invariance_shapes_text(rows, shapes) +
                                             " test shapes under 4 random SO(3) rotations, float32; float64 in {json})"
                                       : "";
   return compare_table_text(

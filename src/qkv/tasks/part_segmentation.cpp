@@ -378,7 +378,7 @@ nlohmann::json evaluate_segmenter_run(const PointEvalSettings& s, const c10::Dev
   const auto rotation = pc::parse_rotation(s.rotate, "rotate");
   auto run = load_point_run<PartSegData>(s.checkpoint, device, kPartSegmentationCommand);
   PartSegData d = run.data;
-  if (!s.data.empty()) d.source = s.data;
+  d.take_data_option(s.data);
   const auto loaded = d.load_data();
   const auto& set = s.split == "train" ? loaded.train : s.split == "val" ? loaded.val : loaded.test;
   refuse_empty_split(set.size(), s.split);
@@ -486,7 +486,8 @@ std::string segmenter_compare_text(const nlohmann::json& rows, int64_t shapes) {
       },
       "(inst / class: instance and class mIoU on the test set rotated as the column says; max |dlogit|: largest "
       "change of any per-point logit over " +
-          std::to_string(shapes) + " test shapes under 4 random SO(3) rotations, float32; float64 in {json})");
+          invariance_shapes_text(rows, shapes) +
+          " test shapes under 4 random SO(3) rotations, float32; float64 in {json})");
 }
 
 }  // namespace qkv::tasks

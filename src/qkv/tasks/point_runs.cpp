@@ -1,6 +1,7 @@
 #include "qkv/tasks/point_runs.h"
 
 #include <cstdio>
+#include <set>
 
 namespace qkv::tasks {
 
@@ -34,6 +35,15 @@ void set_point_feature_channels(const std::string& list, train::RunRequest& r, c
                                             r.model_options["point_features"].dump() +
                                             " (leave the option out: it follows the list)");
   r.model_options["point_features"] = channels;
+}
+
+std::string invariance_shapes_text(const nlohmann::json& rows, int64_t asked) {
+  std::set<int64_t> counts;
+  for (const auto& r : rows)
+    if (r.contains("invariance")) counts.insert(r.at("invariance").at("shapes").get<int64_t>());
+  if (counts.empty()) return std::to_string(asked);
+  return std::to_string(*counts.begin()) +
+         (counts.size() > 1 ? " to " + std::to_string(*counts.rbegin()) : std::string());
 }
 
 std::string compare_table_text(const nlohmann::json& rows, const char* scores_key,

@@ -66,6 +66,7 @@ void prepare_point_data(Data d, train::RunRequest& r, const std::string& out) {
 template <typename Data>
 void check_point_outputs(const train::RunRequest& r, const std::string& dir, bool overwrite) {
   const auto d = Data::from_json(r.data);
+  if (d.source == "synthetic" && !d.synth_dir.empty()) check_synth_dir_apart_from_run(d.synth_dir, dir);
   d.check_synthetic_dir(d.synthetic_dir_of_run(dir), overwrite);
 }
 
@@ -157,6 +158,11 @@ nlohmann::json compare_point_runs(const std::vector<std::string>& runs, int64_t 
   }
   return rows;
 }
+
+// How many test shapes the rows' invariance was measured on: the count
+// each run measured (its test split may hold fewer than `asked`), "2 to 4"
+// where runs differ; `asked` where none was measured.
+std::string invariance_shapes_text(const nlohmann::json& rows, int64_t asked);
 
 // The table of `vnt compare` and `seg compare` (rows of compare_point_runs):
 // run, model, `protocol(row)`, parameters, the `score_headers` columns

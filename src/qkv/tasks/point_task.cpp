@@ -163,6 +163,21 @@ std::string run_folder_of_checkpoint(const std::string& checkpoint) {
 
 bool is_absolute_path(const std::string& path) { return std::filesystem::path(path).is_absolute(); }
 
+void check_synth_dir_apart_from_run(const std::string& synth_dir, const std::string& run_dir) {
+  namespace fs = std::filesystem;
+  const fs::path synth(absolute_normal_path(synth_dir)), run(absolute_normal_path(run_dir));
+  const fs::path below = synth.lexically_relative(run), above = run.lexically_relative(synth);
+  const bool holds_run = !above.empty() && *above.begin() != "..";  // run_dir is synth_dir or lies inside it
+  bool in_run_files = false;
+  if (!below.empty() && *below.begin() != "..")
+    for (const auto& name : train::RunPaths::names()) in_run_files |= *below.begin() == *fs::path(name).begin();
+  if (holds_run || in_run_files)
+    throw ConfigError("synth_dir", synth_dir + ": " + (holds_run ? "is or holds" : "lies in the files of") +
+                                       " the run folder {out} " + run_dir +
+                                       "; a run and its synthetic shapes are kept apart (leave {synth_dir} out for "
+                                       "the run's own RUN/synthetic, or give a folder beside the run)");
+}
+
 void refuse_empty_split(int64_t size, const std::string& split) {
   if (size == 0) throw ConfigError("split", split + ": the run's " + split + " split holds no shapes");
 }

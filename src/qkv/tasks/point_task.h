@@ -243,6 +243,13 @@ struct takes_point_features<Load, std::void_t<decltype(std::declval<Load>().poin
 // The run folder holding `checkpoint` (RUN/checkpoints/NAME), or "" for a
 // checkpoint file elsewhere.
 std::string run_folder_of_checkpoint(const std::string& checkpoint);
+
+// ConfigError naming synth_dir when a run in `run_dir` could not keep its
+// synthetic shapes in `synth_dir` apart from its own files: the run folder
+// itself or a folder above it (a run written into a synth-shapes folder is
+// neither resumed nor overwritten: it is another command's), or a folder the
+// run writes in (checkpoints/). RUN/synthetic, the default, is the run's own.
+void check_synth_dir_apart_from_run(const std::string& synth_dir, const std::string& run_dir);
 bool is_absolute_path(const std::string& path);
 
 template <typename Source>
@@ -292,6 +299,18 @@ struct PointSourceData {
       }
     }
     return Source::read(dir, load);
+  }
+  // --data given to a command on a stored run (eval, embed, ...): its data
+  // read from there instead. "synthetic" only for a run trained on qkv's
+  // synthetic shapes, whose settings it records; a run trained on a folder
+  // has none to make.
+  void take_data_option(const std::string& data) {
+    if (data.empty()) return;
+    if (data == "synthetic" && source != "synthetic")
+      throw ConfigError("data", "synthetic: the run was trained on " + source +
+                                    ", not on qkv's synthetic shapes; give {data} a folder of shapes, or leave it out "
+                                    "for the run's own");
+    source = data;
   }
   // The data of a stored run (locate_stored_synthetic_dir first): the
   // synthetic shapes are written again only where the run wrote them.
