@@ -325,17 +325,17 @@ class CppModule(_Part):
     def _check_input_dtypes(self, args, kwargs):
         """UsageError naming the input (and the module) for float32 values given to float64 weights or the
         other way round: LibTorch's "expected scalar type Double but found Float" named neither."""
-        placement = self._placement()
-        if placement is None or placement[1] not in _FULL_PRECISION:
+        dtype = next((t.dtype for t in self.parameters() if t.is_floating_point()), None)
+        if dtype not in _FULL_PRECISION:
             return
         named = [("input %d" % i, a) for i, a in enumerate(args)] + list(kwargs.items())
         for name, value in named:  # a dict's items are appended as they are met
             if isinstance(value, dict):
                 named.extend(value.items())
             elif (isinstance(value, torch.Tensor) and value.dtype in _FULL_PRECISION
-                  and value.dtype != placement[1] and not _autocast_devices()):
+                  and value.dtype != dtype and not _autocast_devices()):
                 raise _qkv.UsageError("%s: %s is %s, its weights are %s (.to(%s) the input, or the module)" % (
-                    self._what(), name, value.dtype, placement[1], placement[1]))
+                    self._what(), name, value.dtype, dtype, dtype))
 
     def _weights_now(self, for_copy=False):
         """(name, registered, current) for every weight of every part: the tensor the C++ forward registered and

@@ -190,7 +190,7 @@ TEST_F(SegCli, BadInputFailsWithOneLine) {
   const std::string empty = qkv::testing::fresh_dir("seg_cli_foreign");
   fs::create_directories(empty);
   { std::ofstream(empty + "/keep.txt") << "user data\n"; }
-  expect_clean_failure(run_qkv("seg train --synth-dir " + empty + " --out " + empty + "/run"), 2,
+  expect_clean_failure(run_qkv("seg train --synth-dir " + empty + " --out " + empty + "-run"), 2,
                        "not empty and not written by qkv");
   EXPECT_TRUE(fs::exists(empty + "/keep.txt"));
   fs::remove_all(empty);

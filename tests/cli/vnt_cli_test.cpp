@@ -246,7 +246,7 @@ TEST(VntCliErrors, BadInputFailsWithOneLine) {
   {  // --data synthetic never deletes a folder it did not write
     std::ofstream(empty + "/keep.txt") << "user data\n";
   }
-  expect_clean_failure(run_qkv("vnt train --synth-dir " + empty + " --out " + empty + "/run"), 2,
+  expect_clean_failure(run_qkv("vnt train --synth-dir " + empty + " --out " + empty + "-run"), 2,
                        "not empty and not written by qkv");
   EXPECT_TRUE(fs::exists(empty + "/keep.txt"));
   fs::remove_all(empty);

@@ -486,11 +486,6 @@ void require_owned(const fs::path& dir, const Ledger& ledger) {
     if (const std::string why = unowned(dir, name, ledger.written); !why.empty()) throw UsageError(why);
 }
 
-// Removes the files a ledger lists, then the folders that leaves empty
-// (never `dir` itself) and the ledger. Every listed file is checked to be
-// what qkv wrote, and its folder to let it be removed (not read-only, not
-// immutable, not another user's), before any is removed: a command fails
-// with all of its earlier files or with none of them gone.
 // The files a ledger lists that are there (relative to dir), after checking
 // that each is what qkv wrote and that its folder lets it be removed.
 std::vector<fs::path> removable_ledger_files(const fs::path& dir, const Ledger& ledger) {
@@ -509,6 +504,11 @@ std::vector<fs::path> removable_ledger_files(const fs::path& dir, const Ledger& 
   return present;
 }
 
+// Removes the files a ledger lists, then the folders that leaves empty
+// (never `dir` itself) and the ledger. Every listed file is checked to be
+// what qkv wrote, and its folder to let it be removed (not read-only, not
+// immutable, not another user's), before any is removed: a command fails
+// with all of its earlier files or with none of them gone.
 void remove_ledger_files(const fs::path& dir, const Ledger& ledger) {
   const std::vector<fs::path> present = removable_ledger_files(dir, ledger);
   std::set<fs::path, std::greater<>> parents;  // deepest first
