@@ -52,7 +52,7 @@ def _autocast_devices():
         return (["cpu"] if torch.is_autocast_cpu_enabled() else []) + (["cuda"] if torch.is_autocast_enabled() else [])
 
 
-def call_cpp(what, forward, *args, **kwargs):
+def call_cpp(what, forward, *args, weights_dtype=None, **kwargs):
     """forward(*args, **kwargs), a C++ forward, as PyTorch's tools may call it
     (CppModule._call adds the weights its parts hold at call time).
 
@@ -62,7 +62,10 @@ def call_cpp(what, forward, *args, **kwargs):
       have no bfloat16 or half path, and ATen's bfloat16 fallbacks inside them
       made a step 7.7x slower): autocast is off inside, and bfloat16 or half
       inputs are taken as float32.
-    - Outside autocast, bfloat16 or half inputs are refused in one line.
+    - Outside autocast, bfloat16 or half inputs are refused in one line, and
+      so are float32 or float64 inputs of another dtype than weights_dtype
+      (the module's weights): LibTorch's "expected scalar type Double but
+      found Float" named neither the input nor the module.
     """
     if torch.jit.is_tracing():
         raise _qkv.UsageError("%s: torch.jit.trace cannot record qkv's C++ kernels (the traced module would differ "
@@ -72,11 +75,16 @@ def call_cpp(what, forward, *args, **kwargs):
     def checked(value, name):
         if isinstance(value, dict):
             return {k: checked(v, k) for k, v in value.items()}
-        if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dtype not in _FULL_PRECISION:
+        if not (isinstance(value, torch.Tensor) and value.is_floating_point()):
+            return value
+        if value.dtype not in _FULL_PRECISION:
             if devices:
                 return value.float()
             raise _qkv.UsageError("%s: %s is %s; qkv computes in float32 or float64 (.float() it, or run under "
                                   "torch.autocast, inside which qkv takes it as float32)" % (what, name, value.dtype))
+        if weights_dtype is not None and value.dtype != weights_dtype and not devices:
+            raise _qkv.UsageError("%s: %s is %s, its weights are %s (.to(%s) the input, or the module)" % (
+                what, name, value.dtype, weights_dtype, weights_dtype))
         return value
 
     args = [checked(a, "input %d" % i) for i, a in enumerate(args)]
@@ -311,31 +319,17 @@ class CppModule(_Part):
     def _call(self, forward, *args, **kwargs):
         """forward (one of the C++ module's methods) through call_cpp, with the weights its parts hold now and
         their forward hooks."""
-        self._check_input_dtypes(args, kwargs)
         bound = self._bound_weights()
         hooks = [(part._impl, part._run_forward_hooks) for part in self.modules()
                  if part is not self and part._forward_hooks and "_impl" in part.__dict__]
         if bound or hooks:
             forward = functools.partial(_qkv.call_with_parts, self._impl, bound, hooks, forward)
-        return call_cpp(self._what(), forward, *args, **kwargs)
+        dtype = next((t.dtype for t in self.parameters() if t.is_floating_point()), None)
+        return call_cpp(self._what(), forward, *args, weights_dtype=dtype if dtype in _FULL_PRECISION else None,
+                        **kwargs)
 
     def _what(self):
         return type(self).__name__
-
-    def _check_input_dtypes(self, args, kwargs):
-        """UsageError naming the input (and the module) for float32 values given to float64 weights or the
-        other way round: LibTorch's "expected scalar type Double but found Float" named neither."""
-        dtype = next((t.dtype for t in self.parameters() if t.is_floating_point()), None)
-        if dtype not in _FULL_PRECISION:
-            return
-        named = [("input %d" % i, a) for i, a in enumerate(args)] + list(kwargs.items())
-        for name, value in named:  # a dict's items are appended as they are met
-            if isinstance(value, dict):
-                named.extend(value.items())
-            elif (isinstance(value, torch.Tensor) and value.dtype in _FULL_PRECISION
-                  and value.dtype != dtype and not _autocast_devices()):
-                raise _qkv.UsageError("%s: %s is %s, its weights are %s (.to(%s) the input, or the module)" % (
-                    self._what(), name, value.dtype, dtype, dtype))
 
     def _weights_now(self, for_copy=False):
         """(name, registered, current) for every weight of every part: the tensor the C++ forward registered and
@@ -419,11 +413,13 @@ class CppModule(_Part):
         return _rebuild, (cls, args, kwargs)
 
     def __reduce_ex__(self, protocol):
-        return self._reduced(share=True)
+        function, head, state, tail = self._reduced(share=True)
+        return function, head + (state,) + tail
 
     def _reduced(self, share):
-        """(function, arguments) that build this module again. share: each parameter a part holds is given as
-        itself (pickle's memo then keeps it one object with whatever else holds it); else as a copy."""
+        """(function, head, state, tail): function(*head, state, *tail) builds this module again. share: each
+        parameter a part holds is given in state as itself (pickle's memo then keeps it one object with whatever
+        else holds it); else as a copy."""
         # The weights that would run now, under the C++ names: a parametrized or pruned part is copied as a plain
         # one holding its effective weight; then what a subclass's __init__ added (an nn.Linear head).
         function, head = self._rebuild_args()
@@ -433,8 +429,7 @@ class CppModule(_Part):
         with torch.enable_grad():
             weights = [(name, current) for name, _, current in self._weights_now(for_copy=True)]
             for key in self.__dict__.get("_added_state", ()):
-                prefix, _, leaf = key.rpartition(".")
-                weights.append((key, getattr(self.get_submodule(prefix) if prefix else self, leaf, None)))
+                weights.append((key, getattr(*_owner(self, key), None)))
         for name, current in weights:
             if not isinstance(current, torch.Tensor):
                 raise TypeError("%s: cannot copy a qkv module whose %s is %s" % (self._what(), name,
@@ -442,18 +437,17 @@ class CppModule(_Part):
             state[name] = current if share and isinstance(current, torch.nn.Parameter) else current.detach().clone()
             if not current.requires_grad:  # a frozen parameter stays frozen (buffers never require grad)
                 frozen.append(name)
-        return function, head + (state, self.training, self._placement(), frozen)
+        return function, head, state, (self.training, self._placement(), frozen)
 
     def __deepcopy__(self, memo):
         if id(self) in memo:
             return memo[id(self)]
-        function, arguments = self._reduced(share=False)
-        copy = function(*arguments)
+        function, head, state, tail = self._reduced(share=False)
+        copy = function(*head, state, *tail)
         memo[id(self)] = copy
         # Each parameter stays one object with what else is copied with it, as copy.deepcopy keeps nn.Module's:
         # one copied before (an optimizer's, a module it is tied to) is held by the copy; one copied later
         # finds the copy's. A parametrized part's weight is computed, not held: the copy's is its own.
-        state = arguments[-4]
         for name in state:
             original_owner, leaf = _owner(self, name)
             original = original_owner._parameters.get(leaf)  # a parametrization's weight is computed, not held

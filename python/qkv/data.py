@@ -181,8 +181,7 @@ class Cohort(_Split):
     def __init__(self, manifest, methylation, *, rows=None, fit_rows=None, cpgs=None, normalisation="global",
                  max_missing=1.0, reorient=False):
         self._files = (path_text(manifest), path_text(methylation), max_missing, reorient)
-        self._select(_data.Cohort(path_text(manifest), path_text(methylation), max_missing, reorient), rows, fit_rows, cpgs,
-                     normalisation)
+        self._select(_data.Cohort(*self._files), rows, fit_rows, cpgs, normalisation)
 
     def _select(self, cohort, rows, fit_rows, cpgs, normalisation):
         self._cohort = cohort

@@ -29,9 +29,6 @@ using parse::show;
 
 bool ends_with_tsv(const std::string& path) { return ends_with(lower(path), ".tsv"); }
 
-// What a CpG list file (one id a line, '#' comments, read_cpg_list) can
-// hold; a table's header is held to it too, so that every selection can be
-// written.
 // A subject or CpG id: recorded in JSON (config.json, summaries) and named in
 // messages, so UTF-8 text without NUL bytes. Another encoding (a Latin-1 or
 // UTF-16 export) is refused here, not recorded as U+FFFD, which made two
@@ -43,6 +40,9 @@ void require_text_id(const std::string& path, int64_t line, const char* what, st
                 " is not UTF-8 text (another encoding, or UTF-16?); save the file as UTF-8");
 }
 
+// What a CpG list file (one id a line, '#' comments, read_cpg_list) can
+// hold; a table's header is held to it too, so that every selection can be
+// written.
 bool fits_a_cpg_list(std::string_view id) {
   return !id.empty() && id.front() != '#' && std::none_of(id.begin(), id.end(), [](char c) {
     return std::isspace(static_cast<unsigned char>(c)) || c == ',' || c == ';';

@@ -42,8 +42,9 @@ PartText read_part_text(const std::string& path, const PartCategory* category = 
 // Whether a .txt file is ShapeNet-part's text layout rather than a point
 // text read_shape_file reads: its first lines (up to 64) are each seven
 // numbers x y z nx ny nz part, the normal a unit vector and the part a
-// whole number (one outside 0-49 is refused by the reader, naming it). A header line, a comment, or seven columns of
-// another kind (a scan's x y z intensity r g b) go to read_shape_file.
+// whole number (one outside 0-49 is refused by the reader, naming it). A
+// header line, a comment, or seven columns of another kind (a scan's x y z
+// intensity r g b) go to read_shape_file.
 bool looks_like_part_text(const std::string& path);
 
 // The two public layouts, by the folder names they are published under.

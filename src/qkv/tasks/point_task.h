@@ -243,6 +243,7 @@ struct takes_point_features<Load, std::void_t<decltype(std::declval<Load>().poin
 // The run folder holding `checkpoint` (RUN/checkpoints/NAME), or "" for a
 // checkpoint file elsewhere.
 std::string run_folder_of_checkpoint(const std::string& checkpoint);
+bool is_absolute_path(const std::string& path);
 
 // ConfigError naming synth_dir when a run in `run_dir` could not keep its
 // synthetic shapes in `synth_dir` apart from its own files: the run folder
@@ -250,7 +251,6 @@ std::string run_folder_of_checkpoint(const std::string& checkpoint);
 // neither resumed nor overwritten: it is another command's), or a folder the
 // run writes in (checkpoints/). RUN/synthetic, the default, is the run's own.
 void check_synth_dir_apart_from_run(const std::string& synth_dir, const std::string& run_dir);
-bool is_absolute_path(const std::string& path);
 
 template <typename Source>
 struct PointSourceData {
