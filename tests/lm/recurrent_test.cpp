@@ -168,6 +168,13 @@ TEST(LmModel, BadChoicesAreRefusedByKey) {
   EXPECT_EQ(config_error_key_of([&] { tasks::lm_model("rnn", t); }), "model");
   EXPECT_EQ(config_error_key_of([&] { tasks::lm_model("lstm", t, -1); }), "hidden");
   EXPECT_EQ(config_error_key_of([&] { tasks::lm_model("transformer", t, 8); }), "hidden");
+  t.window = 4;  // a recurrent model has no attention to window
+  EXPECT_EQ(config_error_key_of([&] { tasks::lm_model("lstm", t); }), "window");
+  EXPECT_NO_THROW(tasks::lm_model("transformer", t));
+  t.window = 0;
+  t.sinks = 2;
+  EXPECT_EQ(config_error_key_of([&] { tasks::lm_model("gru", t); }), "sinks");
+  t.sinks = 0;
   t.heads = 3;  // 128 is not divisible by 3
   EXPECT_THROW(tasks::lm_model("lstm", t), UsageError);
 }

@@ -59,6 +59,10 @@ LmModel lm_model(const std::string& kind, const models::TransformerLMOptions& tr
     m.parameters = m.budget;
     return m;
   }
+  // The window shapes attention alone: a recurrent model would train as if
+  // it had none, and the run's options would say otherwise.
+  if (transformer.window != 0) throw ConfigError("window", "limits the transformer's attention; " + kind + " has none");
+  if (transformer.sinks != 0) throw ConfigError("sinks", "limits the transformer's attention; " + kind + " has none");
   m.name = kind + "-lm";
   models::RecurrentLMOptions r;
   r.cell = kind;
