@@ -294,14 +294,16 @@ TEST(Methylation, ReadsEveryMissingSpellingQuotedHeadersAndCrlf) {
                           "\"s1\",NA,NaN,nan\r\n"
                           "\"s2\",null,,NULL\r\n"
                           "\"s3\", 0.25 ,+0.5,1e-3\r\n"
+                          "\"s4\",1e-400,1e-50,0\r\n"  // below float's range: 0, not "not a number"
                           "\r\n");
   const MethylationTable t = read_methylation_table(path);
   EXPECT_EQ(t.cpg_ids, (std::vector<std::string>{"cg1", "cg2", "cg3"}));
-  EXPECT_EQ(t.subject_ids, (std::vector<std::string>{"s1", "s2", "s3"}));
+  EXPECT_EQ(t.subject_ids, (std::vector<std::string>{"s1", "s2", "s3", "s4"}));
   EXPECT_EQ(t.missing_count(), 6);
   EXPECT_EQ(t.at(2, 0), 0.25f);
   EXPECT_EQ(t.at(2, 1), 0.5f);
   EXPECT_EQ(t.at(2, 2), 1e-3f);
+  for (int64_t c = 0; c < 3; ++c) EXPECT_EQ(t.at(3, c), 0.0f);
 }
 
 TEST(Methylation, BadValuesNameTheLineTheCpgAndTheValue) {
@@ -316,6 +318,8 @@ TEST(Methylation, BadValuesNameTheLineTheCpgAndTheValue) {
   expect_error([&] { read_methylation_table(trailing); }, {trailing, "line 2", "cg0001", "'0.5x'"});
   const auto infinite = write("meth_inf.csv", header + "s1,inf,0.2\n");
   expect_error([&] { read_methylation_table(infinite); }, {infinite, "line 2", "cg0001", "'inf'"});
+  const auto huge = write("meth_huge.csv", header + "s1,0.1,1e400\n");
+  expect_error([&] { read_methylation_table(huge); }, {huge, "line 2", "cg0002", "beta-value '1e400' is outside"});
 }
 
 TEST(Methylation, StructuralProblemsAreDataErrorsNamingTheFile) {

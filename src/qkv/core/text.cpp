@@ -3,14 +3,35 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "qkv/core/errors.h"
 #include "qkv/core/file_input.h"
 
 namespace qkv {
+
+bool parse_decimal(std::string_view token, double& value) {
+  if (!token.empty() && token[0] == '+') token.remove_prefix(1);  // from_chars rejects it, other writers do not
+  if (token.empty()) return false;
+  const char* end = token.data() + token.size();
+  const auto [ptr, ec] = std::from_chars(token.data(), end, value);
+  if (ec == std::errc::result_out_of_range) {
+    // from_chars leaves the value as it was. Small when the exponent is
+    // negative or, without one, when no digit before the point is.
+    const size_t e = token.find_first_of("eE");
+    const std::string_view integral = token.substr(0, std::min(token.find('.'), e));
+    const bool small = e != std::string_view::npos ? e + 1 < token.size() && token[e + 1] == '-'
+                                                   : integral.find_first_of("123456789") == std::string_view::npos;
+    value = small ? 0.0 : std::numeric_limits<double>::max() * (token[0] == '-' ? -1 : 1);
+  } else if (ec != std::errc()) {
+    return false;
+  }
+  return ptr == end;
+}
 
 std::string lower(std::string_view text) {
   std::string out(text);

@@ -22,6 +22,13 @@ std::string_view trim(std::string_view text);
 // would otherwise become part of the first column's name).
 std::string_view without_byte_order_mark(std::string_view text);
 
+// A decimal number read the same in every locale (std::from_chars), true
+// when `token` is one whole: an optional '+', digits, point, exponent, or
+// inf/nan. A value beyond double's range is read as +-DBL_MAX (so that a
+// reader says "beyond float32's range", not "not a number"), one too small
+// for it as 0, as any float would hold it.
+bool parse_decimal(std::string_view token, double& value);
+
 // "1 thread", "2 threads": n and the noun, with an s unless n is 1.
 std::string counted(int64_t n, std::string_view noun);
 

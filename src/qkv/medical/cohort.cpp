@@ -206,11 +206,18 @@ bool parse_beta(std::string_view cell, float& value) {
     value = std::numeric_limits<float>::quiet_NaN();
     return true;
   }
+  // Read as a float directly: through a double, a written float could round
+  // twice and come back one bit off.
   const char* first = cell.data();
   const char* last = first + cell.size();
   if (*first == '+') ++first;  // from_chars rejects a leading '+', other writers do not
   const auto [ptr, ec] = std::from_chars(first, last, value);
-  return ec == std::errc() && ptr == last;
+  if (ec != std::errc::result_out_of_range) return ec == std::errc() && ptr == last;
+  // 1e-400 is 0; 1e400 stays outside [0, 1] (clamped, since DBL_MAX fits no float).
+  double read = 0;
+  if (!parse_decimal(cell, read)) return false;
+  value = static_cast<float>(std::clamp(read, -2.0, 2.0));
+  return true;
 }
 
 std::string file_name_of(const std::string& path) {

@@ -95,26 +95,6 @@ void split(std::string_view line, std::vector<std::string_view>& tokens, bool co
   for (std::string_view token; t.next(token);) tokens.push_back(token);
 }
 
-// from_chars is locale-independent and rejects "1.0abc" (we check it ate the whole token).
-bool parse_double(std::string_view tok, double& out) {
-  if (!tok.empty() && tok[0] == '+') tok.remove_prefix(1);
-  if (tok.empty()) return false;
-  const auto [ptr, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), out);
-  if (ec == std::errc::result_out_of_range) {
-    // 1e400 is too large for any float (reported as beyond float32's range,
-    // not as non-numeric); 1e-400 is 0 to a float. from_chars says neither.
-    // Small when its exponent is negative or, without one, when no digit
-    // before the point is (strtod would depend on the locale).
-    const size_t e = tok.find_first_of("eE");
-    const std::string_view integral = tok.substr(0, std::min(tok.find('.'), e));
-    const bool small = e != std::string_view::npos ? e + 1 < tok.size() && tok[e + 1] == '-'
-                                                   : integral.find_first_of("123456789") == std::string_view::npos;
-    out = small ? 0.0 : std::numeric_limits<double>::max() * (tok[0] == '-' ? -1 : 1);
-    return ptr == tok.data() + tok.size();
-  }
-  return ec == std::errc() && ptr == tok.data() + tok.size();
-}
-
 bool parse_int(std::string_view tok, int64_t& out) {
   if (!tok.empty() && tok[0] == '+') tok.remove_prefix(1);
   if (tok.empty()) return false;
@@ -131,7 +111,7 @@ std::string not_a_float(double v) {
 // A coordinate or normal component: numeric, and finite once stored as float.
 double finite_value(const std::string& path, int64_t line, std::string_view tok) {
   double v = 0;
-  if (!parse_double(tok, v)) fail_at(path, line, "non-numeric value " + show(tok));
+  if (!parse_decimal(tok, v)) fail_at(path, line, "non-numeric value " + show(tok));
   if (!std::isfinite(static_cast<float>(v))) fail_at(path, line, "value " + show(tok) + " " + not_a_float(v));
   return v;
 }
@@ -739,7 +719,7 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
           if (integer) return static_cast<double>(next_int());
           const auto s = next_token();
           double d = 0;
-          if (!parse_double(s, d)) fail_at(path, body.line(), "non-numeric value " + show(s));
+          if (!parse_decimal(s, d)) fail_at(path, body.line(), "non-numeric value " + show(s));
           return d;
         };
         for (size_t pi = 0; pi < e.properties.size(); ++pi) {
@@ -920,7 +900,7 @@ Mesh parse_point_text(const std::string& path, std::string_view text, int64_t ma
       double ignored = 0;
       // A header holds no number: a data line with a typo ("1 2 3a") is
       // named as a bad value, not taken for column names.
-      from_header = std::none_of(tok.begin(), tok.end(), [&](std::string_view t) { return parse_double(t, ignored); });
+      from_header = std::none_of(tok.begin(), tok.end(), [&](std::string_view t) { return parse_decimal(t, ignored); });
       if (from_header) {
         columns = header_columns(path, first_line, line, tok);
         continue;
@@ -1332,7 +1312,7 @@ Mesh parse_pcd(const std::string& path, const std::string& text) {
         double& out = v[k];
         if (lower(std::string(t)) == "nan")
           out = NAN;
-        else if (!parse_double(t, out))
+        else if (!parse_decimal(t, out))
           fail_at(path, rows.line(), "non-numeric value " + show(t));
         if (k == colour_at && rgb >= 0) {
           // PCL writes a float rgb as the float whose bits pack the colour, and a U rgb as the integer.
