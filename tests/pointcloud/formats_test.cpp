@@ -341,6 +341,11 @@ TEST(ModelNetTree, MixedFormatsLoadAndOtherFilesAreCounted) {
   write_text_file(root + "/b/test/nested/four.off", tetra_off);
   EXPECT_EQ(load_modelnet40(root, o).skipped,
             "skipped 6 files that qkv does not read as shapes (4 .md, 1 not a regular file, 1 subfolder)");
+  // A shape beside the class folders belongs to none: counted too.
+  write_text_file(root + "/five.off", tetra_off);
+  EXPECT_EQ(load_modelnet40(root, o).skipped,
+            "skipped 7 files that qkv does not read as shapes (4 .md, 1 not a regular file, 1 outside a class "
+            "folder, 1 subfolder)");
 }
 
 // Ten tetrahedra per class in `dir/<class>/` (flat) or `dir/<split>/<class>/`.
@@ -369,6 +374,10 @@ TEST(ModelNetTree, AFlatFolderIsSplitPerClassTheSameWayForTheSameSeed) {
   o.test_fraction = 0.5;
   const auto c = load_modelnet40(root, o);
   EXPECT_EQ(c.test.size(), 5 + 3);  // half of 10, and of 5 rounded half away from zero
+  write_tetra_folder(root, 2);      // beside the class folders, of no class: counted, the split unchanged
+  const auto d = load_modelnet40(root, o);
+  EXPECT_EQ(d.skipped, "skipped 2 files that qkv does not read as shapes (2 outside a class folder)");
+  EXPECT_EQ(d.test.sources, c.test.sources);
   write_tetra_folder(root + "/lonely", 1);
   expect_format_error(root + "/lonely", "needs at least 2 per class", [&] { load_modelnet40(root, o); });
 }
@@ -385,6 +394,14 @@ TEST(ModelNetTree, ASplitFolderReadsTrainAndTestClasses) {
   EXPECT_EQ(data.layout, "split");
   EXPECT_EQ(data.train.size(), 5);
   EXPECT_EQ(data.test.size(), 2);
+  write_tetra_folder(root + "/train", 1);  // beside train/'s class folders: no class's
+  EXPECT_EQ(data.skipped, "");
+  EXPECT_EQ(load_modelnet40(root, o).skipped,
+            "skipped 1 file that qkv does not read as shapes (1 outside a class folder)");
+  o.strict = true;
+  expect_format_error(root + "/train/t0.obj", "not read as a shape (outside a class folder;",
+                      [&] { load_modelnet40(root, o); });
+  o.strict = false;
   write_tetra_folder(root + "/test/blob", 1);
   expect_format_error(root + "/test/blob", "a test class that train/ does not have", [&] { load_modelnet40(root, o); });
 }

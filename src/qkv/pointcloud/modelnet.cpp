@@ -205,6 +205,13 @@ std::vector<fs::path> shape_files_in(const fs::path& folder, SkippedFiles& skipp
   return out;
 }
 
+// Shape files lying in `folder` itself, beside its class folders, where no
+// class claims them: counted, so that a shape put one level too high is heard of.
+void count_shapes_outside_classes(const fs::path& folder, SkippedFiles& skipped) {
+  for (const auto& f : sorted_entries(folder, false))
+    if (is_tree_shape_file(f)) skipped.add_as("outside a class folder", f);
+}
+
 }  // namespace
 
 ShapeFilesBelow shape_files_below(const std::string& folder) {
@@ -250,8 +257,9 @@ ModelNetData load_class_files(const ClassFiles& tree, const fs::path& root, cons
   data.layout = layout;
   if (const auto skipped = tree.skipped.text(); !skipped.empty()) {
     if (o.strict)
-      throw DataError(tree.skipped.by_extension.begin()->second.second + ": not a shape file (" +
-                      tree_shape_extensions() + " are read); in strict mode a tree holds none, and " + root.string() +
+      throw DataError(tree.skipped.by_extension.begin()->second.second + ": not read as a shape (" +
+                      tree.skipped.by_extension.begin()->first + "; " + tree_shape_extensions() +
+                      " in class folders are read); in strict mode a tree holds nothing else, and " + root.string() +
                       " holds " + skipped);
     data.skipped = "skipped " + skipped;
   }
@@ -296,6 +304,7 @@ ModelNetData load_off_tree(const fs::path& dir, const ModelNetLoadOptions& o) {
   if (class_dirs.empty())
     throw DataError(dir.string() + ": no class folders (the ModelNet40 layout: <class>/{train,test}/*)");
   for (const auto& d : class_dirs) tree.class_names.push_back(d.filename().string());
+  count_shapes_outside_classes(dir, tree.skipped);
   for (int split = 0; split < 2; ++split)
     for (size_t c = 0; c < class_dirs.size(); ++c) {
       const auto split_dir = class_dirs[c] / kModelNetSplits[split];
@@ -323,6 +332,7 @@ ModelNetData load_split_tree(const fs::path& dir, const ModelNetLoadOptions& o) 
       tree.files[split].push_back(shape_files_in(folder, tree.skipped));
       tree.folders[split].push_back(folder.string());
     }
+  for (const auto& folder : {dir, dir / "train", dir / "test"}) count_shapes_outside_classes(folder, tree.skipped);
   for (const auto& d : sorted_entries(dir / "test", true))
     if (std::find(tree.class_names.begin(), tree.class_names.end(), d.filename().string()) == tree.class_names.end())
       throw DataError(d.string() + ": a test class that train/ does not have");
@@ -353,6 +363,7 @@ ModelNetData load_flat_tree(const fs::path& dir, const ModelNetLoadOptions& o) {
     tree.folders[1].push_back(d.string());
   }
   if (tree.class_names.empty()) throw DataError(dir.string() + ": no class folders (the flat layout: <class>/*)");
+  count_shapes_outside_classes(dir, tree.skipped);
   return load_class_files(tree, dir, kFlatLayout, o);
 }
 
