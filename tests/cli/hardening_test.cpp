@@ -283,6 +283,18 @@ TEST(Hardening, CtrlCDuringDataSynthShapesExits130) {
   fs::remove_all(out);
 }
 
+// A train command generating its synthetic shapes was killed by the signal,
+// saying nothing: it stops at the next file with one line too.
+TEST(Hardening, CtrlCWhileATrainCommandGeneratesItsDataExits130) {
+  const std::string out = fresh_dir("hard_train_sigint");
+  EXPECT_EQ(interrupted_once_writing({"vnt", "train", "--synth-classes", "box,sphere", "--synth-train-per-class",
+                                      "100000", "--threads", "1", "--out", out},
+                                     out + "/synthetic/box/train"),
+            130);
+  EXPECT_FALSE(fs::exists(out + "/config.json"));
+  fs::remove_all(out);
+}
+
 TEST(Hardening, HugeModelsAreRefusedBeforeTheyAreBuilt) {
   // Each grew past 3.5 GB before it was killed; sized by arithmetic now, each
   // is refused with LibTorch's own footprint (~180 MB) and at most 120 MB more.

@@ -59,6 +59,10 @@ void register_train_command(CLI::App* parent, Action& action, TrainTask task,
     call.train = o->train;
     call.given = given_keys(*cmd);
     call.limits = o->limits;
+    // From the start, not only once training begins: Ctrl-C while the data
+    // are generated or read stops at the next file with one line (the
+    // readers and writers poll for it), where it had killed qkv silently.
+    install_interrupt_handler();
     const auto outcome = tasks::train_command(*shared, call);
     if (outcome.interrupted) return kExitInterrupted;
     if (outcome.rank != 0) return 0;
