@@ -102,6 +102,15 @@ def test_vn_pooling_and_norm_refuse_a_feature_without_its_points_or_axes():
         qkv.ops.vn_norm(torch.randn(2, 4, 5))
 
 
+def test_vn_norms_refuse_an_integer_feature():
+    # VNLayerNorm and VNBatchNorm had taken int64 features and returned float32 without a word.
+    features = torch.randint(-3, 3, (2, 4, 3, 5))
+    for module in (qkv.nn.VNLayerNorm(4), qkv.nn.VNBatchNorm(4)):
+        with pytest.raises(qkv.UsageError, match=r"a VN feature is floating point, got Long"):
+            module(features)
+    assert qkv.nn.VNLayerNorm(4)(features.float()).dtype == torch.float32
+
+
 SMALL_VNT = dict(linear_dim=8, heads=2, head_dim=4, k=6, head_hidden=[16], blocks=2)
 
 

@@ -22,6 +22,9 @@ namespace qkv::vn {
 void require_vn(const at::Tensor& x, const char* what) {
   if (x.dim() < 3 || x.size(2) != 3)
     throw UsageError(std::string(what) + ": expected a VN feature [B, C, 3, ...], got " + shape_of(x));
+  // An integer feature had gone through the norms as float32 without a word.
+  if (!x.is_floating_point())
+    throw UsageError(std::string(what) + ": a VN feature is floating point, got " + c10::toString(x.scalar_type()));
 }
 
 at::Tensor vn_linear(const at::Tensor& x, const at::Tensor& weight) {
