@@ -111,6 +111,13 @@ fs::path normal(const std::string& path) {
   return p;
 }
 
+// Whether `inner` is `outer` or lies below it, by their names alone (both
+// normal, or both resolved).
+bool at_or_below(const fs::path& inner, const fs::path& outer) {
+  const fs::path rel = inner.lexically_relative(outer);
+  return !rel.empty() && *rel.begin() != "..";
+}
+
 // A ledger entry may only name a file below its folder.
 bool safe_relative(const fs::path& rel) {
   if (rel.empty() || rel.is_absolute()) return false;
@@ -370,6 +377,10 @@ void write_new_ledger(const fs::path& dir, const OutputMarker& marker) {
 }  // namespace
 
 std::string absolute_normal_path(const std::string& path) { return normal(path).string(); }
+
+bool path_at_or_below(const std::string& path, const std::string& folder) {
+  return at_or_below(normal(path), normal(folder));
+}
 
 namespace {
 
@@ -685,8 +696,7 @@ void replace_earlier_output_below(const std::string& path) {
     for (const auto& weak : root_list_locked()) {
       auto root = weak.lock();
       if (!root || !root->replace_earlier) continue;
-      const fs::path rel = target.lexically_relative(root->dir);
-      if (rel == "." || safe_relative(rel)) due.emplace_back(root, std::exchange(root->replace_earlier, nullptr));
+      if (at_or_below(target, root->dir)) due.emplace_back(root, std::exchange(root->replace_earlier, nullptr));
     }
   }
   // Outside the lock: the replacement writes the fresh ledger.
@@ -938,8 +948,7 @@ std::shared_ptr<ClaimedRoot> innermost_root_locked(const fs::path& file) {
   for (const auto& weak : root_list_locked()) {
     auto r = weak.lock();
     if (!r) continue;
-    const auto rel = file.lexically_relative(r->dir);
-    if (rel.empty() || !safe_relative(rel)) continue;
+    if (!at_or_below(file, r->dir)) continue;
     if (!best || r->dir.string().size() > best->dir.string().size()) best = std::move(r);
   }
   return best;
@@ -997,12 +1006,6 @@ fs::path resolved(const std::string& path) {
   if (ec) return normal(path);
   if (!p.has_filename() && p.has_parent_path() && p != p.root_path()) p = p.parent_path();
   return p;
-}
-
-// Whether `inner` is `outer` or lies below it (both resolved).
-bool at_or_below(const fs::path& inner, const fs::path& outer) {
-  const fs::path rel = inner.lexically_relative(outer);
-  return !rel.empty() && *rel.begin() != "..";
 }
 
 // Whether two existing paths are one file or folder (a second hard link).

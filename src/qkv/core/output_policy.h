@@ -52,6 +52,10 @@ struct OutputMarker {
 // are kept): how a run records a folder it will be read from elsewhere.
 std::string absolute_normal_path(const std::string& path);
 
+// Whether `path` is `folder` or lies below it, compared as absolute_normal_path
+// gives them (links are not followed).
+bool path_at_or_below(const std::string& path, const std::string& folder);
+
 // A file or folder a command reads, and the setting that names it ("manifest",
 // "checkpoint"; messages say "{key}", which the CLI names by its flag).
 struct InputPath {

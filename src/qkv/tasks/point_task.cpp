@@ -164,13 +164,11 @@ std::string run_folder_of_checkpoint(const std::string& checkpoint) {
 bool is_absolute_path(const std::string& path) { return std::filesystem::path(path).is_absolute(); }
 
 void check_synth_dir_apart_from_run(const std::string& synth_dir, const std::string& run_dir) {
-  namespace fs = std::filesystem;
-  const fs::path synth(absolute_normal_path(synth_dir)), run(absolute_normal_path(run_dir));
-  const fs::path below = synth.lexically_relative(run), above = run.lexically_relative(synth);
-  const bool holds_run = !above.empty() && *above.begin() != "..";  // run_dir is synth_dir or lies inside it
+  const bool holds_run = path_at_or_below(run_dir, synth_dir);
   bool in_run_files = false;
-  if (!below.empty() && *below.begin() != "..")
-    for (const auto& name : train::RunPaths::names()) in_run_files |= *below.begin() == *fs::path(name).begin();
+  for (const auto& name : train::RunPaths::names())
+    in_run_files |=
+        path_at_or_below(synth_dir, (std::filesystem::path(run_dir) / *std::filesystem::path(name).begin()).string());
   if (holds_run || in_run_files)
     throw ConfigError("synth_dir", synth_dir + ": " + (holds_run ? "is or holds" : "lies in the files of") +
                                        " the run folder {out} " + run_dir +
