@@ -76,10 +76,21 @@ Data settings_from(const std::string& what, const nlohmann::json& given) {
   tasks::set_paper_training_defaults(unused, d.view);
   std::set<std::string> known;
   visit_fields(d, [&](const Field& f, auto&) { known.insert(f.key); });
-  for (const auto& item : given.items())
-    if (!known.count(item.key()))
-      throw UsageError(what + ": unknown setting '" + item.key() +
-                       "' (known: " + join(std::vector<std::string>(known.begin(), known.end())) + ")");
+  for (const auto& item : given.items()) {
+    if (known.count(item.key())) continue;
+    // The part sets' keys say "category" where the CLI's options say
+    // "class" (--max-per-class, --synth-classes), as their runs' files do.
+    std::string said_so;
+    for (const auto& [cli_word, key_word] : {std::pair{"classes", "categories"}, std::pair{"class", "category"}}) {
+      std::string key = item.key();
+      if (const auto at = key.find(cli_word); at != std::string::npos && said_so.empty()) {
+        key.replace(at, std::strlen(cli_word), key_word);
+        if (known.count(key)) said_so = "this set says '" + key + "'; ";
+      }
+    }
+    throw UsageError(what + ": unknown setting '" + item.key() + "' (" + said_so +
+                     "known: " + join(std::vector<std::string>(known.begin(), known.end())) + ")");
+  }
   nlohmann::json merged = d.to_json();
   merged.update(given);
   // The up axis by name, as the CLI's --up-axis takes it.

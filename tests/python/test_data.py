@@ -98,6 +98,10 @@ def test_synthetic_shapes_as_the_cli_loads_them(tmp_path):
 def test_data_settings_are_checked(tmp_path):
     with pytest.raises(qkv.UsageError, match="unknown setting 'pionts'"):
         qkv.data.SyntheticShapes(tmp_path / "s", pionts=64)
+    # The part sets say "category" where the CLI says "class": the twin is named.
+    for key, twin in (("max_per_class", "max_per_category"), ("synth_classes", "synth_categories")):
+        with pytest.raises(qkv.UsageError, match="unknown setting '%s' \\(this set says '%s'; known:" % (key, twin)):
+            qkv.data.SyntheticParts(tmp_path / "p", **{key: 2})
     with pytest.raises(qkv.UsageError, match="protocol"):
         qkv.data.SyntheticShapes(tmp_path / "s", protocol="z/x", **SMALL)
     with pytest.raises(qkv.UsageError, match="split 'dev'"):

@@ -21,8 +21,8 @@ struct RunOptions {
 };
 
 inline constexpr const char* kOverwriteHelp =
-    "replace what this command wrote at the output before (never a file qkv did not write, nor another command's "
-    "output); without it an existing output is refused";
+    "replace what qkv wrote at this command's output before, other commands' files inside it included (never a "
+    "file qkv did not write, nor an output another command made); without it an existing output is refused";
 
 // `out`'s help is the command's; a command that writes nothing leaves out
 // and overwrite out of its options.
