@@ -171,6 +171,12 @@ TEST(UpAxis, ChosenFromTheLayoutAndPrinted) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("up axis: z (the ModelNet40 layout's"), std::string::npos) << r.output;
   EXPECT_EQ(read_json(out + "/off/config.json").at("data").at("up_axis"), 2);
+  // embed reads a split from the folder the run recorded: an output inside
+  // it is refused, as inside --data (it had been written there, a new "class").
+  expect_clean_failure(
+      run_qkv("vnt embed --checkpoint " + out + "/off --split test --threads 1 --out " + tree + "/embed"), 2,
+      "lies inside " + tree + " (listed in --checkpoint ");
+  EXPECT_FALSE(fs::exists(tree + "/embed"));
   // An explicit axis is kept and not announced.
   r = run_qkv("vnt train --data " + tree +
               " --up-axis 1 --points-per-shape 128 --points 64 --epochs 1 --threads 1 "

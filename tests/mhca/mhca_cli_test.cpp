@@ -224,6 +224,12 @@ TEST_F(MhcaCli, CrossValidationThenExplainEndToEnd) {
                             "/other_truth.json --overwrite --out " + ex);
   EXPECT_EQ(over.status, 1) << over.output;
   EXPECT_TRUE(fs::exists(ex + "/explain.json"));
+  // A mask read from inside the output it would replace: refused, as every input is (it had been deleted).
+  const std::string mask_inside = ex + "/" + subject.id + "/spect_attention.nii.gz";
+  const auto read_from_output = run_qkv("mhca explain " + cohort_args() + " --checkpoint " + ckpt + " --subject " +
+                                        subject.id + " --striatum-mask " + mask_inside + " --overwrite --out " + ex);
+  expect_clean_failure(read_from_output, 2, "holds --striatum-mask " + mask_inside + ", which this command reads");
+  EXPECT_TRUE(fs::exists(mask_inside));
   // A subject given twice would weigh twice in the mean map.
   const std::string id = turned.at("id").get<std::string>();
   expect_clean_failure(run_qkv("mhca explain " + cohort_args() + " --checkpoint " + ckpt + " --subject " + id + "," +

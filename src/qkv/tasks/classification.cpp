@@ -468,6 +468,12 @@ nlohmann::json write_shape_embeddings(const train::CheckpointFile& checkpoint, c
   // Everything that can be refused before the checkpoint is read.
   check_embed_settings(s);
   check_outputs_apart(out, "{out}", {{"input", s.input}, {"checkpoint", checkpoint.path}, {"data", s.data}});
+  if (!s.split.empty() && s.data.empty()) {
+    // The split comes from the folder the run recorded: apart from the output too.
+    const auto recorded =
+        checked_stored_point_data<ClassificationData>(checkpoint, train::read_checkpoint_config(checkpoint.path));
+    check_outputs_apart(out, "{out}", {{"checkpoint", recorded.folder_read(), checkpoint.path}});
+  }
   check_output_dir(out, "{out}", overwrite, "vnt embed");
   const auto embeddings = embed_shapes(checkpoint, s, seed, device);
   const auto& f = embeddings.features;

@@ -285,6 +285,7 @@ nlohmann::json explain_checkpoint(const CohortFiles& files, const train::Checkpo
   auto inputs = cohort_inputs(files);
   inputs.push_back({"checkpoint", checkpoint});
   inputs.push_back({"ground_truth", options.ground_truth});
+  inputs.push_back({"striatum_mask", options.striatum_mask});
   check_outputs_apart(out, "{out}", inputs);
   check_output_dir(out, "{out}", overwrite, "mhca explain");
   auto cohort = medical::load_cohort(files.manifest, files.methylation, true, at::get_num_threads(), false,
@@ -292,6 +293,10 @@ nlohmann::json explain_checkpoint(const CohortFiles& files, const train::Checkpo
                                      files.reorient || recorded_reorient(config), medical::CohortUse::Predict);
   check_recorded_geometry(config, cohort, checkpoint, files);
   const auto explained = read_explain_inputs(cohort, options);  // before the claim, which empties an --overwrite
+  // The masks the ground truth names are read too (after the claim, at each subject).
+  for (const auto& mask : {explained.truth.striatum_mask, explained.truth.cross_modal_mask})
+    if (mask != options.striatum_mask)
+      check_outputs_apart(out, "{out}", {{"ground_truth", mask, explained.truth.path}});
   const bool created = !fs::exists(out);
   auto claim = claim_output_dir(out, "{out}", overwrite, {"mhca explain", {}});
   try {

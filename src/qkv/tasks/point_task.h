@@ -217,6 +217,7 @@ auto write_synthetic_set(const std::string& out, const Options& options, bool ov
   if (out.empty()) throw ConfigError("out", "is required (or {list})");
   check(options);
   const auto claim = claim_output_dir(out, "{out}", overwrite, marker);
+  clear_for_generation(out);
   auto summary = write(out, options);
   mark_output_complete(out);
   return summary;
@@ -329,6 +330,9 @@ struct PointSourceData {
     }
     return load_data(synth_dir, false);
   }
+  // The folder a stored run's load_data() reads: its synthetic shapes' or
+  // the data folder.
+  const std::string& folder_read() const { return source == "synthetic" ? synth_dir : source; }
   // Where the synthetic shapes of a run in `run_dir` are.
   std::string synthetic_dir_of_run(const std::string& run_dir) const {
     if (!synth_dir.empty()) return synth_dir;
