@@ -280,6 +280,13 @@ TEST(Hardening, CtrlCDuringDataSynthShapesExits130) {
             130);
   EXPECT_FALSE(fs::exists(out + "/README.txt"));
   EXPECT_EQ(qkv::testing::read_text(out + "/.qkv-written").find("\"complete\""), std::string::npos);
+  // Made again with other classes: the stopped generation's class folders go,
+  // files or none (an empty cone/test had stayed, and was read as a class).
+  const auto again = run_qkv("data synth-shapes --classes box,sphere --train-per-class 2 --test-per-class 1 --out " +
+                             out + " --overwrite");
+  ASSERT_EQ(again.status, 0) << again.output;
+  EXPECT_FALSE(fs::exists(out + "/cone"));
+  EXPECT_TRUE(fs::exists(out + "/box/test"));
   fs::remove_all(out);
 }
 

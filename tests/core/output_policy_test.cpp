@@ -2,7 +2,10 @@
 // with it only what qkv wrote is removed; a file qkv did not write is never
 // replaced, even by a later write in a claimed folder.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -515,14 +518,74 @@ TEST(OutputPolicy, ResumeNeedsTheFolderTheCommandMade) {
 TEST(OutputPolicy, TheTemporarySweepRemovesOnlyTemporariesOfListedFiles) {
   const fs::path dir = written_run("policy_sweep");
   for (const char* name : {"checkpoints/.last.ckpt.tmp.Ab12cD", "checkpoints/.notes.txt.tmp.Ab12cD",
-                           ".config.json.tmp.000000", ".mine.tmp.zzzzzz"})
+                           ".config.json.tmp.000000", ".mine.tmp.zzzzzz", "..qkv-written.tmp.Ab12cD"})
     write_text_file(dir / name, "x");
   const auto removed = qkv::remove_stale_temps_of_ledger(dir.string());
-  EXPECT_EQ(removed.size(), 2u);
+  EXPECT_EQ(removed.size(), 3u);
+  EXPECT_FALSE(fs::exists(dir / "..qkv-written.tmp.Ab12cD"));  // the ledger's own
   EXPECT_FALSE(fs::exists(dir / "checkpoints/.last.ckpt.tmp.Ab12cD"));
   EXPECT_FALSE(fs::exists(dir / ".config.json.tmp.000000"));
   EXPECT_TRUE(fs::exists(dir / "checkpoints/.notes.txt.tmp.Ab12cD"));
   EXPECT_TRUE(fs::exists(dir / ".mine.tmp.zzzzzz"));
+}
+
+// A claim killed between making its folder and renaming its first ledger
+// into place left only the ledger's temporary: that folder was refused for
+// good, even with --overwrite or --resume. It is qkv's, and empty.
+TEST(OutputPolicy, AKilledClaimsLedgerTemporaryIsNothingToKeep) {
+  const fs::path dir = fresh_dir("policy_killed_claim");
+  write_text_file(dir / "..qkv-written.tmp.Ab12cD", "{\"command\":\"te");
+  EXPECT_NO_THROW(qkv::check_output_dir(dir.string(), "--out", false, "test"));
+  {
+    const auto claim = qkv::claim_output_dir(dir.string(), "--out", false, {"test", {}});
+    EXPECT_FALSE(claim.replaced());
+    EXPECT_FALSE(fs::exists(dir / "..qkv-written.tmp.Ab12cD"));
+    qkv::write_file_atomic((dir / "first.txt").string(), std::string("new"));
+  }
+  EXPECT_EQ(qkv::ledger_files(dir.string()), std::vector<std::string>{"first.txt"});
+  // A user's file of that form that is not a regular file is no temporary.
+  const fs::path other = fresh_dir("policy_killed_claim_dir");
+  fs::create_directories(other / "..qkv-written.tmp.Ab12cD");
+  write_text_file(other / "..qkv-written.tmp.Ab12cD/mine.txt", "mine");
+  EXPECT_THROW(qkv::check_output_dir(other.string(), "--out", true, "test"), qkv::UsageError);
+}
+
+// A ledger line cut short (a full disk) had stayed torn: the ledger was
+// untrusted for good and the next entry glued onto it. The line is cut off,
+// so the ledger is as before the failed write. (A file-size limit in a child
+// gives the short write a full disk does.)
+TEST(OutputPolicy, ALedgerLineCutShortIsCutOff) {
+  const fs::path dir = fresh_dir("policy_torn_line");
+  {
+    const auto claim = qkv::claim_output_dir(dir.string(), "--out", false, {"test", {}});
+    qkv::write_file_atomic((dir / "a.txt").string(), std::string("a"));
+  }
+  const std::string before = read(dir / qkv::kLedgerName);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{static_cast<rlim_t>(before.size() + 10), static_cast<rlim_t>(before.size() + 10)};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    bool refused = false;
+    try {
+      const auto claim = qkv::claim_output_file((dir / "b.txt").string(), "--output", false, {"export", {}});
+      qkv::write_file_atomic((dir / "b.txt").string(), std::string("b"));  // its entry takes > 10 bytes
+    } catch (const qkv::DataError&) {
+      refused = true;
+    }
+    _exit(refused ? 0 : 3);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(read(dir / qkv::kLedgerName), before);
+  EXPECT_FALSE(fs::exists(dir / "b.txt"));
+  {  // the folder is still qkv's to overwrite
+    const auto claim = qkv::claim_output_dir(dir.string(), "--out", true, {"test", {}});
+    qkv::write_file_atomic((dir / "c.txt").string(), std::string("c"));
+  }
+  EXPECT_EQ(qkv::ledger_files(dir.string()), std::vector<std::string>{"c.txt"});
 }
 
 // A command that fails after its claim and before its first write leaves

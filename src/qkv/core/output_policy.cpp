@@ -359,8 +359,13 @@ void append_line(const fs::path& file, const std::string& line) {
   const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) throw DataError(file.string() + ": cannot write qkv's ledger: " + std::strerror(errno));
   const std::string text = line + "\n";
+  struct stat before {};
+  const bool sized = ::fstat(fd, &before) == 0;
   const ssize_t n = ::write(fd, text.data(), text.size());
   const int saved = errno;
+  // A short write (a full disk) would leave a torn line, which makes the
+  // ledger untrusted for good and glues the next entry onto it: cut it off.
+  if (n != static_cast<ssize_t>(text.size()) && n > 0 && sized) (void)!::ftruncate(fd, before.st_size);
   ::close(fd);
   if (n != static_cast<ssize_t>(text.size()))
     throw DataError(file.string() + ": cannot write qkv's ledger: " + std::strerror(n < 0 ? saved : ENOSPC));
@@ -516,7 +521,9 @@ std::vector<fs::path> removable_ledger_files(const fs::path& dir, const Ledger& 
 }
 
 // Removes the files a ledger lists, then the folders that leaves empty
-// (never `dir` itself) and the ledger. Every listed file is checked to be
+// (never `dir` itself). The ledger stays until the caller's new one is
+// renamed over it: a kill between the two leaves a folder qkv still knows
+// as its own, never one without a ledger. Every listed file is checked to be
 // what qkv wrote, and its folder to let it be removed (not read-only, not
 // immutable, not another user's), before any is removed: a command fails
 // with all of its earlier files or with none of them gone.
@@ -533,8 +540,14 @@ void remove_ledger_files(const fs::path& dir, const Ledger& ledger) {
     std::error_code ec;
     if (fs::is_directory(folder, ec) && fs::is_empty(folder, ec)) fs::remove(folder, ec);
   }
+}
+
+// The temporary of a ledger write that a kill interrupted (a regular file
+// ".qkv-written.tmp.XXXXXX" whose rename never came): qkv's own, nothing of the user's.
+bool is_ledger_temp(const fs::directory_entry& entry) {
   std::error_code ec;
-  fs::remove(dir / kLedgerName, ec);
+  return atomic_temp_target(entry.path().filename().string()) == kLedgerName &&
+         fs::is_regular_file(entry.symlink_status(ec));
 }
 
 // A folder holding folders at most, at any depth (no file, link or other
@@ -562,12 +575,13 @@ void remove_folders_without_files(const fs::path& root) {
 }
 
 // Empty, or holding only a ledger that lists nothing (a command that failed
-// after claiming the folder and before writing): nothing there to lose.
+// after claiming the folder and before writing) and a killed ledger write's
+// temporary: nothing there to lose.
 bool is_empty_folder(const fs::path& dir) {
   std::error_code ec;
   if (fs::is_empty(dir, ec) && !ec) return true;
   for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
-    if (it->path().filename() != kLedgerName) return false;
+    if (it->path().filename() != kLedgerName && !is_ledger_temp(*it)) return false;
   return !ec && read_ledger(dir).files.empty();
 }
 
@@ -672,6 +686,7 @@ OutputClaim claim_output_dir(const std::string& dir, const std::string& option, 
   const auto held = ClaimedRoot::lock(root, option, /*exclusive=*/true);
   // Again: another command may have written there before the lock.
   check_output_dir(dir, option, overwrite, marker.command);
+  remove_stale_temp_files(root.string(), {kLedgerName});  // a killed claim's, under the lock
   if (is_empty_folder(root)) {
     write_new_ledger(root, marker);
     return ClaimedRoot::hold(held, {}, {}, /*replaced=*/false, marker.command, marker.command);
@@ -835,6 +850,7 @@ void verify_output_dir(const std::string& dir, const std::string& option, const 
 std::vector<std::string> remove_stale_temps_of_ledger(const std::string& dir) {
   const fs::path root = normal(dir);
   std::map<fs::path, std::set<std::string>> by_folder;
+  by_folder[fs::path()].insert(kLedgerName);  // a ledger write's too
   for (const auto& name : read_ledger(root).files) {
     const fs::path rel(name);
     by_folder[rel.parent_path()].insert(rel.filename().string());
@@ -878,7 +894,7 @@ SyntheticDir synthetic_dir_state(const std::string& dir, const std::string& opti
   for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
        it.increment(ec)) {
     const fs::path rel = it->path().lexically_relative(root);
-    if (rel == kLedgerName) continue;
+    if (rel == kLedgerName || (rel.parent_path().empty() && is_ledger_temp(*it))) continue;
     bool known = it->is_directory() ? listed_dirs.count(rel) > 0 : listed.count(rel) > 0;
     // What a generation stopped midway leaves (its ledger not complete): a
     // class folder made before its files, and the temporary of the file it
@@ -927,11 +943,13 @@ SyntheticDirClaim claim_synthetic_dir(const std::string& dir, const std::string&
     case SyntheticDir::Regenerate: break;
   }
   auto claim = claim_output_dir(dir, option, true, marker);
-  replace_earlier_output_below(dir);  // the generation writes at once
-  // Class folders an earlier generation made and left without files (it was
-  // stopped, or had other classes): under the claim's lock, none is read as a class.
-  remove_folders_without_files(normal(dir));
+  clear_for_generation(dir);
   return {true, std::move(claim)};
+}
+
+void clear_for_generation(const std::string& dir) {
+  replace_earlier_output_below(dir);          // the generation writes at once
+  remove_folders_without_files(normal(dir));  // under the claim's lock
 }
 
 void mark_output_complete(const std::string& dir) { append_line(normal(dir) / kLedgerName, kCompleteLine); }

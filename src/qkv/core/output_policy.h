@@ -174,6 +174,13 @@ struct [[nodiscard]] SyntheticDirClaim {
 SyntheticDirClaim claim_synthetic_dir(const std::string& dir, const std::string& option, bool overwrite,
                                       const OutputMarker& marker);
 
+// For a generator about to write synthetic data into `dir`, which it holds
+// (claim_output_dir): what qkv wrote there before is replaced now, and the
+// folders below holding no file at any depth go too (class folders a stopped
+// generation made before their files, or of other classes), since a loader
+// would read each as a class.
+void clear_for_generation(const std::string& dir);
+
 // claim_synthetic_dir's refusals without its effects: nothing is written or
 // claimed. Returns whether the data would be (re)generated.
 bool check_synthetic_dir(const std::string& dir, const std::string& option, bool overwrite, const OutputMarker& marker);
