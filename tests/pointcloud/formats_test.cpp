@@ -216,6 +216,15 @@ TEST(ReadPcd, AsciiColourAsPclWritesItAndIntensity) {
   EXPECT_EQ(cloud.vertex_properties[0].values, (std::vector<double>{0.25, 7}));
   const auto rows = point_feature_rows(cloud, {"intensity", "rgb"}, "colour.pcd");
   EXPECT_TRUE(torch::equal(rows[1], torch::tensor({7.f, 200.f / 255, 100.f / 255, 50.f / 255})));
+  // PCL 1.7 and later write an F rgb in text as the packed integer (an opaque
+  // colour's float is a NaN): 0xFFC81E28 is (200, 30, 40), not the float 4.29e9's bits.
+  const auto integer = read_shape_file(
+      write_format_file("colour_uint.pcd",
+                        "FIELDS x y z rgb\nSIZE 4 4 4 4\nTYPE F F F F\nCOUNT 1 1 1 1\nPOINTS 2\nDATA ascii\n"
+                        "0 0 0 4291305000\n1 1 1 0\n"));
+  ASSERT_EQ(integer.colors.size(), 2u);
+  EXPECT_EQ(integer.colors[0], (std::array<uint8_t, 3>{200, 30, 40}));
+  EXPECT_EQ(integer.colors[1], (std::array<uint8_t, 3>{0, 0, 0}));
 }
 
 TEST(PointFeatures, NamesAreCheckedAndMissingOnesNamed) {

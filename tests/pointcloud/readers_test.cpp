@@ -233,6 +233,17 @@ TEST(ReadPly, AsciiVertexIndexNameAndPointCloud) {
   const auto c = read_ply(cloud);
   EXPECT_TRUE(c.is_point_cloud());
   EXPECT_EQ(c.vertices[1], (Vec3{4, 5, 6}));
+
+  // PCL's PLY writer names the normal normal_x normal_y normal_z (they had been extra properties).
+  const auto pcl = read_ply(write("pcl_normals.ply",
+                                  "ply\nformat ascii 1.0\nelement vertex 2\nproperty float x\nproperty float y\n"
+                                  "property float z\nproperty float normal_x\nproperty float normal_y\n"
+                                  "property float normal_z\nproperty float curvature\nend_header\n"
+                                  "1 2 3 0 0 1 0.5\n4 5 6 1 0 0 0.25\n"));
+  ASSERT_TRUE(pcl.has_normals());
+  EXPECT_EQ(pcl.normals[1], (Vec3{1, 0, 0}));
+  ASSERT_EQ(pcl.vertex_properties.size(), 1u);
+  EXPECT_EQ(pcl.vertex_properties[0].name, "curvature");
 }
 
 TEST(ReadPly, TriangleStripsAreTrianglesFacingOneWay) {

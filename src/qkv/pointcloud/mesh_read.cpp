@@ -610,19 +610,20 @@ Mesh parse_ply(const std::string& path, const std::string& text) {
       for (size_t i = 0; i < e.properties.size(); ++i) {
         const auto& p = e.properties[i];
         if (p.is_list) continue;
-        int* slot = p.name == "x"       ? &layout.x
-                    : p.name == "y"     ? &layout.y
-                    : p.name == "z"     ? &layout.z
-                    : p.name == "nx"    ? &layout.nx
-                    : p.name == "ny"    ? &layout.ny
-                    : p.name == "nz"    ? &layout.nz
-                    : p.name == "red"   ? &layout.red
-                    : p.name == "green" ? &layout.green
-                    : p.name == "blue"  ? &layout.blue
-                                        : nullptr;
-        if (slot)
+        int* slot = p.name == "x"   ? &layout.x
+                    : p.name == "y" ? &layout.y
+                    : p.name == "z" ? &layout.z
+                    // normal_x ...: PCL's PLY writer's names, as its PCD files have them
+                    : p.name == "nx" || p.name == "normal_x" ? &layout.nx
+                    : p.name == "ny" || p.name == "normal_y" ? &layout.ny
+                    : p.name == "nz" || p.name == "normal_z" ? &layout.nz
+                    : p.name == "red"                        ? &layout.red
+                    : p.name == "green"                      ? &layout.green
+                    : p.name == "blue"                       ? &layout.blue
+                                                             : nullptr;
+        if (slot && *slot < 0)
           *slot = static_cast<int>(i);
-        else
+        else  // a second property of one name (nx and normal_x) is kept as it is
           layout.extra.push_back(static_cast<int>(i));
       }
     } else if (e.name == "face" || e.name == "tristrips") {
@@ -1315,8 +1316,13 @@ Mesh parse_pcd(const std::string& path, const std::string& text) {
         else if (!parse_decimal(t, out))
           fail_at(path, rows.line(), "non-numeric value " + show(t));
         if (k == colour_at && rgb >= 0) {
-          // PCL writes a float rgb as the float whose bits pack the colour, and a U rgb as the integer.
-          if (f.type == 'F') {
+          // A U rgb is the packed integer. So is an F rgb in text since PCL
+          // 1.7 (its ASCII writer: "despite the float type, store the rgb
+          // field as uint32", an opaque colour's float being a NaN); older
+          // writers printed the float whose bits pack the colour, which is
+          // never written as digits alone (but 0, the same colour either way).
+          const bool integer_text = !t.empty() && t.find_first_not_of("0123456789") == std::string_view::npos;
+          if (f.type == 'F' && !integer_text) {
             const auto as_float = static_cast<float>(out);
             std::memcpy(&colour, &as_float, sizeof colour);
           } else {
