@@ -1,8 +1,10 @@
 // The overwrite policy: an existing output is refused without --overwrite;
 // with it only what qkv wrote is removed; a file qkv did not write is never
 // replaced, even by a later write in a claimed folder.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -188,6 +190,32 @@ TEST(OutputPolicy, OverwriteReplacesOnlyWhatThisCommandMade) {
     qkv::write_file_atomic((old / "weights.pt").string(), std::string("w2"));
   }
   EXPECT_EQ(read(old / "weights.pt"), "w2");
+}
+
+// A file below a folder another command made: its writer is named from that
+// folder's ledger (a run's checkpoints/last.ckpt had been "not written by
+// qkv"), and while another process holds the folder nothing is written below
+// it (an export had written into a running train's checkpoints/, under a ledger of its own).
+TEST(OutputPolicy, AFileBelowAnotherCommandsFolderIsThatCommands) {
+  const fs::path dir = fresh_dir("policy_below_other");
+  {
+    const auto claim = qkv::claim_output_dir(dir.string(), "--out", false, {"lm train", {}});
+    qkv::make_directories((dir / "checkpoints").string());
+    qkv::write_file_atomic((dir / "checkpoints/last.ckpt").string(), std::string("weights"));
+  }
+  const auto named = usage_error_of(
+      [&] { qkv::check_output_file((dir / "checkpoints/last.ckpt").string(), "--output", true, "export-weights"); });
+  EXPECT_NE(named.find("last.ckpt: written by 'qkv lm train', not by 'qkv export-weights'"), std::string::npos)
+      << named;
+  // Another process's hold, as a running command's flock.
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  const auto held = usage_error_of(
+      [&] { qkv::check_output_file((dir / "checkpoints/w.pt").string(), "--output", false, "export-weights"); });
+  EXPECT_NE(held.find(dir.string() + ": another qkv command is writing there"), std::string::npos) << held;
+  ::close(fd);
+  EXPECT_NO_THROW(qkv::check_output_file((dir / "checkpoints/w.pt").string(), "--output", false, "export-weights"));
 }
 
 // A run stopped before its report, where the user then saved a report.html:

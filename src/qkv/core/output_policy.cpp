@@ -744,6 +744,31 @@ void OutputClaim::release_if_unused(bool remove_folder) noexcept {
   }
 }
 
+namespace {
+
+// The outputs qkv wrote around `dir` (folders above it holding a ledger):
+// refused while another command holds one (a run writing there; a file
+// output's own folder takes its own lock), and the command that wrote `file`
+// as part of one, or "" (for a message naming who may replace it).
+std::string writer_in_enclosing_outputs(const fs::path& dir, const fs::path& file, const std::string& option) {
+  std::string writer;
+  for (fs::path up = dir.parent_path(); !up.empty(); up = up.parent_path()) {
+    std::error_code ec;
+    if (fs::is_regular_file(fs::symlink_status(up / kLedgerName, ec))) {
+      refuse_if_held_elsewhere(up, option, /*exclusive=*/false);
+      try {
+        if (writer.empty()) writer = read_ledger(up).writer_of(file.lexically_relative(up).generic_string());
+      } catch (const std::exception&) {
+        // An enclosing ledger qkv cannot read names no writer.
+      }
+    }
+    if (up == up.root_path()) break;
+  }
+  return writer;
+}
+
+}  // namespace
+
 void check_output_file(const std::string& path, const std::string& option, bool overwrite, const std::string& command) {
   if (path.empty()) refuse(option, ": must name a file");
   require_utf8_name(path, option);
@@ -762,6 +787,7 @@ void check_output_file(const std::string& path, const std::string& option, bool 
   const auto status = fs::status(file, ec);
   if (fs::is_directory(status)) refuse(option, printable_path(path) + ": is a folder; name a file");
   refuse_if_held_elsewhere(dir, option, /*exclusive=*/false);
+  const std::string enclosing_writer = writer_in_enclosing_outputs(dir, file, option);
   if (fs::exists(status)) {
     const std::string name = file.filename().string();
     // Another command's file first: --overwrite would not help.
@@ -771,6 +797,7 @@ void check_output_file(const std::string& path, const std::string& option, bool 
     } catch (const std::exception&) {
       // A ledger qkv cannot read is refused below, with or without overwrite.
     }
+    if (writer.empty()) writer = enclosing_writer;  // a run's checkpoints/last.ckpt: its run folder's ledger
     if (!writer.empty() && writer != command)
       refuse(option, printable_path(path) + ": written by '" + typed_command(writer) + "', not by '" +
                          typed_command(command) + "'; only that command replaces it, even with {overwrite}; " +
