@@ -70,6 +70,7 @@ class ExactPositions {
     }
     exact_.push_back(v);
   }
+  void reserve(size_t n) { exact_.reserve(n); }
   size_t size() const { return exact_.size(); }
   std::array<double, 3> origin() const {
     return exact_.empty() ? std::array<double, 3>{0, 0, 0} : origin_of_box(low_, high_);

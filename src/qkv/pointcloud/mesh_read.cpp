@@ -130,6 +130,9 @@ class RelativePositions {
  public:
   explicit RelativePositions(Mesh& mesh) : mesh_(mesh) {}
   Vec3 operator()(double x, double y, double z) {
+    // As many as the reader reserved for the mesh (a header's count): a
+    // vector doubling past it had held twice the exact positions at its peak.
+    if (exact_.size() == 0) exact_.reserve(mesh_.vertices.capacity());
     exact_.push({x, y, z});
     return {static_cast<float>(x), static_cast<float>(y), static_cast<float>(z)};
   }
