@@ -83,10 +83,11 @@ Data settings_from(const std::string& what, const nlohmann::json& given) {
     std::string said_so;
     for (const auto& [cli_word, key_word] : {std::pair{"classes", "categories"}, std::pair{"class", "category"}}) {
       std::string key = item.key();
-      if (const auto at = key.find(cli_word); at != std::string::npos && said_so.empty()) {
-        key.replace(at, std::strlen(cli_word), key_word);
-        if (known.count(key)) said_so = "this set says '" + key + "'; ";
-      }
+      const auto at = key.find(cli_word);
+      if (at == std::string::npos) continue;
+      key.replace(at, std::strlen(cli_word), key_word);
+      if (known.count(key)) said_so = "this set says '" + key + "'; ";
+      break;  // "classes" holds "class": the longer word decides
     }
     throw UsageError(what + ": unknown setting '" + item.key() + "' (" + said_so +
                      "known: " + join(std::vector<std::string>(known.begin(), known.end())) + ")");

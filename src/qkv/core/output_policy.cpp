@@ -542,12 +542,14 @@ void remove_ledger_files(const fs::path& dir, const Ledger& ledger) {
   }
 }
 
-// The temporary of a ledger write that a kill interrupted (a regular file
-// ".qkv-written.tmp.XXXXXX" whose rename never came): qkv's own, nothing of the user's.
-bool is_ledger_temp(const fs::directory_entry& entry) {
+// The ledger, or the temporary of a ledger write that a kill interrupted (a
+// regular file ".qkv-written.tmp.XXXXXX" whose rename never came): qkv's
+// bookkeeping, nothing of the user's.
+bool is_ledger_or_its_temp(const fs::directory_entry& entry) {
+  const std::string name = entry.path().filename().string();
   std::error_code ec;
-  return atomic_temp_target(entry.path().filename().string()) == kLedgerName &&
-         fs::is_regular_file(entry.symlink_status(ec));
+  return name == kLedgerName ||
+         (atomic_temp_target(name) == kLedgerName && fs::is_regular_file(entry.symlink_status(ec)));
 }
 
 // A folder holding folders at most, at any depth (no file, link or other
@@ -581,7 +583,7 @@ bool is_empty_folder(const fs::path& dir) {
   std::error_code ec;
   if (fs::is_empty(dir, ec) && !ec) return true;
   for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
-    if (it->path().filename() != kLedgerName && !is_ledger_temp(*it)) return false;
+    if (!is_ledger_or_its_temp(*it)) return false;
   return !ec && read_ledger(dir).files.empty();
 }
 
@@ -921,7 +923,7 @@ SyntheticDir synthetic_dir_state(const std::string& dir, const std::string& opti
   for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
        it.increment(ec)) {
     const fs::path rel = it->path().lexically_relative(root);
-    if (rel == kLedgerName || (rel.parent_path().empty() && is_ledger_temp(*it))) continue;
+    if (rel.parent_path().empty() && is_ledger_or_its_temp(*it)) continue;
     bool known = it->is_directory() ? listed_dirs.count(rel) > 0 : listed.count(rel) > 0;
     // What a generation stopped midway leaves (its ledger not complete): a
     // class folder made before its files, and the temporary of the file it

@@ -414,14 +414,20 @@ at::Tensor average_view_features(const at::Tensor& features, int64_t votes) {
   return features.view({votes, features.size(0) / votes, features.size(1)}).mean(0);
 }
 
-}  // namespace
+// What embed takes besides the run, found before the checkpoint is read
+// (check_embed_settings first): the rotation and --input's shape files.
+struct EmbedRequest {
+  pc::Rotation rotation;
+  std::vector<std::string> files;
+};
+EmbedRequest embed_request(const ShapeEmbedSettings& s) {
+  return {pc::parse_rotation(s.rotate, "rotate"),
+          s.input.empty() ? std::vector<std::string>{} : shape_files_of(s.input)};
+}
 
-ShapeEmbeddings embed_shapes(const train::CheckpointFile& checkpoint, const ShapeEmbedSettings& s, uint64_t seed,
-                             const c10::Device& device) {
-  check_embed_settings(s);
-  const auto rotation = pc::parse_rotation(s.rotate, "rotate");
-  const auto files = s.input.empty() ? std::vector<std::string>{} : shape_files_of(s.input);
-  auto run = load_classifier_run(checkpoint, device);
+ShapeEmbeddings embed_run(LoadedPointRun<ClassificationData>& run, const ShapeEmbedSettings& s,
+                          const EmbedRequest& request, uint64_t seed, const c10::Device& device) {
+  const auto& [rotation, files] = request;
   ShapeEmbeddings result;
   result.votes = s.votes > 0 ? s.votes : run.data.votes;
   std::vector<at::Tensor> rows;
@@ -462,20 +468,29 @@ ShapeEmbeddings embed_shapes(const train::CheckpointFile& checkpoint, const Shap
   return result;
 }
 
+}  // namespace
+
+ShapeEmbeddings embed_shapes(const train::CheckpointFile& checkpoint, const ShapeEmbedSettings& s, uint64_t seed,
+                             const c10::Device& device) {
+  check_embed_settings(s);
+  const auto request = embed_request(s);
+  auto run = load_classifier_run(checkpoint, device);
+  return embed_run(run, s, request, seed, device);
+}
+
 nlohmann::json write_shape_embeddings(const train::CheckpointFile& checkpoint, const ShapeEmbedSettings& s,
                                       uint64_t seed, const std::string& out, bool overwrite,
                                       const c10::Device& device) {
   // Everything that can be refused before the checkpoint is read.
   check_embed_settings(s);
   check_outputs_apart(out, "{out}", {{"input", s.input}, {"checkpoint", checkpoint.path}, {"data", s.data}});
-  if (!s.split.empty() && s.data.empty()) {
-    // The split comes from the folder the run recorded: apart from the output too.
-    const auto recorded =
-        checked_stored_point_data<ClassificationData>(checkpoint, train::read_checkpoint_config(checkpoint.path));
-    check_outputs_apart(out, "{out}", {{"checkpoint", recorded.folder_read(), checkpoint.path}});
-  }
   check_output_dir(out, "{out}", overwrite, "vnt embed");
-  const auto embeddings = embed_shapes(checkpoint, s, seed, device);
+  const auto request = embed_request(s);
+  auto run = load_classifier_run(checkpoint, device);
+  // Without --data the split comes from the folder the run recorded: apart from the output too.
+  if (!s.split.empty() && s.data.empty())
+    check_outputs_apart(out, "{out}", {{"checkpoint", run.data.folder_read(), checkpoint.path}});
+  const auto embeddings = embed_run(run, s, request, seed, device);
   const auto& f = embeddings.features;
   const int64_t shapes = f.size(0), dims = f.size(1);
   std::string csv = "shape,class";
